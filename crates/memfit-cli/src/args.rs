@@ -1,0 +1,170 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Large-array numerical work within a memory limit.
+#[derive(Debug, Parser)]
+#[command(name = "memfit", version, about, long_about = None)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// memfit's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Cluster the rows of a .npy file with k-means (Lloyd), out of core.
+    ///
+    /// With no INPUT, runs on a built-in default: 2,000,000 × 3 Gaussian blobs, n_clusters = 200.
+    Kmeans(KmeansArgs),
+    /// Assign the rows of a .npy file to the nearest of saved centres.
+    Predict(PredictArgs),
+    /// Write a synthetic data set to .npy, streamed in blocks.
+    #[command(subcommand)]
+    Generate(Generate),
+}
+
+/// Options shared by every command that reads data.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Memory limit for all buffers: 512MiB, 2GiB, 1.5GiB (powers of 1024),
+    /// 2GB or 2G (powers of 1000), or plain bytes. Default: half of the
+    /// available memory (MemAvailable, or the cgroup limit if lower).
+    #[arg(long, value_name = "SIZE")]
+    pub memory_limit: Option<String>,
+    /// Worker threads (default: all cores). Results do not depend on it.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Compute dtype; integer and float16 input is converted per block.
+    /// Default: float64 for float64 input, float32 otherwise.
+    #[arg(long, value_enum)]
+    pub dtype: Option<ComputeDtype>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// The compute dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ComputeDtype {
+    /// 32-bit floats (sums still accumulate in float64).
+    Float32,
+    /// 64-bit floats.
+    Float64,
+}
+
+/// `memfit kmeans`.
+#[derive(Debug, Args)]
+pub struct KmeansArgs {
+    /// Input .npy file of shape (n_samples, n_features): float16/32/64,
+    /// uint8, int16/32/64, C or Fortran order. Omit to run the built-in default.
+    #[arg(value_name = "INPUT.npy")]
+    pub input: Option<PathBuf>,
+    /// Number of clusters (default 8; 200 for the built-in default input).
+    #[arg(long, short = 'k', value_name = "K")]
+    pub n_clusters: Option<usize>,
+    /// k-means++, random, or a .npy of initial centres (n_clusters, n_features).
+    #[arg(long, default_value = "k-means++", value_name = "k-means++|random|FILE.npy")]
+    pub init: String,
+    /// Number of initialisations; the lowest inertia wins
+    /// (default: 1 for k-means++ and a file, 10 for random).
+    #[arg(long, value_name = "N")]
+    pub n_init: Option<usize>,
+    /// Maximum iterations per initialisation.
+    #[arg(long, default_value_t = 300, value_name = "N")]
+    pub max_iter: usize,
+    /// Stop when the sum of squared centre shifts is at most
+    /// tol × mean feature variance (scikit-learn's meaning).
+    #[arg(long, default_value_t = 1e-4, value_name = "T")]
+    pub tol: f64,
+    /// Random seed; the same seed gives identical results for any thread count.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Per-sample weights, a .npy of shape (n_samples,).
+    #[arg(long, value_name = "FILE.npy")]
+    pub sample_weight: Option<PathBuf>,
+    /// Write labels (int32, shape (n_samples,)).
+    #[arg(long, value_name = "OUT.npy")]
+    pub labels: Option<PathBuf>,
+    /// Write centres (compute dtype, shape (n_clusters, n_features)).
+    #[arg(long, value_name = "OUT.npy")]
+    pub centers: Option<PathBuf>,
+    /// Write a JSON summary (inertia, n_iter, converged, timings, peak_rss_bytes, plan).
+    #[arg(long, value_name = "OUT.json")]
+    pub summary: Option<PathBuf>,
+    /// Draw a scatter plot of a sample of points coloured by cluster.
+    #[arg(long, value_name = "OUT.png")]
+    pub plot: Option<PathBuf>,
+    /// With --plot: project onto the first two principal components instead
+    /// of plotting features 0 and 1.
+    #[arg(long)]
+    pub plot_pca: bool,
+    /// Print the memory plan and exit without reading data.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `memfit predict`.
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    /// Input .npy file of shape (n_samples, n_features).
+    #[arg(value_name = "INPUT.npy")]
+    pub input: PathBuf,
+    /// Centres, a .npy of shape (n_clusters, n_features).
+    #[arg(long, value_name = "C.npy")]
+    pub centers: PathBuf,
+    /// Where to write the labels (int32, shape (n_samples,)).
+    #[arg(long, value_name = "OUT.npy")]
+    pub labels: PathBuf,
+    /// Print the memory plan and exit without reading data.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `memfit generate`.
+#[derive(Debug, Subcommand)]
+pub enum Generate {
+    /// Isotropic Gaussian blobs (as scikit-learn's make_blobs), any size.
+    Blobs(BlobsArgs),
+}
+
+/// `memfit generate blobs`.
+#[derive(Debug, Args)]
+pub struct BlobsArgs {
+    /// Rows.
+    #[arg(long, value_name = "N")]
+    pub n_samples: usize,
+    /// Columns.
+    #[arg(long, default_value_t = 2, value_name = "D")]
+    pub n_features: usize,
+    /// Number of blobs.
+    #[arg(long, default_value_t = 3, value_name = "K")]
+    pub centers: usize,
+    /// Standard deviation of each blob.
+    #[arg(long, default_value_t = 1.0, value_name = "STD")]
+    pub cluster_std: f64,
+    /// Random seed.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Output dtype.
+    #[arg(long, value_enum, default_value = "float64")]
+    pub dtype: ComputeDtype,
+    /// Output .npy file.
+    #[arg(long, value_name = "FILE.npy")]
+    pub out: PathBuf,
+    /// Also write the true blob of each row (int32).
+    #[arg(long, value_name = "FILE.npy")]
+    pub labels: Option<PathBuf>,
+    /// Memory limit for the generation buffer (same syntax as kmeans).
+    #[arg(long, value_name = "SIZE")]
+    pub memory_limit: Option<String>,
+}

@@ -1,0 +1,196 @@
+//! `memfit kmeans`: validate arguments, plan, fit, write outputs atomically.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use memfit::cluster::{fit, plan_kmeans, Init, KMeansFit, KMeansJob, KMeansParams};
+use memfit::generate::Blobs;
+use memfit::io::{
+    check_output_path, read_matrix_f64, write_bytes_atomic, write_matrix, ArrayRef, Dtype, NpyWriter, Source, Values,
+};
+use memfit::plan::Plan;
+use memfit::Real;
+
+use crate::args::{ComputeDtype, KmeansArgs};
+use crate::progress::Bar;
+use crate::{memory_limit, plot};
+
+/// Rows of the plot sample.
+const PLOT_ROWS: usize = 20_000;
+
+/// The built-in default input: 2,000,000 × 3 Gaussian blobs around 200 centres.
+pub fn default_blobs() -> Blobs {
+    Blobs { n_samples: 2_000_000, n_features: 3, centers: 200, cluster_std: 1.0, center_box: (-100.0, 100.0), seed: 42 }
+}
+
+/// Runs `memfit kmeans`.
+pub fn run(args: &KmeansArgs) -> Result<()> {
+    let started = Instant::now();
+    for out in [&args.labels, &args.centers, &args.summary, &args.plot].into_iter().flatten() {
+        check_output_path(out)?;
+    }
+    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let default_data: Vec<f64>;
+    let (x, n_clusters, extra) =
+        match &args.input {
+            Some(p) => (Source::open_matrix(p)?, args.n_clusters.unwrap_or(8), vec![]),
+            None => {
+                let blobs = default_blobs();
+                eprintln!(
+                "no input given: clustering the built-in default, {} × {} Gaussian blobs (seed {}), n_clusters = {}",
+                blobs.n_samples, blobs.n_features, blobs.seed, args.n_clusters.unwrap_or(blobs.centers)
+            );
+                default_data = blobs.to_vec::<f64>();
+                let bytes = (default_data.len() * 8) as u64;
+                let src =
+                    Source::memory(ArrayRef::c_order(Values::F64(&default_data), blobs.n_samples, blobs.n_features)?);
+                (src, args.n_clusters.unwrap_or(blobs.centers), vec![("default input (in memory)".to_string(), bytes)])
+            }
+        };
+    let weights = args.sample_weight.as_ref().map(Source::open_vector).transpose()?;
+    let init = match args.init.as_str() {
+        "k-means++" => Init::KMeansPlusPlus,
+        "random" => Init::Random,
+        path if path.ends_with(".npy") || Path::new(path).exists() => {
+            let (values, n_rows, n_cols) = read_matrix_f64(path).with_context(|| format!("reading --init {path}"))?;
+            Init::Centers { values, n_rows, n_cols }
+        }
+        other => bail!("invalid --init {other:?}: expected k-means++, random or a .npy file of initial centres"),
+    };
+    let params = KMeansParams {
+        n_clusters,
+        init,
+        n_init: args.n_init,
+        max_iter: args.max_iter,
+        tol: args.tol,
+        random_state: args.seed,
+        memory_limit_bytes: limit,
+        init_sample_rows: None,
+        plot_sample_rows: if args.plot.is_some() { PLOT_ROWS } else { 0 },
+    };
+    params.validate(x.n_samples(), x.n_features())?;
+    let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
+        ComputeDtype::Float64
+    } else {
+        ComputeDtype::Float32
+    });
+    let job = KMeansJob { extra, ..KMeansJob::new(&x, weights.as_ref(), bytes_of(compute), args.labels.is_some()) };
+    let plan = plan_kmeans(&params, &job)?;
+    if args.dry_run {
+        println!("{plan}");
+        return Ok(());
+    }
+    match compute {
+        ComputeDtype::Float32 => fit_and_write::<f32>(args, &params, &x, weights.as_ref(), &plan, started),
+        ComputeDtype::Float64 => fit_and_write::<f64>(args, &params, &x, weights.as_ref(), &plan, started),
+    }
+}
+
+/// Bytes per element of the compute dtype.
+pub fn bytes_of(d: ComputeDtype) -> usize {
+    match d {
+        ComputeDtype::Float32 => 4,
+        ComputeDtype::Float64 => 8,
+    }
+}
+
+fn fit_and_write<T: Real>(
+    args: &KmeansArgs,
+    params: &KMeansParams,
+    x: &Source<'_>,
+    w: Option<&Source<'_>>,
+    plan: &Plan,
+    started: Instant,
+) -> Result<()> {
+    let n = x.n_samples();
+    let mut labels_file = args.labels.as_ref().map(|p| NpyWriter::create(p, Dtype::I32, &[n])).transpose()?;
+    let mut write_labels = |labels: &[u32]| -> memfit::Result<()> {
+        match labels_file.as_mut() {
+            Some(f) => f.write_with(labels, |l, out| out.extend_from_slice(&(l as i32).to_le_bytes())),
+            None => Ok(()),
+        }
+    };
+    let mut bar = Bar::new(args.common.quiet);
+    let sink: Option<&mut dyn FnMut(&[u32]) -> memfit::Result<()>> =
+        if args.labels.is_some() { Some(&mut write_labels) } else { None };
+    let model = fit::<T>(params, x, w, plan, sink, &mut bar);
+    bar.finish();
+    let model = model?;
+    for warning in &model.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let t = Instant::now();
+    if let Some(f) = labels_file {
+        f.commit()?;
+    }
+    if let Some(p) = &args.centers {
+        write_matrix(p, &model.cluster_centers, model.n_clusters, model.n_features)?;
+    }
+    if let (Some(p), Some(sample)) = (&args.plot, &model.plot_sample) {
+        let centers: Vec<f64> = model.cluster_centers.iter().map(|v| v.to_f64()).collect();
+        plot::scatter_png(
+            p,
+            &sample.values,
+            model.n_features,
+            &sample.labels,
+            &centers,
+            model.n_clusters,
+            args.plot_pca,
+        )?;
+    }
+    let write_secs = t.elapsed().as_secs_f64();
+    let peak = memfit::memory::peak_rss_bytes();
+    let summary = summary_json(args, x, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
+    if let Some(p) = &args.summary {
+        write_bytes_atomic(p, serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    }
+    println!(
+        "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={} converged={} seconds={:.3} peak_rss={}",
+        model.n_samples,
+        model.n_features,
+        model.n_clusters,
+        model.inertia,
+        model.n_iter,
+        model.converged,
+        started.elapsed().as_secs_f64(),
+        peak.map_or("unknown".into(), memfit::plan::format_bytes),
+    );
+    Ok(())
+}
+
+fn summary_json<T: Real>(
+    args: &KmeansArgs,
+    x: &Source<'_>,
+    m: &KMeansFit<T>,
+    plan: &Plan,
+    write_secs: f64,
+    total_secs: f64,
+    peak: Option<u64>,
+) -> serde_json::Value {
+    let mut timings = serde_json::to_value(&m.timings).expect("plain struct");
+    timings["write_secs"] = write_secs.into();
+    timings["total_secs"] = total_secs.into();
+    serde_json::json!({
+        "n_samples": m.n_samples,
+        "n_features": m.n_features,
+        "n_clusters": m.n_clusters,
+        "inertia": m.inertia,
+        "n_iter": m.n_iter,
+        "converged": m.converged,
+        "timings": timings,
+        "peak_rss_bytes": peak,
+        "plan": plan,
+        "input": x.name(),
+        "input_dtype": x.dtype().name(),
+        "compute_dtype": T::DTYPE.name(),
+        "init": args.init,
+        "n_init": m.inertia_per_init.len(),
+        "best_init": m.best_init,
+        "inertia_per_init": m.inertia_per_init,
+        "n_nonempty_clusters": m.n_nonempty_clusters,
+        "tol_abs": m.tol_abs,
+        "seed": args.seed,
+        "warnings": m.warnings,
+    })
+}

@@ -1,0 +1,64 @@
+//! `memfit predict`: stream nearest-centre labels for new data.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use memfit::cluster::{plan_predict, predict};
+use memfit::io::{check_output_path, read_matrix_f64, Dtype, NpyWriter, Source};
+use memfit::Real;
+
+use crate::args::{ComputeDtype, PredictArgs};
+use crate::kmeans_cmd::bytes_of;
+use crate::memory_limit;
+
+/// Runs `memfit predict`.
+pub fn run(args: &PredictArgs) -> Result<()> {
+    let started = Instant::now();
+    check_output_path(&args.labels)?;
+    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let x = Source::open_matrix(&args.input)?;
+    let (centers, k, d) = read_matrix_f64(&args.centers)?;
+    if d != x.n_features() {
+        anyhow::bail!(
+            "{} has {d} features but {} has {}; hint: predict with centres fitted on data of the same width",
+            args.centers.display(),
+            args.input.display(),
+            x.n_features()
+        );
+    }
+    let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
+        ComputeDtype::Float64
+    } else {
+        ComputeDtype::Float32
+    });
+    let plan = plan_predict(&x, k, bytes_of(compute), limit)?;
+    if args.dry_run {
+        println!("{plan}");
+        return Ok(());
+    }
+    let inertia = match compute {
+        ComputeDtype::Float32 => stream::<f32>(args, &x, &centers, k, &plan)?,
+        ComputeDtype::Float64 => stream::<f64>(args, &x, &centers, k, &plan)?,
+    };
+    println!(
+        "predict: n_samples={} n_clusters={k} inertia={inertia:.10e} seconds={:.3} labels={}",
+        x.n_samples(),
+        started.elapsed().as_secs_f64(),
+        args.labels.display()
+    );
+    Ok(())
+}
+
+fn stream<T: Real>(
+    args: &PredictArgs,
+    x: &Source<'_>,
+    centers: &[f64],
+    k: usize,
+    plan: &memfit::plan::Plan,
+) -> Result<f64> {
+    let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;
+    let mut sink = |labels: &[u32]| out.write_with(labels, |l, o| o.extend_from_slice(&(l as i32).to_le_bytes()));
+    let inertia = predict::<T>(x, centers, k, plan, &mut sink, &())?;
+    out.commit()?;
+    Ok(inertia)
+}

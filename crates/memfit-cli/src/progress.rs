@@ -1,0 +1,48 @@
+//! The terminal progress bar (hidden with --quiet or when stderr is not a terminal).
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use memfit::cluster::{Observer, Progress};
+
+/// Shows phase, iteration, inertia and rows/s on stderr.
+pub struct Bar {
+    bar: Option<ProgressBar>,
+}
+
+impl Bar {
+    /// A bar unless `quiet` or stderr is not a terminal.
+    pub fn new(quiet: bool) -> Self {
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let b = ProgressBar::new_spinner();
+            b.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("static template"));
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        Bar { bar }
+    }
+
+    /// Removes the bar from the terminal.
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Bar {
+    fn event(&mut self, event: &Progress<'_>) {
+        let Some(b) = &self.bar else { return };
+        match event {
+            Progress::Phase(p) => b.set_message((*p).to_string()),
+            Progress::Iteration { run, n_init, iteration, max_iter, inertia, rows_per_sec, .. } => {
+                b.set_message(format!(
+                    "init {}/{n_init}  iteration {iteration}/{max_iter}  inertia {inertia:.6e}  {:.1} Mrows/s",
+                    run + 1,
+                    rows_per_sec / 1e6
+                ))
+            }
+        }
+    }
+}

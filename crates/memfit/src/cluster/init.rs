@@ -1,0 +1,277 @@
+//! Initial centres: greedy k-means++ on an in-memory sample, and uniform or
+//! weighted random rows.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+/// Rows per chunk of the k-means++ potential sums. Fixed so that the sums,
+/// reduced chunk by chunk in order, do not depend on the thread count.
+const CHUNK: usize = 4096;
+
+/// Greedy k-means++ seeding over `x` (row-major `(n, d)`, `f64`) with weights
+/// `w` (length `n`, not all zero): the first centre is drawn with probability
+/// ∝ `w`; each further one is the best (lowest resulting potential) of
+/// `2 + ⌊ln k⌋` candidates drawn with probability ∝ `w · D²`, where `D` is the
+/// distance to the nearest chosen centre. Rows at distance 0 are never drawn
+/// while rows at positive distance remain.
+///
+/// Returns the chosen row indices. Work is O(n · k · d · trials); memory is `n`
+/// doubles beyond the input.
+///
+/// Reference: Arthur & Vassilvitskii, "k-means++: the advantages of careful
+/// seeding" (SODA 2007); the greedy variant follows scikit-learn's
+/// `_kmeans_plusplus`.
+///
+/// # Panics
+/// If `k == 0`, `k > n` or the slices disagree in length.
+pub fn kmeans_plusplus(x: &[f64], d: usize, w: &[f64], k: usize, rng: &mut ChaCha8Rng) -> Vec<usize> {
+    let n = w.len();
+    assert!(k >= 1 && k <= n && x.len() == n * d);
+    let trials = 2 + (k as f64).ln() as usize;
+    let row = |i: usize| &x[i * d..(i + 1) * d];
+    let sq = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| (p - q) * (p - q)).sum::<f64>();
+    let mut chosen = Vec::with_capacity(k);
+    let total_w: f64 = w.iter().sum();
+    let first = pick(n, &[total_w], rng.random::<f64>() * total_w, |i| w[i]);
+    chosen.push(first);
+    let mut closest: Vec<f64> = vec![0.0; n];
+    closest.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = sq(row(c * CHUNK + j), row(first));
+        }
+    });
+    let n_chunks = n.div_ceil(CHUNK);
+    let chunk_pot = |closest: &[f64]| -> Vec<f64> {
+        closest
+            .par_chunks(CHUNK)
+            .enumerate()
+            .map(|(c, ch)| ch.iter().enumerate().map(|(j, v)| w[c * CHUNK + j] * v).sum())
+            .collect()
+    };
+    let mut pots = chunk_pot(&closest);
+    let mut cand = Vec::with_capacity(trials);
+    for _ in 1..k {
+        let pot: f64 = pots.iter().sum();
+        cand.clear();
+        for _ in 0..trials {
+            let r = rng.random::<f64>() * pot;
+            cand.push(if pot > 0.0 { pick(n, &pots, r, |i| w[i] * closest[i]) } else { rng.random_range(0..n) });
+        }
+        // Potential each candidate would leave, summed per chunk in order.
+        let per_chunk: Vec<Vec<f64>> = (0..n_chunks)
+            .into_par_iter()
+            .map(|c| {
+                let mut acc = vec![0.0; cand.len()];
+                for i in c * CHUNK..((c + 1) * CHUNK).min(n) {
+                    for (t, &ci) in cand.iter().enumerate() {
+                        acc[t] += w[i] * closest[i].min(sq(row(i), row(ci)));
+                    }
+                }
+                acc
+            })
+            .collect();
+        let mut best = (f64::INFINITY, 0);
+        for t in 0..cand.len() {
+            let p: f64 = per_chunk.iter().map(|a| a[t]).sum();
+            if p < best.0 {
+                best = (p, t);
+            }
+        }
+        let b = cand[best.1];
+        chosen.push(b);
+        closest.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = o.min(sq(row(c * CHUNK + j), row(b)));
+            }
+        });
+        pots = chunk_pot(&closest);
+    }
+    chosen
+}
+
+/// Index `i` where the running sum of `mass(i)` first exceeds `r`, walking
+/// whole chunks by their precomputed sums `pots`. Falls back to the last index
+/// with positive mass when rounding leaves `r` beyond the total.
+fn pick(n: usize, pots: &[f64], r: f64, mass: impl Fn(usize) -> f64) -> usize {
+    let chunk = if pots.len() == 1 { n } else { CHUNK };
+    let mut acc = 0.0;
+    for (c, &p) in pots.iter().enumerate() {
+        if acc + p > r {
+            for i in c * chunk..((c + 1) * chunk).min(n) {
+                acc += mass(i);
+                if acc > r && mass(i) > 0.0 {
+                    return i;
+                }
+            }
+        } else {
+            acc += p;
+        }
+    }
+    (0..n).rev().find(|&i| mass(i) > 0.0).unwrap_or(0)
+}
+
+/// `k` distinct indices drawn uniformly from `0..n` (Floyd's algorithm), in
+/// the order drawn.
+///
+/// # Panics
+/// If `k > n`.
+pub fn uniform_distinct(n: usize, k: usize, rng: &mut ChaCha8Rng) -> Vec<usize> {
+    assert!(k <= n);
+    let mut set = HashSet::with_capacity(k);
+    let mut out = Vec::with_capacity(k);
+    for j in n - k..n {
+        let t = rng.random_range(0..=j);
+        let v = if set.contains(&t) { j } else { t };
+        set.insert(v);
+        out.push(v);
+    }
+    out
+}
+
+/// Keeps the `k` largest keys of a weighted draw without replacement
+/// (Efraimidis & Spirakis 2006: key = ln(u) / w), fed one row at a time in
+/// order; rows with weight 0 are never drawn.
+#[derive(Debug)]
+pub struct WeightedDraw {
+    k: usize,
+    heap: BinaryHeap<Reverse<(Key, usize)>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Key(f64);
+impl Eq for Key {}
+impl PartialOrd for Key {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Key {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+impl WeightedDraw {
+    /// A draw of `k` rows.
+    pub fn new(k: usize) -> Self {
+        WeightedDraw { k, heap: BinaryHeap::with_capacity(k + 1) }
+    }
+    /// Offers row `index` with weight `w`.
+    pub fn offer(&mut self, index: usize, w: f64, rng: &mut ChaCha8Rng) {
+        let u: f64 = rng.random();
+        if w <= 0.0 {
+            return;
+        }
+        let key = Key(u.ln() / w);
+        if self.heap.len() < self.k {
+            self.heap.push(Reverse((key, index)));
+        } else if self.heap.peek().is_some_and(|Reverse((m, _))| key > *m) {
+            self.heap.pop();
+            self.heap.push(Reverse((key, index)));
+        }
+    }
+    /// The drawn indices (fewer than `k` when fewer rows had positive weight).
+    pub fn finish(self) -> Vec<usize> {
+        let mut v: Vec<_> = self.heap.into_iter().map(|Reverse((key, i))| (key, i)).collect();
+        v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        v.into_iter().map(|(_, i)| i).collect()
+    }
+}
+
+/// Sequential uniform sampling of `s` rows out of `n` seen in order (Knuth's
+/// Algorithm S, TAOCP vol. 2 §3.4.2): `take` is called for each row and says
+/// whether it is in the sample. Selected rows come out in increasing order.
+#[derive(Debug)]
+pub struct SequentialSample {
+    remaining_rows: usize,
+    remaining_picks: usize,
+}
+
+impl SequentialSample {
+    /// A sample of `min(s, n)` rows out of `n`.
+    pub fn new(n: usize, s: usize) -> Self {
+        SequentialSample { remaining_rows: n, remaining_picks: s.min(n) }
+    }
+    /// Whether the next row is taken.
+    pub fn take(&mut self, rng: &mut ChaCha8Rng) -> bool {
+        if self.remaining_picks == 0 {
+            return false;
+        }
+        let pick = self.remaining_picks == self.remaining_rows
+            || (rng.random::<f64>() * self.remaining_rows as f64) < self.remaining_picks as f64;
+        self.remaining_rows -= 1;
+        if pick {
+            self.remaining_picks -= 1;
+        }
+        pick
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn kpp_never_picks_duplicates_while_distinct_points_remain() {
+        // Case C09(b): 17 rows, 9 distinct points, k = 9.
+        let pts = [
+            (0., 0.),
+            (1., 0.),
+            (0., 1.),
+            (100., 100.),
+            (101., 100.),
+            (100., 101.),
+            (500., 0.),
+            (501., 0.),
+            (500., 1.),
+        ];
+        let mult = [3, 2, 2, 2, 2, 2, 2, 1, 1];
+        let mut x = Vec::new();
+        for (p, m) in pts.iter().zip(mult) {
+            for _ in 0..m {
+                x.extend_from_slice(&[p.0, p.1]);
+            }
+        }
+        let w = vec![1.0; 17];
+        for seed in 0..20 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let idx = kmeans_plusplus(&x, 2, &w, 9, &mut rng);
+            let mut distinct: Vec<(u64, u64)> =
+                idx.iter().map(|&i| (x[2 * i].to_bits(), x[2 * i + 1].to_bits())).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), 9, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn zero_weight_rows_are_never_chosen() {
+        let x: Vec<f64> = (0..200).map(f64::from).collect();
+        let w: Vec<f64> = (0..200).map(|i| f64::from(u8::from(i % 2 == 0))).collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let idx = kmeans_plusplus(&x, 1, &w, 20, &mut rng);
+        assert!(idx.iter().all(|i| i % 2 == 0));
+        let mut draw = WeightedDraw::new(20);
+        for (i, &wi) in w.iter().enumerate() {
+            draw.offer(i, wi, &mut rng);
+        }
+        let got = draw.finish();
+        assert_eq!(got.len(), 20);
+        assert!(got.iter().all(|i| i % 2 == 0));
+    }
+
+    #[test]
+    fn samplers_are_distinct_and_complete() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut u = uniform_distinct(50, 50, &mut rng);
+        u.sort_unstable();
+        assert_eq!(u, (0..50).collect::<Vec<_>>());
+        let mut s = SequentialSample::new(1000, 100);
+        assert_eq!((0..1000).filter(|_| s.take(&mut rng)).count(), 100);
+    }
+}

@@ -1,0 +1,750 @@
+//! Out-of-core Lloyd k-means: one pass over the data per iteration, the
+//! assignment fused with the centre update, within a memory plan.
+//!
+//! Per read block: squared distances by GEMM tiles and argmin
+//! ([`crate::kernels::assign_block`]), inertia from exact differences in
+//! `f64`, and per-cluster weighted sums in `f64` accumulated in row order
+//! ([`crate::kernels::accumulate_block`]). No `n_samples × n_clusters`
+//! matrix and no per-sample label array is ever held: labels are streamed
+//! to the caller in a final pass.
+//!
+//! The data are shifted by their column means as they are read (as
+//! scikit-learn centres X), which keeps the GEMM identity accurate for data
+//! far from the origin; results are reported in the original coordinates.
+//!
+//! Reference: S. Lloyd, "Least squares quantization in PCM" (1982);
+//! scikit-learn's `_kmeans_single_lloyd` for the iteration, tolerance,
+//! strict-convergence and empty-cluster rules.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::init::{kmeans_plusplus, uniform_distinct, SequentialSample, WeightedDraw};
+use super::params::{Init, KMeansParams};
+use super::plan::TILE_ROWS;
+use crate::error::{Error, Result};
+use crate::io::Source;
+use crate::kernels::{accumulate_block, assign_block, PreparedCenters};
+use crate::plan::Plan;
+use crate::real::Real;
+
+/// What a fit reports while it runs.
+#[derive(Debug, Clone)]
+pub enum Progress<'a> {
+    /// A phase starts (`"validating"`, `"init"`, `"iterating"`, `"labels"`).
+    Phase(&'a str),
+    /// A Lloyd iteration finished.
+    Iteration {
+        /// Zero-based index of the initialisation.
+        run: usize,
+        /// Number of initialisations.
+        n_init: usize,
+        /// One-based iteration number.
+        iteration: usize,
+        /// Maximum iterations.
+        max_iter: usize,
+        /// Inertia of the centres this iteration started from.
+        inertia: f64,
+        /// Sum of squared centre shifts this iteration.
+        center_shift: f64,
+        /// Rows processed per second in this pass.
+        rows_per_sec: f64,
+    },
+}
+
+/// Receives progress and can cancel a fit (checked once per read block).
+pub trait Observer {
+    /// Called at each phase and iteration.
+    fn event(&mut self, _event: &Progress<'_>) {}
+    /// Returning `true` stops the fit with [`Error::Cancelled`].
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+impl Observer for () {}
+
+/// Seconds spent per phase.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Timings {
+    /// Validation pass (non-finite check, means, variances, init sample).
+    pub validate_secs: f64,
+    /// Choosing initial centres.
+    pub init_secs: f64,
+    /// Lloyd iterations, all initialisations.
+    pub iterations_secs: f64,
+    /// Final assignment passes (inertia, labels).
+    pub final_pass_secs: f64,
+}
+
+/// A uniform sample of rows with their final labels, for plotting.
+#[derive(Debug, Clone, Default)]
+pub struct PlotSample {
+    /// Row-major `(rows, n_features)` values in original coordinates.
+    pub values: Vec<f64>,
+    /// Label of each sampled row.
+    pub labels: Vec<u32>,
+}
+
+/// A fitted k-means model and what the fit measured.
+#[derive(Debug, Clone)]
+pub struct KMeansFit<T> {
+    /// Row-major `(n_clusters, n_features)` centres in the compute dtype.
+    pub cluster_centers: Vec<T>,
+    /// Number of clusters.
+    pub n_clusters: usize,
+    /// Number of features.
+    pub n_features: usize,
+    /// Number of rows.
+    pub n_samples: usize,
+    /// Sum of (weighted) squared distances of rows to their centre, in `f64`,
+    /// from exact differences.
+    pub inertia: f64,
+    /// Iterations run by the kept initialisation.
+    pub n_iter: usize,
+    /// Whether the kept initialisation met `tol` (or had no label change)
+    /// before `max_iter`.
+    pub converged: bool,
+    /// Clusters with at least one row in the final assignment.
+    pub n_nonempty_clusters: usize,
+    /// Final inertia of each initialisation, in order.
+    pub inertia_per_init: Vec<f64>,
+    /// Index of the kept initialisation.
+    pub best_init: usize,
+    /// `tol × mean(var(X, axis=0))`, the absolute tolerance used.
+    pub tol_abs: f64,
+    /// Seconds per phase.
+    pub timings: Timings,
+    /// Warnings for the user (e.g. fewer distinct clusters than asked).
+    pub warnings: Vec<String>,
+    /// Sampled rows and labels when `plot_sample_rows > 0`.
+    pub plot_sample: Option<PlotSample>,
+}
+
+/// The farthest rows from their centres seen in a pass (at most `cap`),
+/// kept to refill empty clusters. Ties go to the lower row index.
+#[derive(Debug)]
+struct Farthest {
+    cap: usize,
+    heap: BinaryHeap<Reverse<FarRow>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FarRow {
+    dist: f64,
+    row: usize,
+    label: u32,
+}
+impl PartialEq for FarRow {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o).is_eq()
+    }
+}
+impl Eq for FarRow {}
+impl PartialOrd for FarRow {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for FarRow {
+    /// Farther is greater; at equal distance the lower row is greater.
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.dist.total_cmp(&o.dist).then(o.row.cmp(&self.row))
+    }
+}
+
+impl Farthest {
+    fn new(cap: usize) -> Self {
+        Farthest { cap, heap: BinaryHeap::with_capacity(cap + 1) }
+    }
+    #[inline]
+    fn offer(&mut self, r: FarRow) {
+        if self.heap.len() < self.cap {
+            self.heap.push(Reverse(r));
+        } else if self.heap.peek().is_some_and(|Reverse(m)| r > *m) {
+            self.heap.pop();
+            self.heap.push(Reverse(r));
+        }
+    }
+    /// Farthest first.
+    fn drain_sorted(&mut self) -> Vec<FarRow> {
+        let mut v: Vec<FarRow> = self.heap.drain().map(|Reverse(r)| r).collect();
+        v.sort_by(|a, b| b.cmp(a));
+        v
+    }
+}
+
+/// Reads blocks of rows (and weights) into reused buffers.
+pub(super) struct Blocks<'s, 'a, T> {
+    x: &'s Source<'a>,
+    w: Option<&'s Source<'a>>,
+    block_rows: usize,
+    x_scratch: Vec<u8>,
+    w_scratch: Vec<u8>,
+    values: Vec<T>,
+    weights: Vec<f64>,
+}
+
+impl<'s, 'a, T: Real> Blocks<'s, 'a, T> {
+    pub(super) fn new(x: &'s Source<'a>, w: Option<&'s Source<'a>>, block_rows: usize) -> Self {
+        let d = x.n_features();
+        Blocks {
+            x,
+            w,
+            block_rows,
+            x_scratch: vec![0; block_rows * x.scratch_bytes_per_row()],
+            w_scratch: vec![0; w.map_or(0, |w| block_rows * w.scratch_bytes_per_row())],
+            values: vec![T::default(); block_rows * d],
+            weights: vec![0.0; if w.is_some() { block_rows } else { 0 }],
+        }
+    }
+
+    /// Calls `f(start, values, weights)` for each block in order.
+    pub(super) fn for_each(
+        &mut self,
+        shift: &[f64],
+        obs: &dyn Observer,
+        mut f: impl FnMut(usize, &[T], Option<&[f64]>) -> Result<()>,
+    ) -> Result<()> {
+        let n = self.x.n_samples();
+        let d = self.x.n_features();
+        let mut start = 0;
+        while start < n {
+            if obs.cancelled() {
+                return Err(Error::Cancelled);
+            }
+            let rows = self.block_rows.min(n - start);
+            self.x.read_rows(start, rows, shift, &mut self.x_scratch, &mut self.values)?;
+            let w = match self.w {
+                Some(ws) => {
+                    ws.read_rows::<f64>(start, rows, &[0.0], &mut self.w_scratch, &mut self.weights)?;
+                    Some(&self.weights[..rows])
+                }
+                None => None,
+            };
+            f(start, &self.values[..rows * d], w)?;
+            start += rows;
+        }
+        Ok(())
+    }
+}
+
+/// Per-block assignment outputs and per-thread tiles.
+pub(super) struct Assignment<T> {
+    labels: Vec<u32>,
+    dist: Vec<f64>,
+    tiles: Vec<Vec<T>>,
+    k_tile: usize,
+}
+
+impl<T: Real> Assignment<T> {
+    /// Buffers for `plan`: one block of labels and distances, one tile per thread.
+    pub(super) fn new(plan: &Plan) -> Self {
+        Assignment {
+            labels: vec![0; plan.block_rows],
+            dist: vec![0.0; plan.block_rows],
+            tiles: (0..plan.threads.max(1))
+                .map(|_| vec![T::default(); PreparedCenters::<T>::scratch_len(TILE_ROWS, plan.k_tile)])
+                .collect(),
+            k_tile: plan.k_tile,
+        }
+    }
+
+    pub(super) fn run(&mut self, x: &[T], c: &PreparedCenters<T>) -> (&[u32], &[f64]) {
+        let rows = x.len() / c.n_features;
+        assign_block(x, c, TILE_ROWS, self.k_tile, &mut self.tiles, &mut self.labels[..rows], &mut self.dist[..rows]);
+        (&self.labels[..rows], &self.dist[..rows])
+    }
+}
+
+/// What the validation pass learns.
+struct Scan {
+    mean: Vec<f64>,
+    mean_variance: f64,
+    /// k-means++ sample, row-major, shifted by `mean`.
+    sample: Vec<f64>,
+    sample_weight: Vec<f64>,
+}
+
+/// One initialisation's outcome.
+struct Run {
+    centers: Vec<f64>,
+    inertia: f64,
+    n_iter: usize,
+    converged: bool,
+    nonempty: usize,
+}
+
+/// Fits k-means to `x` (shape `(n_samples, n_features)`, any supported dtype,
+/// converted block by block to the compute type `T`), with optional
+/// `sample_weight` (shape `(n_samples,)`), within `plan` (from
+/// [`super::plan_kmeans`] for the same parameters and data).
+///
+/// When `labels_out` is given it receives the final labels (`u32`, in row
+/// order, in pieces of at most `plan.block_rows`).
+///
+/// # Errors
+/// [`Error::InvalidParameter`] / [`Error::ShapeMismatch`] for bad parameters
+/// or weights of the wrong length; [`Error::NonFinite`] naming the first
+/// non-finite value; [`Error::InvalidWeight`] for a negative or non-finite
+/// weight; [`Error::Io`] / [`Error::Truncated`] on read failures and whatever
+/// `labels_out` returns; [`Error::Cancelled`] when `observer` cancels.
+/// Nothing is allocated beyond the plan before the data are validated.
+///
+/// # Panics
+/// Never on user input.
+pub fn fit<T: Real>(
+    params: &KMeansParams,
+    x: &Source<'_>,
+    sample_weight: Option<&Source<'_>>,
+    plan: &Plan,
+    mut labels_out: Option<&mut dyn FnMut(&[u32]) -> Result<()>>,
+    observer: &mut dyn Observer,
+) -> Result<KMeansFit<T>> {
+    let (n, d, k) = (x.n_samples(), x.n_features(), params.n_clusters);
+    params.validate(n, d)?;
+    if let Some(w) = sample_weight {
+        if w.n_samples() != n {
+            return Err(Error::ShapeMismatch {
+                what: "sample_weight".into(),
+                expected: vec![n],
+                found: vec![w.n_samples()],
+                hint: "give one weight per row of the data",
+            });
+        }
+    }
+    let n_init = params.effective_n_init();
+    let mut warnings = Vec::new();
+    if matches!(params.init, Init::Centers { .. }) && params.n_init.is_some_and(|m| m > 1) {
+        warnings.push("explicit initial centres given: performing only one init (n_init = 1)".to_string());
+    }
+    let mut timings = Timings::default();
+    let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
+    let mut blocks = Blocks::<T>::new(x, sample_weight, plan.block_rows);
+    let mut asg = Assignment::<T>::new(plan);
+
+    observer.event(&Progress::Phase("validating"));
+    let t = Instant::now();
+    let mut sample_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
+    let sample_rows = if matches!(params.init, Init::KMeansPlusPlus) { plan.init_sample_rows } else { 0 };
+    let scan = scan(&mut blocks, sample_rows, &mut sample_rng, &*observer)?;
+    timings.validate_secs = t.elapsed().as_secs_f64();
+    let tol_abs = params.tol * scan.mean_variance;
+    let shift = scan.mean.clone();
+
+    let mut best: Option<(usize, Run)> = None;
+    let mut inertia_per_init = Vec::with_capacity(n_init);
+    let mut sums = vec![0.0; k * d];
+    let mut cw = vec![0.0; k];
+    let mut far = Farthest::new(k);
+    let want_output = labels_out.is_some() || params.plot_sample_rows > 0;
+    let mut plot_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
+    let mut plot = None;
+    for run in 0..n_init {
+        let mut rng = ChaCha8Rng::seed_from_u64(master.next_u64());
+        observer.event(&Progress::Phase("init"));
+        let t = Instant::now();
+        let init = initial_centers(params, &scan, &mut blocks, &mut rng, &*observer)?;
+        timings.init_secs += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        observer.event(&Progress::Phase("iterating"));
+        let mut r = lloyd(
+            params,
+            run,
+            n_init,
+            tol_abs,
+            init,
+            &mut blocks,
+            &mut asg,
+            &shift,
+            &mut sums,
+            &mut cw,
+            &mut far,
+            observer,
+        )?;
+        timings.iterations_secs += t.elapsed().as_secs_f64();
+        let finish_here = n_init == 1 && want_output;
+        if !r.1 || finish_here {
+            observer.event(&Progress::Phase("labels"));
+            let t = Instant::now();
+            let sink = if finish_here { reborrow(&mut labels_out) } else { None };
+            let p = if finish_here && params.plot_sample_rows > 0 { Some(&mut plot) } else { None };
+            let (inertia, nonempty) = final_pass(
+                &r.0.centers,
+                k,
+                &mut blocks,
+                &mut asg,
+                &shift,
+                &mut cw,
+                sink,
+                p,
+                params.plot_sample_rows,
+                &mut plot_rng,
+                &*observer,
+            )?;
+            r.0.inertia = inertia;
+            r.0.nonempty = nonempty;
+            timings.final_pass_secs += t.elapsed().as_secs_f64();
+        }
+        inertia_per_init.push(r.0.inertia);
+        if best.as_ref().is_none_or(|(_, b)| r.0.inertia < b.inertia) {
+            best = Some((run, r.0));
+        }
+    }
+    let (best_init, mut best) = best.expect("n_init >= 1");
+    if n_init > 1 && want_output {
+        observer.event(&Progress::Phase("labels"));
+        let t = Instant::now();
+        let p = if params.plot_sample_rows > 0 { Some(&mut plot) } else { None };
+        let (inertia, nonempty) = final_pass(
+            &best.centers,
+            k,
+            &mut blocks,
+            &mut asg,
+            &shift,
+            &mut cw,
+            reborrow(&mut labels_out),
+            p,
+            params.plot_sample_rows,
+            &mut plot_rng,
+            &*observer,
+        )?;
+        best.inertia = inertia;
+        best.nonempty = nonempty;
+        timings.final_pass_secs += t.elapsed().as_secs_f64();
+    }
+    if best.nonempty < k {
+        warnings.push(format!(
+            "number of distinct clusters ({}) found smaller than n_clusters ({k}); possibly due to duplicate points in X: {} centres are duplicates or have no rows",
+            best.nonempty,
+            k - best.nonempty
+        ));
+    }
+    if !best.converged {
+        warnings.push(format!(
+            "k-means did not converge within max_iter = {} iterations; hint: raise --max-iter or --tol",
+            params.max_iter
+        ));
+    }
+    let cluster_centers =
+        best.centers.chunks(d).flat_map(|c| c.iter().zip(&shift).map(|(v, m)| T::from_f64(v + m))).collect();
+    Ok(KMeansFit {
+        cluster_centers,
+        n_clusters: k,
+        n_features: d,
+        n_samples: n,
+        inertia: best.inertia,
+        n_iter: best.n_iter,
+        converged: best.converged,
+        n_nonempty_clusters: best.nonempty,
+        inertia_per_init,
+        best_init,
+        tol_abs,
+        timings,
+        warnings,
+        plot_sample: plot,
+    })
+}
+
+type LabelSink<'f> = Option<&'f mut dyn FnMut(&[u32]) -> Result<()>>;
+
+fn reborrow<'f>(sink: &'f mut LabelSink<'_>) -> LabelSink<'f> {
+    match sink {
+        Some(f) => Some(&mut **f),
+        None => None,
+    }
+}
+
+/// The validation pass: non-finite values, weights, column means and
+/// variances (around the first row, to avoid cancellation), and the
+/// k-means++ sample (Algorithm S, so it does not depend on block sizes).
+fn scan<T: Real>(
+    blocks: &mut Blocks<'_, '_, T>,
+    sample_rows: usize,
+    rng: &mut ChaCha8Rng,
+    obs: &dyn Observer,
+) -> Result<Scan> {
+    let x = blocks.x;
+    let (n, d) = (x.n_samples(), x.n_features());
+    let mut sum = vec![0.0; d];
+    let mut sumsq = vec![0.0; d];
+    let mut origin: Option<Vec<f64>> = None;
+    let mut bad: Option<(usize, usize)> = None;
+    let mut bad_count = 0u64;
+    let mut weight_sum = 0.0;
+    let mut sampler = SequentialSample::new(n, sample_rows);
+    let mut sample = Vec::with_capacity(sample_rows.min(n) * d);
+    let mut sample_weight = Vec::with_capacity(sample_rows.min(n));
+    let zero = vec![0.0; d];
+    let wname = blocks.w.map(Source::name);
+    blocks.for_each(&zero, obs, |start, xb, wb| {
+        if let Some(wb) = wb {
+            for (i, &wi) in wb.iter().enumerate() {
+                if !(wi.is_finite() && wi >= 0.0) {
+                    return Err(Error::InvalidWeight {
+                        path: wname.clone().unwrap_or_default(),
+                        row: start + i,
+                        value: wi,
+                    });
+                }
+                weight_sum += wi;
+            }
+        }
+        let o = origin.get_or_insert_with(|| xb[..d].iter().map(|v| v.to_f64()).collect());
+        for (i, row) in xb.chunks_exact(d).enumerate() {
+            for (j, &v) in row.iter().enumerate() {
+                let v = v.to_f64();
+                if !v.is_finite() {
+                    bad_count += 1;
+                    bad.get_or_insert((start + i, j));
+                    continue;
+                }
+                sum[j] += v - o[j];
+                sumsq[j] += (v - o[j]) * (v - o[j]);
+            }
+            if sampler.take(rng) {
+                sample.extend(row.iter().map(|v| v.to_f64()));
+                sample_weight.push(wb.map_or(1.0, |w| w[i]));
+            }
+        }
+        Ok(())
+    })?;
+    if let Some((row, column)) = bad {
+        let value = x.value(row, column)?;
+        if value.is_finite() {
+            return Err(Error::param(
+                "dtype",
+                format!(
+                    "{}: row {row}, column {column} holds {value}, which overflows {}; hint: use --dtype float64",
+                    x.name().display(),
+                    T::DTYPE.name()
+                ),
+            ));
+        }
+        return Err(Error::NonFinite { path: x.name(), row, column, value, count: bad_count });
+    }
+    if blocks.w.is_some() && weight_sum <= 0.0 {
+        return Err(Error::param(
+            "sample_weight",
+            "all sample weights are zero; hint: at least one weight must be positive",
+        ));
+    }
+    let o = origin.unwrap_or_default();
+    let nf = n as f64;
+    let mean: Vec<f64> = (0..d).map(|j| o[j] + sum[j] / nf).collect();
+    let mean_variance = (0..d).map(|j| (sumsq[j] / nf - (sum[j] / nf).powi(2)).max(0.0)).sum::<f64>() / d as f64;
+    for row in sample.chunks_exact_mut(d) {
+        for (v, m) in row.iter_mut().zip(&mean) {
+            *v -= m;
+        }
+    }
+    Ok(Scan { mean, mean_variance, sample, sample_weight })
+}
+
+/// Reads row `i` shifted by `shift`, as `f64` (after rounding to `T`, so the
+/// values are those the kernels see).
+fn read_row<T: Real>(blocks: &mut Blocks<'_, '_, T>, i: usize, shift: &[f64], out: &mut [f64]) -> Result<()> {
+    let d = out.len();
+    blocks.x.read_rows(i, 1, shift, &mut blocks.x_scratch, &mut blocks.values[..d])?;
+    for (o, v) in out.iter_mut().zip(&blocks.values[..d]) {
+        *o = v.to_f64();
+    }
+    Ok(())
+}
+
+/// Initial centres (row-major, shifted coordinates) for one initialisation.
+fn initial_centers<T: Real>(
+    params: &KMeansParams,
+    scan: &Scan,
+    blocks: &mut Blocks<'_, '_, T>,
+    rng: &mut ChaCha8Rng,
+    obs: &dyn Observer,
+) -> Result<Vec<f64>> {
+    let (n, d, k) = (blocks.x.n_samples(), blocks.x.n_features(), params.n_clusters);
+    let shift = &scan.mean;
+    match &params.init {
+        Init::Centers { values, .. } => {
+            Ok(values.chunks(d).flat_map(|c| c.iter().zip(shift).map(|(v, m)| v - m)).collect())
+        }
+        Init::KMeansPlusPlus => {
+            let idx = kmeans_plusplus(&scan.sample, d, &scan.sample_weight, k, rng);
+            Ok(idx.iter().flat_map(|&i| scan.sample[i * d..(i + 1) * d].iter().copied()).collect())
+        }
+        Init::Random => {
+            let rows = match blocks.w {
+                None => uniform_distinct(n, k, rng),
+                Some(_) => {
+                    let mut draw = WeightedDraw::new(k);
+                    let zero = vec![0.0; d];
+                    blocks.for_each(&zero, obs, |start, _, wb| {
+                        for (i, &wi) in wb.unwrap_or(&[]).iter().enumerate() {
+                            draw.offer(start + i, wi, rng);
+                        }
+                        Ok(())
+                    })?;
+                    let rows = draw.finish();
+                    if rows.len() < k {
+                        return Err(Error::param(
+                            "n_clusters",
+                            format!(
+                                "only {} rows have a positive sample_weight, fewer than n_clusters = {k}",
+                                rows.len()
+                            ),
+                        ));
+                    }
+                    rows
+                }
+            };
+            let mut out = vec![0.0; k * d];
+            for (c, &i) in rows.iter().enumerate() {
+                read_row(blocks, i, shift, &mut out[c * d..(c + 1) * d])?;
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Runs Lloyd iterations from `centers`; returns the run and whether it
+/// converged strictly (no centre moved, hence no label changed), in which
+/// case its inertia and cluster counts are final.
+#[allow(clippy::too_many_arguments)]
+fn lloyd<T: Real>(
+    params: &KMeansParams,
+    run: usize,
+    n_init: usize,
+    tol_abs: f64,
+    mut centers: Vec<f64>,
+    blocks: &mut Blocks<'_, '_, T>,
+    asg: &mut Assignment<T>,
+    shift: &[f64],
+    sums: &mut [f64],
+    cw: &mut [f64],
+    far: &mut Farthest,
+    observer: &mut dyn Observer,
+) -> Result<(Run, bool)> {
+    let (n, d, k) = (blocks.x.n_samples(), blocks.x.n_features(), params.n_clusters);
+    let mut prepared = PreparedCenters::<T>::new(&centers, k, d);
+    let mut out = Run { centers: Vec::new(), inertia: f64::INFINITY, n_iter: 0, converged: false, nonempty: 0 };
+    let mut strict = false;
+    let mut row = vec![0.0; d];
+    for it in 0..params.max_iter {
+        let t = Instant::now();
+        sums.fill(0.0);
+        cw.fill(0.0);
+        let mut inertia = 0.0;
+        blocks.for_each(shift, &*observer, |start, xb, wb| {
+            let (labels, dist) = asg.run(xb, &prepared);
+            for i in 0..labels.len() {
+                let wi = wb.map_or(1.0, |w| w[i]);
+                inertia += wi * dist[i];
+                if wi > 0.0 {
+                    far.offer(FarRow { dist: dist[i], row: start + i, label: labels[i] });
+                }
+            }
+            accumulate_block(xb, d, labels, wb, sums, cw);
+            Ok(())
+        })?;
+        let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
+        // Refill empty clusters with the rows farthest from their centres
+        // (scikit-learn's `_relocate_empty_clusters_dense`).
+        let farthest = far.drain_sorted();
+        if nonempty < k {
+            let empty: Vec<usize> = (0..k).filter(|&j| cw[j] == 0.0).collect();
+            for (&j, f) in empty.iter().zip(&farthest) {
+                read_row(blocks, f.row, shift, &mut row)?;
+                let wi = match blocks.w {
+                    Some(w) => w.value(f.row, 0)?,
+                    None => 1.0,
+                };
+                let old = f.label as usize;
+                for q in 0..d {
+                    sums[old * d + q] -= wi * row[q];
+                    sums[j * d + q] = wi * row[q];
+                }
+                cw[old] -= wi;
+                cw[j] = wi;
+            }
+        }
+        let mut center_shift = 0.0;
+        for j in 0..k {
+            if cw[j] > 0.0 {
+                for q in 0..d {
+                    let c = sums[j * d + q] / cw[j];
+                    center_shift += (c - centers[j * d + q]).powi(2);
+                    centers[j * d + q] = c;
+                }
+            }
+        }
+        prepared = PreparedCenters::new(&centers, k, d);
+        out.n_iter = it + 1;
+        out.inertia = inertia;
+        out.nonempty = nonempty;
+        observer.event(&Progress::Iteration {
+            run,
+            n_init,
+            iteration: it + 1,
+            max_iter: params.max_iter,
+            inertia,
+            center_shift,
+            rows_per_sec: n as f64 / t.elapsed().as_secs_f64().max(1e-9),
+        });
+        if center_shift == 0.0 {
+            strict = true;
+            out.converged = true;
+            break;
+        }
+        if center_shift <= tol_abs {
+            out.converged = true;
+            break;
+        }
+    }
+    out.centers = centers;
+    Ok((out, strict))
+}
+
+/// Assigns every row to the final centres: inertia, non-empty clusters,
+/// labels to `sink`, and the plot sample.
+#[allow(clippy::too_many_arguments)]
+fn final_pass<T: Real>(
+    centers: &[f64],
+    k: usize,
+    blocks: &mut Blocks<'_, '_, T>,
+    asg: &mut Assignment<T>,
+    shift: &[f64],
+    counts: &mut [f64],
+    mut sink: LabelSink<'_>,
+    plot: Option<&mut Option<PlotSample>>,
+    plot_rows: usize,
+    rng: &mut ChaCha8Rng,
+    obs: &dyn Observer,
+) -> Result<(f64, usize)> {
+    let (n, d) = (blocks.x.n_samples(), blocks.x.n_features());
+    let prepared = PreparedCenters::<T>::new(centers, k, d);
+    counts.fill(0.0);
+    let mut inertia = 0.0;
+    let mut sampler = SequentialSample::new(n, if plot.is_some() { plot_rows } else { 0 });
+    let mut sample = PlotSample::default();
+    blocks.for_each(shift, obs, |_, xb, wb| {
+        let (labels, dist) = asg.run(xb, &prepared);
+        for i in 0..labels.len() {
+            inertia += wb.map_or(1.0, |w| w[i]) * dist[i];
+            counts[labels[i] as usize] += 1.0;
+            if sampler.take(rng) {
+                sample.values.extend(xb[i * d..(i + 1) * d].iter().zip(shift).map(|(v, m)| v.to_f64() + m));
+                sample.labels.push(labels[i]);
+            }
+        }
+        if let Some(s) = sink.as_deref_mut() {
+            s(labels)?;
+        }
+        Ok(())
+    })?;
+    if let Some(p) = plot {
+        *p = Some(sample);
+    }
+    Ok((inertia, counts.iter().filter(|&&c| c > 0.0).count()))
+}

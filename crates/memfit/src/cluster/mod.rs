@@ -1,0 +1,14 @@
+//! K-means clustering: parameters, memory plan, initialisation, Lloyd
+//! iterations and prediction.
+
+mod init;
+mod kmeans;
+mod params;
+mod plan;
+mod predict;
+
+pub use init::{kmeans_plusplus, SequentialSample};
+pub use kmeans::{fit, KMeansFit, Observer, PlotSample, Progress, Timings};
+pub use params::{Init, KMeansParams};
+pub use plan::{plan_kmeans, KMeansJob, MAX_K_TILE, TILE_ROWS};
+pub use predict::{plan_predict, predict};

@@ -1,0 +1,158 @@
+//! K-means hyperparameters, checked once into a valid configuration.
+
+use crate::error::{Error, Result};
+
+/// How the initial centres are chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Init {
+    /// Greedy k-means++ (Arthur & Vassilvitskii 2007, with scikit-learn's
+    /// `2 + ln k` local trials per centre), on a uniform sample of at most
+    /// [`KMeansParams::init_sample_rows`] rows.
+    KMeansPlusPlus,
+    /// `n_clusters` distinct rows drawn at random (with probability
+    /// proportional to `sample_weight` when given), as scikit-learn's `"random"`.
+    Random,
+    /// Given centres in the data's original coordinates: row-major
+    /// `(n_rows, n_cols)`, which must equal `(n_clusters, n_features)`.
+    Centers {
+        /// Row-major values.
+        values: Vec<f64>,
+        /// Rows of the given array.
+        n_rows: usize,
+        /// Columns of the given array.
+        n_cols: usize,
+    },
+}
+
+impl Init {
+    /// scikit-learn's name for the method (`"k-means++"`, `"random"`, `"array"`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Init::KMeansPlusPlus => "k-means++",
+            Init::Random => "random",
+            Init::Centers { .. } => "array",
+        }
+    }
+}
+
+/// K-means parameters, named and defaulted as scikit-learn's `KMeans`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KMeansParams {
+    /// Number of clusters `k` (≥ 1, ≤ `n_samples`). Default 8.
+    pub n_clusters: usize,
+    /// Initialisation method. Default k-means++.
+    pub init: Init,
+    /// Number of initialisations; the run with the lowest inertia is kept.
+    /// `None` is scikit-learn's `"auto"`: 1 for k-means++ and given centres,
+    /// 10 for random.
+    pub n_init: Option<usize>,
+    /// Maximum Lloyd iterations per initialisation. Default 300.
+    pub max_iter: usize,
+    /// Relative tolerance: a run stops when the sum of squared centre shifts
+    /// is at most `tol × mean(var(X, axis=0))` (scikit-learn's meaning), or
+    /// when no label changes. Default 1e-4.
+    pub tol: f64,
+    /// Seed of every random choice; the same seed gives bitwise-identical
+    /// results for any thread count. Default 0.
+    pub random_state: u64,
+    /// Memory limit in bytes for every buffer the run allocates.
+    pub memory_limit_bytes: u64,
+    /// Upper bound on the k-means++ sample; `None` picks
+    /// `max(256 × n_clusters, 100_000)` (all rows when `n_samples` is
+    /// smaller), reduced if the sample would take more than a quarter of the limit.
+    pub init_sample_rows: Option<usize>,
+    /// Rows to keep (with their labels) for a scatter plot; 0 for none.
+    pub plot_sample_rows: usize,
+}
+
+impl Default for KMeansParams {
+    fn default() -> Self {
+        KMeansParams {
+            n_clusters: 8,
+            init: Init::KMeansPlusPlus,
+            n_init: None,
+            max_iter: 300,
+            tol: 1e-4,
+            random_state: 0,
+            memory_limit_bytes: crate::plan::default_limit_bytes(),
+            init_sample_rows: None,
+            plot_sample_rows: 0,
+        }
+    }
+}
+
+impl KMeansParams {
+    /// The number of initialisations actually run (see [`KMeansParams::n_init`]).
+    pub fn effective_n_init(&self) -> usize {
+        match (&self.init, self.n_init) {
+            (Init::Centers { .. }, _) => 1,
+            (_, Some(n)) => n,
+            (Init::Random, None) => 10,
+            (_, None) => 1,
+        }
+    }
+
+    /// Checks every rule against a data set of shape `(n_samples, n_features)`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] naming the parameter, or
+    /// [`Error::ShapeMismatch`] for given centres of the wrong shape, or
+    /// [`Error::NonFinite`] for non-finite given centres.
+    pub fn validate(&self, n_samples: usize, n_features: usize) -> Result<()> {
+        if n_samples == 0 || n_features == 0 {
+            return Err(Error::param(
+                "X",
+                format!("the data has shape ({n_samples}, {n_features}); at least one row and one column are needed"),
+            ));
+        }
+        if self.n_clusters == 0 {
+            return Err(Error::param("n_clusters", "must be at least 1, got 0"));
+        }
+        if self.n_clusters > n_samples {
+            return Err(Error::param(
+                "n_clusters",
+                format!(
+                    "n_clusters = {} exceeds n_samples = {n_samples}; hint: use at most {n_samples} clusters",
+                    self.n_clusters
+                ),
+            ));
+        }
+        if self.n_clusters > u32::MAX as usize {
+            return Err(Error::param("n_clusters", "must be below 2^32"));
+        }
+        if self.n_init == Some(0) {
+            return Err(Error::param("n_init", "must be at least 1, got 0"));
+        }
+        if self.max_iter == 0 {
+            return Err(Error::param("max_iter", "must be at least 1, got 0"));
+        }
+        if !(self.tol.is_finite() && self.tol >= 0.0) {
+            return Err(Error::param("tol", format!("must be finite and >= 0, got {}", self.tol)));
+        }
+        if let Init::Centers { values: c, n_rows, n_cols } = &self.init {
+            if (*n_rows, *n_cols) != (self.n_clusters, n_features) || c.len() != n_rows * n_cols {
+                return Err(Error::ShapeMismatch {
+                    what: "the init centres".into(),
+                    expected: vec![self.n_clusters, n_features],
+                    found: vec![*n_rows, *n_cols],
+                    hint: "give one row per cluster and one column per feature of the data",
+                });
+            }
+            if let Some(i) = c.iter().position(|v| !v.is_finite()) {
+                return Err(Error::param(
+                    "init",
+                    format!(
+                        "centre {} feature {} is {}; hint: init centres must be finite",
+                        i / n_features,
+                        i % n_features,
+                        c[i]
+                    ),
+                ));
+            }
+        }
+        if self.init_sample_rows == Some(0) {
+            return Err(Error::param("init_sample_rows", "must be at least 1"));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! Nearest-centre labels for new data, streamed within a memory limit.
+
+use super::kmeans::{Assignment, Blocks};
+use super::plan::{check_fits, pick_block_rows, MAX_K_TILE, TILE_ROWS};
+use crate::cluster::Observer;
+use crate::error::{Error, Result};
+use crate::io::{Source, WRITE_BUFFER_BYTES};
+use crate::kernels::PreparedCenters;
+use crate::plan::{Ledger, Plan};
+use crate::real::Real;
+
+/// Plans [`predict`] of `x` against `n_clusters` centres in a compute type of
+/// `compute_bytes` bytes, on the current rayon pool.
+///
+/// # Errors
+/// [`Error::DoesNotFit`] when the centres, tiles and one tile of rows exceed
+/// `limit_bytes`.
+pub fn plan_predict(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, limit_bytes: u64) -> Result<Plan> {
+    let (n, d, k, c) = (x.n_samples() as u64, x.n_features() as u64, n_clusters as u64, compute_bytes as u64);
+    let threads = rayon::current_num_threads();
+    let k_tile = n_clusters.min(MAX_K_TILE);
+    let mut led = Ledger::default();
+    led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
+    led.add(
+        "centers for kernels (compute dtype)",
+        PreparedCenters::<f64>::len_for(n_clusters, x.n_features()) as u64,
+        c,
+        "values + norms (+ transposed copy for narrow data)".into(),
+    );
+    let tile = PreparedCenters::<f64>::scratch_len(TILE_ROWS, k_tile) as u64;
+    led.add(
+        "distance tiles (per thread)",
+        threads as u64 * tile,
+        c,
+        format!("{threads} threads × ({TILE_ROWS} × {k_tile} + {TILE_ROWS}) × {c} B"),
+    );
+    led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
+    let scratch = x.scratch_bytes_per_row() as u64;
+    let per_row = scratch + d * c + 4 + 8;
+    check_fits(
+        limit_bytes,
+        led.total(),
+        per_row,
+        n,
+        &led,
+        &format!("predict with {k} centres of {d} features on {threads} threads"),
+    )?;
+    let rows = pick_block_rows(limit_bytes, led.total(), per_row, n, d * c);
+    led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
+    led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
+    led.add("block labels and distances", rows, 12, format!("{rows} × 12 B"));
+    let total = led.total();
+    Ok(Plan {
+        job: "predict".into(),
+        limit_bytes,
+        buffers: led.into_buffers(),
+        total_bytes: total,
+        block_rows: rows as usize,
+        n_blocks: x.n_samples().div_ceil(rows.max(1) as usize),
+        tile_rows: TILE_ROWS,
+        k_tile,
+        threads,
+        init_sample_rows: 0,
+        max_passes: 1,
+        passes_detail: "1 assignment pass".into(),
+    })
+}
+
+/// Assigns each row of `x` (shape `(n_samples, n_features)`) to the nearest of
+/// `centers` (row-major `(n_clusters, n_features)`, original coordinates),
+/// computing in `T`, and hands labels to `labels_out` in row order. Returns
+/// the inertia (sum of squared distances to the assigned centres, in `f64`).
+///
+/// The data are shifted by the centres' mean before the GEMM identity, so
+/// points far from the origin keep their accuracy.
+///
+/// # Errors
+/// [`Error::ShapeMismatch`] when the centres' width differs from the data's;
+/// [`Error::NonFinite`] for a non-finite value in the data or the centres;
+/// read errors, and whatever `labels_out` returns.
+pub fn predict<T: Real>(
+    x: &Source<'_>,
+    centers: &[f64],
+    n_clusters: usize,
+    plan: &Plan,
+    labels_out: &mut dyn FnMut(&[u32]) -> Result<()>,
+    observer: &dyn Observer,
+) -> Result<f64> {
+    let d = x.n_features();
+    if n_clusters == 0 || centers.len() != n_clusters * d {
+        return Err(Error::ShapeMismatch {
+            what: "the centres".into(),
+            expected: vec![n_clusters, d],
+            found: vec![n_clusters, centers.len() / n_clusters.max(1)],
+            hint: "the centres need one column per feature of the data",
+        });
+    }
+    if let Some(i) = centers.iter().position(|v| !v.is_finite()) {
+        return Err(Error::NonFinite {
+            path: "centres".into(),
+            row: i / d,
+            column: i % d,
+            value: centers[i],
+            count: 1,
+        });
+    }
+    let mean: Vec<f64> = (0..d).map(|j| centers.iter().skip(j).step_by(d).sum::<f64>() / n_clusters as f64).collect();
+    let shifted: Vec<f64> = centers.chunks(d).flat_map(|c| c.iter().zip(&mean).map(|(v, m)| v - m)).collect();
+    let prepared = PreparedCenters::<T>::new(&shifted, n_clusters, d);
+    let mut blocks = Blocks::<T>::new(x, None, plan.block_rows);
+    let mut asg = Assignment::<T>::new(plan);
+    let mut inertia = 0.0;
+    blocks.for_each(&mean, observer, |start, xb, _| {
+        if let Some(p) = xb.iter().position(|v| !v.to_f64().is_finite()) {
+            let (row, column) = (start + p / d, p % d);
+            return Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 });
+        }
+        let (labels, dist) = asg.run(xb, &prepared);
+        inertia += dist.iter().sum::<f64>();
+        labels_out(labels)
+    })?;
+    Ok(inertia)
+}

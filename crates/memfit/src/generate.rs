@@ -1,0 +1,135 @@
+//! Synthetic data sets streamed to `.npy` of any size.
+
+use std::path::Path;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::io::NpyWriter;
+use crate::real::Real;
+
+/// Rows per independently seeded chunk: the output does not depend on the
+/// block size or the thread count.
+pub const CHUNK_ROWS: usize = 8192;
+
+/// Parameters of an isotropic Gaussian blobs data set, as scikit-learn's
+/// `make_blobs`: `centers` centres drawn uniformly in `center_box`, each row
+/// drawn from one centre (chosen uniformly at random) plus
+/// `N(0, cluster_std²)` noise per feature.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blobs {
+    /// Rows.
+    pub n_samples: usize,
+    /// Columns.
+    pub n_features: usize,
+    /// Number of blobs.
+    pub centers: usize,
+    /// Standard deviation of each blob.
+    pub cluster_std: f64,
+    /// Box the centres are drawn in (low, high).
+    pub center_box: (f64, f64),
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Blobs {
+    /// Checks the parameters.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] for zero sizes, a negative or non-finite
+    /// standard deviation or an empty box.
+    pub fn validate(&self) -> Result<()> {
+        if self.n_samples == 0 || self.n_features == 0 || self.centers == 0 {
+            return Err(Error::param("n_samples", "n_samples, n_features and centers must all be at least 1"));
+        }
+        if !(self.cluster_std.is_finite() && self.cluster_std >= 0.0) {
+            return Err(Error::param("cluster_std", format!("must be finite and >= 0, got {}", self.cluster_std)));
+        }
+        if !(self.center_box.0 < self.center_box.1 && self.center_box.0.is_finite() && self.center_box.1.is_finite()) {
+            return Err(Error::param("center_box", "low must be below high"));
+        }
+        Ok(())
+    }
+
+    /// The blob centres, row-major `(centers, n_features)`.
+    pub fn centers(&self) -> Vec<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        (0..self.centers * self.n_features).map(|_| rng.random_range(self.center_box.0..self.center_box.1)).collect()
+    }
+
+    /// Fills `out` (row-major) with rows `[start, start + out.len() / n_features)`;
+    /// `start` must be a multiple of [`CHUNK_ROWS`].
+    ///
+    /// # Panics
+    /// If `start` is not a multiple of [`CHUNK_ROWS`].
+    pub fn fill<T: Real>(&self, centers: &[f64], start: usize, out: &mut [T], labels: Option<&mut [u32]>) {
+        assert_eq!(start % CHUNK_ROWS, 0);
+        let d = self.n_features;
+        let normal = Normal::new(0.0, self.cluster_std).expect("validated std");
+        let first_chunk = start / CHUNK_ROWS;
+        let fill_chunk = |(c, (rows, mut labs)): (usize, (&mut [T], Option<&mut [u32]>))| {
+            let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+            rng.set_stream(1 + (first_chunk + c) as u64);
+            for (i, row) in rows.chunks_mut(d).enumerate() {
+                let b = rng.random_range(0..self.centers);
+                if let Some(l) = labs.as_deref_mut() {
+                    l[i] = b as u32;
+                }
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = T::from_f64(centers[b * d + j] + normal.sample(&mut rng));
+                }
+            }
+        };
+        match labels {
+            Some(l) => out
+                .par_chunks_mut(CHUNK_ROWS * d)
+                .zip(l.par_chunks_mut(CHUNK_ROWS).map(Some))
+                .enumerate()
+                .for_each(fill_chunk),
+            None => out.par_chunks_mut(CHUNK_ROWS * d).map(|r| (r, None)).enumerate().for_each(fill_chunk),
+        }
+    }
+
+    /// Generates the whole data set in memory (row-major).
+    pub fn to_vec<T: Real>(&self) -> Vec<T> {
+        let mut out = vec![T::default(); self.n_samples * self.n_features];
+        self.fill(&self.centers(), 0, &mut out, None);
+        out
+    }
+
+    /// Streams the data set to a `.npy` file of dtype `T` atomically, holding
+    /// at most `block_rows` (rounded up to [`CHUNK_ROWS`]) rows in memory; with
+    /// `labels_path` also writes the true blob of each row (`int32`).
+    ///
+    /// # Errors
+    /// [`Error::Io`] on write failures; no partial file is left behind.
+    pub fn write_npy<T: Real>(&self, path: &Path, labels_path: Option<&Path>, block_rows: usize) -> Result<()> {
+        self.validate()?;
+        let (n, d) = (self.n_samples, self.n_features);
+        let centers = self.centers();
+        let block = block_rows.div_ceil(CHUNK_ROWS).max(1) * CHUNK_ROWS;
+        let mut w = NpyWriter::create(path, T::DTYPE, &[n, d])?;
+        let mut lw = labels_path.map(|p| NpyWriter::create(p, crate::io::Dtype::I32, &[n])).transpose()?;
+        let mut buf = vec![T::default(); block.min(n) * d];
+        let mut labels = vec![0u32; if lw.is_some() { block.min(n) } else { 0 }];
+        let mut start = 0;
+        while start < n {
+            let rows = block.min(n - start);
+            let l = lw.as_ref().map(|_| &mut labels[..rows]);
+            self.fill(&centers, start, &mut buf[..rows * d], l);
+            w.write_with(&buf[..rows * d], T::write_le)?;
+            if let Some(lw) = lw.as_mut() {
+                lw.write_with(&labels[..rows], |v, o| o.extend_from_slice(&(v as i32).to_le_bytes()))?;
+            }
+            start += rows;
+        }
+        w.commit()?;
+        if let Some(lw) = lw {
+            lw.commit()?;
+        }
+        Ok(())
+    }
+}

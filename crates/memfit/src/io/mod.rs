@@ -1,0 +1,37 @@
+//! Input and output: `.npy` headers, block readers, atomic writers.
+
+mod dtype;
+mod npy_header;
+mod source;
+mod writer;
+
+pub use dtype::{decode, Dtype, Endian};
+pub use npy_header::{header_len, parse_header, write_header, HeaderError, NpyHeader, MAGIC, PREAMBLE_BYTES};
+pub use source::{ArrayRef, NpyFile, Source, Values};
+pub use writer::{check_output_path, write_bytes_atomic, write_npy, AtomicFile, NpyWriter, WRITE_BUFFER_BYTES};
+
+use crate::error::Result;
+use crate::real::Real;
+use std::path::Path;
+
+/// Reads a whole (small) 2-D `.npy` file, such as saved centres, as `f64`
+/// in C order; returns `(values, n_rows, n_cols)`.
+///
+/// # Errors
+/// As [`Source::open_matrix`] and [`Source::read_rows`].
+pub fn read_matrix_f64(path: impl AsRef<Path>) -> Result<(Vec<f64>, usize, usize)> {
+    let src = Source::open_matrix(path)?;
+    let (n, d) = (src.n_samples(), src.n_features());
+    let mut scratch = vec![0u8; n * src.scratch_bytes_per_row()];
+    let mut out = vec![0f64; n * d];
+    src.read_rows::<f64>(0, n, &vec![0.0; d], &mut scratch, &mut out)?;
+    Ok((out, n, d))
+}
+
+/// Writes a matrix of the compute type to `path` atomically.
+///
+/// # Errors
+/// As [`write_npy`].
+pub fn write_matrix<T: Real>(path: impl AsRef<Path>, values: &[T], n_rows: usize, n_cols: usize) -> Result<()> {
+    write_npy(path, T::DTYPE, &[n_rows, n_cols], values, T::write_le)
+}

@@ -1,0 +1,184 @@
+//! Atomic output files: everything is written to a temporary file in the
+//! destination's folder and renamed over the destination only when complete,
+//! so a failure (bad input found late, a full disk, Ctrl-C) never leaves a
+//! half-written output behind.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::dtype::Dtype;
+use super::npy_header::write_header;
+use crate::error::{Error, Result};
+
+/// Bytes of the write buffer an [`AtomicFile`] holds.
+pub const WRITE_BUFFER_BYTES: usize = 1 << 20;
+
+/// A file being written under a temporary name beside its destination.
+/// Dropping it without [`AtomicFile::commit`] deletes the temporary file.
+#[derive(Debug)]
+pub struct AtomicFile {
+    path: PathBuf,
+    writer: BufWriter<tempfile::NamedTempFile>,
+}
+
+impl AtomicFile {
+    /// Creates a temporary file in `path`'s folder.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the folder does not exist or is not writable.
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .tempfile_in(&dir)
+            .map_err(|e| Error::io(&path, "create", e))?;
+        Ok(AtomicFile { path, writer: BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp) })
+    }
+
+    /// Appends bytes.
+    ///
+    /// # Errors
+    /// [`Error::Io`] on a write failure (for example a full disk).
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        self.writer.write_all(bytes).map_err(|e| Error::io(&self.path, "write", e))
+    }
+
+    /// Flushes, syncs and renames the temporary file over the destination.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when flushing, syncing or renaming fails; the temporary
+    /// file is removed.
+    pub fn commit(self) -> Result<()> {
+        let path = self.path;
+        let tmp = self.writer.into_inner().map_err(|e| Error::io(&path, "write", e.into_error()))?;
+        tmp.as_file().sync_all().map_err(|e| Error::io(&path, "sync", e))?;
+        tmp.persist(&path).map_err(|e| Error::io(&path, "rename", e.error))?;
+        Ok(())
+    }
+
+    /// The destination path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Checks, before any long computation, that an output file could be created:
+/// its folder exists and is a directory.
+///
+/// # Errors
+/// [`Error::Io`] with kind `NotFound` when the folder is missing.
+pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(Error::io(
+            path,
+            "create",
+            std::io::Error::new(std::io::ErrorKind::NotFound, format!("folder {} does not exist", dir.display())),
+        ));
+    }
+    if path.is_dir() {
+        return Err(Error::io(path, "create", std::io::Error::other("the path is a directory")));
+    }
+    Ok(())
+}
+
+/// Streams a C-order little-endian `.npy` array of a known shape to disk in
+/// pieces, atomically.
+#[derive(Debug)]
+pub struct NpyWriter {
+    file: AtomicFile,
+    remaining_bytes: u64,
+    encode: Vec<u8>,
+}
+
+impl NpyWriter {
+    /// Starts an array of `dtype` and `shape` at `path`.
+    ///
+    /// # Errors
+    /// As [`AtomicFile::create`].
+    pub fn create(path: impl AsRef<Path>, dtype: Dtype, shape: &[usize]) -> Result<Self> {
+        let mut file = AtomicFile::create(path)?;
+        file.write_all(&write_header(dtype, shape))?;
+        let n: u64 = shape.iter().map(|&s| s as u64).product();
+        Ok(NpyWriter { file, remaining_bytes: n * dtype.itemsize() as u64, encode: Vec::new() })
+    }
+
+    /// Appends elements already encoded as little-endian bytes.
+    ///
+    /// # Errors
+    /// [`Error::Io`] on a write failure.
+    ///
+    /// # Panics
+    /// If more bytes are written than the shape holds.
+    pub fn write_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        assert!(bytes.len() as u64 <= self.remaining_bytes, "more data than the declared shape");
+        self.remaining_bytes -= bytes.len() as u64;
+        self.file.write_all(bytes)
+    }
+
+    /// Appends elements, encoding each with `put` into a reused buffer of at
+    /// most [`WRITE_BUFFER_BYTES`] bytes.
+    ///
+    /// # Errors
+    /// [`Error::Io`] on a write failure.
+    pub fn write_with<E: Copy>(&mut self, values: &[E], put: impl Fn(E, &mut Vec<u8>)) -> Result<()> {
+        let mut enc = std::mem::take(&mut self.encode);
+        for chunk in values.chunks(WRITE_BUFFER_BYTES / 8) {
+            enc.clear();
+            for &v in chunk {
+                put(v, &mut enc);
+            }
+            self.write_bytes(&enc)?;
+        }
+        self.encode = enc;
+        Ok(())
+    }
+
+    /// Finishes the array and renames it into place.
+    ///
+    /// # Errors
+    /// [`Error::Io`] on failure.
+    ///
+    /// # Panics
+    /// If fewer elements were written than the shape holds.
+    pub fn commit(self) -> Result<()> {
+        assert_eq!(self.remaining_bytes, 0, "fewer elements written than the declared shape");
+        self.file.commit()
+    }
+}
+
+/// Writes a whole small array (`values` in C order) to `path` atomically.
+///
+/// # Errors
+/// As [`NpyWriter`].
+pub fn write_npy<E: Copy>(
+    path: impl AsRef<Path>,
+    dtype: Dtype,
+    shape: &[usize],
+    values: &[E],
+    put: impl Fn(E, &mut Vec<u8>),
+) -> Result<()> {
+    let mut w = NpyWriter::create(path, dtype, shape)?;
+    w.write_with(values, put)?;
+    w.commit()
+}
+
+/// Writes bytes (a JSON summary, a PNG) to `path` atomically.
+///
+/// # Errors
+/// As [`AtomicFile`].
+pub fn write_bytes_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
+    let mut f = AtomicFile::create(path)?;
+    f.write_all(bytes)?;
+    f.commit()
+}

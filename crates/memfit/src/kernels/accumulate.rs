@@ -1,0 +1,70 @@
+//! Per-cluster weighted sums for the centre update, in a fixed order.
+//!
+//! Each cluster's sum is accumulated row by row in file order, in `f64`, so the
+//! result does not depend on the thread count or on the block size. Threads
+//! split the clusters (not the rows) between them.
+
+use rayon::prelude::*;
+
+use crate::real::Real;
+
+/// Adds `w_i · x_i` to `sums[labels[i]]` (row-major `(n_clusters, d)`, `f64`)
+/// and `w_i` to `weights[labels[i]]` for every row of the block `x`
+/// (row-major `(rows, d)`); `w_i = 1` when `sample_weight` is `None`.
+///
+/// # Panics
+/// If a label is `>= n_clusters` or buffers are smaller than stated.
+pub fn accumulate_block<T: Real>(
+    x: &[T],
+    d: usize,
+    labels: &[u32],
+    sample_weight: Option<&[f64]>,
+    sums: &mut [f64],
+    weights: &mut [f64],
+) {
+    let k = weights.len();
+    let parts = rayon::current_num_threads().clamp(1, k);
+    let per = k.div_ceil(parts);
+    sums.par_chunks_mut(per * d).zip(weights.par_chunks_mut(per)).enumerate().for_each(|(p, (s, w))| {
+        let lo = (p * per) as u32;
+        let hi = lo + w.len() as u32;
+        for (i, &l) in labels.iter().enumerate() {
+            if l < lo || l >= hi {
+                continue;
+            }
+            let wi = sample_weight.map_or(1.0, |sw| sw[i]);
+            let j = (l - lo) as usize;
+            w[j] += wi;
+            let row = &x[i * d..(i + 1) * d];
+            let acc = &mut s[j * d..(j + 1) * d];
+            for f in 0..d {
+                acc[f] += wi * row[f].to_f64();
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_naive_sums() {
+        let (n, d, k) = (500, 3, 7);
+        let x: Vec<f32> = (0..n * d).map(|i| (i as f32 * 0.37).sin()).collect();
+        let labels: Vec<u32> = (0..n).map(|i| ((i * 31) % k) as u32).collect();
+        let w: Vec<f64> = (0..n).map(|i| (i % 5) as f64).collect();
+        let (mut s, mut c) = (vec![0.0; k * d], vec![0.0; k]);
+        accumulate_block(&x, d, &labels, Some(&w), &mut s, &mut c);
+        let (mut s2, mut c2) = (vec![0.0; k * d], vec![0.0; k]);
+        for i in 0..n {
+            let l = labels[i] as usize;
+            c2[l] += w[i];
+            for f in 0..d {
+                s2[l * d + f] += w[i] * f64::from(x[i * d + f]);
+            }
+        }
+        assert_eq!(s, s2);
+        assert_eq!(c, c2);
+    }
+}

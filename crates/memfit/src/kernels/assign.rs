@@ -1,0 +1,351 @@
+//! Fused nearest-centre assignment: squared distances by the GEMM identity
+//! ‖x‖² − 2x·c + ‖c‖² on tiles (faer), an argmin per row, and the exact
+//! squared distance to the chosen centre, without ever holding an
+//! `n_samples × n_clusters` matrix.
+//!
+//! The argmin needs only `‖c‖² − 2x·c` (‖x‖² is constant per row). The GEMM
+//! identity loses accuracy when data sit far from the origin, so callers
+//! shift the data by its mean first, and the distance that is reported (for
+//! inertia) is recomputed from exact differences in `f64`.
+//! Reference: scikit-learn's `_k_means_lloyd.pyx` (chunked GEMM + argmin).
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+use multiversion::multiversion;
+use rayon::prelude::*;
+
+use crate::real::Real;
+
+/// Widest data (in features) assigned by the direct register kernel; wider
+/// data go through faer's GEMM on tiles. Measured on 1,000,000 × d rows,
+/// k = 200, f64, 2 threads (see BENCHMARKS.md): the direct kernel is several
+/// times faster than GEMM + argmin for small d, where GEMM's inner dimension
+/// is too short to amortise packing.
+pub const DIRECT_MAX_FEATURES: usize = 16;
+
+/// Centres handled per step of the direct kernel and of the vectorised
+/// argmin (one or two SIMD registers).
+pub const LANES: usize = 16;
+
+/// Centres prepared for assignment: row-major `(n_clusters, n_features)`
+/// values in the compute type and their squared norms; for narrow data also
+/// a transposed copy padded to a multiple of [`LANES`] centres.
+#[derive(Debug, Clone)]
+pub struct PreparedCenters<T> {
+    /// Row-major `(n_clusters, n_features)` centres.
+    pub values: Vec<T>,
+    /// `‖c_j‖²` per centre, computed in `f64` and rounded.
+    pub sq_norms: Vec<T>,
+    /// Number of centres.
+    pub n_clusters: usize,
+    /// Number of features.
+    pub n_features: usize,
+    /// `(n_features, padded_k)` row-major transposed centres when
+    /// `n_features <= DIRECT_MAX_FEATURES`, else empty.
+    transposed: Vec<T>,
+    /// Norms padded with `+inf` to `padded_k` (never chosen), or empty.
+    padded_norms: Vec<T>,
+}
+
+impl<T: Real> PreparedCenters<T> {
+    /// Rounds `f64` centres (row-major `(k, d)`) to the compute type.
+    ///
+    /// # Panics
+    /// If `centers.len() != k * d`.
+    pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
+        assert_eq!(centers.len(), k * d);
+        let values: Vec<T> = centers.iter().map(|&c| T::from_f64(c)).collect();
+        let sq_norms: Vec<T> =
+            values.chunks(d.max(1)).map(|c| T::from_f64(c.iter().map(|v| v.to_f64() * v.to_f64()).sum())).collect();
+        let (mut transposed, mut padded_norms) = (Vec::new(), Vec::new());
+        if d <= DIRECT_MAX_FEATURES {
+            let kp = Self::padded_k(k);
+            transposed = vec![T::default(); d * kp];
+            for j in 0..k {
+                for f in 0..d {
+                    transposed[f * kp + j] = values[j * d + f];
+                }
+            }
+            padded_norms = sq_norms.clone();
+            padded_norms.resize(kp, T::from_f64(f64::INFINITY));
+        }
+        PreparedCenters { values, sq_norms, n_clusters: k, n_features: d, transposed, padded_norms }
+    }
+
+    /// `k` rounded up to a multiple of [`LANES`].
+    pub fn padded_k(k: usize) -> usize {
+        k.div_ceil(LANES) * LANES
+    }
+
+    /// Elements (of the compute type) held by centres prepared for `k`
+    /// centres of `d` features: values, norms and the padded transposed copy.
+    pub fn len_for(k: usize, d: usize) -> usize {
+        let direct = if d <= DIRECT_MAX_FEATURES { Self::padded_k(k) * (d + 1) } else { 0 };
+        k * (d + 1) + direct
+    }
+
+    /// Elements of per-thread scratch [`assign_rows`] needs for tiles of
+    /// `tile_rows` rows and `k_tile` centres.
+    pub fn scratch_len(tile_rows: usize, k_tile: usize) -> usize {
+        tile_rows * k_tile + tile_rows
+    }
+}
+
+/// Assigns each row of `x` (row-major `(rows, d)`, `rows <= tile_rows`) to its
+/// nearest centre. Writes `labels[i]` and `min_dist[i]` = Σ_f (x_if − c_lf)²
+/// computed in `f64`. Ties go to the lowest centre index.
+///
+/// `scratch` needs [`PreparedCenters::scratch_len`]`(rows, k_tile)` elements.
+///
+/// # Panics
+/// If the buffers are smaller than stated.
+pub fn assign_rows<T: Real>(
+    x: &[T],
+    c: &PreparedCenters<T>,
+    k_tile: usize,
+    scratch: &mut [T],
+    labels: &mut [u32],
+    min_dist: &mut [f64],
+) {
+    let d = c.n_features;
+    let rows = labels.len();
+    let x = &x[..rows * d];
+    if d <= DIRECT_MAX_FEATURES {
+        direct_argmin(x, d, &c.transposed, &c.padded_norms, labels);
+    } else {
+        let (tile, best) = scratch.split_at_mut(rows * k_tile);
+        let best = &mut best[..rows];
+        let lhs_t = MatRef::from_row_major_slice(x, rows, d).transpose();
+        let mut j0 = 0;
+        while j0 < c.n_clusters {
+            let kt = k_tile.min(c.n_clusters - j0);
+            let cen = MatRef::from_row_major_slice(&c.values[j0 * d..(j0 + kt) * d], kt, d);
+            // dst is (kt × rows) column-major: row i's kt products are contiguous.
+            let dst = MatMut::from_column_major_slice_mut(&mut tile[..kt * rows], kt, rows);
+            matmul(dst, Accum::Replace, cen, lhs_t, T::from_f64(-2.0), Par::Seq);
+            tile_argmin(&tile[..kt * rows], &c.sq_norms[j0..j0 + kt], j0, best, labels);
+            j0 += kt;
+        }
+    }
+    for i in 0..rows {
+        min_dist[i] = exact_sq_dist(&x[i * d..(i + 1) * d], &c.values[labels[i] as usize * d..][..d]);
+    }
+}
+
+/// Lane-wise running minimum: `LANES` independent (value, index) pairs
+/// updated with selects (no branches, so the compiler vectorises it); the
+/// final reduction keeps the lowest index among equal minima, so the result
+/// equals a scalar first-minimum scan.
+#[derive(Clone, Copy)]
+struct LaneMin<T> {
+    value: [T; LANES],
+    index: [u32; LANES],
+}
+
+impl<T: Real> LaneMin<T> {
+    #[inline(always)]
+    fn new() -> Self {
+        LaneMin { value: [T::from_f64(f64::INFINITY); LANES], index: [u32::MAX; LANES] }
+    }
+    #[inline(always)]
+    fn update(&mut self, v: &[T; LANES], base: u32) {
+        for l in 0..LANES {
+            let take = v[l] < self.value[l];
+            self.value[l] = if take { v[l] } else { self.value[l] };
+            self.index[l] = if take { base + l as u32 } else { self.index[l] };
+        }
+    }
+    #[inline(always)]
+    fn reduce(&self) -> (T, u32) {
+        let mut best = (self.value[0], self.index[0]);
+        for l in 1..LANES {
+            if self.value[l] < best.0 || (self.value[l] == best.0 && self.index[l] < best.1) {
+                best = (self.value[l], self.index[l]);
+            }
+        }
+        best
+    }
+}
+
+/// Direct kernel for narrow data: for each row, `‖c‖² − 2x·c` for
+/// [`LANES`] centres at a time from the transposed centres, with a lane-wise
+/// running minimum. Compiled for AVX-512, AVX2+FMA and a portable baseline;
+/// the best available is picked at run time.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn direct_argmin<T: Real>(x: &[T], d: usize, transposed: &[T], norms: &[T], labels: &mut [u32]) {
+    let kp = norms.len();
+    let minus_two = T::from_f64(-2.0);
+    for (i, label) in labels.iter_mut().enumerate() {
+        let xi = &x[i * d..(i + 1) * d];
+        let mut m = LaneMin::<T>::new();
+        for c0 in (0..kp).step_by(LANES) {
+            let mut acc: [T; LANES] = norms[c0..c0 + LANES].try_into().expect("LANES elements");
+            for (f, &xf) in xi.iter().enumerate() {
+                let s = minus_two * xf;
+                let col = &transposed[f * kp + c0..f * kp + c0 + LANES];
+                for l in 0..LANES {
+                    acc[l] += s * col[l];
+                }
+            }
+            m.update(&acc, c0 as u32);
+        }
+        *label = m.reduce().1;
+    }
+}
+
+/// Argmin over one GEMM tile (`kt` products per row, contiguous per row)
+/// plus norms, merged with the running best of earlier centre tiles.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn tile_argmin<T: Real>(tile: &[T], norms: &[T], j0: usize, best: &mut [T], labels: &mut [u32]) {
+    let kt = norms.len();
+    let full = kt / LANES * LANES;
+    for (i, (b, label)) in best.iter_mut().zip(labels.iter_mut()).enumerate() {
+        let prods = &tile[i * kt..(i + 1) * kt];
+        let mut m = LaneMin::<T>::new();
+        for c0 in (0..full).step_by(LANES) {
+            let mut v: [T; LANES] = prods[c0..c0 + LANES].try_into().expect("LANES elements");
+            for l in 0..LANES {
+                v[l] += norms[c0 + l];
+            }
+            m.update(&v, (j0 + c0) as u32);
+        }
+        let (mut bv, mut bj) = m.reduce();
+        for j in full..kt {
+            let v = prods[j] + norms[j];
+            if v < bv {
+                bv = v;
+                bj = (j0 + j) as u32;
+            }
+        }
+        // Earlier tiles hold lower indices, so they win ties.
+        if j0 == 0 || bv < *b {
+            *b = bv;
+            *label = bj;
+        }
+    }
+}
+
+/// Σ_f (a_f − b_f)² in `f64`.
+#[inline]
+pub fn exact_sq_dist<T: Real>(a: &[T], b: &[T]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&p, &q)| {
+            let t = p.to_f64() - q.to_f64();
+            t * t
+        })
+        .sum()
+}
+
+/// Assigns every row of a block (row-major `(rows, d)`) in parallel: the block
+/// is cut into tiles of `tile_rows` rows (fixed by the plan, not by the thread
+/// count), and tiles are dealt to `scratch.len()` workers, each with its own
+/// scratch. Results do not depend on the number of workers.
+///
+/// # Panics
+/// If buffers are smaller than stated.
+pub fn assign_block<T: Real>(
+    x: &[T],
+    c: &PreparedCenters<T>,
+    tile_rows: usize,
+    k_tile: usize,
+    scratch: &mut [Vec<T>],
+    labels: &mut [u32],
+    min_dist: &mut [f64],
+) {
+    let d = c.n_features;
+    let rows = labels.len();
+    let n_tiles = rows.div_ceil(tile_rows);
+    let per_worker = n_tiles.div_ceil(scratch.len().max(1)).max(1) * tile_rows;
+    scratch
+        .par_iter_mut()
+        .zip(labels.par_chunks_mut(per_worker))
+        .zip(min_dist.par_chunks_mut(per_worker))
+        .enumerate()
+        .for_each(|(w, ((s, lab), dist))| {
+            let base = w * per_worker;
+            for (t, (l, m)) in lab.chunks_mut(tile_rows).zip(dist.chunks_mut(tile_rows)).enumerate() {
+                let r0 = base + t * tile_rows;
+                assign_rows(&x[r0 * d..], c, k_tile, s, l, m);
+            }
+        });
+}
+
+/// Slow, obviously-correct twin of [`assign_rows`] for tests: exact squared
+/// distances in `f64` to every centre, first minimum wins.
+pub fn assign_reference<T: Real>(x: &[T], c: &PreparedCenters<T>, labels: &mut [u32], min_dist: &mut [f64]) {
+    let d = c.n_features;
+    for i in 0..labels.len() {
+        let row = &x[i * d..(i + 1) * d];
+        let (mut bj, mut bv) = (0usize, f64::INFINITY);
+        for j in 0..c.n_clusters {
+            let v = exact_sq_dist(row, &c.values[j * d..(j + 1) * d]);
+            if v < bv {
+                bv = v;
+                bj = j;
+            }
+        }
+        labels[i] = bj as u32;
+        min_dist[i] = bv;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn random(n: usize, seed: u64, scale: f64) -> Vec<f64> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..n).map(|_| rng.random_range(-scale..scale)).collect()
+    }
+
+    fn check<T: Real>(n: usize, d: usize, k: usize, tile_rows: usize, k_tile: usize, workers: usize) {
+        let x64 = random(n * d, 1, 10.0);
+        let x: Vec<T> = x64.iter().map(|&v| T::from_f64(v)).collect();
+        let c = PreparedCenters::<T>::new(&random(k * d, 2, 10.0), k, d);
+        let mut scratch: Vec<Vec<T>> =
+            (0..workers).map(|_| vec![T::default(); PreparedCenters::<T>::scratch_len(tile_rows, k_tile)]).collect();
+        let (mut l1, mut d1) = (vec![0u32; n], vec![0f64; n]);
+        let (mut l2, mut d2) = (vec![0u32; n], vec![0f64; n]);
+        assign_block(&x, &c, tile_rows, k_tile, &mut scratch, &mut l1, &mut d1);
+        assign_reference(&x, &c, &mut l2, &mut d2);
+        for i in 0..n {
+            // The GEMM identity may pick a different centre only on a near tie.
+            if l1[i] != l2[i] {
+                assert!((d1[i] - d2[i]).abs() <= 1e-4 * d2[i].max(1.0), "row {i}: {} vs {}", d1[i], d2[i]);
+            } else {
+                assert_eq!(d1[i], d2[i]);
+            }
+        }
+        let agree = l1.iter().zip(&l2).filter(|(a, b)| a == b).count();
+        assert!(agree as f64 >= 0.999 * n as f64);
+    }
+
+    #[test]
+    fn matches_reference_f64_ragged_tiles() {
+        check::<f64>(1000, 3, 37, 64, 16, 3);
+        check::<f64>(777, 17, 5, 100, 512, 2);
+        check::<f64>(1, 1, 1, 256, 512, 4);
+    }
+
+    #[test]
+    fn matches_reference_f32() {
+        check::<f32>(2000, 8, 200, 256, 64, 2);
+    }
+
+    #[test]
+    fn worker_count_does_not_change_results() {
+        let (n, d, k) = (3000, 5, 50);
+        let x = random(n * d, 3, 5.0);
+        let c = PreparedCenters::<f64>::new(&random(k * d, 4, 5.0), k, d);
+        let mut out = Vec::new();
+        for workers in [1, 2, 7] {
+            let mut scratch = vec![vec![0.0; PreparedCenters::<f64>::scratch_len(128, 32)]; workers];
+            let (mut l, mut m) = (vec![0u32; n], vec![0f64; n]);
+            assign_block(&x, &c, 128, 32, &mut scratch, &mut l, &mut m);
+            out.push((l, m.iter().map(|v| v.to_bits()).collect::<Vec<_>>()));
+        }
+        assert!(out.windows(2).all(|w| w[0] == w[1]));
+    }
+}

@@ -1,0 +1,35 @@
+//! memfit: large-array numerical work within a memory budget.
+//!
+//! The engine reads data in row blocks from `.npy` files far larger than RAM
+//! (or borrows in-memory arrays without copying them whole), plans every
+//! buffer it allocates against a user-set memory limit, and runs fused,
+//! blocked kernels on all cores.
+//!
+//! - [`io`]: `.npy` header parsing, block readers ([`io::Source`]), atomic writers.
+//! - [`plan`]: memory-limit parsing, the default limit, [`plan::Plan`].
+//! - [`kernels`]: fused distance + argmin, weighted per-cluster sums.
+//! - [`cluster`]: k-means (Lloyd) with k-means++ / random / given init.
+//! - [`generate`]: synthetic data streamed to `.npy`.
+//!
+//! ```no_run
+//! use memfit::cluster::{fit, plan_kmeans, KMeansJob, KMeansParams};
+//! use memfit::io::Source;
+//! let x = Source::open_matrix("data.npy")?;
+//! let params = KMeansParams { n_clusters: 200, memory_limit_bytes: 512 << 20, ..Default::default() };
+//! let plan = plan_kmeans(&params, &KMeansJob::new(&x, None, 8, false))?;
+//! let model = fit::<f64>(&params, &x, None, &plan, None, &mut ())?;
+//! println!("inertia {} after {} iterations", model.inertia, model.n_iter);
+//! # Ok::<(), memfit::Error>(())
+//! ```
+
+pub mod cluster;
+mod error;
+pub mod generate;
+pub mod io;
+pub mod kernels;
+pub mod memory;
+pub mod plan;
+mod real;
+
+pub use error::{Error, Result};
+pub use real::Real;

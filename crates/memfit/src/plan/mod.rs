@@ -1,0 +1,127 @@
+//! Memory planning: every buffer a run allocates is declared here, with its
+//! bytes, before it is allocated; block sizes are chosen so that the sum fits
+//! the memory limit, or the run is refused before any data is read.
+//!
+//! Not counted: the program's code, thread stacks, the allocator's own
+//! overhead and small per-call bookkeeping (a few MiB in all); peak resident
+//! memory stays under the limit plus a fixed 64 MiB allowance for these.
+
+mod budget;
+mod size;
+
+pub use budget::{available_memory_bytes, default_limit_bytes, DEFAULT_LIMIT_FRACTION};
+pub use size::{format_bytes, parse_size};
+
+use std::fmt;
+
+/// One buffer of a plan.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PlannedBuffer {
+    /// What the buffer holds.
+    pub name: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// How the size was computed (e.g. `65536 rows × 3 × 8 B`).
+    pub detail: String,
+}
+
+/// A memory plan: the buffers, the block sizes and the passes over the data.
+/// Its `Display` is the explanation `--dry-run` prints.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Plan {
+    /// The job this plan is for (e.g. `kmeans`).
+    pub job: String,
+    /// The memory limit in bytes.
+    pub limit_bytes: u64,
+    /// Every buffer the run allocates.
+    pub buffers: Vec<PlannedBuffer>,
+    /// Sum of `buffers`, in bytes.
+    pub total_bytes: u64,
+    /// Rows per read block.
+    pub block_rows: usize,
+    /// Number of read blocks per pass.
+    pub n_blocks: usize,
+    /// Rows per compute tile inside a block.
+    pub tile_rows: usize,
+    /// Centres per compute tile.
+    pub k_tile: usize,
+    /// Worker threads.
+    pub threads: usize,
+    /// Rows in the initialisation sample (0 when none is drawn).
+    pub init_sample_rows: usize,
+    /// Upper bound on passes over the data.
+    pub max_passes: u64,
+    /// How `max_passes` is made up.
+    pub passes_detail: String,
+}
+
+impl Plan {
+    /// Bytes of the buffer named `name`, or 0.
+    pub fn bytes_of(&self, name: &str) -> u64 {
+        self.buffers.iter().filter(|b| b.name == name).map(|b| b.bytes).sum()
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "memory plan for {} (limit {} = {} bytes)",
+            self.job,
+            format_bytes(self.limit_bytes),
+            self.limit_bytes
+        )?;
+        let w = self.buffers.iter().map(|b| b.name.len()).max().unwrap_or(0);
+        for b in &self.buffers {
+            writeln!(f, "  {:<w$}  {:>12} B  {:>10}  {}", b.name, b.bytes, format_bytes(b.bytes), b.detail)?;
+        }
+        writeln!(
+            f,
+            "  {:<w$}  {:>12} B  {:>10}  ({:.1}% of the limit)",
+            "total",
+            self.total_bytes,
+            format_bytes(self.total_bytes),
+            100.0 * self.total_bytes as f64 / self.limit_bytes as f64
+        )?;
+        writeln!(
+            f,
+            "rows per block: {} ({} blocks per pass); tile: {} rows × {} centres; threads: {}",
+            self.block_rows, self.n_blocks, self.tile_rows, self.k_tile, self.threads
+        )?;
+        if self.init_sample_rows > 0 {
+            writeln!(f, "init sample: {} rows", self.init_sample_rows)?;
+        }
+        write!(f, "passes over the data: at most {} ({})", self.max_passes, self.passes_detail)
+    }
+}
+
+/// Accumulates buffers while a plan is being built.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    buffers: Vec<PlannedBuffer>,
+}
+
+impl Ledger {
+    /// Declares a buffer of `count` elements of `elem_bytes` bytes each.
+    pub fn add(&mut self, name: &str, count: u64, elem_bytes: u64, detail: String) {
+        if count == 0 {
+            return;
+        }
+        self.buffers.push(PlannedBuffer { name: name.to_string(), bytes: count * elem_bytes, detail });
+    }
+
+    /// Sum of the declared buffers in bytes.
+    pub fn total(&self) -> u64 {
+        self.buffers.iter().map(|b| b.bytes).sum()
+    }
+
+    /// The declared buffers so far.
+    pub fn buffers(&self) -> &[PlannedBuffer] {
+        &self.buffers
+    }
+
+    /// The declared buffers.
+    pub fn into_buffers(self) -> Vec<PlannedBuffer> {
+        self.buffers
+    }
+}
