@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use memfit::cluster::{fit, plan_kmeans, Init, KMeansFit, KMeansJob, KMeansParams};
+use memfit::cluster::{fit, plan_kmeans, Init, KMeansFit, KMeansJob, KMeansParams, LabelSink};
 use memfit::generate::Blobs;
 use memfit::io::{
     check_output_path, read_matrix_f64, write_bytes_atomic, write_matrix, ArrayRef, Dtype, NpyWriter, Source, Values,
@@ -16,8 +16,10 @@ use crate::args::{ComputeDtype, KmeansArgs};
 use crate::progress::Bar;
 use crate::{memory_limit, plot};
 
-/// Rows of the plot sample.
-const PLOT_ROWS: usize = 20_000;
+/// Rows of the plot sample: up to 20,000, within 8 MiB of values.
+fn plot_rows(n_features: usize) -> usize {
+    ((8 << 20) / (n_features * 8 + 4)).clamp(500, 20_000)
+}
 
 /// The built-in default input: 2,000,000 × 3 Gaussian blobs around 200 centres.
 pub fn default_blobs() -> Blobs {
@@ -67,7 +69,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         random_state: args.seed,
         memory_limit_bytes: limit,
         init_sample_rows: None,
-        plot_sample_rows: if args.plot.is_some() { PLOT_ROWS } else { 0 },
+        plot_sample_rows: if args.plot.is_some() { plot_rows(x.n_features()) } else { 0 },
     };
     params.validate(x.n_samples(), x.n_features())?;
     let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
@@ -112,8 +114,7 @@ fn fit_and_write<T: Real>(
         }
     };
     let mut bar = Bar::new(args.common.quiet);
-    let sink: Option<&mut dyn FnMut(&[u32]) -> memfit::Result<()>> =
-        if args.labels.is_some() { Some(&mut write_labels) } else { None };
+    let sink: LabelSink<'_> = if args.labels.is_some() { Some(&mut write_labels) } else { None };
     let model = fit::<T>(params, x, w, plan, sink, &mut bar);
     bar.finish();
     let model = model?;

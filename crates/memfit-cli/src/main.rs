@@ -7,7 +7,7 @@
 mod args;
 mod generate_cmd;
 mod kmeans_cmd;
-#[path = "plot_stub.rs"]
+
 mod plot;
 mod predict_cmd;
 mod progress;

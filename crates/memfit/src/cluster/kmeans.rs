@@ -302,7 +302,7 @@ pub fn fit<T: Real>(
     x: &Source<'_>,
     sample_weight: Option<&Source<'_>>,
     plan: &Plan,
-    mut labels_out: Option<&mut dyn FnMut(&[u32]) -> Result<()>>,
+    mut labels_out: LabelSink<'_>,
     observer: &mut dyn Observer,
 ) -> Result<KMeansFit<T>> {
     let (n, d, k) = (x.n_samples(), x.n_features(), params.n_clusters);
@@ -450,7 +450,8 @@ pub fn fit<T: Real>(
     })
 }
 
-type LabelSink<'f> = Option<&'f mut dyn FnMut(&[u32]) -> Result<()>>;
+/// Where final labels go: a callback fed labels in row order, block by block.
+pub type LabelSink<'f> = Option<&'f mut dyn FnMut(&[u32]) -> Result<()>>;
 
 fn reborrow<'f>(sink: &'f mut LabelSink<'_>) -> LabelSink<'f> {
     match sink {

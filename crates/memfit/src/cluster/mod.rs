@@ -8,7 +8,7 @@ mod plan;
 mod predict;
 
 pub use init::{kmeans_plusplus, SequentialSample};
-pub use kmeans::{fit, KMeansFit, Observer, PlotSample, Progress, Timings};
+pub use kmeans::{fit, KMeansFit, LabelSink, Observer, PlotSample, Progress, Timings};
 pub use params::{Init, KMeansParams};
-pub use plan::{plan_kmeans, KMeansJob, MAX_K_TILE, TILE_ROWS};
+pub use plan::{default_init_sample_rows, plan_kmeans, KMeansJob, MAX_K_TILE, TILE_ROWS};
 pub use predict::{plan_predict, predict};

@@ -57,9 +57,9 @@ pub struct KMeansParams {
     pub random_state: u64,
     /// Memory limit in bytes for every buffer the run allocates.
     pub memory_limit_bytes: u64,
-    /// Upper bound on the k-means++ sample; `None` picks
-    /// `max(256 × n_clusters, 100_000)` (all rows when `n_samples` is
-    /// smaller), reduced if the sample would take more than a quarter of the limit.
+    /// Rows in the k-means++ sample; `None` picks
+    /// [`super::default_init_sample_rows`] (all rows when `n_samples` is
+    /// smaller). The sample shrinks only when the memory limit cannot hold it.
     pub init_sample_rows: Option<usize>,
     /// Rows to keep (with their labels) for a scatter plot; 0 for none.
     pub plot_sample_rows: usize,

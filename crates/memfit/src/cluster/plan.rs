@@ -112,10 +112,18 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
     let what = format!("k-means with n_clusters = {k}, n_features = {d} on {} threads", job.threads);
     check_fits(limit, led.total() + init_min * init_per, per_row, n, &led, &what)?;
     let init_rows = if kpp {
-        let wanted = params.init_sample_rows.map_or((256 * k).max(100_000), |s| s as u64).min(n);
+        let wanted = params.init_sample_rows.map_or_else(
+            || default_init_sample_rows(job.n_samples, job.n_features, params.n_clusters),
+            |s| s.min(job.n_samples),
+        ) as u64;
         let spare = limit - led.total() - per_row * (TILE_ROWS as u64).min(n);
-        let rows = wanted.min((limit - led.total()) / 4 / init_per).min(spare / init_per).max(init_min);
-        led.add("init sample (k-means++)", rows, init_per, format!("{rows} rows × ({d} × 8 + 16) B"));
+        let rows = wanted.min(spare / init_per).max(init_min);
+        let note = if rows < wanted {
+            format!(" (shrunk from {wanted} to fit the limit: results now depend on the limit)")
+        } else {
+            String::new()
+        };
+        led.add("init sample (k-means++)", rows, init_per, format!("{rows} rows × ({d} × 8 + 16) B{note}"));
         rows
     } else {
         led.add("init rows", k, init_per, format!("{k} × {d} × 8 B"));
@@ -157,6 +165,14 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
             if extra_label_pass > 0 { " + 1 to write labels" } else { "" }
         ),
     })
+}
+
+/// The default k-means++ sample: `max(256 × n_clusters, 100_000)` rows, at
+/// most 2^22 values (32 MiB as `f64`) but at least `n_clusters` rows, and at
+/// most `n_samples`. It depends only on the data's shape, so results do not
+/// change with the memory limit unless the limit cannot hold the sample.
+pub fn default_init_sample_rows(n_samples: usize, n_features: usize, n_clusters: usize) -> usize {
+    (256 * n_clusters).max(100_000).min((1 << 22) / n_features.max(1)).max(n_clusters).min(n_samples)
 }
 
 /// Fails with [`Error::DoesNotFit`] unless `committed` bytes plus one tile of
@@ -222,6 +238,8 @@ mod tests {
         assert_eq!(plan.block_rows % TILE_ROWS, 0);
         assert!(plan.block_rows > 100_000);
         assert_eq!(plan.init_sample_rows, 100_000);
+        assert_eq!(default_init_sample_rows(10, 3, 2), 10);
+        assert_eq!(default_init_sample_rows(10_000_000, 784, 10), (1 << 22) / 784);
         let sum: u64 = plan.buffers.iter().map(|b| b.bytes).sum();
         assert_eq!(sum, plan.total_bytes);
     }

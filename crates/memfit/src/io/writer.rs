@@ -11,7 +11,7 @@ use super::npy_header::write_header;
 use crate::error::{Error, Result};
 
 /// Bytes of the write buffer an [`AtomicFile`] holds.
-pub const WRITE_BUFFER_BYTES: usize = 1 << 20;
+pub const WRITE_BUFFER_BYTES: usize = 256 << 10;
 
 /// A file being written under a temporary name beside its destination.
 /// Dropping it without [`AtomicFile::commit`] deletes the temporary file.

@@ -142,6 +142,8 @@ struct LaneMin<T> {
     index: [u32; LANES],
 }
 
+// Lane loops index several arrays in step, written so the compiler vectorises them.
+#[allow(clippy::needless_range_loop)]
 impl<T: Real> LaneMin<T> {
     #[inline(always)]
     fn new() -> Self {
@@ -204,8 +206,8 @@ fn tile_argmin<T: Real>(tile: &[T], norms: &[T], j0: usize, best: &mut [T], labe
         let mut m = LaneMin::<T>::new();
         for c0 in (0..full).step_by(LANES) {
             let mut v: [T; LANES] = prods[c0..c0 + LANES].try_into().expect("LANES elements");
-            for l in 0..LANES {
-                v[l] += norms[c0 + l];
+            for (a, &b) in v.iter_mut().zip(&norms[c0..c0 + LANES]) {
+                *a += b;
             }
             m.update(&v, (j0 + c0) as u32);
         }

@@ -36,7 +36,7 @@ pub fn parse_size(text: &str) -> Result<u64> {
         _ => return Err(bad("unknown unit")),
     };
     let bytes = value * mult;
-    if !(bytes.is_finite() && bytes >= 1.0 && bytes < 9.2e18) {
+    if !(1.0..9.2e18).contains(&bytes) {
         return Err(bad("the size must be at least 1 byte"));
     }
     Ok(bytes as u64)
