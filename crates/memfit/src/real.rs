@@ -17,9 +17,16 @@ pub trait Real:
     fn to_f64(self) -> f64;
     /// Little-endian bytes of the value, for `.npy` output.
     fn write_le(self, out: &mut Vec<u8>);
+    /// `self * a + b` with one rounding (a fused multiply-add instruction
+    /// where the CPU has one).
+    fn mul_add(self, a: Self, b: Self) -> Self;
 }
 
 impl Real for f32 {
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f32::mul_add(self, a, b)
+    }
     const DTYPE: Dtype = Dtype::F32;
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
@@ -35,6 +42,10 @@ impl Real for f32 {
 }
 
 impl Real for f64 {
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f64::mul_add(self, a, b)
+    }
     const DTYPE: Dtype = Dtype::F64;
     #[inline(always)]
     fn from_f64(v: f64) -> Self {

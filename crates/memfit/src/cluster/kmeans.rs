@@ -22,10 +22,11 @@ use std::time::Instant;
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 
 use super::init::{kmeans_plusplus, uniform_distinct, SequentialSample, WeightedDraw};
 use super::params::{Init, KMeansParams};
-use super::plan::TILE_ROWS;
+use super::plan::{default_init_sample_rows, TILE_ROWS};
 use crate::error::{Error, Result};
 use crate::io::Source;
 use crate::kernels::{accumulate_block, assign_block, PreparedCenters};
@@ -170,12 +171,6 @@ impl Farthest {
             self.heap.push(Reverse(r));
         }
     }
-    /// Farthest first.
-    fn drain_sorted(&mut self) -> Vec<FarRow> {
-        let mut v: Vec<FarRow> = self.heap.drain().map(|Reverse(r)| r).collect();
-        v.sort_by(|a, b| b.cmp(a));
-        v
-    }
 }
 
 /// Reads blocks of rows (and weights) into reused buffers.
@@ -235,29 +230,81 @@ impl<'s, 'a, T: Real> Blocks<'s, 'a, T> {
 
 /// Per-block assignment outputs and per-thread tiles.
 pub(super) struct Assignment<T> {
-    labels: Vec<u32>,
+    pub(super) labels: Vec<u32>,
     dist: Vec<f64>,
     tiles: Vec<Vec<T>>,
     k_tile: usize,
+    /// Weighted distance sum per tile of the block.
+    tile_sums: Vec<f64>,
+    /// Farthest rows seen by each worker (merged after a pass).
+    far: Vec<Farthest>,
 }
 
 impl<T: Real> Assignment<T> {
-    /// Buffers for `plan`: one block of labels and distances, one tile per thread.
-    pub(super) fn new(plan: &Plan) -> Self {
+    /// Buffers for `plan`: one block of labels and distances, one tile and
+    /// one farthest-row list of `far_cap` entries per thread.
+    pub(super) fn new(plan: &Plan, far_cap: usize) -> Self {
+        let workers = plan.threads.max(1);
         Assignment {
             labels: vec![0; plan.block_rows],
             dist: vec![0.0; plan.block_rows],
-            tiles: (0..plan.threads.max(1))
+            tiles: (0..workers)
                 .map(|_| vec![T::default(); PreparedCenters::<T>::scratch_len(TILE_ROWS, plan.k_tile)])
                 .collect(),
             k_tile: plan.k_tile,
+            tile_sums: vec![0.0; plan.block_rows.div_ceil(TILE_ROWS)],
+            far: (0..if far_cap > 0 { workers } else { 0 }).map(|_| Farthest::new(far_cap)).collect(),
         }
     }
 
-    pub(super) fn run(&mut self, x: &[T], c: &PreparedCenters<T>) -> (&[u32], &[f64]) {
+    /// Adds Σ w_i · dist_i over the last block's `rows` rows to `total`:
+    /// per fixed tile in parallel, then tile by tile in order, so the total
+    /// does not depend on the thread count or the block size (blocks hold
+    /// whole tiles).
+    pub(super) fn add_weighted_sum(&mut self, rows: usize, w: Option<&[f64]>, total: &mut f64) {
+        let dist = &self.dist[..rows];
+        let n_tiles = rows.div_ceil(TILE_ROWS);
+        self.tile_sums[..n_tiles].par_iter_mut().enumerate().for_each(|(t, s)| {
+            let r = t * TILE_ROWS..((t + 1) * TILE_ROWS).min(rows);
+            *s = match w {
+                Some(w) => dist[r.clone()].iter().zip(&w[r]).map(|(d, w)| d * w).sum(),
+                None => dist[r].iter().sum(),
+            };
+        });
+        for s in &self.tile_sums[..n_tiles] {
+            *total += s;
+        }
+    }
+
+    /// Offers the last block's rows (those with positive weight) to the
+    /// per-worker farthest lists; `start` is the block's first row.
+    fn offer_farthest(&mut self, start: usize, rows: usize, w: Option<&[f64]>) {
+        let per = rows.div_ceil(self.far.len().max(1)).max(1);
+        let (labels, dist) = (&self.labels[..rows], &self.dist[..rows]);
+        self.far.par_iter_mut().enumerate().for_each(|(p, far)| {
+            for i in p * per..((p + 1) * per).min(rows) {
+                if w.is_none_or(|w| w[i] > 0.0) {
+                    far.offer(FarRow { dist: dist[i], row: start + i, label: labels[i] });
+                }
+            }
+        });
+    }
+
+    /// The farthest rows of the pass, farthest first (the same whatever the
+    /// thread count: the top of a total order), and clears the lists.
+    fn take_farthest(&mut self) -> Vec<FarRow> {
+        let mut all: Vec<FarRow> = self.far.iter_mut().flat_map(|f| f.heap.drain().map(|Reverse(r)| r)).collect();
+        all.sort_by(|a, b| b.cmp(a));
+        all.truncate(self.far.first().map_or(0, |f| f.cap));
+        all
+    }
+
+    /// Assigns the block `x`; returns its number of rows. Labels and
+    /// distances are in `labels[..rows]` and `dist[..rows]`.
+    pub(super) fn run(&mut self, x: &[T], c: &PreparedCenters<T>) -> usize {
         let rows = x.len() / c.n_features;
         assign_block(x, c, TILE_ROWS, self.k_tile, &mut self.tiles, &mut self.labels[..rows], &mut self.dist[..rows]);
-        (&self.labels[..rows], &self.dist[..rows])
+        rows
     }
 }
 
@@ -322,10 +369,20 @@ pub fn fit<T: Real>(
     if matches!(params.init, Init::Centers { .. }) && params.n_init.is_some_and(|m| m > 1) {
         warnings.push("explicit initial centres given: performing only one init (n_init = 1)".to_string());
     }
+    if matches!(params.init, Init::KMeansPlusPlus) {
+        let wanted = params.init_sample_rows.unwrap_or_else(|| default_init_sample_rows(n, d, k)).min(n);
+        if plan.init_sample_rows < wanted {
+            warnings.push(format!(
+                "the memory limit cannot hold the k-means++ sample of {wanted} rows, so {} rows are used and the result differs from runs with a larger limit; hint: raise --memory-limit by about {} to make it limit-independent",
+                plan.init_sample_rows,
+                crate::plan::format_bytes(((wanted - plan.init_sample_rows) * (d * 8 + 16)) as u64)
+            ));
+        }
+    }
     let mut timings = Timings::default();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
     let mut blocks = Blocks::<T>::new(x, sample_weight, plan.block_rows);
-    let mut asg = Assignment::<T>::new(plan);
+    let mut asg = Assignment::<T>::new(plan, k);
 
     observer.event(&Progress::Phase("validating"));
     let t = Instant::now();
@@ -340,7 +397,6 @@ pub fn fit<T: Real>(
     let mut inertia_per_init = Vec::with_capacity(n_init);
     let mut sums = vec![0.0; k * d];
     let mut cw = vec![0.0; k];
-    let mut far = Farthest::new(k);
     let want_output = labels_out.is_some() || params.plot_sample_rows > 0;
     let mut plot_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
     let mut plot = None;
@@ -352,20 +408,8 @@ pub fn fit<T: Real>(
         timings.init_secs += t.elapsed().as_secs_f64();
         let t = Instant::now();
         observer.event(&Progress::Phase("iterating"));
-        let mut r = lloyd(
-            params,
-            run,
-            n_init,
-            tol_abs,
-            init,
-            &mut blocks,
-            &mut asg,
-            &shift,
-            &mut sums,
-            &mut cw,
-            &mut far,
-            observer,
-        )?;
+        let mut r =
+            lloyd(params, run, n_init, tol_abs, init, &mut blocks, &mut asg, &shift, &mut sums, &mut cw, observer)?;
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
         if !r.1 || finish_here {
@@ -624,7 +668,6 @@ fn lloyd<T: Real>(
     shift: &[f64],
     sums: &mut [f64],
     cw: &mut [f64],
-    far: &mut Farthest,
     observer: &mut dyn Observer,
 ) -> Result<(Run, bool)> {
     let (n, d, k) = (blocks.x.n_samples(), blocks.x.n_features(), params.n_clusters);
@@ -638,21 +681,16 @@ fn lloyd<T: Real>(
         cw.fill(0.0);
         let mut inertia = 0.0;
         blocks.for_each(shift, &*observer, |start, xb, wb| {
-            let (labels, dist) = asg.run(xb, &prepared);
-            for i in 0..labels.len() {
-                let wi = wb.map_or(1.0, |w| w[i]);
-                inertia += wi * dist[i];
-                if wi > 0.0 {
-                    far.offer(FarRow { dist: dist[i], row: start + i, label: labels[i] });
-                }
-            }
-            accumulate_block(xb, d, labels, wb, sums, cw);
+            let rows = asg.run(xb, &prepared);
+            asg.add_weighted_sum(rows, wb, &mut inertia);
+            asg.offer_farthest(start, rows, wb);
+            accumulate_block(xb, d, &asg.labels[..rows], wb, sums, cw);
             Ok(())
         })?;
         let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
         // (scikit-learn's `_relocate_empty_clusters_dense`).
-        let farthest = far.drain_sorted();
+        let farthest = asg.take_farthest();
         if nonempty < k {
             let empty: Vec<usize> = (0..k).filter(|&j| cw[j] == 0.0).collect();
             for (&j, f) in empty.iter().zip(&farthest) {
@@ -730,9 +768,10 @@ fn final_pass<T: Real>(
     let mut sampler = SequentialSample::new(n, if plot.is_some() { plot_rows } else { 0 });
     let mut sample = PlotSample::default();
     blocks.for_each(shift, obs, |_, xb, wb| {
-        let (labels, dist) = asg.run(xb, &prepared);
-        for i in 0..labels.len() {
-            inertia += wb.map_or(1.0, |w| w[i]) * dist[i];
+        let rows = asg.run(xb, &prepared);
+        asg.add_weighted_sum(rows, wb, &mut inertia);
+        let labels = &asg.labels[..rows];
+        for i in 0..rows {
             counts[labels[i] as usize] += 1.0;
             if sampler.take(rng) {
                 sample.values.extend(xb[i * d..(i + 1) * d].iter().zip(shift).map(|(v, m)| v.to_f64() + m));

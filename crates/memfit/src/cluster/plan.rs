@@ -85,7 +85,12 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
         "values + norms (+ transposed copy for narrow data)".into(),
     );
     led.add("cluster weights", k, 8, format!("{k} × 8 B"));
-    led.add("farthest points (empty-cluster refill)", k, 24, format!("{k} × 24 B"));
+    led.add(
+        "farthest points (empty-cluster refill)",
+        job.threads as u64 * k,
+        24,
+        format!("{} threads × {k} × 24 B", job.threads),
+    );
     let tile = PreparedCenters::<f64>::scratch_len(TILE_ROWS, k_tile) as u64;
     led.add(
         "distance tiles (per thread)",
@@ -102,7 +107,8 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
     let w_per_row = job.w_scratch_per_row.map_or(0, |s| s as u64 + 8);
-    let per_row = job.x_scratch_per_row as u64 + d * c + 4 + 8 + w_per_row;
+    // label + distance + a share of the per-tile distance sums (8 B per tile, rounded up).
+    let per_row = job.x_scratch_per_row as u64 + d * c + 4 + 8 + 1 + w_per_row;
     // The init buffers: k-means++ keeps a sample (values in f64 + weight +
     // closest squared distance per row) that may take up to a quarter of the
     // limit; the other inits hold k rows.
@@ -141,6 +147,12 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
     led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
     led.add("block labels", rows, 4, format!("{rows} × 4 B"));
     led.add("block distances", rows, 8, format!("{rows} × 8 B"));
+    led.add(
+        "per-tile distance sums",
+        rows.div_ceil(TILE_ROWS as u64),
+        8,
+        format!("{} tiles × 8 B", rows.div_ceil(TILE_ROWS as u64)),
+    );
     if let Some(ws) = job.w_scratch_per_row {
         led.add("block sample weights", rows, ws as u64 + 8, format!("{rows} × ({ws} + 8) B"));
     }

@@ -36,7 +36,7 @@ pub fn plan_predict(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, lim
     );
     led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     let scratch = x.scratch_bytes_per_row() as u64;
-    let per_row = scratch + d * c + 4 + 8;
+    let per_row = scratch + d * c + 4 + 8 + 1;
     check_fits(
         limit_bytes,
         led.total(),
@@ -48,7 +48,7 @@ pub fn plan_predict(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, lim
     let rows = pick_block_rows(limit_bytes, led.total(), per_row, n, d * c);
     led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
     led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
-    led.add("block labels and distances", rows, 12, format!("{rows} × 12 B"));
+    led.add("block labels, distances, tile sums", rows, 13, format!("{rows} × (4 + 8 + 1) B"));
     let total = led.total();
     Ok(Plan {
         job: "predict".into(),
@@ -108,16 +108,16 @@ pub fn predict<T: Real>(
     let shifted: Vec<f64> = centers.chunks(d).flat_map(|c| c.iter().zip(&mean).map(|(v, m)| v - m)).collect();
     let prepared = PreparedCenters::<T>::new(&shifted, n_clusters, d);
     let mut blocks = Blocks::<T>::new(x, None, plan.block_rows);
-    let mut asg = Assignment::<T>::new(plan);
+    let mut asg = Assignment::<T>::new(plan, 0);
     let mut inertia = 0.0;
     blocks.for_each(&mean, observer, |start, xb, _| {
         if let Some(p) = xb.iter().position(|v| !v.to_f64().is_finite()) {
             let (row, column) = (start + p / d, p % d);
             return Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 });
         }
-        let (labels, dist) = asg.run(xb, &prepared);
-        inertia += dist.iter().sum::<f64>();
-        labels_out(labels)
+        let rows = asg.run(xb, &prepared);
+        asg.add_weighted_sum(rows, None, &mut inertia);
+        labels_out(&asg.labels[..rows])
     })?;
     Ok(inertia)
 }

@@ -11,6 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use half::f16;
+use rayon::prelude::*;
 
 use super::dtype::{decode, Dtype, Endian};
 use super::npy_header::{header_len, parse_header, HeaderError, NpyHeader, PREAMBLE_BYTES};
@@ -329,25 +330,17 @@ impl<'a> Source<'a> {
                 }
             }
             Source::Memory(a) => {
+                let v = &a.values;
                 let base = start * a.row_stride;
-                macro_rules! conv {
-                    ($v:expr, $to:expr) => {
-                        for i in 0..rows {
-                            for j in 0..d {
-                                let x = $to($v[base + i * a.row_stride + j * a.col_stride]);
-                                out[i * d + j] = T::from_f64(x - shift[j]);
-                            }
-                        }
-                    };
-                }
-                match a.values {
-                    Values::U8(v) => conv!(v, f64::from),
-                    Values::I16(v) => conv!(v, f64::from),
-                    Values::I32(v) => conv!(v, f64::from),
-                    Values::I64(v) => conv!(v, |x: i64| x as f64),
-                    Values::F16(v) => conv!(v, f16::to_f64),
-                    Values::F32(v) => conv!(v, f64::from),
-                    Values::F64(v) => conv!(v, |x: f64| x),
+                let (rs, cs) = (a.row_stride, a.col_stride);
+                match v {
+                    Values::U8(v) => convert_rows(rows, d, rs, cs, shift, out, |k| f64::from(v[base + k])),
+                    Values::I16(v) => convert_rows(rows, d, rs, cs, shift, out, |k| f64::from(v[base + k])),
+                    Values::I32(v) => convert_rows(rows, d, rs, cs, shift, out, |k| f64::from(v[base + k])),
+                    Values::I64(v) => convert_rows(rows, d, rs, cs, shift, out, |k| v[base + k] as f64),
+                    Values::F16(v) => convert_rows(rows, d, rs, cs, shift, out, |k| v[base + k].to_f64()),
+                    Values::F32(v) => convert_rows(rows, d, rs, cs, shift, out, |k| f64::from(v[base + k])),
+                    Values::F64(v) => convert_rows(rows, d, rs, cs, shift, out, |k| v[base + k]),
                 }
             }
         }
@@ -399,6 +392,28 @@ fn read_exact(f: &NpyFile, buf: &mut [u8], offset: u64) -> Result<()> {
     })
 }
 
+/// Writes `out[i * d + j] = T::from_f64(get(i * row_step + j * col_step) - shift[j])`
+/// for `rows` rows, in parallel over fixed chunks of rows.
+fn convert_rows<T: Real>(
+    rows: usize,
+    d: usize,
+    row_step: usize,
+    col_step: usize,
+    shift: &[f64],
+    out: &mut [T],
+    get: impl Fn(usize) -> f64 + Sync,
+) {
+    const CHUNK_ROWS: usize = 4096;
+    out[..rows * d].par_chunks_mut(CHUNK_ROWS * d).enumerate().for_each(|(c, o)| {
+        for (r, row) in o.chunks_exact_mut(d).enumerate() {
+            let i = c * CHUNK_ROWS + r;
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = T::from_f64(get(i * row_step + j * col_step) - shift[j]);
+            }
+        }
+    });
+}
+
 /// Converts `rows * d` raw elements, where element `(i, j)` sits at index
 /// `i * row_step + j * col_step` of `raw`, into row-major `out`.
 #[allow(clippy::too_many_arguments)]
@@ -413,42 +428,25 @@ fn convert<T: Real>(
     shift: &[f64],
     out: &mut [T],
 ) {
-    #[inline(always)]
-    fn run<T: Real>(
-        rows: usize,
-        d: usize,
-        row_step: usize,
-        col_step: usize,
-        shift: &[f64],
-        out: &mut [T],
-        get: impl Fn(usize) -> f64,
-    ) {
-        for i in 0..rows {
-            let o = &mut out[i * d..(i + 1) * d];
-            for j in 0..d {
-                o[j] = T::from_f64(get(i * row_step + j * col_step) - shift[j]);
-            }
-        }
-    }
     macro_rules! typed {
         ($t:ty, $n:literal) => {
             match endian {
-                Endian::Little => run(rows, d, row_step, col_step, shift, out, |k| {
+                Endian::Little => convert_rows(rows, d, row_step, col_step, shift, out, |k| {
                     <$t>::from_le_bytes(raw[k * $n..k * $n + $n].try_into().unwrap()) as f64
                 }),
-                Endian::Big => run(rows, d, row_step, col_step, shift, out, |k| {
+                Endian::Big => convert_rows(rows, d, row_step, col_step, shift, out, |k| {
                     <$t>::from_be_bytes(raw[k * $n..k * $n + $n].try_into().unwrap()) as f64
                 }),
             }
         };
     }
     match dtype {
-        Dtype::U8 => run(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k])),
+        Dtype::U8 => convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k])),
         Dtype::I16 => typed!(i16, 2),
         Dtype::I32 => typed!(i32, 4),
         Dtype::I64 => typed!(i64, 8),
         Dtype::F32 => typed!(f32, 4),
         Dtype::F64 => typed!(f64, 8),
-        Dtype::F16 => run(rows, d, row_step, col_step, shift, out, |k| decode(raw, k, Dtype::F16, endian)),
+        Dtype::F16 => convert_rows(rows, d, row_step, col_step, shift, out, |k| decode(raw, k, Dtype::F16, endian)),
     }
 }

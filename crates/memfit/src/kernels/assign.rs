@@ -157,15 +157,18 @@ impl<T: Real> LaneMin<T> {
             self.index[l] = if take { base + l as u32 } else { self.index[l] };
         }
     }
+    /// The minimum and the lowest index holding it (branch-free reductions).
     #[inline(always)]
     fn reduce(&self) -> (T, u32) {
-        let mut best = (self.value[0], self.index[0]);
+        let mut min = self.value[0];
         for l in 1..LANES {
-            if self.value[l] < best.0 || (self.value[l] == best.0 && self.index[l] < best.1) {
-                best = (self.value[l], self.index[l]);
-            }
+            min = if self.value[l] < min { self.value[l] } else { min };
         }
-        best
+        let mut index = u32::MAX;
+        for l in 0..LANES {
+            index = index.min(if self.value[l] == min { self.index[l] } else { u32::MAX });
+        }
+        (min, index)
     }
 }
 
@@ -175,24 +178,64 @@ impl<T: Real> LaneMin<T> {
 /// the best available is picked at run time.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn direct_argmin<T: Real>(x: &[T], d: usize, transposed: &[T], norms: &[T], labels: &mut [u32]) {
-    let kp = norms.len();
-    let minus_two = T::from_f64(-2.0);
-    for (i, label) in labels.iter_mut().enumerate() {
-        let xi = &x[i * d..(i + 1) * d];
-        let mut m = LaneMin::<T>::new();
-        for c0 in (0..kp).step_by(LANES) {
-            let mut acc: [T; LANES] = norms[c0..c0 + LANES].try_into().expect("LANES elements");
-            for (f, &xf) in xi.iter().enumerate() {
-                let s = minus_two * xf;
-                let col = &transposed[f * kp + c0..f * kp + c0 + LANES];
-                for l in 0..LANES {
-                    acc[l] += s * col[l];
-                }
+    // A const number of features lets the compiler keep every accumulator
+    // in registers and unroll the feature loop.
+    macro_rules! fixed {
+        ($($n:literal)*) => {
+            match d {
+                $($n => direct_fixed::<T, $n>(x, transposed, norms, labels),)*
+                _ => unreachable!("direct kernel used for d = {d}"),
             }
-            m.update(&acc, c0 as u32);
-        }
-        *label = m.reduce().1;
+        };
     }
+    fixed!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+#[inline(always)]
+fn direct_fixed<T: Real, const D: usize>(x: &[T], transposed: &[T], norms: &[T], labels: &mut [u32]) {
+    let rows = labels.len();
+    let pairs = rows / 2 * 2;
+    for r0 in (0..pairs).step_by(2) {
+        let (a, b) = direct_two::<T, D>(&x[r0 * D..(r0 + 2) * D], transposed, norms);
+        labels[r0] = a;
+        labels[r0 + 1] = b;
+    }
+    if pairs < rows {
+        let mut pad = [T::default(); 32];
+        pad[..D].copy_from_slice(&x[pairs * D..(pairs + 1) * D]);
+        pad[D..2 * D].copy_from_slice(&x[pairs * D..(pairs + 1) * D]);
+        labels[pairs] = direct_two::<T, D>(&pad[..2 * D], transposed, norms).0;
+    }
+}
+
+/// The direct kernel's step for two rows of `D` features, sharing each load
+/// of centres (register blocking).
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // lane loops index several arrays in step
+fn direct_two<T: Real, const D: usize>(x: &[T], transposed: &[T], norms: &[T]) -> (u32, u32) {
+    let kp = norms.len();
+    let mut xa = [T::default(); D];
+    let mut xb = [T::default(); D];
+    for f in 0..D {
+        xa[f] = T::from_f64(-2.0) * x[f];
+        xb[f] = T::from_f64(-2.0) * x[D + f];
+    }
+    let mut ma = LaneMin::<T>::new();
+    let mut mb = LaneMin::<T>::new();
+    for c0 in (0..kp).step_by(LANES) {
+        let n: [T; LANES] = norms[c0..c0 + LANES].try_into().expect("LANES elements");
+        let (mut acca, mut accb) = (n, n);
+        for f in 0..D {
+            let col: &[T; LANES] = transposed[f * kp + c0..f * kp + c0 + LANES].try_into().expect("LANES elements");
+            for l in 0..LANES {
+                acca[l] += xa[f] * col[l];
+                accb[l] += xb[f] * col[l];
+            }
+        }
+        ma.update(&acca, c0 as u32);
+        mb.update(&accb, c0 as u32);
+    }
+    (ma.reduce().1, mb.reduce().1)
 }
 
 /// Argmin over one GEMM tile (`kt` products per row, contiguous per row)

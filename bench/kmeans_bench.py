@@ -1,0 +1,136 @@
+"""Side-by-side k-means benchmark: memfit vs scikit-learn vs faiss.
+
+Each run happens in its own child process so that its peak resident memory
+(ru_maxrss of that child) is measured alone. All peers start from the same
+initial centres and run exactly ITER Lloyd iterations (tol = 0; faiss with
+subsampling turned off). Seconds per iteration = fit wall time / iterations,
+including each peer's own validation and final assignment; Python peers load
+the data before their timer starts, memfit reads its .npy inside the timer.
+
+Usage: python bench/kmeans_bench.py [--iters 10] [--k 200] [--threads 2]
+Needs: numpy, scikit-learn, faiss-cpu (pip), and target/release/memfit.
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MEMFIT = os.environ.get("MEMFIT_BIN", str(ROOT / "target" / "release" / "memfit"))
+SHARED = ROOT.parent / "shared" / "datasets"
+
+
+def child(peer, data, init, iters, threads):
+    """Runs one peer in this (child) process; prints a JSON line."""
+    import numpy as np
+
+    if peer == "memfit":
+        summary = Path(tempfile.mkdtemp()) / "s.json"
+        cmd = [MEMFIT, "kmeans", data, "--n-clusters", str(np.load(init).shape[0]), "--init", init,
+               "--max-iter", str(iters), "--tol", "0", "--threads", str(threads), "--quiet",
+               "--summary", str(summary), "--memory-limit", "2GiB"]
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - t
+        s = json.loads(summary.read_text())
+        print(json.dumps({"secs": wall, "n_iter": s["n_iter"], "inertia": s["inertia"],
+                          "lloyd_secs_per_iter": s["timings"]["iterations_secs"] / s["n_iter"]}))
+        return
+    X = np.load(data)
+    C = np.load(init).astype(X.dtype)
+    if peer == "sklearn":
+        from sklearn.cluster import KMeans
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(threads):
+            t = time.perf_counter()
+            km = KMeans(C.shape[0], init=C, n_init=1, max_iter=iters, tol=0, algorithm="lloyd").fit(X)
+            wall = time.perf_counter() - t
+        print(json.dumps({"secs": wall, "n_iter": int(km.n_iter_), "inertia": float(km.inertia_)}))
+    elif peer == "faiss":
+        import faiss
+
+        faiss.omp_set_num_threads(threads)
+        X32 = np.ascontiguousarray(X, dtype=np.float32)
+        t = time.perf_counter()
+        km = faiss.Kmeans(X.shape[1], C.shape[0], niter=iters, max_points_per_centroid=X.shape[0],
+                          min_points_per_centroid=1, seed=0, verbose=False)
+        km.train(X32, init_centroids=C.astype(np.float32))
+        _, labels = km.index.search(X32, 1)
+        wall = time.perf_counter() - t
+        inertia = float(((X - km.centroids[labels[:, 0]].astype(X.dtype)) ** 2).sum())
+        print(json.dumps({"secs": wall, "n_iter": iters, "inertia": inertia}))
+
+
+def run_child(peer, data, init, iters, threads):
+    env = dict(os.environ)
+    # Older OpenBLAS builds need these on some CPUs; they slow a current numpy.
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    code = ("import sys, json, resource, subprocess; "
+            "r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+            "sys.stderr.write(r.stderr); r.check_returncode(); "
+            "out = json.loads(r.stdout.strip().splitlines()[-1]); "
+            "out['peak_rss_bytes'] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024; "
+            "print(json.dumps(out))")
+    cmd = [sys.executable, "-c", code, sys.executable, __file__, "--child", peer, data, init, str(iters), str(threads)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--k", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--child", nargs=5)
+    a = ap.parse_args()
+    if a.child:
+        peer, data, init, iters, threads = a.child
+        return child(peer, data, init, int(iters), int(threads))
+    import numpy as np
+
+    tmp = Path(tempfile.mkdtemp(prefix="memfit-bench-"))
+    blobs = tmp / "blobs1m_f64.npy"
+    subprocess.run([MEMFIT, "generate", "blobs", "--n-samples", "1000000", "--n-features", "3", "--centers",
+                    str(a.k), "--seed", "7", "--out", str(blobs)], check=True, stdout=subprocess.DEVNULL)
+    sets = [("blobs 1,000,000 × 3", blobs)]
+    flights = SHARED / "flights3m_f64.npy"
+    if flights.exists():
+        sets.append(("flights3m 3,000,000 × 3", flights))
+    else:
+        print(f"skipping flights3m: {flights} not found")
+    print(f"k = {a.k}, {a.iters} iterations, {a.threads} threads, same initial centres for every peer")
+    print(f"{'data':<26}{'dtype':<9}{'peer':<9}{'s/iter':>9}{'memfit is':>12}{'peak RSS':>11}{'inertia':>18}")
+    for name, path in sets:
+        X = np.load(path, mmap_mode="r")
+        rng = np.random.default_rng(0)
+        init = tmp / f"init_{path.stem}.npy"
+        np.save(init, np.asarray(X[np.sort(rng.choice(X.shape[0], a.k, replace=False))], dtype=np.float64))
+        for dtype in ["float64", "float32"]:
+            data = path
+            if dtype == "float32":
+                data = tmp / f"{path.stem}_f32.npy"
+                np.save(data, np.asarray(X, dtype=np.float32))
+            res = {p: run_child(p, str(data), str(init), a.iters, a.threads) for p in ["memfit", "sklearn", "faiss"]}
+            m = res["memfit"]["secs"] / res["memfit"]["n_iter"]
+            for peer, r in res.items():
+                if "error" in r:
+                    print(f"{name:<26}{dtype:<9}{peer:<9}  failed: {r['error']}")
+                    continue
+                s = r["secs"] / r["n_iter"]
+                ratio = "" if peer == "memfit" else f"{s / m:.2f}x faster"
+                print(f"{name:<26}{dtype:<9}{peer:<9}{s:>9.4f}{ratio:>12}{r['peak_rss_bytes'] / 2**20:>8.0f} MiB{r['inertia']:>18.10e}")
+            if dtype == "float32":
+                os.remove(data)
+
+
+if __name__ == "__main__":
+    main()
