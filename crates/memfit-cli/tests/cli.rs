@@ -80,7 +80,9 @@ fn dry_run_prints_plan_and_reads_nothing() {
         memfit(&["kmeans", &x, "-k", "3", "--memory-limit", "4MiB", "--dry-run", "--labels", &p(t.path(), "l.npy")]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    for needle in ["memory plan for kmeans", "rows per block", "passes over the data", "block values", "total"] {
+    for needle in
+        ["memory plan for kmeans", "rows per block", "passes over the data", "iterations: read blocks", "total"]
+    {
         assert!(out.contains(needle), "{needle} missing from {out}");
     }
     assert_eq!(entries(t.path()).len(), 1);

@@ -381,31 +381,39 @@ pub fn fit<T: Real>(
     }
     let mut timings = Timings::default();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
+    let mut sample_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
+    let mut plot_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
+
+    // Validation and init phase: its buffers (the k-means++ sample, small
+    // read blocks) are freed before the iterations allocate theirs.
+    let (mean, mean_variance, inits) = {
+        let mut blocks = Blocks::<T>::new(x, sample_weight, plan.scan_block_rows);
+        observer.event(&Progress::Phase("validating"));
+        let t = Instant::now();
+        let scan = scan(&mut blocks, plan.init_sample_rows, &mut sample_rng, &*observer)?;
+        timings.validate_secs = t.elapsed().as_secs_f64();
+        observer.event(&Progress::Phase("init"));
+        let t = Instant::now();
+        let mut inits = Vec::with_capacity(n_init);
+        for _ in 0..n_init {
+            let mut rng = ChaCha8Rng::seed_from_u64(master.next_u64());
+            inits.push(initial_centers(params, &scan, &mut blocks, &mut rng, &*observer)?);
+        }
+        timings.init_secs = t.elapsed().as_secs_f64();
+        (scan.mean, scan.mean_variance, inits)
+    };
+    let tol_abs = params.tol * mean_variance;
+    let shift = mean;
+
     let mut blocks = Blocks::<T>::new(x, sample_weight, plan.block_rows);
     let mut asg = Assignment::<T>::new(plan, k);
-
-    observer.event(&Progress::Phase("validating"));
-    let t = Instant::now();
-    let mut sample_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
-    let sample_rows = if matches!(params.init, Init::KMeansPlusPlus) { plan.init_sample_rows } else { 0 };
-    let scan = scan(&mut blocks, sample_rows, &mut sample_rng, &*observer)?;
-    timings.validate_secs = t.elapsed().as_secs_f64();
-    let tol_abs = params.tol * scan.mean_variance;
-    let shift = scan.mean.clone();
-
     let mut best: Option<(usize, Run)> = None;
     let mut inertia_per_init = Vec::with_capacity(n_init);
     let mut sums = vec![0.0; k * d];
     let mut cw = vec![0.0; k];
     let want_output = labels_out.is_some() || params.plot_sample_rows > 0;
-    let mut plot_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
     let mut plot = None;
-    for run in 0..n_init {
-        let mut rng = ChaCha8Rng::seed_from_u64(master.next_u64());
-        observer.event(&Progress::Phase("init"));
-        let t = Instant::now();
-        let init = initial_centers(params, &scan, &mut blocks, &mut rng, &*observer)?;
-        timings.init_secs += t.elapsed().as_secs_f64();
+    for (run, init) in inits.into_iter().enumerate() {
         let t = Instant::now();
         observer.event(&Progress::Phase("iterating"));
         let mut r =

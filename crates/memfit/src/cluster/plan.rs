@@ -56,21 +56,27 @@ impl KMeansJob {
 
 /// Builds the plan for `params` on `job`.
 ///
-/// Buffers counted: centres (`f64` current, new sums, best-so-far, and the
-/// compute-type copy with norms), per-cluster weights, the farthest-point
-/// list used to refill empty clusters, per-thread distance tiles, the init
-/// sample (k-means++) or the init rows (random, given centres), the plot
-/// sample, the label writer's buffers and, per block row: read scratch,
-/// converted values, label, distance and weight.
+/// The run has two phases whose buffers never coexist, so the plan's total is
+/// the always-held buffers plus the larger phase:
+/// - always: centres (`f64` current and new sums, best-so-far, the
+///   compute-type copy with norms), per-cluster weights, the plot sample,
+///   the label writer's buffers and anything the caller holds;
+/// - validation and init: the k-means++ sample (or the `k` rows a random init
+///   reads) and read blocks (raw scratch, converted values, weights);
+/// - iterations: the initial centres of every init, per-thread distance
+///   tiles and farthest-point lists, and read blocks (raw scratch, converted
+///   values, label, distance, tile sums, weights per row).
 ///
 /// # Errors
-/// [`Error::DoesNotFit`] when the fixed buffers plus one tile of rows exceed
-/// `params.memory_limit_bytes`, with the smallest limit that would work.
+/// [`Error::DoesNotFit`] when the always-held buffers plus the smallest
+/// version of either phase exceed `params.memory_limit_bytes`, with the
+/// smallest limit that would work.
 pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
     let (n, d, k) = (job.n_samples as u64, job.n_features as u64, params.n_clusters as u64);
     let c = job.compute_bytes as u64;
     let limit = params.memory_limit_bytes;
     let n_init = params.effective_n_init() as u64;
+    let threads = job.threads as u64;
     let k_tile = params.n_clusters.min(MAX_K_TILE);
     let mut led = Ledger::default();
     led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
@@ -85,19 +91,6 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
         "values + norms (+ transposed copy for narrow data)".into(),
     );
     led.add("cluster weights", k, 8, format!("{k} × 8 B"));
-    led.add(
-        "farthest points (empty-cluster refill)",
-        job.threads as u64 * k,
-        24,
-        format!("{} threads × {k} × 24 B", job.threads),
-    );
-    let tile = PreparedCenters::<f64>::scratch_len(TILE_ROWS, k_tile) as u64;
-    led.add(
-        "distance tiles (per thread)",
-        job.threads as u64 * tile,
-        c,
-        format!("{} threads × ({TILE_ROWS} × {k_tile} + {TILE_ROWS}) × {c} B", job.threads),
-    );
     for (name, bytes) in &job.extra {
         led.add(name, *bytes, 1, "held by the caller".into());
     }
@@ -106,71 +99,98 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
     if job.write_labels {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
-    let w_per_row = job.w_scratch_per_row.map_or(0, |s| s as u64 + 8);
+    let always = led.total();
+    let w_row = job.w_scratch_per_row.map_or(0, |s| s as u64 + 8);
+    let scan_row = job.x_scratch_per_row as u64 + d * c + w_row;
     // label + distance + a share of the per-tile distance sums (8 B per tile, rounded up).
-    let per_row = job.x_scratch_per_row as u64 + d * c + 4 + 8 + 1 + w_per_row;
-    // The init buffers: k-means++ keeps a sample (values in f64 + weight +
-    // closest squared distance per row) that may take up to a quarter of the
-    // limit; the other inits hold k rows.
+    let iter_row = scan_row + 4 + 8 + 1;
+    let min_rows = (TILE_ROWS as u64).min(n);
+
+    // Validation and init phase.
     let kpp = matches!(params.init, Init::KMeansPlusPlus);
     let init_per = if kpp { d * 8 + 16 } else { d * 8 };
     let init_min = k.min(n);
-    let what = format!("k-means with n_clusters = {k}, n_features = {d} on {} threads", job.threads);
-    check_fits(limit, led.total() + init_min * init_per, per_row, n, &led, &what)?;
+    // Iteration phase, fixed part.
+    let tile = PreparedCenters::<f64>::scratch_len(TILE_ROWS, k_tile) as u64;
+    let iter_fixed = n_init * k * d * 8 + threads * k * 24 + threads * tile * c;
+    let required = always + (init_min * init_per + min_rows * scan_row).max(iter_fixed + min_rows * iter_row);
+    if required > limit {
+        let biggest = led
+            .buffers()
+            .iter()
+            .max_by_key(|b| b.bytes)
+            .map(|b| format!("; largest buffer: {} = {}", b.name, format_bytes(b.bytes)))
+            .unwrap_or_default();
+        return Err(Error::DoesNotFit {
+            required_bytes: required,
+            limit_bytes: limit,
+            what: format!("k-means with n_clusters = {k}, n_features = {d} on {threads} threads{biggest}"),
+            hint: format!(
+                "raise --memory-limit to at least {} ({required} bytes), or use fewer threads or clusters",
+                format_bytes(required)
+            ),
+        });
+    }
+    let room = limit - always;
     let init_rows = if kpp {
         let wanted = params.init_sample_rows.map_or_else(
             || default_init_sample_rows(job.n_samples, job.n_features, params.n_clusters),
             |s| s.min(job.n_samples),
         ) as u64;
-        let spare = limit - led.total() - per_row * (TILE_ROWS as u64).min(n);
-        let rows = wanted.min(spare / init_per).max(init_min);
-        let note = if rows < wanted {
-            format!(" (shrunk from {wanted} to fit the limit: results now depend on the limit)")
-        } else {
-            String::new()
-        };
-        led.add("init sample (k-means++)", rows, init_per, format!("{rows} rows × ({d} × 8 + 16) B{note}"));
-        rows
+        wanted.min((room - min_rows * scan_row) / init_per).max(init_min)
     } else {
-        led.add("init rows", k, init_per, format!("{k} × {d} × 8 B"));
-        0
+        k
     };
-    let fixed = led.total();
-    let rows = pick_block_rows(limit, fixed, per_row, n, d * c);
-    let block_rows = rows as usize;
-    led.add(
-        "read scratch (raw bytes)",
-        rows,
-        job.x_scratch_per_row as u64,
-        format!("{rows} rows × {} B", job.x_scratch_per_row),
-    );
-    led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
-    led.add("block labels", rows, 4, format!("{rows} × 4 B"));
-    led.add("block distances", rows, 8, format!("{rows} × 8 B"));
-    led.add(
-        "per-tile distance sums",
-        rows.div_ceil(TILE_ROWS as u64),
-        8,
-        format!("{} tiles × 8 B", rows.div_ceil(TILE_ROWS as u64)),
-    );
-    if let Some(ws) = job.w_scratch_per_row {
-        led.add("block sample weights", rows, ws as u64 + 8, format!("{rows} × ({ws} + 8) B"));
+    let scan_rows = pick_block_rows(room - init_rows * init_per, scan_row, n, d * c, threads);
+    let rows = pick_block_rows(room - iter_fixed, iter_row, n, d * c, threads);
+    let phase = "validation and init: ";
+    if kpp {
+        led.add(
+            &format!("{phase}init sample (k-means++)"),
+            init_rows,
+            init_per,
+            format!("{init_rows} rows × ({d} × 8 + 16) B"),
+        );
+    } else {
+        led.add(&format!("{phase}init rows"), k, init_per, format!("{k} × {d} × 8 B"));
     }
-    let total = led.total();
-    let extra_label_pass = u64::from(job.write_labels || plot > 0);
-    let max_passes = 1 + n_init * (params.max_iter as u64 + 1) + extra_label_pass;
+    led.add(&format!("{phase}read blocks"), scan_rows, scan_row, format!("{scan_rows} rows × {scan_row} B"));
+    let phase_a = led.total() - always;
+    let phase = "iterations: ";
+    led.add(&format!("{phase}initial centers"), n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));
+    led.add(
+        &format!("{phase}farthest points (empty-cluster refill)"),
+        threads * k,
+        24,
+        format!("{threads} threads × {k} × 24 B"),
+    );
+    led.add(
+        &format!("{phase}distance tiles"),
+        threads * tile,
+        c,
+        format!("{threads} threads × ({TILE_ROWS} × {k_tile} + {TILE_ROWS}) × {c} B"),
+    );
+    led.add(
+        &format!("{phase}read blocks"),
+        rows,
+        iter_row,
+        format!("{rows} rows × {iter_row} B (scratch, values, label, distance, weight)"),
+    );
+    let phase_b = led.total() - always - phase_a;
+    let extra_label_pass = u64::from(n_init > 1 && (job.write_labels || plot > 0));
     Ok(Plan {
         job: "kmeans".into(),
         limit_bytes: limit,
         buffers: led.into_buffers(),
-        total_bytes: total,
-        block_rows,
-        n_blocks: job.n_samples.div_ceil(block_rows),
+        total_bytes: always + phase_a.max(phase_b),
+        block_rows: rows as usize,
+        n_blocks: job.n_samples.div_ceil(rows as usize),
+        scan_block_rows: scan_rows as usize,
         tile_rows: TILE_ROWS,
         k_tile,
         threads: job.threads,
-        init_sample_rows: init_rows as usize,
-        max_passes,
+        init_sample_rows: if kpp { init_rows as usize } else { 0 },
+        max_passes: 1 + n_init * (params.max_iter as u64 + 1) + extra_label_pass,
         passes_detail: format!(
             "1 to validate and sample + {n_init} init(s) × ({} iterations + 1 final assignment){}",
             params.max_iter,
@@ -187,37 +207,13 @@ pub fn default_init_sample_rows(n_samples: usize, n_features: usize, n_clusters:
     (256 * n_clusters).max(100_000).min((1 << 22) / n_features.max(1)).max(n_clusters).min(n_samples)
 }
 
-/// Fails with [`Error::DoesNotFit`] unless `committed` bytes plus one tile of
-/// rows at `per_row` bytes each fit `limit`.
-pub(super) fn check_fits(limit: u64, committed: u64, per_row: u64, n: u64, led: &Ledger, what: &str) -> Result<()> {
-    let required = committed + per_row * (TILE_ROWS as u64).min(n);
-    if required <= limit {
-        return Ok(());
-    }
-    let biggest = led
-        .buffers()
-        .iter()
-        .max_by_key(|b| b.bytes)
-        .map(|b| format!("; largest buffer: {} = {}", b.name, format_bytes(b.bytes)))
-        .unwrap_or_default();
-    Err(Error::DoesNotFit {
-        required_bytes: required,
-        limit_bytes: limit,
-        what: format!("{what}{biggest}"),
-        hint: format!(
-            "raise --memory-limit to at least {} ({required} bytes), or use fewer threads or clusters",
-            format_bytes(required)
-        ),
-    })
-}
-
-/// Rows per read block: as many as fit `limit - fixed` at `per_row` bytes,
-/// at most [`MAX_BLOCK_BYTES`] of values (`row_value_bytes` per row), a
-/// multiple of [`TILE_ROWS`] (so tiles line up whatever the limit), or all
-/// `n` rows when they fit. Call after [`check_fits`].
-pub(super) fn pick_block_rows(limit: u64, fixed: u64, per_row: u64, n: u64, row_value_bytes: u64) -> u64 {
+/// Rows per read block: as many as fit `room` bytes at `per_row` bytes
+/// each, at most [`MAX_BLOCK_BYTES`] of values (`row_value_bytes` per row), a
+/// multiple of [`TILE_ROWS`] (so tiles line up whatever the limit), at least
+/// one tile per thread when that fits, or all `n` rows when they fit.
+pub(super) fn pick_block_rows(room: u64, per_row: u64, n: u64, row_value_bytes: u64, threads: u64) -> u64 {
     let tile = TILE_ROWS as u64;
-    let rows = ((limit - fixed) / per_row).min((MAX_BLOCK_BYTES / row_value_bytes).max(tile));
+    let rows = (room / per_row).min((MAX_BLOCK_BYTES / row_value_bytes).max(tile * threads));
     if rows >= n {
         n
     } else {
@@ -252,8 +248,13 @@ mod tests {
         assert_eq!(plan.init_sample_rows, 100_000);
         assert_eq!(default_init_sample_rows(10, 3, 2), 10);
         assert_eq!(default_init_sample_rows(10_000_000, 784, 10), (1 << 22) / 784);
-        let sum: u64 = plan.buffers.iter().map(|b| b.bytes).sum();
-        assert_eq!(sum, plan.total_bytes);
+        // Always-held buffers plus the larger phase.
+        let phase =
+            |prefix: &str| plan.buffers.iter().filter(|b| b.name.starts_with(prefix)).map(|b| b.bytes).sum::<u64>();
+        let (a, b) = (phase("validation and init: "), phase("iterations: "));
+        let all: u64 = plan.buffers.iter().map(|b| b.bytes).sum();
+        assert!(a > 0 && b > 0);
+        assert_eq!(plan.total_bytes, all - a - b + a.max(b));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Nearest-centre labels for new data, streamed within a memory limit.
 
 use super::kmeans::{Assignment, Blocks};
-use super::plan::{check_fits, pick_block_rows, MAX_K_TILE, TILE_ROWS};
+use super::plan::{pick_block_rows, MAX_K_TILE, TILE_ROWS};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
 use crate::io::{Source, WRITE_BUFFER_BYTES};
 use crate::kernels::PreparedCenters;
+use crate::plan::format_bytes;
 use crate::plan::{Ledger, Plan};
 use crate::real::Real;
 
@@ -37,15 +38,16 @@ pub fn plan_predict(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, lim
     led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     let scratch = x.scratch_bytes_per_row() as u64;
     let per_row = scratch + d * c + 4 + 8 + 1;
-    check_fits(
-        limit_bytes,
-        led.total(),
-        per_row,
-        n,
-        &led,
-        &format!("predict with {k} centres of {d} features on {threads} threads"),
-    )?;
-    let rows = pick_block_rows(limit_bytes, led.total(), per_row, n, d * c);
+    let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
+    if required > limit_bytes {
+        return Err(Error::DoesNotFit {
+            required_bytes: required,
+            limit_bytes,
+            what: format!("predict with {k} centres of {d} features on {threads} threads"),
+            hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
+        });
+    }
+    let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * c, threads as u64);
     led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
     led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
     led.add("block labels, distances, tile sums", rows, 13, format!("{rows} × (4 + 8 + 1) B"));
@@ -57,6 +59,7 @@ pub fn plan_predict(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, lim
         total_bytes: total,
         block_rows: rows as usize,
         n_blocks: x.n_samples().div_ceil(rows.max(1) as usize),
+        scan_block_rows: rows as usize,
         tile_rows: TILE_ROWS,
         k_tile,
         threads,

@@ -11,6 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use half::f16;
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::dtype::{decode, Dtype, Endian};
@@ -405,13 +406,63 @@ fn convert_rows<T: Real>(
 ) {
     const CHUNK_ROWS: usize = 4096;
     out[..rows * d].par_chunks_mut(CHUNK_ROWS * d).enumerate().for_each(|(c, o)| {
-        for (r, row) in o.chunks_exact_mut(d).enumerate() {
-            let i = c * CHUNK_ROWS + r;
-            for (j, v) in row.iter_mut().enumerate() {
-                *v = T::from_f64(get(i * row_step + j * col_step) - shift[j]);
+        convert_chunk(c * CHUNK_ROWS, d, row_step, col_step, shift, o, &get);
+    });
+}
+
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn convert_chunk<T: Real>(
+    first_row: usize,
+    d: usize,
+    row_step: usize,
+    col_step: usize,
+    shift: &[f64],
+    out: &mut [T],
+    get: &(impl Fn(usize) -> f64 + Sync),
+) {
+    for (r, row) in out.chunks_exact_mut(d).enumerate() {
+        let base = (first_row + r) * row_step;
+        if col_step == 1 {
+            for (j, (v, s)) in row.iter_mut().zip(shift).enumerate() {
+                *v = T::from_f64(get(base + j) - s);
+            }
+        } else {
+            for (j, (v, s)) in row.iter_mut().zip(shift).enumerate() {
+                *v = T::from_f64(get(base + j * col_step) - s);
             }
         }
+    }
+}
+
+/// Converts C-order raw rows (`N` bytes per element, decoded by `dec`) into
+/// `out`, in parallel over fixed chunks of rows.
+fn convert_c<T: Real, const N: usize>(
+    raw: &[u8],
+    d: usize,
+    shift: &[f64],
+    out: &mut [T],
+    dec: impl Fn([u8; N]) -> f64 + Sync,
+) {
+    const CHUNK_ROWS: usize = 4096;
+    let rows = out.len() / d;
+    out.par_chunks_mut(CHUNK_ROWS * d).zip(raw[..rows * d * N].par_chunks(CHUNK_ROWS * d * N)).for_each(|(o, r)| {
+        convert_c_chunk::<T, N>(r, d, shift, o, &dec);
     });
+}
+
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn convert_c_chunk<T: Real, const N: usize>(
+    raw: &[u8],
+    d: usize,
+    shift: &[f64],
+    out: &mut [T],
+    dec: &(impl Fn([u8; N]) -> f64 + Sync),
+) {
+    for (orow, rrow) in out.chunks_exact_mut(d).zip(raw.chunks_exact(d * N)) {
+        for ((o, b), s) in orow.iter_mut().zip(rrow.chunks_exact(N)).zip(shift) {
+            *o = T::from_f64(dec(b.try_into().expect("N bytes")) - s);
+        }
+    }
 }
 
 /// Converts `rows * d` raw elements, where element `(i, j)` sits at index
@@ -428,6 +479,29 @@ fn convert<T: Real>(
     shift: &[f64],
     out: &mut [T],
 ) {
+    if col_step == 1 {
+        // C order: rows are contiguous runs of elements.
+        macro_rules! c_order {
+            ($t:ty, $n:literal) => {
+                match endian {
+                    Endian::Little => convert_c::<T, $n>(raw, d, shift, out, |b| <$t>::from_le_bytes(b) as f64),
+                    Endian::Big => convert_c::<T, $n>(raw, d, shift, out, |b| <$t>::from_be_bytes(b) as f64),
+                }
+            };
+        }
+        return match dtype {
+            Dtype::U8 => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(b[0])),
+            Dtype::I16 => c_order!(i16, 2),
+            Dtype::I32 => c_order!(i32, 4),
+            Dtype::I64 => c_order!(i64, 8),
+            Dtype::F32 => c_order!(f32, 4),
+            Dtype::F64 => c_order!(f64, 8),
+            Dtype::F16 => match endian {
+                Endian::Little => convert_c::<T, 2>(raw, d, shift, out, |b| f16::from_le_bytes(b).to_f64()),
+                Endian::Big => convert_c::<T, 2>(raw, d, shift, out, |b| f16::from_be_bytes(b).to_f64()),
+            },
+        };
+    }
     macro_rules! typed {
         ($t:ty, $n:literal) => {
             match endian {

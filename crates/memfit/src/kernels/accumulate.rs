@@ -4,6 +4,7 @@
 //! result does not depend on the thread count or on the block size. Threads
 //! split the clusters (not the rows) between them.
 
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use crate::real::Real;
@@ -26,22 +27,34 @@ pub fn accumulate_block<T: Real>(
     let parts = rayon::current_num_threads().clamp(1, k);
     let per = k.div_ceil(parts);
     sums.par_chunks_mut(per * d).zip(weights.par_chunks_mut(per)).enumerate().for_each(|(p, (s, w))| {
-        let lo = (p * per) as u32;
-        let hi = lo + w.len() as u32;
-        for (i, &l) in labels.iter().enumerate() {
-            if l < lo || l >= hi {
-                continue;
-            }
-            let wi = sample_weight.map_or(1.0, |sw| sw[i]);
-            let j = (l - lo) as usize;
-            w[j] += wi;
-            let row = &x[i * d..(i + 1) * d];
-            let acc = &mut s[j * d..(j + 1) * d];
-            for f in 0..d {
-                acc[f] += wi * row[f].to_f64();
-            }
-        }
+        accumulate_range(x, d, labels, sample_weight, (p * per) as u32, s, w);
     });
+}
+
+/// The rows whose label lies in `[lo, lo + weights.len())`, in order.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn accumulate_range<T: Real>(
+    x: &[T],
+    d: usize,
+    labels: &[u32],
+    sample_weight: Option<&[f64]>,
+    lo: u32,
+    sums: &mut [f64],
+    weights: &mut [f64],
+) {
+    let hi = lo + weights.len() as u32;
+    for (i, &l) in labels.iter().enumerate() {
+        if l < lo || l >= hi {
+            continue;
+        }
+        let wi = sample_weight.map_or(1.0, |sw| sw[i]);
+        let j = (l - lo) as usize;
+        weights[j] += wi;
+        let row = &x[i * d..(i + 1) * d];
+        for (a, v) in sums[j * d..(j + 1) * d].iter_mut().zip(row) {
+            *a += wi * v.to_f64();
+        }
+    }
 }
 
 #[cfg(test)]

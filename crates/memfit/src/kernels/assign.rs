@@ -127,8 +127,14 @@ pub fn assign_rows<T: Real>(
             j0 += kt;
         }
     }
-    for i in 0..rows {
-        min_dist[i] = exact_sq_dist(&x[i * d..(i + 1) * d], &c.values[labels[i] as usize * d..][..d]);
+    exact_dists(x, d, &c.values, labels, min_dist);
+}
+
+/// `out[i]` = Σ_f (x_if − c_{labels[i], f})² in `f64` for every row.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn exact_dists<T: Real>(x: &[T], d: usize, centers: &[T], labels: &[u32], out: &mut [f64]) {
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = exact_sq_dist(&x[i * d..(i + 1) * d], &centers[labels[i] as usize * d..][..d]);
     }
 }
 
@@ -270,16 +276,24 @@ fn tile_argmin<T: Real>(tile: &[T], norms: &[T], j0: usize, best: &mut [T], labe
     }
 }
 
-/// Σ_f (a_f − b_f)² in `f64`.
-#[inline]
+/// Σ_f (a_f − b_f)² in `f64`, summed in eight interleaved partial sums (so
+/// it vectorises) combined in a fixed order.
+#[inline(always)]
 pub fn exact_sq_dist<T: Real>(a: &[T], b: &[T]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(&p, &q)| {
-            let t = p.to_f64() - q.to_f64();
-            t * t
-        })
-        .sum()
+    let mut acc = [0.0f64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (p, q) in ca.zip(cb) {
+        for l in 0..8 {
+            let t = p[l].to_f64() - q[l].to_f64();
+            acc[l] += t * t;
+        }
+    }
+    for (l, (p, q)) in ra.iter().zip(rb).enumerate() {
+        let t = p.to_f64() - q.to_f64();
+        acc[l] += t * t;
+    }
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 }
 
 /// Assigns every row of a block (row-major `(rows, d)`) in parallel: the block

@@ -37,10 +37,12 @@ pub struct Plan {
     pub buffers: Vec<PlannedBuffer>,
     /// Sum of `buffers`, in bytes.
     pub total_bytes: u64,
-    /// Rows per read block.
+    /// Rows per read block during the iterations.
     pub block_rows: usize,
     /// Number of read blocks per pass.
     pub n_blocks: usize,
+    /// Rows per read block during validation and initialisation.
+    pub scan_block_rows: usize,
     /// Rows per compute tile inside a block.
     pub tile_rows: usize,
     /// Centres per compute tile.
@@ -77,7 +79,7 @@ impl fmt::Display for Plan {
         }
         writeln!(
             f,
-            "  {:<w$}  {:>12} B  {:>10}  ({:.1}% of the limit)",
+            "  {:<w$}  {:>12} B  {:>10}  ({:.1}% of the limit; buffers of different phases never coexist, the larger phase counts)",
             "total",
             self.total_bytes,
             format_bytes(self.total_bytes),
