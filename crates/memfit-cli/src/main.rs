@@ -41,8 +41,14 @@ fn run(cli: &Cli) -> Result<()> {
         rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
     }
     match &cli.command {
-        Command::Kmeans(a) => kmeans_cmd::run(a),
-        Command::Predict(a) => predict_cmd::run(a),
+        Command::Kmeans(a) => {
+            progress::stop_on_ctrl_c();
+            kmeans_cmd::run(a)
+        }
+        Command::Predict(a) => {
+            progress::stop_on_ctrl_c();
+            predict_cmd::run(a)
+        }
         Command::Generate(Generate::Blobs(a)) => generate_cmd::blobs(a),
     }
 }
@@ -50,6 +56,10 @@ fn run(cli: &Cli) -> Result<()> {
 fn main() {
     let cli = Cli::parse();
     if let Err(e) = run(&cli) {
+        if progress::interrupted() {
+            eprintln!("memfit: interrupted (Ctrl-C); no output was written");
+            std::process::exit(130);
+        }
         eprintln!("memfit: error: {e:#}");
         std::process::exit(2);
     }

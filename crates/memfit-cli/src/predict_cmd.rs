@@ -10,6 +10,7 @@ use memfit::Real;
 use crate::args::{ComputeDtype, PredictArgs};
 use crate::kmeans_cmd::bytes_of;
 use crate::memory_limit;
+use crate::progress::Bar;
 
 /// Runs `memfit predict`.
 pub fn run(args: &PredictArgs) -> Result<()> {
@@ -58,7 +59,10 @@ fn stream<T: Real>(
 ) -> Result<f64> {
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;
     let mut sink = |labels: &[u32]| out.write_with(labels, |l, o| o.extend_from_slice(&(l as i32).to_le_bytes()));
-    let inertia = predict::<T>(x, centers, k, plan, &mut sink, &())?;
+    let bar = Bar::new(args.common.quiet);
+    let inertia = predict::<T>(x, centers, k, plan, &mut sink, &bar);
+    bar.finish();
+    let inertia = inertia?;
     out.commit()?;
     Ok(inertia)
 }

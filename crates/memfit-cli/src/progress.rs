@@ -1,10 +1,30 @@
 //! The terminal progress bar (hidden with --quiet or when stderr is not a terminal).
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use memfit::cluster::{Observer, Progress};
+
+/// Set by the first Ctrl-C; the engine checks it once per read block.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Makes Ctrl-C stop a run cleanly (temporary outputs are removed, exit
+/// status 130); a second Ctrl-C exits at once.
+pub fn stop_on_ctrl_c() {
+    // Failing to install the handler only loses the clean stop.
+    let _ = ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    });
+}
+
+/// Whether Ctrl-C was pressed.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
 
 /// Shows phase, iteration, inertia and rows/s on stderr.
 pub struct Bar {
@@ -32,6 +52,10 @@ impl Bar {
 }
 
 impl Observer for Bar {
+    fn cancelled(&self) -> bool {
+        interrupted()
+    }
+
     fn event(&mut self, event: &Progress<'_>) {
         let Some(b) = &self.bar else { return };
         match event {

@@ -344,3 +344,21 @@ fn default_input_runs() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("n_samples=2000000") && out.contains("n_clusters=200"), "{out}");
 }
+
+#[test]
+fn ctrl_c_stops_cleanly_without_outputs() {
+    let t = tempfile::tempdir().unwrap();
+    let labels = p(t.path(), "labels.npy");
+    let child = Command::new(env!("CARGO_BIN_EXE_memfit"))
+        .args(["kmeans", "--init", "random", "--n-init", "50", "--tol", "0", "--quiet", "--labels", &labels])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let started = std::time::Instant::now();
+    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed().as_secs_f64() < 2.0, "took {:?} to stop", started.elapsed());
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(entries(t.path()).is_empty(), "left {:?}", entries(t.path()));
+}

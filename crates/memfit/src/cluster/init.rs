@@ -8,6 +8,8 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use crate::error::{Error, Result};
+
 /// Rows per chunk of the k-means++ potential sums. Fixed so that the sums,
 /// reduced chunk by chunk in order, do not depend on the thread count.
 const CHUNK: usize = 4096;
@@ -26,9 +28,21 @@ const CHUNK: usize = 4096;
 /// seeding" (SODA 2007); the greedy variant follows scikit-learn's
 /// `_kmeans_plusplus`.
 ///
+/// `cancelled` is polled once per centre.
+///
+/// # Errors
+/// [`Error::Cancelled`] when `cancelled` returns `true`.
+///
 /// # Panics
 /// If `k == 0`, `k > n` or the slices disagree in length.
-pub fn kmeans_plusplus(x: &[f64], d: usize, w: &[f64], k: usize, rng: &mut ChaCha8Rng) -> Vec<usize> {
+pub fn kmeans_plusplus(
+    x: &[f64],
+    d: usize,
+    w: &[f64],
+    k: usize,
+    rng: &mut ChaCha8Rng,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<usize>> {
     let n = w.len();
     assert!(k >= 1 && k <= n && x.len() == n * d);
     let trials = 2 + (k as f64).ln() as usize;
@@ -55,6 +69,9 @@ pub fn kmeans_plusplus(x: &[f64], d: usize, w: &[f64], k: usize, rng: &mut ChaCh
     let mut pots = chunk_pot(&closest);
     let mut cand = Vec::with_capacity(trials);
     for _ in 1..k {
+        if cancelled() {
+            return Err(Error::Cancelled);
+        }
         let pot: f64 = pots.iter().sum();
         cand.clear();
         for _ in 0..trials {
@@ -90,7 +107,7 @@ pub fn kmeans_plusplus(x: &[f64], d: usize, w: &[f64], k: usize, rng: &mut ChaCh
         });
         pots = chunk_pot(&closest);
     }
-    chosen
+    Ok(chosen)
 }
 
 /// Index `i` where the running sum of `mass(i)` first exceeds `r`, walking
@@ -240,7 +257,7 @@ mod tests {
         let w = vec![1.0; 17];
         for seed in 0..20 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let idx = kmeans_plusplus(&x, 2, &w, 9, &mut rng);
+            let idx = kmeans_plusplus(&x, 2, &w, 9, &mut rng, &|| false).unwrap();
             let mut distinct: Vec<(u64, u64)> =
                 idx.iter().map(|&i| (x[2 * i].to_bits(), x[2 * i + 1].to_bits())).collect();
             distinct.sort_unstable();
@@ -254,7 +271,7 @@ mod tests {
         let x: Vec<f64> = (0..200).map(f64::from).collect();
         let w: Vec<f64> = (0..200).map(|i| f64::from(u8::from(i % 2 == 0))).collect();
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let idx = kmeans_plusplus(&x, 1, &w, 20, &mut rng);
+        let idx = kmeans_plusplus(&x, 1, &w, 20, &mut rng, &|| false).unwrap();
         assert!(idx.iter().all(|i| i % 2 == 0));
         let mut draw = WeightedDraw::new(20);
         for (i, &wi) in w.iter().enumerate() {

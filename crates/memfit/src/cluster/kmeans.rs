@@ -396,6 +396,9 @@ pub fn fit<T: Real>(
         let t = Instant::now();
         let mut inits = Vec::with_capacity(n_init);
         for _ in 0..n_init {
+            if observer.cancelled() {
+                return Err(Error::Cancelled);
+            }
             let mut rng = ChaCha8Rng::seed_from_u64(master.next_u64());
             inits.push(initial_centers(params, &scan, &mut blocks, &mut rng, &*observer)?);
         }
@@ -624,7 +627,7 @@ fn initial_centers<T: Real>(
             Ok(values.chunks(d).flat_map(|c| c.iter().zip(shift).map(|(v, m)| v - m)).collect())
         }
         Init::KMeansPlusPlus => {
-            let idx = kmeans_plusplus(&scan.sample, d, &scan.sample_weight, k, rng);
+            let idx = kmeans_plusplus(&scan.sample, d, &scan.sample_weight, k, rng, &|| obs.cancelled())?;
             Ok(idx.iter().flat_map(|&i| scan.sample[i * d..(i + 1) * d].iter().copied()).collect())
         }
         Init::Random => {
