@@ -20,9 +20,15 @@ pub trait Real:
     /// `self * a + b` with one rounding (a fused multiply-add instruction
     /// where the CPU has one).
     fn mul_add(self, a: Self, b: Self) -> Self;
+    /// Runs a hand-vectorised twin of the direct assignment kernel when this
+    /// CPU has one for this type and width `d`; returns whether it ran.
+    fn direct_argmin_simd(x: &[Self], d: usize, transposed: &[Self], norms: &[Self], labels: &mut [u32]) -> bool;
 }
 
 impl Real for f32 {
+    fn direct_argmin_simd(x: &[Self], d: usize, transposed: &[Self], norms: &[Self], labels: &mut [u32]) -> bool {
+        crate::kernels::direct_argmin_f32_simd(x, d, transposed, norms, labels)
+    }
     #[inline(always)]
     fn mul_add(self, a: Self, b: Self) -> Self {
         f32::mul_add(self, a, b)
@@ -42,6 +48,9 @@ impl Real for f32 {
 }
 
 impl Real for f64 {
+    fn direct_argmin_simd(x: &[Self], d: usize, transposed: &[Self], norms: &[Self], labels: &mut [u32]) -> bool {
+        crate::kernels::direct_argmin_f64_simd(x, d, transposed, norms, labels)
+    }
     #[inline(always)]
     fn mul_add(self, a: Self, b: Self) -> Self {
         f64::mul_add(self, a, b)

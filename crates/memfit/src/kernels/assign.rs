@@ -184,6 +184,9 @@ impl<T: Real> LaneMin<T> {
 /// the best available is picked at run time.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn direct_argmin<T: Real>(x: &[T], d: usize, transposed: &[T], norms: &[T], labels: &mut [u32]) {
+    if T::direct_argmin_simd(x, d, transposed, norms, labels) {
+        return;
+    }
     // A const number of features lets the compiler keep every accumulator
     // in registers and unroll the feature loop.
     macro_rules! fixed {
@@ -391,6 +394,19 @@ mod tests {
     #[test]
     fn matches_reference_f32() {
         check::<f32>(2000, 8, 200, 256, 64, 2);
+    }
+
+    #[test]
+    fn portable_direct_kernel_matches_reference() {
+        // On AVX-512 machines `assign_block` takes the hand-vectorised twin;
+        // check the portable kernel directly too.
+        let (n, d, k) = (999, 3, 37);
+        let x = random(n * d, 5, 10.0);
+        let c = PreparedCenters::<f64>::new(&random(k * d, 6, 10.0), k, d);
+        let (mut l1, mut l2, mut m) = (vec![0u32; n], vec![0u32; n], vec![0f64; n]);
+        direct_fixed::<f64, 3>(&x, &c.transposed, &c.padded_norms, &mut l1);
+        assign_reference(&x, &c, &mut l2, &mut m);
+        assert_eq!(l1, l2);
     }
 
     #[test]
