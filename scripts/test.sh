@@ -18,4 +18,5 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
-MEMFIT_BIN="$PWD/target/release/memfit" .venv/bin/python -m pytest -q tests/python
+export MEMFIT_BIN="${MEMFIT_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/memfit}"
+.venv/bin/python -m pytest -q tests/python

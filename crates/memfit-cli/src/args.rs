@@ -38,8 +38,9 @@ pub struct Common {
     /// Worker threads (default: all cores). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
-    /// Compute dtype; integer and float16 input is converted per block.
-    /// Default: float64 for float64 input, float32 otherwise.
+    /// Compute dtype; integer and float16 input is converted per block, and
+    /// sums always accumulate in float64. Default: float64 for float64
+    /// input, float32 otherwise.
     #[arg(long, value_enum)]
     pub dtype: Option<ComputeDtype>,
     /// No progress bar.
@@ -47,10 +48,10 @@ pub struct Common {
     pub quiet: bool,
 }
 
-/// The compute dtype.
+/// A floating-point dtype.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ComputeDtype {
-    /// 32-bit floats (sums still accumulate in float64).
+    /// 32-bit floats.
     Float32,
     /// 64-bit floats.
     Float64,
@@ -92,7 +93,8 @@ pub struct KmeansArgs {
     /// Write centres (compute dtype, shape (n_clusters, n_features)).
     #[arg(long, value_name = "OUT.npy")]
     pub centers: Option<PathBuf>,
-    /// Write a JSON summary (inertia, n_iter, converged, timings, peak_rss_bytes, plan).
+    /// Write a JSON summary (inertia, n_iter, converged, timings, peak_rss_bytes, plan);
+    /// `-` prints it to stdout.
     #[arg(long, value_name = "OUT.json")]
     pub summary: Option<PathBuf>,
     /// Draw a scatter plot of a sample of points coloured by cluster.
@@ -100,7 +102,7 @@ pub struct KmeansArgs {
     pub plot: Option<PathBuf>,
     /// With --plot: project onto the first two principal components instead
     /// of plotting features 0 and 1.
-    #[arg(long)]
+    #[arg(long, requires = "plot")]
     pub plot_pca: bool,
     /// Print the memory plan and exit without reading data.
     #[arg(long)]

@@ -2,17 +2,19 @@
 
 use anyhow::Result;
 use memfit::generate::Blobs;
-use memfit::io::check_output_path;
+use memfit::io::{check_distinct_paths, check_output_path};
 
 use crate::args::{BlobsArgs, ComputeDtype};
 use crate::kmeans_cmd::bytes_of;
 use crate::memory_limit;
+use crate::progress::interrupted;
 
 /// Runs `memfit generate blobs`, holding at most the memory limit of rows.
 pub fn blobs(args: &BlobsArgs) -> Result<()> {
     check_output_path(&args.out)?;
     if let Some(l) = &args.labels {
         check_output_path(l)?;
+        check_distinct_paths(&[("--out", &args.out), ("--labels", l)])?;
     }
     let limit = memory_limit(args.memory_limit.as_deref())?;
     let blobs = Blobs {
@@ -20,24 +22,35 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
         n_features: args.n_features,
         centers: args.centers,
         cluster_std: args.cluster_std,
-        center_box: (-10.0, 10.0),
         seed: args.seed,
+        ..Blobs::default()
     };
     blobs.validate()?;
-    // Writer buffers (2 × 1 MiB per file) aside, the block holds values and labels.
+    // The blob centres and the writer buffers (2 × 256 KiB per file) are
+    // held throughout; the block holds values and labels.
+    let fixed = (args.centers as u64).saturating_mul(args.n_features as u64).saturating_mul(8) + (1 << 20);
     let per_row = (args.n_features * bytes_of(args.dtype) + 4) as u64;
-    let room = limit.saturating_sub(4 << 20);
+    if fixed.saturating_add(per_row) > limit {
+        anyhow::bail!(
+            "{} centres × {} features need {} but the memory limit is {}; hint: raise --memory-limit or use fewer centres or features",
+            args.centers,
+            args.n_features,
+            memfit::plan::format_bytes(fixed),
+            memfit::plan::format_bytes(limit)
+        );
+    }
+    let room = limit - fixed;
     let block_rows = (room / per_row).clamp(1, 1 << 20) as usize;
     if (block_rows as u64) < memfit::generate::CHUNK_ROWS as u64 && args.n_samples > block_rows {
-        let need = (4 << 20) + per_row * memfit::generate::CHUNK_ROWS as u64;
+        let need = fixed + per_row * memfit::generate::CHUNK_ROWS as u64;
         anyhow::bail!(
             "the memory limit is too small to generate in blocks of {} rows; hint: raise --memory-limit to at least {need} bytes",
             memfit::generate::CHUNK_ROWS
         );
     }
     match args.dtype {
-        ComputeDtype::Float32 => blobs.write_npy::<f32>(&args.out, args.labels.as_deref(), block_rows)?,
-        ComputeDtype::Float64 => blobs.write_npy::<f64>(&args.out, args.labels.as_deref(), block_rows)?,
+        ComputeDtype::Float32 => blobs.write_npy::<f32>(&args.out, args.labels.as_deref(), block_rows, &interrupted)?,
+        ComputeDtype::Float64 => blobs.write_npy::<f64>(&args.out, args.labels.as_deref(), block_rows, &interrupted)?,
     }
     println!("wrote {} ({} × {} {:?})", args.out.display(), args.n_samples, args.n_features, args.dtype);
     Ok(())

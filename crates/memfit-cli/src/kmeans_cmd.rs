@@ -3,11 +3,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use memfit::cluster::{fit, plan_kmeans, Init, KMeansFit, KMeansJob, KMeansParams, LabelSink};
 use memfit::generate::Blobs;
 use memfit::io::{
-    check_output_path, read_matrix_f64, write_bytes_atomic, write_matrix, ArrayRef, Dtype, NpyWriter, Source, Values,
+    check_distinct_paths, check_output_path, read_matrix_f64, write_bytes_atomic, write_matrix, ArrayRef, Dtype,
+    NpyWriter, Source, Values,
 };
 use memfit::plan::Plan;
 use memfit::Real;
@@ -21,41 +22,67 @@ fn plot_rows(n_features: usize) -> usize {
     ((8 << 20) / (n_features * 8 + 4)).clamp(500, 20_000)
 }
 
-/// The built-in default input: 2,000,000 × 3 Gaussian blobs around 200 centres.
+/// The built-in default input: 2,000,000 × 3 Gaussian blobs around 200
+/// centres, the same data as `memfit generate blobs --n-samples 2000000
+/// --n-features 3 --centers 200 --seed 42`.
 pub fn default_blobs() -> Blobs {
-    Blobs { n_samples: 2_000_000, n_features: 3, centers: 200, cluster_std: 1.0, center_box: (-100.0, 100.0), seed: 42 }
+    Blobs { n_samples: 2_000_000, n_features: 3, centers: 200, seed: 42, ..Blobs::default() }
 }
 
 /// Runs `memfit kmeans`.
 pub fn run(args: &KmeansArgs) -> Result<()> {
     let started = Instant::now();
-    for out in [&args.labels, &args.centers, &args.summary, &args.plot].into_iter().flatten() {
-        check_output_path(out)?;
+    let outputs = [
+        ("--labels", &args.labels),
+        ("--centers", &args.centers),
+        ("--summary", &args.summary),
+        ("--plot", &args.plot),
+    ];
+    let mut paths: Vec<(&'static str, &Path)> = Vec::new();
+    for (role, out) in outputs {
+        if let Some(out) = out.as_deref().filter(|p| *p != Path::new("-")) {
+            check_output_path(out)?;
+            paths.push((role, out));
+        }
     }
+    let init_path = (!matches!(args.init.as_str(), "k-means++" | "random")).then(|| Path::new(args.init.as_str()));
+    for (role, input) in
+        [("INPUT", args.input.as_deref()), ("--sample-weight", args.sample_weight.as_deref()), ("--init", init_path)]
+    {
+        if let Some(p) = input {
+            paths.push((role, p));
+        }
+    }
+    check_distinct_paths(&paths)?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let default_data: Vec<f64>;
-    let (x, n_clusters, extra) =
-        match &args.input {
-            Some(p) => (Source::open_matrix(p)?, args.n_clusters.unwrap_or(8), vec![]),
-            None => {
-                let blobs = default_blobs();
-                eprintln!(
-                "no input given: clustering the built-in default, {} × {} Gaussian blobs (seed {}), n_clusters = {}",
-                blobs.n_samples, blobs.n_features, blobs.seed, args.n_clusters.unwrap_or(blobs.centers)
+    let (x, n_clusters, extra) = match &args.input {
+        Some(p) => (Source::open_matrix(p)?, args.n_clusters.unwrap_or(8), vec![]),
+        None => {
+            let blobs = default_blobs();
+            eprintln!(
+                "no input given: clustering the built-in default, {} × {} Gaussian blobs, n_clusters = {} \
+                 (the data of `memfit generate blobs --n-samples {} --n-features {} --centers {} --seed {}`)",
+                blobs.n_samples,
+                blobs.n_features,
+                args.n_clusters.unwrap_or(blobs.centers),
+                blobs.n_samples,
+                blobs.n_features,
+                blobs.centers,
+                blobs.seed
             );
-                default_data = blobs.to_vec::<f64>();
-                let bytes = (default_data.len() * 8) as u64;
-                let src =
-                    Source::memory(ArrayRef::c_order(Values::F64(&default_data), blobs.n_samples, blobs.n_features)?);
-                (src, args.n_clusters.unwrap_or(blobs.centers), vec![("default input (in memory)".to_string(), bytes)])
-            }
-        };
+            default_data = blobs.to_vec::<f64>();
+            let bytes = (default_data.len() * 8) as u64;
+            let src = Source::memory(ArrayRef::c_order(Values::F64(&default_data), blobs.n_samples, blobs.n_features)?);
+            (src, args.n_clusters.unwrap_or(blobs.centers), vec![("default input (in memory)".to_string(), bytes)])
+        }
+    };
     let weights = args.sample_weight.as_ref().map(Source::open_vector).transpose()?;
     let init = match args.init.as_str() {
         "k-means++" => Init::KMeansPlusPlus,
         "random" => Init::Random,
         path if path.ends_with(".npy") || Path::new(path).exists() => {
-            let (values, n_rows, n_cols) = read_matrix_f64(path).with_context(|| format!("reading --init {path}"))?;
+            let (values, n_rows, n_cols) = read_matrix_f64(path)?;
             Init::Centers { values, n_rows, n_cols }
         }
         other => bail!("invalid --init {other:?}: expected k-means++, random or a .npy file of initial centres"),
@@ -143,8 +170,10 @@ fn fit_and_write<T: Real>(
     let write_secs = t.elapsed().as_secs_f64();
     let peak = memfit::memory::peak_rss_bytes();
     let summary = summary_json(args, x, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
-    if let Some(p) = &args.summary {
-        write_bytes_atomic(p, serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    match &args.summary {
+        Some(p) if p == Path::new("-") => println!("{}", serde_json::to_string_pretty(&summary)?),
+        Some(p) => write_bytes_atomic(p, serde_json::to_string_pretty(&summary)?.as_bytes())?,
+        None => {}
     }
     println!(
         "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={} converged={} seconds={:.3} peak_rss={}",

@@ -35,8 +35,12 @@ fn threads(cli: &Cli) -> Option<usize> {
 
 fn run(cli: &Cli) -> Result<()> {
     if let Some(n) = threads(cli) {
-        if n == 0 {
-            anyhow::bail!("invalid --threads 0: use at least 1 (omit it to use all cores)");
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let most = (4 * cores).max(64);
+        if n == 0 || n > most {
+            anyhow::bail!(
+                "invalid --threads {n}: use 1 to {most} (this machine has {cores} cores; omit it to use all)"
+            );
         }
         rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
     }
@@ -49,15 +53,33 @@ fn run(cli: &Cli) -> Result<()> {
             progress::stop_on_ctrl_c();
             predict_cmd::run(a)
         }
-        Command::Generate(Generate::Blobs(a)) => generate_cmd::blobs(a),
+        Command::Generate(Generate::Blobs(a)) => {
+            progress::stop_on_ctrl_c();
+            generate_cmd::blobs(a)
+        }
     }
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            // One line: clap's message, its tip if any, and where to look.
+            let text = e.to_string();
+            let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("Usage:"));
+            let mut first = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
+            if first.ends_with(':') {
+                first = format!("{first} {}", lines.next().unwrap_or_default());
+            }
+            let tip = lines.find_map(|l| l.strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
+            eprintln!("memfit: error: {first}{tip}; hint: see `memfit --help` or `memfit <command> --help`");
+            std::process::exit(2);
+        }
+    };
     if let Err(e) = run(&cli) {
         if progress::interrupted() {
-            eprintln!("memfit: interrupted (Ctrl-C); no output was written");
+            eprintln!("memfit: interrupted (Ctrl-C or a termination signal); no output was written");
             std::process::exit(130);
         }
         eprintln!("memfit: error: {e:#}");

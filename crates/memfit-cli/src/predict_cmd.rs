@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use memfit::cluster::{plan_predict, predict};
-use memfit::io::{check_output_path, read_matrix_f64, Dtype, NpyWriter, Source};
+use memfit::io::{check_distinct_paths, check_output_path, read_matrix_f64, Dtype, NpyWriter, Source};
 use memfit::Real;
 
 use crate::args::{ComputeDtype, PredictArgs};
@@ -16,8 +16,17 @@ use crate::progress::Bar;
 pub fn run(args: &PredictArgs) -> Result<()> {
     let started = Instant::now();
     check_output_path(&args.labels)?;
+    check_distinct_paths(&[("INPUT", &args.input), ("--centers", &args.centers), ("--labels", &args.labels)])?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = Source::open_matrix(&args.input)?;
+    if x.n_samples() == 0 || x.n_features() == 0 {
+        anyhow::bail!(
+            "{} has shape ({}, {}): nothing to predict; hint: give at least one row and one column",
+            args.input.display(),
+            x.n_samples(),
+            x.n_features()
+        );
+    }
     let (centers, k, d) = read_matrix_f64(&args.centers)?;
     if d != x.n_features() {
         anyhow::bail!(

@@ -10,8 +10,8 @@ use memfit::cluster::{Observer, Progress};
 /// Set by the first Ctrl-C; the engine checks it once per read block.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-/// Makes Ctrl-C stop a run cleanly (temporary outputs are removed, exit
-/// status 130); a second Ctrl-C exits at once.
+/// Makes Ctrl-C, SIGTERM and SIGHUP stop a run cleanly (temporary outputs
+/// are removed, exit status 130); a second signal exits at once.
 pub fn stop_on_ctrl_c() {
     // Failing to install the handler only loses the clean stop.
     let _ = ctrlc::set_handler(|| {

@@ -246,6 +246,11 @@ fn bad_input_fails_cleanly_without_outputs() {
     write_f64(&short_w, &[99], &[1.0; 99]);
     let missing = p(t.path(), "missing.npy");
     let nodir = p(t.path(), "nodir/l.npy");
+    let subdir = p(t.path(), "subdir");
+    std::fs::create_dir(&subdir).unwrap();
+    let huge = p(t.path(), "huge.npy");
+    write_f64(&huge, &[100, 2], &blobs(100).iter().map(|v| v * 1e160).collect::<Vec<_>>());
+    let (c_out, s_out) = (p(t.path(), "c_out.npy"), p(t.path(), "s_out.json"));
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec![&missing, "-k", "2"], "No such file"),
         (vec![&text, "-k", "2"], "not a valid .npy"),
@@ -256,16 +261,22 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&nanf, "-k", "2"], "row 42, column 1 is NaN"),
         (vec![&good, "-k", "0"], "n_clusters"),
         (vec![&good, "-k", "101"], "exceeds n_samples = 100"),
-        (vec![&good, "-k", "3", "--init", &init_bad], "init centres has shape [3, 3]"),
+        (vec![&good, "-k", "3", "--init", &init_bad], "init centres: shape [3, 3]"),
         (vec![&good, "-k", "3", "--sample-weight", &neg_w], "sample_weight[7] = -1"),
-        (vec![&good, "-k", "3", "--sample-weight", &short_w], "sample_weight has shape [99]"),
+        (vec![&good, "-k", "3", "--sample-weight", &short_w], "sample_weight: shape [99]"),
         (vec![&good, "-k", "3", "--memory-limit", "lots"], "memory_limit"),
         (vec![&good, "-k", "3", "--tol=-1"], "tol"),
         (vec![&good, "-k", "3", "--threads", "0"], "--threads"),
         (vec![&good, "-k", "3", "--init", "kmeans++"], "--init"),
         (vec![&good, "-k", "3", "--labels", &nodir], "does not exist"),
+        (vec![&good, "-k", "3", "--labels", &subdir], "not a regular file"),
+        (vec![&good, "-k", "3", "--labels", &good], "names the same file"),
+        (vec![&good, "-k", "3", "--labels", &c_out], "names the same file"),
+        (vec![&good, "-k", "3", "--threads", "100000"], "--threads"),
+        (vec![&good, "-k", "-1"], "unexpected argument"),
+        (vec![&good, "-k", "3", "--plot-pca"], "--plot"),
+        (vec![&huge, "-k", "3"], "squared distances overflow float64"),
     ];
-    let (c_out, s_out) = (p(t.path(), "c_out.npy"), p(t.path(), "s_out.json"));
     let before = entries(t.path());
     for (args, needle) in cases {
         let mut full = vec!["kmeans"];

@@ -9,15 +9,15 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file could not be opened, created, read or written.
-    #[error("{path}: {action} failed: {source}{hint}", path = .path.display(), hint = io_hint(.source))]
+    #[error("{path}: {action} failed: {cause}{hint}", path = .path.display(), hint = io_hint(.cause))]
     Io {
         /// The file concerned.
         path: PathBuf,
         /// What was being done ("open", "read", "write", "rename", ...).
         action: &'static str,
-        /// The operating system's error.
-        #[source]
-        source: io::Error,
+        /// The operating system's error (part of the message, so not a
+        /// separate source in the error chain).
+        cause: io::Error,
     },
     /// The file is not a well-formed `.npy` file.
     #[error("{path}: not a valid .npy file: {reason}; hint: write it with numpy.save(path, array)", path = .path.display())]
@@ -90,7 +90,7 @@ pub enum Error {
         rule: String,
     },
     /// An array's shape does not match what the job needs.
-    #[error("{what} has shape {found:?} but {expected:?} is required; hint: {hint}")]
+    #[error("{what}: shape {found:?}, but {expected:?} is required; hint: {hint}")]
     ShapeMismatch {
         /// What array this is ("init centres", "sample_weight", ...).
         what: String,
@@ -125,6 +125,9 @@ fn io_hint(e: &io::Error) -> &'static str {
         io::ErrorKind::PermissionDenied => "; hint: check the file's permissions",
         io::ErrorKind::StorageFull => "; hint: the disk is full, free some space or write elsewhere",
         io::ErrorKind::UnexpectedEof => "; hint: the file is shorter than its header says",
+        _ if e.raw_os_error() == Some(29) => {
+            "; hint: inputs must be regular .npy files (not pipes): save to a file first"
+        }
         _ => "",
     }
 }
@@ -143,7 +146,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// Wraps an I/O error with the file and the action that failed.
     pub fn io(path: impl Into<PathBuf>, action: &'static str, source: io::Error) -> Self {
-        Error::Io { path: path.into(), action, source }
+        Error::Io { path: path.into(), action, cause: source }
     }
 
     /// Builds [`Error::InvalidParameter`].

@@ -35,6 +35,14 @@ pub struct Blobs {
     pub seed: u64,
 }
 
+impl Default for Blobs {
+    /// scikit-learn's `make_blobs` defaults: 100 rows, 2 features, 3 centres,
+    /// standard deviation 1, centres in (-10, 10), seed 0.
+    fn default() -> Self {
+        Blobs { n_samples: 100, n_features: 2, centers: 3, cluster_std: 1.0, center_box: (-10.0, 10.0), seed: 0 }
+    }
+}
+
 impl Blobs {
     /// Checks the parameters.
     ///
@@ -42,8 +50,10 @@ impl Blobs {
     /// [`Error::InvalidParameter`] for zero sizes, a negative or non-finite
     /// standard deviation or an empty box.
     pub fn validate(&self) -> Result<()> {
-        if self.n_samples == 0 || self.n_features == 0 || self.centers == 0 {
-            return Err(Error::param("n_samples", "n_samples, n_features and centers must all be at least 1"));
+        for (name, v) in [("n_samples", self.n_samples), ("n_features", self.n_features), ("centers", self.centers)] {
+            if v == 0 {
+                return Err(Error::param(name, "must be at least 1, got 0"));
+            }
         }
         if !(self.cluster_std.is_finite() && self.cluster_std >= 0.0) {
             return Err(Error::param("cluster_std", format!("must be finite and >= 0, got {}", self.cluster_std)));
@@ -103,10 +113,18 @@ impl Blobs {
     /// Streams the data set to a `.npy` file of dtype `T` atomically, holding
     /// at most `block_rows` (rounded up to [`CHUNK_ROWS`]) rows in memory; with
     /// `labels_path` also writes the true blob of each row (`int32`).
+    /// `cancelled` is polled once per block.
     ///
     /// # Errors
-    /// [`Error::Io`] on write failures; no partial file is left behind.
-    pub fn write_npy<T: Real>(&self, path: &Path, labels_path: Option<&Path>, block_rows: usize) -> Result<()> {
+    /// [`Error::Io`] on write failures, [`Error::Cancelled`]; no partial file
+    /// is left behind.
+    pub fn write_npy<T: Real>(
+        &self,
+        path: &Path,
+        labels_path: Option<&Path>,
+        block_rows: usize,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<()> {
         self.validate()?;
         let (n, d) = (self.n_samples, self.n_features);
         let centers = self.centers();
@@ -117,6 +135,9 @@ impl Blobs {
         let mut labels = vec![0u32; if lw.is_some() { block.min(n) } else { 0 }];
         let mut start = 0;
         while start < n {
+            if cancelled() {
+                return Err(Error::Cancelled);
+            }
             let rows = block.min(n - start);
             let l = lw.as_ref().map(|_| &mut labels[..rows]);
             self.fill(&centers, start, &mut buf[..rows * d], l);

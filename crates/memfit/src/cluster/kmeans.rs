@@ -532,6 +532,8 @@ fn scan<T: Real>(
     let mut bad: Option<(usize, usize)> = None;
     let mut bad_count = 0u64;
     let mut weight_sum = 0.0;
+    let mut lo = vec![f64::INFINITY; d];
+    let mut hi = vec![f64::NEG_INFINITY; d];
     let mut sampler = SequentialSample::new(n, sample_rows);
     let mut sample = Vec::with_capacity(sample_rows.min(n) * d);
     let mut sample_weight = Vec::with_capacity(sample_rows.min(n));
@@ -561,6 +563,8 @@ fn scan<T: Real>(
                 }
                 sum[j] += v - o[j];
                 sumsq[j] += (v - o[j]) * (v - o[j]);
+                lo[j] = lo[j].min(v);
+                hi[j] = hi[j].max(v);
             }
             if sampler.take(rng) {
                 sample.extend(row.iter().map(|v| v.to_f64()));
@@ -575,13 +579,29 @@ fn scan<T: Real>(
             return Err(Error::param(
                 "dtype",
                 format!(
-                    "{}: row {row}, column {column} holds {value}, which overflows {}; hint: use --dtype float64",
+                    "{}: row {row}, column {column} holds {value:e}, which overflows {}; hint: use --dtype float64",
                     x.name().display(),
                     T::DTYPE.name()
                 ),
             ));
         }
         return Err(Error::NonFinite { path: x.name(), row, column, value, count: bad_count });
+    }
+    // Squared distances between any two points must stay finite in the
+    // compute type, with room for the GEMM identity's ‖c‖² − 2x·c.
+    let spread: f64 = lo.iter().zip(&hi).map(|(l, h)| (h - l) * (h - l)).sum();
+    let max = if T::DTYPE == crate::io::Dtype::F32 { f64::from(f32::MAX) } else { f64::MAX };
+    if !(spread.is_finite() && spread <= max / 16.0) {
+        return Err(Error::param(
+            "X",
+            format!(
+                "{}: a column spans {:.3e}, so squared distances overflow {}; hint: rescale the data (e.g. divide by its standard deviation){}",
+                x.name().display(),
+                lo.iter().zip(&hi).map(|(l, h)| h - l).fold(0.0, f64::max),
+                T::DTYPE.name(),
+                if T::DTYPE == crate::io::Dtype::F32 { " or use --dtype float64" } else { "" }
+            ),
+        ));
     }
     if blocks.w.is_some() && weight_sum <= 0.0 {
         return Err(Error::param(

@@ -8,7 +8,9 @@ mod writer;
 pub use dtype::{decode, Dtype, Endian};
 pub use npy_header::{header_len, parse_header, write_header, HeaderError, NpyHeader, MAGIC, PREAMBLE_BYTES};
 pub use source::{ArrayRef, NpyFile, Source, Values};
-pub use writer::{check_output_path, write_bytes_atomic, write_npy, AtomicFile, NpyWriter, WRITE_BUFFER_BYTES};
+pub use writer::{
+    check_distinct_paths, check_output_path, write_bytes_atomic, write_npy, AtomicFile, NpyWriter, WRITE_BUFFER_BYTES,
+};
 
 use crate::error::Result;
 use crate::real::Real;

@@ -116,7 +116,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader, HeaderError> {
     for (key, value) in dict {
         match (key.as_str(), value) {
             ("descr", Value::Str(s)) => descr = Some(s),
-            ("descr", _) => return Err(HeaderError::Unsupported("a structured dtype".into())),
+            ("descr", _) => return Err(HeaderError::Unsupported("(structured record dtype)".into())),
             ("fortran_order", Value::Bool(b)) => fortran = Some(b),
             ("shape", Value::Tuple(t)) => shape = Some(t),
             (k, _) => return Err(HeaderError::Malformed(format!("unexpected key or value for '{k}'"))),

@@ -27,7 +27,8 @@ impl AtomicFile {
     /// # Errors
     /// [`Error::Io`] when the folder does not exist or is not writable.
     pub fn create(path: impl AsRef<Path>) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        check_output_path(path.as_ref())?;
+        let path = resolve_output(path.as_ref());
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -36,6 +37,8 @@ impl AtomicFile {
         let tmp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".tmp")
+            // New files get 0666 less the umask, as with any other program.
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
             .tempfile_in(&dir)
             .map_err(|e| Error::io(&path, "create", e))?;
         Ok(AtomicFile { path, writer: BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp) })
@@ -68,11 +71,28 @@ impl AtomicFile {
     }
 }
 
+/// The file an output path finally names: a symlink is followed, so the
+/// atomic rename replaces its target and the link stays.
+fn resolve_output(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // Bounded, in case of a link cycle.
+    for _ in 0..40 {
+        match std::fs::read_link(&p) {
+            Ok(target) => p = p.parent().map_or(target.clone(), |dir| dir.join(&target)),
+            Err(_) => break,
+        }
+    }
+    p
+}
+
 /// Checks, before any long computation, that an output file could be created:
-/// its folder exists and is a directory.
+/// its folder exists, and the path is either absent or a regular file (a
+/// symlink to one is followed). Devices, pipes and directories are refused,
+/// since the atomic rename would replace them.
 ///
 /// # Errors
-/// [`Error::Io`] with kind `NotFound` when the folder is missing.
+/// [`Error::Io`] with kind `NotFound` when the folder is missing, or a
+/// message saying the path is not a regular file.
 pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let dir = match path.parent() {
@@ -86,8 +106,50 @@ pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
             std::io::Error::new(std::io::ErrorKind::NotFound, format!("folder {} does not exist", dir.display())),
         ));
     }
-    if path.is_dir() {
-        return Err(Error::io(path, "create", std::io::Error::other("the path is a directory")));
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(Error::io(
+            path,
+            "create",
+            std::io::Error::other(
+                "it exists and is not a regular file (a directory, device or pipe); hint: name a new file",
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Fails when two of `paths` name the same file, so that no output
+/// overwrites an input or another output. `paths` pairs a role (e.g.
+/// `--labels`) with a path; paths that do not exist yet are compared by
+/// their absolute folder and name.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] naming both roles.
+pub fn check_distinct_paths(paths: &[(&'static str, &Path)]) -> Result<()> {
+    let key = |p: &Path| -> PathBuf {
+        let p = resolve_output(p);
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        dir.join(p.file_name().unwrap_or_default())
+    };
+    let keys: Vec<PathBuf> = paths.iter().map(|(_, p)| key(p)).collect();
+    for i in 0..keys.len() {
+        for j in 0..i {
+            if keys[i] == keys[j] {
+                return Err(Error::param(
+                    paths[i].0,
+                    format!(
+                        "{} names the same file as {} ({}); hint: give each output its own file",
+                        paths[i].0,
+                        paths[j].0,
+                        paths[i].1.display()
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }

@@ -2,15 +2,15 @@
 
 use crate::error::{Error, Result};
 
-/// Parses a memory size. Binary units (`KiB`, `MiB`, `GiB`, `TiB`) are powers
-/// of 1024; decimal units (`KB`/`K`, `MB`/`M`, `GB`/`G`, `TB`/`T`) are powers of
-/// 1000; a bare number is bytes. Case-insensitive; a fraction is allowed
+/// Parses a memory size. Binary units (`KiB`, `MiB`, `GiB`, `TiB`, `PiB`) are
+/// powers of 1024; decimal units (`KB`/`K`, `MB`/`M`, `GB`/`G`, `TB`/`T`,
+/// `PB`/`P`) are powers of 1000; a bare number is bytes. Case-insensitive; a fraction is allowed
 /// (`1.5GiB`), spaces between number and unit too. The result is rounded down to
 /// whole bytes.
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] naming `memory_limit` for an empty string, an
-/// unknown unit, a negative, zero or non-finite value, or more than 2^63 bytes.
+/// unknown unit, a negative, zero or non-finite value, or 8 EiB or more.
 pub fn parse_size(text: &str) -> Result<u64> {
     let bad = |why: &str| {
         Error::param(
@@ -29,15 +29,20 @@ pub fn parse_size(text: &str) -> Result<u64> {
         "m" | "mb" => 1e6,
         "g" | "gb" => 1e9,
         "t" | "tb" => 1e12,
+        "p" | "pb" => 1e15,
         "kib" => 1024.0,
         "mib" => 1024.0 * 1024.0,
         "gib" => 1024.0 * 1024.0 * 1024.0,
         "tib" => 1024.0f64.powi(4),
+        "pib" => 1024.0f64.powi(5),
         _ => return Err(bad("unknown unit")),
     };
     let bytes = value * mult;
-    if !(1.0..9.2e18).contains(&bytes) {
+    if bytes.is_nan() || bytes < 1.0 {
         return Err(bad("the size must be at least 1 byte"));
+    }
+    if bytes >= 9.2e18 {
+        return Err(bad("the size is beyond 8 EiB"));
     }
     Ok(bytes as u64)
 }
