@@ -29,7 +29,7 @@ use super::params::{Init, KMeansParams};
 use super::plan::{default_init_sample_rows, TILE_ROWS};
 use crate::error::{Error, Result};
 use crate::io::Source;
-use crate::kernels::{accumulate_block, assign_block, PreparedCenters};
+use crate::kernels::{assign_block, Accumulator, PreparedCenters};
 use crate::plan::Plan;
 use crate::real::Real;
 
@@ -703,6 +703,7 @@ fn lloyd<T: Real>(
 ) -> Result<(Run, bool)> {
     let (n, d, k) = (blocks.x.n_samples(), blocks.x.n_features(), params.n_clusters);
     let mut prepared = PreparedCenters::<T>::new(&centers, k, d);
+    let mut acc = Accumulator::new(k, d, blocks.block_rows);
     let mut out = Run { centers: Vec::new(), inertia: f64::INFINITY, n_iter: 0, converged: false, nonempty: 0 };
     let mut strict = false;
     let mut row = vec![0.0; d];
@@ -715,9 +716,10 @@ fn lloyd<T: Real>(
             let rows = asg.run(xb, &prepared);
             asg.add_weighted_sum(rows, wb, &mut inertia);
             asg.offer_farthest(start, rows, wb);
-            accumulate_block(xb, d, &asg.labels[..rows], wb, sums, cw);
+            acc.add_block(xb, start, &asg.labels[..rows], wb, sums, cw);
             Ok(())
         })?;
+        acc.finish(sums, cw);
         let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
         // (scikit-learn's `_relocate_empty_clusters_dense`).

@@ -4,7 +4,7 @@
 use super::params::{Init, KMeansParams};
 use crate::error::{Error, Result};
 use crate::io::{Source, WRITE_BUFFER_BYTES};
-use crate::kernels::PreparedCenters;
+use crate::kernels::{Accumulator, PreparedCenters, CHUNK_ROWS};
 use crate::plan::{format_bytes, Ledger, Plan};
 
 /// Rows per compute tile. Fixed (not derived from the limit or the thread
@@ -102,8 +102,13 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
     let always = led.total();
     let w_row = job.w_scratch_per_row.map_or(0, |s| s as u64 + 8);
     let scan_row = job.x_scratch_per_row as u64 + d * c + w_row;
-    // label + distance + a share of the per-tile distance sums (8 B per tile, rounded up).
-    let iter_row = scan_row + 4 + 8 + 1;
+    // label + distance + a share of the per-tile distance sums (8 B per tile,
+    // rounded up) + a share of the per-chunk partial sums.
+    // Partial sums: (⌈rows / CHUNK_ROWS⌉ + 1) chunks of `part` bytes, counted
+    // as 2 chunks held plus a per-row share.
+    let part = Accumulator::bytes_for(params.n_clusters, job.n_features, 0);
+    let chunk_share = part.div_ceil(CHUNK_ROWS as u64);
+    let iter_row = scan_row + 4 + 8 + 1 + chunk_share + 1;
     let min_rows = (TILE_ROWS as u64).min(n);
 
     // Validation and init phase.
@@ -112,7 +117,8 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
     let init_min = k.min(n);
     // Iteration phase, fixed part.
     let tile = PreparedCenters::<f64>::scratch_len(TILE_ROWS, k_tile) as u64;
-    let iter_fixed = n_init * k * d * 8 + threads * k * 24 + threads * tile * c;
+    let partial_fixed = 2 * part;
+    let iter_fixed = n_init * k * d * 8 + threads * k * 24 + threads * tile * c + partial_fixed;
     let required = always + (init_min * init_per + min_rows * scan_row).max(iter_fixed + min_rows * iter_row);
     if required > limit {
         let biggest = led

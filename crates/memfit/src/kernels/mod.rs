@@ -5,7 +5,7 @@ mod accumulate;
 mod argmin_avx512;
 mod assign;
 
-pub use accumulate::accumulate_block;
+pub use accumulate::{accumulate_block, Accumulator, CHUNK_ROWS};
 pub use assign::{
     assign_block, assign_reference, assign_rows, exact_sq_dist, PreparedCenters, DIRECT_MAX_FEATURES, LANES,
 };
