@@ -90,7 +90,7 @@ impl Accumulator {
             let r0 = (c * CHUNK_ROWS).max(start) - start;
             let r1 = ((c + 1) * CHUNK_ROWS).min(end) - start;
             let (s, w) = buf.split_at_mut(k * d);
-            accumulate_rows(x, d, &labels[r0..r1], sample_weight.map(|sw| &sw[r0..r1]), r0, s, w);
+            accumulate_range(&x[r0 * d..r1 * d], d, &labels[r0..r1], sample_weight.map(|sw| &sw[r0..r1]), 0, s, w);
         });
         self.open = None;
         for ci in 0..n_chunks {
@@ -121,29 +121,6 @@ fn add_partial(buf: &[f64], sums: &mut [f64], weights: &mut [f64]) {
     }
 }
 
-/// Rows `labels.len()` of `x` starting at row `r0`, in order, into `sums`
-/// and `weights` (no partition test: every row belongs here).
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn accumulate_rows<T: Real>(
-    x: &[T],
-    d: usize,
-    labels: &[u32],
-    sample_weight: Option<&[f64]>,
-    r0: usize,
-    sums: &mut [f64],
-    weights: &mut [f64],
-) {
-    for (i, &l) in labels.iter().enumerate() {
-        let wi = sample_weight.map_or(1.0, |sw| sw[i]);
-        let j = l as usize;
-        weights[j] += wi;
-        let row = &x[(r0 + i) * d..(r0 + i + 1) * d];
-        for (a, v) in sums[j * d..(j + 1) * d].iter_mut().zip(row) {
-            *a += wi * v.to_f64();
-        }
-    }
-}
-
 /// Adds `w_i · x_i` to `sums[labels[i]]` (row-major `(n_clusters, d)`, `f64`)
 /// and `w_i` to `weights[labels[i]]` for every row of the block `x`
 /// (row-major `(rows, d)`); `w_i = 1` when `sample_weight` is `None`.
@@ -166,7 +143,8 @@ pub fn accumulate_block<T: Real>(
     });
 }
 
-/// The rows whose label lies in `[lo, lo + weights.len())`, in order.
+/// Adds the rows of `x` whose label lies in `[lo, lo + weights.len())`, in
+/// row order, to `sums` and `weights` (indexed from `lo`).
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn accumulate_range<T: Real>(
     x: &[T],
