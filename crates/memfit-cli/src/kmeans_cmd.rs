@@ -175,7 +175,7 @@ fn fit_and_write<T: Real>(
         Some(p) => write_bytes_atomic(p, serde_json::to_string_pretty(&summary)?.as_bytes())?,
         None => {}
     }
-    println!(
+    let line = format!(
         "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={} converged={} seconds={:.3} peak_rss={}",
         model.n_samples,
         model.n_features,
@@ -186,6 +186,12 @@ fn fit_and_write<T: Real>(
         started.elapsed().as_secs_f64(),
         peak.map_or("unknown".into(), memfit::plan::format_bytes),
     );
+    // With `--summary -` stdout carries the JSON alone.
+    if args.summary.as_deref() == Some(Path::new("-")) {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
     Ok(())
 }
 
