@@ -28,7 +28,7 @@ use super::init::{kmeans_plusplus, uniform_distinct, SequentialSample, WeightedD
 use super::params::{Init, KMeansParams};
 use super::plan::{default_init_sample_rows, TILE_ROWS};
 use crate::error::{Error, Result};
-use crate::io::Source;
+use crate::io::{BlockReader, Source};
 use crate::kernels::{assign_block, Accumulator, PreparedCenters};
 use crate::plan::Plan;
 use crate::real::Real;
@@ -170,61 +170,6 @@ impl Farthest {
             self.heap.pop();
             self.heap.push(Reverse(r));
         }
-    }
-}
-
-/// Reads blocks of rows (and weights) into reused buffers.
-pub(super) struct Blocks<'s, 'a, T> {
-    x: &'s Source<'a>,
-    w: Option<&'s Source<'a>>,
-    block_rows: usize,
-    x_scratch: Vec<u8>,
-    w_scratch: Vec<u8>,
-    values: Vec<T>,
-    weights: Vec<f64>,
-}
-
-impl<'s, 'a, T: Real> Blocks<'s, 'a, T> {
-    pub(super) fn new(x: &'s Source<'a>, w: Option<&'s Source<'a>>, block_rows: usize) -> Self {
-        let d = x.n_features();
-        Blocks {
-            x,
-            w,
-            block_rows,
-            x_scratch: vec![0; block_rows * x.scratch_bytes_per_row()],
-            w_scratch: vec![0; w.map_or(0, |w| block_rows * w.scratch_bytes_per_row())],
-            values: vec![T::default(); block_rows * d],
-            weights: vec![0.0; if w.is_some() { block_rows } else { 0 }],
-        }
-    }
-
-    /// Calls `f(start, values, weights)` for each block in order.
-    pub(super) fn for_each(
-        &mut self,
-        shift: &[f64],
-        obs: &dyn Observer,
-        mut f: impl FnMut(usize, &[T], Option<&[f64]>) -> Result<()>,
-    ) -> Result<()> {
-        let n = self.x.n_samples();
-        let d = self.x.n_features();
-        let mut start = 0;
-        while start < n {
-            if obs.cancelled() {
-                return Err(Error::Cancelled);
-            }
-            let rows = self.block_rows.min(n - start);
-            self.x.read_rows(start, rows, shift, &mut self.x_scratch, &mut self.values)?;
-            let w = match self.w {
-                Some(ws) => {
-                    ws.read_rows::<f64>(start, rows, &[0.0], &mut self.w_scratch, &mut self.weights)?;
-                    Some(&self.weights[..rows])
-                }
-                None => None,
-            };
-            f(start, &self.values[..rows * d], w)?;
-            start += rows;
-        }
-        Ok(())
     }
 }
 
@@ -387,7 +332,7 @@ pub fn fit<T: Real>(
     // Validation and init phase: its buffers (the k-means++ sample, small
     // read blocks) are freed before the iterations allocate theirs.
     let (mean, mean_variance, inits) = {
-        let mut blocks = Blocks::<T>::new(x, sample_weight, plan.scan_block_rows);
+        let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.scan_block_rows);
         observer.event(&Progress::Phase("validating"));
         let t = Instant::now();
         let scan = scan(&mut blocks, plan.init_sample_rows, &mut sample_rng, &*observer)?;
@@ -408,7 +353,7 @@ pub fn fit<T: Real>(
     let tol_abs = params.tol * mean_variance;
     let shift = mean;
 
-    let mut blocks = Blocks::<T>::new(x, sample_weight, plan.block_rows);
+    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
     let mut asg = Assignment::<T>::new(plan, k);
     let mut best: Option<(usize, Run)> = None;
     let mut inertia_per_init = Vec::with_capacity(n_init);
@@ -519,12 +464,12 @@ fn reborrow<'f>(sink: &'f mut LabelSink<'_>) -> LabelSink<'f> {
 /// variances (around the first row, to avoid cancellation), and the
 /// k-means++ sample (Algorithm S, so it does not depend on block sizes).
 fn scan<T: Real>(
-    blocks: &mut Blocks<'_, '_, T>,
+    blocks: &mut BlockReader<'_, '_, T>,
     sample_rows: usize,
     rng: &mut ChaCha8Rng,
     obs: &dyn Observer,
 ) -> Result<Scan> {
-    let x = blocks.x;
+    let x = blocks.x();
     let (n, d) = (x.n_samples(), x.n_features());
     let mut sum = vec![0.0; d];
     let mut sumsq = vec![0.0; d];
@@ -538,8 +483,8 @@ fn scan<T: Real>(
     let mut sample = Vec::with_capacity(sample_rows.min(n) * d);
     let mut sample_weight = Vec::with_capacity(sample_rows.min(n));
     let zero = vec![0.0; d];
-    let wname = blocks.w.map(Source::name);
-    blocks.for_each(&zero, obs, |start, xb, wb| {
+    let wname = blocks.weights().map(Source::name);
+    blocks.for_each(&zero, &|| obs.cancelled(), |start, xb, wb| {
         if let Some(wb) = wb {
             for (i, &wi) in wb.iter().enumerate() {
                 if !(wi.is_finite() && wi >= 0.0) {
@@ -603,7 +548,7 @@ fn scan<T: Real>(
             ),
         ));
     }
-    if blocks.w.is_some() && weight_sum <= 0.0 {
+    if blocks.weights().is_some() && weight_sum <= 0.0 {
         return Err(Error::param(
             "sample_weight",
             "all sample weights are zero; hint: at least one weight must be positive",
@@ -621,26 +566,15 @@ fn scan<T: Real>(
     Ok(Scan { mean, mean_variance, sample, sample_weight })
 }
 
-/// Reads row `i` shifted by `shift`, as `f64` (after rounding to `T`, so the
-/// values are those the kernels see).
-fn read_row<T: Real>(blocks: &mut Blocks<'_, '_, T>, i: usize, shift: &[f64], out: &mut [f64]) -> Result<()> {
-    let d = out.len();
-    blocks.x.read_rows(i, 1, shift, &mut blocks.x_scratch, &mut blocks.values[..d])?;
-    for (o, v) in out.iter_mut().zip(&blocks.values[..d]) {
-        *o = v.to_f64();
-    }
-    Ok(())
-}
-
 /// Initial centres (row-major, shifted coordinates) for one initialisation.
 fn initial_centers<T: Real>(
     params: &KMeansParams,
     scan: &Scan,
-    blocks: &mut Blocks<'_, '_, T>,
+    blocks: &mut BlockReader<'_, '_, T>,
     rng: &mut ChaCha8Rng,
     obs: &dyn Observer,
 ) -> Result<Vec<f64>> {
-    let (n, d, k) = (blocks.x.n_samples(), blocks.x.n_features(), params.n_clusters);
+    let (n, d, k) = (blocks.x().n_samples(), blocks.x().n_features(), params.n_clusters);
     let shift = &scan.mean;
     match &params.init {
         Init::Centers { values, .. } => {
@@ -651,12 +585,12 @@ fn initial_centers<T: Real>(
             Ok(idx.iter().flat_map(|&i| scan.sample[i * d..(i + 1) * d].iter().copied()).collect())
         }
         Init::Random => {
-            let rows = match blocks.w {
+            let rows = match blocks.weights() {
                 None => uniform_distinct(n, k, rng),
                 Some(_) => {
                     let mut draw = WeightedDraw::new(k);
                     let zero = vec![0.0; d];
-                    blocks.for_each(&zero, obs, |start, _, wb| {
+                    blocks.for_each(&zero, &|| obs.cancelled(), |start, _, wb| {
                         for (i, &wi) in wb.unwrap_or(&[]).iter().enumerate() {
                             draw.offer(start + i, wi, rng);
                         }
@@ -677,7 +611,7 @@ fn initial_centers<T: Real>(
             };
             let mut out = vec![0.0; k * d];
             for (c, &i) in rows.iter().enumerate() {
-                read_row(blocks, i, shift, &mut out[c * d..(c + 1) * d])?;
+                blocks.read_row(i, shift, &mut out[c * d..(c + 1) * d])?;
             }
             Ok(out)
         }
@@ -694,16 +628,16 @@ fn lloyd<T: Real>(
     n_init: usize,
     tol_abs: f64,
     mut centers: Vec<f64>,
-    blocks: &mut Blocks<'_, '_, T>,
+    blocks: &mut BlockReader<'_, '_, T>,
     asg: &mut Assignment<T>,
     shift: &[f64],
     sums: &mut [f64],
     cw: &mut [f64],
     observer: &mut dyn Observer,
 ) -> Result<(Run, bool)> {
-    let (n, d, k) = (blocks.x.n_samples(), blocks.x.n_features(), params.n_clusters);
+    let (n, d, k) = (blocks.x().n_samples(), blocks.x().n_features(), params.n_clusters);
     let mut prepared = PreparedCenters::<T>::new(&centers, k, d);
-    let mut acc = Accumulator::new(k, d, blocks.block_rows);
+    let mut acc = Accumulator::new(k, d, blocks.block_rows());
     let mut out = Run { centers: Vec::new(), inertia: f64::INFINITY, n_iter: 0, converged: false, nonempty: 0 };
     let mut strict = false;
     let mut row = vec![0.0; d];
@@ -712,7 +646,7 @@ fn lloyd<T: Real>(
         sums.fill(0.0);
         cw.fill(0.0);
         let mut inertia = 0.0;
-        blocks.for_each(shift, &*observer, |start, xb, wb| {
+        blocks.for_each(shift, &|| observer.cancelled(), |start, xb, wb| {
             let rows = asg.run(xb, &prepared);
             asg.add_weighted_sum(rows, wb, &mut inertia);
             asg.offer_farthest(start, rows, wb);
@@ -727,8 +661,8 @@ fn lloyd<T: Real>(
         if nonempty < k {
             let empty: Vec<usize> = (0..k).filter(|&j| cw[j] == 0.0).collect();
             for (&j, f) in empty.iter().zip(&farthest) {
-                read_row(blocks, f.row, shift, &mut row)?;
-                let wi = match blocks.w {
+                blocks.read_row(f.row, shift, &mut row)?;
+                let wi = match blocks.weights() {
                     Some(w) => w.value(f.row, 0)?,
                     None => 1.0,
                 };
@@ -784,7 +718,7 @@ fn lloyd<T: Real>(
 fn final_pass<T: Real>(
     centers: &[f64],
     k: usize,
-    blocks: &mut Blocks<'_, '_, T>,
+    blocks: &mut BlockReader<'_, '_, T>,
     asg: &mut Assignment<T>,
     shift: &[f64],
     counts: &mut [f64],
@@ -794,13 +728,13 @@ fn final_pass<T: Real>(
     rng: &mut ChaCha8Rng,
     obs: &dyn Observer,
 ) -> Result<(f64, usize)> {
-    let (n, d) = (blocks.x.n_samples(), blocks.x.n_features());
+    let (n, d) = (blocks.x().n_samples(), blocks.x().n_features());
     let prepared = PreparedCenters::<T>::new(centers, k, d);
     counts.fill(0.0);
     let mut inertia = 0.0;
     let mut sampler = SequentialSample::new(n, if plot.is_some() { plot_rows } else { 0 });
     let mut sample = PlotSample::default();
-    blocks.for_each(shift, obs, |_, xb, wb| {
+    blocks.for_each(shift, &|| obs.cancelled(), |_, xb, wb| {
         let rows = asg.run(xb, &prepared);
         asg.add_weighted_sum(rows, wb, &mut inertia);
         let labels = &asg.labels[..rows];

@@ -1,10 +1,10 @@
 //! Nearest-centre labels for new data, streamed within a memory limit.
 
-use super::kmeans::{Assignment, Blocks};
+use super::kmeans::Assignment;
 use super::plan::{pick_block_rows, MAX_K_TILE, TILE_ROWS};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
-use crate::io::{Source, WRITE_BUFFER_BYTES};
+use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
 use crate::kernels::PreparedCenters;
 use crate::plan::format_bytes;
 use crate::plan::{Ledger, Plan};
@@ -110,10 +110,10 @@ pub fn predict<T: Real>(
     let mean: Vec<f64> = (0..d).map(|j| centers.iter().skip(j).step_by(d).sum::<f64>() / n_clusters as f64).collect();
     let shifted: Vec<f64> = centers.chunks(d).flat_map(|c| c.iter().zip(&mean).map(|(v, m)| v - m)).collect();
     let prepared = PreparedCenters::<T>::new(&shifted, n_clusters, d);
-    let mut blocks = Blocks::<T>::new(x, None, plan.block_rows);
+    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
     let mut asg = Assignment::<T>::new(plan, 0);
     let mut inertia = 0.0;
-    blocks.for_each(&mean, observer, |start, xb, _| {
+    blocks.for_each(&mean, &|| observer.cancelled(), |start, xb, _| {
         if let Some(p) = xb.iter().position(|v| !v.to_f64().is_finite()) {
             let (row, column) = (start + p / d, p % d);
             return Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 });

@@ -1,10 +1,12 @@
 //! Input and output: `.npy` headers, block readers, atomic writers.
 
+mod blocks;
 mod dtype;
 mod npy_header;
 mod source;
 mod writer;
 
+pub use blocks::BlockReader;
 pub use dtype::{decode, Dtype, Endian};
 pub use npy_header::{header_len, parse_header, write_header, HeaderError, NpyHeader, MAGIC, PREAMBLE_BYTES};
 pub use source::{ArrayRef, NpyFile, Source, Values};

@@ -1,0 +1,100 @@
+//! Row blocks read into buffers that are allocated once and reused.
+
+use super::source::Source;
+use crate::error::{Error, Result};
+use crate::real::Real;
+
+/// Reads the rows of a [`Source`] (and optionally per-row weights) block by
+/// block, converted to `T` and shifted, into buffers of `block_rows` rows
+/// allocated once: `block_rows × (n_features × size_of::<T>() + raw bytes
+/// per row)` for the data, `block_rows × (8 + raw bytes)` for weights.
+#[derive(Debug)]
+pub struct BlockReader<'s, 'a, T> {
+    x: &'s Source<'a>,
+    w: Option<&'s Source<'a>>,
+    block_rows: usize,
+    x_scratch: Vec<u8>,
+    w_scratch: Vec<u8>,
+    values: Vec<T>,
+    weights: Vec<f64>,
+}
+
+impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
+    /// Buffers for blocks of `block_rows` rows of `x` and of weights `w`
+    /// (shape `(n_samples, 1)`).
+    pub fn new(x: &'s Source<'a>, w: Option<&'s Source<'a>>, block_rows: usize) -> Self {
+        let d = x.n_features();
+        BlockReader {
+            x,
+            w,
+            block_rows,
+            x_scratch: vec![0; block_rows * x.scratch_bytes_per_row()],
+            w_scratch: vec![0; w.map_or(0, |w| block_rows * w.scratch_bytes_per_row())],
+            values: vec![T::default(); block_rows * d],
+            weights: vec![0.0; if w.is_some() { block_rows } else { 0 }],
+        }
+    }
+
+    /// The data source.
+    pub fn x(&self) -> &'s Source<'a> {
+        self.x
+    }
+
+    /// The weights source, if any.
+    pub fn weights(&self) -> Option<&'s Source<'a>> {
+        self.w
+    }
+
+    /// Rows per block.
+    pub fn block_rows(&self) -> usize {
+        self.block_rows
+    }
+
+    /// Calls `f(start, values, weights)` for each block in row order:
+    /// `values` is row-major `(rows, n_features)` with column `j` shifted by
+    /// `shift[j]`. `cancelled` is polled before each block.
+    ///
+    /// # Errors
+    /// Read errors, [`Error::Cancelled`], and whatever `f` returns.
+    pub fn for_each(
+        &mut self,
+        shift: &[f64],
+        cancelled: &dyn Fn() -> bool,
+        mut f: impl FnMut(usize, &[T], Option<&[f64]>) -> Result<()>,
+    ) -> Result<()> {
+        let n = self.x.n_samples();
+        let d = self.x.n_features();
+        let mut start = 0;
+        while start < n {
+            if cancelled() {
+                return Err(Error::Cancelled);
+            }
+            let rows = self.block_rows.min(n - start);
+            self.x.read_rows(start, rows, shift, &mut self.x_scratch, &mut self.values)?;
+            let w = match self.w {
+                Some(ws) => {
+                    ws.read_rows::<f64>(start, rows, &[0.0], &mut self.w_scratch, &mut self.weights)?;
+                    Some(&self.weights[..rows])
+                }
+                None => None,
+            };
+            f(start, &self.values[..rows * d], w)?;
+            start += rows;
+        }
+        Ok(())
+    }
+
+    /// Reads row `i` shifted by `shift` into `out` as `f64`, after rounding
+    /// to `T` (the values the kernels see).
+    ///
+    /// # Errors
+    /// Read errors.
+    pub fn read_row(&mut self, i: usize, shift: &[f64], out: &mut [f64]) -> Result<()> {
+        let d = out.len();
+        self.x.read_rows(i, 1, shift, &mut self.x_scratch, &mut self.values[..d])?;
+        for (o, v) in out.iter_mut().zip(&self.values[..d]) {
+            *o = v.to_f64();
+        }
+        Ok(())
+    }
+}
