@@ -9,6 +9,7 @@
 //! - [`plan`]: memory-limit parsing, the default limit, [`plan::Plan`].
 //! - [`kernels`]: fused distance + argmin, weighted per-cluster sums.
 //! - [`cluster`]: k-means (Lloyd) with k-means++ / random / given init.
+//! - [`linalg`]: blocked row-wise quadratic forms and weighted scatter matrices.
 //! - [`generate`]: synthetic data streamed to `.npy`.
 //!
 //! ```no_run
@@ -27,6 +28,7 @@ mod error;
 pub mod generate;
 pub mod io;
 pub mod kernels;
+pub mod linalg;
 pub mod memory;
 pub mod plan;
 mod real;

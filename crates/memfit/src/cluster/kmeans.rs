@@ -26,11 +26,12 @@ use rayon::prelude::*;
 
 use super::init::{kmeans_plusplus, uniform_distinct, SequentialSample, WeightedDraw};
 use super::params::{Init, KMeansParams};
-use super::plan::{default_init_sample_rows, TILE_ROWS};
+use super::plan::default_init_sample_rows;
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source};
 use crate::kernels::{assign_block, Accumulator, PreparedCenters};
 use crate::plan::Plan;
+use crate::plan::TILE_ROWS;
 use crate::real::Real;
 
 /// What a fit reports while it runs.

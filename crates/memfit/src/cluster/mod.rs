@@ -10,5 +10,5 @@ mod predict;
 pub use init::{kmeans_plusplus, SequentialSample};
 pub use kmeans::{fit, KMeansFit, LabelSink, Observer, PlotSample, Progress, Timings};
 pub use params::{Init, KMeansParams};
-pub use plan::{default_init_sample_rows, plan_kmeans, KMeansJob, MAX_K_TILE, TILE_ROWS};
+pub use plan::{default_init_sample_rows, plan_kmeans, KMeansJob, MAX_K_TILE};
 pub use predict::{plan_predict, predict};

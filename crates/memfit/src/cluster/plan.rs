@@ -5,15 +5,10 @@ use super::params::{Init, KMeansParams};
 use crate::error::{Error, Result};
 use crate::io::{Source, WRITE_BUFFER_BYTES};
 use crate::kernels::{Accumulator, PreparedCenters, CHUNK_ROWS};
-use crate::plan::{format_bytes, Ledger, Plan};
+use crate::plan::{format_bytes, pick_block_rows, Ledger, Plan, TILE_ROWS};
 
-/// Rows per compute tile. Fixed (not derived from the limit or the thread
-/// count) so that every row meets the same GEMM shapes whatever the limit.
-pub const TILE_ROWS: usize = 256;
 /// Most centres per compute tile.
 pub const MAX_K_TILE: usize = 512;
-/// Largest read block, in bytes of converted values: bigger blocks gain nothing.
-pub const MAX_BLOCK_BYTES: u64 = 32 << 20;
 
 /// What a k-means job looks like to the planner.
 #[derive(Debug, Clone)]
@@ -211,20 +206,6 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
 /// change with the memory limit unless the limit cannot hold the sample.
 pub fn default_init_sample_rows(n_samples: usize, n_features: usize, n_clusters: usize) -> usize {
     (256 * n_clusters).max(100_000).min((1 << 22) / n_features.max(1)).max(n_clusters).min(n_samples)
-}
-
-/// Rows per read block: as many as fit `room` bytes at `per_row` bytes
-/// each, at most [`MAX_BLOCK_BYTES`] of values (`row_value_bytes` per row), a
-/// multiple of [`TILE_ROWS`] (so tiles line up whatever the limit), at least
-/// one tile per thread when that fits, or all `n` rows when they fit.
-pub(super) fn pick_block_rows(room: u64, per_row: u64, n: u64, row_value_bytes: u64, threads: u64) -> u64 {
-    let tile = TILE_ROWS as u64;
-    let rows = (room / per_row).min((MAX_BLOCK_BYTES / row_value_bytes).max(tile * threads));
-    if rows >= n {
-        n
-    } else {
-        (rows / tile * tile).max(tile.min(n))
-    }
 }
 
 #[cfg(test)]

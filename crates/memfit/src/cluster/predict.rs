@@ -1,12 +1,13 @@
 //! Nearest-centre labels for new data, streamed within a memory limit.
 
 use super::kmeans::Assignment;
-use super::plan::{pick_block_rows, MAX_K_TILE, TILE_ROWS};
+use super::plan::MAX_K_TILE;
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
 use crate::kernels::PreparedCenters;
 use crate::plan::format_bytes;
+use crate::plan::{pick_block_rows, TILE_ROWS};
 use crate::plan::{Ledger, Plan};
 use crate::real::Real;
 

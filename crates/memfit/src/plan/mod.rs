@@ -14,6 +14,28 @@ pub use size::{format_bytes, parse_size};
 
 use std::fmt;
 
+/// Rows per compute tile. Fixed (not derived from the limit or the thread
+/// count) so that every row meets the same kernel shapes whatever the limit;
+/// read blocks hold whole tiles.
+pub const TILE_ROWS: usize = 256;
+
+/// Largest read block, in bytes of converted values: bigger blocks gain nothing.
+pub const MAX_BLOCK_BYTES: u64 = 32 << 20;
+
+/// Rows per read block: as many as fit `room` bytes at `per_row` bytes
+/// each, at most [`MAX_BLOCK_BYTES`] of values (`row_value_bytes` per row), a
+/// multiple of [`TILE_ROWS`] (so tiles line up whatever the limit), at least
+/// one tile per thread when that fits, or all `n` rows when they fit.
+pub fn pick_block_rows(room: u64, per_row: u64, n: u64, row_value_bytes: u64, threads: u64) -> u64 {
+    let tile = TILE_ROWS as u64;
+    let rows = (room / per_row).min((MAX_BLOCK_BYTES / row_value_bytes.max(1)).max(tile * threads));
+    if rows >= n {
+        n
+    } else {
+        (rows / tile * tile).max(tile.min(n))
+    }
+}
+
 /// One buffer of a plan.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PlannedBuffer {
@@ -58,6 +80,34 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// A plan for a one-pass blocked kernel: `led` holds every buffer,
+    /// `block_rows` rows per block over `n_samples` rows.
+    pub fn blocked(
+        job: &str,
+        limit_bytes: u64,
+        led: Ledger,
+        block_rows: usize,
+        n_samples: usize,
+        threads: usize,
+    ) -> Self {
+        let total_bytes = led.total();
+        Plan {
+            job: job.into(),
+            limit_bytes,
+            buffers: led.into_buffers(),
+            total_bytes,
+            block_rows,
+            n_blocks: n_samples.div_ceil(block_rows.max(1)),
+            scan_block_rows: block_rows,
+            tile_rows: TILE_ROWS,
+            k_tile: 0,
+            threads,
+            init_sample_rows: 0,
+            max_passes: 1,
+            passes_detail: "1 pass".into(),
+        }
+    }
+
     /// Bytes of the buffer named `name`, or 0.
     pub fn bytes_of(&self, name: &str) -> u64 {
         self.buffers.iter().filter(|b| b.name == name).map(|b| b.bytes).sum()

@@ -1,0 +1,174 @@
+//! `q_i = x_iᵀ Q x_i` for every row, blocked (NumPy: `np.sum((X @ Q) * X, axis=1)`).
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+use super::{check_finite, check_fits};
+use crate::error::{Error, Result};
+use crate::io::{BlockReader, Source};
+use crate::plan::{pick_block_rows, Ledger, Plan, TILE_ROWS};
+use crate::real::Real;
+
+/// Plans [`row_quadratic_form`] of `x` (shape `(n_samples, n_features)`) in a
+/// compute type of `compute_bytes` bytes, on the current rayon pool. Buffers:
+/// `Q` in the compute type, one `(256, n_features)` product tile per thread,
+/// and per block row the read scratch, the converted row and the result.
+///
+/// # Errors
+/// [`Error::DoesNotFit`] when `Q`, the tiles and one tile of rows exceed
+/// `limit_bytes`.
+pub fn plan_row_quadratic_form(x: &Source<'_>, compute_bytes: usize, limit_bytes: u64) -> Result<Plan> {
+    let (n, d, c) = (x.n_samples() as u64, x.n_features() as u64, compute_bytes as u64);
+    let threads = rayon::current_num_threads() as u64;
+    let mut led = Ledger::default();
+    led.add("Q (compute dtype)", d * d, c, format!("{d} × {d} × {c} B"));
+    led.add(
+        "product tiles (per thread)",
+        threads * TILE_ROWS as u64 * d,
+        c,
+        format!("{threads} × {TILE_ROWS} × {d} × {c} B"),
+    );
+    let per_row = x.scratch_bytes_per_row() as u64 + d * c + 8;
+    check_fits(
+        &led,
+        per_row,
+        n,
+        limit_bytes,
+        format!("row_quadratic_form with n_features = {d} on {threads} threads"),
+    )?;
+    let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * c, threads);
+    led.add("read blocks", rows, per_row, format!("{rows} rows × {per_row} B (scratch, values, result)"));
+    Ok(Plan::blocked("row_quadratic_form", limit_bytes, led, rows as usize, x.n_samples(), threads as usize))
+}
+
+/// Computes `q_i = x_iᵀ Q x_i` for every row of `x` (shape `(n_samples,
+/// n_features)`, any supported dtype, converted per block to `T`) with `q`
+/// row-major `(n_features, n_features)`, handing the results (`f64`, in row
+/// order, one block at a time) to `out`. Per tile of 256 rows, `X_t Q` is
+/// one GEMM (faer) into a per-thread tile, and each row's dot product with
+/// its own values is summed in `f64`; no `n_samples × n_features` array is
+/// ever held. Results do not depend on the thread count or the limit.
+///
+/// # Errors
+/// [`Error::ShapeMismatch`] when `q` is not `(n_features, n_features)`;
+/// [`Error::NonFinite`] for a non-finite value in `q` or `x`; read errors;
+/// [`Error::Cancelled`]; and whatever `out` returns.
+pub fn row_quadratic_form<T: Real>(
+    x: &Source<'_>,
+    q: &[f64],
+    plan: &Plan,
+    out: &mut dyn FnMut(&[f64]) -> Result<()>,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<()> {
+    let d = x.n_features();
+    if q.len() != d * d {
+        return Err(Error::ShapeMismatch {
+            what: "Q".into(),
+            expected: vec![d, d],
+            found: vec![q.len()],
+            hint: "Q must be square with one row and column per feature of X",
+        });
+    }
+    if let Some(i) = q.iter().position(|v| !v.is_finite()) {
+        return Err(Error::NonFinite { path: "Q".into(), row: i / d, column: i % d, value: q[i], count: 1 });
+    }
+    let qt: Vec<T> = q.iter().map(|&v| T::from_f64(v)).collect();
+    let qm = MatRef::from_row_major_slice(&qt, d, d);
+    let workers = plan.threads.max(1);
+    let mut tiles: Vec<Vec<T>> = (0..workers).map(|_| vec![T::default(); TILE_ROWS * d]).collect();
+    let mut result = vec![0.0; plan.block_rows];
+    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
+    let zero = vec![0.0; d];
+    blocks.for_each(&zero, cancelled, |start, xb, _| {
+        check_finite(x, xb, d, start)?;
+        let rows = xb.len() / d.max(1);
+        let per = rows.div_ceil(TILE_ROWS).div_ceil(workers).max(1) * TILE_ROWS;
+        tiles.par_iter_mut().zip(result[..rows].par_chunks_mut(per)).enumerate().for_each(|(w, (tile, res))| {
+            for (t, r) in res.chunks_mut(TILE_ROWS).enumerate() {
+                let r0 = w * per + t * TILE_ROWS;
+                let xt = &xb[r0 * d..(r0 + r.len()) * d];
+                let dst = MatMut::from_row_major_slice_mut(&mut tile[..r.len() * d], r.len(), d);
+                matmul(
+                    dst,
+                    Accum::Replace,
+                    MatRef::from_row_major_slice(xt, r.len(), d),
+                    qm,
+                    T::from_f64(1.0),
+                    Par::Seq,
+                );
+                for (i, qi) in r.iter_mut().enumerate() {
+                    let (p, v) = (&tile[i * d..(i + 1) * d], &xt[i * d..(i + 1) * d]);
+                    *qi = p.iter().zip(v).map(|(a, b)| a.to_f64() * b.to_f64()).sum();
+                }
+            }
+        });
+        out(&result[..rows])
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{ArrayRef, Values};
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn matches_naive_reference_under_a_small_limit() {
+        let (n, d) = (3000, 40);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let x: Vec<f64> = (0..n * d).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let q: Vec<f64> = (0..d * d).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
+        // The data are 960 KB; the limit holds a fraction of them.
+        let plan = plan_row_quadratic_form(&src, 8, 256 << 10).unwrap();
+        assert!(plan.n_blocks > 1 && plan.total_bytes <= 256 << 10, "{plan}");
+        let mut got = Vec::new();
+        row_quadratic_form::<f64>(
+            &src,
+            &q,
+            &plan,
+            &mut |b| {
+                got.extend_from_slice(b);
+                Ok(())
+            },
+            &|| false,
+        )
+        .unwrap();
+        assert_eq!(got.len(), n);
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| {
+            let plan = plan_row_quadratic_form(&src, 8, 1 << 30).unwrap();
+            let mut v = Vec::new();
+            row_quadratic_form::<f64>(
+                &src,
+                &q,
+                &plan,
+                &mut |b| {
+                    v.extend_from_slice(b);
+                    Ok(())
+                },
+                &|| false,
+            )
+            .unwrap();
+            v
+        });
+        assert_eq!(one, got, "the thread count or the limit changed the result");
+        for i in 0..n {
+            let row = &x[i * d..(i + 1) * d];
+            let want: f64 = (0..d).map(|a| (0..d).map(|b| row[a] * q[a * d + b] * row[b]).sum::<f64>()).sum();
+            assert!((got[i] - want).abs() <= 1e-12 * want.abs().max(1.0), "row {i}: {} vs {want}", got[i]);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_q() {
+        let x = vec![1.0; 6];
+        let src = Source::memory(ArrayRef::c_order(Values::F64(&x), 3, 2).unwrap());
+        let plan = plan_row_quadratic_form(&src, 8, 1 << 20).unwrap();
+        let err = row_quadratic_form::<f64>(&src, &[1.0; 3], &plan, &mut |_| Ok(()), &|| false).unwrap_err();
+        assert!(matches!(err, Error::ShapeMismatch { .. }));
+        let err =
+            row_quadratic_form::<f64>(&src, &[1.0, f64::NAN, 0.0, 1.0], &plan, &mut |_| Ok(()), &|| false).unwrap_err();
+        assert!(matches!(err, Error::NonFinite { .. }));
+    }
+}

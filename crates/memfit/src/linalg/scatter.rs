@@ -1,0 +1,130 @@
+//! The weighted scatter `Xᵀ diag(w) X`, blocked (NumPy: `(X.T * w) @ X`).
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+
+use super::{check_finite, check_fits};
+use crate::error::{Error, Result};
+use crate::io::{BlockReader, Source};
+use crate::plan::{pick_block_rows, Ledger, Plan, TILE_ROWS};
+
+/// Plans [`weighted_scatter`] of `x` (shape `(n_samples, n_features)`) with
+/// optional weights `w`, on the current rayon pool. Buffers: the result and
+/// one weighted tile, `(n_features, n_features)` and `(256, n_features)`
+/// `f64`; per block row the read scratch, the row in `f64` and its weight.
+///
+/// # Errors
+/// [`Error::DoesNotFit`] when these exceed `limit_bytes`.
+pub fn plan_weighted_scatter(x: &Source<'_>, w: Option<&Source<'_>>, limit_bytes: u64) -> Result<Plan> {
+    let (n, d) = (x.n_samples() as u64, x.n_features() as u64);
+    let threads = rayon::current_num_threads() as u64;
+    let mut led = Ledger::default();
+    led.add("scatter (float64)", d * d, 8, format!("{d} × {d} × 8 B"));
+    led.add("weighted tile (float64)", TILE_ROWS as u64 * d, 8, format!("{TILE_ROWS} × {d} × 8 B"));
+    let per_row = x.scratch_bytes_per_row() as u64 + d * 8 + w.map_or(0, |w| w.scratch_bytes_per_row() as u64 + 8);
+    check_fits(&led, per_row, n, limit_bytes, format!("weighted_scatter with n_features = {d}"))?;
+    let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * 8, threads);
+    led.add("read blocks", rows, per_row, format!("{rows} rows × {per_row} B (scratch, values, weight)"));
+    Ok(Plan::blocked("weighted_scatter", limit_bytes, led, rows as usize, x.n_samples(), threads as usize))
+}
+
+/// Computes `S = Xᵀ diag(w) X = Σ_i w_i x_i x_iᵀ` (row-major `(n_features,
+/// n_features)`, `f64`) for `x` of shape `(n_samples, n_features)` (any
+/// supported dtype, read in blocks and computed in `f64`) and weights `w` of
+/// shape `(n_samples,)` (all ones when `None`; any finite sign). Each tile
+/// of 256 rows adds `X_tᵀ (w_t ∘ X_t)` to `S` by one GEMM (faer, parallel
+/// over the output); tiles are added in row order, so the result does not
+/// depend on the memory limit or the thread count. No `n_samples ×
+/// n_features` temporary is made.
+///
+/// # Errors
+/// [`Error::ShapeMismatch`] for weights of the wrong length; [`Error::NonFinite`]
+/// for a non-finite value or weight; read errors; [`Error::Cancelled`].
+pub fn weighted_scatter(
+    x: &Source<'_>,
+    w: Option<&Source<'_>>,
+    plan: &Plan,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<f64>> {
+    let d = x.n_features();
+    if let Some(w) = w {
+        if w.n_samples() != x.n_samples() {
+            return Err(Error::ShapeMismatch {
+                what: "the weights".into(),
+                expected: vec![x.n_samples()],
+                found: vec![w.n_samples()],
+                hint: "give one weight per row of X",
+            });
+        }
+    }
+    let mut s = vec![0.0; d * d];
+    let mut weighted = vec![0.0; TILE_ROWS * d];
+    let mut blocks = BlockReader::<f64>::new(x, w, plan.block_rows);
+    let zero = vec![0.0; d];
+    let par = Par::rayon(plan.threads.max(1));
+    blocks.for_each(&zero, cancelled, |start, xb, wb| {
+        check_finite(x, xb, d, start)?;
+        if let Some(wb) = wb {
+            if let Some(i) = wb.iter().position(|v| !v.is_finite()) {
+                return Err(Error::NonFinite {
+                    path: "weights".into(),
+                    row: start + i,
+                    column: 0,
+                    value: wb[i],
+                    count: 1,
+                });
+            }
+        }
+        for (t, xt) in xb.chunks(TILE_ROWS * d).enumerate() {
+            let rows = xt.len() / d.max(1);
+            let wt = &mut weighted[..rows * d];
+            wt.copy_from_slice(xt);
+            if let Some(wb) = wb {
+                for (row, &wi) in wt.chunks_mut(d).zip(&wb[t * TILE_ROWS..]) {
+                    row.iter_mut().for_each(|v| *v *= wi);
+                }
+            }
+            let lhs = MatRef::from_row_major_slice(xt, rows, d).transpose();
+            let rhs = MatRef::from_row_major_slice(wt, rows, d);
+            matmul(MatMut::from_row_major_slice_mut(&mut s, d, d), Accum::Add, lhs, rhs, 1.0, par);
+        }
+        Ok(())
+    })?;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{ArrayRef, Values};
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn matches_naive_reference_and_ignores_limit() {
+        let (n, d) = (2000, 30);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+        let x: Vec<f32> = (0..n * d).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let w: Vec<f64> = (0..n).map(|_| rng.random_range(0.0..2.0)).collect();
+        let src = Source::memory(ArrayRef::c_order(Values::F32(&x), n, d).unwrap());
+        let ws = Source::memory(ArrayRef::c_order(Values::F64(&w), n, 1).unwrap());
+        let mut results = Vec::new();
+        for limit in [200 << 10, 1 << 30] {
+            let plan = plan_weighted_scatter(&src, Some(&ws), limit).unwrap();
+            assert!(plan.total_bytes <= limit);
+            results.push(weighted_scatter(&src, Some(&ws), &plan, &|| false).unwrap());
+        }
+        assert_eq!(results[0], results[1], "the limit changed the result");
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| {
+            let plan = plan_weighted_scatter(&src, Some(&ws), 1 << 30).unwrap();
+            weighted_scatter(&src, Some(&ws), &plan, &|| false).unwrap()
+        });
+        assert_eq!(one, results[1], "the thread count changed the result");
+        for a in 0..d {
+            for b in 0..d {
+                let want: f64 = (0..n).map(|i| w[i] * f64::from(x[i * d + a]) * f64::from(x[i * d + b])).sum();
+                let got = results[0][a * d + b];
+                assert!((got - want).abs() <= 1e-10 * want.abs().max(1.0), "({a}, {b}): {got} vs {want}");
+            }
+        }
+    }
+}
