@@ -17,9 +17,6 @@ pub trait Real:
     fn to_f64(self) -> f64;
     /// Little-endian bytes of the value, for `.npy` output.
     fn write_le(self, out: &mut Vec<u8>);
-    /// `self * a + b` with one rounding (a fused multiply-add instruction
-    /// where the CPU has one).
-    fn mul_add(self, a: Self, b: Self) -> Self;
     /// Runs a hand-vectorised twin of the direct assignment kernel when this
     /// CPU has one for this type and width `d`; returns whether it ran.
     fn direct_argmin_simd(x: &[Self], d: usize, transposed: &[Self], norms: &[Self], labels: &mut [u32]) -> bool;
@@ -28,10 +25,6 @@ pub trait Real:
 impl Real for f32 {
     fn direct_argmin_simd(x: &[Self], d: usize, transposed: &[Self], norms: &[Self], labels: &mut [u32]) -> bool {
         crate::kernels::direct_argmin_f32_simd(x, d, transposed, norms, labels)
-    }
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        f32::mul_add(self, a, b)
     }
     const DTYPE: Dtype = Dtype::F32;
     #[inline(always)]
@@ -50,10 +43,6 @@ impl Real for f32 {
 impl Real for f64 {
     fn direct_argmin_simd(x: &[Self], d: usize, transposed: &[Self], norms: &[Self], labels: &mut [u32]) -> bool {
         crate::kernels::direct_argmin_f64_simd(x, d, transposed, norms, labels)
-    }
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        f64::mul_add(self, a, b)
     }
     const DTYPE: Dtype = Dtype::F64;
     #[inline(always)]

@@ -55,10 +55,11 @@ impl KMeansJob {
 /// the always-held buffers plus the larger phase:
 /// - always: centres (`f64` current and new sums, best-so-far, the
 ///   compute-type copy with norms), per-cluster weights, the plot sample,
-///   the label writer's buffers and anything the caller holds;
+///   the label writer's buffers, the initial centres of every init and
+///   anything the caller holds;
 /// - validation and init: the k-means++ sample (or the `k` rows a random init
 ///   reads) and read blocks (raw scratch, converted values, weights);
-/// - iterations: the initial centres of every init, per-thread distance
+/// - iterations: per-thread distance
 ///   tiles and farthest-point lists, and read blocks (raw scratch, converted
 ///   values, label, distance, tile sums, weights per row).
 ///
@@ -86,6 +87,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
         "values + norms (+ transposed copy for narrow data)".into(),
     );
     led.add("cluster weights", k, 8, format!("{k} × 8 B"));
+    led.add("initial centers", n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));
     for (name, bytes) in &job.extra {
         led.add(name, *bytes, 1, "held by the caller".into());
     }
@@ -113,7 +115,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
     // Iteration phase, fixed part.
     let tile = PreparedCenters::<f64>::scratch_len(TILE_ROWS, k_tile) as u64;
     let partial_fixed = 2 * part;
-    let iter_fixed = n_init * k * d * 8 + threads * k * 24 + threads * tile * c + partial_fixed;
+    let iter_fixed = threads * k * 24 + threads * tile * c + partial_fixed;
     let required = always + (init_min * init_per + min_rows * scan_row).max(iter_fixed + min_rows * iter_row);
     if required > limit {
         let biggest = led
@@ -158,7 +160,6 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
     led.add(&format!("{phase}read blocks"), scan_rows, scan_row, format!("{scan_rows} rows × {scan_row} B"));
     let phase_a = led.total() - always;
     let phase = "iterations: ";
-    led.add(&format!("{phase}initial centers"), n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));
     led.add(
         &format!("{phase}farthest points (empty-cluster refill)"),
         threads * k,
