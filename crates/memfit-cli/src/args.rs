@@ -22,6 +22,10 @@ pub enum Command {
     Kmeans(KmeansArgs),
     /// Assign the rows of a .npy file to the nearest of saved centres.
     Predict(PredictArgs),
+    /// Fit a Gaussian mixture by EM to the rows of a .npy file, out of core.
+    Gmm(GmmArgs),
+    /// Labels, probabilities and log-likelihoods of rows under a saved mixture.
+    GmmPredict(GmmPredictArgs),
     /// Write a synthetic data set to .npy, streamed in blocks.
     #[command(subcommand)]
     Generate(Generate),
@@ -124,6 +128,102 @@ pub struct PredictArgs {
     /// Where to write the labels (int32, shape (n_samples,)).
     #[arg(long, value_name = "OUT.npy")]
     pub labels: PathBuf,
+    /// Print the memory plan and exit without reading data.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `memfit gmm`.
+#[derive(Debug, Args)]
+pub struct GmmArgs {
+    /// Input .npy file of shape (n_samples, n_features): float16/32/64,
+    /// uint8, int16/32/64, C or Fortran order.
+    #[arg(value_name = "INPUT.npy")]
+    pub input: PathBuf,
+    /// Number of mixture components.
+    #[arg(long, short = 'k', default_value_t = 1, value_name = "K")]
+    pub n_components: usize,
+    /// Covariance form of the components.
+    #[arg(long, default_value = "full", value_name = "full|tied|diag|spherical")]
+    pub covariance_type: String,
+    /// Non-negative regularisation added to the covariances' diagonal.
+    #[arg(long, default_value_t = 1e-6, value_name = "R")]
+    pub reg_covar: f64,
+    /// How initial responsibilities are drawn.
+    #[arg(long, default_value = "kmeans", value_name = "kmeans|k-means++|random|random_from_data")]
+    pub init: String,
+    /// Initial means, a .npy of shape (n_components, n_features).
+    #[arg(long, value_name = "F.npy")]
+    pub means_init: Option<PathBuf>,
+    /// Initial weights, a .npy of shape (n_components,) summing to 1.
+    #[arg(long, value_name = "F.npy")]
+    pub weights_init: Option<PathBuf>,
+    /// Initial precisions (inverse covariances), shaped as scikit-learn's
+    /// precisions_init for the covariance type.
+    #[arg(long, value_name = "F.npy")]
+    pub precisions_init: Option<PathBuf>,
+    /// Start from a saved model folder (its weights, means and precision
+    /// factors), as scikit-learn's warm_start; implies --n-init 1.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["means_init", "weights_init", "precisions_init"])]
+    pub warm_start: Option<PathBuf>,
+    /// Number of initialisations; the highest lower bound wins.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub n_init: usize,
+    /// Maximum EM iterations per initialisation.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_iter: usize,
+    /// Stop when the lower bound (mean log-likelihood) changes by less than T.
+    #[arg(long, default_value_t = 1e-3, value_name = "T")]
+    pub tol: f64,
+    /// Random seed; the same seed gives identical results for any thread count.
+    #[arg(long, default_value_t = 0, value_name = "S")]
+    pub seed: u64,
+    /// Per-sample weights, a .npy of shape (n_samples,).
+    #[arg(long, value_name = "FILE.npy")]
+    pub sample_weight: Option<PathBuf>,
+    /// Write the fitted model as a folder (weights.npy, means.npy,
+    /// covariances.npy, precisions_cholesky.npy, model.json).
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// Write labels of the fitted model (int32, shape (n_samples,)).
+    #[arg(long, value_name = "OUT.npy")]
+    pub labels: Option<PathBuf>,
+    /// Write a JSON summary (lower_bound, lower_bounds, n_iter, converged,
+    /// bic, aic, timings, peak_rss_bytes, plan); `-` prints it to stdout.
+    #[arg(long, value_name = "OUT.json")]
+    pub summary: Option<PathBuf>,
+    /// Plot the lower bound per iteration.
+    #[arg(long, value_name = "OUT.png")]
+    pub plot: Option<PathBuf>,
+    /// Print the memory plan and exit without reading data.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `memfit gmm-predict`.
+#[derive(Debug, Args)]
+pub struct GmmPredictArgs {
+    /// Input .npy file of shape (n_samples, n_features).
+    #[arg(value_name = "INPUT.npy")]
+    pub input: PathBuf,
+    /// Model folder written by `memfit gmm --model`.
+    #[arg(long, value_name = "DIR")]
+    pub model: PathBuf,
+    /// Write labels (int32, shape (n_samples,)).
+    #[arg(long, value_name = "OUT.npy")]
+    pub labels: Option<PathBuf>,
+    /// Write component probabilities (float64, shape (n_samples, n_components)).
+    #[arg(long, value_name = "OUT.npy")]
+    pub proba: Option<PathBuf>,
+    /// Write per-sample log-likelihoods (float64, shape (n_samples,)).
+    #[arg(long, value_name = "OUT.npy")]
+    pub log_likelihood: Option<PathBuf>,
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,

@@ -6,6 +6,8 @@
 
 mod args;
 mod generate_cmd;
+mod gmm_cmd;
+mod gmm_predict_cmd;
 mod kmeans_cmd;
 
 mod plot;
@@ -29,6 +31,8 @@ fn threads(cli: &Cli) -> Option<usize> {
     match &cli.command {
         Command::Kmeans(a) => a.common.threads,
         Command::Predict(a) => a.common.threads,
+        Command::Gmm(a) => a.common.threads,
+        Command::GmmPredict(a) => a.common.threads,
         Command::Generate(_) => None,
     }
 }
@@ -52,6 +56,14 @@ fn run(cli: &Cli) -> Result<()> {
         Command::Predict(a) => {
             progress::stop_on_ctrl_c();
             predict_cmd::run(a)
+        }
+        Command::Gmm(a) => {
+            progress::stop_on_ctrl_c();
+            gmm_cmd::run(a)
+        }
+        Command::GmmPredict(a) => {
+            progress::stop_on_ctrl_c();
+            gmm_predict_cmd::run(a)
         }
         Command::Generate(Generate::Blobs(a)) => {
             progress::stop_on_ctrl_c();

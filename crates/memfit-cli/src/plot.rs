@@ -1,4 +1,4 @@
-//! PNG plots drawn with plotters: k-means scatter plots and line plots.
+//! PNG plots drawn with plotters: k-means scatter plots and the EM lower bound.
 //!
 //! Text uses the bundled DejaVu Sans font, so no system fonts are needed.
 //! Every plot is rendered to a hidden temporary file beside its destination
@@ -97,6 +97,36 @@ pub fn scatter_png(
                 .iter()
                 .flat_map(|&c| [Cross::new(c, 9, WHITE.stroke_width(6)), Cross::new(c, 8, BLACK.stroke_width(3))]),
         )?;
+        Ok(())
+    })
+}
+
+/// Draws the EM lower bound (mean log-likelihood per sample) against the
+/// iteration number to the PNG file `path`, replacing it atomically.
+///
+/// # Errors
+/// When `lower_bounds` is empty, or drawing, writing or renaming fails.
+pub fn lower_bound_png(path: &Path, lower_bounds: &[f64], title: &str) -> Result<()> {
+    ensure!(!lower_bounds.is_empty(), "no iterations to plot");
+    let points: Vec<(f64, f64)> = lower_bounds.iter().enumerate().map(|(i, &v)| ((i + 1) as f64, v)).collect();
+    let xs = padded_range(points.iter().map(|p| p.0));
+    let ys = padded_range(points.iter().map(|p| p.1));
+    render(path, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 28))
+            .margin(20)
+            .x_label_area_size(50)
+            .y_label_area_size(100)
+            .build_cartesian_2d(xs, ys)?;
+        chart
+            .configure_mesh()
+            .x_desc("EM iteration")
+            .y_desc("lower bound (mean log-likelihood per sample)")
+            .label_style(("sans-serif", 16))
+            .axis_desc_style(("sans-serif", 18))
+            .draw()?;
+        chart.draw_series(LineSeries::new(points.iter().copied(), PALETTE[0].stroke_width(2)))?;
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, PALETTE[0].filled())))?;
         Ok(())
     })
 }

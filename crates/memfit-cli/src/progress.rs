@@ -67,6 +67,12 @@ impl Observer for Bar {
                     rows_per_sec / 1e6
                 ))
             }
+            Progress::EmIteration { run, n_init, iteration, max_iter, lower_bound, change, rows_per_sec } => b
+                .set_message(format!(
+                    "init {}/{n_init}  EM iteration {iteration}/{max_iter}  lower bound {lower_bound:.8}  change {change:.3e}  {:.2} Mrows/s",
+                    run + 1,
+                    rows_per_sec / 1e6
+                )),
         }
     }
 }

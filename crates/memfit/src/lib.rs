@@ -30,6 +30,7 @@ pub mod io;
 pub mod kernels;
 pub mod linalg;
 pub mod memory;
+pub mod mixture;
 pub mod plan;
 mod real;
 

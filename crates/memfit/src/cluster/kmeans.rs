@@ -39,6 +39,23 @@ use crate::real::Real;
 pub enum Progress<'a> {
     /// A phase starts (`"validating"`, `"init"`, `"iterating"`, `"labels"`).
     Phase(&'a str),
+    /// An EM iteration of a Gaussian mixture finished.
+    EmIteration {
+        /// Zero-based index of the initialisation.
+        run: usize,
+        /// Number of initialisations.
+        n_init: usize,
+        /// One-based iteration number.
+        iteration: usize,
+        /// Maximum iterations.
+        max_iter: usize,
+        /// Mean log-likelihood of the parameters this iteration started from.
+        lower_bound: f64,
+        /// Change of the lower bound from the previous iteration.
+        change: f64,
+        /// Rows processed per second in this pass.
+        rows_per_sec: f64,
+    },
     /// A Lloyd iteration finished.
     Iteration {
         /// Zero-based index of the initialisation.
@@ -255,12 +272,19 @@ impl<T: Real> Assignment<T> {
 }
 
 /// What the validation pass learns.
-struct Scan {
-    mean: Vec<f64>,
-    mean_variance: f64,
+pub(crate) struct Scan {
+    /// Column means.
+    pub(crate) mean: Vec<f64>,
+    /// Mean of the column variances.
+    pub(crate) mean_variance: f64,
     /// k-means++ sample, row-major, shifted by `mean`.
-    sample: Vec<f64>,
-    sample_weight: Vec<f64>,
+    pub(crate) sample: Vec<f64>,
+    /// Weights of the sampled rows.
+    pub(crate) sample_weight: Vec<f64>,
+    /// Row indices of the sampled rows.
+    pub(crate) sample_rows: Vec<usize>,
+    /// Sum of the sample weights (`n_samples` without weights).
+    pub(crate) weight_sum: f64,
 }
 
 /// One initialisation's outcome.
@@ -464,7 +488,7 @@ fn reborrow<'f>(sink: &'f mut LabelSink<'_>) -> LabelSink<'f> {
 /// The validation pass: non-finite values, weights, column means and
 /// variances (around the first row, to avoid cancellation), and the
 /// k-means++ sample (Algorithm S, so it does not depend on block sizes).
-fn scan<T: Real>(
+pub(crate) fn scan<T: Real>(
     blocks: &mut BlockReader<'_, '_, T>,
     sample_rows: usize,
     rng: &mut ChaCha8Rng,
@@ -483,6 +507,7 @@ fn scan<T: Real>(
     let mut sampler = SequentialSample::new(n, sample_rows);
     let mut sample = Vec::with_capacity(sample_rows.min(n) * d);
     let mut sample_weight = Vec::with_capacity(sample_rows.min(n));
+    let mut sample_index = Vec::with_capacity(sample_rows.min(n));
     let zero = vec![0.0; d];
     let wname = blocks.weights().map(Source::name);
     blocks.for_each(&zero, &|| obs.cancelled(), |start, xb, wb| {
@@ -515,6 +540,7 @@ fn scan<T: Real>(
             if sampler.take(rng) {
                 sample.extend(row.iter().map(|v| v.to_f64()));
                 sample_weight.push(wb.map_or(1.0, |w| w[i]));
+                sample_index.push(start + i);
             }
         }
         Ok(())
@@ -564,7 +590,8 @@ fn scan<T: Real>(
             *v -= m;
         }
     }
-    Ok(Scan { mean, mean_variance, sample, sample_weight })
+    let weight_sum = if blocks.weights().is_some() { weight_sum } else { nf };
+    Ok(Scan { mean, mean_variance, sample, sample_weight, sample_rows: sample_index, weight_sum })
 }
 
 /// Initial centres (row-major, shifted coordinates) for one initialisation.

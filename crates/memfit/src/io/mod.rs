@@ -26,10 +26,25 @@ use std::path::Path;
 pub fn read_matrix_f64(path: impl AsRef<Path>) -> Result<(Vec<f64>, usize, usize)> {
     let src = Source::open_matrix(path)?;
     let (n, d) = (src.n_samples(), src.n_features());
+    Ok((read_all(&src)?, n, d))
+}
+
+/// Reads a whole (small) `.npy` file of `ndim` dimensions as `f64` in C
+/// order; returns the values and the shape.
+///
+/// # Errors
+/// As [`Source::open_stacked`] and [`Source::read_rows`].
+pub fn read_array_f64(path: impl AsRef<Path>, ndim: usize) -> Result<(Vec<f64>, Vec<usize>)> {
+    let (src, shape) = Source::open_stacked(path, ndim)?;
+    Ok((read_all(&src)?, shape))
+}
+
+fn read_all(src: &Source<'_>) -> Result<Vec<f64>> {
+    let (n, d) = (src.n_samples(), src.n_features());
     let mut scratch = vec![0u8; n * src.scratch_bytes_per_row()];
     let mut out = vec![0f64; n * d];
     src.read_rows::<f64>(0, n, &vec![0.0; d], &mut scratch, &mut out)?;
-    Ok((out, n, d))
+    Ok(out)
 }
 
 /// Writes a matrix of the compute type to `path` atomically.

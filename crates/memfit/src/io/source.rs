@@ -241,6 +241,33 @@ impl<'a> Source<'a> {
         Ok(Source::Npy(f))
     }
 
+    /// Opens a `.npy` file holding an array of `ndim` dimensions (1 to 3),
+    /// such as a stack of `(n_components, n_features, n_features)` matrices,
+    /// seen as a matrix: all dimensions but the last are rows (a 1-D array of
+    /// length `n` is `(n, 1)`). Returns the source and the file's shape.
+    ///
+    /// # Errors
+    /// Those of [`NpyFile::open`]; [`Error::WrongDimensions`] for another
+    /// number of dimensions, or for a Fortran-order array of 3 dimensions.
+    pub fn open_stacked(path: impl AsRef<Path>, ndim: usize) -> Result<(Source<'static>, Vec<usize>)> {
+        let mut f = NpyFile::open(path)?;
+        let shape = f.header.shape.clone();
+        if shape.len() != ndim || (ndim > 2 && f.header.fortran_order) {
+            return Err(Error::WrongDimensions {
+                path: f.path.clone(),
+                expected: ndim,
+                shape,
+                hint: "save the array with the shape scikit-learn uses for this attribute, in C order (numpy.ascontiguousarray)",
+            });
+        }
+        f.header.shape = match shape.as_slice() {
+            [n] => vec![*n, 1],
+            [.., last] => vec![shape[..shape.len() - 1].iter().product(), *last],
+            [] => vec![1, 1],
+        };
+        Ok((Source::Npy(f), shape))
+    }
+
     /// Wraps an in-memory array.
     pub fn memory(array: ArrayRef<'a>) -> Self {
         Source::Memory(array)

@@ -6,6 +6,7 @@ mod quadratic_form;
 mod scatter;
 
 pub use quadratic_form::{plan_row_quadratic_form, row_quadratic_form};
+pub(crate) use scatter::add_tile_scatter;
 pub use scatter::{plan_weighted_scatter, weighted_scatter};
 
 use crate::error::{Error, Result};

@@ -1,0 +1,247 @@
+//! `memfit gmm`: validate arguments, plan, fit a Gaussian mixture by EM,
+//! write the model folder, labels, summary and plot atomically.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use memfit::io::{
+    check_distinct_paths, check_output_path, read_array_f64, read_matrix_f64, write_bytes_atomic, Dtype, NpyWriter,
+    Source,
+};
+use memfit::mixture::{
+    fit, load_model, plan_gmm, save_model, CovarianceType, GmmFit, GmmJob, GmmParams, InitMethod, Outputs,
+    PrecisionsInit,
+};
+use memfit::plan::Plan;
+use memfit::Real;
+
+use crate::args::{ComputeDtype, GmmArgs};
+use crate::kmeans_cmd::bytes_of;
+use crate::progress::Bar;
+use crate::{memory_limit, plot};
+
+/// Runs `memfit gmm`.
+pub fn run(args: &GmmArgs) -> Result<()> {
+    let started = Instant::now();
+    let mut paths: Vec<(&'static str, &Path)> = Vec::new();
+    for (role, out) in [("--labels", &args.labels), ("--summary", &args.summary), ("--plot", &args.plot)] {
+        if let Some(out) = out.as_deref().filter(|p| *p != Path::new("-")) {
+            check_output_path(out)?;
+            paths.push((role, out));
+        }
+    }
+    if let Some(dir) = &args.model {
+        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            bail!(
+                "--model {}: the folder {} does not exist; hint: create it first or choose another path",
+                dir.display(),
+                parent.display()
+            );
+        }
+    }
+    paths.push(("INPUT", &args.input));
+    for (role, input) in [
+        ("--sample-weight", &args.sample_weight),
+        ("--means-init", &args.means_init),
+        ("--weights-init", &args.weights_init),
+        ("--precisions-init", &args.precisions_init),
+    ] {
+        if let Some(p) = input {
+            paths.push((role, p));
+        }
+    }
+    check_distinct_paths(&paths)?;
+    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let x = Source::open_matrix(&args.input)?;
+    let weights = args.sample_weight.as_ref().map(Source::open_vector).transpose()?;
+    let covariance_type = CovarianceType::parse(&args.covariance_type)?;
+    let init_params = InitMethod::parse(&args.init)?;
+    let ndim = covariance_type.param_shape(1, 1).len();
+    let mut params = GmmParams {
+        n_components: args.n_components,
+        covariance_type,
+        tol: args.tol,
+        reg_covar: args.reg_covar,
+        max_iter: args.max_iter,
+        n_init: args.n_init,
+        init_params,
+        weights_init: args.weights_init.as_ref().map(|p| read_array_f64(p, 1).map(|a| a.0)).transpose()?,
+        means_init: args.means_init.as_ref().map(|p| read_matrix_init(p, x.n_features())).transpose()?,
+        precisions_init: args
+            .precisions_init
+            .as_ref()
+            .map(|p| Source::open_stacked(p, ndim).map(|s| PrecisionsInit::Precisions(s.0)))
+            .transpose()?,
+        random_state: args.seed,
+        memory_limit_bytes: limit,
+    };
+    if let Some(dir) = &args.warm_start {
+        let m = load_model(dir)?;
+        if m.covariance_type != covariance_type || m.n_components() != args.n_components {
+            bail!(
+                "--warm-start {}: the model has {} components of covariance type {}, but --n-components {} --covariance-type {} were given; hint: use the same settings as the saved model",
+                dir.display(),
+                m.n_components(),
+                m.covariance_type.name(),
+                args.n_components,
+                covariance_type.name()
+            );
+        }
+        params.weights_init = Some(m.weights);
+        params.means_init = Some(m.means);
+        params.precisions_init = Some(PrecisionsInit::Cholesky(m.precisions_cholesky));
+        params.n_init = 1;
+    }
+    params.validate(x.n_samples(), x.n_features())?;
+    let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
+        ComputeDtype::Float64
+    } else {
+        ComputeDtype::Float32
+    });
+    let job = GmmJob::new(&x, weights.as_ref(), bytes_of(compute), usize::from(args.labels.is_some()));
+    let plan = plan_gmm(&params, &job, false)?;
+    if args.dry_run {
+        println!("{plan}");
+        return Ok(());
+    }
+    match compute {
+        ComputeDtype::Float32 => fit_and_write::<f32>(args, &params, &x, weights.as_ref(), &plan, started),
+        ComputeDtype::Float64 => fit_and_write::<f64>(args, &params, &x, weights.as_ref(), &plan, started),
+    }
+}
+
+/// Reads initial means `(n_components, n_features)`; the shape is checked
+/// by the parameters' validation.
+fn read_matrix_init(path: &Path, n_features: usize) -> memfit::Result<Vec<f64>> {
+    let (values, _, d) = read_matrix_f64(path)?;
+    if d != n_features {
+        return Err(memfit::Error::ShapeMismatch {
+            what: format!("--means-init {}", path.display()),
+            expected: vec![values.len() / d.max(1), n_features],
+            found: vec![values.len() / d.max(1), d],
+            hint: "give one column per feature of the data",
+        });
+    }
+    Ok(values)
+}
+
+fn fit_and_write<T: Real>(
+    args: &GmmArgs,
+    params: &GmmParams<'_>,
+    x: &Source<'_>,
+    w: Option<&Source<'_>>,
+    plan: &Plan,
+    started: Instant,
+) -> Result<()> {
+    let n = x.n_samples();
+    let mut labels_file = args.labels.as_ref().map(|p| NpyWriter::create(p, Dtype::I32, &[n])).transpose()?;
+    let mut write_labels = |labels: &[u32]| -> memfit::Result<()> {
+        match labels_file.as_mut() {
+            Some(f) => f.write_with(labels, |l, out| out.extend_from_slice(&(l as i32).to_le_bytes())),
+            None => Ok(()),
+        }
+    };
+    let mut outputs = Outputs::default();
+    if args.labels.is_some() {
+        outputs.labels = Some(&mut write_labels);
+    }
+    let mut bar = Bar::new(args.common.quiet);
+    let model = fit::<T>(params, x, w, plan, &mut outputs, &mut bar);
+    bar.finish();
+    let model = model?;
+    for warning in &model.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let t = Instant::now();
+    if let Some(f) = labels_file {
+        f.commit()?;
+    }
+    if let Some(dir) = &args.model {
+        let extra = serde_json::json!({
+            "reg_covar": params.reg_covar,
+            "compute_dtype": T::DTYPE.name(),
+            "input": x.name(),
+        });
+        save_model(dir, &model, extra)?;
+    }
+    if let Some(p) = &args.plot {
+        let title = format!(
+            "Gaussian mixture ({}, {} components): lower bound per EM iteration",
+            model.covariance_type.name(),
+            model.n_components
+        );
+        plot::lower_bound_png(p, &model.lower_bounds, &title)?;
+    }
+    let write_secs = t.elapsed().as_secs_f64();
+    let peak = memfit::memory::peak_rss_bytes();
+    let summary = summary_json::<T>(args, x, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
+    match &args.summary {
+        Some(p) if p == Path::new("-") => println!("{}", serde_json::to_string_pretty(&summary)?),
+        Some(p) => write_bytes_atomic(p, serde_json::to_string_pretty(&summary)?.as_bytes())?,
+        None => {}
+    }
+    let line = format!(
+        "gmm: n_samples={} n_features={} n_components={} covariance_type={} lower_bound={:.10e} n_iter={} converged={} bic={:.6e} seconds={:.3} peak_rss={}",
+        model.n_samples,
+        model.n_features,
+        model.n_components,
+        model.covariance_type.name(),
+        model.lower_bound,
+        model.n_iter,
+        model.converged,
+        model.bic,
+        started.elapsed().as_secs_f64(),
+        peak.map_or("unknown".into(), memfit::plan::format_bytes),
+    );
+    if args.summary.as_deref() == Some(Path::new("-")) {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn summary_json<T: Real>(
+    args: &GmmArgs,
+    x: &Source<'_>,
+    m: &GmmFit,
+    plan: &Plan,
+    write_secs: f64,
+    total_secs: f64,
+    peak: Option<u64>,
+) -> serde_json::Value {
+    let mut timings = serde_json::to_value(&m.timings).expect("plain struct");
+    timings["write_secs"] = write_secs.into();
+    timings["total_secs"] = total_secs.into();
+    serde_json::json!({
+        "n_samples": m.n_samples,
+        "n_features": m.n_features,
+        "n_components": m.n_components,
+        "covariance_type": m.covariance_type.name(),
+        "lower_bound": m.lower_bound,
+        "lower_bounds": m.lower_bounds,
+        "n_iter": m.n_iter,
+        "converged": m.converged,
+        "score": m.score,
+        "bic": m.bic,
+        "aic": m.aic,
+        "n_parameters": m.n_parameters,
+        "weights": m.weights,
+        "timings": timings,
+        "peak_rss_bytes": peak,
+        "plan": plan,
+        "input": x.name(),
+        "input_dtype": x.dtype().name(),
+        "compute_dtype": T::DTYPE.name(),
+        "init": args.init,
+        "n_init": m.lower_bound_per_init.len(),
+        "best_init": m.best_init,
+        "lower_bound_per_init": m.lower_bound_per_init,
+        "reg_covar": args.reg_covar,
+        "tol": args.tol,
+        "seed": args.seed,
+        "warnings": m.warnings,
+    })
+}

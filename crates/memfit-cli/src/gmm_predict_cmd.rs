@@ -1,0 +1,101 @@
+//! `memfit gmm-predict`: stream labels, component probabilities and
+//! per-sample log-likelihoods of new data under a saved mixture.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use memfit::io::{check_distinct_paths, check_output_path, Dtype, NpyWriter, Source};
+use memfit::mixture::{load_model, plan_predict, predict, MixtureModel, Outputs};
+use memfit::plan::Plan;
+use memfit::Real;
+
+use crate::args::{ComputeDtype, GmmPredictArgs};
+use crate::kmeans_cmd::bytes_of;
+use crate::memory_limit;
+use crate::progress::Bar;
+
+/// Runs `memfit gmm-predict`.
+pub fn run(args: &GmmPredictArgs) -> Result<()> {
+    let started = Instant::now();
+    let outputs = [("--labels", &args.labels), ("--proba", &args.proba), ("--log-likelihood", &args.log_likelihood)];
+    let mut paths: Vec<(&'static str, &Path)> = vec![("INPUT", &args.input)];
+    for (role, out) in outputs {
+        if let Some(p) = out {
+            check_output_path(p)?;
+            paths.push((role, p));
+        }
+    }
+    if paths.len() == 1 && !args.dry_run {
+        bail!("nothing to write; hint: give --labels, --proba and/or --log-likelihood");
+    }
+    check_distinct_paths(&paths)?;
+    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let x = Source::open_matrix(&args.input)?;
+    if x.n_samples() == 0 || x.n_features() == 0 {
+        bail!(
+            "{} has shape ({}, {}): nothing to predict; hint: give at least one row and one column",
+            args.input.display(),
+            x.n_samples(),
+            x.n_features()
+        );
+    }
+    let model = load_model(&args.model)?;
+    let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
+        ComputeDtype::Float64
+    } else {
+        ComputeDtype::Float32
+    });
+    let plan = plan_predict(&model, &x, bytes_of(compute), paths.len() - 1, limit)?;
+    if args.dry_run {
+        println!("{plan}");
+        return Ok(());
+    }
+    let score = match compute {
+        ComputeDtype::Float32 => stream::<f32>(args, &model, &x, &plan)?,
+        ComputeDtype::Float64 => stream::<f64>(args, &model, &x, &plan)?,
+    };
+    println!(
+        "gmm-predict: n_samples={} n_components={} score={score:.10e} seconds={:.3}",
+        x.n_samples(),
+        model.n_components(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn stream<T: Real>(args: &GmmPredictArgs, model: &MixtureModel<'_>, x: &Source<'_>, plan: &Plan) -> Result<f64> {
+    let (n, k) = (x.n_samples(), model.n_components());
+    let create = |p: &Option<std::path::PathBuf>, shape: &[usize], dtype| {
+        p.as_ref().map(|p| NpyWriter::create(p, dtype, shape)).transpose()
+    };
+    let mut labels = create(&args.labels, &[n], Dtype::I32)?;
+    let mut proba = create(&args.proba, &[n, k], Dtype::F64)?;
+    let mut loglik = create(&args.log_likelihood, &[n], Dtype::F64)?;
+    let f64_le = |v: f64, o: &mut Vec<u8>| o.extend_from_slice(&v.to_le_bytes());
+    let mut put_labels = |l: &[u32]| -> memfit::Result<()> {
+        labels.as_mut().map_or(Ok(()), |w| w.write_with(l, |v, o| o.extend_from_slice(&(v as i32).to_le_bytes())))
+    };
+    let mut put_proba =
+        |p: &[f64]| -> memfit::Result<()> { proba.as_mut().map_or(Ok(()), |w| w.write_with(p, f64_le)) };
+    let mut put_loglik =
+        |p: &[f64]| -> memfit::Result<()> { loglik.as_mut().map_or(Ok(()), |w| w.write_with(p, f64_le)) };
+    let mut outputs = Outputs::default();
+    if args.labels.is_some() {
+        outputs.labels = Some(&mut put_labels);
+    }
+    if args.proba.is_some() {
+        outputs.proba = Some(&mut put_proba);
+    }
+    if args.log_likelihood.is_some() {
+        outputs.log_likelihood = Some(&mut put_loglik);
+    }
+    let mut bar = Bar::new(args.common.quiet);
+    let score = predict::<T>(model, x, plan, &mut outputs, &mut bar);
+    bar.finish();
+    let score = score?;
+    for w in [labels, proba, loglik].into_iter().flatten() {
+        w.commit()?;
+    }
+    Ok(score)
+}

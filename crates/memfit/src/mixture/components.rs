@@ -1,0 +1,455 @@
+//! Mixture parameters in their two forms: the `f64` parameters the M-step
+//! produces ([`Params`]: weights, means, covariances) and the E-step's form
+//! ([`Estep`]: log-weights, means and precision Cholesky factors in the
+//! compute type, log-determinants), with the conversion between them.
+//!
+//! Full and tied covariances are stored packed (lower triangle, row by row:
+//! `d (d + 1) / 2` values), so that a full model of `K` components holds
+//! `K d (d + 1) / 2` doubles besides the compute-type factors.
+//!
+//! Precision Cholesky factors follow scikit-learn's convention: with
+//! `Σ = L Lᵀ` (Cholesky), `U = L⁻ᵀ` is upper triangular and `P = Σ⁻¹ = U Uᵀ`;
+//! `log det U = Σ_j ln U_jj` is half the log-determinant of the precision.
+
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
+use faer::linalg::triangular_inverse::invert_lower_triangular;
+use faer::{Mat, Par};
+
+use super::params::CovarianceType;
+use crate::error::{Error, Result};
+use crate::io::Source;
+use crate::real::Real;
+
+/// Values in a packed lower triangle of a `d × d` matrix.
+pub fn packed_len(d: usize) -> usize {
+    d * (d + 1) / 2
+}
+
+/// Index of `(i, j)`, `j ≤ i`, in a packed lower triangle.
+#[inline(always)]
+pub(crate) fn packed_index(i: usize, j: usize) -> usize {
+    i * (i + 1) / 2 + j
+}
+
+/// Doubles of covariance storage (and of second-moment sums) for `k`
+/// components of `d` features.
+pub fn cov_len(t: CovarianceType, k: usize, d: usize) -> usize {
+    match t {
+        CovarianceType::Full => k * packed_len(d),
+        CovarianceType::Tied => packed_len(d),
+        // Spherical sums per feature before averaging.
+        CovarianceType::Diag | CovarianceType::Spherical => k * d,
+    }
+}
+
+/// Elements of the E-step's precision factors in the compute type.
+pub fn prec_len(t: CovarianceType, k: usize, d: usize) -> usize {
+    match t {
+        CovarianceType::Full => k * d * d,
+        CovarianceType::Tied => d * d,
+        CovarianceType::Diag => k * d,
+        CovarianceType::Spherical => k,
+    }
+}
+
+/// The M-step's parameters, in `f64`, means in shifted coordinates.
+#[derive(Debug, Clone, Default)]
+pub struct Params {
+    /// Mixture weights, `(K,)`.
+    pub weights: Vec<f64>,
+    /// Means, row-major `(K, d)`, in the shifted coordinates the engine reads.
+    pub means: Vec<f64>,
+    /// Covariances: full `K` packed triangles, tied one packed triangle,
+    /// diag `(K, d)`, spherical `(K,)` (the first `K` of `K × d` values).
+    pub cov: Vec<f64>,
+}
+
+/// The E-step's precision factors.
+#[derive(Debug, Clone)]
+pub(crate) enum Prec<T> {
+    /// `K` upper-triangular `d × d` factors, row-major, zeros below.
+    Full(Vec<T>),
+    /// One upper-triangular factor and `μ_k U` per component, `(K, d)`.
+    Tied(Vec<T>, Vec<f64>),
+    /// `(K, d)` precision standard deviations `1 / σ_kj`.
+    Diag(Vec<f64>),
+    /// `(K,)` values `1 / σ_k`.
+    Spherical(Vec<f64>),
+}
+
+/// Parameters as the E-step uses them.
+#[derive(Debug, Clone)]
+pub(crate) struct Estep<T> {
+    pub(crate) k: usize,
+    pub(crate) d: usize,
+    /// `ln π_k`.
+    pub(crate) log_weights: Vec<f64>,
+    /// Means in shifted coordinates, `f64` and compute type.
+    pub(crate) means: Vec<f64>,
+    pub(crate) means_t: Vec<T>,
+    /// `Σ_j ln U_jj` per component.
+    pub(crate) log_det: Vec<f64>,
+    pub(crate) prec: Prec<T>,
+}
+
+/// Reused `d × d` work matrices for Cholesky factorisations.
+pub(crate) struct CholWork {
+    a: Mat<f64>,
+    inv: Mat<f64>,
+    stack: MemBuffer,
+}
+
+impl CholWork {
+    /// Bytes a workspace for `d` features holds.
+    pub(crate) fn bytes(d: usize) -> u64 {
+        (2 * d * d * 8 + d * 8 + 4096) as u64
+    }
+
+    pub(crate) fn new(d: usize) -> Self {
+        CholWork {
+            a: Mat::zeros(d, d),
+            inv: Mat::zeros(d, d),
+            stack: MemBuffer::new(cholesky_in_place_scratch::<f64>(d, Par::Seq, Default::default())),
+        }
+    }
+
+    /// Factor `U` (upper, row-major into `u`) of the covariance in `a`'s
+    /// lower triangle; returns `Σ_j ln U_jj`, or `None` when the matrix is
+    /// not positive definite.
+    fn precision_cholesky_of_cov(&mut self, u: &mut [f64]) -> Option<f64> {
+        let d = self.a.nrows();
+        cholesky_in_place(
+            self.a.as_mut(),
+            Default::default(),
+            Par::Seq,
+            MemStack::new(&mut self.stack),
+            Default::default(),
+        )
+        .ok()?;
+        invert_lower_triangular(self.inv.as_mut(), self.a.as_ref(), Par::Seq);
+        let mut log_det = 0.0;
+        for i in 0..d {
+            for j in 0..d {
+                u[i * d + j] = if j >= i { self.inv[(j, i)] } else { 0.0 };
+            }
+            log_det += u[i * d + i].ln();
+        }
+        u.iter().all(|v| v.is_finite()).then_some(log_det)
+    }
+
+    /// Factor `U` (upper, row-major into `u`) with `P = U Uᵀ` of the precision
+    /// in `a` (full, symmetric): the Cholesky factor of `P` flipped up-down
+    /// and left-right, as scikit-learn's `_compute_precision_cholesky_from_precisions`.
+    fn precision_cholesky_of_precision(&mut self, u: &mut [f64]) -> Option<f64> {
+        let d = self.a.nrows();
+        let flipped = Mat::from_fn(d, d, |i, j| self.a[(d - 1 - i, d - 1 - j)]);
+        self.a.copy_from(&flipped);
+        drop(flipped);
+        cholesky_in_place(
+            self.a.as_mut(),
+            Default::default(),
+            Par::Seq,
+            MemStack::new(&mut self.stack),
+            Default::default(),
+        )
+        .ok()?;
+        let mut log_det = 0.0;
+        for i in 0..d {
+            for j in 0..d {
+                u[i * d + j] = if j >= i { self.a[(d - 1 - i, d - 1 - j)] } else { 0.0 };
+            }
+            log_det += u[i * d + i].ln();
+        }
+        u.iter().all(|v| v.is_finite()).then_some(log_det)
+    }
+}
+
+fn ill_defined(component: Option<usize>, reg_covar: f64) -> Error {
+    let which = component.map_or("the shared covariance".to_string(), |k| format!("component {k}"));
+    Error::param(
+        "reg_covar",
+        format!(
+            "fitting the mixture failed because {which} has an ill-defined empirical covariance (not positive definite with reg_covar = {reg_covar:e}; e.g. singleton or collapsed samples); hint: increase --reg-covar (e.g. 1e-3), decrease --n-components, or scale the input data"
+        ),
+    )
+}
+
+impl<T: Real> Estep<T> {
+    /// Buffers for `k` components of `d` features.
+    pub(crate) fn new(t: CovarianceType, k: usize, d: usize) -> Self {
+        let prec = match t {
+            CovarianceType::Full => Prec::Full(vec![T::default(); k * d * d]),
+            CovarianceType::Tied => Prec::Tied(vec![T::default(); d * d], vec![0.0; k * d]),
+            CovarianceType::Diag => Prec::Diag(vec![0.0; k * d]),
+            CovarianceType::Spherical => Prec::Spherical(vec![0.0; k]),
+        };
+        Estep {
+            k,
+            d,
+            log_weights: vec![0.0; k],
+            means: vec![0.0; k * d],
+            means_t: vec![T::default(); k * d],
+            log_det: vec![0.0; k],
+            prec,
+        }
+    }
+
+    /// Sets weights and means (shifted coordinates).
+    pub(crate) fn set_weights_means(&mut self, weights: &[f64], means: &[f64]) {
+        for (l, w) in self.log_weights.iter_mut().zip(weights) {
+            *l = w.ln();
+        }
+        self.means.copy_from_slice(means);
+        for (m, v) in self.means_t.iter_mut().zip(means) {
+            *m = T::from_f64(*v);
+        }
+        self.update_tied_means();
+    }
+
+    fn update_tied_means(&mut self) {
+        let (k, d) = (self.k, self.d);
+        if let Prec::Tied(u, mu) = &mut self.prec {
+            for c in 0..k {
+                let m = &self.means[c * d..(c + 1) * d];
+                for j in 0..d {
+                    mu[c * d + j] = (0..=j).map(|i| m[i] * u[i * d + j].to_f64()).sum();
+                }
+            }
+        }
+    }
+
+    /// Computes the precision factors from `p` (weights, means, covariances).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`reg_covar`) naming the first component
+    /// whose covariance is not positive definite.
+    pub(crate) fn set_params(&mut self, p: &Params, reg_covar: f64, work: &mut CholWork) -> Result<()> {
+        let d = self.d;
+        let mut u = vec![0.0; if matches!(self.prec, Prec::Full(_) | Prec::Tied(..)) { d * d } else { 0 }];
+        match &mut self.prec {
+            Prec::Full(uc) => {
+                for c in 0..self.k {
+                    unpack_lower(&p.cov[c * packed_len(d)..(c + 1) * packed_len(d)], &mut work.a);
+                    self.log_det[c] =
+                        work.precision_cholesky_of_cov(&mut u).ok_or_else(|| ill_defined(Some(c), reg_covar))?;
+                    for (dst, v) in uc[c * d * d..(c + 1) * d * d].iter_mut().zip(&u) {
+                        *dst = T::from_f64(*v);
+                    }
+                }
+            }
+            Prec::Tied(uc, _) => {
+                unpack_lower(&p.cov[..packed_len(d)], &mut work.a);
+                let ld = work.precision_cholesky_of_cov(&mut u).ok_or_else(|| ill_defined(None, reg_covar))?;
+                self.log_det.fill(ld);
+                for (dst, v) in uc.iter_mut().zip(&u) {
+                    *dst = T::from_f64(*v);
+                }
+            }
+            Prec::Diag(pc) => {
+                for c in 0..self.k {
+                    let mut ld = 0.0;
+                    for j in 0..d {
+                        let v = p.cov[c * d + j];
+                        if !(v > 0.0 && v.is_finite()) {
+                            return Err(ill_defined(Some(c), reg_covar));
+                        }
+                        pc[c * d + j] = 1.0 / v.sqrt();
+                        ld += pc[c * d + j].ln();
+                    }
+                    self.log_det[c] = ld;
+                }
+            }
+            Prec::Spherical(pc) => {
+                for (c, (pc, ld)) in pc.iter_mut().zip(self.log_det.iter_mut()).enumerate() {
+                    let v = p.cov[c];
+                    if !(v > 0.0 && v.is_finite()) {
+                        return Err(ill_defined(Some(c), reg_covar));
+                    }
+                    *pc = 1.0 / v.sqrt();
+                    *ld = d as f64 * pc.ln();
+                }
+            }
+        }
+        self.set_weights_means(&p.weights, &p.means);
+        Ok(())
+    }
+
+    /// Sets the precision factors from given precisions or their Cholesky
+    /// factors (see [`super::PrecisionsInit`]), read one component at a time.
+    ///
+    /// # Errors
+    /// Read errors; [`Error::InvalidParameter`] (`precisions_init`) for a
+    /// non-finite value, a precision that is not positive definite or a
+    /// factor with a non-positive diagonal.
+    pub(crate) fn set_precisions(&mut self, src: &Source<'_>, cholesky: bool, work: &mut CholWork) -> Result<()> {
+        let (k, d) = (self.k, self.d);
+        let what = if cholesky { "precisions_cholesky" } else { "precisions_init" };
+        let bad = |c: Option<usize>, why: &str| {
+            let which = c.map_or(String::new(), |c| format!("component {c}: "));
+            Error::param("precisions_init", format!("{}: {which}{what} {why}", src.name().display()))
+        };
+        let rows_per = match self.prec {
+            Prec::Full(_) => d,
+            Prec::Tied(..) => d,
+            Prec::Diag(_) | Prec::Spherical(_) => 1,
+        };
+        let n_mats = if matches!(self.prec, Prec::Full(_)) { k } else { 1 };
+        let per = src.n_features();
+        let mut raw = vec![0.0; rows_per * per];
+        let mut scratch = vec![0u8; rows_per * src.scratch_bytes_per_row()];
+        let zero = vec![0.0; per];
+        let mut u = vec![0.0; d * d];
+        let groups = if matches!(self.prec, Prec::Full(_) | Prec::Tied(..)) { n_mats } else { k };
+        for c in 0..groups {
+            src.read_rows::<f64>(c * rows_per, rows_per, &zero, &mut scratch, &mut raw)?;
+            if raw.iter().any(|v| !v.is_finite()) {
+                return Err(bad(Some(c), "holds a non-finite value"));
+            }
+            match &mut self.prec {
+                Prec::Full(_) | Prec::Tied(..) => {
+                    let ld = if cholesky {
+                        let mut ld = 0.0;
+                        for i in 0..d {
+                            for j in 0..d {
+                                u[i * d + j] = if j >= i { raw[i * d + j] } else { 0.0 };
+                            }
+                            if raw[i * d + i] <= 0.0 {
+                                return Err(bad(Some(c), "has a non-positive diagonal"));
+                            }
+                            ld += raw[i * d + i].ln();
+                        }
+                        ld
+                    } else {
+                        for i in 0..d {
+                            for j in 0..d {
+                                work.a[(i, j)] = raw[i * d + j];
+                            }
+                        }
+                        work.precision_cholesky_of_precision(&mut u)
+                            .ok_or_else(|| bad(Some(c), "is not symmetric positive definite"))?
+                    };
+                    match &mut self.prec {
+                        Prec::Full(uc) => {
+                            self.log_det[c] = ld;
+                            for (dst, v) in uc[c * d * d..(c + 1) * d * d].iter_mut().zip(&u) {
+                                *dst = T::from_f64(*v);
+                            }
+                        }
+                        Prec::Tied(uc, _) => {
+                            self.log_det.fill(ld);
+                            for (dst, v) in uc.iter_mut().zip(&u) {
+                                *dst = T::from_f64(*v);
+                            }
+                        }
+                        _ => unreachable!("matched above"),
+                    }
+                }
+                Prec::Diag(pc) => {
+                    let mut ld = 0.0;
+                    for j in 0..d {
+                        let v = raw[j];
+                        if v <= 0.0 {
+                            return Err(bad(Some(c), "must be positive"));
+                        }
+                        pc[c * d + j] = if cholesky { v } else { v.sqrt() };
+                        ld += pc[c * d + j].ln();
+                    }
+                    self.log_det[c] = ld;
+                }
+                Prec::Spherical(pc) => {
+                    if raw[0] <= 0.0 {
+                        return Err(bad(Some(c), "must be positive"));
+                    }
+                    pc[c] = if cholesky { raw[0] } else { raw[0].sqrt() };
+                    self.log_det[c] = d as f64 * pc[c].ln();
+                }
+            }
+        }
+        self.update_tied_means();
+        Ok(())
+    }
+}
+
+/// Unpacks a packed lower triangle into the lower triangle of `a`.
+fn unpack_lower(packed: &[f64], a: &mut Mat<f64>) {
+    let d = a.nrows();
+    for i in 0..d {
+        for j in 0..=i {
+            a[(i, j)] = packed[packed_index(i, j)];
+        }
+    }
+}
+
+/// The covariance of component `c` as a full row-major `d × d` matrix (for
+/// output), from `cov` in [`Params::cov`]'s layout.
+pub fn full_covariance(t: CovarianceType, cov: &[f64], c: usize, d: usize, out: &mut [f64]) {
+    match t {
+        CovarianceType::Full | CovarianceType::Tied => {
+            let base = if t == CovarianceType::Full { c * packed_len(d) } else { 0 };
+            for i in 0..d {
+                for j in 0..=i {
+                    let v = cov[base + packed_index(i, j)];
+                    out[i * d + j] = v;
+                    out[j * d + i] = v;
+                }
+            }
+        }
+        CovarianceType::Diag | CovarianceType::Spherical => {
+            out.fill(0.0);
+            for i in 0..d {
+                out[i * d + i] = if t == CovarianceType::Diag { cov[c * d + i] } else { cov[c] };
+            }
+        }
+    }
+}
+
+/// Precision Cholesky factor `U` (row-major `d × d`, upper) of a full
+/// covariance given as a row-major matrix; `None` when not positive definite.
+pub(crate) fn precision_cholesky(cov_full: &[f64], d: usize, work: &mut CholWork, u: &mut [f64]) -> Option<()> {
+    for i in 0..d {
+        for j in 0..=i {
+            work.a[(i, j)] = cov_full[i * d + j];
+        }
+    }
+    work.precision_cholesky_of_cov(u).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precision_cholesky_inverts_the_covariance() {
+        let d = 3;
+        let cov = [4.0, 1.0, 0.5, 1.0, 3.0, 0.2, 0.5, 0.2, 2.0];
+        let mut work = CholWork::new(d);
+        let mut u = vec![0.0; 9];
+        precision_cholesky(&cov, d, &mut work, &mut u).unwrap();
+        // Σ U Uᵀ = I
+        for i in 0..d {
+            for j in 0..d {
+                let p = |a: usize, b: usize| (0..d).map(|q| u[a * d + q] * u[b * d + q]).sum::<f64>();
+                let v: f64 = (0..d).map(|q| cov[i * d + q] * p(q, j)).sum();
+                assert!((v - f64::from(u8::from(i == j))).abs() < 1e-12, "({i},{j}) {v}");
+            }
+            for j in 0..i {
+                assert_eq!(u[i * d + j], 0.0);
+            }
+        }
+        // From the precision, the flipped Cholesky gives the same factor.
+        let prec: Vec<f64> = (0..9).map(|ij| (0..d).map(|q| u[(ij / d) * d + q] * u[(ij % d) * d + q]).sum()).collect();
+        for i in 0..d {
+            for j in 0..d {
+                work.a[(i, j)] = prec[i * d + j];
+            }
+        }
+        let mut u2 = vec![0.0; 9];
+        work.precision_cholesky_of_precision(&mut u2).unwrap();
+        for (a, b) in u.iter().zip(&u2) {
+            assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+        }
+        let singular = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0];
+        assert!(precision_cholesky(&singular, d, &mut work, &mut u).is_none());
+    }
+}

@@ -1,0 +1,493 @@
+//! Expectation–maximisation for Gaussian mixtures on data read in blocks:
+//! one pass over the data per iteration, the E-step fused with the M-step's
+//! sums ([`super::pass`]).
+//!
+//! The iteration, the lower bound (mean log-likelihood per sample, before
+//! the iteration's M-step), the `|change| < tol` test, the choice of the best
+//! of `n_init` runs and the final E-step follow scikit-learn's
+//! `BaseMixture.fit_predict`. Reference: Dempster, Laird & Rubin, "Maximum
+//! likelihood from incomplete data via the EM algorithm" (1977); Bishop,
+//! *Pattern Recognition and Machine Learning* §9.2.
+
+use std::time::Instant;
+
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::components::{cov_len, full_covariance, precision_cholesky, CholWork, Estep, Params};
+use super::mstep::finalize;
+use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
+use super::pass::{Stats, Workspace};
+use crate::cluster::{kmeans_plusplus, plan_kmeans, scan, uniform_distinct, Init, KMeansJob, KMeansParams};
+use crate::cluster::{Observer, Progress, MAX_K_TILE};
+use crate::error::{Error, Result};
+use crate::io::{BlockReader, Source};
+use crate::kernels::{assign_block, PreparedCenters};
+use crate::plan::{Plan, TILE_ROWS};
+use crate::real::Real;
+
+/// Seconds spent per phase.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct GmmTimings {
+    /// Validation pass (non-finite check, means, init sample).
+    pub validate_secs: f64,
+    /// Initialisation (k-means runs, initial responsibilities pass).
+    pub init_secs: f64,
+    /// EM iterations, all initialisations.
+    pub em_secs: f64,
+    /// Final E-step pass (score, labels, outputs).
+    pub final_pass_secs: f64,
+}
+
+/// Where per-sample results of an E-step pass go, in row order, block by
+/// block: labels (`u32`, the most probable component), probabilities
+/// (row-major `(rows, n_components)`) and `log p(x_i)`.
+#[derive(Default)]
+pub struct Outputs<'f> {
+    /// Receives labels.
+    pub labels: Option<Sink<'f, u32>>,
+    /// Receives responsibilities (`predict_proba`).
+    pub proba: Option<Sink<'f, f64>>,
+    /// Receives per-sample log-likelihoods (`score_samples`).
+    pub log_likelihood: Option<Sink<'f, f64>>,
+}
+
+/// A callback fed per-sample results in row order, one block at a time.
+pub type Sink<'f, E> = &'f mut dyn FnMut(&[E]) -> Result<()>;
+
+/// A fitted Gaussian mixture and what the fit measured.
+#[derive(Debug, Clone)]
+pub struct GmmFit {
+    /// Covariance form.
+    pub covariance_type: CovarianceType,
+    /// Number of components `K`.
+    pub n_components: usize,
+    /// Number of features `d`.
+    pub n_features: usize,
+    /// Number of rows.
+    pub n_samples: usize,
+    /// Mixture weights, `(K,)`, summing to 1.
+    pub weights: Vec<f64>,
+    /// Means in the data's coordinates, row-major `(K, d)`.
+    pub means: Vec<f64>,
+    /// Covariances in the compact layout: full `K` packed lower triangles,
+    /// tied one, diag `(K, d)`, spherical the first `K` values. Use
+    /// [`GmmFit::covariance`] for a full matrix.
+    pub covariances: Vec<f64>,
+    /// The column means the engine shifted the data by (the E-step's origin).
+    pub shift: Vec<f64>,
+    /// Lower bound (mean log-likelihood per sample) of the kept run's last
+    /// iteration, as scikit-learn's `lower_bound_`.
+    pub lower_bound: f64,
+    /// Lower bound of every iteration of the kept run (`lower_bounds_`).
+    pub lower_bounds: Vec<f64>,
+    /// Iterations of the kept run.
+    pub n_iter: usize,
+    /// Whether the kept run met `tol` before `max_iter`.
+    pub converged: bool,
+    /// Final lower bound of each initialisation.
+    pub lower_bound_per_init: Vec<f64>,
+    /// Index of the kept initialisation.
+    pub best_init: usize,
+    /// Mean log-likelihood per sample of the fitted model (`score(X)`).
+    pub score: f64,
+    /// Sum of sample weights (`n_samples` without weights).
+    pub n_effective: f64,
+    /// Free parameters of the model.
+    pub n_parameters: usize,
+    /// Bayesian information criterion, `−2 · score · n + p · ln n`.
+    pub bic: f64,
+    /// Akaike information criterion, `−2 · score · n + 2 p`.
+    pub aic: f64,
+    /// Seconds per phase.
+    pub timings: GmmTimings,
+    /// Warnings for the user (no convergence, ...).
+    pub warnings: Vec<String>,
+}
+
+impl GmmFit {
+    /// Covariance of component `c` as a row-major `(d, d)` matrix in `out`
+    /// (tied: the shared one).
+    ///
+    /// # Panics
+    /// If `out` is not `d × d` or `c ≥ n_components`.
+    pub fn covariance(&self, c: usize, out: &mut [f64]) {
+        assert!(c < self.n_components && out.len() == self.n_features * self.n_features);
+        full_covariance(self.covariance_type, &self.covariances, c, self.n_features, out);
+    }
+
+    /// Precision Cholesky factor of component `c` (upper triangular,
+    /// row-major `(d, d)`) from its covariance, as scikit-learn's
+    /// `precisions_cholesky_`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] if the covariance is not positive definite
+    /// (cannot happen for a fitted model).
+    pub fn precision_cholesky(&self, c: usize, out: &mut [f64]) -> Result<()> {
+        let d = self.n_features;
+        let mut cov = vec![0.0; d * d];
+        self.covariance(c, &mut cov);
+        precision_cholesky(&cov, d, &mut CholWork::new(d), out)
+            .ok_or_else(|| Error::param("covariances", format!("component {c} is not positive definite")))
+    }
+}
+
+/// Initial responsibilities of one run.
+enum InitResp {
+    /// One-hot at the nearest of these centres (shifted, `(K, d)`).
+    Nearest(Vec<f64>),
+    /// One-hot at these rows (sorted `(row, component)`), with their values.
+    Rows(Vec<(usize, usize)>, Vec<f64>),
+    /// Uniform random, normalised per row, from this seed.
+    Uniform(u64),
+}
+
+/// Fits a Gaussian mixture to `x` (shape `(n_samples, n_features)`, any
+/// supported dtype, converted block by block to the compute type `T`), with
+/// optional `sample_weight` (shape `(n_samples,)`), within `plan` (from
+/// [`super::plan_gmm`] for the same parameters and data). The final E-step's
+/// labels, probabilities and log-likelihoods go to `outputs`.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] / [`Error::ShapeMismatch`] for bad parameters
+/// or initial arrays; [`Error::NonFinite`] naming the first non-finite value;
+/// [`Error::InvalidWeight`]; `reg_covar` errors naming a component whose
+/// covariance is not positive definite; read errors and whatever `outputs`
+/// return; [`Error::Cancelled`] when `observer` cancels.
+///
+/// # Panics
+/// Never on user input.
+pub fn fit<T: Real>(
+    params: &GmmParams<'_>,
+    x: &Source<'_>,
+    sample_weight: Option<&Source<'_>>,
+    plan: &Plan,
+    outputs: &mut Outputs<'_>,
+    observer: &mut dyn Observer,
+) -> Result<GmmFit> {
+    let (n, d, k) = (x.n_samples(), x.n_features(), params.n_components);
+    let t = params.covariance_type;
+    params.validate(n, d)?;
+    if let Some(w) = sample_weight {
+        if w.n_samples() != n {
+            return Err(Error::ShapeMismatch {
+                what: "sample_weight".into(),
+                expected: vec![n],
+                found: vec![w.n_samples()],
+                hint: "give one weight per row of the data",
+            });
+        }
+    }
+    let mut timings = GmmTimings::default();
+    let mut warnings = Vec::new();
+    let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
+    let mut sample_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
+    let needs_init = !params.fully_initialised();
+    let kpp = needs_init && params.init_params == InitMethod::KMeansPlusPlus;
+
+    observer.event(&Progress::Phase("validating"));
+    let clock = Instant::now();
+    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.scan_block_rows);
+    let scanned = scan(&mut blocks, if kpp { plan.init_sample_rows } else { 0 }, &mut sample_rng, &*observer)?;
+    timings.validate_secs = clock.elapsed().as_secs_f64();
+    let shift = scanned.mean.clone();
+    let n_eff = scanned.weight_sum;
+
+    let clock = Instant::now();
+    observer.event(&Progress::Phase("init"));
+    let mut inits: Vec<Option<InitResp>> = Vec::with_capacity(params.n_init);
+    for _ in 0..params.n_init {
+        let seed = master.next_u64();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        inits.push(if !needs_init {
+            None
+        } else {
+            Some(match params.init_params {
+                InitMethod::KMeans => {
+                    let kp = KMeansParams {
+                        n_clusters: k,
+                        init: Init::KMeansPlusPlus,
+                        n_init: Some(1),
+                        random_state: seed,
+                        memory_limit_bytes: params.memory_limit_bytes,
+                        ..KMeansParams::default()
+                    };
+                    let kplan = plan_kmeans(&kp, &KMeansJob::new(x, sample_weight, size_of::<T>(), false))?;
+                    let m = crate::cluster::fit::<T>(&kp, x, sample_weight, &kplan, None, observer)?;
+                    let centres = m.cluster_centers.chunks(d);
+                    InitResp::Nearest(centres.flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v.to_f64() - s)).collect())
+                }
+                InitMethod::KMeansPlusPlus => {
+                    let idx = kmeans_plusplus(&scanned.sample, d, &scanned.sample_weight, k, &mut rng, &|| {
+                        observer.cancelled()
+                    })?;
+                    let means = idx.iter().flat_map(|&i| scanned.sample[i * d..(i + 1) * d].to_vec()).collect();
+                    one_hot_rows(idx.iter().map(|&i| scanned.sample_rows[i]).collect(), means)
+                }
+                InitMethod::Random => InitResp::Uniform(rng.next_u64()),
+                InitMethod::RandomFromData => {
+                    let rows = uniform_distinct(n, k, &mut rng);
+                    let mut means = vec![0.0; k * d];
+                    for (c, &r) in rows.iter().enumerate() {
+                        blocks.read_row(r, &shift, &mut means[c * d..(c + 1) * d])?;
+                    }
+                    one_hot_rows(rows, means)
+                }
+            })
+        });
+    }
+    drop(scanned);
+    drop(blocks);
+    timings.init_secs = clock.elapsed().as_secs_f64();
+
+    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
+    let mut es = Estep::<T>::new(t, k, d);
+    let mut work = CholWork::new(if matches!(t, CovarianceType::Full | CovarianceType::Tied) { d } else { 1 });
+    let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.threads);
+    let mut stats = Stats::new(t, k, d, Vec::new(), false);
+    let mut tied_scatter: Vec<f64> = Vec::new();
+    let mut best: Option<(usize, Params, Vec<f64>, bool)> = None;
+    let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
+    let mut cur = Params::default();
+    for (run, init) in inits.into_iter().enumerate() {
+        let clock = Instant::now();
+        if let Some(init) = init {
+            observer.event(&Progress::Phase("init"));
+            let reference = match &init {
+                InitResp::Nearest(c) => c.clone(),
+                InitResp::Rows(_, m) => m.clone(),
+                InitResp::Uniform(_) => vec![0.0; k * d],
+            };
+            stats.s2 = std::mem::take(&mut cur.cov);
+            stats.s2.resize(if t == CovarianceType::Tied { 0 } else { cov_len(t, k, d) }, 0.0);
+            stats.start(&reference);
+            let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
+            if want_scatter {
+                stats.scatter = vec![0.0; d * d];
+            }
+            init_pass(&init, k, d, &mut blocks, &shift, &mut ws, &mut stats, plan.threads, &|| observer.cancelled())?;
+            if want_scatter {
+                tied_scatter = std::mem::take(&mut stats.scatter);
+            }
+            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, true);
+        }
+        if let Some(w) = &params.weights_init {
+            cur.weights.clone_from(w);
+        }
+        if let Some(m) = &params.means_init {
+            cur.means = m.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v - s)).collect();
+        }
+        match &params.precisions_init {
+            Some(p) => {
+                es.set_weights_means(&cur.weights, &cur.means);
+                es.set_precisions(p.source(), matches!(p, PrecisionsInit::Cholesky(_)), &mut work)?;
+            }
+            None => es.set_params(&cur, params.reg_covar, &mut work)?,
+        }
+        timings.init_secs += clock.elapsed().as_secs_f64();
+
+        let clock = Instant::now();
+        observer.event(&Progress::Phase("iterating"));
+        let mut lower_bounds = Vec::new();
+        let mut converged = false;
+        let mut lower_bound = f64::NEG_INFINITY;
+        for it in 1..=params.max_iter {
+            let pass_clock = Instant::now();
+            stats.s2 = std::mem::take(&mut cur.cov);
+            stats.s2.resize(if t == CovarianceType::Tied { 0 } else { cov_len(t, k, d) }, 0.0);
+            stats.start(&es.means);
+            let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
+            if want_scatter {
+                stats.scatter = vec![0.0; d * d];
+            }
+            blocks.for_each(&shift, &|| observer.cancelled(), |start, xb, wb| {
+                stats.log_likelihood += ws.e_step(x, xb, start, wb, &es)?;
+                ws.m_step(xb, wb, &mut stats);
+                Ok(())
+            })?;
+            if want_scatter {
+                tied_scatter = std::mem::take(&mut stats.scatter);
+            }
+            let prev = lower_bound;
+            lower_bound = stats.log_likelihood / n_eff;
+            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, false);
+            es.set_params(&cur, params.reg_covar, &mut work)?;
+            lower_bounds.push(lower_bound);
+            let change = lower_bound - prev;
+            observer.event(&Progress::EmIteration {
+                run,
+                n_init: params.n_init,
+                iteration: it,
+                max_iter: params.max_iter,
+                lower_bound,
+                change,
+                rows_per_sec: n as f64 / pass_clock.elapsed().as_secs_f64().max(1e-9),
+            });
+            if change.abs() < params.tol {
+                converged = true;
+                break;
+            }
+        }
+        timings.em_secs += clock.elapsed().as_secs_f64();
+        lower_bound_per_init.push(lower_bound);
+        let better = best.as_ref().is_none_or(|(_, _, lbs, _)| lower_bound > *lbs.last().expect("max_iter >= 1"));
+        if better {
+            let kept = if params.n_init > 1 { cur.clone() } else { std::mem::take(&mut cur) };
+            best = Some((run, kept, lower_bounds, converged));
+        }
+    }
+    let (best_init, best, lower_bounds, converged) = best.expect("n_init >= 1");
+    if best_init + 1 != params.n_init {
+        es.set_params(&best, params.reg_covar, &mut work)?;
+    }
+    if !converged {
+        warnings.push(format!(
+            "best performing initialization did not converge within max_iter = {} iterations; hint: try different init parameters, raise --max-iter or --tol, or check for degenerate data",
+            params.max_iter
+        ));
+    }
+
+    observer.event(&Progress::Phase("final E-step"));
+    let clock = Instant::now();
+    let log_likelihood = e_pass(x, &mut blocks, &shift, &mut ws, &es, outputs, &|| observer.cancelled())?;
+    timings.final_pass_secs = clock.elapsed().as_secs_f64();
+    let score = log_likelihood / n_eff;
+    let n_parameters = t.n_cov_parameters(k, d) + k * d + k - 1;
+    let (n_iter, lower_bound) = (lower_bounds.len(), *lower_bounds.last().expect("max_iter >= 1"));
+    let means = best.means.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v + s)).collect();
+    Ok(GmmFit {
+        covariance_type: t,
+        n_components: k,
+        n_features: d,
+        n_samples: n,
+        weights: best.weights,
+        means,
+        covariances: best.cov,
+        shift,
+        lower_bound,
+        lower_bounds,
+        n_iter,
+        converged,
+        lower_bound_per_init,
+        best_init,
+        score,
+        n_effective: n_eff,
+        n_parameters,
+        bic: -2.0 * score * n_eff + n_parameters as f64 * n_eff.ln(),
+        aic: -2.0 * score * n_eff + 2.0 * n_parameters as f64,
+        timings,
+        warnings,
+    })
+}
+
+fn one_hot_rows(rows: Vec<usize>, means: Vec<f64>) -> InitResp {
+    let mut pairs: Vec<(usize, usize)> = rows.into_iter().enumerate().map(|(c, r)| (r, c)).collect();
+    pairs.sort_unstable();
+    InitResp::Rows(pairs, means)
+}
+
+/// The initial M-step: sums of every block under the initial responsibilities.
+#[allow(clippy::too_many_arguments)]
+fn init_pass<T: Real>(
+    init: &InitResp,
+    k: usize,
+    d: usize,
+    blocks: &mut BlockReader<'_, '_, T>,
+    shift: &[f64],
+    ws: &mut Workspace<T>,
+    stats: &mut Stats,
+    threads: usize,
+    cancel: &dyn Fn() -> bool,
+) -> Result<()> {
+    let block_rows = blocks.block_rows();
+    let (mut labels, mut dist, mut tiles, prepared) = match init {
+        InitResp::Nearest(c) => {
+            let k_tile = k.min(MAX_K_TILE);
+            (
+                vec![0u32; block_rows],
+                vec![0.0; block_rows],
+                (0..threads.max(1))
+                    .map(|_| vec![T::default(); PreparedCenters::<T>::scratch_len(TILE_ROWS, k_tile)])
+                    .collect::<Vec<_>>(),
+                Some((PreparedCenters::<T>::new(c, k, d), k_tile)),
+            )
+        }
+        _ => (Vec::new(), Vec::new(), Vec::new(), None),
+    };
+    let mut rng = match init {
+        InitResp::Uniform(seed) => ChaCha8Rng::seed_from_u64(*seed),
+        _ => ChaCha8Rng::seed_from_u64(0),
+    };
+    blocks.for_each(shift, cancel, |start, xb, wb| {
+        let rows = xb.len() / d;
+        let resp = &mut ws.resp[..rows * k];
+        match init {
+            InitResp::Nearest(_) => {
+                let (c, k_tile) = prepared.as_ref().expect("set for Nearest");
+                assign_block(xb, c, TILE_ROWS, *k_tile, &mut tiles, &mut labels[..rows], &mut dist[..rows]);
+                resp.fill(0.0);
+                for (i, &l) in labels[..rows].iter().enumerate() {
+                    resp[i * k + l as usize] = 1.0;
+                }
+            }
+            InitResp::Rows(pairs, _) => {
+                resp.fill(0.0);
+                let from = pairs.partition_point(|&(r, _)| r < start);
+                for &(r, c) in pairs[from..].iter().take_while(|&&(r, _)| r < start + rows) {
+                    resp[(r - start) * k + c] = 1.0;
+                }
+            }
+            InitResp::Uniform(_) => {
+                for row in resp.chunks_mut(k) {
+                    row.iter_mut().for_each(|v| *v = rng.random::<f64>());
+                    let s: f64 = row.iter().sum();
+                    row.iter_mut().for_each(|v| *v /= s);
+                }
+            }
+        }
+        ws.m_step(xb, wb, stats);
+        Ok(())
+    })
+}
+
+/// One E-step pass with parameters `es`; sends per-sample results to
+/// `outputs` and returns `Σ_i w_i log p(x_i)`.
+pub(crate) fn e_pass<T: Real>(
+    x: &Source<'_>,
+    blocks: &mut BlockReader<'_, '_, T>,
+    shift: &[f64],
+    ws: &mut Workspace<T>,
+    es: &Estep<T>,
+    outputs: &mut Outputs<'_>,
+    cancel: &dyn Fn() -> bool,
+) -> Result<f64> {
+    let k = es.k;
+    let mut labels = vec![0u32; if outputs.labels.is_some() { blocks.block_rows() } else { 0 }];
+    let mut total = 0.0;
+    blocks.for_each(shift, cancel, |start, xb, wb| {
+        let rows = xb.len() / es.d;
+        total += ws.e_step(x, xb, start, wb, es)?;
+        let resp = &ws.resp[..rows * k];
+        if let Some(f) = outputs.labels.as_deref_mut() {
+            for (l, row) in labels.iter_mut().zip(resp.chunks(k)) {
+                // First maximum, as numpy's argmax.
+                let mut best = 0;
+                for (c, v) in row.iter().enumerate() {
+                    if *v > row[best] {
+                        best = c;
+                    }
+                }
+                *l = best as u32;
+            }
+            f(&labels[..rows])?;
+        }
+        if let Some(f) = outputs.proba.as_deref_mut() {
+            f(resp)?;
+        }
+        if let Some(f) = outputs.log_likelihood.as_deref_mut() {
+            f(&ws.log_norm[..rows])?;
+        }
+        Ok(())
+    })?;
+    Ok(total)
+}

@@ -1,0 +1,27 @@
+//! Gaussian mixtures fitted by EM on data read in blocks, within a memory
+//! plan: full, tied, diagonal and spherical covariances, parametrised by
+//! precision Cholesky factors as scikit-learn's `GaussianMixture`.
+//!
+//! - [`GmmParams`]: hyperparameters with scikit-learn's names and defaults.
+//! - [`plan_gmm`]: the memory plan (every buffer, block sizes, passes).
+//! - [`fit`]: EM, one fused pass per iteration ([`NEGLIGIBLE_RESPONSIBILITY`]
+//!   says which rows the M-step skips).
+//! - [`predict`]: labels, probabilities and log-likelihoods of a saved model.
+//! - [`save_model`] / [`load_model`]: the model folder.
+
+mod components;
+mod em;
+mod model_dir;
+mod mstep;
+mod params;
+mod pass;
+mod plan;
+mod predict;
+
+pub use components::{cov_len, full_covariance, packed_len, prec_len};
+pub use em::{fit, GmmFit, GmmTimings, Outputs, Sink};
+pub use model_dir::{load_model, save_model, MODEL_JSON};
+pub use params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
+pub use pass::NEGLIGIBLE_RESPONSIBILITY;
+pub use plan::{plan_gmm, GmmJob};
+pub use predict::{plan_predict, predict, MixtureModel};

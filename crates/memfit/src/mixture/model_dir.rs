@@ -1,0 +1,169 @@
+//! A fitted mixture saved as a folder of `.npy` files shaped as
+//! scikit-learn's attributes, plus `model.json`:
+//!
+//! - `weights.npy` `(K,)`, `means.npy` `(K, d)`;
+//! - `covariances.npy` and `precisions_cholesky.npy`: `(K, d, d)` full,
+//!   `(d, d)` tied, `(K, d)` diag, `(K,)` spherical; all float64;
+//! - `model.json`: covariance type, sizes, the fit's lower bound, `n_iter`,
+//!   `converged`, and the column means the engine read the data around.
+//!
+//! The folder is written under a temporary name beside its destination and
+//! renamed into place when complete; an existing model folder is replaced.
+
+use std::path::{Path, PathBuf};
+
+use super::components::{precision_cholesky, CholWork};
+use super::em::GmmFit;
+use super::params::CovarianceType;
+use super::predict::MixtureModel;
+use crate::error::{Error, Result};
+use crate::io::{read_array_f64, read_matrix_f64, write_bytes_atomic, write_npy, Dtype, NpyWriter, Source};
+
+/// Name of the model description inside a model folder.
+pub const MODEL_JSON: &str = "model.json";
+
+/// Writes `fit` to the folder `dir` (created, or an existing model folder
+/// replaced), computing each component's precision Cholesky factor while
+/// streaming, so no more than one `d × d` matrix is held at a time.
+/// `extra` is merged into `model.json`.
+///
+/// # Errors
+/// [`Error::Io`] when the parent folder is missing or not writable, or when
+/// `dir` exists and is not a model folder (has no `model.json`).
+pub fn save_model(dir: impl AsRef<Path>, fit: &GmmFit, extra: serde_json::Value) -> Result<()> {
+    let dir = dir.as_ref();
+    if dir.exists() && !(dir.is_dir() && dir.join(MODEL_JSON).is_file()) {
+        return Err(Error::io(
+            dir,
+            "replace",
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "it exists and is not a memfit model folder (no model.json); choose another --model path",
+            ),
+        ));
+    }
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempdir_in(&parent)
+        .map_err(|e| Error::io(dir, "create", e))?;
+    write_files(tmp.path(), fit, extra)?;
+    let old = parent.join(format!(".{name}.old.{}", std::process::id()));
+    let replaced = dir.exists();
+    if replaced {
+        std::fs::rename(dir, &old).map_err(|e| Error::io(dir, "rename", e))?;
+    }
+    let staged = tmp.keep();
+    if let Err(e) = std::fs::rename(&staged, dir) {
+        let _ = std::fs::remove_dir_all(&staged);
+        if replaced {
+            let _ = std::fs::rename(&old, dir);
+        }
+        return Err(Error::io(dir, "rename", e));
+    }
+    if replaced {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    Ok(())
+}
+
+fn put_f64(v: f64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn write_files(dir: &Path, fit: &GmmFit, extra: serde_json::Value) -> Result<()> {
+    let (k, d, t) = (fit.n_components, fit.n_features, fit.covariance_type);
+    write_npy(dir.join("weights.npy"), Dtype::F64, &[k], &fit.weights, put_f64)?;
+    write_npy(dir.join("means.npy"), Dtype::F64, &[k, d], &fit.means, put_f64)?;
+    let shape = t.param_shape(k, d);
+    let mut cov_w = NpyWriter::create(dir.join("covariances.npy"), Dtype::F64, &shape)?;
+    let mut prec_w = NpyWriter::create(dir.join("precisions_cholesky.npy"), Dtype::F64, &shape)?;
+    match t {
+        CovarianceType::Full | CovarianceType::Tied => {
+            let mut cov = vec![0.0; d * d];
+            let mut u = vec![0.0; d * d];
+            let mut work = CholWork::new(d);
+            for c in 0..if t == CovarianceType::Full { k } else { 1 } {
+                fit.covariance(c, &mut cov);
+                precision_cholesky(&cov, d, &mut work, &mut u)
+                    .ok_or_else(|| Error::param("covariances", format!("component {c} is not positive definite")))?;
+                cov_w.write_with(&cov, put_f64)?;
+                prec_w.write_with(&u, put_f64)?;
+            }
+        }
+        CovarianceType::Diag => {
+            let cov = &fit.covariances[..k * d];
+            cov_w.write_with(cov, put_f64)?;
+            let p: Vec<f64> = cov.iter().map(|v| 1.0 / v.sqrt()).collect();
+            prec_w.write_with(&p, put_f64)?;
+        }
+        CovarianceType::Spherical => {
+            let cov = &fit.covariances[..k];
+            cov_w.write_with(cov, put_f64)?;
+            let p: Vec<f64> = cov.iter().map(|v| 1.0 / v.sqrt()).collect();
+            prec_w.write_with(&p, put_f64)?;
+        }
+    }
+    cov_w.commit()?;
+    prec_w.commit()?;
+    let mut json = serde_json::json!({
+        "format": "memfit-gaussian-mixture",
+        "version": 1,
+        "covariance_type": t.name(),
+        "n_components": k,
+        "n_features": d,
+        "n_samples": fit.n_samples,
+        "lower_bound": fit.lower_bound,
+        "n_iter": fit.n_iter,
+        "converged": fit.converged,
+        "shift": fit.shift,
+    });
+    if let (Some(obj), serde_json::Value::Object(more)) = (json.as_object_mut(), extra) {
+        obj.extend(more);
+    }
+    write_bytes_atomic(dir.join(MODEL_JSON), serde_json::to_string_pretty(&json).expect("plain json").as_bytes())
+}
+
+/// Opens the model folder `dir` for prediction or a warm start: weights and
+/// means are read; precision factors stay on disk and are read one
+/// component at a time.
+///
+/// # Errors
+/// [`Error::Io`] for a missing folder or file; [`Error::InvalidParameter`]
+/// (`model`) for a `model.json` that is not a memfit mixture or disagrees
+/// with the arrays' shapes; `.npy` errors.
+pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
+    let dir = dir.as_ref();
+    let json_path = dir.join(MODEL_JSON);
+    let text = std::fs::read_to_string(&json_path).map_err(|e| Error::io(&json_path, "read", e))?;
+    let bad = |why: String| {
+        Error::param("model", format!("{}: {why}; hint: give a folder written by `memfit gmm --model`", dir.display()))
+    };
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("model.json: {e}")))?;
+    if json["format"] != "memfit-gaussian-mixture" {
+        return Err(bad("model.json is not a memfit Gaussian-mixture model".into()));
+    }
+    let t = CovarianceType::parse(json["covariance_type"].as_str().unwrap_or_default())?;
+    let (weights, wshape) = read_array_f64(dir.join("weights.npy"), 1)?;
+    let k = wshape[0];
+    let (means, mk, d) = read_matrix_f64(dir.join("means.npy"))?;
+    let ndim = t.param_shape(k, d).len();
+    let (prec, shape) = Source::open_stacked(dir.join("precisions_cholesky.npy"), ndim)?;
+    if mk != k || shape != t.param_shape(k, d) {
+        return Err(bad(format!(
+            "weights {:?}, means {:?} and precisions_cholesky {shape:?} do not fit together for covariance_type {}",
+            [k],
+            [mk, d],
+            t.name()
+        )));
+    }
+    let shift =
+        json["shift"].as_array().and_then(|a| a.iter().map(serde_json::Value::as_f64).collect::<Option<Vec<f64>>>());
+    let shift = shift.filter(|s| s.len() == d);
+    Ok(MixtureModel { covariance_type: t, weights, means, precisions_cholesky: prec, shift })
+}

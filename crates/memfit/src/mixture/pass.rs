@@ -1,0 +1,400 @@
+//! The fused EM kernels over one read block: per-component log-densities by
+//! GEMM tiles, log-sum-exp across components, responsibilities, and the
+//! M-step's weighted sums, all within buffers of one block.
+//!
+//! E-step, per tile of 256 rows and component `k` (full): `D = X_t − μ_k`,
+//! `Y = D U_k` (one triangular GEMM into a per-thread tile), `‖y_i‖²` summed
+//! in `f64`; `log N(x_i | μ_k, Σ_k) = −½ (d ln 2π + ‖y_i‖²) + ln det U_k`.
+//! Tied computes `X_t U` once per tile; diag and spherical use exact
+//! differences. No `n × d` or `n × K` array exists beyond one block.
+//!
+//! M-step, per component (components are dealt to threads, so each
+//! component's sums are added in row order whatever the thread count), per
+//! tile: the rows with a non-negligible responsibility are gathered, centred
+//! on the component's current mean (so that no `E[x²] − μ²` cancellation
+//! occurs), and `N_k`, `Σ r x` and `Σ r x xᵀ` (one GEMM, lower triangle)
+//! accumulated in `f64`.
+//!
+//! Reference: scikit-learn's `_estimate_log_gaussian_prob` and
+//! `_estimate_gaussian_parameters` (same quantities, computed there with
+//! `n × d` temporaries per component).
+
+use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
+use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+use super::components::{packed_len, Estep, Prec};
+use super::params::CovarianceType;
+use crate::error::{Error, Result};
+use crate::io::Source;
+use crate::linalg::add_tile_scatter;
+use crate::plan::TILE_ROWS;
+use crate::real::Real;
+
+/// Responsibilities (times the sample weight) below this are skipped in the
+/// M-step. Each skipped row changes `N_k` by less than 1e-32 while `N_k`
+/// carries scikit-learn's floor of `10 ε ≈ 2.2e-15`, so even a billion
+/// skipped rows move any statistic by under 1e-8 of that floor; rows whose
+/// responsibility underflows to exactly zero are the common case.
+pub const NEGLIGIBLE_RESPONSIBILITY: f64 = 1e-32;
+
+/// Sufficient statistics of one M-step, in `f64`, around `reference` means.
+#[derive(Debug, Clone)]
+pub(crate) struct Stats {
+    /// `N_k = Σ_i w_i r_ik`, `(K,)`.
+    pub(crate) nk: Vec<f64>,
+    /// `Σ_i w_i r_ik (x_i − ref_k)`, `(K, d)`.
+    pub(crate) s1: Vec<f64>,
+    /// Second moments around `ref_k`: full `K` packed triangles, diag and
+    /// spherical `(K, d)` squares, tied empty.
+    pub(crate) s2: Vec<f64>,
+    /// Means the sums are centred on, `(K, d)`, shifted coordinates.
+    pub(crate) reference: Vec<f64>,
+    /// Tied only: `Σ_i w_i x_i x_iᵀ` (row-major `d × d`, shifted coordinates),
+    /// accumulated in passes where it is requested.
+    pub(crate) scatter: Vec<f64>,
+    /// `Σ_i w_i log p(x_i)` over the pass (E-step passes).
+    pub(crate) log_likelihood: f64,
+}
+
+impl Stats {
+    /// Zeroed sums; `s2` reuses `s2_buffer` (the covariance storage, free
+    /// while a pass runs).
+    pub(crate) fn start(&mut self, reference: &[f64]) {
+        self.nk.fill(0.0);
+        self.s1.fill(0.0);
+        self.s2.fill(0.0);
+        self.reference.copy_from_slice(reference);
+        self.log_likelihood = 0.0;
+    }
+
+    pub(crate) fn new(t: CovarianceType, k: usize, d: usize, s2: Vec<f64>, with_scatter: bool) -> Self {
+        Stats {
+            nk: vec![0.0; k],
+            s1: vec![0.0; k * d],
+            s2: if t == CovarianceType::Tied { Vec::new() } else { s2 },
+            reference: vec![0.0; k * d],
+            scatter: if with_scatter { vec![0.0; d * d] } else { Vec::new() },
+            log_likelihood: 0.0,
+        }
+    }
+}
+
+/// Per-thread M-step buffers.
+struct MTile {
+    /// Gathered rows centred on the component's reference, `(≤ 256, d)`.
+    g: Vec<f64>,
+    /// The same rows times their responsibility.
+    gw: Vec<f64>,
+    /// `Gᵀ Gw` of one tile (full only), row-major `d × d`.
+    s: Vec<f64>,
+}
+
+/// Buffers for one block's E- and M-steps.
+pub(crate) struct Workspace<T> {
+    t: CovarianceType,
+    k: usize,
+    d: usize,
+    /// `(block_rows, K)` log-densities, then responsibilities.
+    pub(crate) resp: Vec<f64>,
+    /// `log p(x_i)` per row of the block.
+    pub(crate) log_norm: Vec<f64>,
+    tile_ll: Vec<f64>,
+    e_tiles: Vec<Vec<T>>,
+    m_tiles: Vec<MTile>,
+}
+
+impl<T: Real> Workspace<T> {
+    /// Bytes held per block row (responsibilities and `log p`).
+    pub(crate) fn bytes_per_row(k: usize) -> u64 {
+        (k * 8 + 8 + 1) as u64
+    }
+
+    /// Bytes held per thread: E tiles in the compute type, M tiles in `f64`.
+    pub(crate) fn bytes_per_thread(t: CovarianceType, d: usize, compute_bytes: usize) -> u64 {
+        let full = if t == CovarianceType::Full { d * d * 8 } else { 0 };
+        (2 * TILE_ROWS * d * compute_bytes + 2 * TILE_ROWS * d * 8 + full) as u64
+    }
+
+    pub(crate) fn new(t: CovarianceType, k: usize, d: usize, block_rows: usize, threads: usize) -> Self {
+        let threads = threads.max(1);
+        Workspace {
+            t,
+            k,
+            d,
+            resp: vec![0.0; block_rows * k],
+            log_norm: vec![0.0; block_rows],
+            tile_ll: vec![0.0; block_rows.div_ceil(TILE_ROWS)],
+            e_tiles: (0..threads).map(|_| vec![T::default(); 2 * TILE_ROWS * d]).collect(),
+            m_tiles: (0..threads)
+                .map(|_| MTile {
+                    g: vec![0.0; TILE_ROWS * d],
+                    gw: vec![0.0; TILE_ROWS * d],
+                    s: vec![0.0; if t == CovarianceType::Full { d * d } else { 0 }],
+                })
+                .collect(),
+        }
+    }
+
+    /// E-step of block `xb` (row-major `(rows, d)`, first row `start`):
+    /// responsibilities in `resp[..rows × K]`, `log p(x_i)` in
+    /// `log_norm[..rows]`; returns `Σ_i w_i log p(x_i)` over the block
+    /// (summed per fixed tile, then tiles in order).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] when a row has zero density under every
+    /// component (its log-likelihood is not finite).
+    pub(crate) fn e_step(
+        &mut self,
+        x: &Source<'_>,
+        xb: &[T],
+        start: usize,
+        wb: Option<&[f64]>,
+        es: &Estep<T>,
+    ) -> Result<f64> {
+        let (k, d) = (self.k, self.d);
+        let rows = xb.len() / d;
+        let n_tiles = rows.div_ceil(TILE_ROWS);
+        let per = n_tiles.div_ceil(self.e_tiles.len()).max(1) * TILE_ROWS;
+        self.e_tiles.par_iter_mut().zip(self.resp[..rows * k].par_chunks_mut(per * k)).enumerate().for_each(
+            |(w, (buf, out))| {
+                for (t, o) in out.chunks_mut(TILE_ROWS * k).enumerate() {
+                    let r0 = w * per + t * TILE_ROWS;
+                    let r = o.len() / k;
+                    log_prob_tile(&xb[r0 * d..(r0 + r) * d], es, buf, o);
+                }
+            },
+        );
+        let (resp, log_norm) = (&mut self.resp[..rows * k], &mut self.log_norm[..rows]);
+        self.tile_ll[..n_tiles]
+            .par_iter_mut()
+            .zip(resp.par_chunks_mut(TILE_ROWS * k))
+            .zip(log_norm.par_chunks_mut(TILE_ROWS))
+            .enumerate()
+            .for_each(|(t, ((ll, r), ln))| {
+                let mut sum = 0.0;
+                for (i, (row, l)) in r.chunks_mut(k).zip(ln.iter_mut()).enumerate() {
+                    let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let s: f64 = row.iter().map(|v| (v - max).exp()).sum();
+                    *l = max + s.ln();
+                    for v in row.iter_mut() {
+                        *v = (*v - *l).exp();
+                    }
+                    sum += wb.map_or(1.0, |w| w[t * TILE_ROWS + i]) * *l;
+                }
+                *ll = sum;
+            });
+        if let Some(i) = self.log_norm[..rows].iter().position(|v| !v.is_finite()) {
+            return Err(Error::param(
+                "X",
+                format!(
+                    "{}: row {} has zero density under every component (log-likelihood {}); hint: scale the data (e.g. standardise each feature) or raise --reg-covar",
+                    x.name().display(),
+                    start + i,
+                    self.log_norm[i]
+                ),
+            ));
+        }
+        Ok(self.tile_ll[..n_tiles].iter().sum())
+    }
+
+    /// Adds block `xb`'s contribution with responsibilities `resp[..rows × K]`
+    /// (from [`Self::e_step`] or an initialisation) to `stats`.
+    pub(crate) fn m_step(&mut self, xb: &[T], wb: Option<&[f64]>, stats: &mut Stats) {
+        let (k, d, t) = (self.k, self.d, self.t);
+        let rows = xb.len() / d;
+        let workers = self.m_tiles.len().min(k);
+        let per = k.div_ceil(workers);
+        let s2_per = match t {
+            CovarianceType::Full => packed_len(d),
+            CovarianceType::Tied => 0,
+            CovarianceType::Diag | CovarianceType::Spherical => d,
+        };
+        // Deal contiguous component ranges to workers.
+        let mut groups = Vec::with_capacity(workers);
+        let (mut nk, mut s1, mut s2) = (&mut stats.nk[..], &mut stats.s1[..], &mut stats.s2[..]);
+        let mut first = 0;
+        while first < k {
+            let cnt = per.min(k - first);
+            let (a, rest) = std::mem::take(&mut nk).split_at_mut(cnt);
+            nk = rest;
+            let (b, rest) = std::mem::take(&mut s1).split_at_mut(cnt * d);
+            s1 = rest;
+            let (c, rest) = std::mem::take(&mut s2).split_at_mut(cnt * s2_per);
+            s2 = rest;
+            groups.push((first, a, b, c));
+            first += cnt;
+        }
+        let resp = &self.resp[..rows * k];
+        let reference = &stats.reference;
+        groups.into_par_iter().zip(self.m_tiles.par_iter_mut()).for_each(|((first, nk, s1, s2), mt)| {
+            for t0 in (0..rows).step_by(TILE_ROWS) {
+                let t1 = (t0 + TILE_ROWS).min(rows);
+                for (c, nk_c) in nk.iter_mut().enumerate() {
+                    let comp = first + c;
+                    let mu = &reference[comp * d..(comp + 1) * d];
+                    let s1_c = &mut s1[c * d..(c + 1) * d];
+                    let s2_c = &mut s2[c * s2_per..(c + 1) * s2_per];
+                    let mut m = 0;
+                    for i in t0..t1 {
+                        let r = resp[i * k + comp] * wb.map_or(1.0, |w| w[i]);
+                        if r < NEGLIGIBLE_RESPONSIBILITY {
+                            continue;
+                        }
+                        *nk_c += r;
+                        let x = &xb[i * d..(i + 1) * d];
+                        match t {
+                            CovarianceType::Full => {
+                                let (g, gw) = (&mut mt.g[m * d..(m + 1) * d], &mut mt.gw[m * d..(m + 1) * d]);
+                                for j in 0..d {
+                                    let v = x[j].to_f64() - mu[j];
+                                    g[j] = v;
+                                    gw[j] = r * v;
+                                    s1_c[j] += r * v;
+                                }
+                                m += 1;
+                            }
+                            CovarianceType::Tied => {
+                                for j in 0..d {
+                                    s1_c[j] += r * (x[j].to_f64() - mu[j]);
+                                }
+                            }
+                            CovarianceType::Diag | CovarianceType::Spherical => {
+                                for j in 0..d {
+                                    let v = x[j].to_f64() - mu[j];
+                                    s1_c[j] += r * v;
+                                    s2_c[j] += r * v * v;
+                                }
+                            }
+                        }
+                    }
+                    if m > 0 {
+                        let dst = MatMut::from_row_major_slice_mut(&mut mt.s, d, d);
+                        tri_matmul(
+                            dst,
+                            BlockStructure::TriangularLower,
+                            Accum::Replace,
+                            MatRef::from_row_major_slice(&mt.g[..m * d], m, d).transpose(),
+                            BlockStructure::Rectangular,
+                            MatRef::from_row_major_slice(&mt.gw[..m * d], m, d),
+                            BlockStructure::Rectangular,
+                            1.0,
+                            Par::Seq,
+                        );
+                        let mut p = 0;
+                        for i in 0..d {
+                            let row = &mt.s[i * d..i * d + i + 1];
+                            for (dst, v) in s2_c[p..p + i + 1].iter_mut().zip(row) {
+                                *dst += v;
+                            }
+                            p += i + 1;
+                        }
+                    }
+                }
+            }
+        });
+        if !stats.scatter.is_empty() {
+            let par = Par::rayon(self.m_tiles.len());
+            let mt = &mut self.m_tiles[0];
+            for t0 in (0..rows).step_by(TILE_ROWS) {
+                let t1 = (t0 + TILE_ROWS).min(rows);
+                for (g, v) in mt.g.iter_mut().zip(&xb[t0 * d..t1 * d]) {
+                    *g = v.to_f64();
+                }
+                add_tile_scatter(
+                    &mt.g[..(t1 - t0) * d],
+                    wb.map(|w| &w[t0..t1]),
+                    d,
+                    &mut mt.gw,
+                    &mut stats.scatter,
+                    par,
+                );
+            }
+        }
+    }
+}
+
+/// Weighted log-densities `ln π_k + log N(x_i | μ_k, Σ_k)` of the rows of
+/// `xt` (row-major `(r, d)`, `r ≤ 256`) into `out` (row-major `(r, K)`);
+/// `buf` holds two `256 × d` tiles.
+pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
+    let (k, d) = (es.k, es.d);
+    let r = xt.len() / d;
+    let c0 = -0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln();
+    let (dt, yt) = buf.split_at_mut(TILE_ROWS * d);
+    let (dt, yt) = (&mut dt[..r * d], &mut yt[..r * d]);
+    let sq = |v: &[T]| v.iter().map(|y| y.to_f64() * y.to_f64()).sum::<f64>();
+    match &es.prec {
+        Prec::Full(u) => {
+            for c in 0..k {
+                let mu = &es.means_t[c * d..(c + 1) * d];
+                for (row_d, row_x) in dt.chunks_exact_mut(d).zip(xt.chunks_exact(d)) {
+                    for ((o, x), m) in row_d.iter_mut().zip(row_x).zip(mu) {
+                        *o = *x - *m;
+                    }
+                }
+                tri_matmul(
+                    MatMut::from_row_major_slice_mut(yt, r, d),
+                    BlockStructure::Rectangular,
+                    Accum::Replace,
+                    MatRef::from_row_major_slice(dt, r, d),
+                    BlockStructure::Rectangular,
+                    MatRef::from_row_major_slice(&u[c * d * d..(c + 1) * d * d], d, d),
+                    BlockStructure::TriangularUpper,
+                    T::from_f64(1.0),
+                    Par::Seq,
+                );
+                let base = c0 + es.log_det[c] + es.log_weights[c];
+                for (i, y) in yt.chunks_exact(d).enumerate() {
+                    out[i * k + c] = base - 0.5 * sq(y);
+                }
+            }
+        }
+        Prec::Tied(u, mu_u) => {
+            tri_matmul(
+                MatMut::from_row_major_slice_mut(yt, r, d),
+                BlockStructure::Rectangular,
+                Accum::Replace,
+                MatRef::from_row_major_slice(xt, r, d),
+                BlockStructure::Rectangular,
+                MatRef::from_row_major_slice(u, d, d),
+                BlockStructure::TriangularUpper,
+                T::from_f64(1.0),
+                Par::Seq,
+            );
+            for (i, y) in yt.chunks_exact(d).enumerate() {
+                for c in 0..k {
+                    let m = &mu_u[c * d..(c + 1) * d];
+                    let q: f64 = y.iter().zip(m).map(|(a, b)| (a.to_f64() - b) * (a.to_f64() - b)).sum();
+                    out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q;
+                }
+            }
+        }
+        Prec::Diag(pc) => {
+            for (i, x) in xt.chunks_exact(d).enumerate() {
+                for c in 0..k {
+                    let (m, p) = (&es.means[c * d..(c + 1) * d], &pc[c * d..(c + 1) * d]);
+                    let q: f64 = x
+                        .iter()
+                        .zip(m)
+                        .zip(p)
+                        .map(|((x, m), p)| {
+                            let v = (x.to_f64() - m) * p;
+                            v * v
+                        })
+                        .sum();
+                    out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q;
+                }
+            }
+        }
+        Prec::Spherical(pc) => {
+            for (i, x) in xt.chunks_exact(d).enumerate() {
+                for c in 0..k {
+                    let m = &es.means[c * d..(c + 1) * d];
+                    let q: f64 = x.iter().zip(m).map(|(x, m)| (x.to_f64() - m) * (x.to_f64() - m)).sum();
+                    out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q * pc[c] * pc[c];
+                }
+            }
+        }
+    }
+}

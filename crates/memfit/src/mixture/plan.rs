@@ -1,0 +1,224 @@
+//! The Gaussian-mixture memory plan.
+
+use super::components::{cov_len, prec_len, CholWork};
+use super::params::{CovarianceType, GmmParams, InitMethod};
+use super::pass::Workspace;
+use crate::cluster::default_init_sample_rows;
+use crate::error::{Error, Result};
+use crate::io::{Source, WRITE_BUFFER_BYTES};
+use crate::plan::{format_bytes, pick_block_rows, Ledger, Plan, TILE_ROWS};
+
+/// What a mixture job looks like to the planner.
+#[derive(Debug, Clone)]
+pub struct GmmJob {
+    /// Rows of the data.
+    pub n_samples: usize,
+    /// Columns of the data.
+    pub n_features: usize,
+    /// Bytes per row of read scratch for the data (0 for in-memory data).
+    pub x_scratch_per_row: usize,
+    /// Bytes per row of read scratch for the weights; `None` without weights.
+    pub w_scratch_per_row: Option<usize>,
+    /// Bytes per element of the compute type (4 or 8).
+    pub compute_bytes: usize,
+    /// Worker threads.
+    pub threads: usize,
+    /// Streamed outputs: labels (4 B), probabilities, log-likelihoods;
+    /// each needs a write buffer.
+    pub n_outputs: usize,
+    /// Other buffers the caller holds for the run (name, bytes).
+    pub extra: Vec<(String, u64)>,
+}
+
+impl GmmJob {
+    /// Describes a job over `x` (and optional weights) in a compute type of
+    /// `compute_bytes` bytes on the current rayon pool, writing `n_outputs`
+    /// streamed arrays.
+    pub fn new(x: &Source<'_>, weights: Option<&Source<'_>>, compute_bytes: usize, n_outputs: usize) -> Self {
+        GmmJob {
+            n_samples: x.n_samples(),
+            n_features: x.n_features(),
+            x_scratch_per_row: x.scratch_bytes_per_row(),
+            w_scratch_per_row: weights.map(Source::scratch_bytes_per_row),
+            compute_bytes,
+            threads: rayon::current_num_threads(),
+            n_outputs,
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
+/// for one E-step pass over the data with a fitted model).
+///
+/// Buffers held through the EM iterations: the parameters in `f64` (weights,
+/// means, reference means, first-moment sums, covariances stored packed,
+/// which double as the second-moment sums during a pass), the E-step's
+/// precision factors in the compute type, the best parameters when
+/// `n_init > 1`, a Cholesky workspace, per-thread E and M tiles, and per
+/// block row the read scratch, converted values, `K` responsibilities and
+/// `log p(x)`. The validation phase holds the k-means++ sample; the k-means
+/// initialisation runs under its own plan within the same limit before these
+/// buffers are allocated.
+///
+/// # Errors
+/// [`Error::DoesNotFit`] when the parameters and one tile of rows exceed
+/// the limit, with the smallest limit that would work.
+pub fn plan_gmm(params: &GmmParams<'_>, job: &GmmJob, predict_only: bool) -> Result<Plan> {
+    let (n, d, k) = (job.n_samples as u64, job.n_features as u64, params.n_components as u64);
+    let t = params.covariance_type;
+    let c = job.compute_bytes as u64;
+    let limit = params.memory_limit_bytes;
+    let threads = job.threads.max(1) as u64;
+    let (ku, du) = (params.n_components, job.n_features);
+    let mut led = Ledger::default();
+    let cl = cov_len(t, ku, du) as u64;
+    let cov_detail = match t {
+        CovarianceType::Full => format!("{k} × {d}·({d}+1)/2 × 8 B (lower triangles)"),
+        CovarianceType::Tied => format!("{d}·({d}+1)/2 × 8 B (lower triangle)"),
+        _ => format!("{k} × {d} × 8 B"),
+    };
+    led.add("means, weights, log-dets (float64)", k * d + 2 * k, 8, format!("{k} × ({d} + 2) × 8 B"));
+    led.add(
+        "precision factors (compute dtype)",
+        prec_len(t, ku, du) as u64,
+        c,
+        format!("{} × {c} B", prec_len(t, ku, du)),
+    );
+    if t == CovarianceType::Tied || predict_only {
+        led.add("means in factor coordinates (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
+    }
+    led.add("means (compute dtype)", k * d, c, format!("{k} × {d} × {c} B"));
+    if !predict_only {
+        led.add("covariances = second-moment sums (float64)", cl, 8, cov_detail);
+        led.add(
+            "first-moment sums, reference means (float64)",
+            2 * k * d + k,
+            8,
+            format!("(2 × {k} × {d} + {k}) × 8 B"),
+        );
+        if t == CovarianceType::Tied {
+            led.add("data scatter (float64)", d * d, 8, format!("{d} × {d} × 8 B"));
+        }
+        if params.n_init > 1 {
+            led.add("best parameters (float64)", cl + k * d + k, 8, format!("kept across {} inits", params.n_init));
+        }
+        if params.init_params == InitMethod::KMeans && !params.fully_initialised() {
+            let n_init = params.n_init as u64;
+            led.add("k-means centres for init", n_init * k * d, 8, format!("{n_init} × {k} × {d} × 8 B"));
+        }
+        if params.means_init.is_some() {
+            led.add("means_init", k * d, 8, format!("{k} × {d} × 8 B"));
+        }
+        led.add("lower bounds", (params.max_iter * params.n_init) as u64, 8, "one per iteration".into());
+    }
+    if matches!(t, CovarianceType::Full | CovarianceType::Tied) || params.precisions_init.is_some() {
+        led.add("Cholesky workspace (float64)", CholWork::bytes(du) + d * d * 8, 1, format!("3 × {d} × {d} × 8 B"));
+    }
+    let per_thread = Workspace::<f64>::bytes_per_thread(t, du, job.compute_bytes)
+        + if predict_only { 0 } else { (TILE_ROWS as u64) * (k + 1) * c };
+    led.add(
+        "E/M tiles (per thread)",
+        threads,
+        per_thread,
+        format!(
+            "{threads} × (2 × {TILE_ROWS} × {d} × ({c} + 8) B{})",
+            if t == CovarianceType::Full { format!(" + {d} × {d} × 8 B") } else { String::new() }
+        ),
+    );
+    if job.n_outputs > 0 {
+        led.add(
+            "output writer buffers",
+            2 * job.n_outputs as u64 * WRITE_BUFFER_BYTES as u64,
+            1,
+            format!("{} outputs × 2 buffers", job.n_outputs),
+        );
+    }
+    for (name, bytes) in &job.extra {
+        led.add(name, *bytes, 1, "held by the caller".into());
+    }
+    let always = led.total();
+    let w_row = job.w_scratch_per_row.map_or(0, |s| s as u64 + 8);
+    let scan_row = job.x_scratch_per_row as u64 + d * c + w_row;
+    // Init assignment (k-means labels): label + distance per row.
+    let em_row = scan_row + Workspace::<f64>::bytes_per_row(ku) + 12;
+    let min_rows = (TILE_ROWS as u64).min(n);
+    let kpp = params.init_params == InitMethod::KMeansPlusPlus && !params.fully_initialised() && !predict_only;
+    let sample_per = d * 8 + 24;
+    let sample_min = if kpp { k.min(n) * sample_per } else { 0 };
+    let required = always + (min_rows * em_row).max(sample_min + min_rows * scan_row);
+    if required > limit {
+        let biggest = led
+            .buffers()
+            .iter()
+            .max_by_key(|b| b.bytes)
+            .map(|b| format!("; largest buffer: {} = {}", b.name, format_bytes(b.bytes)))
+            .unwrap_or_default();
+        let dtype_hint = if c == 8 { ", --dtype float32" } else { "" };
+        return Err(Error::DoesNotFit {
+            required_bytes: required,
+            limit_bytes: limit,
+            what: format!(
+                "Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {threads} threads{biggest}",
+                t.name()
+            ),
+            hint: format!(
+                "raise --memory-limit to at least {} ({required} bytes), or use fewer components or threads{dtype_hint}, or a covariance type with fewer parameters (diag, spherical, tied)",
+                format_bytes(required)
+            ),
+        });
+    }
+    let room = limit - always;
+    let init_rows = if kpp {
+        let wanted = default_init_sample_rows(job.n_samples, job.n_features, params.n_components) as u64;
+        wanted.min((room - min_rows * scan_row) / sample_per).max(k.min(n))
+    } else {
+        0
+    };
+    let scan_rows = pick_block_rows(room - init_rows * sample_per, scan_row, n, d * c, threads);
+    let rows = pick_block_rows(room, em_row, n, d * c, threads);
+    let mut plan_led = Ledger::default();
+    for b in led.into_buffers() {
+        plan_led.add(&b.name, b.bytes, 1, b.detail);
+    }
+    plan_led.add(
+        "iterations: read blocks",
+        rows,
+        em_row,
+        format!("{rows} rows × {em_row} B (scratch, values, {k} responsibilities, log p(x), weights)"),
+    );
+    plan_led.add(
+        "validation: read blocks and k-means++ sample",
+        scan_rows * scan_row + init_rows * sample_per,
+        1,
+        format!("{scan_rows} rows × {scan_row} B + {init_rows} sample rows × {sample_per} B"),
+    );
+    let total = always + rows * em_row;
+    let mut plan = Plan::blocked(
+        if predict_only { "gmm-predict" } else { "gmm" },
+        limit,
+        plan_led,
+        rows as usize,
+        job.n_samples,
+        threads as usize,
+    );
+    let scan_total = always + scan_rows * scan_row + init_rows * sample_per;
+    plan.total_bytes = total.max(scan_total);
+    plan.scan_block_rows = scan_rows as usize;
+    plan.init_sample_rows = init_rows as usize;
+    plan.k_tile = params.n_components;
+    if !predict_only {
+        let init_passes = if params.fully_initialised() { 0 } else { 1 };
+        let kmeans = if params.init_params == InitMethod::KMeans && !params.fully_initialised() {
+            " + k-means passes"
+        } else {
+            ""
+        };
+        plan.max_passes = 1 + params.n_init as u64 * (init_passes + params.max_iter as u64) + 1;
+        plan.passes_detail = format!(
+            "1 validation pass + {} init × ({init_passes} init pass + at most {} EM passes) + 1 final E-step pass{kmeans}",
+            params.n_init, params.max_iter
+        );
+    }
+    Ok(plan)
+}

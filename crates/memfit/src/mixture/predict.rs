@@ -1,0 +1,103 @@
+//! E-step passes with a fitted mixture: labels, probabilities and
+//! per-sample log-likelihoods streamed block by block.
+
+use super::components::{CholWork, Estep};
+use super::em::{e_pass, Outputs};
+use super::params::{CovarianceType, GmmParams};
+use super::pass::Workspace;
+use super::plan::{plan_gmm, GmmJob};
+use crate::cluster::{Observer, Progress};
+use crate::error::{Error, Result};
+use crate::io::{BlockReader, Source};
+use crate::plan::Plan;
+use crate::real::Real;
+
+/// A fitted mixture as a saved model holds it.
+#[derive(Debug)]
+pub struct MixtureModel<'a> {
+    /// Covariance form.
+    pub covariance_type: CovarianceType,
+    /// Mixture weights, `(n_components,)`.
+    pub weights: Vec<f64>,
+    /// Means in the data's coordinates, row-major `(n_components, n_features)`.
+    pub means: Vec<f64>,
+    /// Precision Cholesky factors, shaped as scikit-learn's
+    /// `precisions_cholesky_` and seen as a matrix (see
+    /// [`super::PrecisionsInit`]).
+    pub precisions_cholesky: Source<'a>,
+    /// Origin the data are shifted to while read (the fit's column means);
+    /// `None` for no shift.
+    pub shift: Option<Vec<f64>>,
+}
+
+impl MixtureModel<'_> {
+    /// Number of components.
+    pub fn n_components(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Number of features.
+    pub fn n_features(&self) -> usize {
+        self.means.len() / self.weights.len().max(1)
+    }
+}
+
+/// Plans [`predict`] of `model` over `x` in a compute type of `compute_bytes`
+/// bytes with `n_outputs` streamed outputs.
+///
+/// # Errors
+/// [`Error::DoesNotFit`] as [`plan_gmm`].
+pub fn plan_predict(
+    model: &MixtureModel<'_>,
+    x: &Source<'_>,
+    compute_bytes: usize,
+    n_outputs: usize,
+    limit_bytes: u64,
+) -> Result<Plan> {
+    let params = GmmParams {
+        n_components: model.n_components(),
+        covariance_type: model.covariance_type,
+        memory_limit_bytes: limit_bytes,
+        ..GmmParams::default()
+    };
+    plan_gmm(&params, &GmmJob::new(x, None, compute_bytes, n_outputs), true)
+}
+
+/// One E-step pass of `model` over `x` (shape `(n_samples, n_features)`,
+/// any supported dtype, computed in `T`) within `plan`: labels,
+/// probabilities and log-likelihoods go to `outputs`; returns the mean
+/// log-likelihood per sample (scikit-learn's `score`).
+///
+/// # Errors
+/// [`Error::ShapeMismatch`] when `x` has another number of features than the
+/// model; `precisions_init` errors for bad factors; [`Error::NonFinite`]
+/// for a non-finite value in `x`; read errors; whatever `outputs` return;
+/// [`Error::Cancelled`].
+pub fn predict<T: Real>(
+    model: &MixtureModel<'_>,
+    x: &Source<'_>,
+    plan: &Plan,
+    outputs: &mut Outputs<'_>,
+    observer: &mut dyn Observer,
+) -> Result<f64> {
+    let (k, d) = (model.n_components(), model.n_features());
+    if x.n_features() != d {
+        return Err(Error::ShapeMismatch {
+            what: format!("{}", x.name().display()),
+            expected: vec![x.n_samples(), d],
+            found: vec![x.n_samples(), x.n_features()],
+            hint: "predict with data of the features the model was fitted on",
+        });
+    }
+    let shift = model.shift.clone().unwrap_or_else(|| vec![0.0; d]);
+    let means: Vec<f64> = model.means.chunks(d).flat_map(|m| m.iter().zip(&shift).map(|(v, s)| v - s)).collect();
+    let mut es = Estep::<T>::new(model.covariance_type, k, d);
+    es.set_weights_means(&model.weights, &means);
+    let mut work = CholWork::new(1);
+    es.set_precisions(&model.precisions_cholesky, true, &mut work)?;
+    let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.threads);
+    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
+    observer.event(&Progress::Phase("predicting"));
+    let total = e_pass(x, &mut blocks, &shift, &mut ws, &es, outputs, &|| observer.cancelled())?;
+    Ok(total / x.n_samples() as f64)
+}
