@@ -228,6 +228,7 @@ fn summary_json<T: Real>(
         "bic": m.bic,
         "aic": m.aic,
         "n_parameters": m.n_parameters,
+        "e_step_gflops_per_sec": m.e_step_gflops_per_sec,
         "weights": m.weights,
         "timings": timings,
         "peak_rss_bytes": peak,

@@ -14,7 +14,7 @@
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
 use faer::linalg::triangular_inverse::invert_lower_triangular;
-use faer::{Mat, Par};
+use faer::{MatMut, MatRef, Par};
 
 use super::params::CovarianceType;
 use crate::error::{Error, Result};
@@ -93,75 +93,100 @@ pub(crate) struct Estep<T> {
     pub(crate) prec: Prec<T>,
 }
 
-/// Reused `d × d` work matrices for Cholesky factorisations.
+/// Reused `d × d` work matrices (row-major `f64`): the first two serve the
+/// Cholesky factorisations between passes; during a pass all of them serve
+/// as the per-thread products of the full M-step ([`super::pass`]).
 pub(crate) struct CholWork {
-    a: Mat<f64>,
-    inv: Mat<f64>,
+    d: usize,
+    pub(crate) mats: Vec<Vec<f64>>,
     stack: MemBuffer,
 }
 
 impl CholWork {
-    /// Bytes a workspace for `d` features holds.
-    pub(crate) fn bytes(d: usize) -> u64 {
-        (2 * d * d * 8 + d * 8 + 4096) as u64
+    /// Bytes held by a workspace of `n_mats` matrices for `d` features.
+    pub(crate) fn bytes(d: usize, n_mats: usize) -> u64 {
+        (n_mats * d * d * 8 + d * 8 + 4096) as u64
     }
 
-    pub(crate) fn new(d: usize) -> Self {
+    /// `n_mats` (at least 2 when `d > 0`) matrices of `d × d`.
+    pub(crate) fn new(d: usize, n_mats: usize) -> Self {
+        let n_mats = if d > 0 { n_mats.max(2) } else { 0 };
         CholWork {
-            a: Mat::zeros(d, d),
-            inv: Mat::zeros(d, d),
+            d,
+            mats: (0..n_mats).map(|_| vec![0.0; d * d]).collect(),
             stack: MemBuffer::new(cholesky_in_place_scratch::<f64>(d, Par::Seq, Default::default())),
         }
     }
 
-    /// Factor `U` (upper, row-major into `u`) of the covariance in `a`'s
-    /// lower triangle; returns `Σ_j ln U_jj`, or `None` when the matrix is
-    /// not positive definite.
-    fn precision_cholesky_of_cov(&mut self, u: &mut [f64]) -> Option<f64> {
-        let d = self.a.nrows();
-        cholesky_in_place(
-            self.a.as_mut(),
-            Default::default(),
-            Par::Seq,
-            MemStack::new(&mut self.stack),
-            Default::default(),
-        )
-        .ok()?;
-        invert_lower_triangular(self.inv.as_mut(), self.a.as_ref(), Par::Seq);
-        let mut log_det = 0.0;
-        for i in 0..d {
-            for j in 0..d {
-                u[i * d + j] = if j >= i { self.inv[(j, i)] } else { 0.0 };
-            }
-            log_det += u[i * d + i].ln();
-        }
-        u.iter().all(|v| v.is_finite()).then_some(log_det)
+    /// The factor `U` left in the second matrix by the last factorisation
+    /// (row-major, upper triangular, zeros below).
+    pub(crate) fn u(&self) -> &[f64] {
+        &self.mats[1]
     }
 
-    /// Factor `U` (upper, row-major into `u`) with `P = U Uᵀ` of the precision
-    /// in `a` (full, symmetric): the Cholesky factor of `P` flipped up-down
-    /// and left-right, as scikit-learn's `_compute_precision_cholesky_from_precisions`.
-    fn precision_cholesky_of_precision(&mut self, u: &mut [f64]) -> Option<f64> {
-        let d = self.a.nrows();
-        let flipped = Mat::from_fn(d, d, |i, j| self.a[(d - 1 - i, d - 1 - j)]);
-        self.a.copy_from(&flipped);
-        drop(flipped);
+    fn factor_in_place(&mut self, which: usize) -> Option<()> {
+        let d = self.d;
         cholesky_in_place(
-            self.a.as_mut(),
+            MatMut::from_row_major_slice_mut(&mut self.mats[which], d, d),
             Default::default(),
             Par::Seq,
             MemStack::new(&mut self.stack),
             Default::default(),
         )
-        .ok()?;
-        let mut log_det = 0.0;
+        .ok()
+        .map(|_| ())
+    }
+
+    fn log_det_of_u(&self) -> Option<f64> {
+        let (d, u) = (self.d, &self.mats[1]);
+        let ld = (0..d).map(|i| u[i * d + i].ln()).sum::<f64>();
+        (ld.is_finite() && u.iter().all(|v| v.is_finite())).then_some(ld)
+    }
+
+    /// Factor `U` of the covariance in the first matrix's lower triangle
+    /// (left in [`Self::u`]); returns `Σ_j ln U_jj`, or `None` when the
+    /// matrix is not positive definite.
+    fn precision_cholesky_of_cov(&mut self) -> Option<f64> {
+        let d = self.d;
+        self.factor_in_place(0)?;
+        let (a, inv) = self.mats.split_at_mut(1);
+        invert_lower_triangular(
+            MatMut::from_row_major_slice_mut(&mut inv[0], d, d),
+            MatRef::from_row_major_slice(&a[0], d, d),
+            Par::Seq,
+        );
+        // U = L⁻ᵀ: transpose the lower triangle into the upper one.
+        let u = &mut inv[0];
+        for i in 0..d {
+            for j in i + 1..d {
+                u[i * d + j] = u[j * d + i];
+                u[j * d + i] = 0.0;
+            }
+        }
+        self.log_det_of_u()
+    }
+
+    /// Factor `U` with `P = U Uᵀ` of the precision in the first matrix
+    /// (full, symmetric; left in [`Self::u`]): the Cholesky factor of `P`
+    /// flipped up-down and left-right, as scikit-learn's
+    /// `_compute_precision_cholesky_from_precisions`.
+    fn precision_cholesky_of_precision(&mut self) -> Option<f64> {
+        let d = self.d;
+        let (a, b) = self.mats.split_at_mut(1);
         for i in 0..d {
             for j in 0..d {
-                u[i * d + j] = if j >= i { self.a[(d - 1 - i, d - 1 - j)] } else { 0.0 };
+                b[0][i * d + j] = a[0][(d - 1 - i) * d + (d - 1 - j)];
             }
-            log_det += u[i * d + i].ln();
         }
-        u.iter().all(|v| v.is_finite()).then_some(log_det)
+        self.factor_in_place(1)?;
+        let (a, b) = self.mats.split_at_mut(1);
+        for i in 0..d {
+            for j in 0..d {
+                a[0][i * d + j] = if j >= i { b[0][(d - 1 - i) * d + (d - 1 - j)] } else { 0.0 };
+            }
+        }
+        self.mats.swap(0, 1);
+        self.log_det_of_u()
     }
 }
 
@@ -226,23 +251,22 @@ impl<T: Real> Estep<T> {
     /// whose covariance is not positive definite.
     pub(crate) fn set_params(&mut self, p: &Params, reg_covar: f64, work: &mut CholWork) -> Result<()> {
         let d = self.d;
-        let mut u = vec![0.0; if matches!(self.prec, Prec::Full(_) | Prec::Tied(..)) { d * d } else { 0 }];
         match &mut self.prec {
             Prec::Full(uc) => {
                 for c in 0..self.k {
-                    unpack_lower(&p.cov[c * packed_len(d)..(c + 1) * packed_len(d)], &mut work.a);
+                    unpack_lower(&p.cov[c * packed_len(d)..(c + 1) * packed_len(d)], d, &mut work.mats[0]);
                     self.log_det[c] =
-                        work.precision_cholesky_of_cov(&mut u).ok_or_else(|| ill_defined(Some(c), reg_covar))?;
-                    for (dst, v) in uc[c * d * d..(c + 1) * d * d].iter_mut().zip(&u) {
+                        work.precision_cholesky_of_cov().ok_or_else(|| ill_defined(Some(c), reg_covar))?;
+                    for (dst, v) in uc[c * d * d..(c + 1) * d * d].iter_mut().zip(work.u()) {
                         *dst = T::from_f64(*v);
                     }
                 }
             }
             Prec::Tied(uc, _) => {
-                unpack_lower(&p.cov[..packed_len(d)], &mut work.a);
-                let ld = work.precision_cholesky_of_cov(&mut u).ok_or_else(|| ill_defined(None, reg_covar))?;
+                unpack_lower(&p.cov[..packed_len(d)], d, &mut work.mats[0]);
+                let ld = work.precision_cholesky_of_cov().ok_or_else(|| ill_defined(None, reg_covar))?;
                 self.log_det.fill(ld);
-                for (dst, v) in uc.iter_mut().zip(&u) {
+                for (dst, v) in uc.iter_mut().zip(work.u()) {
                     *dst = T::from_f64(*v);
                 }
             }
@@ -299,7 +323,7 @@ impl<T: Real> Estep<T> {
         let mut raw = vec![0.0; rows_per * per];
         let mut scratch = vec![0u8; rows_per * src.scratch_bytes_per_row()];
         let zero = vec![0.0; per];
-        let mut u = vec![0.0; d * d];
+        let mut u = vec![0.0; if cholesky { d * d } else { 0 }];
         let groups = if matches!(self.prec, Prec::Full(_) | Prec::Tied(..)) { n_mats } else { k };
         for c in 0..groups {
             src.read_rows::<f64>(c * rows_per, rows_per, &zero, &mut scratch, &mut raw)?;
@@ -308,7 +332,7 @@ impl<T: Real> Estep<T> {
             }
             match &mut self.prec {
                 Prec::Full(_) | Prec::Tied(..) => {
-                    let ld = if cholesky {
+                    let (ld, u) = if cholesky {
                         let mut ld = 0.0;
                         for i in 0..d {
                             for j in 0..d {
@@ -319,26 +343,24 @@ impl<T: Real> Estep<T> {
                             }
                             ld += raw[i * d + i].ln();
                         }
-                        ld
+                        (ld, &u[..])
                     } else {
-                        for i in 0..d {
-                            for j in 0..d {
-                                work.a[(i, j)] = raw[i * d + j];
-                            }
-                        }
-                        work.precision_cholesky_of_precision(&mut u)
-                            .ok_or_else(|| bad(Some(c), "is not symmetric positive definite"))?
+                        work.mats[0].copy_from_slice(&raw);
+                        let ld = work
+                            .precision_cholesky_of_precision()
+                            .ok_or_else(|| bad(Some(c), "is not symmetric positive definite"))?;
+                        (ld, work.u())
                     };
                     match &mut self.prec {
                         Prec::Full(uc) => {
                             self.log_det[c] = ld;
-                            for (dst, v) in uc[c * d * d..(c + 1) * d * d].iter_mut().zip(&u) {
+                            for (dst, v) in uc[c * d * d..(c + 1) * d * d].iter_mut().zip(u) {
                                 *dst = T::from_f64(*v);
                             }
                         }
                         Prec::Tied(uc, _) => {
                             self.log_det.fill(ld);
-                            for (dst, v) in uc.iter_mut().zip(&u) {
+                            for (dst, v) in uc.iter_mut().zip(u) {
                                 *dst = T::from_f64(*v);
                             }
                         }
@@ -371,13 +393,11 @@ impl<T: Real> Estep<T> {
     }
 }
 
-/// Unpacks a packed lower triangle into the lower triangle of `a`.
-fn unpack_lower(packed: &[f64], a: &mut Mat<f64>) {
-    let d = a.nrows();
+/// Unpacks a packed lower triangle into the lower triangle of `a`
+/// (row-major `d × d`).
+fn unpack_lower(packed: &[f64], d: usize, a: &mut [f64]) {
     for i in 0..d {
-        for j in 0..=i {
-            a[(i, j)] = packed[packed_index(i, j)];
-        }
+        a[i * d..i * d + i + 1].copy_from_slice(&packed[packed_index(i, 0)..packed_index(i, 0) + i + 1]);
     }
 }
 
@@ -406,13 +426,11 @@ pub fn full_covariance(t: CovarianceType, cov: &[f64], c: usize, d: usize, out: 
 
 /// Precision Cholesky factor `U` (row-major `d × d`, upper) of a full
 /// covariance given as a row-major matrix; `None` when not positive definite.
-pub(crate) fn precision_cholesky(cov_full: &[f64], d: usize, work: &mut CholWork, u: &mut [f64]) -> Option<()> {
-    for i in 0..d {
-        for j in 0..=i {
-            work.a[(i, j)] = cov_full[i * d + j];
-        }
-    }
-    work.precision_cholesky_of_cov(u).map(|_| ())
+pub(crate) fn precision_cholesky(cov_full: &[f64], work: &mut CholWork, u: &mut [f64]) -> Option<()> {
+    work.mats[0].copy_from_slice(cov_full);
+    work.precision_cholesky_of_cov()?;
+    u.copy_from_slice(work.u());
+    Some(())
 }
 
 #[cfg(test)]
@@ -423,9 +441,9 @@ mod tests {
     fn precision_cholesky_inverts_the_covariance() {
         let d = 3;
         let cov = [4.0, 1.0, 0.5, 1.0, 3.0, 0.2, 0.5, 0.2, 2.0];
-        let mut work = CholWork::new(d);
+        let mut work = CholWork::new(d, 2);
         let mut u = vec![0.0; 9];
-        precision_cholesky(&cov, d, &mut work, &mut u).unwrap();
+        precision_cholesky(&cov, &mut work, &mut u).unwrap();
         // Σ U Uᵀ = I
         for i in 0..d {
             for j in 0..d {
@@ -439,17 +457,12 @@ mod tests {
         }
         // From the precision, the flipped Cholesky gives the same factor.
         let prec: Vec<f64> = (0..9).map(|ij| (0..d).map(|q| u[(ij / d) * d + q] * u[(ij % d) * d + q]).sum()).collect();
-        for i in 0..d {
-            for j in 0..d {
-                work.a[(i, j)] = prec[i * d + j];
-            }
-        }
-        let mut u2 = vec![0.0; 9];
-        work.precision_cholesky_of_precision(&mut u2).unwrap();
-        for (a, b) in u.iter().zip(&u2) {
+        work.mats[0].copy_from_slice(&prec);
+        work.precision_cholesky_of_precision().unwrap();
+        for (a, b) in u.iter().zip(work.u()) {
             assert!((a - b).abs() < 1e-12, "{a} vs {b}");
         }
         let singular = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0];
-        assert!(precision_cholesky(&singular, d, &mut work, &mut u).is_none());
+        assert!(precision_cholesky(&singular, &mut work, &mut u).is_none());
     }
 }

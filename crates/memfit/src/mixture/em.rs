@@ -35,6 +35,10 @@ pub struct GmmTimings {
     pub init_secs: f64,
     /// EM iterations, all initialisations.
     pub em_secs: f64,
+    /// Of `em_secs`: E-steps (log-densities, log-sum-exp, responsibilities).
+    pub e_step_secs: f64,
+    /// Of `em_secs`: M-step sums.
+    pub m_step_secs: f64,
     /// Final E-step pass (score, labels, outputs).
     pub final_pass_secs: f64,
 }
@@ -95,6 +99,11 @@ pub struct GmmFit {
     pub n_effective: f64,
     /// Free parameters of the model.
     pub n_parameters: usize,
+    /// Floating-point operations of one E-step pass (the log-density
+    /// products; `d (d + 1)` per row and component for full).
+    pub e_step_flops: f64,
+    /// E-step throughput over the EM iterations, in GFLOP/s.
+    pub e_step_gflops_per_sec: f64,
     /// Bayesian information criterion, `−2 · score · n + p · ln n`.
     pub bic: f64,
     /// Akaike information criterion, `−2 · score · n + 2 p`.
@@ -127,7 +136,7 @@ impl GmmFit {
         let d = self.n_features;
         let mut cov = vec![0.0; d * d];
         self.covariance(c, &mut cov);
-        precision_cholesky(&cov, d, &mut CholWork::new(d), out)
+        precision_cholesky(&cov, &mut CholWork::new(d, 2), out)
             .ok_or_else(|| Error::param("covariances", format!("component {c} is not positive definite")))
     }
 }
@@ -242,13 +251,17 @@ pub fn fit<T: Real>(
 
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
     let mut es = Estep::<T>::new(t, k, d);
-    let mut work = CholWork::new(if matches!(t, CovarianceType::Full | CovarianceType::Tied) { d } else { 1 });
+    let mut work = CholWork::new(
+        if matches!(t, CovarianceType::Full | CovarianceType::Tied) { d } else { 0 },
+        work_mats(t, plan.threads),
+    );
     let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.threads);
     let mut stats = Stats::new(t, k, d, Vec::new(), false);
     let mut tied_scatter: Vec<f64> = Vec::new();
     let mut best: Option<(usize, Params, Vec<f64>, bool)> = None;
     let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
     let mut cur = Params::default();
+    let mut e_steps = 0usize;
     for (run, init) in inits.into_iter().enumerate() {
         let clock = Instant::now();
         if let Some(init) = init {
@@ -265,7 +278,9 @@ pub fn fit<T: Real>(
             if want_scatter {
                 stats.scatter = vec![0.0; d * d];
             }
-            init_pass(&init, k, d, &mut blocks, &shift, &mut ws, &mut stats, plan.threads, &|| observer.cancelled())?;
+            init_pass(&init, k, d, &mut blocks, &shift, &mut ws, &mut stats, &mut work.mats, plan.threads, &|| {
+                observer.cancelled()
+            })?;
             if want_scatter {
                 tied_scatter = std::mem::take(&mut stats.scatter);
             }
@@ -301,10 +316,15 @@ pub fn fit<T: Real>(
                 stats.scatter = vec![0.0; d * d];
             }
             blocks.for_each(&shift, &|| observer.cancelled(), |start, xb, wb| {
+                let t0 = Instant::now();
                 stats.log_likelihood += ws.e_step(x, xb, start, wb, &es)?;
-                ws.m_step(xb, wb, &mut stats);
+                let t1 = Instant::now();
+                ws.m_step(xb, wb, &mut stats, &mut work.mats);
+                timings.e_step_secs += (t1 - t0).as_secs_f64();
+                timings.m_step_secs += t1.elapsed().as_secs_f64();
                 Ok(())
             })?;
+            e_steps += 1;
             if want_scatter {
                 tied_scatter = std::mem::take(&mut stats.scatter);
             }
@@ -353,6 +373,12 @@ pub fn fit<T: Real>(
     timings.final_pass_secs = clock.elapsed().as_secs_f64();
     let score = log_likelihood / n_eff;
     let n_parameters = t.n_cov_parameters(k, d) + k * d + k - 1;
+    let (nf, kf, df) = (n as f64, k as f64, d as f64);
+    let e_step_flops = match t {
+        CovarianceType::Full => nf * kf * df * (df + 1.0),
+        CovarianceType::Tied => nf * df * (df + 1.0) + nf * kf * 3.0 * df,
+        CovarianceType::Diag | CovarianceType::Spherical => nf * kf * 3.0 * df,
+    };
     let (n_iter, lower_bound) = (lower_bounds.len(), *lower_bounds.last().expect("max_iter >= 1"));
     let means = best.means.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v + s)).collect();
     Ok(GmmFit {
@@ -373,11 +399,23 @@ pub fn fit<T: Real>(
         score,
         n_effective: n_eff,
         n_parameters,
+        e_step_flops,
+        e_step_gflops_per_sec: e_step_flops * e_steps as f64 / timings.e_step_secs.max(1e-12) / 1e9,
         bic: -2.0 * score * n_eff + n_parameters as f64 * n_eff.ln(),
         aic: -2.0 * score * n_eff + 2.0 * n_parameters as f64,
         timings,
         warnings,
     })
+}
+
+/// `d × d` work matrices a fit holds: one per thread for the full M-step
+/// (at least the two the factorisations use), two for tied, none otherwise.
+pub(crate) fn work_mats(t: CovarianceType, threads: usize) -> usize {
+    match t {
+        CovarianceType::Full => threads.max(2),
+        CovarianceType::Tied => 2,
+        CovarianceType::Diag | CovarianceType::Spherical => 0,
+    }
 }
 
 fn one_hot_rows(rows: Vec<usize>, means: Vec<f64>) -> InitResp {
@@ -396,6 +434,7 @@ fn init_pass<T: Real>(
     shift: &[f64],
     ws: &mut Workspace<T>,
     stats: &mut Stats,
+    mats: &mut [Vec<f64>],
     threads: usize,
     cancel: &dyn Fn() -> bool,
 ) -> Result<()> {
@@ -445,7 +484,7 @@ fn init_pass<T: Real>(
                 }
             }
         }
-        ws.m_step(xb, wb, stats);
+        ws.m_step(xb, wb, stats, mats);
         Ok(())
     })
 }

@@ -87,10 +87,10 @@ fn write_files(dir: &Path, fit: &GmmFit, extra: serde_json::Value) -> Result<()>
         CovarianceType::Full | CovarianceType::Tied => {
             let mut cov = vec![0.0; d * d];
             let mut u = vec![0.0; d * d];
-            let mut work = CholWork::new(d);
+            let mut work = CholWork::new(d, 2);
             for c in 0..if t == CovarianceType::Full { k } else { 1 } {
                 fit.covariance(c, &mut cov);
-                precision_cholesky(&cov, d, &mut work, &mut u)
+                precision_cholesky(&cov, &mut work, &mut u)
                     .ok_or_else(|| Error::param("covariances", format!("component {c} is not positive definite")))?;
                 cov_w.write_with(&cov, put_f64)?;
                 prec_w.write_with(&u, put_f64)?;

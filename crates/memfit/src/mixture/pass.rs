@@ -80,14 +80,15 @@ impl Stats {
     }
 }
 
-/// Per-thread M-step buffers.
+/// Rows gathered per M-step product (full covariances): the gathered rows
+/// of a tile are multiplied in fixed batches of this many.
+const GATHER_ROWS: usize = 64;
+
+/// Per-thread M-step buffer: gathered rows centred on the component's
+/// reference and scaled by `√(w r)`, `(≤ GATHER_ROWS, d)`; for tied, a tile
+/// converted to `f64` and its weighted copy (`2 × TILE_ROWS` rows).
 struct MTile {
-    /// Gathered rows centred on the component's reference, `(≤ 256, d)`.
     g: Vec<f64>,
-    /// The same rows times their responsibility.
-    gw: Vec<f64>,
-    /// `Gᵀ Gw` of one tile (full only), row-major `d × d`.
-    s: Vec<f64>,
 }
 
 /// Buffers for one block's E- and M-steps.
@@ -110,10 +111,19 @@ impl<T: Real> Workspace<T> {
         (k * 8 + 8 + 1) as u64
     }
 
-    /// Bytes held per thread: E tiles in the compute type, M tiles in `f64`.
+    /// Bytes held per thread: two E tiles in the compute type and the M
+    /// gather buffer (the full M-step's `d × d` products are
+    /// [`super::components::CholWork`]'s matrices).
     pub(crate) fn bytes_per_thread(t: CovarianceType, d: usize, compute_bytes: usize) -> u64 {
-        let full = if t == CovarianceType::Full { d * d * 8 } else { 0 };
-        (2 * TILE_ROWS * d * compute_bytes + 2 * TILE_ROWS * d * 8 + full) as u64
+        (2 * TILE_ROWS * d * compute_bytes + Self::gather_rows(t) * d * 8) as u64
+    }
+
+    fn gather_rows(t: CovarianceType) -> usize {
+        match t {
+            CovarianceType::Full => GATHER_ROWS,
+            CovarianceType::Tied => 2 * TILE_ROWS,
+            CovarianceType::Diag | CovarianceType::Spherical => 0,
+        }
     }
 
     pub(crate) fn new(t: CovarianceType, k: usize, d: usize, block_rows: usize, threads: usize) -> Self {
@@ -126,13 +136,7 @@ impl<T: Real> Workspace<T> {
             log_norm: vec![0.0; block_rows],
             tile_ll: vec![0.0; block_rows.div_ceil(TILE_ROWS)],
             e_tiles: (0..threads).map(|_| vec![T::default(); 2 * TILE_ROWS * d]).collect(),
-            m_tiles: (0..threads)
-                .map(|_| MTile {
-                    g: vec![0.0; TILE_ROWS * d],
-                    gw: vec![0.0; TILE_ROWS * d],
-                    s: vec![0.0; if t == CovarianceType::Full { d * d } else { 0 }],
-                })
-                .collect(),
+            m_tiles: (0..threads).map(|_| MTile { g: vec![0.0; Self::gather_rows(t) * d] }).collect(),
         }
     }
 
@@ -199,11 +203,14 @@ impl<T: Real> Workspace<T> {
     }
 
     /// Adds block `xb`'s contribution with responsibilities `resp[..rows × K]`
-    /// (from [`Self::e_step`] or an initialisation) to `stats`.
-    pub(crate) fn m_step(&mut self, xb: &[T], wb: Option<&[f64]>, stats: &mut Stats) {
+    /// (from [`Self::e_step`] or an initialisation) to `stats`; `mats` holds
+    /// one `d × d` product buffer per worker (full only).
+    pub(crate) fn m_step(&mut self, xb: &[T], wb: Option<&[f64]>, stats: &mut Stats, mats: &mut [Vec<f64>]) {
         let (k, d, t) = (self.k, self.d, self.t);
         let rows = xb.len() / d;
-        let workers = self.m_tiles.len().min(k);
+        let workers = if t == CovarianceType::Full { mats.len().min(self.m_tiles.len()) } else { self.m_tiles.len() }
+            .min(k)
+            .max(1);
         let per = k.div_ceil(workers);
         let s2_per = match t {
             CovarianceType::Full => packed_len(d),
@@ -227,7 +234,11 @@ impl<T: Real> Workspace<T> {
         }
         let resp = &self.resp[..rows * k];
         let reference = &stats.reference;
-        groups.into_par_iter().zip(self.m_tiles.par_iter_mut()).for_each(|((first, nk, s1, s2), mt)| {
+        let mut dummy: Vec<Vec<f64>> = Vec::new();
+        let mats = if t == CovarianceType::Full { mats } else { &mut dummy[..] };
+        let mats = mats.iter_mut().map(Some).chain(std::iter::repeat_with(|| None));
+        let workers: Vec<_> = groups.into_iter().zip(self.m_tiles.iter_mut()).zip(mats).collect();
+        workers.into_par_iter().for_each(|(((first, nk, s1, s2), mt), mut prod)| {
             for t0 in (0..rows).step_by(TILE_ROWS) {
                 let t1 = (t0 + TILE_ROWS).min(rows);
                 for (c, nk_c) in nk.iter_mut().enumerate() {
@@ -245,14 +256,18 @@ impl<T: Real> Workspace<T> {
                         let x = &xb[i * d..(i + 1) * d];
                         match t {
                             CovarianceType::Full => {
-                                let (g, gw) = (&mut mt.g[m * d..(m + 1) * d], &mut mt.gw[m * d..(m + 1) * d]);
+                                let sr = r.sqrt();
+                                let g = &mut mt.g[m * d..(m + 1) * d];
                                 for j in 0..d {
                                     let v = x[j].to_f64() - mu[j];
-                                    g[j] = v;
-                                    gw[j] = r * v;
+                                    g[j] = sr * v;
                                     s1_c[j] += r * v;
                                 }
                                 m += 1;
+                                if m == GATHER_ROWS {
+                                    add_gathered(&mt.g, m, d, prod.as_deref_mut().expect("full"), s2_c);
+                                    m = 0;
+                                }
                             }
                             CovarianceType::Tied => {
                                 for j in 0..d {
@@ -269,26 +284,7 @@ impl<T: Real> Workspace<T> {
                         }
                     }
                     if m > 0 {
-                        let dst = MatMut::from_row_major_slice_mut(&mut mt.s, d, d);
-                        tri_matmul(
-                            dst,
-                            BlockStructure::TriangularLower,
-                            Accum::Replace,
-                            MatRef::from_row_major_slice(&mt.g[..m * d], m, d).transpose(),
-                            BlockStructure::Rectangular,
-                            MatRef::from_row_major_slice(&mt.gw[..m * d], m, d),
-                            BlockStructure::Rectangular,
-                            1.0,
-                            Par::Seq,
-                        );
-                        let mut p = 0;
-                        for i in 0..d {
-                            let row = &mt.s[i * d..i * d + i + 1];
-                            for (dst, v) in s2_c[p..p + i + 1].iter_mut().zip(row) {
-                                *dst += v;
-                            }
-                            p += i + 1;
-                        }
+                        add_gathered(&mt.g, m, d, prod.as_deref_mut().expect("full"), s2_c);
                     }
                 }
             }
@@ -301,16 +297,35 @@ impl<T: Real> Workspace<T> {
                 for (g, v) in mt.g.iter_mut().zip(&xb[t0 * d..t1 * d]) {
                     *g = v.to_f64();
                 }
-                add_tile_scatter(
-                    &mt.g[..(t1 - t0) * d],
-                    wb.map(|w| &w[t0..t1]),
-                    d,
-                    &mut mt.gw,
-                    &mut stats.scatter,
-                    par,
-                );
+                let (xt, weighted) = mt.g.split_at_mut((t1 - t0) * d);
+                add_tile_scatter(xt, wb.map(|w| &w[t0..t1]), d, weighted, &mut stats.scatter, par);
             }
         }
+    }
+}
+
+/// Adds `Gᵀ G` of the first `m` gathered rows of `g` (row-major, `d`
+/// columns) to the packed lower triangle `s2` through the product buffer
+/// `prod` (`d × d`, lower triangle computed).
+fn add_gathered(g: &[f64], m: usize, d: usize, prod: &mut [f64], s2: &mut [f64]) {
+    let gm = MatRef::from_row_major_slice(&g[..m * d], m, d);
+    tri_matmul(
+        MatMut::from_row_major_slice_mut(prod, d, d),
+        BlockStructure::TriangularLower,
+        Accum::Replace,
+        gm.transpose(),
+        BlockStructure::Rectangular,
+        gm,
+        BlockStructure::Rectangular,
+        1.0,
+        Par::Seq,
+    );
+    let mut p = 0;
+    for i in 0..d {
+        for (dst, v) in s2[p..p + i + 1].iter_mut().zip(&prod[i * d..i * d + i + 1]) {
+            *dst += v;
+        }
+        p += i + 1;
     }
 }
 

@@ -1,6 +1,7 @@
 //! The Gaussian-mixture memory plan.
 
 use super::components::{cov_len, prec_len, CholWork};
+use super::em::work_mats;
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::Workspace;
 use crate::cluster::default_init_sample_rows;
@@ -112,8 +113,14 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &GmmJob, predict_only: bool) -> Res
         }
         led.add("lower bounds", (params.max_iter * params.n_init) as u64, 8, "one per iteration".into());
     }
-    if matches!(t, CovarianceType::Full | CovarianceType::Tied) || params.precisions_init.is_some() {
-        led.add("Cholesky workspace (float64)", CholWork::bytes(du) + d * d * 8, 1, format!("3 × {d} × {d} × 8 B"));
+    let n_mats = if predict_only { 0 } else { work_mats(t, job.threads) };
+    if n_mats > 0 {
+        led.add(
+            "d × d work matrices (float64)",
+            CholWork::bytes(du, n_mats),
+            1,
+            format!("{n_mats} × {d} × {d} × 8 B: per-thread M-step products, then Cholesky factorisations"),
+        );
     }
     let per_thread = Workspace::<f64>::bytes_per_thread(t, du, job.compute_bytes)
         + if predict_only { 0 } else { (TILE_ROWS as u64) * (k + 1) * c };
@@ -121,10 +128,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &GmmJob, predict_only: bool) -> Res
         "E/M tiles (per thread)",
         threads,
         per_thread,
-        format!(
-            "{threads} × (2 × {TILE_ROWS} × {d} × ({c} + 8) B{})",
-            if t == CovarianceType::Full { format!(" + {d} × {d} × 8 B") } else { String::new() }
-        ),
+        format!("{threads} × {per_thread} B (E-step tiles, M-step gathered rows, init assignment tiles)"),
     );
     if job.n_outputs > 0 {
         led.add(

@@ -93,7 +93,7 @@ pub fn predict<T: Real>(
     let means: Vec<f64> = model.means.chunks(d).flat_map(|m| m.iter().zip(&shift).map(|(v, s)| v - s)).collect();
     let mut es = Estep::<T>::new(model.covariance_type, k, d);
     es.set_weights_means(&model.weights, &means);
-    let mut work = CholWork::new(1);
+    let mut work = CholWork::new(0, 0);
     es.set_precisions(&model.precisions_cholesky, true, &mut work)?;
     let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.threads);
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
