@@ -252,12 +252,18 @@ impl<'a> Source<'a> {
     pub fn open_stacked(path: impl AsRef<Path>, ndim: usize) -> Result<(Source<'static>, Vec<usize>)> {
         let mut f = NpyFile::open(path)?;
         let shape = f.header.shape.clone();
-        if shape.len() != ndim || (ndim > 2 && f.header.fortran_order) {
+        if shape.len() != ndim {
             return Err(Error::WrongDimensions {
                 path: f.path.clone(),
                 expected: ndim,
                 shape,
-                hint: "save the array with the shape scikit-learn uses for this attribute, in C order (numpy.ascontiguousarray)",
+                hint: "save the array with the shape scikit-learn uses for this attribute",
+            });
+        }
+        if ndim > 2 && f.header.fortran_order {
+            return Err(Error::NotNpy {
+                path: f.path.clone(),
+                reason: format!("the {ndim}-D array of shape {shape:?} is stored in Fortran order, which memfit reads only for 1-D and 2-D arrays (save numpy.ascontiguousarray(array))"),
             });
         }
         f.header.shape = match shape.as_slice() {

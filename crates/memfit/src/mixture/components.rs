@@ -220,6 +220,22 @@ impl<T: Real> Estep<T> {
         }
     }
 
+    /// Per component, a lower bound of the covariance's condition number:
+    /// `(max_j U_jj / min_j U_jj)²` from the precision factor's diagonal.
+    pub(crate) fn condition_estimates(&self) -> Vec<f64> {
+        let (k, d) = (self.k, self.d);
+        let ratio = |diag: &mut dyn Iterator<Item = f64>| {
+            let (lo, hi) = diag.fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v.abs()), hi.max(v.abs())));
+            (hi / lo).powi(2)
+        };
+        match &self.prec {
+            Prec::Full(u) => (0..k).map(|c| ratio(&mut (0..d).map(|j| u[c * d * d + j * d + j].to_f64()))).collect(),
+            Prec::Tied(u, _) => vec![ratio(&mut (0..d).map(|j| u[j * d + j].to_f64())); k],
+            Prec::Diag(p) => (0..k).map(|c| ratio(&mut p[c * d..(c + 1) * d].iter().copied())).collect(),
+            Prec::Spherical(_) => vec![1.0; k],
+        }
+    }
+
     /// Sets weights and means (shifted coordinates).
     pub(crate) fn set_weights_means(&mut self, weights: &[f64], means: &[f64]) {
         for (l, w) in self.log_weights.iter_mut().zip(weights) {

@@ -223,6 +223,7 @@ pub fn fit<T: Real>(
                     };
                     let kplan = plan_kmeans(&kp, &KMeansJob::new(x, sample_weight, size_of::<T>(), false))?;
                     let m = crate::cluster::fit::<T>(&kp, x, sample_weight, &kplan, None, observer)?;
+                    warnings.extend(m.warnings.iter().map(|w| format!("k-means initialisation: {w}")));
                     let centres = m.cluster_centers.chunks(d);
                     InitResp::Nearest(centres.flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v.to_f64() - s)).collect())
                 }
@@ -317,7 +318,7 @@ pub fn fit<T: Real>(
             }
             blocks.for_each(&shift, &|| observer.cancelled(), |start, xb, wb| {
                 let t0 = Instant::now();
-                stats.log_likelihood += ws.e_step(x, xb, start, wb, &es)?;
+                ws.e_step(x, xb, start, wb, &es, &mut stats.log_likelihood)?;
                 let t1 = Instant::now();
                 ws.m_step(xb, wb, &mut stats, &mut work.mats);
                 timings.e_step_secs += (t1 - t0).as_secs_f64();
@@ -359,6 +360,20 @@ pub fn fit<T: Real>(
     let (best_init, best, lower_bounds, converged) = best.expect("n_init >= 1");
     if best_init + 1 != params.n_init {
         es.set_params(&best, params.reg_covar, &mut work)?;
+    }
+    let eps = if T::DTYPE == crate::io::Dtype::F32 { f64::from(f32::EPSILON) } else { f64::EPSILON };
+    if let Some((c, cond)) = es
+        .condition_estimates()
+        .into_iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|(_, v)| *v * eps > 1e-2)
+    {
+        warnings.push(format!(
+            "component {c}'s covariance has a condition number of at least {cond:.2e}, near 1/eps of {}: its log-densities lose accuracy; hint: {}raise --reg-covar",
+            T::DTYPE.name(),
+            if T::DTYPE == crate::io::Dtype::F32 { "use --dtype float64 or " } else { "" }
+        ));
     }
     if !converged {
         warnings.push(format!(
@@ -505,7 +520,7 @@ pub(crate) fn e_pass<T: Real>(
     let mut total = 0.0;
     blocks.for_each(shift, cancel, |start, xb, wb| {
         let rows = xb.len() / es.d;
-        total += ws.e_step(x, xb, start, wb, es)?;
+        ws.e_step(x, xb, start, wb, es, &mut total)?;
         let resp = &ws.resp[..rows * k];
         if let Some(f) = outputs.labels.as_deref_mut() {
             for (l, row) in labels.iter_mut().zip(resp.chunks(k)) {

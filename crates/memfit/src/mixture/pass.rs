@@ -142,8 +142,9 @@ impl<T: Real> Workspace<T> {
 
     /// E-step of block `xb` (row-major `(rows, d)`, first row `start`):
     /// responsibilities in `resp[..rows × K]`, `log p(x_i)` in
-    /// `log_norm[..rows]`; returns `Σ_i w_i log p(x_i)` over the block
-    /// (summed per fixed tile, then tiles in order).
+    /// `log_norm[..rows]`; adds `Σ_i w_i log p(x_i)` over the block to
+    /// `total` (summed per fixed tile, then tile by tile in order, so that
+    /// the total does not depend on the block size).
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] when a row has zero density under every
@@ -155,7 +156,8 @@ impl<T: Real> Workspace<T> {
         start: usize,
         wb: Option<&[f64]>,
         es: &Estep<T>,
-    ) -> Result<f64> {
+        total: &mut f64,
+    ) -> Result<()> {
         let (k, d) = (self.k, self.d);
         let rows = xb.len() / d;
         let n_tiles = rows.div_ceil(TILE_ROWS);
@@ -199,7 +201,10 @@ impl<T: Real> Workspace<T> {
                 ),
             ));
         }
-        Ok(self.tile_ll[..n_tiles].iter().sum())
+        for s in &self.tile_ll[..n_tiles] {
+            *total += s;
+        }
+        Ok(())
     }
 
     /// Adds block `xb`'s contribution with responsibilities `resp[..rows × K]`
