@@ -373,3 +373,76 @@ fn ctrl_c_stops_cleanly_without_outputs() {
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(entries(t.path()).is_empty(), "left {:?}", entries(t.path()));
 }
+
+#[test]
+fn gmm_writes_model_folder_summary_and_predicts_the_same_labels() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[600, 2], &blobs(600));
+    let model = p(t.path(), "model");
+    let o = memfit(&[
+        "gmm",
+        &x,
+        "--n-components",
+        "3",
+        "--covariance-type",
+        "diag",
+        "--model",
+        &model,
+        "--labels",
+        &p(t.path(), "l.npy"),
+        "--summary",
+        &p(t.path(), "s.json"),
+        "--plot",
+        &p(t.path(), "lb.png"),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(t.path().join("s.json")).unwrap()).unwrap();
+    for key in ["lower_bound", "lower_bounds", "n_iter", "converged", "bic", "aic", "timings", "peak_rss_bytes", "plan"]
+    {
+        assert!(s.get(key).is_some(), "summary lacks {key}: {s}");
+    }
+    let names: Vec<String> =
+        entries(Path::new(&model)).iter().map(|e| e.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["covariances.npy", "means.npy", "model.json", "precisions_cholesky.npy", "weights.npy"]);
+    let o = memfit(&["gmm-predict", &x, "--model", &model, "--labels", &p(t.path(), "pl.npy")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(t.path().join("pl.npy")).unwrap(), std::fs::read(t.path().join("l.npy")).unwrap());
+    assert!(entries(t.path()).iter().all(|e| !e.file_name().unwrap().to_string_lossy().starts_with('.')));
+}
+
+#[test]
+fn gmm_bad_input_fails_cleanly_without_outputs() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    // Rank-deficient data: the third column is the sum of the first two.
+    let v: Vec<f64> = (0..100).flat_map(|i| [(i % 7) as f64, (i % 11) as f64, ((i % 7) + (i % 11)) as f64]).collect();
+    write_f64(&x, &[100, 3], &v);
+    let model = p(t.path(), "model");
+    let labels = p(t.path(), "l.npy");
+    let cases: [(&[&str], &str); 5] = [
+        (&["--reg-covar", "0"], "ill-defined empirical covariance"),
+        (&["--n-components", "101"], "exceeds n_samples = 100"),
+        (&["--covariance-type", "full!"], "covariance_type"),
+        (&["--init", "nope"], "init_params"),
+        (&["--memory-limit", "10KiB"], "memory limit"),
+    ];
+    for (args, needle) in cases {
+        let mut all = vec!["gmm", &x, "--quiet", "--model", &model, "--labels", &labels];
+        if !args.contains(&"--n-components") {
+            all.extend(["--n-components", "2"]);
+        }
+        all.extend_from_slice(args);
+        let o = memfit(&all);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.starts_with("memfit: error:") && e.contains(needle) && e.lines().count() == 1, "{args:?}: {e}");
+        assert_eq!(entries(t.path()), [PathBuf::from(&x)], "{args:?} left outputs");
+    }
+    // A model path that is an ordinary file is never replaced.
+    std::fs::write(&model, b"keep").unwrap();
+    let o = memfit(&["gmm", &x, "-k", "2", "--quiet", "--model", &model]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&model).unwrap(), b"keep");
+}

@@ -115,13 +115,14 @@ mod tests {
 
     #[test]
     fn matches_naive_reference_under_a_small_limit() {
-        let (n, d) = (3000, 40);
+        let (n, d) = (8000, 40);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let x: Vec<f64> = (0..n * d).map(|_| rng.random_range(-1.0..1.0)).collect();
         let q: Vec<f64> = (0..d * d).map(|_| rng.random_range(-1.0..1.0)).collect();
         let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
-        // The data are 960 KB; the limit holds a fraction of them.
+        // The data are 2.56 MB, 10× the limit.
         let plan = plan_row_quadratic_form(&src, 8, 256 << 10).unwrap();
+        assert!((n * d * 8) as u64 >= 8 * plan.limit_bytes);
         assert!(plan.n_blocks > 1 && plan.total_bytes <= 256 << 10, "{plan}");
         let mut got = Vec::new();
         row_quadratic_form::<f64>(

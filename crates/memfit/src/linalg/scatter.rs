@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn matches_naive_reference_and_ignores_limit() {
-        let (n, d) = (2000, 30);
+        let (n, d) = (14000, 30);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
         let x: Vec<f32> = (0..n * d).map(|_| rng.random_range(-1.0..1.0)).collect();
         let w: Vec<f64> = (0..n).map(|_| rng.random_range(0.0..2.0)).collect();
@@ -118,6 +118,10 @@ mod tests {
         for limit in [200 << 10, 1 << 30] {
             let plan = plan_weighted_scatter(&src, Some(&ws), limit).unwrap();
             assert!(plan.total_bytes <= limit);
+            if limit < 1 << 20 {
+                // The data are 1.68 MB, 8.4× the limit.
+                assert!((n * d * 4) as u64 >= 8 * limit && plan.n_blocks > 1, "{plan}");
+            }
             results.push(weighted_scatter(&src, Some(&ws), &plan, &|| false).unwrap());
         }
         assert_eq!(results[0], results[1], "the limit changed the result");

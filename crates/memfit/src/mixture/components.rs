@@ -68,8 +68,10 @@ pub struct Params {
 /// The E-step's precision factors.
 #[derive(Debug, Clone)]
 pub(crate) enum Prec<T> {
-    /// `K` upper-triangular `d × d` factors, row-major, zeros below.
-    Full(Vec<T>),
+    /// `K` upper-triangular `d × d` factors side by side: row-major
+    /// `(d, K·d)`, factor `k` in columns `k·d .. (k+1)·d`, zeros below the
+    /// diagonal; and `μ_k U_k` per component, `(K, d)`.
+    Full(Vec<T>, Vec<f64>),
     /// One upper-triangular factor and `μ_k U` per component, `(K, d)`.
     Tied(Vec<T>, Vec<f64>),
     /// `(K, d)` precision standard deviations `1 / σ_kj`.
@@ -204,7 +206,7 @@ impl<T: Real> Estep<T> {
     /// Buffers for `k` components of `d` features.
     pub(crate) fn new(t: CovarianceType, k: usize, d: usize) -> Self {
         let prec = match t {
-            CovarianceType::Full => Prec::Full(vec![T::default(); k * d * d]),
+            CovarianceType::Full => Prec::Full(vec![T::default(); k * d * d], vec![0.0; k * d]),
             CovarianceType::Tied => Prec::Tied(vec![T::default(); d * d], vec![0.0; k * d]),
             CovarianceType::Diag => Prec::Diag(vec![0.0; k * d]),
             CovarianceType::Spherical => Prec::Spherical(vec![0.0; k]),
@@ -229,7 +231,7 @@ impl<T: Real> Estep<T> {
             (hi / lo).powi(2)
         };
         match &self.prec {
-            Prec::Full(u) => (0..k).map(|c| ratio(&mut (0..d).map(|j| u[c * d * d + j * d + j].to_f64()))).collect(),
+            Prec::Full(u, _) => (0..k).map(|c| ratio(&mut (0..d).map(|j| u[j * k * d + c * d + j].to_f64()))).collect(),
             Prec::Tied(u, _) => vec![ratio(&mut (0..d).map(|j| u[j * d + j].to_f64())); k],
             Prec::Diag(p) => (0..k).map(|c| ratio(&mut p[c * d..(c + 1) * d].iter().copied())).collect(),
             Prec::Spherical(_) => vec![1.0; k],
@@ -248,14 +250,18 @@ impl<T: Real> Estep<T> {
         self.update_tied_means();
     }
 
+    /// `μ_k U_k` for tied and full factors.
     fn update_tied_means(&mut self) {
         let (k, d) = (self.k, self.d);
-        if let Prec::Tied(u, mu) = &mut self.prec {
-            for c in 0..k {
-                let m = &self.means[c * d..(c + 1) * d];
-                for j in 0..d {
-                    mu[c * d + j] = (0..=j).map(|i| m[i] * u[i * d + j].to_f64()).sum();
-                }
+        let (u, mu, stride, step) = match &mut self.prec {
+            Prec::Tied(u, mu) => (&u[..], mu, d, 0),
+            Prec::Full(u, mu) => (&u[..], mu, k * d, d),
+            _ => return,
+        };
+        for c in 0..k {
+            let m = &self.means[c * d..(c + 1) * d];
+            for j in 0..d {
+                mu[c * d + j] = (0..=j).map(|i| m[i] * u[i * stride + c * step + j].to_f64()).sum();
             }
         }
     }
@@ -268,14 +274,12 @@ impl<T: Real> Estep<T> {
     pub(crate) fn set_params(&mut self, p: &Params, reg_covar: f64, work: &mut CholWork) -> Result<()> {
         let d = self.d;
         match &mut self.prec {
-            Prec::Full(uc) => {
+            Prec::Full(uc, _) => {
                 for c in 0..self.k {
                     unpack_lower(&p.cov[c * packed_len(d)..(c + 1) * packed_len(d)], d, &mut work.mats[0]);
                     self.log_det[c] =
                         work.precision_cholesky_of_cov().ok_or_else(|| ill_defined(Some(c), reg_covar))?;
-                    for (dst, v) in uc[c * d * d..(c + 1) * d * d].iter_mut().zip(work.u()) {
-                        *dst = T::from_f64(*v);
-                    }
+                    put_stacked(uc, self.k, d, c, work.u());
                 }
             }
             Prec::Tied(uc, _) => {
@@ -330,24 +334,24 @@ impl<T: Real> Estep<T> {
             Error::param("precisions_init", format!("{}: {which}{what} {why}", src.name().display()))
         };
         let rows_per = match self.prec {
-            Prec::Full(_) => d,
+            Prec::Full(..) => d,
             Prec::Tied(..) => d,
             Prec::Diag(_) | Prec::Spherical(_) => 1,
         };
-        let n_mats = if matches!(self.prec, Prec::Full(_)) { k } else { 1 };
+        let n_mats = if matches!(self.prec, Prec::Full(..)) { k } else { 1 };
         let per = src.n_features();
         let mut raw = vec![0.0; rows_per * per];
         let mut scratch = vec![0u8; rows_per * src.scratch_bytes_per_row()];
         let zero = vec![0.0; per];
         let mut u = vec![0.0; if cholesky { d * d } else { 0 }];
-        let groups = if matches!(self.prec, Prec::Full(_) | Prec::Tied(..)) { n_mats } else { k };
+        let groups = if matches!(self.prec, Prec::Full(..) | Prec::Tied(..)) { n_mats } else { k };
         for c in 0..groups {
             src.read_rows::<f64>(c * rows_per, rows_per, &zero, &mut scratch, &mut raw)?;
             if raw.iter().any(|v| !v.is_finite()) {
                 return Err(bad(Some(c), "holds a non-finite value"));
             }
             match &mut self.prec {
-                Prec::Full(_) | Prec::Tied(..) => {
+                Prec::Full(..) | Prec::Tied(..) => {
                     let (ld, u) = if cholesky {
                         let mut ld = 0.0;
                         for i in 0..d {
@@ -368,11 +372,9 @@ impl<T: Real> Estep<T> {
                         (ld, work.u())
                     };
                     match &mut self.prec {
-                        Prec::Full(uc) => {
+                        Prec::Full(uc, _) => {
                             self.log_det[c] = ld;
-                            for (dst, v) in uc[c * d * d..(c + 1) * d * d].iter_mut().zip(u) {
-                                *dst = T::from_f64(*v);
-                            }
+                            put_stacked(uc, k, d, c, u);
                         }
                         Prec::Tied(uc, _) => {
                             self.log_det.fill(ld);
@@ -406,6 +408,15 @@ impl<T: Real> Estep<T> {
         }
         self.update_tied_means();
         Ok(())
+    }
+}
+
+/// Writes factor `c` (row-major `d × d` `f64`) into the stacked `(d, K·d)` layout.
+fn put_stacked<T: Real>(stacked: &mut [T], k: usize, d: usize, c: usize, u: &[f64]) {
+    for i in 0..d {
+        for (dst, v) in stacked[i * k * d + c * d..i * k * d + (c + 1) * d].iter_mut().zip(&u[i * d..(i + 1) * d]) {
+            *dst = T::from_f64(*v);
+        }
     }
 }
 

@@ -19,6 +19,7 @@
 //! `_estimate_gaussian_parameters` (same quantities, computed there with
 //! `n × d` temporaries per component).
 
+use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
@@ -37,6 +38,31 @@ use crate::real::Real;
 /// skipped rows move any statistic by under 1e-8 of that floor; rows whose
 /// responsibility underflows to exactly zero are the common case.
 pub const NEGLIGIBLE_RESPONSIBILITY: f64 = 1e-32;
+
+/// `eˣ`, or 0 where it would be subnormal (`x < −708`): such terms change
+/// neither a log-sum-exp (they are below one ulp of its largest term, 1) nor
+/// any M-step sum (they are far below [`NEGLIGIBLE_RESPONSIBILITY`]), and
+/// libm's underflow path costs ten times a normal `exp`.
+#[inline(always)]
+fn exp_or_zero(x: f64) -> f64 {
+    if x < -708.0 {
+        0.0
+    } else {
+        x.exp()
+    }
+}
+
+/// Clears the upper halves of the vector registers (`vzeroupper`) before
+/// libm's `exp`, whose legacy-SSE entry otherwise pays a state-transition
+/// penalty on every call after the AVX-512 GEMM kernels ran on this thread.
+#[inline(always)]
+fn clear_upper_vector_state() {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU supports AVX, which is all `vzeroupper` needs.
+        unsafe { std::arch::x86_64::_mm256_zeroupper() };
+    }
+}
 
 /// Sufficient statistics of one M-step, in `f64`, around `reference` means.
 #[derive(Debug, Clone)]
@@ -114,8 +140,15 @@ impl<T: Real> Workspace<T> {
     /// Bytes held per thread: two E tiles in the compute type and the M
     /// gather buffer (the full M-step's `d × d` products are
     /// [`super::components::CholWork`]'s matrices).
-    pub(crate) fn bytes_per_thread(t: CovarianceType, d: usize, compute_bytes: usize) -> u64 {
-        (2 * TILE_ROWS * d * compute_bytes + Self::gather_rows(t) * d * 8) as u64
+    pub(crate) fn bytes_per_thread(t: CovarianceType, k: usize, d: usize, compute_bytes: usize) -> u64 {
+        (Self::e_tile_len(t, k, d) * compute_bytes + Self::gather_rows(t) * d * 8) as u64
+    }
+
+    /// Elements of a per-thread E-step buffer: two `256 × d` tiles, or the
+    /// stacked product of a group of components.
+    fn e_tile_len(t: CovarianceType, k: usize, d: usize) -> usize {
+        let stacked = if t == CovarianceType::Full && d <= STACKED_MAX_FEATURES { stacked_group(k, d) * d } else { 0 };
+        TILE_ROWS * (2 * d).max(stacked)
     }
 
     fn gather_rows(t: CovarianceType) -> usize {
@@ -135,7 +168,7 @@ impl<T: Real> Workspace<T> {
             resp: vec![0.0; block_rows * k],
             log_norm: vec![0.0; block_rows],
             tile_ll: vec![0.0; block_rows.div_ceil(TILE_ROWS)],
-            e_tiles: (0..threads).map(|_| vec![T::default(); 2 * TILE_ROWS * d]).collect(),
+            e_tiles: (0..threads).map(|_| vec![T::default(); Self::e_tile_len(t, k, d)]).collect(),
             m_tiles: (0..threads).map(|_| MTile { g: vec![0.0; Self::gather_rows(t) * d] }).collect(),
         }
     }
@@ -178,13 +211,19 @@ impl<T: Real> Workspace<T> {
             .zip(log_norm.par_chunks_mut(TILE_ROWS))
             .enumerate()
             .for_each(|(t, ((ll, r), ln))| {
+                clear_upper_vector_state();
                 let mut sum = 0.0;
                 for (i, (row, l)) in r.chunks_mut(k).zip(ln.iter_mut()).enumerate() {
+                    // One exp per component: r = e^(v − max) / Σ e^(v − max).
                     let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                    let s: f64 = row.iter().map(|v| (v - max).exp()).sum();
-                    *l = max + s.ln();
                     for v in row.iter_mut() {
-                        *v = (*v - *l).exp();
+                        *v = exp_or_zero(*v - max);
+                    }
+                    let s: f64 = row.iter().sum();
+                    *l = max + s.ln();
+                    let inv = 1.0 / s;
+                    for v in row.iter_mut() {
+                        *v *= inv;
                     }
                     sum += wb.map_or(1.0, |w| w[t * TILE_ROWS + i]) * *l;
                 }
@@ -334,18 +373,56 @@ fn add_gathered(g: &[f64], m: usize, d: usize, prod: &mut [f64], s2: &mut [f64])
     }
 }
 
+/// Full covariances with at most this many features use the stacked dense
+/// GEMM E-step (one product for a group of components); wider data use one
+/// triangular product per component on `x − μ_k`, which halves the work.
+pub const STACKED_MAX_FEATURES: usize = 128;
+
+/// Components per stacked GEMM: the product tile has at most 1024 columns.
+fn stacked_group(k: usize, d: usize) -> usize {
+    (1024 / d.max(1)).clamp(1, k.max(1))
+}
+
 /// Weighted log-densities `ln π_k + log N(x_i | μ_k, Σ_k)` of the rows of
 /// `xt` (row-major `(r, d)`, `r ≤ 256`) into `out` (row-major `(r, K)`);
-/// `buf` holds two `256 × d` tiles.
+/// `buf` holds [`Workspace`]'s per-thread E-step buffer.
 pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
     let (k, d) = (es.k, es.d);
     let r = xt.len() / d;
     let c0 = -0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln();
-    let (dt, yt) = buf.split_at_mut(TILE_ROWS * d);
-    let (dt, yt) = (&mut dt[..r * d], &mut yt[..r * d]);
     let sq = |v: &[T]| v.iter().map(|y| y.to_f64() * y.to_f64()).sum::<f64>();
     match &es.prec {
-        Prec::Full(u) => {
+        Prec::Full(u, mu_u) if d <= STACKED_MAX_FEATURES => {
+            // Narrow data: one dense GEMM per group of components,
+            // Y = X_t [U_a … U_b], then ‖y − μ_k U_k‖² (as scikit-learn).
+            let group = stacked_group(k, d);
+            let all = MatRef::from_row_major_slice(u, d, k * d);
+            let yt = &mut buf[..r * group * d];
+            for g0 in (0..k).step_by(group) {
+                let g = group.min(k - g0);
+                let y = &mut yt[..r * g * d];
+                matmul(
+                    MatMut::from_row_major_slice_mut(y, r, g * d),
+                    Accum::Replace,
+                    MatRef::from_row_major_slice(xt, r, d),
+                    all.subcols(g0 * d, g * d),
+                    T::from_f64(1.0),
+                    Par::Seq,
+                );
+                for (i, row) in y.chunks_exact(g * d).enumerate() {
+                    for (c, yc) in row.chunks_exact(d).enumerate() {
+                        let comp = g0 + c;
+                        let m = &mu_u[comp * d..(comp + 1) * d];
+                        let q: f64 = yc.iter().zip(m).map(|(a, b)| (a.to_f64() - b) * (a.to_f64() - b)).sum();
+                        out[i * k + comp] = c0 + es.log_det[comp] + es.log_weights[comp] - 0.5 * q;
+                    }
+                }
+            }
+        }
+        Prec::Full(u, _) => {
+            let all = MatRef::from_row_major_slice(u, d, k * d);
+            let (dt, yt) = buf.split_at_mut(TILE_ROWS * d);
+            let (dt, yt) = (&mut dt[..r * d], &mut yt[..r * d]);
             for c in 0..k {
                 let mu = &es.means_t[c * d..(c + 1) * d];
                 for (row_d, row_x) in dt.chunks_exact_mut(d).zip(xt.chunks_exact(d)) {
@@ -359,7 +436,7 @@ pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out
                     Accum::Replace,
                     MatRef::from_row_major_slice(dt, r, d),
                     BlockStructure::Rectangular,
-                    MatRef::from_row_major_slice(&u[c * d * d..(c + 1) * d * d], d, d),
+                    all.subcols(c * d, d),
                     BlockStructure::TriangularUpper,
                     T::from_f64(1.0),
                     Par::Seq,
@@ -371,6 +448,7 @@ pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out
             }
         }
         Prec::Tied(u, mu_u) => {
+            let yt = &mut buf[..r * d];
             tri_matmul(
                 MatMut::from_row_major_slice_mut(yt, r, d),
                 BlockStructure::Rectangular,

@@ -122,7 +122,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &GmmJob, predict_only: bool) -> Res
             format!("{n_mats} × {d} × {d} × 8 B: per-thread M-step products, then Cholesky factorisations"),
         );
     }
-    let per_thread = Workspace::<f64>::bytes_per_thread(t, du, job.compute_bytes)
+    let per_thread = Workspace::<f64>::bytes_per_thread(t, ku, du, job.compute_bytes)
         + if predict_only { 0 } else { (TILE_ROWS as u64) * (k + 1) * c };
     led.add(
         "E/M tiles (per thread)",
