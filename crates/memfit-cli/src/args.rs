@@ -83,7 +83,7 @@ pub struct KmeansArgs {
     pub max_iter: usize,
     /// Stop when the sum of squared centre shifts is at most
     /// tol × mean feature variance (scikit-learn's meaning).
-    #[arg(long, default_value_t = 1e-4, value_name = "T")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1e-4, value_name = "T")]
     pub tol: f64,
     /// Random seed; the same seed gives identical results for any thread count.
     #[arg(long, default_value_t = 0, value_name = "S")]
@@ -150,7 +150,7 @@ pub struct GmmArgs {
     #[arg(long, default_value = "full", value_name = "full|tied|diag|spherical")]
     pub covariance_type: String,
     /// Non-negative regularisation added to the covariances' diagonal.
-    #[arg(long, default_value_t = 1e-6, value_name = "R")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1e-6, value_name = "R")]
     pub reg_covar: f64,
     /// How initial responsibilities are drawn.
     #[arg(long, default_value = "kmeans", value_name = "kmeans|k-means++|random|random_from_data")]
@@ -176,7 +176,7 @@ pub struct GmmArgs {
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_iter: usize,
     /// Stop when the lower bound (mean log-likelihood) changes by less than T.
-    #[arg(long, default_value_t = 1e-3, value_name = "T")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1e-3, value_name = "T")]
     pub tol: f64,
     /// Random seed; the same seed gives identical results for any thread count.
     #[arg(long, default_value_t = 0, value_name = "S")]

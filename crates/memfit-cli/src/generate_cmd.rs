@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use memfit::generate::Blobs;
-use memfit::io::{check_distinct_paths, check_output_path};
+use memfit::io::{check_output_path, check_outputs_distinct};
 
 use crate::args::{BlobsArgs, ComputeDtype};
 use crate::kmeans_cmd::bytes_of;
@@ -14,7 +14,7 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
     check_output_path(&args.out)?;
     if let Some(l) = &args.labels {
         check_output_path(l)?;
-        check_distinct_paths(&[("--out", &args.out), ("--labels", l)])?;
+        check_outputs_distinct(&[("--out", &args.out), ("--labels", l)], &[], &[])?;
     }
     let limit = memory_limit(args.memory_limit.as_deref())?;
     let blobs = Blobs {

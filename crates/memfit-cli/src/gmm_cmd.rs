@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use memfit::io::{
-    check_distinct_paths, check_output_path, read_array_f64, read_matrix_f64, write_bytes_atomic, Dtype, NpyWriter,
+    check_output_path, check_outputs_distinct, read_array_f64, read_matrix_f64, write_bytes_atomic, Dtype, NpyWriter,
     Source,
 };
 use memfit::mixture::{
-    fit, load_model, plan_gmm, save_model, CovarianceType, GmmFit, GmmJob, GmmParams, InitMethod, Outputs,
-    PrecisionsInit,
+    check_model_dir, fit, load_model, plan_gmm, save_model, CovarianceType, GmmFit, GmmJob, GmmParams, InitMethod,
+    Outputs, PrecisionsInit,
 };
 use memfit::plan::Plan;
 use memfit::Real;
@@ -32,16 +32,9 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         }
     }
     if let Some(dir) = &args.model {
-        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !parent.is_dir() {
-            bail!(
-                "--model {}: the folder {} does not exist; hint: create it first or choose another path",
-                dir.display(),
-                parent.display()
-            );
-        }
+        check_model_dir(dir)?;
     }
-    paths.push(("INPUT", &args.input));
+    let mut inputs: Vec<(&'static str, &Path)> = vec![("INPUT", &args.input)];
     for (role, input) in [
         ("--sample-weight", &args.sample_weight),
         ("--means-init", &args.means_init),
@@ -49,16 +42,30 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         ("--precisions-init", &args.precisions_init),
     ] {
         if let Some(p) = input {
-            paths.push((role, p));
+            inputs.push((role, p));
         }
     }
-    check_distinct_paths(&paths)?;
+    let mut folders: Vec<(&'static str, &Path)> = Vec::new();
+    if let Some(dir) = &args.model {
+        folders.push(("--model", dir));
+    }
+    if let Some(dir) = &args.warm_start {
+        folders.push(("--warm-start", dir));
+    }
+    check_outputs_distinct(&paths, &inputs, &folders)?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = Source::open_matrix(&args.input)?;
+    if x.n_samples() == 0 || x.n_features() == 0 {
+        bail!(
+            "{} has shape ({}, {}): nothing to fit; hint: give at least one row and one column",
+            args.input.display(),
+            x.n_samples(),
+            x.n_features()
+        );
+    }
     let weights = args.sample_weight.as_ref().map(Source::open_vector).transpose()?;
     let covariance_type = CovarianceType::parse(&args.covariance_type)?;
     let init_params = InitMethod::parse(&args.init)?;
-    let ndim = covariance_type.param_shape(1, 1).len();
     let mut params = GmmParams {
         n_components: args.n_components,
         covariance_type,
@@ -72,13 +79,28 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         precisions_init: args
             .precisions_init
             .as_ref()
-            .map(|p| Source::open_stacked(p, ndim).map(|s| PrecisionsInit::Precisions(s.0)))
+            .map(|p| open_precisions(p, covariance_type, args.n_components, x.n_features()))
             .transpose()?,
         random_state: args.seed,
         memory_limit_bytes: limit,
     };
     if let Some(dir) = &args.warm_start {
         let m = load_model(dir)?;
+        if m.n_features() != x.n_features() {
+            bail!(
+                "--warm-start {}: the model has {} features but {} has {}; hint: warm-start from a model fitted on data of the same width",
+                dir.display(),
+                m.n_features(),
+                args.input.display(),
+                x.n_features()
+            );
+        }
+        if args.n_init > 1 {
+            eprintln!(
+                "warning: --warm-start runs one initialisation (the saved model); --n-init {} is ignored",
+                args.n_init
+            );
+        }
         if m.covariance_type != covariance_type || m.n_components() != args.n_components {
             bail!(
                 "--warm-start {}: the model has {} components of covariance type {}, but --n-components {} --covariance-type {} were given; hint: use the same settings as the saved model",
@@ -112,10 +134,34 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     }
 }
 
+/// Opens `--precisions-init`, checking its shape against scikit-learn's for
+/// the covariance type.
+fn open_precisions(path: &Path, t: CovarianceType, k: usize, d: usize) -> memfit::Result<PrecisionsInit<'static>> {
+    let want = t.param_shape(k, d);
+    let (src, shape) = Source::open_stacked(path, want.len())?;
+    if shape != want {
+        return Err(memfit::Error::ShapeMismatch {
+            what: format!("--precisions-init {}", path.display()),
+            expected: want,
+            found: shape,
+            hint: "give scikit-learn's precisions_init shape for the covariance type: (K, d, d) full, (d, d) tied, (K, d) diag, (K,) spherical",
+        });
+    }
+    Ok(PrecisionsInit::Precisions(src))
+}
+
 /// Reads initial means `(n_components, n_features)`; the shape is checked
 /// by the parameters' validation.
 fn read_matrix_init(path: &Path, n_features: usize) -> memfit::Result<Vec<f64>> {
-    let (values, _, d) = read_matrix_f64(path)?;
+    let (values, _, d) = read_matrix_f64(path).map_err(|e| match e {
+        memfit::Error::WrongDimensions { path, expected, shape, .. } => memfit::Error::WrongDimensions {
+            path,
+            expected,
+            shape,
+            hint: "give means_init of shape (n_components, n_features)",
+        },
+        e => e,
+    })?;
     if d != n_features {
         return Err(memfit::Error::ShapeMismatch {
             what: format!("--means-init {}", path.display()),

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use memfit::io::{check_distinct_paths, check_output_path, Dtype, NpyWriter, Source};
+use memfit::io::{check_output_path, check_outputs_distinct, Dtype, NpyWriter, Source};
 use memfit::mixture::{load_model, plan_predict, predict, MixtureModel, Outputs};
 use memfit::plan::Plan;
 use memfit::Real;
@@ -19,17 +19,17 @@ use crate::progress::Bar;
 pub fn run(args: &GmmPredictArgs) -> Result<()> {
     let started = Instant::now();
     let outputs = [("--labels", &args.labels), ("--proba", &args.proba), ("--log-likelihood", &args.log_likelihood)];
-    let mut paths: Vec<(&'static str, &Path)> = vec![("INPUT", &args.input)];
+    let mut paths: Vec<(&'static str, &Path)> = Vec::new();
     for (role, out) in outputs {
         if let Some(p) = out {
             check_output_path(p)?;
             paths.push((role, p));
         }
     }
-    if paths.len() == 1 && !args.dry_run {
+    if paths.is_empty() && !args.dry_run {
         bail!("nothing to write; hint: give --labels, --proba and/or --log-likelihood");
     }
-    check_distinct_paths(&paths)?;
+    check_outputs_distinct(&paths, &[("INPUT", &args.input)], &[("--model", &args.model)])?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = Source::open_matrix(&args.input)?;
     if x.n_samples() == 0 || x.n_features() == 0 {
@@ -41,12 +41,21 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
         );
     }
     let model = load_model(&args.model)?;
+    if model.n_features() != x.n_features() {
+        bail!(
+            "{} has {} features but the model in {} was fitted on {}; hint: predict with data of the model's width",
+            args.input.display(),
+            x.n_features(),
+            args.model.display(),
+            model.n_features()
+        );
+    }
     let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
         ComputeDtype::Float64
     } else {
         ComputeDtype::Float32
     });
-    let plan = plan_predict(&model, &x, bytes_of(compute), paths.len() - 1, limit)?;
+    let plan = plan_predict(&model, &x, bytes_of(compute), paths.len(), limit)?;
     if args.dry_run {
         println!("{plan}");
         return Ok(());

@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use memfit::cluster::{fit, plan_kmeans, Init, KMeansFit, KMeansJob, KMeansParams, LabelSink};
 use memfit::generate::Blobs;
 use memfit::io::{
-    check_distinct_paths, check_output_path, read_matrix_f64, write_bytes_atomic, write_matrix, ArrayRef, Dtype,
+    check_output_path, check_outputs_distinct, read_matrix_f64, write_bytes_atomic, write_matrix, ArrayRef, Dtype,
     NpyWriter, Source, Values,
 };
 use memfit::plan::Plan;
@@ -45,15 +45,16 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
             paths.push((role, out));
         }
     }
+    let mut inputs: Vec<(&'static str, &Path)> = Vec::new();
     let init_path = (!matches!(args.init.as_str(), "k-means++" | "random")).then(|| Path::new(args.init.as_str()));
     for (role, input) in
         [("INPUT", args.input.as_deref()), ("--sample-weight", args.sample_weight.as_deref()), ("--init", init_path)]
     {
         if let Some(p) = input {
-            paths.push((role, p));
+            inputs.push((role, p));
         }
     }
-    check_distinct_paths(&paths)?;
+    check_outputs_distinct(&paths, &inputs, &[])?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let default_data: Vec<f64>;
     let (x, n_clusters, extra) = match &args.input {

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use memfit::cluster::{plan_predict, predict};
-use memfit::io::{check_distinct_paths, check_output_path, read_matrix_f64, Dtype, NpyWriter, Source};
+use memfit::io::{check_output_path, check_outputs_distinct, read_matrix_f64, Dtype, NpyWriter, Source};
 use memfit::Real;
 
 use crate::args::{ComputeDtype, PredictArgs};
@@ -16,7 +16,11 @@ use crate::progress::Bar;
 pub fn run(args: &PredictArgs) -> Result<()> {
     let started = Instant::now();
     check_output_path(&args.labels)?;
-    check_distinct_paths(&[("INPUT", &args.input), ("--centers", &args.centers), ("--labels", &args.labels)])?;
+    check_outputs_distinct(
+        &[("--labels", &args.labels)],
+        &[("INPUT", &args.input), ("--centers", &args.centers)],
+        &[],
+    )?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = Source::open_matrix(&args.input)?;
     if x.n_samples() == 0 || x.n_features() == 0 {

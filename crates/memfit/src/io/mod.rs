@@ -11,7 +11,7 @@ pub use dtype::{decode, Dtype, Endian};
 pub use npy_header::{header_len, parse_header, write_header, HeaderError, NpyHeader, MAGIC, PREAMBLE_BYTES};
 pub use source::{ArrayRef, NpyFile, Source, Values};
 pub use writer::{
-    check_distinct_paths, check_output_path, write_bytes_atomic, write_npy, AtomicFile, NpyWriter, WRITE_BUFFER_BYTES,
+    check_output_path, check_outputs_distinct, write_bytes_atomic, write_npy, AtomicFile, NpyWriter, WRITE_BUFFER_BYTES,
 };
 
 use crate::error::Result;

@@ -118,14 +118,19 @@ pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
     }
 }
 
-/// Fails when two of `paths` name the same file, so that no output
-/// overwrites an input or another output. `paths` pairs a role (e.g.
-/// `--labels`) with a path; paths that do not exist yet are compared by
-/// their absolute folder and name.
+/// Fails when an output names the same file as another output or as an
+/// input (inputs may coincide with each other), or lies inside one of
+/// `folders` (a model folder that is replaced or read). Each entry pairs a
+/// role (e.g. `--labels`) with a path; paths that do not exist yet are
+/// compared by their absolute folder and name.
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] naming both roles.
-pub fn check_distinct_paths(paths: &[(&'static str, &Path)]) -> Result<()> {
+pub fn check_outputs_distinct(
+    outputs: &[(&'static str, &Path)],
+    inputs: &[(&'static str, &Path)],
+    folders: &[(&'static str, &Path)],
+) -> Result<()> {
     let key = |p: &Path| -> PathBuf {
         let p = resolve_output(p);
         let dir = match p.parent() {
@@ -135,20 +140,32 @@ pub fn check_distinct_paths(paths: &[(&'static str, &Path)]) -> Result<()> {
         let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         dir.join(p.file_name().unwrap_or_default())
     };
-    let keys: Vec<PathBuf> = paths.iter().map(|(_, p)| key(p)).collect();
-    for i in 0..keys.len() {
-        for j in 0..i {
-            if keys[i] == keys[j] {
-                return Err(Error::param(
-                    paths[i].0,
-                    format!(
-                        "{} names the same file as {} ({}); hint: give each output its own file",
-                        paths[i].0,
-                        paths[j].0,
-                        paths[i].1.display()
-                    ),
-                ));
-            }
+    let clash = |a: &(&'static str, &Path), b: &(&'static str, &Path), how: &str| {
+        Error::param(
+            a.0,
+            format!(
+                "{} {how} {} ({}); hint: give each output its own file, and keep inputs and outputs outside model folders",
+                a.0,
+                b.0,
+                a.1.display()
+            ),
+        )
+    };
+    let outs: Vec<PathBuf> = outputs.iter().map(|(_, p)| key(p)).collect();
+    for (i, o) in outs.iter().enumerate() {
+        if let Some(j) = outs[..i].iter().position(|q| q == o) {
+            return Err(clash(&outputs[i], &outputs[j], "names the same file as"));
+        }
+        if let Some(input) = inputs.iter().find(|(_, p)| key(p) == *o) {
+            return Err(clash(&outputs[i], input, "names the same file as"));
+        }
+        if let Some(folder) = folders.iter().find(|(_, f)| o.starts_with(key(f))) {
+            return Err(clash(&outputs[i], folder, "lies inside the folder of"));
+        }
+    }
+    for input in inputs {
+        if let Some(folder) = folders.iter().find(|(role, f)| *role == "--model" && key(input.1).starts_with(key(f))) {
+            return Err(clash(input, folder, "lies inside the folder of"));
         }
     }
     Ok(())

@@ -29,7 +29,12 @@ fn check_fits(led: &Ledger, per_row: u64, n: u64, limit_bytes: u64, what: String
 
 /// Fails with [`Error::NonFinite`] at the first non-finite value of a block
 /// (row-major, `d` columns, first row `start`).
-fn check_finite<T: crate::Real>(x: &crate::io::Source<'_>, block: &[T], d: usize, start: usize) -> Result<()> {
+pub(crate) fn check_finite<T: crate::Real>(
+    x: &crate::io::Source<'_>,
+    block: &[T],
+    d: usize,
+    start: usize,
+) -> Result<()> {
     match block.iter().position(|v| !v.to_f64().is_finite()) {
         None => Ok(()),
         Some(p) => {

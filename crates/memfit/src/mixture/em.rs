@@ -384,7 +384,7 @@ pub fn fit<T: Real>(
 
     observer.event(&Progress::Phase("final E-step"));
     let clock = Instant::now();
-    let log_likelihood = e_pass(x, &mut blocks, &shift, &mut ws, &es, outputs, &|| observer.cancelled())?;
+    let log_likelihood = e_pass(x, &mut blocks, &shift, &mut ws, &es, outputs, false, &|| observer.cancelled())?;
     timings.final_pass_secs = clock.elapsed().as_secs_f64();
     let score = log_likelihood / n_eff;
     let n_parameters = t.n_cov_parameters(k, d) + k * d + k - 1;
@@ -505,7 +505,9 @@ fn init_pass<T: Real>(
 }
 
 /// One E-step pass with parameters `es`; sends per-sample results to
-/// `outputs` and returns `Σ_i w_i log p(x_i)`.
+/// `outputs` and returns `Σ_i w_i log p(x_i)`; with `validate`, fails at the
+/// first non-finite value (data a fit has not already checked).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn e_pass<T: Real>(
     x: &Source<'_>,
     blocks: &mut BlockReader<'_, '_, T>,
@@ -513,6 +515,7 @@ pub(crate) fn e_pass<T: Real>(
     ws: &mut Workspace<T>,
     es: &Estep<T>,
     outputs: &mut Outputs<'_>,
+    validate: bool,
     cancel: &dyn Fn() -> bool,
 ) -> Result<f64> {
     let k = es.k;
@@ -520,6 +523,9 @@ pub(crate) fn e_pass<T: Real>(
     let mut total = 0.0;
     blocks.for_each(shift, cancel, |start, xb, wb| {
         let rows = xb.len() / es.d;
+        if validate {
+            crate::linalg::check_finite(x, xb, es.d, start)?;
+        }
         ws.e_step(x, xb, start, wb, es, &mut total)?;
         let resp = &ws.resp[..rows * k];
         if let Some(f) = outputs.labels.as_deref_mut() {

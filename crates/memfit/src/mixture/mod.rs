@@ -20,7 +20,7 @@ mod predict;
 
 pub use components::{cov_len, full_covariance, packed_len, prec_len};
 pub use em::{fit, GmmFit, GmmTimings, Outputs, Sink};
-pub use model_dir::{load_model, save_model, MODEL_JSON};
+pub use model_dir::{check_model_dir, load_model, save_model, MODEL_JSON};
 pub use params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 pub use pass::NEGLIGIBLE_RESPONSIBILITY;
 pub use plan::{plan_gmm, GmmJob};

@@ -22,26 +22,58 @@ use crate::io::{read_array_f64, read_matrix_f64, write_bytes_atomic, write_npy, 
 /// Name of the model description inside a model folder.
 pub const MODEL_JSON: &str = "model.json";
 
+/// The files of a model folder.
+const MODEL_FILES: [&str; 5] = ["weights.npy", "means.npy", "covariances.npy", "precisions_cholesky.npy", MODEL_JSON];
+
+/// Checks, before a fit, that `dir` can receive a model: a new folder name
+/// in an existing folder, or an existing memfit model folder holding
+/// nothing but model files (which is replaced).
+///
+/// # Errors
+/// [`Error::Io`] saying why not (a file, a folder with other contents,
+/// `.` or `..`, a missing parent folder).
+pub fn check_model_dir(dir: impl AsRef<Path>) -> Result<()> {
+    let dir = dir.as_ref();
+    let refuse = |why: &str| Err(Error::io(dir, "write model", std::io::Error::other(why.to_string())));
+    if dir.file_name().is_none() || dir.components().next_back().is_some_and(|c| c.as_os_str() == "..") {
+        return refuse("a model folder needs a name of its own; hint: give a new folder name such as ./model");
+    }
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return refuse(&format!("the folder {} does not exist; hint: create it first", parent.display()));
+    }
+    if !dir.exists() {
+        return Ok(());
+    }
+    let is_model = dir.is_dir()
+        && std::fs::read_to_string(dir.join(MODEL_JSON))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|j| j["format"] == "memfit-gaussian-mixture");
+    let only_model_files = std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().all(|e| MODEL_FILES.contains(&e.file_name().to_string_lossy().as_ref()))
+    });
+    if !(is_model && only_model_files) {
+        return refuse(
+            "it exists and is not a memfit model folder holding only model files, so it is not replaced; hint: choose a new --model path",
+        );
+    }
+    Ok(())
+}
+
 /// Writes `fit` to the folder `dir` (created, or an existing model folder
 /// replaced), computing each component's precision Cholesky factor while
 /// streaming, so no more than one `d × d` matrix is held at a time.
 /// `extra` is merged into `model.json`.
 ///
 /// # Errors
-/// [`Error::Io`] when the parent folder is missing or not writable, or when
-/// `dir` exists and is not a model folder (has no `model.json`).
+/// As [`check_model_dir`]; [`Error::Io`] when writing fails.
 pub fn save_model(dir: impl AsRef<Path>, fit: &GmmFit, extra: serde_json::Value) -> Result<()> {
     let dir = dir.as_ref();
-    if dir.exists() && !(dir.is_dir() && dir.join(MODEL_JSON).is_file()) {
-        return Err(Error::io(
-            dir,
-            "replace",
-            std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "it exists and is not a memfit model folder (no model.json); choose another --model path",
-            ),
-        ));
-    }
+    check_model_dir(dir)?;
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -139,6 +171,12 @@ fn write_files(dir: &Path, fit: &GmmFit, extra: serde_json::Value) -> Result<()>
 /// with the arrays' shapes; `.npy` errors.
 pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
     let dir = dir.as_ref();
+    if !dir.is_dir() {
+        return Err(Error::param(
+            "model",
+            format!("{} is not a folder; hint: give a folder written by `memfit gmm --model`", dir.display()),
+        ));
+    }
     let json_path = dir.join(MODEL_JSON);
     let text = std::fs::read_to_string(&json_path).map_err(|e| Error::io(&json_path, "read", e))?;
     let bad = |why: String| {
@@ -161,6 +199,22 @@ pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
             [mk, d],
             t.name()
         )));
+    }
+    let declared = |key: &str, value: usize| json.get(key).is_none_or(|v| v.as_u64() == Some(value as u64));
+    if !declared("n_components", k) || !declared("n_features", d) || !declared("version", 1) {
+        return Err(bad(format!(
+            "model.json declares n_components {}, n_features {}, version {} but the arrays hold {k} components of {d} features (version 1 expected)",
+            json["n_components"], json["n_features"], json["version"]
+        )));
+    }
+    if let Some(i) = weights.iter().position(|w| !(w.is_finite() && (0.0..=1.0).contains(w))) {
+        return Err(bad(format!("weights.npy[{i}] = {} is not a weight in [0, 1]", weights[i])));
+    }
+    if (weights.iter().sum::<f64>() - 1.0).abs() > 1e-6 {
+        return Err(bad("weights.npy does not sum to 1".into()));
+    }
+    if let Some(i) = means.iter().position(|v| !v.is_finite()) {
+        return Err(bad(format!("means.npy: component {} feature {} is {}", i / d, i % d, means[i])));
     }
     let shift =
         json["shift"].as_array().and_then(|a| a.iter().map(serde_json::Value::as_f64).collect::<Option<Vec<f64>>>());

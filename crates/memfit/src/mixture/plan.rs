@@ -166,10 +166,17 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &GmmJob, predict_only: bool) -> Res
                 "Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {threads} threads{biggest}",
                 t.name()
             ),
-            hint: format!(
-                "raise --memory-limit to at least {} ({required} bytes), or use fewer components or threads{dtype_hint}, or a covariance type with fewer parameters (diag, spherical, tied)",
-                format_bytes(required)
-            ),
+            hint: if predict_only {
+                format!(
+                    "raise --memory-limit to at least {} ({required} bytes), or use fewer threads{dtype_hint}",
+                    format_bytes(required)
+                )
+            } else {
+                format!(
+                    "raise --memory-limit to at least {} ({required} bytes), or use fewer components or threads{dtype_hint}, or a covariance type with fewer parameters (diag, spherical, tied)",
+                    format_bytes(required)
+                )
+            },
         });
     }
     let room = limit - always;

@@ -98,6 +98,6 @@ pub fn predict<T: Real>(
     let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.threads);
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
     observer.event(&Progress::Phase("predicting"));
-    let total = e_pass(x, &mut blocks, &shift, &mut ws, &es, outputs, &|| observer.cancelled())?;
+    let total = e_pass(x, &mut blocks, &shift, &mut ws, &es, outputs, true, &|| observer.cancelled())?;
     Ok(total / x.n_samples() as f64)
 }
