@@ -303,3 +303,52 @@ def test_bad_input_fails_clearly_without_output(tmp_path, case, args, needle):
     out = gmm(tmp_path, X, k, tag=case, expect=2, **args)
     assert needle in out.proc.stderr, out.proc.stderr
     only_files(tmp_path, sorted(inputs))
+
+
+def test_model_folders_are_protected(tmp_path):
+    """Found by a newcomer: --model never deletes a folder that is not a pure memfit model folder,
+    and no output may land inside a model folder (before any data are read)."""
+    X = np.random.RandomState(0).randn(200, 3)
+    x = save(tmp_path, "X.npy", X)
+    model = tmp_path / "m"
+    run_memfit("gmm", x, "-k", 2, "--model", model, "--quiet")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "model.json").write_text("{}")
+    (proj / "data.txt").write_text("precious")
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    cases = [
+        (["gmm", x, "-k", 2, "--model", proj], "not a memfit model folder"),
+        (["gmm", x, "-k", 2, "--model", afile], "not a memfit model folder"),
+        (["gmm", x, "-k", 2, "--model", "."], "needs a name of its own"),
+        (["gmm", model / "means.npy", "-k", 2, "--model", model], "inside the folder of --model"),
+        (["gmm", x, "-k", 2, "--warm-start", model, "--labels", model / "weights.npy"], "inside the folder"),
+        (["gmm-predict", x, "--model", model, "--labels", model / "weights.npy"], "inside the folder"),
+        (["gmm-predict", x, "--model", model, "--proba", model / "model.json"], "inside the folder"),
+    ]
+    for args, needle in cases:
+        proc = run_memfit(*args, expect=2)
+        assert needle in proc.stderr, (args, proc.stderr)
+    assert (proj / "data.txt").read_text() == "precious" and afile.read_text() == "keep"
+    only_files(model, ["weights.npy", "means.npy", "covariances.npy", "precisions_cholesky.npy", "model.json"])
+
+
+def test_predict_rejects_bad_data_and_damaged_models(tmp_path):
+    X = np.random.RandomState(1).randn(200, 3)
+    model = tmp_path / "m"
+    run_memfit("gmm", save(tmp_path, "X.npy", X), "-k", 2, "--model", model, "--quiet")
+    Xn = X.copy()
+    Xn[17, 2] = np.nan
+    proc = run_memfit("gmm-predict", save(tmp_path, "nan.npy", Xn), "--model", model, "--labels",
+                      tmp_path / "l.npy", expect=2)
+    assert "row 17, column 2 is NaN" in proc.stderr
+    proc = run_memfit("gmm-predict", save(tmp_path, "wide.npy", np.zeros((5, 4))), "--model", model, "--labels",
+                      tmp_path / "l.npy", expect=2)
+    assert "fitted on 3" in proc.stderr
+    w = np.load(model / "weights.npy")
+    w[0] = np.nan
+    np.save(model / "weights.npy", w)
+    proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy", expect=2)
+    assert "invalid model" in proc.stderr and "weights.npy[0]" in proc.stderr
+    assert not (tmp_path / "l.npy").exists()

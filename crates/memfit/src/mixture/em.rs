@@ -551,3 +551,82 @@ pub(crate) fn e_pass<T: Real>(
     })?;
     Ok(total)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{ArrayRef, Values};
+    use crate::mixture::{plan_gmm, GmmJob};
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, Normal};
+
+    /// Three elongated Gaussian clusters in 4-D.
+    fn data(n: usize) -> Vec<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let normal = Normal::new(0.0, 1.0).unwrap();
+        (0..n)
+            .flat_map(|i| {
+                let c = (i % 3) as f64 * 6.0;
+                let z: Vec<f64> = (0..4).map(|_| normal.sample(&mut rng)).collect();
+                [c + 2.0 * z[0], c + z[0] + 0.5 * z[1], -c + z[2], 0.3 * z[3] + z[2]]
+            })
+            .collect()
+    }
+
+    fn run(x: &[f64], t: CovarianceType, limit: u64, threads: usize) -> GmmFit {
+        let src = Source::memory(ArrayRef::c_order(Values::F64(x), x.len() / 4, 4).unwrap());
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| {
+            let params = GmmParams {
+                n_components: 3,
+                covariance_type: t,
+                reg_covar: 0.0,
+                max_iter: 25,
+                tol: 0.0,
+                init_params: InitMethod::Random,
+                random_state: 5,
+                memory_limit_bytes: limit,
+                ..GmmParams::default()
+            };
+            let plan = plan_gmm(&params, &GmmJob::new(&src, None, 8, 0), false).unwrap();
+            fit::<f64>(&params, &src, None, &plan, &mut Outputs::default(), &mut ()).unwrap()
+        })
+    }
+
+    #[test]
+    fn lower_bound_never_decreases_and_results_ignore_threads_and_limit() {
+        let x = data(6000);
+        for t in [CovarianceType::Full, CovarianceType::Tied, CovarianceType::Diag, CovarianceType::Spherical] {
+            let a = run(&x, t, 1 << 30, 2);
+            assert!(
+                a.lower_bounds.windows(2).all(|w| w[1] >= w[0] - 1e-12 * w[0].abs()),
+                "{t:?}: {:?}",
+                a.lower_bounds
+            );
+            assert!((a.weights.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+            // 6000 × 4 × 8 B = 192 KB of data under a 96 KiB limit: several blocks.
+            let b = run(&x, t, 96 << 10, 1);
+            assert_eq!(a.lower_bounds, b.lower_bounds, "{t:?}");
+            assert_eq!(a.means, b.means, "{t:?}");
+            assert_eq!(a.covariances, b.covariances, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn fitted_covariances_are_symmetric_positive_definite() {
+        let x = data(3000);
+        let fit = run(&x, CovarianceType::Full, 1 << 30, 2);
+        assert!(fit.means.iter().all(|v| v.is_finite()));
+        let mut cov = vec![0.0; 16];
+        for c in 0..3 {
+            fit.covariance(c, &mut cov);
+            for i in 0..4 {
+                assert!(cov[i * 4 + i] > 0.0);
+                for j in 0..4 {
+                    assert_eq!(cov[i * 4 + j], cov[j * 4 + i]);
+                }
+            }
+            let mut u = vec![0.0; 16];
+            fit.precision_cholesky(c, &mut u).unwrap();
+        }
+    }
+}
