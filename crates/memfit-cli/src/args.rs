@@ -52,6 +52,18 @@ pub struct Common {
     pub quiet: bool,
 }
 
+impl Common {
+    /// The compute dtype: `--dtype`, else float64 for float64 input and
+    /// float32 otherwise.
+    pub fn compute_dtype(&self, input: memfit::io::Dtype) -> ComputeDtype {
+        self.dtype.unwrap_or(if input == memfit::io::Dtype::F64 {
+            ComputeDtype::Float64
+        } else {
+            ComputeDtype::Float32
+        })
+    }
+}
+
 /// A floating-point dtype.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ComputeDtype {

@@ -6,14 +6,13 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use memfit::io::{
-    check_output_path, check_outputs_distinct, read_array_f64, read_matrix_f64, write_bytes_atomic, Dtype, NpyWriter,
-    Source,
+    check_output_path, check_outputs_distinct, read_array_f64, read_matrix_f64, Dtype, NpyWriter, Source,
 };
 use memfit::mixture::{
-    check_model_dir, fit, load_model, plan_gmm, save_model, CovarianceType, GmmFit, GmmJob, GmmParams, InitMethod,
-    Outputs, PrecisionsInit,
+    check_model_dir, fit, load_model, plan_gmm, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs,
+    PrecisionsInit,
 };
-use memfit::plan::Plan;
+use memfit::plan::{Job, Plan};
 use memfit::Real;
 
 use crate::args::{ComputeDtype, GmmArgs};
@@ -117,12 +116,8 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         params.n_init = 1;
     }
     params.validate(x.n_samples(), x.n_features())?;
-    let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
-        ComputeDtype::Float64
-    } else {
-        ComputeDtype::Float32
-    });
-    let job = GmmJob::new(&x, weights.as_ref(), bytes_of(compute), usize::from(args.labels.is_some()));
+    let compute = args.common.compute_dtype(x.dtype());
+    let job = Job::new(&x, weights.as_ref(), bytes_of(compute), usize::from(args.labels.is_some()));
     let plan = plan_gmm(&params, &job, false)?;
     if args.dry_run {
         println!("{plan}");
@@ -185,7 +180,7 @@ fn fit_and_write<T: Real>(
     let mut labels_file = args.labels.as_ref().map(|p| NpyWriter::create(p, Dtype::I32, &[n])).transpose()?;
     let mut write_labels = |labels: &[u32]| -> memfit::Result<()> {
         match labels_file.as_mut() {
-            Some(f) => f.write_with(labels, |l, out| out.extend_from_slice(&(l as i32).to_le_bytes())),
+            Some(f) => f.write_with(labels, crate::put_label),
             None => Ok(()),
         }
     };
@@ -223,11 +218,6 @@ fn fit_and_write<T: Real>(
     let write_secs = t.elapsed().as_secs_f64();
     let peak = memfit::memory::peak_rss_bytes();
     let summary = summary_json::<T>(args, x, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
-    match &args.summary {
-        Some(p) if p == Path::new("-") => println!("{}", serde_json::to_string_pretty(&summary)?),
-        Some(p) => write_bytes_atomic(p, serde_json::to_string_pretty(&summary)?.as_bytes())?,
-        None => {}
-    }
     let line = format!(
         "gmm: n_samples={} n_features={} n_components={} covariance_type={} lower_bound={:.10e} n_iter={} converged={} bic={:.6e} seconds={:.3} peak_rss={}",
         model.n_samples,
@@ -241,12 +231,7 @@ fn fit_and_write<T: Real>(
         started.elapsed().as_secs_f64(),
         peak.map_or("unknown".into(), memfit::plan::format_bytes),
     );
-    if args.summary.as_deref() == Some(Path::new("-")) {
-        eprintln!("{line}");
-    } else {
-        println!("{line}");
-    }
-    Ok(())
+    crate::emit_summary(args.summary.as_deref(), &summary, &line)
 }
 
 fn summary_json<T: Real>(

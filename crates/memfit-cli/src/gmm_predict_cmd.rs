@@ -50,11 +50,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
             model.n_features()
         );
     }
-    let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
-        ComputeDtype::Float64
-    } else {
-        ComputeDtype::Float32
-    });
+    let compute = args.common.compute_dtype(x.dtype());
     let plan = plan_predict(&model, &x, bytes_of(compute), paths.len(), limit)?;
     if args.dry_run {
         println!("{plan}");
@@ -82,9 +78,8 @@ fn stream<T: Real>(args: &GmmPredictArgs, model: &MixtureModel<'_>, x: &Source<'
     let mut proba = create(&args.proba, &[n, k], Dtype::F64)?;
     let mut loglik = create(&args.log_likelihood, &[n], Dtype::F64)?;
     let f64_le = |v: f64, o: &mut Vec<u8>| o.extend_from_slice(&v.to_le_bytes());
-    let mut put_labels = |l: &[u32]| -> memfit::Result<()> {
-        labels.as_mut().map_or(Ok(()), |w| w.write_with(l, |v, o| o.extend_from_slice(&(v as i32).to_le_bytes())))
-    };
+    let mut put_labels =
+        |l: &[u32]| -> memfit::Result<()> { labels.as_mut().map_or(Ok(()), |w| w.write_with(l, crate::put_label)) };
     let mut put_proba =
         |p: &[f64]| -> memfit::Result<()> { proba.as_mut().map_or(Ok(()), |w| w.write_with(p, f64_le)) };
     let mut put_loglik =

@@ -4,13 +4,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use memfit::cluster::{fit, plan_kmeans, Init, KMeansFit, KMeansJob, KMeansParams, LabelSink};
+use memfit::cluster::{fit, plan_kmeans, Init, KMeansFit, KMeansParams, LabelSink};
 use memfit::generate::Blobs;
 use memfit::io::{
-    check_output_path, check_outputs_distinct, read_matrix_f64, write_bytes_atomic, write_matrix, ArrayRef, Dtype,
-    NpyWriter, Source, Values,
+    check_output_path, check_outputs_distinct, read_matrix_f64, write_matrix, ArrayRef, Dtype, NpyWriter, Source,
+    Values,
 };
-use memfit::plan::Plan;
+use memfit::plan::{Job, Plan};
 use memfit::Real;
 
 use crate::args::{ComputeDtype, KmeansArgs};
@@ -100,12 +100,8 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         plot_sample_rows: if args.plot.is_some() { plot_rows(x.n_features()) } else { 0 },
     };
     params.validate(x.n_samples(), x.n_features())?;
-    let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
-        ComputeDtype::Float64
-    } else {
-        ComputeDtype::Float32
-    });
-    let job = KMeansJob { extra, ..KMeansJob::new(&x, weights.as_ref(), bytes_of(compute), args.labels.is_some()) };
+    let compute = args.common.compute_dtype(x.dtype());
+    let job = Job { extra, ..Job::new(&x, weights.as_ref(), bytes_of(compute), usize::from(args.labels.is_some())) };
     let plan = plan_kmeans(&params, &job)?;
     if args.dry_run {
         println!("{plan}");
@@ -137,7 +133,7 @@ fn fit_and_write<T: Real>(
     let mut labels_file = args.labels.as_ref().map(|p| NpyWriter::create(p, Dtype::I32, &[n])).transpose()?;
     let mut write_labels = |labels: &[u32]| -> memfit::Result<()> {
         match labels_file.as_mut() {
-            Some(f) => f.write_with(labels, |l, out| out.extend_from_slice(&(l as i32).to_le_bytes())),
+            Some(f) => f.write_with(labels, crate::put_label),
             None => Ok(()),
         }
     };
@@ -171,11 +167,6 @@ fn fit_and_write<T: Real>(
     let write_secs = t.elapsed().as_secs_f64();
     let peak = memfit::memory::peak_rss_bytes();
     let summary = summary_json(args, x, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
-    match &args.summary {
-        Some(p) if p == Path::new("-") => println!("{}", serde_json::to_string_pretty(&summary)?),
-        Some(p) => write_bytes_atomic(p, serde_json::to_string_pretty(&summary)?.as_bytes())?,
-        None => {}
-    }
     let line = format!(
         "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={} converged={} seconds={:.3} peak_rss={}",
         model.n_samples,
@@ -187,13 +178,7 @@ fn fit_and_write<T: Real>(
         started.elapsed().as_secs_f64(),
         peak.map_or("unknown".into(), memfit::plan::format_bytes),
     );
-    // With `--summary -` stdout carries the JSON alone.
-    if args.summary.as_deref() == Some(Path::new("-")) {
-        eprintln!("{line}");
-    } else {
-        println!("{line}");
-    }
-    Ok(())
+    crate::emit_summary(args.summary.as_deref(), &summary, &line)
 }
 
 fn summary_json<T: Real>(

@@ -27,6 +27,28 @@ pub(crate) fn memory_limit(text: Option<&str>) -> Result<u64> {
     })
 }
 
+/// Writes the JSON `summary` to `path` atomically (`-`: to stdout), then
+/// prints the one-line result `line` (to stderr when stdout carries the JSON).
+pub(crate) fn emit_summary(path: Option<&std::path::Path>, summary: &serde_json::Value, line: &str) -> Result<()> {
+    let to_stdout = path == Some(std::path::Path::new("-"));
+    match path {
+        Some(_) if to_stdout => println!("{}", serde_json::to_string_pretty(summary)?),
+        Some(p) => memfit::io::write_bytes_atomic(p, serde_json::to_string_pretty(summary)?.as_bytes())?,
+        None => {}
+    }
+    if to_stdout {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// Encodes labels as little-endian int32, the labels files' dtype.
+pub(crate) fn put_label(label: u32, out: &mut Vec<u8>) {
+    out.extend_from_slice(&(label as i32).to_le_bytes());
+}
+
 fn threads(cli: &Cli) -> Option<usize> {
     match &cli.command {
         Command::Kmeans(a) => a.common.threads,

@@ -40,11 +40,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
             x.n_features()
         );
     }
-    let compute = args.common.dtype.unwrap_or(if x.dtype() == Dtype::F64 {
-        ComputeDtype::Float64
-    } else {
-        ComputeDtype::Float32
-    });
+    let compute = args.common.compute_dtype(x.dtype());
     let plan = plan_predict(&x, k, bytes_of(compute), limit)?;
     if args.dry_run {
         println!("{plan}");
@@ -71,7 +67,7 @@ fn stream<T: Real>(
     plan: &memfit::plan::Plan,
 ) -> Result<f64> {
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;
-    let mut sink = |labels: &[u32]| out.write_with(labels, |l, o| o.extend_from_slice(&(l as i32).to_le_bytes()));
+    let mut sink = |labels: &[u32]| out.write_with(labels, crate::put_label);
     let bar = Bar::new(args.common.quiet);
     let inertia = predict::<T>(x, centers, k, plan, &mut sink, &bar);
     bar.finish();

@@ -13,11 +13,12 @@
 //! - [`generate`]: synthetic data streamed to `.npy`.
 //!
 //! ```no_run
-//! use memfit::cluster::{fit, plan_kmeans, KMeansJob, KMeansParams};
+//! use memfit::cluster::{fit, plan_kmeans, KMeansParams};
+//! use memfit::plan::Job;
 //! use memfit::io::Source;
 //! let x = Source::open_matrix("data.npy")?;
 //! let params = KMeansParams { n_clusters: 200, memory_limit_bytes: 512 << 20, ..Default::default() };
-//! let plan = plan_kmeans(&params, &KMeansJob::new(&x, None, 8, false))?;
+//! let plan = plan_kmeans(&params, &Job::new(&x, None, 8, 0))?;
 //! let model = fit::<f64>(&params, &x, None, &plan, None, &mut ())?;
 //! println!("inertia {} after {} iterations", model.inertia, model.n_iter);
 //! # Ok::<(), memfit::Error>(())

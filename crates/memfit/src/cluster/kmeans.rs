@@ -324,16 +324,7 @@ pub fn fit<T: Real>(
 ) -> Result<KMeansFit<T>> {
     let (n, d, k) = (x.n_samples(), x.n_features(), params.n_clusters);
     params.validate(n, d)?;
-    if let Some(w) = sample_weight {
-        if w.n_samples() != n {
-            return Err(Error::ShapeMismatch {
-                what: "sample_weight".into(),
-                expected: vec![n],
-                found: vec![w.n_samples()],
-                hint: "give one weight per row of the data",
-            });
-        }
-    }
+    x.check_weights(sample_weight)?;
     let n_init = params.effective_n_init();
     let mut warnings = Vec::new();
     if matches!(params.init, Init::Centers { .. }) && params.n_init.is_some_and(|m| m > 1) {

@@ -11,5 +11,5 @@ pub use init::{kmeans_plusplus, uniform_distinct, SequentialSample};
 pub(crate) use kmeans::scan;
 pub use kmeans::{fit, KMeansFit, LabelSink, Observer, PlotSample, Progress, Timings};
 pub use params::{Init, KMeansParams};
-pub use plan::{default_init_sample_rows, plan_kmeans, KMeansJob, MAX_K_TILE};
+pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};
 pub use predict::{plan_predict, predict};

@@ -3,51 +3,12 @@
 
 use super::params::{Init, KMeansParams};
 use crate::error::{Error, Result};
-use crate::io::{Source, WRITE_BUFFER_BYTES};
+use crate::io::WRITE_BUFFER_BYTES;
 use crate::kernels::{Accumulator, PreparedCenters, CHUNK_ROWS};
-use crate::plan::{format_bytes, pick_block_rows, Ledger, Plan, TILE_ROWS};
+use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 
 /// Most centres per compute tile.
 pub const MAX_K_TILE: usize = 512;
-
-/// What a k-means job looks like to the planner.
-#[derive(Debug, Clone)]
-pub struct KMeansJob {
-    /// Rows of the data.
-    pub n_samples: usize,
-    /// Columns of the data.
-    pub n_features: usize,
-    /// Bytes per row of read scratch for the data (0 for in-memory data).
-    pub x_scratch_per_row: usize,
-    /// Bytes per row of read scratch for the weights; `None` without weights.
-    pub w_scratch_per_row: Option<usize>,
-    /// Bytes per element of the compute type (4 or 8).
-    pub compute_bytes: usize,
-    /// Worker threads.
-    pub threads: usize,
-    /// Whether labels are written out.
-    pub write_labels: bool,
-    /// Other buffers the caller holds for the run (name, bytes), such as an
-    /// in-memory input it generated.
-    pub extra: Vec<(String, u64)>,
-}
-
-impl KMeansJob {
-    /// Describes a job over `x` (and optional weights) in compute type of
-    /// `compute_bytes` bytes on the current rayon pool.
-    pub fn new(x: &Source<'_>, weights: Option<&Source<'_>>, compute_bytes: usize, write_labels: bool) -> Self {
-        KMeansJob {
-            n_samples: x.n_samples(),
-            n_features: x.n_features(),
-            x_scratch_per_row: x.scratch_bytes_per_row(),
-            w_scratch_per_row: weights.map(Source::scratch_bytes_per_row),
-            compute_bytes,
-            threads: rayon::current_num_threads(),
-            write_labels,
-            extra: Vec::new(),
-        }
-    }
-}
 
 /// Builds the plan for `params` on `job`.
 ///
@@ -67,7 +28,7 @@ impl KMeansJob {
 /// [`Error::DoesNotFit`] when the always-held buffers plus the smallest
 /// version of either phase exceed `params.memory_limit_bytes`, with the
 /// smallest limit that would work.
-pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
+pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let (n, d, k) = (job.n_samples as u64, job.n_features as u64, params.n_clusters as u64);
     let c = job.compute_bytes as u64;
     let limit = params.memory_limit_bytes;
@@ -93,7 +54,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
     }
     let plot = params.plot_sample_rows.min(job.n_samples) as u64;
     led.add("plot sample", plot, d * 8 + 4, format!("{plot} rows × ({d} × 8 + 4) B"));
-    if job.write_labels {
+    if job.n_outputs > 0 {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
     let always = led.total();
@@ -179,7 +140,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &KMeansJob) -> Result<Plan> {
         format!("{rows} rows × {iter_row} B (scratch, values, label, distance, weight)"),
     );
     let phase_b = led.total() - always - phase_a;
-    let extra_label_pass = u64::from(n_init > 1 && (job.write_labels || plot > 0));
+    let extra_label_pass = u64::from(n_init > 1 && (job.n_outputs > 0 || plot > 0));
     Ok(Plan {
         job: "kmeans".into(),
         limit_bytes: limit,
@@ -213,15 +174,15 @@ pub fn default_init_sample_rows(n_samples: usize, n_features: usize, n_clusters:
 mod tests {
     use super::*;
 
-    fn job(n: usize, d: usize) -> KMeansJob {
-        KMeansJob {
+    fn job(n: usize, d: usize) -> Job {
+        Job {
             n_samples: n,
             n_features: d,
             x_scratch_per_row: d * 8,
             w_scratch_per_row: None,
             compute_bytes: 8,
             threads: 2,
-            write_labels: true,
+            n_outputs: 1,
             extra: vec![],
         }
     }

@@ -274,6 +274,22 @@ impl<'a> Source<'a> {
         Ok((Source::Npy(f), shape))
     }
 
+    /// Checks that per-row `weights` (if any) have one value per row of `self`.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] naming `sample_weight`.
+    pub fn check_weights(&self, weights: Option<&Source<'_>>) -> Result<()> {
+        match weights {
+            Some(w) if w.n_samples() != self.n_samples() => Err(Error::ShapeMismatch {
+                what: "sample_weight".into(),
+                expected: vec![self.n_samples()],
+                found: vec![w.n_samples()],
+                hint: "give one weight per row of the data",
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Wraps an in-memory array.
     pub fn memory(array: ArrayRef<'a>) -> Self {
         Source::Memory(array)

@@ -18,12 +18,12 @@ use super::components::{cov_len, full_covariance, precision_cholesky, CholWork, 
 use super::mstep::finalize;
 use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 use super::pass::{Stats, Workspace};
-use crate::cluster::{kmeans_plusplus, plan_kmeans, scan, uniform_distinct, Init, KMeansJob, KMeansParams};
+use crate::cluster::{kmeans_plusplus, plan_kmeans, scan, uniform_distinct, Init, KMeansParams};
 use crate::cluster::{Observer, Progress, MAX_K_TILE};
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source};
 use crate::kernels::{assign_block, PreparedCenters};
-use crate::plan::{Plan, TILE_ROWS};
+use crate::plan::{Job, Plan, TILE_ROWS};
 use crate::real::Real;
 
 /// Seconds spent per phase.
@@ -177,16 +177,7 @@ pub fn fit<T: Real>(
     let (n, d, k) = (x.n_samples(), x.n_features(), params.n_components);
     let t = params.covariance_type;
     params.validate(n, d)?;
-    if let Some(w) = sample_weight {
-        if w.n_samples() != n {
-            return Err(Error::ShapeMismatch {
-                what: "sample_weight".into(),
-                expected: vec![n],
-                found: vec![w.n_samples()],
-                hint: "give one weight per row of the data",
-            });
-        }
-    }
+    x.check_weights(sample_weight)?;
     let mut timings = GmmTimings::default();
     let mut warnings = Vec::new();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
@@ -221,7 +212,7 @@ pub fn fit<T: Real>(
                         memory_limit_bytes: params.memory_limit_bytes,
                         ..KMeansParams::default()
                     };
-                    let kplan = plan_kmeans(&kp, &KMeansJob::new(x, sample_weight, size_of::<T>(), false))?;
+                    let kplan = plan_kmeans(&kp, &Job::new(x, sample_weight, size_of::<T>(), 0))?;
                     let m = crate::cluster::fit::<T>(&kp, x, sample_weight, &kplan, None, observer)?;
                     warnings.extend(m.warnings.iter().map(|w| format!("k-means initialisation: {w}")));
                     let centres = m.cluster_centers.chunks(d);
@@ -556,7 +547,7 @@ pub(crate) fn e_pass<T: Real>(
 mod tests {
     use super::*;
     use crate::io::{ArrayRef, Values};
-    use crate::mixture::{plan_gmm, GmmJob};
+    use crate::mixture::plan_gmm;
     use rand::SeedableRng;
     use rand_distr::{Distribution, Normal};
 
@@ -587,7 +578,7 @@ mod tests {
                 memory_limit_bytes: limit,
                 ..GmmParams::default()
             };
-            let plan = plan_gmm(&params, &GmmJob::new(&src, None, 8, 0), false).unwrap();
+            let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0), false).unwrap();
             fit::<f64>(&params, &src, None, &plan, &mut Outputs::default(), &mut ()).unwrap()
         })
     }

@@ -23,5 +23,5 @@ pub use em::{fit, GmmFit, GmmTimings, Outputs, Sink};
 pub use model_dir::{check_model_dir, load_model, save_model, MODEL_JSON};
 pub use params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 pub use pass::NEGLIGIBLE_RESPONSIBILITY;
-pub use plan::{plan_gmm, GmmJob};
+pub use plan::plan_gmm;
 pub use predict::{plan_predict, predict, MixtureModel};

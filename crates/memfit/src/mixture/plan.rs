@@ -6,48 +6,8 @@ use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::Workspace;
 use crate::cluster::default_init_sample_rows;
 use crate::error::{Error, Result};
-use crate::io::{Source, WRITE_BUFFER_BYTES};
-use crate::plan::{format_bytes, pick_block_rows, Ledger, Plan, TILE_ROWS};
-
-/// What a mixture job looks like to the planner.
-#[derive(Debug, Clone)]
-pub struct GmmJob {
-    /// Rows of the data.
-    pub n_samples: usize,
-    /// Columns of the data.
-    pub n_features: usize,
-    /// Bytes per row of read scratch for the data (0 for in-memory data).
-    pub x_scratch_per_row: usize,
-    /// Bytes per row of read scratch for the weights; `None` without weights.
-    pub w_scratch_per_row: Option<usize>,
-    /// Bytes per element of the compute type (4 or 8).
-    pub compute_bytes: usize,
-    /// Worker threads.
-    pub threads: usize,
-    /// Streamed outputs: labels (4 B), probabilities, log-likelihoods;
-    /// each needs a write buffer.
-    pub n_outputs: usize,
-    /// Other buffers the caller holds for the run (name, bytes).
-    pub extra: Vec<(String, u64)>,
-}
-
-impl GmmJob {
-    /// Describes a job over `x` (and optional weights) in a compute type of
-    /// `compute_bytes` bytes on the current rayon pool, writing `n_outputs`
-    /// streamed arrays.
-    pub fn new(x: &Source<'_>, weights: Option<&Source<'_>>, compute_bytes: usize, n_outputs: usize) -> Self {
-        GmmJob {
-            n_samples: x.n_samples(),
-            n_features: x.n_features(),
-            x_scratch_per_row: x.scratch_bytes_per_row(),
-            w_scratch_per_row: weights.map(Source::scratch_bytes_per_row),
-            compute_bytes,
-            threads: rayon::current_num_threads(),
-            n_outputs,
-            extra: Vec::new(),
-        }
-    }
-}
+use crate::io::WRITE_BUFFER_BYTES;
+use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
 /// for one E-step pass over the data with a fitted model).
@@ -65,7 +25,7 @@ impl GmmJob {
 /// # Errors
 /// [`Error::DoesNotFit`] when the parameters and one tile of rows exceed
 /// the limit, with the smallest limit that would work.
-pub fn plan_gmm(params: &GmmParams<'_>, job: &GmmJob, predict_only: bool) -> Result<Plan> {
+pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result<Plan> {
     let (n, d, k) = (job.n_samples as u64, job.n_features as u64, params.n_components as u64);
     let t = params.covariance_type;
     let c = job.compute_bytes as u64;

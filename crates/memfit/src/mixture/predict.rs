@@ -5,11 +5,11 @@ use super::components::{CholWork, Estep};
 use super::em::{e_pass, Outputs};
 use super::params::{CovarianceType, GmmParams};
 use super::pass::Workspace;
-use super::plan::{plan_gmm, GmmJob};
+use super::plan::plan_gmm;
 use crate::cluster::{Observer, Progress};
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source};
-use crate::plan::Plan;
+use crate::plan::{Job, Plan};
 use crate::real::Real;
 
 /// A fitted mixture as a saved model holds it.
@@ -60,7 +60,7 @@ pub fn plan_predict(
         memory_limit_bytes: limit_bytes,
         ..GmmParams::default()
     };
-    plan_gmm(&params, &GmmJob::new(x, None, compute_bytes, n_outputs), true)
+    plan_gmm(&params, &Job::new(x, None, compute_bytes, n_outputs), true)
 }
 
 /// One E-step pass of `model` over `x` (shape `(n_samples, n_features)`,

@@ -36,6 +36,54 @@ pub fn pick_block_rows(room: u64, per_row: u64, n: u64, row_value_bytes: u64, th
     }
 }
 
+/// What a job looks like to a planner: the data's shape and read scratch,
+/// the weights' read scratch, the compute type, the threads, the streamed
+/// outputs and anything else the caller holds.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Rows of the data.
+    pub n_samples: usize,
+    /// Columns of the data.
+    pub n_features: usize,
+    /// Bytes per row of read scratch for the data (0 for in-memory data).
+    pub x_scratch_per_row: usize,
+    /// Bytes per row of read scratch for the weights; `None` without weights.
+    pub w_scratch_per_row: Option<usize>,
+    /// Bytes per element of the compute type (4 or 8).
+    pub compute_bytes: usize,
+    /// Worker threads.
+    pub threads: usize,
+    /// Arrays streamed to files (labels, probabilities, ...), each with a
+    /// write buffer.
+    pub n_outputs: usize,
+    /// Other buffers the caller holds for the run (name, bytes), such as an
+    /// in-memory input it generated.
+    pub extra: Vec<(String, u64)>,
+}
+
+impl Job {
+    /// Describes a job over `x` (and optional weights) in a compute type of
+    /// `compute_bytes` bytes on the current rayon pool, streaming
+    /// `n_outputs` arrays.
+    pub fn new(
+        x: &crate::io::Source<'_>,
+        weights: Option<&crate::io::Source<'_>>,
+        compute_bytes: usize,
+        n_outputs: usize,
+    ) -> Self {
+        Job {
+            n_samples: x.n_samples(),
+            n_features: x.n_features(),
+            x_scratch_per_row: x.scratch_bytes_per_row(),
+            w_scratch_per_row: weights.map(crate::io::Source::scratch_bytes_per_row),
+            compute_bytes,
+            threads: rayon::current_num_threads(),
+            n_outputs,
+            extra: Vec::new(),
+        }
+    }
+}
+
 /// One buffer of a plan.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PlannedBuffer {
