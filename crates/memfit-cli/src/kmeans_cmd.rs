@@ -40,7 +40,8 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     ];
     let mut paths: Vec<(&'static str, &Path)> = Vec::new();
     for (role, out) in outputs {
-        if let Some(out) = out.as_deref().filter(|p| *p != Path::new("-")) {
+        // `--summary -` prints to stdout; any other output needs a file.
+        if let Some(out) = out.as_deref().filter(|p| !(role == "--summary" && *p == Path::new("-"))) {
             check_output_path(out)?;
             paths.push((role, out));
         }

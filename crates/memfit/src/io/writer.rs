@@ -95,6 +95,13 @@ fn resolve_output(path: &Path) -> PathBuf {
 /// message saying the path is not a regular file.
 pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
+    if path == Path::new("-") {
+        return Err(Error::io(
+            path,
+            "create",
+            std::io::Error::other("this output cannot go to stdout; hint: name a file (only --summary accepts -)"),
+        ));
+    }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

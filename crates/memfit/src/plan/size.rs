@@ -35,8 +35,13 @@ pub fn parse_size(text: &str) -> Result<u64> {
         "gib" => 1024.0 * 1024.0 * 1024.0,
         "tib" => 1024.0f64.powi(4),
         "pib" => 1024.0f64.powi(5),
+        "e" | "eb" => 1e18,
+        "eib" => 1024.0f64.powi(6),
         _ => return Err(bad("unknown unit")),
     };
+    if mult == 1.0 && value.fract() != 0.0 {
+        return Err(bad("a number of bytes must be whole (did you forget a unit such as GiB?)"));
+    }
     let bytes = value * mult;
     if bytes.is_nan() || bytes < 1.0 {
         return Err(bad("the size must be at least 1 byte"));
@@ -76,6 +81,8 @@ mod tests {
         assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
         assert_eq!(parse_size(" 64 mib ").unwrap(), 64 << 20);
         assert_eq!(parse_size("1_000kb").unwrap(), 1_000_000);
+        assert!(parse_size("1.5").is_err());
+        assert!(parse_size("18EiB").unwrap_err().to_string().contains("beyond 8 EiB"));
     }
 
     #[test]
