@@ -26,6 +26,10 @@ pub enum Command {
     Gmm(GmmArgs),
     /// Labels, probabilities and log-likelihoods of rows under a saved mixture.
     GmmPredict(GmmPredictArgs),
+    /// Row-wise quadratic form q_i = x_iᵀ Q x_i (NumPy: np.sum((X @ Q) * X, axis=1)), out of core.
+    QuadraticForm(QuadraticFormArgs),
+    /// Weighted scatter matrix Xᵀ diag(w) X (NumPy: (X.T * w) @ X), out of core.
+    Scatter(ScatterArgs),
     /// Write a synthetic data set to .npy, streamed in blocks.
     #[command(subcommand)]
     Generate(Generate),
@@ -240,6 +244,46 @@ pub struct GmmPredictArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `memfit quadratic-form`.
+#[derive(Debug, Args)]
+pub struct QuadraticFormArgs {
+    /// Input .npy file of shape (n_samples, n_features).
+    #[arg(value_name = "INPUT.npy")]
+    pub input: PathBuf,
+    /// Q, a .npy of shape (n_features, n_features).
+    #[arg(long, value_name = "Q.npy")]
+    pub q: PathBuf,
+    /// Where to write q (float64, shape (n_samples,)).
+    #[arg(long, value_name = "OUT.npy")]
+    pub out: PathBuf,
+    /// Print the memory plan and exit without reading data.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Shared options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `memfit scatter`.
+#[derive(Debug, Args)]
+pub struct ScatterArgs {
+    /// Input .npy file of shape (n_samples, n_features).
+    #[arg(value_name = "INPUT.npy")]
+    pub input: PathBuf,
+    /// Per-row weights w, a .npy of shape (n_samples,) (default: all ones).
+    #[arg(long, value_name = "W.npy")]
+    pub weights: Option<PathBuf>,
+    /// Where to write the scatter matrix (float64, shape (n_features, n_features)).
+    #[arg(long, value_name = "OUT.npy")]
+    pub out: PathBuf,
+    /// Print the memory plan and exit without reading data.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Shared options (--dtype is ignored: the scatter computes in float64).
     #[command(flatten)]
     pub common: Common,
 }

@@ -8,6 +8,7 @@ mod args;
 mod generate_cmd;
 mod gmm_cmd;
 mod gmm_predict_cmd;
+mod kernels_cmd;
 mod kmeans_cmd;
 
 mod plot;
@@ -55,6 +56,8 @@ fn threads(cli: &Cli) -> Option<usize> {
         Command::Predict(a) => a.common.threads,
         Command::Gmm(a) => a.common.threads,
         Command::GmmPredict(a) => a.common.threads,
+        Command::QuadraticForm(a) => a.common.threads,
+        Command::Scatter(a) => a.common.threads,
         Command::Generate(_) => None,
     }
 }
@@ -86,6 +89,14 @@ fn run(cli: &Cli) -> Result<()> {
         Command::GmmPredict(a) => {
             progress::stop_on_ctrl_c();
             gmm_predict_cmd::run(a)
+        }
+        Command::QuadraticForm(a) => {
+            progress::stop_on_ctrl_c();
+            kernels_cmd::quadratic_form(a)
+        }
+        Command::Scatter(a) => {
+            progress::stop_on_ctrl_c();
+            kernels_cmd::scatter(a)
         }
         Command::Generate(Generate::Blobs(a)) => {
             progress::stop_on_ctrl_c();

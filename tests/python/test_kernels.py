@@ -1,0 +1,58 @@
+"""memfit quadratic-form and memfit scatter against NumPy, out of core."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import MEMFIT_BIN, MiB, RSS_SLACK, run_memfit, save
+
+MEASURE = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(rc)")
+
+
+def peak_rss(args):
+    proc = subprocess.run([sys.executable, "-c", MEASURE, str(MEMFIT_BIN), *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout.split()[-1]) * 1024
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_quadratic_form_matches_numpy_with_x_8x_the_limit(tmp_path, dtype):
+    rs = np.random.RandomState(0)
+    X = rs.randn(300_000, 40).astype(dtype)  # 48 or 96 MB: 11x or 23x a 4 MiB limit
+    Q = rs.randn(40, 40)
+    x, q, out = save(tmp_path, "X.npy", X), save(tmp_path, "Q.npy", Q), tmp_path / "q.npy"
+    peak = peak_rss(["quadratic-form", x, "--q", q, "--out", out, "--memory-limit", "4MiB"])
+    assert X.nbytes >= 8 * 4 * MiB and peak <= 4 * MiB + RSS_SLACK
+    Xd = X.astype(np.float64)
+    want = np.sum((Xd @ Q) * Xd, axis=1)
+    rtol = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(np.load(out), want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+
+def test_weighted_scatter_matches_numpy_with_x_8x_the_limit(tmp_path):
+    rs = np.random.RandomState(1)
+    X = rs.randn(300_000, 30)  # 72 MB: 9x an 8 MiB limit
+    w = rs.uniform(0, 2, len(X))
+    x, wp, out = save(tmp_path, "X.npy", X), save(tmp_path, "w.npy", w), tmp_path / "S.npy"
+    peak = peak_rss(["scatter", x, "--weights", wp, "--out", out, "--memory-limit", "8MiB"])
+    assert peak <= 8 * MiB + RSS_SLACK
+    np.testing.assert_allclose(np.load(out), (X.T * w) @ X, rtol=1e-10, atol=1e-9)
+    run_memfit("scatter", x, "--out", out)
+    np.testing.assert_allclose(np.load(out), X.T @ X, rtol=1e-10, atol=1e-9)
+
+
+def test_kernels_reject_bad_input(tmp_path):
+    X = np.ones((10, 3))
+    X[4, 1] = np.inf
+    x = save(tmp_path, "X.npy", X)
+    proc = run_memfit("quadratic-form", x, "--q", save(tmp_path, "Q.npy", np.eye(4)), "--out", tmp_path / "q.npy",
+                      expect=2)
+    assert "(n_features, n_features)" in proc.stderr
+    proc = run_memfit("quadratic-form", x, "--q", tmp_path / "Q.npy", "--out", tmp_path / "q.npy", expect=2)
+    proc = run_memfit("scatter", x, "--out", tmp_path / "S.npy", expect=2)
+    assert "row 4, column 1 is inf" in proc.stderr
+    assert not (tmp_path / "q.npy").exists() and not (tmp_path / "S.npy").exists()
