@@ -346,6 +346,11 @@ def test_predict_rejects_bad_data_and_damaged_models(tmp_path):
     proc = run_memfit("gmm-predict", save(tmp_path, "wide.npy", np.zeros((5, 4))), "--model", model, "--labels",
                       tmp_path / "l.npy", expect=2)
     assert "fitted on 3" in proc.stderr
+    U = np.load(model / "precisions_cholesky.npy")
+    U[1, 0, 0] = 0.0
+    np.save(model / "precisions_cholesky.npy", U)
+    proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy", expect=2)
+    assert "invalid model" in proc.stderr and "component 1" in proc.stderr and "fit it again" in proc.stderr
     w = np.load(model / "weights.npy")
     w[0] = np.nan
     np.save(model / "weights.npy", w)

@@ -179,12 +179,8 @@ fn fit_and_write<T: Real>(
 ) -> Result<()> {
     let n = x.n_samples();
     let mut labels_file = args.labels.as_ref().map(|p| NpyWriter::create(p, Dtype::I32, &[n])).transpose()?;
-    let mut write_labels = |labels: &[u32]| -> memfit::Result<()> {
-        match labels_file.as_mut() {
-            Some(f) => f.write_with(labels, crate::put_label),
-            None => Ok(()),
-        }
-    };
+    let mut write_labels =
+        |labels: &[u32]| labels_file.as_mut().map_or(Ok(()), |f| f.write_with(labels, crate::put_label));
     let mut outputs = Outputs::default();
     if args.labels.is_some() {
         outputs.labels = Some(&mut write_labels);

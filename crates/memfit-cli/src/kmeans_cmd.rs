@@ -132,12 +132,8 @@ fn fit_and_write<T: Real>(
 ) -> Result<()> {
     let n = x.n_samples();
     let mut labels_file = args.labels.as_ref().map(|p| NpyWriter::create(p, Dtype::I32, &[n])).transpose()?;
-    let mut write_labels = |labels: &[u32]| -> memfit::Result<()> {
-        match labels_file.as_mut() {
-            Some(f) => f.write_with(labels, crate::put_label),
-            None => Ok(()),
-        }
-    };
+    let mut write_labels =
+        |labels: &[u32]| labels_file.as_mut().map_or(Ok(()), |f| f.write_with(labels, crate::put_label));
     let mut bar = Bar::new(args.common.quiet);
     let sink: LabelSink<'_> = if args.labels.is_some() { Some(&mut write_labels) } else { None };
     let model = fit::<T>(params, x, w, plan, sink, &mut bar);

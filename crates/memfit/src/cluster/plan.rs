@@ -79,12 +79,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let iter_fixed = threads * k * 24 + threads * tile * c + partial_fixed;
     let required = always + (init_min * init_per + min_rows * scan_row).max(iter_fixed + min_rows * iter_row);
     if required > limit {
-        let biggest = led
-            .buffers()
-            .iter()
-            .max_by_key(|b| b.bytes)
-            .map(|b| format!("; largest buffer: {} = {}", b.name, format_bytes(b.bytes)))
-            .unwrap_or_default();
+        let biggest = led.largest();
         return Err(Error::DoesNotFit {
             required_bytes: required,
             limit_bytes: limit,

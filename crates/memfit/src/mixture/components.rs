@@ -320,18 +320,28 @@ impl<T: Real> Estep<T> {
     }
 
     /// Sets the precision factors from given precisions or their Cholesky
-    /// factors (see [`super::PrecisionsInit`]), read one component at a time.
+    /// factors (see [`super::PrecisionsInit`]), read one component at a time
+    /// into the buffers [`precision_read_bytes`] counts.
     ///
     /// # Errors
-    /// Read errors; [`Error::InvalidParameter`] (`precisions_init`) for a
-    /// non-finite value, a precision that is not positive definite or a
-    /// factor with a non-positive diagonal.
+    /// Read errors; [`Error::InvalidParameter`] (`precisions_init`, or
+    /// `model` for factors from a saved model) for a non-finite value, a
+    /// precision that is not positive definite or a factor with a
+    /// non-positive diagonal.
     pub(crate) fn set_precisions(&mut self, src: &Source<'_>, cholesky: bool, work: &mut CholWork) -> Result<()> {
         let (k, d) = (self.k, self.d);
         let what = if cholesky { "precisions_cholesky" } else { "precisions_init" };
         let bad = |c: Option<usize>, why: &str| {
             let which = c.map_or(String::new(), |c| format!("component {c}: "));
-            Error::param("precisions_init", format!("{}: {which}{what} {why}", src.name().display()))
+            let hint = if cholesky {
+                "the model folder is damaged, fit it again"
+            } else {
+                "give symmetric positive definite precision matrices (inverse covariances)"
+            };
+            Error::param(
+                if cholesky { "model" } else { "precisions_init" },
+                format!("{}: {which}{what} {why}; hint: {hint}", src.name().display()),
+            )
         };
         let rows_per = match self.prec {
             Prec::Full(..) => d,
@@ -343,7 +353,6 @@ impl<T: Real> Estep<T> {
         let mut raw = vec![0.0; rows_per * per];
         let mut scratch = vec![0u8; rows_per * src.scratch_bytes_per_row()];
         let zero = vec![0.0; per];
-        let mut u = vec![0.0; if cholesky { d * d } else { 0 }];
         let groups = if matches!(self.prec, Prec::Full(..) | Prec::Tied(..)) { n_mats } else { k };
         for c in 0..groups {
             src.read_rows::<f64>(c * rows_per, rows_per, &zero, &mut scratch, &mut raw)?;
@@ -353,19 +362,18 @@ impl<T: Real> Estep<T> {
             match &mut self.prec {
                 Prec::Full(..) | Prec::Tied(..) => {
                     let (ld, u) = if cholesky {
+                        // The factor itself: keep its upper triangle.
                         let mut ld = 0.0;
                         for i in 0..d {
-                            for j in 0..d {
-                                u[i * d + j] = if j >= i { raw[i * d + j] } else { 0.0 };
-                            }
+                            raw[i * d..i * d + i].fill(0.0);
                             if raw[i * d + i] <= 0.0 {
                                 return Err(bad(Some(c), "has a non-positive diagonal"));
                             }
                             ld += raw[i * d + i].ln();
                         }
-                        (ld, &u[..])
+                        (ld, &raw[..])
                     } else {
-                        work.mats[0].copy_from_slice(&raw);
+                        std::mem::swap(&mut work.mats[0], &mut raw);
                         let ld = work
                             .precision_cholesky_of_precision()
                             .ok_or_else(|| bad(Some(c), "is not symmetric positive definite"))?;
@@ -409,6 +417,18 @@ impl<T: Real> Estep<T> {
         self.update_tied_means();
         Ok(())
     }
+}
+
+/// Bytes [`Estep::set_precisions`] holds while reading one component's
+/// precision (or factor) from a source of `itemsize`-byte values: the values
+/// in `f64` and the raw read scratch.
+pub(crate) fn precision_read_bytes(t: CovarianceType, d: usize, itemsize: usize) -> u64 {
+    let per = match t {
+        CovarianceType::Full | CovarianceType::Tied => d * d,
+        CovarianceType::Diag => d,
+        CovarianceType::Spherical => 1,
+    };
+    (per * (8 + itemsize)) as u64
 }
 
 /// Writes factor `c` (row-major `d × d` `f64`) into the stacked `(d, K·d)` layout.

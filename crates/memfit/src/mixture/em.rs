@@ -14,7 +14,7 @@ use std::time::Instant;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::components::{cov_len, full_covariance, precision_cholesky, CholWork, Estep, Params};
+use super::components::{full_covariance, precision_cholesky, CholWork, Estep, Params};
 use super::mstep::finalize;
 use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 use super::pass::{Stats, Workspace};
@@ -248,7 +248,7 @@ pub fn fit<T: Real>(
         work_mats(t, plan.threads),
     );
     let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.threads);
-    let mut stats = Stats::new(t, k, d, Vec::new(), false);
+    let mut stats = Stats::new(k, d);
     let mut tied_scatter: Vec<f64> = Vec::new();
     let mut best: Option<(usize, Params, Vec<f64>, bool)> = None;
     let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
@@ -263,13 +263,8 @@ pub fn fit<T: Real>(
                 InitResp::Rows(_, m) => m.clone(),
                 InitResp::Uniform(_) => vec![0.0; k * d],
             };
-            stats.s2 = std::mem::take(&mut cur.cov);
-            stats.s2.resize(if t == CovarianceType::Tied { 0 } else { cov_len(t, k, d) }, 0.0);
-            stats.start(&reference);
             let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
-            if want_scatter {
-                stats.scatter = vec![0.0; d * d];
-            }
+            stats.begin(t, std::mem::take(&mut cur.cov), &reference, want_scatter);
             init_pass(&init, k, d, &mut blocks, &shift, &mut ws, &mut stats, &mut work.mats, plan.threads, &|| {
                 observer.cancelled()
             })?;
@@ -300,13 +295,8 @@ pub fn fit<T: Real>(
         let mut lower_bound = f64::NEG_INFINITY;
         for it in 1..=params.max_iter {
             let pass_clock = Instant::now();
-            stats.s2 = std::mem::take(&mut cur.cov);
-            stats.s2.resize(if t == CovarianceType::Tied { 0 } else { cov_len(t, k, d) }, 0.0);
-            stats.start(&es.means);
             let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
-            if want_scatter {
-                stats.scatter = vec![0.0; d * d];
-            }
+            stats.begin(t, std::mem::take(&mut cur.cov), &es.means, want_scatter);
             blocks.for_each(&shift, &|| observer.cancelled(), |start, xb, wb| {
                 let t0 = Instant::now();
                 ws.e_step(x, xb, start, wb, &es, &mut stats.log_likelihood)?;

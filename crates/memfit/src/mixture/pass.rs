@@ -84,25 +84,33 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
-    /// Zeroed sums; `s2` reuses `s2_buffer` (the covariance storage, free
-    /// while a pass runs).
-    pub(crate) fn start(&mut self, reference: &[f64]) {
-        self.nk.fill(0.0);
-        self.s1.fill(0.0);
-        self.s2.fill(0.0);
-        self.reference.copy_from_slice(reference);
-        self.log_likelihood = 0.0;
-    }
-
-    pub(crate) fn new(t: CovarianceType, k: usize, d: usize, s2: Vec<f64>, with_scatter: bool) -> Self {
+    /// Empty sums for `k` components of `d` features; [`Self::begin`]
+    /// sizes them for a pass.
+    pub(crate) fn new(k: usize, d: usize) -> Self {
         Stats {
             nk: vec![0.0; k],
             s1: vec![0.0; k * d],
-            s2: if t == CovarianceType::Tied { Vec::new() } else { s2 },
+            s2: Vec::new(),
             reference: vec![0.0; k * d],
-            scatter: if with_scatter { vec![0.0; d * d] } else { Vec::new() },
+            scatter: Vec::new(),
             log_likelihood: 0.0,
         }
+    }
+
+    /// Zeroes the sums for a pass centred on `reference`. The second-moment
+    /// sums take over `cov` (the covariance storage, free while a pass
+    /// runs; tied needs none); with `scatter`, the pass also accumulates the
+    /// tied data scatter.
+    pub(crate) fn begin(&mut self, t: CovarianceType, cov: Vec<f64>, reference: &[f64], scatter: bool) {
+        let (k, d) = (self.nk.len(), reference.len() / self.nk.len().max(1));
+        self.s2 = cov;
+        self.s2.clear();
+        self.s2.resize(if t == CovarianceType::Tied { 0 } else { super::components::cov_len(t, k, d) }, 0.0);
+        self.nk.fill(0.0);
+        self.s1.fill(0.0);
+        self.reference.copy_from_slice(reference);
+        self.scatter = if scatter { vec![0.0; d * d] } else { Vec::new() };
+        self.log_likelihood = 0.0;
     }
 }
 

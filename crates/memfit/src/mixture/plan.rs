@@ -1,6 +1,6 @@
 //! The Gaussian-mixture memory plan.
 
-use super::components::{cov_len, prec_len, CholWork};
+use super::components::{cov_len, prec_len, precision_read_bytes, CholWork};
 use super::em::work_mats;
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::Workspace;
@@ -46,7 +46,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
         c,
         format!("{} × {c} B", prec_len(t, ku, du)),
     );
-    if t == CovarianceType::Tied || predict_only {
+    if matches!(t, CovarianceType::Full | CovarianceType::Tied) {
         led.add("means in factor coordinates (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
     }
     led.add("means (compute dtype)", k * d, c, format!("{k} × {d} × {c} B"));
@@ -82,6 +82,15 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
             format!("{n_mats} × {d} × {d} × 8 B: per-thread M-step products, then Cholesky factorisations"),
         );
     }
+    if predict_only || params.precisions_init.is_some() {
+        // Sources of any dtype: count 8-byte raw values.
+        led.add(
+            "precision read buffers",
+            precision_read_bytes(t, du, 8),
+            1,
+            "one component's values in float64 + raw scratch".into(),
+        );
+    }
     let per_thread = Workspace::<f64>::bytes_per_thread(t, ku, du, job.compute_bytes)
         + if predict_only { 0 } else { (TILE_ROWS as u64) * (k + 1) * c };
     led.add(
@@ -112,12 +121,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     let sample_min = if kpp { k.min(n) * sample_per } else { 0 };
     let required = always + (min_rows * em_row).max(sample_min + min_rows * scan_row);
     if required > limit {
-        let biggest = led
-            .buffers()
-            .iter()
-            .max_by_key(|b| b.bytes)
-            .map(|b| format!("; largest buffer: {} = {}", b.name, format_bytes(b.bytes)))
-            .unwrap_or_default();
+        let biggest = led.largest();
         let dtype_hint = if c == 8 { ", --dtype float32" } else { "" };
         return Err(Error::DoesNotFit {
             required_bytes: required,

@@ -215,6 +215,15 @@ impl Ledger {
         self.buffers.iter().map(|b| b.bytes).sum()
     }
 
+    /// `"; largest buffer: NAME = SIZE"` for error messages, or empty.
+    pub fn largest(&self) -> String {
+        self.buffers
+            .iter()
+            .max_by_key(|b| b.bytes)
+            .map(|b| format!("; largest buffer: {} = {}", b.name, format_bytes(b.bytes)))
+            .unwrap_or_default()
+    }
+
     /// The declared buffers so far.
     pub fn buffers(&self) -> &[PlannedBuffer] {
         &self.buffers
