@@ -67,7 +67,7 @@ fn stream<T: Real>(
     plan: &memfit::plan::Plan,
 ) -> Result<f64> {
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;
-    let mut sink = |labels: &[u32]| out.write_with(labels, crate::put_label);
+    let mut sink = |labels: &[u32], _: &[f64]| out.write_with(labels, crate::put_label);
     let bar = Bar::new(args.common.quiet);
     let inertia = predict::<T>(x, centers, k, plan, &mut sink, &bar);
     bar.finish();

@@ -194,7 +194,7 @@ impl Farthest {
 /// Per-block assignment outputs and per-thread tiles.
 pub(super) struct Assignment<T> {
     pub(super) labels: Vec<u32>,
-    dist: Vec<f64>,
+    pub(super) dist: Vec<f64>,
     tiles: Vec<Vec<T>>,
     k_tile: usize,
     /// Weighted distance sum per tile of the block.

@@ -72,8 +72,9 @@ pub fn plan_predict(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, lim
 
 /// Assigns each row of `x` (shape `(n_samples, n_features)`) to the nearest of
 /// `centers` (row-major `(n_clusters, n_features)`, original coordinates),
-/// computing in `T`, and hands labels to `labels_out` in row order. Returns
-/// the inertia (sum of squared distances to the assigned centres, in `f64`).
+/// computing in `T`, and hands labels and the squared distances to the
+/// assigned centres (`f64`, from exact differences) to `out` in row order,
+/// one block at a time. Returns the inertia (their sum, in `f64`).
 ///
 /// The data are shifted by the centres' mean before the GEMM identity, so
 /// points far from the origin keep their accuracy.
@@ -81,13 +82,13 @@ pub fn plan_predict(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, lim
 /// # Errors
 /// [`Error::ShapeMismatch`] when the centres' width differs from the data's;
 /// [`Error::NonFinite`] for a non-finite value in the data or the centres;
-/// read errors, and whatever `labels_out` returns.
+/// read errors, [`Error::Cancelled`], and whatever `out` returns.
 pub fn predict<T: Real>(
     x: &Source<'_>,
     centers: &[f64],
     n_clusters: usize,
     plan: &Plan,
-    labels_out: &mut dyn FnMut(&[u32]) -> Result<()>,
+    out: &mut dyn FnMut(&[u32], &[f64]) -> Result<()>,
     observer: &dyn Observer,
 ) -> Result<f64> {
     let d = x.n_features();
@@ -121,7 +122,7 @@ pub fn predict<T: Real>(
         }
         let rows = asg.run(xb, &prepared);
         asg.add_weighted_sum(rows, None, &mut inertia);
-        labels_out(&asg.labels[..rows])
+        out(&asg.labels[..rows], &asg.dist[..rows])
     })?;
     Ok(inertia)
 }

@@ -125,6 +125,38 @@ impl GmmFit {
         full_covariance(self.covariance_type, &self.covariances, c, self.n_features, out);
     }
 
+    /// Hands `covariances_` and `precisions_cholesky_` to `f` in
+    /// scikit-learn's layout (shape [`CovarianceType::param_shape`], row-major
+    /// `f64`), piece by piece: full one `(d, d)` pair per component, tied one
+    /// pair, diag and spherical all values at once. At most one `d × d`
+    /// matrix of each is held at a time.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] if a covariance is not positive definite
+    /// (cannot happen for a fitted model); whatever `f` returns.
+    pub fn parameter_blocks(&self, mut f: impl FnMut(&[f64], &[f64]) -> Result<()>) -> Result<()> {
+        let (k, d, t) = (self.n_components, self.n_features, self.covariance_type);
+        match t {
+            CovarianceType::Full | CovarianceType::Tied => {
+                let mut cov = vec![0.0; d * d];
+                let mut u = vec![0.0; d * d];
+                let mut work = CholWork::new(d, 2);
+                for c in 0..if t == CovarianceType::Full { k } else { 1 } {
+                    self.covariance(c, &mut cov);
+                    precision_cholesky(&cov, &mut work, &mut u)
+                        .ok_or_else(|| Error::param("covariances", format!("component {c} is not positive definite")))?;
+                    f(&cov, &u)?;
+                }
+                Ok(())
+            }
+            CovarianceType::Diag | CovarianceType::Spherical => {
+                let cov = &self.covariances[..if t == CovarianceType::Diag { k * d } else { k }];
+                let p: Vec<f64> = cov.iter().map(|v| 1.0 / v.sqrt()).collect();
+                f(cov, &p)
+            }
+        }
+    }
+
     /// Precision Cholesky factor of component `c` (upper triangular,
     /// row-major `(d, d)`) from its covariance, as scikit-learn's
     /// `precisions_cholesky_`.

@@ -12,7 +12,6 @@
 
 use std::path::{Path, PathBuf};
 
-use super::components::{precision_cholesky, CholWork};
 use super::em::GmmFit;
 use super::params::CovarianceType;
 use super::predict::MixtureModel;
@@ -115,32 +114,10 @@ fn write_files(dir: &Path, fit: &GmmFit, extra: serde_json::Value) -> Result<()>
     let shape = t.param_shape(k, d);
     let mut cov_w = NpyWriter::create(dir.join("covariances.npy"), Dtype::F64, &shape)?;
     let mut prec_w = NpyWriter::create(dir.join("precisions_cholesky.npy"), Dtype::F64, &shape)?;
-    match t {
-        CovarianceType::Full | CovarianceType::Tied => {
-            let mut cov = vec![0.0; d * d];
-            let mut u = vec![0.0; d * d];
-            let mut work = CholWork::new(d, 2);
-            for c in 0..if t == CovarianceType::Full { k } else { 1 } {
-                fit.covariance(c, &mut cov);
-                precision_cholesky(&cov, &mut work, &mut u)
-                    .ok_or_else(|| Error::param("covariances", format!("component {c} is not positive definite")))?;
-                cov_w.write_with(&cov, put_f64)?;
-                prec_w.write_with(&u, put_f64)?;
-            }
-        }
-        CovarianceType::Diag => {
-            let cov = &fit.covariances[..k * d];
-            cov_w.write_with(cov, put_f64)?;
-            let p: Vec<f64> = cov.iter().map(|v| 1.0 / v.sqrt()).collect();
-            prec_w.write_with(&p, put_f64)?;
-        }
-        CovarianceType::Spherical => {
-            let cov = &fit.covariances[..k];
-            cov_w.write_with(cov, put_f64)?;
-            let p: Vec<f64> = cov.iter().map(|v| 1.0 / v.sqrt()).collect();
-            prec_w.write_with(&p, put_f64)?;
-        }
-    }
+    fit.parameter_blocks(|cov, prec| {
+        cov_w.write_with(cov, put_f64)?;
+        prec_w.write_with(prec, put_f64)
+    })?;
     cov_w.commit()?;
     prec_w.commit()?;
     let mut json = serde_json::json!({

@@ -1,0 +1,98 @@
+//! Python inputs as engine sources: a `str` is a `.npy` path read in row
+//! blocks; a NumPy array is borrowed in place (any strides, C or Fortran
+//! order, read-only or not), never copied whole.
+
+use memfit::io::{ArrayRef, Source, Values};
+use numpy::ndarray::ArrayView2;
+use numpy::{Element, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::errors::to_py;
+
+/// A borrowed input, kept alive (and marked borrowed) while the engine runs.
+pub enum Held<'py> {
+    /// A `.npy` file.
+    Path(String),
+    /// `float64` elements.
+    F64(PyReadonlyArray2<'py, f64>),
+    /// `float32` elements.
+    F32(PyReadonlyArray2<'py, f32>),
+    /// `float16` elements.
+    F16(PyReadonlyArray2<'py, half::f16>),
+    /// `uint8` elements.
+    U8(PyReadonlyArray2<'py, u8>),
+    /// `int16` elements.
+    I16(PyReadonlyArray2<'py, i16>),
+    /// `int32` elements.
+    I32(PyReadonlyArray2<'py, i32>),
+    /// `int64` elements.
+    I64(PyReadonlyArray2<'py, i64>),
+}
+
+impl<'py> Held<'py> {
+    /// Borrows `obj`: a `str` path or a 2-D array of a supported dtype with
+    /// non-negative strides (the Python layer guarantees both).
+    ///
+    /// # Errors
+    /// `TypeError` for anything else.
+    pub fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(path) = obj.extract::<String>() {
+            return Ok(Held::Path(path));
+        }
+        macro_rules! try_dtype {
+            ($($variant:ident: $t:ty),*) => {
+                $(if let Ok(a) = obj.extract::<PyReadonlyArray2<'py, $t>>() {
+                    return Ok(Held::$variant(a));
+                })*
+            };
+        }
+        try_dtype!(F64: f64, F32: f32, F16: half::f16, U8: u8, I16: i16, I32: i32, I64: i64);
+        let what = match obj.cast::<numpy::PyUntypedArray>() {
+            Ok(a) => format!("an array of dtype {} with {} dimensions", a.dtype(), a.ndim()),
+            Err(_) => format!("{}", obj.get_type()),
+        };
+        Err(PyTypeError::new_err(format!(
+            "memfit: expected a 2-D array of float64, float32, float16, uint8, int16, int32 or int64, or a .npy path; got {what}"
+        )))
+    }
+
+    /// The engine's view of the input.
+    ///
+    /// # Errors
+    /// The `.npy` file's errors (see `memfit::io::Source::open_matrix`);
+    /// `ValueError` for negative strides.
+    pub fn source(&self) -> PyResult<Source<'_>> {
+        match self {
+            Held::Path(p) => Source::open_matrix(p).map_err(to_py),
+            Held::F64(a) => view(a.as_array(), Values::F64),
+            Held::F32(a) => view(a.as_array(), Values::F32),
+            Held::F16(a) => view(a.as_array(), Values::F16),
+            Held::U8(a) => view(a.as_array(), Values::U8),
+            Held::I16(a) => view(a.as_array(), Values::I16),
+            Held::I32(a) => view(a.as_array(), Values::I32),
+            Held::I64(a) => view(a.as_array(), Values::I64),
+        }
+    }
+}
+
+/// The whole strided extent of `a` as a slice, wrapped as an engine source.
+fn view<'a, T: Element>(a: ArrayView2<'a, T>, wrap: fn(&'a [T]) -> Values<'a>) -> PyResult<Source<'a>> {
+    let (n, d) = a.dim();
+    let strides = a.strides();
+    let (Ok(rs), Ok(cs)) = (usize::try_from(strides[0]), usize::try_from(strides[1])) else {
+        return Err(PyValueError::new_err("memfit: arrays with negative strides are not supported; pass numpy.ascontiguousarray(X)"));
+    };
+    let len = if n == 0 || d == 0 { 0 } else { (n - 1) * rs + (d - 1) * cs + 1 };
+    let values: &'a [T] = if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the view's elements all lie in `[ptr, ptr + len)` because
+        // both strides are non-negative and `len` reaches its last element;
+        // the array is borrowed (and kept alive) for `'a`, and the pointer is
+        // aligned since NumPy hands out typed arrays only for aligned data
+        // (the Python layer copies unaligned arrays).
+        unsafe { std::slice::from_raw_parts(a.as_ptr(), len) }
+    };
+    ArrayRef::strided(wrap(values), n, d, rs, cs).map(Source::memory).map_err(to_py)
+}

@@ -1,0 +1,494 @@
+//! `memfit._memfit`: the Python extension over the memfit engine.
+//!
+//! A shim only: each function converts its arguments (NumPy arrays are
+//! borrowed, never copied; a `str` is a `.npy` path read in blocks), runs the
+//! engine on a worker thread with the GIL released, turns Ctrl-C into
+//! `KeyboardInterrupt` and maps engine errors to Python exceptions
+//! ([`errors`]). Validation of Python-level arguments, defaults, units and
+//! docstrings live in the pure-Python package `memfit`.
+
+mod errors;
+mod inputs;
+mod runner;
+
+use memfit::cluster::{self, Init, KMeansFit, KMeansParams, LabelSink, Observer};
+use memfit::linalg;
+use memfit::mixture::{self, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs, PrecisionsInit};
+use memfit::plan::Job;
+use memfit::Real;
+use numpy::ndarray::Array;
+use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use errors::to_py;
+use inputs::Held;
+use runner::run;
+
+/// Bytes per element of the compute dtype.
+fn compute_bytes(float32: bool) -> usize {
+    if float32 {
+        4
+    } else {
+        8
+    }
+}
+
+/// What Python receives of a k-means fit, centres in `f64` (exact for
+/// either compute type).
+struct KMeansSummary {
+    cluster_centers: Vec<f64>,
+    n_clusters: usize,
+    n_features: usize,
+    inertia: f64,
+    n_iter: usize,
+    converged: bool,
+    n_nonempty_clusters: usize,
+    warnings: Vec<String>,
+}
+
+fn summary<T: Real>(f: KMeansFit<T>) -> KMeansSummary {
+    KMeansSummary {
+        cluster_centers: f.cluster_centers.iter().map(|v| v.to_f64()).collect(),
+        n_clusters: f.n_clusters,
+        n_features: f.n_features,
+        inertia: f.inertia,
+        n_iter: f.n_iter,
+        converged: f.converged,
+        n_nonempty_clusters: f.n_nonempty_clusters,
+        warnings: f.warnings,
+    }
+}
+
+/// Copies a label block (`u32`) into the caller's `int32` array at `*at`.
+fn put_labels(out: &mut [i32], at: &mut usize, labels: &[u32]) {
+    for (o, &l) in out[*at..*at + labels.len()].iter_mut().zip(labels) {
+        *o = l as i32;
+    }
+    *at += labels.len();
+}
+
+/// Fits k-means. `x` and `sample_weight` are arrays of shape
+/// `(n_samples, n_features)` and `(n_samples, 1)` or `.npy` paths; `init` is
+/// `"k-means++"`, `"random"` or `"array"` (then `init_centers` holds the
+/// `(n_clusters, n_features)` float64 centres). `labels` (int32,
+/// `(n_samples,)`), when given, receives the final labels. Returns a dict
+/// with `cluster_centers` (`(n_clusters, n_features)`, float32 when
+/// `float32` else float64), `inertia`, `n_iter`, `converged`,
+/// `n_nonempty_clusters`, `warnings` and `plan`.
+#[pyfunction]
+#[pyo3(signature = (x, sample_weight, n_clusters, init, init_centers, n_init, max_iter, tol, random_state, memory_limit, n_jobs, float32, labels, verbose))]
+#[allow(clippy::too_many_arguments)]
+fn kmeans_fit<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    sample_weight: Option<&Bound<'py, PyAny>>,
+    n_clusters: usize,
+    init: &str,
+    init_centers: Option<PyReadonlyArray2<'py, f64>>,
+    n_init: Option<usize>,
+    max_iter: usize,
+    tol: f64,
+    random_state: u64,
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+    float32: bool,
+    mut labels: Option<PyReadwriteArray1<'py, i32>>,
+    verbose: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let held = Held::new(x)?;
+    let held_w = sample_weight.map(Held::new).transpose()?;
+    let init = match init {
+        "k-means++" => Init::KMeansPlusPlus,
+        "random" => Init::Random,
+        _ => {
+            let c = init_centers.as_ref().ok_or_else(|| to_py(memfit::Error::param("init", "missing centres")))?;
+            let c = c.as_array();
+            Init::Centers { values: c.iter().copied().collect(), n_rows: c.nrows(), n_cols: c.ncols() }
+        }
+    };
+    let params = KMeansParams {
+        n_clusters,
+        init,
+        n_init,
+        max_iter,
+        tol,
+        random_state,
+        memory_limit_bytes: memory_limit,
+        init_sample_rows: None,
+        plot_sample_rows: 0,
+    };
+    let src = held.source()?;
+    let w = held_w.as_ref().map(Held::source).transpose()?;
+    let out = labels.as_mut().map(|l| l.as_slice_mut()).transpose()?;
+    let with_labels = out.is_some();
+    let (fit, plan) = run(py, n_jobs, verbose, move |obs| {
+        params.validate(src.n_samples(), src.n_features())?;
+        let mut job = Job::new(&src, w.as_ref(), compute_bytes(float32), 0);
+        if with_labels {
+            job.extra.push(("labels_ (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
+        }
+        let plan = cluster::plan_kmeans(&params, &job)?;
+        let mut at = 0;
+        let mut out = out;
+        let mut put = |l: &[u32]| {
+            if let Some(o) = out.as_deref_mut() {
+                put_labels(o, &mut at, l);
+            }
+            Ok(())
+        };
+        let sink: LabelSink<'_> = if with_labels { Some(&mut put) } else { None };
+        let fit = if float32 {
+            summary(cluster::fit::<f32>(&params, &src, w.as_ref(), &plan, sink, obs)?)
+        } else {
+            summary(cluster::fit::<f64>(&params, &src, w.as_ref(), &plan, sink, obs)?)
+        };
+        Ok((fit, plan))
+    })?;
+    let centers = Array::from_shape_vec((fit.n_clusters, fit.n_features), fit.cluster_centers).map_err(errors::shape)?;
+    let dict = PyDict::new(py);
+    if float32 {
+        // The centres were computed in float32: the round trip is exact.
+        dict.set_item("cluster_centers", centers.mapv(|v| v as f32).into_pyarray(py))?;
+    } else {
+        dict.set_item("cluster_centers", centers.into_pyarray(py))?;
+    }
+    dict.set_item("inertia", fit.inertia)?;
+    dict.set_item("n_iter", fit.n_iter)?;
+    dict.set_item("converged", fit.converged)?;
+    dict.set_item("n_nonempty_clusters", fit.n_nonempty_clusters)?;
+    dict.set_item("warnings", fit.warnings)?;
+    dict.set_item("plan", plan.to_string())?;
+    Ok(dict)
+}
+
+/// Nearest of `centers` (`(n_clusters, n_features)` float64) for each row of
+/// `x` (array or `.npy` path), computed in float32 when `float32`: labels go
+/// to `labels` (int32, `(n_samples,)`) and squared distances, when given, to
+/// `distances` (float64, `(n_samples,)`). Returns the inertia (float, the
+/// sum of the squared distances).
+#[pyfunction]
+#[pyo3(signature = (x, centers, memory_limit, n_jobs, float32, labels, distances))]
+#[allow(clippy::too_many_arguments)]
+fn assign<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    centers: PyReadonlyArray2<'py, f64>,
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+    float32: bool,
+    mut labels: PyReadwriteArray1<'py, i32>,
+    mut distances: Option<PyReadwriteArray1<'py, f64>>,
+) -> PyResult<f64> {
+    let held = Held::new(x)?;
+    let src = held.source()?;
+    let k = centers.as_array().nrows();
+    let centers: Vec<f64> = centers.as_array().iter().copied().collect();
+    let labels = labels.as_slice_mut()?;
+    let distances = distances.as_mut().map(|d| d.as_slice_mut()).transpose()?;
+    run(py, n_jobs, false, move |obs| {
+        let plan = cluster::plan_predict(&src, k, compute_bytes(float32), memory_limit)?;
+        let (mut at, mut at_d) = (0, 0);
+        let mut distances = distances;
+        let mut put = |l: &[u32], dist: &[f64]| {
+            put_labels(labels, &mut at, l);
+            if let Some(out) = distances.as_deref_mut() {
+                out[at_d..at_d + dist.len()].copy_from_slice(dist);
+                at_d += dist.len();
+            }
+            Ok(())
+        };
+        if float32 {
+            cluster::predict::<f32>(&src, &centers, k, &plan, &mut put, obs)
+        } else {
+            cluster::predict::<f64>(&src, &centers, k, &plan, &mut put, obs)
+        }
+    })
+}
+
+/// Parses a covariance type name.
+fn covariance_type(name: &str) -> PyResult<CovarianceType> {
+    CovarianceType::parse(name).map_err(to_py)
+}
+
+/// Fits a Gaussian mixture by EM. `x`, `sample_weight` as [`kmeans_fit`];
+/// `weights_init` `(n_components,)`, `means_init` `(n_components,
+/// n_features)` and `precisions_init` (scikit-learn's shape for the
+/// covariance type, seen as a matrix: all axes but the last are rows) are
+/// float64; `precisions_are_cholesky` says `precisions_init` holds Cholesky
+/// factors. `labels` (int32, `(n_samples,)`) receives the final labels.
+/// Returns a dict with `weights`, `means`, `covariances`,
+/// `precisions_cholesky` (scikit-learn's shapes, float64), `lower_bound`,
+/// `lower_bounds`, `n_iter`, `converged`, `score`, `bic`, `aic`, `warnings`
+/// and `plan`.
+#[pyfunction]
+#[pyo3(signature = (x, sample_weight, n_components, covariance_type, tol, reg_covar, max_iter, n_init, init_params, weights_init, means_init, precisions_init, precisions_are_cholesky, random_state, memory_limit, n_jobs, float32, labels, verbose))]
+#[allow(clippy::too_many_arguments)]
+fn gmm_fit<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    sample_weight: Option<&Bound<'py, PyAny>>,
+    n_components: usize,
+    covariance_type: &str,
+    tol: f64,
+    reg_covar: f64,
+    max_iter: usize,
+    n_init: usize,
+    init_params: &str,
+    weights_init: Option<PyReadonlyArray1<'py, f64>>,
+    means_init: Option<PyReadonlyArray2<'py, f64>>,
+    precisions_init: Option<&Bound<'py, PyAny>>,
+    precisions_are_cholesky: bool,
+    random_state: u64,
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+    float32: bool,
+    mut labels: Option<PyReadwriteArray1<'py, i32>>,
+    verbose: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let held = Held::new(x)?;
+    let held_w = sample_weight.map(Held::new).transpose()?;
+    let held_p = precisions_init.map(Held::new).transpose()?;
+    let t = self::covariance_type(covariance_type)?;
+    let precisions_init = held_p
+        .as_ref()
+        .map(|h| {
+            h.source().map(|s| if precisions_are_cholesky { PrecisionsInit::Cholesky(s) } else { PrecisionsInit::Precisions(s) })
+        })
+        .transpose()?;
+    let params = GmmParams {
+        n_components,
+        covariance_type: t,
+        tol,
+        reg_covar,
+        max_iter,
+        n_init,
+        init_params: InitMethod::parse(init_params).map_err(to_py)?,
+        weights_init: weights_init.map(|w| w.as_array().iter().copied().collect()),
+        means_init: means_init.map(|m| m.as_array().iter().copied().collect()),
+        precisions_init,
+        random_state,
+        memory_limit_bytes: memory_limit,
+    };
+    let src = held.source()?;
+    let w = held_w.as_ref().map(Held::source).transpose()?;
+    let out = labels.as_mut().map(|l| l.as_slice_mut()).transpose()?;
+    let with_labels = out.is_some();
+    let (fit, covariances, precisions_cholesky, plan) = run(py, n_jobs, verbose, move |obs| {
+        params.validate(src.n_samples(), src.n_features())?;
+        let mut job = Job::new(&src, w.as_ref(), compute_bytes(float32), 0);
+        if with_labels {
+            job.extra.push(("labels (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
+        }
+        let plan = mixture::plan_gmm(&params, &job, false)?;
+        let mut at = 0;
+        let mut out = out;
+        let mut put = |l: &[u32]| {
+            if let Some(o) = out.as_deref_mut() {
+                put_labels(o, &mut at, l);
+            }
+            Ok(())
+        };
+        let mut outputs = Outputs { labels: with_labels.then_some(&mut put as _), ..Outputs::default() };
+        let fit = if float32 {
+            mixture::fit::<f32>(&params, &src, w.as_ref(), &plan, &mut outputs, obs)?
+        } else {
+            mixture::fit::<f64>(&params, &src, w.as_ref(), &plan, &mut outputs, obs)?
+        };
+        let (mut cov, mut prec) = (Vec::new(), Vec::new());
+        fit.parameter_blocks(|c, p| {
+            cov.extend_from_slice(c);
+            prec.extend_from_slice(p);
+            Ok(())
+        })?;
+        Ok((fit, cov, prec, plan))
+    })?;
+    let (k, d) = (fit.n_components, fit.n_features);
+    let shape = t.param_shape(k, d);
+    let dict = PyDict::new(py);
+    dict.set_item("weights", fit.weights.clone().into_pyarray(py))?;
+    dict.set_item("means", Array::from_shape_vec((k, d), fit.means.clone()).map_err(errors::shape)?.into_pyarray(py))?;
+    dict.set_item("covariances", Array::from_shape_vec(shape.clone(), covariances).map_err(errors::shape)?.into_pyarray(py))?;
+    dict.set_item(
+        "precisions_cholesky",
+        Array::from_shape_vec(shape, precisions_cholesky).map_err(errors::shape)?.into_pyarray(py),
+    )?;
+    dict.set_item("lower_bound", fit.lower_bound)?;
+    dict.set_item("lower_bounds", fit.lower_bounds.clone())?;
+    dict.set_item("n_iter", fit.n_iter)?;
+    dict.set_item("converged", fit.converged)?;
+    dict.set_item("score", fit.score)?;
+    dict.set_item("bic", fit.bic)?;
+    dict.set_item("aic", fit.aic)?;
+    dict.set_item("n_parameters", fit.n_parameters)?;
+    dict.set_item("warnings", fit.warnings.clone())?;
+    dict.set_item("plan", plan.to_string())?;
+    Ok(dict)
+}
+
+/// One E-step pass of a fitted mixture (`weights` `(n_components,)`, `means`
+/// `(n_components, n_features)`, `precisions_cholesky` in scikit-learn's
+/// shape, all float64) over `x` (array or `.npy` path): labels (int32),
+/// responsibilities (float64, `(n_samples, n_components)`) and per-sample
+/// log-likelihoods (float64) go to the arrays given. Returns the mean
+/// log-likelihood per sample.
+#[pyfunction]
+#[pyo3(signature = (x, covariance_type, weights, means, precisions_cholesky, memory_limit, n_jobs, float32, labels, proba, log_likelihood))]
+#[allow(clippy::too_many_arguments)]
+fn gmm_predict<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    covariance_type: &str,
+    weights: PyReadonlyArray1<'py, f64>,
+    means: PyReadonlyArray2<'py, f64>,
+    precisions_cholesky: &Bound<'py, PyAny>,
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+    float32: bool,
+    mut labels: Option<PyReadwriteArray1<'py, i32>>,
+    mut proba: Option<PyReadwriteArray2<'py, f64>>,
+    mut log_likelihood: Option<PyReadwriteArray1<'py, f64>>,
+) -> PyResult<f64> {
+    let held = Held::new(x)?;
+    let held_p = Held::new(precisions_cholesky)?;
+    let model = MixtureModel {
+        covariance_type: self::covariance_type(covariance_type)?,
+        weights: weights.as_array().iter().copied().collect(),
+        means: means.as_array().iter().copied().collect(),
+        precisions_cholesky: held_p.source()?,
+        shift: None,
+    };
+    let src = held.source()?;
+    let labels = labels.as_mut().map(|a| a.as_slice_mut()).transpose()?;
+    let proba = proba.as_mut().map(|a| a.as_slice_mut()).transpose()?;
+    let log_likelihood = log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?;
+    run(py, n_jobs, false, move |obs| {
+        let n_outputs = usize::from(labels.is_some()) + usize::from(proba.is_some()) + usize::from(log_likelihood.is_some());
+        let plan = mixture::plan_predict(&model, &src, compute_bytes(float32), n_outputs, memory_limit)?;
+        let (mut at_l, mut at_p, mut at_q) = (0, 0, 0);
+        let (mut labels, mut proba, mut log_likelihood) = (labels, proba, log_likelihood);
+        let mut put_l = |l: &[u32]| {
+            if let Some(o) = labels.as_deref_mut() {
+                put_labels(o, &mut at_l, l);
+            }
+            Ok(())
+        };
+        let mut put_p = |p: &[f64]| {
+            if let Some(o) = proba.as_deref_mut() {
+                o[at_p..at_p + p.len()].copy_from_slice(p);
+                at_p += p.len();
+            }
+            Ok(())
+        };
+        let mut put_q = |q: &[f64]| {
+            if let Some(o) = log_likelihood.as_deref_mut() {
+                o[at_q..at_q + q.len()].copy_from_slice(q);
+                at_q += q.len();
+            }
+            Ok(())
+        };
+        let mut outputs = Outputs {
+            labels: Some(&mut put_l),
+            proba: Some(&mut put_p),
+            log_likelihood: Some(&mut put_q),
+        };
+        if float32 {
+            mixture::predict::<f32>(&model, &src, &plan, &mut outputs, obs)
+        } else {
+            mixture::predict::<f64>(&model, &src, &plan, &mut outputs, obs)
+        }
+    })
+}
+
+/// `q_i = x_iᵀ Q x_i` for each row of `x` (array or `.npy` path) with `q`
+/// `(n_features, n_features)` float64, into `out` (float64, `(n_samples,)`).
+#[pyfunction]
+#[pyo3(signature = (x, q, memory_limit, n_jobs, float32, out))]
+fn row_quadratic_form<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    q: PyReadonlyArray2<'py, f64>,
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+    float32: bool,
+    mut out: PyReadwriteArray1<'py, f64>,
+) -> PyResult<()> {
+    let held = Held::new(x)?;
+    let src = held.source()?;
+    let q: Vec<f64> = q.as_array().iter().copied().collect();
+    let out = out.as_slice_mut()?;
+    run(py, n_jobs, false, move |obs| {
+        let plan = linalg::plan_row_quadratic_form(&src, compute_bytes(float32), memory_limit)?;
+        let mut at = 0;
+        let mut put = |r: &[f64]| {
+            out[at..at + r.len()].copy_from_slice(r);
+            at += r.len();
+            Ok(())
+        };
+        let cancelled = || obs.cancelled();
+        if float32 {
+            linalg::row_quadratic_form::<f32>(&src, &q, &plan, &mut put, &cancelled)
+        } else {
+            linalg::row_quadratic_form::<f64>(&src, &q, &plan, &mut put, &cancelled)
+        }
+    })
+}
+
+/// `S = Σ_i w_i x_i x_iᵀ` (float64, `(n_features, n_features)`) of `x`
+/// (array or `.npy` path) with optional weights `w` (`(n_samples, 1)` or a
+/// path; all ones when `None`).
+#[pyfunction]
+#[pyo3(signature = (x, w, memory_limit, n_jobs))]
+fn weighted_scatter<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    w: Option<&Bound<'py, PyAny>>,
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+) -> PyResult<Bound<'py, numpy::PyArray2<f64>>> {
+    let held = Held::new(x)?;
+    let held_w = w.map(Held::new).transpose()?;
+    let src = held.source()?;
+    let ws = held_w.as_ref().map(Held::source).transpose()?;
+    let d = src.n_features();
+    let s = run(py, n_jobs, false, move |obs| {
+        let plan = linalg::plan_weighted_scatter(&src, ws.as_ref(), memory_limit)?;
+        linalg::weighted_scatter(&src, ws.as_ref(), &plan, &|| obs.cancelled())
+    })?;
+    Ok(Array::from_shape_vec((d, d), s).map_err(errors::shape)?.into_pyarray(py))
+}
+
+/// Parses a byte size (`"2GiB"`, `"512MiB"`, `"2GB"`, `"1000"`) into bytes.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    memfit::plan::parse_size(text).map_err(to_py)
+}
+
+/// The default memory limit in bytes: half of the available memory.
+#[pyfunction]
+fn default_memory_limit() -> u64 {
+    memfit::plan::default_limit_bytes()
+}
+
+/// The shape and dtype name of the `.npy` file at `path`.
+#[pyfunction]
+fn npy_info(path: &str) -> PyResult<(Vec<usize>, &'static str)> {
+    let f = memfit::io::NpyFile::open(path).map_err(to_py)?;
+    Ok((f.header().shape.clone(), f.header().dtype.name()))
+}
+
+/// The extension module.
+#[pymodule]
+fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(kmeans_fit, m)?)?;
+    m.add_function(wrap_pyfunction!(assign, m)?)?;
+    m.add_function(wrap_pyfunction!(gmm_fit, m)?)?;
+    m.add_function(wrap_pyfunction!(gmm_predict, m)?)?;
+    m.add_function(wrap_pyfunction!(row_quadratic_form, m)?)?;
+    m.add_function(wrap_pyfunction!(weighted_scatter, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(default_memory_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(npy_info, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

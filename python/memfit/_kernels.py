@@ -1,0 +1,130 @@
+"""Blocked kernels for NumPy users: each reads X in row blocks within
+``memory_limit`` and never builds an ``(n_samples, n_features)`` or
+``(n_samples, n_clusters)`` temporary."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _memfit
+from ._validation import check_data, check_memory_limit, check_n_jobs, check_sample_weight
+
+
+def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
+    """Row-wise quadratic form ``q_i = x_iᵀ Q x_i``, i.e.
+    ``np.sum((X @ Q) * X, axis=1)`` without the ``X @ Q`` temporary.
+
+    Per tile of 256 rows, ``X_t Q`` is one GEMM into a per-thread tile and
+    each row's dot product with itself is summed in float64.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        float32 data are multiplied in float32, every other dtype in float64.
+    Q : array-like of shape (n_features, n_features)
+        Any square matrix (need not be symmetric).
+    memory_limit : int, str or None, default=None
+        Bytes for every buffer (``"2GiB"``; None: half of the available
+        memory); the result (8 bytes per row) is the caller's.
+    n_jobs : int or None, default=None
+        Worker threads (None or -1: all cores).
+
+    Returns
+    -------
+    q : ndarray of shape (n_samples,), float64
+
+    Raises
+    ------
+    ValueError
+        Q of the wrong shape, non-finite values.
+    MemoryError
+        ``memory_limit`` cannot hold Q and one tile of rows.
+    OSError
+        A path that cannot be read.
+    """
+    data = check_data(X)
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
+    if Q.shape != (data.n_features, data.n_features):
+        raise ValueError(f"Q has shape {Q.shape}, but X has {data.n_features} features: Q must be ({data.n_features}, {data.n_features})")
+    out = np.empty(data.n_samples, dtype=np.float64)
+    _memfit.row_quadratic_form(
+        data.engine, Q, check_memory_limit(memory_limit), check_n_jobs(n_jobs), data.float32, out
+    )
+    return out
+
+
+def weighted_scatter(X, w=None, *, memory_limit=None, n_jobs=None):
+    """Weighted scatter matrix ``S = Xᵀ diag(w) X = Σ_i w_i x_i x_iᵀ``, i.e.
+    ``(X.T * w) @ X`` without the ``X.T * w`` temporary.
+
+    Each tile of 256 rows adds ``X_tᵀ (w_t ∘ X_t)`` by one GEMM, in float64,
+    in row order (the result does not depend on ``n_jobs`` or the limit).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+    w : array-like of shape (n_samples,), scalar, path or None, default=None
+        Finite weights of any sign (all ones when None).
+    memory_limit : int, str or None, default=None
+    n_jobs : int or None, default=None
+
+    Returns
+    -------
+    S : ndarray of shape (n_features, n_features), float64
+
+    Raises
+    ------
+    ValueError
+        Weights of the wrong length, non-finite values.
+    MemoryError
+        ``memory_limit`` cannot hold S and one tile of rows.
+    OSError
+        A path that cannot be read.
+    """
+    data = check_data(X)
+    weights = check_sample_weight(w, data)
+    return _memfit.weighted_scatter(data.engine, weights, check_memory_limit(memory_limit), check_n_jobs(n_jobs))
+
+
+def assign(X, centers, *, memory_limit=None, n_jobs=None):
+    """Nearest centre of each row and the squared distance to it, without
+    the ``(n_samples, n_clusters)`` distance matrix.
+
+    Distances use the GEMM identity on data shifted by the centres' mean
+    within tiles (k-means' fused kernel); the reported squared distance to
+    the chosen centre is recomputed from exact differences.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        float32 data are computed in float32, every other dtype in float64.
+    centers : array-like of shape (n_clusters, n_features)
+    memory_limit : int, str or None, default=None
+    n_jobs : int or None, default=None
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,), int32
+        Index of the nearest centre (the lowest index on ties).
+    sq_distances : ndarray of shape (n_samples,), float64
+        Squared Euclidean distance to that centre.
+
+    Raises
+    ------
+    ValueError
+        Centres of the wrong width, non-finite values.
+    MemoryError
+        ``memory_limit`` cannot hold the centres and one tile of rows.
+    OSError
+        A path that cannot be read.
+    """
+    data = check_data(X)
+    centers = np.ascontiguousarray(centers, dtype=np.float64)
+    if centers.ndim != 2 or centers.shape[1] != data.n_features or centers.shape[0] < 1:
+        raise ValueError(f"centers has shape {centers.shape}, but (n_clusters, {data.n_features}) is required")
+    labels = np.empty(data.n_samples, dtype=np.int32)
+    dist = np.empty(data.n_samples, dtype=np.float64)
+    _memfit.assign(
+        data.engine, centers, check_memory_limit(memory_limit), check_n_jobs(n_jobs), data.float32, labels, dist
+    )
+    return labels, dist

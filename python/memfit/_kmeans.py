@@ -1,0 +1,357 @@
+"""K-means clustering within a memory limit (scikit-learn's ``KMeans`` API)."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from . import _memfit
+from ._validation import (
+    check_data,
+    check_float,
+    check_int,
+    check_memory_limit,
+    check_n_jobs,
+    check_sample_weight,
+    emit_warnings,
+    seed_from,
+)
+
+
+def _row_chunks(n_samples: int, bytes_per_row: int, limit_bytes: int):
+    """Row ranges whose temporaries (``bytes_per_row`` each) use at most a
+    quarter of ``limit_bytes`` (at least 256 rows)."""
+    rows = max(256, limit_bytes // 4 // max(bytes_per_row, 1))
+    for start in range(0, n_samples, rows):
+        yield start, min(start + rows, n_samples)
+
+
+class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
+    """K-means clustering (Lloyd's algorithm) on data larger than memory.
+
+    A drop-in for :class:`sklearn.cluster.KMeans` that reads X in row blocks
+    within ``memory_limit``: no ``(n_samples, n_clusters)`` distance matrix is
+    ever built, in-memory arrays are used without a copy, and a path to a
+    ``.npy`` file is read out of core. Distances and argmin are fused in one
+    blocked kernel (GEMM identity on data centred per block, exact squared
+    distances for the assigned centre); sums are accumulated in float64 in a
+    fixed order, so results are identical for any ``n_jobs`` and limit.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters ``k`` (1 ≤ k ≤ n_samples).
+    init : {"k-means++", "random"}, array-like of shape (n_clusters, n_features) or callable, default="k-means++"
+        Greedy k-means++ (Arthur & Vassilvitskii 2007, with scikit-learn's
+        ``2 + ln k`` local trials) on a uniform sample of rows; ``"random"``
+        picks ``n_clusters`` distinct rows; an array gives the centres; a
+        callable ``init(X, n_clusters, random_state)`` returns them.
+    n_init : "auto" or int, default="auto"
+        Initialisations; the run with the lowest inertia is kept. ``"auto"``:
+        1 for k-means++, an array or a callable; 10 for ``"random"``.
+    max_iter : int, default=300
+        Maximum Lloyd iterations per initialisation.
+    tol : float, default=1e-4
+        Relative tolerance: a run stops when the sum of squared centre
+        shifts is at most ``tol * mean(var(X, axis=0))``.
+    verbose : int, default=0
+        Print the phases and each iteration's inertia.
+    random_state : int, RandomState instance or None, default=None
+        Seed of every random choice; the same int gives the same result for
+        any ``n_jobs`` and ``memory_limit``.
+    copy_x : bool, default=True
+        Accepted for compatibility; memfit never modifies X.
+    algorithm : {"lloyd", "elkan"}, default="lloyd"
+        Accepted for compatibility; both run the blocked Lloyd iteration.
+    memory_limit : int, str or None, default=None
+        Bytes every buffer of a run must fit in: an int (bytes) or a string
+        such as ``"2GiB"`` (powers of 1024) or ``"2GB"`` (powers of 1000);
+        ``None`` is half of the available memory. The returned ``labels_``
+        (4 bytes per row) count toward it; X itself does not when it is an
+        in-memory array. A job that cannot fit raises ``MemoryError`` before
+        reading data, saying the smallest limit that works.
+    n_jobs : int or None, default=None
+        Worker threads: ``None`` or -1 all cores, -2 all but one.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        Centres, float32 for float32 X, else float64.
+    labels_ : ndarray of shape (n_samples,), dtype int32
+        Label of each row.
+    inertia_ : float
+        Sum of (weighted) squared distances of rows to their centre.
+    n_iter_ : int
+        Iterations run by the kept initialisation.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names when X has them (a pandas DataFrame).
+    memory_plan_ : str
+        The plan of the last fit: every buffer and its bytes, block rows and
+        passes.
+
+    Notes
+    -----
+    X may be an array-like, a ``numpy.memmap`` or a path (``str`` or
+    ``os.PathLike``) to a ``.npy`` file of float64, float32, float16, uint8,
+    int16, int32 or int64 values. Integer data are converted to float64 one
+    block at a time; float32 data are computed in float32. A long fit stops
+    within about a second on Ctrl-C (``KeyboardInterrupt``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from memfit import KMeans
+    >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=float)
+    >>> km = KMeans(n_clusters=2, random_state=0).fit(X)
+    >>> sorted(km.cluster_centers_[:, 0].tolist())
+    [1.0, 10.0]
+    """
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        init="k-means++",
+        n_init="auto",
+        max_iter=300,
+        tol=1e-4,
+        verbose=0,
+        random_state=None,
+        copy_x=True,
+        algorithm="lloyd",
+        memory_limit=None,
+        n_jobs=None,
+    ):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.random_state = random_state
+        self.copy_x = copy_x
+        self.algorithm = algorithm
+        self.memory_limit = memory_limit
+        self.n_jobs = n_jobs
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+    def _check_params(self, data):
+        check_int(self.n_clusters, "n_clusters", 1)
+        check_int(self.max_iter, "max_iter", 1)
+        check_float(self.tol, "tol")
+        if self.algorithm not in ("lloyd", "elkan"):
+            raise ValueError(f"The 'algorithm' parameter must be 'lloyd' or 'elkan'. Got {self.algorithm!r} instead.")
+        if not (self.n_init == "auto" or (isinstance(self.n_init, numbers.Integral) and self.n_init >= 1)):
+            raise ValueError(f"The 'n_init' parameter must be 'auto' or an int >= 1. Got {self.n_init!r} instead.")
+        if data.n_samples < self.n_clusters:
+            raise ValueError(f"n_samples={data.n_samples} should be >= n_clusters={self.n_clusters}.")
+
+    def _init_centers(self, data, seed):
+        """(engine init name, float64 centres or None, n_init or None)."""
+        init = self.init
+        n_init = None if self.n_init == "auto" else int(self.n_init)
+        if isinstance(init, str):
+            if init not in ("k-means++", "random"):
+                raise ValueError(
+                    f"The 'init' parameter must be 'k-means++', 'random', an array or a callable. Got {init!r} instead."
+                )
+            return init, None, n_init
+        if callable(init):
+            centers = init(data.rows(), self.n_clusters, random_state=np.random.RandomState(seed % (1 << 32)))
+        else:
+            centers = init
+        centers = np.array(centers, dtype=np.float64, order="C")
+        if centers.shape != (self.n_clusters, data.n_features):
+            raise ValueError(
+                f"The shape of the initial centers {centers.shape} does not match the number of clusters "
+                f"{self.n_clusters} and features {data.n_features}: expected ({self.n_clusters}, {data.n_features})."
+            )
+        if n_init not in (None, 1):
+            warnings.warn(
+                f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
+                f"instead of n_init={n_init}.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return "array", centers, 1
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute k-means clustering.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+            Training data (see the class notes for dtypes).
+        y : Ignored
+            Not used, present for API consistency.
+        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
+            Non-negative, finite weight of each row (all ones when None).
+
+        Returns
+        -------
+        self : KMeans
+            Fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            Bad parameters, non-finite values or weights, shapes.
+        MemoryError
+            The job cannot fit ``memory_limit``.
+        OSError
+            A path that cannot be read.
+        """
+        data = check_data(X, self, reset=True)
+        self._check_params(data)
+        w = check_sample_weight(sample_weight, data)
+        seed = seed_from(self.random_state)
+        init, centers, n_init = self._init_centers(data, seed)
+        labels = np.empty(data.n_samples, dtype=np.int32)
+        result = _memfit.kmeans_fit(
+            data.engine,
+            w,
+            int(self.n_clusters),
+            init,
+            centers,
+            n_init,
+            int(self.max_iter),
+            float(self.tol),
+            seed,
+            check_memory_limit(self.memory_limit),
+            check_n_jobs(self.n_jobs),
+            data.float32,
+            labels,
+            bool(self.verbose),
+        )
+        emit_warnings([m for m in result["warnings"] if not m.startswith("explicit initial centres")])
+        self.cluster_centers_ = result["cluster_centers"]
+        self.labels_ = labels
+        self.inertia_ = float(result["inertia"])
+        self.n_iter_ = int(result["n_iter"])
+        self.memory_plan_ = result["plan"]
+        self._n_features_out = self.cluster_centers_.shape[0]
+        return self
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit and return the label of each row (``labels_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), dtype int32
+        """
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    def _assign(self, X):
+        """(data, labels, squared distances, inertia) of X against the centres."""
+        check_is_fitted(self)
+        data = check_data(X, self, reset=False)
+        labels = np.empty(data.n_samples, dtype=np.int32)
+        dist = np.empty(data.n_samples, dtype=np.float64)
+        inertia = _memfit.assign(
+            data.engine,
+            np.ascontiguousarray(self.cluster_centers_, dtype=np.float64),
+            check_memory_limit(self.memory_limit),
+            check_n_jobs(self.n_jobs),
+            data.float32,
+            labels,
+            dist,
+        )
+        return data, labels, dist, inertia
+
+    def predict(self, X):
+        """Nearest centre of each row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), dtype int32
+        """
+        return self._assign(X)[1]
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the (weighted) inertia of X on the fitted centres.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), scalar or None, default=None
+
+        Returns
+        -------
+        score : float
+            ``-sum_i w_i * min_k ||x_i - c_k||^2`` (higher is better).
+        """
+        data, _, dist, inertia = self._assign(X)
+        if sample_weight is None:
+            return -float(inertia)
+        w = check_sample_weight(sample_weight, data)
+        if isinstance(w, str):
+            w = np.load(w, mmap_mode="r")
+        return -float(np.dot(np.asarray(w, dtype=np.float64).ravel(), dist))
+
+    def transform(self, X):
+        """Euclidean distance of each row to every centre.
+
+        Computed in row blocks within ``memory_limit`` (the result itself,
+        ``n_samples × n_clusters``, is the caller's).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+            float32 for float32 X, else float64.
+        """
+        check_is_fitted(self)
+        data = check_data(X, self, reset=False)
+        rows = data.rows()
+        centers = np.asarray(self.cluster_centers_, dtype=np.float64)
+        origin = centers.mean(axis=0)
+        c = centers - origin
+        c_sq = np.einsum("ij,ij->i", c, c)
+        out = np.empty((data.n_samples, c.shape[0]), dtype=data.out_dtype)
+        per_row = 8 * (data.n_features + 2 * c.shape[0])
+        for a, b in _row_chunks(data.n_samples, per_row, check_memory_limit(self.memory_limit)):
+            x = np.asarray(rows[a:b], dtype=np.float64) - origin
+            d2 = np.einsum("ij,ij->i", x, x)[:, None] - 2.0 * (x @ c.T) + c_sq
+            np.maximum(d2, 0.0, out=d2)
+            out[a:b] = np.sqrt(d2)
+        return out
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit, then return :meth:`transform` of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+        """
+        return self.fit(X, sample_weight=sample_weight).transform(X)

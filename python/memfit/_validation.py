@@ -1,0 +1,286 @@
+"""Input checks shared by the estimators and kernels.
+
+Arrays are handed to the engine as they are whenever it can read them in
+place (float64, float32, float16, uint8, int16, int32, int64; C order,
+Fortran order or any non-negative strides; read-only or writeable;
+``numpy.memmap``), so fitting never copies X. Other inputs are converted once
+(documented per case below). A ``str`` or ``os.PathLike`` is a ``.npy`` path
+that the engine reads in row blocks (out of core).
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import validate_data
+
+from . import _memfit
+
+#: Dtypes the engine reads in place.
+NATIVE_DTYPES = frozenset(
+    np.dtype(t) for t in (np.float64, np.float32, np.float16, np.uint8, np.int16, np.int32, np.int64)
+)
+
+
+@dataclass
+class Data:
+    """An input ready for the engine.
+
+    Attributes
+    ----------
+    engine : str or numpy.ndarray
+        What the engine reads: a ``.npy`` path, or a 2-D array of a dtype in
+        ``NATIVE_DTYPES`` with non-negative strides, aligned and native-endian.
+    n_samples, n_features : int
+        Shape of the data.
+    dtype : numpy.dtype
+        The stored dtype.
+    float32 : bool
+        Whether the engine computes in float32 (float32 input) rather than
+        float64 (every other dtype, as scikit-learn converts them).
+    """
+
+    engine: Union[str, np.ndarray]
+    n_samples: int
+    n_features: int
+    dtype: np.dtype
+    float32: bool
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        """float32 for float32 input, else float64 (scikit-learn's rule)."""
+        return np.dtype(np.float32 if self.float32 else np.float64)
+
+    def rows(self) -> np.ndarray:
+        """The data as an array without reading it (a read-only memory map
+        for a ``.npy`` path)."""
+        if isinstance(self.engine, str):
+            return np.load(self.engine, mmap_mode="r")
+        return self.engine
+
+
+def _is_sparse(X: Any) -> bool:
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # pragma: no cover - scipy comes with scikit-learn
+        return False
+    return sp.issparse(X)
+
+
+def _shape_error(shape: tuple, n_samples: int, n_features: int) -> None:
+    if n_samples < 1:
+        raise ValueError(f"Found array with {n_samples} sample(s) (shape={shape}) while a minimum of 1 is required.")
+    if n_features < 1:
+        raise ValueError(f"Found array with {n_features} feature(s) (shape={shape}) while a minimum of 1 is required.")
+
+
+def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
+    """``X`` as a 2-D array the engine reads in place, copying only when it
+    cannot: complex, object, bool and other integer dtypes become float64;
+    non-native byte order, unaligned data and negative strides are copied.
+
+    Raises
+    ------
+    TypeError
+        For sparse matrices.
+    ValueError
+        For complex data, strings, or another number of dimensions than 2.
+    """
+    if _is_sparse(X):
+        raise TypeError(
+            f"memfit does not accept sparse input ({name} is {type(X).__name__}); "
+            "pass a dense array, e.g. X.toarray(), or save it to a .npy file"
+        )
+    arr = np.asarray(X)
+    if np.iscomplexobj(arr):
+        raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"Expected 2D array, got {arr.ndim}D array instead ({name} has shape {arr.shape}). "
+            "Reshape your data either using array.reshape(-1, 1) if your data has a single feature "
+            "or array.reshape(1, -1) if it contains a single sample."
+        )
+    if arr.dtype not in NATIVE_DTYPES or not arr.dtype.isnative:
+        if arr.dtype.kind in "OUSV":
+            try:
+                arr = arr.astype(np.float64)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{name} must be numeric: could not convert {arr.dtype} to float64 ({e})") from e
+        elif arr.dtype.kind == "f" and arr.dtype.itemsize in (2, 4, 8):
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        else:
+            arr = arr.astype(np.float64)
+    item = arr.dtype.itemsize
+    if (
+        not arr.flags.aligned
+        or any(s < 0 or s % item for s in arr.strides)
+    ):
+        arr = np.ascontiguousarray(arr)
+    return arr
+
+
+def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str = "X") -> Data:
+    """Checks ``X`` (array-like, ``numpy.memmap`` or ``.npy`` path) and, with
+    an estimator, its feature count (``reset=True`` records
+    ``n_features_in_`` and ``feature_names_in_`` as scikit-learn does).
+
+    Raises
+    ------
+    ValueError
+        Wrong dimensions, empty data, complex or non-numeric values, a
+        feature count that differs from the fit's; for a path, a file that is
+        not a ``.npy`` of a supported dtype.
+    OSError
+        A path that cannot be opened.
+    TypeError
+        Sparse input.
+    """
+    if isinstance(X, (str, os.PathLike)):
+        path = os.fspath(X)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        shape, dtype_name = _memfit.npy_info(path)
+        if len(shape) != 2:
+            raise ValueError(
+                f"{path}: expected a 2-D array of shape (n_samples, n_features), found shape {tuple(shape)}; "
+                "hint: save X.reshape(-1, 1) for a single feature"
+            )
+        n, d = shape
+        _shape_error(tuple(shape), n, d)
+        if estimator is not None:
+            if reset:
+                estimator.n_features_in_ = d
+                if hasattr(estimator, "feature_names_in_"):
+                    del estimator.feature_names_in_
+            elif d != estimator.n_features_in_:
+                raise ValueError(
+                    f"X has {d} features, but {type(estimator).__name__} is expecting "
+                    f"{estimator.n_features_in_} features as input."
+                )
+        dtype = np.dtype(dtype_name)
+        return Data(path, n, d, dtype, dtype == np.float32)
+    if estimator is not None and not _is_sparse(X):
+        # Feature names and n_features_in_ exactly as scikit-learn records
+        # and checks them; the array itself is not converted here.
+        validate_data(estimator, X, reset=reset, skip_check_array=True)
+    arr = engine_array(X, name=name)
+    n, d = arr.shape
+    _shape_error(arr.shape, n, d)
+    return Data(arr, n, d, arr.dtype, arr.dtype == np.float32)
+
+
+def check_sample_weight(sample_weight: Any, data: Data) -> Union[None, str, np.ndarray]:
+    """``sample_weight`` as the engine reads it: ``None``, a ``.npy`` path, or
+    an ``(n_samples, 1)`` view (a scalar becomes a constant array; integer
+    and other dtypes are converted to float64, a copy of n_samples values).
+    Negative and non-finite weights are refused by the engine (ValueError)."""
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, (str, os.PathLike)):
+        path = os.fspath(sample_weight)
+        shape, _ = _memfit.npy_info(path)
+        if tuple(shape) not in ((data.n_samples,), (data.n_samples, 1)):
+            raise ValueError(f"sample_weight.shape == {tuple(shape)}, expected ({data.n_samples},)!")
+        return path
+    if isinstance(sample_weight, numbers.Number):
+        return np.full((data.n_samples, 1), float(sample_weight))
+    w = np.asarray(sample_weight)
+    if w.ndim != 1 or w.shape[0] != data.n_samples:
+        if w.ndim == 0:
+            raise ValueError("sample_weight must be a 1-D array or a scalar")
+        raise ValueError(f"sample_weight.shape == {w.shape}, expected ({data.n_samples},)!")
+    if w.dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
+        w = w.astype(np.float64)
+    return engine_array(w.reshape(-1, 1), name="sample_weight")
+
+
+def check_memory_limit(memory_limit: Any) -> int:
+    """The limit in bytes: ``None`` is half of the available memory; an
+    ``int`` is bytes; a ``str`` is a size such as ``"2GiB"`` (powers of
+    1024), ``"2GB"`` (powers of 1000) or ``"1000"``."""
+    if memory_limit is None:
+        return int(_memfit.default_memory_limit())
+    if isinstance(memory_limit, str):
+        return int(_memfit.parse_size(memory_limit))
+    if isinstance(memory_limit, numbers.Integral) and not isinstance(memory_limit, bool):
+        if memory_limit < 1:
+            raise ValueError(f"memory_limit must be a positive number of bytes, got {memory_limit}")
+        return int(memory_limit)
+    raise TypeError(f"memory_limit must be None, an int (bytes) or a str such as '2GiB', got {memory_limit!r}")
+
+
+def check_n_jobs(n_jobs: Any) -> Optional[int]:
+    """Worker threads as joblib counts them: ``None`` or ``-1`` all cores,
+    ``-2`` all but one, a positive int that many."""
+    if n_jobs is None:
+        return None
+    if not isinstance(n_jobs, numbers.Integral) or isinstance(n_jobs, bool) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be None or a non-zero int, got {n_jobs!r}")
+    cores = os.cpu_count() or 1
+    if n_jobs < 0:
+        return max(1, cores + 1 + int(n_jobs))
+    if n_jobs > max(64, 4 * cores):
+        raise ValueError(f"n_jobs = {n_jobs} is too many threads for {cores} cores; use at most {max(64, 4 * cores)}")
+    return int(n_jobs)
+
+
+def seed_from(random_state: Any) -> int:
+    """A 64-bit engine seed: an ``int`` is used as is (same int, same
+    result); ``None`` or a ``RandomState`` draws one (as scikit-learn draws
+    from them)."""
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be non-negative, got {random_state}")
+        return int(random_state) % (1 << 64)
+    rng = check_random_state(random_state)
+    return int(rng.randint(np.iinfo(np.int32).max))
+
+
+def check_int(value: Any, name: str, minimum: int) -> int:
+    """``value`` as an int of at least ``minimum``, or a ValueError naming it."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"The '{name}' parameter must be an int in the range [{minimum}, inf). Got {value!r} instead.")
+    return int(value)
+
+
+def check_float(value: Any, name: str) -> float:
+    """``value`` as a finite float ≥ 0, or a ValueError naming it."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not (0 <= float(value) < np.inf):
+        raise ValueError(f"The '{name}' parameter must be a float in the range [0.0, inf). Got {value!r} instead.")
+    return float(value)
+
+
+_FLAGS = {
+    "--memory-limit": "memory_limit",
+    "--max-iter": "max_iter",
+    "--tol": "tol",
+    "--reg-covar": "reg_covar",
+    "--n-init": "n_init",
+    "use --dtype float64 or ": "pass float64 data or ",
+}
+
+
+def python_words(message: str) -> str:
+    """An engine message with its command-line flags named as parameters."""
+    for flag, param in _FLAGS.items():
+        message = message.replace(flag, param)
+    return message
+
+
+def emit_warnings(messages: list, stacklevel: int = 3) -> None:
+    """Engine warnings as Python warnings: no convergence and fewer distinct
+    clusters than asked are ``ConvergenceWarning``; others ``UserWarning``."""
+    for m in messages:
+        text = python_words(m)
+        if re.search(r"converge|distinct clusters", text):
+            warnings.warn(text, ConvergenceWarning, stacklevel=stacklevel)
+        else:
+            warnings.warn(text, UserWarning, stacklevel=stacklevel)
