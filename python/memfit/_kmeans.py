@@ -335,7 +335,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         out = np.empty((data.n_samples, c.shape[0]), dtype=data.out_dtype)
         per_row = 8 * (data.n_features + 2 * c.shape[0])
         for a, b in _row_chunks(data.n_samples, per_row, check_memory_limit(self.memory_limit)):
-            x = np.asarray(rows[a:b], dtype=np.float64) - origin
+            x = np.array(rows[a:b], dtype=np.float64)  # a copy: X itself is never modified
+            if not np.isfinite(x).all():
+                i, j = np.argwhere(~np.isfinite(x))[0]
+                raise ValueError(f"Input X contains NaN or infinity: row {a + i}, column {j} is {x[i, j]}")
+            x -= origin
             d2 = np.einsum("ij,ij->i", x, x)[:, None] - 2.0 * (x @ c.T) + c_sq
             np.maximum(d2, 0.0, out=d2)
             out[a:b] = np.sqrt(d2)

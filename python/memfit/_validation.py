@@ -113,7 +113,7 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
             try:
                 arr = arr.astype(np.float64)
             except (TypeError, ValueError) as e:
-                raise ValueError(f"{name} must be numeric: could not convert {arr.dtype} to float64 ({e})") from e
+                raise type(e)(f"{name} must be numeric: could not convert {arr.dtype} to float64 ({e})") from e
         elif arr.dtype.kind == "f" and arr.dtype.itemsize in (2, 4, 8):
             arr = arr.astype(arr.dtype.newbyteorder("="))
         else:
@@ -167,11 +167,11 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
                 )
         dtype = np.dtype(dtype_name)
         return Data(path, n, d, dtype, dtype == np.float32)
-    if estimator is not None and not _is_sparse(X):
-        # Feature names and n_features_in_ exactly as scikit-learn records
-        # and checks them; the array itself is not converted here.
-        validate_data(estimator, X, reset=reset, skip_check_array=True)
     arr = engine_array(X, name=name)
+    if estimator is not None:
+        # Feature names and n_features_in_ exactly as scikit-learn records
+        # and checks them (from X itself, which may be a DataFrame).
+        validate_data(estimator, X, reset=reset, skip_check_array=True)
     n, d = arr.shape
     _shape_error(arr.shape, n, d)
     return Data(arr, n, d, arr.dtype, arr.dtype == np.float32)

@@ -18,12 +18,17 @@ use crate::errors::to_py;
 /// The engine's observer: reads the stop flag, forwards progress lines.
 pub struct Watch<'a> {
     stop: &'a AtomicBool,
-    lines: Option<Sender<String>>,
+    /// Progress lines go here when printing; dropping it when the work ends
+    /// tells the waiting thread so.
+    lines: Sender<String>,
+    verbose: bool,
 }
 
 impl Observer for Watch<'_> {
     fn event(&mut self, event: &Progress<'_>) {
-        let Some(tx) = &self.lines else { return };
+        if !self.verbose {
+            return;
+        }
         let line = match event {
             Progress::Phase(p) => format!("memfit: {p}"),
             Progress::Iteration { run, n_init, iteration, inertia, center_shift, .. } => format!(
@@ -35,7 +40,7 @@ impl Observer for Watch<'_> {
                 run + 1
             ),
         };
-        let _ = tx.send(line);
+        let _ = self.lines.send(line);
     }
 
     fn cancelled(&self) -> bool {
@@ -75,7 +80,7 @@ pub fn run<R: Send>(
         let stop = &stop;
         let pool = pool.as_ref();
         let handle = s.spawn(move || {
-            let mut watch = Watch { stop, lines: Some(tx).filter(|_| verbose) };
+            let mut watch = Watch { stop, lines: tx, verbose };
             match pool {
                 Some(p) => p.install(|| work(&mut watch)),
                 None => work(&mut watch),

@@ -221,6 +221,10 @@ pub fn fit<T: Real>(
     let clock = Instant::now();
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.scan_block_rows);
     let scanned = scan(&mut blocks, if kpp { plan.init_sample_rows } else { 0 }, &mut sample_rng, &*observer)?;
+    // The scan's blocks are released before the initialisation: a k-means
+    // initialisation plans against the whole limit.
+    drop(blocks);
+    let mut row_reader = BlockReader::<T>::new(x, sample_weight, 1);
     timings.validate_secs = clock.elapsed().as_secs_f64();
     let shift = scanned.mean.clone();
     let n_eff = scanned.weight_sum;
@@ -262,7 +266,7 @@ pub fn fit<T: Real>(
                     let rows = uniform_distinct(n, k, &mut rng);
                     let mut means = vec![0.0; k * d];
                     for (c, &r) in rows.iter().enumerate() {
-                        blocks.read_row(r, &shift, &mut means[c * d..(c + 1) * d])?;
+                        row_reader.read_row(r, &shift, &mut means[c * d..(c + 1) * d])?;
                     }
                     one_hot_rows(rows, means)
                 }
@@ -270,7 +274,7 @@ pub fn fit<T: Real>(
         });
     }
     drop(scanned);
-    drop(blocks);
+    drop(row_reader);
     timings.init_secs = clock.elapsed().as_secs_f64();
 
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);

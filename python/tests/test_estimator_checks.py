@@ -1,0 +1,36 @@
+"""scikit-learn's estimator checks (``parametrize_with_checks``) for both
+estimators, with the checks expected to fail listed with their reasons, as
+scikit-learn lists its own."""
+
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from memfit import GaussianMixture, KMeans
+
+#: Checks expected to fail, per estimator class, with the reason.
+EXPECTED_FAILED_CHECKS = {
+    "KMeans": {
+        # scikit-learn lists the same failure for its own KMeans: the
+        # k-means++ seeding draws rows with probability proportional to the
+        # weights, which is equal in distribution, not in value, to drawing
+        # from repeated rows.
+        "check_sample_weight_equivalence_on_dense_data": (
+            "sample_weight is not equivalent to removing/repeating samples "
+            "for a random k-means++ seeding (same as scikit-learn's KMeans)"
+        ),
+    },
+    "GaussianMixture": {},
+}
+
+
+def expected_failed_checks(estimator):
+    """The checks ``estimator`` is expected to fail, with reasons."""
+    return EXPECTED_FAILED_CHECKS[type(estimator).__name__]
+
+
+@parametrize_with_checks(
+    [KMeans(n_clusters=2, n_init=2, max_iter=5), GaussianMixture(n_init=2, max_iter=5)],
+    expected_failed_checks=expected_failed_checks,
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    """Each of scikit-learn's estimator checks passes (or fails as listed)."""
+    check(estimator)

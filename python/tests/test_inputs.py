@@ -1,0 +1,207 @@
+"""What the estimators accept and how they fail: inputs used in place,
+.npy paths, memmaps, error classes, Ctrl-C, the GIL, progress output."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+
+import memfit
+from memfit import GaussianMixture, KMeans
+from memfit._validation import check_data
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda X: X,
+        lambda X: np.asfortranarray(X),
+        lambda X: X.astype(np.float32),
+        lambda X: X[::3],
+        lambda X: X[:, ::2],
+        lambda X: np.round(X * 10).astype(np.int16),
+        lambda X: np.round(X).astype(np.uint8),
+    ],
+    ids=["c-float64", "fortran", "float32", "row-step", "column-step", "int16", "uint8"],
+)
+def test_arrays_are_used_in_place(make):
+    """Every supported array layout and dtype reaches the engine as the same memory, not a copy."""
+    X = make(np.abs(np.random.RandomState(0).randn(300, 4)) * 3)
+    X.setflags(write=False)
+    data = check_data(X)
+    assert data.engine is X or np.shares_memory(data.engine, X)
+    assert data.float32 == (X.dtype == np.float32)
+
+
+def test_other_inputs_are_converted_once():
+    """Lists, bool, int8, big-endian and negative-stride arrays are converted to an engine dtype."""
+    X = np.arange(12.0).reshape(6, 2)
+    for other in (X.tolist(), X > 3, X.astype(np.int8), X.astype(">f8"), X[::-1]):
+        data = check_data(other)
+        assert data.engine.dtype in (np.float64,) and data.engine.strides[0] > 0
+        np.testing.assert_array_equal(np.asarray(data.engine, dtype=float), np.asarray(other, dtype=float))
+
+
+def test_path_memmap_and_array_agree(tmp_path, blobs):
+    """A .npy path (str or Path), a memmap and the array give identical fits."""
+    X, centers = blobs
+    path = tmp_path / "X.npy"
+    np.save(path, np.asfortranarray(X))
+    fits = [
+        KMeans(4, init=centers, n_init=1).fit(source)
+        for source in (X, str(path), path, np.load(path, mmap_mode="r"))
+    ]
+    for f in fits[1:]:
+        np.testing.assert_array_equal(f.cluster_centers_, fits[0].cluster_centers_)
+        np.testing.assert_array_equal(f.labels_, fits[0].labels_)
+    assert fits[1].n_features_in_ == 3
+    gm = [GaussianMixture(4, means_init=centers, random_state=0).fit(s) for s in (X, str(path))]
+    np.testing.assert_array_equal(gm[0].means_, gm[1].means_)
+    np.testing.assert_array_equal(gm[0].predict(X), gm[1].predict(str(path)))
+
+
+def test_error_classes(tmp_path, blobs):
+    """Engine errors arrive as ValueError, MemoryError, OSError; sparse input as TypeError."""
+    X, _ = blobs
+    with pytest.raises(FileNotFoundError, match="missing.npy"):
+        KMeans(2).fit(str(tmp_path / "missing.npy"))
+    (tmp_path / "text.npy").write_text("not an array")
+    with pytest.raises(ValueError, match="not a valid .npy file"):
+        KMeans(2).fit(str(tmp_path / "text.npy"))
+    np.save(tmp_path / "c.npy", X.astype(np.complex128))
+    with pytest.raises(ValueError, match="unsupported dtype"):
+        KMeans(2).fit(str(tmp_path / "c.npy"))
+    with pytest.raises(MemoryError, match="memory limit"):
+        KMeans(2, memory_limit=10_000).fit(X)
+    with pytest.raises(MemoryError, match="memory limit"):
+        GaussianMixture(2, memory_limit="20KiB").fit(X)
+    bad = X.copy()
+    bad[5, 1] = np.nan
+    with pytest.raises(ValueError, match=r"X: row 5, column 1 is NaN"):
+        KMeans(2).fit(bad)
+    with pytest.raises(ValueError, match=r"row 5, column 1 is NaN"):
+        GaussianMixture(2).fit(bad)
+    with pytest.raises(TypeError, match="sparse"):
+        KMeans(2).fit(sp.csr_matrix(X))
+    with pytest.raises(ValueError, match="invalid memory_limit"):
+        KMeans(2, memory_limit="lots").fit(X)
+    with pytest.raises(ValueError, match="n_jobs"):
+        KMeans(2, n_jobs=0).fit(X)
+    with pytest.raises(ValueError, match="sample_weight"):
+        KMeans(2).fit(X, sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        KMeans(2).fit(X + 1j)
+    with pytest.raises(ValueError, match="Expected 2D array"):
+        KMeans(2).fit(X[:, 0])
+
+
+def test_path_errors_leave_the_estimator_unfitted(tmp_path):
+    """A path with the wrong number of dimensions is refused before any fit."""
+    np.save(tmp_path / "v.npy", np.arange(10.0))
+    km = KMeans(2)
+    with pytest.raises(ValueError, match="expected a 2-D array"):
+        km.fit(str(tmp_path / "v.npy"))
+    assert not hasattr(km, "cluster_centers_")
+
+
+def test_memory_limit_forms(blobs):
+    """memory_limit takes bytes or a size string, and the plan says what it used."""
+    X, centers = blobs
+    a = KMeans(4, init=centers, memory_limit="1MiB").fit(X)
+    b = KMeans(4, init=centers, memory_limit=1 << 20).fit(X)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert "1.0 MiB" in a.memory_plan_ or "1048576" in a.memory_plan_
+    assert memfit.parse_size("2GiB") == 2 << 30 and memfit.parse_size("2GB") == 2_000_000_000
+
+
+def test_convergence_warning(blobs):
+    """Too few iterations and duplicate points warn with ConvergenceWarning."""
+    X, _ = blobs
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        GaussianMixture(4, max_iter=1, random_state=0).fit(X)
+    with pytest.warns(ConvergenceWarning, match="distinct clusters"):
+        KMeans(3, n_init=1, random_state=0).fit(np.repeat(X[:2], 10, axis=0))
+
+
+def test_verbose_prints_progress(capsys, blobs):
+    """verbose=1 prints each iteration through Python's stdout."""
+    X, centers = blobs
+    KMeans(4, init=centers, verbose=1).fit(X)
+    GaussianMixture(2, verbose=1, random_state=0).fit(X)
+    out = capsys.readouterr().out
+    assert "iteration 1, inertia" in out and "EM iteration 1, lower bound" in out
+
+
+def test_gil_is_released():
+    """Python threads keep running while a fit works in the engine."""
+    X = np.random.RandomState(0).randn(400_000, 8)
+    counter = [0]
+    done = threading.Event()
+
+    def count():
+        while not done.is_set():
+            counter[0] += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    start = time.perf_counter()
+    KMeans(50, n_init=1, max_iter=20, tol=0, random_state=0, n_jobs=1).fit(X)
+    elapsed = time.perf_counter() - start
+    done.set()
+    t.join()
+    assert elapsed > 0.2, "the fit was too short to tell"
+    assert counter[0] > 100_000 * elapsed, f"only {counter[0]} increments in {elapsed:.2f} s"
+
+
+CHILD = textwrap.dedent(
+    """
+    import signal, sys, time
+    import numpy as np
+    # Python leaves SIGINT ignored when started from a background job;
+    # an interactive session has the default handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from memfit import {cls}
+    X = np.random.RandomState(0).randn(1_000_000, 8)
+    est = {cls}({args})
+    print("started", flush=True)
+    try:
+        est.fit(X)
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", time.time(), flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT")
+@pytest.mark.parametrize(
+    "cls,args",
+    [
+        ("KMeans", "n_clusters=300, n_init=1, max_iter=10_000, tol=0, random_state=0"),
+        ("GaussianMixture", "n_components=30, max_iter=10_000, tol=0, random_state=0"),
+    ],
+)
+def test_ctrl_c_stops_a_fit_within_a_second(cls, args):
+    """SIGINT during a long fit raises KeyboardInterrupt in under a second."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(cls=cls, args=args)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        time.sleep(1.5)
+        sent = time.time()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    line = out.split()
+    assert proc.returncode == 0 and line[0] == "interrupted", out
+    assert float(line[1]) - sent < 1.0

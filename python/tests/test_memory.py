@@ -1,0 +1,115 @@
+"""Peak resident memory of fits, measured in a child process: a .npy path
+several times larger than ``memory_limit`` stays within the limit, and an
+in-memory array is never copied."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+MiB = 1 << 20
+#: Fixed overhead allowed above the limit: code, thread stacks, allocator slack.
+SLACK = 64 * MiB
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+
+PRELUDE = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import memfit
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+        raise KeyError(key)
+
+    def reset_peak():
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    """
+)
+
+
+def run_child(code, *args):
+    proc = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code), *map(str, args)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return eval(proc.stdout.strip().splitlines()[-1])  # a dict literal printed by the child
+
+
+@pytest.fixture(scope="module")
+def big_npy(tmp_path_factory):
+    """6,000,000 × 8 float64 blobs (384 MB, 6× a 64 MiB limit), written in pieces."""
+    path = tmp_path_factory.mktemp("big") / "X.npy"
+    n, d = 6_000_000, 8
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, d))
+    rng = np.random.RandomState(0)
+    centers = rng.randn(8, d) * 10
+    for a in range(0, n, 500_000):
+        m = min(500_000, n - a)
+        out[a:a + m] = centers[rng.randint(8, size=m)] + rng.randn(m, d)
+    out.flush()
+    del out
+    yield path
+    path.unlink()
+
+
+def test_out_of_core_fits_stay_within_the_limit(big_npy):
+    """KMeans and GaussianMixture on a path 6× memory_limit="64MiB": peak ≤ baseline + limit + 64 MiB."""
+    got = run_child(
+        """
+        from memfit import GaussianMixture, KMeans
+        path = sys.argv[1]
+        reset_peak()
+        base = status("VmRSS")
+        km = KMeans(8, n_init=1, max_iter=10, random_state=0, memory_limit="64MiB").fit(path)
+        km_peak = status("VmHWM")
+        reset_peak()
+        base_gm = status("VmRSS")
+        gm = GaussianMixture(4, max_iter=3, random_state=0, memory_limit="64MiB").fit(path)
+        gm_peak = status("VmHWM")
+        print(dict(base=base, km_peak=km_peak, base_gm=base_gm, gm_peak=gm_peak,
+                   labels=len(km.labels_)))
+        """,
+        big_npy,
+    )
+    size = big_npy.stat().st_size
+    print({k: (v / MiB if k != "labels" else v) for k, v in got.items()}, f"file {size / MiB:.0f} MiB")
+    assert got["labels"] == 6_000_000
+    for peak, base in (("km_peak", "base"), ("gm_peak", "base_gm")):
+        assert got[peak] - got[base] <= 64 * MiB + SLACK
+        # Tighter: a second set of limit-sized buffers (as a k-means
+        # initialisation once planned beside the scan's blocks) would show.
+        assert got[peak] - got[base] <= 64 * MiB + 24 * MiB
+    assert size >= 5 * 64 * MiB
+
+
+def test_in_memory_array_is_not_copied():
+    """Fits on a 384 MB in-memory array add far less than a copy of X (≤ limit + 64 MiB)."""
+    got = run_child(
+        """
+        from memfit import GaussianMixture, KMeans
+        X = np.random.RandomState(0).randn(6_000_000, 8)
+        X.setflags(write=False)
+        out = dict(x_bytes=X.nbytes)
+        for name, est in [("km", KMeans(8, n_init=1, max_iter=5, random_state=0, memory_limit="64MiB")),
+                          ("gm", GaussianMixture(3, max_iter=2, random_state=0, memory_limit="64MiB")),
+                          ("gm_f", GaussianMixture(3, max_iter=2, random_state=0, memory_limit="64MiB"))]:
+            data = X if name != "gm_f" else np.asfortranarray(X)
+            reset_peak()
+            base = status("VmRSS")
+            est.fit(data)
+            out[name] = status("VmHWM") - base
+        print(out)
+        """
+    )
+    print({k: v / MiB for k, v in got.items()})
+    for name in ("km", "gm", "gm_f"):
+        assert got[name] <= 64 * MiB + SLACK < got["x_bytes"] / 2
