@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: formatting, lints, Rust unit and CLI integration tests, and
-# the Python parity tests against scikit-learn (in a virtual environment that
-# this script creates at .venv if needed).
+# Runs every test: formatting, lints, Rust unit and CLI integration tests, then
+# builds the Python package into a fresh virtual environment and runs the
+# Python tests (the CLI's parity tests and the package's) against scikit-learn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,10 +13,13 @@ echo "== cargo test (release: one build serves the tests and the CLI)"
 cargo build --release --bin memfit
 cargo test --release --workspace
 
-echo "== python tests"
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
-fi
-.venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+echo "== python: build the package into a fresh virtual environment, run pytest"
+# pip builds the extension with maturin into the same cargo target folder,
+# so the engine compiled above is reused.
+VENV="${CARGO_TARGET_DIR:-$PWD/target}/test-venv"
+python3 -m venv --clear "$VENV"
+"$VENV/bin/pip" install --quiet --disable-pip-version-check ".[test]"
 export MEMFIT_BIN="${MEMFIT_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/memfit}"
-.venv/bin/python -m pytest -q tests/python
+# Two runs: each folder has its own conftest.py.
+"$VENV/bin/python" -m pytest -q tests/python       # the CLI, against scikit-learn
+"$VENV/bin/python" -m pytest -q python/tests       # the Python package memfit

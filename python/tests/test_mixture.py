@@ -1011,11 +1011,16 @@ def test_threads_and_memory_limit_do_not_change_results(big3, covariance_type, s
     bitwise identical parameters and predictions."""
     X = big3
     if start == "given":
-        k_prec = {"full": np.stack([np.eye(6)] * 3), "tied": np.eye(6), "diag": np.ones((3, 6)), "spherical": np.ones(3)}
+        precisions = {
+            "full": np.stack([np.eye(6)] * 3),
+            "tied": np.eye(6),
+            "diag": np.ones((3, 6)),
+            "spherical": np.ones(3),
+        }[covariance_type]
         kw = dict(
             weights_init=np.full(3, 1 / 3),
             means_init=np.array([[0.5] * 6, [2.5] * 6, [5.0] * 6]),
-            precisions_init=k_prec[covariance_type],
+            precisions_init=precisions,
         )
     else:
         kw = dict(init_params=start)

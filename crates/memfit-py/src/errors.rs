@@ -9,8 +9,7 @@ use std::io::ErrorKind;
 
 use memfit::Error;
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyPermissionError, PyRuntimeError,
-    PyValueError,
+    PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyPermissionError, PyRuntimeError, PyValueError,
 };
 use pyo3::PyErr;
 

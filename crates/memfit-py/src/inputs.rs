@@ -81,7 +81,9 @@ fn view<'a, T: Element>(a: ArrayView2<'a, T>, wrap: fn(&'a [T]) -> Values<'a>) -
     let (n, d) = a.dim();
     let strides = a.strides();
     let (Ok(rs), Ok(cs)) = (usize::try_from(strides[0]), usize::try_from(strides[1])) else {
-        return Err(PyValueError::new_err("memfit: arrays with negative strides are not supported; pass numpy.ascontiguousarray(X)"));
+        return Err(PyValueError::new_err(
+            "memfit: arrays with negative strides are not supported; pass numpy.ascontiguousarray(X)",
+        ));
     };
     let len = if n == 0 || d == 0 { 0 } else { (n - 1) * rs + (d - 1) * cs + 1 };
     let values: &'a [T] = if len == 0 {

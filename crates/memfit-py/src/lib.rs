@@ -145,7 +145,8 @@ fn kmeans_fit<'py>(
         };
         Ok((fit, plan))
     })?;
-    let centers = Array::from_shape_vec((fit.n_clusters, fit.n_features), fit.cluster_centers).map_err(errors::shape)?;
+    let centers =
+        Array::from_shape_vec((fit.n_clusters, fit.n_features), fit.cluster_centers).map_err(errors::shape)?;
     let dict = PyDict::new(py);
     if float32 {
         // The centres were computed in float32: the round trip is exact.
@@ -253,7 +254,13 @@ fn gmm_fit<'py>(
     let precisions_init = held_p
         .as_ref()
         .map(|h| {
-            h.source().map(|s| if precisions_are_cholesky { PrecisionsInit::Cholesky(s) } else { PrecisionsInit::Precisions(s) })
+            h.source().map(|s| {
+                if precisions_are_cholesky {
+                    PrecisionsInit::Cholesky(s)
+                } else {
+                    PrecisionsInit::Precisions(s)
+                }
+            })
         })
         .transpose()?;
     let params = GmmParams {
@@ -308,7 +315,10 @@ fn gmm_fit<'py>(
     let dict = PyDict::new(py);
     dict.set_item("weights", fit.weights.clone().into_pyarray(py))?;
     dict.set_item("means", Array::from_shape_vec((k, d), fit.means.clone()).map_err(errors::shape)?.into_pyarray(py))?;
-    dict.set_item("covariances", Array::from_shape_vec(shape.clone(), covariances).map_err(errors::shape)?.into_pyarray(py))?;
+    dict.set_item(
+        "covariances",
+        Array::from_shape_vec(shape.clone(), covariances).map_err(errors::shape)?.into_pyarray(py),
+    )?;
     dict.set_item(
         "precisions_cholesky",
         Array::from_shape_vec(shape, precisions_cholesky).map_err(errors::shape)?.into_pyarray(py),
@@ -363,7 +373,8 @@ fn gmm_predict<'py>(
     let proba = proba.as_mut().map(|a| a.as_slice_mut()).transpose()?;
     let log_likelihood = log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?;
     run(py, n_jobs, false, move |obs| {
-        let n_outputs = usize::from(labels.is_some()) + usize::from(proba.is_some()) + usize::from(log_likelihood.is_some());
+        let n_outputs =
+            usize::from(labels.is_some()) + usize::from(proba.is_some()) + usize::from(log_likelihood.is_some());
         let plan = mixture::plan_predict(&model, &src, compute_bytes(float32), n_outputs, memory_limit)?;
         let (mut at_l, mut at_p, mut at_q) = (0, 0, 0);
         let (mut labels, mut proba, mut log_likelihood) = (labels, proba, log_likelihood);
@@ -387,11 +398,8 @@ fn gmm_predict<'py>(
             }
             Ok(())
         };
-        let mut outputs = Outputs {
-            labels: Some(&mut put_l),
-            proba: Some(&mut put_p),
-            log_likelihood: Some(&mut put_q),
-        };
+        let mut outputs =
+            Outputs { labels: Some(&mut put_l), proba: Some(&mut put_p), log_likelihood: Some(&mut put_q) };
         if float32 {
             mixture::predict::<f32>(&model, &src, &plan, &mut outputs, obs)
         } else {

@@ -89,7 +89,9 @@ pub fn run<R: Send>(
         let mut interrupt: Option<PyErr> = None;
         loop {
             // The worker drops its end of the channel when it finishes.
-            match py.detach(|| rx.lock().map_or(Err(RecvTimeoutError::Disconnected), |r| r.recv_timeout(Duration::from_millis(50)))) {
+            match py.detach(|| {
+                rx.lock().map_or(Err(RecvTimeoutError::Disconnected), |r| r.recv_timeout(Duration::from_millis(50)))
+            }) {
                 Ok(line) => {
                     print.call1((line,))?;
                 }
@@ -107,7 +109,9 @@ pub fn run<R: Send>(
         match (result, interrupt) {
             (_, Some(e)) => Err(e),
             (Ok(r), None) => r.map_err(to_py),
-            (Err(_), None) => Err(PyRuntimeError::new_err("memfit internal error: the engine panicked; please report it")),
+            (Err(_), None) => {
+                Err(PyRuntimeError::new_err("memfit internal error: the engine panicked; please report it"))
+            }
         }
     })
 }

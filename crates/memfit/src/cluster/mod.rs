@@ -12,4 +12,4 @@ pub(crate) use kmeans::scan;
 pub use kmeans::{fit, KMeansFit, LabelSink, Observer, PlotSample, Progress, Timings};
 pub use params::{Init, KMeansParams};
 pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};
-pub use predict::{plan_predict, predict};
+pub use predict::{plan_predict, predict, AssignSink};

@@ -11,6 +11,9 @@ use crate::plan::{pick_block_rows, TILE_ROWS};
 use crate::plan::{Ledger, Plan};
 use crate::real::Real;
 
+/// Receives each block's labels and squared distances, in row order.
+pub type AssignSink<'f> = &'f mut dyn FnMut(&[u32], &[f64]) -> Result<()>;
+
 /// Plans [`predict`] of `x` against `n_clusters` centres in a compute type of
 /// `compute_bytes` bytes, on the current rayon pool.
 ///
@@ -88,7 +91,7 @@ pub fn predict<T: Real>(
     centers: &[f64],
     n_clusters: usize,
     plan: &Plan,
-    out: &mut dyn FnMut(&[u32], &[f64]) -> Result<()>,
+    out: AssignSink<'_>,
     observer: &dyn Observer,
 ) -> Result<f64> {
     let d = x.n_features();

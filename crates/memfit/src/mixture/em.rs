@@ -143,8 +143,9 @@ impl GmmFit {
                 let mut work = CholWork::new(d, 2);
                 for c in 0..if t == CovarianceType::Full { k } else { 1 } {
                     self.covariance(c, &mut cov);
-                    precision_cholesky(&cov, &mut work, &mut u)
-                        .ok_or_else(|| Error::param("covariances", format!("component {c} is not positive definite")))?;
+                    precision_cholesky(&cov, &mut work, &mut u).ok_or_else(|| {
+                        Error::param("covariances", format!("component {c} is not positive definite"))
+                    })?;
                     f(&cov, &u)?;
                 }
                 Ok(())
