@@ -195,7 +195,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             )
 
     def _initial_parameters(self, d):
-        """(weights, means, precisions matrix, are-Cholesky, n_init) for the engine."""
+        """(weights, means, precisions matrix, are-Cholesky, n_init, previous
+        lower bound) for the engine; a warm start continues the last fit."""
         k, t = int(self.n_components), self.covariance_type
         if self.warm_start and hasattr(self, "precisions_cholesky_"):
             return (
@@ -204,6 +205,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 _as_matrix(self.precisions_cholesky_),
                 True,
                 1,
+                self.lower_bound_,
             )
         weights = means = precisions = None
         if self.weights_init is not None:
@@ -222,13 +224,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                     f"The parameter '{t} precision' should have the shape of {want}, but got {p.shape}"
                 )
             precisions = _as_matrix(p)
-        return weights, means, precisions, False, int(self.n_init)
+        return weights, means, precisions, False, int(self.n_init), None
 
     def _fit(self, X, sample_weight, want_labels):
         data = check_data(X, self, reset=not (self.warm_start and hasattr(self, "precisions_cholesky_")))
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
-        weights, means, precisions, cholesky, n_init = self._initial_parameters(data.n_features)
+        weights, means, precisions, cholesky, n_init, lower_bound = self._initial_parameters(data.n_features)
         labels = np.empty(data.n_samples, dtype=np.int32) if want_labels else None
         r = _memfit.gmm_fit(
             data.engine,
@@ -244,6 +246,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             means,
             precisions,
             cholesky,
+            lower_bound,
             seed_from(self.random_state),
             check_memory_limit(self.memory_limit),
             check_n_jobs(self.n_jobs),

@@ -258,28 +258,10 @@ def check_float(value: Any, name: str) -> float:
     return float(value)
 
 
-_FLAGS = {
-    "--memory-limit": "memory_limit",
-    "--max-iter": "max_iter",
-    "--tol": "tol",
-    "--reg-covar": "reg_covar",
-    "--n-init": "n_init",
-    "use --dtype float64 or ": "pass float64 data or ",
-}
-
-
-def python_words(message: str) -> str:
-    """An engine message with its command-line flags named as parameters."""
-    for flag, param in _FLAGS.items():
-        message = message.replace(flag, param)
-    return message
-
-
 def emit_warnings(messages: list, stacklevel: int = 3) -> None:
     """Engine warnings as Python warnings: no convergence and fewer distinct
     clusters than asked are ``ConvergenceWarning``; others ``UserWarning``."""
-    for m in messages:
-        text = python_words(m)
+    for text in messages:
         if re.search(r"converge|distinct clusters", text):
             warnings.warn(text, ConvergenceWarning, stacklevel=stacklevel)
         else:

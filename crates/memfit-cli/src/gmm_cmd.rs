@@ -83,6 +83,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
             .transpose()?,
         random_state: args.seed,
         memory_limit_bytes: limit,
+        lower_bound_init: None,
     };
     if let Some(dir) = &args.warm_start {
         let m = load_model(dir)?;
@@ -114,6 +115,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         params.weights_init = Some(m.weights);
         params.means_init = Some(m.means);
         params.precisions_init = Some(PrecisionsInit::Cholesky(m.precisions_cholesky));
+        params.lower_bound_init = m.lower_bound;
         params.n_init = 1;
     }
     params.validate(x.n_samples(), x.n_features())?;

@@ -13,9 +13,42 @@ use pyo3::exceptions::{
 };
 use pyo3::PyErr;
 
-/// Maps an engine error to the Python exception of the right class.
+/// Command-line flags in engine messages and the Python parameters they are
+/// (longest first, so no flag is replaced inside another).
+const FLAGS: [(&str, &str); 13] = [
+    ("use --dtype float64 or ", "pass float64 data or "),
+    ("--precisions-init", "precisions_init"),
+    ("--n-components", "n_components"),
+    ("--sample-weight", "sample_weight"),
+    ("--memory-limit", "memory_limit"),
+    ("--weights-init", "weights_init"),
+    ("--means-init", "means_init"),
+    ("--reg-covar", "reg_covar"),
+    ("--max-iter", "max_iter"),
+    ("--threads", "n_jobs"),
+    ("--n-init", "n_init"),
+    ("--init", "init"),
+    ("--tol", "tol"),
+];
+
+/// An engine message with its command-line flags named as the Python
+/// parameters.
+pub fn python_words(message: &str) -> String {
+    FLAGS.iter().fold(message.to_string(), |m, (flag, param)| m.replace(flag, param))
+}
+
+/// Maps an engine error to the Python exception of the right class. An
+/// in-memory array is called "X" where the error is about the data, and
+/// left unnamed elsewhere (weights, initial parameters).
 pub fn to_py(e: Error) -> PyErr {
-    let msg = e.to_string().replace("<memory>", "X");
+    let text = e.to_string();
+    let text = match &e {
+        Error::NonFinite { .. } | Error::ShapeMismatch { .. } | Error::WrongDimensions { .. } => {
+            text.replace("<memory>", "X")
+        }
+        _ => text.replace("<memory>: ", "").replace("<memory>", "the array"),
+    };
+    let msg = python_words(&text);
     match &e {
         Error::Io { cause, .. } => match cause.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),

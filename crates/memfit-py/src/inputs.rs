@@ -57,6 +57,18 @@ impl<'py> Held<'py> {
         )))
     }
 
+    /// The engine's view of per-row weights: a path may hold a vector
+    /// `(n,)` or `(n, 1)`; an array is `(n, 1)`.
+    ///
+    /// # Errors
+    /// As [`Held::source`].
+    pub fn weights(&self) -> PyResult<Source<'_>> {
+        match self {
+            Held::Path(p) => Source::open_vector(p).map_err(to_py),
+            _ => self.source(),
+        }
+    }
+
     /// The engine's view of the input.
     ///
     /// # Errors

@@ -119,7 +119,7 @@ fn kmeans_fit<'py>(
         plot_sample_rows: 0,
     };
     let src = held.source()?;
-    let w = held_w.as_ref().map(Held::source).transpose()?;
+    let w = held_w.as_ref().map(Held::weights).transpose()?;
     let out = labels.as_mut().map(|l| l.as_slice_mut()).transpose()?;
     let with_labels = out.is_some();
     let (fit, plan) = run(py, n_jobs, verbose, move |obs| {
@@ -158,7 +158,7 @@ fn kmeans_fit<'py>(
     dict.set_item("n_iter", fit.n_iter)?;
     dict.set_item("converged", fit.converged)?;
     dict.set_item("n_nonempty_clusters", fit.n_nonempty_clusters)?;
-    dict.set_item("warnings", fit.warnings)?;
+    dict.set_item("warnings", fit.warnings.iter().map(|w| errors::python_words(w)).collect::<Vec<_>>())?;
     dict.set_item("plan", plan.to_string())?;
     Ok(dict)
 }
@@ -223,7 +223,7 @@ fn covariance_type(name: &str) -> PyResult<CovarianceType> {
 /// `lower_bounds`, `n_iter`, `converged`, `score`, `bic`, `aic`, `warnings`
 /// and `plan`.
 #[pyfunction]
-#[pyo3(signature = (x, sample_weight, n_components, covariance_type, tol, reg_covar, max_iter, n_init, init_params, weights_init, means_init, precisions_init, precisions_are_cholesky, random_state, memory_limit, n_jobs, float32, labels, verbose))]
+#[pyo3(signature = (x, sample_weight, n_components, covariance_type, tol, reg_covar, max_iter, n_init, init_params, weights_init, means_init, precisions_init, precisions_are_cholesky, lower_bound_init, random_state, memory_limit, n_jobs, float32, labels, verbose))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_fit<'py>(
     py: Python<'py>,
@@ -240,6 +240,7 @@ fn gmm_fit<'py>(
     means_init: Option<PyReadonlyArray2<'py, f64>>,
     precisions_init: Option<&Bound<'py, PyAny>>,
     precisions_are_cholesky: bool,
+    lower_bound_init: Option<f64>,
     random_state: u64,
     memory_limit: u64,
     n_jobs: Option<usize>,
@@ -276,9 +277,10 @@ fn gmm_fit<'py>(
         precisions_init,
         random_state,
         memory_limit_bytes: memory_limit,
+        lower_bound_init,
     };
     let src = held.source()?;
-    let w = held_w.as_ref().map(Held::source).transpose()?;
+    let w = held_w.as_ref().map(Held::weights).transpose()?;
     let out = labels.as_mut().map(|l| l.as_slice_mut()).transpose()?;
     let with_labels = out.is_some();
     let (fit, covariances, precisions_cholesky, plan) = run(py, n_jobs, verbose, move |obs| {
@@ -331,7 +333,7 @@ fn gmm_fit<'py>(
     dict.set_item("bic", fit.bic)?;
     dict.set_item("aic", fit.aic)?;
     dict.set_item("n_parameters", fit.n_parameters)?;
-    dict.set_item("warnings", fit.warnings.clone())?;
+    dict.set_item("warnings", fit.warnings.iter().map(|w| errors::python_words(w)).collect::<Vec<_>>())?;
     dict.set_item("plan", plan.to_string())?;
     Ok(dict)
 }
@@ -367,6 +369,7 @@ fn gmm_predict<'py>(
         means: means.as_array().iter().copied().collect(),
         precisions_cholesky: held_p.source()?,
         shift: None,
+        lower_bound: None,
     };
     let src = held.source()?;
     let labels = labels.as_mut().map(|a| a.as_slice_mut()).transpose()?;
@@ -457,7 +460,7 @@ fn weighted_scatter<'py>(
     let held = Held::new(x)?;
     let held_w = w.map(Held::new).transpose()?;
     let src = held.source()?;
-    let ws = held_w.as_ref().map(Held::source).transpose()?;
+    let ws = held_w.as_ref().map(Held::weights).transpose()?;
     let d = src.n_features();
     let s = run(py, n_jobs, false, move |obs| {
         let plan = linalg::plan_weighted_scatter(&src, ws.as_ref(), memory_limit)?;

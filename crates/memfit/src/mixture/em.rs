@@ -217,6 +217,16 @@ pub fn fit<T: Real>(
     let mut sample_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
     let needs_init = !params.fully_initialised();
     let kpp = needs_init && params.init_params == InitMethod::KMeansPlusPlus;
+    if kpp {
+        let wanted = crate::cluster::default_init_sample_rows(n, d, k).min(n);
+        if plan.init_sample_rows < wanted {
+            warnings.push(format!(
+                "the memory limit cannot hold the k-means++ sample of {wanted} rows, so {} rows are used and the result differs from runs with a larger limit; hint: raise --memory-limit by about {} to make it limit-independent",
+                plan.init_sample_rows,
+                crate::plan::format_bytes(((wanted - plan.init_sample_rows) * (d * 8 + 24)) as u64)
+            ));
+        }
+    }
 
     observer.event(&Progress::Phase("validating"));
     let clock = Instant::now();
@@ -308,7 +318,7 @@ pub fn fit<T: Real>(
             if want_scatter {
                 tied_scatter = std::mem::take(&mut stats.scatter);
             }
-            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, true);
+            cur = finalize(t, d, &mut stats, &tied_scatter, &shift, params.reg_covar, n_eff, true);
         }
         if let Some(w) = &params.weights_init {
             cur.weights.clone_from(w);
@@ -329,7 +339,7 @@ pub fn fit<T: Real>(
         observer.event(&Progress::Phase("iterating"));
         let mut lower_bounds = Vec::new();
         let mut converged = false;
-        let mut lower_bound = f64::NEG_INFINITY;
+        let mut lower_bound = params.lower_bound_init.unwrap_or(f64::NEG_INFINITY);
         for it in 1..=params.max_iter {
             let pass_clock = Instant::now();
             let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
@@ -349,7 +359,7 @@ pub fn fit<T: Real>(
             }
             let prev = lower_bound;
             lower_bound = stats.log_likelihood / n_eff;
-            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, false);
+            cur = finalize(t, d, &mut stats, &tied_scatter, &shift, params.reg_covar, n_eff, false);
             es.set_params(&cur, params.reg_covar, &mut work)?;
             lower_bounds.push(lower_bound);
             let change = lower_bound - prev;

@@ -196,5 +196,6 @@ pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
     let shift =
         json["shift"].as_array().and_then(|a| a.iter().map(serde_json::Value::as_f64).collect::<Option<Vec<f64>>>());
     let shift = shift.filter(|s| s.len() == d);
-    Ok(MixtureModel { covariance_type: t, weights, means, precisions_cholesky: prec, shift })
+    let lower_bound = json["lower_bound"].as_f64();
+    Ok(MixtureModel { covariance_type: t, weights, means, precisions_cholesky: prec, shift, lower_bound })
 }

@@ -13,11 +13,18 @@ use super::pass::Stats;
 /// `Σ w x xᵀ` (row-major `d × d`, shifted coordinates) for tied. When `init`,
 /// weights are `N_k / n_effective` (scikit-learn's `_initialize`);
 /// otherwise `N_k / Σ N_k`.
+///
+/// A variance below the rounding noise of the data's magnitude (see
+/// [`rounding_floor`]; `shift` is the origin the data were read relative to)
+/// is taken as exactly 0, so a collapsed component is reported (with
+/// `reg_covar = 0`) instead of fitted with a variance of 1e-32.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn finalize(
     t: CovarianceType,
     d: usize,
     stats: &mut Stats,
     tied_scatter: &[f64],
+    shift: &[f64],
     reg_covar: f64,
     n_effective: f64,
     init: bool,
@@ -50,7 +57,7 @@ pub(crate) fn finalize(
                     for j in 0..=i {
                         let q = packed_index(i, j);
                         let v = (s2[q] - s1[i] * dl[j] - dl[i] * s1[j] + n_raw * dl[i] * dl[j]) / nk[c];
-                        s2[q] = v + if i == j { reg_covar } else { 0.0 };
+                        s2[q] = if i == j { above_noise(v, params.means[c * d + i], shift[i]) + reg_covar } else { v };
                     }
                 }
             }
@@ -62,7 +69,12 @@ pub(crate) fn finalize(
                 for j in 0..=i {
                     let between: f64 = (0..k).map(|c| nk[c] * params.means[c * d + i] * params.means[c * d + j]).sum();
                     let v = (tied_scatter[i * d + j] - between) / total;
-                    params.cov[packed_index(i, j)] = v + if i == j { reg_covar } else { 0.0 };
+                    params.cov[packed_index(i, j)] = if i == j {
+                        let scale = (0..k).map(|c| params.means[c * d + i].abs()).fold(0.0, f64::max);
+                        above_noise(v, scale, shift[i]) + reg_covar
+                    } else {
+                        v
+                    };
                 }
             }
         }
@@ -72,7 +84,8 @@ pub(crate) fn finalize(
                 let n_raw = stats.nk[c];
                 for j in 0..d {
                     let (s1, s2, dl) = (stats.s1[c * d + j], params.cov[c * d + j], delta[c * d + j]);
-                    let v = (s2 - 2.0 * dl * s1 + n_raw * dl * dl) / nk[c] + reg_covar;
+                    let v = (s2 - 2.0 * dl * s1 + n_raw * dl * dl) / nk[c];
+                    let v = above_noise(v, params.means[c * d + j], shift[j]) + reg_covar;
                     params.cov[c * d + j] = v;
                     spherical[c] += v;
                 }
@@ -85,4 +98,22 @@ pub(crate) fn finalize(
         }
     }
     params
+}
+
+/// The largest variance that is indistinguishable from rounding noise for
+/// values of magnitude `|mean| + |shift|` (the component's mean in the
+/// shifted coordinates the engine computes in, and the shift itself):
+/// `(16 ε (|mean| + |shift|))²` with ε of float64.
+fn rounding_floor(mean: f64, shift: f64) -> f64 {
+    let scale = 16.0 * f64::EPSILON * (mean.abs() + shift.abs());
+    scale * scale
+}
+
+/// `v`, or exactly 0 when it is below [`rounding_floor`].
+fn above_noise(v: f64, mean: f64, shift: f64) -> f64 {
+    if v <= rounding_floor(mean, shift) {
+        0.0
+    } else {
+        v
+    }
 }

@@ -171,6 +171,11 @@ pub struct GmmParams<'a> {
     pub random_state: u64,
     /// Memory limit in bytes for every buffer the run allocates.
     pub memory_limit_bytes: u64,
+    /// For a warm start: the lower bound the initial parameters reached in
+    /// the earlier fit. The first iteration's change is measured from it (as
+    /// scikit-learn's `warm_start`), so a converged model refitted is
+    /// converged after one iteration. Default `None` (−∞).
+    pub lower_bound_init: Option<f64>,
 }
 
 impl Default for GmmParams<'_> {
@@ -188,6 +193,7 @@ impl Default for GmmParams<'_> {
             precisions_init: None,
             random_state: 0,
             memory_limit_bytes: crate::plan::default_limit_bytes(),
+            lower_bound_init: None,
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct MixtureModel<'a> {
     /// Origin the data are shifted to while read (the fit's column means);
     /// `None` for no shift.
     pub shift: Option<Vec<f64>>,
+    /// The fit's final lower bound, when known (a warm start continues from it).
+    pub lower_bound: Option<f64>,
 }
 
 impl MixtureModel<'_> {
