@@ -105,5 +105,5 @@ def parse_size(text: str) -> int:
 def default_memory_limit() -> int:
     """Half of the available memory, in bytes."""
 
-def npy_info(path: str) -> tuple[list[int], str]:
-    """Shape and dtype name of a .npy file."""
+def npy_info(path: str) -> tuple[list[int], str, bool, int]:
+    """Shape, dtype name (with byte order), Fortran order and data offset (bytes) of a .npy file."""

@@ -2,10 +2,13 @@
 
 Arrays are handed to the engine as they are whenever it can read them in
 place (float64, float32, float16, uint8, int16, int32, int64; C order,
-Fortran order or any non-negative strides; read-only or writeable;
-``numpy.memmap``), so fitting never copies X. Other inputs are converted once
-(documented per case below). A ``str`` or ``os.PathLike`` is a ``.npy`` path
-that the engine reads in row blocks (out of core).
+Fortran order or any non-negative strides; read-only or writeable), so
+fitting never copies X. Other inputs are converted once (documented per case
+below). A ``str`` or ``os.PathLike`` is a ``.npy`` path that the engine reads
+in row blocks with positioned reads into reused buffers (out of core). A
+``numpy.memmap`` of a whole ``.npy`` file (``np.load(path, mmap_mode="r")``)
+is read the same way, from its file, so its pages do not pile up in resident
+memory; other memmaps are read in place like any array.
 """
 
 from __future__ import annotations
@@ -127,6 +130,23 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
     return arr
 
 
+def npy_behind(X: Any) -> Optional[str]:
+    """The ``.npy`` file that the ``numpy.memmap`` ``X`` maps whole (same
+    shape, dtype, order and data offset; not copy-on-write), else None."""
+    filename = getattr(X, "filename", None)
+    if not isinstance(X, np.memmap) or not isinstance(filename, (str, os.PathLike)) or X.mode == "c" or X.ndim != 2:
+        return None
+    filename = os.fspath(filename)
+    try:
+        shape, dtype, fortran, offset = _memfit.npy_info(filename)
+    except (OSError, ValueError):
+        return None
+    contiguous = X.flags.f_contiguous if fortran else X.flags.c_contiguous
+    if tuple(shape) == X.shape and np.dtype(dtype) == X.dtype and contiguous and X.offset == offset:
+        return filename
+    return None
+
+
 def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str = "X") -> Data:
     """Checks ``X`` (array-like, ``numpy.memmap`` or ``.npy`` path) and, with
     an estimator, its feature count (``reset=True`` records
@@ -143,11 +163,12 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
     TypeError
         Sparse input.
     """
+    X = npy_behind(X) or X
     if isinstance(X, (str, os.PathLike)):
         path = os.fspath(X)
         if isinstance(path, bytes):
             path = os.fsdecode(path)
-        shape, dtype_name = _memfit.npy_info(path)
+        shape, dtype_name, _, _ = _memfit.npy_info(path)
         if len(shape) != 2:
             raise ValueError(
                 f"{path}: expected a 2-D array of shape (n_samples, n_features), found shape {tuple(shape)}; "
@@ -186,7 +207,7 @@ def check_sample_weight(sample_weight: Any, data: Data) -> Union[None, str, np.n
         return None
     if isinstance(sample_weight, (str, os.PathLike)):
         path = os.fspath(sample_weight)
-        shape, _ = _memfit.npy_info(path)
+        shape, _, _, _ = _memfit.npy_info(path)
         if tuple(shape) not in ((data.n_samples,), (data.n_samples, 1)):
             raise ValueError(f"sample_weight.shape == {tuple(shape)}, expected ({data.n_samples},)!")
         return path

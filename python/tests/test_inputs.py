@@ -41,6 +41,21 @@ def test_arrays_are_used_in_place(make):
     assert data.float32 == (X.dtype == np.float32)
 
 
+def test_memmap_of_a_whole_npy_file_is_read_from_the_file(tmp_path):
+    """np.load(mmap_mode="r") of a .npy reaches the engine as its path; slices and copy-on-write maps as arrays."""
+    X = np.arange(60.0).reshape(20, 3)
+    for order in ("C", "F"):
+        np.save(tmp_path / f"{order}.npy", np.asarray(X, order=order))
+        m = np.load(tmp_path / f"{order}.npy", mmap_mode="r")
+        assert check_data(m).engine == str((tmp_path / f"{order}.npy").resolve())
+        assert check_data(np.load(str(tmp_path / f"{order}.npy"), mmap_mode="r")).engine == str(tmp_path / f"{order}.npy")
+        assert isinstance(check_data(m[2:]).engine, np.ndarray)
+        assert isinstance(check_data(np.load(tmp_path / f"{order}.npy", mmap_mode="c")).engine, np.ndarray)
+        assert isinstance(check_data(m.T).engine, np.ndarray)
+    raw = np.memmap(tmp_path / "raw.bin", dtype=np.float64, mode="w+", shape=(20, 3))
+    assert isinstance(check_data(raw).engine, np.ndarray)
+
+
 def test_other_inputs_are_converted_once():
     """Lists, bool, int8, big-endian and negative-stride arrays are converted to an engine dtype."""
     X = np.arange(12.0).reshape(6, 2)

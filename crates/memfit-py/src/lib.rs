@@ -481,11 +481,20 @@ fn default_memory_limit() -> u64 {
     memfit::plan::default_limit_bytes()
 }
 
-/// The shape and dtype name of the `.npy` file at `path`.
+/// The `.npy` file at `path`: its shape, dtype name (NumPy's, with the
+/// file's byte order), whether it is in Fortran order, and the byte offset
+/// of its data.
 #[pyfunction]
-fn npy_info(path: &str) -> PyResult<(Vec<usize>, &'static str)> {
+fn npy_info(path: &str) -> PyResult<(Vec<usize>, String, bool, u64)> {
     let f = memfit::io::NpyFile::open(path).map_err(to_py)?;
-    Ok((f.header().shape.clone(), f.header().dtype.name()))
+    let h = f.header();
+    let order = if h.dtype.itemsize() == 1 || h.endian == memfit::io::Endian::Little { "<" } else { ">" };
+    Ok((
+        h.shape.clone(),
+        format!("{order}{}", h.dtype.descr().trim_start_matches(['<', '>', '|'])),
+        h.fortran_order,
+        h.data_offset,
+    ))
 }
 
 /// The extension module.
