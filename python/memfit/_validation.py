@@ -232,8 +232,8 @@ def check_memory_limit(memory_limit: Any) -> int:
     if isinstance(memory_limit, str):
         return int(_memfit.parse_size(memory_limit))
     if isinstance(memory_limit, numbers.Integral) and not isinstance(memory_limit, bool):
-        if memory_limit < 1:
-            raise ValueError(f"memory_limit must be a positive number of bytes, got {memory_limit}")
+        if not 1 <= memory_limit < 1 << 64:
+            raise ValueError(f"memory_limit must be a positive number of bytes below 2**64, got {memory_limit}")
         return int(memory_limit)
     raise TypeError(f"memory_limit must be None, an int (bytes) or a str such as '2GiB', got {memory_limit!r}")
 
