@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _memfit
-from ._validation import check_data, check_memory_limit, check_n_jobs, check_sample_weight
+from ._validation import check_data, check_memory_limit, check_n_jobs, check_sample_weight, small_array
 
 
 def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
@@ -36,20 +36,25 @@ def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
     Raises
     ------
     ValueError
-        Q of the wrong shape, non-finite values.
+        Q of the wrong shape, non-finite values, a result that overflows float64.
     MemoryError
         ``memory_limit`` cannot hold Q and one tile of rows.
     OSError
         A path that cannot be read.
     """
     data = check_data(X)
-    Q = np.ascontiguousarray(Q, dtype=np.float64)
+    Q = small_array(Q, "Q", 2)
     if Q.shape != (data.n_features, data.n_features):
         raise ValueError(f"Q has shape {Q.shape}, but X has {data.n_features} features: Q must be ({data.n_features}, {data.n_features})")
     out = np.empty(data.n_samples, dtype=np.float64)
     _memfit.row_quadratic_form(
         data.engine, Q, check_memory_limit(memory_limit), check_n_jobs(n_jobs), data.float32, out
     )
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:
+        raise ValueError(
+            f"x_i^T Q x_i overflows float64 at row {bad[0]} ({out[bad[0]]}); hint: rescale X or Q"
+        )
     return out
 
 
@@ -119,7 +124,7 @@ def assign(X, centers, *, memory_limit=None, n_jobs=None):
         A path that cannot be read.
     """
     data = check_data(X)
-    centers = np.ascontiguousarray(centers, dtype=np.float64)
+    centers = small_array(centers, "centers", 2)
     if centers.ndim != 2 or centers.shape[1] != data.n_features or centers.shape[0] < 1:
         raise ValueError(f"centers has shape {centers.shape}, but (n_clusters, {data.n_features}) is required")
     labels = np.empty(data.n_samples, dtype=np.int32)

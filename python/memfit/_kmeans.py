@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
 from ._validation import (
+    block_rows,
     check_data,
     check_float,
     check_int,
@@ -19,15 +20,8 @@ from ._validation import (
     check_sample_weight,
     emit_warnings,
     seed_from,
+    small_array,
 )
-
-
-def _row_chunks(n_samples: int, bytes_per_row: int, limit_bytes: int):
-    """Row ranges whose temporaries (``bytes_per_row`` each) use at most a
-    quarter of ``limit_bytes`` (at least 256 rows)."""
-    rows = max(256, limit_bytes // 4 // max(bytes_per_row, 1))
-    for start in range(0, n_samples, rows):
-        yield start, min(start + rows, n_samples)
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
@@ -152,7 +146,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         check_float(self.tol, "tol")
         if self.algorithm not in ("lloyd", "elkan"):
             raise ValueError(f"The 'algorithm' parameter must be 'lloyd' or 'elkan'. Got {self.algorithm!r} instead.")
-        if not (self.n_init == "auto" or (isinstance(self.n_init, numbers.Integral) and self.n_init >= 1)):
+        if not (
+            self.n_init == "auto"
+            or (isinstance(self.n_init, numbers.Integral) and not isinstance(self.n_init, bool) and self.n_init >= 1)
+        ):
             raise ValueError(f"The 'n_init' parameter must be 'auto' or an int >= 1. Got {self.n_init!r} instead.")
         if data.n_samples < self.n_clusters:
             raise ValueError(f"n_samples={data.n_samples} should be >= n_clusters={self.n_clusters}.")
@@ -171,7 +168,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             centers = init(data.rows(), self.n_clusters, random_state=np.random.RandomState(seed % (1 << 32)))
         else:
             centers = init
-        centers = np.array(centers, dtype=np.float64, order="C")
+        centers = small_array(centers, "init", 2)
         if centers.shape != (self.n_clusters, data.n_features):
             raise ValueError(
                 f"The shape of the initial centers {centers.shape} does not match the number of clusters "
@@ -258,12 +255,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         """
         return self.fit(X, sample_weight=sample_weight).labels_
 
-    def _assign(self, X):
-        """(data, labels, squared distances, inertia) of X against the centres."""
+    def _assign(self, X, distances=False):
+        """(data, labels, squared distances or None, inertia) of X against the centres."""
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
         labels = np.empty(data.n_samples, dtype=np.int32)
-        dist = np.empty(data.n_samples, dtype=np.float64)
+        dist = np.empty(data.n_samples, dtype=np.float64) if distances else None
         inertia = _memfit.assign(
             data.engine,
             np.ascontiguousarray(self.cluster_centers_, dtype=np.float64),
@@ -302,7 +299,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         score : float
             ``-sum_i w_i * min_k ||x_i - c_k||^2`` (higher is better).
         """
-        data, _, dist, inertia = self._assign(X)
+        data, _, dist, inertia = self._assign(X, distances=sample_weight is not None)
         if sample_weight is None:
             return -float(inertia)
         w = check_sample_weight(sample_weight, data)
@@ -327,15 +324,16 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         """
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
-        rows = data.rows()
         centers = np.asarray(self.cluster_centers_, dtype=np.float64)
         origin = centers.mean(axis=0)
         c = centers - origin
         c_sq = np.einsum("ij,ij->i", c, c)
         out = np.empty((data.n_samples, c.shape[0]), dtype=data.out_dtype)
-        per_row = 8 * (data.n_features + 2 * c.shape[0])
-        for a, b in _row_chunks(data.n_samples, per_row, check_memory_limit(self.memory_limit)):
-            x = np.array(rows[a:b], dtype=np.float64)  # a copy: X itself is never modified
+        # Per row: the raw row, its float64 copy, the products and squares.
+        per_row = data.dtype.itemsize * data.n_features + 8 * (data.n_features + 2 * c.shape[0])
+        rows = block_rows(data.n_samples, per_row, check_memory_limit(self.memory_limit), "transform")
+        for a, b, block in data.blocks(rows):
+            x = np.array(block, dtype=np.float64)  # a copy: X itself is never modified
             if not np.isfinite(x).all():
                 i, j = np.argwhere(~np.isfinite(x))[0]
                 raise ValueError(f"Input X contains NaN or infinity: row {a + i}, column {j} is {x[i, j]}")

@@ -18,6 +18,7 @@ from ._validation import (
     check_sample_weight,
     emit_warnings,
     seed_from,
+    small_array,
 )
 
 _COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
@@ -209,16 +210,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             )
         weights = means = precisions = None
         if self.weights_init is not None:
-            weights = np.ascontiguousarray(self.weights_init, dtype=np.float64)
+            weights = small_array(self.weights_init, "weights_init")
             if weights.shape != (k,):
                 raise ValueError(f"The parameter 'weights' should have the shape of ({k},), but got {weights.shape}")
         if self.means_init is not None:
-            means = np.ascontiguousarray(self.means_init, dtype=np.float64)
+            means = small_array(self.means_init, "means_init")
             if means.shape != (k, d):
                 raise ValueError(f"The parameter 'means' should have the shape of ({k}, {d}), but got {means.shape}")
         if self.precisions_init is not None:
-            p = np.asarray(self.precisions_init, dtype=np.float64)
             want = _param_shape(t, k, d)
+            p = small_array(self.precisions_init, "precisions_init")
             if p.shape != want:
                 raise ValueError(
                     f"The parameter '{t} precision' should have the shape of {want}, but got {p.shape}"

@@ -13,6 +13,7 @@ memory; other memmaps are read in place like any array.
 
 from __future__ import annotations
 
+import errno
 import numbers
 import os
 import re
@@ -56,6 +57,8 @@ class Data:
     n_features: int
     dtype: np.dtype
     float32: bool
+    fortran: bool = False
+    offset: int = 0
 
     @property
     def out_dtype(self) -> np.dtype:
@@ -68,6 +71,29 @@ class Data:
         if isinstance(self.engine, str):
             return np.load(self.engine, mmap_mode="r")
         return self.engine
+
+    def blocks(self, block_rows: int):
+        """Yields ``(start, stop, rows)`` over the data, ``block_rows`` rows
+        at a time; a ``.npy`` path is read with positioned reads (no memory
+        map, so nothing accumulates in resident memory)."""
+        if not isinstance(self.engine, str):
+            for a in range(0, self.n_samples, block_rows):
+                b = min(a + block_rows, self.n_samples)
+                yield a, b, self.engine[a:b]
+            return
+        n, d, item = self.n_samples, self.n_features, self.dtype.itemsize
+        with open(self.engine, "rb") as f:
+            for a in range(0, n, block_rows):
+                b = min(a + block_rows, n)
+                if self.fortran:
+                    block = np.empty((b - a, d), dtype=self.dtype)
+                    for j in range(d):
+                        f.seek(self.offset + (j * n + a) * item)
+                        block[:, j] = np.fromfile(f, dtype=self.dtype, count=b - a)
+                else:
+                    f.seek(self.offset + a * d * item)
+                    block = np.fromfile(f, dtype=self.dtype, count=(b - a) * d).reshape(b - a, d)
+                yield a, b, block
 
 
 def _is_sparse(X: Any) -> bool:
@@ -103,6 +129,13 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
             "pass a dense array, e.g. X.toarray(), or save it to a .npy file"
         )
     arr = np.asarray(X)
+    if arr.dtype == object and hasattr(X, "to_numpy"):
+        # pandas with nullable (Int64, Float64) or object columns: missing
+        # values become NaN, which the engine reports as such.
+        try:
+            arr = X.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            pass
     if np.iscomplexobj(arr):
         raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
     if arr.ndim != 2:
@@ -164,11 +197,11 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
         Sparse input.
     """
     X = npy_behind(X) or X
-    if isinstance(X, (str, os.PathLike)):
-        path = os.fspath(X)
-        if isinstance(path, bytes):
-            path = os.fsdecode(path)
-        shape, dtype_name, _, _ = _memfit.npy_info(path)
+    if isinstance(X, (str, bytes, os.PathLike)):
+        path = os.fsdecode(os.fspath(X))
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, "is a directory, not a .npy file", path)
+        shape, dtype_name, fortran, offset = _memfit.npy_info(path)
         if len(shape) != 2:
             raise ValueError(
                 f"{path}: expected a 2-D array of shape (n_samples, n_features), found shape {tuple(shape)}; "
@@ -187,7 +220,7 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
                     f"{estimator.n_features_in_} features as input."
                 )
         dtype = np.dtype(dtype_name)
-        return Data(path, n, d, dtype, dtype == np.float32)
+        return Data(path, n, d, dtype, dtype == np.float32, fortran, offset)
     arr = engine_array(X, name=name)
     if estimator is not None:
         # Feature names and n_features_in_ exactly as scikit-learn records
@@ -205,22 +238,46 @@ def check_sample_weight(sample_weight: Any, data: Data) -> Union[None, str, np.n
     Negative and non-finite weights are refused by the engine (ValueError)."""
     if sample_weight is None:
         return None
-    if isinstance(sample_weight, (str, os.PathLike)):
-        path = os.fspath(sample_weight)
+    if isinstance(sample_weight, (str, bytes, os.PathLike)):
+        path = os.fsdecode(os.fspath(sample_weight))
         shape, _, _, _ = _memfit.npy_info(path)
         if tuple(shape) not in ((data.n_samples,), (data.n_samples, 1)):
             raise ValueError(f"sample_weight.shape == {tuple(shape)}, expected ({data.n_samples},)!")
         return path
-    if isinstance(sample_weight, numbers.Number):
-        return np.full((data.n_samples, 1), float(sample_weight))
+    if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, (bool, complex)):
+        sample_weight = np.full(data.n_samples, float(sample_weight))
     w = np.asarray(sample_weight)
+    if np.iscomplexobj(w):
+        raise ValueError(f"sample_weight must be real, got dtype {w.dtype}")
     if w.ndim != 1 or w.shape[0] != data.n_samples:
         if w.ndim == 0:
             raise ValueError("sample_weight must be a 1-D array or a scalar")
         raise ValueError(f"sample_weight.shape == {w.shape}, expected ({data.n_samples},)!")
     if w.dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         w = w.astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(w))
+    if bad.size:
+        raise ValueError(f"sample_weight[{bad[0]}] = {w[bad[0]]}; hint: sample weights must be finite")
     return engine_array(w.reshape(-1, 1), name="sample_weight")
+
+
+def small_array(a: Any, name: str, ndim: Optional[int] = None) -> np.ndarray:
+    """A parameter array (centres, Q, initial parameters) as C-ordered
+    float64 (with ``ndim`` dimensions when given), refusing complex and
+    non-finite values."""
+    arr = np.asarray(a)
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} must be real, got dtype {arr.dtype}")
+    try:
+        arr = np.ascontiguousarray(arr, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be numeric: {e}") from e
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
+    bad = np.argwhere(~np.isfinite(arr))
+    if bad.size:
+        raise ValueError(f"{name} contains a non-finite value at index {tuple(int(i) for i in bad[0])}: {arr[tuple(bad[0])]}")
+    return arr
 
 
 def check_memory_limit(memory_limit: Any) -> int:
@@ -263,6 +320,24 @@ def seed_from(random_state: Any) -> int:
         return int(random_state) % (1 << 64)
     rng = check_random_state(random_state)
     return int(rng.randint(np.iinfo(np.int32).max))
+
+
+def block_rows(n_samples: int, bytes_per_row: int, limit_bytes: int, what: str) -> int:
+    """Rows per block when each row needs ``bytes_per_row`` of temporaries
+    within ``limit_bytes`` (at most 65,536).
+
+    Raises
+    ------
+    MemoryError
+        When the limit cannot hold 256 rows (or all rows, if fewer).
+    """
+    least = min(n_samples, 256) * bytes_per_row
+    if limit_bytes < least:
+        raise MemoryError(
+            f"{what} needs at least {least} bytes for a block of rows but the memory limit is {limit_bytes} bytes; "
+            "hint: raise memory_limit"
+        )
+    return int(min(65_536, limit_bytes // bytes_per_row))
 
 
 def check_int(value: Any, name: str, minimum: int) -> int:

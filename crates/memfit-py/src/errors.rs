@@ -15,8 +15,10 @@ use pyo3::PyErr;
 
 /// Command-line flags in engine messages and the Python parameters they are
 /// (longest first, so no flag is replaced inside another).
-const FLAGS: [(&str, &str); 13] = [
+const FLAGS: [(&str, &str); 15] = [
     ("use --dtype float64 or ", "pass float64 data or "),
+    ("use --dtype float64", "pass float64 data (X.astype(numpy.float64))"),
+    ("--dtype float32", "float32 data (X.astype(numpy.float32))"),
     ("--precisions-init", "precisions_init"),
     ("--n-components", "n_components"),
     ("--sample-weight", "sample_weight"),

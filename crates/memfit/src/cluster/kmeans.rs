@@ -433,6 +433,9 @@ pub fn fit<T: Real>(
         best.nonempty = nonempty;
         timings.final_pass_secs += t.elapsed().as_secs_f64();
     }
+    if !best.inertia.is_finite() {
+        return Err(overflow(sample_weight.is_some(), "inertia", best.inertia));
+    }
     if best.nonempty < k {
         warnings.push(format!(
             "number of distinct clusters ({}) found smaller than n_clusters ({k}); possibly due to duplicate points in X: {} centres are duplicates or have no rows",
@@ -564,6 +567,12 @@ pub(crate) fn scan<T: Real>(
                 T::DTYPE.name(),
                 if T::DTYPE == crate::io::Dtype::F32 { " or use --dtype float64" } else { "" }
             ),
+        ));
+    }
+    if !weight_sum.is_finite() {
+        return Err(Error::param(
+            "sample_weight",
+            format!("the weights sum to {weight_sum} in float64; hint: scale the sample weights down (only their ratios matter for the centres)"),
         ));
     }
     if blocks.weights().is_some() && weight_sum <= 0.0 {
@@ -773,4 +782,15 @@ fn final_pass<T: Real>(
         *p = Some(sample);
     }
     Ok((inertia, counts.iter().filter(|&&c| c > 0.0).count()))
+}
+
+/// The error for a weighted sum that overflowed float64 (`what` = `value`),
+/// naming the sample weights when there are any, else the data.
+pub(crate) fn overflow(weighted: bool, what: &str, value: f64) -> Error {
+    let (name, hint) = if weighted {
+        ("sample_weight", "scale the sample weights down (only their ratios matter)")
+    } else {
+        ("X", "rescale the data (e.g. divide by its standard deviation)")
+    };
+    Error::param(name, format!("the weighted sums overflow float64 ({what} = {value}); hint: {hint}"))
 }

@@ -8,8 +8,8 @@ mod plan;
 mod predict;
 
 pub use init::{kmeans_plusplus, uniform_distinct, SequentialSample};
-pub(crate) use kmeans::scan;
 pub use kmeans::{fit, KMeansFit, LabelSink, Observer, PlotSample, Progress, Timings};
+pub(crate) use kmeans::{overflow, scan};
 pub use params::{Init, KMeansParams};
 pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};
 pub use predict::{plan_predict, predict, AssignSink};

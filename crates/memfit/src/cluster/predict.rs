@@ -127,5 +127,11 @@ pub fn predict<T: Real>(
         asg.add_weighted_sum(rows, None, &mut inertia);
         out(&asg.labels[..rows], &asg.dist[..rows])
     })?;
+    if !inertia.is_finite() {
+        return Err(Error::param(
+            "centers",
+            format!("squared distances between the data and the centres overflow float64 (inertia = {inertia}); hint: rescale the data and the centres"),
+        ));
+    }
     Ok(inertia)
 }

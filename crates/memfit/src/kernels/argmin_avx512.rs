@@ -71,7 +71,9 @@ macro_rules! argmin_kernel {
         unsafe fn $rows<const D: usize, const R: usize>(x: &[$t], transposed: &[$t], norms: &[$t], labels: &mut [u32]) {
             let kp = norms.len();
             let mut best = [$set1(<$t>::INFINITY); R];
-            let mut best_idx = [$iset1(-1); R];
+            // Index 0 until a smaller value is seen: a row whose distances
+            // are all inf or NaN (overflow) still gets a valid label.
+            let mut best_idx = [$iset1(0); R];
             let mut idx = $iinit;
             let step = $iset1($lanes);
             let mut c0 = 0;

@@ -153,7 +153,9 @@ struct LaneMin<T> {
 impl<T: Real> LaneMin<T> {
     #[inline(always)]
     fn new() -> Self {
-        LaneMin { value: [T::from_f64(f64::INFINITY); LANES], index: [u32::MAX; LANES] }
+        // Index 0 until a smaller value is seen: a row whose distances are
+        // all inf or NaN (overflow) still gets a valid label.
+        LaneMin { value: [T::from_f64(f64::INFINITY); LANES], index: [0; LANES] }
     }
     #[inline(always)]
     fn update(&mut self, v: &[T; LANES], base: u32) {
@@ -394,6 +396,23 @@ mod tests {
     #[test]
     fn matches_reference_f32() {
         check::<f32>(2000, 8, 200, 256, 64, 2);
+    }
+
+    /// Centres so large that every distance overflows to inf: no panic, a
+    /// valid label (0) and an infinite distance, on both the direct (d ≤ 16)
+    /// and the GEMM path.
+    #[test]
+    fn overflowing_distances_give_label_zero() {
+        for d in [2, 20] {
+            let k = 3;
+            let x = vec![0.0f64; 10 * d];
+            let c = PreparedCenters::<f64>::new(&vec![1e160; k * d], k, d);
+            let mut scratch = vec![vec![0.0; PreparedCenters::<f64>::scratch_len(256, k)]];
+            let (mut labels, mut dist) = (vec![7u32; 10], vec![0f64; 10]);
+            assign_block(&x, &c, 256, k, &mut scratch, &mut labels, &mut dist);
+            assert!(labels.iter().all(|&l| l == 0), "d = {d}: {labels:?}");
+            assert!(dist.iter().all(|v| v.is_infinite()));
+        }
     }
 
     #[test]

@@ -359,6 +359,9 @@ pub fn fit<T: Real>(
             }
             let prev = lower_bound;
             lower_bound = stats.log_likelihood / n_eff;
+            if !lower_bound.is_finite() {
+                return Err(crate::cluster::overflow(sample_weight.is_some(), "lower bound", lower_bound));
+            }
             cur = finalize(t, d, &mut stats, &tied_scatter, &shift, params.reg_covar, n_eff, false);
             es.set_params(&cur, params.reg_covar, &mut work)?;
             lower_bounds.push(lower_bound);

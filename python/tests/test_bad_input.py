@@ -1,0 +1,60 @@
+"""Bad input a newcomer tried (each once broke or misled memfit): every case
+is an exception of the right class with a message naming the cause."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import memfit
+from memfit import GaussianMixture, KMeans
+
+X = np.random.RandomState(0).randn(200, 3)
+
+
+@pytest.mark.parametrize(
+    "call,error,match",
+    [
+        (lambda: memfit.assign(np.zeros((4, 2)), np.array([[1e160, 0.0], [0.0, 0.0]])), ValueError, "overflow"),
+        (lambda: KMeans(2, random_state=0).fit(X, sample_weight=np.full(200, 1e308)), ValueError, "sample_weight"),
+        (lambda: GaussianMixture(2, random_state=0).fit(X, sample_weight=np.full(200, 1e308)), ValueError,
+         "sample_weight"),
+        (lambda: KMeans(3, random_state=0).fit(X, sample_weight=np.full(200, 1e306)), ValueError, "sample_weight"),
+        (lambda: GaussianMixture(3, random_state=0).fit(X, sample_weight=np.r_[1e308, np.ones(199)]), ValueError,
+         "overflow"),
+        (lambda: KMeans(2).fit(pd.DataFrame({"a": pd.array([1, 2, None, 10, 11, 12], dtype="Int64"),
+                                             "b": [0, 1, 0, 5, 6, 5.0]})), ValueError, "NaN"),
+        (lambda: KMeans(3, random_state=0).fit(X).score(X, sample_weight=np.full(200, np.nan)), ValueError,
+         "sample_weight"),
+        (lambda: KMeans(2).fit("/"), IsADirectoryError, "directory"),
+        (lambda: KMeans(3).fit(X, sample_weight=np.ones(200) + 1j), ValueError, "real"),
+        (lambda: KMeans(3, init=X[:3] + 1j).fit(X), ValueError, "real"),
+        (lambda: KMeans(3, init=np.r_[X[:2], [[np.nan, 0, 0]]]).fit(X), ValueError, "non-finite"),
+        (lambda: memfit.row_quadratic_form(X, np.eye(3) + 1j), ValueError, "real"),
+        (lambda: memfit.assign(X, X[:2] + 1j), ValueError, "real"),
+        (lambda: memfit.weighted_scatter(X, np.r_[np.nan, np.ones(199)]), ValueError, r"sample_weight\[0\]"),
+        (lambda: memfit.row_quadratic_form(X * 1e200, np.ones((3, 3))), ValueError, "overflows"),
+        (lambda: KMeans(3, n_init=True).fit(X), ValueError, "n_init"),
+        (lambda: KMeans(3, random_state=0, memory_limit=1 << 20).fit(X).set_params(memory_limit=1).transform(X),
+         MemoryError, "memory_limit"),
+        (lambda: GaussianMixture(50, memory_limit="1MiB").fit(np.random.RandomState(0).randn(1000, 40)),
+         MemoryError, "float32 data"),
+        (lambda: KMeans(3).fit((X * 1e37).astype(np.float32)), ValueError, "float64 data"),
+        (lambda: KMeans(2, memory_limit=10**30).fit(X), ValueError, "memory_limit"),
+    ],
+)
+def test_bad_input_is_refused_clearly(call, error, match):
+    """The call raises the expected class with a message that names the cause."""
+    with pytest.raises(error, match=match) as info:
+        call()
+    assert "--" not in str(info.value), "messages name Python parameters, not command-line flags"
+
+
+def test_bytes_path_and_out_of_core_transform(tmp_path):
+    """A bytes path works; transform of a path equals transform of the array."""
+    np.save(tmp_path / "x.npy", np.asfortranarray(X))
+    km = KMeans(3, random_state=0).fit(X)
+    assert KMeans(3, random_state=0).fit(bytes(tmp_path / "x.npy")).n_features_in_ == 3
+    np.testing.assert_array_equal(km.transform(str(tmp_path / "x.npy")), km.transform(X))
+    np.save(tmp_path / "c.npy", X)
+    small = km.set_params(memory_limit=20_000).transform(str(tmp_path / "c.npy"))
+    np.testing.assert_array_equal(small, km.transform(X))
