@@ -241,7 +241,7 @@ impl<T: Real> Workspace<T> {
             return Err(Error::param(
                 "X",
                 format!(
-                    "{}: row {} has zero density under every component (log-likelihood {}); hint: scale the data (e.g. standardise each feature) or raise --reg-covar",
+                    "{}: row {} has zero density under every component (log-likelihood {}); hint: scale the data (e.g. standardise each feature) or raise --reg-covar, and check that initial means and precisions (if given) are on the data's scale",
                     x.name().display(),
                     start + i,
                     self.log_norm[i]
