@@ -103,7 +103,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     covariances_ : ndarray
         (n_components, n_features, n_features) for full, (n_features,
         n_features) tied, (n_components, n_features) diag, (n_components,)
-        spherical; float64.
+        spherical. Parameters are float32 for float32 X (as scikit-learn's),
+        else float64.
     precisions_ : ndarray
         Inverses of the covariances, same shapes.
     precisions_cholesky_ : ndarray
@@ -123,7 +124,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     -----
     X may be an array-like, a ``numpy.memmap`` or a path to a ``.npy`` file
     (float64, float32, float16, uint8, int16, int32 or int64). float32 data
-    are computed in float32 with float64 sums; other dtypes in float64.
+    are computed in float32 with float64 sums, and the fitted parameters,
+    ``predict_proba`` and ``score_samples`` are float32; other dtypes give
+    float64.
     Ctrl-C stops a fit within about a second (``KeyboardInterrupt``).
 
     Examples
@@ -256,10 +259,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             bool(self.verbose),
         )
         emit_warnings(r["warnings"], stacklevel=4)
-        self.weights_ = r["weights"]
-        self.means_ = r["means"]
-        self.covariances_ = r["covariances"]
-        self.precisions_cholesky_ = r["precisions_cholesky"]
+        # float32 data keep float32 parameters, as scikit-learn's; the
+        # engine's float64 values are rounded once.
+        dt = data.out_dtype
+        self.weights_ = r["weights"].astype(dt, copy=False)
+        self.means_ = r["means"].astype(dt, copy=False)
+        self.covariances_ = r["covariances"].astype(dt, copy=False)
+        self.precisions_cholesky_ = r["precisions_cholesky"].astype(dt, copy=False)
         self.precisions_ = self._precisions_from_cholesky(self.precisions_cholesky_)
         self.converged_ = bool(r["converged"])
         self.n_iter_ = int(r["n_iter"])
@@ -334,6 +340,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             out_p,
             out_q,
         )
+        if data.float32:
+            # Results in float32 for float32 data, as scikit-learn's.
+            out_p = None if out_p is None else out_p.astype(np.float32)
+            out_q = None if out_q is None else out_q.astype(np.float32)
         return data, score, out_l, out_p, out_q
 
     def predict(self, X):
@@ -350,7 +360,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
         Returns
         -------
-        resp : ndarray of shape (n_samples, n_components), float64
+        resp : ndarray of shape (n_samples, n_components), float32 for float32 X, else float64
         """
         return self._e_pass(X, proba=True)[3]
 
@@ -359,7 +369,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
         Returns
         -------
-        log_prob : ndarray of shape (n_samples,), float64
+        log_prob : ndarray of shape (n_samples,), float32 for float32 X, else float64
         """
         return self._e_pass(X, log_likelihood=True)[4]
 

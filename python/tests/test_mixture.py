@@ -941,6 +941,10 @@ def test_float32_close_to_float64(truth, covariance_type):
     X32 = X.astype(np.float32)
     assert_array_equal(g32.predict(X32), g64.predict(X))
     assert_allclose(g32.score_samples(X32), g64.score_samples(X), rtol=1e-4, atol=1e-4)
+    # float32 is preserved, as in scikit-learn
+    for name in FITTED:
+        assert getattr(g32, name).dtype == np.float32, name
+    assert g32.predict_proba(X32).dtype == np.float32 and g32.score_samples(X32).dtype == np.float32
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16, np.uint8])
