@@ -80,15 +80,18 @@ def weighted_scatter(X, w=None, *, memory_limit=None, n_jobs=None):
     Raises
     ------
     ValueError
-        Weights of the wrong length, non-finite values.
+        Weights of the wrong length, non-finite values, a result that overflows float64.
     MemoryError
         ``memory_limit`` cannot hold S and one tile of rows.
     OSError
         A path that cannot be read.
     """
     data = check_data(X)
-    weights = check_sample_weight(w, data)
-    return _memfit.weighted_scatter(data.engine, weights, check_memory_limit(memory_limit), check_n_jobs(n_jobs))
+    weights = check_sample_weight(w, data, name="w")
+    S = _memfit.weighted_scatter(data.engine, weights, check_memory_limit(memory_limit), check_n_jobs(n_jobs))
+    if not np.isfinite(S).all():
+        raise ValueError("the weighted scatter overflows float64; hint: rescale X or w")
+    return S
 
 
 def assign(X, centers, *, memory_limit=None, n_jobs=None):

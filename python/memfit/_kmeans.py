@@ -328,7 +328,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         origin = centers.mean(axis=0)
         c = centers - origin
         c_sq = np.einsum("ij,ij->i", c, c)
-        out = np.empty((data.n_samples, c.shape[0]), dtype=data.out_dtype)
+        # float32 only for float32 data on float32 centres, as scikit-learn's.
+        dtype = np.float32 if data.float32 and self.cluster_centers_.dtype == np.float32 else np.float64
+        out = np.empty((data.n_samples, c.shape[0]), dtype=dtype)
         # Per row: the raw row, its float64 copy, the products and squares.
         per_row = data.dtype.itemsize * data.n_features + 8 * (data.n_features + 2 * c.shape[0])
         rows = block_rows(data.n_samples, per_row, check_memory_limit(self.memory_limit), "transform")

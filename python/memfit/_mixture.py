@@ -193,6 +193,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             )
         if self.init_params not in _INIT_PARAMS:
             raise ValueError(f"The 'init_params' parameter must be one of {_INIT_PARAMS}. Got {self.init_params!r} instead.")
+        if data.n_samples < 2:
+            raise ValueError(
+                f"Found array with {data.n_samples} sample(s) while a minimum of 2 is required by GaussianMixture."
+            )
         if data.n_samples < k:
             raise ValueError(
                 f"Expected n_samples >= n_components but got n_components = {k}, n_samples = {data.n_samples}"
@@ -203,6 +207,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         lower bound) for the engine; a warm start continues the last fit."""
         k, t = int(self.n_components), self.covariance_type
         if self.warm_start and hasattr(self, "precisions_cholesky_"):
+            fitted = (self.weights_.shape[0], self._fitted_covariance_type)
+            if fitted != (k, t):
+                raise ValueError(
+                    f"warm_start=True continues the previous fit, which has n_components={fitted[0]} and "
+                    f"covariance_type={fitted[1]!r}, but n_components={k}, covariance_type={t!r} are set; "
+                    "hint: restore them, or set warm_start=False to fit from scratch"
+                )
             return (
                 np.ascontiguousarray(self.weights_, dtype=np.float64),
                 np.ascontiguousarray(self.means_, dtype=np.float64),
@@ -227,6 +238,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 raise ValueError(
                     f"The parameter '{t} precision' should have the shape of {want}, but got {p.shape}"
                 )
+            if t in ("full", "tied"):
+                stack = p.reshape(-1, d, d)
+                if not np.allclose(stack, np.swapaxes(stack, 1, 2), rtol=1e-10, atol=0):
+                    raise ValueError(f"'{t} precision' should be symmetric, positive-definite")
             precisions = _as_matrix(p)
         return weights, means, precisions, False, int(self.n_init), None
 
@@ -272,6 +287,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.lower_bound_ = float(r["lower_bound"])
         self.lower_bounds_ = list(r["lower_bounds"])
         self.memory_plan_ = r["plan"]
+        self._fitted_covariance_type = self.covariance_type
         return labels
 
     def _precisions_from_cholesky(self, u):
@@ -340,8 +356,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             out_p,
             out_q,
         )
-        if data.float32:
-            # Results in float32 for float32 data, as scikit-learn's.
+        if data.float32 and self.means_.dtype == np.float32:
+            # float32 results for float32 data on a float32 model, as scikit-learn's.
             out_p = None if out_p is None else out_p.astype(np.float32)
             out_q = None if out_q is None else out_q.astype(np.float32)
         return data, score, out_l, out_p, out_q
@@ -396,7 +412,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         bic : float
         """
         data, score, *_ = self._e_pass(X)
-        return -2.0 * score * data.n_samples + self._n_parameters() * np.log(data.n_samples)
+        return float(-2.0 * score * data.n_samples + self._n_parameters() * np.log(data.n_samples))
 
     def aic(self, X):
         """Akaike information criterion ``-2 log L + 2 p`` on X (lower is better).
@@ -406,7 +422,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         aic : float
         """
         data, score, *_ = self._e_pass(X)
-        return -2.0 * score * data.n_samples + 2.0 * self._n_parameters()
+        return float(-2.0 * score * data.n_samples + 2.0 * self._n_parameters())
 
     def sample(self, n_samples=1):
         """Draw rows from the fitted mixture.

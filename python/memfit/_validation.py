@@ -231,7 +231,7 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
     return Data(arr, n, d, arr.dtype, arr.dtype == np.float32)
 
 
-def check_sample_weight(sample_weight: Any, data: Data) -> Union[None, str, np.ndarray]:
+def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weight") -> Union[None, str, np.ndarray]:
     """``sample_weight`` as the engine reads it: ``None``, a ``.npy`` path, or
     an ``(n_samples, 1)`` view (a scalar becomes a constant array; integer
     and other dtypes are converted to float64, a copy of n_samples values).
@@ -241,24 +241,24 @@ def check_sample_weight(sample_weight: Any, data: Data) -> Union[None, str, np.n
     if isinstance(sample_weight, (str, bytes, os.PathLike)):
         path = os.fsdecode(os.fspath(sample_weight))
         shape, _, _, _ = _memfit.npy_info(path)
-        if tuple(shape) not in ((data.n_samples,), (data.n_samples, 1)):
-            raise ValueError(f"sample_weight.shape == {tuple(shape)}, expected ({data.n_samples},)!")
+        if tuple(shape) != (data.n_samples,):
+            raise ValueError(f"{name}.shape == {tuple(shape)}, expected ({data.n_samples},)!")
         return path
     if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, (bool, complex)):
         sample_weight = np.full(data.n_samples, float(sample_weight))
     w = np.asarray(sample_weight)
     if np.iscomplexobj(w):
-        raise ValueError(f"sample_weight must be real, got dtype {w.dtype}")
+        raise ValueError(f"{name} must be real, got dtype {w.dtype}")
     if w.ndim != 1 or w.shape[0] != data.n_samples:
         if w.ndim == 0:
-            raise ValueError("sample_weight must be a 1-D array or a scalar")
-        raise ValueError(f"sample_weight.shape == {w.shape}, expected ({data.n_samples},)!")
+            raise ValueError(f"{name} must be a 1-D array or a scalar")
+        raise ValueError(f"{name}.shape == {w.shape}, expected ({data.n_samples},)!")
     if w.dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         w = w.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(w))
     if bad.size:
-        raise ValueError(f"sample_weight[{bad[0]}] = {w[bad[0]]}; hint: sample weights must be finite")
-    return engine_array(w.reshape(-1, 1), name="sample_weight")
+        raise ValueError(f"{name}[{bad[0]}] = {w[bad[0]]}; hint: weights must be finite")
+    return engine_array(w.reshape(-1, 1), name=name)
 
 
 def small_array(a: Any, name: str, ndim: Optional[int] = None) -> np.ndarray:

@@ -31,7 +31,7 @@ X = np.random.RandomState(0).randn(200, 3)
         (lambda: KMeans(3, init=np.r_[X[:2], [[np.nan, 0, 0]]]).fit(X), ValueError, "non-finite"),
         (lambda: memfit.row_quadratic_form(X, np.eye(3) + 1j), ValueError, "real"),
         (lambda: memfit.assign(X, X[:2] + 1j), ValueError, "real"),
-        (lambda: memfit.weighted_scatter(X, np.r_[np.nan, np.ones(199)]), ValueError, r"sample_weight\[0\]"),
+        (lambda: memfit.weighted_scatter(X, np.r_[np.nan, np.ones(199)]), ValueError, r"^w\[0\]"),
         (lambda: memfit.row_quadratic_form(X * 1e200, np.ones((3, 3))), ValueError, "overflows"),
         (lambda: KMeans(3, n_init=True).fit(X), ValueError, "n_init"),
         (lambda: KMeans(3, random_state=0, memory_limit=1 << 20).fit(X).set_params(memory_limit=1).transform(X),
@@ -40,6 +40,12 @@ X = np.random.RandomState(0).randn(200, 3)
          MemoryError, "float32 data"),
         (lambda: KMeans(3).fit((X * 1e37).astype(np.float32)), ValueError, "float64 data"),
         (lambda: KMeans(2, memory_limit=10**30).fit(X), ValueError, "memory_limit"),
+        (lambda: memfit.weighted_scatter(np.full((3, 2), 1e200)), ValueError, "overflows"),
+        (lambda: GaussianMixture(1).fit(X[:1]), ValueError, "minimum of 2"),
+        (lambda: GaussianMixture(2, precisions_init=np.array([[[1, 0.9], [0, 1.0]], np.eye(2)]),
+                                 means_init=np.zeros((2, 2))).fit(X[:, :2]), ValueError, "symmetric"),
+        (lambda: GaussianMixture(3, warm_start=True, random_state=0).fit(X).set_params(n_components=4).fit(X),
+         ValueError, "warm_start"),
     ],
 )
 def test_bad_input_is_refused_clearly(call, error, match):
@@ -58,3 +64,22 @@ def test_bytes_path_and_out_of_core_transform(tmp_path):
     np.save(tmp_path / "c.npy", X)
     small = km.set_params(memory_limit=20_000).transform(str(tmp_path / "c.npy"))
     np.testing.assert_array_equal(small, km.transform(X))
+
+
+def test_predict_fits_the_limit_the_fit_used(tmp_path):
+    """Whatever fits under a memory limit can also predict under it (no file-writer buffers)."""
+    km = KMeans(3, random_state=0, memory_limit="100KiB").fit(X)
+    km.predict(X[:10]), km.score(X[:10]), memfit.assign(X, km.cluster_centers_, memory_limit="100KiB")
+    gm = GaussianMixture(3, random_state=0, memory_limit="100KiB").fit(X)
+    gm.predict(X[:10]), gm.predict_proba(X[:10]), gm.score_samples(X[:10])
+
+
+def test_output_dtypes_follow_scikit_learn():
+    """float32 outputs only for float32 data on a float32 model; bic and aic are floats."""
+    gm = GaussianMixture(2, random_state=0).fit(X)
+    assert gm.predict_proba(X.astype(np.float32)).dtype == np.float64
+    assert type(gm.bic(X)) is float and type(gm.aic(X)) is float
+    km = KMeans(2, random_state=0).fit(X)
+    assert km.transform(X.astype(np.float32)).dtype == np.float64
+    km32 = KMeans(2, random_state=0).fit(X.astype(np.float32))
+    assert km32.transform(X.astype(np.float32)).dtype == np.float32

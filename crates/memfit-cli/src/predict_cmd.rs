@@ -41,7 +41,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         );
     }
     let compute = args.common.compute_dtype(x.dtype());
-    let plan = plan_predict(&x, k, bytes_of(compute), limit)?;
+    let plan = plan_predict(&x, k, bytes_of(compute), true, limit)?;
     if args.dry_run {
         println!("{plan}");
         return Ok(());

@@ -188,7 +188,7 @@ fn assign<'py>(
     let labels = labels.as_slice_mut()?;
     let distances = distances.as_mut().map(|d| d.as_slice_mut()).transpose()?;
     run(py, n_jobs, false, move |obs| {
-        let plan = cluster::plan_predict(&src, k, compute_bytes(float32), memory_limit)?;
+        let plan = cluster::plan_predict(&src, k, compute_bytes(float32), false, memory_limit)?;
         let (mut at, mut at_d) = (0, 0);
         let mut distances = distances;
         let mut put = |l: &[u32], dist: &[f64]| {
@@ -376,9 +376,8 @@ fn gmm_predict<'py>(
     let proba = proba.as_mut().map(|a| a.as_slice_mut()).transpose()?;
     let log_likelihood = log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?;
     run(py, n_jobs, false, move |obs| {
-        let n_outputs =
-            usize::from(labels.is_some()) + usize::from(proba.is_some()) + usize::from(log_likelihood.is_some());
-        let plan = mixture::plan_predict(&model, &src, compute_bytes(float32), n_outputs, memory_limit)?;
+        // Results go to the caller's arrays: no file writers to plan.
+        let plan = mixture::plan_predict(&model, &src, compute_bytes(float32), 0, memory_limit)?;
         let (mut at_l, mut at_p, mut at_q) = (0, 0, 0);
         let (mut labels, mut proba, mut log_likelihood) = (labels, proba, log_likelihood);
         let mut put_l = |l: &[u32]| {

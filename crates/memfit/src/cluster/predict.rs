@@ -15,12 +15,20 @@ use crate::real::Real;
 pub type AssignSink<'f> = &'f mut dyn FnMut(&[u32], &[f64]) -> Result<()>;
 
 /// Plans [`predict`] of `x` against `n_clusters` centres in a compute type of
-/// `compute_bytes` bytes, on the current rayon pool.
+/// `compute_bytes` bytes, on the current rayon pool, with a label file
+/// writer's buffers when `labels_file` (results handed to a callable that
+/// keeps them in memory need none).
 ///
 /// # Errors
 /// [`Error::DoesNotFit`] when the centres, tiles and one tile of rows exceed
 /// `limit_bytes`.
-pub fn plan_predict(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, limit_bytes: u64) -> Result<Plan> {
+pub fn plan_predict(
+    x: &Source<'_>,
+    n_clusters: usize,
+    compute_bytes: usize,
+    labels_file: bool,
+    limit_bytes: u64,
+) -> Result<Plan> {
     let (n, d, k, c) = (x.n_samples() as u64, x.n_features() as u64, n_clusters as u64, compute_bytes as u64);
     let threads = rayon::current_num_threads();
     let k_tile = n_clusters.min(MAX_K_TILE);
@@ -39,7 +47,9 @@ pub fn plan_predict(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, lim
         c,
         format!("{threads} threads × ({TILE_ROWS} × {k_tile} + {TILE_ROWS}) × {c} B"),
     );
-    led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
+    if labels_file {
+        led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
+    }
     let scratch = x.scratch_bytes_per_row() as u64;
     let per_row = scratch + d * c + 4 + 8 + 1;
     let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
