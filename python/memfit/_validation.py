@@ -235,7 +235,8 @@ def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weig
     """``sample_weight`` as the engine reads it: ``None``, a ``.npy`` path, or
     an ``(n_samples, 1)`` view (a scalar becomes a constant array; integer
     and other dtypes are converted to float64, a copy of n_samples values).
-    Negative and non-finite weights are refused by the engine (ValueError)."""
+    Non-finite weights are refused here, negative ones by the estimators'
+    engine (ValueError); ``name`` is the parameter named in errors."""
     if sample_weight is None:
         return None
     if isinstance(sample_weight, (str, bytes, os.PathLike)):

@@ -60,12 +60,37 @@ fn summary<T: Real>(f: KMeansFit<T>) -> KMeansSummary {
     }
 }
 
-/// Copies a label block (`u32`) into the caller's `int32` array at `*at`.
-fn put_labels(out: &mut [i32], at: &mut usize, labels: &[u32]) {
-    for (o, &l) in out[*at..*at + labels.len()].iter_mut().zip(labels) {
-        *o = l as i32;
+/// A caller's output array (or none), filled block by block in row order.
+struct Fill<'a, E> {
+    out: Option<&'a mut [E]>,
+    at: usize,
+}
+
+impl<'a, E: Copy> Fill<'a, E> {
+    fn new(out: Option<&'a mut [E]>) -> Self {
+        Fill { out, at: 0 }
     }
-    *at += labels.len();
+
+    /// Whether there is an array to fill.
+    fn wanted(&self) -> bool {
+        self.out.is_some()
+    }
+
+    /// Writes `values`, each converted by `conv`, after the previous block.
+    fn put<V: Copy>(&mut self, values: &[V], conv: impl Fn(V) -> E) -> memfit::Result<()> {
+        if let Some(out) = self.out.as_deref_mut() {
+            for (o, &v) in out[self.at..self.at + values.len()].iter_mut().zip(values) {
+                *o = conv(v);
+            }
+            self.at += values.len();
+        }
+        Ok(())
+    }
+}
+
+/// A label as the `int32` Python receives.
+fn label(l: u32) -> i32 {
+    l as i32
 }
 
 /// Fits k-means. `x` and `sample_weight` are arrays of shape
@@ -120,8 +145,8 @@ fn kmeans_fit<'py>(
     };
     let src = held.source()?;
     let w = held_w.as_ref().map(Held::weights).transpose()?;
-    let out = labels.as_mut().map(|l| l.as_slice_mut()).transpose()?;
-    let with_labels = out.is_some();
+    let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
+    let with_labels = fill.wanted();
     let (fit, plan) = run(py, n_jobs, verbose, move |obs| {
         params.validate(src.n_samples(), src.n_features())?;
         let mut job = Job::new(&src, w.as_ref(), compute_bytes(float32), 0);
@@ -129,14 +154,7 @@ fn kmeans_fit<'py>(
             job.extra.push(("labels_ (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
         }
         let plan = cluster::plan_kmeans(&params, &job)?;
-        let mut at = 0;
-        let mut out = out;
-        let mut put = |l: &[u32]| {
-            if let Some(o) = out.as_deref_mut() {
-                put_labels(o, &mut at, l);
-            }
-            Ok(())
-        };
+        let mut put = |l: &[u32]| fill.put(l, label);
         let sink: LabelSink<'_> = if with_labels { Some(&mut put) } else { None };
         let fit = if float32 {
             summary(cluster::fit::<f32>(&params, &src, w.as_ref(), &plan, sink, obs)?)
@@ -163,7 +181,7 @@ fn kmeans_fit<'py>(
     Ok(dict)
 }
 
-/// Nearest of `centers` (`(n_clusters, n_features)` float64) for each row of
+/// Nearest of `centers` (`(n_clusters, n_features)` float64, C-contiguous) for each row of
 /// `x` (array or `.npy` path), computed in float32 when `float32`: labels go
 /// to `labels` (int32, `(n_samples,)`) and squared distances, when given, to
 /// `distances` (float64, `(n_samples,)`). Returns the inertia (float, the
@@ -184,25 +202,19 @@ fn assign<'py>(
     let held = Held::new(x)?;
     let src = held.source()?;
     let k = centers.as_array().nrows();
-    let centers: Vec<f64> = centers.as_array().iter().copied().collect();
-    let labels = labels.as_slice_mut()?;
-    let distances = distances.as_mut().map(|d| d.as_slice_mut()).transpose()?;
+    let centers = centers.as_slice()?;
+    let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
+    let mut fill_distances = Fill::new(distances.as_mut().map(|d| d.as_slice_mut()).transpose()?);
     run(py, n_jobs, false, move |obs| {
         let plan = cluster::plan_predict(&src, k, compute_bytes(float32), false, memory_limit)?;
-        let (mut at, mut at_d) = (0, 0);
-        let mut distances = distances;
         let mut put = |l: &[u32], dist: &[f64]| {
-            put_labels(labels, &mut at, l);
-            if let Some(out) = distances.as_deref_mut() {
-                out[at_d..at_d + dist.len()].copy_from_slice(dist);
-                at_d += dist.len();
-            }
-            Ok(())
+            fill_labels.put(l, label)?;
+            fill_distances.put(dist, |v| v)
         };
         if float32 {
-            cluster::predict::<f32>(&src, &centers, k, &plan, &mut put, obs)
+            cluster::predict::<f32>(&src, centers, k, &plan, &mut put, obs)
         } else {
-            cluster::predict::<f64>(&src, &centers, k, &plan, &mut put, obs)
+            cluster::predict::<f64>(&src, centers, k, &plan, &mut put, obs)
         }
     })
 }
@@ -281,8 +293,8 @@ fn gmm_fit<'py>(
     };
     let src = held.source()?;
     let w = held_w.as_ref().map(Held::weights).transpose()?;
-    let out = labels.as_mut().map(|l| l.as_slice_mut()).transpose()?;
-    let with_labels = out.is_some();
+    let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
+    let with_labels = fill.wanted();
     let (fit, covariances, precisions_cholesky, plan) = run(py, n_jobs, verbose, move |obs| {
         params.validate(src.n_samples(), src.n_features())?;
         let mut job = Job::new(&src, w.as_ref(), compute_bytes(float32), 0);
@@ -290,14 +302,7 @@ fn gmm_fit<'py>(
             job.extra.push(("labels (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
         }
         let plan = mixture::plan_gmm(&params, &job, false)?;
-        let mut at = 0;
-        let mut out = out;
-        let mut put = |l: &[u32]| {
-            if let Some(o) = out.as_deref_mut() {
-                put_labels(o, &mut at, l);
-            }
-            Ok(())
-        };
+        let mut put = |l: &[u32]| fill.put(l, label);
         let mut outputs = Outputs { labels: with_labels.then_some(&mut put as _), ..Outputs::default() };
         let fit = if float32 {
             mixture::fit::<f32>(&params, &src, w.as_ref(), &plan, &mut outputs, obs)?
@@ -372,36 +377,21 @@ fn gmm_predict<'py>(
         lower_bound: None,
     };
     let src = held.source()?;
-    let labels = labels.as_mut().map(|a| a.as_slice_mut()).transpose()?;
-    let proba = proba.as_mut().map(|a| a.as_slice_mut()).transpose()?;
-    let log_likelihood = log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?;
+    let mut fill_labels = Fill::new(labels.as_mut().map(|a| a.as_slice_mut()).transpose()?);
+    let mut fill_proba = Fill::new(proba.as_mut().map(|a| a.as_slice_mut()).transpose()?);
+    let mut fill_log_likelihood = Fill::new(log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     run(py, n_jobs, false, move |obs| {
         // Results go to the caller's arrays: no file writers to plan.
         let plan = mixture::plan_predict(&model, &src, compute_bytes(float32), 0, memory_limit)?;
-        let (mut at_l, mut at_p, mut at_q) = (0, 0, 0);
-        let (mut labels, mut proba, mut log_likelihood) = (labels, proba, log_likelihood);
-        let mut put_l = |l: &[u32]| {
-            if let Some(o) = labels.as_deref_mut() {
-                put_labels(o, &mut at_l, l);
-            }
-            Ok(())
+        let wanted = (fill_labels.wanted(), fill_proba.wanted(), fill_log_likelihood.wanted());
+        let mut put_l = |l: &[u32]| fill_labels.put(l, label);
+        let mut put_p = |p: &[f64]| fill_proba.put(p, |v| v);
+        let mut put_q = |q: &[f64]| fill_log_likelihood.put(q, |v| v);
+        let mut outputs = Outputs {
+            labels: wanted.0.then_some(&mut put_l as _),
+            proba: wanted.1.then_some(&mut put_p as _),
+            log_likelihood: wanted.2.then_some(&mut put_q as _),
         };
-        let mut put_p = |p: &[f64]| {
-            if let Some(o) = proba.as_deref_mut() {
-                o[at_p..at_p + p.len()].copy_from_slice(p);
-                at_p += p.len();
-            }
-            Ok(())
-        };
-        let mut put_q = |q: &[f64]| {
-            if let Some(o) = log_likelihood.as_deref_mut() {
-                o[at_q..at_q + q.len()].copy_from_slice(q);
-                at_q += q.len();
-            }
-            Ok(())
-        };
-        let mut outputs =
-            Outputs { labels: Some(&mut put_l), proba: Some(&mut put_p), log_likelihood: Some(&mut put_q) };
         if float32 {
             mixture::predict::<f32>(&model, &src, &plan, &mut outputs, obs)
         } else {
@@ -411,7 +401,8 @@ fn gmm_predict<'py>(
 }
 
 /// `q_i = x_iᵀ Q x_i` for each row of `x` (array or `.npy` path) with `q`
-/// `(n_features, n_features)` float64, into `out` (float64, `(n_samples,)`).
+/// `(n_features, n_features)` float64 (C-contiguous), into `out` (float64,
+/// `(n_samples,)`).
 #[pyfunction]
 #[pyo3(signature = (x, q, memory_limit, n_jobs, float32, out))]
 fn row_quadratic_form<'py>(
@@ -425,21 +416,16 @@ fn row_quadratic_form<'py>(
 ) -> PyResult<()> {
     let held = Held::new(x)?;
     let src = held.source()?;
-    let q: Vec<f64> = q.as_array().iter().copied().collect();
-    let out = out.as_slice_mut()?;
+    let q = q.as_slice()?;
+    let mut fill = Fill::new(Some(out.as_slice_mut()?));
     run(py, n_jobs, false, move |obs| {
         let plan = linalg::plan_row_quadratic_form(&src, compute_bytes(float32), memory_limit)?;
-        let mut at = 0;
-        let mut put = |r: &[f64]| {
-            out[at..at + r.len()].copy_from_slice(r);
-            at += r.len();
-            Ok(())
-        };
+        let mut put = |r: &[f64]| fill.put(r, |v| v);
         let cancelled = || obs.cancelled();
         if float32 {
-            linalg::row_quadratic_form::<f32>(&src, &q, &plan, &mut put, &cancelled)
+            linalg::row_quadratic_form::<f32>(&src, q, &plan, &mut put, &cancelled)
         } else {
-            linalg::row_quadratic_form::<f64>(&src, &q, &plan, &mut put, &cancelled)
+            linalg::row_quadratic_form::<f64>(&src, q, &plan, &mut put, &cancelled)
         }
     })
 }

@@ -52,7 +52,8 @@ pub fn plan_row_quadratic_form(x: &Source<'_>, compute_bytes: usize, limit_bytes
 ///
 /// # Errors
 /// [`Error::ShapeMismatch`] when `q` is not `(n_features, n_features)`;
-/// [`Error::NonFinite`] for a non-finite value in `q` or `x`; read errors;
+/// [`Error::NonFinite`] for a non-finite value in `q` or `x`;
+/// [`Error::InvalidParameter`] (`X`) for a result that overflows `f64`; read errors;
 /// [`Error::Cancelled`]; and whatever `out` returns.
 pub fn row_quadratic_form<T: Real>(
     x: &Source<'_>,
@@ -103,6 +104,17 @@ pub fn row_quadratic_form<T: Real>(
                 }
             }
         });
+        if let Some(i) = result[..rows].iter().position(|v| !v.is_finite()) {
+            return Err(Error::param(
+                "X",
+                format!(
+                    "{}: x_iᵀ Q x_i of row {} overflows float64 ({}); hint: rescale X or Q",
+                    x.name().display(),
+                    start + i,
+                    result[i]
+                ),
+            ));
+        }
         out(&result[..rows])
     })
 }

@@ -39,7 +39,8 @@ pub fn plan_weighted_scatter(x: &Source<'_>, w: Option<&Source<'_>>, limit_bytes
 ///
 /// # Errors
 /// [`Error::ShapeMismatch`] for weights of the wrong length; [`Error::NonFinite`]
-/// for a non-finite value or weight; read errors; [`Error::Cancelled`].
+/// for a non-finite value or weight; [`Error::InvalidParameter`] (`X`) for a
+/// result that overflows `f64`; read errors; [`Error::Cancelled`].
 pub fn weighted_scatter(
     x: &Source<'_>,
     w: Option<&Source<'_>>,
@@ -80,6 +81,18 @@ pub fn weighted_scatter(
         }
         Ok(())
     })?;
+    if let Some(i) = s.iter().position(|v| !v.is_finite()) {
+        return Err(Error::param(
+            "X",
+            format!(
+                "{}: the weighted scatter overflows float64 (S[{}, {}] = {}); hint: rescale X or the weights",
+                x.name().display(),
+                i / d,
+                i % d,
+                s[i]
+            ),
+        ));
+    }
     Ok(s)
 }
 
