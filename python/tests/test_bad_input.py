@@ -14,7 +14,7 @@ X = np.random.RandomState(0).randn(200, 3)
 @pytest.mark.parametrize(
     "call,error,match",
     [
-        (lambda: memfit.assign(np.zeros((4, 2)), np.array([[1e160, 0.0], [0.0, 0.0]])), ValueError, "overflow"),
+        (lambda: memfit.assign(np.zeros((4, 2)), np.array([[1e160, 0.0], [-1e160, 0.0]])), ValueError, "overflow"),
         (lambda: KMeans(2, random_state=0).fit(X, sample_weight=np.full(200, 1e308)), ValueError, "sample_weight"),
         (lambda: GaussianMixture(2, random_state=0).fit(X, sample_weight=np.full(200, 1e308)), ValueError,
          "sample_weight"),

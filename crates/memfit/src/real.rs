@@ -11,6 +11,13 @@ pub trait Real:
 {
     /// The matching `.npy` dtype.
     const DTYPE: Dtype;
+    /// Unit roundoff `u` (half the machine epsilon): round-to-nearest
+    /// errs by at most `u` relative.
+    const UNIT_ROUNDOFF: f64;
+    /// Smallest positive normal value, as `f64`.
+    const MIN_POSITIVE: f64;
+    /// Largest finite value, as `f64`.
+    const MAX: f64;
     /// Rounds an `f64` to this type (round to nearest).
     fn from_f64(v: f64) -> Self;
     /// Widens to `f64` (exact).
@@ -19,14 +26,33 @@ pub trait Real:
     fn write_le(self, out: &mut Vec<u8>);
     /// Runs a hand-vectorised twin of the direct assignment kernel when this
     /// CPU has one for this type and width `d`; returns whether it ran.
-    fn direct_argmin_simd(x: &[Self], d: usize, transposed: &[Self], norms: &[Self], labels: &mut [u32]) -> bool;
+    fn direct_argmin_simd(
+        x: &[Self],
+        d: usize,
+        origin: &[Self],
+        transposed: &[Self],
+        norms: &[Self],
+        labels: &mut [u32],
+        gaps: &mut [Self],
+    ) -> bool;
 }
 
 impl Real for f32 {
-    fn direct_argmin_simd(x: &[Self], d: usize, transposed: &[Self], norms: &[Self], labels: &mut [u32]) -> bool {
-        crate::kernels::direct_argmin_f32_simd(x, d, transposed, norms, labels)
+    fn direct_argmin_simd(
+        x: &[Self],
+        d: usize,
+        origin: &[Self],
+        transposed: &[Self],
+        norms: &[Self],
+        labels: &mut [u32],
+        gaps: &mut [Self],
+    ) -> bool {
+        crate::kernels::direct_argmin_f32_simd(x, d, origin, transposed, norms, labels, gaps)
     }
     const DTYPE: Dtype = Dtype::F32;
+    const UNIT_ROUNDOFF: f64 = f32::EPSILON as f64 / 2.0;
+    const MIN_POSITIVE: f64 = f32::MIN_POSITIVE as f64;
+    const MAX: f64 = f32::MAX as f64;
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v as f32
@@ -41,10 +67,21 @@ impl Real for f32 {
 }
 
 impl Real for f64 {
-    fn direct_argmin_simd(x: &[Self], d: usize, transposed: &[Self], norms: &[Self], labels: &mut [u32]) -> bool {
-        crate::kernels::direct_argmin_f64_simd(x, d, transposed, norms, labels)
+    fn direct_argmin_simd(
+        x: &[Self],
+        d: usize,
+        origin: &[Self],
+        transposed: &[Self],
+        norms: &[Self],
+        labels: &mut [u32],
+        gaps: &mut [Self],
+    ) -> bool {
+        crate::kernels::direct_argmin_f64_simd(x, d, origin, transposed, norms, labels, gaps)
     }
     const DTYPE: Dtype = Dtype::F64;
+    const UNIT_ROUNDOFF: f64 = f64::EPSILON / 2.0;
+    const MIN_POSITIVE: f64 = f64::MIN_POSITIVE;
+    const MAX: f64 = f64::MAX;
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v

@@ -1,16 +1,19 @@
 //! Out-of-core Lloyd k-means: one pass over the data per iteration, the
 //! assignment fused with the centre update, within a memory plan.
 //!
-//! Per read block: squared distances by GEMM tiles and argmin
-//! ([`crate::kernels::assign_block`]), inertia from exact differences in
-//! `f64`, and per-cluster weighted sums in `f64` accumulated in row order
+//! Per read block: the exact nearest centre of every row
+//! ([`crate::kernels::assign_block`]: GEMM-identity candidates certified by
+//! an error bound, exact `f64` differences where it cannot decide), inertia
+//! from exact differences in `f64`, and per-cluster weighted sums of the
+//! rows' values in `f64` accumulated in row order
 //! ([`crate::kernels::accumulate_block`]). No `n_samples × n_clusters`
 //! matrix and no per-sample label array is ever held: labels are streamed
 //! to the caller in a final pass.
 //!
-//! The data are shifted by their column means as they are read (as
-//! scikit-learn centres X), which keeps the GEMM identity accurate for data
-//! far from the origin; results are reported in the original coordinates.
+//! Centres are held in `f64` but always rounded to the compute type: each
+//! update is the `f64` weighted mean of the cluster's rows rounded once, so
+//! the centres a fit returns are exactly the ones its labels and inertia
+//! were computed against (a cluster of identical points gets that point).
 //!
 //! Reference: S. Lloyd, "Least squares quantization in PCM" (1982);
 //! scikit-learn's `_kmeans_single_lloyd` for the iteration, tolerance,
@@ -196,6 +199,7 @@ pub(super) struct Assignment<T> {
     pub(super) labels: Vec<u32>,
     pub(super) dist: Vec<f64>,
     tiles: Vec<Vec<T>>,
+    tile_rows: usize,
     k_tile: usize,
     /// Weighted distance sum per tile of the block.
     tile_sums: Vec<f64>,
@@ -204,19 +208,20 @@ pub(super) struct Assignment<T> {
 }
 
 impl<T: Real> Assignment<T> {
-    /// Buffers for `plan`: one block of labels and distances, one tile and
-    /// one farthest-row list of `far_cap` entries per thread.
-    pub(super) fn new(plan: &Plan, far_cap: usize) -> Self {
+    /// Buffers for `plan` and `n_clusters` centres of `n_features`: one block
+    /// of labels and distances, one tile and, with `farthest`, one list of
+    /// the `n_clusters` farthest rows per thread.
+    pub(super) fn new(plan: &Plan, n_clusters: usize, n_features: usize, farthest: bool) -> Self {
         let workers = plan.threads.max(1);
+        let scratch = PreparedCenters::<T>::scratch_len(plan.tile_rows, n_clusters, plan.k_tile, n_features);
         Assignment {
             labels: vec![0; plan.block_rows],
             dist: vec![0.0; plan.block_rows],
-            tiles: (0..workers)
-                .map(|_| vec![T::default(); PreparedCenters::<T>::scratch_len(TILE_ROWS, plan.k_tile)])
-                .collect(),
+            tiles: (0..workers).map(|_| vec![T::default(); scratch]).collect(),
+            tile_rows: plan.tile_rows,
             k_tile: plan.k_tile,
             tile_sums: vec![0.0; plan.block_rows.div_ceil(TILE_ROWS)],
-            far: (0..if far_cap > 0 { workers } else { 0 }).map(|_| Farthest::new(far_cap)).collect(),
+            far: (0..if farthest { workers } else { 0 }).map(|_| Farthest::new(n_clusters)).collect(),
         }
     }
 
@@ -266,7 +271,15 @@ impl<T: Real> Assignment<T> {
     /// distances are in `labels[..rows]` and `dist[..rows]`.
     pub(super) fn run(&mut self, x: &[T], c: &PreparedCenters<T>) -> usize {
         let rows = x.len() / c.n_features;
-        assign_block(x, c, TILE_ROWS, self.k_tile, &mut self.tiles, &mut self.labels[..rows], &mut self.dist[..rows]);
+        assign_block(
+            x,
+            c,
+            self.tile_rows,
+            self.k_tile,
+            &mut self.tiles,
+            &mut self.labels[..rows],
+            &mut self.dist[..rows],
+        );
         rows
     }
 }
@@ -277,7 +290,7 @@ pub(crate) struct Scan {
     pub(crate) mean: Vec<f64>,
     /// Mean of the column variances.
     pub(crate) mean_variance: f64,
-    /// k-means++ sample, row-major, shifted by `mean`.
+    /// k-means++ sample, row-major, the rows' values in `f64`.
     pub(crate) sample: Vec<f64>,
     /// Weights of the sampled rows.
     pub(crate) sample_weight: Vec<f64>,
@@ -347,7 +360,7 @@ pub fn fit<T: Real>(
 
     // Validation and init phase: its buffers (the k-means++ sample, small
     // read blocks) are freed before the iterations allocate theirs.
-    let (mean, mean_variance, inits) = {
+    let (mean_variance, inits) = {
         let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.scan_block_rows);
         observer.event(&Progress::Phase("validating"));
         let t = Instant::now();
@@ -364,13 +377,12 @@ pub fn fit<T: Real>(
             inits.push(initial_centers(params, &scan, &mut blocks, &mut rng, &*observer)?);
         }
         timings.init_secs = t.elapsed().as_secs_f64();
-        (scan.mean, scan.mean_variance, inits)
+        (scan.mean_variance, inits)
     };
     let tol_abs = params.tol * mean_variance;
-    let shift = mean;
 
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
-    let mut asg = Assignment::<T>::new(plan, k);
+    let mut asg = Assignment::<T>::new(plan, k, d, true);
     let mut best: Option<(usize, Run)> = None;
     let mut inertia_per_init = Vec::with_capacity(n_init);
     let mut sums = vec![0.0; k * d];
@@ -380,8 +392,7 @@ pub fn fit<T: Real>(
     for (run, init) in inits.into_iter().enumerate() {
         let t = Instant::now();
         observer.event(&Progress::Phase("iterating"));
-        let mut r =
-            lloyd(params, run, n_init, tol_abs, init, &mut blocks, &mut asg, &shift, &mut sums, &mut cw, observer)?;
+        let mut r = lloyd(params, run, n_init, tol_abs, init, &mut blocks, &mut asg, &mut sums, &mut cw, observer)?;
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
         if !r.1 || finish_here {
@@ -394,7 +405,6 @@ pub fn fit<T: Real>(
                 k,
                 &mut blocks,
                 &mut asg,
-                &shift,
                 &mut cw,
                 sink,
                 p,
@@ -421,7 +431,6 @@ pub fn fit<T: Real>(
             k,
             &mut blocks,
             &mut asg,
-            &shift,
             &mut cw,
             reborrow(&mut labels_out),
             p,
@@ -449,8 +458,7 @@ pub fn fit<T: Real>(
             params.max_iter
         ));
     }
-    let cluster_centers =
-        best.centers.chunks(d).flat_map(|c| c.iter().zip(&shift).map(|(v, m)| T::from_f64(v + m))).collect();
+    let cluster_centers = best.centers.iter().map(|&v| T::from_f64(v)).collect();
     Ok(KMeansFit {
         cluster_centers,
         n_clusters: k,
@@ -585,16 +593,11 @@ pub(crate) fn scan<T: Real>(
     let nf = n as f64;
     let mean: Vec<f64> = (0..d).map(|j| o[j] + sum[j] / nf).collect();
     let mean_variance = (0..d).map(|j| (sumsq[j] / nf - (sum[j] / nf).powi(2)).max(0.0)).sum::<f64>() / d as f64;
-    for row in sample.chunks_exact_mut(d) {
-        for (v, m) in row.iter_mut().zip(&mean) {
-            *v -= m;
-        }
-    }
     let weight_sum = if blocks.weights().is_some() { weight_sum } else { nf };
     Ok(Scan { mean, mean_variance, sample, sample_weight, sample_rows: sample_index, weight_sum })
 }
 
-/// Initial centres (row-major, shifted coordinates) for one initialisation.
+/// Initial centres (row-major, the data's coordinates) for one initialisation.
 fn initial_centers<T: Real>(
     params: &KMeansParams,
     scan: &Scan,
@@ -603,11 +606,9 @@ fn initial_centers<T: Real>(
     obs: &dyn Observer,
 ) -> Result<Vec<f64>> {
     let (n, d, k) = (blocks.x().n_samples(), blocks.x().n_features(), params.n_clusters);
-    let shift = &scan.mean;
+    let zero = vec![0.0; d];
     match &params.init {
-        Init::Centers { values, .. } => {
-            Ok(values.chunks(d).flat_map(|c| c.iter().zip(shift).map(|(v, m)| v - m)).collect())
-        }
+        Init::Centers { values, .. } => Ok(values.clone()),
         Init::KMeansPlusPlus => {
             let idx = kmeans_plusplus(&scan.sample, d, &scan.sample_weight, k, rng, &|| obs.cancelled())?;
             Ok(idx.iter().flat_map(|&i| scan.sample[i * d..(i + 1) * d].iter().copied()).collect())
@@ -617,7 +618,6 @@ fn initial_centers<T: Real>(
                 None => uniform_distinct(n, k, rng),
                 Some(_) => {
                     let mut draw = WeightedDraw::new(k);
-                    let zero = vec![0.0; d];
                     blocks.for_each(&zero, &|| obs.cancelled(), |start, _, wb| {
                         for (i, &wi) in wb.unwrap_or(&[]).iter().enumerate() {
                             draw.offer(start + i, wi, rng);
@@ -639,7 +639,7 @@ fn initial_centers<T: Real>(
             };
             let mut out = vec![0.0; k * d];
             for (c, &i) in rows.iter().enumerate() {
-                blocks.read_row(i, shift, &mut out[c * d..(c + 1) * d])?;
+                blocks.read_row(i, &zero, &mut out[c * d..(c + 1) * d])?;
             }
             Ok(out)
         }
@@ -658,12 +658,17 @@ fn lloyd<T: Real>(
     mut centers: Vec<f64>,
     blocks: &mut BlockReader<'_, '_, T>,
     asg: &mut Assignment<T>,
-    shift: &[f64],
     sums: &mut [f64],
     cw: &mut [f64],
     observer: &mut dyn Observer,
 ) -> Result<(Run, bool)> {
     let (n, d, k) = (blocks.x().n_samples(), blocks.x().n_features(), params.n_clusters);
+    let zero = vec![0.0; d];
+    // Centres live in the compute type (as scikit-learn's `cluster_centers_`
+    // has X's dtype): each is rounded once from its f64 value.
+    for c in centers.iter_mut() {
+        *c = T::from_f64(*c).to_f64();
+    }
     let mut prepared = PreparedCenters::<T>::new(&centers, k, d);
     let mut acc = Accumulator::new(k, d, blocks.block_rows());
     let mut out = Run { centers: Vec::new(), inertia: f64::INFINITY, n_iter: 0, converged: false, nonempty: 0 };
@@ -674,7 +679,7 @@ fn lloyd<T: Real>(
         sums.fill(0.0);
         cw.fill(0.0);
         let mut inertia = 0.0;
-        blocks.for_each(shift, &|| observer.cancelled(), |start, xb, wb| {
+        blocks.for_each(&zero, &|| observer.cancelled(), |start, xb, wb| {
             let rows = asg.run(xb, &prepared);
             asg.add_weighted_sum(rows, wb, &mut inertia);
             asg.offer_farthest(start, rows, wb);
@@ -689,7 +694,7 @@ fn lloyd<T: Real>(
         if nonempty < k {
             let empty: Vec<usize> = (0..k).filter(|&j| cw[j] == 0.0).collect();
             for (&j, f) in empty.iter().zip(&farthest) {
-                blocks.read_row(f.row, shift, &mut row)?;
+                blocks.read_row(f.row, &zero, &mut row)?;
                 let wi = match blocks.weights() {
                     Some(w) => w.value(f.row, 0)?,
                     None => 1.0,
@@ -707,7 +712,7 @@ fn lloyd<T: Real>(
         for j in 0..k {
             if cw[j] > 0.0 {
                 for q in 0..d {
-                    let c = sums[j * d + q] / cw[j];
+                    let c = T::from_f64(sums[j * d + q] / cw[j]).to_f64();
                     center_shift += (c - centers[j * d + q]).powi(2);
                     centers[j * d + q] = c;
                 }
@@ -740,15 +745,14 @@ fn lloyd<T: Real>(
     Ok((out, strict))
 }
 
-/// Assigns every row to the final centres: inertia, non-empty clusters,
-/// labels to `sink`, and the plot sample.
+/// Assigns every row to the final centres (values of the compute type, as
+/// `f64`): inertia, non-empty clusters, labels to `sink`, and the plot sample.
 #[allow(clippy::too_many_arguments)]
 fn final_pass<T: Real>(
     centers: &[f64],
     k: usize,
     blocks: &mut BlockReader<'_, '_, T>,
     asg: &mut Assignment<T>,
-    shift: &[f64],
     counts: &mut [f64],
     mut sink: LabelSink<'_>,
     plot: Option<&mut Option<PlotSample>>,
@@ -762,14 +766,14 @@ fn final_pass<T: Real>(
     let mut inertia = 0.0;
     let mut sampler = SequentialSample::new(n, if plot.is_some() { plot_rows } else { 0 });
     let mut sample = PlotSample::default();
-    blocks.for_each(shift, &|| obs.cancelled(), |_, xb, wb| {
+    blocks.for_each(&vec![0.0; d], &|| obs.cancelled(), |_, xb, wb| {
         let rows = asg.run(xb, &prepared);
         asg.add_weighted_sum(rows, wb, &mut inertia);
         let labels = &asg.labels[..rows];
         for i in 0..rows {
             counts[labels[i] as usize] += 1.0;
             if sampler.take(rng) {
-                sample.values.extend(xb[i * d..(i + 1) * d].iter().zip(shift).map(|(v, m)| v.to_f64() + m));
+                sample.values.extend(xb[i * d..(i + 1) * d].iter().map(|v| v.to_f64()));
                 sample.labels.push(labels[i]);
             }
         }

@@ -42,10 +42,10 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         led.add("best centers (float64)", k * d, 8, format!("{k} × {d} × 8 B, kept across {n_init} inits"));
     }
     led.add(
-        "centers for kernels (compute dtype)",
-        PreparedCenters::<f64>::len_for(params.n_clusters, job.n_features) as u64,
-        c,
-        "values + norms (+ transposed copy for narrow data)".into(),
+        "centers for kernels",
+        PreparedCenters::<f64>::bytes_for(params.n_clusters, job.n_features, job.compute_bytes),
+        1,
+        "float64 values + shifted values, norms (+ transposed copy for narrow data)".into(),
     );
     led.add("cluster weights", k, 8, format!("{k} × 8 B"));
     led.add("initial centers", n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));
@@ -73,11 +73,16 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let kpp = matches!(params.init, Init::KMeansPlusPlus);
     let init_per = if kpp { d * 8 + 16 } else { d * 8 };
     let init_min = k.min(n);
-    // Iteration phase, fixed part.
-    let tile = PreparedCenters::<f64>::scratch_len(TILE_ROWS, k_tile) as u64;
-    let partial_fixed = 2 * part;
-    let iter_fixed = threads * k * 24 + threads * tile * c + partial_fixed;
-    let required = always + (init_min * init_per + min_rows * scan_row).max(iter_fixed + min_rows * iter_row);
+    // Iteration phase, fixed part. Kernel tiles hold at most n rows and
+    // shrink (results do not depend on them) before the job is refused.
+    let init_need = init_min * init_per + min_rows * scan_row;
+    let tile =
+        |rows: usize| PreparedCenters::<f64>::scratch_len(rows, params.n_clusters, k_tile, job.n_features) as u64;
+    let iter_fixed = |rows: usize| threads * k * 24 + threads * tile(rows) * c + 2 * part;
+    let needed = |rows: usize| always + init_need.max(iter_fixed(rows) + min_rows * iter_row);
+    let tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(rows) <= limit);
+    let iter_fixed = iter_fixed(tile_rows);
+    let required = needed(tile_rows);
     if required > limit {
         let biggest = led.largest();
         return Err(Error::DoesNotFit {
@@ -124,9 +129,9 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     );
     led.add(
         &format!("{phase}distance tiles"),
-        threads * tile,
+        threads * tile(tile_rows),
         c,
-        format!("{threads} threads × ({TILE_ROWS} × {k_tile} + {TILE_ROWS}) × {c} B"),
+        format!("{threads} threads × {} × {c} B ({tile_rows} rows × {k_tile} centres)", tile(tile_rows)),
     );
     led.add(
         &format!("{phase}read blocks"),
@@ -144,7 +149,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         block_rows: rows as usize,
         n_blocks: job.n_samples.div_ceil(rows as usize),
         scan_block_rows: scan_rows as usize,
-        tile_rows: TILE_ROWS,
+        tile_rows,
         k_tile,
         threads: job.threads,
         init_sample_rows: if kpp { init_rows as usize } else { 0 },
@@ -155,6 +160,17 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             if extra_label_pass > 0 { " + 1 to write labels" } else { "" }
         ),
     })
+}
+
+/// Rows per assignment-kernel tile: [`TILE_ROWS`], at most `n_samples`,
+/// halved (down to 8) while `fits` says the job does not fit. Labels and
+/// distances do not depend on it.
+pub(crate) fn kernel_tile_rows(n_samples: usize, fits: impl Fn(usize) -> bool) -> usize {
+    let mut rows = TILE_ROWS.min(n_samples.max(1));
+    while rows > 8 && !fits(rows) {
+        rows /= 2;
+    }
+    rows
 }
 
 /// The default k-means++ sample: `max(256 × n_clusters, 100_000)` rows, at

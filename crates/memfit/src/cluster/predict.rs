@@ -1,7 +1,7 @@
 //! Nearest-centre labels for new data, streamed within a memory limit.
 
 use super::kmeans::Assignment;
-use super::plan::MAX_K_TILE;
+use super::plan::{kernel_tile_rows, MAX_K_TILE};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
@@ -35,24 +35,26 @@ pub fn plan_predict(
     let mut led = Ledger::default();
     led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
     led.add(
-        "centers for kernels (compute dtype)",
-        PreparedCenters::<f64>::len_for(n_clusters, x.n_features()) as u64,
-        c,
-        "values + norms (+ transposed copy for narrow data)".into(),
-    );
-    let tile = PreparedCenters::<f64>::scratch_len(TILE_ROWS, k_tile) as u64;
-    led.add(
-        "distance tiles (per thread)",
-        threads as u64 * tile,
-        c,
-        format!("{threads} threads × ({TILE_ROWS} × {k_tile} + {TILE_ROWS}) × {c} B"),
+        "centers for kernels",
+        PreparedCenters::<f64>::bytes_for(n_clusters, x.n_features(), compute_bytes),
+        1,
+        "float64 values + shifted values, norms (+ transposed copy for narrow data)".into(),
     );
     if labels_file {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
     let scratch = x.scratch_bytes_per_row() as u64;
     let per_row = scratch + d * c + 4 + 8 + 1;
-    let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
+    let tile = |rows: usize| PreparedCenters::<f64>::scratch_len(rows, n_clusters, k_tile, x.n_features()) as u64;
+    let needed = |rows: usize| led.total() + threads as u64 * tile(rows) * c + per_row * (TILE_ROWS as u64).min(n);
+    let tile_rows = kernel_tile_rows(x.n_samples(), |rows| needed(rows) <= limit_bytes);
+    let required = needed(tile_rows);
+    led.add(
+        "distance tiles (per thread)",
+        threads as u64 * tile(tile_rows),
+        c,
+        format!("{threads} threads × {} × {c} B ({tile_rows} rows × {k_tile} centres)", tile(tile_rows)),
+    );
     if required > limit_bytes {
         return Err(Error::DoesNotFit {
             required_bytes: required,
@@ -74,7 +76,7 @@ pub fn plan_predict(
         block_rows: rows as usize,
         n_blocks: x.n_samples().div_ceil(rows.max(1) as usize),
         scan_block_rows: rows as usize,
-        tile_rows: TILE_ROWS,
+        tile_rows,
         k_tile,
         threads,
         init_sample_rows: 0,
@@ -83,14 +85,15 @@ pub fn plan_predict(
     })
 }
 
-/// Assigns each row of `x` (shape `(n_samples, n_features)`) to the nearest of
-/// `centers` (row-major `(n_clusters, n_features)`, original coordinates),
-/// computing in `T`, and hands labels and the squared distances to the
-/// assigned centres (`f64`, from exact differences) to `out` in row order,
-/// one block at a time. Returns the inertia (their sum, in `f64`).
+/// Assigns each row of `x` (shape `(n_samples, n_features)`, converted to `T`)
+/// to the nearest of `centers` (row-major `(n_clusters, n_features)`, `f64`)
+/// and hands labels and the squared distances to the assigned centres (`f64`,
+/// from exact differences) to `out` in row order, one block at a time.
+/// Returns the inertia (their sum, in `f64`).
 ///
-/// The data are shifted by the centres' mean before the GEMM identity, so
-/// points far from the origin keep their accuracy.
+/// The label is the exact nearest centre unless two centres are tied within
+/// `f64` rounding of the squared distances (see [`crate::kernels`]'s
+/// `assign` guarantee), whatever the data's distance from the origin.
 ///
 /// # Errors
 /// [`Error::ShapeMismatch`] when the centres' width differs from the data's;
@@ -122,13 +125,11 @@ pub fn predict<T: Real>(
             count: 1,
         });
     }
-    let mean: Vec<f64> = (0..d).map(|j| centers.iter().skip(j).step_by(d).sum::<f64>() / n_clusters as f64).collect();
-    let shifted: Vec<f64> = centers.chunks(d).flat_map(|c| c.iter().zip(&mean).map(|(v, m)| v - m)).collect();
-    let prepared = PreparedCenters::<T>::new(&shifted, n_clusters, d);
+    let prepared = PreparedCenters::<T>::new(centers, n_clusters, d);
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-    let mut asg = Assignment::<T>::new(plan, 0);
+    let mut asg = Assignment::<T>::new(plan, n_clusters, d, false);
     let mut inertia = 0.0;
-    blocks.for_each(&mean, &|| observer.cancelled(), |start, xb, _| {
+    blocks.for_each(&vec![0.0; d], &|| observer.cancelled(), |start, xb, _| {
         if let Some(p) = xb.iter().position(|v| !v.to_f64().is_finite()) {
             let (row, column) = (start + p / d, p % d);
             return Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 });

@@ -23,7 +23,7 @@ use crate::cluster::{Observer, Progress, MAX_K_TILE};
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source};
 use crate::kernels::{assign_block, PreparedCenters};
-use crate::plan::{Job, Plan, TILE_ROWS};
+use crate::plan::{Job, Plan};
 use crate::real::Real;
 
 /// Seconds spent per phase.
@@ -269,7 +269,10 @@ pub fn fit<T: Real>(
                     let idx = kmeans_plusplus(&scanned.sample, d, &scanned.sample_weight, k, &mut rng, &|| {
                         observer.cancelled()
                     })?;
-                    let means = idx.iter().flat_map(|&i| scanned.sample[i * d..(i + 1) * d].to_vec()).collect();
+                    let means = idx
+                        .iter()
+                        .flat_map(|&i| scanned.sample[i * d..(i + 1) * d].iter().zip(&shift).map(|(v, s)| v - s))
+                        .collect();
                     one_hot_rows(idx.iter().map(|&i| scanned.sample_rows[i]).collect(), means)
                 }
                 InitMethod::Random => InitResp::Uniform(rng.next_u64()),
@@ -294,7 +297,7 @@ pub fn fit<T: Real>(
         if matches!(t, CovarianceType::Full | CovarianceType::Tied) { d } else { 0 },
         work_mats(t, plan.threads),
     );
-    let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.threads);
+    let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.tile_rows, plan.threads);
     let mut stats = Stats::new(k, d);
     let mut tied_scatter: Vec<f64> = Vec::new();
     let mut best: Option<(usize, Params, Vec<f64>, bool)> = None;
@@ -312,7 +315,7 @@ pub fn fit<T: Real>(
             };
             let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
             stats.begin(t, std::mem::take(&mut cur.cov), &reference, want_scatter);
-            init_pass(&init, k, d, &mut blocks, &shift, &mut ws, &mut stats, &mut work.mats, plan.threads, &|| {
+            init_pass(&init, k, d, &mut blocks, &shift, &mut ws, &mut stats, &mut work.mats, plan, &|| {
                 observer.cancelled()
             })?;
             if want_scatter {
@@ -481,18 +484,18 @@ fn init_pass<T: Real>(
     ws: &mut Workspace<T>,
     stats: &mut Stats,
     mats: &mut [Vec<f64>],
-    threads: usize,
+    plan: &Plan,
     cancel: &dyn Fn() -> bool,
 ) -> Result<()> {
-    let block_rows = blocks.block_rows();
+    let (block_rows, tile_rows) = (blocks.block_rows(), plan.tile_rows);
     let (mut labels, mut dist, mut tiles, prepared) = match init {
         InitResp::Nearest(c) => {
             let k_tile = k.min(MAX_K_TILE);
             (
                 vec![0u32; block_rows],
                 vec![0.0; block_rows],
-                (0..threads.max(1))
-                    .map(|_| vec![T::default(); PreparedCenters::<T>::scratch_len(TILE_ROWS, k_tile)])
+                (0..plan.threads.max(1))
+                    .map(|_| vec![T::default(); PreparedCenters::<T>::scratch_len(tile_rows, k, k_tile, d)])
                     .collect::<Vec<_>>(),
                 Some((PreparedCenters::<T>::new(c, k, d), k_tile)),
             )
@@ -509,7 +512,7 @@ fn init_pass<T: Real>(
         match init {
             InitResp::Nearest(_) => {
                 let (c, k_tile) = prepared.as_ref().expect("set for Nearest");
-                assign_block(xb, c, TILE_ROWS, *k_tile, &mut tiles, &mut labels[..rows], &mut dist[..rows]);
+                assign_block(xb, c, tile_rows, *k_tile, &mut tiles, &mut labels[..rows], &mut dist[..rows]);
                 resp.fill(0.0);
                 for (i, &l) in labels[..rows].iter().enumerate() {
                     resp[i * k + l as usize] = 1.0;

@@ -120,7 +120,7 @@ const GATHER_ROWS: usize = 64;
 
 /// Per-thread M-step buffer: gathered rows centred on the component's
 /// reference and scaled by `√(w r)`, `(≤ GATHER_ROWS, d)`; for tied, a tile
-/// converted to `f64` and its weighted copy (`2 × TILE_ROWS` rows).
+/// converted to `f64` and its weighted copy (2 tiles of rows).
 struct MTile {
     g: Vec<f64>,
 }
@@ -145,29 +145,51 @@ impl<T: Real> Workspace<T> {
         (k * 8 + 8 + 1) as u64
     }
 
-    /// Bytes held per thread: two E tiles in the compute type and the M
+    /// Bytes held per thread for tiles of `tile_rows` rows (at most
+    /// [`TILE_ROWS`]): the E-step buffer in the compute type and the M
     /// gather buffer (the full M-step's `d × d` products are
     /// [`super::components::CholWork`]'s matrices).
-    pub(crate) fn bytes_per_thread(t: CovarianceType, k: usize, d: usize, compute_bytes: usize) -> u64 {
-        (Self::e_tile_len(t, k, d) * compute_bytes + Self::gather_rows(t) * d * 8) as u64
+    pub(crate) fn bytes_per_thread(
+        t: CovarianceType,
+        k: usize,
+        d: usize,
+        tile_rows: usize,
+        compute_bytes: usize,
+    ) -> u64 {
+        (Self::e_tile_len(t, k, d, tile_rows) * compute_bytes + Self::gather_rows(t, tile_rows) * d * 8) as u64
     }
 
-    /// Elements of a per-thread E-step buffer: two `256 × d` tiles, or the
-    /// stacked product of a group of components.
-    fn e_tile_len(t: CovarianceType, k: usize, d: usize) -> usize {
-        let stacked = if t == CovarianceType::Full && d <= STACKED_MAX_FEATURES { stacked_group(k, d) * d } else { 0 };
-        TILE_ROWS * (2 * d).max(stacked)
+    /// Elements of a per-thread E-step buffer: for full covariances two
+    /// `tile_rows × d` tiles, or the stacked product of a group of
+    /// components; for tied one tile; diag and spherical need none.
+    fn e_tile_len(t: CovarianceType, k: usize, d: usize, tile_rows: usize) -> usize {
+        tile_rows
+            * match t {
+                CovarianceType::Full if d <= STACKED_MAX_FEATURES => (2 * d).max(stacked_group(k, d) * d),
+                CovarianceType::Full => 2 * d,
+                CovarianceType::Tied => d,
+                CovarianceType::Diag | CovarianceType::Spherical => 0,
+            }
     }
 
-    fn gather_rows(t: CovarianceType) -> usize {
+    fn gather_rows(t: CovarianceType, tile_rows: usize) -> usize {
         match t {
             CovarianceType::Full => GATHER_ROWS,
-            CovarianceType::Tied => 2 * TILE_ROWS,
+            CovarianceType::Tied => 2 * tile_rows,
             CovarianceType::Diag | CovarianceType::Spherical => 0,
         }
     }
 
-    pub(crate) fn new(t: CovarianceType, k: usize, d: usize, block_rows: usize, threads: usize) -> Self {
+    /// Buffers for blocks of `block_rows` rows and tiles of `tile_rows` rows
+    /// (at most [`TILE_ROWS`]; fewer only when the data have fewer rows).
+    pub(crate) fn new(
+        t: CovarianceType,
+        k: usize,
+        d: usize,
+        block_rows: usize,
+        tile_rows: usize,
+        threads: usize,
+    ) -> Self {
         let threads = threads.max(1);
         Workspace {
             t,
@@ -176,8 +198,8 @@ impl<T: Real> Workspace<T> {
             resp: vec![0.0; block_rows * k],
             log_norm: vec![0.0; block_rows],
             tile_ll: vec![0.0; block_rows.div_ceil(TILE_ROWS)],
-            e_tiles: (0..threads).map(|_| vec![T::default(); Self::e_tile_len(t, k, d)]).collect(),
-            m_tiles: (0..threads).map(|_| MTile { g: vec![0.0; Self::gather_rows(t) * d] }).collect(),
+            e_tiles: (0..threads).map(|_| vec![T::default(); Self::e_tile_len(t, k, d, tile_rows)]).collect(),
+            m_tiles: (0..threads).map(|_| MTile { g: vec![0.0; Self::gather_rows(t, tile_rows) * d] }).collect(),
         }
     }
 
@@ -429,8 +451,8 @@ pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out
         }
         Prec::Full(u, _) => {
             let all = MatRef::from_row_major_slice(u, d, k * d);
-            let (dt, yt) = buf.split_at_mut(TILE_ROWS * d);
-            let (dt, yt) = (&mut dt[..r * d], &mut yt[..r * d]);
+            let (dt, yt) = buf.split_at_mut(r * d);
+            let yt = &mut yt[..r * d];
             for c in 0..k {
                 let mu = &es.means_t[c * d..(c + 1) * d];
                 for (row_d, row_x) in dt.chunks_exact_mut(d).zip(xt.chunks_exact(d)) {

@@ -4,9 +4,10 @@ use super::components::{cov_len, prec_len, precision_read_bytes, CholWork};
 use super::em::work_mats;
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::Workspace;
-use crate::cluster::default_init_sample_rows;
+use crate::cluster::{default_init_sample_rows, MAX_K_TILE};
 use crate::error::{Error, Result};
 use crate::io::WRITE_BUFFER_BYTES;
+use crate::kernels::PreparedCenters;
 use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
@@ -91,8 +92,13 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
             "one component's values in float64 + raw scratch".into(),
         );
     }
-    let per_thread = Workspace::<f64>::bytes_per_thread(t, ku, du, job.compute_bytes)
-        + if predict_only { 0 } else { (TILE_ROWS as u64) * (k + 1) * c };
+    let tile_rows = TILE_ROWS.min(job.n_samples.max(1));
+    let per_thread = Workspace::<f64>::bytes_per_thread(t, ku, du, tile_rows, job.compute_bytes)
+        + if predict_only {
+            0
+        } else {
+            PreparedCenters::<f64>::scratch_len(tile_rows, ku, ku.min(MAX_K_TILE), du) as u64 * c
+        };
     led.add(
         "E/M tiles (per thread)",
         threads,
@@ -182,6 +188,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     plan.scan_block_rows = scan_rows as usize;
     plan.init_sample_rows = init_rows as usize;
     plan.k_tile = params.n_components;
+    plan.tile_rows = tile_rows;
     if !predict_only {
         let init_passes = if params.fully_initialised() { 0 } else { 1 };
         let kmeans = if params.init_params == InitMethod::KMeans && !params.fully_initialised() {

@@ -97,7 +97,7 @@ pub fn predict<T: Real>(
     es.set_weights_means(&model.weights, &means);
     let mut work = CholWork::new(0, 0);
     es.set_precisions(&model.precisions_cholesky, true, &mut work)?;
-    let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.threads);
+    let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.tile_rows, plan.threads);
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
     observer.event(&Progress::Phase("predicting"));
     let total = e_pass(x, &mut blocks, &shift, &mut ws, &es, outputs, true, &|| observer.cancelled())?;
