@@ -213,12 +213,12 @@ impl<T: Real> Assignment<T> {
     /// the `n_clusters` farthest rows per thread.
     pub(super) fn new(plan: &Plan, n_clusters: usize, n_features: usize, farthest: bool) -> Self {
         let workers = plan.threads.max(1);
-        let scratch = PreparedCenters::<T>::scratch_len(plan.tile_rows, n_clusters, plan.k_tile, n_features);
+        let scratch = PreparedCenters::<T>::scratch_len(plan.assign_tile_rows, n_clusters, plan.k_tile, n_features);
         Assignment {
             labels: vec![0; plan.block_rows],
             dist: vec![0.0; plan.block_rows],
             tiles: (0..workers).map(|_| vec![T::default(); scratch]).collect(),
-            tile_rows: plan.tile_rows,
+            tile_rows: plan.assign_tile_rows,
             k_tile: plan.k_tile,
             tile_sums: vec![0.0; plan.block_rows.div_ceil(TILE_ROWS)],
             far: (0..if farthest { workers } else { 0 }).map(|_| Farthest::new(n_clusters)).collect(),

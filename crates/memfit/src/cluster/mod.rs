@@ -11,5 +11,6 @@ pub use init::{kmeans_plusplus, uniform_distinct, SequentialSample};
 pub use kmeans::{fit, KMeansFit, LabelSink, Observer, PlotSample, Progress, Timings};
 pub(crate) use kmeans::{overflow, scan};
 pub use params::{Init, KMeansParams};
+pub(crate) use plan::kernel_tile_rows;
 pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};
 pub use predict::{plan_predict, predict, AssignSink};

@@ -150,6 +150,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         n_blocks: job.n_samples.div_ceil(rows as usize),
         scan_block_rows: scan_rows as usize,
         tile_rows,
+        assign_tile_rows: tile_rows,
         k_tile,
         threads: job.threads,
         init_sample_rows: if kpp { init_rows as usize } else { 0 },

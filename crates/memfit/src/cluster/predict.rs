@@ -77,6 +77,7 @@ pub fn plan_predict(
         n_blocks: x.n_samples().div_ceil(rows.max(1) as usize),
         scan_block_rows: rows as usize,
         tile_rows,
+        assign_tile_rows: tile_rows,
         k_tile,
         threads,
         init_sample_rows: 0,

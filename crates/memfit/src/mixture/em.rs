@@ -487,7 +487,7 @@ fn init_pass<T: Real>(
     plan: &Plan,
     cancel: &dyn Fn() -> bool,
 ) -> Result<()> {
-    let (block_rows, tile_rows) = (blocks.block_rows(), plan.tile_rows);
+    let (block_rows, tile_rows) = (blocks.block_rows(), plan.assign_tile_rows);
     let (mut labels, mut dist, mut tiles, prepared) = match init {
         InitResp::Nearest(c) => {
             let k_tile = k.min(MAX_K_TILE);

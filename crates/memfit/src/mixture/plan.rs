@@ -4,7 +4,7 @@ use super::components::{cov_len, prec_len, precision_read_bytes, CholWork};
 use super::em::work_mats;
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::Workspace;
-use crate::cluster::{default_init_sample_rows, MAX_K_TILE};
+use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
 use crate::error::{Error, Result};
 use crate::io::WRITE_BUFFER_BYTES;
 use crate::kernels::PreparedCenters;
@@ -92,18 +92,15 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
             "one component's values in float64 + raw scratch".into(),
         );
     }
+    // Tiles hold at most n rows. They are not shrunk below that to fit a
+    // limit: the E-step's rounding would then depend on the limit.
     let tile_rows = TILE_ROWS.min(job.n_samples.max(1));
-    let per_thread = Workspace::<f64>::bytes_per_thread(t, ku, du, tile_rows, job.compute_bytes)
-        + if predict_only {
-            0
-        } else {
-            PreparedCenters::<f64>::scratch_len(tile_rows, ku, ku.min(MAX_K_TILE), du) as u64 * c
-        };
+    let per_thread = Workspace::<f64>::bytes_per_thread(t, ku, du, tile_rows, job.compute_bytes);
     led.add(
         "E/M tiles (per thread)",
         threads,
         per_thread,
-        format!("{threads} × {per_thread} B (E-step tiles, M-step gathered rows, init assignment tiles)"),
+        format!("{threads} × {per_thread} B (E-step tiles, M-step gathered rows)"),
     );
     if job.n_outputs > 0 {
         led.add(
@@ -116,7 +113,6 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     for (name, bytes) in &job.extra {
         led.add(name, *bytes, 1, "held by the caller".into());
     }
-    let always = led.total();
     let w_row = job.w_scratch_per_row.map_or(0, |s| s as u64 + 8);
     let scan_row = job.x_scratch_per_row as u64 + d * c + w_row;
     // Init assignment (k-means labels): label + distance per row.
@@ -125,7 +121,29 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     let kpp = params.init_params == InitMethod::KMeansPlusPlus && !params.fully_initialised() && !predict_only;
     let sample_per = d * 8 + 24;
     let sample_min = if kpp { k.min(n) * sample_per } else { 0 };
-    let required = always + (min_rows * em_row).max(sample_min + min_rows * scan_row);
+    let rows_min = (min_rows * em_row).max(sample_min + min_rows * scan_row);
+    // The k-means initialisation assigns rows to its centres with the
+    // nearest-centre kernel, whose tiles shrink to fit (its labels do not
+    // depend on them).
+    let nearest_init = params.init_params == InitMethod::KMeans && !params.fully_initialised() && !predict_only;
+    let assign_tile =
+        |rows: usize| threads * PreparedCenters::<f64>::scratch_len(rows, ku, ku.min(MAX_K_TILE), du) as u64 * c;
+    let base = led.total();
+    let assign_tile_rows = if nearest_init {
+        kernel_tile_rows(job.n_samples, |rows| base + assign_tile(rows) + rows_min <= limit)
+    } else {
+        0
+    };
+    if nearest_init {
+        led.add(
+            "k-means init assignment tiles",
+            assign_tile(assign_tile_rows),
+            1,
+            format!("{threads} threads × {assign_tile_rows} rows"),
+        );
+    }
+    let always = led.total();
+    let required = always + rows_min;
     if required > limit {
         let biggest = led.largest();
         let dtype_hint = if c == 8 { ", --dtype float32" } else { "" };
@@ -189,6 +207,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     plan.init_sample_rows = init_rows as usize;
     plan.k_tile = params.n_components;
     plan.tile_rows = tile_rows;
+    plan.assign_tile_rows = assign_tile_rows;
     if !predict_only {
         let init_passes = if params.fully_initialised() { 0 } else { 1 };
         let kmeans = if params.init_params == InitMethod::KMeans && !params.fully_initialised() {

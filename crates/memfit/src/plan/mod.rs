@@ -113,8 +113,10 @@ pub struct Plan {
     pub n_blocks: usize,
     /// Rows per read block during validation and initialisation.
     pub scan_block_rows: usize,
-    /// Rows per compute tile inside a block.
+    /// Rows per compute tile inside a block (for mixtures, the E-step's).
     pub tile_rows: usize,
+    /// Rows per tile of the nearest-centre kernel (0 when it is not used).
+    pub assign_tile_rows: usize,
     /// Centres per compute tile.
     pub k_tile: usize,
     /// Worker threads.
@@ -148,6 +150,7 @@ impl Plan {
             n_blocks: n_samples.div_ceil(block_rows.max(1)),
             scan_block_rows: block_rows,
             tile_rows: TILE_ROWS,
+            assign_tile_rows: 0,
             k_tile: 0,
             threads,
             init_sample_rows: 0,
