@@ -14,7 +14,7 @@ use std::time::Instant;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::components::{full_covariance, precision_cholesky, CholWork, Estep, Params};
+use super::components::{cov_len, full_covariance, precision_cholesky, CholWork, Estep, Params};
 use super::mstep::finalize;
 use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 use super::pass::{Stats, Workspace};
@@ -318,7 +318,7 @@ pub fn fit<T: Real>(
             if want_scatter {
                 tied_scatter = std::mem::take(&mut stats.scatter);
             }
-            cur = finalize(t, d, &mut stats, &tied_scatter, &shift, params.reg_covar, n_eff, true);
+            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, true);
         }
         if let Some(w) = &params.weights_init {
             cur.weights.clone_from(w);
@@ -329,7 +329,13 @@ pub fn fit<T: Real>(
         match &params.precisions_init {
             Some(p) => {
                 es.set_weights_means(&cur.weights, &cur.means);
-                es.set_precisions(p.source(), matches!(p, PrecisionsInit::Cholesky(_)), &mut work)?;
+                // Without iterations the covariances returned are the
+                // given precisions' inverses.
+                let cov = (params.max_iter == 0).then(|| {
+                    cur.cov.resize(cov_len(t, k, d), 0.0);
+                    &mut cur.cov[..]
+                });
+                es.set_precisions(p.source(), matches!(p, PrecisionsInit::Cholesky(_)), &mut work, cov)?;
             }
             None => es.set_params(&cur, params.reg_covar, &mut work)?,
         }
@@ -362,7 +368,7 @@ pub fn fit<T: Real>(
             if !lower_bound.is_finite() {
                 return Err(crate::cluster::overflow(sample_weight.is_some(), "lower bound", lower_bound));
             }
-            cur = finalize(t, d, &mut stats, &tied_scatter, &shift, params.reg_covar, n_eff, false);
+            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, false);
             es.set_params(&cur, params.reg_covar, &mut work)?;
             lower_bounds.push(lower_bound);
             let change = lower_bound - prev;
@@ -382,7 +388,9 @@ pub fn fit<T: Real>(
         }
         timings.em_secs += clock.elapsed().as_secs_f64();
         lower_bound_per_init.push(lower_bound);
-        let better = best.as_ref().is_none_or(|(_, _, lbs, _)| lower_bound > *lbs.last().expect("max_iter >= 1"));
+        // The highest lower bound wins; without iterations, the last
+        // initialisation (as scikit-learn's `fit_predict`).
+        let better = params.max_iter == 0 || best.as_ref().is_none_or(|(_, _, lbs, _)| lbs.last() < lower_bounds.last());
         if better {
             let kept = if params.n_init > 1 { cur.clone() } else { std::mem::take(&mut cur) };
             best = Some((run, kept, lower_bounds, converged));
@@ -406,7 +414,7 @@ pub fn fit<T: Real>(
             if T::DTYPE == crate::io::Dtype::F32 { "use --dtype float64 or " } else { "" }
         ));
     }
-    if !converged {
+    if !converged && params.max_iter > 0 {
         warnings.push(format!(
             "best performing initialization did not converge within max_iter = {} iterations; hint: try different init parameters, raise --max-iter or --tol, or check for degenerate data",
             params.max_iter
@@ -425,7 +433,7 @@ pub fn fit<T: Real>(
         CovarianceType::Tied => nf * df * (df + 1.0) + nf * kf * 3.0 * df,
         CovarianceType::Diag | CovarianceType::Spherical => nf * kf * 3.0 * df,
     };
-    let (n_iter, lower_bound) = (lower_bounds.len(), *lower_bounds.last().expect("max_iter >= 1"));
+    let (n_iter, lower_bound) = (lower_bounds.len(), lower_bounds.last().copied().unwrap_or(f64::NEG_INFINITY));
     let means = best.means.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v + s)).collect();
     Ok(GmmFit {
         covariance_type: t,
