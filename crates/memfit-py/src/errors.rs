@@ -74,7 +74,8 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
             } else {
                 ""
             };
-            let which = component.map_or("the shared covariance".to_string(), |c| format!("component {c}'s covariance"));
+            let which =
+                component.map_or("the shared covariance".to_string(), |c| format!("component {c}'s covariance"));
             format!(
                 "{ILL_DEFINED}{accuracy} memfit: {which} is not positive definite with reg_covar={reg_covar:?}; \
                  hint: increase reg_covar (e.g. 1e-3)"

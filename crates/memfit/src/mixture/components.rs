@@ -541,6 +541,15 @@ mod tests {
         for (a, b) in u.iter().zip(work.u()) {
             assert!((a - b).abs() < 1e-12, "{a} vs {b}");
         }
+        // And the factor gives back the covariance.
+        let mut w = vec![0.0; 9];
+        let mut packed = vec![0.0; packed_len(d)];
+        covariance_of_factor(&u, d, &mut w, &mut packed);
+        for i in 0..d {
+            for j in 0..=i {
+                assert!((packed[packed_index(i, j)] - cov[i * d + j]).abs() < 1e-12, "({i},{j})");
+            }
+        }
         let singular = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0];
         assert!(precision_cholesky(&singular, &mut work, &mut u).is_none());
     }

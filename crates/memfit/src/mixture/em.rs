@@ -390,7 +390,8 @@ pub fn fit<T: Real>(
         lower_bound_per_init.push(lower_bound);
         // The highest lower bound wins; without iterations, the last
         // initialisation (as scikit-learn's `fit_predict`).
-        let better = params.max_iter == 0 || best.as_ref().is_none_or(|(_, _, lbs, _)| lbs.last() < lower_bounds.last());
+        let better =
+            params.max_iter == 0 || best.as_ref().is_none_or(|(_, _, lbs, _)| lbs.last() < lower_bounds.last());
         if better {
             let kept = if params.n_init > 1 { cur.clone() } else { std::mem::take(&mut cur) };
             best = Some((run, kept, lower_bounds, converged));
@@ -648,6 +649,45 @@ mod tests {
             assert_eq!(a.means, b.means, "{t:?}");
             assert_eq!(a.covariances, b.covariances, "{t:?}");
         }
+    }
+
+    #[test]
+    fn max_iter_zero_returns_the_initial_parameters() {
+        let x = data(600);
+        let src = Source::memory(ArrayRef::c_order(Values::F64(&x), 600, 4).unwrap());
+        let (weights, means) = (vec![0.2, 0.3, 0.5], vec![0.5; 12]);
+        // Diagonal precisions 1, 2, 4 for the components: covariances 1, 1/2, 1/4.
+        let prec: Vec<f64> = (0..3).flat_map(|c| [f64::from(1u32 << c); 4]).collect();
+        let p = Source::memory(ArrayRef::c_order(Values::F64(&prec), 3, 4).unwrap());
+        let params = GmmParams {
+            n_components: 3,
+            covariance_type: CovarianceType::Diag,
+            max_iter: 0,
+            n_init: 2,
+            weights_init: Some(weights.clone()),
+            means_init: Some(means.clone()),
+            precisions_init: Some(PrecisionsInit::Precisions(p)),
+            ..GmmParams::default()
+        };
+        let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0), false).unwrap();
+        let mut labels = Vec::new();
+        let mut put = |l: &[u32]| {
+            labels.extend_from_slice(l);
+            Ok(())
+        };
+        let mut outputs = Outputs { labels: Some(&mut put), ..Outputs::default() };
+        let fit = fit::<f64>(&params, &src, None, &plan, &mut outputs, &mut ()).unwrap();
+        assert_eq!((fit.n_iter, fit.converged, fit.lower_bounds.len()), (0, false, 0));
+        assert_eq!(fit.lower_bound, f64::NEG_INFINITY);
+        assert!(fit.warnings.is_empty(), "{:?}", fit.warnings);
+        assert_eq!(fit.weights, weights);
+        for (a, b) in fit.means.iter().zip(&means) {
+            assert!((a - b).abs() < 1e-12);
+        }
+        for (c, v) in fit.covariances.chunks(4).enumerate() {
+            assert!(v.iter().all(|&v| (v * f64::from(1u32 << c) - 1.0).abs() < 1e-15), "{c}: {v:?}");
+        }
+        assert_eq!(labels.len(), 600);
     }
 
     #[test]

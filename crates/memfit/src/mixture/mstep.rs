@@ -113,3 +113,44 @@ fn above_noise(v: f64, moment: f64) -> f64 {
         v
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sums of one component over `rows` (one feature), centred on `reference`.
+    fn stats(t: CovarianceType, rows: &[f64], reference: f64) -> Stats {
+        let mut s = Stats::new(1, 1);
+        s.begin(t, Vec::new(), &[reference], false);
+        s.nk[0] = rows.len() as f64;
+        s.s1[0] = rows.iter().map(|x| x - reference).sum();
+        s.s2[0] = rows.iter().map(|x| (x - reference).powi(2)).sum();
+        s
+    }
+
+    #[test]
+    fn identical_rows_have_exactly_zero_variance() {
+        // Centred on a reference that is not the rows' value (as after an
+        // iteration whose mean carried the 10 ε floor).
+        for t in [CovarianceType::Full, CovarianceType::Diag, CovarianceType::Spherical] {
+            for (value, reference) in [(0.1, 0.1 * 6.0 / (6.0 + 10.0 * f64::EPSILON)), (-3.0, -3.0), (0.0, 1e-17)] {
+                let p = finalize(t, 1, &mut stats(t, &[value; 6], reference), &[], 0.0, 6.0, false);
+                assert_eq!(p.cov[0], 0.0, "{t:?} {value}");
+                let p = finalize(t, 1, &mut stats(t, &[value; 6], reference), &[], 1e-6, 6.0, false);
+                assert_eq!(p.cov[0], 1e-6, "{t:?} {value}");
+            }
+        }
+    }
+
+    #[test]
+    fn tiny_positive_variance_is_kept() {
+        // Rows a few ulps apart: a variance of about 1e-31, positive.
+        let rows: Vec<f64> = (0..8).map(|i| 1.0 + f64::from(i) * f64::EPSILON).collect();
+        // The variance of 0, 1, ..., 7 is 5.25.
+        let exact = 5.25 * f64::EPSILON * f64::EPSILON;
+        for t in [CovarianceType::Full, CovarianceType::Diag, CovarianceType::Spherical] {
+            let p = finalize(t, 1, &mut stats(t, &rows, 1.0), &[], 0.0, 8.0, false);
+            assert!(p.cov[0] > 0.0 && (p.cov[0] - exact).abs() < 1e-6 * exact, "{t:?}: {} vs {exact}", p.cov[0]);
+        }
+    }
+}
