@@ -81,7 +81,7 @@ pub struct GmmFit {
     /// The column means the engine shifted the data by (the E-step's origin).
     pub shift: Vec<f64>,
     /// Lower bound (mean log-likelihood per sample) of the kept run's last
-    /// iteration, as scikit-learn's `lower_bound_`.
+    /// iteration, as scikit-learn's `lower_bound_` (−∞ when `max_iter` is 0).
     pub lower_bound: f64,
     /// Lower bound of every iteration of the kept run (`lower_bounds_`).
     pub lower_bounds: Vec<f64>,

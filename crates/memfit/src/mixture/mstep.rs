@@ -40,12 +40,12 @@ pub(crate) fn finalize(
     let total: f64 = nk.iter().sum();
     params.weights = nk.iter().map(|n| n / if init { n_effective } else { total }).collect();
     params.means.resize(k * d, 0.0);
-    for c in 0..k {
+    for (c, n) in nk.iter().enumerate() {
         for j in 0..d {
             let (s1, r) = (stats.s1[c * d + j], stats.reference[c * d + j]);
             // `resp.T @ X / nk` exactly as scikit-learn's (a component with
             // no responsibility gets mean 0 in shifted coordinates).
-            params.means[c * d + j] = (s1 + stats.nk[c] * r) / nk[c];
+            params.means[c * d + j] = (s1 + stats.nk[c] * r) / n;
         }
     }
     // Σ r (x − m)(x − m)ᵀ around the weighted mean `m = ref + s1 / N_k`:
@@ -54,14 +54,14 @@ pub(crate) fn finalize(
     match t {
         CovarianceType::Full => {
             let p = packed_len(d);
-            for c in 0..k {
+            for (c, n) in nk.iter().enumerate() {
                 let (s1, n_raw) = (&stats.s1[c * d..(c + 1) * d], stats.nk[c]);
                 let s2 = &mut params.cov[c * p..(c + 1) * p];
                 for i in 0..d {
                     for j in 0..=i {
                         let q = packed_index(i, j);
-                        let v = centred(s2[q], s1[i], s1[j], n_raw) / nk[c];
-                        s2[q] = if i == j { above_noise(v, s2[q] / nk[c]) + reg_covar } else { v };
+                        let v = centred(s2[q], s1[i], s1[j], n_raw) / n;
+                        s2[q] = if i == j { above_noise(v, s2[q] / n) + reg_covar } else { v };
                     }
                 }
             }
