@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
 from ._validation import (
     block_rows,
     check_data,
-    check_float,
-    check_int,
     check_memory_limit,
     check_n_jobs,
     check_sample_weight,
@@ -22,6 +22,32 @@ from ._validation import (
     seed_from,
     small_array,
 )
+
+
+class _Verbose:
+    """Prints scikit-learn's ``KMeans`` verbose lines (``KMeans.fit`` and
+    ``_kmeans_single_lloyd``) from the engine's progress events: per
+    initialisation "Initialization complete", then "Iteration i, inertia
+    x." per Lloyd iteration (i from 0) and the line saying why it stopped."""
+
+    def __init__(self):
+        self.run = None
+
+    def __call__(self, event):
+        if event[0] != "iteration":
+            return
+        _, run, iteration, _, inertia, shift, tol, _ = event
+        if run != self.run:
+            self.run = run
+            print("Initialization complete")
+        i = iteration - 1
+        print(f"Iteration {i}, inertia {inertia}.")
+        # scikit-learn's strict convergence (labels unchanged) is a shift of
+        # 0 after the first iteration; its tolerance is 0 (an int) for tol=0.
+        if shift == 0 and i > 0:
+            print(f"Converged at iteration {i}: strict convergence.")
+        elif shift <= tol:
+            print(f"Converged at iteration {i}: center shift {shift} within tolerance {tol if tol else 0}.")
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
@@ -48,12 +74,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         Initialisations; the run with the lowest inertia is kept. ``"auto"``:
         1 for k-means++, an array or a callable; 10 for ``"random"``.
     max_iter : int, default=300
-        Maximum Lloyd iterations per initialisation.
+        Maximum Lloyd iterations per initialisation (at least 1, as
+        scikit-learn's).
     tol : float, default=1e-4
         Relative tolerance: a run stops when the sum of squared centre
         shifts is at most ``tol * mean(var(X, axis=0))``.
     verbose : int, default=0
-        Print the phases and each iteration's inertia.
+        Print scikit-learn's lines: "Initialization complete" per
+        initialisation, "Iteration i, inertia x." per iteration and
+        "Converged at iteration i: ..." when a run converges.
     random_state : int, RandomState instance or None, default=None
         Seed of every random choice; the same int gives the same result for
         any ``n_jobs`` and ``memory_limit``.
@@ -107,6 +136,22 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     [1.0, 10.0]
     """
 
+    _parameter_constraints: dict = {
+        # scikit-learn 1.9's KMeans constraints (same errors, same messages).
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"k-means++", "random"}), callable, "array-like"],
+        "n_init": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+        "copy_x": ["boolean"],
+        "algorithm": [StrOptions({"lloyd", "elkan"})],
+        # memfit's own, checked when used.
+        "memory_limit": "no_validation",
+        "n_jobs": "no_validation",
+    }
+
     def __init__(
         self,
         n_clusters=8,
@@ -141,16 +186,6 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return tags
 
     def _check_params(self, data):
-        check_int(self.n_clusters, "n_clusters", 1)
-        check_int(self.max_iter, "max_iter", 1)
-        check_float(self.tol, "tol")
-        if self.algorithm not in ("lloyd", "elkan"):
-            raise ValueError(f"The 'algorithm' parameter must be 'lloyd' or 'elkan'. Got {self.algorithm!r} instead.")
-        if not (
-            self.n_init == "auto"
-            or (isinstance(self.n_init, numbers.Integral) and not isinstance(self.n_init, bool) and self.n_init >= 1)
-        ):
-            raise ValueError(f"The 'n_init' parameter must be 'auto' or an int >= 1. Got {self.n_init!r} instead.")
         if data.n_samples < self.n_clusters:
             raise ValueError(f"n_samples={data.n_samples} should be >= n_clusters={self.n_clusters}.")
 
@@ -159,20 +194,22 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         init = self.init
         n_init = None if self.n_init == "auto" else int(self.n_init)
         if isinstance(init, str):
-            if init not in ("k-means++", "random"):
-                raise ValueError(
-                    f"The 'init' parameter must be 'k-means++', 'random', an array or a callable. Got {init!r} instead."
-                )
             return init, None, n_init
         if callable(init):
             centers = init(data.rows(), self.n_clusters, random_state=np.random.RandomState(seed % (1 << 32)))
         else:
             centers = init
         centers = small_array(centers, "init", 2)
-        if centers.shape != (self.n_clusters, data.n_features):
+        # scikit-learn's `_validate_center_shape`.
+        if centers.shape[0] != self.n_clusters:
             raise ValueError(
                 f"The shape of the initial centers {centers.shape} does not match the number of clusters "
-                f"{self.n_clusters} and features {data.n_features}: expected ({self.n_clusters}, {data.n_features})."
+                f"{self.n_clusters}."
+            )
+        if centers.shape[1] != data.n_features:
+            raise ValueError(
+                f"The shape of the initial centers {centers.shape} does not match the number of features of the "
+                f"data {data.n_features}."
             )
         if n_init not in (None, 1):
             warnings.warn(
@@ -183,6 +220,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             )
         return "array", centers, 1
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
         """Compute k-means clustering.
 
@@ -203,7 +241,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         Raises
         ------
         ValueError
-            Bad parameters, non-finite values or weights, shapes.
+            Bad parameters (scikit-learn's ``InvalidParameterError``, a
+            ``ValueError``), non-finite values or weights, shapes, with
+            scikit-learn's messages where it raises the same error.
         MemoryError
             The job cannot fit ``memory_limit``.
         OSError
@@ -229,9 +269,21 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             check_n_jobs(self.n_jobs),
             data.float32,
             labels,
-            bool(self.verbose),
+            _Verbose() if self.verbose else None,
         )
-        emit_warnings([m for m in result["warnings"] if not m.startswith("explicit initial centres")])
+        k = int(self.n_clusters)
+        if result["n_nonempty_clusters"] < k:
+            warnings.warn(
+                f"Number of distinct clusters ({result['n_nonempty_clusters']}) found smaller than n_clusters ({k}). "
+                f"Possibly due to duplicate points in X. memfit: {k - result['n_nonempty_clusters']} centres are "
+                "duplicates or have no rows",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        # The warnings above are scikit-learn's; the engine's others follow.
+        emit_warnings(
+            [m for m in result["warnings"] if not m.startswith("explicit initial centres") and "distinct" not in m]
+        )
         self.cluster_centers_ = result["cluster_centers"]
         self.labels_ = labels
         self.inertia_ = float(result["inertia"])

@@ -10,7 +10,7 @@ in place. Every function releases the GIL, stops on Ctrl-C with
 (a file that cannot be read).
 """
 
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +18,13 @@ import numpy.typing as npt
 _Input = Union[str, npt.NDArray[Any]]
 _F64 = npt.NDArray[np.float64]
 _I32 = npt.NDArray[np.int32]
+_I64 = npt.NDArray[np.int64]
+#: Called on the calling thread with each progress event, a tuple:
+#: ("phase", name, t), ("iteration", run, iteration, max_iter, inertia,
+#: center_shift, tol, t) or ("em_iteration", run, iteration, max_iter,
+#: lower_bound, change, t); run counts from 0, iteration from 1, t is
+#: seconds since the work started, tol is absolute.
+_Progress = Callable[[tuple], Any]
 
 __version__: str
 
@@ -35,7 +42,7 @@ def kmeans_fit(
     n_jobs: Optional[int],
     float32: bool,
     labels: Optional[_I32],
-    verbose: bool,
+    progress: Optional[_Progress],
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
     n_iter, converged, n_nonempty_clusters, warnings, plan."""
@@ -69,10 +76,10 @@ def gmm_fit(
     memory_limit: int,
     n_jobs: Optional[int],
     float32: bool,
-    labels: Optional[_I32],
-    verbose: bool,
+    labels: Optional[_I64],
+    progress: Optional[_Progress],
 ) -> dict[str, Any]:
-    """Gaussian mixture by EM; returns weights, means, covariances,
+    """Gaussian mixture by EM (max_iter=0 returns the initialisation); returns weights, means, covariances,
     precisions_cholesky (scikit-learn's shapes), lower_bound, lower_bounds,
     n_iter, converged, score, bic, aic, n_parameters, warnings, plan."""
 
@@ -85,7 +92,7 @@ def gmm_predict(
     memory_limit: int,
     n_jobs: Optional[int],
     float32: bool,
-    labels: Optional[_I32],
+    labels: Optional[_I64],
     proba: Optional[_F64],
     log_likelihood: Optional[_F64],
 ) -> float:

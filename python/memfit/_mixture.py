@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import warnings
+from numbers import Integral, Real
+
 import numpy as np
-from sklearn.base import BaseEstimator, DensityMixin
+from sklearn.base import BaseEstimator, DensityMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
 from ._validation import (
     check_data,
-    check_float,
-    check_int,
     check_memory_limit,
     check_n_jobs,
     check_sample_weight,
@@ -21,8 +24,60 @@ from ._validation import (
     small_array,
 )
 
-_COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
-_INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data")
+
+class _Verbose:
+    """Prints scikit-learn's ``GaussianMixture`` verbose lines
+    (``BaseMixture._print_verbose_msg_*``) from the engine's progress events:
+    "Initialization i" per initialisation, "  Iteration n" every
+    ``interval`` iterations and "Initialization converged." (or "did not
+    converge.") at its end; with ``verbose >= 2`` also time lapses, the
+    change of the lower bound and the final lower bound. Call
+    :meth:`close` once the fit returned."""
+
+    def __init__(self, verbose, interval, tol, n_init, max_iter):
+        self.verbose, self.interval, self.tol = verbose, interval, tol
+        self.n_init, self.max_iter = n_init, max_iter
+        self.run = None
+        self.last = (0.0, 0.0, 0.0)  # time, lower bound, change of the latest iteration
+
+    def _begin(self, run):
+        print(f"Initialization {run}")
+        self.run = run
+        self.init_time = self.iter_time = self.last[0]
+
+    def _end(self):
+        t, lower_bound, change = self.last
+        status = "converged" if abs(change) < self.tol else "did not converge"
+        if self.verbose == 1:
+            print(f"Initialization {status}.")
+        else:
+            print(f"Initialization {status}. time lapse {t - self.init_time:.5f}s\t lower bound {lower_bound:.5f}.")
+
+    def __call__(self, event):
+        if event[0] != "em_iteration":
+            return
+        _, run, iteration, _, lower_bound, change, t = event
+        if run != self.run:
+            if self.run is not None:
+                self._end()
+            self._begin(run)
+        self.last = (t, lower_bound, change)
+        if iteration % self.interval == 0:
+            if self.verbose == 1:
+                print(f"  Iteration {iteration}")
+            else:
+                print(f"  Iteration {iteration}\t time lapse {t - self.iter_time:.5f}s\t ll change {change:.5f}")
+                self.iter_time = t
+
+    def close(self):
+        """Ends the last initialisation (without iterations, prints each
+        initialisation's line only, as scikit-learn)."""
+        if self.max_iter == 0:
+            for run in range(self.n_init):
+                print(f"Initialization {run}")
+        elif self.run is not None:
+            self._end()
+
 
 
 def _param_shape(covariance_type, n_components, n_features):
@@ -33,6 +88,13 @@ def _param_shape(covariance_type, n_components, n_features):
         "diag": (n_components, n_features),
         "spherical": (n_components,),
     }[covariance_type]
+
+
+#: scikit-learn's sentence when the best initialisation did not converge.
+_NOT_CONVERGED = (
+    "Best performing initialization did not converge. Try different init parameters, or increase max_iter, tol, "
+    "or check for degenerate data."
+)
 
 
 def _as_matrix(a):
@@ -66,9 +128,15 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         EM stops when the lower bound (mean log-likelihood per sample)
         changes by less than ``tol``.
     reg_covar : float, default=1e-6
-        Non-negative value added to the covariances' diagonal.
+        Non-negative value added to the covariances' diagonal. With 0, a
+        fit fails (ValueError) only where scikit-learn's fails: when a
+        covariance is not positive definite, as for a component on
+        identical rows; a tiny positive variance is fitted.
     max_iter : int, default=100
-        EM iterations per initialisation.
+        EM iterations per initialisation. With 0, no iteration runs and the
+        fit returns the (last) initialisation, as scikit-learn's: the
+        initial parameters, ``n_iter_ = 0``, ``lower_bound_ = -inf``,
+        ``lower_bounds_ = []``, ``converged_ = False`` and no warning.
     n_init : int, default=1
         Initialisations; the best lower bound is kept.
     init_params : {"kmeans", "k-means++", "random", "random_from_data"}, default="kmeans"
@@ -85,9 +153,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     warm_start : bool, default=False
         Start each fit from the last fit's parameters (one initialisation).
     verbose : int, default=0
-        Print the phases and each EM iteration's lower bound.
+        Print scikit-learn's lines: "Initialization i" per initialisation,
+        "  Iteration n" every ``verbose_interval`` iterations and
+        "Initialization converged." (or "did not converge.") at its end;
+        ``verbose >= 2`` adds time lapses, the lower bound's change and the
+        final lower bound.
     verbose_interval : int, default=10
-        Accepted for compatibility (every iteration is printed).
+        Iterations between two iteration lines.
     memory_limit : int, str or None, default=None
         Bytes every buffer of a fit or prediction must fit in (int, or a
         string such as ``"2GiB"``; ``None`` is half of the available memory).
@@ -139,6 +211,28 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     [1.0, 10.0]
     """
 
+    _parameter_constraints: dict = {
+        # scikit-learn 1.9's GaussianMixture constraints (same errors, same
+        # messages).
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0.0, None, closed="left")],
+        "reg_covar": [Interval(Real, 0.0, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "init_params": [StrOptions({"kmeans", "random", "random_from_data", "k-means++"})],
+        "random_state": ["random_state"],
+        "warm_start": ["boolean"],
+        "verbose": ["verbose"],
+        "verbose_interval": [Interval(Integral, 1, None, closed="left")],
+        "covariance_type": [StrOptions({"full", "tied", "diag", "spherical"})],
+        "weights_init": ["array-like", None],
+        "means_init": ["array-like", None],
+        "precisions_init": ["array-like", None],
+        # memfit's own, checked when used.
+        "memory_limit": "no_validation",
+        "n_jobs": "no_validation",
+    }
+
     def __init__(
         self,
         n_components=1,
@@ -182,24 +276,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return tags
 
     def _check_params(self, data):
-        k = check_int(self.n_components, "n_components", 1)
-        check_int(self.max_iter, "max_iter", 1)
-        check_int(self.n_init, "n_init", 1)
-        check_float(self.tol, "tol")
-        check_float(self.reg_covar, "reg_covar")
-        if self.covariance_type not in _COVARIANCE_TYPES:
+        if data.n_samples < self.n_components:
             raise ValueError(
-                f"The 'covariance_type' parameter must be one of {_COVARIANCE_TYPES}. Got {self.covariance_type!r} instead."
-            )
-        if self.init_params not in _INIT_PARAMS:
-            raise ValueError(f"The 'init_params' parameter must be one of {_INIT_PARAMS}. Got {self.init_params!r} instead.")
-        if data.n_samples < 2:
-            raise ValueError(
-                f"Found array with {data.n_samples} sample(s) while a minimum of 2 is required by GaussianMixture."
-            )
-        if data.n_samples < k:
-            raise ValueError(
-                f"Expected n_samples >= n_components but got n_components = {k}, n_samples = {data.n_samples}"
+                f"Expected n_samples >= n_components but got n_components = {self.n_components}, "
+                f"n_samples = {data.n_samples}"
             )
 
     def _initial_parameters(self, d):
@@ -222,11 +302,24 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 1,
                 self.lower_bound_,
             )
+        # The checks and messages of scikit-learn's `_check_weights`,
+        # `_check_means` and `_check_precisions`.
         weights = means = precisions = None
         if self.weights_init is not None:
             weights = small_array(self.weights_init, "weights_init")
             if weights.shape != (k,):
                 raise ValueError(f"The parameter 'weights' should have the shape of ({k},), but got {weights.shape}")
+            if np.any(weights < 0.0) or np.any(weights > 1.0):
+                # scikit-learn prints the minimum as "max value" and the maximum as "min value".
+                raise ValueError(
+                    "The parameter 'weights' should be in the range [0, 1], but got max value "
+                    f"{weights.min():.5f}, min value {weights.max():.5f}"
+                )
+            atol = 1e-6 if np.asarray(self.weights_init).dtype == np.float32 else 1e-8
+            if not np.allclose(abs(1.0 - weights.sum()), 0.0, atol=atol):
+                raise ValueError(
+                    f"The parameter 'weights' should be normalized, but got sum(weights) = {weights.sum():.5f}"
+                )
         if self.means_init is not None:
             means = small_array(self.means_init, "means_init")
             if means.shape != (k, d):
@@ -235,22 +328,25 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             want = _param_shape(t, k, d)
             p = small_array(self.precisions_init, "precisions_init")
             if p.shape != want:
-                raise ValueError(
-                    f"The parameter '{t} precision' should have the shape of {want}, but got {p.shape}"
-                )
+                raise ValueError(f"The parameter '{t} precision' should have the shape of {want}, but got {p.shape}")
             if t in ("full", "tied"):
-                stack = p.reshape(-1, d, d)
-                if not np.allclose(stack, np.swapaxes(stack, 1, 2), rtol=1e-10, atol=0):
-                    raise ValueError(f"'{t} precision' should be symmetric, positive-definite")
+                for m in p.reshape(-1, d, d):
+                    if not (np.allclose(m, m.T) and np.all(np.linalg.eigvalsh(m) > 0.0)):
+                        raise ValueError(f"'{t} precision' should be symmetric, positive-definite")
+            elif np.any(p <= 0.0):
+                raise ValueError(f"'{t} precision' should be positive")
             precisions = _as_matrix(p)
         return weights, means, precisions, False, int(self.n_init), None
 
     def _fit(self, X, sample_weight, want_labels):
-        data = check_data(X, self, reset=not (self.warm_start and hasattr(self, "precisions_cholesky_")))
+        data = check_data(X, self, reset=not (self.warm_start and hasattr(self, "precisions_cholesky_")), min_samples=2)
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
         weights, means, precisions, cholesky, n_init, lower_bound = self._initial_parameters(data.n_features)
-        labels = np.empty(data.n_samples, dtype=np.int32) if want_labels else None
+        labels = np.empty(data.n_samples, dtype=np.int64) if want_labels else None
+        verbose = (
+            _Verbose(self.verbose, self.verbose_interval, self.tol, n_init, self.max_iter) if self.verbose else None
+        )
         r = _memfit.gmm_fit(
             data.engine,
             w,
@@ -271,9 +367,19 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             check_n_jobs(self.n_jobs),
             data.float32,
             labels,
-            bool(self.verbose),
+            verbose,
         )
-        emit_warnings(r["warnings"], stacklevel=4)
+        if verbose:
+            verbose.close()
+        if not r["converged"] and self.max_iter > 0:
+            warnings.warn(
+                f"{_NOT_CONVERGED} memfit: the lower bound still changed by tol={self.tol} or more after "
+                f"max_iter={self.max_iter} iterations",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+        # The warning above is scikit-learn's; the engine's others follow.
+        emit_warnings([m for m in r["warnings"] if "best performing initialization" not in m], stacklevel=4)
         # float32 data keep float32 parameters, as scikit-learn's; the
         # engine's float64 values are rounded once.
         dt = data.out_dtype
@@ -297,6 +403,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             return u @ u.T
         return u**2
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
         """Estimate the parameters by EM (``n_init`` times, keeping the best).
 
@@ -316,8 +423,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            Bad parameters or data, or a covariance that is not positive
-            definite (raise ``reg_covar``).
+            Bad parameters (scikit-learn's ``InvalidParameterError``, a
+            ``ValueError``) or data, or a covariance that is not positive
+            definite (raise ``reg_covar``), with scikit-learn's messages.
         MemoryError
             The job cannot fit ``memory_limit``.
         OSError
@@ -326,13 +434,15 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self._fit(X, sample_weight, want_labels=False)
         return self
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit, then return the most probable component of each row (from
         the final E-step, so equal to ``predict(X)``).
 
         Returns
         -------
-        labels : ndarray of shape (n_samples,), dtype int32
+        labels : ndarray of shape (n_samples,), dtype int64
+            As scikit-learn's.
         """
         return self._fit(X, sample_weight, want_labels=True)
 
@@ -340,7 +450,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
         n, k = data.n_samples, self.weights_.shape[0]
-        out_l = np.empty(n, dtype=np.int32) if labels else None
+        out_l = np.empty(n, dtype=np.int64) if labels else None
         out_p = np.empty((n, k), dtype=np.float64) if proba else None
         out_q = np.empty(n, dtype=np.float64) if log_likelihood else None
         score = _memfit.gmm_predict(
@@ -367,7 +477,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
         Returns
         -------
-        labels : ndarray of shape (n_samples,), dtype int32
+        labels : ndarray of shape (n_samples,), dtype int64
+            As scikit-learn's.
         """
         return self._e_pass(X, labels=True)[2]
 
@@ -442,7 +553,11 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             Component of each row, in ascending order.
         """
         check_is_fitted(self)
-        n_samples = check_int(n_samples, "n_samples", 1)
+        if n_samples < 1:
+            # scikit-learn's message, which names n_components as the value.
+            raise ValueError(
+                f"Invalid value for 'n_samples': {self.n_components} . The sampling requires at least one sample."
+            )
         rng = check_random_state(self.random_state)
         k, d = self.means_.shape
         counts = rng.multinomial(n_samples, self.weights_)

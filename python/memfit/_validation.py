@@ -104,11 +104,29 @@ def _is_sparse(X: Any) -> bool:
     return sp.issparse(X)
 
 
-def _shape_error(shape: tuple, n_samples: int, n_features: int) -> None:
-    if n_samples < 1:
-        raise ValueError(f"Found array with {n_samples} sample(s) (shape={shape}) while a minimum of 1 is required.")
+def _too_few(shape: tuple, n_samples: int, n_features: int, min_samples: int, estimator: Any) -> None:
+    """scikit-learn's ``check_array`` errors for too few rows or columns."""
+    context = f" by {type(estimator).__name__}" if estimator is not None else ""
+    if n_samples < min_samples:
+        raise ValueError(
+            f"Found array with {n_samples} sample(s) (shape={shape}) while a minimum of {min_samples} "
+            f"is required{context}."
+        )
     if n_features < 1:
-        raise ValueError(f"Found array with {n_features} feature(s) (shape={shape}) while a minimum of 1 is required.")
+        raise ValueError(
+            f"Found array with {n_features} feature(s) (shape={shape}) while a minimum of 1 is required{context}."
+        )
+
+
+def _not_finite(a: np.ndarray, input_name: str, dtype: np.dtype, label: str) -> str:
+    """scikit-learn's sentence for an array ``input_name`` with NaN or
+    infinity (``_assert_all_finite``; ``dtype`` is the one it names), then
+    where the first one is in ``label``."""
+    where = np.argwhere(~np.isfinite(a))[0]
+    padded = f"{input_name} " if input_name else ""
+    what = "NaN" if np.isnan(a).any() else f"infinity or a value too large for {dtype!r}"
+    index = ", ".join(str(int(i)) for i in where)
+    return f"Input {padded}contains {what}. memfit: {label}[{index}] = {a[tuple(where)]}"
 
 
 def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
@@ -125,8 +143,9 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
     """
     if _is_sparse(X):
         raise TypeError(
-            f"memfit does not accept sparse input ({name} is {type(X).__name__}); "
-            "pass a dense array, e.g. X.toarray(), or save it to a .npy file"
+            f"Sparse data was passed for {name}, but dense data is required. Use '.toarray()' to convert to a "
+            f"dense numpy array. memfit: {name} is {type(X).__name__}; a dense array can also be saved to a .npy "
+            "file and passed as a path"
         )
     arr = np.asarray(X)
     if arr.dtype == object and hasattr(X, "to_numpy"):
@@ -139,8 +158,11 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
     if np.iscomplexobj(arr):
         raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
     if arr.ndim != 2:
+        got = "scalar" if arr.ndim == 0 else f"{arr.ndim}D"
+        if arr.ndim > 2:
+            raise ValueError(f"Found array with dim {arr.ndim}, while dim <= 2 is required ({name} has shape {arr.shape}).")
         raise ValueError(
-            f"Expected 2D array, got {arr.ndim}D array instead ({name} has shape {arr.shape}). "
+            f"Expected 2D array, got {got} array instead ({name} has shape {arr.shape}). "
             "Reshape your data either using array.reshape(-1, 1) if your data has a single feature "
             "or array.reshape(1, -1) if it contains a single sample."
         )
@@ -149,7 +171,7 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
             try:
                 arr = arr.astype(np.float64)
             except (TypeError, ValueError) as e:
-                raise type(e)(f"{name} must be numeric: could not convert {arr.dtype} to float64 ({e})") from e
+                raise type(e)(f"{e}; hint: {name} must be numeric (memfit could not convert {arr.dtype} to float64)") from e
         elif arr.dtype.kind == "f" and arr.dtype.itemsize in (2, 4, 8):
             arr = arr.astype(arr.dtype.newbyteorder("="))
         else:
@@ -180,10 +202,11 @@ def npy_behind(X: Any) -> Optional[str]:
     return None
 
 
-def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str = "X") -> Data:
-    """Checks ``X`` (array-like, ``numpy.memmap`` or ``.npy`` path) and, with
-    an estimator, its feature count (``reset=True`` records
-    ``n_features_in_`` and ``feature_names_in_`` as scikit-learn does).
+def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str = "X", min_samples: int = 1) -> Data:
+    """Checks ``X`` (array-like, ``numpy.memmap`` or ``.npy`` path), that it
+    has at least ``min_samples`` rows and, with an estimator, its feature
+    count (``reset=True`` records ``n_features_in_`` and
+    ``feature_names_in_`` as scikit-learn does).
 
     Raises
     ------
@@ -208,7 +231,7 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
                 "hint: save X.reshape(-1, 1) for a single feature"
             )
         n, d = shape
-        _shape_error(tuple(shape), n, d)
+        _too_few(tuple(shape), n, d, min_samples, estimator)
         if estimator is not None:
             if reset:
                 estimator.n_features_in_ = d
@@ -227,7 +250,7 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
         # and checks them (from X itself, which may be a DataFrame).
         validate_data(estimator, X, reset=reset, skip_check_array=True)
     n, d = arr.shape
-    _shape_error(arr.shape, n, d)
+    _too_few(arr.shape, n, d, min_samples, estimator)
     return Data(arr, n, d, arr.dtype, arr.dtype == np.float32)
 
 
@@ -235,8 +258,10 @@ def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weig
     """``sample_weight`` as the engine reads it: ``None``, a ``.npy`` path, or
     an ``(n_samples, 1)`` view (a scalar becomes a constant array; integer
     and other dtypes are converted to float64, a copy of n_samples values).
-    Non-finite weights are refused here, negative ones by the estimators'
-    engine (ValueError); ``name`` is the parameter named in errors."""
+    Checked as scikit-learn's ``_check_sample_weight`` checks them, with its
+    messages: 1-D of length n_samples, finite, not all zero (ValueError);
+    negative weights are refused by the estimators' engine (ValueError);
+    ``name`` is the parameter named in errors."""
     if sample_weight is None:
         return None
     if isinstance(sample_weight, (str, bytes, os.PathLike)):
@@ -249,35 +274,39 @@ def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weig
         sample_weight = np.full(data.n_samples, float(sample_weight))
     w = np.asarray(sample_weight)
     if np.iscomplexobj(w):
-        raise ValueError(f"{name} must be real, got dtype {w.dtype}")
-    if w.ndim != 1 or w.shape[0] != data.n_samples:
-        if w.ndim == 0:
-            raise ValueError(f"{name} must be a 1-D array or a scalar")
+        raise ValueError(f"Complex data not supported: {name} has dtype {w.dtype}")
+    if w.ndim != 1:
+        raise ValueError(
+            f"Sample weights must be 1D array or scalar, got {w.ndim}D array. Expected either a scalar value "
+            f"or a 1D array of length {data.n_samples}."
+        )
+    if w.shape[0] != data.n_samples:
         raise ValueError(f"{name}.shape == {w.shape}, expected ({data.n_samples},)!")
     if w.dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         w = w.astype(np.float64)
-    bad = np.flatnonzero(~np.isfinite(w))
-    if bad.size:
-        raise ValueError(f"{name}[{bad[0]}] = {w[bad[0]]}; hint: weights must be finite")
+    if not np.isfinite(w).all():
+        raise ValueError(f"{_not_finite(w, name, data.out_dtype, name)}; hint: weights must be finite")
+    if not w.any():
+        raise ValueError("Sample weights must contain at least one non-zero number.")
     return engine_array(w.reshape(-1, 1), name=name)
 
 
 def small_array(a: Any, name: str, ndim: Optional[int] = None) -> np.ndarray:
     """A parameter array (centres, Q, initial parameters) as C-ordered
     float64 (with ``ndim`` dimensions when given), refusing complex and
-    non-finite values."""
+    non-finite values with scikit-learn's ``check_array`` sentences."""
     arr = np.asarray(a)
     if np.iscomplexobj(arr):
-        raise ValueError(f"{name} must be real, got dtype {arr.dtype}")
+        raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
+    dtype = arr.dtype if arr.dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float64)
     try:
         arr = np.ascontiguousarray(arr, dtype=np.float64)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{name} must be numeric: {e}") from e
+        raise ValueError(f"{e}; hint: {name} must be numeric") from e
     if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
-    bad = np.argwhere(~np.isfinite(arr))
-    if bad.size:
-        raise ValueError(f"{name} contains a non-finite value at index {tuple(int(i) for i in bad[0])}: {arr[tuple(bad[0])]}")
+        raise ValueError(f"Expected {ndim}D array, got {arr.ndim}D array instead: {name} has shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(_not_finite(arr, "", dtype, name))
     return arr
 
 
@@ -316,9 +345,7 @@ def seed_from(random_state: Any) -> int:
     result); ``None`` or a ``RandomState`` draws one (as scikit-learn draws
     from them)."""
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        if random_state < 0:
-            raise ValueError(f"random_state must be non-negative, got {random_state}")
-        return int(random_state) % (1 << 64)
+        return int(random_state)
     rng = check_random_state(random_state)
     return int(rng.randint(np.iinfo(np.int32).max))
 
@@ -341,23 +368,10 @@ def block_rows(n_samples: int, bytes_per_row: int, limit_bytes: int, what: str) 
     return int(min(65_536, limit_bytes // bytes_per_row))
 
 
-def check_int(value: Any, name: str, minimum: int) -> int:
-    """``value`` as an int of at least ``minimum``, or a ValueError naming it."""
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"The '{name}' parameter must be an int in the range [{minimum}, inf). Got {value!r} instead.")
-    return int(value)
-
-
-def check_float(value: Any, name: str) -> float:
-    """``value`` as a finite float ≥ 0, or a ValueError naming it."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not (0 <= float(value) < np.inf):
-        raise ValueError(f"The '{name}' parameter must be a float in the range [0.0, inf). Got {value!r} instead.")
-    return float(value)
-
-
 def emit_warnings(messages: list, stacklevel: int = 3) -> None:
-    """Engine warnings as Python warnings: no convergence and fewer distinct
-    clusters than asked are ``ConvergenceWarning``; others ``UserWarning``."""
+    """Engine warnings (those without a scikit-learn counterpart, which the
+    estimators issue themselves) as Python warnings: a k-means run that did
+    not converge is a ``ConvergenceWarning``; others ``UserWarning``."""
     for text in messages:
         if re.search(r"converge|distinct clusters", text):
             warnings.warn(text, ConvergenceWarning, stacklevel=stacklevel)

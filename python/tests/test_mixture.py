@@ -364,15 +364,16 @@ def test_warm_start_false_restarts():
     ],
 )
 def test_collapsed_components_need_reg_covar(covariance_type, n_features):
-    """Components on duplicated points fail with reg_covar=0 (ValueError
-    naming reg_covar, as scikit-learn) and fit with the default reg_covar."""
+    """Components on duplicated points fail with reg_covar=0 (scikit-learn's
+    ValueError and sentence) and fit with the default reg_covar."""
     d = n_features
     X = np.vstack([np.ones((6, d)), np.zeros((6, d)), np.full((6, d), -3.0)])
     ref = SkGaussianMixture(n_components=3, covariance_type=covariance_type, reg_covar=0, random_state=0)
-    with pytest.raises(ValueError, match="reg_covar"):
+    sentence = re.escape("Fitting the mixture model failed because some components have ill-defined empirical covariance")
+    with pytest.raises(ValueError, match=sentence):
         ref.fit(X)
     gm = GaussianMixture(n_components=3, covariance_type=covariance_type, reg_covar=0, random_state=0)
-    with pytest.raises(ValueError, match="reg_covar"):
+    with pytest.raises(ValueError, match=sentence):
         gm.fit(X)
     gm.set_params(reg_covar=1e-6).fit(X)
     assert_allclose(_sorted_by_first_coordinate(gm.means_)[:, 0], [-3.0, 0.0, 1.0], atol=1e-9)
@@ -848,15 +849,6 @@ def test_wrong_number_of_features_at_predict(truth):
         gm.predict(np.zeros((4, 2)))
 
 
-def test_max_iter_zero_is_refused(truth):
-    """max_iter=0 is a ValueError naming max_iter (scikit-learn returns the
-    initialisation instead: a documented difference, since memfit's fit
-    always runs at least one EM pass over the data)."""
-    gm = GaussianMixture(n_components=3, max_iter=0, random_state=0)
-    with pytest.raises(ValueError, match="max_iter"):
-        gm.fit(truth.X["full"])
-
-
 # --------------------------------------------------------------------------
 # Convergence warning
 # --------------------------------------------------------------------------
@@ -904,22 +896,6 @@ def test_poor_spherical_start_keeps_parameters():
     assert not gm.converged_
     for name in FITTED + ("n_iter_", "lower_bound_", "lower_bounds_"):
         assert hasattr(gm, name)
-
-
-def test_verbose_prints_each_iteration(capfd):
-    """verbose=1 prints every EM iteration's lower bound; verbose=0 prints
-    nothing."""
-    X = Truth(seed=5, n_samples=200, scale=0.4).X["diag"]
-    kw = dict(n_components=3, covariance_type="diag", tol=1e-6, max_iter=200, random_state=0)
-    gm = GaussianMixture(verbose=0, **kw).fit(X)
-    out, err = capfd.readouterr()
-    assert out == "" and err == ""
-    GaussianMixture(verbose=1, **kw).fit(X)
-    out, _ = capfd.readouterr()
-    lines = [line for line in out.splitlines() if "EM iteration" in line]
-    assert len(lines) == gm.n_iter_
-    printed = [float(re.search(r"lower bound (\S+),", line).group(1)) for line in lines]
-    assert_allclose(printed, gm.lower_bounds_, rtol=1e-9)
 
 
 # --------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 //! job that cannot fit the memory limit is `MemoryError`, a cancelled run is
 //! `KeyboardInterrupt`, and everything else (bad values, shapes, parameters,
 //! files that are not `.npy`) is `ValueError`. The message is the engine's
-//! one line, cause then hint, with in-memory arrays called "X".
+//! one line, cause then hint, with in-memory arrays called "X"; where
+//! scikit-learn raises the same error, its sentence comes first.
 
 use std::io::ErrorKind;
 
@@ -39,10 +40,20 @@ pub fn python_words(message: &str) -> String {
     FLAGS.iter().fold(message.to_string(), |m, (flag, param)| m.replace(flag, param))
 }
 
+/// scikit-learn's sentence for a covariance that is not positive definite
+/// (`sklearn.mixture._gaussian_mixture._compute_precision_cholesky`).
+const ILL_DEFINED: &str = "Fitting the mixture model failed because some components have ill-defined empirical \
+covariance (for instance caused by singleton or collapsed samples). Try to decrease the number of components, \
+increase reg_covar, or scale the input data.";
+
 /// Maps an engine error to the Python exception of the right class. An
 /// in-memory array is called "X" where the error is about the data, and
-/// left unnamed elsewhere (weights, initial parameters).
-pub fn to_py(e: Error) -> PyErr {
+/// left unnamed elsewhere (weights, initial parameters). Errors that
+/// scikit-learn also raises start with its sentence (data that are not
+/// finite, a covariance that is not positive definite), then give memfit's
+/// details; `float32` says whether the data were computed in float32 (the
+/// dtype scikit-learn names).
+pub fn to_py_for(e: Error, float32: bool) -> PyErr {
     let text = e.to_string();
     let text = match &e {
         Error::NonFinite { .. } | Error::ShapeMismatch { .. } | Error::WrongDimensions { .. } => {
@@ -50,7 +61,28 @@ pub fn to_py(e: Error) -> PyErr {
         }
         _ => text.replace("<memory>: ", "").replace("<memory>", "the array"),
     };
-    let msg = python_words(&text);
+    let dtype = if float32 { "float32" } else { "float64" };
+    let msg = match &e {
+        // `sklearn.utils.validation._assert_all_finite_element_wise`.
+        Error::NonFinite { value, .. } if value.is_nan() => format!("Input X contains NaN. {text}"),
+        Error::NonFinite { .. } => {
+            format!("Input X contains infinity or a value too large for dtype('{dtype}'). {text}")
+        }
+        Error::IllDefinedCovariance { component, reg_covar, float32 } => {
+            let accuracy = if *float32 {
+                " The numerical accuracy can also be improved by passing float64 data instead of float32."
+            } else {
+                ""
+            };
+            let which =
+                component.map_or("the shared covariance".to_string(), |c| format!("component {c}'s covariance"));
+            format!(
+                "{ILL_DEFINED}{accuracy} memfit: {which} is not positive definite with reg_covar={reg_covar:?}; \
+                 hint: increase reg_covar (e.g. 1e-3)"
+            )
+        }
+        _ => python_words(&text),
+    };
     match &e {
         Error::Io { cause, .. } => match cause.kind() {
             ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
@@ -61,6 +93,11 @@ pub fn to_py(e: Error) -> PyErr {
         Error::Cancelled => PyKeyboardInterrupt::new_err("memfit: interrupted"),
         _ => PyValueError::new_err(msg),
     }
+}
+
+/// [`to_py_for`] where no float32 data are involved.
+pub fn to_py(e: Error) -> PyErr {
+    to_py_for(e, false)
 }
 
 /// An array-shape mismatch inside the shim (a bug, never user input).

@@ -100,9 +100,10 @@ fn label(l: u32) -> i32 {
 /// `(n_samples,)`), when given, receives the final labels. Returns a dict
 /// with `cluster_centers` (`(n_clusters, n_features)`, float32 when
 /// `float32` else float64), `inertia`, `n_iter`, `converged`,
-/// `n_nonempty_clusters`, `warnings` and `plan`.
+/// `n_nonempty_clusters`, `warnings` and `plan`. `progress`, when given, is
+/// called with each progress event (see `runner::run`).
 #[pyfunction]
-#[pyo3(signature = (x, sample_weight, n_clusters, init, init_centers, n_init, max_iter, tol, random_state, memory_limit, n_jobs, float32, labels, verbose))]
+#[pyo3(signature = (x, sample_weight, n_clusters, init, init_centers, n_init, max_iter, tol, random_state, memory_limit, n_jobs, float32, labels, progress))]
 #[allow(clippy::too_many_arguments)]
 fn kmeans_fit<'py>(
     py: Python<'py>,
@@ -119,7 +120,7 @@ fn kmeans_fit<'py>(
     n_jobs: Option<usize>,
     float32: bool,
     mut labels: Option<PyReadwriteArray1<'py, i32>>,
-    verbose: bool,
+    progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
@@ -147,7 +148,7 @@ fn kmeans_fit<'py>(
     let w = held_w.as_ref().map(Held::weights).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
-    let (fit, plan) = run(py, n_jobs, verbose, move |obs| {
+    let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {
         params.validate(src.n_samples(), src.n_features())?;
         let mut job = Job::new(&src, w.as_ref(), compute_bytes(float32), 0);
         if with_labels {
@@ -205,7 +206,7 @@ fn assign<'py>(
     let centers = centers.as_slice()?;
     let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
     let mut fill_distances = Fill::new(distances.as_mut().map(|d| d.as_slice_mut()).transpose()?);
-    run(py, n_jobs, false, move |obs| {
+    run(py, n_jobs, float32, None, move |obs| {
         let plan = cluster::plan_predict(&src, k, compute_bytes(float32), false, memory_limit)?;
         let mut put = |l: &[u32], dist: &[f64]| {
             fill_labels.put(l, label)?;
@@ -229,13 +230,14 @@ fn covariance_type(name: &str) -> PyResult<CovarianceType> {
 /// n_features)` and `precisions_init` (scikit-learn's shape for the
 /// covariance type, seen as a matrix: all axes but the last are rows) are
 /// float64; `precisions_are_cholesky` says `precisions_init` holds Cholesky
-/// factors. `labels` (int32, `(n_samples,)`) receives the final labels.
-/// Returns a dict with `weights`, `means`, `covariances`,
-/// `precisions_cholesky` (scikit-learn's shapes, float64), `lower_bound`,
-/// `lower_bounds`, `n_iter`, `converged`, `score`, `bic`, `aic`, `warnings`
-/// and `plan`.
+/// factors. `labels` (int64, `(n_samples,)`) receives the final labels;
+/// `progress` as in [`kmeans_fit`]. `max_iter = 0` returns the (last)
+/// initialisation. Returns a dict with `weights`, `means`, `covariances`,
+/// `precisions_cholesky` (scikit-learn's shapes, float64), `lower_bound`
+/// (−inf without iterations), `lower_bounds`, `n_iter`, `converged`,
+/// `score`, `bic`, `aic`, `warnings` and `plan`.
 #[pyfunction]
-#[pyo3(signature = (x, sample_weight, n_components, covariance_type, tol, reg_covar, max_iter, n_init, init_params, weights_init, means_init, precisions_init, precisions_are_cholesky, lower_bound_init, random_state, memory_limit, n_jobs, float32, labels, verbose))]
+#[pyo3(signature = (x, sample_weight, n_components, covariance_type, tol, reg_covar, max_iter, n_init, init_params, weights_init, means_init, precisions_init, precisions_are_cholesky, lower_bound_init, random_state, memory_limit, n_jobs, float32, labels, progress))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_fit<'py>(
     py: Python<'py>,
@@ -257,8 +259,8 @@ fn gmm_fit<'py>(
     memory_limit: u64,
     n_jobs: Option<usize>,
     float32: bool,
-    mut labels: Option<PyReadwriteArray1<'py, i32>>,
-    verbose: bool,
+    mut labels: Option<PyReadwriteArray1<'py, i64>>,
+    progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
@@ -295,14 +297,14 @@ fn gmm_fit<'py>(
     let w = held_w.as_ref().map(Held::weights).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
-    let (fit, covariances, precisions_cholesky, plan) = run(py, n_jobs, verbose, move |obs| {
+    let (fit, covariances, precisions_cholesky, plan) = run(py, n_jobs, float32, progress, move |obs| {
         params.validate(src.n_samples(), src.n_features())?;
         let mut job = Job::new(&src, w.as_ref(), compute_bytes(float32), 0);
         if with_labels {
-            job.extra.push(("labels (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
+            job.extra.push(("labels (int64, returned to Python)".into(), src.n_samples() as u64 * 8));
         }
         let plan = mixture::plan_gmm(&params, &job, false)?;
-        let mut put = |l: &[u32]| fill.put(l, label);
+        let mut put = |l: &[u32]| fill.put(l, i64::from);
         let mut outputs = Outputs { labels: with_labels.then_some(&mut put as _), ..Outputs::default() };
         let fit = if float32 {
             mixture::fit::<f32>(&params, &src, w.as_ref(), &plan, &mut outputs, obs)?
@@ -345,7 +347,7 @@ fn gmm_fit<'py>(
 
 /// One E-step pass of a fitted mixture (`weights` `(n_components,)`, `means`
 /// `(n_components, n_features)`, `precisions_cholesky` in scikit-learn's
-/// shape, all float64) over `x` (array or `.npy` path): labels (int32),
+/// shape, all float64) over `x` (array or `.npy` path): labels (int64),
 /// responsibilities (float64, `(n_samples, n_components)`) and per-sample
 /// log-likelihoods (float64) go to the arrays given. Returns the mean
 /// log-likelihood per sample.
@@ -362,7 +364,7 @@ fn gmm_predict<'py>(
     memory_limit: u64,
     n_jobs: Option<usize>,
     float32: bool,
-    mut labels: Option<PyReadwriteArray1<'py, i32>>,
+    mut labels: Option<PyReadwriteArray1<'py, i64>>,
     mut proba: Option<PyReadwriteArray2<'py, f64>>,
     mut log_likelihood: Option<PyReadwriteArray1<'py, f64>>,
 ) -> PyResult<f64> {
@@ -380,11 +382,11 @@ fn gmm_predict<'py>(
     let mut fill_labels = Fill::new(labels.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_proba = Fill::new(proba.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_log_likelihood = Fill::new(log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?);
-    run(py, n_jobs, false, move |obs| {
+    run(py, n_jobs, float32, None, move |obs| {
         // Results go to the caller's arrays: no file writers to plan.
         let plan = mixture::plan_predict(&model, &src, compute_bytes(float32), 0, memory_limit)?;
         let wanted = (fill_labels.wanted(), fill_proba.wanted(), fill_log_likelihood.wanted());
-        let mut put_l = |l: &[u32]| fill_labels.put(l, label);
+        let mut put_l = |l: &[u32]| fill_labels.put(l, i64::from);
         let mut put_p = |p: &[f64]| fill_proba.put(p, |v| v);
         let mut put_q = |q: &[f64]| fill_log_likelihood.put(q, |v| v);
         let mut outputs = Outputs {
@@ -418,7 +420,7 @@ fn row_quadratic_form<'py>(
     let src = held.source()?;
     let q = q.as_slice()?;
     let mut fill = Fill::new(Some(out.as_slice_mut()?));
-    run(py, n_jobs, false, move |obs| {
+    run(py, n_jobs, float32, None, move |obs| {
         let plan = linalg::plan_row_quadratic_form(&src, compute_bytes(float32), memory_limit)?;
         let mut put = |r: &[f64]| fill.put(r, |v| v);
         let cancelled = || obs.cancelled();
@@ -447,7 +449,7 @@ fn weighted_scatter<'py>(
     let src = held.source()?;
     let ws = held_w.as_ref().map(Held::weights).transpose()?;
     let d = src.n_features();
-    let s = run(py, n_jobs, false, move |obs| {
+    let s = run(py, n_jobs, false, None, move |obs| {
         let plan = linalg::plan_weighted_scatter(&src, ws.as_ref(), memory_limit)?;
         linalg::weighted_scatter(&src, ws.as_ref(), &plan, &|| obs.cancelled())
     })?;

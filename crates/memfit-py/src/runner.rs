@@ -1,46 +1,74 @@
 //! Runs engine work off the interpreter: on a worker thread (in a pool of
 //! `n_jobs` threads when given), with the GIL released, while the calling
-//! thread prints progress lines and checks for Ctrl-C every 50 ms. On
-//! Ctrl-C the engine is told to stop (it checks once per block) and the
-//! `KeyboardInterrupt` is raised once it has.
+//! thread hands progress events to a Python callback and checks for Ctrl-C
+//! every 50 ms. On Ctrl-C the engine is told to stop (it checks once per
+//! block) and the `KeyboardInterrupt` is raised once it has.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use memfit::cluster::{Observer, Progress};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
-use crate::errors::to_py;
+use crate::errors::to_py_for;
 
-/// The engine's observer: reads the stop flag, forwards progress lines.
+/// A progress event as the Python callback receives it (a tuple whose first
+/// item names the kind; `t` is seconds since the work started):
+/// `("phase", name, t)`,
+/// `("iteration", run, iteration, max_iter, inertia, center_shift, tol, t)`
+/// for a Lloyd iteration (`tol` absolute), and
+/// `("em_iteration", run, iteration, max_iter, lower_bound, change, t)` for
+/// an EM iteration; `run` counts from 0, `iteration` from 1.
+enum Event {
+    Phase(String, f64),
+    Iteration(usize, usize, usize, f64, f64, f64, f64),
+    EmIteration(usize, usize, usize, f64, f64, f64),
+}
+
+impl Event {
+    fn to_tuple<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        match self {
+            Event::Phase(name, t) => ("phase", name, t).into_pyobject(py),
+            Event::Iteration(run, it, max, inertia, shift, tol, t) => {
+                ("iteration", run, it, max, inertia, shift, tol, t).into_pyobject(py)
+            }
+            Event::EmIteration(run, it, max, lb, change, t) => {
+                ("em_iteration", run, it, max, lb, change, t).into_pyobject(py)
+            }
+        }
+    }
+}
+
+/// The engine's observer: reads the stop flag, forwards progress events.
 pub struct Watch<'a> {
     stop: &'a AtomicBool,
-    /// Progress lines go here when printing; dropping it when the work ends
+    /// Events go here when someone listens; dropping it when the work ends
     /// tells the waiting thread so.
-    lines: Sender<String>,
-    verbose: bool,
+    events: Sender<Event>,
+    listening: bool,
+    started: Instant,
 }
 
 impl Observer for Watch<'_> {
     fn event(&mut self, event: &Progress<'_>) {
-        if !self.verbose {
+        if !self.listening {
             return;
         }
-        let line = match event {
-            Progress::Phase(p) => format!("memfit: {p}"),
-            Progress::Iteration { run, n_init, iteration, inertia, center_shift, .. } => format!(
-                "memfit: init {}/{n_init} iteration {iteration}, inertia {inertia:.10e}, centre shift {center_shift:.3e}",
-                run + 1
-            ),
-            Progress::EmIteration { run, n_init, iteration, lower_bound, change, .. } => format!(
-                "memfit: init {}/{n_init} EM iteration {iteration}, lower bound {lower_bound:.10}, change {change:.3e}",
-                run + 1
-            ),
+        let t = self.started.elapsed().as_secs_f64();
+        let event = match *event {
+            Progress::Phase(p) => Event::Phase(p.to_string(), t),
+            Progress::Iteration { run, iteration, max_iter, inertia, center_shift, tol, .. } => {
+                Event::Iteration(run, iteration, max_iter, inertia, center_shift, tol, t)
+            }
+            Progress::EmIteration { run, iteration, max_iter, lower_bound, change, .. } => {
+                Event::EmIteration(run, iteration, max_iter, lower_bound, change, t)
+            }
         };
-        let _ = self.lines.send(line);
+        let _ = self.events.send(event);
     }
 
     fn cancelled(&self) -> bool {
@@ -49,17 +77,20 @@ impl Observer for Watch<'_> {
 }
 
 /// Runs `work` with the GIL released on a worker thread, in a rayon pool of
-/// `n_jobs` threads (the global pool, all cores, when `None`); prints
-/// progress when `verbose`.
+/// `n_jobs` threads (the global pool, all cores, when `None`); calls
+/// `progress` with each event (see [`Event`]) when given. `float32` says
+/// whether the work computes in float32, for error messages.
 ///
 /// # Errors
-/// The engine's error mapped by [`to_py`]; `KeyboardInterrupt` (or whatever
-/// a signal handler raised) when interrupted; `ValueError` for a thread
-/// pool that cannot be built; `RuntimeError` if the engine panicked (a bug).
+/// The engine's error mapped by [`to_py_for`]; `KeyboardInterrupt` (or
+/// whatever a signal handler raised) when interrupted; whatever `progress`
+/// raised (the work is stopped); `ValueError` for a thread pool that cannot
+/// be built; `RuntimeError` if the engine panicked (a bug).
 pub fn run<R: Send>(
     py: Python<'_>,
     n_jobs: Option<usize>,
-    verbose: bool,
+    float32: bool,
+    progress: Option<&Bound<'_, PyAny>>,
     work: impl FnOnce(&mut Watch<'_>) -> memfit::Result<R> + Send,
 ) -> PyResult<R> {
     let pool = match n_jobs {
@@ -72,15 +103,15 @@ pub fn run<R: Send>(
         None => None,
     };
     let stop = AtomicBool::new(false);
-    let (tx, rx) = channel::<String>();
+    let (tx, rx) = channel::<Event>();
     // A receiver is not `Sync`; the lock lets the GIL-free wait borrow it.
     let rx = Mutex::new(rx);
-    let print = py.import("builtins")?.getattr("print")?;
+    let listening = progress.is_some();
     std::thread::scope(|s| {
         let stop = &stop;
         let pool = pool.as_ref();
         let handle = s.spawn(move || {
-            let mut watch = Watch { stop, lines: tx, verbose };
+            let mut watch = Watch { stop, events: tx, listening, started: Instant::now() };
             match pool {
                 Some(p) => p.install(|| work(&mut watch)),
                 None => work(&mut watch),
@@ -92,8 +123,13 @@ pub fn run<R: Send>(
             match py.detach(|| {
                 rx.lock().map_or(Err(RecvTimeoutError::Disconnected), |r| r.recv_timeout(Duration::from_millis(50)))
             }) {
-                Ok(line) => {
-                    print.call1((line,))?;
+                Ok(event) => {
+                    if let (Some(f), None) = (progress, &interrupt) {
+                        if let Err(e) = event.to_tuple(py).and_then(|t| f.call1((t,))) {
+                            stop.store(true, Ordering::Relaxed);
+                            interrupt = Some(e);
+                        }
+                    }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -108,7 +144,7 @@ pub fn run<R: Send>(
         let result = py.detach(|| handle.join());
         match (result, interrupt) {
             (_, Some(e)) => Err(e),
-            (Ok(r), None) => r.map_err(to_py),
+            (Ok(r), None) => r.map_err(|e| to_py_for(e, float32)),
             (Err(_), None) => {
                 Err(PyRuntimeError::new_err("memfit internal error: the engine panicked; please report it"))
             }

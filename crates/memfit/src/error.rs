@@ -101,6 +101,19 @@ pub enum Error {
         /// How to fix it.
         hint: &'static str,
     },
+    /// A mixture component's covariance is not positive definite, so EM
+    /// cannot go on (singleton or collapsed samples, too little
+    /// regularisation).
+    #[error("fitting the mixture failed because {which} has an ill-defined empirical covariance (not positive definite with reg_covar = {reg_covar:e}; e.g. singleton or collapsed samples); hint: increase --reg-covar (e.g. 1e-3), decrease --n-components, or scale the input data",
+        which = .component.map_or("the shared covariance".to_string(), |c| format!("component {c}")))]
+    IllDefinedCovariance {
+        /// The component, or `None` for the shared (tied) covariance.
+        component: Option<usize>,
+        /// The regularisation added to the diagonal.
+        reg_covar: f64,
+        /// Whether the fit computed in float32.
+        float32: bool,
+    },
     /// The job cannot run within the memory limit.
     #[error("the job needs at least {required_bytes} bytes ({required}) but the memory limit is {limit_bytes} bytes ({limit}): {what}; hint: {hint}",
         required = crate::plan::format_bytes(*.required_bytes), limit = crate::plan::format_bytes(*.limit_bytes))]

@@ -73,6 +73,8 @@ pub enum Progress<'a> {
         inertia: f64,
         /// Sum of squared centre shifts this iteration.
         center_shift: f64,
+        /// The absolute tolerance the shift is compared with.
+        tol: f64,
         /// Rows processed per second in this pass.
         rows_per_sec: f64,
     },
@@ -729,6 +731,7 @@ fn lloyd<T: Real>(
             max_iter: params.max_iter,
             inertia,
             center_shift,
+            tol: tol_abs,
             rows_per_sec: n as f64 / t.elapsed().as_secs_f64().max(1e-9),
         });
         if center_shift == 0.0 {

@@ -192,14 +192,8 @@ impl CholWork {
     }
 }
 
-fn ill_defined(component: Option<usize>, reg_covar: f64) -> Error {
-    let which = component.map_or("the shared covariance".to_string(), |k| format!("component {k}"));
-    Error::param(
-        "reg_covar",
-        format!(
-            "fitting the mixture failed because {which} has an ill-defined empirical covariance (not positive definite with reg_covar = {reg_covar:e}; e.g. singleton or collapsed samples); hint: increase --reg-covar (e.g. 1e-3), decrease --n-components, or scale the input data"
-        ),
-    )
+fn ill_defined<T: Real>(component: Option<usize>, reg_covar: f64) -> Error {
+    Error::IllDefinedCovariance { component, reg_covar, float32: T::DTYPE == crate::io::Dtype::F32 }
 }
 
 impl<T: Real> Estep<T> {
@@ -269,8 +263,8 @@ impl<T: Real> Estep<T> {
     /// Computes the precision factors from `p` (weights, means, covariances).
     ///
     /// # Errors
-    /// [`Error::InvalidParameter`] (`reg_covar`) naming the first component
-    /// whose covariance is not positive definite.
+    /// [`Error::IllDefinedCovariance`] naming the first component whose
+    /// covariance is not positive definite.
     pub(crate) fn set_params(&mut self, p: &Params, reg_covar: f64, work: &mut CholWork) -> Result<()> {
         let d = self.d;
         match &mut self.prec {
@@ -278,13 +272,13 @@ impl<T: Real> Estep<T> {
                 for c in 0..self.k {
                     unpack_lower(&p.cov[c * packed_len(d)..(c + 1) * packed_len(d)], d, &mut work.mats[0]);
                     self.log_det[c] =
-                        work.precision_cholesky_of_cov().ok_or_else(|| ill_defined(Some(c), reg_covar))?;
+                        work.precision_cholesky_of_cov().ok_or_else(|| ill_defined::<T>(Some(c), reg_covar))?;
                     put_stacked(uc, self.k, d, c, work.u());
                 }
             }
             Prec::Tied(uc, _) => {
                 unpack_lower(&p.cov[..packed_len(d)], d, &mut work.mats[0]);
-                let ld = work.precision_cholesky_of_cov().ok_or_else(|| ill_defined(None, reg_covar))?;
+                let ld = work.precision_cholesky_of_cov().ok_or_else(|| ill_defined::<T>(None, reg_covar))?;
                 self.log_det.fill(ld);
                 for (dst, v) in uc.iter_mut().zip(work.u()) {
                     *dst = T::from_f64(*v);
@@ -296,7 +290,7 @@ impl<T: Real> Estep<T> {
                     for j in 0..d {
                         let v = p.cov[c * d + j];
                         if !(v > 0.0 && v.is_finite()) {
-                            return Err(ill_defined(Some(c), reg_covar));
+                            return Err(ill_defined::<T>(Some(c), reg_covar));
                         }
                         pc[c * d + j] = 1.0 / v.sqrt();
                         ld += pc[c * d + j].ln();
@@ -308,7 +302,7 @@ impl<T: Real> Estep<T> {
                 for (c, (pc, ld)) in pc.iter_mut().zip(self.log_det.iter_mut()).enumerate() {
                     let v = p.cov[c];
                     if !(v > 0.0 && v.is_finite()) {
-                        return Err(ill_defined(Some(c), reg_covar));
+                        return Err(ill_defined::<T>(Some(c), reg_covar));
                     }
                     *pc = 1.0 / v.sqrt();
                     *ld = d as f64 * pc.ln();
@@ -321,14 +315,22 @@ impl<T: Real> Estep<T> {
 
     /// Sets the precision factors from given precisions or their Cholesky
     /// factors (see [`super::PrecisionsInit`]), read one component at a time
-    /// into the buffers [`precision_read_bytes`] counts.
+    /// into the buffers [`precision_read_bytes`] counts. With `cov` (of
+    /// [`cov_len`] values), also writes their inverses there in
+    /// [`Params::cov`]'s layout, from the `f64` factors.
     ///
     /// # Errors
     /// Read errors; [`Error::InvalidParameter`] (`precisions_init`, or
     /// `model` for factors from a saved model) for a non-finite value, a
     /// precision that is not positive definite or a factor with a
     /// non-positive diagonal.
-    pub(crate) fn set_precisions(&mut self, src: &Source<'_>, cholesky: bool, work: &mut CholWork) -> Result<()> {
+    pub(crate) fn set_precisions(
+        &mut self,
+        src: &Source<'_>,
+        cholesky: bool,
+        work: &mut CholWork,
+        mut cov: Option<&mut [f64]>,
+    ) -> Result<()> {
         let (k, d) = (self.k, self.d);
         let what = if cholesky { "precisions_cholesky" } else { "precisions_init" };
         let bad = |c: Option<usize>, why: &str| {
@@ -379,6 +381,7 @@ impl<T: Real> Estep<T> {
                             .ok_or_else(|| bad(Some(c), "is not symmetric positive definite"))?;
                         (ld, work.u())
                     };
+
                     match &mut self.prec {
                         Prec::Full(uc, _) => {
                             self.log_det[c] = ld;
@@ -392,6 +395,13 @@ impl<T: Real> Estep<T> {
                         }
                         _ => unreachable!("matched above"),
                     }
+                    if let Some(cov) = cov.as_deref_mut() {
+                        // The factor is in `raw` or in the second work matrix.
+                        let (w, rest) = work.mats.split_at_mut(1);
+                        let u = if cholesky { &raw[..] } else { &rest[0][..] };
+                        let p = packed_len(d);
+                        covariance_of_factor(u, d, &mut w[0], &mut cov[c * p..(c + 1) * p]);
+                    }
                 }
                 Prec::Diag(pc) => {
                     let mut ld = 0.0;
@@ -402,6 +412,9 @@ impl<T: Real> Estep<T> {
                         }
                         pc[c * d + j] = if cholesky { v } else { v.sqrt() };
                         ld += pc[c * d + j].ln();
+                        if let Some(cov) = cov.as_deref_mut() {
+                            cov[c * d + j] = 1.0 / (pc[c * d + j] * pc[c * d + j]);
+                        }
                     }
                     self.log_det[c] = ld;
                 }
@@ -411,6 +424,9 @@ impl<T: Real> Estep<T> {
                     }
                     pc[c] = if cholesky { raw[0] } else { raw[0].sqrt() };
                     self.log_det[c] = d as f64 * pc[c].ln();
+                    if let Some(cov) = cov.as_deref_mut() {
+                        cov[c] = 1.0 / (pc[c] * pc[c]);
+                    }
                 }
             }
         }
@@ -429,6 +445,22 @@ pub(crate) fn precision_read_bytes(t: CovarianceType, d: usize, itemsize: usize)
         CovarianceType::Spherical => 1,
     };
     (per * (8 + itemsize)) as u64
+}
+
+/// The covariance `(U Uᵀ)⁻¹ = W Wᵀ`, `W = (Uᵀ)⁻¹` lower triangular, of the
+/// precision factor `u` (row-major `d × d`, upper), as a packed lower
+/// triangle in `out`; `w` (`d × d`) is scratch.
+fn covariance_of_factor(u: &[f64], d: usize, w: &mut [f64], out: &mut [f64]) {
+    invert_lower_triangular(
+        MatMut::from_row_major_slice_mut(w, d, d),
+        MatRef::from_row_major_slice(u, d, d).transpose(),
+        Par::Seq,
+    );
+    for i in 0..d {
+        for j in 0..=i {
+            out[packed_index(i, j)] = (0..=j).map(|q| w[i * d + q] * w[j * d + q]).sum();
+        }
+    }
 }
 
 /// Writes factor `c` (row-major `d × d` `f64`) into the stacked `(d, K·d)` layout.
@@ -508,6 +540,15 @@ mod tests {
         work.precision_cholesky_of_precision().unwrap();
         for (a, b) in u.iter().zip(work.u()) {
             assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+        }
+        // And the factor gives back the covariance.
+        let mut w = vec![0.0; 9];
+        let mut packed = vec![0.0; packed_len(d)];
+        covariance_of_factor(&u, d, &mut w, &mut packed);
+        for i in 0..d {
+            for j in 0..=i {
+                assert!((packed[packed_index(i, j)] - cov[i * d + j]).abs() < 1e-12, "({i},{j})");
+            }
         }
         let singular = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0];
         assert!(precision_cholesky(&singular, &mut work, &mut u).is_none());

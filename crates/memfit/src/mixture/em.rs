@@ -14,7 +14,7 @@ use std::time::Instant;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::components::{full_covariance, precision_cholesky, CholWork, Estep, Params};
+use super::components::{cov_len, full_covariance, precision_cholesky, CholWork, Estep, Params};
 use super::mstep::finalize;
 use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 use super::pass::{Stats, Workspace};
@@ -81,7 +81,7 @@ pub struct GmmFit {
     /// The column means the engine shifted the data by (the E-step's origin).
     pub shift: Vec<f64>,
     /// Lower bound (mean log-likelihood per sample) of the kept run's last
-    /// iteration, as scikit-learn's `lower_bound_`.
+    /// iteration, as scikit-learn's `lower_bound_` (−∞ when `max_iter` is 0).
     pub lower_bound: f64,
     /// Lower bound of every iteration of the kept run (`lower_bounds_`).
     pub lower_bounds: Vec<f64>,
@@ -321,7 +321,7 @@ pub fn fit<T: Real>(
             if want_scatter {
                 tied_scatter = std::mem::take(&mut stats.scatter);
             }
-            cur = finalize(t, d, &mut stats, &tied_scatter, &shift, params.reg_covar, n_eff, true);
+            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, true);
         }
         if let Some(w) = &params.weights_init {
             cur.weights.clone_from(w);
@@ -332,7 +332,13 @@ pub fn fit<T: Real>(
         match &params.precisions_init {
             Some(p) => {
                 es.set_weights_means(&cur.weights, &cur.means);
-                es.set_precisions(p.source(), matches!(p, PrecisionsInit::Cholesky(_)), &mut work)?;
+                // Without iterations the covariances returned are the
+                // given precisions' inverses.
+                let cov = (params.max_iter == 0).then(|| {
+                    cur.cov.resize(cov_len(t, k, d), 0.0);
+                    &mut cur.cov[..]
+                });
+                es.set_precisions(p.source(), matches!(p, PrecisionsInit::Cholesky(_)), &mut work, cov)?;
             }
             None => es.set_params(&cur, params.reg_covar, &mut work)?,
         }
@@ -365,7 +371,7 @@ pub fn fit<T: Real>(
             if !lower_bound.is_finite() {
                 return Err(crate::cluster::overflow(sample_weight.is_some(), "lower bound", lower_bound));
             }
-            cur = finalize(t, d, &mut stats, &tied_scatter, &shift, params.reg_covar, n_eff, false);
+            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, false);
             es.set_params(&cur, params.reg_covar, &mut work)?;
             lower_bounds.push(lower_bound);
             let change = lower_bound - prev;
@@ -385,7 +391,10 @@ pub fn fit<T: Real>(
         }
         timings.em_secs += clock.elapsed().as_secs_f64();
         lower_bound_per_init.push(lower_bound);
-        let better = best.as_ref().is_none_or(|(_, _, lbs, _)| lower_bound > *lbs.last().expect("max_iter >= 1"));
+        // The highest lower bound wins; without iterations, the last
+        // initialisation (as scikit-learn's `fit_predict`).
+        let better =
+            params.max_iter == 0 || best.as_ref().is_none_or(|(_, _, lbs, _)| lbs.last() < lower_bounds.last());
         if better {
             let kept = if params.n_init > 1 { cur.clone() } else { std::mem::take(&mut cur) };
             best = Some((run, kept, lower_bounds, converged));
@@ -409,7 +418,7 @@ pub fn fit<T: Real>(
             if T::DTYPE == crate::io::Dtype::F32 { "use --dtype float64 or " } else { "" }
         ));
     }
-    if !converged {
+    if !converged && params.max_iter > 0 {
         warnings.push(format!(
             "best performing initialization did not converge within max_iter = {} iterations; hint: try different init parameters, raise --max-iter or --tol, or check for degenerate data",
             params.max_iter
@@ -428,7 +437,7 @@ pub fn fit<T: Real>(
         CovarianceType::Tied => nf * df * (df + 1.0) + nf * kf * 3.0 * df,
         CovarianceType::Diag | CovarianceType::Spherical => nf * kf * 3.0 * df,
     };
-    let (n_iter, lower_bound) = (lower_bounds.len(), *lower_bounds.last().expect("max_iter >= 1"));
+    let (n_iter, lower_bound) = (lower_bounds.len(), lower_bounds.last().copied().unwrap_or(f64::NEG_INFINITY));
     let means = best.means.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v + s)).collect();
     Ok(GmmFit {
         covariance_type: t,
@@ -643,6 +652,45 @@ mod tests {
             assert_eq!(a.means, b.means, "{t:?}");
             assert_eq!(a.covariances, b.covariances, "{t:?}");
         }
+    }
+
+    #[test]
+    fn max_iter_zero_returns_the_initial_parameters() {
+        let x = data(600);
+        let src = Source::memory(ArrayRef::c_order(Values::F64(&x), 600, 4).unwrap());
+        let (weights, means) = (vec![0.2, 0.3, 0.5], vec![0.5; 12]);
+        // Diagonal precisions 1, 2, 4 for the components: covariances 1, 1/2, 1/4.
+        let prec: Vec<f64> = (0..3).flat_map(|c| [f64::from(1u32 << c); 4]).collect();
+        let p = Source::memory(ArrayRef::c_order(Values::F64(&prec), 3, 4).unwrap());
+        let params = GmmParams {
+            n_components: 3,
+            covariance_type: CovarianceType::Diag,
+            max_iter: 0,
+            n_init: 2,
+            weights_init: Some(weights.clone()),
+            means_init: Some(means.clone()),
+            precisions_init: Some(PrecisionsInit::Precisions(p)),
+            ..GmmParams::default()
+        };
+        let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0), false).unwrap();
+        let mut labels = Vec::new();
+        let mut put = |l: &[u32]| {
+            labels.extend_from_slice(l);
+            Ok(())
+        };
+        let mut outputs = Outputs { labels: Some(&mut put), ..Outputs::default() };
+        let fit = fit::<f64>(&params, &src, None, &plan, &mut outputs, &mut ()).unwrap();
+        assert_eq!((fit.n_iter, fit.converged, fit.lower_bounds.len()), (0, false, 0));
+        assert_eq!(fit.lower_bound, f64::NEG_INFINITY);
+        assert!(fit.warnings.is_empty(), "{:?}", fit.warnings);
+        assert_eq!(fit.weights, weights);
+        for (a, b) in fit.means.iter().zip(&means) {
+            assert!((a - b).abs() < 1e-12);
+        }
+        for (c, v) in fit.covariances.chunks(4).enumerate() {
+            assert!(v.iter().all(|&v| (v * f64::from(1u32 << c) - 1.0).abs() < 1e-15), "{c}: {v:?}");
+        }
+        assert_eq!(labels.len(), 600);
     }
 
     #[test]

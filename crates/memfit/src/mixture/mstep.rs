@@ -2,6 +2,17 @@
 //! pass, as scikit-learn's `_estimate_gaussian_parameters` defines them
 //! (`N_k` floored by `10 ε`, `reg_covar` added to the diagonal), computed
 //! from sums centred on each component's reference mean.
+//!
+//! A covariance is refused later, when it is not positive definite, exactly
+//! where scikit-learn refuses it (its Cholesky factorisation fails, or a
+//! variance is not positive); tiny positive variances are kept. Two details
+//! make "zero" mean zero here as it does there: the scatter is taken around
+//! the responsibility-weighted mean itself (not around scikit-learn's mean
+//! with the `10 ε` floor in its denominator, whose offset alone would give
+//! rows on one point a variance of about `(10 ε x / N_k)²`), so a component
+//! on identical rows has a variance of exactly 0; and a diagonal entry below
+//! the rounding error of the sums it is computed from (see [`NOISE`]) is
+//! taken as 0, since neither its size nor its sign is known.
 
 use super::components::{packed_index, packed_len, Params};
 use super::params::CovarianceType;
@@ -13,18 +24,11 @@ use super::pass::Stats;
 /// `Σ w x xᵀ` (row-major `d × d`, shifted coordinates) for tied. When `init`,
 /// weights are `N_k / n_effective` (scikit-learn's `_initialize`);
 /// otherwise `N_k / Σ N_k`.
-///
-/// A variance below the rounding noise of the data's magnitude (see
-/// [`rounding_floor`]; `shift` is the origin the data were read relative to)
-/// is taken as exactly 0, so a collapsed component is reported (with
-/// `reg_covar = 0`) instead of fitted with a variance of 1e-32.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn finalize(
     t: CovarianceType,
     d: usize,
     stats: &mut Stats,
     tied_scatter: &[f64],
-    shift: &[f64],
     reg_covar: f64,
     n_effective: f64,
     init: bool,
@@ -36,28 +40,28 @@ pub(crate) fn finalize(
     let total: f64 = nk.iter().sum();
     params.weights = nk.iter().map(|n| n / if init { n_effective } else { total }).collect();
     params.means.resize(k * d, 0.0);
-    // δ_k = μ_k − ref_k, with μ_k = (Σ r x) / N_k exactly as scikit-learn's
-    // `resp.T @ X / nk` (a component with no responsibility gets mean 0).
-    let mut delta = vec![0.0; k * d];
-    for c in 0..k {
+    for (c, n) in nk.iter().enumerate() {
         for j in 0..d {
             let (s1, r) = (stats.s1[c * d + j], stats.reference[c * d + j]);
-            let mean = (s1 + stats.nk[c] * r) / nk[c];
-            params.means[c * d + j] = mean;
-            delta[c * d + j] = mean - r;
+            // `resp.T @ X / nk` exactly as scikit-learn's (a component with
+            // no responsibility gets mean 0 in shifted coordinates).
+            params.means[c * d + j] = (s1 + stats.nk[c] * r) / n;
         }
     }
+    // Σ r (x − m)(x − m)ᵀ around the weighted mean `m = ref + s1 / N_k`:
+    // `S2 − s1 s1ᵀ / N_k` (0 for a component without rows).
+    let centred = |s2: f64, a: f64, b: f64, n_raw: f64| if n_raw > 0.0 { s2 - a * b / n_raw } else { 0.0 };
     match t {
         CovarianceType::Full => {
             let p = packed_len(d);
-            for c in 0..k {
-                let (s1, dl, n_raw) = (&stats.s1[c * d..(c + 1) * d], &delta[c * d..(c + 1) * d], stats.nk[c]);
+            for (c, n) in nk.iter().enumerate() {
+                let (s1, n_raw) = (&stats.s1[c * d..(c + 1) * d], stats.nk[c]);
                 let s2 = &mut params.cov[c * p..(c + 1) * p];
                 for i in 0..d {
                     for j in 0..=i {
                         let q = packed_index(i, j);
-                        let v = (s2[q] - s1[i] * dl[j] - dl[i] * s1[j] + n_raw * dl[i] * dl[j]) / nk[c];
-                        s2[q] = if i == j { above_noise(v, params.means[c * d + i], shift[i]) + reg_covar } else { v };
+                        let v = centred(s2[q], s1[i], s1[j], n_raw) / n;
+                        s2[q] = if i == j { above_noise(v, s2[q] / n) + reg_covar } else { v };
                     }
                 }
             }
@@ -69,12 +73,8 @@ pub(crate) fn finalize(
                 for j in 0..=i {
                     let between: f64 = (0..k).map(|c| nk[c] * params.means[c * d + i] * params.means[c * d + j]).sum();
                     let v = (tied_scatter[i * d + j] - between) / total;
-                    params.cov[packed_index(i, j)] = if i == j {
-                        let scale = (0..k).map(|c| params.means[c * d + i].abs()).fold(0.0, f64::max);
-                        above_noise(v, scale, shift[i]) + reg_covar
-                    } else {
-                        v
-                    };
+                    params.cov[packed_index(i, j)] =
+                        if i == j { above_noise(v, tied_scatter[i * d + i] / total) + reg_covar } else { v };
                 }
             }
         }
@@ -83,9 +83,8 @@ pub(crate) fn finalize(
             for c in 0..k {
                 let n_raw = stats.nk[c];
                 for j in 0..d {
-                    let (s1, s2, dl) = (stats.s1[c * d + j], params.cov[c * d + j], delta[c * d + j]);
-                    let v = (s2 - 2.0 * dl * s1 + n_raw * dl * dl) / nk[c];
-                    let v = above_noise(v, params.means[c * d + j], shift[j]) + reg_covar;
+                    let (s1, s2) = (stats.s1[c * d + j], params.cov[c * d + j]);
+                    let v = above_noise(centred(s2, s1, s1, n_raw) / nk[c], s2 / nk[c]) + reg_covar;
                     params.cov[c * d + j] = v;
                     spherical[c] += v;
                 }
@@ -100,20 +99,58 @@ pub(crate) fn finalize(
     params
 }
 
-/// The largest variance that is indistinguishable from rounding noise for
-/// values of magnitude `|mean| + |shift|` (the component's mean in the
-/// shifted coordinates the engine computes in, and the shift itself):
-/// `(16 ε (|mean| + |shift|))²` with ε of float64.
-fn rounding_floor(mean: f64, shift: f64) -> f64 {
-    let scale = 16.0 * f64::EPSILON * (mean.abs() + shift.abs());
-    scale * scale
-}
+/// Relative rounding error of a variance computed as a difference of `f64`
+/// sums: a diagonal entry at most `NOISE` times the second moment it was
+/// computed from has lost every significant digit.
+const NOISE: f64 = 4.0 * f64::EPSILON;
 
-/// `v`, or exactly 0 when it is below [`rounding_floor`].
-fn above_noise(v: f64, mean: f64, shift: f64) -> f64 {
-    if v <= rounding_floor(mean, shift) {
+/// The variance `v`, or exactly 0 when it is within the rounding error of
+/// the mean square `moment` it was computed from (see [`NOISE`]).
+fn above_noise(v: f64, moment: f64) -> f64 {
+    if v <= NOISE * moment {
         0.0
     } else {
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sums of one component over `rows` (one feature), centred on `reference`.
+    fn stats(t: CovarianceType, rows: &[f64], reference: f64) -> Stats {
+        let mut s = Stats::new(1, 1);
+        s.begin(t, Vec::new(), &[reference], false);
+        s.nk[0] = rows.len() as f64;
+        s.s1[0] = rows.iter().map(|x| x - reference).sum();
+        s.s2[0] = rows.iter().map(|x| (x - reference).powi(2)).sum();
+        s
+    }
+
+    #[test]
+    fn identical_rows_have_exactly_zero_variance() {
+        // Centred on a reference that is not the rows' value (as after an
+        // iteration whose mean carried the 10 ε floor).
+        for t in [CovarianceType::Full, CovarianceType::Diag, CovarianceType::Spherical] {
+            for (value, reference) in [(0.1, 0.1 * 6.0 / (6.0 + 10.0 * f64::EPSILON)), (-3.0, -3.0), (0.0, 1e-17)] {
+                let p = finalize(t, 1, &mut stats(t, &[value; 6], reference), &[], 0.0, 6.0, false);
+                assert_eq!(p.cov[0], 0.0, "{t:?} {value}");
+                let p = finalize(t, 1, &mut stats(t, &[value; 6], reference), &[], 1e-6, 6.0, false);
+                assert_eq!(p.cov[0], 1e-6, "{t:?} {value}");
+            }
+        }
+    }
+
+    #[test]
+    fn tiny_positive_variance_is_kept() {
+        // Rows a few ulps apart: a variance of about 1e-31, positive.
+        let rows: Vec<f64> = (0..8).map(|i| 1.0 + f64::from(i) * f64::EPSILON).collect();
+        // The variance of 0, 1, ..., 7 is 5.25.
+        let exact = 5.25 * f64::EPSILON * f64::EPSILON;
+        for t in [CovarianceType::Full, CovarianceType::Diag, CovarianceType::Spherical] {
+            let p = finalize(t, 1, &mut stats(t, &rows, 1.0), &[], 0.0, 8.0, false);
+            assert!(p.cov[0] > 0.0 && (p.cov[0] - exact).abs() < 1e-6 * exact, "{t:?}: {} vs {exact}", p.cov[0]);
+        }
     }
 }

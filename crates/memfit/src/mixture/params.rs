@@ -153,7 +153,8 @@ pub struct GmmParams<'a> {
     /// Non-negative regularisation added to the covariances' diagonal.
     /// Default 1e-6.
     pub reg_covar: f64,
-    /// Maximum EM iterations per initialisation (≥ 1). Default 100.
+    /// Maximum EM iterations per initialisation. Default 100. With 0 a fit
+    /// runs none and returns the (last) initialisation, as scikit-learn's.
     pub max_iter: usize,
     /// Initialisations; the one with the highest final lower bound is kept.
     /// Default 1.
@@ -229,9 +230,6 @@ impl GmmParams<'_> {
         }
         if self.n_init == 0 {
             return Err(Error::param("n_init", "must be at least 1, got 0"));
-        }
-        if self.max_iter == 0 {
-            return Err(Error::param("max_iter", "must be at least 1, got 0"));
         }
         if !(self.tol.is_finite() && self.tol >= 0.0) {
             return Err(Error::param("tol", format!("must be finite and >= 0, got {}", self.tol)));
