@@ -229,7 +229,7 @@ struct Check<'f> {
 }
 
 impl Check<'_> {
-    /// `(k, value)` when raw element `k` lies beyond the bound.
+    /// The value of raw element `k`, when it lies beyond the bound.
     fn beyond(&self, k: usize) -> Option<i128> {
         let v = (self.exact)(k);
         (v.unsigned_abs() > u128::from(self.bound)).then_some(v)
