@@ -69,13 +69,14 @@ def test_unsigned_arrays_are_read_in_place(dtype):
 def test_integers_beyond_2_pow_53_warn_naming_the_column(as_input, dtype):
     X = np.zeros((6, 2), dtype=dtype)
     X[:, 0] = np.arange(6)
-    X[4, 1] = 2**53 + 1
-    X[5, 1] = 2**60
+    X[:, 1] = [2**53 - 3, 2**53 - 2, 2**53 - 1, 2**53, 2**53 + 1, 2**53 + 3]  # exact up to row 3
     source = as_input(X)
     name = "X" if isinstance(source, np.ndarray) else source
     expected = (f"{name}: column 1 holds {np.dtype(dtype).name} values beyond 2^53 in magnitude "
                 f"(first: {2**53 + 1} at row 4)")
-    for estimator in (KMeans(2, n_init=1, random_state=0), GaussianMixture(2, random_state=0, reg_covar=1.0)):
+    estimators = (KMeans(2, n_init=1, random_state=0),
+                  GaussianMixture(2, covariance_type="diag", reg_covar=1.0, random_state=0))
+    for estimator in estimators:
         with pytest.warns(UserWarning, match=r"beyond 2\^53") as record:
             estimator.fit(source)
         messages = [str(w.message) for w in record if "2^53" in str(w.message)]
