@@ -1,7 +1,7 @@
 """Input checks shared by the estimators and kernels.
 
 Arrays are handed to the engine as they are whenever it can read them in
-place (float64, float32, float16, uint8, int16, int32, int64; C order,
+place (float64, float32, float16, uint8, int16, int32, int64, uint32, uint64; C order,
 Fortran order or any non-negative strides; read-only or writeable), so
 fitting never copies X. Other inputs are converted once (documented per case
 below). A ``str`` or ``os.PathLike`` is a ``.npy`` path that the engine reads
@@ -30,7 +30,8 @@ from . import _memfit
 
 #: Dtypes the engine reads in place.
 NATIVE_DTYPES = frozenset(
-    np.dtype(t) for t in (np.float64, np.float32, np.float16, np.uint8, np.int16, np.int32, np.int64)
+    np.dtype(t)
+    for t in (np.float64, np.float32, np.float16, np.uint8, np.int16, np.int32, np.int64, np.uint32, np.uint64)
 )
 
 

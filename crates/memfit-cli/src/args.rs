@@ -47,8 +47,11 @@ pub struct Common {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Compute dtype; integer and float16 input is converted per block, and
-    /// sums always accumulate in float64. Default: float64 for float64
-    /// input, float32 otherwise.
+    /// sums always accumulate in float64. Default: float64 for float64,
+    /// int32, int64, uint32 and uint64 input (as in Python); float32 for
+    /// float32, float16, uint8 and int16 input (exact in float32). With
+    /// float32, integers beyond 2^24 in magnitude are rounded, and a warning
+    /// names the first one's column.
     #[arg(long, value_enum)]
     pub dtype: Option<ComputeDtype>,
     /// No progress bar.
@@ -57,14 +60,14 @@ pub struct Common {
 }
 
 impl Common {
-    /// The compute dtype: `--dtype`, else float64 for float64 input and
-    /// float32 otherwise.
+    /// The compute dtype: `--dtype`, else float64 for input whose values
+    /// float32 may round (float64, and integers of 32 or 64 bits) and
+    /// float32 for the rest (float32, float16, uint8, int16), whose values
+    /// float32 holds exactly.
     pub fn compute_dtype(&self, input: memfit::io::Dtype) -> ComputeDtype {
-        self.dtype.unwrap_or(if input == memfit::io::Dtype::F64 {
-            ComputeDtype::Float64
-        } else {
-            ComputeDtype::Float32
-        })
+        use memfit::io::Dtype;
+        let float32_may_round = input == Dtype::F64 || input.inexact_beyond(Dtype::F32).is_some();
+        self.dtype.unwrap_or(if float32_may_round { ComputeDtype::Float64 } else { ComputeDtype::Float32 })
     }
 }
 
@@ -81,7 +84,7 @@ pub enum ComputeDtype {
 #[derive(Debug, Args)]
 pub struct KmeansArgs {
     /// Input .npy file of shape (n_samples, n_features): float16/32/64,
-    /// uint8, int16/32/64, C or Fortran order. Omit to run the built-in default.
+    /// uint8/32/64, int16/32/64, C or Fortran order. Omit to run the built-in default.
     #[arg(value_name = "INPUT.npy")]
     pub input: Option<PathBuf>,
     /// Number of clusters (default 8; 200 for the built-in default input).
@@ -104,7 +107,7 @@ pub struct KmeansArgs {
     /// Random seed; the same seed gives identical results for any thread count.
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
-    /// Per-sample weights, a .npy of shape (n_samples,).
+    /// Per-sample weights, a 1-D .npy of shape (n_samples,) (as scikit-learn's sample_weight).
     #[arg(long, value_name = "FILE.npy")]
     pub sample_weight: Option<PathBuf>,
     /// Write labels (int32, shape (n_samples,)).
@@ -156,7 +159,7 @@ pub struct PredictArgs {
 #[derive(Debug, Args)]
 pub struct GmmArgs {
     /// Input .npy file of shape (n_samples, n_features): float16/32/64,
-    /// uint8, int16/32/64, C or Fortran order.
+    /// uint8/32/64, int16/32/64, C or Fortran order.
     #[arg(value_name = "INPUT.npy")]
     pub input: PathBuf,
     /// Number of mixture components.
@@ -197,7 +200,7 @@ pub struct GmmArgs {
     /// Random seed; the same seed gives identical results for any thread count.
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
-    /// Per-sample weights, a .npy of shape (n_samples,).
+    /// Per-sample weights, a 1-D .npy of shape (n_samples,) (as scikit-learn's sample_weight).
     #[arg(long, value_name = "FILE.npy")]
     pub sample_weight: Option<PathBuf>,
     /// Write the fitted model as a folder (weights.npy, means.npy,

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use memfit::io::{
     check_output_path, check_outputs_distinct, read_array_f64, read_matrix_f64, Dtype, NpyWriter, Source,
 };
@@ -16,6 +16,7 @@ use memfit::plan::{Job, Plan};
 use memfit::Real;
 
 use crate::args::{ComputeDtype, GmmArgs};
+use crate::inputs::{inexact_warnings, open_data, open_weights, print_warnings};
 use crate::kmeans_cmd::bytes_of;
 use crate::progress::Bar;
 use crate::{memory_limit, plot};
@@ -54,16 +55,8 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     }
     check_outputs_distinct(&paths, &inputs, &folders)?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
-    let x = Source::open_matrix(&args.input)?;
-    if x.n_samples() == 0 || x.n_features() == 0 {
-        bail!(
-            "{} has shape ({}, {}): nothing to fit; hint: give at least one row and one column",
-            args.input.display(),
-            x.n_samples(),
-            x.n_features()
-        );
-    }
-    let weights = args.sample_weight.as_ref().map(Source::open_vector).transpose()?;
+    let x = open_data(&args.input, "fit")?;
+    let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
     let covariance_type = CovarianceType::parse(&args.covariance_type)?;
     let init_params = InitMethod::parse(&args.init)?;
     let mut params = GmmParams {
@@ -74,7 +67,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         max_iter: args.max_iter,
         n_init: args.n_init,
         init_params,
-        weights_init: args.weights_init.as_ref().map(|p| read_array_f64(p, 1).map(|a| a.0)).transpose()?,
+        weights_init: args.weights_init.as_deref().map(read_weights_init).transpose()?,
         means_init: args.means_init.as_ref().map(|p| read_matrix_init(p, x.n_features())).transpose()?,
         precisions_init: args
             .precisions_init
@@ -148,6 +141,25 @@ fn open_precisions(path: &Path, t: CovarianceType, k: usize, d: usize) -> memfit
     Ok(PrecisionsInit::Precisions(src))
 }
 
+/// Reads initial weights `(n_components,)`: a 1-D array, as scikit-learn's
+/// `weights_init` (an `(n_components, 1)` column is refused, as it is there
+/// and for `--sample-weight`); their count is checked by the parameters'
+/// validation.
+fn read_weights_init(path: &Path) -> Result<Vec<f64>> {
+    let (values, _) = read_array_f64(path, 1)
+        .map_err(|e| match e {
+            memfit::Error::WrongDimensions { path, expected, shape, .. } => memfit::Error::WrongDimensions {
+                path,
+                expected,
+                shape,
+                hint: "save a 1-D array of shape (n_components,) summing to 1; for a column w of shape (n_components, 1) save w.ravel()",
+            },
+            e => e,
+        })
+        .context("--weights-init")?;
+    Ok(values)
+}
+
 /// Reads initial means `(n_components, n_features)`; the shape is checked
 /// by the parameters' validation.
 fn read_matrix_init(path: &Path, n_features: usize) -> memfit::Result<Vec<f64>> {
@@ -191,9 +203,9 @@ fn fit_and_write<T: Real>(
     let model = fit::<T>(params, x, w, plan, &mut outputs, &mut bar);
     bar.finish();
     let model = model?;
-    for warning in &model.warnings {
-        eprintln!("warning: {warning}");
-    }
+    let mut warnings = model.warnings.clone();
+    warnings.extend(inexact_warnings(x, T::DTYPE, w));
+    print_warnings(&warnings);
     let t = Instant::now();
     if let Some(f) = labels_file {
         f.commit()?;
@@ -216,7 +228,8 @@ fn fit_and_write<T: Real>(
     }
     let write_secs = t.elapsed().as_secs_f64();
     let peak = memfit::memory::peak_rss_bytes();
-    let summary = summary_json::<T>(args, x, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
+    let summary =
+        summary_json::<T>(args, x, &model, &warnings, plan, write_secs, started.elapsed().as_secs_f64(), peak);
     let line = format!(
         "gmm: n_samples={} n_features={} n_components={} covariance_type={} lower_bound={:.10e} n_iter={} converged={} bic={:.6e} seconds={:.3} peak_rss={}",
         model.n_samples,
@@ -233,10 +246,12 @@ fn fit_and_write<T: Real>(
     crate::emit_summary(args.summary.as_deref(), &summary, &line)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn summary_json<T: Real>(
     args: &GmmArgs,
     x: &Source<'_>,
     m: &GmmFit,
+    warnings: &[String],
     plan: &Plan,
     write_secs: f64,
     total_secs: f64,
@@ -273,6 +288,6 @@ fn summary_json<T: Real>(
         "reg_covar": args.reg_covar,
         "tol": args.tol,
         "seed": args.seed,
-        "warnings": m.warnings,
+        "warnings": warnings,
     })
 }

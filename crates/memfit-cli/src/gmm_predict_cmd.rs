@@ -11,6 +11,7 @@ use memfit::plan::Plan;
 use memfit::Real;
 
 use crate::args::{ComputeDtype, GmmPredictArgs};
+use crate::inputs::{inexact_warnings, open_data, print_warnings};
 use crate::kmeans_cmd::bytes_of;
 use crate::memory_limit;
 use crate::progress::Bar;
@@ -31,15 +32,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
     }
     check_outputs_distinct(&paths, &[("INPUT", &args.input)], &[("--model", &args.model)])?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
-    let x = Source::open_matrix(&args.input)?;
-    if x.n_samples() == 0 || x.n_features() == 0 {
-        bail!(
-            "{} has shape ({}, {}): nothing to predict; hint: give at least one row and one column",
-            args.input.display(),
-            x.n_samples(),
-            x.n_features()
-        );
-    }
+    let x = open_data(&args.input, "predict")?;
     let model = load_model(&args.model)?;
     if model.n_features() != x.n_features() {
         bail!(
@@ -101,5 +94,6 @@ fn stream<T: Real>(args: &GmmPredictArgs, model: &MixtureModel<'_>, x: &Source<'
     for w in [labels, proba, loglik].into_iter().flatten() {
         w.commit()?;
     }
+    print_warnings(&inexact_warnings(x, T::DTYPE, None));
     Ok(score)
 }

@@ -8,6 +8,7 @@ use memfit::io::{check_output_path, check_outputs_distinct, read_matrix_f64, wri
 use memfit::linalg::{plan_row_quadratic_form, plan_weighted_scatter, row_quadratic_form, weighted_scatter};
 
 use crate::args::{ComputeDtype, QuadraticFormArgs, ScatterArgs};
+use crate::inputs::{inexact_warnings, open_weights, print_warnings};
 use crate::kmeans_cmd::bytes_of;
 use crate::memory_limit;
 use crate::progress::interrupted;
@@ -40,11 +41,18 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     }
     let mut out = NpyWriter::create(&args.out, Dtype::F64, &[x.n_samples()])?;
     let mut sink = |block: &[f64]| out.write_with(block, put_f64);
-    match compute {
-        ComputeDtype::Float32 => row_quadratic_form::<f32>(&x, &q, &plan, &mut sink, &interrupted)?,
-        ComputeDtype::Float64 => row_quadratic_form::<f64>(&x, &q, &plan, &mut sink, &interrupted)?,
-    }
+    let computed = match compute {
+        ComputeDtype::Float32 => {
+            row_quadratic_form::<f32>(&x, &q, &plan, &mut sink, &interrupted)?;
+            Dtype::F32
+        }
+        ComputeDtype::Float64 => {
+            row_quadratic_form::<f64>(&x, &q, &plan, &mut sink, &interrupted)?;
+            Dtype::F64
+        }
+    };
     out.commit()?;
+    print_warnings(&inexact_warnings(&x, computed, None));
     println!(
         "quadratic-form: n_samples={} n_features={} seconds={:.3} peak_rss={} out={}",
         x.n_samples(),
@@ -67,7 +75,7 @@ pub fn scatter(args: &ScatterArgs) -> Result<()> {
     check_outputs_distinct(&[("--out", &args.out)], &inputs, &[])?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = Source::open_matrix(&args.input)?;
-    let w = args.weights.as_ref().map(Source::open_vector).transpose()?;
+    let w = args.weights.as_deref().map(|p| open_weights("--weights", p)).transpose()?;
     let plan = plan_weighted_scatter(&x, w.as_ref(), limit)?;
     if args.dry_run {
         println!("{plan}");
@@ -76,6 +84,7 @@ pub fn scatter(args: &ScatterArgs) -> Result<()> {
     let s = weighted_scatter(&x, w.as_ref(), &plan, &interrupted)?;
     let d = x.n_features();
     write_npy(&args.out, Dtype::F64, &[d, d], &s, put_f64)?;
+    print_warnings(&inexact_warnings(&x, Dtype::F64, w.as_ref()));
     println!(
         "scatter: n_samples={} n_features={d} seconds={:.3} peak_rss={} out={}",
         x.n_samples(),

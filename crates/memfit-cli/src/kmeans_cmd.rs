@@ -14,6 +14,7 @@ use memfit::plan::{Job, Plan};
 use memfit::Real;
 
 use crate::args::{ComputeDtype, KmeansArgs};
+use crate::inputs::{inexact_warnings, open_data, open_weights, print_warnings};
 use crate::progress::Bar;
 use crate::{memory_limit, plot};
 
@@ -59,7 +60,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let default_data: Vec<f64>;
     let (x, n_clusters, extra) = match &args.input {
-        Some(p) => (Source::open_matrix(p)?, args.n_clusters.unwrap_or(8), vec![]),
+        Some(p) => (open_data(p, "cluster")?, args.n_clusters.unwrap_or(8), vec![]),
         None => {
             let blobs = default_blobs();
             eprintln!(
@@ -79,7 +80,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
             (src, args.n_clusters.unwrap_or(blobs.centers), vec![("default input (in memory)".to_string(), bytes)])
         }
     };
-    let weights = args.sample_weight.as_ref().map(Source::open_vector).transpose()?;
+    let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
     let init = match args.init.as_str() {
         "k-means++" => Init::KMeansPlusPlus,
         "random" => Init::Random,
@@ -139,9 +140,9 @@ fn fit_and_write<T: Real>(
     let model = fit::<T>(params, x, w, plan, sink, &mut bar);
     bar.finish();
     let model = model?;
-    for warning in &model.warnings {
-        eprintln!("warning: {warning}");
-    }
+    let mut warnings = model.warnings.clone();
+    warnings.extend(inexact_warnings(x, T::DTYPE, w));
+    print_warnings(&warnings);
     let t = Instant::now();
     if let Some(f) = labels_file {
         f.commit()?;
@@ -163,7 +164,7 @@ fn fit_and_write<T: Real>(
     }
     let write_secs = t.elapsed().as_secs_f64();
     let peak = memfit::memory::peak_rss_bytes();
-    let summary = summary_json(args, x, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
+    let summary = summary_json(args, x, &model, &warnings, plan, write_secs, started.elapsed().as_secs_f64(), peak);
     let line = format!(
         "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={} converged={} seconds={:.3} peak_rss={}",
         model.n_samples,
@@ -178,10 +179,12 @@ fn fit_and_write<T: Real>(
     crate::emit_summary(args.summary.as_deref(), &summary, &line)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn summary_json<T: Real>(
     args: &KmeansArgs,
     x: &Source<'_>,
     m: &KMeansFit<T>,
+    warnings: &[String],
     plan: &Plan,
     write_secs: f64,
     total_secs: f64,
@@ -210,6 +213,6 @@ fn summary_json<T: Real>(
         "n_nonempty_clusters": m.n_nonempty_clusters,
         "tol_abs": m.tol_abs,
         "seed": args.seed,
-        "warnings": m.warnings,
+        "warnings": warnings,
     })
 }

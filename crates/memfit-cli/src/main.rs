@@ -8,6 +8,7 @@ mod args;
 mod generate_cmd;
 mod gmm_cmd;
 mod gmm_predict_cmd;
+mod inputs;
 mod kernels_cmd;
 mod kmeans_cmd;
 

@@ -70,6 +70,7 @@ pub fn scatter_png(
     let xs = padded_range(points.iter().chain(&centres).map(|p| p.0));
     let ys = padded_range(points.iter().chain(&centres).map(|p| p.1));
     let title = format!("k-means: {n_clusters} clusters, {n_rows} sampled points");
+    let (xs_span, ys_span) = (xs.clone(), ys.clone());
 
     render(path, |root| {
         let mut chart = ChartBuilder::on(root)
@@ -82,6 +83,8 @@ pub fn scatter_png(
             .configure_mesh()
             .x_desc(names[0])
             .y_desc(names[1])
+            .x_label_formatter(&|v| tick_label(*v, &xs_span))
+            .y_label_formatter(&|v| tick_label(*v, &ys_span))
             .label_style(("sans-serif", 16))
             .axis_desc_style(("sans-serif", 18))
             .draw()?;
@@ -108,9 +111,11 @@ pub fn scatter_png(
 /// When `lower_bounds` is empty, or drawing, writing or renaming fails.
 pub fn lower_bound_png(path: &Path, lower_bounds: &[f64], title: &str) -> Result<()> {
     ensure!(!lower_bounds.is_empty(), "no iterations to plot");
-    let points: Vec<(f64, f64)> = lower_bounds.iter().enumerate().map(|(i, &v)| ((i + 1) as f64, v)).collect();
-    let xs = padded_range(points.iter().map(|p| p.0));
+    // Iterations are counted on an integer axis, so its ticks are whole numbers.
+    let points: Vec<(i32, f64)> = (1..).zip(lower_bounds.iter().copied()).collect();
+    let xs = iteration_range(lower_bounds.len());
     let ys = padded_range(points.iter().map(|p| p.1));
+    let ys_span = ys.clone();
     render(path, |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 28))
@@ -122,6 +127,7 @@ pub fn lower_bound_png(path: &Path, lower_bounds: &[f64], title: &str) -> Result
             .configure_mesh()
             .x_desc("EM iteration")
             .y_desc("lower bound (mean log-likelihood per sample)")
+            .y_label_formatter(&|v| tick_label(*v, &ys_span))
             .label_style(("sans-serif", 16))
             .axis_desc_style(("sans-serif", 18))
             .draw()?;
@@ -147,6 +153,27 @@ fn principal_axes(values: &[f64], d: usize) -> Result<(Vec<f64>, [Vec<f64>; 2])>
     // faer sorts eigenvalues in nondecreasing order: the last columns are the largest.
     let axis = |k: usize| eigen.U().col(d - k).iter().copied().collect();
     Ok((mean, [axis(1), axis(2)]))
+}
+
+/// The label of tick `v` on an axis over `range`: enough decimals for
+/// plotters' ticks (steps of 1, 2 or 5 times a power of ten, at most about
+/// ten per axis, so at least a hundredth of the range), without trailing
+/// zeros, so whole numbers have no ".0" ("100", "2.5", "-3.937031").
+fn tick_label(v: f64, range: &std::ops::Range<f64>) -> String {
+    let step = (range.end - range.start) / 100.0;
+    let decimals = if step > 0.0 { (-step.log10()).ceil().clamp(0.0, 15.0) as usize } else { 6 };
+    let text = format!("{v:.decimals$}");
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
+    if text == "-0" {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// The axis for iterations `1..=n`, one step of margin each side.
+fn iteration_range(n: usize) -> std::ops::Range<i32> {
+    0..i32::try_from(n).unwrap_or(i32::MAX - 1) + 1
 }
 
 /// The range of `values` padded by 5% each side, never empty.
@@ -185,4 +212,45 @@ fn render(path: &Path, draw: impl FnOnce(&DrawingArea<BitMapBackend, Shift>) -> 
         let _ = fs::remove_file(&tmp);
     }
     result.with_context(|| format!("writing plot {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_labels_drop_the_point_zero_of_whole_numbers() {
+        let wide = -10.0..110.0;
+        for (v, label) in [(100.0, "100"), (0.0, "0"), (-3.0, "-3"), (-1e-12, "0")] {
+            assert_eq!(tick_label(v, &wide), label);
+        }
+        assert_eq!(tick_label(-0.25, &(-1.0..1.0)), "-0.25");
+        assert_eq!(tick_label(0.1 + 0.2, &(-1.0..1.0)), "0.3");
+        assert_eq!(tick_label(1e9, &(1e9 - 50.0..1e9 + 50.0)), "1000000000");
+        // Ticks a millionth apart stay distinct.
+        let lb = -3.93704..-3.93702;
+        assert_eq!(tick_label(-3.937031, &lb), "-3.937031");
+        assert_ne!(tick_label(-3.937031, &lb), tick_label(-3.937032, &lb));
+    }
+
+    #[test]
+    fn iteration_axis_has_whole_number_ticks() {
+        for n in [1, 2, 7, 100, 1000] {
+            let axis: plotters::coord::types::RangedCoordi32 = iteration_range(n).into();
+            let ticks = axis.key_points(10);
+            assert!(ticks.iter().all(|&t| (0..=n as i32 + 1).contains(&t)), "{n}: {ticks:?}");
+            assert!(ticks.len() >= 2, "{n}: {ticks:?}");
+            if n <= 7 {
+                assert!((1..=n as i32).all(|i| ticks.contains(&i)), "{n}: {ticks:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lower_bound_plot_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lb.png");
+        lower_bound_png(&path, &[-3.0, -2.0, -1.5], "test").unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > 1000);
+    }
 }

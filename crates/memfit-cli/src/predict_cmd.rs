@@ -8,6 +8,7 @@ use memfit::io::{check_output_path, check_outputs_distinct, read_matrix_f64, Dty
 use memfit::Real;
 
 use crate::args::{ComputeDtype, PredictArgs};
+use crate::inputs::{inexact_warnings, open_data, print_warnings};
 use crate::kmeans_cmd::bytes_of;
 use crate::memory_limit;
 use crate::progress::Bar;
@@ -22,15 +23,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         &[],
     )?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
-    let x = Source::open_matrix(&args.input)?;
-    if x.n_samples() == 0 || x.n_features() == 0 {
-        anyhow::bail!(
-            "{} has shape ({}, {}): nothing to predict; hint: give at least one row and one column",
-            args.input.display(),
-            x.n_samples(),
-            x.n_features()
-        );
-    }
+    let x = open_data(&args.input, "predict")?;
     let (centers, k, d) = read_matrix_f64(&args.centers)?;
     if d != x.n_features() {
         anyhow::bail!(
@@ -73,5 +66,6 @@ fn stream<T: Real>(
     bar.finish();
     let inertia = inertia?;
     out.commit()?;
+    print_warnings(&inexact_warnings(x, T::DTYPE, None));
     Ok(inertia)
 }

@@ -189,6 +189,8 @@ fn reads_every_dtype_and_fortran_order() {
         ("<i2", Box::new(|v| (v as i16).to_le_bytes().to_vec())),
         ("<i4", Box::new(|v| (v as i32).to_le_bytes().to_vec())),
         ("<i8", Box::new(|v| (v as i64).to_le_bytes().to_vec())),
+        ("<u4", Box::new(|v| (v as u32).to_le_bytes().to_vec())),
+        (">u8", Box::new(|v| (v as u64).to_be_bytes().to_vec())),
         ("<f2", Box::new(|v| half_bits(v).to_le_bytes().to_vec())),
         ("<f4", Box::new(|v| (v as f32).to_le_bytes().to_vec())),
         (">f8", Box::new(|v| v.to_be_bytes().to_vec())),
@@ -445,4 +447,286 @@ fn gmm_bad_input_fails_cleanly_without_outputs() {
     let o = memfit(&["gmm", &x, "-k", "2", "--quiet", "--model", &model]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(std::fs::read(&model).unwrap(), b"keep");
+}
+
+fn write_ints<E: Copy>(path: &str, dtype: Dtype, shape: &[usize], values: &[E], le: fn(E) -> Vec<u8>) {
+    write_npy(path, dtype, shape, values, |v: E, o: &mut Vec<u8>| o.extend(le(v))).unwrap();
+}
+
+/// A whole `.npy` file's values as `f64` (exact for the centres, means and
+/// labels these tests read), with its shape.
+fn read_f64(path: &str) -> (Vec<f64>, Vec<usize>) {
+    let ndim = memfit::io::NpyFile::open(path).unwrap().header().shape.len();
+    memfit::io::read_array_f64(path, ndim).unwrap()
+}
+
+fn summary(path: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The two centres (or means) of a one-cluster-per-group fit of `x`, sorted,
+/// and whether `labels` put the first three rows together and the last three
+/// together, apart.
+fn two_groups(centres: &[f64], labels: &[f64]) -> (Vec<f64>, bool) {
+    let mut c = centres.to_vec();
+    c.sort_by(f64::total_cmp);
+    let split = labels[0] == labels[1] && labels[1] == labels[2] && labels[3] == labels[4] && labels[4] == labels[5];
+    (c, split && labels[0] != labels[3])
+}
+
+/// Issue 9 (cases.md N2): int64 values 1e9 + {0, 1, 2, 10, 11, 12}, k = 2.
+/// Integers compute in float64 by default, as in Python: centres 1e9 + 1 and
+/// 1e9 + 11, inertia 4 (also from the written centres), two clusters in
+/// predict, two components in gmm and gmm-predict, and no warning.
+#[test]
+fn int64_near_1e9_keeps_its_two_clusters_everywhere() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    let v: Vec<i64> = [0, 1, 2, 10, 11, 12].iter().map(|d| 1_000_000_000 + d).collect();
+    write_ints(&x, Dtype::I64, &[6, 1], &v, |v: i64| v.to_le_bytes().to_vec());
+    let (c, l, s) = (p(t.path(), "c.npy"), p(t.path(), "l.npy"), p(t.path(), "s.json"));
+    let o = memfit(&["kmeans", &x, "-k", "2", "--centers", &c, "--labels", &l, "--summary", &s, "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    let (centres, shape) = read_f64(&c);
+    assert_eq!(shape, [2, 1]);
+    let (labels, _) = read_f64(&l);
+    assert_eq!(two_groups(&centres, &labels), (vec![1_000_000_001.0, 1_000_000_011.0], true));
+    let sm = summary(&s);
+    assert_eq!((sm["inertia"].as_f64(), sm["compute_dtype"].as_str()), (Some(4.0), Some("float64")));
+    assert_eq!(sm["warnings"], serde_json::json!([]));
+    // The written centres give the same inertia.
+    let from_file: f64 = v
+        .iter()
+        .zip(&labels)
+        .map(|(&x, &k)| {
+            let d = x as f64 - centres[k as usize];
+            d * d
+        })
+        .sum();
+    assert_eq!(from_file, 4.0);
+    let pl = p(t.path(), "pl.npy");
+    let o = memfit(&["predict", &x, "--centers", &c, "--labels", &pl, "--quiet"]);
+    assert!(o.status.success() && !stderr(&o).contains("warning"), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("inertia=4.0000000000e0"));
+    assert_eq!(read_f64(&pl).0, labels);
+    let (model, gl, gpl) = (p(t.path(), "model"), p(t.path(), "gl.npy"), p(t.path(), "gpl.npy"));
+    let o = memfit(&["gmm", &x, "-k", "2", "--model", &model, "--labels", &gl, "--quiet"]);
+    assert!(o.status.success() && !stderr(&o).contains("warning"), "{}", stderr(&o));
+    let (means, _) = read_f64(&format!("{model}/means.npy"));
+    let (glabels, _) = read_f64(&gl);
+    assert_eq!(two_groups(&means, &glabels), (vec![1_000_000_001.0, 1_000_000_011.0], true));
+    let o = memfit(&["gmm-predict", &x, "--model", &model, "--labels", &gpl, "--quiet"]);
+    assert!(o.status.success() && !stderr(&o).contains("warning"), "{}", stderr(&o));
+    assert_eq!(read_f64(&gpl).0, glabels);
+}
+
+/// int32 values just above 2^24 (in column 1 of 2): float64 by default gives
+/// the exact centres 2^24 + 3 and 2^24 + 103 (inertia 16) and GMM means; with
+/// `--dtype float32` every command warns, naming the file, the column and
+/// the first value beyond 2^24, and the summaries list the warning.
+#[test]
+fn int32_above_2_pow_24_exact_by_default_warned_in_float32() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    let base = 1 << 24;
+    let v: Vec<i32> = [1, 3, 5, 101, 103, 105].iter().flat_map(|d| [7, base + d]).collect();
+    write_ints(&x, Dtype::I32, &[6, 2], &v, |v: i32| v.to_le_bytes().to_vec());
+    let (c, l, s) = (p(t.path(), "c.npy"), p(t.path(), "l.npy"), p(t.path(), "s.json"));
+    let o = memfit(&["kmeans", &x, "-k", "2", "--centers", &c, "--labels", &l, "--summary", &s, "--quiet"]);
+    assert!(o.status.success() && !stderr(&o).contains("warning"), "{}", stderr(&o));
+    let (centres, _) = read_f64(&c);
+    let column1: Vec<f64> = centres.chunks(2).map(|r| r[1]).collect();
+    let (labels, _) = read_f64(&l);
+    assert_eq!(two_groups(&column1, &labels), (vec![f64::from(base + 3), f64::from(base + 103)], true));
+    assert!(centres.chunks(2).all(|r| r[0] == 7.0));
+    assert_eq!(summary(&s)["inertia"].as_f64(), Some(16.0));
+    let (model, gl) = (p(t.path(), "model"), p(t.path(), "gl.npy"));
+    let o = memfit(&["gmm", &x, "-k", "2", "--covariance-type", "diag", "--model", &model, "--labels", &gl, "--quiet"]);
+    assert!(o.status.success() && !stderr(&o).contains("warning"), "{}", stderr(&o));
+    let (means, _) = read_f64(&format!("{model}/means.npy"));
+    let means1: Vec<f64> = means.chunks(2).map(|r| r[1]).collect();
+    assert_eq!(two_groups(&means1, &read_f64(&gl).0), (vec![f64::from(base + 3), f64::from(base + 103)], true));
+
+    let warned = |o: &Output| {
+        let e = stderr(o);
+        assert!(o.status.success(), "{e}");
+        let line = format!(
+            "warning: {x}: column 1 holds int32 values beyond 2^24 in magnitude (first: {} at row 0), which float32 cannot represent exactly",
+            base + 1
+        );
+        assert!(e.contains(&line) && e.contains("drop --dtype float32"), "{e}");
+        assert_eq!(e.matches("beyond 2^24").count(), 1, "{e}");
+    };
+    let f32 = ["--dtype", "float32", "--quiet"];
+    let s32 = p(t.path(), "s32.json");
+    let o = memfit(&[&["kmeans", &x, "-k", "2", "--centers", &c, "--summary", &s32][..], &f32].concat());
+    warned(&o);
+    let sm = summary(&s32);
+    assert_eq!(sm["compute_dtype"], "float32");
+    assert!(sm["warnings"][0].as_str().unwrap().contains("column 1 holds int32 values beyond 2^24"), "{sm}");
+    warned(&memfit(&[&["predict", &x, "--centers", &c, "--labels", &l][..], &f32].concat()));
+    let gs = p(t.path(), "gs.json");
+    warned(&memfit(
+        &[&["gmm", &x, "-k", "2", "--covariance-type", "diag", "--model", &model, "--summary", &gs][..], &f32].concat(),
+    ));
+    let gmm_warnings = summary(&gs)["warnings"].to_string();
+    assert!(gmm_warnings.contains("column 1 holds int32 values beyond 2^24"), "{gmm_warnings}");
+    warned(&memfit(&[&["gmm-predict", &x, "--model", &model, "--labels", &gl][..], &f32].concat()));
+    let q = p(t.path(), "q.npy");
+    write_f64(&q, &[2, 2], &[1.0, 0.0, 0.0, 1.0]);
+    warned(&memfit(&[&["quadratic-form", &x, "--q", &q, "--out", &p(t.path(), "qo.npy")][..], &f32].concat()));
+    // float32 holds uint8 and int16 exactly: they stay float32, without a word.
+    let small = p(t.path(), "i16.npy");
+    write_ints(&small, Dtype::I16, &[6, 1], &[1i16, 2, 3, 30000, 30001, 30002], |v: i16| v.to_le_bytes().to_vec());
+    let o = memfit(&["kmeans", &small, "-k", "2", "--summary", &s, "--quiet"]);
+    assert!(o.status.success() && !stderr(&o).contains("warning"), "{}", stderr(&o));
+    assert_eq!(summary(&s)["compute_dtype"], "float32");
+}
+
+/// uint32 and uint64 are read (any order, either byte order) and compute in
+/// float64; uint64 beyond 2^53 cannot be exact in float64 either, and is
+/// warned about the same way (scatter too, which always computes in float64).
+#[test]
+fn unsigned_integers_compute_in_float64_and_warn_beyond_2_pow_53() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "u32.npy");
+    let v: Vec<u32> = [1, 3, 5, 101, 103, 105].iter().map(|d| (1 << 24) + d).collect();
+    write_ints(&x, Dtype::U32, &[6, 1], &v, |v: u32| v.to_le_bytes().to_vec());
+    let (c, s) = (p(t.path(), "c.npy"), p(t.path(), "s.json"));
+    let o = memfit(&["kmeans", &x, "-k", "2", "--centers", &c, "--summary", &s, "--quiet"]);
+    assert!(o.status.success() && !stderr(&o).contains("warning"), "{}", stderr(&o));
+    let mut centres = read_f64(&c).0;
+    centres.sort_by(f64::total_cmp);
+    assert_eq!(centres, [f64::from((1 << 24) + 3), f64::from((1 << 24) + 103)]);
+    assert_eq!(
+        (summary(&s)["input_dtype"].as_str(), summary(&s)["compute_dtype"].as_str()),
+        (Some("uint32"), Some("float64"))
+    );
+    let big = p(t.path(), "u64.npy");
+    let v: Vec<u64> = [1, 3, 5, 101, 103, 105].iter().map(|d| (1 << 53) + d).collect();
+    write_ints(&big, Dtype::U64, &[6, 1], &v, |v: u64| v.to_le_bytes().to_vec());
+    let o = memfit(&["kmeans", &big, "-k", "2", "--summary", &s, "--quiet"]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.contains(&format!("warning: {big}: column 0 holds uint64 values beyond 2^53 in magnitude (first: 9007199254740993 at row 0), which float64 cannot represent exactly")) && e.contains("subtract a per-column offset"),
+        "{e}"
+    );
+    assert!(summary(&s)["warnings"][0].as_str().unwrap().contains("2^53"));
+    let o = memfit(&["scatter", &big, "--out", &p(t.path(), "s.npy")]);
+    assert!(o.status.success() && stderr(&o).contains("column 0 holds uint64 values beyond 2^53"), "{}", stderr(&o));
+}
+
+/// Issue 9 (6): weights are 1-D, as scikit-learn's sample_weight and
+/// weights_init: an (n, 1) or (K, 1) column is refused the same way, naming
+/// the flag, the file and the shape, with the fix.
+#[test]
+fn column_weights_are_refused_like_column_weights_init() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[100, 2], &blobs(100));
+    let w = p(t.path(), "w.npy");
+    write_f64(&w, &[100, 1], &[1.0; 100]);
+    let wi = p(t.path(), "wi.npy");
+    write_f64(&wi, &[3, 1], &[0.25, 0.25, 0.5]);
+    let s = p(t.path(), "s.npy");
+    let cases: [(Vec<&str>, String); 4] = [
+        (vec!["kmeans", &x, "-k", "3", "--sample-weight", &w], format!("--sample-weight: {w}: expected a 1-D array, found shape [100, 1]; hint: save a 1-D array of shape (n_samples,)")),
+        (vec!["gmm", &x, "-k", "3", "--sample-weight", &w], format!("--sample-weight: {w}: expected a 1-D array, found shape [100, 1]; hint: save a 1-D array of shape (n_samples,)")),
+        (vec!["gmm", &x, "-k", "3", "--weights-init", &wi], format!("--weights-init: {wi}: expected a 1-D array, found shape [3, 1]; hint: save a 1-D array of shape (n_components,)")),
+        (vec!["scatter", &x, "--weights", &w, "--out", &s], format!("--weights: {w}: expected a 1-D array, found shape [100, 1]")),
+    ];
+    for (args, needle) in cases {
+        let o = memfit(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(&needle) && e.contains(".ravel()"), "{args:?}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+    }
+    assert_eq!(entries(t.path()).len(), 3);
+}
+
+/// Issue 9 (6): an input with no rows is refused naming its file, by every
+/// command that fits or predicts.
+#[test]
+fn empty_input_names_its_file() {
+    let t = tempfile::tempdir().unwrap();
+    let empty = p(t.path(), "empty.npy");
+    write_f64(&empty, &[0, 2], &[]);
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[100, 2], &blobs(100));
+    let (c, model) = (p(t.path(), "c.npy"), p(t.path(), "model"));
+    assert!(memfit(&["kmeans", &x, "-k", "3", "--centers", &c, "--quiet"]).status.success());
+    assert!(memfit(&["gmm", &x, "-k", "3", "--model", &model, "--quiet"]).status.success());
+    let l = p(t.path(), "l.npy");
+    for (args, verb) in [
+        (vec!["kmeans", &empty, "-k", "1"], "cluster"),
+        (vec!["gmm", &empty, "-k", "1"], "fit"),
+        (vec!["predict", &empty, "--centers", &c, "--labels", &l], "predict"),
+        (vec!["gmm-predict", &empty, "--model", &model, "--labels", &l], "predict"),
+    ] {
+        let o = memfit(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(&format!("{empty} has shape (0, 2): nothing to {verb}")), "{args:?}: {e}");
+    }
+    assert!(!Path::new(&l).exists());
+}
+
+/// Issue 9 (6): `memfit generate` refuses before writing when the target
+/// filesystem cannot hold the output, naming the path, the bytes needed and
+/// the bytes available; on a small tmpfs (root only) the data and labels
+/// files are counted together.
+#[test]
+fn generate_checks_free_disk_space_before_writing() {
+    let t = tempfile::tempdir().unwrap();
+    let out = p(t.path(), "huge.npy");
+    // 10^12 × 1000 float64: 8 PB, more than any disk here.
+    let o = memfit(&["generate", "blobs", "--n-samples", "1000000000000", "--n-features", "1000", "--out", &out]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    let needed = 8_000_000_000_000_000u64 + 128;
+    assert!(
+        e.contains(&format!("{out}: create failed: not enough free disk space: it needs {needed} bytes"))
+            && e.contains("available"),
+        "{e}"
+    );
+    assert!(entries(t.path()).is_empty(), "left {:?}", entries(t.path()));
+
+    let mnt = t.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped the tmpfs part: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let (data, labels) = (mnt.join("x.npy"), mnt.join("y.npy"));
+    // 10,000 × 2 float64 (160 KB) fits alone; with its int32 labels (40 KB)
+    // it still fits; 14,000 rows (224 KB + 56 KB) do not fit together.
+    let gen = |n: &str| {
+        memfit(&[
+            "generate",
+            "blobs",
+            "--n-samples",
+            n,
+            "--out",
+            data.to_str().unwrap(),
+            "--labels",
+            labels.to_str().unwrap(),
+        ])
+    };
+    let ok = gen("10000");
+    let refused = gen("14000");
+    let left = entries(&mnt);
+    let _ = Command::new("umount").arg(&mnt).status();
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let e = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{e}");
+    assert!(e.contains("not enough free disk space: the outputs on its filesystem need"), "{e}");
+    assert_eq!(left.len(), 2, "{left:?}");
 }

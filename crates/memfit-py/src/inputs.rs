@@ -2,7 +2,7 @@
 //! blocks; a NumPy array is borrowed in place (any strides, C or Fortran
 //! order, read-only or not), never copied whole.
 
-use memfit::io::{ArrayRef, Source, Values};
+use memfit::io::{ArrayRef, Dtype, Source, Values};
 use numpy::ndarray::ArrayView2;
 use numpy::{Element, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -28,6 +28,10 @@ pub enum Held<'py> {
     I32(PyReadonlyArray2<'py, i32>),
     /// `int64` elements.
     I64(PyReadonlyArray2<'py, i64>),
+    /// `uint32` elements.
+    U32(PyReadonlyArray2<'py, u32>),
+    /// `uint64` elements.
+    U64(PyReadonlyArray2<'py, u64>),
 }
 
 impl<'py> Held<'py> {
@@ -47,13 +51,13 @@ impl<'py> Held<'py> {
                 })*
             };
         }
-        try_dtype!(F64: f64, F32: f32, F16: half::f16, U8: u8, I16: i16, I32: i32, I64: i64);
+        try_dtype!(F64: f64, F32: f32, F16: half::f16, U8: u8, I16: i16, I32: i32, I64: i64, U32: u32, U64: u64);
         let what = match obj.cast::<numpy::PyUntypedArray>() {
             Ok(a) => format!("an array of dtype {} with {} dimensions", a.dtype(), a.ndim()),
             Err(_) => format!("{}", obj.get_type()),
         };
         Err(PyTypeError::new_err(format!(
-            "memfit: expected a 2-D array of float64, float32, float16, uint8, int16, int32 or int64, or a .npy path; got {what}"
+            "memfit: expected a 2-D array of float64, float32, float16, uint8, uint32, uint64, int16, int32 or int64, or a .npy path; got {what}"
         )))
     }
 
@@ -84,8 +88,25 @@ impl<'py> Held<'py> {
             Held::I16(a) => view(a.as_array(), Values::I16),
             Held::I32(a) => view(a.as_array(), Values::I32),
             Held::I64(a) => view(a.as_array(), Values::I64),
+            Held::U32(a) => view(a.as_array(), Values::U32),
+            Held::U64(a) => view(a.as_array(), Values::U64),
         }
     }
+}
+
+/// The warning, in Python's words, when `src` held integers that the
+/// compute type (float32 when `float32`, else float64) cannot represent
+/// exactly, naming the column and the first such value (noted by the engine
+/// while it converted the rows; see `memfit::io::Source::inexact_integer`).
+pub fn inexact_warning(src: &Source<'_>, float32: bool) -> Option<String> {
+    let found = src.inexact_integer(if float32 { Dtype::F32 } else { Dtype::F64 })?;
+    let name = src.name().display().to_string().replace("<memory>", "X");
+    let hint = if float32 {
+        "pass float64 data (X.astype(numpy.float64)), which holds integers exactly up to 2^53"
+    } else {
+        "float64 holds integers exactly only up to 2^53: subtract a per-column offset (such as the column's minimum) in the integer type first"
+    };
+    Some(format!("{name}: {found}; hint: {hint}"))
 }
 
 /// The whole strided extent of `a` as a slice, wrapped as an engine source.

@@ -157,11 +157,12 @@ fn kmeans_fit<'py>(
         let plan = cluster::plan_kmeans(&params, &job)?;
         let mut put = |l: &[u32]| fill.put(l, label);
         let sink: LabelSink<'_> = if with_labels { Some(&mut put) } else { None };
-        let fit = if float32 {
+        let mut fit = if float32 {
             summary(cluster::fit::<f32>(&params, &src, w.as_ref(), &plan, sink, obs)?)
         } else {
             summary(cluster::fit::<f64>(&params, &src, w.as_ref(), &plan, sink, obs)?)
         };
+        fit.warnings.extend(inputs::inexact_warning(&src, float32));
         Ok((fit, plan))
     })?;
     let centers =
@@ -306,11 +307,12 @@ fn gmm_fit<'py>(
         let plan = mixture::plan_gmm(&params, &job, false)?;
         let mut put = |l: &[u32]| fill.put(l, i64::from);
         let mut outputs = Outputs { labels: with_labels.then_some(&mut put as _), ..Outputs::default() };
-        let fit = if float32 {
+        let mut fit = if float32 {
             mixture::fit::<f32>(&params, &src, w.as_ref(), &plan, &mut outputs, obs)?
         } else {
             mixture::fit::<f64>(&params, &src, w.as_ref(), &plan, &mut outputs, obs)?
         };
+        fit.warnings.extend(inputs::inexact_warning(&src, float32));
         let (mut cov, mut prec) = (Vec::new(), Vec::new());
         fit.parameter_blocks(|c, p| {
             cov.extend_from_slice(c);

@@ -38,7 +38,7 @@ pub enum Error {
         found_bytes: u64,
     },
     /// The array's dtype is not one memfit reads.
-    #[error("{path}: unsupported dtype {descr}; hint: supported are float16/32/64, uint8, int16/32/64; convert with array.astype(numpy.float64)", path = .path.display())]
+    #[error("{path}: unsupported dtype {descr}; hint: supported are float16/32/64, uint8/32/64, int16/32/64; convert with array.astype(numpy.float64)", path = .path.display())]
     UnsupportedDtype {
         /// The file concerned.
         path: PathBuf,

@@ -8,7 +8,7 @@ use rand_distr::{Distribution, Normal};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::io::NpyWriter;
+use crate::io::{check_free_space, npy_file_bytes, Dtype, NpyWriter};
 use crate::real::Real;
 
 /// Rows per independently seeded chunk: the output does not depend on the
@@ -116,8 +116,10 @@ impl Blobs {
     /// `cancelled` is polled once per block.
     ///
     /// # Errors
-    /// [`Error::Io`] on write failures, [`Error::Cancelled`]; no partial file
-    /// is left behind.
+    /// [`Error::Io`] on write failures, and of kind `StorageFull` before
+    /// anything is written when the files' filesystem has less free space
+    /// than they need (see [`check_free_space`]); [`Error::Cancelled`]. No
+    /// partial file is left behind.
     pub fn write_npy<T: Real>(
         &self,
         path: &Path,
@@ -129,8 +131,13 @@ impl Blobs {
         let (n, d) = (self.n_samples, self.n_features);
         let centers = self.centers();
         let block = block_rows.div_ceil(CHUNK_ROWS).max(1) * CHUNK_ROWS;
+        // Both files are refused before either is written when their
+        // filesystem cannot hold them together.
+        let mut outputs = vec![(path, npy_file_bytes(T::DTYPE, &[n, d]))];
+        outputs.extend(labels_path.map(|p| (p, npy_file_bytes(Dtype::I32, &[n]))));
+        check_free_space(&outputs)?;
         let mut w = NpyWriter::create(path, T::DTYPE, &[n, d])?;
-        let mut lw = labels_path.map(|p| NpyWriter::create(p, crate::io::Dtype::I32, &[n])).transpose()?;
+        let mut lw = labels_path.map(|p| NpyWriter::create(p, Dtype::I32, &[n])).transpose()?;
         let mut buf = vec![T::default(); block.min(n) * d];
         let mut labels = vec![0u32; if lw.is_some() { block.min(n) } else { 0 }];
         let mut start = 0;

@@ -328,6 +328,8 @@ mod tests {
             ("<i2", Dtype::I16),
             ("<i4", Dtype::I32),
             ("<i8", Dtype::I64),
+            ("<u4", Dtype::U32),
+            (">u8", Dtype::U64),
             ("<f2", Dtype::F16),
             ("<f4", Dtype::F32),
             (">f8", Dtype::F64),
@@ -387,7 +389,7 @@ mod tests {
 
     #[test]
     fn reports_unsupported_dtypes() {
-        for descr in ["<c16", "<U10", "|b1", "<u4", "|O"] {
+        for descr in ["<c16", "<U10", "|b1", "<u2", "|i1", "|O"] {
             let r = parse_header(&v1(&format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (3,), }}\n")));
             assert_eq!(r, Err(HeaderError::Unsupported(descr.to_string())));
         }

@@ -9,12 +9,13 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use half::f16;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::dtype::{decode, Dtype, Endian};
+use super::dtype::{decode, decode_integer, Dtype, Endian, InexactInteger};
 use super::npy_header::{header_len, parse_header, HeaderError, NpyHeader, PREAMBLE_BYTES};
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -104,6 +105,10 @@ pub enum Values<'a> {
     I32(&'a [i32]),
     /// `int64` elements.
     I64(&'a [i64]),
+    /// `uint32` elements.
+    U32(&'a [u32]),
+    /// `uint64` elements.
+    U64(&'a [u64]),
     /// `float16` elements.
     F16(&'a [f16]),
     /// `float32` elements.
@@ -119,6 +124,8 @@ impl Values<'_> {
             Values::I16(v) => v.len(),
             Values::I32(v) => v.len(),
             Values::I64(v) => v.len(),
+            Values::U32(v) => v.len(),
+            Values::U64(v) => v.len(),
             Values::F16(v) => v.len(),
             Values::F32(v) => v.len(),
             Values::F64(v) => v.len(),
@@ -130,6 +137,8 @@ impl Values<'_> {
             Values::I16(_) => Dtype::I16,
             Values::I32(_) => Dtype::I32,
             Values::I64(_) => Dtype::I64,
+            Values::U32(_) => Dtype::U32,
+            Values::U64(_) => Dtype::U64,
             Values::F16(_) => Dtype::F16,
             Values::F32(_) => Dtype::F32,
             Values::F64(_) => Dtype::F64,
@@ -191,15 +200,47 @@ impl<'a> ArrayRef<'a> {
 }
 
 /// Where rows come from: a `.npy` file read in blocks, or an in-memory array.
+///
+/// While rows are converted, a source of integers notes the first value that
+/// the compute type cannot represent exactly (see
+/// [`Source::inexact_integer`]); it is found in the conversion itself, never
+/// by an extra pass.
 #[derive(Debug)]
-pub enum Source<'a> {
+pub struct Source<'a> {
+    data: Data<'a>,
+    /// The first inexact integer seen per compute type: float32, float64.
+    inexact: [Mutex<Option<InexactInteger>>; 2],
+}
+
+#[derive(Debug)]
+enum Data<'a> {
     /// A `.npy` file, read with positioned reads.
     Npy(NpyFile),
     /// A borrowed in-memory array.
     Memory(ArrayRef<'a>),
 }
 
+/// What a conversion checks for inexact integers: values whose magnitude
+/// exceeds `bound`; `exact(k)` is raw element `k` as stored.
+#[derive(Clone, Copy)]
+struct Check<'f> {
+    bound: u64,
+    exact: &'f (dyn Fn(usize) -> i128 + Sync),
+}
+
+impl Check<'_> {
+    /// The value of raw element `k`, when it lies beyond the bound.
+    fn beyond(&self, k: usize) -> Option<i128> {
+        let v = (self.exact)(k);
+        (v.unsigned_abs() > u128::from(self.bound)).then_some(v)
+    }
+}
+
 impl<'a> Source<'a> {
+    fn new(data: Data<'a>) -> Self {
+        Source { data, inexact: Default::default() }
+    }
+
     /// Opens a `.npy` file holding a 2-D array of shape `(n_samples, n_features)`.
     ///
     /// # Errors
@@ -215,30 +256,29 @@ impl<'a> Source<'a> {
                 hint: "save a 2-D array of shape (n_samples, n_features); for one feature use X.reshape(-1, 1)",
             });
         }
-        Ok(Source::Npy(f))
+        Ok(Source::new(Data::Npy(f)))
     }
 
-    /// Opens a `.npy` file holding a vector of shape `(n,)` or `(n, 1)`,
-    /// seen as an `(n, 1)` matrix.
+    /// Opens a `.npy` file holding a vector of shape `(n,)` (per-row weights,
+    /// as scikit-learn's `sample_weight`), seen as an `(n, 1)` matrix.
     ///
     /// # Errors
     /// Those of [`NpyFile::open`], and [`Error::WrongDimensions`] for any
-    /// other shape.
+    /// other shape, `(n, 1)` included (as scikit-learn refuses it).
     pub fn open_vector(path: impl AsRef<Path>) -> Result<Source<'static>> {
         let mut f = NpyFile::open(path)?;
         match f.header.shape.as_slice() {
             [n] => f.header.shape = vec![*n, 1],
-            [_, 1] => {}
             _ => {
                 return Err(Error::WrongDimensions {
                     path: f.path.clone(),
                     expected: 1,
                     shape: f.header.shape.clone(),
-                    hint: "save a 1-D array of shape (n_samples,)",
+                    hint: "save a 1-D array of shape (n_samples,), one weight per row; for a column w of shape (n, 1) save w.ravel()",
                 })
             }
         }
-        Ok(Source::Npy(f))
+        Ok(Source::new(Data::Npy(f)))
     }
 
     /// Opens a `.npy` file holding an array of `ndim` dimensions (1 to 3),
@@ -271,7 +311,7 @@ impl<'a> Source<'a> {
             [.., last] => vec![shape[..shape.len() - 1].iter().product(), *last],
             [] => vec![1, 1],
         };
-        Ok((Source::Npy(f), shape))
+        Ok((Source::new(Data::Npy(f)), shape))
     }
 
     /// Checks that per-row `weights` (if any) have one value per row of `self`.
@@ -292,47 +332,47 @@ impl<'a> Source<'a> {
 
     /// Wraps an in-memory array.
     pub fn memory(array: ArrayRef<'a>) -> Self {
-        Source::Memory(array)
+        Source::new(Data::Memory(array))
     }
 
     /// Number of rows.
     pub fn n_samples(&self) -> usize {
-        match self {
-            Source::Npy(f) => f.header.shape[0],
-            Source::Memory(a) => a.n_rows,
+        match &self.data {
+            Data::Npy(f) => f.header.shape[0],
+            Data::Memory(a) => a.n_rows,
         }
     }
 
     /// Number of columns.
     pub fn n_features(&self) -> usize {
-        match self {
-            Source::Npy(f) => f.header.shape[1],
-            Source::Memory(a) => a.n_cols,
+        match &self.data {
+            Data::Npy(f) => f.header.shape[1],
+            Data::Memory(a) => a.n_cols,
         }
     }
 
     /// The stored element type.
     pub fn dtype(&self) -> Dtype {
-        match self {
-            Source::Npy(f) => f.header.dtype,
-            Source::Memory(a) => a.values.dtype(),
+        match &self.data {
+            Data::Npy(f) => f.header.dtype,
+            Data::Memory(a) => a.values.dtype(),
         }
     }
 
     /// The file path, or `<memory>` for an in-memory array.
     pub fn name(&self) -> PathBuf {
-        match self {
-            Source::Npy(f) => f.path.clone(),
-            Source::Memory(_) => PathBuf::from("<memory>"),
+        match &self.data {
+            Data::Npy(f) => f.path.clone(),
+            Data::Memory(_) => PathBuf::from("<memory>"),
         }
     }
 
     /// Bytes of scratch [`Source::read_rows`] needs per row (0 for in-memory
     /// arrays, which are converted in place).
     pub fn scratch_bytes_per_row(&self) -> usize {
-        match self {
-            Source::Npy(f) => f.header.shape[1] * f.header.dtype.itemsize(),
-            Source::Memory(_) => 0,
+        match &self.data {
+            Data::Npy(f) => f.header.shape[1] * f.header.dtype.itemsize(),
+            Data::Memory(_) => 0,
         }
     }
 
@@ -340,6 +380,9 @@ impl<'a> Source<'a> {
     /// n_features` values), converting each element `x` of column `j` to
     /// `T::from_f64(x - shift[j])`. `scratch` must hold at least
     /// `rows * scratch_bytes_per_row()` bytes; it is not resized.
+    ///
+    /// Integers that `T` cannot hold exactly (see [`Dtype::inexact_beyond`])
+    /// are noted as they are converted, for [`Source::inexact_integer`].
     ///
     /// # Errors
     /// [`Error::Io`] on a read failure and [`Error::Truncated`] if the file
@@ -359,12 +402,13 @@ impl<'a> Source<'a> {
         let d = self.n_features();
         assert!(start + rows <= self.n_samples() && out.len() >= rows * d && shift.len() == d);
         let out = &mut out[..rows * d];
-        match self {
-            Source::Npy(f) => {
+        let bound = self.check_bound(T::DTYPE, start);
+        let found = match &self.data {
+            Data::Npy(f) => {
                 let h = &f.header;
                 let item = h.dtype.itemsize();
                 let raw = &mut scratch[..rows * d * item];
-                if h.fortran_order {
+                let (row_step, col_step) = if h.fortran_order {
                     // Column j of the block is contiguous in the file: read
                     // each column segment, then convert while transposing.
                     let n = h.shape[0] as u64;
@@ -372,38 +416,102 @@ impl<'a> Source<'a> {
                         let off = h.data_offset + (j as u64 * n + start as u64) * item as u64;
                         read_exact(f, &mut raw[j * rows * item..(j + 1) * rows * item], off)?;
                     }
-                    convert(h.dtype, h.endian, raw, rows, d, 1, rows, shift, out);
+                    (1, rows)
                 } else {
                     let off = h.data_offset + (start * d * item) as u64;
                     read_exact(f, raw, off)?;
-                    convert(h.dtype, h.endian, raw, rows, d, d, 1, shift, out);
-                }
+                    (d, 1)
+                };
+                let raw = &*raw;
+                let exact = |k: usize| decode_integer(raw, k, h.dtype, h.endian).unwrap_or_default();
+                let check = bound.map(|bound| Check { bound, exact: &exact });
+                convert(h.dtype, h.endian, raw, rows, d, row_step, col_step, shift, out, check)
             }
-            Source::Memory(a) => {
-                let v = &a.values;
+            Data::Memory(a) => {
                 let base = start * a.row_stride;
                 let (rs, cs) = (a.row_stride, a.col_stride);
-                match v {
-                    Values::U8(v) => convert_rows(rows, d, rs, cs, shift, out, |k| f64::from(v[base + k])),
-                    Values::I16(v) => convert_rows(rows, d, rs, cs, shift, out, |k| f64::from(v[base + k])),
-                    Values::I32(v) => convert_rows(rows, d, rs, cs, shift, out, |k| f64::from(v[base + k])),
-                    Values::I64(v) => convert_rows(rows, d, rs, cs, shift, out, |k| v[base + k] as f64),
-                    Values::F16(v) => convert_rows(rows, d, rs, cs, shift, out, |k| v[base + k].to_f64()),
-                    Values::F32(v) => convert_rows(rows, d, rs, cs, shift, out, |k| f64::from(v[base + k])),
-                    Values::F64(v) => convert_rows(rows, d, rs, cs, shift, out, |k| v[base + k]),
+                macro_rules! typed {
+                    ($v:expr, $to_f64:expr, $to_int:expr) => {{
+                        let v = $v;
+                        let exact = |k: usize| $to_int(v[base + k]);
+                        let check = bound.map(|bound| Check { bound, exact: &exact });
+                        convert_rows(rows, d, rs, cs, shift, out, |k| $to_f64(v[base + k]), check)
+                    }};
+                }
+                match a.values {
+                    Values::U8(v) => typed!(v, f64::from, i128::from),
+                    Values::I16(v) => typed!(v, f64::from, i128::from),
+                    Values::I32(v) => typed!(v, f64::from, i128::from),
+                    Values::U32(v) => typed!(v, f64::from, i128::from),
+                    Values::I64(v) => typed!(v, |x| x as f64, i128::from),
+                    Values::U64(v) => typed!(v, |x| x as f64, i128::from),
+                    Values::F16(v) => typed!(v, f16::to_f64, |_| 0),
+                    Values::F32(v) => typed!(v, f64::from, |_| 0),
+                    Values::F64(v) => typed!(v, |x| x, |_| 0),
                 }
             }
+        };
+        if let Some((k, value)) = found {
+            let dtype = self.dtype();
+            self.note_inexact(InexactInteger {
+                row: start + k / d,
+                column: k % d,
+                value,
+                dtype,
+                compute: T::DTYPE,
+                exact_up_to: bound.expect("found only when checked"),
+            });
         }
         Ok(())
     }
 
-    /// Reads the single value at `(row, column)` as `f64`, exactly as stored.
+    /// The first integer of this source, in row-major order over the rows
+    /// read so far as `compute` (`float32` or `float64`), whose magnitude
+    /// exceeds what `compute` holds exactly (2^24 or 2^53): `None` when there
+    /// was none, or the dtype cannot have one (see [`Dtype::inexact_beyond`]).
+    /// Front ends report it once the job is done.
+    pub fn inexact_integer(&self, compute: Dtype) -> Option<InexactInteger> {
+        *self.inexact_slot(compute)?.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn inexact_slot(&self, compute: Dtype) -> Option<&Mutex<Option<InexactInteger>>> {
+        match compute {
+            Dtype::F32 => Some(&self.inexact[0]),
+            Dtype::F64 => Some(&self.inexact[1]),
+            _ => None,
+        }
+    }
+
+    /// The magnitude to check values against when rows from `start` on are
+    /// read as `compute`: `None` when the dtype converts exactly, or when a
+    /// value before row `start` was already noted (nothing later can be first).
+    fn check_bound(&self, compute: Dtype, start: usize) -> Option<u64> {
+        let bound = self.dtype().inexact_beyond(compute)?;
+        let seen = *self.inexact_slot(compute)?.lock().unwrap_or_else(PoisonError::into_inner);
+        match seen {
+            Some(s) if s.row < start => None,
+            _ => Some(bound),
+        }
+    }
+
+    /// Keeps `found` if it comes before the value noted so far.
+    fn note_inexact(&self, found: InexactInteger) {
+        if let Some(slot) = self.inexact_slot(found.compute) {
+            let mut seen = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            if seen.is_none_or(|s| (found.row, found.column) < (s.row, s.column)) {
+                *seen = Some(found);
+            }
+        }
+    }
+
+    /// Reads the single value at `(row, column)` as `f64`, exactly as stored
+    /// (integers beyond 2^53 round to the nearest `f64`).
     ///
     /// # Errors
     /// As [`Source::read_rows`].
     pub fn value(&self, row: usize, column: usize) -> Result<f64> {
-        match self {
-            Source::Npy(f) => {
+        match &self.data {
+            Data::Npy(f) => {
                 let h = &f.header;
                 let item = h.dtype.itemsize();
                 let idx = if h.fortran_order { column * h.shape[0] + row } else { row * h.shape[1] + column };
@@ -411,13 +519,15 @@ impl<'a> Source<'a> {
                 read_exact(f, &mut b[..item], h.data_offset + (idx * item) as u64)?;
                 Ok(decode(&b, 0, h.dtype, h.endian))
             }
-            Source::Memory(a) => {
+            Data::Memory(a) => {
                 let i = row * a.row_stride + column * a.col_stride;
                 Ok(match a.values {
                     Values::U8(v) => f64::from(v[i]),
                     Values::I16(v) => f64::from(v[i]),
                     Values::I32(v) => f64::from(v[i]),
+                    Values::U32(v) => f64::from(v[i]),
                     Values::I64(v) => v[i] as f64,
+                    Values::U64(v) => v[i] as f64,
                     Values::F16(v) => v[i].to_f64(),
                     Values::F32(v) => f64::from(v[i]),
                     Values::F64(v) => v[i],
@@ -442,8 +552,28 @@ fn read_exact(f: &NpyFile, buf: &mut [u8], offset: u64) -> Result<()> {
     })
 }
 
+/// Rows per parallel conversion chunk.
+const CHUNK_ROWS: usize = 4096;
+
+/// The first element of a chunk beyond `check`'s bound, as `(index in the
+/// block's row-major output, value)`: elements `index(i, j)` of the raw data,
+/// for the chunk's rows `first_row..first_row + rows` in row-major order.
+fn first_beyond(
+    check: &Check<'_>,
+    first_row: usize,
+    rows: usize,
+    d: usize,
+    index: impl Fn(usize, usize) -> usize,
+) -> Option<(usize, i128)> {
+    (first_row..first_row + rows)
+        .flat_map(|i| (0..d).map(move |j| (i, j)))
+        .find_map(|(i, j)| check.beyond(index(i, j)).map(|v| (i * d + j, v)))
+}
+
 /// Writes `out[i * d + j] = T::from_f64(get(i * row_step + j * col_step) - shift[j])`
-/// for `rows` rows, in parallel over fixed chunks of rows.
+/// for `rows` rows, in parallel over fixed chunks of rows; with `check`,
+/// returns the first element beyond its bound (see [`first_beyond`]).
+#[allow(clippy::too_many_arguments)]
 fn convert_rows<T: Real>(
     rows: usize,
     d: usize,
@@ -452,15 +582,30 @@ fn convert_rows<T: Real>(
     shift: &[f64],
     out: &mut [T],
     get: impl Fn(usize) -> f64 + Sync,
-) {
-    const CHUNK_ROWS: usize = 4096;
-    out[..rows * d].par_chunks_mut(CHUNK_ROWS * d).enumerate().for_each(|(c, o)| {
-        convert_chunk(c * CHUNK_ROWS, d, row_step, col_step, shift, o, &get);
-    });
+    check: Option<Check<'_>>,
+) -> Option<(usize, i128)> {
+    out[..rows * d]
+        .par_chunks_mut(CHUNK_ROWS * d)
+        .enumerate()
+        .filter_map(|(c, o)| {
+            let first_row = c * CHUNK_ROWS;
+            let Some(check) = check else {
+                convert_chunk::<T, false>(first_row, d, row_step, col_step, shift, o, &get, 0.0);
+                return None;
+            };
+            let limit = check.bound as f64;
+            if !convert_chunk::<T, true>(first_row, d, row_step, col_step, shift, o, &get, limit) {
+                return None;
+            }
+            first_beyond(&check, first_row, o.len() / d, d, |i, j| i * row_step + j * col_step)
+        })
+        .min_by_key(|&(k, _)| k)
 }
 
+/// Converts one chunk; with `CHECK`, returns whether any `|x|` reaches `limit`.
+#[allow(clippy::too_many_arguments)]
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn convert_chunk<T: Real>(
+fn convert_chunk<T: Real, const CHECK: bool>(
     first_row: usize,
     d: usize,
     row_step: usize,
@@ -468,54 +613,86 @@ fn convert_chunk<T: Real>(
     shift: &[f64],
     out: &mut [T],
     get: &(impl Fn(usize) -> f64 + Sync),
-) {
+    limit: f64,
+) -> bool {
+    let mut reached = false;
     for (r, row) in out.chunks_exact_mut(d).enumerate() {
         let base = (first_row + r) * row_step;
         if col_step == 1 {
             for (j, (v, s)) in row.iter_mut().zip(shift).enumerate() {
-                *v = T::from_f64(get(base + j) - s);
+                let x = get(base + j);
+                if CHECK {
+                    reached |= x.abs() >= limit;
+                }
+                *v = T::from_f64(x - s);
             }
         } else {
             for (j, (v, s)) in row.iter_mut().zip(shift).enumerate() {
-                *v = T::from_f64(get(base + j * col_step) - s);
+                let x = get(base + j * col_step);
+                if CHECK {
+                    reached |= x.abs() >= limit;
+                }
+                *v = T::from_f64(x - s);
             }
         }
     }
+    reached
 }
 
 /// Converts C-order raw rows (`N` bytes per element, decoded by `dec`) into
-/// `out`, in parallel over fixed chunks of rows.
+/// `out`, in parallel over fixed chunks of rows; with `check`, returns the
+/// first element beyond its bound (see [`first_beyond`]).
 fn convert_c<T: Real, const N: usize>(
     raw: &[u8],
     d: usize,
     shift: &[f64],
     out: &mut [T],
     dec: impl Fn([u8; N]) -> f64 + Sync,
-) {
-    const CHUNK_ROWS: usize = 4096;
+    check: Option<Check<'_>>,
+) -> Option<(usize, i128)> {
     let rows = out.len() / d;
-    out.par_chunks_mut(CHUNK_ROWS * d).zip(raw[..rows * d * N].par_chunks(CHUNK_ROWS * d * N)).for_each(|(o, r)| {
-        convert_c_chunk::<T, N>(r, d, shift, o, &dec);
-    });
+    out.par_chunks_mut(CHUNK_ROWS * d)
+        .zip(raw[..rows * d * N].par_chunks(CHUNK_ROWS * d * N))
+        .enumerate()
+        .filter_map(|(c, (o, r))| {
+            let Some(check) = check else {
+                convert_c_chunk::<T, N, false>(r, d, shift, o, &dec, 0.0);
+                return None;
+            };
+            if !convert_c_chunk::<T, N, true>(r, d, shift, o, &dec, check.bound as f64) {
+                return None;
+            }
+            first_beyond(&check, c * CHUNK_ROWS, o.len() / d, d, |i, j| i * d + j)
+        })
+        .min_by_key(|&(k, _)| k)
 }
 
+/// Converts one chunk; with `CHECK`, returns whether any `|x|` reaches `limit`.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn convert_c_chunk<T: Real, const N: usize>(
+fn convert_c_chunk<T: Real, const N: usize, const CHECK: bool>(
     raw: &[u8],
     d: usize,
     shift: &[f64],
     out: &mut [T],
     dec: &(impl Fn([u8; N]) -> f64 + Sync),
-) {
+    limit: f64,
+) -> bool {
+    let mut reached = false;
     for (orow, rrow) in out.chunks_exact_mut(d).zip(raw.chunks_exact(d * N)) {
         for ((o, b), s) in orow.iter_mut().zip(rrow.chunks_exact(N)).zip(shift) {
-            *o = T::from_f64(dec(b.try_into().expect("N bytes")) - s);
+            let x = dec(b.try_into().expect("N bytes"));
+            if CHECK {
+                reached |= x.abs() >= limit;
+            }
+            *o = T::from_f64(x - s);
         }
     }
+    reached
 }
 
 /// Converts `rows * d` raw elements, where element `(i, j)` sits at index
-/// `i * row_step + j * col_step` of `raw`, into row-major `out`.
+/// `i * row_step + j * col_step` of `raw`, into row-major `out`; with
+/// `check`, returns the first element beyond its bound.
 #[allow(clippy::too_many_arguments)]
 fn convert<T: Real>(
     dtype: Dtype,
@@ -527,49 +704,179 @@ fn convert<T: Real>(
     col_step: usize,
     shift: &[f64],
     out: &mut [T],
-) {
+    check: Option<Check<'_>>,
+) -> Option<(usize, i128)> {
     if col_step == 1 {
         // C order: rows are contiguous runs of elements.
         macro_rules! c_order {
             ($t:ty, $n:literal) => {
                 match endian {
-                    Endian::Little => convert_c::<T, $n>(raw, d, shift, out, |b| <$t>::from_le_bytes(b) as f64),
-                    Endian::Big => convert_c::<T, $n>(raw, d, shift, out, |b| <$t>::from_be_bytes(b) as f64),
+                    Endian::Little => convert_c::<T, $n>(raw, d, shift, out, |b| <$t>::from_le_bytes(b) as f64, check),
+                    Endian::Big => convert_c::<T, $n>(raw, d, shift, out, |b| <$t>::from_be_bytes(b) as f64, check),
                 }
             };
         }
         return match dtype {
-            Dtype::U8 => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(b[0])),
+            Dtype::U8 => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(b[0]), check),
             Dtype::I16 => c_order!(i16, 2),
             Dtype::I32 => c_order!(i32, 4),
+            Dtype::U32 => c_order!(u32, 4),
             Dtype::I64 => c_order!(i64, 8),
+            Dtype::U64 => c_order!(u64, 8),
             Dtype::F32 => c_order!(f32, 4),
             Dtype::F64 => c_order!(f64, 8),
             Dtype::F16 => match endian {
-                Endian::Little => convert_c::<T, 2>(raw, d, shift, out, |b| f16::from_le_bytes(b).to_f64()),
-                Endian::Big => convert_c::<T, 2>(raw, d, shift, out, |b| f16::from_be_bytes(b).to_f64()),
+                Endian::Little => convert_c::<T, 2>(raw, d, shift, out, |b| f16::from_le_bytes(b).to_f64(), check),
+                Endian::Big => convert_c::<T, 2>(raw, d, shift, out, |b| f16::from_be_bytes(b).to_f64(), check),
             },
         };
     }
     macro_rules! typed {
         ($t:ty, $n:literal) => {
             match endian {
-                Endian::Little => convert_rows(rows, d, row_step, col_step, shift, out, |k| {
-                    <$t>::from_le_bytes(raw[k * $n..k * $n + $n].try_into().unwrap()) as f64
-                }),
-                Endian::Big => convert_rows(rows, d, row_step, col_step, shift, out, |k| {
-                    <$t>::from_be_bytes(raw[k * $n..k * $n + $n].try_into().unwrap()) as f64
-                }),
+                Endian::Little => convert_rows(
+                    rows,
+                    d,
+                    row_step,
+                    col_step,
+                    shift,
+                    out,
+                    |k| <$t>::from_le_bytes(raw[k * $n..k * $n + $n].try_into().unwrap()) as f64,
+                    check,
+                ),
+                Endian::Big => convert_rows(
+                    rows,
+                    d,
+                    row_step,
+                    col_step,
+                    shift,
+                    out,
+                    |k| <$t>::from_be_bytes(raw[k * $n..k * $n + $n].try_into().unwrap()) as f64,
+                    check,
+                ),
             }
         };
     }
     match dtype {
-        Dtype::U8 => convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k])),
+        Dtype::U8 => convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k]), check),
         Dtype::I16 => typed!(i16, 2),
         Dtype::I32 => typed!(i32, 4),
+        Dtype::U32 => typed!(u32, 4),
         Dtype::I64 => typed!(i64, 8),
+        Dtype::U64 => typed!(u64, 8),
         Dtype::F32 => typed!(f32, 4),
         Dtype::F64 => typed!(f64, 8),
-        Dtype::F16 => convert_rows(rows, d, row_step, col_step, shift, out, |k| decode(raw, k, Dtype::F16, endian)),
+        Dtype::F16 => {
+            convert_rows(rows, d, row_step, col_step, shift, out, |k| decode(raw, k, Dtype::F16, endian), check)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::write_npy;
+
+    /// Reads all rows as `T` in blocks of `block` rows, as the engine does.
+    fn read_all<T: Real>(src: &Source<'_>, block: usize) -> Vec<T> {
+        let (n, d) = (src.n_samples(), src.n_features());
+        let mut scratch = vec![0u8; block * src.scratch_bytes_per_row()];
+        let mut out = vec![T::default(); n * d];
+        for start in (0..n).step_by(block) {
+            let rows = block.min(n - start);
+            src.read_rows(start, rows, &vec![0.0; d], &mut scratch, &mut out[start * d..(start + rows) * d]).unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn notes_the_first_inexact_integer_per_compute_type() {
+        // 3 columns over several conversion chunks; offenders in later chunks
+        // come first in the second block, so order across chunks matters.
+        let (n, d) = (3 * CHUNK_ROWS + 17, 3);
+        let mut v: Vec<i64> = (0..n * d).map(|k| k as i64 % 1000).collect();
+        v[(2 * CHUNK_ROWS + 5) * d + 2] = (1 << 53) + 1; // beyond both bounds, later
+        v[(CHUNK_ROWS + 3) * d + 1] = -(1 << 24) - 1; // beyond 2^24 only, earlier
+        v[(CHUNK_ROWS + 3) * d + 2] = 1 << 24; // exact in float32: never noted
+        for block in [n, 1000, 1] {
+            let src = Source::memory(ArrayRef::c_order(Values::I64(&v), n, d).unwrap());
+            assert_eq!(src.inexact_integer(Dtype::F32), None);
+            read_all::<f32>(&src, block);
+            let f32_first = src.inexact_integer(Dtype::F32).unwrap();
+            assert_eq!(
+                (f32_first.row, f32_first.column, f32_first.value, f32_first.exact_up_to),
+                (CHUNK_ROWS + 3, 1, -(1 << 24) - 1, 1 << 24),
+                "block {block}"
+            );
+            assert_eq!(src.inexact_integer(Dtype::F64), None);
+            let got = read_all::<f64>(&src, block);
+            let f64_first = src.inexact_integer(Dtype::F64).unwrap();
+            assert_eq!((f64_first.row, f64_first.column, f64_first.value), (2 * CHUNK_ROWS + 5, 2, (1 << 53) + 1));
+            assert_eq!(f64_first.to_string(), format!("column 2 holds int64 values beyond 2^53 in magnitude (first: 9007199254740993 at row {}), which float64 cannot represent exactly: results computed from them may be rounded", 2 * CHUNK_ROWS + 5));
+            // A second pass keeps the first value noted.
+            assert_eq!(read_all::<f64>(&src, block), got);
+            assert_eq!(src.inexact_integer(Dtype::F64), Some(f64_first));
+        }
+        // int32 is exact in float64; uint64 is checked like int64.
+        let small: Vec<i32> = vec![i32::MAX; 6];
+        let src = Source::memory(ArrayRef::c_order(Values::I32(&small), 3, 2).unwrap());
+        read_all::<f64>(&src, 3);
+        assert_eq!(src.inexact_integer(Dtype::F64), None);
+        read_all::<f32>(&src, 3);
+        assert_eq!(src.inexact_integer(Dtype::F32).map(|f| (f.row, f.column)), Some((0, 0)));
+        let big = [u64::MAX, 1];
+        let src = Source::memory(ArrayRef::strided(Values::U64(&big), 2, 1, 1, 1).unwrap());
+        assert_eq!(read_all::<f64>(&src, 2), [u64::MAX as f64, 1.0]);
+        assert_eq!(src.inexact_integer(Dtype::F64).map(|f| f.value), Some(i128::from(u64::MAX)));
+    }
+
+    #[test]
+    fn notes_inexact_integers_in_files_of_either_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (n, d) = (CHUNK_ROWS + 10, 2);
+        let mut v: Vec<u32> = (0..(n * d) as u32).collect();
+        v[(CHUNK_ROWS + 2) * d + 1] = (1 << 24) + 1;
+        v[(CHUNK_ROWS + 4) * d] = u32::MAX;
+        let c = dir.path().join("c.npy");
+        write_npy(&c, Dtype::U32, &[n, d], &v, |x: u32, o: &mut Vec<u8>| o.extend_from_slice(&x.to_le_bytes()))
+            .unwrap();
+        // The same values in Fortran order, big-endian.
+        let mut bytes = crate::io::write_header(Dtype::U32, &[n, d]);
+        let at = bytes.windows(5).position(|w| w == b"False").unwrap();
+        bytes.splice(at..at + 5, *b"True ");
+        let at = bytes.windows(3).position(|w| w == b"<u4").unwrap();
+        bytes[at] = b'>';
+        for j in 0..d {
+            for i in 0..n {
+                bytes.extend_from_slice(&v[i * d + j].to_be_bytes());
+            }
+        }
+        let f = dir.path().join("f.npy");
+        std::fs::write(&f, bytes).unwrap();
+        for path in [c, f] {
+            let src = Source::open_matrix(&path).unwrap();
+            let got = read_all::<f64>(&src, 1000);
+            assert_eq!(got, v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>(), "{path:?}");
+            assert_eq!(src.inexact_integer(Dtype::F64), None);
+            read_all::<f32>(&src, 1000);
+            let first = src.inexact_integer(Dtype::F32).unwrap();
+            assert_eq!(
+                (first.row, first.column, first.value, first.dtype),
+                (CHUNK_ROWS + 2, 1, (1 << 24) + 1, Dtype::U32)
+            );
+        }
+    }
+
+    #[test]
+    fn open_vector_takes_one_dimension_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |x: f64, o: &mut Vec<u8>| o.extend_from_slice(&x.to_le_bytes());
+        let one = dir.path().join("w.npy");
+        write_npy(&one, Dtype::F64, &[3], &[1.0, 2.0, 3.0], put).unwrap();
+        assert_eq!(Source::open_vector(&one).unwrap().n_samples(), 3);
+        let column = dir.path().join("w1.npy");
+        write_npy(&column, Dtype::F64, &[3, 1], &[1.0, 2.0, 3.0], put).unwrap();
+        let e = Source::open_vector(&column).unwrap_err().to_string();
+        assert!(e.contains("expected a 1-D array, found shape [3, 1]") && e.contains("ravel()"), "{e}");
     }
 }

@@ -178,6 +178,62 @@ pub fn check_outputs_distinct(
     Ok(())
 }
 
+/// Bytes of a whole `.npy` file holding an array of `dtype` and `shape`
+/// (header and data; `u64::MAX` if that overflows).
+pub fn npy_file_bytes(dtype: Dtype, shape: &[usize]) -> u64 {
+    (write_header(dtype, shape).len() as u64).saturating_add(npy_data_bytes(dtype, shape))
+}
+
+fn npy_data_bytes(dtype: Dtype, shape: &[usize]) -> u64 {
+    shape.iter().try_fold(dtype.itemsize() as u64, |acc, &s| acc.checked_mul(s as u64)).unwrap_or(u64::MAX)
+}
+
+/// Checks that each output's filesystem has room for it, before anything is
+/// written: `outputs` pairs a path with the bytes it will hold, and outputs
+/// on the same filesystem are added up. Free space is what `statvfs` says an
+/// unprivileged writer may use (`f_bavail × f_frsize`) in the output's
+/// folder; an existing file being replaced is not counted, since the new one
+/// is written beside it before the rename. A folder whose free space cannot
+/// be read (no `statvfs`) is not checked.
+///
+/// # Errors
+/// [`Error::Io`] of kind [`std::io::ErrorKind::StorageFull`] naming the
+/// (first) path, the bytes needed and the bytes available.
+pub fn check_free_space(outputs: &[(&Path, u64)]) -> Result<()> {
+    let mut per_fs: Vec<(u64, u64, u64, &Path)> = Vec::new(); // (fsid, needed, available, first path)
+    for &(path, bytes) in outputs {
+        let target = resolve_output(path);
+        let dir = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let Ok(st) = rustix::fs::statvfs(&dir) else { continue };
+        let available = st.f_bavail.saturating_mul(st.f_frsize);
+        match per_fs.iter_mut().find(|f| f.0 == st.f_fsid) {
+            Some(f) => f.1 = f.1.saturating_add(bytes),
+            None => per_fs.push((st.f_fsid, bytes, available, path)),
+        }
+    }
+    for (_, needed, available, path) in per_fs {
+        if needed > available {
+            let what = if outputs.len() > 1 { "the outputs on its filesystem need" } else { "it needs" };
+            return Err(Error::io(
+                path,
+                "create",
+                std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    format!(
+                        "not enough free disk space: {what} {needed} bytes ({}) but {available} bytes ({}) are available, nothing was written",
+                        crate::plan::format_bytes(needed),
+                        crate::plan::format_bytes(available)
+                    ),
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Streams a C-order little-endian `.npy` array of a known shape to disk in
 /// pieces, atomically.
 #[derive(Debug)]
@@ -192,11 +248,18 @@ impl NpyWriter {
     ///
     /// # Errors
     /// As [`AtomicFile::create`].
+    /// Refuses, before creating anything, when the destination's filesystem
+    /// has less free space than the whole array needs.
+    ///
+    /// # Errors
+    /// As [`AtomicFile::create`] and [`check_free_space`].
     pub fn create(path: impl AsRef<Path>, dtype: Dtype, shape: &[usize]) -> Result<Self> {
+        let header = write_header(dtype, shape);
+        let data_bytes = npy_data_bytes(dtype, shape);
+        check_free_space(&[(path.as_ref(), (header.len() as u64).saturating_add(data_bytes))])?;
         let mut file = AtomicFile::create(path)?;
-        file.write_all(&write_header(dtype, shape))?;
-        let n: u64 = shape.iter().map(|&s| s as u64).product();
-        Ok(NpyWriter { file, remaining_bytes: n * dtype.itemsize() as u64, encode: Vec::new() })
+        file.write_all(&header)?;
+        Ok(NpyWriter { file, remaining_bytes: data_bytes, encode: Vec::new() })
     }
 
     /// Appends elements already encoded as little-endian bytes.
@@ -267,4 +330,31 @@ pub fn write_bytes_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
     let mut f = AtomicFile::create(path)?;
     f.write_all(bytes)?;
     f.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_space_is_checked_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.npy"), dir.path().join("b.npy"));
+        let st = rustix::fs::statvfs(dir.path()).unwrap();
+        let available = st.f_bavail * st.f_frsize;
+        assert!(check_free_space(&[(&a, 1 << 20)]).is_ok());
+        // Each fits alone, not together: outputs on one filesystem add up.
+        let half = available / 2 + available / 8 + 1;
+        assert!(check_free_space(&[(&a, half)]).is_ok());
+        let e = check_free_space(&[(&a, half), (&b, half)]).unwrap_err();
+        assert!(matches!(&e, Error::Io { cause, .. } if cause.kind() == std::io::ErrorKind::StorageFull), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("a.npy") && text.contains(&format!("{} bytes", 2 * half)), "{text}");
+        // An array larger than any disk is refused by its writer, leaving nothing.
+        let e = NpyWriter::create(&a, Dtype::F64, &[1 << 40, 1 << 20]).unwrap_err().to_string();
+        assert!(e.contains("not enough free disk space") && e.contains("available"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(npy_file_bytes(Dtype::F64, &[usize::MAX, 2]), u64::MAX);
+        assert_eq!(npy_file_bytes(Dtype::I32, &[10]), 128 + 40);
+    }
 }
