@@ -90,9 +90,12 @@ def assign(X, centers, *, memory_limit=None, n_jobs=None):
     """Nearest centre of each row and the squared distance to it, without
     the ``(n_samples, n_clusters)`` distance matrix.
 
-    Distances use the GEMM identity on data shifted by the centres' mean
-    within tiles (k-means' fused kernel); the reported squared distance to
-    the chosen centre is recomputed from exact differences.
+    The label is the exact nearest centre, whatever the data's distance from
+    the origin, unless two centres are tied within float64 rounding of the
+    squared distances: candidates come from the GEMM identity on data shifted
+    to the centres' mean (k-means' fused kernel), certified by its error
+    bound, and rows the bound cannot decide are decided from exact float64
+    differences. The squared distance is computed from exact differences.
 
     Parameters
     ----------

@@ -13,7 +13,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
 from ._validation import (
-    block_rows,
     check_data,
     check_memory_limit,
     check_n_jobs,
@@ -57,9 +56,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     within ``memory_limit``: no ``(n_samples, n_clusters)`` distance matrix is
     ever built, in-memory arrays are used without a copy, and a path to a
     ``.npy`` file is read out of core. Distances and argmin are fused in one
-    blocked kernel (GEMM identity on data centred per block, exact squared
-    distances for the assigned centre); sums are accumulated in float64 in a
-    fixed order, so results are identical for any ``n_jobs`` and limit.
+    blocked kernel whose label is the exact nearest centre unless two centres
+    are tied within float64 rounding (GEMM-identity candidates certified by
+    their error bound, exact float64 differences where it cannot decide);
+    sums are accumulated in float64 in a fixed order, so results are
+    identical for any ``n_jobs`` and limit. Each centre is the float64 mean
+    of its rows rounded once to X's dtype.
 
     Parameters
     ----------
@@ -363,7 +365,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         """Euclidean distance of each row to every centre.
 
         Computed in row blocks within ``memory_limit`` (the result itself,
-        ``n_samples × n_clusters``, is the caller's).
+        ``n_samples × n_clusters``, is the caller's), each from exact float64
+        differences, so that ``transform(X).argmin(axis=1)`` is ``predict(X)``.
 
         Parameters
         ----------
@@ -376,25 +379,17 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         """
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
-        centers = np.asarray(self.cluster_centers_, dtype=np.float64)
-        origin = centers.mean(axis=0)
-        c = centers - origin
-        c_sq = np.einsum("ij,ij->i", c, c)
         # float32 only for float32 data on float32 centres, as scikit-learn's.
         dtype = np.float32 if data.float32 and self.cluster_centers_.dtype == np.float32 else np.float64
-        out = np.empty((data.n_samples, c.shape[0]), dtype=dtype)
-        # Per row: the raw row, its float64 copy, the products and squares.
-        per_row = data.dtype.itemsize * data.n_features + 8 * (data.n_features + 2 * c.shape[0])
-        rows = block_rows(data.n_samples, per_row, check_memory_limit(self.memory_limit), "transform")
-        for a, b, block in data.blocks(rows):
-            x = np.array(block, dtype=np.float64)  # a copy: X itself is never modified
-            if not np.isfinite(x).all():
-                i, j = np.argwhere(~np.isfinite(x))[0]
-                raise ValueError(f"Input X contains NaN or infinity: row {a + i}, column {j} is {x[i, j]}")
-            x -= origin
-            d2 = np.einsum("ij,ij->i", x, x)[:, None] - 2.0 * (x @ c.T) + c_sq
-            np.maximum(d2, 0.0, out=d2)
-            out[a:b] = np.sqrt(d2)
+        out = np.empty((data.n_samples, self.cluster_centers_.shape[0]), dtype=dtype)
+        _memfit.transform(
+            data.engine,
+            np.ascontiguousarray(self.cluster_centers_, dtype=np.float64),
+            check_memory_limit(self.memory_limit),
+            check_n_jobs(self.n_jobs),
+            data.float32,
+            out,
+        )
         return out
 
     def fit_transform(self, X, y=None, sample_weight=None):

@@ -58,6 +58,16 @@ def assign(
 ) -> float:
     """Nearest centre (labels, squared distances, (n_samples,)); returns the inertia."""
 
+def transform(
+    x: _Input,
+    centers: _F64,
+    memory_limit: int,
+    n_jobs: Optional[int],
+    float32: bool,
+    out: Union[_F64, npt.NDArray[np.float32]],
+) -> None:
+    """Euclidean distances to every centre into out, (n_samples, n_clusters)."""
+
 def gmm_fit(
     x: _Input,
     sample_weight: Optional[_Input],

@@ -58,8 +58,6 @@ class Data:
     n_features: int
     dtype: np.dtype
     float32: bool
-    fortran: bool = False
-    offset: int = 0
 
     @property
     def out_dtype(self) -> np.dtype:
@@ -73,28 +71,6 @@ class Data:
             return np.load(self.engine, mmap_mode="r")
         return self.engine
 
-    def blocks(self, block_rows: int):
-        """Yields ``(start, stop, rows)`` over the data, ``block_rows`` rows
-        at a time; a ``.npy`` path is read with positioned reads (no memory
-        map, so nothing accumulates in resident memory)."""
-        if not isinstance(self.engine, str):
-            for a in range(0, self.n_samples, block_rows):
-                b = min(a + block_rows, self.n_samples)
-                yield a, b, self.engine[a:b]
-            return
-        n, d, item = self.n_samples, self.n_features, self.dtype.itemsize
-        with open(self.engine, "rb") as f:
-            for a in range(0, n, block_rows):
-                b = min(a + block_rows, n)
-                if self.fortran:
-                    block = np.empty((b - a, d), dtype=self.dtype)
-                    for j in range(d):
-                        f.seek(self.offset + (j * n + a) * item)
-                        block[:, j] = np.fromfile(f, dtype=self.dtype, count=b - a)
-                else:
-                    f.seek(self.offset + a * d * item)
-                    block = np.fromfile(f, dtype=self.dtype, count=(b - a) * d).reshape(b - a, d)
-                yield a, b, block
 
 
 def _is_sparse(X: Any) -> bool:
@@ -225,7 +201,7 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
         path = os.fsdecode(os.fspath(X))
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, "is a directory, not a .npy file", path)
-        shape, dtype_name, fortran, offset = _memfit.npy_info(path)
+        shape, dtype_name, _, _ = _memfit.npy_info(path)
         if len(shape) != 2:
             raise ValueError(
                 f"{path}: expected a 2-D array of shape (n_samples, n_features), found shape {tuple(shape)}; "
@@ -244,7 +220,7 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
                     f"{estimator.n_features_in_} features as input."
                 )
         dtype = np.dtype(dtype_name)
-        return Data(path, n, d, dtype, dtype == np.float32, fortran, offset)
+        return Data(path, n, d, dtype, dtype == np.float32)
     arr = engine_array(X, name=name)
     if estimator is not None:
         # Feature names and n_features_in_ exactly as scikit-learn records
@@ -349,24 +325,6 @@ def seed_from(random_state: Any) -> int:
         return int(random_state)
     rng = check_random_state(random_state)
     return int(rng.randint(np.iinfo(np.int32).max))
-
-
-def block_rows(n_samples: int, bytes_per_row: int, limit_bytes: int, what: str) -> int:
-    """Rows per block when each row needs ``bytes_per_row`` of temporaries
-    within ``limit_bytes`` (at most 65,536).
-
-    Raises
-    ------
-    MemoryError
-        When the limit cannot hold 256 rows (or all rows, if fewer).
-    """
-    least = min(n_samples, 256) * bytes_per_row
-    if limit_bytes < least:
-        raise MemoryError(
-            f"{what} needs at least {least} bytes for a block of rows but the memory limit is {limit_bytes} bytes; "
-            "hint: raise memory_limit"
-        )
-    return int(min(65_536, limit_bytes // bytes_per_row))
 
 
 def emit_warnings(messages: list, stacklevel: int = 3) -> None:

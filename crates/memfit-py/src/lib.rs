@@ -221,6 +221,45 @@ fn assign<'py>(
     })
 }
 
+/// Euclidean distances of each row of `x` (array or `.npy` path) to every one
+/// of `centers` (`(n_clusters, n_features)` float64, C-contiguous), computed
+/// from `x` converted to float32 when `float32`, into `out` (C-contiguous
+/// `(n_samples, n_clusters)`, float32 or float64).
+#[pyfunction]
+#[pyo3(signature = (x, centers, memory_limit, n_jobs, float32, out))]
+fn transform<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    centers: PyReadonlyArray2<'py, f64>,
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+    float32: bool,
+    out: &Bound<'py, PyAny>,
+) -> PyResult<()> {
+    let held = Held::new(x)?;
+    let src = held.source()?;
+    let k = centers.as_array().nrows();
+    let centers = centers.as_slice()?;
+    let (mut out64, mut out32) = (out.extract::<PyReadwriteArray2<'py, f64>>().ok(), None);
+    if out64.is_none() {
+        out32 = Some(out.extract::<PyReadwriteArray2<'py, f32>>()?);
+    }
+    let mut fill64 = Fill::new(out64.as_mut().map(|o| o.as_slice_mut()).transpose()?);
+    let mut fill32 = Fill::new(out32.as_mut().map(|o| o.as_slice_mut()).transpose()?);
+    run(py, n_jobs, float32, None, move |obs| {
+        let plan = cluster::plan_transform(&src, k, compute_bytes(float32), memory_limit)?;
+        let mut put = |dist: &[f64]| {
+            fill64.put(dist, |v| v)?;
+            fill32.put(dist, |v| v as f32)
+        };
+        if float32 {
+            cluster::transform::<f32>(&src, centers, k, &plan, &mut put, obs)
+        } else {
+            cluster::transform::<f64>(&src, centers, k, &plan, &mut put, obs)
+        }
+    })
+}
+
 /// Parses a covariance type name.
 fn covariance_type(name: &str) -> PyResult<CovarianceType> {
     CovarianceType::parse(name).map_err(to_py)
@@ -491,6 +530,7 @@ fn npy_info(path: &str) -> PyResult<(Vec<usize>, String, bool, u64)> {
 fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kmeans_fit, m)?)?;
     m.add_function(wrap_pyfunction!(assign, m)?)?;
+    m.add_function(wrap_pyfunction!(transform, m)?)?;
     m.add_function(wrap_pyfunction!(gmm_fit, m)?)?;
     m.add_function(wrap_pyfunction!(gmm_predict, m)?)?;
     m.add_function(wrap_pyfunction!(row_quadratic_form, m)?)?;

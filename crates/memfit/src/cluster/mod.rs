@@ -13,4 +13,4 @@ pub(crate) use kmeans::{overflow, scan};
 pub use params::{Init, KMeansParams};
 pub(crate) use plan::kernel_tile_rows;
 pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};
-pub use predict::{plan_predict, predict, AssignSink};
+pub use predict::{plan_predict, plan_transform, predict, transform, AssignSink};

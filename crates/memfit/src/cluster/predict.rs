@@ -1,11 +1,13 @@
-//! Nearest-centre labels for new data, streamed within a memory limit.
+//! Fitted centres applied to new data, streamed within a memory limit: the
+//! nearest centre of each row (`predict`) and the distances to every centre
+//! (`transform`), both from the same exact kernel.
 
 use super::kmeans::Assignment;
 use super::plan::{kernel_tile_rows, MAX_K_TILE};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
-use crate::kernels::PreparedCenters;
+use crate::kernels::{sq_distances_block, PreparedCenters};
 use crate::plan::format_bytes;
 use crate::plan::{pick_block_rows, TILE_ROWS};
 use crate::plan::{Ledger, Plan};
@@ -109,6 +111,96 @@ pub fn predict<T: Real>(
     observer: &dyn Observer,
 ) -> Result<f64> {
     let d = x.n_features();
+    let prepared = prepare::<T>(centers, n_clusters, d)?;
+    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
+    let mut asg = Assignment::<T>::new(plan, n_clusters, d, false);
+    let mut inertia = 0.0;
+    blocks.for_each(&vec![0.0; d], &|| observer.cancelled(), |start, xb, _| {
+        check_finite(x, start, xb)?;
+        let rows = asg.run(xb, &prepared);
+        asg.add_weighted_sum(rows, None, &mut inertia);
+        out(&asg.labels[..rows], &asg.dist[..rows])
+    })?;
+    if !inertia.is_finite() {
+        return Err(overflow(inertia));
+    }
+    Ok(inertia)
+}
+
+/// Plans [`transform`] of `x` against `n_clusters` centres in a compute type
+/// of `compute_bytes` bytes, on the current rayon pool: the centres and, per
+/// block row, the read scratch, converted values and `n_clusters` distances.
+///
+/// # Errors
+/// [`Error::DoesNotFit`] when the centres and one tile of rows exceed
+/// `limit_bytes`.
+pub fn plan_transform(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, limit_bytes: u64) -> Result<Plan> {
+    let (n, d, k, c) = (x.n_samples() as u64, x.n_features() as u64, n_clusters as u64, compute_bytes as u64);
+    let threads = rayon::current_num_threads();
+    let mut led = Ledger::default();
+    led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
+    led.add(
+        "centers for kernels",
+        PreparedCenters::<f64>::bytes_for(n_clusters, x.n_features(), compute_bytes),
+        1,
+        "float64 values + shifted values, norms (+ transposed copy for narrow data)".into(),
+    );
+    let scratch = x.scratch_bytes_per_row() as u64;
+    let per_row = scratch + d * c + k * 8;
+    let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
+    if required > limit_bytes {
+        return Err(Error::DoesNotFit {
+            required_bytes: required,
+            limit_bytes,
+            what: format!("distances to {k} centres of {d} features"),
+            hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
+        });
+    }
+    let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * c, threads as u64);
+    led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
+    led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
+    led.add("block distances (float64)", rows * k, 8, format!("{rows} rows × {k} × 8 B"));
+    let mut plan = Plan::blocked("transform", limit_bytes, led, rows as usize, x.n_samples(), threads);
+    plan.passes_detail = "1 distance pass".into();
+    Ok(plan)
+}
+
+/// Euclidean distances of each row of `x` (shape `(n_samples, n_features)`,
+/// converted to `T`) to every one of `centers` (row-major `(n_clusters,
+/// n_features)`, `f64`): `out` receives them row-major, `(rows, n_clusters)`
+/// `f64` per block, in row order. Each is the square root of the exact
+/// squared distance whose first minimum is [`predict`]'s label and distance,
+/// so `argmin` of a row is its predicted label.
+///
+/// # Errors
+/// As [`predict`]; a distance that overflows `f64` is refused like an
+/// overflowing inertia.
+pub fn transform<T: Real>(
+    x: &Source<'_>,
+    centers: &[f64],
+    n_clusters: usize,
+    plan: &Plan,
+    out: &mut dyn FnMut(&[f64]) -> Result<()>,
+    observer: &dyn Observer,
+) -> Result<()> {
+    let d = x.n_features();
+    let prepared = prepare::<T>(centers, n_clusters, d)?;
+    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
+    let mut dist = vec![0.0; plan.block_rows * n_clusters];
+    blocks.for_each(&vec![0.0; d], &|| observer.cancelled(), |start, xb, _| {
+        check_finite(x, start, xb)?;
+        let block = &mut dist[..xb.len() / d.max(1) * n_clusters];
+        sq_distances_block(xb, &prepared, block);
+        if let Some(v) = block.iter().find(|v| !v.is_finite()) {
+            return Err(overflow(*v));
+        }
+        block.iter_mut().for_each(|v| *v = v.sqrt());
+        out(block)
+    })
+}
+
+/// Checks `centers` (row-major `(n_clusters, d)`) and prepares them.
+fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize) -> Result<PreparedCenters<T>> {
     if n_clusters == 0 || centers.len() != n_clusters * d {
         return Err(Error::ShapeMismatch {
             what: "the centres".into(),
@@ -126,24 +218,25 @@ pub fn predict<T: Real>(
             count: 1,
         });
     }
-    let prepared = PreparedCenters::<T>::new(centers, n_clusters, d);
-    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-    let mut asg = Assignment::<T>::new(plan, n_clusters, d, false);
-    let mut inertia = 0.0;
-    blocks.for_each(&vec![0.0; d], &|| observer.cancelled(), |start, xb, _| {
-        if let Some(p) = xb.iter().position(|v| !v.to_f64().is_finite()) {
+    Ok(PreparedCenters::new(centers, n_clusters, d))
+}
+
+/// The first non-finite value of the block `xb` (first row `start`) of `x`.
+fn check_finite<T: Real>(x: &Source<'_>, start: usize, xb: &[T]) -> Result<()> {
+    let d = x.n_features();
+    match xb.iter().position(|v| !v.to_f64().is_finite()) {
+        Some(p) => {
             let (row, column) = (start + p / d, p % d);
-            return Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 });
+            Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 })
         }
-        let rows = asg.run(xb, &prepared);
-        asg.add_weighted_sum(rows, None, &mut inertia);
-        out(&asg.labels[..rows], &asg.dist[..rows])
-    })?;
-    if !inertia.is_finite() {
-        return Err(Error::param(
-            "centers",
-            format!("squared distances between the data and the centres overflow float64 (inertia = {inertia}); hint: rescale the data and the centres"),
-        ));
+        None => Ok(()),
     }
-    Ok(inertia)
+}
+
+/// Squared distances between the data and the centres overflowed `f64`.
+fn overflow(value: f64) -> Error {
+    Error::param(
+        "centers",
+        format!("squared distances between the data and the centres overflow float64 ({value}); hint: rescale the data and the centres"),
+    )
 }

@@ -584,6 +584,28 @@ pub fn assign_block<T: Real>(
         });
 }
 
+/// Squared distances of every row of a block (row-major `(rows, d)`) to every
+/// centre: `out` (row-major `(rows, n_clusters)`) receives [`exact_sq_dist`]
+/// for each pair, the values whose first minimum [`assign_block`] reports.
+/// Rows are dealt to the rayon pool; results do not depend on it.
+///
+/// # Panics
+/// If `out` holds fewer than `rows × n_clusters` values.
+pub fn sq_distances_block<T: Real>(x: &[T], c: &PreparedCenters<T>, out: &mut [f64]) {
+    let (d, k) = (c.n_features, c.n_clusters);
+    let rows = x.len() / d.max(1);
+    out[..rows * k].par_chunks_mut(k * TILE_CHUNK).zip(x.par_chunks(d * TILE_CHUNK)).for_each(|(o, xs)| {
+        for (orow, row) in o.chunks_exact_mut(k).zip(xs.chunks_exact(d)) {
+            for (j, v) in orow.iter_mut().enumerate() {
+                *v = exact_sq_dist(row, c.center(j));
+            }
+        }
+    });
+}
+
+/// Rows per parallel work item of [`sq_distances_block`].
+const TILE_CHUNK: usize = 64;
+
 /// Slow, obviously-correct twin of [`assign_rows`]: the exact squared
 /// distance in `f64` to every centre, first minimum wins. [`assign_rows`]
 /// gives the same bits.
@@ -750,6 +772,24 @@ mod tests {
             direct_fixed::<f64, 3>(&x, &c.origin, &c.transposed, &c.padded_norms, &mut l, &mut g);
             certify(&x, &c, &mut l, &g, &mut m, &mut buf);
             assert_eq!((l, m.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), reference(&x, &c));
+        }
+    }
+
+    #[test]
+    fn distance_matrix_minimum_is_the_label() {
+        for (d, offset) in [(3, 1e6), (20, 0.0)] {
+            let (n, k) = (500, 30);
+            let x: Vec<f32> = random(n * d, 7, 3.0).iter().map(|v| (v + offset) as f32).collect();
+            let centers: Vec<f64> = random(k * d, 8, 3.0).iter().map(|v| v + offset).collect();
+            let c = PreparedCenters::<f32>::new(&centers, k, d);
+            let mut all = vec![0.0; n * k];
+            sq_distances_block(&x, &c, &mut all);
+            let (labels, dist) = run(&x, &c, 64, 16, 2);
+            for i in 0..n {
+                let row = &all[i * k..(i + 1) * k];
+                let first_min = (0..k).fold(0, |b, j| if row[j] < row[b] { j } else { b });
+                assert_eq!((first_min as u32, row[first_min].to_bits()), (labels[i], dist[i]));
+            }
         }
     }
 

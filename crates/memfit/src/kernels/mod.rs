@@ -7,7 +7,8 @@ mod assign;
 
 pub use accumulate::{accumulate_block, Accumulator, CHUNK_ROWS};
 pub use assign::{
-    assign_block, assign_reference, assign_rows, exact_sq_dist, PreparedCenters, DIRECT_MAX_FEATURES, LANES,
+    assign_block, assign_reference, assign_rows, exact_sq_dist, sq_distances_block, PreparedCenters,
+    DIRECT_MAX_FEATURES, LANES,
 };
 
 /// The AVX-512 direct kernel for `f64` when this CPU has one; see [`crate::Real::direct_argmin_simd`].
