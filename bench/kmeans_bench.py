@@ -7,7 +7,14 @@ subsampling turned off). Seconds per iteration = fit wall time / iterations,
 including each peer's own validation and final assignment; Python peers load
 the data before their timer starts, memfit reads its .npy inside the timer.
 
-Usage: python bench/kmeans_bench.py [--iters 10] [--k 200] [--threads 2]
+With --baseline-bin PATH, a second memfit build runs as one more peer
+("memfit-base"): e.g. a build from before a change, to measure the change's
+cost in the same run (BENCHMARKS.md uses it for the exact-argmin refinement).
+
+Each peer runs --repeat times (default 3) and its fastest run is reported,
+so that a background hiccup on a shared machine does not decide a ratio.
+
+Usage: python bench/kmeans_bench.py [--iters 10] [--k 200] [--threads 2] [--repeat 3] [--baseline-bin PATH]
 Needs: numpy, scikit-learn, faiss-cpu (pip), and target/release/memfit.
 """
 import argparse
@@ -29,9 +36,10 @@ def child(peer, data, init, iters, threads):
     """Runs one peer in this (child) process; prints a JSON line."""
     import numpy as np
 
-    if peer == "memfit":
+    if peer.startswith("memfit"):
+        binary = MEMFIT if peer == "memfit" else os.environ["MEMFIT_BASELINE_BIN"]
         summary = Path(tempfile.mkdtemp()) / "s.json"
-        cmd = [MEMFIT, "kmeans", data, "--n-clusters", str(np.load(init).shape[0]), "--init", init,
+        cmd = [binary, "kmeans", data, "--n-clusters", str(np.load(init).shape[0]), "--init", init,
                "--max-iter", str(iters), "--tol", "0", "--threads", str(threads), "--quiet",
                "--summary", str(summary), "--memory-limit", "2GiB"]
         t = time.perf_counter()
@@ -90,8 +98,14 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--k", type=int, default=200)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeat", type=int, default=3, help="runs per peer; the fastest is reported")
+    ap.add_argument("--baseline-bin", help="another memfit binary to run as the peer memfit-base")
     ap.add_argument("--child", nargs=5)
     a = ap.parse_args()
+    peers = ["memfit", "sklearn", "faiss"]
+    if a.baseline_bin:
+        os.environ["MEMFIT_BASELINE_BIN"] = a.baseline_bin
+        peers.insert(1, "memfit-base")
     if a.child:
         peer, data, init, iters, threads = a.child
         return child(peer, data, init, int(iters), int(threads))
@@ -109,7 +123,7 @@ def main():
         print(f"skipping flights3m: {flights} not found")
     print(f"k = {a.k}, {a.iters} iterations, {a.threads} threads, same initial centres for every peer")
     print("s/iter = whole fit / iterations; 'peer/memfit' = the peer's s/iter over memfit's")
-    print(f"{'data':<26}{'dtype':<9}{'peer':<9}{'s/iter':>9}{'peer/memfit':>12}{'peak RSS':>11}{'inertia':>18}")
+    print(f"{'data':<26}{'dtype':<9}{'peer':<12}{'s/iter':>9}{'peer/memfit':>12}{'peak RSS':>11}{'inertia':>18}")
     for name, path in sets:
         X = np.load(path, mmap_mode="r")
         rng = np.random.default_rng(0)
@@ -120,16 +134,20 @@ def main():
             if dtype == "float32":
                 data = tmp / f"{path.stem}_f32.npy"
                 np.save(data, np.asarray(X, dtype=np.float32))
-            res = {p: run_child(p, str(data), str(init), a.iters, a.threads) for p in ["memfit", "sklearn", "faiss"]}
+            runs = {p: [] for p in peers}
+            for _ in range(a.repeat):  # interleaved, so that drifts hit every peer alike
+                for p in peers:
+                    runs[p].append(run_child(p, str(data), str(init), a.iters, a.threads))
+            res = {p: min(r, key=lambda o: o.get("secs", float("inf"))) for p, r in runs.items()}
             m = res["memfit"]["secs"] / res["memfit"]["n_iter"]
             for peer, r in res.items():
                 if "error" in r:
-                    print(f"{name:<26}{dtype:<9}{peer:<9}  failed: {r['error']}")
+                    print(f"{name:<26}{dtype:<9}{peer:<12}  failed: {r['error']}")
                     continue
                 s = r["secs"] / r["n_iter"]
                 ratio = "" if peer == "memfit" else f"{s / m:.2f}x"
-                note = f"  (Lloyd passes alone: {r['lloyd_secs_per_iter']:.4f} s/iter)" if peer == "memfit" else ""
-                print(f"{name:<26}{dtype:<9}{peer:<9}{s:>9.4f}{ratio:>12}{r['peak_rss_bytes'] / 2**20:>8.0f} MiB{r['inertia']:>18.10e}{note}")
+                note = f"  (Lloyd passes alone: {r['lloyd_secs_per_iter']:.4f} s/iter)" if "lloyd_secs_per_iter" in r else ""
+                print(f"{name:<26}{dtype:<9}{peer:<12}{s:>9.4f}{ratio:>12}{r['peak_rss_bytes'] / 2**20:>8.0f} MiB{r['inertia']:>18.10e}{note}")
             if dtype == "float32":
                 os.remove(data)
 

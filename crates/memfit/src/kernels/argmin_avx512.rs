@@ -118,6 +118,13 @@ macro_rules! argmin_kernel {
             let mut best_idx = [$iset1(0); R];
             let mut idx = $iinit;
             let step = $iset1($lanes);
+            // The rows' shifted values, times −2.
+            let mut xs = [[$set1(0.0); D]; R];
+            for r in 0..R {
+                for f in 0..D {
+                    xs[r][f] = $set1(-2.0 * (x[r * D + f] - origin[f]));
+                }
+            }
             let mut c0 = 0;
             while c0 < kp {
                 // SAFETY: c0 + lanes <= kp and f * kp + c0 + lanes <= D * kp
@@ -127,7 +134,7 @@ macro_rules! argmin_kernel {
                 for f in 0..D {
                     let col = unsafe { $loadu(transposed.as_ptr().add(f * kp + c0)) };
                     for r in 0..R {
-                        acc[r] = $fmadd($set1(-2.0 * (x[r * D + f] - origin[f])), col, acc[r]);
+                        acc[r] = $fmadd(xs[r][f], col, acc[r]);
                     }
                 }
                 for r in 0..R {

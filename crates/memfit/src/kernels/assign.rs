@@ -206,16 +206,26 @@ impl<T: Real> PreparedCenters<T> {
         }
     }
 
+    /// The uniform τ = 2 · coef · s + floor for s ≥ (C + X)²; infinite where
+    /// the fast path could overflow.
+    #[inline]
+    fn tau_uniform(&self, s: f64) -> f64 {
+        if s > T::MAX / 8.0 {
+            f64::INFINITY
+        } else {
+            2.0 * self.coef * s + self.floor
+        }
+    }
+
     /// τ for a row at distance `x_norm` from the origin whose best centre is
     /// `best` at exact squared distance `dist`: the gap to the runner-up
     /// above which the label is certified (see the module docs).
     #[inline]
     fn tau(&self, x_norm: f64, best: usize, dist: f64) -> f64 {
-        let s = (self.radius + x_norm) * (self.radius + x_norm);
-        if s > T::MAX / 8.0 {
-            return f64::INFINITY;
+        let uniform = self.tau_uniform((self.radius + x_norm) * (self.radius + x_norm));
+        if uniform.is_infinite() {
+            return uniform;
         }
-        let uniform = 2.0 * self.coef * s + self.floor;
         let reach = x_norm + (dist + 2.5 * uniform).sqrt();
         let local = self.beta(best, x_norm) + self.coef * (reach + x_norm) * (reach + x_norm) + 0.5 * self.floor;
         uniform.min(local)
@@ -276,35 +286,57 @@ pub fn assign_rows<T: Real>(
 /// `buf` holds [`PreparedCenters::padded_k`] values for [`refine`].
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn certify<T: Real>(x: &[T], c: &PreparedCenters<T>, labels: &mut [u32], gaps: &[T], out: &mut [f64], buf: &mut [T]) {
-    let d = c.n_features;
+    // A const width lets the compiler unroll the per-row loops of narrow data.
+    macro_rules! fixed {
+        ($($n:literal)*) => {
+            match c.n_features {
+                $($n => certify_rows::<T, $n>(x, c, labels, gaps, out, buf),)*
+                _ => certify_rows::<T, 0>(x, c, labels, gaps, out, buf),
+            }
+        };
+    }
+    fixed!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+/// [`certify`] for rows of `D` features (`D = 0`: any width).
+#[inline(always)]
+fn certify_rows<T: Real, const D: usize>(
+    x: &[T],
+    c: &PreparedCenters<T>,
+    labels: &mut [u32],
+    gaps: &[T],
+    out: &mut [f64],
+    buf: &mut [T],
+) {
+    let d = if D == 0 { c.n_features } else { D };
     for (i, (label, o)) in labels.iter_mut().zip(out.iter_mut()).enumerate() {
         let row = &x[i * d..(i + 1) * d];
-        let x_norm = row
+        let x_sq: f64 = row
             .iter()
             .zip(&c.origin)
             .map(|(v, m)| {
                 let t = v.to_f64() - m.to_f64();
                 t * t
             })
-            .sum::<f64>()
-            .sqrt();
-        let mut dist = exact_sq_dist(row, c.center(*label as usize));
-        // NaN (overflow) is not certified either.
-        let certified = gaps[i].to_f64() > c.tau(x_norm, *label as usize, dist);
+            .sum();
+        *o = exact_sq_dist(row, c.center(*label as usize));
+        let gap = gaps[i].to_f64();
+        // First the uniform τ with (C + X)² ≤ 2(C² + X²), which needs no
+        // square root; then the row's own τ. NaN (overflow) fails both.
+        let certified =
+            gap > c.tau_uniform(2.0 * (c.radius * c.radius + x_sq)) || gap > c.tau(x_sq.sqrt(), *label as usize, *o);
         if !certified {
-            *label = refine(row, c, x_norm, buf);
-            dist = exact_sq_dist(row, c.center(*label as usize));
+            (*label, *o) = refine(row, c, x_sq.sqrt(), buf);
         }
-        *o = dist;
     }
 }
 
 /// The exact decision for one row at distance `x_norm` from the origin (see
 /// the module docs): g' for every centre in `buf`, the candidates j with
 /// g'_j − β_j ≤ min_i (g'_i + β_i), then the smallest exact distance among
-/// them, lowest index first.
+/// them, lowest index first; returns the label and its distance.
 #[inline(never)]
-fn refine<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]) -> u32 {
+fn refine<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]) -> (u32, f64) {
     let (d, k) = (c.n_features, c.n_clusters);
     let g = &mut buf[..PreparedCenters::<T>::padded_k(k)];
     let minus_two = T::from_f64(-2.0);
@@ -327,10 +359,24 @@ fn refine<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]
             *v = c.sq_norms[j] + minus_two * dot;
         }
     }
-    let upper = (0..k).map(|j| g[j].to_f64() + c.beta(j, x_norm)).fold(f64::INFINITY, f64::min);
+    // Survivors of the uniform bound first (cheap, and a superset of the
+    // candidates since every β_j ≤ τ_C / 2), then the per-centre rule.
+    let g = &g[..k];
+    let gmin = g.iter().map(|v| v.to_f64()).fold(f64::INFINITY, f64::min);
+    let cut = gmin + c.tau_uniform((c.radius + x_norm) * (c.radius + x_norm));
+    let survives = |v: T| {
+        let out = v.to_f64() > cut;
+        !out
+    };
+    let upper = g
+        .iter()
+        .enumerate()
+        .filter(|&(_, &v)| survives(v))
+        .map(|(j, v)| v.to_f64() + c.beta(j, x_norm))
+        .fold(f64::INFINITY, f64::min);
     let (mut best, mut label) = (f64::INFINITY, 0);
-    for (j, v) in g[..k].iter().enumerate() {
-        let excluded = v.to_f64() - c.beta(j, x_norm) > upper;
+    for (j, &v) in g.iter().enumerate() {
+        let excluded = !survives(v) || v.to_f64() - c.beta(j, x_norm) > upper;
         if !excluded {
             let dist = exact_sq_dist(row, c.center(j));
             if dist < best {
@@ -339,7 +385,12 @@ fn refine<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]
             }
         }
     }
-    label
+    if best.is_infinite() {
+        // Every candidate overflows: label 0, as the reference scan gives.
+        (0, exact_sq_dist(row, c.center(0)))
+    } else {
+        (label, best)
+    }
 }
 
 /// Lane-wise running minimum and runner-up: `LANES` independent (value,
@@ -534,6 +585,23 @@ fn tile_argmin<T: Real>(tile: &[T], norms: &[T], j0: usize, best: &mut [T], seco
 /// combined in a fixed order.
 #[inline(always)]
 pub fn exact_sq_dist<T: Real>(x: &[T], c: &[f64]) -> f64 {
+    let d = x.len();
+    if d <= 8 {
+        // One feature per partial sum: the same tree without its +0 terms,
+        // which change no bit of a sum of squares (and fold away when the
+        // width is a constant).
+        let sq = |f: usize| {
+            let t = x[f].to_f64() - c[f];
+            t * t
+        };
+        let pair = |f: usize| if f + 1 < d { Some(sq(f) + sq(f + 1)) } else { (f < d).then(|| sq(f)) };
+        let join = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, None) => a,
+            (None, b) => b,
+        };
+        return join(join(pair(0), pair(2)), join(pair(4), pair(6))).unwrap_or(0.0);
+    }
     let mut acc = [0.0f64; 8];
     let (ca, cb) = (x.chunks_exact(8), c.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -789,6 +857,26 @@ mod tests {
                 let row = &all[i * k..(i + 1) * k];
                 let first_min = (0..k).fold(0, |b, j| if row[j] < row[b] { j } else { b });
                 assert_eq!((first_min as u32, row[first_min].to_bits()), (labels[i], dist[i]));
+            }
+        }
+    }
+
+    /// The narrow path of [`exact_sq_dist`] gives the bits of the eight
+    /// interleaved partial sums.
+    #[test]
+    fn exact_sq_dist_narrow_path_is_bitwise_the_tree() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(12);
+        for d in 1..=8 {
+            for _ in 0..1000 {
+                let scale = 10f64.powf(rng.random_range(-30.0..30.0));
+                let x: Vec<f64> = (0..d).map(|_| rng.random_range(-1.0..1.0) * scale).collect();
+                let c: Vec<f64> = (0..d).map(|_| rng.random_range(-1.0..1.0) * scale).collect();
+                let mut acc = [0.0f64; 8];
+                for f in 0..d {
+                    acc[f] += (x[f] - c[f]) * (x[f] - c[f]);
+                }
+                let tree = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+                assert_eq!(exact_sq_dist(&x, &c).to_bits(), tree.to_bits());
             }
         }
     }
