@@ -24,31 +24,9 @@ pub trait Real:
     fn to_f64(self) -> f64;
     /// Little-endian bytes of the value, for `.npy` output.
     fn write_le(self, out: &mut Vec<u8>);
-    /// Runs a hand-vectorised twin of the direct assignment kernel when this
-    /// CPU has one for this type and width `d`; returns whether it ran.
-    fn direct_argmin_simd(
-        x: &[Self],
-        d: usize,
-        origin: &[Self],
-        transposed: &[Self],
-        norms: &[Self],
-        labels: &mut [u32],
-        gaps: &mut [Self],
-    ) -> bool;
 }
 
 impl Real for f32 {
-    fn direct_argmin_simd(
-        x: &[Self],
-        d: usize,
-        origin: &[Self],
-        transposed: &[Self],
-        norms: &[Self],
-        labels: &mut [u32],
-        gaps: &mut [Self],
-    ) -> bool {
-        crate::kernels::direct_argmin_f32_simd(x, d, origin, transposed, norms, labels, gaps)
-    }
     const DTYPE: Dtype = Dtype::F32;
     const UNIT_ROUNDOFF: f64 = f32::EPSILON as f64 / 2.0;
     const MIN_POSITIVE: f64 = f32::MIN_POSITIVE as f64;
@@ -67,17 +45,6 @@ impl Real for f32 {
 }
 
 impl Real for f64 {
-    fn direct_argmin_simd(
-        x: &[Self],
-        d: usize,
-        origin: &[Self],
-        transposed: &[Self],
-        norms: &[Self],
-        labels: &mut [u32],
-        gaps: &mut [Self],
-    ) -> bool {
-        crate::kernels::direct_argmin_f64_simd(x, d, origin, transposed, norms, labels, gaps)
-    }
     const DTYPE: Dtype = Dtype::F64;
     const UNIT_ROUNDOFF: f64 = f64::EPSILON / 2.0;
     const MIN_POSITIVE: f64 = f64::MIN_POSITIVE;

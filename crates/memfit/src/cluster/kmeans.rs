@@ -32,7 +32,7 @@ use super::params::{Init, KMeansParams};
 use super::plan::default_init_sample_rows;
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source};
-use crate::kernels::{assign_block, Accumulator, PreparedCenters};
+use crate::kernels::{assign_block, Accumulator, PreparedCenters, Scratch};
 use crate::plan::Plan;
 use crate::plan::TILE_ROWS;
 use crate::real::Real;
@@ -200,7 +200,7 @@ impl Farthest {
 pub(super) struct Assignment<T> {
     pub(super) labels: Vec<u32>,
     pub(super) dist: Vec<f64>,
-    tiles: Vec<Vec<T>>,
+    tiles: Vec<Scratch<T>>,
     tile_rows: usize,
     k_tile: usize,
     /// Weighted distance sum per tile of the block.
@@ -215,11 +215,13 @@ impl<T: Real> Assignment<T> {
     /// the `n_clusters` farthest rows per thread.
     pub(super) fn new(plan: &Plan, n_clusters: usize, n_features: usize, farthest: bool) -> Self {
         let workers = plan.threads.max(1);
-        let scratch = PreparedCenters::<T>::scratch_len(plan.assign_tile_rows, n_clusters, plan.k_tile, n_features);
+
         Assignment {
             labels: vec![0; plan.block_rows],
             dist: vec![0.0; plan.block_rows],
-            tiles: (0..workers).map(|_| vec![T::default(); scratch]).collect(),
+            tiles: (0..workers)
+                .map(|_| Scratch::new(plan.assign_tile_rows, n_clusters, plan.k_tile, n_features))
+                .collect(),
             tile_rows: plan.assign_tile_rows,
             k_tile: plan.k_tile,
             tile_sums: vec![0.0; plan.block_rows.div_ceil(TILE_ROWS)],

@@ -4,7 +4,7 @@
 use super::params::{Init, KMeansParams};
 use crate::error::{Error, Result};
 use crate::io::WRITE_BUFFER_BYTES;
-use crate::kernels::{Accumulator, PreparedCenters, CHUNK_ROWS};
+use crate::kernels::{Accumulator, PreparedCenters, Scratch, CHUNK_ROWS};
 use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 
 /// Most centres per compute tile.
@@ -76,9 +76,8 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // Iteration phase, fixed part. Kernel tiles hold at most n rows and
     // shrink (results do not depend on them) before the job is refused.
     let init_need = init_min * init_per + min_rows * scan_row;
-    let tile =
-        |rows: usize| PreparedCenters::<f64>::scratch_len(rows, params.n_clusters, k_tile, job.n_features) as u64;
-    let iter_fixed = |rows: usize| threads * k * 24 + threads * tile(rows) * c + 2 * part;
+    let tile = |rows: usize| Scratch::<f64>::bytes(rows, params.n_clusters, k_tile, job.n_features, job.compute_bytes);
+    let iter_fixed = |rows: usize| threads * k * 24 + threads * tile(rows) + 2 * part;
     let needed = |rows: usize| always + init_need.max(iter_fixed(rows) + min_rows * iter_row);
     let tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(rows) <= limit);
     let iter_fixed = iter_fixed(tile_rows);
@@ -130,8 +129,8 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     led.add(
         &format!("{phase}distance tiles"),
         threads * tile(tile_rows),
-        c,
-        format!("{threads} threads × {} × {c} B ({tile_rows} rows × {k_tile} centres)", tile(tile_rows)),
+        1,
+        format!("{threads} threads × {} B ({tile_rows} rows × {k_tile} centres)", tile(tile_rows)),
     );
     led.add(
         &format!("{phase}read blocks"),

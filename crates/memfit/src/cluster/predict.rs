@@ -7,7 +7,7 @@ use super::plan::{kernel_tile_rows, MAX_K_TILE};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
-use crate::kernels::{sq_distances_block, PreparedCenters};
+use crate::kernels::{sq_distances_block, PreparedCenters, Scratch};
 use crate::plan::format_bytes;
 use crate::plan::{pick_block_rows, TILE_ROWS};
 use crate::plan::{Ledger, Plan};
@@ -47,15 +47,15 @@ pub fn plan_predict(
     }
     let scratch = x.scratch_bytes_per_row() as u64;
     let per_row = scratch + d * c + 4 + 8 + 1;
-    let tile = |rows: usize| PreparedCenters::<f64>::scratch_len(rows, n_clusters, k_tile, x.n_features()) as u64;
-    let needed = |rows: usize| led.total() + threads as u64 * tile(rows) * c + per_row * (TILE_ROWS as u64).min(n);
+    let tile = |rows: usize| Scratch::<f64>::bytes(rows, n_clusters, k_tile, x.n_features(), compute_bytes);
+    let needed = |rows: usize| led.total() + threads as u64 * tile(rows) + per_row * (TILE_ROWS as u64).min(n);
     let tile_rows = kernel_tile_rows(x.n_samples(), |rows| needed(rows) <= limit_bytes);
     let required = needed(tile_rows);
     led.add(
         "distance tiles (per thread)",
         threads as u64 * tile(tile_rows),
-        c,
-        format!("{threads} threads × {} × {c} B ({tile_rows} rows × {k_tile} centres)", tile(tile_rows)),
+        1,
+        format!("{threads} threads × {} B ({tile_rows} rows × {k_tile} centres)", tile(tile_rows)),
     );
     if required > limit_bytes {
         return Err(Error::DoesNotFit {

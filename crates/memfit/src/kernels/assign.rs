@@ -1,6 +1,6 @@
 //! Fused nearest-centre assignment with an exact answer: a fast candidate by
-//! the GEMM identity ‖c‖² − 2x·c on tiles (faer, or a register kernel for
-//! narrow data), certified by an error bound, and decided again from exact
+//! the GEMM identity ‖c‖² − 2x·c (register kernel or GEMM tiles, see
+//! `argmin.rs`), certified by an error bound, and decided again from exact
 //! differences in `f64` where the bound cannot tell the best two centres
 //! apart. No `n_samples × n_clusters` matrix is ever held.
 //!
@@ -13,37 +13,42 @@
 //! same bits as [`assign_reference`] whatever the tiles, threads or SIMD path.
 //!
 //! # The bound
-//! The fast path shifts rows and centres to an origin `m` (the centres' mean,
-//! rounded to the compute type `T` of unit roundoff `u`) and computes, for
-//! every centre, g_j = fl(n̂_j − 2 x̂·ĉ_j) in `T` with x̂ = fl(x − m),
+//! The fast path works in a kernel type K of unit roundoff `u`: `f32` for
+//! narrow data (at most [`DIRECT_MAX_FEATURES`] features, whatever the data's
+//! dtype: the certification below makes `f32` candidates exact, at twice
+//! the `f64` speed), the compute type for wider data. It shifts rows and
+//! centres to an origin `m` (the centres' mean, rounded to K) and computes,
+//! for every centre, g_j = fl(n̂_j − 2 x̂·ĉ_j) in K with x̂ = fl(x − m),
 //! ĉ_j = fl(c_j − m) and n̂_j = fl(‖ĉ_j‖²). The exact squared distance is
 //! D_j = ‖x − m‖² + t_j with t_j = ‖c_j − m‖² − 2 (x − m)·(c_j − m), and the
-//! ‖x − m‖² term is common to all centres. With X = ‖x − m‖ and
-//! C = max_j ‖c_j − m‖:
-//! - rounding x̂ and ĉ_j (relative `u` each, plus `u₆₄` for the `f64`
-//!   subtraction of `c_j − m`) moves 2 x̂·ĉ_j by at most (2u + u₆₄)·2XC
-//!   (Cauchy–Schwarz) and ‖ĉ_j‖² by (2u + 2u₆₄)C²;
+//! ‖x − m‖² term is common to all centres. With X = ‖x − m‖,
+//! R_j = ‖c_j − m‖ and C = max_j R_j:
+//! - rounding x̂ and ĉ_j (relative `u` each, plus `u₆₄` where the
+//!   subtraction is done in `f64` first) moves 2 x̂·ĉ_j by at most
+//!   (2u + u₆₄)·2XR_j (Cauchy–Schwarz) and ‖ĉ_j‖² by (2u + 2u₆₄)R_j²;
 //! - n̂_j is ‖ĉ_j‖² summed in `f64` (γ₆₄(d)) and rounded once (u);
 //! - the dot product of `d` terms plus the norm, in any order with or
-//!   without fused multiply-adds (GEMM), errs by at most γ(d+1)·(n̂_j + 2Σ|x̂ĉ|)
-//!   (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1),
-//!   with γ(n) = nu / (1 − nu).
+//!   without fused multiply-adds (GEMM), errs by at most
+//!   γ(d+1)·(n̂_j + 2Σ|x̂ĉ|) (Higham, *Accuracy and Stability of Numerical
+//!   Algorithms*, §3.1), with γ(n) = nu / (1 − nu).
 //!
-//! Summed and rounded up: |g_j − t_j| ≤ E = (γ(d + 6) + γ₆₄(d + 6))·(C + X)².
-//! The `f64` distance D̃_j = [`exact_sq_dist`] errs by F ≤ γ₆₄(d + 6)·D_j and
-//! D_j ≤ (C + X)². With τ = 2(E + F) (inflated by 10⁻⁶ relative for the
-//! rounding of X, C and τ themselves, plus an absolute 4(d + 6) times the
-//! smallest normal of `T` for underflow):
-//! - if the second-best g exceeds the best g_b by more than τ, then for
-//!   every other centre D_j − D_b > 2F, so b is also the unique minimiser of
-//!   D̃: the label is certified;
-//! - otherwise every centre with g'_j ≤ min g' + τ (g' recomputed in `f64`
-//!   from the same x̂, ĉ, n̂, also within E) is a candidate: the minimiser of
-//!   D̃ and every centre tied with it are among them, so taking the exact
-//!   D̃ over the candidates, lowest index first, gives the same label as over
-//!   all centres.
+//! Summed and rounded up: |g_j − t_j| ≤ E_j = (γ(d + 6) + γ₆₄(d + 6))·(R_j + X)².
+//! The `f64` distance D̃_j = [`exact_sq_dist`] errs by F_j ≤ γ₆₄(d + 6)·D_j
+//! and D_j ≤ (R_j + X)². Let β_j = E_j + F_j (inflated by 10⁻⁶ relative for
+//! the rounding of X, R and the bound itself, plus an absolute 2(d + 6)
+//! times K's smallest normal for underflow) and τ = 2 max_j β_j:
+//! - if the runner-up's g exceeds the best g_b by more than τ, then for
+//!   every other centre D_j − D_b > F_j + F_b, so b is also the unique
+//!   minimiser of D̃: the label is certified. A tighter τ for the row uses
+//!   R_b and the fact that any centre within τ of g_b lies within
+//!   X + √(D̃_b + 2.5τ) of the origin;
+//! - otherwise g' is recomputed for every centre (also within E_j), and
+//!   every centre with g'_j − β_j ≤ min_i (g'_i + β_i) is a candidate: the
+//!   minimiser of D̃ and every centre tied with it are among them, so the
+//!   smallest exact D̃ over the candidates, lowest index first, is the label
+//!   the scan over all centres gives.
 //!
-//! Rows where (C + X)² could overflow `T` are always decided exactly.
+//! Rows where (C + X)² could overflow K are always decided exactly.
 //!
 //! References: scikit-learn's `_k_means_lloyd.pyx` (chunked GEMM + argmin);
 //! scikit-learn #9354 (the identity's error far from the origin).
@@ -53,6 +58,7 @@ use faer::{Accum, MatMut, MatRef, Par};
 use multiversion::multiversion;
 use rayon::prelude::*;
 
+use super::argmin::{direct_argmin, tile_argmin, LANES};
 use crate::real::Real;
 
 /// Widest data (in features) assigned by the direct register kernel; wider
@@ -61,10 +67,6 @@ use crate::real::Real;
 /// times faster than GEMM + argmin for small d, where GEMM's inner dimension
 /// is too short to amortise packing.
 pub const DIRECT_MAX_FEATURES: usize = 16;
-
-/// Centres handled per step of the direct kernel and of the vectorised
-/// argmin (one or two SIMD registers).
-pub const LANES: usize = 16;
 
 /// `γ(n) = n u / (1 − n u)`, Higham's bound on `n` roundings of unit
 /// roundoff `u`; infinite when `n u ≥ 1/2`.
@@ -77,10 +79,43 @@ fn gamma(n: usize, u: f64) -> f64 {
     }
 }
 
+/// The constants of the error bound for the fast path's kernel type.
+#[derive(Debug, Clone, Copy)]
+struct Bound {
+    /// (γ(d + 6) + 2γ₆₄(d + 6)) · (1 + 10⁻⁶): β_j = coef · (R_j + X)² + floor.
+    coef: f64,
+    /// The absolute term of β for underflow.
+    floor: f64,
+    /// Above this, (R + X)² could overflow the kernel type.
+    max: f64,
+}
+
+impl Bound {
+    fn new(d: usize, unit_roundoff: f64, min_positive: f64, max: f64) -> Self {
+        Bound {
+            coef: (gamma(d + 6, unit_roundoff) + 2.0 * gamma(d + 6, f64::EPSILON / 2.0)) * (1.0 + 1e-6),
+            floor: 2.0 * (d + 6) as f64 * min_positive,
+            max: max / 8.0,
+        }
+    }
+
+    /// β for a centre at `radius` and a row at `x_norm` from the origin.
+    #[inline]
+    fn beta(&self, radius: f64, x_norm: f64) -> f64 {
+        let s = (radius + x_norm) * (radius + x_norm);
+        if s > self.max {
+            f64::INFINITY
+        } else {
+            self.coef * s + self.floor
+        }
+    }
+}
+
 /// Centres prepared for assignment: the `f64` centres that distances are
 /// exact against, and for the fast path their values shifted to an origin
-/// (the centres' mean) in the compute type, with squared norms; for narrow
-/// data also a transposed copy padded to a multiple of [`LANES`] centres.
+/// (the centres' mean) in the kernel type, with squared norms: transposed
+/// and padded to a multiple of [`LANES`] centres in `f32` for narrow data,
+/// row-major in the compute type for wide data.
 #[derive(Debug, Clone)]
 pub struct PreparedCenters<T> {
     /// Row-major `(n_clusters, n_features)` centres in `f64`.
@@ -89,25 +124,26 @@ pub struct PreparedCenters<T> {
     pub n_clusters: usize,
     /// Number of features.
     pub n_features: usize,
-    /// The origin `m`: the centres' mean rounded to `T`, `(n_features,)`.
-    origin: Vec<T>,
-    /// Row-major `(n_clusters, n_features)` values `fl(c − m)`.
+    /// The origin `m`, `(n_features,)`, a value of the kernel type.
+    origin: Vec<f64>,
+    /// Narrow data: `(n_features, padded_k)` row-major values `fl(c − m)`
+    /// in `f32`; else empty.
+    transposed: Vec<f32>,
+    /// Narrow data: `fl(‖ĉ_j‖²)` in `f32`, padded with `+inf` (never
+    /// chosen); else empty.
+    padded_norms: Vec<f32>,
+    /// Wide data: the origin in the compute type; else empty.
+    origin_t: Vec<T>,
+    /// Wide data: row-major `(n_clusters, n_features)` values `fl(c − m)`;
+    /// else empty.
     values: Vec<T>,
-    /// `‖c_j − m‖²` per centre, computed in `f64` and rounded.
+    /// Wide data: `fl(‖ĉ_j‖²)`; else empty.
     sq_norms: Vec<T>,
-    /// `(n_features, padded_k)` row-major transposed values when
-    /// `n_features <= DIRECT_MAX_FEATURES`, else empty.
-    transposed: Vec<T>,
-    /// Norms padded with `+inf` to `padded_k` (never chosen), or empty.
-    padded_norms: Vec<T>,
     /// R_j = ‖c_j − m‖ per centre, in `f64`.
     radii: Vec<f64>,
     /// C = max_j R_j.
     radius: f64,
-    /// (γ(d + 6) + 2γ₆₄(d + 6)) · (1 + 10⁻⁶): β_j = coef · (R_j + X)² + floor / 2.
-    coef: f64,
-    /// The absolute term of τ for underflow.
-    floor: f64,
+    bound: Bound,
 }
 
 impl<T: Real> PreparedCenters<T> {
@@ -117,46 +153,47 @@ impl<T: Real> PreparedCenters<T> {
     /// If `centers.len() != k * d` or `k == 0`.
     pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
         assert!(k > 0 && centers.len() == k * d);
-        let origin: Vec<T> =
-            (0..d).map(|f| T::from_f64(centers.iter().skip(f).step_by(d.max(1)).sum::<f64>() / k as f64)).collect();
-        let shifted = |c: &[f64]| c.iter().zip(&origin).map(|(v, m)| v - m.to_f64()).collect::<Vec<f64>>();
-        let mut values = Vec::with_capacity(k * d);
-        let mut sq_norms = Vec::with_capacity(k);
-        let mut radii = Vec::with_capacity(k);
-        for c in centers.chunks(d.max(1)).take(k) {
-            let s = shifted(c);
-            radii.push(s.iter().map(|v| v * v).sum::<f64>().sqrt());
-            let v: Vec<T> = s.iter().map(|&v| T::from_f64(v)).collect();
-            sq_norms.push(T::from_f64(v.iter().map(|v| v.to_f64() * v.to_f64()).sum()));
-            values.extend(v);
-        }
-        let (mut transposed, mut padded_norms) = (Vec::new(), Vec::new());
-        if d <= DIRECT_MAX_FEATURES {
-            let kp = Self::padded_k(k);
-            transposed = vec![T::default(); d * kp];
-            for j in 0..k {
-                for f in 0..d {
-                    transposed[f * kp + j] = values[j * d + f];
-                }
-            }
-            padded_norms = sq_norms.clone();
-            padded_norms.resize(kp, T::from_f64(f64::INFINITY));
-        }
-        let coef = (gamma(d + 6, T::UNIT_ROUNDOFF) + 2.0 * gamma(d + 6, f64::EPSILON / 2.0)) * (1.0 + 1e-6);
-        PreparedCenters {
+        let narrow = d <= DIRECT_MAX_FEATURES;
+        let round = |v: f64| if narrow { f64::from(v as f32) } else { T::from_f64(v).to_f64() };
+        // Any origin is valid; one that overflows the kernel type is not useful.
+        let origin: Vec<f64> = (0..d)
+            .map(|f| round(centers.iter().skip(f).step_by(d.max(1)).sum::<f64>() / k as f64))
+            .map(|m| if m.is_finite() { m } else { 0.0 })
+            .collect();
+        let shifted: Vec<f64> =
+            centers.chunks(d.max(1)).flat_map(|c| c.iter().zip(&origin).map(|(v, m)| v - m)).collect();
+        let radii: Vec<f64> = shifted.chunks(d.max(1)).map(|s| s.iter().map(|v| v * v).sum::<f64>().sqrt()).collect();
+        let mut p = PreparedCenters {
             centers: centers.to_vec(),
             n_clusters: k,
             n_features: d,
             origin,
-            values,
-            sq_norms,
-            transposed,
-            padded_norms,
+            transposed: Vec::new(),
+            padded_norms: Vec::new(),
+            origin_t: Vec::new(),
+            values: Vec::new(),
+            sq_norms: Vec::new(),
             radius: radii.iter().copied().fold(0.0, f64::max),
             radii,
-            coef,
-            floor: 4.0 * (d + 6) as f64 * T::MIN_POSITIVE,
+            bound: Bound::new(d, T::UNIT_ROUNDOFF, T::MIN_POSITIVE, T::MAX),
+        };
+        if narrow {
+            let kp = Self::padded_k(k);
+            p.transposed = vec![0.0; d * kp];
+            p.padded_norms = vec![f32::INFINITY; kp];
+            for (j, s) in shifted.chunks(d.max(1)).enumerate() {
+                for (f, &v) in s.iter().enumerate() {
+                    p.transposed[f * kp + j] = v as f32;
+                }
+                p.padded_norms[j] = s.iter().map(|&v| f64::from(v as f32).powi(2)).sum::<f64>() as f32;
+            }
+            p.bound = Bound::new(d, f64::from(f32::EPSILON) / 2.0, f64::from(f32::MIN_POSITIVE), f64::from(f32::MAX));
+        } else {
+            p.origin_t = p.origin.iter().map(|&m| T::from_f64(m)).collect();
+            p.values = shifted.iter().map(|&v| T::from_f64(v)).collect();
+            p.sq_norms = p.values.chunks(d).map(|v| T::from_f64(v.iter().map(|v| v.to_f64().powi(2)).sum())).collect();
         }
+        p
     }
 
     /// `k` rounded up to a multiple of [`LANES`].
@@ -165,26 +202,13 @@ impl<T: Real> PreparedCenters<T> {
     }
 
     /// Bytes held by centres prepared for `k` centres of `d` features in a
-    /// compute type of `compute_bytes` bytes: the `f64` centres and radii,
-    /// the shifted values, norms and origin, and the padded transposed copy
-    /// for narrow data.
+    /// compute type of `compute_bytes` bytes: the `f64` centres, radii and
+    /// origin, and the fast path's values and norms (`f32` and padded for
+    /// narrow data).
     pub fn bytes_for(k: usize, d: usize, compute_bytes: usize) -> u64 {
-        let direct = if d <= DIRECT_MAX_FEATURES { Self::padded_k(k) * (d + 1) } else { 0 };
-        (k * (d + 1) * 8 + (k * (d + 1) + d + direct) * compute_bytes) as u64
-    }
-
-    /// Elements (of the compute type) of per-thread scratch [`assign_rows`]
-    /// needs for tiles of `tile_rows` rows, `k` centres in tiles of `k_tile`
-    /// and `d` features: the gaps and one row's values for the exact
-    /// decision, and for the GEMM path the shifted rows, the running best
-    /// and the products.
-    pub fn scratch_len(tile_rows: usize, k: usize, k_tile: usize, d: usize) -> usize {
-        let common = tile_rows + Self::padded_k(k);
-        if d <= DIRECT_MAX_FEATURES {
-            common
-        } else {
-            common + tile_rows * (1 + d + k_tile)
-        }
+        let fast =
+            if d <= DIRECT_MAX_FEATURES { Self::padded_k(k) * (d + 1) * 4 } else { (k * (d + 1) + d) * compute_bytes };
+        ((k * (d + 1) + d) * 8 + fast) as u64
     }
 
     /// Centre `j`'s `f64` values.
@@ -198,22 +222,17 @@ impl<T: Real> PreparedCenters<T> {
     /// module docs); infinite where the fast path could overflow.
     #[inline]
     fn beta(&self, j: usize, x_norm: f64) -> f64 {
-        let s = (self.radii[j] + x_norm) * (self.radii[j] + x_norm);
-        if s > T::MAX / 8.0 {
-            f64::INFINITY
-        } else {
-            self.coef * s + 0.5 * self.floor
-        }
+        self.bound.beta(self.radii[j], x_norm)
     }
 
-    /// The uniform τ = 2 · coef · s + floor for s ≥ (C + X)²; infinite where
-    /// the fast path could overflow.
+    /// The uniform τ = 2 · coef · s + 2 · floor for s ≥ (C + X)²; infinite
+    /// where the fast path could overflow.
     #[inline]
     fn tau_uniform(&self, s: f64) -> f64 {
-        if s > T::MAX / 8.0 {
+        if s > self.bound.max {
             f64::INFINITY
         } else {
-            2.0 * self.coef * s + self.floor
+            2.0 * (self.bound.coef * s + self.bound.floor)
         }
     }
 
@@ -227,8 +246,44 @@ impl<T: Real> PreparedCenters<T> {
             return uniform;
         }
         let reach = x_norm + (dist + 2.5 * uniform).sqrt();
-        let local = self.beta(best, x_norm) + self.coef * (reach + x_norm) * (reach + x_norm) + 0.5 * self.floor;
+        let local = self.beta(best, x_norm) + self.bound.beta(reach, x_norm);
         uniform.min(local)
+    }
+}
+
+/// Per-thread buffers of [`assign_rows`] for tiles of up to `tile_rows` rows:
+/// for narrow data the rows' gaps and one row's values for the exact
+/// decision, in `f32`; for wide data the shifted rows, the
+/// running best and runner-up, the GEMM products of `k_tile` centres, and
+/// one row's values, in the compute type.
+#[derive(Debug, Clone)]
+pub struct Scratch<T> {
+    narrow: Vec<f32>,
+    wide: Vec<T>,
+}
+
+impl<T: Real> Scratch<T> {
+    /// Buffers for tiles of `tile_rows` rows, `k` centres in tiles of
+    /// `k_tile`, and `d` features.
+    pub fn new(tile_rows: usize, k: usize, k_tile: usize, d: usize) -> Self {
+        let (narrow, wide) = Self::lens(tile_rows, k, k_tile, d);
+        Scratch { narrow: vec![0.0; narrow], wide: vec![T::default(); wide] }
+    }
+
+    /// Bytes of [`Scratch::new`]'s buffers for a compute type of
+    /// `compute_bytes` bytes.
+    pub fn bytes(tile_rows: usize, k: usize, k_tile: usize, d: usize, compute_bytes: usize) -> u64 {
+        let (narrow, wide) = Self::lens(tile_rows, k, k_tile, d);
+        (narrow * 4 + wide * compute_bytes) as u64
+    }
+
+    /// (`f32` elements, compute-type elements).
+    fn lens(tile_rows: usize, k: usize, k_tile: usize, d: usize) -> (usize, usize) {
+        if d <= DIRECT_MAX_FEATURES {
+            (tile_rows + PreparedCenters::<T>::padded_k(k), 0)
+        } else {
+            (0, tile_rows * (2 + d + k_tile) + k)
+        }
     }
 }
 
@@ -236,7 +291,8 @@ impl<T: Real> PreparedCenters<T> {
 /// nearest centre (see the module docs for the guarantee). Writes `labels[i]`
 /// and `min_dist[i]` = Σ_f (x_if − c_lf)² computed in `f64`.
 ///
-/// `scratch` needs [`PreparedCenters::scratch_len`]`(rows, k_tile, d)` elements.
+/// `scratch` must come from [`Scratch::new`] with at least `rows` tile rows
+/// and the same `k_tile`.
 ///
 /// # Panics
 /// If the buffers are smaller than stated.
@@ -244,29 +300,31 @@ pub fn assign_rows<T: Real>(
     x: &[T],
     c: &PreparedCenters<T>,
     k_tile: usize,
-    scratch: &mut [T],
+    scratch: &mut Scratch<T>,
     labels: &mut [u32],
     min_dist: &mut [f64],
 ) {
-    let d = c.n_features;
+    let (d, k) = (c.n_features, c.n_clusters);
     let rows = labels.len();
     let x = &x[..rows * d];
-    let (gaps, rest) = scratch.split_at_mut(rows);
-    let (buf, rest) = rest.split_at_mut(PreparedCenters::<T>::padded_k(c.n_clusters));
     if d <= DIRECT_MAX_FEATURES {
+        let (gaps, buf) = scratch.narrow.split_at_mut(rows);
         direct_argmin(x, d, &c.origin, &c.transposed, &c.padded_norms, labels, gaps);
+        certify(x, c, labels, gaps, min_dist, &mut |row, x_norm| refine_narrow(row, c, x_norm, buf));
     } else {
-        let (best, rest) = rest.split_at_mut(rows);
-        let (xhat, tile) = rest.split_at_mut(rows * d);
+        let (best, rest) = scratch.wide.split_at_mut(rows);
+        let (gaps, rest) = rest.split_at_mut(rows);
+        let (xhat, rest) = rest.split_at_mut(rows * d);
+        let (buf, tile) = rest.split_at_mut(k);
         for (o, row) in xhat.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-            for ((o, &v), &m) in o.iter_mut().zip(row).zip(&c.origin) {
+            for ((o, &v), &m) in o.iter_mut().zip(row).zip(&c.origin_t) {
                 *o = v - m;
             }
         }
         let lhs_t = MatRef::from_row_major_slice(xhat, rows, d).transpose();
         let mut j0 = 0;
-        while j0 < c.n_clusters {
-            let kt = k_tile.min(c.n_clusters - j0);
+        while j0 < k {
+            let kt = k_tile.min(k - j0);
             let cen = MatRef::from_row_major_slice(&c.values[j0 * d..(j0 + kt) * d], kt, d);
             // dst is (kt × rows) column-major: row i's kt products are contiguous.
             let dst = MatMut::from_column_major_slice_mut(&mut tile[..kt * rows], kt, rows);
@@ -277,21 +335,31 @@ pub fn assign_rows<T: Real>(
         for (g, b) in gaps.iter_mut().zip(best.iter()) {
             *g -= *b;
         }
+        certify(x, c, labels, gaps, min_dist, &mut |row, x_norm| refine_wide(row, c, x_norm, buf));
     }
-    certify(x, c, labels, gaps, min_dist, buf);
 }
 
-/// Checks each row's gap against τ, decides the rows it cannot certify from
-/// exact differences, and writes the exact squared distance to the label.
-/// `buf` holds [`PreparedCenters::padded_k`] values for [`refine`].
+/// What decides a row the bound cannot certify: `(row, x_norm)` to
+/// `(label, distance)`.
+type Refine<'a, T> = &'a mut dyn FnMut(&[T], f64) -> (u32, f64);
+
+/// Checks each row's gap against τ, decides the rows it cannot certify with
+/// `refine`, and writes the exact squared distance to the label.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn certify<T: Real>(x: &[T], c: &PreparedCenters<T>, labels: &mut [u32], gaps: &[T], out: &mut [f64], buf: &mut [T]) {
+fn certify<T: Real, G: Real>(
+    x: &[T],
+    c: &PreparedCenters<T>,
+    labels: &mut [u32],
+    gaps: &[G],
+    out: &mut [f64],
+    refine: Refine<'_, T>,
+) {
     // A const width lets the compiler unroll the per-row loops of narrow data.
     macro_rules! fixed {
         ($($n:literal)*) => {
             match c.n_features {
-                $($n => certify_rows::<T, $n>(x, c, labels, gaps, out, buf),)*
-                _ => certify_rows::<T, 0>(x, c, labels, gaps, out, buf),
+                $($n => certify_rows::<T, G, $n>(x, c, labels, gaps, out, refine),)*
+                _ => certify_rows::<T, G, 0>(x, c, labels, gaps, out, refine),
             }
         };
     }
@@ -300,25 +368,22 @@ fn certify<T: Real>(x: &[T], c: &PreparedCenters<T>, labels: &mut [u32], gaps: &
 
 /// [`certify`] for rows of `D` features (`D = 0`: any width).
 #[inline(always)]
-fn certify_rows<T: Real, const D: usize>(
+fn certify_rows<T: Real, G: Real, const D: usize>(
     x: &[T],
     c: &PreparedCenters<T>,
     labels: &mut [u32],
-    gaps: &[T],
+    gaps: &[G],
     out: &mut [f64],
-    buf: &mut [T],
+    refine: Refine<'_, T>,
 ) {
     let d = if D == 0 { c.n_features } else { D };
     for (i, (label, o)) in labels.iter_mut().zip(out.iter_mut()).enumerate() {
         let row = &x[i * d..(i + 1) * d];
-        let x_sq: f64 = row
-            .iter()
-            .zip(&c.origin)
-            .map(|(v, m)| {
-                let t = v.to_f64() - m.to_f64();
-                t * t
-            })
-            .sum();
+        let mut x_sq = 0.0;
+        for (v, m) in row.iter().zip(&c.origin) {
+            let t = v.to_f64() - m;
+            x_sq += t * t;
+        }
         *o = exact_sq_dist(row, c.center(*label as usize));
         let gap = gaps[i].to_f64();
         // First the uniform τ with (C + X)² ≤ 2(C² + X²), which needs no
@@ -326,45 +391,53 @@ fn certify_rows<T: Real, const D: usize>(
         let certified =
             gap > c.tau_uniform(2.0 * (c.radius * c.radius + x_sq)) || gap > c.tau(x_sq.sqrt(), *label as usize, *o);
         if !certified {
-            (*label, *o) = refine(row, c, x_sq.sqrt(), buf);
+            (*label, *o) = refine(row, x_sq.sqrt());
         }
     }
 }
 
-/// The exact decision for one row at distance `x_norm` from the origin (see
-/// the module docs): g' for every centre in `buf`, the candidates j with
-/// g'_j − β_j ≤ min_i (g'_i + β_i), then the smallest exact distance among
-/// them, lowest index first; returns the label and its distance.
+/// The exact decision for one row of narrow data at distance `x_norm` from
+/// the origin: g' for every centre (in `f32`, as the direct kernel), then
+/// [`decide`]. `buf` holds [`PreparedCenters::padded_k`] values.
 #[inline(never)]
-fn refine<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]) -> (u32, f64) {
-    let (d, k) = (c.n_features, c.n_clusters);
-    let g = &mut buf[..PreparedCenters::<T>::padded_k(k)];
-    let minus_two = T::from_f64(-2.0);
-    if d <= DIRECT_MAX_FEATURES {
-        let kp = g.len();
-        g.copy_from_slice(&c.padded_norms);
-        for ((&xv, &m), col) in row.iter().zip(&c.origin).zip(c.transposed.chunks_exact(kp)) {
-            let a = minus_two * (xv - m);
-            for (v, &cv) in g.iter_mut().zip(col) {
-                *v += a * cv;
-            }
-        }
-    } else {
-        for (j, v) in g[..k].iter_mut().enumerate() {
-            let cj = &c.values[j * d..(j + 1) * d];
-            let mut dot = T::default();
-            for ((&xv, &m), &cv) in row.iter().zip(&c.origin).zip(cj) {
-                dot += (xv - m) * cv;
-            }
-            *v = c.sq_norms[j] + minus_two * dot;
+fn refine_narrow<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [f32]) -> (u32, f64) {
+    let g = &mut buf[..c.padded_norms.len()];
+    let kp = g.len();
+    g.copy_from_slice(&c.padded_norms);
+    for ((&v, &m), col) in row.iter().zip(&c.origin).zip(c.transposed.chunks_exact(kp)) {
+        let a = -2.0 * ((v.to_f64() - m) as f32);
+        for (gv, &cv) in g.iter_mut().zip(col) {
+            *gv += a * cv;
         }
     }
+    decide(row, c, x_norm, &g[..c.n_clusters])
+}
+
+/// The exact decision for one row of wide data at distance `x_norm` from
+/// the origin: g' for every centre (in the compute type), then [`decide`].
+/// `buf` holds `n_clusters` values.
+#[inline(never)]
+fn refine_wide<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]) -> (u32, f64) {
+    let d = c.n_features;
+    for (j, g) in buf[..c.n_clusters].iter_mut().enumerate() {
+        let mut dot = T::default();
+        for ((&v, &m), &cv) in row.iter().zip(&c.origin_t).zip(&c.values[j * d..(j + 1) * d]) {
+            dot += (v - m) * cv;
+        }
+        *g = c.sq_norms[j] + T::from_f64(-2.0) * dot;
+    }
+    decide(row, c, x_norm, &buf[..c.n_clusters])
+}
+
+/// From g' of every centre (see the module docs): the candidates j with
+/// g'_j − β_j ≤ min_i (g'_i + β_i), then the smallest exact distance among
+/// them, lowest index first; returns the label and its distance.
+fn decide<T: Real, G: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, g: &[G]) -> (u32, f64) {
     // Survivors of the uniform bound first (cheap, and a superset of the
     // candidates since every β_j ≤ τ_C / 2), then the per-centre rule.
-    let g = &g[..k];
     let gmin = g.iter().map(|v| v.to_f64()).fold(f64::INFINITY, f64::min);
     let cut = gmin + c.tau_uniform((c.radius + x_norm) * (c.radius + x_norm));
-    let survives = |v: T| {
+    let survives = |v: G| {
         let out = v.to_f64() > cut;
         !out
     };
@@ -393,193 +466,6 @@ fn refine<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]
     }
 }
 
-/// Lane-wise running minimum and runner-up: `LANES` independent (value,
-/// second value, index) triples updated with selects (no branches, so the
-/// compiler vectorises it); the final reduction keeps the lowest index among
-/// equal minima, so the result equals a scalar first-minimum scan.
-#[derive(Clone, Copy)]
-struct LaneMin<T> {
-    value: [T; LANES],
-    second: [T; LANES],
-    index: [u32; LANES],
-}
-
-// Lane loops index several arrays in step, written so the compiler vectorises them.
-#[allow(clippy::needless_range_loop)]
-impl<T: Real> LaneMin<T> {
-    #[inline(always)]
-    fn new() -> Self {
-        // Index 0 until a smaller value is seen: a row whose values are all
-        // inf or NaN (overflow) still gets a valid label.
-        let inf = T::from_f64(f64::INFINITY);
-        LaneMin { value: [inf; LANES], second: [inf; LANES], index: [0; LANES] }
-    }
-    #[inline(always)]
-    fn update(&mut self, v: &[T; LANES], base: u32) {
-        for l in 0..LANES {
-            let take = v[l] < self.value[l];
-            let runner = if v[l] < self.second[l] { v[l] } else { self.second[l] };
-            self.second[l] = if take { self.value[l] } else { runner };
-            self.value[l] = if take { v[l] } else { self.value[l] };
-            self.index[l] = if take { base + l as u32 } else { self.index[l] };
-        }
-    }
-    /// The minimum, the lowest index holding it, and the second-smallest
-    /// value (equal to the minimum when two centres share it).
-    #[inline(always)]
-    fn reduce(&self) -> (T, u32, T) {
-        let mut min = self.value[0];
-        for l in 1..LANES {
-            min = if self.value[l] < min { self.value[l] } else { min };
-        }
-        let mut win = 0;
-        let mut index = u32::MAX;
-        for l in 0..LANES {
-            if self.value[l] == min && self.index[l] < index {
-                index = self.index[l];
-                win = l;
-            }
-        }
-        if index == u32::MAX {
-            // Every value is NaN: no minimum, and no certified gap.
-            return (min, 0, min);
-        }
-        let mut second = self.second[win];
-        for l in 0..LANES {
-            if l != win && self.value[l] < second {
-                second = self.value[l];
-            }
-        }
-        (min, index, second)
-    }
-}
-
-/// Direct kernel for narrow data: for each row, `‖ĉ‖² − 2x̂·ĉ` for
-/// [`LANES`] centres at a time from the transposed centres, with a lane-wise
-/// running minimum and runner-up; writes labels and gaps (second − best).
-/// Compiled for AVX-512, AVX2+FMA and a portable baseline; the best
-/// available is picked at run time.
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn direct_argmin<T: Real>(
-    x: &[T],
-    d: usize,
-    origin: &[T],
-    transposed: &[T],
-    norms: &[T],
-    labels: &mut [u32],
-    gaps: &mut [T],
-) {
-    if T::direct_argmin_simd(x, d, origin, transposed, norms, labels, gaps) {
-        return;
-    }
-    // A const number of features lets the compiler keep every accumulator
-    // in registers and unroll the feature loop.
-    macro_rules! fixed {
-        ($($n:literal)*) => {
-            match d {
-                $($n => direct_fixed::<T, $n>(x, origin, transposed, norms, labels, gaps),)*
-                _ => unreachable!("direct kernel used for d = {d}"),
-            }
-        };
-    }
-    fixed!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
-}
-
-#[inline(always)]
-fn direct_fixed<T: Real, const D: usize>(
-    x: &[T],
-    origin: &[T],
-    transposed: &[T],
-    norms: &[T],
-    labels: &mut [u32],
-    gaps: &mut [T],
-) {
-    let rows = labels.len();
-    let pairs = rows / 2 * 2;
-    for r0 in (0..pairs).step_by(2) {
-        let ((la, ga), (lb, gb)) = direct_two::<T, D>(&x[r0 * D..(r0 + 2) * D], origin, transposed, norms);
-        (labels[r0], gaps[r0], labels[r0 + 1], gaps[r0 + 1]) = (la, ga, lb, gb);
-    }
-    if pairs < rows {
-        let mut pad = [T::default(); 32];
-        pad[..D].copy_from_slice(&x[pairs * D..(pairs + 1) * D]);
-        pad[D..2 * D].copy_from_slice(&x[pairs * D..(pairs + 1) * D]);
-        (labels[pairs], gaps[pairs]) = direct_two::<T, D>(&pad[..2 * D], origin, transposed, norms).0;
-    }
-}
-
-/// The direct kernel's step for two rows of `D` features, sharing each load
-/// of centres (register blocking): (label, gap) per row.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // lane loops index several arrays in step
-fn direct_two<T: Real, const D: usize>(x: &[T], origin: &[T], transposed: &[T], norms: &[T]) -> ((u32, T), (u32, T)) {
-    let kp = norms.len();
-    let mut xa = [T::default(); D];
-    let mut xb = [T::default(); D];
-    for f in 0..D {
-        xa[f] = T::from_f64(-2.0) * (x[f] - origin[f]);
-        xb[f] = T::from_f64(-2.0) * (x[D + f] - origin[f]);
-    }
-    let mut ma = LaneMin::<T>::new();
-    let mut mb = LaneMin::<T>::new();
-    for c0 in (0..kp).step_by(LANES) {
-        let n: [T; LANES] = norms[c0..c0 + LANES].try_into().expect("LANES elements");
-        let (mut acca, mut accb) = (n, n);
-        for f in 0..D {
-            let col: &[T; LANES] = transposed[f * kp + c0..f * kp + c0 + LANES].try_into().expect("LANES elements");
-            for l in 0..LANES {
-                acca[l] += xa[f] * col[l];
-                accb[l] += xb[f] * col[l];
-            }
-        }
-        ma.update(&acca, c0 as u32);
-        mb.update(&accb, c0 as u32);
-    }
-    let ((va, ia, sa), (vb, ib, sb)) = (ma.reduce(), mb.reduce());
-    ((ia, sa - va), (ib, sb - vb))
-}
-
-/// Argmin over one GEMM tile (`kt` products per row, contiguous per row)
-/// plus norms, merged with the running best and runner-up of earlier
-/// centre tiles (`best`, `second`).
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn tile_argmin<T: Real>(tile: &[T], norms: &[T], j0: usize, best: &mut [T], second: &mut [T], labels: &mut [u32]) {
-    let kt = norms.len();
-    let full = kt / LANES * LANES;
-    for (i, ((b, s), label)) in best.iter_mut().zip(second.iter_mut()).zip(labels.iter_mut()).enumerate() {
-        let prods = &tile[i * kt..(i + 1) * kt];
-        let mut m = LaneMin::<T>::new();
-        for c0 in (0..full).step_by(LANES) {
-            let mut v: [T; LANES] = prods[c0..c0 + LANES].try_into().expect("LANES elements");
-            for (a, &b) in v.iter_mut().zip(&norms[c0..c0 + LANES]) {
-                *a += b;
-            }
-            m.update(&v, (j0 + c0) as u32);
-        }
-        let (mut bv, mut bj, mut sv) = m.reduce();
-        bj = if full == 0 { j0 as u32 } else { bj };
-        for j in full..kt {
-            let v = prods[j] + norms[j];
-            if v < bv {
-                sv = bv;
-                bv = v;
-                bj = (j0 + j) as u32;
-            } else if v < sv {
-                sv = v;
-            }
-        }
-        // Earlier tiles hold lower indices, so they win ties.
-        if j0 == 0 {
-            (*b, *s, *label) = (bv, sv, bj);
-        } else if bv < *b {
-            *s = if sv < *b { sv } else { *b };
-            (*b, *label) = (bv, bj);
-        } else if bv < *s {
-            *s = bv;
-        }
-    }
-}
-
 /// Σ_f (x_f − c_f)² in `f64` for a row `x` of the compute type and an `f64`
 /// centre `c`, summed in eight interleaved partial sums (so it vectorises)
 /// combined in a fixed order.
@@ -590,17 +476,18 @@ pub fn exact_sq_dist<T: Real>(x: &[T], c: &[f64]) -> f64 {
         // One feature per partial sum: the same tree without its +0 terms,
         // which change no bit of a sum of squares (and fold away when the
         // width is a constant).
-        let sq = |f: usize| {
+        let mut a = [0.0f64; 8];
+        for f in 0..d {
             let t = x[f].to_f64() - c[f];
-            t * t
-        };
-        let pair = |f: usize| if f + 1 < d { Some(sq(f) + sq(f + 1)) } else { (f < d).then(|| sq(f)) };
-        let join = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, None) => a,
-            (None, b) => b,
-        };
-        return join(join(pair(0), pair(2)), join(pair(4), pair(6))).unwrap_or(0.0);
+            a[f] = t * t;
+        }
+        let p01 = if d > 1 { a[0] + a[1] } else { a[0] };
+        let p23 = if d > 3 { a[2] + a[3] } else { a[2] };
+        let p45 = if d > 5 { a[4] + a[5] } else { a[4] };
+        let p67 = if d > 7 { a[6] + a[7] } else { a[6] };
+        let q0 = if d > 2 { p01 + p23 } else { p01 };
+        let q1 = if d > 6 { p45 + p67 } else { p45 };
+        return if d > 4 { q0 + q1 } else { q0 };
     }
     let mut acc = [0.0f64; 8];
     let (ca, cb) = (x.chunks_exact(8), c.chunks_exact(8));
@@ -630,7 +517,7 @@ pub fn assign_block<T: Real>(
     c: &PreparedCenters<T>,
     tile_rows: usize,
     k_tile: usize,
-    scratch: &mut [Vec<T>],
+    scratch: &mut [Scratch<T>],
     labels: &mut [u32],
     min_dist: &mut [f64],
 ) {
@@ -713,8 +600,8 @@ mod tests {
         workers: usize,
     ) -> (Vec<u32>, Vec<u64>) {
         let n = x.len() / c.n_features;
-        let len = PreparedCenters::<T>::scratch_len(tile_rows, c.n_clusters, k_tile, c.n_features);
-        let mut scratch: Vec<Vec<T>> = (0..workers).map(|_| vec![T::default(); len]).collect();
+        let mut scratch: Vec<Scratch<T>> =
+            (0..workers).map(|_| Scratch::new(tile_rows, c.n_clusters, k_tile, c.n_features)).collect();
         let (mut l, mut m) = (vec![0u32; n], vec![0f64; n]);
         assign_block(x, c, tile_rows, k_tile, &mut scratch, &mut l, &mut m);
         (l, m.iter().map(|v| v.to_bits()).collect())
@@ -818,7 +705,7 @@ mod tests {
             let k = 3;
             let x = vec![0.0f64; 10 * d];
             let c = PreparedCenters::<f64>::new(&vec![1e160; k * d], k, d);
-            let mut scratch = vec![vec![0.0; PreparedCenters::<f64>::scratch_len(256, k, k, d)]];
+            let mut scratch = vec![Scratch::new(256, k, k, d)];
             let (mut labels, mut dist) = (vec![7u32; 10], vec![0f64; 10]);
             assign_block(&x, &c, 256, k, &mut scratch, &mut labels, &mut dist);
             assert!(labels.iter().all(|&l| l == 0), "d = {d}: {labels:?}");
@@ -835,10 +722,10 @@ mod tests {
             let x: Vec<f64> = random(n * d, 5, 10.0).iter().map(|v| v + offset).collect();
             let centers: Vec<f64> = random(k * d, 6, 10.0).iter().map(|v| v + offset).collect();
             let c = PreparedCenters::<f64>::new(&centers, k, d);
-            let (mut l, mut g, mut m) = (vec![0u32; n], vec![0f64; n], vec![0f64; n]);
-            let mut buf = vec![0f64; PreparedCenters::<f64>::padded_k(k)];
-            direct_fixed::<f64, 3>(&x, &c.origin, &c.transposed, &c.padded_norms, &mut l, &mut g);
-            certify(&x, &c, &mut l, &g, &mut m, &mut buf);
+            let (mut l, mut m) = (vec![0u32; n], vec![0f64; n]);
+            let (mut g, mut buf) = (vec![0f32; n], vec![0f32; PreparedCenters::<f64>::padded_k(k)]);
+            super::super::argmin::direct_fixed::<f64, 3>(&x, &c.origin, &c.transposed, &c.padded_norms, &mut l, &mut g);
+            certify(&x, &c, &mut l, &g, &mut m, &mut |row, x_norm| refine_narrow(row, &c, x_norm, &mut buf));
             assert_eq!((l, m.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), reference(&x, &c));
         }
     }

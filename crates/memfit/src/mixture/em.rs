@@ -22,7 +22,7 @@ use crate::cluster::{kmeans_plusplus, plan_kmeans, scan, uniform_distinct, Init,
 use crate::cluster::{Observer, Progress, MAX_K_TILE};
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source};
-use crate::kernels::{assign_block, PreparedCenters};
+use crate::kernels::{assign_block, PreparedCenters, Scratch};
 use crate::plan::{Job, Plan};
 use crate::real::Real;
 
@@ -503,9 +503,7 @@ fn init_pass<T: Real>(
             (
                 vec![0u32; block_rows],
                 vec![0.0; block_rows],
-                (0..plan.threads.max(1))
-                    .map(|_| vec![T::default(); PreparedCenters::<T>::scratch_len(tile_rows, k, k_tile, d)])
-                    .collect::<Vec<_>>(),
+                (0..plan.threads.max(1)).map(|_| Scratch::<T>::new(tile_rows, k, k_tile, d)).collect::<Vec<_>>(),
                 Some((PreparedCenters::<T>::new(c, k, d), k_tile)),
             )
         }

@@ -7,7 +7,7 @@ use super::pass::Workspace;
 use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
 use crate::error::{Error, Result};
 use crate::io::WRITE_BUFFER_BYTES;
-use crate::kernels::PreparedCenters;
+use crate::kernels::Scratch;
 use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
@@ -127,7 +127,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     // depend on them).
     let nearest_init = params.init_params == InitMethod::KMeans && !params.fully_initialised() && !predict_only;
     let assign_tile =
-        |rows: usize| threads * PreparedCenters::<f64>::scratch_len(rows, ku, ku.min(MAX_K_TILE), du) as u64 * c;
+        |rows: usize| threads * Scratch::<f64>::bytes(rows, ku, ku.min(MAX_K_TILE), du, job.compute_bytes);
     let base = led.total();
     let assign_tile_rows = if nearest_init {
         kernel_tile_rows(job.n_samples, |rows| base + assign_tile(rows) + rows_min <= limit)

@@ -1,0 +1,223 @@
+//! The fast candidates of the nearest-centre assignment: for each row, the
+//! centre with the smallest ‖ĉ‖² − 2x̂·ĉ (the GEMM identity less its ‖x̂‖²
+//! term, on values shifted to an origin) and the gap to the runner-up.
+//! These are approximate; `assign.rs` certifies them with an error bound.
+//!
+//! Two kernels: a direct register kernel for narrow data (at most
+//! `DIRECT_MAX_FEATURES` features), always in `f32` on transposed centres,
+//! with an AVX-512 twin; and the argmin over GEMM product tiles for wider
+//! data, in the compute type.
+
+use multiversion::multiversion;
+
+use crate::real::Real;
+
+/// Centres handled per step of the direct kernel and of the vectorised
+/// argmin (one SIMD register of `f32`).
+pub const LANES: usize = 16;
+
+/// Lane-wise running minimum and runner-up: `LANES` independent (value,
+/// second value, index) triples updated with selects (no branches, so the
+/// compiler vectorises it); the final reduction keeps the lowest index among
+/// equal minima, so the result equals a scalar first-minimum scan.
+#[derive(Clone, Copy)]
+struct LaneMin<T> {
+    value: [T; LANES],
+    second: [T; LANES],
+    index: [u32; LANES],
+}
+
+// Lane loops index several arrays in step, written so the compiler vectorises them.
+#[allow(clippy::needless_range_loop)]
+impl<T: Real> LaneMin<T> {
+    #[inline(always)]
+    fn new() -> Self {
+        // Index 0 until a smaller value is seen: a row whose values are all
+        // inf or NaN (overflow) still gets a valid label.
+        let inf = T::from_f64(f64::INFINITY);
+        LaneMin { value: [inf; LANES], second: [inf; LANES], index: [0; LANES] }
+    }
+    #[inline(always)]
+    fn update(&mut self, v: &[T; LANES], base: u32) {
+        for l in 0..LANES {
+            let take = v[l] < self.value[l];
+            let runner = if v[l] < self.second[l] { v[l] } else { self.second[l] };
+            self.second[l] = if take { self.value[l] } else { runner };
+            self.value[l] = if take { v[l] } else { self.value[l] };
+            self.index[l] = if take { base + l as u32 } else { self.index[l] };
+        }
+    }
+    /// The minimum, the lowest index holding it, and the second-smallest
+    /// value (equal to the minimum when two centres share it).
+    #[inline(always)]
+    fn reduce(&self) -> (T, u32, T) {
+        let mut min = self.value[0];
+        for l in 1..LANES {
+            min = if self.value[l] < min { self.value[l] } else { min };
+        }
+        let mut win = 0;
+        let mut index = u32::MAX;
+        for l in 0..LANES {
+            if self.value[l] == min && self.index[l] < index {
+                index = self.index[l];
+                win = l;
+            }
+        }
+        if index == u32::MAX {
+            // Every value is NaN: no minimum, and no certified gap.
+            return (min, 0, min);
+        }
+        let mut second = self.second[win];
+        for l in 0..LANES {
+            if l != win && self.value[l] < second {
+                second = self.value[l];
+            }
+        }
+        (min, index, second)
+    }
+}
+
+/// Direct kernel for narrow data: for each row of `x` (row-major `(rows,
+/// d)`), shifted to `origin` and rounded to `f32` (x̂), `‖ĉ‖² − 2x̂·ĉ` for [`LANES`]
+/// centres at a time from the transposed centres (`d` rows of `norms.len()`
+/// values, norms padded with `+inf`), with a lane-wise running minimum and
+/// runner-up; writes labels (lowest index on ties) and gaps (runner-up −
+/// best). Runs the AVX-512 twin when the CPU has it, else a
+/// compiler-vectorised kernel for AVX2+FMA or a portable baseline.
+///
+/// # Panics
+/// If `d` is 0 or above 16, or the slices are shorter than stated.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+pub(super) fn direct_argmin<T: Real>(
+    x: &[T],
+    d: usize,
+    origin: &[f64],
+    transposed: &[f32],
+    norms: &[f32],
+    labels: &mut [u32],
+    gaps: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if super::argmin_avx512::run(x, d, origin, transposed, norms, labels, gaps) {
+        return;
+    }
+    // A const number of features lets the compiler keep every accumulator
+    // in registers and unroll the feature loop.
+    macro_rules! fixed {
+        ($($n:literal)*) => {
+            match d {
+                $($n => direct_fixed::<T, $n>(x, origin, transposed, norms, labels, gaps),)*
+                _ => unreachable!("direct kernel used for d = {d}"),
+            }
+        };
+    }
+    fixed!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+/// The portable direct kernel for `D` features (the AVX-512 kernel's twin).
+#[inline(always)]
+pub(super) fn direct_fixed<T: Real, const D: usize>(
+    x: &[T],
+    origin: &[f64],
+    transposed: &[f32],
+    norms: &[f32],
+    labels: &mut [u32],
+    gaps: &mut [f32],
+) {
+    let rows = labels.len();
+    let pairs = rows / 2 * 2;
+    for r0 in (0..pairs).step_by(2) {
+        let ((la, ga), (lb, gb)) = direct_two::<T, D>(&x[r0 * D..(r0 + 2) * D], origin, transposed, norms);
+        (labels[r0], gaps[r0], labels[r0 + 1], gaps[r0 + 1]) = (la, ga, lb, gb);
+    }
+    if pairs < rows {
+        let mut pad = [T::default(); 32];
+        pad[..D].copy_from_slice(&x[pairs * D..(pairs + 1) * D]);
+        pad[D..2 * D].copy_from_slice(&x[pairs * D..(pairs + 1) * D]);
+        (labels[pairs], gaps[pairs]) = direct_two::<T, D>(&pad[..2 * D], origin, transposed, norms).0;
+    }
+}
+
+/// The direct kernel's step for two rows of `D` features, sharing each load
+/// of centres (register blocking): (label, gap) per row.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // lane loops index several arrays in step
+fn direct_two<T: Real, const D: usize>(
+    x: &[T],
+    origin: &[f64],
+    transposed: &[f32],
+    norms: &[f32],
+) -> ((u32, f32), (u32, f32)) {
+    let kp = norms.len();
+    let mut xa = [0.0f32; D];
+    let mut xb = [0.0f32; D];
+    for f in 0..D {
+        xa[f] = -2.0 * ((x[f].to_f64() - origin[f]) as f32);
+        xb[f] = -2.0 * ((x[D + f].to_f64() - origin[f]) as f32);
+    }
+    let mut ma = LaneMin::<f32>::new();
+    let mut mb = LaneMin::<f32>::new();
+    for c0 in (0..kp).step_by(LANES) {
+        let n: [f32; LANES] = norms[c0..c0 + LANES].try_into().expect("LANES elements");
+        let (mut acca, mut accb) = (n, n);
+        for f in 0..D {
+            let col: &[f32; LANES] = transposed[f * kp + c0..f * kp + c0 + LANES].try_into().expect("LANES elements");
+            for l in 0..LANES {
+                acca[l] += xa[f] * col[l];
+                accb[l] += xb[f] * col[l];
+            }
+        }
+        ma.update(&acca, c0 as u32);
+        mb.update(&accb, c0 as u32);
+    }
+    let ((va, ia, sa), (vb, ib, sb)) = (ma.reduce(), mb.reduce());
+    ((ia, sa - va), (ib, sb - vb))
+}
+
+/// Argmin over one GEMM tile (`kt` products per row, contiguous per row)
+/// plus norms, merged with the running best and runner-up of earlier
+/// centre tiles (`best`, `second`); `j0` is the tile's first centre.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+pub(super) fn tile_argmin<T: Real>(
+    tile: &[T],
+    norms: &[T],
+    j0: usize,
+    best: &mut [T],
+    second: &mut [T],
+    labels: &mut [u32],
+) {
+    let kt = norms.len();
+    let full = kt / LANES * LANES;
+    for (i, ((b, s), label)) in best.iter_mut().zip(second.iter_mut()).zip(labels.iter_mut()).enumerate() {
+        let prods = &tile[i * kt..(i + 1) * kt];
+        let mut m = LaneMin::<T>::new();
+        for c0 in (0..full).step_by(LANES) {
+            let mut v: [T; LANES] = prods[c0..c0 + LANES].try_into().expect("LANES elements");
+            for (a, &b) in v.iter_mut().zip(&norms[c0..c0 + LANES]) {
+                *a += b;
+            }
+            m.update(&v, (j0 + c0) as u32);
+        }
+        let (mut bv, mut bj, mut sv) = m.reduce();
+        bj = if full == 0 { j0 as u32 } else { bj };
+        for j in full..kt {
+            let v = prods[j] + norms[j];
+            if v < bv {
+                sv = bv;
+                bv = v;
+                bj = (j0 + j) as u32;
+            } else if v < sv {
+                sv = v;
+            }
+        }
+        // Earlier tiles hold lower indices, so they win ties.
+        if j0 == 0 {
+            (*b, *s, *label) = (bv, sv, bj);
+        } else if bv < *b {
+            *s = if sv < *b { sv } else { *b };
+            (*b, *label) = (bv, bj);
+        } else if bv < *s {
+            *s = bv;
+        }
+    }
+}
