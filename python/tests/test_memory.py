@@ -62,7 +62,7 @@ def big_npy(tmp_path_factory):
 
 
 def test_out_of_core_fits_stay_within_the_limit(big_npy):
-    """KMeans and GaussianMixture on a path (and KMeans on np.load(mmap_mode="r") of it) 6× memory_limit="64MiB": peak ≤ baseline + limit + 64 MiB."""
+    """KMeans (fit, transform) and GaussianMixture on a path (and KMeans on np.load(mmap_mode="r") of it) 6× memory_limit="64MiB": peak ≤ baseline + limit + 64 MiB (+ the result)."""
     got = run_child(
         """
         from memfit import GaussianMixture, KMeans
@@ -72,6 +72,10 @@ def test_out_of_core_fits_stay_within_the_limit(big_npy):
         km = KMeans(8, n_init=1, max_iter=10, random_state=0, memory_limit="64MiB").fit(path)
         km_peak = status("VmHWM")
         reset_peak()
+        base_tr = status("VmRSS")
+        D = km.transform(path)  # the result (n × 8 float64) is the caller's
+        tr_peak = status("VmHWM") - D.nbytes
+        reset_peak()
         base_mm = status("VmRSS")
         KMeans(8, n_init=1, max_iter=3, random_state=0, memory_limit="64MiB").fit(np.load(path, mmap_mode="r"))
         mm_peak = status("VmHWM")
@@ -80,14 +84,14 @@ def test_out_of_core_fits_stay_within_the_limit(big_npy):
         gm = GaussianMixture(4, max_iter=3, random_state=0, memory_limit="64MiB").fit(path)
         gm_peak = status("VmHWM")
         print(dict(base=base, km_peak=km_peak, base_mm=base_mm, mm_peak=mm_peak, base_gm=base_gm, gm_peak=gm_peak,
-                   labels=len(km.labels_)))
+                   base_tr=base_tr, tr_peak=tr_peak, labels=len(km.labels_)))
         """,
         big_npy,
     )
     size = big_npy.stat().st_size
     print({k: (v / MiB if k != "labels" else v) for k, v in got.items()}, f"file {size / MiB:.0f} MiB")
     assert got["labels"] == 6_000_000
-    for peak, base in (("km_peak", "base"), ("mm_peak", "base_mm"), ("gm_peak", "base_gm")):
+    for peak, base in (("km_peak", "base"), ("mm_peak", "base_mm"), ("gm_peak", "base_gm"), ("tr_peak", "base_tr")):
         assert got[peak] - got[base] <= 64 * MiB + SLACK
         # Tighter: a second set of limit-sized buffers (as a k-means
         # initialisation once planned beside the scan's blocks) would show.

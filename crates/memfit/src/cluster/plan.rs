@@ -45,7 +45,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         "centers for kernels",
         PreparedCenters::<f64>::bytes_for(params.n_clusters, job.n_features, job.compute_bytes),
         1,
-        "float64 values + shifted values, norms (+ transposed copy for narrow data)".into(),
+        "float64 values, radii + shifted values and norms for the fast path".into(),
     );
     led.add("cluster weights", k, 8, format!("{k} × 8 B"));
     led.add("initial centers", n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));

@@ -31,53 +31,35 @@ pub fn plan_predict(
     labels_file: bool,
     limit_bytes: u64,
 ) -> Result<Plan> {
-    let (n, d, k, c) = (x.n_samples() as u64, x.n_features() as u64, n_clusters as u64, compute_bytes as u64);
+    let (d, k) = (x.n_features(), n_clusters);
     let threads = rayon::current_num_threads();
     let k_tile = n_clusters.min(MAX_K_TILE);
-    let mut led = Ledger::default();
-    led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
-    led.add(
-        "centers for kernels",
-        PreparedCenters::<f64>::bytes_for(n_clusters, x.n_features(), compute_bytes),
-        1,
-        "float64 values + shifted values, norms (+ transposed copy for narrow data)".into(),
-    );
+    let mut led = centre_ledger(x, n_clusters, compute_bytes);
     if labels_file {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
-    let scratch = x.scratch_bytes_per_row() as u64;
-    let per_row = scratch + d * c + 4 + 8 + 1;
-    let tile = |rows: usize| Scratch::<f64>::bytes(rows, n_clusters, k_tile, x.n_features(), compute_bytes);
-    let needed = |rows: usize| led.total() + threads as u64 * tile(rows) + per_row * (TILE_ROWS as u64).min(n);
-    let tile_rows = kernel_tile_rows(x.n_samples(), |rows| needed(rows) <= limit_bytes);
-    let required = needed(tile_rows);
+    // Per row: label, distance and a share of the per-tile distance sums.
+    let extra = 4 + 8 + 1;
+    let tile = |rows: usize| threads as u64 * Scratch::<f64>::bytes(rows, k, k_tile, d, compute_bytes);
+    let fits = |rows: usize| led.total() + tile(rows) + min_rows_bytes(x, compute_bytes, extra) <= limit_bytes;
+    let tile_rows = kernel_tile_rows(x.n_samples(), fits);
     led.add(
         "distance tiles (per thread)",
-        threads as u64 * tile(tile_rows),
+        tile(tile_rows),
         1,
-        format!("{threads} threads × {} B ({tile_rows} rows × {k_tile} centres)", tile(tile_rows)),
+        format!("{threads} threads × {tile_rows} rows × {k_tile} centres"),
     );
-    if required > limit_bytes {
-        return Err(Error::DoesNotFit {
-            required_bytes: required,
-            limit_bytes,
-            what: format!("predict with {k} centres of {d} features on {threads} threads"),
-            hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
-        });
-    }
-    let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * c, threads as u64);
-    led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
-    led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
-    led.add("block labels, distances, tile sums", rows, 13, format!("{rows} × (4 + 8 + 1) B"));
+    let what = format!("predict with {k} centres of {d} features on {threads} threads");
+    let rows = add_blocks(x, &mut led, compute_bytes, extra, "labels, distances, tile sums", what, limit_bytes)?;
     let total = led.total();
     Ok(Plan {
         job: "predict".into(),
         limit_bytes,
         buffers: led.into_buffers(),
         total_bytes: total,
-        block_rows: rows as usize,
-        n_blocks: x.n_samples().div_ceil(rows.max(1) as usize),
-        scan_block_rows: rows as usize,
+        block_rows: rows,
+        n_blocks: x.n_samples().div_ceil(rows.max(1)),
+        scan_block_rows: rows,
         tile_rows,
         assign_tile_rows: tile_rows,
         k_tile,
@@ -86,6 +68,64 @@ pub fn plan_predict(
         max_passes: 1,
         passes_detail: "1 assignment pass".into(),
     })
+}
+
+/// The centres' buffers of [`plan_predict`] and [`plan_transform`].
+fn centre_ledger(x: &Source<'_>, n_clusters: usize, compute_bytes: usize) -> Ledger {
+    let (d, k) = (x.n_features() as u64, n_clusters as u64);
+    let mut led = Ledger::default();
+    led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
+    led.add(
+        "centers for kernels",
+        PreparedCenters::<f64>::bytes_for(n_clusters, x.n_features(), compute_bytes),
+        1,
+        "float64 values, radii + shifted values and norms for the fast path".into(),
+    );
+    led
+}
+
+/// Bytes of a block row: raw read scratch, converted values and `extra`.
+fn row_bytes(x: &Source<'_>, compute_bytes: usize, extra: u64) -> u64 {
+    (x.scratch_bytes_per_row() + x.n_features() * compute_bytes) as u64 + extra
+}
+
+/// Bytes of the smallest block: one tile of rows (or every row, if fewer).
+fn min_rows_bytes(x: &Source<'_>, compute_bytes: usize, extra: u64) -> u64 {
+    row_bytes(x, compute_bytes, extra) * (TILE_ROWS as u64).min(x.n_samples() as u64)
+}
+
+/// Adds read blocks to `led`, which holds every other buffer: as many rows
+/// as fit `limit_bytes`, each with its raw read scratch, converted values
+/// and `extra` bytes of `extra_what`; returns the rows per block.
+///
+/// # Errors
+/// [`Error::DoesNotFit`] naming `what` when one tile of rows does not fit.
+fn add_blocks(
+    x: &Source<'_>,
+    led: &mut Ledger,
+    compute_bytes: usize,
+    extra: u64,
+    extra_what: &str,
+    what: String,
+    limit_bytes: u64,
+) -> Result<usize> {
+    let (n, d, c) = (x.n_samples() as u64, x.n_features() as u64, compute_bytes as u64);
+    let required = led.total() + min_rows_bytes(x, compute_bytes, extra);
+    if required > limit_bytes {
+        return Err(Error::DoesNotFit {
+            required_bytes: required,
+            limit_bytes,
+            what,
+            hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
+        });
+    }
+    let threads = rayon::current_num_threads() as u64;
+    let rows = pick_block_rows(limit_bytes - led.total(), row_bytes(x, compute_bytes, extra), n, d * c, threads);
+    let scratch = x.scratch_bytes_per_row() as u64;
+    led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
+    led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
+    led.add(&format!("block {extra_what}"), rows, extra, format!("{rows} rows × {extra} B"));
+    Ok(rows as usize)
 }
 
 /// Assigns each row of `x` (shape `(n_samples, n_features)`, converted to `T`)
@@ -135,32 +175,12 @@ pub fn predict<T: Real>(
 /// [`Error::DoesNotFit`] when the centres and one tile of rows exceed
 /// `limit_bytes`.
 pub fn plan_transform(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, limit_bytes: u64) -> Result<Plan> {
-    let (n, d, k, c) = (x.n_samples() as u64, x.n_features() as u64, n_clusters as u64, compute_bytes as u64);
+    let (d, k) = (x.n_features(), n_clusters);
     let threads = rayon::current_num_threads();
-    let mut led = Ledger::default();
-    led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
-    led.add(
-        "centers for kernels",
-        PreparedCenters::<f64>::bytes_for(n_clusters, x.n_features(), compute_bytes),
-        1,
-        "float64 values + shifted values, norms (+ transposed copy for narrow data)".into(),
-    );
-    let scratch = x.scratch_bytes_per_row() as u64;
-    let per_row = scratch + d * c + k * 8;
-    let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
-    if required > limit_bytes {
-        return Err(Error::DoesNotFit {
-            required_bytes: required,
-            limit_bytes,
-            what: format!("distances to {k} centres of {d} features"),
-            hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
-        });
-    }
-    let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * c, threads as u64);
-    led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
-    led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
-    led.add("block distances (float64)", rows * k, 8, format!("{rows} rows × {k} × 8 B"));
-    let mut plan = Plan::blocked("transform", limit_bytes, led, rows as usize, x.n_samples(), threads);
+    let mut led = centre_ledger(x, n_clusters, compute_bytes);
+    let what = format!("distances to {k} centres of {d} features");
+    let rows = add_blocks(x, &mut led, compute_bytes, k as u64 * 8, "distances (float64)", what, limit_bytes)?;
+    let mut plan = Plan::blocked("transform", limit_bytes, led, rows, x.n_samples(), threads);
     plan.passes_detail = "1 distance pass".into();
     Ok(plan)
 }
