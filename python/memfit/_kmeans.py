@@ -282,10 +282,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
                 ConvergenceWarning,
                 stacklevel=2,
             )
-        # The warnings above are scikit-learn's; the engine's others follow.
-        emit_warnings(
-            [m for m in result["warnings"] if not m.startswith("explicit initial centres") and "distinct" not in m]
-        )
+        # The warnings above are scikit-learn's; the engine's others follow,
+        # except reaching max_iter, on which scikit-learn's KMeans is silent.
+        skip = ("explicit initial centres", "distinct", "did not converge")
+        emit_warnings([m for m in result["warnings"] if not any(s in m for s in skip)])
         self.cluster_centers_ = result["cluster_centers"]
         self.labels_ = labels
         self.inertia_ = float(result["inertia"])
@@ -366,7 +366,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
         Computed in row blocks within ``memory_limit`` (the result itself,
         ``n_samples × n_clusters``, is the caller's), each from exact float64
-        differences, so that ``transform(X).argmin(axis=1)`` is ``predict(X)``.
+        differences (the square roots of the squared distances ``predict``
+        minimises, so ``transform(X).argmin(axis=1)`` is ``predict(X)`` unless
+        two distances round to the same value).
 
         Parameters
         ----------

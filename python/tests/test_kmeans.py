@@ -598,11 +598,14 @@ def test_fewer_distinct_points_than_clusters(init):
     assert km.inertia_ == pytest.approx(0.0, abs=1e-12)
 
 
-def test_max_iter_reached_warns(small):
-    """Stopping at max_iter before convergence warns ConvergenceWarning."""
+def test_max_iter_reached_is_silent_as_sklearn(small):
+    """Stopping at max_iter before convergence warns nothing, as scikit-learn's KMeans."""
     X, init = small
-    with pytest.warns(ConvergenceWarning, match="converge"):
-        KMeans(n_clusters=4, init=init, n_init=1, max_iter=1, tol=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mine = KMeans(n_clusters=4, init=init, n_init=1, max_iter=1, tol=0).fit(X)
+        theirs = SkKMeans(n_clusters=4, init=init, n_init=1, max_iter=1, tol=0).fit(X)
+    assert mine.n_iter_ == theirs.n_iter_ == 1
 
 
 # ---------------------------------------------------------------------------

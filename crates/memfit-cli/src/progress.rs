@@ -11,11 +11,13 @@ use memfit::cluster::{Observer, Progress};
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Makes Ctrl-C, SIGTERM and SIGHUP stop a run cleanly (temporary outputs
-/// are removed, exit status 130); a second signal exits at once.
+/// are removed, exit status 130); a second signal exits at once, removing
+/// the temporary outputs first.
 pub fn stop_on_ctrl_c() {
     // Failing to install the handler only loses the clean stop.
     let _ = ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            memfit::io::remove_unfinished_outputs();
             std::process::exit(130);
         }
     });

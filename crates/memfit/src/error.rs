@@ -136,7 +136,7 @@ fn io_hint(e: &io::Error) -> &'static str {
     match e.kind() {
         io::ErrorKind::NotFound => "; hint: check the path (the file or its folder does not exist)",
         io::ErrorKind::PermissionDenied => "; hint: check the file's permissions",
-        io::ErrorKind::StorageFull => "; hint: the disk is full, free some space or write elsewhere",
+        io::ErrorKind::StorageFull => "; hint: free space on that disk or write elsewhere",
         io::ErrorKind::UnexpectedEof => "; hint: the file is shorter than its header says",
         _ if e.raw_os_error() == Some(29) => {
             "; hint: inputs must be regular .npy files (not pipes): save to a file first"

@@ -11,9 +11,12 @@
 //! to the caller in a final pass.
 //!
 //! Centres are held in `f64` but always rounded to the compute type: each
-//! update is the `f64` weighted mean of the cluster's rows rounded once, so
-//! the centres a fit returns are exactly the ones its labels and inertia
-//! were computed against (a cluster of identical points gets that point).
+//! update is the `f64` weighted mean of the cluster's rows (their values
+//! summed in `f64`, a function of the labels alone, so that unchanged labels
+//! give unchanged centres), rounded once; so the centres a fit returns are
+//! exactly the ones its labels and inertia were computed against, and a
+//! cluster of identical `float32` (or integer) points gets that point, whose
+//! sums are exact in `f64`.
 //!
 //! Reference: S. Lloyd, "Least squares quantization in PCM" (1982);
 //! scikit-learn's `_kmeans_single_lloyd` for the iteration, tolerance,

@@ -190,7 +190,8 @@ pub fn plan_transform(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, l
 /// n_features)`, `f64`): `out` receives them row-major, `(rows, n_clusters)`
 /// `f64` per block, in row order. Each is the square root of the exact
 /// squared distance whose first minimum is [`predict`]'s label and distance,
-/// so `argmin` of a row is its predicted label.
+/// so `argmin` of a row is its predicted label, unless two distances round to
+/// the same value.
 ///
 /// # Errors
 /// As [`predict`]; a distance that overflows `f64` is refused like an
@@ -221,7 +222,10 @@ pub fn transform<T: Real>(
 
 /// Checks `centers` (row-major `(n_clusters, d)`) and prepares them.
 fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize) -> Result<PreparedCenters<T>> {
-    if n_clusters == 0 || centers.len() != n_clusters * d {
+    if n_clusters == 0 {
+        return Err(Error::param("centers", "no centres (0 rows); hint: give at least one centre"));
+    }
+    if centers.len() != n_clusters * d {
         return Err(Error::ShapeMismatch {
             what: "the centres".into(),
             expected: vec![n_clusters, d],

@@ -221,7 +221,9 @@ enum Data<'a> {
 }
 
 /// What a conversion checks for inexact integers: values whose magnitude
-/// exceeds `bound`; `exact(k)` is raw element `k` as stored.
+/// exceeds `bound` (2^24 for `float32`, 2^53 for `float64`) and that the
+/// compute type does not hold exactly; `exact(k)` is raw element `k` as
+/// stored.
 #[derive(Clone, Copy)]
 struct Check<'f> {
     bound: u64,
@@ -229,10 +231,11 @@ struct Check<'f> {
 }
 
 impl Check<'_> {
-    /// The value of raw element `k`, when it lies beyond the bound.
+    /// The value of raw element `k`, when the compute type rounds it.
     fn beyond(&self, k: usize) -> Option<i128> {
         let v = (self.exact)(k);
-        (v.unsigned_abs() > u128::from(self.bound)).then_some(v)
+        let held = if self.bound == 1 << 24 { (v as f32) as i128 == v } else { (v as f64) as i128 == v };
+        (v.unsigned_abs() > u128::from(self.bound) && !held).then_some(v)
     }
 }
 
@@ -798,6 +801,7 @@ mod tests {
         v[(2 * CHUNK_ROWS + 5) * d + 2] = (1 << 53) + 1; // beyond both bounds, later
         v[(CHUNK_ROWS + 3) * d + 1] = -(1 << 24) - 1; // beyond 2^24 only, earlier
         v[(CHUNK_ROWS + 3) * d + 2] = 1 << 24; // exact in float32: never noted
+        v[(CHUNK_ROWS + 2) * d] = 1_000_000_000; // beyond 2^24 but exact in float32: never noted
         for block in [n, 1000, 1] {
             let src = Source::memory(ArrayRef::c_order(Values::I64(&v), n, d).unwrap());
             assert_eq!(src.inexact_integer(Dtype::F32), None);

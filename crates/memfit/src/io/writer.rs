@@ -5,6 +5,7 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use super::dtype::Dtype;
 use super::npy_header::write_header;
@@ -13,12 +14,48 @@ use crate::error::{Error, Result};
 /// Bytes of the write buffer an [`AtomicFile`] holds.
 pub const WRITE_BUFFER_BYTES: usize = 256 << 10;
 
+/// The temporary files of the outputs being written in this process.
+static UNFINISHED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Deletes the temporary files of every output still being written, for a
+/// process that must exit at once (a second Ctrl-C) without running
+/// destructors.
+pub fn remove_unfinished_outputs() {
+    if let Ok(list) = UNFINISHED.lock() {
+        for path in list.iter() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A temporary file's entry in [`UNFINISHED`], removed when dropped.
+#[derive(Debug)]
+struct Unfinished(PathBuf);
+
+impl Unfinished {
+    fn new(path: &Path) -> Self {
+        if let Ok(mut list) = UNFINISHED.lock() {
+            list.push(path.to_path_buf());
+        }
+        Unfinished(path.to_path_buf())
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Ok(mut list) = UNFINISHED.lock() {
+            list.retain(|p| p != &self.0);
+        }
+    }
+}
+
 /// A file being written under a temporary name beside its destination.
 /// Dropping it without [`AtomicFile::commit`] deletes the temporary file.
 #[derive(Debug)]
 pub struct AtomicFile {
     path: PathBuf,
     writer: BufWriter<tempfile::NamedTempFile>,
+    _unfinished: Unfinished,
 }
 
 impl AtomicFile {
@@ -41,7 +78,8 @@ impl AtomicFile {
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
             .tempfile_in(&dir)
             .map_err(|e| Error::io(&path, "create", e))?;
-        Ok(AtomicFile { path, writer: BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp) })
+        let unfinished = Unfinished::new(tmp.path());
+        Ok(AtomicFile { path, writer: BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp), _unfinished: unfinished })
     }
 
     /// Appends bytes.
@@ -335,6 +373,24 @@ pub fn write_bytes_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The temporary files a second Ctrl-C removes are those of the outputs
+    /// still open: listed from creation until commit or drop. (Calling
+    /// `remove_unfinished_outputs` here would race with the other tests'
+    /// outputs; the CLI test of a second Ctrl-C covers it.)
+    #[test]
+    fn unfinished_outputs_are_listed_until_committed_or_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let listed = || UNFINISHED.lock().unwrap().iter().filter(|p| p.starts_with(dir.path())).count();
+        let mut open = AtomicFile::create(dir.path().join("a.npy")).unwrap();
+        open.write_all(b"partial").unwrap();
+        let done = AtomicFile::create(dir.path().join("b.npy")).unwrap();
+        assert_eq!(listed(), 2);
+        done.commit().unwrap();
+        assert_eq!(listed(), 1);
+        drop(open);
+        assert_eq!(listed(), 0);
+    }
 
     #[test]
     fn free_space_is_checked_before_anything_is_written() {

@@ -160,8 +160,14 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
                     format_bytes(required)
                 )
             } else {
+                let fewer = match t {
+                    CovarianceType::Full => ", or a covariance type with fewer parameters (tied, diag, spherical)",
+                    CovarianceType::Tied => ", or a covariance type with fewer parameters (diag, spherical)",
+                    CovarianceType::Diag => ", or a covariance type with fewer parameters (spherical)",
+                    CovarianceType::Spherical => "",
+                };
                 format!(
-                    "raise --memory-limit to at least {} ({required} bytes), or use fewer components or threads{dtype_hint}, or a covariance type with fewer parameters (diag, spherical, tied)",
+                    "raise --memory-limit to at least {} ({required} bytes), or use fewer components or threads{dtype_hint}{fewer}",
                     format_bytes(required)
                 )
             },
