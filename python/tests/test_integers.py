@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import sklearn.cluster
 
+import memfit
 from memfit import GaussianMixture, KMeans
 from memfit._validation import check_data
 
@@ -81,6 +82,14 @@ def test_integers_beyond_2_pow_53_warn_naming_the_column(as_input, dtype):
             estimator.fit(source)
         messages = [str(w.message) for w in record if "2^53" in str(w.message)]
         assert len(messages) == 1 and messages[0].startswith(expected), messages
+    # Predictions and kernels on such data warn too.
+    km, gm = estimators
+    calls = [km.predict, km.transform, km.score, gm.predict, lambda x: memfit.assign(x, km.cluster_centers_),
+             lambda x: memfit.row_quadratic_form(x, np.eye(2)), memfit.weighted_scatter]
+    for call in calls:
+        with pytest.warns(UserWarning, match=r"beyond 2\^53") as record:
+            call(source)
+        assert sum("2^53" in str(w.message) for w in record) == 1, call
     # Below 2^53 int64 is exact: no such warning.
     X[4:, 1] = 2**53
     with warnings.catch_warnings():

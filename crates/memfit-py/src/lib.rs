@@ -88,6 +88,16 @@ impl<'a, E: Copy> Fill<'a, E> {
     }
 }
 
+/// Issues [`inputs::inexact_warning`] as a Python `UserWarning`, for the
+/// functions that return arrays rather than a dict with `warnings`.
+fn warn_inexact(py: Python<'_>, src: &memfit::io::Source<'_>, float32: bool) -> PyResult<()> {
+    if let Some(message) = inputs::inexact_warning(src, float32) {
+        let message = std::ffi::CString::new(message).unwrap_or_default();
+        PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 1)?;
+    }
+    Ok(())
+}
+
 /// A label as the `int32` Python receives.
 fn label(l: u32) -> i32 {
     l as i32
@@ -207,18 +217,21 @@ fn assign<'py>(
     let centers = centers.as_slice()?;
     let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
     let mut fill_distances = Fill::new(distances.as_mut().map(|d| d.as_slice_mut()).transpose()?);
-    run(py, n_jobs, float32, None, move |obs| {
-        let plan = cluster::plan_predict(&src, k, compute_bytes(float32), false, memory_limit)?;
+    let src = &src;
+    let out = run(py, n_jobs, float32, None, move |obs| {
+        let plan = cluster::plan_predict(src, k, compute_bytes(float32), false, memory_limit)?;
         let mut put = |l: &[u32], dist: &[f64]| {
             fill_labels.put(l, label)?;
             fill_distances.put(dist, |v| v)
         };
         if float32 {
-            cluster::predict::<f32>(&src, centers, k, &plan, &mut put, obs)
+            cluster::predict::<f32>(src, centers, k, &plan, &mut put, obs)
         } else {
-            cluster::predict::<f64>(&src, centers, k, &plan, &mut put, obs)
+            cluster::predict::<f64>(src, centers, k, &plan, &mut put, obs)
         }
-    })
+    })?;
+    warn_inexact(py, src, float32)?;
+    Ok(out)
 }
 
 /// Euclidean distances of each row of `x` (array or `.npy` path) to every one
@@ -246,18 +259,20 @@ fn transform<'py>(
     }
     let mut fill64 = Fill::new(out64.as_mut().map(|o| o.as_slice_mut()).transpose()?);
     let mut fill32 = Fill::new(out32.as_mut().map(|o| o.as_slice_mut()).transpose()?);
+    let src = &src;
     run(py, n_jobs, float32, None, move |obs| {
-        let plan = cluster::plan_transform(&src, k, compute_bytes(float32), memory_limit)?;
+        let plan = cluster::plan_transform(src, k, compute_bytes(float32), memory_limit)?;
         let mut put = |dist: &[f64]| {
             fill64.put(dist, |v| v)?;
             fill32.put(dist, |v| v as f32)
         };
         if float32 {
-            cluster::transform::<f32>(&src, centers, k, &plan, &mut put, obs)
+            cluster::transform::<f32>(src, centers, k, &plan, &mut put, obs)
         } else {
-            cluster::transform::<f64>(&src, centers, k, &plan, &mut put, obs)
+            cluster::transform::<f64>(src, centers, k, &plan, &mut put, obs)
         }
-    })
+    })?;
+    warn_inexact(py, src, float32)
 }
 
 /// Parses a covariance type name.
@@ -423,9 +438,10 @@ fn gmm_predict<'py>(
     let mut fill_labels = Fill::new(labels.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_proba = Fill::new(proba.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_log_likelihood = Fill::new(log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?);
-    run(py, n_jobs, float32, None, move |obs| {
+    let src = &src;
+    let score = run(py, n_jobs, float32, None, move |obs| {
         // Results go to the caller's arrays: no file writers to plan.
-        let plan = mixture::plan_predict(&model, &src, compute_bytes(float32), 0, memory_limit)?;
+        let plan = mixture::plan_predict(&model, src, compute_bytes(float32), 0, memory_limit)?;
         let wanted = (fill_labels.wanted(), fill_proba.wanted(), fill_log_likelihood.wanted());
         let mut put_l = |l: &[u32]| fill_labels.put(l, i64::from);
         let mut put_p = |p: &[f64]| fill_proba.put(p, |v| v);
@@ -436,11 +452,13 @@ fn gmm_predict<'py>(
             log_likelihood: wanted.2.then_some(&mut put_q as _),
         };
         if float32 {
-            mixture::predict::<f32>(&model, &src, &plan, &mut outputs, obs)
+            mixture::predict::<f32>(&model, src, &plan, &mut outputs, obs)
         } else {
-            mixture::predict::<f64>(&model, &src, &plan, &mut outputs, obs)
+            mixture::predict::<f64>(&model, src, &plan, &mut outputs, obs)
         }
-    })
+    })?;
+    warn_inexact(py, src, float32)?;
+    Ok(score)
 }
 
 /// `q_i = x_iᵀ Q x_i` for each row of `x` (array or `.npy` path) with `q`
@@ -461,16 +479,18 @@ fn row_quadratic_form<'py>(
     let src = held.source()?;
     let q = q.as_slice()?;
     let mut fill = Fill::new(Some(out.as_slice_mut()?));
+    let src = &src;
     run(py, n_jobs, float32, None, move |obs| {
-        let plan = linalg::plan_row_quadratic_form(&src, compute_bytes(float32), memory_limit)?;
+        let plan = linalg::plan_row_quadratic_form(src, compute_bytes(float32), memory_limit)?;
         let mut put = |r: &[f64]| fill.put(r, |v| v);
         let cancelled = || obs.cancelled();
         if float32 {
-            linalg::row_quadratic_form::<f32>(&src, q, &plan, &mut put, &cancelled)
+            linalg::row_quadratic_form::<f32>(src, q, &plan, &mut put, &cancelled)
         } else {
-            linalg::row_quadratic_form::<f64>(&src, q, &plan, &mut put, &cancelled)
+            linalg::row_quadratic_form::<f64>(src, q, &plan, &mut put, &cancelled)
         }
-    })
+    })?;
+    warn_inexact(py, src, float32)
 }
 
 /// `S = Σ_i w_i x_i x_iᵀ` (float64, `(n_features, n_features)`) of `x`
@@ -490,10 +510,12 @@ fn weighted_scatter<'py>(
     let src = held.source()?;
     let ws = held_w.as_ref().map(Held::weights).transpose()?;
     let d = src.n_features();
+    let src = &src;
     let s = run(py, n_jobs, false, None, move |obs| {
-        let plan = linalg::plan_weighted_scatter(&src, ws.as_ref(), memory_limit)?;
-        linalg::weighted_scatter(&src, ws.as_ref(), &plan, &|| obs.cancelled())
+        let plan = linalg::plan_weighted_scatter(src, ws.as_ref(), memory_limit)?;
+        linalg::weighted_scatter(src, ws.as_ref(), &plan, &|| obs.cancelled())
     })?;
+    warn_inexact(py, src, false)?;
     Ok(Array::from_shape_vec((d, d), s).map_err(errors::shape)?.into_pyarray(py))
 }
 
