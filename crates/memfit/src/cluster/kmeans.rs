@@ -218,7 +218,6 @@ impl<T: Real> Assignment<T> {
     /// the `n_clusters` farthest rows per thread.
     pub(super) fn new(plan: &Plan, n_clusters: usize, n_features: usize, farthest: bool) -> Self {
         let workers = plan.threads.max(1);
-
         Assignment {
             labels: vec![0; plan.block_rows],
             dist: vec![0.0; plan.block_rows],

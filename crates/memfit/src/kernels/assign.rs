@@ -99,15 +99,21 @@ impl Bound {
         }
     }
 
-    /// β for a centre at `radius` and a row at `x_norm` from the origin.
+    /// coef · s + floor for s ≥ (R + X)²; infinite where the fast path
+    /// could overflow.
     #[inline]
-    fn beta(&self, radius: f64, x_norm: f64) -> f64 {
-        let s = (radius + x_norm) * (radius + x_norm);
+    fn at(&self, s: f64) -> f64 {
         if s > self.max {
             f64::INFINITY
         } else {
             self.coef * s + self.floor
         }
+    }
+
+    /// β for a centre at `radius` and a row at `x_norm` from the origin.
+    #[inline]
+    fn beta(&self, radius: f64, x_norm: f64) -> f64 {
+        self.at((radius + x_norm) * (radius + x_norm))
     }
 }
 
@@ -160,40 +166,44 @@ impl<T: Real> PreparedCenters<T> {
             .map(|f| round(centers.iter().skip(f).step_by(d.max(1)).sum::<f64>() / k as f64))
             .map(|m| if m.is_finite() { m } else { 0.0 })
             .collect();
-        let shifted: Vec<f64> =
-            centers.chunks(d.max(1)).flat_map(|c| c.iter().zip(&origin).map(|(v, m)| v - m)).collect();
-        let radii: Vec<f64> = shifted.chunks(d.max(1)).map(|s| s.iter().map(|v| v * v).sum::<f64>().sqrt()).collect();
-        let mut p = PreparedCenters {
+        let rows = || centers.chunks(d.max(1)).map(|c| c.iter().zip(&origin).map(|(v, m)| v - m));
+        let radii: Vec<f64> = rows().map(|s| s.map(|v| v * v).sum::<f64>().sqrt()).collect();
+        let kp = Self::padded_k(k);
+        let (mut transposed, mut padded_norms, mut origin_t, mut values, mut sq_norms) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let bound = if narrow {
+            transposed = vec![0.0; d * kp];
+            padded_norms = vec![f32::INFINITY; kp];
+            for (j, s) in rows().enumerate() {
+                let mut norm = 0.0;
+                for (f, v) in s.enumerate() {
+                    let v = v as f32;
+                    transposed[f * kp + j] = v;
+                    norm += f64::from(v) * f64::from(v);
+                }
+                padded_norms[j] = norm as f32;
+            }
+            Bound::new(d, f64::from(f32::EPSILON) / 2.0, f64::from(f32::MIN_POSITIVE), f64::from(f32::MAX))
+        } else {
+            origin_t = origin.iter().map(|&m| T::from_f64(m)).collect();
+            values = rows().flatten().map(T::from_f64).collect();
+            sq_norms = values.chunks(d).map(|v| T::from_f64(v.iter().map(|v| v.to_f64().powi(2)).sum())).collect();
+            Bound::new(d, T::UNIT_ROUNDOFF, T::MIN_POSITIVE, T::MAX)
+        };
+        PreparedCenters {
             centers: centers.to_vec(),
             n_clusters: k,
             n_features: d,
             origin,
-            transposed: Vec::new(),
-            padded_norms: Vec::new(),
-            origin_t: Vec::new(),
-            values: Vec::new(),
-            sq_norms: Vec::new(),
+            transposed,
+            padded_norms,
+            origin_t,
+            values,
+            sq_norms,
             radius: radii.iter().copied().fold(0.0, f64::max),
             radii,
-            bound: Bound::new(d, T::UNIT_ROUNDOFF, T::MIN_POSITIVE, T::MAX),
-        };
-        if narrow {
-            let kp = Self::padded_k(k);
-            p.transposed = vec![0.0; d * kp];
-            p.padded_norms = vec![f32::INFINITY; kp];
-            for (j, s) in shifted.chunks(d.max(1)).enumerate() {
-                for (f, &v) in s.iter().enumerate() {
-                    p.transposed[f * kp + j] = v as f32;
-                }
-                p.padded_norms[j] = s.iter().map(|&v| f64::from(v as f32).powi(2)).sum::<f64>() as f32;
-            }
-            p.bound = Bound::new(d, f64::from(f32::EPSILON) / 2.0, f64::from(f32::MIN_POSITIVE), f64::from(f32::MAX));
-        } else {
-            p.origin_t = p.origin.iter().map(|&m| T::from_f64(m)).collect();
-            p.values = shifted.iter().map(|&v| T::from_f64(v)).collect();
-            p.sq_norms = p.values.chunks(d).map(|v| T::from_f64(v.iter().map(|v| v.to_f64().powi(2)).sum())).collect();
+            bound,
         }
-        p
     }
 
     /// `k` rounded up to a multiple of [`LANES`].
@@ -229,11 +239,7 @@ impl<T: Real> PreparedCenters<T> {
     /// where the fast path could overflow.
     #[inline]
     fn tau_uniform(&self, s: f64) -> f64 {
-        if s > self.bound.max {
-            f64::INFINITY
-        } else {
-            2.0 * (self.bound.coef * s + self.bound.floor)
-        }
+        2.0 * self.bound.at(s)
     }
 
     /// τ for a row at distance `x_norm` from the origin whose best centre is
