@@ -77,6 +77,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         random_state: args.seed,
         memory_limit_bytes: limit,
         lower_bound_init: None,
+        row_split: Default::default(),
     };
     if let Some(dir) = &args.warm_start {
         let m = load_model(dir)?;

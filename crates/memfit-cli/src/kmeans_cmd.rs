@@ -100,6 +100,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         memory_limit_bytes: limit,
         init_sample_rows: None,
         plot_sample_rows: if args.plot.is_some() { plot_rows(x.n_features()) } else { 0 },
+        row_split: Default::default(),
     };
     params.validate(x.n_samples(), x.n_features())?;
     let compute = args.common.compute_dtype(x.dtype());

@@ -153,6 +153,7 @@ fn kmeans_fit<'py>(
         memory_limit_bytes: memory_limit,
         init_sample_rows: None,
         plot_sample_rows: 0,
+        row_split: Default::default(),
     };
     let src = held.source()?;
     let w = held_w.as_ref().map(Held::weights).transpose()?;
@@ -347,6 +348,7 @@ fn gmm_fit<'py>(
         random_state,
         memory_limit_bytes: memory_limit,
         lower_bound_init,
+        row_split: Default::default(),
     };
     let src = held.source()?;
     let w = held_w.as_ref().map(Held::weights).transpose()?;

@@ -116,7 +116,7 @@ pub enum Error {
     },
     /// The job cannot run within the memory limit.
     #[error("the job needs at least {required_bytes} bytes ({required}) but the memory limit is {limit_bytes} bytes ({limit}): {what}; hint: {hint}",
-        required = crate::plan::format_bytes(*.required_bytes), limit = crate::plan::format_bytes(*.limit_bytes))]
+        required = crate::units::format_bytes(*.required_bytes), limit = crate::units::format_bytes(*.limit_bytes))]
     DoesNotFit {
         /// The smallest limit that would work, in bytes.
         required_bytes: u64,

@@ -7,9 +7,9 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 use rayon::prelude::*;
 
+use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::io::{check_free_space, npy_file_bytes, Dtype, NpyWriter};
-use crate::real::Real;
 
 /// Rows per independently seeded chunk: the output does not depend on the
 /// block size or the thread count.

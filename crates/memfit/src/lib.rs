@@ -8,6 +8,7 @@
 //! - [`io`]: `.npy` header parsing, block readers ([`io::Source`]), atomic writers.
 //! - [`plan`]: memory-limit parsing, the default limit, [`plan::Plan`].
 //! - [`kernels`]: fused distance + argmin, weighted per-cluster sums.
+//! - [`exec`]: the blocked pass ([`exec::run_pass`]) and its mergeable statistics.
 //! - [`cluster`]: k-means (Lloyd) with k-means++ / random / given init.
 //! - [`linalg`]: blocked row-wise quadratic forms and weighted scatter matrices.
 //! - [`generate`]: synthetic data streamed to `.npy`.
@@ -25,7 +26,9 @@
 //! ```
 
 pub mod cluster;
+pub mod dtype;
 mod error;
+pub mod exec;
 pub mod generate;
 pub mod io;
 pub mod kernels;
@@ -33,7 +36,7 @@ pub mod linalg;
 pub mod memory;
 pub mod mixture;
 pub mod plan;
-mod real;
+pub mod units;
 
+pub use dtype::Real;
 pub use error::{Error, Result};
-pub use real::Real;

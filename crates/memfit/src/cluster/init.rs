@@ -8,7 +8,9 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
+use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::{row_unit, Block, Leaf, Pass};
 
 /// Rows per chunk of the k-means++ potential sums. Fixed so that the sums,
 /// reduced chunk by chunk in order, do not depend on the thread count.
@@ -150,11 +152,14 @@ pub fn uniform_distinct(n: usize, k: usize, rng: &mut ChaCha8Rng) -> Vec<usize> 
 }
 
 /// Keeps the `k` largest keys of a weighted draw without replacement
-/// (Efraimidis & Spirakis 2006: key = ln(u) / w), fed one row at a time in
-/// order; rows with weight 0 are never drawn.
+/// (Efraimidis & Spirakis 2006: key = ln(u) / w, with `u` the row's keyed
+/// uniform number [`row_unit`], so the draw does not depend on the order
+/// rows are seen in); rows with weight 0 are never drawn. A pass over the
+/// weights.
 #[derive(Debug)]
 pub struct WeightedDraw {
     k: usize,
+    seed: u64,
     heap: BinaryHeap<Reverse<(Key, usize)>>,
 }
 
@@ -173,17 +178,16 @@ impl Ord for Key {
 }
 
 impl WeightedDraw {
-    /// A draw of `k` rows.
-    pub fn new(k: usize) -> Self {
-        WeightedDraw { k, heap: BinaryHeap::with_capacity(k + 1) }
+    /// A draw of `k` rows under `seed`.
+    pub fn new(k: usize, seed: u64) -> Self {
+        WeightedDraw { k, seed, heap: BinaryHeap::with_capacity(k + 1) }
     }
     /// Offers row `index` with weight `w`.
-    pub fn offer(&mut self, index: usize, w: f64, rng: &mut ChaCha8Rng) {
-        let u: f64 = rng.random();
+    pub fn offer(&mut self, index: usize, w: f64) {
         if w <= 0.0 {
             return;
         }
-        let key = Key(u.ln() / w);
+        let key = Key(row_unit(self.seed, index).ln() / w);
         if self.heap.len() < self.k {
             self.heap.push(Reverse((key, index)));
         } else if self.heap.peek().is_some_and(|Reverse((m, _))| key > *m) {
@@ -191,7 +195,8 @@ impl WeightedDraw {
             self.heap.push(Reverse((key, index)));
         }
     }
-    /// The drawn indices (fewer than `k` when fewer rows had positive weight).
+    /// The drawn indices, largest key first (fewer than `k` when fewer rows
+    /// had positive weight).
     pub fn finish(self) -> Vec<usize> {
         let mut v: Vec<_> = self.heap.into_iter().map(|Reverse((key, i))| (key, i)).collect();
         v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -199,32 +204,14 @@ impl WeightedDraw {
     }
 }
 
-/// Sequential uniform sampling of `s` rows out of `n` seen in order (Knuth's
-/// Algorithm S, TAOCP vol. 2 §3.4.2): `take` is called for each row and says
-/// whether it is in the sample. Selected rows come out in increasing order.
-#[derive(Debug)]
-pub struct SequentialSample {
-    remaining_rows: usize,
-    remaining_picks: usize,
-}
-
-impl SequentialSample {
-    /// A sample of `min(s, n)` rows out of `n`.
-    pub fn new(n: usize, s: usize) -> Self {
-        SequentialSample { remaining_rows: n, remaining_picks: s.min(n) }
-    }
-    /// Whether the next row is taken.
-    pub fn take(&mut self, rng: &mut ChaCha8Rng) -> bool {
-        if self.remaining_picks == 0 {
-            return false;
+impl<T: Real> Pass<T> for WeightedDraw {
+    type Stats = ();
+    fn new_stats(&self) {}
+    fn block(&mut self, block: Block<'_, T>, _: &mut [Leaf<'_, ()>]) -> Result<()> {
+        for (i, &wi) in block.w.unwrap_or(&[]).iter().enumerate() {
+            self.offer(block.start + i, wi);
         }
-        let pick = self.remaining_picks == self.remaining_rows
-            || (rng.random::<f64>() * self.remaining_rows as f64) < self.remaining_picks as f64;
-        self.remaining_rows -= 1;
-        if pick {
-            self.remaining_picks -= 1;
-        }
-        pick
+        Ok(())
     }
 }
 
@@ -273,9 +260,9 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let idx = kmeans_plusplus(&x, 1, &w, 20, &mut rng, &|| false).unwrap();
         assert!(idx.iter().all(|i| i % 2 == 0));
-        let mut draw = WeightedDraw::new(20);
+        let mut draw = WeightedDraw::new(20, 9);
         for (i, &wi) in w.iter().enumerate() {
-            draw.offer(i, wi, &mut rng);
+            draw.offer(i, wi);
         }
         let got = draw.finish();
         assert_eq!(got.len(), 20);
@@ -288,7 +275,5 @@ mod tests {
         let mut u = uniform_distinct(50, 50, &mut rng);
         u.sort_unstable();
         assert_eq!(u, (0..50).collect::<Vec<_>>());
-        let mut s = SequentialSample::new(1000, 100);
-        assert_eq!((0..1000).filter(|_| s.take(&mut rng)).count(), 100);
     }
 }

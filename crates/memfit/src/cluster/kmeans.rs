@@ -22,78 +22,21 @@
 //! scikit-learn's `_kmeans_single_lloyd` for the iteration, tolerance,
 //! strict-convergence and empty-cluster rules.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rayon::prelude::*;
 
-use super::init::{kmeans_plusplus, uniform_distinct, SequentialSample, WeightedDraw};
+use super::init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 use super::params::{Init, KMeansParams};
+use super::pass::{AssignPass, Assignment, Mode};
 use super::plan::default_init_sample_rows;
+use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::{run_split, scan, KeyedSample, Observer, Progress, RowSplit, Scan};
 use crate::io::{BlockReader, Source};
-use crate::kernels::{assign_block, Accumulator, PreparedCenters, Scratch};
+use crate::kernels::PreparedCenters;
 use crate::plan::Plan;
-use crate::plan::TILE_ROWS;
-use crate::real::Real;
-
-/// What a fit reports while it runs.
-#[derive(Debug, Clone)]
-pub enum Progress<'a> {
-    /// A phase starts (`"validating"`, `"init"`, `"iterating"`, `"labels"`).
-    Phase(&'a str),
-    /// An EM iteration of a Gaussian mixture finished.
-    EmIteration {
-        /// Zero-based index of the initialisation.
-        run: usize,
-        /// Number of initialisations.
-        n_init: usize,
-        /// One-based iteration number.
-        iteration: usize,
-        /// Maximum iterations.
-        max_iter: usize,
-        /// Mean log-likelihood of the parameters this iteration started from.
-        lower_bound: f64,
-        /// Change of the lower bound from the previous iteration.
-        change: f64,
-        /// Rows processed per second in this pass.
-        rows_per_sec: f64,
-    },
-    /// A Lloyd iteration finished.
-    Iteration {
-        /// Zero-based index of the initialisation.
-        run: usize,
-        /// Number of initialisations.
-        n_init: usize,
-        /// One-based iteration number.
-        iteration: usize,
-        /// Maximum iterations.
-        max_iter: usize,
-        /// Inertia of the centres this iteration started from.
-        inertia: f64,
-        /// Sum of squared centre shifts this iteration.
-        center_shift: f64,
-        /// The absolute tolerance the shift is compared with.
-        tol: f64,
-        /// Rows processed per second in this pass.
-        rows_per_sec: f64,
-    },
-}
-
-/// Receives progress and can cancel a fit (checked once per read block).
-pub trait Observer {
-    /// Called at each phase and iteration.
-    fn event(&mut self, _event: &Progress<'_>) {}
-    /// Returning `true` stops the fit with [`Error::Cancelled`].
-    fn cancelled(&self) -> bool {
-        false
-    }
-}
-
-impl Observer for () {}
 
 /// Seconds spent per phase.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -152,160 +95,6 @@ pub struct KMeansFit<T> {
     pub plot_sample: Option<PlotSample>,
 }
 
-/// The farthest rows from their centres seen in a pass (at most `cap`),
-/// kept to refill empty clusters. Ties go to the lower row index.
-#[derive(Debug)]
-struct Farthest {
-    cap: usize,
-    heap: BinaryHeap<Reverse<FarRow>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct FarRow {
-    dist: f64,
-    row: usize,
-    label: u32,
-}
-impl PartialEq for FarRow {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o).is_eq()
-    }
-}
-impl Eq for FarRow {}
-impl PartialOrd for FarRow {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for FarRow {
-    /// Farther is greater; at equal distance the lower row is greater.
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.dist.total_cmp(&o.dist).then(o.row.cmp(&self.row))
-    }
-}
-
-impl Farthest {
-    fn new(cap: usize) -> Self {
-        Farthest { cap, heap: BinaryHeap::with_capacity(cap + 1) }
-    }
-    #[inline]
-    fn offer(&mut self, r: FarRow) {
-        if self.heap.len() < self.cap {
-            self.heap.push(Reverse(r));
-        } else if self.heap.peek().is_some_and(|Reverse(m)| r > *m) {
-            self.heap.pop();
-            self.heap.push(Reverse(r));
-        }
-    }
-}
-
-/// Per-block assignment outputs and per-thread tiles.
-pub(super) struct Assignment<T> {
-    pub(super) labels: Vec<u32>,
-    pub(super) dist: Vec<f64>,
-    tiles: Vec<Scratch<T>>,
-    tile_rows: usize,
-    k_tile: usize,
-    /// Weighted distance sum per tile of the block.
-    tile_sums: Vec<f64>,
-    /// Farthest rows seen by each worker (merged after a pass).
-    far: Vec<Farthest>,
-}
-
-impl<T: Real> Assignment<T> {
-    /// Buffers for `plan` and `n_clusters` centres of `n_features`: one block
-    /// of labels and distances, one tile and, with `farthest`, one list of
-    /// the `n_clusters` farthest rows per thread.
-    pub(super) fn new(plan: &Plan, n_clusters: usize, n_features: usize, farthest: bool) -> Self {
-        let workers = plan.threads.max(1);
-        Assignment {
-            labels: vec![0; plan.block_rows],
-            dist: vec![0.0; plan.block_rows],
-            tiles: (0..workers)
-                .map(|_| Scratch::new(plan.assign_tile_rows, n_clusters, plan.k_tile, n_features))
-                .collect(),
-            tile_rows: plan.assign_tile_rows,
-            k_tile: plan.k_tile,
-            tile_sums: vec![0.0; plan.block_rows.div_ceil(TILE_ROWS)],
-            far: (0..if farthest { workers } else { 0 }).map(|_| Farthest::new(n_clusters)).collect(),
-        }
-    }
-
-    /// Adds Σ w_i · dist_i over the last block's `rows` rows to `total`:
-    /// per fixed tile in parallel, then tile by tile in order, so the total
-    /// does not depend on the thread count or the block size (blocks hold
-    /// whole tiles).
-    pub(super) fn add_weighted_sum(&mut self, rows: usize, w: Option<&[f64]>, total: &mut f64) {
-        let dist = &self.dist[..rows];
-        let n_tiles = rows.div_ceil(TILE_ROWS);
-        self.tile_sums[..n_tiles].par_iter_mut().enumerate().for_each(|(t, s)| {
-            let r = t * TILE_ROWS..((t + 1) * TILE_ROWS).min(rows);
-            *s = match w {
-                Some(w) => dist[r.clone()].iter().zip(&w[r]).map(|(d, w)| d * w).sum(),
-                None => dist[r].iter().sum(),
-            };
-        });
-        for s in &self.tile_sums[..n_tiles] {
-            *total += s;
-        }
-    }
-
-    /// Offers the last block's rows (those with positive weight) to the
-    /// per-worker farthest lists; `start` is the block's first row.
-    fn offer_farthest(&mut self, start: usize, rows: usize, w: Option<&[f64]>) {
-        let per = rows.div_ceil(self.far.len().max(1)).max(1);
-        let (labels, dist) = (&self.labels[..rows], &self.dist[..rows]);
-        self.far.par_iter_mut().enumerate().for_each(|(p, far)| {
-            for i in p * per..((p + 1) * per).min(rows) {
-                if w.is_none_or(|w| w[i] > 0.0) {
-                    far.offer(FarRow { dist: dist[i], row: start + i, label: labels[i] });
-                }
-            }
-        });
-    }
-
-    /// The farthest rows of the pass, farthest first (the same whatever the
-    /// thread count: the top of a total order), and clears the lists.
-    fn take_farthest(&mut self) -> Vec<FarRow> {
-        let mut all: Vec<FarRow> = self.far.iter_mut().flat_map(|f| f.heap.drain().map(|Reverse(r)| r)).collect();
-        all.sort_by(|a, b| b.cmp(a));
-        all.truncate(self.far.first().map_or(0, |f| f.cap));
-        all
-    }
-
-    /// Assigns the block `x`; returns its number of rows. Labels and
-    /// distances are in `labels[..rows]` and `dist[..rows]`.
-    pub(super) fn run(&mut self, x: &[T], c: &PreparedCenters<T>) -> usize {
-        let rows = x.len() / c.n_features;
-        assign_block(
-            x,
-            c,
-            self.tile_rows,
-            self.k_tile,
-            &mut self.tiles,
-            &mut self.labels[..rows],
-            &mut self.dist[..rows],
-        );
-        rows
-    }
-}
-
-/// What the validation pass learns.
-pub(crate) struct Scan {
-    /// Column means.
-    pub(crate) mean: Vec<f64>,
-    /// Mean of the column variances.
-    pub(crate) mean_variance: f64,
-    /// k-means++ sample, row-major, the rows' values in `f64`.
-    pub(crate) sample: Vec<f64>,
-    /// Weights of the sampled rows.
-    pub(crate) sample_weight: Vec<f64>,
-    /// Row indices of the sampled rows.
-    pub(crate) sample_rows: Vec<usize>,
-    /// Sum of the sample weights (`n_samples` without weights).
-    pub(crate) weight_sum: f64,
-}
-
 /// One initialisation's outcome.
 struct Run {
     centers: Vec<f64>,
@@ -355,14 +144,15 @@ pub fn fit<T: Real>(
             warnings.push(format!(
                 "the memory limit cannot hold the k-means++ sample of {wanted} rows, so {} rows are used and the result differs from runs with a larger limit; hint: raise --memory-limit by about {} to make it limit-independent",
                 plan.init_sample_rows,
-                crate::plan::format_bytes(((wanted - plan.init_sample_rows) * (d * 8 + 16)) as u64)
+                crate::plan::format_bytes((wanted - plan.init_sample_rows) as u64 * KeyedSample::bytes_per_row(d))
             ));
         }
     }
     let mut timings = Timings::default();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
-    let mut sample_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
-    let mut plot_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
+    let sample_seed = master.next_u64();
+    let plot_seed = master.next_u64();
+    let split = &params.row_split;
 
     // Validation and init phase: its buffers (the k-means++ sample, small
     // read blocks) are freed before the iterations allocate theirs.
@@ -370,7 +160,7 @@ pub fn fit<T: Real>(
         let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.scan_block_rows);
         observer.event(&Progress::Phase("validating"));
         let t = Instant::now();
-        let scan = scan(&mut blocks, plan.init_sample_rows, &mut sample_rng, &*observer)?;
+        let scan = scan(&mut blocks, split, plan.init_sample_rows, sample_seed, &*observer)?;
         timings.validate_secs = t.elapsed().as_secs_f64();
         observer.event(&Progress::Phase("init"));
         let t = Instant::now();
@@ -388,17 +178,15 @@ pub fn fit<T: Real>(
     let tol_abs = params.tol * mean_variance;
 
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
-    let mut asg = Assignment::<T>::new(plan, k, d, true);
+    let mut asg = Assignment::<T>::new(plan, k, d);
     let mut best: Option<(usize, Run)> = None;
     let mut inertia_per_init = Vec::with_capacity(n_init);
-    let mut sums = vec![0.0; k * d];
-    let mut cw = vec![0.0; k];
     let want_output = labels_out.is_some() || params.plot_sample_rows > 0;
     let mut plot = None;
     for (run, init) in inits.into_iter().enumerate() {
         let t = Instant::now();
         observer.event(&Progress::Phase("iterating"));
-        let mut r = lloyd(params, run, n_init, tol_abs, init, &mut blocks, &mut asg, &mut sums, &mut cw, observer)?;
+        let mut r = lloyd(params, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?;
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
         if !r.1 || finish_here {
@@ -411,11 +199,9 @@ pub fn fit<T: Real>(
                 k,
                 &mut blocks,
                 &mut asg,
-                &mut cw,
+                split,
                 sink,
-                p,
-                params.plot_sample_rows,
-                &mut plot_rng,
+                p.map(|p| (p, params.plot_sample_rows, plot_seed)),
                 &*observer,
             )?;
             r.0.inertia = inertia;
@@ -437,11 +223,9 @@ pub fn fit<T: Real>(
             k,
             &mut blocks,
             &mut asg,
-            &mut cw,
+            split,
             reborrow(&mut labels_out),
-            p,
-            params.plot_sample_rows,
-            &mut plot_rng,
+            p.map(|p| (p, params.plot_sample_rows, plot_seed)),
             &*observer,
         )?;
         best.inertia = inertia;
@@ -493,116 +277,6 @@ fn reborrow<'f>(sink: &'f mut LabelSink<'_>) -> LabelSink<'f> {
     }
 }
 
-/// The validation pass: non-finite values, weights, column means and
-/// variances (around the first row, to avoid cancellation), and the
-/// k-means++ sample (Algorithm S, so it does not depend on block sizes).
-pub(crate) fn scan<T: Real>(
-    blocks: &mut BlockReader<'_, '_, T>,
-    sample_rows: usize,
-    rng: &mut ChaCha8Rng,
-    obs: &dyn Observer,
-) -> Result<Scan> {
-    let x = blocks.x();
-    let (n, d) = (x.n_samples(), x.n_features());
-    let mut sum = vec![0.0; d];
-    let mut sumsq = vec![0.0; d];
-    let mut origin: Option<Vec<f64>> = None;
-    let mut bad: Option<(usize, usize)> = None;
-    let mut bad_count = 0u64;
-    let mut weight_sum = 0.0;
-    let mut lo = vec![f64::INFINITY; d];
-    let mut hi = vec![f64::NEG_INFINITY; d];
-    let mut sampler = SequentialSample::new(n, sample_rows);
-    let mut sample = Vec::with_capacity(sample_rows.min(n) * d);
-    let mut sample_weight = Vec::with_capacity(sample_rows.min(n));
-    let mut sample_index = Vec::with_capacity(sample_rows.min(n));
-    let zero = vec![0.0; d];
-    let wname = blocks.weights().map(Source::name);
-    blocks.for_each(&zero, &|| obs.cancelled(), |start, xb, wb| {
-        if let Some(wb) = wb {
-            for (i, &wi) in wb.iter().enumerate() {
-                if !(wi.is_finite() && wi >= 0.0) {
-                    return Err(Error::InvalidWeight {
-                        path: wname.clone().unwrap_or_default(),
-                        row: start + i,
-                        value: wi,
-                    });
-                }
-                weight_sum += wi;
-            }
-        }
-        let o = origin.get_or_insert_with(|| xb[..d].iter().map(|v| v.to_f64()).collect());
-        for (i, row) in xb.chunks_exact(d).enumerate() {
-            for (j, &v) in row.iter().enumerate() {
-                let v = v.to_f64();
-                if !v.is_finite() {
-                    bad_count += 1;
-                    bad.get_or_insert((start + i, j));
-                    continue;
-                }
-                sum[j] += v - o[j];
-                sumsq[j] += (v - o[j]) * (v - o[j]);
-                lo[j] = lo[j].min(v);
-                hi[j] = hi[j].max(v);
-            }
-            if sampler.take(rng) {
-                sample.extend(row.iter().map(|v| v.to_f64()));
-                sample_weight.push(wb.map_or(1.0, |w| w[i]));
-                sample_index.push(start + i);
-            }
-        }
-        Ok(())
-    })?;
-    if let Some((row, column)) = bad {
-        let value = x.value(row, column)?;
-        if value.is_finite() {
-            return Err(Error::param(
-                "dtype",
-                format!(
-                    "{}: row {row}, column {column} holds {value:e}, which overflows {}; hint: use --dtype float64",
-                    x.name().display(),
-                    T::DTYPE.name()
-                ),
-            ));
-        }
-        return Err(Error::NonFinite { path: x.name(), row, column, value, count: bad_count });
-    }
-    // Squared distances between any two points must stay finite in the
-    // compute type, with room for the GEMM identity's ‖c‖² − 2x·c.
-    let spread: f64 = lo.iter().zip(&hi).map(|(l, h)| (h - l) * (h - l)).sum();
-    let max = if T::DTYPE == crate::io::Dtype::F32 { f64::from(f32::MAX) } else { f64::MAX };
-    if !(spread.is_finite() && spread <= max / 16.0) {
-        return Err(Error::param(
-            "X",
-            format!(
-                "{}: a column spans {:.3e}, so squared distances overflow {}; hint: rescale the data (e.g. divide by its standard deviation){}",
-                x.name().display(),
-                lo.iter().zip(&hi).map(|(l, h)| h - l).fold(0.0, f64::max),
-                T::DTYPE.name(),
-                if T::DTYPE == crate::io::Dtype::F32 { " or use --dtype float64" } else { "" }
-            ),
-        ));
-    }
-    if !weight_sum.is_finite() {
-        return Err(Error::param(
-            "sample_weight",
-            format!("the weights sum to {weight_sum} in float64; hint: scale the sample weights down (only their ratios matter for the centres)"),
-        ));
-    }
-    if blocks.weights().is_some() && weight_sum <= 0.0 {
-        return Err(Error::param(
-            "sample_weight",
-            "all sample weights are zero; hint: at least one weight must be positive",
-        ));
-    }
-    let o = origin.unwrap_or_default();
-    let nf = n as f64;
-    let mean: Vec<f64> = (0..d).map(|j| o[j] + sum[j] / nf).collect();
-    let mean_variance = (0..d).map(|j| (sumsq[j] / nf - (sum[j] / nf).powi(2)).max(0.0)).sum::<f64>() / d as f64;
-    let weight_sum = if blocks.weights().is_some() { weight_sum } else { nf };
-    Ok(Scan { mean, mean_variance, sample, sample_weight, sample_rows: sample_index, weight_sum })
-}
-
 /// Initial centres (row-major, the data's coordinates) for one initialisation.
 fn initial_centers<T: Real>(
     params: &KMeansParams,
@@ -623,13 +297,8 @@ fn initial_centers<T: Real>(
             let rows = match blocks.weights() {
                 None => uniform_distinct(n, k, rng),
                 Some(_) => {
-                    let mut draw = WeightedDraw::new(k);
-                    blocks.for_each(&zero, &|| obs.cancelled(), |start, _, wb| {
-                        for (i, &wi) in wb.unwrap_or(&[]).iter().enumerate() {
-                            draw.offer(start + i, wi, rng);
-                        }
-                        Ok(())
-                    })?;
+                    let mut draw = WeightedDraw::new(k, rng.next_u64());
+                    run_split(&mut draw, blocks, &params.row_split, &zero, &|| obs.cancelled())?;
                     let rows = draw.finish();
                     if rows.len() < k {
                         return Err(Error::param(
@@ -664,8 +333,6 @@ fn lloyd<T: Real>(
     mut centers: Vec<f64>,
     blocks: &mut BlockReader<'_, '_, T>,
     asg: &mut Assignment<T>,
-    sums: &mut [f64],
-    cw: &mut [f64],
     observer: &mut dyn Observer,
 ) -> Result<(Run, bool)> {
     let (n, d, k) = (blocks.x().n_samples(), blocks.x().n_features(), params.n_clusters);
@@ -675,40 +342,25 @@ fn lloyd<T: Real>(
     for c in centers.iter_mut() {
         *c = T::from_f64(*c).to_f64();
     }
-    let mut prepared = PreparedCenters::<T>::new(&centers, k, d);
-    let mut acc = Accumulator::new(k, d, blocks.block_rows());
     let mut out = Run { centers: Vec::new(), inertia: f64::INFINITY, n_iter: 0, converged: false, nonempty: 0 };
     let mut strict = false;
-    let mut row = vec![0.0; d];
     for it in 0..params.max_iter {
         let t = Instant::now();
-        sums.fill(0.0);
-        cw.fill(0.0);
-        let mut inertia = 0.0;
-        blocks.for_each(&zero, &|| observer.cancelled(), |start, xb, wb| {
-            let rows = asg.run(xb, &prepared);
-            asg.add_weighted_sum(rows, wb, &mut inertia);
-            asg.offer_farthest(start, rows, wb);
-            acc.add_block(xb, start, &asg.labels[..rows], wb, sums, cw);
-            Ok(())
-        })?;
-        acc.finish(sums, cw);
+        let prepared = PreparedCenters::<T>::new(&centers, k, d);
+        let mut pass = AssignPass { centers: &prepared, asg: &mut *asg, mode: Mode::Lloyd };
+        let s = run_split(&mut pass, blocks, &params.row_split, &zero, &|| observer.cancelled())?;
+        let (mut sums, mut cw) = (s.sums, s.weights);
         let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
-        // (scikit-learn's `_relocate_empty_clusters_dense`).
-        let farthest = asg.take_farthest();
+        // (scikit-learn's `_relocate_empty_clusters_dense`); the pass kept
+        // their values.
         if nonempty < k {
             let empty: Vec<usize> = (0..k).filter(|&j| cw[j] == 0.0).collect();
-            for (&j, f) in empty.iter().zip(&farthest) {
-                blocks.read_row(f.row, &zero, &mut row)?;
-                let wi = match blocks.weights() {
-                    Some(w) => w.value(f.row, 0)?,
-                    None => 1.0,
-                };
-                let old = f.label as usize;
+            for (&j, f) in empty.iter().zip(s.farthest.into_sorted()) {
+                let (old, wi) = (f.label as usize, f.weight);
                 for q in 0..d {
-                    sums[old * d + q] -= wi * row[q];
-                    sums[j * d + q] = wi * row[q];
+                    sums[old * d + q] -= wi * f.values[q];
+                    sums[j * d + q] = wi * f.values[q];
                 }
                 cw[old] -= wi;
                 cw[j] = wi;
@@ -724,16 +376,15 @@ fn lloyd<T: Real>(
                 }
             }
         }
-        prepared = PreparedCenters::new(&centers, k, d);
         out.n_iter = it + 1;
-        out.inertia = inertia;
+        out.inertia = s.inertia;
         out.nonempty = nonempty;
         observer.event(&Progress::Iteration {
             run,
             n_init,
             iteration: it + 1,
             max_iter: params.max_iter,
-            inertia,
+            inertia: s.inertia,
             center_shift,
             tol: tol_abs,
             rows_per_sec: n as f64 / t.elapsed().as_secs_f64().max(1e-9),
@@ -753,46 +404,29 @@ fn lloyd<T: Real>(
 }
 
 /// Assigns every row to the final centres (values of the compute type, as
-/// `f64`): inertia, non-empty clusters, labels to `sink`, and the plot sample.
+/// `f64`): inertia and non-empty clusters, labels to `sink`, and with `plot`
+/// a keyed sample of rows and labels (`(out, rows, seed)`).
 #[allow(clippy::too_many_arguments)]
 fn final_pass<T: Real>(
     centers: &[f64],
     k: usize,
     blocks: &mut BlockReader<'_, '_, T>,
     asg: &mut Assignment<T>,
-    counts: &mut [f64],
-    mut sink: LabelSink<'_>,
-    plot: Option<&mut Option<PlotSample>>,
-    plot_rows: usize,
-    rng: &mut ChaCha8Rng,
+    split: &RowSplit,
+    sink: LabelSink<'_>,
+    plot: Option<(&mut Option<PlotSample>, usize, u64)>,
     obs: &dyn Observer,
 ) -> Result<(f64, usize)> {
     let (n, d) = (blocks.x().n_samples(), blocks.x().n_features());
     let prepared = PreparedCenters::<T>::new(centers, k, d);
-    counts.fill(0.0);
-    let mut inertia = 0.0;
-    let mut sampler = SequentialSample::new(n, if plot.is_some() { plot_rows } else { 0 });
-    let mut sample = PlotSample::default();
-    blocks.for_each(&vec![0.0; d], &|| obs.cancelled(), |_, xb, wb| {
-        let rows = asg.run(xb, &prepared);
-        asg.add_weighted_sum(rows, wb, &mut inertia);
-        let labels = &asg.labels[..rows];
-        for i in 0..rows {
-            counts[labels[i] as usize] += 1.0;
-            if sampler.take(rng) {
-                sample.values.extend(xb[i * d..(i + 1) * d].iter().map(|v| v.to_f64()));
-                sample.labels.push(labels[i]);
-            }
-        }
-        if let Some(s) = sink.as_deref_mut() {
-            s(labels)?;
-        }
-        Ok(())
-    })?;
-    if let Some(p) = plot {
-        *p = Some(sample);
+    let sample = plot.as_ref().map(|&(_, rows, seed)| KeyedSample::new(rows.min(n), d, seed));
+    let mut pass = AssignPass { centers: &prepared, asg, mode: Mode::Final { sink, plot: sample } };
+    let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &|| obs.cancelled())?;
+    if let (Some((out, _, _)), Mode::Final { plot: Some(sample), .. }) = (plot, pass.mode) {
+        let (values, labels, _) = sample.into_rows();
+        *out = Some(PlotSample { values, labels: labels.into_iter().map(|l| l as u32).collect() });
     }
-    Ok((inertia, counts.iter().filter(|&&c| c > 0.0).count()))
+    Ok((s.inertia, s.weights.iter().filter(|&&c| c > 0.0).count()))
 }
 
 /// The error for a weighted sum that overflowed float64 (`what` = `value`),

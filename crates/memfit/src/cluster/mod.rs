@@ -4,13 +4,17 @@
 mod init;
 mod kmeans;
 mod params;
+mod pass;
 mod plan;
 mod predict;
 
-pub use init::{kmeans_plusplus, uniform_distinct, SequentialSample};
-pub use kmeans::{fit, KMeansFit, LabelSink, Observer, PlotSample, Progress, Timings};
-pub(crate) use kmeans::{overflow, scan};
+/// Progress events and cancellation (see [`crate::exec`]).
+pub use crate::exec::{Observer, Progress};
+pub use init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
+pub(crate) use kmeans::overflow;
+pub use kmeans::{fit, KMeansFit, LabelSink, PlotSample, Timings};
 pub use params::{Init, KMeansParams};
+pub use pass::AssignSink;
 pub(crate) use plan::kernel_tile_rows;
 pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};
-pub use predict::{plan_predict, plan_transform, predict, transform, AssignSink};
+pub use predict::{plan_predict, plan_transform, predict, transform};

@@ -1,6 +1,7 @@
 //! K-means hyperparameters, checked once into a valid configuration.
 
 use crate::error::{Error, Result};
+use crate::exec::RowSplit;
 
 /// How the initial centres are chosen.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +64,10 @@ pub struct KMeansParams {
     pub init_sample_rows: Option<usize>,
     /// Rows to keep (with their labels) for a scatter plot; 0 for none.
     pub plot_sample_rows: usize,
+    /// Row boundaries at which every pass runs in separate ranges whose
+    /// statistics are merged (default: whole passes); results are the same
+    /// bits for any split.
+    pub row_split: RowSplit,
 }
 
 impl Default for KMeansParams {
@@ -77,6 +82,7 @@ impl Default for KMeansParams {
             memory_limit_bytes: crate::plan::default_limit_bytes(),
             init_sample_rows: None,
             plot_sample_rows: 0,
+            row_split: RowSplit::default(),
         }
     }
 }

@@ -2,10 +2,12 @@
 //! each read block holds.
 
 use super::params::{Init, KMeansParams};
+use super::pass::{AssignStats, Assignment};
 use crate::error::{Error, Result};
+use crate::exec::{KeyedSample, ScanStats};
 use crate::io::WRITE_BUFFER_BYTES;
-use crate::kernels::{Accumulator, PreparedCenters, Scratch, CHUNK_ROWS};
-use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
+use crate::kernels::{PreparedCenters, Scratch};
+use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, CHUNK_ROWS, TILE_ROWS};
 
 /// Most centres per compute tile.
 pub const MAX_K_TILE: usize = 512;
@@ -37,7 +39,6 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let k_tile = params.n_clusters.min(MAX_K_TILE);
     let mut led = Ledger::default();
     led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
-    led.add("new center sums (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
     if n_init > 1 {
         led.add("best centers (float64)", k * d, 8, format!("{k} × {d} × 8 B, kept across {n_init} inits"));
     }
@@ -47,37 +48,36 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         1,
         "float64 values, radii + shifted values and norms for the fast path".into(),
     );
-    led.add("cluster weights", k, 8, format!("{k} × 8 B"));
     led.add("initial centers", n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));
     for (name, bytes) in &job.extra {
         led.add(name, *bytes, 1, "held by the caller".into());
     }
     let plot = params.plot_sample_rows.min(job.n_samples) as u64;
-    led.add("plot sample", plot, d * 8 + 4, format!("{plot} rows × ({d} × 8 + 4) B"));
+    let plot_per = KeyedSample::bytes_per_row(job.n_features);
+    led.add("plot sample", plot, plot_per, format!("{plot} rows × {plot_per} B"));
     if job.n_outputs > 0 {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
     let always = led.total();
     let w_row = job.w_scratch_per_row.map_or(0, |s| s as u64 + 8);
     let scan_row = job.x_scratch_per_row as u64 + d * c + w_row;
-    // label + distance + a share of the per-tile distance sums (8 B per tile,
-    // rounded up) + a share of the per-chunk partial sums.
-    // Partial sums: (⌈rows / CHUNK_ROWS⌉ + 1) chunks of `part` bytes, counted
-    // as 2 chunks held plus a per-row share.
-    let part = Accumulator::bytes_for(params.n_clusters, job.n_features, 0);
-    let chunk_share = part.div_ceil(CHUNK_ROWS as u64);
-    let iter_row = scan_row + 4 + 8 + 1 + chunk_share + 1;
+    // Per row: label and distance, and a share of the per-chunk statistics
+    // (those held for a block of `rows` rows: 2 + rows / CHUNK_ROWS, or 2).
+    let part = AssignStats::lloyd_bytes(params.n_clusters, job.n_features);
+    let held = |rows: u64| AssignStats::held(params.n_clusters, job.n_features, rows as usize) * part;
+    let chunk_share = (held(CHUNK_ROWS as u64) - held(0)).div_ceil(CHUNK_ROWS as u64);
+    let iter_row = scan_row + Assignment::<f64>::BYTES_PER_ROW + chunk_share;
     let min_rows = (TILE_ROWS as u64).min(n);
 
     // Validation and init phase.
     let kpp = matches!(params.init, Init::KMeansPlusPlus);
-    let init_per = if kpp { d * 8 + 16 } else { d * 8 };
+    let init_per = if kpp { KeyedSample::bytes_per_row(job.n_features) } else { d * 8 };
     let init_min = k.min(n);
     // Iteration phase, fixed part. Kernel tiles hold at most n rows and
     // shrink (results do not depend on them) before the job is refused.
-    let init_need = init_min * init_per + min_rows * scan_row;
+    let init_need = init_min * init_per + min_rows * scan_row + 2 * ScanStats::bytes(job.n_features);
     let tile = |rows: usize| Scratch::<f64>::bytes(rows, params.n_clusters, k_tile, job.n_features, job.compute_bytes);
-    let iter_fixed = |rows: usize| threads * k * 24 + threads * tile(rows) + 2 * part;
+    let iter_fixed = |rows: usize| threads * tile(rows) + held(0) + part;
     let needed = |rows: usize| always + init_need.max(iter_fixed(rows) + min_rows * iter_row);
     let tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(rows) <= limit);
     let iter_fixed = iter_fixed(tile_rows);
@@ -95,16 +95,17 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         });
     }
     let room = limit - always;
+    let scan_stats = 2 * ScanStats::bytes(job.n_features);
     let init_rows = if kpp {
         let wanted = params.init_sample_rows.map_or_else(
             || default_init_sample_rows(job.n_samples, job.n_features, params.n_clusters),
             |s| s.min(job.n_samples),
         ) as u64;
-        wanted.min((room - min_rows * scan_row) / init_per).max(init_min)
+        wanted.min((room - scan_stats - min_rows * scan_row) / init_per).max(init_min)
     } else {
         k
     };
-    let scan_rows = pick_block_rows(room - init_rows * init_per, scan_row, n, d * c, threads);
+    let scan_rows = pick_block_rows(room - scan_stats - init_rows * init_per, scan_row, n, d * c, threads);
     let rows = pick_block_rows(room - iter_fixed, iter_row, n, d * c, threads);
     let phase = "validation and init: ";
     if kpp {
@@ -112,19 +113,21 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             &format!("{phase}init sample (k-means++)"),
             init_rows,
             init_per,
-            format!("{init_rows} rows × ({d} × 8 + 16) B"),
+            format!("{init_rows} rows × {init_per} B (values, weight, key)"),
         );
     } else {
         led.add(&format!("{phase}init rows"), k, init_per, format!("{k} × {d} × 8 B"));
     }
     led.add(&format!("{phase}read blocks"), scan_rows, scan_row, format!("{scan_rows} rows × {scan_row} B"));
+    led.add(&format!("{phase}column statistics"), scan_stats, 1, "folded chunks + open chunk".into());
     let phase_a = led.total() - always;
     let phase = "iterations: ";
+    let n_stats = held(rows) / part.max(1);
     led.add(
-        &format!("{phase}farthest points (empty-cluster refill)"),
-        threads * k,
-        24,
-        format!("{threads} threads × {k} × 24 B"),
+        &format!("{phase}chunk statistics"),
+        n_stats,
+        part,
+        format!("{n_stats} × {part} B (per-cluster sums and weights, {k} farthest rows with values)"),
     );
     led.add(
         &format!("{phase}distance tiles"),
@@ -132,11 +135,12 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         1,
         format!("{threads} threads × {} B ({tile_rows} rows × {k_tile} centres)", tile(tile_rows)),
     );
+    let block_row = scan_row + Assignment::<f64>::BYTES_PER_ROW;
     led.add(
         &format!("{phase}read blocks"),
         rows,
-        iter_row,
-        format!("{rows} rows × {iter_row} B (scratch, values, label, distance, weight)"),
+        block_row,
+        format!("{rows} rows × {block_row} B (scratch, values, label, distance, weight)"),
     );
     let phase_b = led.total() - always - phase_a;
     let extra_label_pass = u64::from(n_init > 1 && (job.n_outputs > 0 || plot > 0));

@@ -2,19 +2,16 @@
 //! nearest centre of each row (`predict`) and the distances to every centre
 //! (`transform`), both from the same exact kernel.
 
-use super::kmeans::Assignment;
+use super::pass::{AssignPass, AssignSink, Assignment, Mode};
 use super::plan::{kernel_tile_rows, MAX_K_TILE};
-use crate::cluster::Observer;
+use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::{run_split, Block, Leaf, Observer, Pass, RowSplit};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
 use crate::kernels::{sq_distances_block, PreparedCenters, Scratch};
 use crate::plan::format_bytes;
 use crate::plan::{pick_block_rows, TILE_ROWS};
 use crate::plan::{Ledger, Plan};
-use crate::real::Real;
-
-/// Receives each block's labels and squared distances, in row order.
-pub type AssignSink<'f> = &'f mut dyn FnMut(&[u32], &[f64]) -> Result<()>;
 
 /// Plans [`predict`] of `x` against `n_clusters` centres in a compute type of
 /// `compute_bytes` bytes, on the current rayon pool, with a label file
@@ -153,14 +150,10 @@ pub fn predict<T: Real>(
     let d = x.n_features();
     let prepared = prepare::<T>(centers, n_clusters, d)?;
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-    let mut asg = Assignment::<T>::new(plan, n_clusters, d, false);
-    let mut inertia = 0.0;
-    blocks.for_each(&vec![0.0; d], &|| observer.cancelled(), |start, xb, _| {
-        check_finite(x, start, xb)?;
-        let rows = asg.run(xb, &prepared);
-        asg.add_weighted_sum(rows, None, &mut inertia);
-        out(&asg.labels[..rows], &asg.dist[..rows])
-    })?;
+    let mut asg = Assignment::<T>::new(plan, n_clusters, d);
+    let mut pass = AssignPass { centers: &prepared, asg: &mut asg, mode: Mode::Predict(out) };
+    let inertia =
+        run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &|| observer.cancelled())?.inertia;
     if !inertia.is_finite() {
         return Err(overflow(inertia));
     }
@@ -207,17 +200,33 @@ pub fn transform<T: Real>(
     let d = x.n_features();
     let prepared = prepare::<T>(centers, n_clusters, d)?;
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-    let mut dist = vec![0.0; plan.block_rows * n_clusters];
-    blocks.for_each(&vec![0.0; d], &|| observer.cancelled(), |start, xb, _| {
-        check_finite(x, start, xb)?;
-        let block = &mut dist[..xb.len() / d.max(1) * n_clusters];
-        sq_distances_block(xb, &prepared, block);
-        if let Some(v) = block.iter().find(|v| !v.is_finite()) {
+    let mut pass = TransformPass { centers: &prepared, dist: vec![0.0; plan.block_rows * n_clusters], out };
+    run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &|| observer.cancelled())
+}
+
+/// The pass of [`transform`]: distances of each block to every centre.
+struct TransformPass<'p, 'f, T> {
+    centers: &'p PreparedCenters<T>,
+    /// Row-major `(block_rows, n_clusters)` distances.
+    dist: Vec<f64>,
+    out: &'f mut dyn FnMut(&[f64]) -> Result<()>,
+}
+
+impl<T: Real> Pass<T> for TransformPass<'_, '_, T> {
+    type Stats = ();
+    fn new_stats(&self) {}
+    fn checks_finite(&self) -> bool {
+        true
+    }
+    fn block(&mut self, block: Block<'_, T>, _: &mut [Leaf<'_, ()>]) -> Result<()> {
+        let dist = &mut self.dist[..block.rows() * self.centers.n_clusters];
+        sq_distances_block(block.x, self.centers, dist);
+        if let Some(v) = dist.iter().find(|v| !v.is_finite()) {
             return Err(overflow(*v));
         }
-        block.iter_mut().for_each(|v| *v = v.sqrt());
-        out(block)
-    })
+        dist.iter_mut().for_each(|v| *v = v.sqrt());
+        (self.out)(dist)
+    }
 }
 
 /// Checks `centers` (row-major `(n_clusters, d)`) and prepares them.
@@ -243,18 +252,6 @@ fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize) -> Result<Prep
         });
     }
     Ok(PreparedCenters::new(centers, n_clusters, d))
-}
-
-/// The first non-finite value of the block `xb` (first row `start`) of `x`.
-fn check_finite<T: Real>(x: &Source<'_>, start: usize, xb: &[T]) -> Result<()> {
-    let d = x.n_features();
-    match xb.iter().position(|v| !v.to_f64().is_finite()) {
-        Some(p) => {
-            let (row, column) = (start + p / d, p % d);
-            Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 })
-        }
-        None => Ok(()),
-    }
 }
 
 /// Squared distances between the data and the centres overflowed `f64`.

@@ -1,8 +1,8 @@
 //! Row blocks read into buffers that are allocated once and reused.
 
 use super::source::Source;
+use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::real::Real;
 
 /// Reads the rows of a [`Source`] (and optionally per-row weights) block by
 /// block, converted to `T` and shifted, into buffers of `block_rows` rows
@@ -60,26 +60,40 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
         &mut self,
         shift: &[f64],
         cancelled: &dyn Fn() -> bool,
+        f: impl FnMut(usize, &[T], Option<&[f64]>) -> Result<()>,
+    ) -> Result<()> {
+        self.for_each_in(0..self.x.n_samples(), shift, cancelled, f)
+    }
+
+    /// [`Self::for_each`] over the rows `rows` only (within the data);
+    /// blocks start at `rows.start` and every `block_rows` rows after it.
+    ///
+    /// # Errors
+    /// As [`Self::for_each`].
+    pub fn for_each_in(
+        &mut self,
+        rows: std::ops::Range<usize>,
+        shift: &[f64],
+        cancelled: &dyn Fn() -> bool,
         mut f: impl FnMut(usize, &[T], Option<&[f64]>) -> Result<()>,
     ) -> Result<()> {
-        let n = self.x.n_samples();
         let d = self.x.n_features();
-        let mut start = 0;
-        while start < n {
+        let mut start = rows.start;
+        while start < rows.end {
             if cancelled() {
                 return Err(Error::Cancelled);
             }
-            let rows = self.block_rows.min(n - start);
-            self.x.read_rows(start, rows, shift, &mut self.x_scratch, &mut self.values)?;
+            let n = self.block_rows.min(rows.end - start);
+            self.x.read_rows(start, n, shift, &mut self.x_scratch, &mut self.values)?;
             let w = match self.w {
                 Some(ws) => {
-                    ws.read_rows::<f64>(start, rows, &[0.0], &mut self.w_scratch, &mut self.weights)?;
-                    Some(&self.weights[..rows])
+                    ws.read_rows::<f64>(start, n, &[0.0], &mut self.w_scratch, &mut self.weights)?;
+                    Some(&self.weights[..n])
                 }
                 None => None,
             };
-            f(start, &self.values[..rows * d], w)?;
-            start += rows;
+            f(start, &self.values[..n * d], w)?;
+            start += n;
         }
         Ok(())
     }

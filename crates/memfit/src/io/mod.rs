@@ -15,8 +15,8 @@ pub use writer::{
     write_bytes_atomic, write_npy, AtomicFile, NpyWriter, WRITE_BUFFER_BYTES,
 };
 
+use crate::dtype::Real;
 use crate::error::Result;
-use crate::real::Real;
 use std::path::Path;
 
 /// Reads a whole (small) 2-D `.npy` file, such as saved centres, as `f64`

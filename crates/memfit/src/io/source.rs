@@ -17,8 +17,8 @@ use rayon::prelude::*;
 
 use super::dtype::{decode, decode_integer, Dtype, Endian, InexactInteger};
 use super::npy_header::{header_len, parse_header, HeaderError, NpyHeader, PREAMBLE_BYTES};
+use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::real::Real;
 
 /// An opened `.npy` file: its header, validated against the file's length.
 #[derive(Debug)]

@@ -10,7 +10,7 @@
 
 use multiversion::multiversion;
 
-use crate::real::Real;
+use crate::dtype::Real;
 
 /// Centres handled per step of the direct kernel and of the vectorised
 /// argmin (one SIMD register of `f32`).

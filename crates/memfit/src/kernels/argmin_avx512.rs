@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::real::Real;
+use crate::dtype::Real;
 
 /// Centres per vector.
 const WIDTH: usize = 16;

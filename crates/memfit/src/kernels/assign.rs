@@ -59,7 +59,7 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::argmin::{direct_argmin, tile_argmin, LANES};
-use crate::real::Real;
+use crate::dtype::Real;
 
 /// Widest data (in features) assigned by the direct register kernel; wider
 /// data go through faer's GEMM on tiles. Measured on 1,000,000 × d rows,

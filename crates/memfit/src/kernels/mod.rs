@@ -6,7 +6,7 @@ mod argmin;
 mod argmin_avx512;
 mod assign;
 
-pub use accumulate::{accumulate_block, Accumulator, CHUNK_ROWS};
+pub use accumulate::{accumulate_block, accumulate_rows, MAX_PARTIAL_BYTES};
 pub use argmin::LANES;
 pub use assign::{
     assign_block, assign_reference, assign_rows, exact_sq_dist, sq_distances_block, PreparedCenters, Scratch,

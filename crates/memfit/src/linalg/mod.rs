@@ -7,7 +7,7 @@ mod scatter;
 
 pub use quadratic_form::{plan_row_quadratic_form, row_quadratic_form};
 pub(crate) use scatter::add_tile_scatter;
-pub use scatter::{plan_weighted_scatter, weighted_scatter};
+pub use scatter::{plan_weighted_scatter, weighted_scatter, weighted_scatter_split};
 
 use crate::error::{Error, Result};
 use crate::plan::{format_bytes, Ledger};
@@ -25,21 +25,4 @@ fn check_fits(led: &Ledger, per_row: u64, n: u64, limit_bytes: u64, what: String
         what,
         hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
     })
-}
-
-/// Fails with [`Error::NonFinite`] at the first non-finite value of a block
-/// (row-major, `d` columns, first row `start`).
-pub(crate) fn check_finite<T: crate::Real>(
-    x: &crate::io::Source<'_>,
-    block: &[T],
-    d: usize,
-    start: usize,
-) -> Result<()> {
-    match block.iter().position(|v| !v.to_f64().is_finite()) {
-        None => Ok(()),
-        Some(p) => {
-            let (row, column) = (start + p / d, p % d);
-            Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 })
-        }
-    }
 }

@@ -4,11 +4,12 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
-use super::{check_finite, check_fits};
+use super::check_fits;
+use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::{run_split, Block, Leaf, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::plan::{pick_block_rows, Ledger, Plan, TILE_ROWS};
-use crate::real::Real;
 
 /// Plans [`row_quadratic_form`] of `x` (shape `(n_samples, n_features)`) in a
 /// compute type of `compute_bytes` bytes, on the current rayon pool. Buffers:
@@ -75,17 +76,48 @@ pub fn row_quadratic_form<T: Real>(
         return Err(Error::NonFinite { path: "Q".into(), row: i / d, column: i % d, value: q[i], count: 1 });
     }
     let qt: Vec<T> = q.iter().map(|&v| T::from_f64(v)).collect();
-    let qm = MatRef::from_row_major_slice(&qt, d, d);
     let workers = plan.threads.max(1);
-    let mut tiles: Vec<Vec<T>> = (0..workers).map(|_| vec![T::default(); TILE_ROWS * d]).collect();
-    let mut result = vec![0.0; plan.block_rows];
+    let mut pass = QuadraticPass {
+        qt,
+        d,
+        tiles: (0..workers).map(|_| vec![T::default(); TILE_ROWS * d]).collect(),
+        result: vec![0.0; plan.block_rows],
+        out,
+        name: x.name(),
+    };
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-    let zero = vec![0.0; d];
-    blocks.for_each(&zero, cancelled, |start, xb, _| {
-        check_finite(x, xb, d, start)?;
-        let rows = xb.len() / d.max(1);
-        let per = rows.div_ceil(TILE_ROWS).div_ceil(workers).max(1) * TILE_ROWS;
-        tiles.par_iter_mut().zip(result[..rows].par_chunks_mut(per)).enumerate().for_each(|(w, (tile, res))| {
+    run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], cancelled)
+}
+
+/// The pass of [`row_quadratic_form`]: tiles of 256 rows dealt to threads.
+struct QuadraticPass<'f, T> {
+    /// `Q` in the compute type, row-major `(d, d)`.
+    qt: Vec<T>,
+    d: usize,
+    /// One `(256, d)` product tile per thread.
+    tiles: Vec<Vec<T>>,
+    /// One block of results.
+    result: Vec<f64>,
+    out: &'f mut dyn FnMut(&[f64]) -> Result<()>,
+    /// The data's name, for errors.
+    name: std::path::PathBuf,
+}
+
+impl<T: Real> Pass<T> for QuadraticPass<'_, T> {
+    type Stats = ();
+
+    fn new_stats(&self) {}
+
+    fn checks_finite(&self) -> bool {
+        true
+    }
+
+    fn block(&mut self, block: Block<'_, T>, _: &mut [Leaf<'_, ()>]) -> Result<()> {
+        let (d, rows, xb) = (self.d, block.rows(), block.x);
+        let qm = MatRef::from_row_major_slice(&self.qt, d, d);
+        let per = rows.div_ceil(TILE_ROWS).div_ceil(self.tiles.len()).max(1) * TILE_ROWS;
+        let result = &mut self.result[..rows];
+        self.tiles.par_iter_mut().zip(result.par_chunks_mut(per)).enumerate().for_each(|(w, (tile, res))| {
             for (t, r) in res.chunks_mut(TILE_ROWS).enumerate() {
                 let r0 = w * per + t * TILE_ROWS;
                 let xt = &xb[r0 * d..(r0 + r.len()) * d];
@@ -104,19 +136,19 @@ pub fn row_quadratic_form<T: Real>(
                 }
             }
         });
-        if let Some(i) = result[..rows].iter().position(|v| !v.is_finite()) {
+        if let Some(i) = result.iter().position(|v| !v.is_finite()) {
             return Err(Error::param(
                 "X",
                 format!(
                     "{}: x_iᵀ Q x_i of row {} overflows float64 ({}); hint: rescale X or Q",
-                    x.name().display(),
-                    start + i,
+                    self.name.display(),
+                    block.start + i,
                     result[i]
                 ),
             ));
         }
-        out(&result[..rows])
-    })
+        (self.out)(result)
+    }
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use super::{check_finite, check_fits};
+use super::check_fits;
 use crate::error::{Error, Result};
+use crate::exec::{run_split, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::plan::{pick_block_rows, Ledger, Plan, TILE_ROWS};
 
@@ -19,7 +20,7 @@ pub fn plan_weighted_scatter(x: &Source<'_>, w: Option<&Source<'_>>, limit_bytes
     let (n, d) = (x.n_samples() as u64, x.n_features() as u64);
     let threads = rayon::current_num_threads() as u64;
     let mut led = Ledger::default();
-    led.add("scatter (float64)", d * d, 8, format!("{d} × {d} × 8 B"));
+    led.add("scatter (float64): folded chunks + open chunk", 2 * d * d, 8, format!("2 × {d} × {d} × 8 B"));
     led.add("weighted tile (float64)", TILE_ROWS as u64 * d, 8, format!("{TILE_ROWS} × {d} × 8 B"));
     let per_row = x.scratch_bytes_per_row() as u64 + d * 8 + w.map_or(0, |w| w.scratch_bytes_per_row() as u64 + 8);
     check_fits(&led, per_row, n, limit_bytes, format!("weighted_scatter with n_features = {d}"))?;
@@ -47,6 +48,22 @@ pub fn weighted_scatter(
     plan: &Plan,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Vec<f64>> {
+    weighted_scatter_split(x, w, plan, &RowSplit::default(), cancelled)
+}
+
+/// [`weighted_scatter`] with its pass run as the row ranges of `split`
+/// (the same bits for any split).
+///
+/// # Errors
+/// As [`weighted_scatter`]; [`Error::InvalidParameter`] (`rows`) for a
+/// split not on multiples of [`crate::plan::CHUNK_ROWS`].
+pub fn weighted_scatter_split(
+    x: &Source<'_>,
+    w: Option<&Source<'_>>,
+    plan: &Plan,
+    split: &RowSplit,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<f64>> {
     let d = x.n_features();
     if let Some(w) = w {
         if w.n_samples() != x.n_samples() {
@@ -58,29 +75,9 @@ pub fn weighted_scatter(
             });
         }
     }
-    let mut s = vec![0.0; d * d];
-    let mut weighted = vec![0.0; TILE_ROWS * d];
     let mut blocks = BlockReader::<f64>::new(x, w, plan.block_rows);
-    let zero = vec![0.0; d];
-    let par = Par::rayon(plan.threads.max(1));
-    blocks.for_each(&zero, cancelled, |start, xb, wb| {
-        check_finite(x, xb, d, start)?;
-        if let Some(wb) = wb {
-            if let Some(i) = wb.iter().position(|v| !v.is_finite()) {
-                return Err(Error::NonFinite {
-                    path: "weights".into(),
-                    row: start + i,
-                    column: 0,
-                    value: wb[i],
-                    count: 1,
-                });
-            }
-        }
-        for (t, xt) in xb.chunks(TILE_ROWS * d).enumerate() {
-            add_tile_scatter(xt, wb.map(|w| &w[t * TILE_ROWS..]), d, &mut weighted, &mut s, par);
-        }
-        Ok(())
-    })?;
+    let mut pass = ScatterPass { d, weighted: vec![0.0; TILE_ROWS * d], par: Par::rayon(plan.threads.max(1)) };
+    let s = run_split(&mut pass, &mut blocks, split, &vec![0.0; d], cancelled)?.0;
     if let Some(i) = s.iter().position(|v| !v.is_finite()) {
         return Err(Error::param(
             "X",
@@ -94,6 +91,62 @@ pub fn weighted_scatter(
         ));
     }
     Ok(s)
+}
+
+/// `S` of some rows, row-major `(d, d)`.
+struct Scatter(Vec<f64>);
+
+impl Merge for Scatter {
+    fn merge(&mut self, next: &Self) {
+        self.0.iter_mut().zip(&next.0).for_each(|(a, b)| *a += b);
+    }
+    fn clear(&mut self) {
+        self.0.fill(0.0);
+    }
+}
+
+/// The pass of [`weighted_scatter`]: one GEMM per tile of 256 rows, tiles
+/// added in row order within a chunk.
+struct ScatterPass {
+    d: usize,
+    /// One weighted tile, `(256, d)`.
+    weighted: Vec<f64>,
+    par: Par,
+}
+
+impl Pass<f64> for ScatterPass {
+    type Stats = Scatter;
+
+    fn new_stats(&self) -> Scatter {
+        Scatter(vec![0.0; self.d * self.d])
+    }
+
+    fn checks_finite(&self) -> bool {
+        true
+    }
+
+    fn block(&mut self, block: Block<'_, f64>, leaves: &mut [Leaf<'_, Scatter>]) -> Result<()> {
+        if let Some(wb) = block.w {
+            if let Some(i) = wb.iter().position(|v| !v.is_finite()) {
+                return Err(Error::NonFinite {
+                    path: "weights".into(),
+                    row: block.start + i,
+                    column: 0,
+                    value: wb[i],
+                    count: 1,
+                });
+            }
+        }
+        let d = self.d;
+        for leaf in leaves.iter_mut() {
+            let b = block.sub(leaf.rows.clone());
+            for (t, xt) in b.x.chunks(TILE_ROWS * d).enumerate() {
+                let w = b.w.map(|w| &w[t * TILE_ROWS..]);
+                add_tile_scatter(xt, w, d, &mut self.weighted, &mut leaf.stats.0, self.par);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Adds `X_tᵀ diag(w) X_t` for one tile `xt` (row-major `(rows, d)`, at most

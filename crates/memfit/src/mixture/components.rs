@@ -17,9 +17,9 @@ use faer::linalg::triangular_inverse::invert_lower_triangular;
 use faer::{MatMut, MatRef, Par};
 
 use super::params::CovarianceType;
+use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::io::Source;
-use crate::real::Real;
 
 /// Values in a packed lower triangle of a `d × d` matrix.
 pub fn packed_len(d: usize) -> usize {

@@ -11,20 +11,21 @@
 
 use std::time::Instant;
 
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::components::{cov_len, full_covariance, precision_cholesky, CholWork, Estep, Params};
 use super::mstep::finalize;
 use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
-use super::pass::{Stats, Workspace};
-use crate::cluster::{kmeans_plusplus, plan_kmeans, scan, uniform_distinct, Init, KMeansParams};
-use crate::cluster::{Observer, Progress, MAX_K_TILE};
+use super::pass::Workspace;
+use super::passes::{EPass, EmPass, InitPass, InitResp, Nearest, Sums};
+use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct, Init, KMeansParams, MAX_K_TILE};
+use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::{run_split, scan, Observer, Progress, RowSplit};
 use crate::io::{BlockReader, Source};
-use crate::kernels::{assign_block, PreparedCenters, Scratch};
+use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::{Job, Plan};
-use crate::real::Real;
 
 /// Seconds spent per phase.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -174,16 +175,6 @@ impl GmmFit {
     }
 }
 
-/// Initial responsibilities of one run.
-enum InitResp {
-    /// One-hot at the nearest of these centres (shifted, `(K, d)`).
-    Nearest(Vec<f64>),
-    /// One-hot at these rows (sorted `(row, component)`), with their values.
-    Rows(Vec<(usize, usize)>, Vec<f64>),
-    /// Uniform random, normalised per row, from this seed.
-    Uniform(u64),
-}
-
 /// Fits a Gaussian mixture to `x` (shape `(n_samples, n_features)`, any
 /// supported dtype, converted block by block to the compute type `T`), with
 /// optional `sample_weight` (shape `(n_samples,)`), within `plan` (from
@@ -214,7 +205,8 @@ pub fn fit<T: Real>(
     let mut timings = GmmTimings::default();
     let mut warnings = Vec::new();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
-    let mut sample_rng = ChaCha8Rng::seed_from_u64(master.next_u64());
+    let sample_seed = master.next_u64();
+    let split = &params.row_split;
     let needs_init = !params.fully_initialised();
     let kpp = needs_init && params.init_params == InitMethod::KMeansPlusPlus;
     if kpp {
@@ -231,7 +223,7 @@ pub fn fit<T: Real>(
     observer.event(&Progress::Phase("validating"));
     let clock = Instant::now();
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.scan_block_rows);
-    let scanned = scan(&mut blocks, if kpp { plan.init_sample_rows } else { 0 }, &mut sample_rng, &*observer)?;
+    let scanned = scan(&mut blocks, split, if kpp { plan.init_sample_rows } else { 0 }, sample_seed, &*observer)?;
     // The scan's blocks are released before the initialisation: a k-means
     // initialisation plans against the whole limit.
     drop(blocks);
@@ -257,6 +249,7 @@ pub fn fit<T: Real>(
                         n_init: Some(1),
                         random_state: seed,
                         memory_limit_bytes: params.memory_limit_bytes,
+                        row_split: split.clone(),
                         ..KMeansParams::default()
                     };
                     let kplan = plan_kmeans(&kp, &Job::new(x, sample_weight, size_of::<T>(), 0))?;
@@ -298,7 +291,6 @@ pub fn fit<T: Real>(
         work_mats(t, plan.threads),
     );
     let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.tile_rows, plan.threads);
-    let mut stats = Stats::new(k, d);
     let mut tied_scatter: Vec<f64> = Vec::new();
     let mut best: Option<(usize, Params, Vec<f64>, bool)> = None;
     let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
@@ -308,16 +300,31 @@ pub fn fit<T: Real>(
         let clock = Instant::now();
         if let Some(init) = init {
             observer.event(&Progress::Phase("init"));
-            let reference = match &init {
-                InitResp::Nearest(c) => c.clone(),
-                InitResp::Rows(_, m) => m.clone(),
-                InitResp::Uniform(_) => vec![0.0; k * d],
-            };
+            let reference = init.reference(k, d);
             let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
-            stats.begin(t, std::mem::take(&mut cur.cov), &reference, want_scatter);
-            init_pass(&init, k, d, &mut blocks, &shift, &mut ws, &mut stats, &mut work.mats, plan, &|| {
-                observer.cancelled()
-            })?;
+            drop(std::mem::take(&mut cur.cov));
+            let nearest = match &init {
+                InitResp::Nearest(c) => Some(Nearest {
+                    centers: PreparedCenters::<T>::new(c, k, d),
+                    labels: vec![0; plan.block_rows],
+                    dist: vec![0.0; plan.block_rows],
+                    tiles: (0..plan.threads.max(1))
+                        .map(|_| Scratch::<T>::new(plan.assign_tile_rows, k, k.min(MAX_K_TILE), d))
+                        .collect(),
+                    tile_rows: plan.assign_tile_rows,
+                    k_tile: k.min(MAX_K_TILE),
+                }),
+                _ => None,
+            };
+            let mut pass = InitPass {
+                init: &init,
+                nearest,
+                ws: &mut ws,
+                mats: &mut work.mats,
+                sums: Sums { t, reference: &reference, scatter: want_scatter },
+                k,
+            };
+            let mut stats = run_split(&mut pass, &mut blocks, split, &shift, &|| observer.cancelled())?;
             if want_scatter {
                 tied_scatter = std::mem::take(&mut stats.scatter);
             }
@@ -352,16 +359,19 @@ pub fn fit<T: Real>(
         for it in 1..=params.max_iter {
             let pass_clock = Instant::now();
             let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
-            stats.begin(t, std::mem::take(&mut cur.cov), &es.means, want_scatter);
-            blocks.for_each(&shift, &|| observer.cancelled(), |start, xb, wb| {
-                let t0 = Instant::now();
-                ws.e_step(x, xb, start, wb, &es, &mut stats.log_likelihood)?;
-                let t1 = Instant::now();
-                ws.m_step(xb, wb, &mut stats, &mut work.mats);
-                timings.e_step_secs += (t1 - t0).as_secs_f64();
-                timings.m_step_secs += t1.elapsed().as_secs_f64();
-                Ok(())
-            })?;
+            drop(std::mem::take(&mut cur.cov));
+            let reference = es.means.clone();
+            let mut pass = EmPass {
+                x,
+                es: &es,
+                ws: &mut ws,
+                mats: &mut work.mats,
+                sums: Sums { t, reference: &reference, scatter: want_scatter },
+                secs: (0.0, 0.0),
+            };
+            let mut stats = run_split(&mut pass, &mut blocks, split, &shift, &|| observer.cancelled())?;
+            timings.e_step_secs += pass.secs.0;
+            timings.m_step_secs += pass.secs.1;
             e_steps += 1;
             if want_scatter {
                 tied_scatter = std::mem::take(&mut stats.scatter);
@@ -427,7 +437,7 @@ pub fn fit<T: Real>(
 
     observer.event(&Progress::Phase("final E-step"));
     let clock = Instant::now();
-    let log_likelihood = e_pass(x, &mut blocks, &shift, &mut ws, &es, outputs, false, &|| observer.cancelled())?;
+    let log_likelihood = e_pass(x, &mut blocks, split, &shift, &mut ws, &es, outputs, false, &|| observer.cancelled())?;
     timings.final_pass_secs = clock.elapsed().as_secs_f64();
     let score = log_likelihood / n_eff;
     let n_parameters = t.n_cov_parameters(k, d) + k * d + k - 1;
@@ -482,69 +492,6 @@ fn one_hot_rows(rows: Vec<usize>, means: Vec<f64>) -> InitResp {
     InitResp::Rows(pairs, means)
 }
 
-/// The initial M-step: sums of every block under the initial responsibilities.
-#[allow(clippy::too_many_arguments)]
-fn init_pass<T: Real>(
-    init: &InitResp,
-    k: usize,
-    d: usize,
-    blocks: &mut BlockReader<'_, '_, T>,
-    shift: &[f64],
-    ws: &mut Workspace<T>,
-    stats: &mut Stats,
-    mats: &mut [Vec<f64>],
-    plan: &Plan,
-    cancel: &dyn Fn() -> bool,
-) -> Result<()> {
-    let (block_rows, tile_rows) = (blocks.block_rows(), plan.assign_tile_rows);
-    let (mut labels, mut dist, mut tiles, prepared) = match init {
-        InitResp::Nearest(c) => {
-            let k_tile = k.min(MAX_K_TILE);
-            (
-                vec![0u32; block_rows],
-                vec![0.0; block_rows],
-                (0..plan.threads.max(1)).map(|_| Scratch::<T>::new(tile_rows, k, k_tile, d)).collect::<Vec<_>>(),
-                Some((PreparedCenters::<T>::new(c, k, d), k_tile)),
-            )
-        }
-        _ => (Vec::new(), Vec::new(), Vec::new(), None),
-    };
-    let mut rng = match init {
-        InitResp::Uniform(seed) => ChaCha8Rng::seed_from_u64(*seed),
-        _ => ChaCha8Rng::seed_from_u64(0),
-    };
-    blocks.for_each(shift, cancel, |start, xb, wb| {
-        let rows = xb.len() / d;
-        let resp = &mut ws.resp[..rows * k];
-        match init {
-            InitResp::Nearest(_) => {
-                let (c, k_tile) = prepared.as_ref().expect("set for Nearest");
-                assign_block(xb, c, tile_rows, *k_tile, &mut tiles, &mut labels[..rows], &mut dist[..rows]);
-                resp.fill(0.0);
-                for (i, &l) in labels[..rows].iter().enumerate() {
-                    resp[i * k + l as usize] = 1.0;
-                }
-            }
-            InitResp::Rows(pairs, _) => {
-                resp.fill(0.0);
-                let from = pairs.partition_point(|&(r, _)| r < start);
-                for &(r, c) in pairs[from..].iter().take_while(|&&(r, _)| r < start + rows) {
-                    resp[(r - start) * k + c] = 1.0;
-                }
-            }
-            InitResp::Uniform(_) => {
-                for row in resp.chunks_mut(k) {
-                    row.iter_mut().for_each(|v| *v = rng.random::<f64>());
-                    let s: f64 = row.iter().sum();
-                    row.iter_mut().for_each(|v| *v /= s);
-                }
-            }
-        }
-        ws.m_step(xb, wb, stats, mats);
-        Ok(())
-    })
-}
-
 /// One E-step pass with parameters `es`; sends per-sample results to
 /// `outputs` and returns `Σ_i w_i log p(x_i)`; with `validate`, fails at the
 /// first non-finite value (data a fit has not already checked).
@@ -552,6 +499,7 @@ fn init_pass<T: Real>(
 pub(crate) fn e_pass<T: Real>(
     x: &Source<'_>,
     blocks: &mut BlockReader<'_, '_, T>,
+    split: &RowSplit,
     shift: &[f64],
     ws: &mut Workspace<T>,
     es: &Estep<T>,
@@ -559,38 +507,9 @@ pub(crate) fn e_pass<T: Real>(
     validate: bool,
     cancel: &dyn Fn() -> bool,
 ) -> Result<f64> {
-    let k = es.k;
-    let mut labels = vec![0u32; if outputs.labels.is_some() { blocks.block_rows() } else { 0 }];
-    let mut total = 0.0;
-    blocks.for_each(shift, cancel, |start, xb, wb| {
-        let rows = xb.len() / es.d;
-        if validate {
-            crate::linalg::check_finite(x, xb, es.d, start)?;
-        }
-        ws.e_step(x, xb, start, wb, es, &mut total)?;
-        let resp = &ws.resp[..rows * k];
-        if let Some(f) = outputs.labels.as_deref_mut() {
-            for (l, row) in labels.iter_mut().zip(resp.chunks(k)) {
-                // First maximum, as numpy's argmax.
-                let mut best = 0;
-                for (c, v) in row.iter().enumerate() {
-                    if *v > row[best] {
-                        best = c;
-                    }
-                }
-                *l = best as u32;
-            }
-            f(&labels[..rows])?;
-        }
-        if let Some(f) = outputs.proba.as_deref_mut() {
-            f(resp)?;
-        }
-        if let Some(f) = outputs.log_likelihood.as_deref_mut() {
-            f(&ws.log_norm[..rows])?;
-        }
-        Ok(())
-    })?;
-    Ok(total)
+    let labels = vec![0u32; if outputs.labels.is_some() { blocks.block_rows() } else { 0 }];
+    let mut pass = EPass { x, es, ws, outputs, labels, validate };
+    run_split(&mut pass, blocks, split, shift, cancel)
 }
 
 #[cfg(test)]

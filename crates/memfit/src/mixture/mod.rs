@@ -15,6 +15,7 @@ mod model_dir;
 mod mstep;
 mod params;
 mod pass;
+mod passes;
 mod plan;
 mod predict;
 

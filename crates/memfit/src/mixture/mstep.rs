@@ -120,8 +120,7 @@ mod tests {
 
     /// Sums of one component over `rows` (one feature), centred on `reference`.
     fn stats(t: CovarianceType, rows: &[f64], reference: f64) -> Stats {
-        let mut s = Stats::new(1, 1);
-        s.begin(t, Vec::new(), &[reference], false);
+        let mut s = Stats::zeros(t, 1, 1, &[reference], false);
         s.nk[0] = rows.len() as f64;
         s.s1[0] = rows.iter().map(|x| x - reference).sum();
         s.s2[0] = rows.iter().map(|x| (x - reference).powi(2)).sum();

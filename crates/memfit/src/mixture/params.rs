@@ -2,6 +2,7 @@
 //! `GaussianMixture`, checked once into a valid configuration.
 
 use crate::error::{Error, Result};
+use crate::exec::RowSplit;
 use crate::io::Source;
 
 /// The form of each component's covariance (scikit-learn's `covariance_type`).
@@ -177,6 +178,10 @@ pub struct GmmParams<'a> {
     /// scikit-learn's `warm_start`), so a converged model refitted is
     /// converged after one iteration. Default `None` (−∞).
     pub lower_bound_init: Option<f64>,
+    /// Row boundaries at which every pass runs in separate ranges whose
+    /// statistics are merged (default: whole passes); results are the same
+    /// bits for any split.
+    pub row_split: RowSplit,
 }
 
 impl Default for GmmParams<'_> {
@@ -195,6 +200,7 @@ impl Default for GmmParams<'_> {
             random_state: 0,
             memory_limit_bytes: crate::plan::default_limit_bytes(),
             lower_bound_init: None,
+            row_split: RowSplit::default(),
         }
     }
 }

@@ -26,11 +26,12 @@ use rayon::prelude::*;
 
 use super::components::{packed_len, Estep, Prec};
 use super::params::CovarianceType;
+use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::Merge;
 use crate::io::Source;
 use crate::linalg::add_tile_scatter;
 use crate::plan::TILE_ROWS;
-use crate::real::Real;
 
 /// Responsibilities (times the sample weight) below this are skipped in the
 /// M-step. Each skipped row changes `N_k` by less than 1e-32 while `N_k`
@@ -84,32 +85,42 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
-    /// Empty sums for `k` components of `d` features; [`Self::begin`]
-    /// sizes them for a pass.
-    pub(crate) fn new(k: usize, d: usize) -> Self {
+    /// Zero sums for `k` components of `d` features centred on `reference`
+    /// (`(k, d)`): second moments sized for `t` (tied needs none), and the
+    /// tied data scatter with `scatter`.
+    pub(crate) fn zeros(t: CovarianceType, k: usize, d: usize, reference: &[f64], scatter: bool) -> Self {
         Stats {
             nk: vec![0.0; k],
             s1: vec![0.0; k * d],
-            s2: Vec::new(),
-            reference: vec![0.0; k * d],
-            scatter: Vec::new(),
+            s2: vec![0.0; if t == CovarianceType::Tied { 0 } else { super::components::cov_len(t, k, d) }],
+            reference: reference.to_vec(),
+            scatter: vec![0.0; if scatter { d * d } else { 0 }],
             log_likelihood: 0.0,
         }
     }
 
-    /// Zeroes the sums for a pass centred on `reference`. The second-moment
-    /// sums take over `cov` (the covariance storage, free while a pass
-    /// runs; tied needs none); with `scatter`, the pass also accumulates the
-    /// tied data scatter.
-    pub(crate) fn begin(&mut self, t: CovarianceType, cov: Vec<f64>, reference: &[f64], scatter: bool) {
-        let (k, d) = (self.nk.len(), reference.len() / self.nk.len().max(1));
-        self.s2 = cov;
-        self.s2.clear();
-        self.s2.resize(if t == CovarianceType::Tied { 0 } else { super::components::cov_len(t, k, d) }, 0.0);
+    /// Bytes of [`Self::zeros`] (with the scatter).
+    pub(crate) fn bytes(t: CovarianceType, k: usize, d: usize) -> u64 {
+        let s2 = if t == CovarianceType::Tied { d * d } else { super::components::cov_len(t, k, d) };
+        ((k + 2 * k * d + s2) * 8) as u64
+    }
+}
+
+impl Merge for Stats {
+    fn merge(&mut self, next: &Self) {
+        let add = |a: &mut [f64], b: &[f64]| a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+        add(&mut self.nk, &next.nk);
+        add(&mut self.s1, &next.s1);
+        add(&mut self.s2, &next.s2);
+        add(&mut self.scatter, &next.scatter);
+        self.log_likelihood += next.log_likelihood;
+    }
+
+    fn clear(&mut self) {
         self.nk.fill(0.0);
         self.s1.fill(0.0);
-        self.reference.copy_from_slice(reference);
-        self.scatter = if scatter { vec![0.0; d * d] } else { Vec::new() };
+        self.s2.fill(0.0);
+        self.scatter.fill(0.0);
         self.log_likelihood = 0.0;
     }
 }

@@ -3,9 +3,10 @@
 use super::components::{cov_len, prec_len, precision_read_bytes, CholWork};
 use super::em::work_mats;
 use super::params::{CovarianceType, GmmParams, InitMethod};
-use super::pass::Workspace;
+use super::pass::{Stats, Workspace};
 use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
 use crate::error::{Error, Result};
+use crate::exec::{KeyedSample, ScanStats};
 use crate::io::WRITE_BUFFER_BYTES;
 use crate::kernels::Scratch;
 use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
@@ -52,12 +53,12 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     }
     led.add("means (compute dtype)", k * d, c, format!("{k} × {d} × {c} B"));
     if !predict_only {
-        led.add("covariances = second-moment sums (float64)", cl, 8, cov_detail);
+        let sums = Stats::bytes(t, ku, du);
         led.add(
-            "first-moment sums, reference means (float64)",
-            2 * k * d + k,
-            8,
-            format!("(2 × {k} × {d} + {k}) × 8 B"),
+            "sums of a pass (float64): folded chunks + open chunk",
+            2,
+            sums,
+            format!("2 × {sums} B (N_k, first moments, reference means, {cov_detail}); the covariances are rebuilt from them"),
         );
         if t == CovarianceType::Tied {
             led.add("data scatter (float64)", d * d, 8, format!("{d} × {d} × 8 B"));
@@ -110,6 +111,12 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
             format!("{} outputs × 2 buffers", job.n_outputs),
         );
     }
+    led.add(
+        "validation column statistics",
+        2 * ScanStats::bytes(du),
+        1,
+        "folded chunks + open chunk (validation pass only)".into(),
+    );
     for (name, bytes) in &job.extra {
         led.add(name, *bytes, 1, "held by the caller".into());
     }
@@ -119,7 +126,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     let em_row = scan_row + Workspace::<f64>::bytes_per_row(ku) + 12;
     let min_rows = (TILE_ROWS as u64).min(n);
     let kpp = params.init_params == InitMethod::KMeansPlusPlus && !params.fully_initialised() && !predict_only;
-    let sample_per = d * 8 + 24;
+    let sample_per = KeyedSample::bytes_per_row(du);
     let sample_min = if kpp { k.min(n) * sample_per } else { 0 };
     let rows_min = (min_rows * em_row).max(sample_min + min_rows * scan_row);
     // The k-means initialisation assigns rows to its centres with the

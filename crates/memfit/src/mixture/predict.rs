@@ -6,11 +6,11 @@ use super::em::{e_pass, Outputs};
 use super::params::{CovarianceType, GmmParams};
 use super::pass::Workspace;
 use super::plan::plan_gmm;
-use crate::cluster::{Observer, Progress};
+use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::{Observer, Progress, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::plan::{Job, Plan};
-use crate::real::Real;
 
 /// A fitted mixture as a saved model holds it.
 #[derive(Debug)]
@@ -100,6 +100,7 @@ pub fn predict<T: Real>(
     let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.tile_rows, plan.threads);
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
     observer.event(&Progress::Phase("predicting"));
-    let total = e_pass(x, &mut blocks, &shift, &mut ws, &es, outputs, true, &|| observer.cancelled())?;
+    let total =
+        e_pass(x, &mut blocks, &RowSplit::default(), &shift, &mut ws, &es, outputs, true, &|| observer.cancelled())?;
     Ok(total / x.n_samples() as f64)
 }

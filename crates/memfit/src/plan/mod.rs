@@ -7,10 +7,11 @@
 //! memory stays under the limit plus a fixed 64 MiB allowance for these.
 
 mod budget;
-mod size;
 
 pub use budget::{available_memory_bytes, default_limit_bytes, DEFAULT_LIMIT_FRACTION};
-pub use size::{format_bytes, parse_size};
+mod size;
+pub use crate::units::format_bytes;
+pub use size::parse_size;
 
 use std::fmt;
 
@@ -18,6 +19,12 @@ use std::fmt;
 /// count) so that every row meets the same kernel shapes whatever the limit;
 /// read blocks hold whole tiles.
 pub const TILE_ROWS: usize = 256;
+
+/// Rows per accumulation chunk: statistics are added row by row within a
+/// chunk and chunks are folded in order (see [`crate::exec`]), so results do
+/// not depend on the block size. A multiple of [`TILE_ROWS`]; row ranges run
+/// separately start on multiples of it.
+pub const CHUNK_ROWS: usize = 1 << 16;
 
 /// Largest read block, in bytes of converted values: bigger blocks gain nothing.
 pub const MAX_BLOCK_BYTES: u64 = 32 << 20;

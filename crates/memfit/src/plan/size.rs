@@ -1,6 +1,8 @@
-//! Byte sizes: parsing `512MiB`, `2GB`, `1.5GiB` or plain bytes, and printing.
+//! Memory sizes as users write them: `512MiB`, `2GB`, `1.5GiB` or plain bytes.
 
 use crate::error::{Error, Result};
+#[cfg(test)]
+use crate::units::format_bytes;
 
 /// Parses a memory size. Binary units (`KiB`, `MiB`, `GiB`, `TiB`, `PiB`) are
 /// powers of 1024; decimal units (`KB`/`K`, `MB`/`M`, `GB`/`G`, `TB`/`T`,
@@ -50,22 +52,6 @@ pub fn parse_size(text: &str) -> Result<u64> {
         return Err(bad("the size is beyond 8 EiB"));
     }
     Ok(bytes as u64)
-}
-
-/// Formats bytes with a binary unit, e.g. `1.50 GiB`.
-pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
 }
 
 #[cfg(test)]

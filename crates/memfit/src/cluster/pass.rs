@@ -1,0 +1,309 @@
+//! The nearest-centre pass: every row's exact nearest centre
+//! ([`crate::kernels::assign_block`]) and, per accumulation chunk, the
+//! statistics k-means needs from it: inertia, per-cluster weighted sums and
+//! weights, and the rows farthest from their centres (with their values, to
+//! refill empty clusters without reading the data again).
+//!
+//! One pass serves the Lloyd iterations (sums), the final assignment of a
+//! fit (labels, row counts, plot sample) and `predict` (labels and
+//! distances of new data).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rayon::prelude::*;
+
+use crate::dtype::Real;
+use crate::error::Result;
+use crate::exec::{Block, KeyedSample, Leaf, Merge, Pass};
+use crate::kernels::{accumulate_block, accumulate_rows, assign_block, PreparedCenters, Scratch, MAX_PARTIAL_BYTES};
+use crate::plan::{Plan, TILE_ROWS};
+
+/// Receives each block's labels and squared distances, in row order.
+pub type AssignSink<'f> = &'f mut dyn FnMut(&[u32], &[f64]) -> Result<()>;
+
+/// A row far from its centre, with its values and weight.
+#[derive(Debug, Clone)]
+pub(crate) struct FarRow {
+    pub(crate) dist: f64,
+    pub(crate) row: usize,
+    pub(crate) label: u32,
+    pub(crate) weight: f64,
+    /// The row's values in the compute type, as `f64`.
+    pub(crate) values: Vec<f64>,
+}
+
+impl PartialEq for FarRow {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o).is_eq()
+    }
+}
+impl Eq for FarRow {}
+impl PartialOrd for FarRow {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for FarRow {
+    /// Farther is greater; at equal distance the lower row is greater.
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.dist.total_cmp(&o.dist).then(o.row.cmp(&self.row))
+    }
+}
+
+/// The `cap` rows farthest from their centres (the top of a total order, so
+/// the same set whatever order rows are offered in).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Farthest {
+    cap: usize,
+    heap: BinaryHeap<Reverse<FarRow>>,
+}
+
+impl Farthest {
+    /// Bytes of a full list of `cap` rows of `d` features.
+    pub(crate) fn bytes(cap: usize, d: usize) -> u64 {
+        (cap * (d * 8 + size_of::<FarRow>())) as u64
+    }
+
+    fn would_take(&self, dist: f64, row: usize) -> bool {
+        self.heap.len() < self.cap
+            || self.heap.peek().is_some_and(|Reverse(m)| dist.total_cmp(&m.dist).then(m.row.cmp(&row)).is_gt())
+    }
+
+    fn offer(&mut self, r: FarRow) {
+        if self.would_take(r.dist, r.row) {
+            if self.heap.len() == self.cap {
+                self.heap.pop();
+            }
+            self.heap.push(Reverse(r));
+        }
+    }
+
+    /// The rows, farthest first.
+    pub(crate) fn into_sorted(self) -> Vec<FarRow> {
+        let mut all: Vec<FarRow> = self.heap.into_iter().map(|Reverse(r)| r).collect();
+        all.sort_by(|a, b| b.cmp(a));
+        all
+    }
+}
+
+/// Statistics of the nearest-centre pass over some rows.
+#[derive(Debug, Clone)]
+pub(crate) struct AssignStats {
+    /// `Σ w_i ‖x_i − c_{l_i}‖²`, from exact differences.
+    pub(crate) inertia: f64,
+    /// Per-cluster `Σ w_i x_i`, row-major `(k, d)` (Lloyd passes only).
+    pub(crate) sums: Vec<f64>,
+    /// Per-cluster `Σ w_i` (Lloyd passes) or row counts (final passes).
+    pub(crate) weights: Vec<f64>,
+    /// Rows farthest from their centres (Lloyd passes only).
+    pub(crate) farthest: Farthest,
+}
+
+impl AssignStats {
+    /// Bytes of the statistics of a Lloyd pass over `k` clusters of `d`
+    /// features (sums, weights, `k` farthest rows with their values).
+    pub(crate) fn lloyd_bytes(k: usize, d: usize) -> u64 {
+        (k * (d + 1) * 8) as u64 + Farthest::bytes(k, d)
+    }
+
+    /// Whether chunks are summed in parallel (small per-cluster sums) rather
+    /// than one at a time with the clusters split between threads.
+    fn parallel_chunks(k: usize, d: usize) -> bool {
+        k * (d + 1) * 8 <= MAX_PARTIAL_BYTES
+    }
+
+    /// How many statistics a pass holds at once: the folded prefix and the
+    /// open chunk, plus one per chunk of a block when chunks run in
+    /// parallel (see [`crate::exec::Pass::chunks_at_once`]).
+    pub(crate) fn held(k: usize, d: usize, block_rows: usize) -> u64 {
+        if Self::parallel_chunks(k, d) {
+            2 + block_rows.div_ceil(crate::plan::CHUNK_ROWS) as u64
+        } else {
+            2
+        }
+    }
+}
+
+impl Merge for AssignStats {
+    fn merge(&mut self, next: &Self) {
+        self.inertia += next.inertia;
+        self.sums.iter_mut().zip(&next.sums).for_each(|(a, b)| *a += b);
+        self.weights.iter_mut().zip(&next.weights).for_each(|(a, b)| *a += b);
+        for Reverse(r) in &next.farthest.heap {
+            self.farthest.offer(r.clone());
+        }
+    }
+
+    fn clear(&mut self) {
+        self.inertia = 0.0;
+        self.sums.fill(0.0);
+        self.weights.fill(0.0);
+        self.farthest.heap.clear();
+    }
+}
+
+/// Per-block labels and distances, and the per-thread tiles of the kernel.
+pub(crate) struct Assignment<T> {
+    labels: Vec<u32>,
+    dist: Vec<f64>,
+    tiles: Vec<Scratch<T>>,
+    tile_rows: usize,
+    k_tile: usize,
+}
+
+impl<T: Real> Assignment<T> {
+    /// Buffers for `plan` and `n_clusters` centres of `n_features`: one block
+    /// of labels and distances and one tile per thread.
+    pub(crate) fn new(plan: &Plan, n_clusters: usize, n_features: usize) -> Self {
+        Assignment {
+            labels: vec![0; plan.block_rows],
+            dist: vec![0.0; plan.block_rows],
+            tiles: (0..plan.threads.max(1))
+                .map(|_| Scratch::new(plan.assign_tile_rows, n_clusters, plan.k_tile, n_features))
+                .collect(),
+            tile_rows: plan.assign_tile_rows,
+            k_tile: plan.k_tile,
+        }
+    }
+
+    /// Bytes per block row: label and distance.
+    pub(crate) const BYTES_PER_ROW: u64 = 4 + 8;
+}
+
+/// What the pass does besides assigning.
+pub(crate) enum Mode<'f> {
+    /// A Lloyd iteration: per-cluster sums and weights, farthest rows.
+    Lloyd,
+    /// A fit's last pass: per-cluster row counts, labels to a sink, a plot
+    /// sample (values, label in the weight slot).
+    Final { sink: Option<&'f mut dyn FnMut(&[u32]) -> Result<()>>, plot: Option<KeyedSample> },
+    /// New data: labels and distances to a sink.
+    Predict(AssignSink<'f>),
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Lloyd,
+    Final,
+    Predict,
+}
+
+/// The nearest-centre pass.
+pub(crate) struct AssignPass<'p, 'f, T> {
+    pub(crate) centers: &'p PreparedCenters<T>,
+    pub(crate) asg: &'p mut Assignment<T>,
+    pub(crate) mode: Mode<'f>,
+}
+
+impl<T: Real> AssignPass<'_, '_, T> {
+    fn k(&self) -> usize {
+        self.centers.n_clusters
+    }
+    fn d(&self) -> usize {
+        self.centers.n_features
+    }
+}
+
+impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
+    type Stats = AssignStats;
+
+    fn new_stats(&self) -> AssignStats {
+        let (k, d) = (self.k(), self.d());
+        let lloyd = matches!(self.mode, Mode::Lloyd);
+        AssignStats {
+            inertia: 0.0,
+            sums: vec![0.0; if lloyd { k * d } else { 0 }],
+            weights: vec![0.0; if matches!(self.mode, Mode::Predict(_)) { 0 } else { k }],
+            farthest: Farthest { cap: if lloyd { k } else { 0 }, heap: BinaryHeap::new() },
+        }
+    }
+
+    /// Small per-cluster sums: chunks in parallel, each row by row; large
+    /// ones: one chunk at a time, clusters split between threads.
+    fn chunks_at_once(&self) -> bool {
+        AssignStats::parallel_chunks(self.k(), self.d())
+    }
+
+    fn checks_finite(&self) -> bool {
+        matches!(self.mode, Mode::Predict(_))
+    }
+
+    fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, AssignStats>]) -> Result<()> {
+        let (rows, d) = (block.rows(), self.d());
+        let at_once = self.chunks_at_once();
+        let a = &mut *self.asg;
+        let (labels, dist) = (&mut a.labels[..rows], &mut a.dist[..rows]);
+        assign_block(block.x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist);
+        let (labels, dist) = (&a.labels[..rows], &a.dist[..rows]);
+        let kind = match &self.mode {
+            Mode::Lloyd => Kind::Lloyd,
+            Mode::Final { .. } => Kind::Final,
+            Mode::Predict(_) => Kind::Predict,
+        };
+        let one = |leaf: &mut Leaf<'_, AssignStats>, parallel_sums: bool| {
+            let r = leaf.rows.clone();
+            let s = &mut *leaf.stats;
+            let w = block.w.map(|w| &w[r.clone()]);
+            // Weighted distances per fixed tile, tiles added in order.
+            for t in r.clone().step_by(TILE_ROWS) {
+                let t = t..(t + TILE_ROWS).min(r.end);
+                s.inertia += match block.w {
+                    Some(w) => dist[t.clone()].iter().zip(&w[t]).map(|(d, w)| d * w).sum::<f64>(),
+                    None => dist[t].iter().sum::<f64>(),
+                };
+            }
+            match kind {
+                Kind::Lloyd => {
+                    let x = &block.x[r.start * d..r.end * d];
+                    if parallel_sums {
+                        accumulate_block(x, d, &labels[r.clone()], w, &mut s.sums, &mut s.weights);
+                    } else {
+                        accumulate_rows(x, d, &labels[r.clone()], w, &mut s.sums, &mut s.weights);
+                    }
+                    for i in r {
+                        let wi = block.w.map_or(1.0, |w| w[i]);
+                        if wi > 0.0 && s.farthest.would_take(dist[i], block.start + i) {
+                            s.farthest.offer(FarRow {
+                                dist: dist[i],
+                                row: block.start + i,
+                                label: labels[i],
+                                weight: wi,
+                                values: block.x[i * d..(i + 1) * d].iter().map(|v| v.to_f64()).collect(),
+                            });
+                        }
+                    }
+                }
+                Kind::Final => {
+                    for &l in &labels[r] {
+                        s.weights[l as usize] += 1.0;
+                    }
+                }
+                Kind::Predict => {}
+            }
+        };
+        if leaves.len() > 1 {
+            leaves.par_iter_mut().for_each(|leaf| one(leaf, false));
+        } else if let Some(leaf) = leaves.first_mut() {
+            one(leaf, !at_once);
+        }
+        match &mut self.mode {
+            Mode::Lloyd => Ok(()),
+            Mode::Final { sink, plot } => {
+                if let Some(p) = plot.as_mut() {
+                    for (i, &l) in labels.iter().enumerate() {
+                        if p.wants(block.start + i) {
+                            p.offer(
+                                block.start + i,
+                                block.x[i * d..(i + 1) * d].iter().map(|v| v.to_f64()),
+                                f64::from(l),
+                            );
+                        }
+                    }
+                }
+                sink.as_deref_mut().map_or(Ok(()), |f| f(labels))
+            }
+            Mode::Predict(f) => f(labels, dist),
+        }
+    }
+}

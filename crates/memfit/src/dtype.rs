@@ -1,0 +1,197 @@
+//! Element types: the dtypes memfit reads ([`Dtype`], [`Endian`]) and the
+//! compute types its kernels run in ([`Real`]: `f32` or `f64`).
+
+/// An element type of an input array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// `uint8`
+    U8,
+    /// `int16`
+    I16,
+    /// `int32`
+    I32,
+    /// `int64`
+    I64,
+    /// `uint32`
+    U32,
+    /// `uint64`
+    U64,
+    /// `float16` (IEEE half)
+    F16,
+    /// `float32`
+    F32,
+    /// `float64`
+    F64,
+}
+
+/// Byte order of stored elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endian {
+    /// Least significant byte first (what NumPy writes on x86 and ARM).
+    Little,
+    /// Most significant byte first.
+    Big,
+}
+
+impl Dtype {
+    /// Size of one element in bytes.
+    pub fn itemsize(self) -> usize {
+        match self {
+            Dtype::U8 => 1,
+            Dtype::I16 | Dtype::F16 => 2,
+            Dtype::I32 | Dtype::U32 | Dtype::F32 => 4,
+            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
+        }
+    }
+
+    /// NumPy's name for the type (`"float64"`, `"uint8"`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::U8 => "uint8",
+            Dtype::I16 => "int16",
+            Dtype::I32 => "int32",
+            Dtype::I64 => "int64",
+            Dtype::U32 => "uint32",
+            Dtype::U64 => "uint64",
+            Dtype::F16 => "float16",
+            Dtype::F32 => "float32",
+            Dtype::F64 => "float64",
+        }
+    }
+
+    /// The little-endian `.npy` descriptor (`"<f8"`, `"|u1"`, ...).
+    pub fn descr(self) -> &'static str {
+        match self {
+            Dtype::U8 => "|u1",
+            Dtype::I16 => "<i2",
+            Dtype::I32 => "<i4",
+            Dtype::I64 => "<i8",
+            Dtype::U32 => "<u4",
+            Dtype::U64 => "<u8",
+            Dtype::F16 => "<f2",
+            Dtype::F32 => "<f4",
+            Dtype::F64 => "<f8",
+        }
+    }
+
+    /// Parses a `.npy` descriptor such as `"<f4"`; `None` when unsupported.
+    pub fn from_descr(descr: &str) -> Option<(Dtype, Endian)> {
+        let (order, code) = descr.split_at_checked(1)?;
+        let endian = match order {
+            "<" | "=" | "|" => Endian::Little,
+            ">" => Endian::Big,
+            _ => return None,
+        };
+        let dtype = match code {
+            "u1" => Dtype::U8,
+            "i2" => Dtype::I16,
+            "i4" => Dtype::I32,
+            "i8" => Dtype::I64,
+            "u4" => Dtype::U32,
+            "u8" => Dtype::U64,
+            "f2" => Dtype::F16,
+            "f4" => Dtype::F32,
+            "f8" => Dtype::F64,
+            _ => return None,
+        };
+        Some((dtype, endian))
+    }
+
+    /// `true` for the floating-point types.
+    pub fn is_float(self) -> bool {
+        matches!(self, Dtype::F16 | Dtype::F32 | Dtype::F64)
+    }
+
+    /// The magnitude up to which every integer is exact in this compute type:
+    /// 2^24 for float32, 2^53 for float64 (`None` for the other types).
+    pub fn exact_integer_limit(self) -> Option<u64> {
+        match self {
+            Dtype::F32 => Some(1 << 24),
+            Dtype::F64 => Some(1 << 53),
+            _ => None,
+        }
+    }
+
+    /// The largest magnitude a value of this type can have, for integer types.
+    fn integer_max_magnitude(self) -> Option<u64> {
+        match self {
+            Dtype::U8 => Some(u8::MAX.into()),
+            Dtype::I16 => Some(1 << 15),
+            Dtype::I32 => Some(1 << 31),
+            Dtype::U32 => Some(u32::MAX.into()),
+            Dtype::I64 => Some(1 << 63),
+            Dtype::U64 => Some(u64::MAX),
+            _ => None,
+        }
+    }
+
+    /// When integers stored as `self` can lose exactness in the compute type
+    /// `compute`: the magnitude beyond which they do (2^24 for float32, 2^53
+    /// for float64). `None` when every value converts exactly (`uint8`,
+    /// `int16`, `int32` and `uint32` in float64, floating-point types).
+    pub fn inexact_beyond(self, compute: Dtype) -> Option<u64> {
+        let limit = compute.exact_integer_limit()?;
+        (self.integer_max_magnitude()? > limit).then_some(limit)
+    }
+}
+
+/// A floating-point type the kernels compute in (`f32` or `f64`).
+///
+/// Statistics (sums, inertia, weights) are always accumulated in `f64`,
+/// whatever the compute type.
+pub trait Real:
+    faer::traits::RealField + Copy + Default + PartialOrd + Send + Sync + std::fmt::Debug + 'static
+{
+    /// The matching `.npy` dtype.
+    const DTYPE: Dtype;
+    /// Unit roundoff `u` (half the machine epsilon): round-to-nearest
+    /// errs by at most `u` relative.
+    const UNIT_ROUNDOFF: f64;
+    /// Smallest positive normal value, as `f64`.
+    const MIN_POSITIVE: f64;
+    /// Largest finite value, as `f64`.
+    const MAX: f64;
+    /// Rounds an `f64` to this type (round to nearest).
+    fn from_f64(v: f64) -> Self;
+    /// Widens to `f64` (exact).
+    fn to_f64(self) -> f64;
+    /// Little-endian bytes of the value, for `.npy` output.
+    fn write_le(self, out: &mut Vec<u8>);
+}
+
+impl Real for f32 {
+    const DTYPE: Dtype = Dtype::F32;
+    const UNIT_ROUNDOFF: f64 = f32::EPSILON as f64 / 2.0;
+    const MIN_POSITIVE: f64 = f32::MIN_POSITIVE as f64;
+    const MAX: f64 = f32::MAX as f64;
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl Real for f64 {
+    const DTYPE: Dtype = Dtype::F64;
+    const UNIT_ROUNDOFF: f64 = f64::EPSILON / 2.0;
+    const MIN_POSITIVE: f64 = f64::MIN_POSITIVE;
+    const MAX: f64 = f64::MAX;
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}

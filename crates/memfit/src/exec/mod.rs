@@ -1,0 +1,467 @@
+//! The blocked pass: per-block work over a range of rows, with statistics
+//! that merge in row order.
+//!
+//! Every pass over the data (validation, initialisation, Lloyd and EM
+//! iterations, final assignments, predictions, the linear-algebra kernels)
+//! is a [`Pass`] run by [`run_pass`], which owns the block iteration over
+//! planned read buffers, cancellation, the finite check and the reduction.
+//!
+//! **Reduction.** Rows are cut into accumulation chunks of
+//! [`CHUNK_ROWS`] at fixed offsets (multiples of [`CHUNK_ROWS`] from row 0).
+//! A pass adds each chunk's rows, in row order, into that chunk's own
+//! statistics (a *leaf*, started from zero); leaves are then folded left to
+//! right with [`Merge::merge`]. Results therefore depend on the data and the
+//! chunk size only, never on the block size, the memory limit or the thread
+//! count; and a pass over consecutive row ranges that start on chunk
+//! boundaries gives [`Partial`]s whose [`Partial::merge`] has the same bits
+//! as one pass over all the rows: the basis for running a pass in pieces
+//! (tasks on a cluster) without changing its answer.
+
+mod progress;
+mod sample;
+mod scan;
+
+pub use progress::{Observer, Progress};
+pub use sample::{row_key, row_unit, KeyedSample};
+pub use scan::{scan, Scan, ScanStats};
+
+use std::ops::Range;
+
+use crate::dtype::Real;
+use crate::error::{Error, Result};
+use crate::io::{BlockReader, Source};
+pub use crate::plan::CHUNK_ROWS;
+
+/// Statistics of consecutive rows that fold in row order.
+pub trait Merge: Send {
+    /// Folds in `next`, the statistics of the rows right after those of
+    /// `self`.
+    fn merge(&mut self, next: &Self);
+    /// Resets to the statistics of no rows.
+    fn clear(&mut self);
+}
+
+impl Merge for f64 {
+    fn merge(&mut self, next: &Self) {
+        *self += next;
+    }
+    fn clear(&mut self) {
+        *self = 0.0;
+    }
+}
+
+impl Merge for () {
+    fn merge(&mut self, _: &Self) {}
+    fn clear(&mut self) {}
+}
+
+/// One read block handed to a pass: rows `start..start + rows()` of the
+/// source, converted to `T` (and shifted by the pass's origin).
+#[derive(Debug, Clone, Copy)]
+pub struct Block<'b, T> {
+    /// Index of the block's first row in the source.
+    pub start: usize,
+    /// Row-major `(rows, n_features)` values.
+    pub x: &'b [T],
+    /// Per-row sample weights, when the pass has any.
+    pub w: Option<&'b [f64]>,
+    /// Columns of `x`.
+    pub n_features: usize,
+}
+
+impl<'b, T> Block<'b, T> {
+    /// Rows in the block.
+    pub fn rows(&self) -> usize {
+        self.x.len() / self.n_features.max(1)
+    }
+
+    /// The rows `r` (relative to the block) as a block of their own.
+    pub fn sub(&self, r: Range<usize>) -> Block<'b, T> {
+        let d = self.n_features;
+        Block {
+            start: self.start + r.start,
+            x: &self.x[r.start * d..r.end * d],
+            w: self.w.map(|w| &w[r]),
+            n_features: d,
+        }
+    }
+}
+
+/// The statistics one accumulation chunk's rows of a block go into.
+#[derive(Debug)]
+pub struct Leaf<'l, S> {
+    /// The rows of the block (relative to its first row) in this chunk.
+    pub rows: Range<usize>,
+    /// The chunk's statistics so far (its earlier rows came in earlier blocks).
+    pub stats: &'l mut S,
+}
+
+/// Per-block work of a pass.
+pub trait Pass<T: Real> {
+    /// What the pass accumulates (see [`Merge`]).
+    type Stats: Merge;
+
+    /// The statistics of no rows.
+    fn new_stats(&self) -> Self::Stats;
+
+    /// Whether [`Pass::block`] takes all the chunks of a block at once (and
+    /// works on them in parallel); otherwise it is called once per chunk of
+    /// a block, and at most two statistics (the folded prefix and the open
+    /// chunk) are held at a time.
+    fn chunks_at_once(&self) -> bool {
+        false
+    }
+
+    /// Whether [`run_pass`] checks every value for finiteness before the
+    /// pass sees it (passes over data no validation pass has read).
+    fn checks_finite(&self) -> bool {
+        false
+    }
+
+    /// Processes `block`: per-row work and outputs, and the rows of each
+    /// leaf added, in row order, to its statistics.
+    ///
+    /// # Errors
+    /// Whatever the pass finds wrong in the data or its outputs return.
+    fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Self::Stats>]) -> Result<()>;
+}
+
+/// The statistics of a range of rows.
+#[derive(Debug)]
+pub struct Partial<S> {
+    rows: Range<usize>,
+    /// From row 0: one value, the fold of every chunk so far. Otherwise one
+    /// leaf per chunk, in order.
+    parts: Vec<S>,
+}
+
+impl<S: Merge> Partial<S> {
+    /// The rows covered.
+    pub fn rows(&self) -> Range<usize> {
+        self.rows.clone()
+    }
+
+    /// Appends `next`, the statistics of the rows right after these.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`rows`) unless `next` starts where
+    /// `self` ends, on a chunk boundary.
+    pub fn merge(mut self, next: Partial<S>) -> Result<Partial<S>> {
+        if next.rows.start != self.rows.end || next.rows.start % CHUNK_ROWS != 0 {
+            return Err(Error::param(
+                "rows",
+                format!(
+                    "rows {:?} cannot follow rows {:?}: ranges must be consecutive and start on a multiple of {CHUNK_ROWS}",
+                    next.rows, self.rows
+                ),
+            ));
+        }
+        self.rows.end = next.rows.end;
+        if self.rows.start == 0 {
+            for p in &next.parts {
+                self.parts[0].merge(p);
+            }
+        } else {
+            self.parts.extend(next.parts);
+        }
+        Ok(self)
+    }
+
+    /// The statistics of rows `0..end`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`rows`) when the rows do not start at 0.
+    pub fn finish(mut self) -> Result<S> {
+        if self.rows.start != 0 || self.parts.len() != 1 {
+            return Err(Error::param(
+                "rows",
+                format!("statistics of rows {:?} are not a whole pass (rows must start at 0)", self.rows),
+            ));
+        }
+        Ok(self.parts.pop().expect("one part"))
+    }
+}
+
+/// Runs `pass` over rows `rows` of `blocks`' source (all rows when `None`),
+/// read block by block into `blocks`' buffers, converted to `T` and shifted
+/// by `shift` (`n_features` values). `cancelled` is polled before each block.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`rows`) for a range beyond the data or not
+/// starting on a chunk boundary; [`Error::NonFinite`] for a non-finite value
+/// when the pass [checks](Pass::checks_finite); read errors;
+/// [`Error::Cancelled`]; whatever the pass returns.
+pub fn run_pass<T: Real, P: Pass<T>>(
+    pass: &mut P,
+    blocks: &mut BlockReader<'_, '_, T>,
+    rows: Option<Range<usize>>,
+    shift: &[f64],
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Partial<P::Stats>> {
+    let x = blocks.x();
+    let (n, d) = (x.n_samples(), x.n_features());
+    let rows = rows.unwrap_or(0..n);
+    if rows.start > rows.end || rows.end > n || rows.start % CHUNK_ROWS != 0 {
+        return Err(Error::param(
+            "rows",
+            format!("rows {rows:?} of {n}: a range must lie within the data and start on a multiple of {CHUNK_ROWS}"),
+        ));
+    }
+    let from_zero = rows.start == 0;
+    let mut parts: Vec<P::Stats> = Vec::new();
+    // The chunk whose leaf is open (its last rows are still to come), and
+    // cleared statistics to reuse.
+    let mut open: Option<(usize, P::Stats)> = None;
+    let mut spare: Vec<P::Stats> = Vec::new();
+    let end = rows.end;
+    let at_once = pass.chunks_at_once();
+    let check = pass.checks_finite();
+    blocks.for_each_in(rows.clone(), shift, cancelled, |start, xb, wb| {
+        let block = Block { start, x: xb, w: wb, n_features: d };
+        if check {
+            check_finite(x, block)?;
+        }
+        let stop = start + block.rows();
+        let first = start / CHUNK_ROWS;
+        let chunks = first..(stop - 1) / CHUNK_ROWS + 1;
+        let mut leaves: Vec<(usize, Range<usize>, P::Stats)> = chunks
+            .map(|c| {
+                let r = (c * CHUNK_ROWS).max(start) - start..((c + 1) * CHUNK_ROWS).min(stop) - start;
+                let stats = match open.take() {
+                    Some((oc, s)) if oc == c => s,
+                    Some(_) => unreachable!("an open chunk is continued by the next block"),
+                    None => spare.pop().unwrap_or_else(|| pass.new_stats()),
+                };
+                (c, r, stats)
+            })
+            .take(if at_once { usize::MAX } else { 1 })
+            .collect();
+        if at_once {
+            let mut view: Vec<Leaf<'_, P::Stats>> =
+                leaves.iter_mut().map(|(_, r, s)| Leaf { rows: r.clone(), stats: s }).collect();
+            pass.block(block, &mut view)?;
+            for (c, _, s) in leaves {
+                close(c, s, stop, end, from_zero, &mut parts, &mut open, &mut spare);
+            }
+        } else {
+            // One chunk at a time: the next leaf is taken after the last is
+            // folded, so at most the prefix and one leaf exist.
+            let mut c = first;
+            let mut leaf = leaves.pop();
+            while let Some((_, r, mut s)) = leaf.take() {
+                let piece_end = r.end;
+                pass.block(block.sub(r.clone()), &mut [Leaf { rows: 0..r.len(), stats: &mut s }])?;
+                close(c, s, stop, end, from_zero, &mut parts, &mut open, &mut spare);
+                if piece_end < block.rows() {
+                    c += 1;
+                    let r = piece_end..((c + 1) * CHUNK_ROWS).min(stop) - start;
+                    leaf = Some((c, r, spare.pop().unwrap_or_else(|| pass.new_stats())));
+                }
+            }
+        }
+        Ok(())
+    })?;
+    if parts.is_empty() {
+        parts.push(open.map_or_else(|| pass.new_stats(), |(_, s)| s));
+    }
+    Ok(Partial { rows, parts })
+}
+
+/// Folds chunk `c`'s leaf if the chunk is complete (it ends within the
+/// block, or the range ends there), else keeps it open.
+#[allow(clippy::too_many_arguments)]
+fn close<S: Merge>(
+    c: usize,
+    mut s: S,
+    stop: usize,
+    end: usize,
+    from_zero: bool,
+    parts: &mut Vec<S>,
+    open: &mut Option<(usize, S)>,
+    spare: &mut Vec<S>,
+) {
+    if (c + 1) * CHUNK_ROWS > stop && stop < end {
+        *open = Some((c, s));
+    } else if from_zero && !parts.is_empty() {
+        parts[0].merge(&s);
+        s.clear();
+        spare.push(s);
+    } else {
+        parts.push(s);
+    }
+}
+
+/// Row boundaries at which a job cuts every pass into ranges that run
+/// separately and merge their statistics ([`Partial::merge`]); the default
+/// runs each pass whole. Results are the same bits for any split: it exists
+/// to run passes in pieces (and to test that they agree).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowSplit(Vec<usize>);
+
+impl RowSplit {
+    /// Cuts at `boundaries` (increasing multiples of [`CHUNK_ROWS`];
+    /// boundaries at 0 or at or beyond the data's end are ignored).
+    pub fn at(boundaries: Vec<usize>) -> Self {
+        RowSplit(boundaries)
+    }
+
+    /// The ranges of a pass over `n` rows.
+    fn ranges(&self, n: usize) -> Vec<Range<usize>> {
+        let mut bounds = vec![0];
+        bounds.extend(self.0.iter().copied().filter(|&b| b > 0 && b < n));
+        bounds.push(n);
+        bounds.windows(2).map(|w| w[0]..w[1]).collect()
+    }
+}
+
+/// Runs `pass` over all rows as the ranges of `split`, one after another,
+/// and merges their statistics (see [`run_pass`]).
+///
+/// # Errors
+/// As [`run_pass`]; [`Error::InvalidParameter`] (`rows`) for boundaries
+/// that are not increasing multiples of [`CHUNK_ROWS`].
+pub fn run_split<T: Real, P: Pass<T>>(
+    pass: &mut P,
+    blocks: &mut BlockReader<'_, '_, T>,
+    split: &RowSplit,
+    shift: &[f64],
+    cancelled: &dyn Fn() -> bool,
+) -> Result<P::Stats> {
+    let mut total: Option<Partial<P::Stats>> = None;
+    for r in split.ranges(blocks.x().n_samples()) {
+        let p = run_pass(pass, blocks, Some(r), shift, cancelled)?;
+        total = Some(match total {
+            None => p,
+            Some(t) => t.merge(p)?,
+        });
+    }
+    total.expect("at least one range").finish()
+}
+
+/// Fails with [`Error::NonFinite`] at the first non-finite value of `block`.
+///
+/// # Errors
+/// As described; read errors while fetching the value as stored.
+pub fn check_finite<T: Real>(x: &Source<'_>, block: Block<'_, T>) -> Result<()> {
+    let d = block.n_features.max(1);
+    match block.x.iter().position(|v| !v.to_f64().is_finite()) {
+        None => Ok(()),
+        Some(p) => {
+            let (row, column) = (block.start + p / d, p % d);
+            Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{ArrayRef, Values};
+
+    /// Sums of each column, row by row within a chunk.
+    struct ColumnSums;
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Sums(Vec<f64>);
+
+    impl Merge for Sums {
+        fn merge(&mut self, next: &Self) {
+            self.0.iter_mut().zip(&next.0).for_each(|(a, b)| *a += b);
+        }
+        fn clear(&mut self) {
+            self.0.fill(0.0);
+        }
+    }
+
+    impl Pass<f64> for ColumnSums {
+        type Stats = Sums;
+        fn new_stats(&self) -> Sums {
+            Sums(vec![0.0; 2])
+        }
+        fn block(&mut self, block: Block<'_, f64>, leaves: &mut [Leaf<'_, Sums>]) -> Result<()> {
+            for leaf in leaves.iter_mut() {
+                for row in block.sub(leaf.rows.clone()).x.chunks(2) {
+                    leaf.stats.0[0] += row[0];
+                    leaf.stats.0[1] += row[1];
+                }
+            }
+            Ok(())
+        }
+    }
+
+    struct AtOnce;
+    impl Pass<f64> for AtOnce {
+        type Stats = Sums;
+        fn new_stats(&self) -> Sums {
+            Sums(vec![0.0; 2])
+        }
+        fn chunks_at_once(&self) -> bool {
+            true
+        }
+        fn block(&mut self, block: Block<'_, f64>, leaves: &mut [Leaf<'_, Sums>]) -> Result<()> {
+            ColumnSums.block(block, leaves)
+        }
+    }
+
+    #[test]
+    fn blocks_and_ranges_do_not_change_the_bits() {
+        let n = 3 * CHUNK_ROWS + 1000;
+        let x: Vec<f64> = (0..2 * n).map(|i| ((i as f64) * 0.731).sin() * 1e6 + 0.1).collect();
+        let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, 2).unwrap());
+        let run = |block: usize, ranges: &[usize], at_once: bool| {
+            let mut blocks = BlockReader::<f64>::new(&src, None, block);
+            let mut total: Option<Partial<Sums>> = None;
+            for w in ranges.windows(2) {
+                let p = if at_once {
+                    run_pass(&mut AtOnce, &mut blocks, Some(w[0]..w[1]), &[0.0; 2], &|| false).unwrap()
+                } else {
+                    run_pass(&mut ColumnSums, &mut blocks, Some(w[0]..w[1]), &[0.0; 2], &|| false).unwrap()
+                };
+                total = Some(match total {
+                    None => p,
+                    Some(t) => t.merge(p).unwrap(),
+                });
+            }
+            total.unwrap().finish().unwrap()
+        };
+        let want = run(n, &[0, n], false);
+        let c = CHUNK_ROWS;
+        for at_once in [false, true] {
+            for block in [256, 1000 * 256, n] {
+                for ranges in [vec![0, n], vec![0, c, n], vec![0, c, 2 * c, 3 * c, n], vec![0, 2 * c, 3 * c, n]] {
+                    assert_eq!(run(block, &ranges, at_once), want, "block {block}, ranges {ranges:?}");
+                }
+            }
+        }
+        // The fold is left to right over chunk leaves.
+        let leaf = |c: usize| -> Vec<f64> {
+            let rows = c * CHUNK_ROWS..((c + 1) * CHUNK_ROWS).min(n);
+            let mut s = vec![0.0; 2];
+            for i in rows {
+                s[0] += x[2 * i];
+                s[1] += x[2 * i + 1];
+            }
+            s
+        };
+        let mut fold = leaf(0);
+        for c in 1..4 {
+            let l = leaf(c);
+            fold[0] += l[0];
+            fold[1] += l[1];
+        }
+        assert_eq!(want.0, fold);
+    }
+
+    #[test]
+    fn refuses_unaligned_or_gapped_ranges() {
+        let x = vec![1.0; 2 * 10];
+        let src = Source::memory(ArrayRef::c_order(Values::F64(&x), 10, 2).unwrap());
+        let mut blocks = BlockReader::<f64>::new(&src, None, 10);
+        assert!(run_pass(&mut ColumnSums, &mut blocks, Some(3..10), &[0.0; 2], &|| false).is_err());
+        assert!(run_pass(&mut ColumnSums, &mut blocks, Some(0..11), &[0.0; 2], &|| false).is_err());
+        let a = run_pass(&mut ColumnSums, &mut blocks, Some(0..5), &[0.0; 2], &|| false).unwrap();
+        let b = run_pass(&mut ColumnSums, &mut blocks, Some(5..10), &[0.0; 2], &|| false);
+        assert!(b.is_err());
+        assert_eq!(a.finish().unwrap().0, vec![5.0, 5.0]);
+    }
+}

@@ -1,0 +1,236 @@
+//! The validation pass shared by the fits: non-finite values, sample
+//! weights, column means and variances, column ranges, and the
+//! initialisation sample, in one read of the data.
+//!
+//! Column moments: Welford's update row by row within an accumulation
+//! chunk, and Chan, Golub & LeVeque's pairwise update to fold chunks
+//! ("Updating formulae and a pairwise algorithm for computing sample
+//! variances", 1979): no `E[x²] − E[x]²` cancellation, and the same bits
+//! for any split of the rows into chunk-aligned ranges.
+
+use super::sample::KeyedSample;
+use super::{run_split, Block, Leaf, Merge, Observer, Pass, RowSplit};
+use crate::dtype::Real;
+use crate::error::{Error, Result};
+use crate::io::{BlockReader, Dtype, Source};
+
+/// What the validation pass learns.
+#[derive(Debug)]
+pub struct Scan {
+    /// Column means, `(n_features,)`.
+    pub mean: Vec<f64>,
+    /// Mean of the column variances (population variances, over rows).
+    pub mean_variance: f64,
+    /// The initialisation sample, row-major `(rows, n_features)` in `f64`,
+    /// in row order.
+    pub sample: Vec<f64>,
+    /// Weights of the sampled rows (1 without weights).
+    pub sample_weight: Vec<f64>,
+    /// Row indices of the sampled rows, increasing.
+    pub sample_rows: Vec<usize>,
+    /// Sum of the sample weights (`n_samples` without weights).
+    pub weight_sum: f64,
+}
+
+/// Per-chunk statistics of the validation pass.
+#[derive(Debug, Clone)]
+pub struct ScanStats {
+    rows: f64,
+    mean: Vec<f64>,
+    m2: Vec<f64>,
+    lo: Vec<f64>,
+    hi: Vec<f64>,
+    /// First non-finite value (row, column) and how many there are.
+    bad: Option<(usize, usize)>,
+    bad_count: u64,
+    weight_sum: f64,
+}
+
+impl ScanStats {
+    /// Bytes of the statistics of `d` columns.
+    pub fn bytes(d: usize) -> u64 {
+        (4 * d * 8 + size_of::<ScanStats>()) as u64
+    }
+}
+
+impl Merge for ScanStats {
+    fn merge(&mut self, next: &Self) {
+        if next.rows > 0.0 {
+            let n = self.rows + next.rows;
+            let fb = next.rows / n;
+            for j in 0..self.mean.len() {
+                let delta = next.mean[j] - self.mean[j];
+                self.mean[j] += delta * fb;
+                self.m2[j] += next.m2[j] + delta * delta * self.rows * fb;
+            }
+            self.rows = n;
+        }
+        for (a, b) in self.lo.iter_mut().zip(&next.lo) {
+            *a = a.min(*b);
+        }
+        for (a, b) in self.hi.iter_mut().zip(&next.hi) {
+            *a = a.max(*b);
+        }
+        self.bad = match (self.bad, next.bad) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.bad_count += next.bad_count;
+        self.weight_sum += next.weight_sum;
+    }
+
+    fn clear(&mut self) {
+        self.rows = 0.0;
+        self.mean.fill(0.0);
+        self.m2.fill(0.0);
+        self.lo.fill(f64::INFINITY);
+        self.hi.fill(f64::NEG_INFINITY);
+        self.bad = None;
+        self.bad_count = 0;
+        self.weight_sum = 0.0;
+    }
+}
+
+/// The validation pass over a source (and its weights).
+/// The sample is the pass's own (it does not depend on the order rows
+/// come in, so it needs no per-chunk copy).
+struct ScanPass {
+    d: usize,
+    sample: KeyedSample,
+    weights_name: Option<std::path::PathBuf>,
+}
+
+impl<T: Real> Pass<T> for ScanPass {
+    type Stats = ScanStats;
+
+    fn new_stats(&self) -> ScanStats {
+        let d = self.d;
+        ScanStats {
+            rows: 0.0,
+            mean: vec![0.0; d],
+            m2: vec![0.0; d],
+            lo: vec![f64::INFINITY; d],
+            hi: vec![f64::NEG_INFINITY; d],
+            bad: None,
+            bad_count: 0,
+            weight_sum: 0.0,
+        }
+    }
+
+    fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, ScanStats>]) -> Result<()> {
+        let d = self.d;
+        for leaf in leaves.iter_mut() {
+            let b = block.sub(leaf.rows.clone());
+            let s = &mut *leaf.stats;
+            if let Some(wb) = b.w {
+                for (i, &wi) in wb.iter().enumerate() {
+                    if !(wi.is_finite() && wi >= 0.0) {
+                        return Err(Error::InvalidWeight {
+                            path: self.weights_name.clone().unwrap_or_default(),
+                            row: b.start + i,
+                            value: wi,
+                        });
+                    }
+                    s.weight_sum += wi;
+                }
+            } else {
+                s.weight_sum += b.rows() as f64;
+            }
+            for (i, row) in b.x.chunks_exact(d).enumerate() {
+                // Welford's update (Chan et al.'s with a one-row second part).
+                s.rows += 1.0;
+                let inv = 1.0 / s.rows;
+                for (j, &v) in row.iter().enumerate() {
+                    let v = v.to_f64();
+                    if !v.is_finite() {
+                        s.bad_count += 1;
+                        s.bad.get_or_insert((b.start + i, j));
+                        continue;
+                    }
+                    let delta = v - s.mean[j];
+                    s.mean[j] += delta * inv;
+                    s.m2[j] += delta * (v - s.mean[j]);
+                    s.lo[j] = s.lo[j].min(v);
+                    s.hi[j] = s.hi[j].max(v);
+                }
+                if self.sample.wants(b.start + i) {
+                    self.sample.offer(b.start + i, row.iter().map(|v| v.to_f64()), b.w.map_or(1.0, |w| w[i]));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The validation pass over `blocks`' source and weights, split as `split`:
+/// fails on the first non-finite value (with the count of all), on a
+/// negative or non-finite weight, on weights that sum to zero or overflow,
+/// and on a column range whose squared distances overflow the compute type
+/// `T`; returns the column moments and a keyed uniform sample of
+/// `sample_rows` rows under `seed`.
+///
+/// # Errors
+/// As described ([`Error::NonFinite`], [`Error::InvalidWeight`],
+/// [`Error::InvalidParameter`]); read errors; [`Error::Cancelled`].
+pub fn scan<T: Real>(
+    blocks: &mut BlockReader<'_, '_, T>,
+    split: &RowSplit,
+    sample_rows: usize,
+    seed: u64,
+    obs: &dyn Observer,
+) -> Result<Scan> {
+    let x: &Source<'_> = blocks.x();
+    let (n, d) = (x.n_samples(), x.n_features());
+    let weighted = blocks.weights().is_some();
+    let mut pass = ScanPass {
+        d,
+        sample: KeyedSample::new(sample_rows.min(n), d, seed),
+        weights_name: blocks.weights().map(Source::name),
+    };
+    let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &|| obs.cancelled())?;
+    if let Some((row, column)) = s.bad {
+        let value = x.value(row, column)?;
+        if value.is_finite() {
+            return Err(Error::param(
+                "dtype",
+                format!(
+                    "{}: row {row}, column {column} holds {value:e}, which overflows {}; hint: use --dtype float64",
+                    x.name().display(),
+                    T::DTYPE.name()
+                ),
+            ));
+        }
+        return Err(Error::NonFinite { path: x.name(), row, column, value, count: s.bad_count });
+    }
+    // Squared distances between any two points must stay finite in the
+    // compute type, with room for the GEMM identity's ‖c‖² − 2x·c.
+    let spread: f64 = s.lo.iter().zip(&s.hi).map(|(l, h)| (h - l) * (h - l)).sum();
+    if !(spread.is_finite() && spread <= T::MAX / 16.0) {
+        return Err(Error::param(
+            "X",
+            format!(
+                "{}: a column spans {:.3e}, so squared distances overflow {}; hint: rescale the data (e.g. divide by its standard deviation){}",
+                x.name().display(),
+                s.lo.iter().zip(&s.hi).map(|(l, h)| h - l).fold(0.0, f64::max),
+                T::DTYPE.name(),
+                if T::DTYPE == Dtype::F32 { " or use --dtype float64" } else { "" }
+            ),
+        ));
+    }
+    if !s.weight_sum.is_finite() {
+        return Err(Error::param(
+            "sample_weight",
+            format!("the weights sum to {} in float64; hint: scale the sample weights down (only their ratios matter for the centres)", s.weight_sum),
+        ));
+    }
+    if weighted && s.weight_sum <= 0.0 {
+        return Err(Error::param(
+            "sample_weight",
+            "all sample weights are zero; hint: at least one weight must be positive",
+        ));
+    }
+    let nf = s.rows.max(1.0);
+    let mean_variance = s.m2.iter().map(|m| m / nf).sum::<f64>() / d as f64;
+    let (sample, sample_weight, sample_rows) = pass.sample.into_rows();
+    Ok(Scan { mean: s.mean, mean_variance, sample, sample_weight, sample_rows, weight_sum: s.weight_sum })
+}

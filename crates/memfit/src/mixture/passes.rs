@@ -1,0 +1,211 @@
+//! The three passes of a Gaussian-mixture fit, run by [`crate::exec`]:
+//! the initial M-step under given responsibilities, the EM iteration (E-step
+//! fused with the M-step's sums) and the E-step with per-sample outputs
+//! (the final pass of a fit, and `predict`).
+
+use std::time::Instant;
+
+use super::components::Estep;
+use super::em::Outputs;
+use super::params::CovarianceType;
+use super::pass::{Stats, Workspace};
+use crate::dtype::Real;
+use crate::error::Result;
+use crate::exec::{row_key, row_unit, Block, Leaf, Pass};
+use crate::io::Source;
+use crate::kernels::{assign_block, PreparedCenters, Scratch};
+
+/// Initial responsibilities of one run.
+pub(crate) enum InitResp {
+    /// One-hot at the nearest of these centres (shifted, `(K, d)`).
+    Nearest(Vec<f64>),
+    /// One-hot at these rows (sorted `(row, component)`), with their values.
+    Rows(Vec<(usize, usize)>, Vec<f64>),
+    /// Uniform random, normalised per row: component `c` of row `i` draws
+    /// [`row_unit`] keyed by the seed and `c`, so the responsibilities do
+    /// not depend on how rows are read.
+    Uniform(u64),
+}
+
+impl InitResp {
+    /// The means the first sums are centred on.
+    pub(crate) fn reference(&self, k: usize, d: usize) -> Vec<f64> {
+        match self {
+            InitResp::Nearest(c) => c.clone(),
+            InitResp::Rows(_, m) => m.clone(),
+            InitResp::Uniform(_) => vec![0.0; k * d],
+        }
+    }
+}
+
+/// What the sums of a pass are centred on and hold.
+pub(crate) struct Sums<'a> {
+    pub(crate) t: CovarianceType,
+    pub(crate) reference: &'a [f64],
+    pub(crate) scatter: bool,
+}
+
+impl Sums<'_> {
+    fn zeros(&self, k: usize, d: usize) -> Stats {
+        Stats::zeros(self.t, k, d, self.reference, self.scatter)
+    }
+}
+
+/// Nearest-centre assignment buffers of a k-means initialisation.
+pub(crate) struct Nearest<T> {
+    pub(crate) centers: PreparedCenters<T>,
+    pub(crate) labels: Vec<u32>,
+    pub(crate) dist: Vec<f64>,
+    pub(crate) tiles: Vec<Scratch<T>>,
+    pub(crate) tile_rows: usize,
+    pub(crate) k_tile: usize,
+}
+
+/// The initial M-step: sums of every block under the initial responsibilities.
+pub(crate) struct InitPass<'a, T> {
+    pub(crate) init: &'a InitResp,
+    pub(crate) nearest: Option<Nearest<T>>,
+    pub(crate) ws: &'a mut Workspace<T>,
+    pub(crate) mats: &'a mut [Vec<f64>],
+    pub(crate) sums: Sums<'a>,
+    pub(crate) k: usize,
+}
+
+impl<T: Real> Pass<T> for InitPass<'_, T> {
+    type Stats = Stats;
+
+    fn new_stats(&self) -> Stats {
+        self.sums.zeros(self.k, self.sums.reference.len() / self.k.max(1))
+    }
+
+    fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Stats>]) -> Result<()> {
+        for leaf in leaves.iter_mut() {
+            let b = block.sub(leaf.rows.clone());
+            self.responsibilities(b);
+            self.ws.m_step(b.x, b.w, leaf.stats, self.mats);
+        }
+        Ok(())
+    }
+}
+
+impl<T: Real> InitPass<'_, T> {
+    /// The initial responsibilities of `block`'s rows, into the workspace.
+    fn responsibilities(&mut self, block: Block<'_, T>) {
+        let (k, rows, start) = (self.k, block.rows(), block.start);
+        let resp = &mut self.ws.resp[..rows * k];
+        match self.init {
+            InitResp::Nearest(_) => {
+                let a = self.nearest.as_mut().expect("set for Nearest");
+                let (labels, dist) = (&mut a.labels[..rows], &mut a.dist[..rows]);
+                assign_block(block.x, &a.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist);
+                resp.fill(0.0);
+                for (i, &l) in labels.iter().enumerate() {
+                    resp[i * k + l as usize] = 1.0;
+                }
+            }
+            InitResp::Rows(pairs, _) => {
+                resp.fill(0.0);
+                let from = pairs.partition_point(|&(r, _)| r < start);
+                for &(r, c) in pairs[from..].iter().take_while(|&&(r, _)| r < start + rows) {
+                    resp[(r - start) * k + c] = 1.0;
+                }
+            }
+            InitResp::Uniform(seed) => {
+                for (i, row) in resp.chunks_mut(k).enumerate() {
+                    for (c, v) in row.iter_mut().enumerate() {
+                        *v = row_unit(row_key(*seed, c), start + i);
+                    }
+                    let s: f64 = row.iter().sum();
+                    row.iter_mut().for_each(|v| *v /= s);
+                }
+            }
+        }
+    }
+}
+
+/// One EM iteration: the E-step of each block, then its M-step sums.
+pub(crate) struct EmPass<'a, T> {
+    pub(crate) x: &'a Source<'a>,
+    pub(crate) es: &'a Estep<T>,
+    pub(crate) ws: &'a mut Workspace<T>,
+    pub(crate) mats: &'a mut [Vec<f64>],
+    pub(crate) sums: Sums<'a>,
+    /// Seconds in E-steps and M-steps.
+    pub(crate) secs: (f64, f64),
+}
+
+impl<T: Real> Pass<T> for EmPass<'_, T> {
+    type Stats = Stats;
+
+    fn new_stats(&self) -> Stats {
+        self.sums.zeros(self.es.k, self.es.d)
+    }
+
+    fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Stats>]) -> Result<()> {
+        for leaf in leaves.iter_mut() {
+            let b = block.sub(leaf.rows.clone());
+            let t0 = Instant::now();
+            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, &mut leaf.stats.log_likelihood)?;
+            let t1 = Instant::now();
+            self.ws.m_step(b.x, b.w, leaf.stats, self.mats);
+            self.secs.0 += (t1 - t0).as_secs_f64();
+            self.secs.1 += t1.elapsed().as_secs_f64();
+        }
+        Ok(())
+    }
+}
+
+/// An E-step with per-sample outputs; its statistic is `Σ_i w_i log p(x_i)`.
+pub(crate) struct EPass<'a, 'o, T> {
+    pub(crate) x: &'a Source<'a>,
+    pub(crate) es: &'a Estep<T>,
+    pub(crate) ws: &'a mut Workspace<T>,
+    pub(crate) outputs: &'a mut Outputs<'o>,
+    /// One block of labels when labels are wanted.
+    pub(crate) labels: Vec<u32>,
+    /// Whether the data are checked for non-finite values (data no
+    /// validation pass has read).
+    pub(crate) validate: bool,
+}
+
+impl<T: Real> Pass<T> for EPass<'_, '_, T> {
+    type Stats = f64;
+
+    fn new_stats(&self) -> f64 {
+        0.0
+    }
+
+    fn checks_finite(&self) -> bool {
+        self.validate
+    }
+
+    fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, f64>]) -> Result<()> {
+        let k = self.es.k;
+        for leaf in leaves.iter_mut() {
+            let b = block.sub(leaf.rows.clone());
+            let rows = b.rows();
+            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, leaf.stats)?;
+            let resp = &self.ws.resp[..rows * k];
+            if let Some(f) = self.outputs.labels.as_deref_mut() {
+                for (l, row) in self.labels.iter_mut().zip(resp.chunks(k)) {
+                    // First maximum, as numpy's argmax.
+                    let mut best = 0;
+                    for (c, v) in row.iter().enumerate() {
+                        if *v > row[best] {
+                            best = c;
+                        }
+                    }
+                    *l = best as u32;
+                }
+                f(&self.labels[..rows])?;
+            }
+            if let Some(f) = self.outputs.proba.as_deref_mut() {
+                f(resp)?;
+            }
+            if let Some(f) = self.outputs.log_likelihood.as_deref_mut() {
+                f(&self.ws.log_norm[..rows])?;
+            }
+        }
+        Ok(())
+    }
+}
