@@ -107,48 +107,50 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     };
     let scan_rows = pick_block_rows(room - scan_stats - init_rows * init_per, scan_row, n, d * c, threads);
     let rows = pick_block_rows(room - iter_fixed, iter_row, n, d * c, threads);
-    let phase = "validation and init: ";
+    let phase = "validation and init";
     if kpp {
-        led.add(
-            &format!("{phase}init sample (k-means++)"),
+        led.add_in(
+            phase,
+            "init sample (k-means++)",
             init_rows,
             init_per,
             format!("{init_rows} rows × {init_per} B (values, weight, key)"),
         );
     } else {
-        led.add(&format!("{phase}init rows"), k, init_per, format!("{k} × {d} × 8 B"));
+        led.add_in(phase, "init rows", k, init_per, format!("{k} × {d} × 8 B"));
     }
-    led.add(&format!("{phase}read blocks"), scan_rows, scan_row, format!("{scan_rows} rows × {scan_row} B"));
-    led.add(&format!("{phase}column statistics"), scan_stats, 1, "folded chunks + open chunk".into());
-    let phase_a = led.total() - always;
-    let phase = "iterations: ";
+    led.add_in(phase, "read blocks", scan_rows, scan_row, format!("{scan_rows} rows × {scan_row} B"));
+    led.add_in(phase, "column statistics", scan_stats, 1, "folded chunks + open chunk".into());
+    let phase = "iterations";
     let n_stats = held(rows) / part.max(1);
-    led.add(
-        &format!("{phase}chunk statistics"),
+    led.add_in(
+        phase,
+        "chunk statistics",
         n_stats,
         part,
         format!("{n_stats} × {part} B (per-cluster sums and weights, {k} farthest rows with values)"),
     );
-    led.add(
-        &format!("{phase}distance tiles"),
+    led.add_in(
+        phase,
+        "distance tiles",
         threads * tile(tile_rows),
         1,
         format!("{threads} threads × {} B ({tile_rows} rows × {k_tile} centres)", tile(tile_rows)),
     );
     let block_row = scan_row + Assignment::<f64>::BYTES_PER_ROW;
-    led.add(
-        &format!("{phase}read blocks"),
+    led.add_in(
+        phase,
+        "read blocks",
         rows,
         block_row,
         format!("{rows} rows × {block_row} B (scratch, values, label, distance, weight)"),
     );
-    let phase_b = led.total() - always - phase_a;
     let extra_label_pass = u64::from(n_init > 1 && (job.n_outputs > 0 || plot > 0));
     Ok(Plan {
         job: "kmeans".into(),
         limit_bytes: limit,
+        total_bytes: led.total(),
         buffers: led.into_buffers(),
-        total_bytes: always + phase_a.max(phase_b),
         block_rows: rows as usize,
         n_blocks: job.n_samples.div_ceil(rows as usize),
         scan_block_rows: scan_rows as usize,
@@ -214,8 +216,8 @@ mod tests {
         assert_eq!(default_init_sample_rows(10_000_000, 784, 10), (1 << 22) / 784);
         // Always-held buffers plus the larger phase.
         let phase =
-            |prefix: &str| plan.buffers.iter().filter(|b| b.name.starts_with(prefix)).map(|b| b.bytes).sum::<u64>();
-        let (a, b) = (phase("validation and init: "), phase("iterations: "));
+            |p: &str| plan.buffers.iter().filter(|b| b.phase.as_deref() == Some(p)).map(|b| b.bytes).sum::<u64>();
+        let (a, b) = (phase("validation and init"), phase("iterations"));
         let all: u64 = plan.buffers.iter().map(|b| b.bytes).sum();
         assert!(a > 0 && b > 0);
         assert_eq!(plan.total_bytes, all - a - b + a.max(b));

@@ -189,33 +189,28 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     };
     let scan_rows = pick_block_rows(room - init_rows * sample_per, scan_row, n, d * c, threads);
     let rows = pick_block_rows(room, em_row, n, d * c, threads);
-    let mut plan_led = Ledger::default();
-    for b in led.into_buffers() {
-        plan_led.add(&b.name, b.bytes, 1, b.detail);
-    }
-    plan_led.add(
-        "iterations: read blocks",
+    led.add_in(
+        "iterations",
+        "read blocks",
         rows,
         em_row,
         format!("{rows} rows × {em_row} B (scratch, values, {k} responsibilities, log p(x), weights)"),
     );
-    plan_led.add(
-        "validation: read blocks and k-means++ sample",
+    led.add_in(
+        "validation",
+        "read blocks and k-means++ sample",
         scan_rows * scan_row + init_rows * sample_per,
         1,
         format!("{scan_rows} rows × {scan_row} B + {init_rows} sample rows × {sample_per} B"),
     );
-    let total = always + rows * em_row;
     let mut plan = Plan::blocked(
         if predict_only { "gmm-predict" } else { "gmm" },
         limit,
-        plan_led,
+        led,
         rows as usize,
         job.n_samples,
         threads as usize,
     );
-    let scan_total = always + scan_rows * scan_row + init_rows * sample_per;
-    plan.total_bytes = total.max(scan_total);
     plan.scan_block_rows = scan_rows as usize;
     plan.init_sample_rows = init_rows as usize;
     plan.k_tile = params.n_components;

@@ -100,6 +100,10 @@ pub struct PlannedBuffer {
     pub bytes: u64,
     /// How the size was computed (e.g. `65536 rows × 3 × 8 B`).
     pub detail: String,
+    /// The phase of the run the buffer lives in, or `None` when it is held
+    /// throughout. Buffers of different phases never coexist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 /// A memory plan: the buffers, the block sizes and the passes over the data.
@@ -205,24 +209,53 @@ impl fmt::Display for Plan {
     }
 }
 
-/// Accumulates buffers while a plan is being built.
+/// Accumulates buffers while a plan is being built: buffers held throughout
+/// the run, and buffers of phases that never coexist (the validation pass's
+/// sample, the iterations' blocks). The run needs the held buffers plus its
+/// largest phase.
 #[derive(Debug, Default)]
 pub struct Ledger {
     buffers: Vec<PlannedBuffer>,
 }
 
 impl Ledger {
-    /// Declares a buffer of `count` elements of `elem_bytes` bytes each.
+    /// Declares a buffer held throughout the run: `count` elements of
+    /// `elem_bytes` bytes each.
     pub fn add(&mut self, name: &str, count: u64, elem_bytes: u64, detail: String) {
-        if count == 0 {
-            return;
-        }
-        self.buffers.push(PlannedBuffer { name: name.to_string(), bytes: count * elem_bytes, detail });
+        self.push(None, name, count * elem_bytes, detail);
     }
 
-    /// Sum of the declared buffers in bytes.
+    /// Declares a buffer of phase `phase`: `count` elements of `elem_bytes`
+    /// bytes each. Its name is shown as `"phase: name"`.
+    pub fn add_in(&mut self, phase: &str, name: &str, count: u64, elem_bytes: u64, detail: String) {
+        self.push(Some(phase), &format!("{phase}: {name}"), count * elem_bytes, detail);
+    }
+
+    fn push(&mut self, phase: Option<&str>, name: &str, bytes: u64, detail: String) {
+        if bytes > 0 {
+            self.buffers.push(PlannedBuffer {
+                name: name.to_string(),
+                bytes,
+                detail,
+                phase: phase.map(str::to_string),
+            });
+        }
+    }
+
+    /// Bytes the run needs: the held buffers plus the largest phase.
     pub fn total(&self) -> u64 {
-        self.buffers.iter().map(|b| b.bytes).sum()
+        let mut phases: Vec<(&str, u64)> = Vec::new();
+        let mut held = 0;
+        for b in &self.buffers {
+            match &b.phase {
+                None => held += b.bytes,
+                Some(p) => match phases.iter_mut().find(|(q, _)| q == p) {
+                    Some((_, sum)) => *sum += b.bytes,
+                    None => phases.push((p, b.bytes)),
+                },
+            }
+        }
+        held + phases.iter().map(|&(_, b)| b).max().unwrap_or(0)
     }
 
     /// `"; largest buffer: NAME = SIZE"` for error messages, or empty.
@@ -242,5 +275,23 @@ impl Ledger {
     /// The declared buffers.
     pub fn into_buffers(self) -> Vec<PlannedBuffer> {
         self.buffers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_never_coexist() {
+        let mut led = Ledger::default();
+        led.add("centres", 10, 8, String::new());
+        led.add_in("validation", "sample", 100, 1, String::new());
+        led.add_in("iterations", "blocks", 60, 1, String::new());
+        led.add_in("iterations", "tiles", 50, 1, String::new());
+        led.add("empty", 0, 8, String::new());
+        assert_eq!(led.total(), 80 + 110);
+        assert_eq!(led.buffers().len(), 4);
+        assert_eq!(led.buffers()[1].name, "validation: sample");
     }
 }

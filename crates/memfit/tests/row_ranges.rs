@@ -1,0 +1,102 @@
+//! Passes run as separate row ranges merge to the same bits as whole passes:
+//! k-means, Gaussian mixtures of every covariance type and the weighted
+//! scatter, over 1, 2 and 7 ranges of a `.npy` file.
+
+use memfit::cluster::{plan_kmeans, KMeansParams};
+use memfit::exec::RowSplit;
+use memfit::io::{write_matrix, Source};
+use memfit::linalg::{plan_weighted_scatter, weighted_scatter_split};
+use memfit::mixture::{plan_gmm, CovarianceType, GmmParams, InitMethod, Outputs};
+use memfit::plan::{Job, CHUNK_ROWS};
+
+/// Seven chunks and a partial one of 3-D rows around four centres.
+fn data_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let n = 7 * CHUNK_ROWS + 1234;
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut uniform = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let x: Vec<f64> = (0..n)
+        .flat_map(|i| {
+            let c = (i % 4) as f64;
+            [c * 5.0 + uniform() * 2.0 + 1e3, -c * 3.0 + uniform(), c * c + uniform() * 0.5]
+        })
+        .collect::<Vec<_>>();
+    let path = dir.join("x.npy");
+    write_matrix(&path, &x, n, 3).unwrap();
+    path
+}
+
+fn splits() -> Vec<RowSplit> {
+    let c = CHUNK_ROWS;
+    vec![RowSplit::default(), RowSplit::at(vec![3 * c]), RowSplit::at(vec![c, 2 * c, 3 * c, 4 * c, 5 * c, 6 * c])]
+}
+
+#[test]
+fn kmeans_over_ranges_is_bitwise_the_whole_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = Source::open_matrix(data_file(dir.path())).unwrap();
+    let mut fits = Vec::new();
+    for split in splits() {
+        let params = KMeansParams {
+            n_clusters: 4,
+            n_init: Some(2),
+            max_iter: 20,
+            memory_limit_bytes: 8 << 20,
+            row_split: split,
+            ..Default::default()
+        };
+        let plan = plan_kmeans(&params, &Job::new(&x, None, 8, 0)).unwrap();
+        let mut labels = Vec::new();
+        let mut sink = |l: &[u32]| {
+            labels.extend_from_slice(l);
+            Ok(())
+        };
+        let fit = memfit::cluster::fit::<f64>(&params, &x, None, &plan, Some(&mut sink), &mut ()).unwrap();
+        fits.push((fit.cluster_centers, fit.inertia.to_bits(), fit.n_iter, labels));
+    }
+    assert_eq!(fits[0].3.len(), x.n_samples());
+    assert!(fits.windows(2).all(|w| w[0] == w[1]));
+}
+
+#[test]
+fn gaussian_mixtures_over_ranges_are_bitwise_the_whole_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = Source::open_matrix(data_file(dir.path())).unwrap();
+    for t in [CovarianceType::Full, CovarianceType::Tied, CovarianceType::Diag, CovarianceType::Spherical] {
+        for init in [InitMethod::KMeans, InitMethod::Random] {
+            let mut fits = Vec::new();
+            for split in splits() {
+                let params = GmmParams {
+                    n_components: 4,
+                    covariance_type: t,
+                    max_iter: 5,
+                    init_params: init,
+                    memory_limit_bytes: 16 << 20,
+                    row_split: split,
+                    ..GmmParams::default()
+                };
+                let plan = plan_gmm(&params, &Job::new(&x, None, 8, 0), false).unwrap();
+                let fit =
+                    memfit::mixture::fit::<f64>(&params, &x, None, &plan, &mut Outputs::default(), &mut ()).unwrap();
+                fits.push((fit.lower_bounds, fit.means, fit.covariances, fit.weights, fit.score.to_bits()));
+            }
+            assert!(fits.windows(2).all(|w| w[0] == w[1]), "{t:?} {init:?}");
+        }
+    }
+}
+
+#[test]
+fn weighted_scatter_over_ranges_is_bitwise_the_whole_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = Source::open_matrix(data_file(dir.path())).unwrap();
+    let plan = plan_weighted_scatter(&x, None, 4 << 20).unwrap();
+    let all: Vec<_> = splits().iter().map(|s| weighted_scatter_split(&x, None, &plan, s, &|| false).unwrap()).collect();
+    assert!(all.windows(2).all(|w| w[0] == w[1]));
+    // Ranges must start on chunk boundaries.
+    let bad = weighted_scatter_split(&x, None, &plan, &RowSplit::at(vec![1000]), &|| false);
+    assert!(bad.is_err());
+}
