@@ -177,7 +177,7 @@ pub(crate) enum Mode<'f> {
     Lloyd,
     /// A fit's last pass: per-cluster row counts, labels to a sink, a plot
     /// sample (values, label in the weight slot).
-    Final { sink: Option<&'f mut dyn FnMut(&[u32]) -> Result<()>>, plot: Option<KeyedSample> },
+    Final { sink: crate::cluster::LabelSink<'f>, plot: Option<KeyedSample> },
     /// New data: labels and distances to a sink.
     Predict(AssignSink<'f>),
 }

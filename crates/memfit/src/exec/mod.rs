@@ -147,7 +147,7 @@ impl<S: Merge> Partial<S> {
     /// [`Error::InvalidParameter`] (`rows`) unless `next` starts where
     /// `self` ends, on a chunk boundary.
     pub fn merge(mut self, next: Partial<S>) -> Result<Partial<S>> {
-        if next.rows.start != self.rows.end || next.rows.start % CHUNK_ROWS != 0 {
+        if next.rows.start != self.rows.end || !next.rows.start.is_multiple_of(CHUNK_ROWS) {
             return Err(Error::param(
                 "rows",
                 format!(
@@ -201,7 +201,7 @@ pub fn run_pass<T: Real, P: Pass<T>>(
     let x = blocks.x();
     let (n, d) = (x.n_samples(), x.n_features());
     let rows = rows.unwrap_or(0..n);
-    if rows.start > rows.end || rows.end > n || rows.start % CHUNK_ROWS != 0 {
+    if rows.start > rows.end || rows.end > n || !rows.start.is_multiple_of(CHUNK_ROWS) {
         return Err(Error::param(
             "rows",
             format!("rows {rows:?} of {n}: a range must lie within the data and start on a multiple of {CHUNK_ROWS}"),
