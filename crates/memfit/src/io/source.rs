@@ -775,6 +775,25 @@ fn convert<T: Real>(
     }
 }
 
+/// A job over a source, as planners see it.
+impl crate::plan::Job {
+    /// Describes a job over `x` (and optional weights) in a compute type of
+    /// `compute_bytes` bytes on the current rayon pool, streaming
+    /// `n_outputs` arrays.
+    pub fn new(x: &Source<'_>, weights: Option<&Source<'_>>, compute_bytes: usize, n_outputs: usize) -> Self {
+        crate::plan::Job {
+            n_samples: x.n_samples(),
+            n_features: x.n_features(),
+            x_scratch_per_row: x.scratch_bytes_per_row(),
+            w_scratch_per_row: weights.map(Source::scratch_bytes_per_row),
+            compute_bytes,
+            threads: rayon::current_num_threads(),
+            n_outputs,
+            extra: Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -262,8 +262,8 @@ pub fn check_free_space(outputs: &[(&Path, u64)]) -> Result<()> {
                     std::io::ErrorKind::StorageFull,
                     format!(
                         "not enough free disk space: {what} {needed} bytes ({}) but {available} bytes ({}) are available, nothing was written",
-                        crate::plan::format_bytes(needed),
-                        crate::plan::format_bytes(available)
+                        crate::units::format_bytes(needed),
+                        crate::units::format_bytes(available)
                     ),
                 ),
             ));

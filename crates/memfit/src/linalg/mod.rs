@@ -6,7 +6,6 @@ mod quadratic_form;
 mod scatter;
 
 pub use quadratic_form::{plan_row_quadratic_form, row_quadratic_form};
-pub(crate) use scatter::add_tile_scatter;
 pub use scatter::{plan_weighted_scatter, weighted_scatter, weighted_scatter_split};
 
 use crate::error::{Error, Result};

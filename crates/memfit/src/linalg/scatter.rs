@@ -1,12 +1,12 @@
 //! The weighted scatter `Xᵀ diag(w) X`, blocked (NumPy: `(X.T * w) @ X`).
 
-use faer::linalg::matmul::matmul;
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::Par;
 
 use super::check_fits;
 use crate::error::{Error, Result};
 use crate::exec::{run_split, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
+use crate::kernels::add_tile_scatter;
 use crate::plan::{pick_block_rows, Ledger, Plan, TILE_ROWS};
 
 /// Plans [`weighted_scatter`] of `x` (shape `(n_samples, n_features)`) with
@@ -147,23 +147,6 @@ impl Pass<f64> for ScatterPass {
         }
         Ok(())
     }
-}
-
-/// Adds `X_tᵀ diag(w) X_t` for one tile `xt` (row-major `(rows, d)`, at most
-/// [`TILE_ROWS`] rows; weights `w` for its rows, all ones when `None`) to
-/// `s` (row-major `(d, d)`) by one GEMM; `weighted` holds the weighted tile.
-pub(crate) fn add_tile_scatter(xt: &[f64], w: Option<&[f64]>, d: usize, weighted: &mut [f64], s: &mut [f64], par: Par) {
-    let rows = xt.len() / d.max(1);
-    let wt = &mut weighted[..rows * d];
-    wt.copy_from_slice(xt);
-    if let Some(w) = w {
-        for (row, &wi) in wt.chunks_mut(d).zip(w) {
-            row.iter_mut().for_each(|v| *v *= wi);
-        }
-    }
-    let lhs = MatRef::from_row_major_slice(xt, rows, d).transpose();
-    let rhs = MatRef::from_row_major_slice(wt, rows, d);
-    matmul(MatMut::from_row_major_slice_mut(s, d, d), Accum::Add, lhs, rhs, 1.0, par);
 }
 
 #[cfg(test)]

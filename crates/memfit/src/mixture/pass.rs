@@ -30,7 +30,7 @@ use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::Merge;
 use crate::io::Source;
-use crate::linalg::add_tile_scatter;
+use crate::kernels::add_tile_scatter;
 use crate::plan::TILE_ROWS;
 
 /// Responsibilities (times the sample weight) below this are skipped in the

@@ -68,29 +68,6 @@ pub struct Job {
     pub extra: Vec<(String, u64)>,
 }
 
-impl Job {
-    /// Describes a job over `x` (and optional weights) in a compute type of
-    /// `compute_bytes` bytes on the current rayon pool, streaming
-    /// `n_outputs` arrays.
-    pub fn new(
-        x: &crate::io::Source<'_>,
-        weights: Option<&crate::io::Source<'_>>,
-        compute_bytes: usize,
-        n_outputs: usize,
-    ) -> Self {
-        Job {
-            n_samples: x.n_samples(),
-            n_features: x.n_features(),
-            x_scratch_per_row: x.scratch_bytes_per_row(),
-            w_scratch_per_row: weights.map(crate::io::Source::scratch_bytes_per_row),
-            compute_bytes,
-            threads: rayon::current_num_threads(),
-            n_outputs,
-            extra: Vec::new(),
-        }
-    }
-}
-
 /// One buffer of a plan.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PlannedBuffer {
