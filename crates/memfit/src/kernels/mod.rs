@@ -5,6 +5,7 @@ mod argmin;
 #[cfg(target_arch = "x86_64")]
 mod argmin_avx512;
 mod assign;
+mod gaussian;
 mod scatter;
 
 pub use accumulate::{accumulate_block, accumulate_rows, MAX_PARTIAL_BYTES};
@@ -13,4 +14,6 @@ pub use assign::{
     assign_block, assign_reference, assign_rows, exact_sq_dist, sq_distances_block, PreparedCenters, Scratch,
     DIRECT_MAX_FEATURES,
 };
+pub use gaussian::STACKED_MAX_FEATURES;
+pub(crate) use gaussian::{log_prob_tile, log_sum_exp_rows, stacked_group, Estep, Prec};
 pub use scatter::add_tile_scatter;

@@ -20,6 +20,7 @@ use super::params::CovarianceType;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::io::Source;
+pub(crate) use crate::kernels::{Estep, Prec};
 
 /// Values in a packed lower triangle of a `d × d` matrix.
 pub fn packed_len(d: usize) -> usize {
@@ -63,36 +64,6 @@ pub struct Params {
     /// Covariances: full `K` packed triangles, tied one packed triangle,
     /// diag `(K, d)`, spherical `(K,)` (the first `K` of `K × d` values).
     pub cov: Vec<f64>,
-}
-
-/// The E-step's precision factors.
-#[derive(Debug, Clone)]
-pub(crate) enum Prec<T> {
-    /// `K` upper-triangular `d × d` factors side by side: row-major
-    /// `(d, K·d)`, factor `k` in columns `k·d .. (k+1)·d`, zeros below the
-    /// diagonal; and `μ_k U_k` per component, `(K, d)`.
-    Full(Vec<T>, Vec<f64>),
-    /// One upper-triangular factor and `μ_k U` per component, `(K, d)`.
-    Tied(Vec<T>, Vec<f64>),
-    /// `(K, d)` precision standard deviations `1 / σ_kj`.
-    Diag(Vec<f64>),
-    /// `(K,)` values `1 / σ_k`.
-    Spherical(Vec<f64>),
-}
-
-/// Parameters as the E-step uses them.
-#[derive(Debug, Clone)]
-pub(crate) struct Estep<T> {
-    pub(crate) k: usize,
-    pub(crate) d: usize,
-    /// `ln π_k`.
-    pub(crate) log_weights: Vec<f64>,
-    /// Means in shifted coordinates, `f64` and compute type.
-    pub(crate) means: Vec<f64>,
-    pub(crate) means_t: Vec<T>,
-    /// `Σ_j ln U_jj` per component.
-    pub(crate) log_det: Vec<f64>,
-    pub(crate) prec: Prec<T>,
 }
 
 /// Reused `d × d` work matrices (row-major `f64`): the first two serve the

@@ -19,18 +19,17 @@
 //! `_estimate_gaussian_parameters` (same quantities, computed there with
 //! `n × d` temporaries per component).
 
-use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
-use super::components::{packed_len, Estep, Prec};
+use super::components::packed_len;
 use super::params::CovarianceType;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::Merge;
 use crate::io::Source;
-use crate::kernels::add_tile_scatter;
+use crate::kernels::{add_tile_scatter, log_prob_tile, log_sum_exp_rows, stacked_group, Estep, STACKED_MAX_FEATURES};
 use crate::plan::TILE_ROWS;
 
 /// Responsibilities (times the sample weight) below this are skipped in the
@@ -39,31 +38,6 @@ use crate::plan::TILE_ROWS;
 /// skipped rows move any statistic by under 1e-8 of that floor; rows whose
 /// responsibility underflows to exactly zero are the common case.
 pub const NEGLIGIBLE_RESPONSIBILITY: f64 = 1e-32;
-
-/// `eˣ`, or 0 where it would be subnormal (`x < −708`): such terms change
-/// neither a log-sum-exp (they are below one ulp of its largest term, 1) nor
-/// any M-step sum (they are far below [`NEGLIGIBLE_RESPONSIBILITY`]), and
-/// libm's underflow path costs ten times a normal `exp`.
-#[inline(always)]
-fn exp_or_zero(x: f64) -> f64 {
-    if x < -708.0 {
-        0.0
-    } else {
-        x.exp()
-    }
-}
-
-/// Clears the upper halves of the vector registers (`vzeroupper`) before
-/// libm's `exp`, whose legacy-SSE entry otherwise pays a state-transition
-/// penalty on every call after the AVX-512 GEMM kernels ran on this thread.
-#[inline(always)]
-fn clear_upper_vector_state() {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: the CPU supports AVX, which is all `vzeroupper` needs.
-        unsafe { std::arch::x86_64::_mm256_zeroupper() };
-    }
-}
 
 /// Sufficient statistics of one M-step, in `f64`, around `reference` means.
 #[derive(Debug, Clone)]
@@ -252,23 +226,7 @@ impl<T: Real> Workspace<T> {
             .zip(log_norm.par_chunks_mut(TILE_ROWS))
             .enumerate()
             .for_each(|(t, ((ll, r), ln))| {
-                clear_upper_vector_state();
-                let mut sum = 0.0;
-                for (i, (row, l)) in r.chunks_mut(k).zip(ln.iter_mut()).enumerate() {
-                    // One exp per component: r = e^(v − max) / Σ e^(v − max).
-                    let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                    for v in row.iter_mut() {
-                        *v = exp_or_zero(*v - max);
-                    }
-                    let s: f64 = row.iter().sum();
-                    *l = max + s.ln();
-                    let inv = 1.0 / s;
-                    for v in row.iter_mut() {
-                        *v *= inv;
-                    }
-                    sum += wb.map_or(1.0, |w| w[t * TILE_ROWS + i]) * *l;
-                }
-                *ll = sum;
+                *ll = log_sum_exp_rows(r, k, ln, wb.map(|w| &w[t * TILE_ROWS..]));
             });
         if let Some(i) = self.log_norm[..rows].iter().position(|v| !v.is_finite()) {
             return Err(Error::param(
@@ -411,129 +369,5 @@ fn add_gathered(g: &[f64], m: usize, d: usize, prod: &mut [f64], s2: &mut [f64])
             *dst += v;
         }
         p += i + 1;
-    }
-}
-
-/// Full covariances with at most this many features use the stacked dense
-/// GEMM E-step (one product for a group of components); wider data use one
-/// triangular product per component on `x − μ_k`, which halves the work.
-pub const STACKED_MAX_FEATURES: usize = 128;
-
-/// Components per stacked GEMM: the product tile has at most 1024 columns.
-fn stacked_group(k: usize, d: usize) -> usize {
-    (1024 / d.max(1)).clamp(1, k.max(1))
-}
-
-/// Weighted log-densities `ln π_k + log N(x_i | μ_k, Σ_k)` of the rows of
-/// `xt` (row-major `(r, d)`, `r ≤ 256`) into `out` (row-major `(r, K)`);
-/// `buf` holds [`Workspace`]'s per-thread E-step buffer.
-pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
-    let (k, d) = (es.k, es.d);
-    let r = xt.len() / d;
-    let c0 = -0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln();
-    let sq = |v: &[T]| v.iter().map(|y| y.to_f64() * y.to_f64()).sum::<f64>();
-    match &es.prec {
-        Prec::Full(u, mu_u) if d <= STACKED_MAX_FEATURES => {
-            // Narrow data: one dense GEMM per group of components,
-            // Y = X_t [U_a … U_b], then ‖y − μ_k U_k‖² (as scikit-learn).
-            let group = stacked_group(k, d);
-            let all = MatRef::from_row_major_slice(u, d, k * d);
-            let yt = &mut buf[..r * group * d];
-            for g0 in (0..k).step_by(group) {
-                let g = group.min(k - g0);
-                let y = &mut yt[..r * g * d];
-                matmul(
-                    MatMut::from_row_major_slice_mut(y, r, g * d),
-                    Accum::Replace,
-                    MatRef::from_row_major_slice(xt, r, d),
-                    all.subcols(g0 * d, g * d),
-                    T::from_f64(1.0),
-                    Par::Seq,
-                );
-                for (i, row) in y.chunks_exact(g * d).enumerate() {
-                    for (c, yc) in row.chunks_exact(d).enumerate() {
-                        let comp = g0 + c;
-                        let m = &mu_u[comp * d..(comp + 1) * d];
-                        let q: f64 = yc.iter().zip(m).map(|(a, b)| (a.to_f64() - b) * (a.to_f64() - b)).sum();
-                        out[i * k + comp] = c0 + es.log_det[comp] + es.log_weights[comp] - 0.5 * q;
-                    }
-                }
-            }
-        }
-        Prec::Full(u, _) => {
-            let all = MatRef::from_row_major_slice(u, d, k * d);
-            let (dt, yt) = buf.split_at_mut(r * d);
-            let yt = &mut yt[..r * d];
-            for c in 0..k {
-                let mu = &es.means_t[c * d..(c + 1) * d];
-                for (row_d, row_x) in dt.chunks_exact_mut(d).zip(xt.chunks_exact(d)) {
-                    for ((o, x), m) in row_d.iter_mut().zip(row_x).zip(mu) {
-                        *o = *x - *m;
-                    }
-                }
-                tri_matmul(
-                    MatMut::from_row_major_slice_mut(yt, r, d),
-                    BlockStructure::Rectangular,
-                    Accum::Replace,
-                    MatRef::from_row_major_slice(dt, r, d),
-                    BlockStructure::Rectangular,
-                    all.subcols(c * d, d),
-                    BlockStructure::TriangularUpper,
-                    T::from_f64(1.0),
-                    Par::Seq,
-                );
-                let base = c0 + es.log_det[c] + es.log_weights[c];
-                for (i, y) in yt.chunks_exact(d).enumerate() {
-                    out[i * k + c] = base - 0.5 * sq(y);
-                }
-            }
-        }
-        Prec::Tied(u, mu_u) => {
-            let yt = &mut buf[..r * d];
-            tri_matmul(
-                MatMut::from_row_major_slice_mut(yt, r, d),
-                BlockStructure::Rectangular,
-                Accum::Replace,
-                MatRef::from_row_major_slice(xt, r, d),
-                BlockStructure::Rectangular,
-                MatRef::from_row_major_slice(u, d, d),
-                BlockStructure::TriangularUpper,
-                T::from_f64(1.0),
-                Par::Seq,
-            );
-            for (i, y) in yt.chunks_exact(d).enumerate() {
-                for c in 0..k {
-                    let m = &mu_u[c * d..(c + 1) * d];
-                    let q: f64 = y.iter().zip(m).map(|(a, b)| (a.to_f64() - b) * (a.to_f64() - b)).sum();
-                    out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q;
-                }
-            }
-        }
-        Prec::Diag(pc) => {
-            for (i, x) in xt.chunks_exact(d).enumerate() {
-                for c in 0..k {
-                    let (m, p) = (&es.means[c * d..(c + 1) * d], &pc[c * d..(c + 1) * d]);
-                    let q: f64 = x
-                        .iter()
-                        .zip(m)
-                        .zip(p)
-                        .map(|((x, m), p)| {
-                            let v = (x.to_f64() - m) * p;
-                            v * v
-                        })
-                        .sum();
-                    out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q;
-                }
-            }
-        }
-        Prec::Spherical(pc) => {
-            for (i, x) in xt.chunks_exact(d).enumerate() {
-                for c in 0..k {
-                    let m = &es.means[c * d..(c + 1) * d];
-                    let q: f64 = x.iter().zip(m).map(|(x, m)| (x.to_f64() - m) * (x.to_f64() - m)).sum();
-                    out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q * pc[c] * pc[c];
-                }
-            }
-        }
     }
 }

@@ -1,0 +1,215 @@
+//! Gaussian log-densities of a tile of rows under every mixture component
+//! (by GEMM tiles with the precision Cholesky factors), and the log-sum-exp
+//! that turns them into responsibilities.
+//!
+//! Reference: scikit-learn's `_estimate_log_gaussian_prob` (the same
+//! quantities, computed there with `n × d` temporaries per component).
+
+use faer::linalg::matmul::matmul;
+use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
+use faer::{Accum, MatMut, MatRef, Par};
+
+use crate::dtype::Real;
+
+/// The E-step's precision factors.
+#[derive(Debug, Clone)]
+pub(crate) enum Prec<T> {
+    /// `K` upper-triangular `d × d` factors side by side: row-major
+    /// `(d, K·d)`, factor `k` in columns `k·d .. (k+1)·d`, zeros below the
+    /// diagonal; and `μ_k U_k` per component, `(K, d)`.
+    Full(Vec<T>, Vec<f64>),
+    /// One upper-triangular factor and `μ_k U` per component, `(K, d)`.
+    Tied(Vec<T>, Vec<f64>),
+    /// `(K, d)` precision standard deviations `1 / σ_kj`.
+    Diag(Vec<f64>),
+    /// `(K,)` values `1 / σ_k`.
+    Spherical(Vec<f64>),
+}
+
+/// Parameters as the E-step uses them.
+#[derive(Debug, Clone)]
+pub(crate) struct Estep<T> {
+    pub(crate) k: usize,
+    pub(crate) d: usize,
+    /// `ln π_k`.
+    pub(crate) log_weights: Vec<f64>,
+    /// Means in shifted coordinates, `f64` and compute type.
+    pub(crate) means: Vec<f64>,
+    pub(crate) means_t: Vec<T>,
+    /// `Σ_j ln U_jj` per component.
+    pub(crate) log_det: Vec<f64>,
+    pub(crate) prec: Prec<T>,
+}
+
+/// `eˣ`, or 0 where it would be subnormal (`x < −708`): such terms change
+/// neither a log-sum-exp (they are below one ulp of its largest term, 1) nor
+/// any M-step sum (they are far below the mixtures' negligible responsibility, 1e-32), and
+/// libm's underflow path costs ten times a normal `exp`.
+#[inline(always)]
+pub(crate) fn exp_or_zero(x: f64) -> f64 {
+    if x < -708.0 {
+        0.0
+    } else {
+        x.exp()
+    }
+}
+
+/// Clears the upper halves of the vector registers (`vzeroupper`) before
+/// libm's `exp`, whose legacy-SSE entry otherwise pays a state-transition
+/// penalty on every call after the AVX-512 GEMM kernels ran on this thread.
+#[inline(always)]
+fn clear_upper_vector_state() {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU supports AVX, which is all `vzeroupper` needs.
+        unsafe { std::arch::x86_64::_mm256_zeroupper() };
+    }
+}
+
+/// Turns the log-densities of a tile (`r`, row-major `(rows, k)`) into
+/// responsibilities in place, writes each row's `log p(x_i)` into
+/// `log_norm`, and returns `Σ_i w_i log p(x_i)` summed in row order
+/// (`w` all ones when `None`).
+pub(crate) fn log_sum_exp_rows(r: &mut [f64], k: usize, log_norm: &mut [f64], w: Option<&[f64]>) -> f64 {
+    clear_upper_vector_state();
+    let mut sum = 0.0;
+    for (i, (row, l)) in r.chunks_mut(k).zip(log_norm.iter_mut()).enumerate() {
+        // One exp per component: r = e^(v − max) / Σ e^(v − max).
+        let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        for v in row.iter_mut() {
+            *v = exp_or_zero(*v - max);
+        }
+        let s: f64 = row.iter().sum();
+        *l = max + s.ln();
+        let inv = 1.0 / s;
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
+        sum += w.map_or(1.0, |w| w[i]) * *l;
+    }
+    sum
+}
+
+/// Full covariances with at most this many features use the stacked dense
+/// GEMM E-step (one product for a group of components); wider data use one
+/// triangular product per component on `x − μ_k`, which halves the work.
+pub const STACKED_MAX_FEATURES: usize = 128;
+
+/// Components per stacked GEMM: the product tile has at most 1024 columns.
+pub(crate) fn stacked_group(k: usize, d: usize) -> usize {
+    (1024 / d.max(1)).clamp(1, k.max(1))
+}
+
+/// Weighted log-densities `ln π_k + log N(x_i | μ_k, Σ_k)` of the rows of
+/// `xt` (row-major `(r, d)`, `r ≤ 256`) into `out` (row-major `(r, K)`);
+/// `buf` holds the caller's per-thread E-step buffer.
+pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
+    let (k, d) = (es.k, es.d);
+    let r = xt.len() / d;
+    let c0 = -0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln();
+    let sq = |v: &[T]| v.iter().map(|y| y.to_f64() * y.to_f64()).sum::<f64>();
+    match &es.prec {
+        Prec::Full(u, mu_u) if d <= STACKED_MAX_FEATURES => {
+            // Narrow data: one dense GEMM per group of components,
+            // Y = X_t [U_a … U_b], then ‖y − μ_k U_k‖² (as scikit-learn).
+            let group = stacked_group(k, d);
+            let all = MatRef::from_row_major_slice(u, d, k * d);
+            let yt = &mut buf[..r * group * d];
+            for g0 in (0..k).step_by(group) {
+                let g = group.min(k - g0);
+                let y = &mut yt[..r * g * d];
+                matmul(
+                    MatMut::from_row_major_slice_mut(y, r, g * d),
+                    Accum::Replace,
+                    MatRef::from_row_major_slice(xt, r, d),
+                    all.subcols(g0 * d, g * d),
+                    T::from_f64(1.0),
+                    Par::Seq,
+                );
+                for (i, row) in y.chunks_exact(g * d).enumerate() {
+                    for (c, yc) in row.chunks_exact(d).enumerate() {
+                        let comp = g0 + c;
+                        let m = &mu_u[comp * d..(comp + 1) * d];
+                        let q: f64 = yc.iter().zip(m).map(|(a, b)| (a.to_f64() - b) * (a.to_f64() - b)).sum();
+                        out[i * k + comp] = c0 + es.log_det[comp] + es.log_weights[comp] - 0.5 * q;
+                    }
+                }
+            }
+        }
+        Prec::Full(u, _) => {
+            let all = MatRef::from_row_major_slice(u, d, k * d);
+            let (dt, yt) = buf.split_at_mut(r * d);
+            let yt = &mut yt[..r * d];
+            for c in 0..k {
+                let mu = &es.means_t[c * d..(c + 1) * d];
+                for (row_d, row_x) in dt.chunks_exact_mut(d).zip(xt.chunks_exact(d)) {
+                    for ((o, x), m) in row_d.iter_mut().zip(row_x).zip(mu) {
+                        *o = *x - *m;
+                    }
+                }
+                tri_matmul(
+                    MatMut::from_row_major_slice_mut(yt, r, d),
+                    BlockStructure::Rectangular,
+                    Accum::Replace,
+                    MatRef::from_row_major_slice(dt, r, d),
+                    BlockStructure::Rectangular,
+                    all.subcols(c * d, d),
+                    BlockStructure::TriangularUpper,
+                    T::from_f64(1.0),
+                    Par::Seq,
+                );
+                let base = c0 + es.log_det[c] + es.log_weights[c];
+                for (i, y) in yt.chunks_exact(d).enumerate() {
+                    out[i * k + c] = base - 0.5 * sq(y);
+                }
+            }
+        }
+        Prec::Tied(u, mu_u) => {
+            let yt = &mut buf[..r * d];
+            tri_matmul(
+                MatMut::from_row_major_slice_mut(yt, r, d),
+                BlockStructure::Rectangular,
+                Accum::Replace,
+                MatRef::from_row_major_slice(xt, r, d),
+                BlockStructure::Rectangular,
+                MatRef::from_row_major_slice(u, d, d),
+                BlockStructure::TriangularUpper,
+                T::from_f64(1.0),
+                Par::Seq,
+            );
+            for (i, y) in yt.chunks_exact(d).enumerate() {
+                for c in 0..k {
+                    let m = &mu_u[c * d..(c + 1) * d];
+                    let q: f64 = y.iter().zip(m).map(|(a, b)| (a.to_f64() - b) * (a.to_f64() - b)).sum();
+                    out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q;
+                }
+            }
+        }
+        Prec::Diag(pc) => {
+            for (i, x) in xt.chunks_exact(d).enumerate() {
+                for c in 0..k {
+                    let (m, p) = (&es.means[c * d..(c + 1) * d], &pc[c * d..(c + 1) * d]);
+                    let q: f64 = x
+                        .iter()
+                        .zip(m)
+                        .zip(p)
+                        .map(|((x, m), p)| {
+                            let v = (x.to_f64() - m) * p;
+                            v * v
+                        })
+                        .sum();
+                    out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q;
+                }
+            }
+        }
+        Prec::Spherical(pc) => {
+            for (i, x) in xt.chunks_exact(d).enumerate() {
+                for c in 0..k {
+                    let m = &es.means[c * d..(c + 1) * d];
+                    let q: f64 = x.iter().zip(m).map(|(x, m)| (x.to_f64() - m) * (x.to_f64() - m)).sum();
+                    out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q * pc[c] * pc[c];
+                }
+            }
+        }
+    }
+}
