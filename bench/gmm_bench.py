@@ -10,7 +10,11 @@ final E-step). The E-step's GFLOP/s (memfit's summary, `d (d + 1)` flops per
 row and component) is printed next to faer's plain GEMM GFLOP/s in the same
 shape (`cargo run --release --example gemm_gflops`).
 
-Usage: python bench/gmm_bench.py [--iters 5] [--threads 2] [--only blobs|mnist]
+With --baseline-bin PATH, a second memfit build runs as one more peer
+("memfit-base"), e.g. a build from before a change, to measure the change's
+cost in the same run.
+
+Usage: python bench/gmm_bench.py [--iters 5] [--threads 2] [--only blobs|mnist] [--baseline-bin PATH]
 Needs: numpy, scikit-learn (pip), target/release/memfit, and for MNIST
 ../shared/datasets/mnist_X_uint8.npy (scaled to [0, 1]).
 """
@@ -34,9 +38,10 @@ def child(peer, data, init_dir, iters, threads):
 
     init = {n: Path(init_dir) / f"{n}.npy" for n in ("weights", "means", "precisions")}
     k = len(np.load(init["weights"]))
-    if peer == "memfit":
+    if peer.startswith("memfit"):
+        binary = MEMFIT if peer == "memfit" else os.environ["MEMFIT_BASELINE_BIN"]
         summary = Path(tempfile.mkdtemp()) / "s.json"
-        cmd = [MEMFIT, "gmm", data, "--n-components", str(k), "--weights-init", str(init["weights"]),
+        cmd = [binary, "gmm", data, "--n-components", str(k), "--weights-init", str(init["weights"]),
                "--means-init", str(init["means"]), "--precisions-init", str(init["precisions"]),
                "--max-iter", str(iters), "--tol", "0", "--threads", str(threads), "--quiet",
                "--summary", str(summary)]
@@ -135,7 +140,12 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--only", choices=["blobs", "mnist"])
+    ap.add_argument("--baseline-bin", help="another memfit binary to run as the peer memfit-base")
     args = ap.parse_args()
+    peers = ["memfit", "sklearn"]
+    if args.baseline_bin:
+        os.environ["MEMFIT_BASELINE_BIN"] = str(Path(args.baseline_bin).resolve())
+        peers.insert(1, "memfit-base")
     with tempfile.TemporaryDirectory() as tmp:
         for name in ["blobs", "mnist"]:
             if args.only and name != args.only:
@@ -146,11 +156,15 @@ def main():
             data, init, shape, k = case
             print(f"\n== {name}: X {shape} float64, K = {k}, full, {args.iters} EM iterations, "
                   f"{args.threads} threads")
-            res = {p: run_child(p, data, init, args.iters, args.threads) for p in ("memfit", "sklearn")}
+            res = {p: run_child(p, data, init, args.iters, args.threads) for p in peers}
             for p, r in res.items():
-                print(f"{p:8s} {r['secs_per_iter']:8.3f} s/iter (E {r['e_secs']:.3f}, M {r['m_secs']:.3f})  "
+                print(f"{p:11s} {r['secs_per_iter']:8.3f} s/iter (E {r['e_secs']:.3f}, M {r['m_secs']:.3f})  "
                       f"peak RSS {r['peak_rss_bytes'] / 2**20:8.1f} MiB  lower bound {r['lower_bound']:.10f}")
             m, s = res["memfit"], res["sklearn"]
+            if "memfit-base" in res:
+                b = res["memfit-base"]
+                print(f"memfit vs memfit-base: {m['secs_per_iter'] / b['secs_per_iter']:.3f}x time, "
+                      f"lower bound rel. diff {abs(m['lower_bound'] - b['lower_bound']) / abs(b['lower_bound']):.1e}")
             print(f"speed-up {s['secs_per_iter'] / m['secs_per_iter']:.2f}x  "
                   f"memory {m['peak_rss_bytes'] / s['peak_rss_bytes']:.3f} of scikit-learn's  "
                   f"lower bound rel. diff {abs(m['lower_bound'] - s['lower_bound']) / abs(s['lower_bound']):.1e}")
