@@ -5,7 +5,7 @@ use super::params::{Init, KMeansParams};
 use super::pass::{AssignStats, Assignment};
 use crate::error::{Error, Result};
 use crate::exec::{KeyedSample, ScanStats};
-use crate::io::WRITE_BUFFER_BYTES;
+use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, CHUNK_ROWS, TILE_ROWS};
 
@@ -59,8 +59,12 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
     let always = led.total();
-    let w_row = job.w_scratch_per_row.map_or(0, |s| s as u64 + 8);
-    let scan_row = job.x_scratch_per_row as u64 + d * c + w_row;
+    let scan_row = BlockReader::<f64>::bytes_per_row(
+        job.x_scratch_per_row,
+        job.n_features,
+        job.compute_bytes,
+        job.w_scratch_per_row,
+    );
     // Per row: label and distance, and a share of the per-chunk statistics
     // (those held for a block of `rows` rows: 2 + rows / CHUNK_ROWS, or 2).
     let part = AssignStats::lloyd_bytes(params.n_clusters, job.n_features);

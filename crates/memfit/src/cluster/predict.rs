@@ -83,7 +83,7 @@ fn centre_ledger(x: &Source<'_>, n_clusters: usize, compute_bytes: usize) -> Led
 
 /// Bytes of a block row: raw read scratch, converted values and `extra`.
 fn row_bytes(x: &Source<'_>, compute_bytes: usize, extra: u64) -> u64 {
-    (x.scratch_bytes_per_row() + x.n_features() * compute_bytes) as u64 + extra
+    BlockReader::<f64>::bytes_per_row(x.scratch_bytes_per_row(), x.n_features(), compute_bytes, None) + extra
 }
 
 /// Bytes of the smallest block: one tile of rows (or every row, if fewer).

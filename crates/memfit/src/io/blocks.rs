@@ -35,6 +35,14 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
         }
     }
 
+    /// Bytes a reader holds per block row: the raw scratch of `x`
+    /// (`x_scratch` bytes per row), `n_features` converted values of
+    /// `compute_bytes` each, and for weights their raw scratch (`w_scratch`)
+    /// and one `f64`.
+    pub fn bytes_per_row(x_scratch: usize, n_features: usize, compute_bytes: usize, w_scratch: Option<usize>) -> u64 {
+        (x_scratch + n_features * compute_bytes + w_scratch.map_or(0, |s| s + 8)) as u64
+    }
+
     /// The data source.
     pub fn x(&self) -> &'s Source<'a> {
         self.x

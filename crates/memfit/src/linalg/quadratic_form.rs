@@ -30,7 +30,7 @@ pub fn plan_row_quadratic_form(x: &Source<'_>, compute_bytes: usize, limit_bytes
         c,
         format!("{threads} × {TILE_ROWS} × {d} × {c} B"),
     );
-    let per_row = x.scratch_bytes_per_row() as u64 + d * c + 8;
+    let per_row = BlockReader::<f64>::bytes_per_row(x.scratch_bytes_per_row(), x.n_features(), compute_bytes, None) + 8;
     check_fits(
         &led,
         per_row,

@@ -22,7 +22,12 @@ pub fn plan_weighted_scatter(x: &Source<'_>, w: Option<&Source<'_>>, limit_bytes
     let mut led = Ledger::default();
     led.add("scatter (float64): folded chunks + open chunk", 2 * d * d, 8, format!("2 × {d} × {d} × 8 B"));
     led.add("weighted tile (float64)", TILE_ROWS as u64 * d, 8, format!("{TILE_ROWS} × {d} × 8 B"));
-    let per_row = x.scratch_bytes_per_row() as u64 + d * 8 + w.map_or(0, |w| w.scratch_bytes_per_row() as u64 + 8);
+    let per_row = BlockReader::<f64>::bytes_per_row(
+        x.scratch_bytes_per_row(),
+        x.n_features(),
+        8,
+        w.map(Source::scratch_bytes_per_row),
+    );
     check_fits(&led, per_row, n, limit_bytes, format!("weighted_scatter with n_features = {d}"))?;
     let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * 8, threads);
     led.add("read blocks", rows, per_row, format!("{rows} rows × {per_row} B (scratch, values, weight)"));

@@ -7,7 +7,7 @@ use super::pass::{Stats, Workspace};
 use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
 use crate::error::{Error, Result};
 use crate::exec::{KeyedSample, ScanStats};
-use crate::io::WRITE_BUFFER_BYTES;
+use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::Scratch;
 use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 
@@ -120,8 +120,12 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     for (name, bytes) in &job.extra {
         led.add(name, *bytes, 1, "held by the caller".into());
     }
-    let w_row = job.w_scratch_per_row.map_or(0, |s| s as u64 + 8);
-    let scan_row = job.x_scratch_per_row as u64 + d * c + w_row;
+    let scan_row = BlockReader::<f64>::bytes_per_row(
+        job.x_scratch_per_row,
+        job.n_features,
+        job.compute_bytes,
+        job.w_scratch_per_row,
+    );
     // Init assignment (k-means labels): label + distance per row.
     let em_row = scan_row + Workspace::<f64>::bytes_per_row(ku) + 12;
     let min_rows = (TILE_ROWS as u64).min(n);
