@@ -9,6 +9,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --release --all-targets -- -D warnings
+echo "== cargo doc (warnings denied: broken links, bad markup, output collisions)"
+# --release reuses the dependencies clippy just checked. Cargo's own warnings
+# (such as two targets writing the same doc folder) fail the step too.
+doc_log="$(mktemp)"
+RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" cargo doc --release --no-deps --workspace 2>&1 | tee "$doc_log"
+if grep -qE '^(warning|error)' "$doc_log"; then echo "cargo doc reported warnings" >&2; exit 1; fi
+rm -f "$doc_log"
 echo "== cargo test (release: one build serves the tests and the CLI)"
 cargo build --release --bin memfit
 cargo test --release --workspace

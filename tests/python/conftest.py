@@ -2,7 +2,9 @@
 
 The binary is taken from $MEMFIT_BIN, else <repo>/target/release/memfit.
 Real data sets are read from <repo>/../shared/datasets; tests that need one
-skip with a clear message when it is absent.
+skip with a clear message when it is absent, or fail when the environment
+variable MEMFIT_REQUIRE_DATASETS is set (as .ci/run does where the folder
+exists), so that CI never passes by skipping them.
 """
 
 import json
@@ -43,10 +45,15 @@ def memfit():
 
 
 def dataset(name, rows=None):
-    """Load a shared data set (first `rows` rows), or skip when it is absent."""
+    """Load a shared data set (first `rows` rows), or skip when it is absent
+    (fail when MEMFIT_REQUIRE_DATASETS is set)."""
     path = DATASETS / name
     if not path.is_file():
-        pytest.skip(f"shared data set {name} not found in {DATASETS}")
+        missing = f"shared data set {name} not found in {DATASETS}"
+        if os.environ.get("MEMFIT_REQUIRE_DATASETS", "") not in ("", "0"):
+            pytest.fail(f"{missing}, but MEMFIT_REQUIRE_DATASETS is set (CI expects the shared data "
+                        "sets): restore the file, or unset the variable to skip", pytrace=False)
+        pytest.skip(missing)
     X = np.load(path, mmap_mode="r")
     return np.array(X[:rows] if rows is not None else X)
 

@@ -4,7 +4,7 @@
 //! borrowed, never copied; a `str` is a `.npy` path read in blocks), runs the
 //! engine on a worker thread with the GIL released, turns Ctrl-C into
 //! `KeyboardInterrupt` and maps engine errors to Python exceptions
-//! ([`errors`]). Validation of Python-level arguments, defaults, units and
+//! (module `errors`). Validation of Python-level arguments, defaults, units and
 //! docstrings live in the pure-Python package `memfit`.
 
 mod errors;

@@ -452,7 +452,8 @@ fn unpack_lower(packed: &[f64], d: usize, a: &mut [f64]) {
 }
 
 /// The covariance of component `c` as a full row-major `d × d` matrix (for
-/// output), from `cov` in [`Params::cov`]'s layout.
+/// output), from `cov` in the engine's layout: full `K` packed lower
+/// triangles, tied one packed triangle, diag `(K, d)`, spherical `(K,)`.
 pub fn full_covariance(t: CovarianceType, cov: &[f64], c: usize, d: usize, out: &mut [f64]) {
     match t {
         CovarianceType::Full | CovarianceType::Tied => {
