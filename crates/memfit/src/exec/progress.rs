@@ -47,7 +47,7 @@ pub enum Progress<'a> {
 pub trait Observer {
     /// Called at each phase and iteration.
     fn event(&mut self, _event: &Progress<'_>) {}
-    /// Returning `true` stops the fit with [`Error::Cancelled`].
+    /// Returning `true` stops the fit with [`crate::Error::Cancelled`].
     fn cancelled(&self) -> bool {
         false
     }

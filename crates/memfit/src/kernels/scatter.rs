@@ -6,7 +6,7 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 /// Adds `X_tᵀ diag(w) X_t` for one tile `xt` (row-major `(rows, d)`, at most
-/// [`TILE_ROWS`] rows; weights `w` for its rows, all ones when `None`) to
+/// [`crate::plan::TILE_ROWS`] rows; weights `w` for its rows, all ones when `None`) to
 /// `s` (row-major `(d, d)`) by one GEMM; `weighted` holds the weighted tile.
 pub fn add_tile_scatter(xt: &[f64], w: Option<&[f64]>, d: usize, weighted: &mut [f64], s: &mut [f64], par: Par) {
     let rows = xt.len() / d.max(1);
