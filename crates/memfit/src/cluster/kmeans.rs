@@ -147,7 +147,7 @@ pub struct KMeansFit<T> {
     /// Seconds per phase.
     pub timings: Timings,
     /// Warnings for the user (e.g. fewer distinct clusters than asked).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::warning::Warning>,
     /// Sampled rows and labels when `plot_sample_rows > 0`.
     pub plot_sample: Option<PlotSample>,
 }
@@ -347,16 +347,16 @@ pub fn fit<T: Real>(
     let n_init = params.effective_n_init();
     let mut warnings = Vec::new();
     if matches!(params.init, Init::Centers { .. }) && params.n_init.is_some_and(|m| m > 1) {
-        warnings.push("explicit initial centres given: performing only one init (n_init = 1)".to_string());
+        warnings.push(crate::warning::Warning::InitCentersWithNInit { n_init: params.n_init.unwrap_or(1) });
     }
     if matches!(params.init, Init::KMeansPlusPlus) {
         let wanted = params.init_sample_rows.unwrap_or_else(|| default_init_sample_rows(n, d, k)).min(n);
         if plan.init_sample_rows < wanted {
-            warnings.push(format!(
-                "the memory limit cannot hold the k-means++ sample of {wanted} rows, so {} rows are used and the result differs from runs with a larger limit; hint: raise --memory-limit by about {} to make it limit-independent",
-                plan.init_sample_rows,
-                crate::plan::format_bytes(((wanted - plan.init_sample_rows) * (d * 8 + 16)) as u64)
-            ));
+            warnings.push(crate::warning::Warning::InitSampleCut {
+                wanted_rows: wanted,
+                used_rows: plan.init_sample_rows,
+                more_bytes: ((wanted - plan.init_sample_rows) * (d * 8 + 16)) as u64,
+            });
         }
     }
     let mut timings = Timings::default();
@@ -452,17 +452,13 @@ pub fn fit<T: Real>(
         return Err(overflow(sample_weight.is_some(), "inertia", best.inertia));
     }
     if best.nonempty < k {
-        warnings.push(format!(
-            "number of distinct clusters ({}) found smaller than n_clusters ({k}); possibly due to duplicate points in X: {} centres are duplicates or have no rows",
-            best.nonempty,
-            k - best.nonempty
-        ));
+        warnings.push(crate::warning::Warning::FewerClusters { found: best.nonempty, n_clusters: k });
     }
     if !best.converged {
-        warnings.push(format!(
-            "k-means did not converge within max_iter = {} iterations; hint: raise --max-iter or --tol",
-            params.max_iter
-        ));
+        warnings.push(crate::warning::Warning::NotConverged {
+            estimator: crate::warning::Estimator::KMeans,
+            max_iter: params.max_iter,
+        });
     }
     let cluster_centers = best.centers.iter().map(|&v| T::from_f64(v)).collect();
     Ok(KMeansFit {
@@ -556,13 +552,14 @@ pub(crate) fn scan<T: Real>(
     if let Some((row, column)) = bad {
         let value = x.value(row, column)?;
         if value.is_finite() {
-            return Err(Error::param(
+            return Err(Error::param_with(
                 "dtype",
                 format!(
-                    "{}: row {row}, column {column} holds {value:e}, which overflows {}; hint: use --dtype float64",
+                    "{}: row {row}, column {column} holds {value:e}, which overflows {}",
                     x.name().display(),
                     T::DTYPE.name()
                 ),
+                vec![crate::error::Remedy::ComputeIn(crate::io::Dtype::F64)],
             ));
         }
         return Err(Error::NonFinite { path: x.name(), row, column, value, count: bad_count });
@@ -572,15 +569,19 @@ pub(crate) fn scan<T: Real>(
     let spread: f64 = lo.iter().zip(&hi).map(|(l, h)| (h - l) * (h - l)).sum();
     let max = if T::DTYPE == crate::io::Dtype::F32 { f64::from(f32::MAX) } else { f64::MAX };
     if !(spread.is_finite() && spread <= max / 16.0) {
-        return Err(Error::param(
+        return Err(Error::param_with(
             "X",
             format!(
-                "{}: a column spans {:.3e}, so squared distances overflow {}; hint: rescale the data (e.g. divide by its standard deviation){}",
+                "{}: a column spans {:.3e}, so squared distances overflow {}",
                 x.name().display(),
                 lo.iter().zip(&hi).map(|(l, h)| h - l).fold(0.0, f64::max),
                 T::DTYPE.name(),
-                if T::DTYPE == crate::io::Dtype::F32 { " or use --dtype float64" } else { "" }
             ),
+            if T::DTYPE == crate::io::Dtype::F32 {
+                vec![crate::error::Remedy::RescaleData, crate::error::Remedy::ComputeIn(crate::io::Dtype::F64)]
+            } else {
+                vec![crate::error::Remedy::RescaleData]
+            },
         ));
     }
     if !weight_sum.is_finite() {

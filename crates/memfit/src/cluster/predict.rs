@@ -8,7 +8,6 @@ use crate::cluster::Observer;
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
 use crate::kernels::{sq_distances_block, PreparedCenters, Scratch};
-use crate::plan::format_bytes;
 use crate::plan::{pick_block_rows, TILE_ROWS};
 use crate::plan::{Ledger, Plan};
 use crate::real::Real;
@@ -112,12 +111,7 @@ fn add_blocks(
     let (n, d, c) = (x.n_samples() as u64, x.n_features() as u64, compute_bytes as u64);
     let required = led.total() + min_rows_bytes(x, compute_bytes, extra);
     if required > limit_bytes {
-        return Err(Error::DoesNotFit {
-            required_bytes: required,
-            limit_bytes,
-            what,
-            hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
-        });
+        return Err(Error::does_not_fit(required, limit_bytes, what, vec![]));
     }
     let threads = rayon::current_num_threads() as u64;
     let rows = pick_block_rows(limit_bytes - led.total(), row_bytes(x, compute_bytes, extra), n, d * c, threads);

@@ -10,7 +10,7 @@ pub(crate) use scatter::add_tile_scatter;
 pub use scatter::{plan_weighted_scatter, weighted_scatter};
 
 use crate::error::{Error, Result};
-use crate::plan::{format_bytes, Ledger};
+use crate::plan::Ledger;
 
 /// Fails with [`Error::DoesNotFit`] unless the held buffers plus one tile of
 /// rows fit `limit_bytes`.
@@ -19,12 +19,7 @@ fn check_fits(led: &Ledger, per_row: u64, n: u64, limit_bytes: u64, what: String
     if required <= limit_bytes {
         return Ok(());
     }
-    Err(Error::DoesNotFit {
-        required_bytes: required,
-        limit_bytes,
-        what,
-        hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
-    })
+    Err(Error::does_not_fit(required, limit_bytes, what, vec![]))
 }
 
 /// Fails with [`Error::NonFinite`] at the first non-finite value of a block
