@@ -48,7 +48,12 @@ def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
         raise ValueError(f"Q has shape {Q.shape}, but X has {data.n_features} features: Q must be ({data.n_features}, {data.n_features})")
     out = np.empty(data.n_samples, dtype=np.float64)
     _memfit.row_quadratic_form(
-        data.engine, Q, check_memory_limit(memory_limit), check_n_jobs(n_jobs), data.float32, out
+        data.engine,
+        q=Q,
+        memory_limit=check_memory_limit(memory_limit),
+        out=out,
+        n_jobs=check_n_jobs(n_jobs),
+        float32=data.float32,
     )
     return out
 
@@ -83,7 +88,9 @@ def weighted_scatter(X, w=None, *, memory_limit=None, n_jobs=None):
     """
     data = check_data(X)
     weights = check_sample_weight(w, data, name="w")
-    return _memfit.weighted_scatter(data.engine, weights, check_memory_limit(memory_limit), check_n_jobs(n_jobs))
+    return _memfit.weighted_scatter(
+        data.engine, memory_limit=check_memory_limit(memory_limit), w=weights, n_jobs=check_n_jobs(n_jobs)
+    )
 
 
 def assign(X, centers, *, memory_limit=None, n_jobs=None):
@@ -128,6 +135,12 @@ def assign(X, centers, *, memory_limit=None, n_jobs=None):
     labels = np.empty(data.n_samples, dtype=np.int32)
     dist = np.empty(data.n_samples, dtype=np.float64)
     _memfit.assign(
-        data.engine, centers, check_memory_limit(memory_limit), check_n_jobs(n_jobs), data.float32, labels, dist
+        data.engine,
+        centers=centers,
+        memory_limit=check_memory_limit(memory_limit),
+        labels=labels,
+        distances=dist,
+        n_jobs=check_n_jobs(n_jobs),
+        float32=data.float32,
     )
     return labels, dist

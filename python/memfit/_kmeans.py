@@ -259,19 +259,19 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         labels = np.empty(data.n_samples, dtype=np.int32)
         result = _memfit.kmeans_fit(
             data.engine,
-            w,
-            int(self.n_clusters),
-            init,
-            centers,
-            n_init,
-            int(self.max_iter),
-            float(self.tol),
-            seed,
-            check_memory_limit(self.memory_limit),
-            check_n_jobs(self.n_jobs),
-            data.float32,
-            labels,
-            _Verbose() if self.verbose else None,
+            sample_weight=w,
+            n_clusters=int(self.n_clusters),
+            init=init,
+            init_centers=centers,
+            n_init=n_init,
+            max_iter=int(self.max_iter),
+            tol=float(self.tol),
+            random_state=seed,
+            memory_limit=check_memory_limit(self.memory_limit),
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=data.float32,
+            labels=labels,
+            progress=_Verbose() if self.verbose else None,
         )
         k = int(self.n_clusters)
         if result["n_nonempty_clusters"] < k:
@@ -284,8 +284,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             )
         # The warnings above are scikit-learn's; the engine's others follow,
         # except reaching max_iter, on which scikit-learn's KMeans is silent.
-        skip = ("explicit initial centres", "distinct", "did not converge")
-        emit_warnings([m for m in result["warnings"] if not any(s in m for s in skip)])
+        emit_warnings(result["warnings"], skip=("init_centers_with_n_init", "fewer_clusters", "not_converged"))
         self.cluster_centers_ = result["cluster_centers"]
         self.labels_ = labels
         self.inertia_ = float(result["inertia"])
@@ -309,22 +308,23 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         """
         return self.fit(X, sample_weight=sample_weight).labels_
 
-    def _assign(self, X, distances=False):
-        """(data, labels, squared distances or None, inertia) of X against the centres."""
+    def _assign(self, X, sample_weight=None):
+        """(labels, inertia) of X against the centres; the inertia weighted
+        by ``sample_weight`` when given."""
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
+        w = check_sample_weight(sample_weight, data)
         labels = np.empty(data.n_samples, dtype=np.int32)
-        dist = np.empty(data.n_samples, dtype=np.float64) if distances else None
         inertia = _memfit.assign(
             data.engine,
-            np.ascontiguousarray(self.cluster_centers_, dtype=np.float64),
-            check_memory_limit(self.memory_limit),
-            check_n_jobs(self.n_jobs),
-            data.float32,
-            labels,
-            dist,
+            centers=np.ascontiguousarray(self.cluster_centers_, dtype=np.float64),
+            memory_limit=check_memory_limit(self.memory_limit),
+            labels=labels,
+            sample_weight=w,
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=data.float32,
         )
-        return data, labels, dist, inertia
+        return labels, inertia
 
     def predict(self, X):
         """Nearest centre of each row.
@@ -337,7 +337,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         -------
         labels : ndarray of shape (n_samples,), dtype int32
         """
-        return self._assign(X)[1]
+        return self._assign(X)[0]
 
     def score(self, X, y=None, sample_weight=None):
         """Opposite of the (weighted) inertia of X on the fitted centres.
@@ -353,13 +353,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         score : float
             ``-sum_i w_i * min_k ||x_i - c_k||^2`` (higher is better).
         """
-        data, _, dist, inertia = self._assign(X, distances=sample_weight is not None)
-        if sample_weight is None:
-            return -float(inertia)
-        w = check_sample_weight(sample_weight, data)
-        if isinstance(w, str):
-            w = np.load(w, mmap_mode="r")
-        return -float(np.dot(np.asarray(w, dtype=np.float64).ravel(), dist))
+        return -float(self._assign(X, sample_weight)[1])
 
     def transform(self, X):
         """Euclidean distance of each row to every centre.
@@ -386,11 +380,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         out = np.empty((data.n_samples, self.cluster_centers_.shape[0]), dtype=dtype)
         _memfit.transform(
             data.engine,
-            np.ascontiguousarray(self.cluster_centers_, dtype=np.float64),
-            check_memory_limit(self.memory_limit),
-            check_n_jobs(self.n_jobs),
-            data.float32,
-            out,
+            centers=np.ascontiguousarray(self.cluster_centers_, dtype=np.float64),
+            memory_limit=check_memory_limit(self.memory_limit),
+            out=out,
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=data.float32,
         )
         return out
 

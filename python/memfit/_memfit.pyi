@@ -28,93 +28,118 @@ _Progress = Callable[[tuple], Any]
 
 __version__: str
 
+#: An engine warning: (kind, category, message); kind names it
+#: ("not_converged", "fewer_clusters", "init_sample_cut", "ill_conditioned",
+#: "init_centers_with_n_init", "warm_start_with_n_init", "inexact_integers",
+#: "kmeans_init"), category is "convergence" (scikit-learn's
+#: ConvergenceWarning) or "user" (UserWarning).
+_Warning = tuple[str, str, str]
+
 def kmeans_fit(
     x: _Input,
-    sample_weight: Optional[_Input],
+    *,
     n_clusters: int,
-    init: str,
-    init_centers: Optional[_F64],
-    n_init: Optional[int],
-    max_iter: int,
-    tol: float,
-    random_state: int,
     memory_limit: int,
-    n_jobs: Optional[int],
-    float32: bool,
-    labels: Optional[_I32],
-    progress: Optional[_Progress],
+    sample_weight: Optional[_Input] = None,
+    init: str = "k-means++",
+    init_centers: Optional[_F64] = None,
+    n_init: Optional[int] = None,
+    max_iter: int = 300,
+    tol: float = 1e-4,
+    random_state: int = 0,
+    n_jobs: Optional[int] = None,
+    float32: bool = False,
+    labels: Optional[_I32] = None,
+    progress: Optional[_Progress] = None,
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
-    n_iter, converged, n_nonempty_clusters, warnings, plan."""
+    n_iter, converged, n_nonempty_clusters, warnings (list of _Warning), plan."""
 
 def assign(
     x: _Input,
+    *,
     centers: _F64,
     memory_limit: int,
-    n_jobs: Optional[int],
-    float32: bool,
     labels: _I32,
-    distances: Optional[_F64],
+    sample_weight: Optional[_Input] = None,
+    distances: Optional[_F64] = None,
+    n_jobs: Optional[int] = None,
+    float32: bool = False,
 ) -> float:
-    """Nearest centre (labels, squared distances, (n_samples,)); returns the inertia."""
+    """Nearest centre (labels, squared distances, (n_samples,)); returns the
+    inertia, weighted by sample_weight when given. Warnings are issued."""
 
 def transform(
     x: _Input,
+    *,
     centers: _F64,
     memory_limit: int,
-    n_jobs: Optional[int],
-    float32: bool,
     out: Union[_F64, npt.NDArray[np.float32]],
+    n_jobs: Optional[int] = None,
+    float32: bool = False,
 ) -> None:
     """Euclidean distances to every centre into out, (n_samples, n_clusters)."""
 
 def gmm_fit(
     x: _Input,
-    sample_weight: Optional[_Input],
+    *,
     n_components: int,
-    covariance_type: str,
-    tol: float,
-    reg_covar: float,
-    max_iter: int,
-    n_init: int,
-    init_params: str,
-    weights_init: Optional[_F64],
-    means_init: Optional[_F64],
-    precisions_init: Optional[_F64],
-    precisions_are_cholesky: bool,
-    random_state: int,
     memory_limit: int,
-    n_jobs: Optional[int],
-    float32: bool,
-    labels: Optional[_I64],
-    progress: Optional[_Progress],
+    sample_weight: Optional[_Input] = None,
+    covariance_type: str = "full",
+    tol: float = 1e-3,
+    reg_covar: float = 1e-6,
+    max_iter: int = 100,
+    n_init: int = 1,
+    init_params: str = "kmeans",
+    weights_init: Optional[_F64] = None,
+    means_init: Optional[_F64] = None,
+    precisions_init: Optional[_F64] = None,
+    warm_weights: Optional[_F64] = None,
+    warm_means: Optional[_F64] = None,
+    warm_precisions_cholesky: Optional[_F64] = None,
+    warm_lower_bound: Optional[float] = None,
+    random_state: int = 0,
+    n_jobs: Optional[int] = None,
+    float32: bool = False,
+    labels: Optional[_I64] = None,
+    progress: Optional[_Progress] = None,
 ) -> dict[str, Any]:
-    """Gaussian mixture by EM (max_iter=0 returns the initialisation); returns weights, means, covariances,
-    precisions_cholesky (scikit-learn's shapes), lower_bound, lower_bounds,
-    n_iter, converged, score, bic, aic, n_parameters, warnings, plan."""
+    """Gaussian mixture by EM (max_iter=0 returns the initialisation), or the
+    continuation of a fitted model (warm_*); returns weights, means,
+    covariances, precisions_cholesky (scikit-learn's shapes), lower_bound,
+    lower_bounds, n_iter, converged, score, bic, aic, n_parameters, warnings
+    (list of _Warning), plan."""
 
 def gmm_predict(
     x: _Input,
+    *,
     covariance_type: str,
     weights: _F64,
     means: _F64,
     precisions_cholesky: _F64,
     memory_limit: int,
-    n_jobs: Optional[int],
-    float32: bool,
-    labels: Optional[_I64],
-    proba: Optional[_F64],
-    log_likelihood: Optional[_F64],
-) -> float:
-    """One E-step pass filling the outputs given; returns the mean log-likelihood."""
+    n_jobs: Optional[int] = None,
+    float32: bool = False,
+    labels: Optional[_I64] = None,
+    proba: Optional[_F64] = None,
+    log_likelihood: Optional[_F64] = None,
+) -> dict[str, Any]:
+    """One E-step pass filling the outputs given; returns score (the mean
+    log-likelihood), bic, aic and n_parameters on x."""
 
 def row_quadratic_form(
-    x: _Input, q: _F64, memory_limit: int, n_jobs: Optional[int], float32: bool, out: _F64
+    x: _Input, *, q: _F64, memory_limit: int, out: _F64, n_jobs: Optional[int] = None, float32: bool = False
 ) -> None:
     """out[i] = x_i^T q x_i."""
 
-def weighted_scatter(x: _Input, w: Optional[_Input], memory_limit: int, n_jobs: Optional[int]) -> _F64:
+def weighted_scatter(
+    x: _Input, *, memory_limit: int, w: Optional[_Input] = None, n_jobs: Optional[int] = None
+) -> _F64:
     """S = sum_i w_i x_i x_i^T, (n_features, n_features)."""
+
+def n_parameters(*, covariance_type: str, n_components: int, n_features: int) -> int:
+    """Free parameters of a mixture (covariances, means, n_components - 1 weights)."""
 
 def parse_size(text: str) -> int:
     """A byte size such as "2GiB", "512MiB", "2GB" or "1000", in bytes."""

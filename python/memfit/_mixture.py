@@ -347,27 +347,30 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         verbose = (
             _Verbose(self.verbose, self.verbose_interval, self.tol, n_init, self.max_iter) if self.verbose else None
         )
+        # A warm start hands the engine the fitted model, which it continues.
+        init = (
+            dict(warm_weights=weights, warm_means=means, warm_precisions_cholesky=precisions,
+                 warm_lower_bound=lower_bound)
+            if cholesky
+            else dict(weights_init=weights, means_init=means, precisions_init=precisions)
+        )
         r = _memfit.gmm_fit(
             data.engine,
-            w,
-            int(self.n_components),
-            self.covariance_type,
-            float(self.tol),
-            float(self.reg_covar),
-            int(self.max_iter),
-            n_init,
-            self.init_params,
-            weights,
-            means,
-            precisions,
-            cholesky,
-            lower_bound,
-            seed_from(self.random_state),
-            check_memory_limit(self.memory_limit),
-            check_n_jobs(self.n_jobs),
-            data.float32,
-            labels,
-            verbose,
+            sample_weight=w,
+            n_components=int(self.n_components),
+            covariance_type=self.covariance_type,
+            tol=float(self.tol),
+            reg_covar=float(self.reg_covar),
+            max_iter=int(self.max_iter),
+            n_init=n_init,
+            init_params=self.init_params,
+            random_state=seed_from(self.random_state),
+            memory_limit=check_memory_limit(self.memory_limit),
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=data.float32,
+            labels=labels,
+            progress=verbose,
+            **init,
         )
         if verbose:
             verbose.close()
@@ -379,7 +382,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 stacklevel=4,
             )
         # The warning above is scikit-learn's; the engine's others follow.
-        emit_warnings([m for m in r["warnings"] if "best performing initialization" not in m], stacklevel=4)
+        emit_warnings(r["warnings"], skip=("not_converged",), stacklevel=4)
         # float32 data keep float32 parameters, as scikit-learn's; the
         # engine's float64 values are rounded once.
         dt = data.out_dtype
@@ -453,24 +456,24 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         out_l = np.empty(n, dtype=np.int64) if labels else None
         out_p = np.empty((n, k), dtype=np.float64) if proba else None
         out_q = np.empty(n, dtype=np.float64) if log_likelihood else None
-        score = _memfit.gmm_predict(
+        scores = _memfit.gmm_predict(
             data.engine,
-            self.covariance_type,
-            np.ascontiguousarray(self.weights_, dtype=np.float64),
-            np.ascontiguousarray(self.means_, dtype=np.float64),
-            _as_matrix(self.precisions_cholesky_),
-            check_memory_limit(self.memory_limit),
-            check_n_jobs(self.n_jobs),
-            data.float32,
-            out_l,
-            out_p,
-            out_q,
+            covariance_type=self.covariance_type,
+            weights=np.ascontiguousarray(self.weights_, dtype=np.float64),
+            means=np.ascontiguousarray(self.means_, dtype=np.float64),
+            precisions_cholesky=_as_matrix(self.precisions_cholesky_),
+            memory_limit=check_memory_limit(self.memory_limit),
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=data.float32,
+            labels=out_l,
+            proba=out_p,
+            log_likelihood=out_q,
         )
         if data.float32 and self.means_.dtype == np.float32:
             # float32 results for float32 data on a float32 model, as scikit-learn's.
             out_p = None if out_p is None else out_p.astype(np.float32)
             out_q = None if out_q is None else out_q.astype(np.float32)
-        return data, score, out_l, out_p, out_q
+        return scores, out_l, out_p, out_q
 
     def predict(self, X):
         """Most probable component of each row.
@@ -480,7 +483,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,), dtype int64
             As scikit-learn's.
         """
-        return self._e_pass(X, labels=True)[2]
+        return self._e_pass(X, labels=True)[1]
 
     def predict_proba(self, X):
         """Posterior probability of each component for each row.
@@ -489,7 +492,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         -------
         resp : ndarray of shape (n_samples, n_components), float32 for float32 X, else float64
         """
-        return self._e_pass(X, proba=True)[3]
+        return self._e_pass(X, proba=True)[2]
 
     def score_samples(self, X):
         """Log-likelihood ``log p(x_i)`` of each row under the model.
@@ -498,7 +501,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         -------
         log_prob : ndarray of shape (n_samples,), float32 for float32 X, else float64
         """
-        return self._e_pass(X, log_likelihood=True)[4]
+        return self._e_pass(X, log_likelihood=True)[3]
 
     def score(self, X, y=None):
         """Mean log-likelihood per sample of X (higher is better).
@@ -507,13 +510,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         -------
         log_likelihood : float
         """
-        return float(self._e_pass(X)[1])
+        return float(self._e_pass(X)[0]["score"])
 
     def _n_parameters(self):
-        """Free parameters: means, covariances and ``n_components - 1`` weights."""
+        """Free parameters: means, covariances and ``n_components - 1`` weights
+        (the engine's count, as scikit-learn's)."""
         k, d = self.means_.shape
-        cov = {"full": k * d * (d + 1) / 2.0, "tied": d * (d + 1) / 2.0, "diag": k * d, "spherical": k}
-        return int(cov[self.covariance_type] + k * d + k - 1)
+        return int(_memfit.n_parameters(covariance_type=self.covariance_type, n_components=k, n_features=d))
 
     def bic(self, X):
         """Bayesian information criterion ``-2 log L + p ln n`` on X (lower is better).
@@ -522,8 +525,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         -------
         bic : float
         """
-        data, score, *_ = self._e_pass(X)
-        return float(-2.0 * score * data.n_samples + self._n_parameters() * np.log(data.n_samples))
+        return float(self._e_pass(X)[0]["bic"])
 
     def aic(self, X):
         """Akaike information criterion ``-2 log L + 2 p`` on X (lower is better).
@@ -532,8 +534,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         -------
         aic : float
         """
-        data, score, *_ = self._e_pass(X)
-        return float(-2.0 * score * data.n_samples + 2.0 * self._n_parameters())
+        return float(self._e_pass(X)[0]["aic"])
 
     def sample(self, n_samples=1):
         """Draw rows from the fitted mixture.

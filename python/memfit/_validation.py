@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import numbers
 import os
-import re
 import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Union
@@ -327,12 +326,16 @@ def seed_from(random_state: Any) -> int:
     return int(rng.randint(np.iinfo(np.int32).max))
 
 
-def emit_warnings(messages: list, stacklevel: int = 3) -> None:
-    """Engine warnings (those without a scikit-learn counterpart, which the
-    estimators issue themselves) as Python warnings: a k-means run that did
-    not converge is a ``ConvergenceWarning``; others ``UserWarning``."""
-    for text in messages:
-        if re.search(r"converge|distinct clusters", text):
-            warnings.warn(text, ConvergenceWarning, stacklevel=stacklevel)
-        else:
-            warnings.warn(text, UserWarning, stacklevel=stacklevel)
+#: The Python warning class of each engine warning category.
+WARNING_CLASSES = {"convergence": ConvergenceWarning, "user": UserWarning}
+
+
+def emit_warnings(engine_warnings: list, skip: tuple = (), stacklevel: int = 3) -> None:
+    """Engine warnings, ``(kind, category, message)`` tuples, as Python
+    warnings of their category's class (``ConvergenceWarning`` for a fit
+    that stopped at max_iter or found fewer clusters, else
+    ``UserWarning``), except the kinds in ``skip`` (those the estimators
+    issue themselves in scikit-learn's words)."""
+    for kind, category, message in engine_warnings:
+        if kind not in skip:
+            warnings.warn(message, WARNING_CLASSES[category], stacklevel=stacklevel)

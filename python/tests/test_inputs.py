@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -220,3 +221,56 @@ def test_ctrl_c_stops_a_fit_within_a_second(cls, args):
     line = out.split()
     assert proc.returncode == 0 and line[0] == "interrupted", out
     assert float(line[1]) - sent < 1.0
+
+
+def test_engine_warnings_are_classified_by_kind(blobs):
+    """The engine hands warnings as (kind, category, message); the category
+    picks the Python class, and no message names a command-line flag."""
+    from memfit import _memfit
+    from memfit._validation import emit_warnings
+
+    X, _ = blobs
+    r = _memfit.kmeans_fit(X, n_clusters=3, memory_limit=1 << 30, init="random", n_init=1, max_iter=1)
+    kinds = {kind: (category, message) for kind, category, message in r["warnings"]}
+    assert kinds["not_converged"][0] == "convergence", kinds
+    assert "raise max_iter" in kinds["not_converged"][1] and "--" not in kinds["not_converged"][1]
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        emit_warnings(r["warnings"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        emit_warnings(r["warnings"], skip=("not_converged",))
+
+
+def test_bindings_take_keywords_only(blobs):
+    """The extension's functions name their arguments (no positional lists)."""
+    from memfit import _memfit
+
+    X, _ = blobs
+    with pytest.raises(TypeError):
+        _memfit.kmeans_fit(X, None, 3)
+    labels = np.empty(X.shape[0], dtype=np.int32)
+    inertia = _memfit.assign(X, centers=X[:3].copy(), memory_limit=1 << 30, labels=labels)
+    assert inertia >= 0.0 and labels.min() >= 0
+
+
+def test_weighted_score_from_a_path(tmp_path, blobs):
+    """KMeans.score weighs squared distances in the engine, for weights given
+    as an array or a .npy path alike."""
+    X, _ = blobs
+    w = np.random.RandomState(1).uniform(0.5, 2.0, size=X.shape[0])
+    np.save(tmp_path / "w.npy", w)
+    km = KMeans(3, random_state=0).fit(X)
+    dist = ((X[:, None, :] - km.cluster_centers_[None]) ** 2).sum(axis=2).min(axis=1)
+    expected = -float(np.dot(w, dist))
+    assert km.score(X, sample_weight=w) == pytest.approx(expected, rel=1e-12)
+    assert km.score(X, sample_weight=str(tmp_path / "w.npy")) == km.score(X, sample_weight=w)
+
+
+def test_bic_and_aic_come_from_the_engine(blobs):
+    """bic/aic on new data follow -2 log L + p ln n and -2 log L + 2 p."""
+    X, _ = blobs
+    gm = GaussianMixture(2, covariance_type="diag", random_state=0).fit(X)
+    n, p = X.shape[0], gm._n_parameters()
+    assert p == 2 * X.shape[1] * 2 + 1
+    assert gm.bic(X) == pytest.approx(-2.0 * gm.score(X) * n + p * np.log(n), rel=1e-12)
+    assert gm.aic(X) == pytest.approx(-2.0 * gm.score(X) * n + 2.0 * p, rel=1e-12)

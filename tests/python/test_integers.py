@@ -83,7 +83,7 @@ def test_float32_warns_about_integers_beyond_2_pow_24_naming_the_column(tmp_path
     proc = run_memfit(command, path, *args, "--dtype", "float32", "--quiet")
     expected = (f"warning: {path}: column 1 holds int32 values beyond 2^24 in magnitude "
                 f"(first: {2**24 + 1} at row 0), which float32 cannot represent exactly")
-    assert expected in proc.stderr and "drop --dtype float32" in proc.stderr, proc.stderr
+    assert expected in proc.stderr and "use --dtype float64, which holds integers exactly up to 2^53" in proc.stderr, proc.stderr
     if command in ("kmeans", "gmm"):
         summary = json.loads((tmp_path / "s.json").read_text())
         assert any("column 1 holds int32 values beyond 2^24" in w for w in summary["warnings"])

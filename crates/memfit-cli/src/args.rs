@@ -64,10 +64,17 @@ impl Common {
     /// float32 may round (float64, and integers of 32 or 64 bits) and
     /// float32 for the rest (float32, float16, uint8, int16), whose values
     /// float32 holds exactly.
-    pub fn compute_dtype(&self, input: memfit::io::Dtype) -> ComputeDtype {
-        use memfit::io::Dtype;
-        let float32_may_round = input == Dtype::F64 || input.inexact_beyond(Dtype::F32).is_some();
-        self.dtype.unwrap_or(if float32_may_round { ComputeDtype::Float64 } else { ComputeDtype::Float32 })
+    pub fn compute_dtype(&self, input: memfit::io::Dtype) -> memfit::estimator::ComputeDtype {
+        self.dtype.map_or_else(|| memfit::estimator::ComputeDtype::exact_for(input), Into::into)
+    }
+}
+
+impl From<ComputeDtype> for memfit::estimator::ComputeDtype {
+    fn from(d: ComputeDtype) -> Self {
+        match d {
+            ComputeDtype::Float32 => memfit::estimator::ComputeDtype::Float32,
+            ComputeDtype::Float64 => memfit::estimator::ComputeDtype::Float64,
+        }
     }
 }
 

@@ -2,18 +2,18 @@
 
 use anyhow::Result;
 use memfit::generate::Blobs;
-use memfit::io::{check_output_path, check_outputs_distinct};
+use memfit::io::check_outputs_distinct;
 
 use crate::args::{BlobsArgs, ComputeDtype};
-use crate::kmeans_cmd::bytes_of;
+use crate::inputs::check_output;
 use crate::memory_limit;
 use crate::progress::interrupted;
 
 /// Runs `memfit generate blobs`, holding at most the memory limit of rows.
 pub fn blobs(args: &BlobsArgs) -> Result<()> {
-    check_output_path(&args.out)?;
+    check_output(&args.out)?;
     if let Some(l) = &args.labels {
-        check_output_path(l)?;
+        check_output(l)?;
         check_outputs_distinct(&[("--out", &args.out), ("--labels", l)], &[], &[])?;
     }
     let limit = memory_limit(args.memory_limit.as_deref())?;
@@ -29,7 +29,7 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
     // The blob centres and the writer buffers (2 × 256 KiB per file) are
     // held throughout; the block holds values and labels.
     let fixed = (args.centers as u64).saturating_mul(args.n_features as u64).saturating_mul(8) + (1 << 20);
-    let per_row = (args.n_features * bytes_of(args.dtype) + 4) as u64;
+    let per_row = (args.n_features * memfit::estimator::ComputeDtype::from(args.dtype).bytes() + 4) as u64;
     if fixed.saturating_add(per_row) > limit {
         anyhow::bail!(
             "{} centres × {} features need {} but the memory limit is {}; hint: raise --memory-limit or use fewer centres or features",

@@ -4,21 +4,19 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
-use memfit::io::{
-    check_output_path, check_outputs_distinct, read_array_f64, read_matrix_f64, Dtype, NpyWriter, Source,
-};
+use anyhow::{Context, Result};
+use memfit::estimator::GmmJob;
+use memfit::io::{check_outputs_distinct, read_array_f64, read_matrix_f64, Dtype, NpyWriter, Source};
 use memfit::mixture::{
-    check_model_dir, fit, load_model, plan_gmm, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs,
-    PrecisionsInit,
+    check_model_dir, load_model, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs, PrecisionsInit,
 };
-use memfit::plan::{Job, Plan};
-use memfit::Real;
+use memfit::plan::Plan;
+use memfit::Warning;
 
-use crate::args::{ComputeDtype, GmmArgs};
-use crate::inputs::{inexact_warnings, open_data, open_weights, print_warnings};
-use crate::kmeans_cmd::bytes_of;
+use crate::args::GmmArgs;
+use crate::inputs::{check_output, open_data, open_weights};
 use crate::progress::Bar;
+use crate::render::{print_warnings, warning_lines};
 use crate::{memory_limit, plot};
 
 /// Runs `memfit gmm`.
@@ -28,7 +26,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     for (role, out) in [("--labels", &args.labels), ("--summary", &args.summary), ("--plot", &args.plot)] {
         // `--summary -` prints to stdout; any other output needs a file.
         if let Some(out) = out.as_deref().filter(|p| !(role == "--summary" && *p == Path::new("-"))) {
-            check_output_path(out)?;
+            check_output(out)?;
             paths.push((role, out));
         }
     }
@@ -46,12 +44,14 @@ pub fn run(args: &GmmArgs) -> Result<()> {
             inputs.push((role, p));
         }
     }
-    let mut folders: Vec<(&'static str, &Path)> = Vec::new();
+    // The --model folder is replaced (no input may lie inside it); the
+    // --warm-start folder is read.
+    let mut folders: Vec<(&'static str, &Path, bool)> = Vec::new();
     if let Some(dir) = &args.model {
-        folders.push(("--model", dir));
+        folders.push(("--model", dir, true));
     }
     if let Some(dir) = &args.warm_start {
-        folders.push(("--warm-start", dir));
+        folders.push(("--warm-start", dir, false));
     }
     check_outputs_distinct(&paths, &inputs, &folders)?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
@@ -59,7 +59,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
     let covariance_type = CovarianceType::parse(&args.covariance_type)?;
     let init_params = InitMethod::parse(&args.init)?;
-    let mut params = GmmParams {
+    let params = GmmParams {
         n_components: args.n_components,
         covariance_type,
         tol: args.tol,
@@ -79,51 +79,27 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         lower_bound_init: None,
         row_split: Default::default(),
     };
+    let mut job = GmmJob {
+        params,
+        x: &x,
+        sample_weight: weights.as_ref(),
+        compute: args.common.compute_dtype(x.dtype()),
+        n_outputs: usize::from(args.labels.is_some()),
+        extra: Vec::new(),
+    };
+    let mut warnings = Vec::new();
     if let Some(dir) = &args.warm_start {
-        let m = load_model(dir)?;
-        if m.n_features() != x.n_features() {
-            bail!(
-                "--warm-start {}: the model has {} features but {} has {}; hint: warm-start from a model fitted on data of the same width",
-                dir.display(),
-                m.n_features(),
-                args.input.display(),
-                x.n_features()
-            );
-        }
-        if args.n_init > 1 {
-            eprintln!(
-                "warning: --warm-start runs one initialisation (the saved model); --n-init {} is ignored",
-                args.n_init
-            );
-        }
-        if m.covariance_type != covariance_type || m.n_components() != args.n_components {
-            bail!(
-                "--warm-start {}: the model has {} components of covariance type {}, but --n-components {} --covariance-type {} were given; hint: use the same settings as the saved model",
-                dir.display(),
-                m.n_components(),
-                m.covariance_type.name(),
-                args.n_components,
-                covariance_type.name()
-            );
-        }
-        params.weights_init = Some(m.weights);
-        params.means_init = Some(m.means);
-        params.precisions_init = Some(PrecisionsInit::Cholesky(m.precisions_cholesky));
-        params.lower_bound_init = m.lower_bound;
-        params.n_init = 1;
+        let context = || format!("--warm-start {}", dir.display());
+        let warned = job.warm_start(load_model(dir).with_context(context)?).with_context(context)?;
+        print_warnings(warned.as_slice());
+        warnings.extend(warned);
     }
-    params.validate(x.n_samples(), x.n_features())?;
-    let compute = args.common.compute_dtype(x.dtype());
-    let job = Job::new(&x, weights.as_ref(), bytes_of(compute), usize::from(args.labels.is_some()));
-    let plan = plan_gmm(&params, &job, false)?;
+    let plan = job.plan()?;
     if args.dry_run {
         println!("{plan}");
         return Ok(());
     }
-    match compute {
-        ComputeDtype::Float32 => fit_and_write::<f32>(args, &params, &x, weights.as_ref(), &plan, started),
-        ComputeDtype::Float64 => fit_and_write::<f64>(args, &params, &x, weights.as_ref(), &plan, started),
-    }
+    fit_and_write(args, &job, &plan, warnings, started)
 }
 
 /// Opens `--precisions-init`, checking its shape against scikit-learn's for
@@ -184,15 +160,14 @@ fn read_matrix_init(path: &Path, n_features: usize) -> memfit::Result<Vec<f64>> 
     Ok(values)
 }
 
-fn fit_and_write<T: Real>(
+fn fit_and_write(
     args: &GmmArgs,
-    params: &GmmParams<'_>,
-    x: &Source<'_>,
-    w: Option<&Source<'_>>,
+    job: &GmmJob<'_>,
     plan: &Plan,
+    mut warnings: Vec<Warning>,
     started: Instant,
 ) -> Result<()> {
-    let n = x.n_samples();
+    let n = job.x.n_samples();
     let mut labels_file = args.labels.as_ref().map(|p| NpyWriter::create(p, Dtype::I32, &[n])).transpose()?;
     let mut write_labels =
         |labels: &[u32]| labels_file.as_mut().map_or(Ok(()), |f| f.write_with(labels, crate::put_label));
@@ -201,21 +176,20 @@ fn fit_and_write<T: Real>(
         outputs.labels = Some(&mut write_labels);
     }
     let mut bar = Bar::new(args.common.quiet);
-    let model = fit::<T>(params, x, w, plan, &mut outputs, &mut bar);
+    let model = job.fit(plan, &mut outputs, &mut bar);
     bar.finish();
     let model = model?;
-    let mut warnings = model.warnings.clone();
-    warnings.extend(inexact_warnings(x, T::DTYPE, w));
-    print_warnings(&warnings);
+    print_warnings(&model.warnings);
+    warnings.extend(model.warnings.iter().cloned());
     let t = Instant::now();
     if let Some(f) = labels_file {
         f.commit()?;
     }
     if let Some(dir) = &args.model {
         let extra = serde_json::json!({
-            "reg_covar": params.reg_covar,
-            "compute_dtype": T::DTYPE.name(),
-            "input": x.name(),
+            "reg_covar": job.params.reg_covar,
+            "compute_dtype": job.compute.dtype().name(),
+            "input": job.x.name(),
         });
         save_model(dir, &model, extra)?;
     }
@@ -229,8 +203,7 @@ fn fit_and_write<T: Real>(
     }
     let write_secs = t.elapsed().as_secs_f64();
     let peak = memfit::memory::peak_rss_bytes();
-    let summary =
-        summary_json::<T>(args, x, &model, &warnings, plan, write_secs, started.elapsed().as_secs_f64(), peak);
+    let summary = summary_json(args, job, &model, &warnings, plan, write_secs, started.elapsed().as_secs_f64(), peak);
     let line = format!(
         "gmm: n_samples={} n_features={} n_components={} covariance_type={} lower_bound={:.10e} n_iter={} converged={} bic={:.6e} seconds={:.3} peak_rss={}",
         model.n_samples,
@@ -248,11 +221,11 @@ fn fit_and_write<T: Real>(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn summary_json<T: Real>(
+fn summary_json(
     args: &GmmArgs,
-    x: &Source<'_>,
+    job: &GmmJob<'_>,
     m: &GmmFit,
-    warnings: &[String],
+    warnings: &[Warning],
     plan: &Plan,
     write_secs: f64,
     total_secs: f64,
@@ -279,9 +252,9 @@ fn summary_json<T: Real>(
         "timings": timings,
         "peak_rss_bytes": peak,
         "plan": plan,
-        "input": x.name(),
-        "input_dtype": x.dtype().name(),
-        "compute_dtype": T::DTYPE.name(),
+        "input": job.x.name(),
+        "input_dtype": job.x.dtype().name(),
+        "compute_dtype": job.compute.dtype().name(),
         "init": args.init,
         "n_init": m.lower_bound_per_init.len(),
         "best_init": m.best_init,
@@ -289,6 +262,6 @@ fn summary_json<T: Real>(
         "reg_covar": args.reg_covar,
         "tol": args.tol,
         "seed": args.seed,
-        "warnings": warnings,
+        "warnings": warning_lines(warnings),
     })
 }

@@ -4,17 +4,17 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
-use memfit::io::{check_output_path, check_outputs_distinct, Dtype, NpyWriter, Source};
-use memfit::mixture::{load_model, plan_predict, predict, MixtureModel, Outputs};
+use anyhow::{bail, Context, Result};
+use memfit::estimator::{GmmPredictJob, GmmScore};
+use memfit::io::{check_outputs_distinct, Dtype, NpyWriter};
+use memfit::mixture::{load_model, Outputs};
 use memfit::plan::Plan;
-use memfit::Real;
 
-use crate::args::{ComputeDtype, GmmPredictArgs};
-use crate::inputs::{inexact_warnings, open_data, print_warnings};
-use crate::kmeans_cmd::bytes_of;
+use crate::args::GmmPredictArgs;
+use crate::inputs::{check_output, open_data};
 use crate::memory_limit;
 use crate::progress::Bar;
+use crate::render::print_warnings;
 
 /// Runs `memfit gmm-predict`.
 pub fn run(args: &GmmPredictArgs) -> Result<()> {
@@ -23,36 +23,30 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
     let mut paths: Vec<(&'static str, &Path)> = Vec::new();
     for (role, out) in outputs {
         if let Some(p) = out {
-            check_output_path(p)?;
+            check_output(p)?;
             paths.push((role, p));
         }
     }
     if paths.is_empty() && !args.dry_run {
         bail!("nothing to write; hint: give --labels, --proba and/or --log-likelihood");
     }
-    check_outputs_distinct(&paths, &[("INPUT", &args.input)], &[("--model", &args.model)])?;
+    check_outputs_distinct(&paths, &[("INPUT", &args.input)], &[("--model", &args.model, false)])?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = open_data(&args.input, "predict")?;
     let model = load_model(&args.model)?;
-    if model.n_features() != x.n_features() {
-        bail!(
-            "{} has {} features but the model in {} was fitted on {}; hint: predict with data of the model's width",
-            args.input.display(),
-            x.n_features(),
-            args.model.display(),
-            model.n_features()
-        );
-    }
-    let compute = args.common.compute_dtype(x.dtype());
-    let plan = plan_predict(&model, &x, bytes_of(compute), paths.len(), limit)?;
+    let job = GmmPredictJob {
+        model: &model,
+        x: &x,
+        compute: args.common.compute_dtype(x.dtype()),
+        n_outputs: paths.len(),
+        memory_limit_bytes: limit,
+    };
+    let plan = job.plan().with_context(|| format!("--model {}", args.model.display()))?;
     if args.dry_run {
         println!("{plan}");
         return Ok(());
     }
-    let score = match compute {
-        ComputeDtype::Float32 => stream::<f32>(args, &model, &x, &plan)?,
-        ComputeDtype::Float64 => stream::<f64>(args, &model, &x, &plan)?,
-    };
+    let score = stream(args, &job, &plan)?.score;
     println!(
         "gmm-predict: n_samples={} n_components={} score={score:.10e} seconds={:.3}",
         x.n_samples(),
@@ -62,8 +56,8 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
     Ok(())
 }
 
-fn stream<T: Real>(args: &GmmPredictArgs, model: &MixtureModel<'_>, x: &Source<'_>, plan: &Plan) -> Result<f64> {
-    let (n, k) = (x.n_samples(), model.n_components());
+fn stream(args: &GmmPredictArgs, job: &GmmPredictJob<'_>, plan: &Plan) -> Result<GmmScore> {
+    let (n, k) = (job.x.n_samples(), job.model.n_components());
     let create = |p: &Option<std::path::PathBuf>, shape: &[usize], dtype| {
         p.as_ref().map(|p| NpyWriter::create(p, dtype, shape)).transpose()
     };
@@ -88,12 +82,12 @@ fn stream<T: Real>(args: &GmmPredictArgs, model: &MixtureModel<'_>, x: &Source<'
         outputs.log_likelihood = Some(&mut put_loglik);
     }
     let mut bar = Bar::new(args.common.quiet);
-    let score = predict::<T>(model, x, plan, &mut outputs, &mut bar);
+    let done = job.predict(plan, &mut outputs, &mut bar);
     bar.finish();
-    let score = score?;
+    let done = done?;
     for w in [labels, proba, loglik].into_iter().flatten() {
         w.commit()?;
     }
-    print_warnings(&inexact_warnings(x, T::DTYPE, None));
-    Ok(score)
+    print_warnings(&done.warnings);
+    Ok(done.value)
 }

@@ -3,15 +3,15 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
-use memfit::io::{check_output_path, check_outputs_distinct, read_matrix_f64, write_npy, Dtype, NpyWriter, Source};
-use memfit::linalg::{plan_row_quadratic_form, plan_weighted_scatter, row_quadratic_form, weighted_scatter};
+use anyhow::{Context, Result};
+use memfit::estimator::{QuadraticFormJob, ScatterJob};
+use memfit::io::{check_outputs_distinct, read_matrix_f64, write_npy, Dtype, NpyWriter, Source};
 
-use crate::args::{ComputeDtype, QuadraticFormArgs, ScatterArgs};
-use crate::inputs::{inexact_warnings, open_weights, print_warnings};
-use crate::kmeans_cmd::bytes_of;
+use crate::args::{QuadraticFormArgs, ScatterArgs};
+use crate::inputs::{check_output, open_weights};
 use crate::memory_limit;
-use crate::progress::interrupted;
+use crate::progress::Stop;
+use crate::render::print_warnings;
 
 fn put_f64(v: f64, out: &mut Vec<u8>) {
     out.extend_from_slice(&v.to_le_bytes());
@@ -20,39 +20,22 @@ fn put_f64(v: f64, out: &mut Vec<u8>) {
 /// Runs `memfit quadratic-form`: q is streamed to `--out` block by block.
 pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     let started = Instant::now();
-    check_output_path(&args.out)?;
+    check_output(&args.out)?;
     check_outputs_distinct(&[("--out", &args.out)], &[("INPUT", &args.input), ("--q", &args.q)], &[])?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = Source::open_matrix(&args.input)?;
-    let (q, qr, qc) = read_matrix_f64(&args.q)?;
-    if (qr, qc) != (x.n_features(), x.n_features()) {
-        anyhow::bail!(
-            "--q {} has shape ({qr}, {qc}) but {} has {} features; hint: Q must be (n_features, n_features)",
-            args.q.display(),
-            args.input.display(),
-            x.n_features()
-        );
-    }
-    let compute = args.common.compute_dtype(x.dtype());
-    let plan = plan_row_quadratic_form(&x, bytes_of(compute), limit)?;
+    let (q, _, _) = read_matrix_f64(&args.q)?;
+    let job =
+        QuadraticFormJob { x: &x, q: &q, compute: args.common.compute_dtype(x.dtype()), memory_limit_bytes: limit };
+    let plan = job.plan().with_context(|| format!("--q {}", args.q.display()))?;
     if args.dry_run {
         println!("{plan}");
         return Ok(());
     }
     let mut out = NpyWriter::create(&args.out, Dtype::F64, &[x.n_samples()])?;
-    let mut sink = |block: &[f64]| out.write_with(block, put_f64);
-    let computed = match compute {
-        ComputeDtype::Float32 => {
-            row_quadratic_form::<f32>(&x, &q, &plan, &mut sink, &interrupted)?;
-            Dtype::F32
-        }
-        ComputeDtype::Float64 => {
-            row_quadratic_form::<f64>(&x, &q, &plan, &mut sink, &interrupted)?;
-            Dtype::F64
-        }
-    };
+    let done = job.run(&plan, &mut |block: &[f64]| out.write_with(block, put_f64), &Stop)?;
     out.commit()?;
-    print_warnings(&inexact_warnings(&x, computed, None));
+    print_warnings(&done.warnings);
     println!(
         "quadratic-form: n_samples={} n_features={} seconds={:.3} peak_rss={} out={}",
         x.n_samples(),
@@ -67,7 +50,7 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
 /// Runs `memfit scatter`.
 pub fn scatter(args: &ScatterArgs) -> Result<()> {
     let started = Instant::now();
-    check_output_path(&args.out)?;
+    check_output(&args.out)?;
     let mut inputs = vec![("INPUT", args.input.as_path())];
     if let Some(w) = &args.weights {
         inputs.push(("--weights", w.as_path()));
@@ -76,15 +59,16 @@ pub fn scatter(args: &ScatterArgs) -> Result<()> {
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = Source::open_matrix(&args.input)?;
     let w = args.weights.as_deref().map(|p| open_weights("--weights", p)).transpose()?;
-    let plan = plan_weighted_scatter(&x, w.as_ref(), limit)?;
+    let job = ScatterJob { x: &x, weights: w.as_ref(), memory_limit_bytes: limit };
+    let plan = job.plan()?;
     if args.dry_run {
         println!("{plan}");
         return Ok(());
     }
-    let s = weighted_scatter(&x, w.as_ref(), &plan, &interrupted)?;
+    let done = job.run(&plan, &Stop)?;
     let d = x.n_features();
-    write_npy(&args.out, Dtype::F64, &[d, d], &s, put_f64)?;
-    print_warnings(&inexact_warnings(&x, Dtype::F64, w.as_ref()));
+    write_npy(&args.out, Dtype::F64, &[d, d], &done.value, put_f64)?;
+    print_warnings(&done.warnings);
     println!(
         "scatter: n_samples={} n_features={d} seconds={:.3} peak_rss={} out={}",
         x.n_samples(),

@@ -4,18 +4,16 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use memfit::cluster::{fit, plan_kmeans, Init, KMeansFit, KMeansParams, LabelSink};
+use memfit::cluster::{Init, KMeansFit, KMeansParams, LabelSink};
+use memfit::estimator::{parse_init, ComputeDtype, KMeansJob};
 use memfit::generate::Blobs;
-use memfit::io::{
-    check_output_path, check_outputs_distinct, read_matrix_f64, write_matrix, ArrayRef, Dtype, NpyWriter, Source,
-    Values,
-};
-use memfit::plan::{Job, Plan};
-use memfit::Real;
+use memfit::io::{check_outputs_distinct, read_matrix_f64, write_matrix, ArrayRef, Dtype, NpyWriter, Source, Values};
+use memfit::plan::Plan;
 
-use crate::args::{ComputeDtype, KmeansArgs};
-use crate::inputs::{inexact_warnings, open_data, open_weights, print_warnings};
+use crate::args::KmeansArgs;
+use crate::inputs::{check_output, open_data, open_weights};
 use crate::progress::Bar;
+use crate::render::{print_warnings, warning_lines};
 use crate::{memory_limit, plot};
 
 /// Rows of the plot sample: up to 20,000, within 8 MiB of values.
@@ -28,6 +26,15 @@ fn plot_rows(n_features: usize) -> usize {
 /// --n-features 3 --centers 200 --seed 42`.
 pub fn default_blobs() -> Blobs {
     Blobs { n_samples: 2_000_000, n_features: 3, centers: 200, seed: 42, ..Blobs::default() }
+}
+
+/// `--init`: k-means++, random, or a `.npy` file of initial centres.
+fn read_init(init: &str) -> Result<Init> {
+    Ok(match init {
+        "k-means++" | "random" => parse_init(init, None)?,
+        path if path.ends_with(".npy") || Path::new(path).exists() => parse_init(path, Some(read_matrix_f64(path)?))?,
+        other => bail!("invalid --init {other:?}: expected k-means++, random or a .npy file of initial centres"),
+    })
 }
 
 /// Runs `memfit kmeans`.
@@ -43,7 +50,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     for (role, out) in outputs {
         // `--summary -` prints to stdout; any other output needs a file.
         if let Some(out) = out.as_deref().filter(|p| !(role == "--summary" && *p == Path::new("-"))) {
-            check_output_path(out)?;
+            check_output(out)?;
             paths.push((role, out));
         }
     }
@@ -81,18 +88,9 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         }
     };
     let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
-    let init = match args.init.as_str() {
-        "k-means++" => Init::KMeansPlusPlus,
-        "random" => Init::Random,
-        path if path.ends_with(".npy") || Path::new(path).exists() => {
-            let (values, n_rows, n_cols) = read_matrix_f64(path)?;
-            Init::Centers { values, n_rows, n_cols }
-        }
-        other => bail!("invalid --init {other:?}: expected k-means++, random or a .npy file of initial centres"),
-    };
     let params = KMeansParams {
         n_clusters,
-        init,
+        init: read_init(&args.init)?,
         n_init: args.n_init,
         max_iter: args.max_iter,
         tol: args.tol,
@@ -102,70 +100,59 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         plot_sample_rows: if args.plot.is_some() { plot_rows(x.n_features()) } else { 0 },
         row_split: Default::default(),
     };
-    params.validate(x.n_samples(), x.n_features())?;
-    let compute = args.common.compute_dtype(x.dtype());
-    let job = Job { extra, ..Job::new(&x, weights.as_ref(), bytes_of(compute), usize::from(args.labels.is_some())) };
-    let plan = plan_kmeans(&params, &job)?;
+    let job = KMeansJob {
+        params,
+        x: &x,
+        sample_weight: weights.as_ref(),
+        compute: args.common.compute_dtype(x.dtype()),
+        n_outputs: usize::from(args.labels.is_some()),
+        extra,
+    };
+    let plan = job.plan()?;
     if args.dry_run {
         println!("{plan}");
         return Ok(());
     }
-    match compute {
-        ComputeDtype::Float32 => fit_and_write::<f32>(args, &params, &x, weights.as_ref(), &plan, started),
-        ComputeDtype::Float64 => fit_and_write::<f64>(args, &params, &x, weights.as_ref(), &plan, started),
-    }
+    fit_and_write(args, &job, &plan, started)
 }
 
-/// Bytes per element of the compute dtype.
-pub fn bytes_of(d: ComputeDtype) -> usize {
-    match d {
-        ComputeDtype::Float32 => 4,
-        ComputeDtype::Float64 => 8,
-    }
-}
-
-fn fit_and_write<T: Real>(
-    args: &KmeansArgs,
-    params: &KMeansParams,
-    x: &Source<'_>,
-    w: Option<&Source<'_>>,
-    plan: &Plan,
-    started: Instant,
-) -> Result<()> {
-    let n = x.n_samples();
+fn fit_and_write(args: &KmeansArgs, job: &KMeansJob<'_>, plan: &Plan, started: Instant) -> Result<()> {
+    let n = job.x.n_samples();
     let mut labels_file = args.labels.as_ref().map(|p| NpyWriter::create(p, Dtype::I32, &[n])).transpose()?;
     let mut write_labels =
         |labels: &[u32]| labels_file.as_mut().map_or(Ok(()), |f| f.write_with(labels, crate::put_label));
     let mut bar = Bar::new(args.common.quiet);
     let sink: LabelSink<'_> = if args.labels.is_some() { Some(&mut write_labels) } else { None };
-    let model = fit::<T>(params, x, w, plan, sink, &mut bar);
+    let model = job.fit(plan, sink, &mut bar);
     bar.finish();
     let model = model?;
-    let mut warnings = model.warnings.clone();
-    warnings.extend(inexact_warnings(x, T::DTYPE, w));
-    print_warnings(&warnings);
+    print_warnings(&model.warnings);
     let t = Instant::now();
     if let Some(f) = labels_file {
         f.commit()?;
     }
     if let Some(p) = &args.centers {
-        write_matrix(p, &model.cluster_centers, model.n_clusters, model.n_features)?;
+        let (c, k, d) = (&model.cluster_centers, model.n_clusters, model.n_features);
+        match job.compute {
+            // The centres were computed in float32: the round trip is exact.
+            ComputeDtype::Float32 => write_matrix(p, &c.iter().map(|&v| v as f32).collect::<Vec<_>>(), k, d)?,
+            ComputeDtype::Float64 => write_matrix(p, c, k, d)?,
+        }
     }
     if let (Some(p), Some(sample)) = (&args.plot, &model.plot_sample) {
-        let centers: Vec<f64> = model.cluster_centers.iter().map(|v| v.to_f64()).collect();
         plot::scatter_png(
             p,
             &sample.values,
             model.n_features,
             &sample.labels,
-            &centers,
+            &model.cluster_centers,
             model.n_clusters,
             args.plot_pca,
         )?;
     }
     let write_secs = t.elapsed().as_secs_f64();
     let peak = memfit::memory::peak_rss_bytes();
-    let summary = summary_json(args, x, &model, &warnings, plan, write_secs, started.elapsed().as_secs_f64(), peak);
+    let summary = summary_json(args, job, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
     let line = format!(
         "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={} converged={} seconds={:.3} peak_rss={}",
         model.n_samples,
@@ -180,12 +167,10 @@ fn fit_and_write<T: Real>(
     crate::emit_summary(args.summary.as_deref(), &summary, &line)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn summary_json<T: Real>(
+fn summary_json(
     args: &KmeansArgs,
-    x: &Source<'_>,
-    m: &KMeansFit<T>,
-    warnings: &[String],
+    job: &KMeansJob<'_>,
+    m: &KMeansFit<f64>,
     plan: &Plan,
     write_secs: f64,
     total_secs: f64,
@@ -204,9 +189,9 @@ fn summary_json<T: Real>(
         "timings": timings,
         "peak_rss_bytes": peak,
         "plan": plan,
-        "input": x.name(),
-        "input_dtype": x.dtype().name(),
-        "compute_dtype": T::DTYPE.name(),
+        "input": job.x.name(),
+        "input_dtype": job.x.dtype().name(),
+        "compute_dtype": job.compute.dtype().name(),
         "init": args.init,
         "n_init": m.inertia_per_init.len(),
         "best_init": m.best_init,
@@ -214,6 +199,6 @@ fn summary_json<T: Real>(
         "n_nonempty_clusters": m.n_nonempty_clusters,
         "tol_abs": m.tol_abs,
         "seed": args.seed,
-        "warnings": warnings,
+        "warnings": warning_lines(&m.warnings),
     })
 }

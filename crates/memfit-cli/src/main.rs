@@ -15,6 +15,7 @@ mod kmeans_cmd;
 mod plot;
 mod predict_cmd;
 mod progress;
+mod render;
 
 use anyhow::Result;
 use clap::Parser;
@@ -128,7 +129,7 @@ fn main() {
             eprintln!("memfit: interrupted (Ctrl-C or a termination signal); no output was written");
             std::process::exit(130);
         }
-        eprintln!("memfit: error: {e:#}");
+        eprintln!("memfit: error: {}", render::error_line(&e));
         std::process::exit(2);
     }
 }

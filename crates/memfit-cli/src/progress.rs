@@ -28,6 +28,15 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
+/// An observer that only stops the run on Ctrl-C (for jobs without a bar).
+pub struct Stop;
+
+impl Observer for Stop {
+    fn cancelled(&self) -> bool {
+        interrupted()
+    }
+}
+
 /// Shows phase, iteration, inertia and rows/s on stderr.
 pub struct Bar {
     bar: Option<ProgressBar>,

@@ -574,7 +574,7 @@ fn int32_above_2_pow_24_exact_by_default_warned_in_float32() {
             "warning: {x}: column 1 holds int32 values beyond 2^24 in magnitude (first: {} at row 0), which float32 cannot represent exactly",
             base + 1
         );
-        assert!(e.contains(&line) && e.contains("drop --dtype float32"), "{e}");
+        assert!(e.contains(&line) && e.contains("use --dtype float64, which holds integers exactly up to 2^53"), "{e}");
         assert_eq!(e.matches("beyond 2^24").count(), 1, "{e}");
     };
     let f32 = ["--dtype", "float32", "--quiet"];

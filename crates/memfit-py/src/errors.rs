@@ -1,43 +1,52 @@
-//! Engine errors as Python exceptions: I/O failures are `OSError` (its
+//! Engine errors and warnings in Python's words. Errors become Python
+//! exceptions of the right class: I/O failures are `OSError` (its
 //! `FileNotFoundError` / `PermissionError` subclasses where they apply), a
 //! job that cannot fit the memory limit is `MemoryError`, a cancelled run is
 //! `KeyboardInterrupt`, and everything else (bad values, shapes, parameters,
 //! files that are not `.npy`) is `ValueError`. The message is the engine's
-//! one line, cause then hint, with in-memory arrays called "X"; where
-//! scikit-learn raises the same error, its sentence comes first.
+//! one line, cause then hint, with its remedies worded by [`Params`] (the
+//! estimators' parameter names) and in-memory arrays called "X"; where
+//! scikit-learn raises the same error, its sentence comes first. Warnings
+//! come as `(kind, category, message)` for the Python layer to issue.
 
 use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
 
-use memfit::Error;
+use memfit::io::Dtype;
+use memfit::warning::Category;
+use memfit::{common_remedy, for_example, Error, Remedy, Spelling, Warning};
 use pyo3::exceptions::{
     PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyPermissionError, PyRuntimeError, PyValueError,
 };
 use pyo3::PyErr;
 
-/// Command-line flags in engine messages and the Python parameters they are
-/// (longest first, so no flag is replaced inside another).
-const FLAGS: [(&str, &str); 15] = [
-    ("use --dtype float64 or ", "pass float64 data or "),
-    ("use --dtype float64", "pass float64 data (X.astype(numpy.float64))"),
-    ("--dtype float32", "float32 data (X.astype(numpy.float32))"),
-    ("--precisions-init", "precisions_init"),
-    ("--n-components", "n_components"),
-    ("--sample-weight", "sample_weight"),
-    ("--memory-limit", "memory_limit"),
-    ("--weights-init", "weights_init"),
-    ("--means-init", "means_init"),
-    ("--reg-covar", "reg_covar"),
-    ("--max-iter", "max_iter"),
-    ("--threads", "n_jobs"),
-    ("--n-init", "n_init"),
-    ("--init", "init"),
-    ("--tol", "tol"),
-];
+/// Python's [`Spelling`]: remedies that name a setting name the estimators'
+/// parameter (`memory_limit`, `reg_covar`, ...), and a compute dtype is the
+/// dtype of the data passed.
+pub struct Params;
 
-/// An engine message with its command-line flags named as the Python
-/// parameters.
-pub fn python_words(message: &str) -> String {
-    FLAGS.iter().fold(message.to_string(), |m, (flag, param)| m.replace(flag, param))
+impl Spelling for Params {
+    fn remedy(&self, remedy: &Remedy) -> String {
+        match remedy {
+            Remedy::RaiseMemoryLimit { to_bytes } => {
+                format!("raise memory_limit to at least {} ({to_bytes} bytes)", memfit::plan::format_bytes(*to_bytes))
+            }
+            Remedy::RaiseMemoryLimitBy { by_bytes } => {
+                format!("raise memory_limit by about {}", memfit::plan::format_bytes(*by_bytes))
+            }
+            Remedy::ComputeIn(d) => {
+                let name = if *d == Dtype::F32 { "float32" } else { "float64" };
+                format!("pass {name} data (X.astype(numpy.{name}))")
+            }
+            Remedy::CovarianceType(types) => {
+                format!("use a covariance_type with fewer parameters ({})", types.join(", "))
+            }
+            Remedy::RaiseRegCovar { example } => format!("raise reg_covar{}", for_example(*example)),
+            Remedy::RaiseMaxIter => "raise max_iter".into(),
+            Remedy::RaiseTol => "raise tol".into(),
+            other => common_remedy(other),
+        }
+    }
 }
 
 /// scikit-learn's sentence for a covariance that is not positive definite
@@ -54,15 +63,37 @@ increase reg_covar, or scale the input data.";
 /// details; `float32` says whether the data were computed in float32 (the
 /// dtype scikit-learn names).
 pub fn to_py_for(e: Error, float32: bool) -> PyErr {
-    let text = e.to_string();
-    let text = match &e {
+    let (class, msg) = message(&e, float32);
+    match class {
+        Class::Os(ErrorKind::NotFound) => PyFileNotFoundError::new_err(msg),
+        Class::Os(ErrorKind::PermissionDenied) => PyPermissionError::new_err(msg),
+        Class::Os(_) => PyOSError::new_err(msg),
+        Class::Memory => PyMemoryError::new_err(msg),
+        Class::Interrupt => PyKeyboardInterrupt::new_err(msg),
+        Class::Value => PyValueError::new_err(msg),
+    }
+}
+
+/// The Python exception class of an engine error.
+#[derive(Debug, PartialEq, Eq)]
+enum Class {
+    Os(ErrorKind),
+    Memory,
+    Interrupt,
+    Value,
+}
+
+/// The class and message of `e` in Python (see [`to_py_for`]).
+fn message(e: &Error, float32: bool) -> (Class, String) {
+    let text = e.render(&Params).to_string();
+    let text = match e {
         Error::NonFinite { .. } | Error::ShapeMismatch { .. } | Error::WrongDimensions { .. } => {
             text.replace("<memory>", "X")
         }
         _ => text.replace("<memory>: ", "").replace("<memory>", "the array"),
     };
     let dtype = if float32 { "float32" } else { "float64" };
-    let msg = match &e {
+    let msg = match e {
         // `sklearn.utils.validation._assert_all_finite_element_wise`.
         Error::NonFinite { value, .. } if value.is_nan() => format!("Input X contains NaN. {text}"),
         Error::NonFinite { .. } => {
@@ -81,18 +112,16 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
                  hint: increase reg_covar (e.g. 1e-3)"
             )
         }
-        _ => python_words(&text),
+        Error::Cancelled => "memfit: interrupted".to_string(),
+        _ => text,
     };
-    match &e {
-        Error::Io { cause, .. } => match cause.kind() {
-            ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
-            ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
-            _ => PyOSError::new_err(msg),
-        },
-        Error::DoesNotFit { .. } => PyMemoryError::new_err(msg),
-        Error::Cancelled => PyKeyboardInterrupt::new_err("memfit: interrupted"),
-        _ => PyValueError::new_err(msg),
-    }
+    let class = match e {
+        Error::Io { cause, .. } => Class::Os(cause.kind()),
+        Error::DoesNotFit { .. } => Class::Memory,
+        Error::Cancelled => Class::Interrupt,
+        _ => Class::Value,
+    };
+    (class, msg)
 }
 
 /// [`to_py_for`] where no float32 data are involved.
@@ -100,7 +129,98 @@ pub fn to_py(e: Error) -> PyErr {
     to_py_for(e, false)
 }
 
+/// A warning as the Python layer issues it: `(kind, category, message)`,
+/// the kind as [`Warning::kind`] names it, the category `"convergence"`
+/// (scikit-learn's `ConvergenceWarning`) or `"user"` (`UserWarning`), the
+/// message in Python's words with an in-memory input called "X".
+pub fn warning(w: &Warning) -> (&'static str, &'static str, String) {
+    let mut w = w.clone();
+    if let Warning::InexactIntegers { path, .. } = &mut w {
+        if path.as_path() == Path::new("<memory>") {
+            *path = PathBuf::from("X");
+        }
+    }
+    let category = match w.category() {
+        Category::Convergence => "convergence",
+        Category::User => "user",
+    };
+    (w.kind(), category, w.render(&Params).to_string())
+}
+
 /// An array-shape mismatch inside the shim (a bug, never user input).
 pub fn shape(e: numpy::ndarray::ShapeError) -> PyErr {
     PyRuntimeError::new_err(format!("memfit internal error: {e}; please report it"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memfit::io::InexactInteger;
+    use memfit::warning::Estimator;
+    use memfit::Count;
+
+    #[test]
+    fn memory_errors_name_the_parameters() {
+        let e = Error::does_not_fit(
+            3 << 20,
+            1 << 20,
+            "Gaussian mixture".into(),
+            vec![
+                Remedy::UseFewer(vec![Count::Components, Count::Threads]),
+                Remedy::ComputeIn(Dtype::F32),
+                Remedy::CovarianceType(vec!["diag", "spherical"]),
+            ],
+        );
+        let (class, msg) = message(&e, false);
+        assert_eq!(class, Class::Memory);
+        assert!(msg.ends_with(
+            "hint: raise memory_limit to at least 3.00 MiB (3145728 bytes), use fewer components or threads, \
+             pass float32 data (X.astype(numpy.float32)), or use a covariance_type with fewer parameters (diag, spherical)"
+        ), "{msg}");
+        assert!(!msg.contains("--"));
+    }
+
+    #[test]
+    fn scikit_learn_sentences_come_first() {
+        let e = Error::NonFinite { path: "<memory>".into(), row: 5, column: 1, value: f64::NAN, count: 1 };
+        let (class, msg) = message(&e, false);
+        assert_eq!(class, Class::Value);
+        assert!(msg.starts_with("Input X contains NaN. X: row 5, column 1 is NaN"), "{msg}");
+        let e = Error::IllDefinedCovariance { component: Some(1), reg_covar: 0.0, float32: true };
+        let (_, msg) = message(&e, true);
+        assert!(msg.starts_with(ILL_DEFINED) && msg.ends_with("hint: increase reg_covar (e.g. 1e-3)"), "{msg}");
+        let e = Error::param_with(
+            "dtype",
+            "X: row 0, column 0 holds 1e39, which overflows float32",
+            vec![Remedy::ComputeIn(Dtype::F64)],
+        );
+        let (_, msg) = message(&e, true);
+        assert!(msg.ends_with("hint: pass float64 data (X.astype(numpy.float64))"), "{msg}");
+    }
+
+    #[test]
+    fn warnings_carry_kind_and_category() {
+        let (kind, category, msg) = warning(&Warning::NotConverged { estimator: Estimator::KMeans, max_iter: 2 });
+        assert_eq!((kind, category), ("not_converged", "convergence"));
+        assert!(msg.ends_with("hint: raise max_iter or raise tol"), "{msg}");
+        let found = InexactInteger {
+            row: 4,
+            column: 1,
+            value: (1 << 53) + 1,
+            dtype: Dtype::I64,
+            compute: Dtype::F64,
+            exact_up_to: 1 << 53,
+        };
+        let (kind, category, msg) = warning(&Warning::InexactIntegers { path: "<memory>".into(), found });
+        assert_eq!((kind, category), ("inexact_integers", "user"));
+        assert!(
+            msg.starts_with(
+                "X: column 1 holds int64 values beyond 2^53 in magnitude (first: 9007199254740993 at row 4)"
+            ),
+            "{msg}"
+        );
+        assert!(msg.ends_with("float64 holds integers exactly only up to 2^53: subtract a per-column offset (such as the column's minimum) in the integer type first"), "{msg}");
+        let (_, _, msg) = warning(&Warning::InitSampleCut { wanted_rows: 10, used_rows: 5, more_bytes: 2048 });
+        assert!(msg.ends_with("hint: raise memory_limit by about 2.00 KiB to make it limit-independent"), "{msg}");
+    }
 }

@@ -2,7 +2,7 @@
 //! blocks; a NumPy array is borrowed in place (any strides, C or Fortran
 //! order, read-only or not), never copied whole.
 
-use memfit::io::{ArrayRef, Dtype, Source, Values};
+use memfit::io::{ArrayRef, Source, Values};
 use numpy::ndarray::ArrayView2;
 use numpy::{Element, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -92,21 +92,6 @@ impl<'py> Held<'py> {
             Held::U64(a) => view(a.as_array(), Values::U64),
         }
     }
-}
-
-/// The warning, in Python's words, when `src` held integers that the
-/// compute type (float32 when `float32`, else float64) cannot represent
-/// exactly, naming the column and the first such value (noted by the engine
-/// while it converted the rows; see `memfit::io::Source::inexact_integer`).
-pub fn inexact_warning(src: &Source<'_>, float32: bool) -> Option<String> {
-    let found = src.inexact_integer(if float32 { Dtype::F32 } else { Dtype::F64 })?;
-    let name = src.name().display().to_string().replace("<memory>", "X");
-    let hint = if float32 {
-        "pass float64 data (X.astype(numpy.float64)), which holds integers exactly up to 2^53"
-    } else {
-        "float64 holds integers exactly only up to 2^53: subtract a per-column offset (such as the column's minimum) in the integer type first"
-    };
-    Some(format!("{name}: {found}; hint: {hint}"))
 }
 
 /// The whole strided extent of `a` as a slice, wrapped as an engine source.

@@ -11,11 +11,12 @@ mod errors;
 mod inputs;
 mod runner;
 
-use memfit::cluster::{self, Init, KMeansFit, KMeansParams, LabelSink, Observer};
-use memfit::linalg;
-use memfit::mixture::{self, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs, PrecisionsInit};
-use memfit::plan::Job;
-use memfit::Real;
+use memfit::cluster::{KMeansParams, LabelSink};
+use memfit::estimator::{
+    parse_init, CentersJob, ComputeDtype, GmmJob, GmmPredictJob, KMeansJob, QuadraticFormJob, ScatterJob,
+};
+use memfit::mixture::{CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs, PrecisionsInit};
+use memfit::Warning;
 use numpy::ndarray::Array;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
 use pyo3::prelude::*;
@@ -25,38 +26,12 @@ use errors::to_py;
 use inputs::Held;
 use runner::run;
 
-/// Bytes per element of the compute dtype.
-fn compute_bytes(float32: bool) -> usize {
+/// The compute dtype: float32 when `float32`, else float64.
+fn compute(float32: bool) -> ComputeDtype {
     if float32 {
-        4
+        ComputeDtype::Float32
     } else {
-        8
-    }
-}
-
-/// What Python receives of a k-means fit, centres in `f64` (exact for
-/// either compute type).
-struct KMeansSummary {
-    cluster_centers: Vec<f64>,
-    n_clusters: usize,
-    n_features: usize,
-    inertia: f64,
-    n_iter: usize,
-    converged: bool,
-    n_nonempty_clusters: usize,
-    warnings: Vec<String>,
-}
-
-fn summary<T: Real>(f: KMeansFit<T>) -> KMeansSummary {
-    KMeansSummary {
-        cluster_centers: f.cluster_centers.iter().map(|v| v.to_f64()).collect(),
-        n_clusters: f.n_clusters,
-        n_features: f.n_features,
-        inertia: f.inertia,
-        n_iter: f.n_iter,
-        converged: f.converged,
-        n_nonempty_clusters: f.n_nonempty_clusters,
-        warnings: f.warnings,
+        ComputeDtype::Float64
     }
 }
 
@@ -88,12 +63,24 @@ impl<'a, E: Copy> Fill<'a, E> {
     }
 }
 
-/// Issues [`inputs::inexact_warning`] as a Python `UserWarning`, for the
+/// The warnings as `(kind, category, message)` tuples (see
+/// [`errors::warning`]).
+fn warning_tuples(warnings: &[Warning]) -> Vec<(&'static str, &'static str, String)> {
+    warnings.iter().map(errors::warning).collect()
+}
+
+/// Issues each warning as a Python warning of its category, for the
 /// functions that return arrays rather than a dict with `warnings`.
-fn warn_inexact(py: Python<'_>, src: &memfit::io::Source<'_>, float32: bool) -> PyResult<()> {
-    if let Some(message) = inputs::inexact_warning(src, float32) {
+fn warn(py: Python<'_>, warnings: &[Warning]) -> PyResult<()> {
+    for w in warnings {
+        let (_, category, message) = errors::warning(w);
         let message = std::ffi::CString::new(message).unwrap_or_default();
-        PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 1)?;
+        let class = if category == "convergence" {
+            py.import("sklearn.exceptions")?.getattr("ConvergenceWarning")?
+        } else {
+            py.get_type::<pyo3::exceptions::PyUserWarning>().into_any()
+        };
+        PyErr::warn(py, &class, &message, 1)?;
     }
     Ok(())
 }
@@ -105,28 +92,30 @@ fn label(l: u32) -> i32 {
 
 /// Fits k-means. `x` and `sample_weight` are arrays of shape
 /// `(n_samples, n_features)` and `(n_samples, 1)` or `.npy` paths; `init` is
-/// `"k-means++"`, `"random"` or `"array"` (then `init_centers` holds the
-/// `(n_clusters, n_features)` float64 centres). `labels` (int32,
+/// `"k-means++"` or `"random"`, unless `init_centers` holds the
+/// `(n_clusters, n_features)` float64 centres. `labels` (int32,
 /// `(n_samples,)`), when given, receives the final labels. Returns a dict
 /// with `cluster_centers` (`(n_clusters, n_features)`, float32 when
 /// `float32` else float64), `inertia`, `n_iter`, `converged`,
-/// `n_nonempty_clusters`, `warnings` and `plan`. `progress`, when given, is
-/// called with each progress event (see `runner::run`).
+/// `n_nonempty_clusters`, `warnings` (`(kind, category, message)` tuples)
+/// and `plan`. `progress`, when given, is called with each progress event
+/// (see `runner::run`).
 #[pyfunction]
-#[pyo3(signature = (x, sample_weight, n_clusters, init, init_centers, n_init, max_iter, tol, random_state, memory_limit, n_jobs, float32, labels, progress))]
+#[pyo3(signature = (x, *, n_clusters, memory_limit, sample_weight=None, init="k-means++", init_centers=None,
+    n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn kmeans_fit<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
-    sample_weight: Option<&Bound<'py, PyAny>>,
     n_clusters: usize,
+    memory_limit: u64,
+    sample_weight: Option<&Bound<'py, PyAny>>,
     init: &str,
     init_centers: Option<PyReadonlyArray2<'py, f64>>,
     n_init: Option<usize>,
     max_iter: usize,
     tol: f64,
     random_state: u64,
-    memory_limit: u64,
     n_jobs: Option<usize>,
     float32: bool,
     mut labels: Option<PyReadwriteArray1<'py, i32>>,
@@ -134,18 +123,13 @@ fn kmeans_fit<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
-    let init = match init {
-        "k-means++" => Init::KMeansPlusPlus,
-        "random" => Init::Random,
-        _ => {
-            let c = init_centers.as_ref().ok_or_else(|| to_py(memfit::Error::param("init", "missing centres")))?;
-            let c = c.as_array();
-            Init::Centers { values: c.iter().copied().collect(), n_rows: c.nrows(), n_cols: c.ncols() }
-        }
-    };
+    let centers = init_centers.map(|c| {
+        let c = c.as_array();
+        (c.iter().copied().collect(), c.nrows(), c.ncols())
+    });
     let params = KMeansParams {
         n_clusters,
-        init,
+        init: parse_init(init, centers).map_err(to_py)?,
         n_init,
         max_iter,
         tol,
@@ -160,21 +144,21 @@ fn kmeans_fit<'py>(
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {
-        params.validate(src.n_samples(), src.n_features())?;
-        let mut job = Job::new(&src, w.as_ref(), compute_bytes(float32), 0);
+        let mut job = KMeansJob {
+            params,
+            x: &src,
+            sample_weight: w.as_ref(),
+            compute: compute(float32),
+            n_outputs: 0,
+            extra: Vec::new(),
+        };
         if with_labels {
             job.extra.push(("labels_ (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
         }
-        let plan = cluster::plan_kmeans(&params, &job)?;
+        let plan = job.plan()?;
         let mut put = |l: &[u32]| fill.put(l, label);
         let sink: LabelSink<'_> = if with_labels { Some(&mut put) } else { None };
-        let mut fit = if float32 {
-            summary(cluster::fit::<f32>(&params, &src, w.as_ref(), &plan, sink, obs)?)
-        } else {
-            summary(cluster::fit::<f64>(&params, &src, w.as_ref(), &plan, sink, obs)?)
-        };
-        fit.warnings.extend(inputs::inexact_warning(&src, float32));
-        Ok((fit, plan))
+        Ok((job.fit(&plan, sink, obs)?, plan))
     })?;
     let centers =
         Array::from_shape_vec((fit.n_clusters, fit.n_features), fit.cluster_centers).map_err(errors::shape)?;
@@ -189,66 +173,75 @@ fn kmeans_fit<'py>(
     dict.set_item("n_iter", fit.n_iter)?;
     dict.set_item("converged", fit.converged)?;
     dict.set_item("n_nonempty_clusters", fit.n_nonempty_clusters)?;
-    dict.set_item("warnings", fit.warnings.iter().map(|w| errors::python_words(w)).collect::<Vec<_>>())?;
+    dict.set_item("warnings", warning_tuples(&fit.warnings))?;
     dict.set_item("plan", plan.to_string())?;
     Ok(dict)
 }
 
-/// Nearest of `centers` (`(n_clusters, n_features)` float64, C-contiguous) for each row of
-/// `x` (array or `.npy` path), computed in float32 when `float32`: labels go
-/// to `labels` (int32, `(n_samples,)`) and squared distances, when given, to
-/// `distances` (float64, `(n_samples,)`). Returns the inertia (float, the
-/// sum of the squared distances).
+/// Nearest of `centers` (`(n_clusters, n_features)` float64, C-contiguous)
+/// for each row of `x` (array or `.npy` path), computed in float32 when
+/// `float32`: labels go to `labels` (int32, `(n_samples,)`) and squared
+/// distances, when given, to `distances` (float64, `(n_samples,)`). Returns
+/// the inertia: the sum of the squared distances, each times its row's
+/// `sample_weight` when given (`(n_samples, 1)` or a path). Warnings are
+/// issued.
 #[pyfunction]
-#[pyo3(signature = (x, centers, memory_limit, n_jobs, float32, labels, distances))]
+#[pyo3(signature = (x, *, centers, memory_limit, labels, sample_weight=None, distances=None, n_jobs=None, float32=false))]
 #[allow(clippy::too_many_arguments)]
 fn assign<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     centers: PyReadonlyArray2<'py, f64>,
     memory_limit: u64,
+    mut labels: PyReadwriteArray1<'py, i32>,
+    sample_weight: Option<&Bound<'py, PyAny>>,
+    mut distances: Option<PyReadwriteArray1<'py, f64>>,
     n_jobs: Option<usize>,
     float32: bool,
-    mut labels: PyReadwriteArray1<'py, i32>,
-    mut distances: Option<PyReadwriteArray1<'py, f64>>,
 ) -> PyResult<f64> {
     let held = Held::new(x)?;
+    let held_w = sample_weight.map(Held::new).transpose()?;
     let src = held.source()?;
+    let w = held_w.as_ref().map(Held::weights).transpose()?;
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
     let mut fill_distances = Fill::new(distances.as_mut().map(|d| d.as_slice_mut()).transpose()?);
-    let src = &src;
-    let out = run(py, n_jobs, float32, None, move |obs| {
-        let plan = cluster::plan_predict(src, k, compute_bytes(float32), false, memory_limit)?;
+    let done = run(py, n_jobs, float32, None, move |obs| {
+        let job = CentersJob {
+            x: &src,
+            centers,
+            n_clusters: k,
+            sample_weight: w.as_ref(),
+            compute: compute(float32),
+            labels_file: false,
+            memory_limit_bytes: memory_limit,
+        };
+        let plan = job.plan_assign()?;
         let mut put = |l: &[u32], dist: &[f64]| {
             fill_labels.put(l, label)?;
             fill_distances.put(dist, |v| v)
         };
-        if float32 {
-            cluster::predict::<f32>(src, centers, k, &plan, &mut put, obs)
-        } else {
-            cluster::predict::<f64>(src, centers, k, &plan, &mut put, obs)
-        }
+        job.assign(&plan, &mut put, obs)
     })?;
-    warn_inexact(py, src, float32)?;
-    Ok(out)
+    warn(py, &done.warnings)?;
+    Ok(done.value.inertia)
 }
 
 /// Euclidean distances of each row of `x` (array or `.npy` path) to every one
 /// of `centers` (`(n_clusters, n_features)` float64, C-contiguous), computed
 /// from `x` converted to float32 when `float32`, into `out` (C-contiguous
-/// `(n_samples, n_clusters)`, float32 or float64).
+/// `(n_samples, n_clusters)`, float32 or float64). Warnings are issued.
 #[pyfunction]
-#[pyo3(signature = (x, centers, memory_limit, n_jobs, float32, out))]
+#[pyo3(signature = (x, *, centers, memory_limit, out, n_jobs=None, float32=false))]
 fn transform<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     centers: PyReadonlyArray2<'py, f64>,
     memory_limit: u64,
+    out: &Bound<'py, PyAny>,
     n_jobs: Option<usize>,
     float32: bool,
-    out: &Bound<'py, PyAny>,
 ) -> PyResult<()> {
     let held = Held::new(x)?;
     let src = held.source()?;
@@ -260,20 +253,24 @@ fn transform<'py>(
     }
     let mut fill64 = Fill::new(out64.as_mut().map(|o| o.as_slice_mut()).transpose()?);
     let mut fill32 = Fill::new(out32.as_mut().map(|o| o.as_slice_mut()).transpose()?);
-    let src = &src;
-    run(py, n_jobs, float32, None, move |obs| {
-        let plan = cluster::plan_transform(src, k, compute_bytes(float32), memory_limit)?;
+    let done = run(py, n_jobs, float32, None, move |obs| {
+        let job = CentersJob {
+            x: &src,
+            centers,
+            n_clusters: k,
+            sample_weight: None,
+            compute: compute(float32),
+            labels_file: false,
+            memory_limit_bytes: memory_limit,
+        };
+        let plan = job.plan_transform()?;
         let mut put = |dist: &[f64]| {
             fill64.put(dist, |v| v)?;
             fill32.put(dist, |v| v as f32)
         };
-        if float32 {
-            cluster::transform::<f32>(src, centers, k, &plan, &mut put, obs)
-        } else {
-            cluster::transform::<f64>(src, centers, k, &plan, &mut put, obs)
-        }
+        job.transform(&plan, &mut put, obs)
     })?;
-    warn_inexact(py, src, float32)
+    warn(py, &done.warnings)
 }
 
 /// Parses a covariance type name.
@@ -285,21 +282,28 @@ fn covariance_type(name: &str) -> PyResult<CovarianceType> {
 /// `weights_init` `(n_components,)`, `means_init` `(n_components,
 /// n_features)` and `precisions_init` (scikit-learn's shape for the
 /// covariance type, seen as a matrix: all axes but the last are rows) are
-/// float64; `precisions_are_cholesky` says `precisions_init` holds Cholesky
-/// factors. `labels` (int64, `(n_samples,)`) receives the final labels;
-/// `progress` as in [`kmeans_fit`]. `max_iter = 0` returns the (last)
-/// initialisation. Returns a dict with `weights`, `means`, `covariances`,
-/// `precisions_cholesky` (scikit-learn's shapes, float64), `lower_bound`
-/// (−inf without iterations), `lower_bounds`, `n_iter`, `converged`,
-/// `score`, `bic`, `aic`, `warnings` and `plan`.
+/// float64. A warm start continues a fitted model instead: `warm_weights`,
+/// `warm_means`, `warm_precisions_cholesky` (as `precisions_init`, Cholesky
+/// factors) and its `warm_lower_bound`. `labels` (int64, `(n_samples,)`)
+/// receives the final labels; `progress` as in [`kmeans_fit`].
+/// `max_iter = 0` returns the (last) initialisation. Returns a dict with
+/// `weights`, `means`, `covariances`, `precisions_cholesky` (scikit-learn's
+/// shapes, float64), `lower_bound` (−inf without iterations),
+/// `lower_bounds`, `n_iter`, `converged`, `score`, `bic`, `aic`,
+/// `n_parameters`, `warnings` (`(kind, category, message)` tuples) and
+/// `plan`.
 #[pyfunction]
-#[pyo3(signature = (x, sample_weight, n_components, covariance_type, tol, reg_covar, max_iter, n_init, init_params, weights_init, means_init, precisions_init, precisions_are_cholesky, lower_bound_init, random_state, memory_limit, n_jobs, float32, labels, progress))]
+#[pyo3(signature = (x, *, n_components, memory_limit, sample_weight=None, covariance_type="full", tol=1e-3,
+    reg_covar=1e-6, max_iter=100, n_init=1, init_params="kmeans", weights_init=None, means_init=None,
+    precisions_init=None, warm_weights=None, warm_means=None, warm_precisions_cholesky=None, warm_lower_bound=None,
+    random_state=0, n_jobs=None, float32=false, labels=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_fit<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
-    sample_weight: Option<&Bound<'py, PyAny>>,
     n_components: usize,
+    memory_limit: u64,
+    sample_weight: Option<&Bound<'py, PyAny>>,
     covariance_type: &str,
     tol: f64,
     reg_covar: f64,
@@ -309,10 +313,11 @@ fn gmm_fit<'py>(
     weights_init: Option<PyReadonlyArray1<'py, f64>>,
     means_init: Option<PyReadonlyArray2<'py, f64>>,
     precisions_init: Option<&Bound<'py, PyAny>>,
-    precisions_are_cholesky: bool,
-    lower_bound_init: Option<f64>,
+    warm_weights: Option<PyReadonlyArray1<'py, f64>>,
+    warm_means: Option<PyReadonlyArray2<'py, f64>>,
+    warm_precisions_cholesky: Option<&Bound<'py, PyAny>>,
+    warm_lower_bound: Option<f64>,
     random_state: u64,
-    memory_limit: u64,
     n_jobs: Option<usize>,
     float32: bool,
     mut labels: Option<PyReadwriteArray1<'py, i64>>,
@@ -321,19 +326,8 @@ fn gmm_fit<'py>(
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
     let held_p = precisions_init.map(Held::new).transpose()?;
+    let held_warm = warm_precisions_cholesky.map(Held::new).transpose()?;
     let t = self::covariance_type(covariance_type)?;
-    let precisions_init = held_p
-        .as_ref()
-        .map(|h| {
-            h.source().map(|s| {
-                if precisions_are_cholesky {
-                    PrecisionsInit::Cholesky(s)
-                } else {
-                    PrecisionsInit::Precisions(s)
-                }
-            })
-        })
-        .transpose()?;
     let params = GmmParams {
         n_components,
         covariance_type: t,
@@ -344,31 +338,47 @@ fn gmm_fit<'py>(
         init_params: InitMethod::parse(init_params).map_err(to_py)?,
         weights_init: weights_init.map(|w| w.as_array().iter().copied().collect()),
         means_init: means_init.map(|m| m.as_array().iter().copied().collect()),
-        precisions_init,
+        precisions_init: held_p.as_ref().map(Held::source).transpose()?.map(PrecisionsInit::Precisions),
         random_state,
         memory_limit_bytes: memory_limit,
-        lower_bound_init,
+        lower_bound_init: None,
         row_split: Default::default(),
+    };
+    let warm = match (warm_weights, warm_means, held_warm.as_ref()) {
+        (Some(w), Some(m), Some(p)) => Some(MixtureModel {
+            covariance_type: t,
+            weights: w.as_array().iter().copied().collect(),
+            means: m.as_array().iter().copied().collect(),
+            precisions_cholesky: p.source()?,
+            shift: None,
+            lower_bound: warm_lower_bound,
+        }),
+        _ => None,
     };
     let src = held.source()?;
     let w = held_w.as_ref().map(Held::weights).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (fit, covariances, precisions_cholesky, plan) = run(py, n_jobs, float32, progress, move |obs| {
-        params.validate(src.n_samples(), src.n_features())?;
-        let mut job = Job::new(&src, w.as_ref(), compute_bytes(float32), 0);
+        let mut job = GmmJob {
+            params,
+            x: &src,
+            sample_weight: w.as_ref(),
+            compute: compute(float32),
+            n_outputs: 0,
+            extra: Vec::new(),
+        };
+        if let Some(model) = warm {
+            // The Python layer runs one initialisation for a warm start.
+            job.warm_start(model)?;
+        }
         if with_labels {
             job.extra.push(("labels (int64, returned to Python)".into(), src.n_samples() as u64 * 8));
         }
-        let plan = mixture::plan_gmm(&params, &job, false)?;
+        let plan = job.plan()?;
         let mut put = |l: &[u32]| fill.put(l, i64::from);
         let mut outputs = Outputs { labels: with_labels.then_some(&mut put as _), ..Outputs::default() };
-        let mut fit = if float32 {
-            mixture::fit::<f32>(&params, &src, w.as_ref(), &plan, &mut outputs, obs)?
-        } else {
-            mixture::fit::<f64>(&params, &src, w.as_ref(), &plan, &mut outputs, obs)?
-        };
-        fit.warnings.extend(inputs::inexact_warning(&src, float32));
+        let fit = job.fit(&plan, &mut outputs, obs)?;
         let (mut cov, mut prec) = (Vec::new(), Vec::new());
         fit.parameter_blocks(|c, p| {
             cov.extend_from_slice(c);
@@ -398,7 +408,7 @@ fn gmm_fit<'py>(
     dict.set_item("bic", fit.bic)?;
     dict.set_item("aic", fit.aic)?;
     dict.set_item("n_parameters", fit.n_parameters)?;
-    dict.set_item("warnings", fit.warnings.iter().map(|w| errors::python_words(w)).collect::<Vec<_>>())?;
+    dict.set_item("warnings", warning_tuples(&fit.warnings))?;
     dict.set_item("plan", plan.to_string())?;
     Ok(dict)
 }
@@ -407,10 +417,12 @@ fn gmm_fit<'py>(
 /// `(n_components, n_features)`, `precisions_cholesky` in scikit-learn's
 /// shape, all float64) over `x` (array or `.npy` path): labels (int64),
 /// responsibilities (float64, `(n_samples, n_components)`) and per-sample
-/// log-likelihoods (float64) go to the arrays given. Returns the mean
-/// log-likelihood per sample.
+/// log-likelihoods (float64) go to the arrays given. Returns a dict with
+/// `score` (the mean log-likelihood per sample), `bic`, `aic` and
+/// `n_parameters`. Warnings are issued.
 #[pyfunction]
-#[pyo3(signature = (x, covariance_type, weights, means, precisions_cholesky, memory_limit, n_jobs, float32, labels, proba, log_likelihood))]
+#[pyo3(signature = (x, *, covariance_type, weights, means, precisions_cholesky, memory_limit, n_jobs=None,
+    float32=false, labels=None, proba=None, log_likelihood=None))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_predict<'py>(
     py: Python<'py>,
@@ -425,7 +437,7 @@ fn gmm_predict<'py>(
     mut labels: Option<PyReadwriteArray1<'py, i64>>,
     mut proba: Option<PyReadwriteArray2<'py, f64>>,
     mut log_likelihood: Option<PyReadwriteArray1<'py, f64>>,
-) -> PyResult<f64> {
+) -> PyResult<Bound<'py, PyDict>> {
     let held = Held::new(x)?;
     let held_p = Held::new(precisions_cholesky)?;
     let model = MixtureModel {
@@ -440,10 +452,16 @@ fn gmm_predict<'py>(
     let mut fill_labels = Fill::new(labels.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_proba = Fill::new(proba.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_log_likelihood = Fill::new(log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?);
-    let src = &src;
-    let score = run(py, n_jobs, float32, None, move |obs| {
+    let done = run(py, n_jobs, float32, None, move |obs| {
         // Results go to the caller's arrays: no file writers to plan.
-        let plan = mixture::plan_predict(&model, src, compute_bytes(float32), 0, memory_limit)?;
+        let job = GmmPredictJob {
+            model: &model,
+            x: &src,
+            compute: compute(float32),
+            n_outputs: 0,
+            memory_limit_bytes: memory_limit,
+        };
+        let plan = job.plan()?;
         let wanted = (fill_labels.wanted(), fill_proba.wanted(), fill_log_likelihood.wanted());
         let mut put_l = |l: &[u32]| fill_labels.put(l, i64::from);
         let mut put_p = |p: &[f64]| fill_proba.put(p, |v| v);
@@ -453,58 +471,53 @@ fn gmm_predict<'py>(
             proba: wanted.1.then_some(&mut put_p as _),
             log_likelihood: wanted.2.then_some(&mut put_q as _),
         };
-        if float32 {
-            mixture::predict::<f32>(&model, src, &plan, &mut outputs, obs)
-        } else {
-            mixture::predict::<f64>(&model, src, &plan, &mut outputs, obs)
-        }
+        job.predict(&plan, &mut outputs, obs)
     })?;
-    warn_inexact(py, src, float32)?;
-    Ok(score)
+    warn(py, &done.warnings)?;
+    let dict = PyDict::new(py);
+    dict.set_item("score", done.value.score)?;
+    dict.set_item("bic", done.value.bic)?;
+    dict.set_item("aic", done.value.aic)?;
+    dict.set_item("n_parameters", done.value.n_parameters)?;
+    Ok(dict)
 }
 
 /// `q_i = x_iᵀ Q x_i` for each row of `x` (array or `.npy` path) with `q`
 /// `(n_features, n_features)` float64 (C-contiguous), into `out` (float64,
-/// `(n_samples,)`).
+/// `(n_samples,)`). Warnings are issued.
 #[pyfunction]
-#[pyo3(signature = (x, q, memory_limit, n_jobs, float32, out))]
+#[pyo3(signature = (x, *, q, memory_limit, out, n_jobs=None, float32=false))]
 fn row_quadratic_form<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     q: PyReadonlyArray2<'py, f64>,
     memory_limit: u64,
+    mut out: PyReadwriteArray1<'py, f64>,
     n_jobs: Option<usize>,
     float32: bool,
-    mut out: PyReadwriteArray1<'py, f64>,
 ) -> PyResult<()> {
     let held = Held::new(x)?;
     let src = held.source()?;
     let q = q.as_slice()?;
     let mut fill = Fill::new(Some(out.as_slice_mut()?));
-    let src = &src;
-    run(py, n_jobs, float32, None, move |obs| {
-        let plan = linalg::plan_row_quadratic_form(src, compute_bytes(float32), memory_limit)?;
-        let mut put = |r: &[f64]| fill.put(r, |v| v);
-        let cancelled = || obs.cancelled();
-        if float32 {
-            linalg::row_quadratic_form::<f32>(src, q, &plan, &mut put, &cancelled)
-        } else {
-            linalg::row_quadratic_form::<f64>(src, q, &plan, &mut put, &cancelled)
-        }
+    let done = run(py, n_jobs, float32, None, move |obs| {
+        let job = QuadraticFormJob { x: &src, q, compute: compute(float32), memory_limit_bytes: memory_limit };
+        let plan = job.plan()?;
+        job.run(&plan, &mut |r: &[f64]| fill.put(r, |v| v), obs)
     })?;
-    warn_inexact(py, src, float32)
+    warn(py, &done.warnings)
 }
 
 /// `S = Σ_i w_i x_i x_iᵀ` (float64, `(n_features, n_features)`) of `x`
 /// (array or `.npy` path) with optional weights `w` (`(n_samples, 1)` or a
-/// path; all ones when `None`).
+/// path; all ones when `None`). Warnings are issued.
 #[pyfunction]
-#[pyo3(signature = (x, w, memory_limit, n_jobs))]
+#[pyo3(signature = (x, *, memory_limit, w=None, n_jobs=None))]
 fn weighted_scatter<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
-    w: Option<&Bound<'py, PyAny>>,
     memory_limit: u64,
+    w: Option<&Bound<'py, PyAny>>,
     n_jobs: Option<usize>,
 ) -> PyResult<Bound<'py, numpy::PyArray2<f64>>> {
     let held = Held::new(x)?;
@@ -512,13 +525,22 @@ fn weighted_scatter<'py>(
     let src = held.source()?;
     let ws = held_w.as_ref().map(Held::weights).transpose()?;
     let d = src.n_features();
-    let src = &src;
-    let s = run(py, n_jobs, false, None, move |obs| {
-        let plan = linalg::plan_weighted_scatter(src, ws.as_ref(), memory_limit)?;
-        linalg::weighted_scatter(src, ws.as_ref(), &plan, &|| obs.cancelled())
+    let done = run(py, n_jobs, false, None, move |obs| {
+        let job = ScatterJob { x: &src, weights: ws.as_ref(), memory_limit_bytes: memory_limit };
+        let plan = job.plan()?;
+        job.run(&plan, obs)
     })?;
-    warn_inexact(py, src, false)?;
-    Ok(Array::from_shape_vec((d, d), s).map_err(errors::shape)?.into_pyarray(py))
+    warn(py, &done.warnings)?;
+    Ok(Array::from_shape_vec((d, d), done.value).map_err(errors::shape)?.into_pyarray(py))
+}
+
+/// Free parameters of a mixture of `n_components` Gaussians of
+/// `covariance_type` over `n_features` features (covariances, means and
+/// `n_components - 1` weights), as BIC and AIC count them.
+#[pyfunction]
+#[pyo3(signature = (*, covariance_type, n_components, n_features))]
+fn n_parameters(covariance_type: &str, n_components: usize, n_features: usize) -> PyResult<usize> {
+    Ok(memfit::estimator::n_parameters(self::covariance_type(covariance_type)?, n_components, n_features))
 }
 
 /// Parses a byte size (`"2GiB"`, `"512MiB"`, `"2GB"`, `"1000"`) into bytes.
@@ -559,6 +581,7 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gmm_predict, m)?)?;
     m.add_function(wrap_pyfunction!(row_quadratic_form, m)?)?;
     m.add_function(wrap_pyfunction!(weighted_scatter, m)?)?;
+    m.add_function(wrap_pyfunction!(n_parameters, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(default_memory_limit, m)?)?;
     m.add_function(wrap_pyfunction!(npy_info, m)?)?;

@@ -1,15 +1,175 @@
 //! The engine's error type: one enum whose variants carry the fields a caller
 //! needs (path, row, column, bytes) and whose messages end with a hint.
+//!
+//! Hints that name something the caller can change (the memory limit, the
+//! compute dtype, `reg_covar`, ...) are data, [`Remedy`] values, never a
+//! front-end's spelling: `Display` words them neutrally ([`Neutral`]), and a
+//! front-end renders the same error in its own words with
+//! [`Error::render`] and its [`Spelling`] (the CLI names its flags, Python
+//! its parameters).
 
+use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use crate::dtype::Dtype;
+
+/// Something the caller can change so that a job runs (or runs better),
+/// carried by errors and warnings as data. A front-end words it with its
+/// [`Spelling`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Remedy {
+    /// Raise the memory limit to at least `to_bytes`.
+    RaiseMemoryLimit {
+        /// The smallest limit that works, in bytes.
+        to_bytes: u64,
+    },
+    /// Raise the memory limit by about `by_bytes`.
+    RaiseMemoryLimitBy {
+        /// Bytes to add.
+        by_bytes: u64,
+    },
+    /// Use fewer of these (threads, clusters, components).
+    UseFewer(Vec<Count>),
+    /// Compute in this dtype (`float32` or `float64`).
+    ComputeIn(Dtype),
+    /// Use a covariance type with fewer parameters: one of these
+    /// (scikit-learn's names, `tied`, `diag`, `spherical`).
+    CovarianceType(Vec<&'static str>),
+    /// Raise `reg_covar`, e.g. to `example`.
+    RaiseRegCovar {
+        /// A value to try, when there is one to suggest.
+        example: Option<f64>,
+    },
+    /// Raise `max_iter`.
+    RaiseMaxIter,
+    /// Raise `tol`.
+    RaiseTol,
+    /// Try other initial parameters (another `init` or seed).
+    OtherInit,
+    /// Rescale the data (e.g. standardise each feature).
+    RescaleData,
+    /// Check that given initial means and precisions are on the data's scale.
+    CheckInitScale,
+    /// Subtract a per-column offset in the integer type, so the values fit
+    /// the compute dtype's exact integers.
+    SubtractColumnOffset,
+}
+
+/// A quantity a job can use fewer of (see [`Remedy::UseFewer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Count {
+    /// Worker threads.
+    Threads,
+    /// k-means clusters (`n_clusters`).
+    Clusters,
+    /// Mixture components (`n_components`).
+    Components,
+}
+
+impl Count {
+    /// The plural noun: "threads", "clusters", "components".
+    pub fn noun(self) -> &'static str {
+        match self {
+            Count::Threads => "threads",
+            Count::Clusters => "clusters",
+            Count::Components => "components",
+        }
+    }
+}
+
+/// How a front-end words a [`Remedy`]: the CLI names its flags
+/// (`--memory-limit`), Python its parameters (`memory_limit=`). Override
+/// [`Spelling::remedy`] for the remedies a front-end words differently and
+/// fall back to [`Neutral`] for the rest.
+pub trait Spelling {
+    /// One remedy as an imperative phrase ("raise the memory limit to at
+    /// least 1.00 MiB (1048576 bytes)").
+    fn remedy(&self, remedy: &Remedy) -> String {
+        Neutral.remedy(remedy)
+    }
+}
+
+/// The engine's own words, with parameters named as the library's fields
+/// ("the memory limit", "reg_covar", "max_iter"); what `Display` uses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Neutral;
+
+impl Spelling for Neutral {
+    fn remedy(&self, remedy: &Remedy) -> String {
+        match remedy {
+            Remedy::RaiseMemoryLimit { to_bytes } => {
+                format!(
+                    "raise the memory limit to at least {} ({to_bytes} bytes)",
+                    crate::units::format_bytes(*to_bytes)
+                )
+            }
+            Remedy::RaiseMemoryLimitBy { by_bytes } => {
+                format!("raise the memory limit by about {}", crate::units::format_bytes(*by_bytes))
+            }
+            Remedy::ComputeIn(d) => format!("compute in {}", d.name()),
+            Remedy::CovarianceType(types) => {
+                format!("use a covariance type with fewer parameters ({})", types.join(", "))
+            }
+            Remedy::RaiseRegCovar { example } => format!("raise reg_covar{}", for_example(*example)),
+            Remedy::RaiseMaxIter => "raise max_iter".into(),
+            Remedy::RaiseTol => "raise tol".into(),
+            Remedy::UseFewer(_)
+            | Remedy::OtherInit
+            | Remedy::RescaleData
+            | Remedy::CheckInitScale
+            | Remedy::SubtractColumnOffset => common_remedy(remedy),
+        }
+    }
+}
+
+/// The words of the remedies every front-end words alike (they name no
+/// parameter), for [`Spelling`] implementations to fall back on.
+pub fn common_remedy(remedy: &Remedy) -> String {
+    match remedy {
+        Remedy::UseFewer(counts) => {
+            let nouns: Vec<String> = counts.iter().map(|c| c.noun().to_string()).collect();
+            format!("use fewer {}", join(&nouns, "or"))
+        }
+        Remedy::OtherInit => "try different init parameters".into(),
+        Remedy::RescaleData => "rescale the data (e.g. standardise each feature)".into(),
+        Remedy::CheckInitScale => "check that initial means and precisions (if given) are on the data's scale".into(),
+        Remedy::SubtractColumnOffset => {
+            "subtract a per-column offset (such as the column's minimum) in the integer type first".into()
+        }
+        other => Neutral.remedy(other),
+    }
+}
+
+/// " (e.g. 0.001)" for an example value, else nothing.
+pub fn for_example(example: Option<f64>) -> String {
+    example.map_or(String::new(), |v| format!(" (e.g. {v:e})"))
+}
+
+/// `items` joined as a list: "a", "a or b", "a, b, or c" (with `word` "or").
+pub fn join(items: &[String], word: &str) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [a, b] => format!("{a} {word} {b}"),
+        [init @ .., last] => format!("{}, {word} {last}", init.join(", ")),
+    }
+}
+
+/// The remedies as one hint, each in `spelling`'s words ("a, b, or c").
+pub fn hint(remedies: &[Remedy], spelling: &dyn Spelling) -> String {
+    join(&remedies.iter().map(|r| spelling.remedy(r)).collect::<Vec<_>>(), "or")
+}
+
 /// Every failure the engine reports. Messages are one line: the cause, then
-/// `; hint: …` saying what to do about it.
-#[derive(Debug, thiserror::Error)]
+/// `; hint: …` saying what to do about it (see [`Error::render`] for a
+/// front-end's wording of the hint).
+#[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// A file could not be opened, created, read or written.
-    #[error("{path}: {action} failed: {cause}{hint}", path = .path.display(), hint = io_hint(.cause))]
     Io {
         /// The file concerned.
         path: PathBuf,
@@ -20,7 +180,6 @@ pub enum Error {
         cause: io::Error,
     },
     /// The file is not a well-formed `.npy` file.
-    #[error("{path}: not a valid .npy file: {reason}; hint: write it with numpy.save(path, array)", path = .path.display())]
     NotNpy {
         /// The file concerned.
         path: PathBuf,
@@ -28,7 +187,6 @@ pub enum Error {
         reason: String,
     },
     /// The data section is shorter than the header's shape says.
-    #[error("{path}: truncated: the header promises {expected_bytes} bytes of data but the file holds {found_bytes}; hint: the file was cut short, write it again", path = .path.display())]
     Truncated {
         /// The file concerned.
         path: PathBuf,
@@ -38,7 +196,6 @@ pub enum Error {
         found_bytes: u64,
     },
     /// The array's dtype is not one memfit reads.
-    #[error("{path}: unsupported dtype {descr}; hint: supported are float16/32/64, uint8/32/64, int16/32/64; convert with array.astype(numpy.float64)", path = .path.display())]
     UnsupportedDtype {
         /// The file concerned.
         path: PathBuf,
@@ -46,7 +203,6 @@ pub enum Error {
         descr: String,
     },
     /// The array has the wrong number of dimensions.
-    #[error("{path}: expected a {expected}-D array, found shape {shape:?}; hint: {hint}", path = .path.display())]
     WrongDimensions {
         /// The file (or `<memory>`) concerned.
         path: PathBuf,
@@ -58,7 +214,6 @@ pub enum Error {
         hint: &'static str,
     },
     /// A value in the data is NaN or infinite.
-    #[error("{path}: row {row}, column {column} is {value} (not finite){more}; hint: remove or impute missing values first, e.g. X[~numpy.isfinite(X).all(axis=1)] finds the rows", path = .path.display(), more = non_finite_more(*.count))]
     NonFinite {
         /// The file (or `<memory>`) concerned.
         path: PathBuf,
@@ -72,7 +227,6 @@ pub enum Error {
         count: u64,
     },
     /// A sample weight is negative or not finite.
-    #[error("{path}: sample_weight[{row}] = {value}; hint: sample weights must be finite and >= 0", path = .path.display())]
     InvalidWeight {
         /// The weights file (or `<memory>`).
         path: PathBuf,
@@ -81,16 +235,19 @@ pub enum Error {
         /// The bad weight.
         value: f64,
     },
-    /// A parameter breaks its rule.
-    #[error("invalid {name}: {rule}")]
+    /// A parameter (or the data, named `X`) breaks its rule.
     InvalidParameter {
-        /// The parameter's name as the user spells it (`n_clusters`, `tol`, ...).
+        /// The parameter's name as the library spells it (`n_clusters`,
+        /// `tol`, `X`, ...).
         name: &'static str,
-        /// The rule it breaks and the value given, with a hint.
+        /// The rule it breaks and the value given (with a hint when no
+        /// remedy applies).
         rule: String,
+        /// What to do about it, when it is something the caller can change
+        /// (empty when `rule` says it all).
+        remedies: Vec<Remedy>,
     },
     /// An array's shape does not match what the job needs.
-    #[error("{what}: shape {found:?}, but {expected:?} is required; hint: {hint}")]
     ShapeMismatch {
         /// What array this is ("init centres", "sample_weight", ...).
         what: String,
@@ -104,8 +261,6 @@ pub enum Error {
     /// A mixture component's covariance is not positive definite, so EM
     /// cannot go on (singleton or collapsed samples, too little
     /// regularisation).
-    #[error("fitting the mixture failed because {which} has an ill-defined empirical covariance (not positive definite with reg_covar = {reg_covar:e}; e.g. singleton or collapsed samples); hint: increase --reg-covar (e.g. 1e-3), decrease --n-components, or scale the input data",
-        which = .component.map_or("the shared covariance".to_string(), |c| format!("component {c}")))]
     IllDefinedCovariance {
         /// The component, or `None` for the shared (tied) covariance.
         component: Option<usize>,
@@ -115,8 +270,6 @@ pub enum Error {
         float32: bool,
     },
     /// The job cannot run within the memory limit.
-    #[error("the job needs at least {required_bytes} bytes ({required}) but the memory limit is {limit_bytes} bytes ({limit}): {what}; hint: {hint}",
-        required = crate::units::format_bytes(*.required_bytes), limit = crate::units::format_bytes(*.limit_bytes))]
     DoesNotFit {
         /// The smallest limit that would work, in bytes.
         required_bytes: u64,
@@ -124,12 +277,113 @@ pub enum Error {
         limit_bytes: u64,
         /// Which buffers could not fit.
         what: String,
-        /// What to do about it.
-        hint: String,
+        /// What to do about it: first [`Remedy::RaiseMemoryLimit`], then
+        /// any other change that makes the job smaller.
+        remedies: Vec<Remedy>,
     },
     /// The run was cancelled by the caller's progress callback.
-    #[error("cancelled")]
     Cancelled,
+}
+
+impl std::error::Error for Error {}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, &Neutral)
+    }
+}
+
+/// An [`Error`] worded by a [`Spelling`] (see [`Error::render`]).
+pub struct Rendered<'e> {
+    error: &'e Error,
+    spelling: &'e dyn Spelling,
+}
+
+impl fmt::Display for Rendered<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.write(f, self.spelling)
+    }
+}
+
+impl Error {
+    /// The message with its remedies in `spelling`'s words (`Display` is
+    /// `render(&Neutral)`).
+    pub fn render<'e>(&'e self, spelling: &'e dyn Spelling) -> Rendered<'e> {
+        Rendered { error: self, spelling }
+    }
+
+    /// The remedies the error carries (none for most variants, whose hint is
+    /// fixed text).
+    pub fn remedies(&self) -> Vec<Remedy> {
+        match self {
+            Error::InvalidParameter { remedies, .. } | Error::DoesNotFit { remedies, .. } => remedies.clone(),
+            Error::IllDefinedCovariance { .. } => vec![
+                Remedy::RaiseRegCovar { example: Some(1e-3) },
+                Remedy::UseFewer(vec![Count::Components]),
+                Remedy::RescaleData,
+            ],
+            _ => Vec::new(),
+        }
+    }
+
+    fn write(&self, f: &mut fmt::Formatter<'_>, s: &dyn Spelling) -> fmt::Result {
+        match self {
+            Error::Io { path, action, cause } => {
+                write!(f, "{}: {action} failed: {cause}{}", path.display(), io_hint(cause))
+            }
+            Error::NotNpy { path, reason } => write!(
+                f,
+                "{}: not a valid .npy file: {reason}; hint: write it with numpy.save(path, array)",
+                path.display()
+            ),
+            Error::Truncated { path, expected_bytes, found_bytes } => write!(
+                f,
+                "{}: truncated: the header promises {expected_bytes} bytes of data but the file holds {found_bytes}; hint: the file was cut short, write it again",
+                path.display()
+            ),
+            Error::UnsupportedDtype { path, descr } => write!(
+                f,
+                "{}: unsupported dtype {descr}; hint: supported are float16/32/64, uint8/32/64, int16/32/64; convert with array.astype(numpy.float64)",
+                path.display()
+            ),
+            Error::WrongDimensions { path, expected, shape, hint } => {
+                write!(f, "{}: expected a {expected}-D array, found shape {shape:?}; hint: {hint}", path.display())
+            }
+            Error::NonFinite { path, row, column, value, count } => write!(
+                f,
+                "{}: row {row}, column {column} is {value} (not finite){}; hint: remove or impute missing values first, e.g. X[~numpy.isfinite(X).all(axis=1)] finds the rows",
+                path.display(),
+                non_finite_more(*count)
+            ),
+            Error::InvalidWeight { path, row, value } => {
+                write!(f, "{}: sample_weight[{row}] = {value}; hint: sample weights must be finite and >= 0", path.display())
+            }
+            Error::InvalidParameter { name, rule, remedies } => {
+                write!(f, "invalid {name}: {rule}")?;
+                if !remedies.is_empty() {
+                    write!(f, "; hint: {}", hint(remedies, s))?;
+                }
+                Ok(())
+            }
+            Error::ShapeMismatch { what, expected, found, hint } => {
+                write!(f, "{what}: shape {found:?}, but {expected:?} is required; hint: {hint}")
+            }
+            Error::IllDefinedCovariance { component, reg_covar, .. } => write!(
+                f,
+                "fitting the mixture failed because {} has an ill-defined empirical covariance (not positive definite with reg_covar = {reg_covar:e}; e.g. singleton or collapsed samples); hint: {}",
+                component.map_or("the shared covariance".to_string(), |c| format!("component {c}")),
+                hint(&self.remedies(), s)
+            ),
+            Error::DoesNotFit { required_bytes, limit_bytes, what, remedies } => write!(
+                f,
+                "the job needs at least {required_bytes} bytes ({}) but the memory limit is {limit_bytes} bytes ({}): {what}; hint: {}",
+                crate::units::format_bytes(*required_bytes),
+                crate::units::format_bytes(*limit_bytes),
+                hint(remedies, s)
+            ),
+            Error::Cancelled => f.write_str("cancelled"),
+        }
+    }
 }
 
 fn io_hint(e: &io::Error) -> &'static str {
@@ -162,8 +416,22 @@ impl Error {
         Error::Io { path: path.into(), action, cause: source }
     }
 
-    /// Builds [`Error::InvalidParameter`].
+    /// Builds [`Error::InvalidParameter`] whose rule says it all.
     pub fn param(name: &'static str, rule: impl Into<String>) -> Self {
-        Error::InvalidParameter { name, rule: rule.into() }
+        Error::InvalidParameter { name, rule: rule.into(), remedies: Vec::new() }
+    }
+
+    /// Builds [`Error::InvalidParameter`] with remedies for its hint.
+    pub fn param_with(name: &'static str, rule: impl Into<String>, remedies: Vec<Remedy>) -> Self {
+        Error::InvalidParameter { name, rule: rule.into(), remedies }
+    }
+
+    /// Builds [`Error::DoesNotFit`]: the job needs `required_bytes` but the
+    /// limit is `limit_bytes`; raising the limit is the first remedy, then
+    /// `also`.
+    pub fn does_not_fit(required_bytes: u64, limit_bytes: u64, what: String, also: Vec<Remedy>) -> Self {
+        let mut remedies = vec![Remedy::RaiseMemoryLimit { to_bytes: required_bytes }];
+        remedies.extend(also);
+        Error::DoesNotFit { required_bytes, limit_bytes, what, remedies }
     }
 }

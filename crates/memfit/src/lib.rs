@@ -12,6 +12,10 @@
 //! - [`cluster`]: k-means (Lloyd) with k-means++ / random / given init.
 //! - [`linalg`]: blocked row-wise quadratic forms and weighted scatter matrices.
 //! - [`generate`]: synthetic data streamed to `.npy`.
+//! - [`estimator`]: one entry point per job (validate, plan, dispatch on the
+//!   compute dtype, run), used by the CLI and the Python binding.
+//! - [`Error`] / [`Warning`]: failures and warnings as data; hints are
+//!   [`Remedy`] values each front-end words with its [`Spelling`].
 //!
 //! ```no_run
 //! use memfit::cluster::{fit, plan_kmeans, KMeansParams};
@@ -28,6 +32,7 @@
 pub mod cluster;
 pub mod dtype;
 mod error;
+pub mod estimator;
 pub mod exec;
 pub mod generate;
 pub mod io;
@@ -37,6 +42,8 @@ pub mod memory;
 pub mod mixture;
 pub mod plan;
 pub mod units;
+pub mod warning;
 
 pub use dtype::Real;
-pub use error::{Error, Result};
+pub use error::{common_remedy, for_example, hint, join, Count, Error, Neutral, Remedy, Rendered, Result, Spelling};
+pub use warning::Warning;

@@ -90,7 +90,7 @@ pub struct KMeansFit<T> {
     /// Seconds per phase.
     pub timings: Timings,
     /// Warnings for the user (e.g. fewer distinct clusters than asked).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::warning::Warning>,
     /// Sampled rows and labels when `plot_sample_rows > 0`.
     pub plot_sample: Option<PlotSample>,
 }
@@ -136,16 +136,16 @@ pub fn fit<T: Real>(
     let n_init = params.effective_n_init();
     let mut warnings = Vec::new();
     if matches!(params.init, Init::Centers { .. }) && params.n_init.is_some_and(|m| m > 1) {
-        warnings.push("explicit initial centres given: performing only one init (n_init = 1)".to_string());
+        warnings.push(crate::warning::Warning::InitCentersWithNInit { n_init: params.n_init.unwrap_or(1) });
     }
     if matches!(params.init, Init::KMeansPlusPlus) {
         let wanted = params.init_sample_rows.unwrap_or_else(|| default_init_sample_rows(n, d, k)).min(n);
         if plan.init_sample_rows < wanted {
-            warnings.push(format!(
-                "the memory limit cannot hold the k-means++ sample of {wanted} rows, so {} rows are used and the result differs from runs with a larger limit; hint: raise --memory-limit by about {} to make it limit-independent",
-                plan.init_sample_rows,
-                crate::plan::format_bytes((wanted - plan.init_sample_rows) as u64 * KeyedSample::bytes_per_row(d))
-            ));
+            warnings.push(crate::warning::Warning::InitSampleCut {
+                wanted_rows: wanted,
+                used_rows: plan.init_sample_rows,
+                more_bytes: (wanted - plan.init_sample_rows) as u64 * KeyedSample::bytes_per_row(d),
+            });
         }
     }
     let mut timings = Timings::default();
@@ -236,17 +236,13 @@ pub fn fit<T: Real>(
         return Err(overflow(sample_weight.is_some(), "inertia", best.inertia));
     }
     if best.nonempty < k {
-        warnings.push(format!(
-            "number of distinct clusters ({}) found smaller than n_clusters ({k}); possibly due to duplicate points in X: {} centres are duplicates or have no rows",
-            best.nonempty,
-            k - best.nonempty
-        ));
+        warnings.push(crate::warning::Warning::FewerClusters { found: best.nonempty, n_clusters: k });
     }
     if !best.converged {
-        warnings.push(format!(
-            "k-means did not converge within max_iter = {} iterations; hint: raise --max-iter or --tol",
-            params.max_iter
-        ));
+        warnings.push(crate::warning::Warning::NotConverged {
+            estimator: crate::warning::Estimator::KMeans,
+            max_iter: params.max_iter,
+        });
     }
     let cluster_centers = best.centers.iter().map(|&v| T::from_f64(v)).collect();
     Ok(KMeansFit {
@@ -347,7 +343,7 @@ fn lloyd<T: Real>(
     for it in 0..params.max_iter {
         let t = Instant::now();
         let prepared = PreparedCenters::<T>::new(&centers, k, d);
-        let mut pass = AssignPass { centers: &prepared, asg: &mut *asg, mode: Mode::Lloyd };
+        let mut pass = AssignPass { centers: &prepared, asg: &mut *asg, mode: Mode::Lloyd, weights_name: None };
         let s = run_split(&mut pass, blocks, &params.row_split, &zero, &|| observer.cancelled())?;
         let (mut sums, mut cw) = (s.sums, s.weights);
         let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
@@ -420,7 +416,7 @@ fn final_pass<T: Real>(
     let (n, d) = (blocks.x().n_samples(), blocks.x().n_features());
     let prepared = PreparedCenters::<T>::new(centers, k, d);
     let sample = plot.as_ref().map(|&(_, rows, seed)| KeyedSample::new(rows.min(n), d, seed));
-    let mut pass = AssignPass { centers: &prepared, asg, mode: Mode::Final { sink, plot: sample } };
+    let mut pass = AssignPass { centers: &prepared, asg, mode: Mode::Final { sink, plot: sample }, weights_name: None };
     let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &|| obs.cancelled())?;
     if let (Some((out, _, _)), Mode::Final { plot: Some(sample), .. }) = (plot, pass.mode) {
         let (values, labels, _) = sample.into_rows();

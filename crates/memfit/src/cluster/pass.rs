@@ -194,6 +194,9 @@ pub(crate) struct AssignPass<'p, 'f, T> {
     pub(crate) centers: &'p PreparedCenters<T>,
     pub(crate) asg: &'p mut Assignment<T>,
     pub(crate) mode: Mode<'f>,
+    /// The weights' name, for errors about new data's weights (fits
+    /// validate them in their validation pass).
+    pub(crate) weights_name: Option<std::path::PathBuf>,
 }
 
 impl<T: Real> AssignPass<'_, '_, T> {
@@ -231,6 +234,11 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
 
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, AssignStats>]) -> Result<()> {
         let (rows, d) = (block.rows(), self.d());
+        if let (Mode::Predict(_), Some(w), Some(name)) = (&self.mode, block.w, &self.weights_name) {
+            if let Some(i) = w.iter().position(|v| !v.is_finite()) {
+                return Err(crate::Error::InvalidWeight { path: name.clone(), row: block.start + i, value: w[i] });
+            }
+        }
         let at_once = self.chunks_at_once();
         let a = &mut *self.asg;
         let (labels, dist) = (&mut a.labels[..rows], &mut a.dist[..rows]);

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::exec::{KeyedSample, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::{PreparedCenters, Scratch};
-use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, CHUNK_ROWS, TILE_ROWS};
+use crate::plan::{pick_block_rows, Job, Ledger, Plan, CHUNK_ROWS, TILE_ROWS};
 
 /// Most centres per compute tile.
 pub const MAX_K_TILE: usize = 512;
@@ -88,15 +88,12 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let required = needed(tile_rows);
     if required > limit {
         let biggest = led.largest();
-        return Err(Error::DoesNotFit {
-            required_bytes: required,
-            limit_bytes: limit,
-            what: format!("k-means with n_clusters = {k}, n_features = {d} on {threads} threads{biggest}"),
-            hint: format!(
-                "raise --memory-limit to at least {} ({required} bytes), or use fewer threads or clusters",
-                format_bytes(required)
-            ),
-        });
+        return Err(Error::does_not_fit(
+            required,
+            limit,
+            format!("k-means with n_clusters = {k}, n_features = {d} on {threads} threads{biggest}"),
+            vec![crate::error::Remedy::UseFewer(vec![crate::error::Count::Threads, crate::error::Count::Clusters])],
+        ));
     }
     let room = limit - always;
     let scan_stats = 2 * ScanStats::bytes(job.n_features);

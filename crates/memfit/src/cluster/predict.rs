@@ -9,7 +9,6 @@ use crate::error::{Error, Result};
 use crate::exec::{run_split, Block, Leaf, Observer, Pass, RowSplit};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
 use crate::kernels::{sq_distances_block, PreparedCenters, Scratch};
-use crate::plan::format_bytes;
 use crate::plan::{pick_block_rows, TILE_ROWS};
 use crate::plan::{Ledger, Plan};
 
@@ -23,6 +22,7 @@ use crate::plan::{Ledger, Plan};
 /// `limit_bytes`.
 pub fn plan_predict(
     x: &Source<'_>,
+    sample_weight: Option<&Source<'_>>,
     n_clusters: usize,
     compute_bytes: usize,
     labels_file: bool,
@@ -35,8 +35,10 @@ pub fn plan_predict(
     if labels_file {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
-    // Per row: label, distance and a share of the per-tile distance sums.
-    let extra = 4 + 8 + 1;
+    // Per row: label, distance, a share of the per-tile distance sums, and
+    // the weight's raw scratch and value.
+    let extra =
+        Assignment::<f64>::BYTES_PER_ROW + 1 + sample_weight.map_or(0, |w| w.scratch_bytes_per_row() as u64 + 8);
     let tile = |rows: usize| threads as u64 * Scratch::<f64>::bytes(rows, k, k_tile, d, compute_bytes);
     let fits = |rows: usize| led.total() + tile(rows) + min_rows_bytes(x, compute_bytes, extra) <= limit_bytes;
     let tile_rows = kernel_tile_rows(x.n_samples(), fits);
@@ -47,7 +49,8 @@ pub fn plan_predict(
         format!("{threads} threads × {tile_rows} rows × {k_tile} centres"),
     );
     let what = format!("predict with {k} centres of {d} features on {threads} threads");
-    let rows = add_blocks(x, &mut led, compute_bytes, extra, "labels, distances, tile sums", what, limit_bytes)?;
+    let rows =
+        add_blocks(x, &mut led, compute_bytes, extra, "labels, distances, tile sums, weights", what, limit_bytes)?;
     let total = led.total();
     Ok(Plan {
         job: "predict".into(),
@@ -109,12 +112,7 @@ fn add_blocks(
     let (n, d, c) = (x.n_samples() as u64, x.n_features() as u64, compute_bytes as u64);
     let required = led.total() + min_rows_bytes(x, compute_bytes, extra);
     if required > limit_bytes {
-        return Err(Error::DoesNotFit {
-            required_bytes: required,
-            limit_bytes,
-            what,
-            hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
-        });
+        return Err(Error::does_not_fit(required, limit_bytes, what, vec![]));
     }
     let threads = rayon::current_num_threads() as u64;
     let rows = pick_block_rows(limit_bytes - led.total(), row_bytes(x, compute_bytes, extra), n, d * c, threads);
@@ -141,6 +139,7 @@ fn add_blocks(
 /// read errors, [`Error::Cancelled`], and whatever `out` returns.
 pub fn predict<T: Real>(
     x: &Source<'_>,
+    sample_weight: Option<&Source<'_>>,
     centers: &[f64],
     n_clusters: usize,
     plan: &Plan,
@@ -149,9 +148,15 @@ pub fn predict<T: Real>(
 ) -> Result<f64> {
     let d = x.n_features();
     let prepared = prepare::<T>(centers, n_clusters, d)?;
-    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
+    x.check_weights(sample_weight)?;
+    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
     let mut asg = Assignment::<T>::new(plan, n_clusters, d);
-    let mut pass = AssignPass { centers: &prepared, asg: &mut asg, mode: Mode::Predict(out) };
+    let mut pass = AssignPass {
+        centers: &prepared,
+        asg: &mut asg,
+        mode: Mode::Predict(out),
+        weights_name: sample_weight.map(Source::name),
+    };
     let inertia =
         run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &|| observer.cancelled())?.inertia;
     if !inertia.is_finite() {

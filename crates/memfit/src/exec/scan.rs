@@ -11,7 +11,7 @@
 use super::sample::KeyedSample;
 use super::{run_split, Block, Leaf, Merge, Observer, Pass, RowSplit};
 use crate::dtype::Real;
-use crate::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use crate::io::{BlockReader, Dtype, Source};
 
 /// What the validation pass learns.
@@ -191,13 +191,14 @@ pub fn scan<T: Real>(
     if let Some((row, column)) = s.bad {
         let value = x.value(row, column)?;
         if value.is_finite() {
-            return Err(Error::param(
+            return Err(Error::param_with(
                 "dtype",
                 format!(
-                    "{}: row {row}, column {column} holds {value:e}, which overflows {}; hint: use --dtype float64",
+                    "{}: row {row}, column {column} holds {value:e}, which overflows {}",
                     x.name().display(),
                     T::DTYPE.name()
                 ),
+                vec![Remedy::ComputeIn(Dtype::F64)],
             ));
         }
         return Err(Error::NonFinite { path: x.name(), row, column, value, count: s.bad_count });
@@ -206,15 +207,19 @@ pub fn scan<T: Real>(
     // compute type, with room for the GEMM identity's ‖c‖² − 2x·c.
     let spread: f64 = s.lo.iter().zip(&s.hi).map(|(l, h)| (h - l) * (h - l)).sum();
     if !(spread.is_finite() && spread <= T::MAX / 16.0) {
-        return Err(Error::param(
+        return Err(Error::param_with(
             "X",
             format!(
-                "{}: a column spans {:.3e}, so squared distances overflow {}; hint: rescale the data (e.g. divide by its standard deviation){}",
+                "{}: a column spans {:.3e}, so squared distances overflow {}",
                 x.name().display(),
                 s.lo.iter().zip(&s.hi).map(|(l, h)| h - l).fold(0.0, f64::max),
                 T::DTYPE.name(),
-                if T::DTYPE == Dtype::F32 { " or use --dtype float64" } else { "" }
             ),
+            if T::DTYPE == Dtype::F32 {
+                vec![Remedy::RescaleData, Remedy::ComputeIn(Dtype::F64)]
+            } else {
+                vec![Remedy::RescaleData]
+            },
         ));
     }
     if !s.weight_sum.is_finite() {

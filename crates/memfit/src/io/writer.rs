@@ -137,7 +137,7 @@ pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
         return Err(Error::io(
             path,
             "create",
-            std::io::Error::other("this output cannot go to stdout; hint: name a file (only --summary accepts -)"),
+            std::io::Error::other("this output cannot go to stdout; hint: name a file"),
         ));
     }
     let dir = match path.parent() {
@@ -165,16 +165,18 @@ pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
 
 /// Fails when an output names the same file as another output or as an
 /// input (inputs may coincide with each other), or lies inside one of
-/// `folders` (a model folder that is replaced or read). Each entry pairs a
-/// role (e.g. `--labels`) with a path; paths that do not exist yet are
-/// compared by their absolute folder and name.
+/// `folders` (a model folder that is replaced or read); inputs may not lie
+/// inside a folder that is replaced (the `bool` of its entry). Each entry
+/// pairs a role (how the front-end names it, e.g. `labels`) with a path;
+/// paths that do not exist yet are compared by their absolute folder and
+/// name.
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] naming both roles.
 pub fn check_outputs_distinct(
     outputs: &[(&'static str, &Path)],
     inputs: &[(&'static str, &Path)],
-    folders: &[(&'static str, &Path)],
+    folders: &[(&'static str, &Path, bool)],
 ) -> Result<()> {
     let key = |p: &Path| -> PathBuf {
         let p = resolve_output(p);
@@ -204,13 +206,15 @@ pub fn check_outputs_distinct(
         if let Some(input) = inputs.iter().find(|(_, p)| key(p) == *o) {
             return Err(clash(&outputs[i], input, "names the same file as"));
         }
-        if let Some(folder) = folders.iter().find(|(_, f)| o.starts_with(key(f))) {
-            return Err(clash(&outputs[i], folder, "lies inside the folder of"));
+        if let Some(&(role, f, _)) = folders.iter().find(|(_, f, _)| o.starts_with(key(f))) {
+            return Err(clash(&outputs[i], &(role, f), "lies inside the folder of"));
         }
     }
     for input in inputs {
-        if let Some(folder) = folders.iter().find(|(role, f)| *role == "--model" && key(input.1).starts_with(key(f))) {
-            return Err(clash(input, folder, "lies inside the folder of"));
+        if let Some(&(role, f, _)) =
+            folders.iter().find(|(_, f, replaced)| *replaced && key(input.1).starts_with(key(f)))
+        {
+            return Err(clash(input, &(role, f), "lies inside the folder of"));
         }
     }
     Ok(())

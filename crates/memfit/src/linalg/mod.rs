@@ -9,7 +9,7 @@ pub use quadratic_form::{plan_row_quadratic_form, row_quadratic_form};
 pub use scatter::{plan_weighted_scatter, weighted_scatter, weighted_scatter_split};
 
 use crate::error::{Error, Result};
-use crate::plan::{format_bytes, Ledger};
+use crate::plan::Ledger;
 
 /// Fails with [`Error::DoesNotFit`] unless the held buffers plus one tile of
 /// rows fit `limit_bytes`.
@@ -18,10 +18,5 @@ fn check_fits(led: &Ledger, per_row: u64, n: u64, limit_bytes: u64, what: String
     if required <= limit_bytes {
         return Ok(());
     }
-    Err(Error::DoesNotFit {
-        required_bytes: required,
-        limit_bytes,
-        what,
-        hint: format!("raise --memory-limit to at least {} ({required} bytes)", format_bytes(required)),
-    })
+    Err(Error::does_not_fit(required, limit_bytes, what, vec![]))
 }

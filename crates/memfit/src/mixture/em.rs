@@ -112,7 +112,7 @@ pub struct GmmFit {
     /// Seconds per phase.
     pub timings: GmmTimings,
     /// Warnings for the user (no convergence, ...).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::warning::Warning>,
 }
 
 impl GmmFit {
@@ -212,11 +212,11 @@ pub fn fit<T: Real>(
     if kpp {
         let wanted = crate::cluster::default_init_sample_rows(n, d, k).min(n);
         if plan.init_sample_rows < wanted {
-            warnings.push(format!(
-                "the memory limit cannot hold the k-means++ sample of {wanted} rows, so {} rows are used and the result differs from runs with a larger limit; hint: raise --memory-limit by about {} to make it limit-independent",
-                plan.init_sample_rows,
-                crate::plan::format_bytes(((wanted - plan.init_sample_rows) * (d * 8 + 24)) as u64)
-            ));
+            warnings.push(crate::warning::Warning::InitSampleCut {
+                wanted_rows: wanted,
+                used_rows: plan.init_sample_rows,
+                more_bytes: (wanted - plan.init_sample_rows) as u64 * crate::exec::KeyedSample::bytes_per_row(d),
+            });
         }
     }
 
@@ -254,7 +254,7 @@ pub fn fit<T: Real>(
                     };
                     let kplan = plan_kmeans(&kp, &Job::new(x, sample_weight, size_of::<T>(), 0))?;
                     let m = crate::cluster::fit::<T>(&kp, x, sample_weight, &kplan, None, observer)?;
-                    warnings.extend(m.warnings.iter().map(|w| format!("k-means initialisation: {w}")));
+                    warnings.extend(m.warnings.into_iter().map(|w| crate::warning::Warning::InKMeansInit(Box::new(w))));
                     let centres = m.cluster_centers.chunks(d);
                     InitResp::Nearest(centres.flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v.to_f64() - s)).collect())
                 }
@@ -422,17 +422,13 @@ pub fn fit<T: Real>(
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .filter(|(_, v)| *v * eps > 1e-2)
     {
-        warnings.push(format!(
-            "component {c}'s covariance has a condition number of at least {cond:.2e}, near 1/eps of {}: its log-densities lose accuracy; hint: {}raise --reg-covar",
-            T::DTYPE.name(),
-            if T::DTYPE == crate::io::Dtype::F32 { "use --dtype float64 or " } else { "" }
-        ));
+        warnings.push(crate::warning::Warning::IllConditioned { component: c, condition: cond, dtype: T::DTYPE });
     }
     if !converged && params.max_iter > 0 {
-        warnings.push(format!(
-            "best performing initialization did not converge within max_iter = {} iterations; hint: try different init parameters, raise --max-iter or --tol, or check for degenerate data",
-            params.max_iter
-        ));
+        warnings.push(crate::warning::Warning::NotConverged {
+            estimator: crate::warning::Estimator::GaussianMixture,
+            max_iter: params.max_iter,
+        });
     }
 
     observer.event(&Progress::Phase("final E-step"));

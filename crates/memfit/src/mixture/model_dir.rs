@@ -57,7 +57,7 @@ pub fn check_model_dir(dir: impl AsRef<Path>) -> Result<()> {
     });
     if !(is_model && only_model_files) {
         return refuse(
-            "it exists and is not a memfit model folder holding only model files, so it is not replaced; hint: choose a new --model path",
+            "it exists and is not a memfit model folder holding only model files, so it is not replaced; hint: choose a new model folder",
         );
     }
     Ok(())
@@ -151,13 +151,13 @@ pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
     if !dir.is_dir() {
         return Err(Error::param(
             "model",
-            format!("{} is not a folder; hint: give a folder written by `memfit gmm --model`", dir.display()),
+            format!("{} is not a folder; hint: give a model folder written by memfit", dir.display()),
         ));
     }
     let json_path = dir.join(MODEL_JSON);
     let text = std::fs::read_to_string(&json_path).map_err(|e| Error::io(&json_path, "read", e))?;
     let bad = |why: String| {
-        Error::param("model", format!("{}: {why}; hint: give a folder written by `memfit gmm --model`", dir.display()))
+        Error::param("model", format!("{}: {why}; hint: give a model folder written by memfit", dir.display()))
     };
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("model.json: {e}")))?;
     if json["format"] != "memfit-gaussian-mixture" {

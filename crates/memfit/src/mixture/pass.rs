@@ -229,14 +229,19 @@ impl<T: Real> Workspace<T> {
                 *ll = log_sum_exp_rows(r, k, ln, wb.map(|w| &w[t * TILE_ROWS..]));
             });
         if let Some(i) = self.log_norm[..rows].iter().position(|v| !v.is_finite()) {
-            return Err(Error::param(
+            return Err(Error::param_with(
                 "X",
                 format!(
-                    "{}: row {} has zero density under every component (log-likelihood {}); hint: scale the data (e.g. standardise each feature) or raise --reg-covar, and check that initial means and precisions (if given) are on the data's scale",
+                    "{}: row {} has zero density under every component (log-likelihood {})",
                     x.name().display(),
                     start + i,
                     self.log_norm[i]
                 ),
+                vec![
+                    crate::error::Remedy::RescaleData,
+                    crate::error::Remedy::RaiseRegCovar { example: None },
+                    crate::error::Remedy::CheckInitScale,
+                ],
             ));
         }
         for s in &self.tile_ll[..n_tiles] {

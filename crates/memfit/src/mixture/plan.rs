@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::exec::{KeyedSample, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::Scratch;
-use crate::plan::{format_bytes, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
+use crate::plan::{pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
 /// for one E-step pass over the data with a fitted model).
@@ -157,32 +157,32 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     let required = always + rows_min;
     if required > limit {
         let biggest = led.largest();
-        let dtype_hint = if c == 8 { ", --dtype float32" } else { "" };
-        return Err(Error::DoesNotFit {
-            required_bytes: required,
-            limit_bytes: limit,
-            what: format!(
+        let mut also = vec![crate::error::Remedy::UseFewer(if predict_only {
+            vec![crate::error::Count::Threads]
+        } else {
+            vec![crate::error::Count::Components, crate::error::Count::Threads]
+        })];
+        if c == 8 {
+            also.push(crate::error::Remedy::ComputeIn(crate::io::Dtype::F32));
+        }
+        let fewer: &[&'static str] = match t {
+            CovarianceType::Full => &["tied", "diag", "spherical"],
+            CovarianceType::Tied => &["diag", "spherical"],
+            CovarianceType::Diag => &["spherical"],
+            CovarianceType::Spherical => &[],
+        };
+        if !predict_only && !fewer.is_empty() {
+            also.push(crate::error::Remedy::CovarianceType(fewer.to_vec()));
+        }
+        return Err(Error::does_not_fit(
+            required,
+            limit,
+            format!(
                 "Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {threads} threads{biggest}",
                 t.name()
             ),
-            hint: if predict_only {
-                format!(
-                    "raise --memory-limit to at least {} ({required} bytes), or use fewer threads{dtype_hint}",
-                    format_bytes(required)
-                )
-            } else {
-                let fewer = match t {
-                    CovarianceType::Full => ", or a covariance type with fewer parameters (tied, diag, spherical)",
-                    CovarianceType::Tied => ", or a covariance type with fewer parameters (diag, spherical)",
-                    CovarianceType::Diag => ", or a covariance type with fewer parameters (spherical)",
-                    CovarianceType::Spherical => "",
-                };
-                format!(
-                    "raise --memory-limit to at least {} ({required} bytes), or use fewer components or threads{dtype_hint}{fewer}",
-                    format_bytes(required)
-                )
-            },
-        });
+            also,
+        ));
     }
     let room = limit - always;
     let init_rows = if kpp {

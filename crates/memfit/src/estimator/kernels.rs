@@ -1,0 +1,96 @@
+//! The linear-algebra kernels as jobs: the row-wise quadratic form and the
+//! weighted scatter matrix.
+
+use super::{inexact_warnings, ComputeDtype, Done};
+use crate::cluster::Observer;
+use crate::error::{Error, Result};
+use crate::io::{Dtype, Source};
+use crate::linalg;
+use crate::plan::Plan;
+
+/// `q_i = x_iᵀ Q x_i` for each row of `x`, computed in `compute`.
+#[derive(Debug)]
+pub struct QuadraticFormJob<'a> {
+    /// The data, `(n_samples, n_features)`.
+    pub x: &'a Source<'a>,
+    /// Row-major `(n_features, n_features)` matrix `Q`.
+    pub q: &'a [f64],
+    /// The compute dtype.
+    pub compute: ComputeDtype,
+    /// The memory limit in bytes.
+    pub memory_limit_bytes: u64,
+}
+
+impl QuadraticFormJob<'_> {
+    fn check(&self) -> Result<()> {
+        let d = self.x.n_features();
+        if self.q.len() != d * d {
+            return Err(Error::ShapeMismatch {
+                what: "Q".into(),
+                expected: vec![d, d],
+                found: vec![self.q.len() / d.max(1), d],
+                hint: "Q must be (n_features, n_features)",
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks `Q`'s shape and plans the pass.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`]; [`Error::DoesNotFit`].
+    pub fn plan(&self) -> Result<Plan> {
+        self.check()?;
+        linalg::plan_row_quadratic_form(self.x, self.compute.bytes(), self.memory_limit_bytes)
+    }
+
+    /// Runs within `plan`, handing `q` to `out` block by block in row order.
+    ///
+    /// # Errors
+    /// As [`linalg::row_quadratic_form`].
+    pub fn run(
+        &self,
+        plan: &Plan,
+        out: &mut dyn FnMut(&[f64]) -> Result<()>,
+        observer: &dyn Observer,
+    ) -> Result<Done<()>> {
+        self.check()?;
+        let cancelled = || observer.cancelled();
+        match self.compute {
+            ComputeDtype::Float32 => linalg::row_quadratic_form::<f32>(self.x, self.q, plan, out, &cancelled)?,
+            ComputeDtype::Float64 => linalg::row_quadratic_form::<f64>(self.x, self.q, plan, out, &cancelled)?,
+        }
+        Ok(Done { value: (), warnings: inexact_warnings(self.x, self.compute.dtype(), None) })
+    }
+}
+
+/// `S = Σ_i w_i x_i x_iᵀ` of `x` (always in float64).
+#[derive(Debug)]
+pub struct ScatterJob<'a> {
+    /// The data, `(n_samples, n_features)`.
+    pub x: &'a Source<'a>,
+    /// Per-row weights (all ones when `None`).
+    pub weights: Option<&'a Source<'a>>,
+    /// The memory limit in bytes.
+    pub memory_limit_bytes: u64,
+}
+
+impl ScatterJob<'_> {
+    /// Checks the weights' length and plans the pass.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`]; [`Error::DoesNotFit`].
+    pub fn plan(&self) -> Result<Plan> {
+        self.x.check_weights(self.weights)?;
+        linalg::plan_weighted_scatter(self.x, self.weights, self.memory_limit_bytes)
+    }
+
+    /// Runs within `plan`; returns `S`, row-major `(n_features, n_features)`.
+    ///
+    /// # Errors
+    /// As [`linalg::weighted_scatter`].
+    pub fn run(&self, plan: &Plan, observer: &dyn Observer) -> Result<Done<Vec<f64>>> {
+        let s = linalg::weighted_scatter(self.x, self.weights, plan, &|| observer.cancelled())?;
+        Ok(Done { value: s, warnings: inexact_warnings(self.x, Dtype::F64, self.weights) })
+    }
+}

@@ -1,0 +1,203 @@
+//! k-means jobs: fit, nearest centres (with the weighted inertia `score`
+//! needs) and distances to the centres.
+
+use super::{inexact_warnings, ComputeDtype, Done};
+use crate::cluster::{self, AssignSink, Init, KMeansFit, KMeansParams, LabelSink, Observer};
+use crate::error::{Error, Result};
+use crate::io::Source;
+use crate::plan::{Job, Plan};
+
+/// A k-means fit of `x` (with optional per-row weights) computed in
+/// `compute`.
+#[derive(Debug)]
+pub struct KMeansJob<'a> {
+    /// The parameters (`memory_limit_bytes` is the job's limit).
+    pub params: KMeansParams,
+    /// The data, `(n_samples, n_features)`.
+    pub x: &'a Source<'a>,
+    /// Per-row weights, `(n_samples,)` or `(n_samples, 1)`.
+    pub sample_weight: Option<&'a Source<'a>>,
+    /// The compute dtype.
+    pub compute: ComputeDtype,
+    /// Arrays the caller streams to files (each with a write buffer).
+    pub n_outputs: usize,
+    /// Other buffers the caller holds for the run (name, bytes).
+    pub extra: Vec<(String, u64)>,
+}
+
+/// The initialisation named `name` (`"k-means++"`, `"random"`), or the given
+/// `centers` (row-major values, rows, columns) whatever the name.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`init`) for another name without centres.
+pub fn parse_init(name: &str, centers: Option<(Vec<f64>, usize, usize)>) -> Result<Init> {
+    match (name, centers) {
+        (_, Some((values, n_rows, n_cols))) => Ok(Init::Centers { values, n_rows, n_cols }),
+        ("k-means++", None) => Ok(Init::KMeansPlusPlus),
+        ("random", None) => Ok(Init::Random),
+        (other, None) => {
+            Err(Error::param("init", format!("{other:?}; hint: use k-means++, random or an array of initial centres")))
+        }
+    }
+}
+
+impl KMeansJob<'_> {
+    /// Validates the parameters against the data and plans the fit.
+    ///
+    /// # Errors
+    /// As [`KMeansParams::validate`] and [`cluster::plan_kmeans`].
+    pub fn plan(&self) -> Result<Plan> {
+        self.params.validate(self.x.n_samples(), self.x.n_features())?;
+        let job = Job {
+            extra: self.extra.clone(),
+            ..Job::new(self.x, self.sample_weight, self.compute.bytes(), self.n_outputs)
+        };
+        cluster::plan_kmeans(&self.params, &job)
+    }
+
+    /// Fits within `plan` (from [`KMeansJob::plan`]); final labels go to
+    /// `labels`. The centres come back in `f64` (exact for either compute
+    /// dtype); the fit's warnings include integers the compute dtype rounded.
+    ///
+    /// # Errors
+    /// As [`cluster::fit`].
+    pub fn fit(&self, plan: &Plan, labels: LabelSink<'_>, observer: &mut dyn Observer) -> Result<KMeansFit<f64>> {
+        let (x, w) = (self.x, self.sample_weight);
+        let mut fit = match self.compute {
+            ComputeDtype::Float32 => widen(cluster::fit::<f32>(&self.params, x, w, plan, labels, observer)?),
+            ComputeDtype::Float64 => cluster::fit::<f64>(&self.params, x, w, plan, labels, observer)?,
+        };
+        fit.warnings.extend(inexact_warnings(x, self.compute.dtype(), w));
+        Ok(fit)
+    }
+}
+
+/// A float32 fit with its centres in `f64` (exact).
+fn widen(f: KMeansFit<f32>) -> KMeansFit<f64> {
+    KMeansFit {
+        cluster_centers: f.cluster_centers.iter().map(|&v| f64::from(v)).collect(),
+        n_clusters: f.n_clusters,
+        n_features: f.n_features,
+        n_samples: f.n_samples,
+        inertia: f.inertia,
+        n_iter: f.n_iter,
+        converged: f.converged,
+        n_nonempty_clusters: f.n_nonempty_clusters,
+        inertia_per_init: f.inertia_per_init,
+        best_init: f.best_init,
+        tol_abs: f.tol_abs,
+        timings: f.timings,
+        warnings: f.warnings,
+        plot_sample: f.plot_sample,
+    }
+}
+
+/// Fitted centres applied to `x`: nearest centres and the inertia, or the
+/// distances to every centre.
+#[derive(Debug)]
+pub struct CentersJob<'a> {
+    /// The data, `(n_samples, n_features)`.
+    pub x: &'a Source<'a>,
+    /// Row-major `(n_clusters, n_features)` centres.
+    pub centers: &'a [f64],
+    /// Number of centres.
+    pub n_clusters: usize,
+    /// Per-row weights of the inertia ([`CentersJob::assign`] only).
+    pub sample_weight: Option<&'a Source<'a>>,
+    /// The compute dtype.
+    pub compute: ComputeDtype,
+    /// Whether the labels go to a file writer (whose buffers are planned).
+    pub labels_file: bool,
+    /// The memory limit in bytes.
+    pub memory_limit_bytes: u64,
+}
+
+/// What [`CentersJob::assign`] returns besides the blocks it hands out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AssignResult {
+    /// `Σ_i w_i ‖x_i − c_{label_i}‖²` (`w_i = 1` without weights): the
+    /// inertia, `−score`.
+    pub inertia: f64,
+}
+
+impl CentersJob<'_> {
+    /// Fails unless there is at least one centre, the centres are
+    /// `(n_clusters, n_features)` and the weights have one value per row.
+    fn check(&self) -> Result<()> {
+        let (k, d) = (self.n_clusters, self.x.n_features());
+        if k == 0 {
+            return Err(Error::param("centers", "no centres (0 rows); hint: give at least one centre"));
+        }
+        if self.centers.len() != k * d {
+            return Err(Error::ShapeMismatch {
+                what: "centers".into(),
+                expected: vec![k, d],
+                found: vec![k, self.centers.len() / k],
+                hint: "the centres need one column per feature of the data",
+            });
+        }
+        self.x.check_weights(self.sample_weight)
+    }
+
+    /// Checks the shapes and plans [`CentersJob::assign`] (the weights
+    /// are read with the data's blocks).
+    ///
+    /// # Errors
+    /// Shape errors; [`Error::DoesNotFit`].
+    pub fn plan_assign(&self) -> Result<Plan> {
+        self.check()?;
+        cluster::plan_predict(
+            self.x,
+            self.sample_weight,
+            self.n_clusters,
+            self.compute.bytes(),
+            self.labels_file,
+            self.memory_limit_bytes,
+        )
+    }
+
+    /// The nearest centre of each row and its squared distance, handed to
+    /// `out` block by block in row order; returns the inertia, weighted by
+    /// the sample weights when there are any.
+    ///
+    /// # Errors
+    /// As [`cluster::predict`].
+    pub fn assign(&self, plan: &Plan, out: AssignSink<'_>, observer: &dyn Observer) -> Result<Done<AssignResult>> {
+        self.check()?;
+        let (x, w, c, k) = (self.x, self.sample_weight, self.centers, self.n_clusters);
+        let inertia = match self.compute {
+            ComputeDtype::Float32 => cluster::predict::<f32>(x, w, c, k, plan, out, observer)?,
+            ComputeDtype::Float64 => cluster::predict::<f64>(x, w, c, k, plan, out, observer)?,
+        };
+        Ok(Done { value: AssignResult { inertia }, warnings: inexact_warnings(x, self.compute.dtype(), None) })
+    }
+
+    /// Checks the shapes and plans [`CentersJob::transform`].
+    ///
+    /// # Errors
+    /// Shape errors; [`Error::DoesNotFit`].
+    pub fn plan_transform(&self) -> Result<Plan> {
+        self.check()?;
+        cluster::plan_transform(self.x, self.n_clusters, self.compute.bytes(), self.memory_limit_bytes)
+    }
+
+    /// Euclidean distances of each row to every centre, handed to `out`
+    /// block by block (row-major `(rows, n_clusters)`).
+    ///
+    /// # Errors
+    /// As [`cluster::transform`].
+    pub fn transform(
+        &self,
+        plan: &Plan,
+        out: &mut dyn FnMut(&[f64]) -> Result<()>,
+        observer: &dyn Observer,
+    ) -> Result<Done<()>> {
+        self.check()?;
+        let (x, c, k) = (self.x, self.centers, self.n_clusters);
+        match self.compute {
+            ComputeDtype::Float32 => cluster::transform::<f32>(x, c, k, plan, out, observer)?,
+            ComputeDtype::Float64 => cluster::transform::<f64>(x, c, k, plan, out, observer)?,
+        }
+        Ok(Done { value: (), warnings: inexact_warnings(x, self.compute.dtype(), None) })
+    }
+}

@@ -1,0 +1,225 @@
+//! One entry point per job, shared by every front-end: each job is a request
+//! struct (data, parameters, the compute dtype as a value, the memory limit)
+//! whose `plan` validates and plans, and whose run method dispatches on the
+//! compute dtype, runs the algorithm and returns its result with the
+//! [`Warning`]s it found (integers the compute dtype rounds included). The
+//! CLI and the Python binding only open inputs, place outputs and render
+//! messages.
+//!
+//! | job | request | plan | run |
+//! |---|---|---|---|
+//! | k-means fit | [`KMeansJob`] | [`KMeansJob::plan`] | [`KMeansJob::fit`] |
+//! | nearest centre, (weighted) inertia | [`CentersJob`] | [`CentersJob::plan_assign`] | [`CentersJob::assign`] |
+//! | distances to centres | [`CentersJob`] | [`CentersJob::plan_transform`] | [`CentersJob::transform`] |
+//! | Gaussian mixture fit | [`GmmJob`] | [`GmmJob::plan`] | [`GmmJob::fit`] |
+//! | mixture E-step (labels, probabilities, score, BIC, AIC) | [`GmmPredictJob`] | [`GmmPredictJob::plan`] | [`GmmPredictJob::predict`] |
+//! | `x_iᵀ Q x_i` | [`QuadraticFormJob`] | [`QuadraticFormJob::plan`] | [`QuadraticFormJob::run`] |
+//! | `Xᵀ diag(w) X` | [`ScatterJob`] | [`ScatterJob::plan`] | [`ScatterJob::run`] |
+
+mod kernels;
+mod kmeans;
+mod mixture;
+
+pub use kernels::{QuadraticFormJob, ScatterJob};
+pub use kmeans::{parse_init, AssignResult, CentersJob, KMeansJob};
+pub use mixture::{information_criteria, n_parameters, GmmJob, GmmPredictJob, GmmScore};
+
+use crate::io::{Dtype, Source};
+use crate::warning::Warning;
+
+/// The floating-point type a job computes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComputeDtype {
+    /// 32-bit floats: half the memory per value, about 7 significant digits.
+    Float32,
+    /// 64-bit floats.
+    Float64,
+}
+
+impl ComputeDtype {
+    /// Bytes per value (4 or 8).
+    pub fn bytes(self) -> usize {
+        match self {
+            ComputeDtype::Float32 => 4,
+            ComputeDtype::Float64 => 8,
+        }
+    }
+
+    /// The dtype (`Dtype::F32` or `Dtype::F64`).
+    pub fn dtype(self) -> Dtype {
+        match self {
+            ComputeDtype::Float32 => Dtype::F32,
+            ComputeDtype::Float64 => Dtype::F64,
+        }
+    }
+
+    /// float32 when it holds every value of `input` exactly (float32,
+    /// float16, uint8, int16), else float64 (float64, and integers of 32 or
+    /// 64 bits).
+    pub fn exact_for(input: Dtype) -> Self {
+        if input == Dtype::F64 || input.inexact_beyond(Dtype::F32).is_some() {
+            ComputeDtype::Float64
+        } else {
+            ComputeDtype::Float32
+        }
+    }
+
+    /// scikit-learn's rule: float32 for float32 input, float64 for the rest.
+    pub fn like_scikit_learn(input: Dtype) -> Self {
+        if input == Dtype::F32 {
+            ComputeDtype::Float32
+        } else {
+            ComputeDtype::Float64
+        }
+    }
+}
+
+/// A result and the warnings its job found.
+#[derive(Debug, Clone)]
+pub struct Done<T> {
+    /// The result.
+    pub value: T,
+    /// Warnings, in the order found.
+    pub warnings: Vec<Warning>,
+}
+
+/// One warning for each of the data `x` (read in `compute`) and the weights
+/// `w` (always read in float64) in which the conversion met integers that
+/// dtype cannot represent exactly.
+pub fn inexact_warnings(x: &Source<'_>, compute: Dtype, w: Option<&Source<'_>>) -> Vec<Warning> {
+    std::iter::once((x, compute))
+        .chain(w.map(|w| (w, Dtype::F64)))
+        .filter_map(|(src, compute)| {
+            src.inexact_integer(compute).map(|found| Warning::InexactIntegers { path: src.name(), found })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::KMeansParams;
+    use crate::error::Error;
+    use crate::io::{ArrayRef, Values};
+    use crate::mixture::{CovarianceType, GmmParams, MixtureModel, Outputs};
+
+    fn source(values: &[f64], n: usize, d: usize) -> Source<'_> {
+        Source::memory(ArrayRef::c_order(Values::F64(values), n, d).unwrap())
+    }
+
+    #[test]
+    fn compute_dtype_rules() {
+        assert_eq!(ComputeDtype::exact_for(Dtype::I16), ComputeDtype::Float32);
+        assert_eq!(ComputeDtype::exact_for(Dtype::I32), ComputeDtype::Float64);
+        assert_eq!(ComputeDtype::exact_for(Dtype::F64), ComputeDtype::Float64);
+        assert_eq!(ComputeDtype::like_scikit_learn(Dtype::F16), ComputeDtype::Float64);
+        assert_eq!(ComputeDtype::like_scikit_learn(Dtype::F32), ComputeDtype::Float32);
+        assert_eq!(ComputeDtype::Float32.bytes(), 4);
+    }
+
+    #[test]
+    fn one_entry_fits_in_either_dtype_with_the_same_shape_of_result() {
+        let x: Vec<f64> = (0..200).map(|i| f64::from(i % 10) + if i % 20 < 10 { 0.0 } else { 50.0 }).collect();
+        let x = source(&x, 100, 2);
+        for compute in [ComputeDtype::Float32, ComputeDtype::Float64] {
+            let params = KMeansParams { n_clusters: 2, memory_limit_bytes: 64 << 20, ..KMeansParams::default() };
+            let job = KMeansJob { params, x: &x, sample_weight: None, compute, n_outputs: 0, extra: vec![] };
+            let plan = job.plan().unwrap();
+            let fit = job.fit(&plan, None, &mut ()).unwrap();
+            assert_eq!(fit.cluster_centers.len(), 4);
+            assert!(fit.converged, "{compute:?}");
+        }
+    }
+
+    #[test]
+    fn weighted_inertia_is_the_weighted_sum_of_squared_distances() {
+        let xv = [0.0, 1.0, 3.0, 10.0];
+        let wv = [1.0, 2.0, 0.5, 4.0];
+        let (x, w) = (source(&xv, 4, 1), source(&wv, 4, 1));
+        let centers = [0.0, 9.0];
+        let job = CentersJob {
+            x: &x,
+            centers: &centers,
+            n_clusters: 2,
+            sample_weight: Some(&w),
+            compute: ComputeDtype::Float64,
+            labels_file: false,
+            memory_limit_bytes: 64 << 20,
+        };
+        let plan = job.plan_assign().unwrap();
+        assert!(plan.buffers.iter().any(|b| b.name.starts_with("sample weights")));
+        let mut labels = Vec::new();
+        let done = job
+            .assign(
+                &plan,
+                &mut |l, _| {
+                    labels.extend_from_slice(l);
+                    Ok(())
+                },
+                &(),
+            )
+            .unwrap();
+        assert_eq!(labels, [0, 0, 0, 1]);
+        assert_eq!(done.value.inertia, 2.0 * 1.0 + 0.5 * 9.0 + 4.0 * 1.0);
+        let unweighted = CentersJob { sample_weight: None, ..job };
+        let plan = unweighted.plan_assign().unwrap();
+        assert_eq!(unweighted.assign(&plan, &mut |_, _| Ok(()), &()).unwrap().value.inertia, 1.0 + 9.0 + 1.0);
+        let narrow = CentersJob { centers: &centers[..1], n_clusters: 2, ..unweighted };
+        assert!(matches!(narrow.plan_assign(), Err(Error::ShapeMismatch { .. })));
+    }
+
+    #[test]
+    fn warm_start_checks_the_model_and_runs_one_init() {
+        let xv: Vec<f64> = (0..60).map(|i| f64::from(i) * 0.37 % 5.0).collect();
+        let x = source(&xv, 30, 2);
+        let model = |k: usize, d: usize, p: &'static [f64]| MixtureModel {
+            covariance_type: CovarianceType::Spherical,
+            weights: vec![1.0 / k as f64; k],
+            means: vec![1.0; k * d],
+            precisions_cholesky: Source::memory(ArrayRef::c_order(Values::F64(p), p.len(), 1).unwrap()),
+            shift: None,
+            lower_bound: Some(-3.0),
+        };
+        static P2: [f64; 2] = [1.0, 1.0];
+        let params = || GmmParams {
+            n_components: 2,
+            covariance_type: CovarianceType::Spherical,
+            n_init: 3,
+            memory_limit_bytes: 64 << 20,
+            ..GmmParams::default()
+        };
+        let mut job = GmmJob {
+            params: params(),
+            x: &x,
+            sample_weight: None,
+            compute: ComputeDtype::Float64,
+            n_outputs: 0,
+            extra: vec![],
+        };
+        let wide = model(2, 3, &P2);
+        assert!(matches!(job.warm_start(wide), Err(Error::InvalidParameter { name: "warm_start", .. })));
+        let warned = job.warm_start(model(2, 2, &P2)).unwrap();
+        assert_eq!(warned, Some(Warning::WarmStartWithNInit { n_init: 3 }));
+        assert_eq!((job.params.n_init, job.params.lower_bound_init), (1, Some(-3.0)));
+        let plan = job.plan().unwrap();
+        let fit = job.fit(&plan, &mut Outputs::default(), &mut ()).unwrap();
+        assert_eq!(fit.n_parameters, mixture::n_parameters(CovarianceType::Spherical, 2, 2));
+    }
+
+    #[test]
+    fn information_criteria_follow_their_formulas() {
+        assert_eq!(n_parameters(CovarianceType::Full, 3, 2), 3 * 3 + 6 + 2);
+        let (bic, aic) = information_criteria(-1.5, 100.0, 17);
+        assert_eq!(bic, -2.0 * -1.5 * 100.0 + 17.0 * 100f64.ln());
+        assert_eq!(aic, 300.0 + 34.0);
+    }
+
+    #[test]
+    fn quadratic_form_checks_q_before_planning() {
+        let xv = [1.0, 2.0, 3.0, 4.0];
+        let x = source(&xv, 2, 2);
+        let q = [1.0, 0.0, 0.0];
+        let job = QuadraticFormJob { x: &x, q: &q, compute: ComputeDtype::Float64, memory_limit_bytes: 1 };
+        assert!(matches!(job.plan(), Err(Error::ShapeMismatch { .. })));
+    }
+}
