@@ -3,11 +3,11 @@
 
 use super::params::{Init, KMeansParams};
 use super::pass::{AssignStats, Assignment};
-use crate::error::{Error, Result};
+use crate::error::{Count, Remedy, Result};
 use crate::exec::{KeyedSample, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::{PreparedCenters, Scratch};
-use crate::plan::{pick_block_rows, Job, Ledger, Plan, CHUNK_ROWS, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Job, Ledger, Plan, CHUNK_ROWS, TILE_ROWS};
 
 /// Most centres per compute tile.
 pub const MAX_K_TILE: usize = 512;
@@ -27,7 +27,7 @@ pub const MAX_K_TILE: usize = 512;
 ///   values, label, distance, tile sums, weights per row).
 ///
 /// # Errors
-/// [`Error::DoesNotFit`] when the always-held buffers plus the smallest
+/// [`crate::Error::DoesNotFit`] when the always-held buffers plus the smallest
 /// version of either phase exceed `params.memory_limit_bytes`, with the
 /// smallest limit that would work.
 pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
@@ -86,15 +86,13 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(rows) <= limit);
     let iter_fixed = iter_fixed(tile_rows);
     let required = needed(tile_rows);
-    if required > limit {
-        let biggest = led.largest();
-        return Err(Error::does_not_fit(
-            required,
-            limit,
-            format!("k-means with n_clusters = {k}, n_features = {d} on {threads} threads{biggest}"),
-            vec![crate::error::Remedy::UseFewer(vec![crate::error::Count::Threads, crate::error::Count::Clusters])],
-        ));
-    }
+    check_fits(
+        required,
+        limit,
+        &led,
+        || format!("k-means with n_clusters = {k}, n_features = {d} on {threads} threads"),
+        || vec![Remedy::UseFewer(vec![Count::Threads, Count::Clusters])],
+    )?;
     let room = limit - always;
     let scan_stats = 2 * ScanStats::bytes(job.n_features);
     let init_rows = if kpp {
@@ -235,7 +233,7 @@ mod tests {
     fn refuses_when_centres_do_not_fit_and_names_the_minimum() {
         let p = KMeansParams { n_clusters: 100_000, memory_limit_bytes: 16 << 20, ..Default::default() };
         let err = plan_kmeans(&p, &job(10_000_000, 100)).unwrap_err();
-        let Error::DoesNotFit { required_bytes, .. } = err else { panic!("{err}") };
+        let crate::Error::DoesNotFit { required_bytes, .. } = err else { panic!("{err}") };
         let p2 = KMeansParams { memory_limit_bytes: required_bytes, ..p.clone() };
         let plan = plan_kmeans(&p2, &job(10_000_000, 100)).unwrap();
         assert!(plan.total_bytes <= required_bytes);

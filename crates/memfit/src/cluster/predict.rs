@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::exec::{run_split, Block, Leaf, Observer, Pass, RowSplit};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
 use crate::kernels::{sq_distances_block, PreparedCenters, Scratch};
-use crate::plan::{pick_block_rows, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, TILE_ROWS};
 use crate::plan::{Ledger, Plan};
 
 /// Plans [`predict`] of `x` against `n_clusters` centres in a compute type of
@@ -111,9 +111,7 @@ fn add_blocks(
 ) -> Result<usize> {
     let (n, d, c) = (x.n_samples() as u64, x.n_features() as u64, compute_bytes as u64);
     let required = led.total() + min_rows_bytes(x, compute_bytes, extra);
-    if required > limit_bytes {
-        return Err(Error::does_not_fit(required, limit_bytes, what, vec![]));
-    }
+    check_fits(required, limit_bytes, led, || what, Vec::new)?;
     let threads = rayon::current_num_threads() as u64;
     let rows = pick_block_rows(limit_bytes - led.total(), row_bytes(x, compute_bytes, extra), n, d * c, threads);
     let scratch = x.scratch_bytes_per_row() as u64;

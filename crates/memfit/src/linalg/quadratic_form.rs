@@ -4,12 +4,11 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
-use super::check_fits;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{run_split, Block, Leaf, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
-use crate::plan::{pick_block_rows, Ledger, Plan, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, TILE_ROWS};
 
 /// Plans [`row_quadratic_form`] of `x` (shape `(n_samples, n_features)`) in a
 /// compute type of `compute_bytes` bytes, on the current rayon pool. Buffers:
@@ -31,12 +30,13 @@ pub fn plan_row_quadratic_form(x: &Source<'_>, compute_bytes: usize, limit_bytes
         format!("{threads} × {TILE_ROWS} × {d} × {c} B"),
     );
     let per_row = BlockReader::<f64>::bytes_per_row(x.scratch_bytes_per_row(), x.n_features(), compute_bytes, None) + 8;
+    let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
     check_fits(
-        &led,
-        per_row,
-        n,
+        required,
         limit_bytes,
-        format!("row_quadratic_form with n_features = {d} on {threads} threads"),
+        &led,
+        || format!("row_quadratic_form with n_features = {d} on {threads} threads"),
+        Vec::new,
     )?;
     let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * c, threads);
     led.add("read blocks", rows, per_row, format!("{rows} rows × {per_row} B (scratch, values, result)"));

@@ -2,12 +2,11 @@
 
 use faer::Par;
 
-use super::check_fits;
 use crate::error::{Error, Result};
 use crate::exec::{run_split, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::kernels::add_tile_scatter;
-use crate::plan::{pick_block_rows, Ledger, Plan, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, TILE_ROWS};
 
 /// Plans [`weighted_scatter`] of `x` (shape `(n_samples, n_features)`) with
 /// optional weights `w`, on the current rayon pool. Buffers: the result and
@@ -28,7 +27,8 @@ pub fn plan_weighted_scatter(x: &Source<'_>, w: Option<&Source<'_>>, limit_bytes
         8,
         w.map(Source::scratch_bytes_per_row),
     );
-    check_fits(&led, per_row, n, limit_bytes, format!("weighted_scatter with n_features = {d}"))?;
+    let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
+    check_fits(required, limit_bytes, &led, || format!("weighted_scatter with n_features = {d}"), Vec::new)?;
     let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * 8, threads);
     led.add("read blocks", rows, per_row, format!("{rows} rows × {per_row} B (scratch, values, weight)"));
     Ok(Plan::blocked("weighted_scatter", limit_bytes, led, rows as usize, x.n_samples(), threads as usize))

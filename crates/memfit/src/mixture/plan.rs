@@ -5,11 +5,12 @@ use super::em::work_mats;
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::{Stats, Workspace};
 use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
-use crate::error::{Error, Result};
+use crate::dtype::Dtype;
+use crate::error::{Count, Remedy, Result};
 use crate::exec::{KeyedSample, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::Scratch;
-use crate::plan::{pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
 /// for one E-step pass over the data with a fitted model).
@@ -25,7 +26,7 @@ use crate::plan::{pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 /// buffers are allocated.
 ///
 /// # Errors
-/// [`Error::DoesNotFit`] when the parameters and one tile of rows exceed
+/// [`crate::Error::DoesNotFit`] when the parameters and one tile of rows exceed
 /// the limit, with the smallest limit that would work.
 pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result<Plan> {
     let (n, d, k) = (job.n_samples as u64, job.n_features as u64, params.n_components as u64);
@@ -155,15 +156,14 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     }
     let always = led.total();
     let required = always + rows_min;
-    if required > limit {
-        let biggest = led.largest();
-        let mut also = vec![crate::error::Remedy::UseFewer(if predict_only {
-            vec![crate::error::Count::Threads]
+    let also = || {
+        let mut also = vec![Remedy::UseFewer(if predict_only {
+            vec![Count::Threads]
         } else {
-            vec![crate::error::Count::Components, crate::error::Count::Threads]
+            vec![Count::Components, Count::Threads]
         })];
         if c == 8 {
-            also.push(crate::error::Remedy::ComputeIn(crate::io::Dtype::F32));
+            also.push(Remedy::ComputeIn(Dtype::F32));
         }
         let fewer: &[&'static str] = match t {
             CovarianceType::Full => &["tied", "diag", "spherical"],
@@ -172,18 +172,13 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
             CovarianceType::Spherical => &[],
         };
         if !predict_only && !fewer.is_empty() {
-            also.push(crate::error::Remedy::CovarianceType(fewer.to_vec()));
+            also.push(Remedy::CovarianceType(fewer.to_vec()));
         }
-        return Err(Error::does_not_fit(
-            required,
-            limit,
-            format!(
-                "Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {threads} threads{biggest}",
-                t.name()
-            ),
-            also,
-        ));
-    }
+        also
+    };
+    let what =
+        || format!("Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {threads} threads", t.name());
+    check_fits(required, limit, &led, what, also)?;
     let room = limit - always;
     let init_rows = if kpp {
         let wanted = default_init_sample_rows(job.n_samples, job.n_features, params.n_components) as u64;

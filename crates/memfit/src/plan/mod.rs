@@ -11,6 +11,8 @@ mod budget;
 pub use budget::{available_memory_bytes, default_limit_bytes, DEFAULT_LIMIT_FRACTION};
 mod size;
 pub use crate::units::format_bytes;
+
+use crate::error::{Error, Remedy, Result};
 pub use size::parse_size;
 
 use std::fmt;
@@ -184,6 +186,27 @@ impl fmt::Display for Plan {
         }
         write!(f, "passes over the data: at most {} ({})", self.max_passes, self.passes_detail)
     }
+}
+
+/// Fails with [`Error::DoesNotFit`] unless `required` bytes (the job's
+/// smallest configuration: `led`'s buffers with its smallest blocks and
+/// tiles) fit `limit`. The error says the smallest limit that works, what the
+/// job is (`what`) and its largest buffer, and suggests raising the limit,
+/// then the remedies of `also`.
+///
+/// # Errors
+/// As described.
+pub fn check_fits(
+    required: u64,
+    limit: u64,
+    led: &Ledger,
+    what: impl FnOnce() -> String,
+    also: impl FnOnce() -> Vec<Remedy>,
+) -> Result<()> {
+    if required <= limit {
+        return Ok(());
+    }
+    Err(Error::does_not_fit(required, limit, format!("{}{}", what(), led.largest()), also()))
 }
 
 /// Accumulates buffers while a plan is being built: buffers held throughout
