@@ -14,166 +14,19 @@ use std::time::Instant;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::components::{cov_len, full_covariance, precision_cholesky, CholWork, Estep, Params};
+use super::components::{cov_len, CholWork, Estep, Params};
+use super::fitted::{GmmFit, GmmTimings, Outputs};
 use super::mstep::finalize;
 use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 use super::pass::Workspace;
 use super::passes::{EPass, EmPass, InitPass, InitResp, Nearest, Sums};
 use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct, Init, KMeansParams, MAX_K_TILE};
 use crate::dtype::Real;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::exec::{run_split, scan, Observer, Progress, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::{Job, Plan};
-
-/// Seconds spent per phase.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct GmmTimings {
-    /// Validation pass (non-finite check, means, init sample).
-    pub validate_secs: f64,
-    /// Initialisation (k-means runs, initial responsibilities pass).
-    pub init_secs: f64,
-    /// EM iterations, all initialisations.
-    pub em_secs: f64,
-    /// Of `em_secs`: E-steps (log-densities, log-sum-exp, responsibilities).
-    pub e_step_secs: f64,
-    /// Of `em_secs`: M-step sums.
-    pub m_step_secs: f64,
-    /// Final E-step pass (score, labels, outputs).
-    pub final_pass_secs: f64,
-}
-
-/// Where per-sample results of an E-step pass go, in row order, block by
-/// block: labels (`u32`, the most probable component), probabilities
-/// (row-major `(rows, n_components)`) and `log p(x_i)`.
-#[derive(Default)]
-pub struct Outputs<'f> {
-    /// Receives labels.
-    pub labels: Option<Sink<'f, u32>>,
-    /// Receives responsibilities (`predict_proba`).
-    pub proba: Option<Sink<'f, f64>>,
-    /// Receives per-sample log-likelihoods (`score_samples`).
-    pub log_likelihood: Option<Sink<'f, f64>>,
-}
-
-/// A callback fed per-sample results in row order, one block at a time.
-pub type Sink<'f, E> = &'f mut dyn FnMut(&[E]) -> Result<()>;
-
-/// A fitted Gaussian mixture and what the fit measured.
-#[derive(Debug, Clone)]
-pub struct GmmFit {
-    /// Covariance form.
-    pub covariance_type: CovarianceType,
-    /// Number of components `K`.
-    pub n_components: usize,
-    /// Number of features `d`.
-    pub n_features: usize,
-    /// Number of rows.
-    pub n_samples: usize,
-    /// Mixture weights, `(K,)`, summing to 1.
-    pub weights: Vec<f64>,
-    /// Means in the data's coordinates, row-major `(K, d)`.
-    pub means: Vec<f64>,
-    /// Covariances in the compact layout: full `K` packed lower triangles,
-    /// tied one, diag `(K, d)`, spherical the first `K` values. Use
-    /// [`GmmFit::covariance`] for a full matrix.
-    pub covariances: Vec<f64>,
-    /// The column means the engine shifted the data by (the E-step's origin).
-    pub shift: Vec<f64>,
-    /// Lower bound (mean log-likelihood per sample) of the kept run's last
-    /// iteration, as scikit-learn's `lower_bound_` (−∞ when `max_iter` is 0).
-    pub lower_bound: f64,
-    /// Lower bound of every iteration of the kept run (`lower_bounds_`).
-    pub lower_bounds: Vec<f64>,
-    /// Iterations of the kept run.
-    pub n_iter: usize,
-    /// Whether the kept run met `tol` before `max_iter`.
-    pub converged: bool,
-    /// Final lower bound of each initialisation.
-    pub lower_bound_per_init: Vec<f64>,
-    /// Index of the kept initialisation.
-    pub best_init: usize,
-    /// Mean log-likelihood per sample of the fitted model (`score(X)`).
-    pub score: f64,
-    /// Sum of sample weights (`n_samples` without weights).
-    pub n_effective: f64,
-    /// Free parameters of the model.
-    pub n_parameters: usize,
-    /// Floating-point operations of one E-step pass (the log-density
-    /// products; `d (d + 1)` per row and component for full).
-    pub e_step_flops: f64,
-    /// E-step throughput over the EM iterations, in GFLOP/s.
-    pub e_step_gflops_per_sec: f64,
-    /// Bayesian information criterion, `−2 · score · n + p · ln n`.
-    pub bic: f64,
-    /// Akaike information criterion, `−2 · score · n + 2 p`.
-    pub aic: f64,
-    /// Seconds per phase.
-    pub timings: GmmTimings,
-    /// Warnings for the user (no convergence, ...).
-    pub warnings: Vec<crate::warning::Warning>,
-}
-
-impl GmmFit {
-    /// Covariance of component `c` as a row-major `(d, d)` matrix in `out`
-    /// (tied: the shared one).
-    ///
-    /// # Panics
-    /// If `out` is not `d × d` or `c ≥ n_components`.
-    pub fn covariance(&self, c: usize, out: &mut [f64]) {
-        assert!(c < self.n_components && out.len() == self.n_features * self.n_features);
-        full_covariance(self.covariance_type, &self.covariances, c, self.n_features, out);
-    }
-
-    /// Hands `covariances_` and `precisions_cholesky_` to `f` in
-    /// scikit-learn's layout (shape [`CovarianceType::param_shape`], row-major
-    /// `f64`), piece by piece: full one `(d, d)` pair per component, tied one
-    /// pair, diag and spherical all values at once. At most one `d × d`
-    /// matrix of each is held at a time.
-    ///
-    /// # Errors
-    /// [`Error::InvalidParameter`] if a covariance is not positive definite
-    /// (cannot happen for a fitted model); whatever `f` returns.
-    pub fn parameter_blocks(&self, mut f: impl FnMut(&[f64], &[f64]) -> Result<()>) -> Result<()> {
-        let (k, d, t) = (self.n_components, self.n_features, self.covariance_type);
-        match t {
-            CovarianceType::Full | CovarianceType::Tied => {
-                let mut cov = vec![0.0; d * d];
-                let mut u = vec![0.0; d * d];
-                let mut work = CholWork::new(d, 2);
-                for c in 0..if t == CovarianceType::Full { k } else { 1 } {
-                    self.covariance(c, &mut cov);
-                    precision_cholesky(&cov, &mut work, &mut u).ok_or_else(|| {
-                        Error::param("covariances", format!("component {c} is not positive definite"))
-                    })?;
-                    f(&cov, &u)?;
-                }
-                Ok(())
-            }
-            CovarianceType::Diag | CovarianceType::Spherical => {
-                let cov = &self.covariances[..if t == CovarianceType::Diag { k * d } else { k }];
-                let p: Vec<f64> = cov.iter().map(|v| 1.0 / v.sqrt()).collect();
-                f(cov, &p)
-            }
-        }
-    }
-
-    /// Precision Cholesky factor of component `c` (upper triangular,
-    /// row-major `(d, d)`) from its covariance, as scikit-learn's
-    /// `precisions_cholesky_`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidParameter`] if the covariance is not positive definite
-    /// (cannot happen for a fitted model).
-    pub fn precision_cholesky(&self, c: usize, out: &mut [f64]) -> Result<()> {
-        let d = self.n_features;
-        let mut cov = vec![0.0; d * d];
-        self.covariance(c, &mut cov);
-        precision_cholesky(&cov, &mut CholWork::new(d, 2), out)
-            .ok_or_else(|| Error::param("covariances", format!("component {c} is not positive definite")))
-    }
-}
 
 /// Fits a Gaussian mixture to `x` (shape `(n_samples, n_features)`, any
 /// supported dtype, converted block by block to the compute type `T`), with

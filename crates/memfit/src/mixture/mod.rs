@@ -11,6 +11,7 @@
 
 mod components;
 mod em;
+mod fitted;
 mod model_dir;
 mod mstep;
 mod params;
@@ -20,7 +21,8 @@ mod plan;
 mod predict;
 
 pub use components::{cov_len, full_covariance, packed_len, prec_len};
-pub use em::{fit, GmmFit, GmmTimings, Outputs, Sink};
+pub use em::fit;
+pub use fitted::{GmmFit, GmmTimings, Outputs, Sink};
 pub use model_dir::{check_model_dir, load_model, save_model, MODEL_JSON};
 pub use params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 pub use pass::NEGLIGIBLE_RESPONSIBILITY;

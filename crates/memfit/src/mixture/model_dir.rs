@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::em::GmmFit;
+use super::fitted::GmmFit;
 use super::params::CovarianceType;
 use super::predict::MixtureModel;
 use crate::error::{Error, Result};

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use super::components::Estep;
-use super::em::Outputs;
+use super::fitted::Outputs;
 use super::params::CovarianceType;
 use super::pass::{Stats, Workspace};
 use crate::dtype::Real;

@@ -2,7 +2,8 @@
 //! per-sample log-likelihoods streamed block by block.
 
 use super::components::{CholWork, Estep};
-use super::em::{e_pass, Outputs};
+use super::em::e_pass;
+use super::fitted::Outputs;
 use super::params::{CovarianceType, GmmParams};
 use super::pass::Workspace;
 use super::plan::plan_gmm;
