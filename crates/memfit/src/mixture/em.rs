@@ -35,11 +35,11 @@ use crate::plan::{Job, Plan};
 /// labels, probabilities and log-likelihoods go to `outputs`.
 ///
 /// # Errors
-/// [`Error::InvalidParameter`] / [`Error::ShapeMismatch`] for bad parameters
-/// or initial arrays; [`Error::NonFinite`] naming the first non-finite value;
-/// [`Error::InvalidWeight`]; `reg_covar` errors naming a component whose
+/// [`crate::Error::InvalidParameter`] / [`crate::Error::ShapeMismatch`] for bad parameters
+/// or initial arrays; [`crate::Error::NonFinite`] naming the first non-finite value;
+/// [`crate::Error::InvalidWeight`]; `reg_covar` errors naming a component whose
 /// covariance is not positive definite; read errors and whatever `outputs`
-/// return; [`Error::Cancelled`] when `observer` cancels.
+/// return; [`crate::Error::Cancelled`] when `observer` cancels.
 ///
 /// # Panics
 /// Never on user input.
