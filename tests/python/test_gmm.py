@@ -285,7 +285,7 @@ def test_case_c02_scaled_gmm_within_budget(tmp_path):
     ("means_shape", dict(means_init=np.zeros((3, 3))), "means_init"),
     ("weights_sum", dict(weights_init=np.array([0.5, 0.4])), "sum to"),
     ("precisions_shape", dict(precisions_init=np.eye(3)), "precisions_init"),
-    ("bad_type", dict(covariance_type="banana"), "covariance_type"),
+    ("bad_type", dict(covariance_type="banana"), "invalid --covariance-type"),
     ("tiny_limit", dict(memory_limit="1KiB"), "memory limit"),
 ])
 def test_bad_input_fails_clearly_without_output(tmp_path, case, args, needle):
@@ -350,10 +350,10 @@ def test_predict_rejects_bad_data_and_damaged_models(tmp_path):
     U[1, 0, 0] = 0.0
     np.save(model / "precisions_cholesky.npy", U)
     proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy", expect=2)
-    assert "invalid model" in proc.stderr and "component 1" in proc.stderr and "fit it again" in proc.stderr
+    assert "invalid --model" in proc.stderr and "component 1" in proc.stderr and "fit it again" in proc.stderr
     w = np.load(model / "weights.npy")
     w[0] = np.nan
     np.save(model / "weights.npy", w)
     proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy", expect=2)
-    assert "invalid model" in proc.stderr and "weights.npy[0]" in proc.stderr
+    assert "invalid --model" in proc.stderr and "weights.npy[0]" in proc.stderr
     assert not (tmp_path / "l.npy").exists()

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use memfit::estimator::{QuadraticFormJob, ScatterJob};
 use memfit::io::{check_outputs_distinct, read_matrix_f64, write_npy, Dtype, NpyWriter, Source};
 
@@ -11,7 +11,7 @@ use crate::args::{QuadraticFormArgs, ScatterArgs};
 use crate::inputs::{check_output, open_weights};
 use crate::memory_limit;
 use crate::progress::Stop;
-use crate::render::print_warnings;
+use crate::render::{about_input, print_warnings};
 
 fn put_f64(v: f64, out: &mut Vec<u8>) {
     out.extend_from_slice(&v.to_le_bytes());
@@ -24,10 +24,15 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     check_outputs_distinct(&[("--out", &args.out)], &[("INPUT", &args.input), ("--q", &args.q)], &[])?;
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = Source::open_matrix(&args.input)?;
-    let (q, _, _) = read_matrix_f64(&args.q)?;
-    let job =
-        QuadraticFormJob { x: &x, q: &q, compute: args.common.compute_dtype(x.dtype()), memory_limit_bytes: limit };
-    let plan = job.plan().with_context(|| format!("--q {}", args.q.display()))?;
+    let (q, rows, cols) = read_matrix_f64(&args.q)?;
+    let job = QuadraticFormJob {
+        x: &x,
+        q: &q,
+        q_shape: [rows, cols],
+        compute: args.common.compute_dtype(x.dtype()),
+        memory_limit_bytes: limit,
+    };
+    let plan = about_input(job.plan(), || format!("--q {}", args.q.display()))?;
     if args.dry_run {
         println!("{plan}");
         return Ok(());

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use memfit::estimator::CentersJob;
 use memfit::io::{check_outputs_distinct, read_matrix_f64, Dtype, NpyWriter};
 
@@ -10,7 +10,7 @@ use crate::args::PredictArgs;
 use crate::inputs::{check_output, open_data};
 use crate::memory_limit;
 use crate::progress::Bar;
-use crate::render::print_warnings;
+use crate::render::{about_input, print_warnings};
 
 /// Runs `memfit predict`.
 pub fn run(args: &PredictArgs) -> Result<()> {
@@ -33,7 +33,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         labels_file: true,
         memory_limit_bytes: limit,
     };
-    let plan = job.plan_assign().with_context(|| format!("--centers {}", args.centers.display()))?;
+    let plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
     if args.dry_run {
         println!("{plan}");
         return Ok(());

@@ -29,6 +29,30 @@ impl Spelling for Flags {
             other => common_remedy(other),
         }
     }
+
+    fn parameter(&self, name: &str) -> String {
+        match name {
+            "X" => "INPUT".into(),
+            "random_state" => "--seed".into(),
+            "init_params" => "--init".into(),
+            "Q" => "--q".into(),
+            "n_clusters" | "n_components" | "n_init" | "max_iter" | "tol" | "reg_covar" | "init"
+            | "covariance_type" | "memory_limit" | "sample_weight" | "dtype" | "model" | "centers" | "means_init"
+            | "weights_init" | "precisions_init" | "cluster_std" | "n_samples" | "n_features" => {
+                format!("--{}", name.replace('_', "-"))
+            }
+            other => other.into(),
+        }
+    }
+}
+
+/// `r` with the input `what` named in its error, unless the error is about
+/// the memory limit (which no input causes).
+pub fn about_input<T>(r: memfit::Result<T>, what: impl FnOnce() -> String) -> anyhow::Result<T> {
+    r.map_err(|e| match e {
+        memfit::Error::DoesNotFit { .. } => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(what()),
+    })
 }
 
 /// An error and its causes on one line (as anyhow's `{:#}`), engine errors
@@ -89,7 +113,7 @@ mod tests {
         let e = Err::<(), _>(Error::param_with("X", "too wide", vec![Remedy::RaiseRegCovar { example: Some(1e-3) }]))
             .context("--sample-weight")
             .unwrap_err();
-        assert_eq!(error_line(&e), "--sample-weight: invalid X: too wide; hint: raise --reg-covar (e.g. 1e-3)");
+        assert_eq!(error_line(&e), "--sample-weight: invalid INPUT: too wide; hint: raise --reg-covar (e.g. 1e-3)");
         let ill = Error::IllDefinedCovariance { component: Some(2), reg_covar: 0.0, float32: false };
         let line = error_line(&ill.into());
         assert!(

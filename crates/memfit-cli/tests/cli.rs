@@ -261,12 +261,12 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&one_d, "-k", "2"], "expected a 2-D array"),
         (vec![&three_d, "-k", "2"], "expected a 2-D array"),
         (vec![&nanf, "-k", "2"], "row 42, column 1 is NaN"),
-        (vec![&good, "-k", "0"], "n_clusters"),
+        (vec![&good, "-k", "0"], "invalid --n-clusters"),
         (vec![&good, "-k", "101"], "exceeds n_samples = 100"),
         (vec![&good, "-k", "3", "--init", &init_bad], "init centres: shape [3, 3]"),
         (vec![&good, "-k", "3", "--sample-weight", &neg_w], "sample_weight[7] = -1"),
         (vec![&good, "-k", "3", "--sample-weight", &short_w], "sample_weight: shape [99]"),
-        (vec![&good, "-k", "3", "--memory-limit", "lots"], "memory_limit"),
+        (vec![&good, "-k", "3", "--memory-limit", "lots"], "invalid --memory-limit"),
         (vec![&good, "-k", "3", "--tol=-1"], "tol"),
         (vec![&good, "-k", "3", "--threads", "0"], "--threads"),
         (vec![&good, "-k", "3", "--init", "kmeans++"], "--init"),
@@ -445,8 +445,8 @@ fn gmm_bad_input_fails_cleanly_without_outputs() {
     let cases: [(&[&str], &str); 5] = [
         (&["--reg-covar", "0"], "ill-defined empirical covariance"),
         (&["--n-components", "101"], "exceeds n_samples = 100"),
-        (&["--covariance-type", "full!"], "covariance_type"),
-        (&["--init", "nope"], "init_params"),
+        (&["--covariance-type", "full!"], "invalid --covariance-type"),
+        (&["--init", "nope"], "invalid --init"),
         (&["--memory-limit", "10KiB"], "memory limit"),
     ];
     for (args, needle) in cases {

@@ -498,10 +498,14 @@ fn row_quadratic_form<'py>(
 ) -> PyResult<()> {
     let held = Held::new(x)?;
     let src = held.source()?;
+    let q_shape = {
+        let a = q.as_array();
+        [a.nrows(), a.ncols()]
+    };
     let q = q.as_slice()?;
     let mut fill = Fill::new(Some(out.as_slice_mut()?));
     let done = run(py, n_jobs, float32, None, move |obs| {
-        let job = QuadraticFormJob { x: &src, q, compute: compute(float32), memory_limit_bytes: memory_limit };
+        let job = QuadraticFormJob { x: &src, q, q_shape, compute: compute(float32), memory_limit_bytes: memory_limit };
         let plan = job.plan()?;
         job.run(&plan, &mut |r: &[f64]| fill.put(r, |v| v), obs)
     })?;

@@ -90,6 +90,12 @@ pub trait Spelling {
     fn remedy(&self, remedy: &Remedy) -> String {
         Neutral.remedy(remedy)
     }
+
+    /// A parameter named in an error (`name` as the library spells it, e.g.
+    /// `n_clusters`), in the front-end's words (the CLI's `--n-clusters`).
+    fn parameter(&self, name: &str) -> String {
+        name.to_string()
+    }
 }
 
 /// The engine's own words, with parameters named as the library's fields
@@ -359,7 +365,7 @@ impl Error {
                 write!(f, "{}: sample_weight[{row}] = {value}; hint: sample weights must be finite and >= 0", path.display())
             }
             Error::InvalidParameter { name, rule, remedies } => {
-                write!(f, "invalid {name}: {rule}")?;
+                write!(f, "invalid {}: {rule}", s.parameter(name))?;
                 if !remedies.is_empty() {
                     write!(f, "; hint: {}", hint(remedies, s))?;
                 }

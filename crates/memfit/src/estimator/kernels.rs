@@ -13,8 +13,10 @@ use crate::plan::Plan;
 pub struct QuadraticFormJob<'a> {
     /// The data, `(n_samples, n_features)`.
     pub x: &'a Source<'a>,
-    /// Row-major `(n_features, n_features)` matrix `Q`.
+    /// Row-major matrix `Q`, which must be `(n_features, n_features)`.
     pub q: &'a [f64],
+    /// The shape of `Q` as given.
+    pub q_shape: [usize; 2],
     /// The compute dtype.
     pub compute: ComputeDtype,
     /// The memory limit in bytes.
@@ -24,11 +26,11 @@ pub struct QuadraticFormJob<'a> {
 impl QuadraticFormJob<'_> {
     fn check(&self) -> Result<()> {
         let d = self.x.n_features();
-        if self.q.len() != d * d {
+        if self.q_shape != [d, d] || self.q.len() != d * d {
             return Err(Error::ShapeMismatch {
                 what: "Q".into(),
                 expected: vec![d, d],
-                found: vec![self.q.len() / d.max(1), d],
+                found: self.q_shape.to_vec(),
                 hint: "Q must be (n_features, n_features)",
             });
         }

@@ -219,7 +219,13 @@ mod tests {
         let xv = [1.0, 2.0, 3.0, 4.0];
         let x = source(&xv, 2, 2);
         let q = [1.0, 0.0, 0.0];
-        let job = QuadraticFormJob { x: &x, q: &q, compute: ComputeDtype::Float64, memory_limit_bytes: 1 };
+        let job = QuadraticFormJob {
+            x: &x,
+            q: &q,
+            q_shape: [1, q.len()],
+            compute: ComputeDtype::Float64,
+            memory_limit_bytes: 1,
+        };
         assert!(matches!(job.plan(), Err(Error::ShapeMismatch { .. })));
     }
 }

@@ -81,7 +81,12 @@ pub fn weighted_scatter_split(
         }
     }
     let mut blocks = BlockReader::<f64>::new(x, w, plan.block_rows);
-    let mut pass = ScatterPass { d, weighted: vec![0.0; TILE_ROWS * d], par: Par::rayon(plan.threads.max(1)) };
+    let mut pass = ScatterPass {
+        d,
+        weighted: vec![0.0; TILE_ROWS * d],
+        weights_name: w.map(Source::name).unwrap_or_default(),
+        par: Par::rayon(plan.threads.max(1)),
+    };
     let s = run_split(&mut pass, &mut blocks, split, &vec![0.0; d], cancelled)?.0;
     if let Some(i) = s.iter().position(|v| !v.is_finite()) {
         return Err(Error::param(
@@ -116,6 +121,8 @@ struct ScatterPass {
     d: usize,
     /// One weighted tile, `(256, d)`.
     weighted: Vec<f64>,
+    /// The weights' name, for errors.
+    weights_name: std::path::PathBuf,
     par: Par,
 }
 
@@ -133,12 +140,10 @@ impl Pass<f64> for ScatterPass {
     fn block(&mut self, block: Block<'_, f64>, leaves: &mut [Leaf<'_, Scatter>]) -> Result<()> {
         if let Some(wb) = block.w {
             if let Some(i) = wb.iter().position(|v| !v.is_finite()) {
-                return Err(Error::NonFinite {
-                    path: "weights".into(),
+                return Err(Error::InvalidWeight {
+                    path: self.weights_name.clone(),
                     row: block.start + i,
-                    column: 0,
                     value: wb[i],
-                    count: 1,
                 });
             }
         }
