@@ -13,7 +13,7 @@ impl Spelling for Flags {
                 format!("raise --memory-limit to at least {} ({to_bytes} bytes)", memfit::plan::format_bytes(*to_bytes))
             }
             Remedy::RaiseMemoryLimitBy { by_bytes } => {
-                format!("raise --memory-limit by about {}", memfit::plan::format_bytes(*by_bytes))
+                format!("raise --memory-limit by about {} ({by_bytes} bytes)", memfit::plan::format_bytes(*by_bytes))
             }
             Remedy::ComputeIn(d) => format!("use --dtype {}", d.name()),
             Remedy::CovarianceType(types) => {
@@ -130,7 +130,8 @@ mod tests {
             "k-means did not converge within max_iter = 5 iterations; hint: raise --max-iter or raise --tol"
         );
         let w = Warning::InitSampleCut { wanted_rows: 100, used_rows: 10, more_bytes: 4096 };
-        assert!(warning_line(&w).ends_with("hint: raise --memory-limit by about 4.00 KiB to make it limit-independent"));
+        assert!(warning_line(&w)
+            .ends_with("hint: raise --memory-limit by about 4.00 KiB (4096 bytes) to make it limit-independent"));
         let found = InexactInteger {
             row: 0,
             column: 1,

@@ -32,7 +32,7 @@ impl Spelling for Params {
                 format!("raise memory_limit to at least {} ({to_bytes} bytes)", memfit::plan::format_bytes(*to_bytes))
             }
             Remedy::RaiseMemoryLimitBy { by_bytes } => {
-                format!("raise memory_limit by about {}", memfit::plan::format_bytes(*by_bytes))
+                format!("raise memory_limit by about {} ({by_bytes} bytes)", memfit::plan::format_bytes(*by_bytes))
             }
             Remedy::ComputeIn(d) => {
                 let name = if *d == Dtype::F32 { "float32" } else { "float64" };
@@ -221,6 +221,9 @@ mod tests {
         );
         assert!(msg.ends_with("float64 holds integers exactly only up to 2^53: subtract a per-column offset (such as the column's minimum) in the integer type first"), "{msg}");
         let (_, _, msg) = warning(&Warning::InitSampleCut { wanted_rows: 10, used_rows: 5, more_bytes: 2048 });
-        assert!(msg.ends_with("hint: raise memory_limit by about 2.00 KiB to make it limit-independent"), "{msg}");
+        assert!(
+            msg.ends_with("hint: raise memory_limit by about 2.00 KiB (2048 bytes) to make it limit-independent"),
+            "{msg}"
+        );
     }
 }

@@ -113,7 +113,7 @@ impl Spelling for Neutral {
                 )
             }
             Remedy::RaiseMemoryLimitBy { by_bytes } => {
-                format!("raise the memory limit by about {}", crate::units::format_bytes(*by_bytes))
+                format!("raise the memory limit by about {} ({by_bytes} bytes)", crate::units::format_bytes(*by_bytes))
             }
             Remedy::ComputeIn(d) => format!("compute in {}", d.name()),
             Remedy::CovarianceType(types) => {

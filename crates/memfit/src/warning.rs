@@ -237,7 +237,7 @@ mod tests {
         );
         assert!(all[2]
             .to_string()
-            .ends_with("hint: raise the memory limit by about 1.00 MiB to make it limit-independent"));
+            .ends_with("hint: raise the memory limit by about 1.00 MiB (1048576 bytes) to make it limit-independent"));
         assert!(all[3].to_string().ends_with("hint: compute in float64 or raise reg_covar"), "{}", all[3]);
         assert_eq!(all[4].category(), Category::Convergence);
         assert_eq!(all[4].kind(), "kmeans_init");
