@@ -5,8 +5,14 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
+    /// `bool` (one byte, 0 or 1)
+    Bool,
+    /// `int8`
+    I8,
     /// `uint8`
     U8,
+    /// `uint16`
+    U16,
     /// `int16`
     I16,
     /// `int32`
@@ -38,8 +44,8 @@ impl Dtype {
     /// Size of one element in bytes.
     pub fn itemsize(self) -> usize {
         match self {
-            Dtype::U8 => 1,
-            Dtype::I16 | Dtype::F16 => 2,
+            Dtype::Bool | Dtype::I8 | Dtype::U8 => 1,
+            Dtype::I16 | Dtype::U16 | Dtype::F16 => 2,
             Dtype::I32 | Dtype::U32 | Dtype::F32 => 4,
             Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
         }
@@ -48,7 +54,10 @@ impl Dtype {
     /// NumPy's name for the type (`"float64"`, `"uint8"`, ...).
     pub fn name(self) -> &'static str {
         match self {
+            Dtype::Bool => "bool",
+            Dtype::I8 => "int8",
             Dtype::U8 => "uint8",
+            Dtype::U16 => "uint16",
             Dtype::I16 => "int16",
             Dtype::I32 => "int32",
             Dtype::I64 => "int64",
@@ -63,7 +72,10 @@ impl Dtype {
     /// The little-endian `.npy` descriptor (`"<f8"`, `"|u1"`, ...).
     pub fn descr(self) -> &'static str {
         match self {
+            Dtype::Bool => "|b1",
+            Dtype::I8 => "|i1",
             Dtype::U8 => "|u1",
+            Dtype::U16 => "<u2",
             Dtype::I16 => "<i2",
             Dtype::I32 => "<i4",
             Dtype::I64 => "<i8",
@@ -84,7 +96,10 @@ impl Dtype {
             _ => return None,
         };
         let dtype = match code {
+            "b1" => Dtype::Bool,
+            "i1" => Dtype::I8,
             "u1" => Dtype::U8,
+            "u2" => Dtype::U16,
             "i2" => Dtype::I16,
             "i4" => Dtype::I32,
             "i8" => Dtype::I64,
@@ -96,6 +111,37 @@ impl Dtype {
             _ => return None,
         };
         Some((dtype, endian))
+    }
+
+    /// Every dtype, in NumPy's order of kinds and sizes.
+    pub const ALL: [Dtype; 12] = [
+        Dtype::Bool,
+        Dtype::I8,
+        Dtype::I16,
+        Dtype::I32,
+        Dtype::I64,
+        Dtype::U8,
+        Dtype::U16,
+        Dtype::U32,
+        Dtype::U64,
+        Dtype::F16,
+        Dtype::F32,
+        Dtype::F64,
+    ];
+
+    /// The dtype NumPy calls `name` (`"float64"`, `"bool"`, ...).
+    pub fn from_name(name: &str) -> Option<Dtype> {
+        Dtype::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// `true` for the signed integer types.
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, Dtype::I8 | Dtype::I16 | Dtype::I32 | Dtype::I64)
+    }
+
+    /// `true` for the unsigned integer types.
+    pub fn is_unsigned_int(self) -> bool {
+        matches!(self, Dtype::U8 | Dtype::U16 | Dtype::U32 | Dtype::U64)
     }
 
     /// `true` for the floating-point types.
@@ -116,7 +162,10 @@ impl Dtype {
     /// The largest magnitude a value of this type can have, for integer types.
     fn integer_max_magnitude(self) -> Option<u64> {
         match self {
+            Dtype::Bool => Some(1),
+            Dtype::I8 => Some(1 << 7),
             Dtype::U8 => Some(u8::MAX.into()),
+            Dtype::U16 => Some(u16::MAX.into()),
             Dtype::I16 => Some(1 << 15),
             Dtype::I32 => Some(1 << 31),
             Dtype::U32 => Some(u32::MAX.into()),

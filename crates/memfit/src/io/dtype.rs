@@ -61,7 +61,9 @@ pub fn decode(raw: &[u8], i: usize, dtype: Dtype, endian: Endian) -> f64 {
         }};
     }
     match dtype {
-        Dtype::U8 => f64::from(raw[i]),
+        Dtype::Bool | Dtype::U8 => f64::from(raw[i]),
+        Dtype::I8 => f64::from(raw[i] as i8),
+        Dtype::U16 => f64::from(get!(u16, 2)),
         Dtype::I16 => f64::from(get!(i16, 2)),
         Dtype::I32 => f64::from(get!(i32, 4)),
         Dtype::U32 => f64::from(get!(u32, 4)),
@@ -90,7 +92,9 @@ pub fn decode_integer(raw: &[u8], i: usize, dtype: Dtype, endian: Endian) -> Opt
         }};
     }
     Some(match dtype {
-        Dtype::U8 => i128::from(raw[i]),
+        Dtype::Bool | Dtype::U8 => i128::from(raw[i]),
+        Dtype::I8 => i128::from(raw[i] as i8),
+        Dtype::U16 => get!(u16, 2),
         Dtype::I16 => get!(i16, 2),
         Dtype::I32 => get!(i32, 4),
         Dtype::U32 => get!(u32, 4),

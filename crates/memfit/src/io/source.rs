@@ -720,7 +720,9 @@ fn convert<T: Real>(
             };
         }
         return match dtype {
-            Dtype::U8 => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(b[0]), check),
+            Dtype::Bool | Dtype::U8 => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(b[0]), check),
+            Dtype::I8 => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(b[0] as i8), check),
+            Dtype::U16 => c_order!(u16, 2),
             Dtype::I16 => c_order!(i16, 2),
             Dtype::I32 => c_order!(i32, 4),
             Dtype::U32 => c_order!(u32, 4),
@@ -761,7 +763,9 @@ fn convert<T: Real>(
         };
     }
     match dtype {
-        Dtype::U8 => convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k]), check),
+        Dtype::Bool | Dtype::U8 => convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k]), check),
+        Dtype::I8 => convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k] as i8), check),
+        Dtype::U16 => typed!(u16, 2),
         Dtype::I16 => typed!(i16, 2),
         Dtype::I32 => typed!(i32, 4),
         Dtype::U32 => typed!(u32, 4),
