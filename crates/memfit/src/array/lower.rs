@@ -168,11 +168,13 @@ pub enum Work {
         /// The expression.
         ir: Ir,
     },
-    /// Reduce the last axes of the expression's iteration space
-    /// (`kept ++ reduced`).
+    /// Reduce some axes of the expression (evaluated in its own axis
+    /// order, so reads stay contiguous).
     Reduce {
-        /// The expression over `kept ++ reduced` axes.
+        /// The expression over the operand's axes.
         ir: Ir,
+        /// The reduced axes (sorted).
+        axes: Vec<usize>,
         /// The reduction.
         op: Reduction,
         /// Shape of the reduced axes after the rewrites.
@@ -260,24 +262,16 @@ struct Lowering {
     memory_slot_bytes: u64,
 }
 
-fn is_identity(perm: &[usize]) -> bool {
-    perm.iter().enumerate().all(|(i, &p)| i == p)
-}
-
 impl Lowering {
     fn work_of(&mut self, a: &Array) -> Work {
         match &a.node().kind {
             NodeKind::Reduce { op, axes, arg } => {
-                let nd = arg.shape().len();
-                let kept: Vec<usize> = (0..nd).filter(|k| !axes.contains(k)).collect();
-                let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
-                let pending = if is_identity(&perm) { Vec::new() } else { vec![ViewOp::Transpose(perm)] };
-                let mut ir = self.lower_view(arg, &pending);
+                let mut ir = self.lower_view(arg, &[]);
                 let mut reduced: Vec<usize> = axes.iter().map(|&k| arg.shape()[k]).collect();
                 let mut multiplier = 1u64;
                 if !matches!(op, Reduction::ArgMin | Reduction::ArgMax) {
                     for (r, len) in reduced.iter_mut().enumerate() {
-                        let k = kept.len() + r;
+                        let k = axes[r];
                         loop {
                             let dep = ir.dependence(k);
                             let new_len = match dep {
@@ -292,7 +286,7 @@ impl Lowering {
                         }
                     }
                 }
-                Work::Reduce { ir, op: *op, reduced, multiplier, input_dtype: arg.dtype() }
+                Work::Reduce { ir, axes: axes.clone(), op: *op, reduced, multiplier, input_dtype: arg.dtype() }
             }
             NodeKind::Einsum { sub, args } => {
                 let irs = args.iter().map(|x| self.lower_view(x, &[])).collect();

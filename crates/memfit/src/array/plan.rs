@@ -206,14 +206,16 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     eval_elems: e,
                 }
             }
-            Work::Reduce { ir, op, reduced, multiplier, .. } => {
+            Work::Reduce { ir, axes, op, reduced, multiplier, .. } => {
                 let chunk = chunk_shape(reduced, REDUCE_CHUNK);
                 let cn = volume(&chunk) as u64;
                 let per_out = cn * ir_elem_bytes(ir, lowered) + ACC_BYTES * 3 + item + 8;
                 let fixed = ir_fixed_bytes(ir, lowered) + cn * 8;
                 let e = (room.saturating_sub(fixed) / per_out).clamp(1, (MAX_TILE as u64 / cn).max(1)) as usize;
                 let kept = &stage.shape;
-                let hot: Vec<usize> = hot_axes(ir).into_iter().filter(|&k| k < kept.len()).collect();
+                let kept_axes: Vec<usize> = (0..kept.len() + axes.len()).filter(|k| !axes.contains(k)).collect();
+                let hot: Vec<usize> =
+                    hot_axes(ir).into_iter().filter_map(|k| kept_axes.iter().position(|&a| a == k)).collect();
                 let tile = tile_shape(kept, e, &hot);
                 let bytes = fixed + volume(&tile) as u64 * per_out;
                 required = required.max(held + t * (fixed + per_out));

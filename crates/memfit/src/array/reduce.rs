@@ -54,99 +54,112 @@ fn better(v: f64, best: f64, min: bool) -> bool {
     }
 }
 
-/// The partial results of `col`, laid out as `n_out` runs of `run`
-/// elements (one run per output element, its reduced elements in order);
-/// `index[r]` is the flat index of the run's element `r` (for arg ops).
-pub fn partial(op: Reduction, col: &Col, n_out: usize, run: usize, index: &[i64]) -> Acc {
-    let runs = 0..n_out;
-    let span = |o: usize| o * run..(o + 1) * run;
+/// Folds each output element's values in order: `o_at[o] + r_at[r]` is the
+/// position in `v` of output `o`'s reduced element `r`. The loop order
+/// follows the memory layout, the order of each fold does not.
+fn fold_runs<T: Copy, A: Copy>(
+    v: &[T],
+    o_at: &[i64],
+    r_at: &[i64],
+    init: impl Fn(T) -> A,
+    step: impl Fn(A, T) -> A,
+) -> Vec<A> {
+    let at = |o: i64, r: i64| v[(o + r) as usize];
+    let r_inner = r_at.len() > 1 && r_at[1] - r_at[0] == 1;
+    if r_inner || o_at.len() == 1 {
+        o_at.iter().map(|&o| r_at[1..].iter().fold(init(at(o, r_at[0])), |a, &r| step(a, at(o, r)))).collect()
+    } else {
+        let mut acc: Vec<A> = o_at.iter().map(|&o| init(at(o, r_at[0]))).collect();
+        for &r in &r_at[1..] {
+            for (a, &o) in acc.iter_mut().zip(o_at) {
+                *a = step(*a, at(o, r));
+            }
+        }
+        acc
+    }
+}
+
+fn same<T>(x: T) -> T {
+    x
+}
+
+/// The partial results of one chunk: `col` holds a box of the operand,
+/// `o_at` / `r_at` the positions of its kept and reduced coordinates (see
+/// [`fold_runs`]); `index[r]` is the flat index over all reduced axes of
+/// the chunk's element `r` (for `argmin` / `argmax`).
+pub fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64]) -> Acc {
+    use Reduction::*;
     match op {
-        Reduction::Sum | Reduction::Mean | Reduction::Prod => {
-            let prod = op == Reduction::Prod;
+        Sum | Prod | Mean => {
+            let prod = op == Prod;
             match col {
-                Col::F(v) => Acc::F(
-                    runs.map(|o| if prod { v[span(o)].iter().product() } else { v[span(o)].iter().sum() }).collect(),
-                ),
-                _ if op == Reduction::Mean => Acc::F(runs.map(|o| span(o).map(|i| col.get_f64(i)).sum()).collect()),
-                Col::U(v) => Acc::U(
-                    runs.map(|o| {
-                        v[span(o)].iter().fold(u64::from(prod), |a, &x| {
+                Col::F(v) => Acc::F(fold_runs(v, o_at, r_at, same, |a, x| if prod { a * x } else { a + x })),
+                Col::I(v) if op == Mean => Acc::F(fold_runs(v, o_at, r_at, |x| x as f64, |a, x| a + x as f64)),
+                Col::U(v) if op == Mean => Acc::F(fold_runs(v, o_at, r_at, |x| x as f64, |a, x| a + x as f64)),
+                Col::B(v) if op == Mean => {
+                    Acc::F(fold_runs(v, o_at, r_at, |x| f64::from(u8::from(x)), |a, x| a + f64::from(u8::from(x))))
+                }
+                Col::I(v) => {
+                    Acc::I(fold_runs(
+                        v,
+                        o_at,
+                        r_at,
+                        same,
+                        |a, x| if prod { a.wrapping_mul(x) } else { a.wrapping_add(x) },
+                    ))
+                }
+                Col::U(v) => {
+                    Acc::U(fold_runs(
+                        v,
+                        o_at,
+                        r_at,
+                        same,
+                        |a, x| if prod { a.wrapping_mul(x) } else { a.wrapping_add(x) },
+                    ))
+                }
+                Col::B(v) => {
+                    Acc::I(fold_runs(
+                        v,
+                        o_at,
+                        r_at,
+                        i64::from,
+                        |a, x| {
                             if prod {
-                                a.wrapping_mul(x)
+                                a * i64::from(x)
                             } else {
-                                a.wrapping_add(x)
+                                a + i64::from(x)
                             }
-                        })
-                    })
-                    .collect(),
-                ),
-                Col::I(v) => Acc::I(
-                    runs.map(|o| {
-                        v[span(o)].iter().fold(i64::from(prod), |a, &x| {
-                            if prod {
-                                a.wrapping_mul(x)
-                            } else {
-                                a.wrapping_add(x)
-                            }
-                        })
-                    })
-                    .collect(),
-                ),
-                Col::B(v) => Acc::I(
-                    runs.map(|o| {
-                        if prod {
-                            i64::from(v[span(o)].iter().all(|&x| x))
-                        } else {
-                            v[span(o)].iter().filter(|&&x| x).count() as i64
-                        }
-                    })
-                    .collect(),
-                ),
+                        },
+                    ))
+                }
             }
         }
-        Reduction::Min | Reduction::Max => {
-            let min = op == Reduction::Min;
+        Min | Max => {
+            let min = op == Min;
             match col {
-                Col::F(v) => Acc::F(
-                    runs.map(|o| {
-                        v[span(o)].iter().copied().reduce(if min { nan_min } else { nan_max }).unwrap_or(f64::NAN)
-                    })
-                    .collect(),
-                ),
-                Col::I(v) => Acc::I(
-                    runs.map(|o| {
-                        if min { v[span(o)].iter().min() } else { v[span(o)].iter().max() }.copied().unwrap_or(0)
-                    })
-                    .collect(),
-                ),
-                Col::U(v) => Acc::U(
-                    runs.map(|o| {
-                        if min { v[span(o)].iter().min() } else { v[span(o)].iter().max() }.copied().unwrap_or(0)
-                    })
-                    .collect(),
-                ),
-                Col::B(v) => Acc::B(
-                    runs.map(|o| if min { v[span(o)].iter().all(|&x| x) } else { v[span(o)].iter().any(|&x| x) })
-                        .collect(),
-                ),
+                Col::F(v) => Acc::F(fold_runs(v, o_at, r_at, same, if min { nan_min } else { nan_max })),
+                Col::I(v) => Acc::I(fold_runs(v, o_at, r_at, same, if min { i64::min } else { i64::max })),
+                Col::U(v) => Acc::U(fold_runs(v, o_at, r_at, same, if min { u64::min } else { u64::max })),
+                Col::B(v) => Acc::B(fold_runs(v, o_at, r_at, same, |a, x| if min { a & x } else { a | x })),
             }
         }
-        Reduction::Any | Reduction::All => {
-            let truthy = |i: usize| match col {
-                Col::B(v) => v[i],
-                Col::F(v) => v[i] != 0.0,
-                Col::I(v) => v[i] != 0,
-                Col::U(v) => v[i] != 0,
-            };
-            Acc::B(runs.map(|o| if op == Reduction::Any { span(o).any(truthy) } else { span(o).all(truthy) }).collect())
+        Any | All => {
+            let any = op == Any;
+            let f = |a: bool, x: bool| if any { a | x } else { a & x };
+            Acc::B(match col {
+                Col::B(v) => fold_runs(v, o_at, r_at, same, f),
+                Col::F(v) => fold_runs(v, o_at, r_at, |x| x != 0.0, |a, x| f(a, x != 0.0)),
+                Col::I(v) => fold_runs(v, o_at, r_at, |x| x != 0, |a, x| f(a, x != 0)),
+                Col::U(v) => fold_runs(v, o_at, r_at, |x| x != 0, |a, x| f(a, x != 0)),
+            })
         }
-        Reduction::ArgMin | Reduction::ArgMax => {
-            let min = op == Reduction::ArgMin;
-            let (mut vals, mut idx) = (Vec::with_capacity(n_out), Vec::with_capacity(n_out));
-            for o in runs {
-                let (mut best, mut at) = (col.get_f64(o * run), index[0]);
-                for r in 1..run {
-                    let v = col.get_f64(o * run + r);
+        ArgMin | ArgMax => {
+            let min = op == ArgMin;
+            let (mut vals, mut idx) = (Vec::with_capacity(o_at.len()), Vec::with_capacity(o_at.len()));
+            for &o in o_at {
+                let (mut best, mut at) = (col.get_f64((o + r_at[0]) as usize), index[0]);
+                for (r, &ra) in r_at.iter().enumerate().skip(1) {
+                    let v = col.get_f64((o + ra) as usize);
                     if better(v, best, min) {
                         (best, at) = (v, index[r]);
                     }

@@ -304,8 +304,7 @@ fn run_stage(
                 sink.write(shape, &lo, &hi, &col, dtype)
             })
         }
-        Work::Reduce { ir, op, reduced, multiplier, input_dtype } => {
-            let nk = shape.len();
+        Work::Reduce { ir, axes, op, reduced, multiplier, input_dtype } => {
             let (n_o, n_c) = (n_tiles(shape, &sp.tile), n_tiles(reduced, &sp.chunk));
             let count = volume(reduced) as u64;
             if n_c == 0 {
@@ -317,6 +316,8 @@ fn run_stage(
                 }
                 return Ok(());
             }
+            let nd = shape.len() + axes.len();
+            let kept: Vec<usize> = (0..nd).filter(|k| !axes.contains(k)).collect();
             let rmap = ViewMap::c_order(reduced);
             let items = n_o * n_c;
             let mut accs: Vec<(usize, Acc)> = Vec::new();
@@ -329,16 +330,33 @@ fn run_stage(
                     .map_init(Vec::new, |buf, i| {
                         let (olo, ohi) = tile_box(shape, &sp.tile, i / n_c);
                         let (clo, chi) = tile_box(reduced, &sp.chunk, i % n_c);
-                        let lo: Vec<usize> = olo.iter().chain(&clo).copied().collect();
-                        let hi: Vec<usize> = ohi.iter().chain(&chi).copied().collect();
+                        // The box in the operand's own axis order.
+                        let (mut lo, mut hi) = (vec![0; nd], vec![0; nd]);
+                        for (j, &k) in kept.iter().enumerate() {
+                            (lo[k], hi[k]) = (olo[j], ohi[j]);
+                        }
+                        for (j, &k) in axes.iter().enumerate() {
+                            (lo[k], hi[k]) = (clo[j], chi[j]);
+                        }
                         let col = eval(ir, &lo, &hi, ctx, buf)?;
-                        let run = clo.iter().zip(&chi).map(|(a, b)| b - a).product::<usize>();
+                        // Positions in the box of each kept / reduced coordinate.
+                        let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
+                        let bmap = ViewMap::c_order(&ext);
+                        let pick = |ax: &[usize]| ViewMap {
+                            base: 0,
+                            shape: ax.iter().map(|&k| ext[k]).collect(),
+                            axes: ax.iter().map(|&k| bmap.axes[k].clone()).collect(),
+                        };
+                        let zeros = |ax: &[usize]| vec![0usize; ax.len()];
+                        let ends = |ax: &[usize]| ax.iter().map(|&k| ext[k]).collect::<Vec<_>>();
+                        let o_at = offsets(&pick(&kept), &zeros(&kept), &ends(&kept));
+                        let r_at = offsets(&pick(axes), &zeros(axes), &ends(axes));
                         let index = if matches!(op, Reduction::ArgMin | Reduction::ArgMax) {
                             offsets(&rmap, &clo, &chi)
                         } else {
                             Vec::new()
                         };
-                        Ok(partial(*op, &col, col.len() / run.max(1), run, &index))
+                        Ok(partial(*op, &col, &o_at, &r_at, &index))
                     })
                     .collect();
                 for (i, p) in (start..end).zip(parts) {
@@ -358,7 +376,6 @@ fn run_stage(
                 }
                 start = end;
             }
-            debug_assert!(accs.is_empty() && nk == shape.len());
             Ok(())
         }
         Work::Einsum { sub, irs, path, sizes } => {

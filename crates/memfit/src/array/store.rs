@@ -166,13 +166,22 @@ impl Stored {
     /// [`Error::Io`] when a file read fails.
     pub fn gather(&self, offsets: &[i64], out: &mut Col, buf: &mut Vec<u8>) -> Result<()> {
         let size = self.dtype.itemsize();
+        let run = offsets.windows(2).all(|w| w[1] == w[0] + 1);
+        let memory = |raw: &[u8], out: &mut Col| {
+            if run && self.endian == Endian::Little && !offsets.is_empty() {
+                let first = offsets[0] as usize * size;
+                out.decode_all(&raw[first..first + offsets.len() * size], self.dtype);
+            } else {
+                out.decode_from(raw, self.dtype, offsets.iter().map(|&o| o as usize));
+            }
+        };
         match &self.storage {
             Storage::Borrowed { ptr, len, .. } => {
                 // SAFETY: the span is valid for `len` bytes (contract of `borrowed`).
                 let raw = unsafe { std::slice::from_raw_parts(*ptr, *len) };
-                out.decode_from(raw, self.dtype, offsets.iter().map(|&o| o as usize));
+                memory(raw, out);
             }
-            Storage::Owned(raw) => out.decode_from(raw, self.dtype, offsets.iter().map(|&o| o as usize)),
+            Storage::Owned(raw) => memory(raw, out),
             Storage::Npy(file) => {
                 let Some((&lo, &hi)) = offsets.iter().min().zip(offsets.iter().max()) else { return Ok(()) };
                 let span = (hi - lo) as usize + 1;
@@ -184,7 +193,11 @@ impl Stored {
                     buf.resize(span * size, 0);
                     read(buf, lo)?;
                     self.swap(buf);
-                    out.decode_from(buf, self.dtype, offsets.iter().map(|&o| (o - lo) as usize));
+                    if run {
+                        out.decode_all(buf, self.dtype);
+                    } else {
+                        out.decode_from(buf, self.dtype, offsets.iter().map(|&o| (o - lo) as usize));
+                    }
                 } else {
                     // Scattered: read sorted runs of nearby elements.
                     let mut order: Vec<u32> = (0..offsets.len() as u32).collect();

@@ -10,7 +10,7 @@ pub const REDUCE_CHUNK: usize = 1 << 14;
 pub const EINSUM_CHUNK: usize = 1 << 12;
 
 /// Largest tile, in elements: bigger tiles gain nothing.
-pub const MAX_TILE: usize = 1 << 20;
+pub const MAX_TILE: usize = 1 << 16;
 
 /// Number of elements of a box.
 pub fn volume(ext: &[usize]) -> usize {

@@ -149,6 +149,22 @@ impl Col {
         }
     }
 
+    /// Decodes every little-endian `dtype` element of `raw` onto `self`.
+    pub fn decode_all(&mut self, raw: &[u8], dtype: Dtype) {
+        macro_rules! all {
+            ($v:expr, $t:ty, $n:literal, $conv:expr) => {
+                $v.extend(raw.chunks_exact($n).map(|b| $conv(<$t>::from_le_bytes(b.try_into().expect("n bytes")))))
+            };
+        }
+        match (self, dtype) {
+            (Col::F(v), Dtype::F64) => all!(v, f64, 8, |x| x),
+            (Col::F(v), Dtype::F32) => all!(v, f32, 4, f64::from),
+            (Col::I(v), Dtype::I64) => all!(v, i64, 8, |x| x),
+            (Col::I(v), Dtype::I32) => all!(v, i32, 4, i64::from),
+            (this, _) => this.decode_from(raw, dtype, 0..raw.len() / dtype.itemsize()),
+        }
+    }
+
     /// Values that are NaN or infinite (0 for non-float columns).
     pub fn count_non_finite(&self) -> u64 {
         match self {
