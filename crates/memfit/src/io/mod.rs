@@ -1,10 +1,12 @@
-//! Input and output: `.npy` headers, block readers, atomic writers.
+//! Input and output: `.npy` headers, block readers, atomic writers, Zarr
+//! arrays.
 
 mod blocks;
 mod dtype;
 mod npy_header;
 mod source;
 mod writer;
+pub mod zarr;
 
 pub use blocks::BlockReader;
 pub use dtype::{decode, decode_integer, Dtype, Endian, InexactInteger};
@@ -14,6 +16,7 @@ pub use writer::{
     check_free_space, check_output_path, check_outputs_distinct, npy_file_bytes, remove_unfinished_outputs,
     write_bytes_atomic, write_npy, AtomicFile, NpyWriter, WRITE_BUFFER_BYTES,
 };
+pub use zarr::{ZarrInput, ZarrOutput};
 
 use crate::dtype::Real;
 use crate::error::Result;
