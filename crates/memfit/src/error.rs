@@ -196,6 +196,14 @@ pub enum Error {
         /// What is wrong with the header.
         reason: String,
     },
+    /// The folder is not a Zarr array this engine can read (no array
+    /// metadata, a group, or metadata zarrs cannot parse).
+    NotZarr {
+        /// The folder concerned.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The data section is shorter than the header's shape says.
     Truncated {
         /// The file concerned.
@@ -373,6 +381,11 @@ impl Error {
             Error::NotNpy { path, reason } => write!(
                 f,
                 "{}: not a valid .npy file: {reason}; hint: write it with numpy.save(path, array)",
+                path.display()
+            ),
+            Error::NotZarr { path, reason } => write!(
+                f,
+                "{}: not a readable Zarr array: {reason}; hint: name the array's own folder (holding zarr.json or .zarray); arrays must use the bytes and zstd codecs (rewrite blosc, gzip or sharded ones with zarr-python)",
                 path.display()
             ),
             Error::Truncated { path, expected_bytes, found_bytes } => write!(

@@ -1,4 +1,5 @@
-//! Input and output: `.npy` headers, block readers, atomic writers.
+//! Input and output: `.npy` headers, block readers, atomic writers, Zarr
+//! arrays.
 
 mod blocks;
 mod dtype;

@@ -14,37 +14,55 @@ use crate::error::{Error, Result};
 /// Bytes of the write buffer an [`AtomicFile`] holds.
 pub const WRITE_BUFFER_BYTES: usize = 256 << 10;
 
-/// The temporary files of the outputs being written in this process.
-static UNFINISHED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// The temporary files and directories (`true`) of the outputs being
+/// written in this process.
+static UNFINISHED: Mutex<Vec<(PathBuf, bool)>> = Mutex::new(Vec::new());
 
-/// Deletes the temporary files of every output still being written, for a
-/// process that must exit at once (a second Ctrl-C) without running
-/// destructors.
+/// Deletes the temporary files and directories (of Zarr arrays) of every
+/// output still being written, for a process that must exit at once (a
+/// second Ctrl-C) without running destructors.
 pub fn remove_unfinished_outputs() {
     if let Ok(list) = UNFINISHED.lock() {
-        for path in list.iter() {
-            let _ = std::fs::remove_file(path);
+        for (path, is_dir) in list.iter() {
+            let _ = if *is_dir { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
         }
     }
 }
 
-/// A temporary file's entry in [`UNFINISHED`], removed when dropped.
+/// A temporary file's or directory's entry in [`UNFINISHED`], removed when
+/// dropped.
 #[derive(Debug)]
-struct Unfinished(PathBuf);
+pub(super) struct Unfinished(PathBuf);
 
 impl Unfinished {
+    /// Lists the temporary file `path`.
     fn new(path: &Path) -> Self {
+        Self::listed(path, false)
+    }
+
+    /// Lists the temporary directory `path` (removed with its contents).
+    pub(super) fn new_dir(path: &Path) -> Self {
+        Self::listed(path, true)
+    }
+
+    fn listed(path: &Path, is_dir: bool) -> Self {
         if let Ok(mut list) = UNFINISHED.lock() {
-            list.push(path.to_path_buf());
+            list.push((path.to_path_buf(), is_dir));
         }
         Unfinished(path.to_path_buf())
+    }
+
+    /// Whether `path` is listed (for tests).
+    #[cfg(test)]
+    pub(super) fn is_listed(path: &Path) -> bool {
+        UNFINISHED.lock().unwrap().iter().any(|(p, _)| p == path)
     }
 }
 
 impl Drop for Unfinished {
     fn drop(&mut self) {
         if let Ok(mut list) = UNFINISHED.lock() {
-            list.retain(|p| p != &self.0);
+            list.retain(|(p, _)| p != &self.0);
         }
     }
 }
@@ -111,7 +129,7 @@ impl AtomicFile {
 
 /// The file an output path finally names: a symlink is followed, so the
 /// atomic rename replaces its target and the link stays.
-fn resolve_output(path: &Path) -> PathBuf {
+pub(super) fn resolve_output(path: &Path) -> PathBuf {
     let mut p = path.to_path_buf();
     // Bounded, in case of a link cycle.
     for _ in 0..40 {
@@ -385,7 +403,7 @@ mod tests {
     #[test]
     fn unfinished_outputs_are_listed_until_committed_or_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let listed = || UNFINISHED.lock().unwrap().iter().filter(|p| p.starts_with(dir.path())).count();
+        let listed = || UNFINISHED.lock().unwrap().iter().filter(|(p, _)| p.starts_with(dir.path())).count();
         let mut open = AtomicFile::create(dir.path().join("a.npy")).unwrap();
         open.write_all(b"partial").unwrap();
         let done = AtomicFile::create(dir.path().join("b.npy")).unwrap();
