@@ -1,6 +1,7 @@
 //! Blocked linear-algebra kernels over data larger than memory, each with a
 //! memory plan: the row-wise quadratic form `x_iᵀ Q x_i` and the weighted
-//! scatter `Xᵀ diag(w) X`.
+//! scatter `Xᵀ diag(w) X`; and [`einsum`], NumPy-style contractions of dense
+//! in-memory blocks for the lazy array engine.
 
 pub mod einsum;
 mod quadratic_form;

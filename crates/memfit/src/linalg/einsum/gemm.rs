@@ -1,0 +1,182 @@
+//! Batched GEMM on packed panels with one fused-multiply-add chain per output
+//! element, so that every element's bits are independent of the matrix
+//! shapes, the blocking and the instruction set (cf. the GotoBLAS/BLIS
+//! loop structure: a `KC`-deep slice of a row panel of `A` stays in L1
+//! while it meets each column panel of a block of `B` held in L2).
+//!
+//! `C[i, j] = fma(A[i, k-1], B[k-1, j], … fma(A[i, 0], B[0, j], +0.0))`:
+//! the accumulator is stored to `C` and reloaded between `KC` slices, which
+//! is exact, and padding rows and columns of a panel only meet padding.
+
+/// Depth of one slice of the packed panels.
+const KC: usize = 256;
+/// Column panels per block of `B` (`KC × COLS_PER_BLOCK × NR` doubles, for L2).
+const PANELS_PER_BLOCK: usize = 16;
+
+/// Register tile (rows `MR`, columns `NR`) of the kernel this CPU runs for
+/// an `m × n` product: `(1, 1)` for batched dot products (`m == n == 1`).
+pub(super) fn tile(m: u64, n: u64) -> (usize, usize) {
+    if m == 1 && n == 1 {
+        return (1, 1);
+    }
+    match isa() {
+        Isa::Avx512 => (12, 16),
+        Isa::Avx2 => (6, 8),
+        Isa::Portable => (4, 4),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Isa {
+    Avx512,
+    Avx2,
+    Portable,
+}
+
+fn isa() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
+            return Isa::Avx512;
+        }
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Portable
+}
+
+/// `C_b = A_b B_b` for each of `batch` products of `(m × k)` by `(k × n)`.
+///
+/// `a` holds, per batch, `⌈m/MR⌉` row panels, each `k` groups of `MR`
+/// values (`A[r, p]` for the panel's rows, zero past row `m`); `b` holds, per
+/// batch, `⌈n/NR⌉` column panels, each `k` groups of `NR` values; `c` is
+/// `batch` row-major `m × n` blocks, overwritten. `(MR, NR)` is [`tile`].
+///
+/// # Panics
+/// If a slice is shorter than stated.
+/// With `m == n == 1` (batched dot products) the panels are unpadded:
+/// `a` and `b` are `batch` rows of `k` values and call [`tile`]'s `(1, 1)`.
+pub(super) fn gemm(batch: usize, m: usize, n: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    if m == 1 && n == 1 {
+        return dots(batch, k, a, b, c);
+    }
+    match isa() {
+        // SAFETY: `isa()` checked the CPU features the target functions enable.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { gemm_avx512(batch, m, n, k, a, b, c) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { gemm_avx2(batch, m, n, k, a, b, c) },
+        _ => gemm_tiled::<4, 4>(batch, m, n, k, a, b, c),
+    }
+}
+
+/// [`gemm_tiled`] compiled for AVX-512F and FMA.
+///
+/// # Safety
+/// The CPU must support AVX-512F and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn gemm_avx512(batch: usize, m: usize, n: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    gemm_tiled::<12, 16>(batch, m, n, k, a, b, c)
+}
+
+/// [`gemm_tiled`] compiled for AVX2 and FMA.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gemm_avx2(batch: usize, m: usize, n: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    gemm_tiled::<6, 8>(batch, m, n, k, a, b, c)
+}
+
+/// `c[t] = Σ_p a[t k + p] b[t k + p]`, one fused-multiply-add chain from +0.0 each.
+fn dots(batch: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    match isa() {
+        // SAFETY: `isa()` checked the CPU features the target function enables.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx2 => unsafe { dots_fma(batch, k, a, b, c) },
+        _ => dots_portable(batch, k, a, b, c),
+    }
+}
+
+/// [`dots_portable`] compiled with FMA.
+///
+/// # Safety
+/// The CPU must support FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn dots_fma(batch: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    dots_portable(batch, k, a, b, c)
+}
+
+#[inline(always)]
+fn dots_portable(batch: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    for (t, ct) in c[..batch].iter_mut().enumerate() {
+        let (at, bt) = (&a[t * k..][..k], &b[t * k..][..k]);
+        *ct = at.iter().zip(bt).fold(0.0, |acc, (&x, &y)| x.mul_add(y, acc));
+    }
+}
+
+#[inline(always)]
+fn gemm_tiled<const MR: usize, const NR: usize>(
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f64],
+    b: &[f64],
+    c: &mut [f64],
+) {
+    let (row_panels, col_panels) = (m.div_ceil(MR), n.div_ceil(NR));
+    let (a_len, b_len) = (row_panels * MR * k, col_panels * NR * k);
+    for t in 0..batch {
+        let a = &a[t * a_len..][..a_len];
+        let b = &b[t * b_len..][..b_len];
+        let c = &mut c[t * m * n..][..m * n];
+        if k == 0 {
+            c.fill(0.0);
+            continue;
+        }
+        for pc in (0..k).step_by(KC) {
+            let kc = KC.min(k - pc);
+            for jc in (0..col_panels).step_by(PANELS_PER_BLOCK) {
+                for ir in 0..row_panels {
+                    let ap = &a[(ir * k + pc) * MR..][..kc * MR];
+                    let rows = MR.min(m - ir * MR);
+                    for jr in jc..col_panels.min(jc + PANELS_PER_BLOCK) {
+                        let bp = &b[(jr * k + pc) * NR..][..kc * NR];
+                        let cols = NR.min(n - jr * NR);
+                        let mut acc = [[0.0; NR]; MR];
+                        if pc > 0 {
+                            for (r, row) in acc.iter_mut().enumerate().take(rows) {
+                                let at = (ir * MR + r) * n + jr * NR;
+                                row[..cols].copy_from_slice(&c[at..at + cols]);
+                            }
+                        }
+                        let acc = kernel::<MR, NR>(ap, bp, acc);
+                        for (r, row) in acc.iter().enumerate().take(rows) {
+                            let at = (ir * MR + r) * n + jr * NR;
+                            c[at..at + cols].copy_from_slice(&row[..cols]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `acc[r][j] = fma(a_p[r], b_p[j], acc[r][j])` for each `p` in order.
+#[inline(always)]
+fn kernel<const MR: usize, const NR: usize>(a: &[f64], b: &[f64], mut acc: [[f64; NR]; MR]) -> [[f64; NR]; MR] {
+    for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
+        for r in 0..MR {
+            let x = ap[r];
+            for j in 0..NR {
+                acc[r][j] = x.mul_add(bp[j], acc[r][j]);
+            }
+        }
+    }
+    acc
+}
