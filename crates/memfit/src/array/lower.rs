@@ -306,8 +306,7 @@ impl Lowering {
             Some(ir) => ir,
             None => {
                 let src = self.materialize(a);
-                let map = ViewMap::c_order(a.shape());
-                self.leaf(src, map, pending, a.dtype()).expect("views of a C-order array separate")
+                self.materialized_leaf(a, src, pending)
             }
         }
     }
@@ -317,6 +316,29 @@ impl Lowering {
             map = map.apply(op)?;
         }
         Some(Ir { kind: IrKind::Leaf { src, map }, dtype })
+    }
+
+    /// The leaf of `a`'s materialised values `src` seen through `pending`;
+    /// where a view does not separate even on C-order values, the views
+    /// before it are materialised too.
+    fn materialized_leaf(&mut self, a: &Array, src: Src, pending: &[ViewOp]) -> Ir {
+        let mut map = ViewMap::c_order(a.shape());
+        for (k, op) in pending.iter().enumerate() {
+            match map.apply(op) {
+                Some(m) => map = m,
+                None => {
+                    // Every view separates on C-order values, so k > 0.
+                    assert!(k > 0, "a view that does not separate on C-order values");
+                    let mut b = a.clone();
+                    for p in &pending[..k] {
+                        b = b.view(p.clone()).expect("views valid when built");
+                    }
+                    let src = self.materialize(&b);
+                    return self.materialized_leaf(&b, src, &pending[k..]);
+                }
+            }
+        }
+        Ir { kind: IrKind::Leaf { src, map }, dtype: a.dtype() }
     }
 
     fn try_lower(&mut self, a: &Array, pending: &[ViewOp]) -> Option<Ir> {
@@ -351,7 +373,7 @@ impl Lowering {
                     Some(ir) => Some(ir),
                     None => {
                         let src = self.materialize(arg);
-                        self.leaf(src, ViewMap::c_order(arg.shape()), &inner, n.dtype)
+                        Some(self.materialized_leaf(arg, src, &inner))
                     }
                 }
             }
@@ -367,7 +389,7 @@ impl Lowering {
             }
             _ => {
                 let src = self.materialize(a);
-                self.leaf(src, ViewMap::c_order(&n.shape), pending, n.dtype)
+                Some(self.materialized_leaf(a, src, pending))
             }
         }
     }

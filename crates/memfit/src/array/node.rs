@@ -414,6 +414,7 @@ impl Array {
         };
         let a = arg.dtype();
         let out = match op {
+            Reduction::Sum | Reduction::Prod | Reduction::Mean if dtype.is_some() => a,
             Reduction::Sum | Reduction::Prod => match kind(a) {
                 Kind::Float => a,
                 _ if a.is_unsigned_int() => Dtype::U64,

@@ -378,6 +378,23 @@ impl ViewMap {
                 }
             }
             let dims: Vec<usize> = dst[j0..j].iter().map(|&d| t[d]).collect();
+            // A group laid out contiguously (C order, one linear term per
+            // axis) is one linear axis: its offset is flat index × stride.
+            let group = &src[i0..i];
+            let last = group[group.len() - 1];
+            let contiguous = group.iter().all(|&s| matches!(m.axes[s].as_slice(), [t] if t.chain.is_empty()))
+                && group.iter().enumerate().all(|(n, &s)| {
+                    let later: usize = group[n + 1..].iter().map(|&q| m.shape[q]).product();
+                    m.axes[s][0].coef == m.axes[last][0].coef * later as i64
+                });
+            if contiguous {
+                let coef = m.axes[last][0].coef;
+                let (parts, _) = split_chain(&[], &dims, 0, dims.len())?;
+                for (d, c) in parts {
+                    axes[dst[j0 + d]].push(Term { coef, chain: c });
+                }
+                continue;
+            }
             let mut inner = ps;
             for (n, &s) in src[i0..i].iter().enumerate() {
                 let len = m.shape[s];
@@ -408,10 +425,26 @@ impl ViewMap {
 /// or `None` when it does not separate.
 fn split_chain(chain: &[Step], dims: &[usize], lo: usize, hi: usize) -> Option<(Vec<(usize, Vec<Step>)>, i64)> {
     let weight = |j: usize| dims[j + 1..hi].iter().product::<usize>() as i64;
+    let digits: Vec<usize> = (lo..hi).filter(|&j| dims[j] > 1).collect();
+    match digits.as_slice() {
+        [] => {
+            // x = 0: the chain is a constant.
+            let c = chain.iter().fold(0i64, |x, s| s.eval(x));
+            return Some((Vec::new(), c));
+        }
+        [j] => {
+            // x = w · i_j: any chain applies to the one digit.
+            let w = weight(*j);
+            let mut c = if w == 1 { Vec::new() } else { vec![Step::Affine { mul: w, add: 0 }] };
+            c.extend_from_slice(chain);
+            return Some((vec![(*j, c)], 0));
+        }
+        _ => {}
+    }
     let linear = |mul: i64| -> Vec<(usize, Vec<Step>)> {
-        (lo..hi)
-            .filter(|&j| dims[j] > 1)
-            .map(|j| {
+        digits
+            .iter()
+            .map(|&j| {
                 let w = weight(j) * mul;
                 (j, if w == 1 { Vec::new() } else { vec![Step::Affine { mul: w, add: 0 }] })
             })
@@ -425,13 +458,33 @@ fn split_chain(chain: &[Step], dims: &[usize], lo: usize, hi: usize) -> Option<(
         Some((&Step::Mod(m), rest)) => {
             if m >= dims[lo..hi].iter().product::<usize>() as u64 {
                 split_chain(rest, dims, lo, hi)
+            } else if let Some(s) = suffix(m) {
+                split_chain(rest, dims, s, hi)
             } else {
-                split_chain(rest, dims, suffix(m)?, hi)
+                // The other digits are multiples of m: only the last counts.
+                let (&t, head) = digits.split_last()?;
+                if !head.iter().all(|&j| weight(j) % m as i64 == 0) {
+                    return None;
+                }
+                let mut c = vec![Step::Affine { mul: weight(t), add: 0 }, Step::Mod(m)];
+                c.extend_from_slice(rest);
+                Some((vec![(t, c)], 0))
             }
         }
         Some((&Step::Div(r), rest)) => {
-            let s = suffix(r)?;
-            split_chain(rest, dims, lo, s)
+            if let Some(s) = suffix(r) {
+                return split_chain(rest, dims, lo, s);
+            }
+            // x div r = Σ_{j<t} i_j (w_j / r) + (i_t w_t) div r when r divides
+            // the other digits' weights.
+            let (&t, head) = digits.split_last()?;
+            if !rest.is_empty() || !head.iter().all(|&j| weight(j) % r as i64 == 0) {
+                return None;
+            }
+            let mut out: Vec<(usize, Vec<Step>)> =
+                head.iter().map(|&j| (j, vec![Step::Affine { mul: weight(j) / r as i64, add: 0 }])).collect();
+            out.push((t, vec![Step::Affine { mul: weight(t), add: 0 }, Step::Div(r)]));
+            Some((out, 0))
         }
         _ => None,
     }
@@ -476,6 +529,12 @@ mod tests {
         assert_eq!(offsets(&merged), want);
         let split = ViewMap::c_order(&[24]).apply(&ViewOp::Reshape(vec![2, 1, 3, 4])).unwrap();
         assert_eq!(offsets(&split), (0..24).collect::<Vec<_>>());
+        let flat = ViewMap::c_order(&[4, 6]).apply(&ViewOp::Reshape(vec![24])).unwrap();
+        assert_eq!(offsets(&flat), (0..24).collect::<Vec<_>>());
+        let back = flat.apply(&ViewOp::Reshape(vec![2, 12])).unwrap();
+        assert_eq!(offsets(&back), (0..24).collect::<Vec<_>>());
+        let odd = ViewMap::c_order(&[4, 6]).apply(&ViewOp::Reshape(vec![3, 8])).unwrap();
+        assert_eq!(offsets(&odd), (0..24).collect::<Vec<_>>());
         // (6, 4) of a transpose into (4, 6) does not separate.
         assert!(merged.apply(&ViewOp::Reshape(vec![4, 6])).is_none());
     }

@@ -389,7 +389,7 @@ mod tests {
 
     #[test]
     fn reports_unsupported_dtypes() {
-        for descr in ["<c16", "<U10", "|b1", "<u2", "|i1", "|O"] {
+        for descr in ["<c16", "<U10", "|O", "<f16"] {
             let r = parse_header(&v1(&format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (3,), }}\n")));
             assert_eq!(r, Err(HeaderError::Unsupported(descr.to_string())));
         }
