@@ -18,10 +18,10 @@ def test_docstring_examples(module):
 
 
 def test_stub_matches_extension():
-    """_memfit.pyi declares each function the extension exports, and no other."""
+    """_memfit.pyi declares each function and class the extension exports, and no other."""
     stub = Path(memfit.__file__).with_name("_memfit.pyi")
     tree = ast.parse(stub.read_text())
-    declared = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    declared = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     exported = {n for n in dir(_memfit) if not n.startswith("_") and callable(getattr(_memfit, n))}
     assert declared == exported
 
