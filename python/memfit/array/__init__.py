@@ -3,11 +3,11 @@ memory limit, with results streamed to ``.npy`` or Zarr when they do not fit.
 
 >>> import numpy as np
 >>> import memfit.array as ma
->>> a = ma.asarray(np.ones((2000, 76, 76)))       # no copy
->>> s = ma.arange(2000.0)
+>>> a = ma.asarray(np.ones((200, 76, 76)))        # no copy
+>>> s = ma.arange(200.0)
 >>> y = np.sum(np.tile(a, (500, 1, 1, 1)) * s[:, None, None], axis=0)
 >>> y                                               # nothing computed yet
-memfit.array<shape=(2000, 76, 76), dtype=float64>
+memfit.array<shape=(200, 76, 76), dtype=float64>
 >>> float(y[3, 0, 0])                               # 500 * 3
 1500.0
 
