@@ -840,3 +840,37 @@ def test_memfit_array_is_exposed():
     assert ma.newaxis is None
     for name in ma.__all__:
         assert hasattr(ma, name), name
+
+
+# ---------------------------------------------------------------------------
+# Expressions feed the estimators and kernels
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_estimators_accept_memfit_arrays(blobs, tmp_path, monkeypatch, spill):
+    """KMeans, GaussianMixture and the kernels fit a standardised memfit
+    expression as they fit the same ndarray; a result too big for memory is
+    streamed to a temporary .npy that is deleted afterwards."""
+    import tempfile
+
+    import memfit._validation as validation
+
+    X, _ = blobs
+    mu, sd = X.mean(axis=0), X.std(axis=0)
+    want = (X - mu) / sd
+    if spill:
+        monkeypatch.setattr(validation, "check_memory_limit", lambda limit: 1024)
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    expr = (ma.asarray(X) - mu) / sd
+    km = memfit.KMeans(n_clusters=4, random_state=0, n_init=1).fit(expr)
+    ref = memfit.KMeans(n_clusters=4, random_state=0, n_init=1).fit(want)
+    np.testing.assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-12)
+    np.testing.assert_array_equal(km.predict(expr), ref.predict(want))
+    gm = memfit.GaussianMixture(n_components=4, random_state=0).fit(expr)
+    gref = memfit.GaussianMixture(n_components=4, random_state=0).fit(want)
+    np.testing.assert_allclose(gm.means_, gref.means_, rtol=1e-10)
+    np.testing.assert_allclose(memfit.weighted_scatter(expr), memfit.weighted_scatter(want), rtol=1e-12)
+    if spill:
+        assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="2D"):
+        memfit.KMeans(n_clusters=2).fit(ma.asarray(X[:, 0]))
