@@ -238,9 +238,15 @@ def _zarr_path(x: Any) -> Optional[str]:
 
 
 class Plan:
-    """The evaluation plan of a lazy array: ``str(plan)`` is the printable
-    plan (fused pipelines, block shape, every buffer with its bytes, passes,
-    scratch on disk); ``plan.data`` is the same as a dict.
+    """The evaluation plan of a lazy array (:meth:`Array.explain`):
+    ``str(plan)`` is the printable plan (fused pipelines, block shape, every
+    buffer with its bytes, passes, scratch on disk); ``plan.data`` is the
+    same as a dict, and ``plan["key"]`` reads it.
+
+    Parameters
+    ----------
+    text : str
+    data : dict
 
     Attributes
     ----------

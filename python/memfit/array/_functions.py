@@ -205,20 +205,48 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
 
 
 def zeros(shape: Any, dtype: Any = float) -> Array:
-    """A lazy array of zeros (see :func:`full`); ``dtype`` defaults to
-    float64."""
+    """A lazy array of zeros (see :func:`full`); no memory until evaluated.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+    dtype : dtype-like, default=float64
+
+    Returns
+    -------
+    Array
+    """
     return full(shape, 0, dtype)
 
 
 def ones(shape: Any, dtype: Any = float) -> Array:
-    """A lazy array of ones (see :func:`full`); ``dtype`` defaults to
-    float64."""
+    """A lazy array of ones (see :func:`full`); no memory until evaluated.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+    dtype : dtype-like, default=float64
+
+    Returns
+    -------
+    Array
+    """
     return full(shape, 1, dtype)
 
 
 def empty(shape: Any, dtype: Any = float) -> Array:
-    """As :func:`zeros` (a lazy array has no uninitialised memory: it is
-    zeros)."""
+    """As :func:`zeros`: a lazy array has no uninitialised memory, it is
+    zeros.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+    dtype : dtype-like, default=float64
+
+    Returns
+    -------
+    Array
+    """
     return full(shape, 0, dtype)
 
 
@@ -244,17 +272,50 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subo
 
 
 def zeros_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Array:
-    """Zeros like ``a`` (see :func:`full_like`)."""
+    """Zeros like ``a`` (see :func:`full_like`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    dtype : dtype-like, optional
+    shape : int or sequence of int, optional
+
+    Returns
+    -------
+    Array
+    """
     return full_like(a, 0, dtype, shape=shape)
 
 
 def ones_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Array:
-    """Ones like ``a`` (see :func:`full_like`)."""
+    """Ones like ``a`` (see :func:`full_like`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    dtype : dtype-like, optional
+    shape : int or sequence of int, optional
+
+    Returns
+    -------
+    Array
+    """
     return full_like(a, 1, dtype, shape=shape)
 
 
 def empty_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Array:
-    """Zeros like ``a`` (see :func:`empty`)."""
+    """Zeros like ``a`` (see :func:`empty`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    dtype : dtype-like, optional
+    shape : int or sequence of int, optional
+
+    Returns
+    -------
+    Array
+    """
     return full_like(a, 0, dtype, shape=shape)
 
 
@@ -497,9 +558,9 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: 
     """
     _reject_out(out)
     _ufunc_kwargs("clip", kwargs)
-    if min is not None:
+    if _given(min):
         a_min = min
-    if max is not None:
+    if _given(max):
         a_max = max
     x = operand(a)
     if a_min is not None and a_min is not _NoValue:
@@ -567,7 +628,17 @@ def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None
 
 
 def ravel(a: Any, order: str = "C") -> Array:
-    """``a`` flattened to 1-d in C order, lazily (see :func:`reshape`)."""
+    """``a`` flattened to 1-d in C order, lazily (see :func:`reshape`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    order : {"C"}
+
+    Returns
+    -------
+    Array
+    """
     return reshape(a, -1, order=order)
 
 
@@ -611,7 +682,17 @@ def transpose(a: Any, axes: Any = None) -> Array:
 
 
 def permute_dims(a: Any, axes: Any = None) -> Array:
-    """The array API's name of :func:`transpose`."""
+    """The array API's name of :func:`transpose`.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axes : sequence of int, optional
+
+    Returns
+    -------
+    Array
+    """
     return transpose(a, axes)
 
 
@@ -774,7 +855,21 @@ def broadcast_to(array: Any, shape: Any, subok: bool = False) -> Array:
 
 
 def broadcast_shapes(*shapes: Any) -> tuple:
-    """NumPy's ``broadcast_shapes``: the shape the given shapes broadcast to."""
+    """NumPy's ``broadcast_shapes``: the shape the given shapes broadcast to.
+
+    Parameters
+    ----------
+    *shapes : int or tuple of int
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not broadcast.
+    """
     return np.broadcast_shapes(*shapes)
 
 
@@ -1378,12 +1473,30 @@ def dot(a: Any, b: Any, out: Any = None) -> Array:
 
 
 def vdot(a: Any, b: Any) -> Array:
-    """The dot product of the flattened arrays (real dtypes), lazily."""
+    """The dot product of the flattened arrays (real dtypes), lazily.
+
+    Parameters
+    ----------
+    a, b : array-like or Array
+
+    Returns
+    -------
+    Array
+    """
     return dot(ravel(a), ravel(b))
 
 
 def inner(a: Any, b: Any) -> Array:
-    """The inner product over the last axes, lazily, as ``numpy.inner``."""
+    """The inner product over the last axes, lazily, as ``numpy.inner``.
+
+    Parameters
+    ----------
+    a, b : array-like or Array
+
+    Returns
+    -------
+    Array
+    """
     x, y = operand(a), operand(b)
     if x.ndim == 0 or y.ndim == 0:
         return op("multiply", [x, y])
@@ -1393,7 +1506,16 @@ def inner(a: Any, b: Any) -> Array:
 def outer(a: Any, b: Any, out: Any = None) -> Array:
     """The outer product of the flattened arrays, lazily, as
     ``numpy.outer``: a broadcast multiplication, never an n × m temporary
-    beyond the blocks."""
+    beyond the blocks.
+
+    Parameters
+    ----------
+    a, b : array-like or Array
+
+    Returns
+    -------
+    Array
+    """
     _reject_out(out)
     x, y = ravel(a), ravel(b)
     return op("multiply", [expand_dims(x, 1), expand_dims(y, 0)])
@@ -1404,34 +1526,92 @@ def outer(a: Any, b: Any, out: Any = None) -> Array:
 
 
 def result_type(*arrays_and_dtypes: Any) -> np.dtype:
-    """``numpy.result_type``, memfit arrays counting as their dtype."""
+    """``numpy.result_type``, memfit arrays counting as their dtype.
+
+    Parameters
+    ----------
+    *arrays_and_dtypes : Array, array-like, scalar or dtype-like
+
+    Returns
+    -------
+    numpy.dtype
+    """
     return np.result_type(*(x.dtype if isinstance(x, Array) else x for x in arrays_and_dtypes))
 
 
 def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
-    """``numpy.can_cast``, a memfit array counting as its dtype."""
+    """``numpy.can_cast``, a memfit array counting as its dtype.
+
+    Parameters
+    ----------
+    from_ : Array, dtype-like or array-like
+    to : dtype-like
+    casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default="safe"
+
+    Returns
+    -------
+    bool
+    """
     return bool(np.can_cast(from_.dtype if isinstance(from_, Array) else from_, to, casting))
 
 
 def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Array:
     """``x`` cast to ``dtype`` lazily (NumPy's unsafe casting); see
-    :meth:`Array.astype`."""
+    :meth:`Array.astype`.
+
+    Parameters
+    ----------
+    x : array-like or Array
+    dtype : dtype-like
+
+    Returns
+    -------
+    Array
+    """
     return operand(x).astype(dtype)
 
 
 def shape(a: Any) -> tuple:
-    """The shape of ``a``, as ``numpy.shape`` (nothing is computed)."""
+    """The shape of ``a``, as ``numpy.shape`` (nothing is computed).
+
+    Parameters
+    ----------
+    a : Array or array-like
+
+    Returns
+    -------
+    tuple of int
+    """
     return a.shape if isinstance(a, Array) else np.shape(a)
 
 
 def ndim(a: Any) -> int:
-    """The number of dimensions of ``a``, as ``numpy.ndim``."""
+    """The number of dimensions of ``a``, as ``numpy.ndim``.
+
+    Parameters
+    ----------
+    a : Array or array-like
+
+    Returns
+    -------
+    int
+    """
     return a.ndim if isinstance(a, Array) else np.ndim(a)
 
 
 def size(a: Any, axis: Any = None) -> int:
     """The number of elements of ``a`` (along ``axis`` when given), as
-    ``numpy.size``."""
+    ``numpy.size``.
+
+    Parameters
+    ----------
+    a : Array or array-like
+    axis : int, optional
+
+    Returns
+    -------
+    int
+    """
     if not isinstance(a, Array):
         return np.size(a, axis)
     if axis is None:
@@ -1440,11 +1620,39 @@ def size(a: Any, axis: Any = None) -> int:
 
 
 def compute(*arrays: Any, memory_limit: Any = None, n_jobs: Any = None) -> Any:
-    """Computes each array (see :meth:`Array.compute`): one ndarray for one
-    argument, a tuple for several."""
+    """Computes each array (see :meth:`Array.compute`).
+
+    Parameters
+    ----------
+    *arrays : Array or array-like
+    memory_limit : int, str or None, default=None
+        Bytes for every buffer of each evaluation, its result included.
+    n_jobs : int or None, default=None
+        Worker threads (None or -1: all cores).
+
+    Returns
+    -------
+    numpy.ndarray or tuple of numpy.ndarray
+        One array for one argument, a tuple for several.
+
+    Raises
+    ------
+    MemoryError
+        A result that does not fit ``memory_limit`` (use to_npy / to_zarr).
+    """
     out = tuple(operand(a).compute(memory_limit=memory_limit, n_jobs=n_jobs) for a in arrays)
     return out[0] if len(out) == 1 else out
 
+
+_METHODS = ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any", "all", "clip", "repeat",
+            "reshape", "squeeze", "swapaxes", "transpose", "dot", "ravel")
+for _m in _METHODS:
+    getattr(Array, _m).__doc__ = (
+        f"Method form of :func:`memfit.array.{_m}`: ``x.{_m}(...)`` is ``memfit.array.{_m}(x, ...)``.\n\n"
+        + (globals()[_m].__doc__ or "")
+    )
+Array.flatten.__doc__ = Array.ravel.__doc__
+del _m
 
 __all__ = [
     n
