@@ -303,8 +303,11 @@ def test_where_clip_minimum_maximum():
 @pytest.mark.parametrize("src", FLOATS + INTS + ["bool"])
 @pytest.mark.parametrize("dst", ["float64", "float32", "float16", "int64", "int32", "uint8", "bool"])
 def test_astype(src, dst):
-    """astype with NumPy's unsafe casting (in-range values; NaN/inf to int is undefined in NumPy)."""
+    """astype with NumPy's unsafe casting (in-range values: NaN, inf and negative floats to
+    unsigned integers are undefined behaviour in NumPy)."""
     x = sample((20,), src, seed=10)
+    if np.dtype(src).kind == "f" and np.dtype(dst).kind == "u":
+        x = np.abs(x)
     same(ma.asarray(x).astype(dst), x.astype(dst))
 
 
@@ -552,7 +555,7 @@ def test_integer_sums_and_means(dtype, axis):
     """Integer sums give int64/uint64 exactly; means give float64."""
     x = sample((6, 7, 3), dtype, seed=22)
     same(ma.sum(x, axis=axis), np.sum(x, axis=axis))
-    same(ma.prod(x[:2], axis=axis), np.prod(x[:2], axis=axis))
+    same(ma.prod(x[:1, :4, :2], axis=axis), np.prod(x[:1, :4, :2], axis=axis))  # no overflow
     close(ma.mean(x, axis=axis), np.mean(x, axis=axis))
     close(ma.var(x, axis=axis), np.var(x, axis=axis))
 
@@ -694,7 +697,7 @@ def test_dot(s1, s2):
 
 
 def test_results_do_not_depend_on_threads_or_limit(tmp_path):
-    """Bitwise identical for n_jobs 1 and 2 and limits 64 KiB and 1 GiB (to_npy and compute)."""
+    """Bitwise identical for n_jobs 1 and 2 and limits 256 KiB and 1 GiB (to_npy and compute)."""
     x = sample((400, 300), "float64", seed=50)
     w = sample((300,), "float32", seed=51)
     a = ma.asarray(x)
@@ -707,7 +710,7 @@ def test_results_do_not_depend_on_threads_or_limit(tmp_path):
         np.cos(a[::-3, 7:]).mean(),
     ]
     for e in exprs:
-        r1 = evaluate(e, "64KiB", 1, tmp_path)
+        r1 = evaluate(e, "256KiB", 1, tmp_path)
         r2 = e.compute(memory_limit="1GiB", n_jobs=2)
         r3 = evaluate(e, "1GiB", 2, tmp_path)
         np.testing.assert_array_equal(r1, r2)
@@ -746,9 +749,9 @@ def test_explain():
 
 @pytest.mark.parametrize("dtype", ["float64", "int32", "bool", "float16", "uint64"])
 def test_to_npy_round_trip(tmp_path, dtype):
-    x = sample((40, 30), dtype, seed=53)
+    x = sample((400, 300), dtype, seed=53)
     path = tmp_path / "out.npy"
-    (ma.asarray(x).T[::2] * 1).to_npy(path, memory_limit="8KiB", n_jobs=2)
+    (ma.asarray(x).T[::2] * 1).to_npy(path, memory_limit="64KiB", n_jobs=2)
     got = np.load(path)
     want = x.T[::2] * 1
     assert got.dtype == want.dtype
@@ -775,7 +778,7 @@ def test_to_npy_larger_than_limit(tmp_path):
     s = np.arange(8.0)
     expr = np.tile(ma.asarray(x), (8, 1, 1, 1)) * ma.asarray(s)[:, None, None, None]
     path = tmp_path / "big.npy"
-    expr.to_npy(path, memory_limit="512KiB")
+    expr.to_npy(path, memory_limit="1MiB")
     got = np.load(path, mmap_mode="r")
     assert got.shape == (8, 64, 32, 32)
     want = np.tile(x, (8, 1, 1, 1)) * s[:, None, None, None]
