@@ -16,7 +16,8 @@ use memfit::io::Dtype;
 use memfit::warning::Category;
 use memfit::{common_remedy, for_example, Error, Remedy, Spelling, Warning};
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyPermissionError, PyRuntimeError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyPermissionError,
+    PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::PyErr;
 
@@ -71,6 +72,8 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
         Class::Memory => PyMemoryError::new_err(msg),
         Class::Interrupt => PyKeyboardInterrupt::new_err(msg),
         Class::Value => PyValueError::new_err(msg),
+        Class::Type => PyTypeError::new_err(msg),
+        Class::Exists => PyFileExistsError::new_err(msg),
     }
 }
 
@@ -81,6 +84,8 @@ enum Class {
     Memory,
     Interrupt,
     Value,
+    Type,
+    Exists,
 }
 
 /// The class and message of `e` in Python (see [`to_py_for`]).
@@ -119,6 +124,8 @@ fn message(e: &Error, float32: bool) -> (Class, String) {
         Error::Io { cause, .. } => Class::Os(cause.kind()),
         Error::DoesNotFit { .. } => Class::Memory,
         Error::Cancelled => Class::Interrupt,
+        Error::Expression { kind: memfit::ExpressionFault::Type, .. } => Class::Type,
+        Error::OutputExists { .. } => Class::Exists,
         _ => Class::Value,
     };
     (class, msg)
@@ -143,6 +150,7 @@ pub fn warning(w: &Warning) -> (&'static str, &'static str, String) {
     let category = match w.category() {
         Category::Convergence => "convergence",
         Category::User => "user",
+        Category::Numeric => "runtime",
     };
     (w.kind(), category, w.render(&Params).to_string())
 }

@@ -7,6 +7,7 @@
 //! (module `errors`). Validation of Python-level arguments, defaults, units and
 //! docstrings live in the pure-Python package `memfit`.
 
+mod array;
 mod errors;
 mod inputs;
 mod runner;
@@ -77,6 +78,8 @@ fn warn(py: Python<'_>, warnings: &[Warning]) -> PyResult<()> {
         let message = std::ffi::CString::new(message).unwrap_or_default();
         let class = if category == "convergence" {
             py.import("sklearn.exceptions")?.getattr("ConvergenceWarning")?
+        } else if category == "runtime" {
+            py.get_type::<pyo3::exceptions::PyRuntimeWarning>().into_any()
         } else {
             py.get_type::<pyo3::exceptions::PyUserWarning>().into_any()
         };
@@ -589,6 +592,11 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(default_memory_limit, m)?)?;
     m.add_function(wrap_pyfunction!(npy_info, m)?)?;
+    m.add_class::<array::Expr>()?;
+    m.add_function(wrap_pyfunction!(array::expr_from_ndarray, m)?)?;
+    m.add_function(wrap_pyfunction!(array::expr_from_npy, m)?)?;
+    m.add_function(wrap_pyfunction!(array::expr_from_zarr, m)?)?;
+    m.add_function(wrap_pyfunction!(array::expr_op, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

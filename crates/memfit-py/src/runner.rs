@@ -53,6 +53,13 @@ pub struct Watch<'a> {
     started: Instant,
 }
 
+impl Watch<'_> {
+    /// The flag Ctrl-C sets, for engine work that polls a flag itself.
+    pub fn stop_flag(&self) -> &AtomicBool {
+        self.stop
+    }
+}
+
 impl Observer for Watch<'_> {
     fn event(&mut self, event: &Progress<'_>) {
         if !self.listening {

@@ -55,6 +55,9 @@ pub enum Remedy {
     /// Subtract a per-column offset in the integer type, so the values fit
     /// the compute dtype's exact integers.
     SubtractColumnOffset,
+    /// Write the result to a file (in blocks) instead of returning it in
+    /// memory.
+    WriteToFile,
 }
 
 /// A quantity a job can use fewer of (see [`Remedy::UseFewer`]).
@@ -127,6 +130,7 @@ impl Spelling for Neutral {
             | Remedy::RescaleData
             | Remedy::CheckInitScale
             | Remedy::SubtractColumnOffset => common_remedy(remedy),
+            Remedy::WriteToFile => "write the result to a .npy or Zarr file instead of returning it in memory".into(),
         }
     }
 }
@@ -289,6 +293,35 @@ pub enum Error {
     },
     /// The run was cancelled by the caller's progress callback.
     Cancelled,
+    /// Array operands whose shapes do not broadcast together (NumPy's
+    /// rules: trailing axes equal or 1).
+    Broadcast {
+        /// The operands' shapes.
+        shapes: Vec<Vec<usize>>,
+    },
+    /// An array operation that is invalid for its operands (a wrong dtype,
+    /// axis, shape or subscripts).
+    Expression {
+        /// Whether the operands' types (`Type`) or their values or shapes
+        /// (`Value`) are at fault.
+        kind: ExpressionFault,
+        /// What is wrong, in NumPy's words where NumPy has some.
+        message: String,
+    },
+    /// An output exists and overwriting it was not allowed.
+    OutputExists {
+        /// The output concerned.
+        path: PathBuf,
+    },
+}
+
+/// What is at fault in an [`Error::Expression`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpressionFault {
+    /// The operands' dtypes (NumPy raises `TypeError`).
+    Type,
+    /// The operands' shapes, axes or other values (NumPy raises `ValueError`).
+    Value,
 }
 
 impl std::error::Error for Error {}
@@ -388,7 +421,28 @@ impl Error {
                 hint(remedies, s)
             ),
             Error::Cancelled => f.write_str("cancelled"),
+            Error::Broadcast { shapes } => {
+                f.write_str("operands could not be broadcast together with shapes")?;
+                for shape in shapes {
+                    write!(f, " {}", shape_text(shape).replace(", ", ","))?;
+                }
+                Ok(())
+            }
+            Error::Expression { message, .. } => f.write_str(message),
+            Error::OutputExists { path } => write!(
+                f,
+                "{}: the output exists; hint: allow overwriting it or choose another path",
+                path.display()
+            ),
         }
+    }
+}
+
+/// A shape as NumPy prints it: `(2, 3)`, `(4,)`, `()`.
+pub fn shape_text(shape: &[usize]) -> String {
+    match shape {
+        [n] => format!("({n},)"),
+        _ => format!("({})", shape.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
     }
 }
 

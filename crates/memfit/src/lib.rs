@@ -29,6 +29,7 @@
 //! # Ok::<(), memfit::Error>(())
 //! ```
 
+pub mod array;
 pub mod cluster;
 pub mod dtype;
 mod error;
@@ -46,4 +47,5 @@ pub mod warning;
 
 pub use dtype::Real;
 pub use error::{common_remedy, for_example, hint, join, Count, Error, Neutral, Remedy, Rendered, Result, Spelling};
+pub use error::{shape_text, ExpressionFault};
 pub use warning::Warning;

@@ -28,6 +28,9 @@ pub enum Category {
     Convergence,
     /// Any other warning.
     User,
+    /// Values that became NaN or infinite in arithmetic (NumPy's
+    /// `RuntimeWarning`).
+    Numeric,
 }
 
 /// A warning about a job that still ran.
@@ -87,13 +90,20 @@ pub enum Warning {
     },
     /// A warning from the k-means run that initialised a mixture.
     InKMeansInit(Box<Warning>),
+    /// Array evaluation turned finite operands into NaN or infinite values
+    /// (overflow, division by zero, a logarithm of 0, a cast to a smaller
+    /// float).
+    NonFiniteProduced {
+        /// How many values.
+        count: u64,
+    },
 }
 
 impl Warning {
     /// The kind as a stable snake-case name (`"not_converged"`,
     /// `"fewer_clusters"`, `"init_sample_cut"`, `"ill_conditioned"`,
     /// `"init_centers_with_n_init"`, `"warm_start_with_n_init"`,
-    /// `"inexact_integers"`, `"kmeans_init"`), for front-ends that treat
+    /// `"inexact_integers"`, `"kmeans_init"`, `"non_finite_produced"`), for front-ends that treat
     /// some kinds apart.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -105,6 +115,7 @@ impl Warning {
             Warning::WarmStartWithNInit { .. } => "warm_start_with_n_init",
             Warning::InexactIntegers { .. } => "inexact_integers",
             Warning::InKMeansInit(_) => "kmeans_init",
+            Warning::NonFiniteProduced { .. } => "non_finite_produced",
         }
     }
 
@@ -114,6 +125,7 @@ impl Warning {
         match self {
             Warning::NotConverged { .. } | Warning::FewerClusters { .. } => Category::Convergence,
             Warning::InKMeansInit(w) => w.category(),
+            Warning::NonFiniteProduced { .. } => Category::Numeric,
             _ => Category::User,
         }
     }
@@ -192,6 +204,10 @@ impl Warning {
                 f.write_str("k-means initialisation: ")?;
                 w.write(f, s)
             }
+            Warning::NonFiniteProduced { count } => write!(
+                f,
+                "{count} values became NaN or infinite during evaluation although their operands were finite (overflow, division by zero, log of 0, or a cast to a smaller float); hint: compute in a wider dtype or check the operands' ranges"
+            ),
         }
     }
 }

@@ -5,6 +5,7 @@ mod dtype;
 mod npy_header;
 mod source;
 mod writer;
+pub mod zarr;
 
 pub use blocks::BlockReader;
 pub use dtype::{decode, decode_integer, Dtype, Endian, InexactInteger};
@@ -12,8 +13,9 @@ pub use npy_header::{header_len, parse_header, write_header, HeaderError, NpyHea
 pub use source::{ArrayRef, NpyFile, Source, Values};
 pub use writer::{
     check_free_space, check_output_path, check_outputs_distinct, npy_file_bytes, remove_unfinished_outputs,
-    write_bytes_atomic, write_npy, AtomicFile, NpyWriter, WRITE_BUFFER_BYTES,
+    write_bytes_atomic, write_npy, AtomicFile, NpyWriter, PositionedNpy, WRITE_BUFFER_BYTES,
 };
+pub use zarr::{ZarrInput, ZarrOutput};
 
 use crate::dtype::Real;
 use crate::error::Result;

@@ -79,6 +79,11 @@ impl NpyFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The open file, for positioned reads.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
 }
 
 fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {

@@ -418,3 +418,79 @@ mod tests {
         assert_eq!(npy_file_bytes(Dtype::I32, &[10]), 128 + 40);
     }
 }
+
+/// A C-order little-endian `.npy` array written by positioned writes from
+/// any number of threads (each writing its own elements), under a temporary
+/// name beside the destination, renamed into place by
+/// [`PositionedNpy::commit`]. Dropping it uncommitted deletes the temporary
+/// file; so does [`remove_unfinished_outputs`].
+#[derive(Debug)]
+pub struct PositionedNpy {
+    path: PathBuf,
+    tmp: tempfile::NamedTempFile,
+    data_offset: u64,
+    itemsize: u64,
+    _unfinished: Unfinished,
+}
+
+impl PositionedNpy {
+    /// Creates the temporary file with the header and room for every
+    /// element. `overwrite = false` refuses an existing destination.
+    ///
+    /// # Errors
+    /// [`Error::OutputExists`]; as [`check_output_path`] and
+    /// [`check_free_space`]; [`Error::Io`] when the file cannot be created.
+    pub fn create(path: impl AsRef<Path>, dtype: Dtype, shape: &[usize], overwrite: bool) -> Result<Self> {
+        let path = path.as_ref();
+        if !overwrite && std::fs::symlink_metadata(path).is_ok() {
+            return Err(Error::OutputExists { path: path.to_path_buf() });
+        }
+        check_output_path(path)?;
+        let header = write_header(dtype, shape);
+        let total = (header.len() as u64).saturating_add(npy_data_bytes(dtype, shape));
+        check_free_space(&[(path, total)])?;
+        let path = resolve_output(path);
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .tempfile_in(&dir)
+            .map_err(|e| Error::io(&path, "create", e))?;
+        let unfinished = Unfinished::new(tmp.path());
+        let file = tmp.as_file();
+        file.set_len(total).map_err(|e| Error::io(&path, "write", e))?;
+        std::os::unix::fs::FileExt::write_all_at(file, &header, 0).map_err(|e| Error::io(&path, "write", e))?;
+        Ok(PositionedNpy {
+            path,
+            tmp,
+            data_offset: header.len() as u64,
+            itemsize: dtype.itemsize() as u64,
+            _unfinished: unfinished,
+        })
+    }
+
+    /// Writes encoded elements starting at element `first` (C order).
+    ///
+    /// # Errors
+    /// [`Error::Io`] on a write failure (a full disk).
+    pub fn write_at(&self, first: u64, bytes: &[u8]) -> Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(self.tmp.as_file(), bytes, self.data_offset + first * self.itemsize)
+            .map_err(|e| Error::io(&self.path, "write", e))
+    }
+
+    /// Syncs and renames the file into place.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when syncing or renaming fails.
+    pub fn commit(self) -> Result<()> {
+        let path = self.path;
+        self.tmp.as_file().sync_all().map_err(|e| Error::io(&path, "sync", e))?;
+        self.tmp.persist(&path).map_err(|e| Error::io(&path, "rename", e.error))?;
+        Ok(())
+    }
+}

@@ -2,6 +2,7 @@
 //! memory plan: the row-wise quadratic form `x_iᵀ Q x_i` and the weighted
 //! scatter `Xᵀ diag(w) X`.
 
+pub mod einsum;
 mod quadratic_form;
 mod scatter;
 

@@ -1,0 +1,241 @@
+//! `memfit._memfit.Expr` and its constructors: the engine's lazy array
+//! expressions ([`memfit::array`]) for the Python front `memfit.array`.
+//! NumPy arrays are borrowed, never copied: the expression keeps a
+//! reference to the array, whose memory it reads while evaluating.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use memfit::array::{explain, run as run_expr, Array, Computed, Options, Output, Stored};
+use memfit::dtype::Dtype;
+use numpy::{PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::errors::to_py;
+use crate::runner::run;
+
+/// A node of a lazy array expression (immutable).
+#[pyclass(frozen, module = "memfit._memfit")]
+pub struct Expr(Array);
+
+fn options(memory_limit: u64, n_jobs: Option<usize>) -> Options {
+    Options { memory_limit, threads: n_jobs }
+}
+
+/// The NumPy array holding `c`'s bytes, with its dtype and shape (no copy).
+fn to_numpy<'py>(py: Python<'py>, c: Computed) -> PyResult<Bound<'py, PyAny>> {
+    let flat = PyArray1::from_vec(py, c.bytes);
+    flat.call_method1("view", (c.dtype.name(),))?.call_method1("reshape", (c.shape,))
+}
+
+#[pymethods]
+impl Expr {
+    /// The shape.
+    #[getter]
+    fn shape(&self) -> Vec<usize> {
+        self.0.shape().to_vec()
+    }
+
+    /// NumPy's name of the dtype.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.0.dtype().name()
+    }
+
+    /// Number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.0.shape().len()
+    }
+
+    /// Evaluates into a new NumPy array within `memory_limit` bytes.
+    #[pyo3(signature = (memory_limit, n_jobs=None))]
+    fn compute<'py>(&self, py: Python<'py>, memory_limit: u64, n_jobs: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+        let a = self.0.clone();
+        let (computed, report) = run(py, n_jobs, false, None, move |w| {
+            run_expr(&a, &Output::Memory, &options(memory_limit, n_jobs), w.stop_flag())
+        })?;
+        crate::warn(py, &report.warnings)?;
+        to_numpy(py, computed.expect("a memory result"))
+    }
+
+    /// Streams the result into a `.npy` file.
+    #[pyo3(signature = (path, memory_limit, n_jobs=None, overwrite=false))]
+    fn to_npy(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        memory_limit: u64,
+        n_jobs: Option<usize>,
+        overwrite: bool,
+    ) -> PyResult<()> {
+        let a = self.0.clone();
+        let out = Output::Npy { path, overwrite };
+        let (_, report) =
+            run(py, n_jobs, false, None, move |w| run_expr(&a, &out, &options(memory_limit, n_jobs), w.stop_flag()))?;
+        crate::warn(py, &report.warnings)
+    }
+
+    /// Streams the result into a Zarr v3 array.
+    #[pyo3(signature = (path, chunks, memory_limit, n_jobs=None, overwrite=false))]
+    fn to_zarr(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        chunks: Option<Vec<usize>>,
+        memory_limit: u64,
+        n_jobs: Option<usize>,
+        overwrite: bool,
+    ) -> PyResult<()> {
+        let a = self.0.clone();
+        let out = Output::Zarr { path, chunks, overwrite };
+        let (_, report) =
+            run(py, n_jobs, false, None, move |w| run_expr(&a, &out, &options(memory_limit, n_jobs), w.stop_flag()))?;
+        crate::warn(py, &report.warnings)
+    }
+
+    /// The plan, printable.
+    #[pyo3(signature = (memory_limit, n_jobs=None, output=None))]
+    fn explain(&self, memory_limit: u64, n_jobs: Option<usize>, output: Option<PathBuf>) -> PyResult<String> {
+        let out = output_of(output);
+        let threads = n_jobs.unwrap_or_else(rayon::current_num_threads);
+        Ok(explain(&self.0, &out, &options(memory_limit, Some(threads))).map_err(to_py)?.to_string())
+    }
+
+    /// The plan as data (a dict).
+    #[pyo3(signature = (memory_limit, n_jobs=None, output=None))]
+    fn plan<'py>(
+        &self,
+        py: Python<'py>,
+        memory_limit: u64,
+        n_jobs: Option<usize>,
+        output: Option<PathBuf>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let out = output_of(output);
+        let threads = n_jobs.unwrap_or_else(rayon::current_num_threads);
+        let plan = explain(&self.0, &out, &options(memory_limit, Some(threads))).map_err(to_py)?;
+        let text = serde_json::to_string(&plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        py.import("json")?.call_method1("loads", (text,))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Expr(shape={:?}, dtype={})", self.0.shape(), self.0.dtype().name())
+    }
+}
+
+/// The output a plan is for: a `.npy` or `.zarr` path, or memory.
+fn output_of(path: Option<PathBuf>) -> Output {
+    match path {
+        Some(p) if p.extension().is_some_and(|e| e == "zarr") => {
+            Output::Zarr { path: p, chunks: None, overwrite: true }
+        }
+        Some(p) => Output::Npy { path: p, overwrite: true },
+        None => Output::Memory,
+    }
+}
+
+/// The engine dtype of a NumPy dtype (native byte order only).
+fn dtype_of(a: &Bound<'_, PyUntypedArray>) -> PyResult<Dtype> {
+    let d = a.dtype();
+    let (k, size, order) = (d.kind(), d.itemsize(), d.byteorder());
+    let found = match (k, size) {
+        (b'b', 1) => Some(Dtype::Bool),
+        (b'i', 1) => Some(Dtype::I8),
+        (b'i', 2) => Some(Dtype::I16),
+        (b'i', 4) => Some(Dtype::I32),
+        (b'i', 8) => Some(Dtype::I64),
+        (b'u', 1) => Some(Dtype::U8),
+        (b'u', 2) => Some(Dtype::U16),
+        (b'u', 4) => Some(Dtype::U32),
+        (b'u', 8) => Some(Dtype::U64),
+        (b'f', 2) => Some(Dtype::F16),
+        (b'f', 4) => Some(Dtype::F32),
+        (b'f', 8) => Some(Dtype::F64),
+        _ => None,
+    };
+    match found {
+        Some(dt) if order != b'>' => Ok(dt),
+        _ => Err(PyTypeError::new_err(format!("memfit.array does not support dtype {d}"))),
+    }
+}
+
+/// Borrows a NumPy array (no copy): the expression keeps a reference to it.
+#[pyfunction]
+pub fn expr_from_ndarray(a: &Bound<'_, PyAny>) -> PyResult<Expr> {
+    let arr = a.cast::<PyUntypedArray>().map_err(|_| PyTypeError::new_err("expected a numpy.ndarray"))?;
+    let dtype = dtype_of(arr)?;
+    let size = dtype.itemsize() as isize;
+    let shape = arr.shape().to_vec();
+    let strides = arr.strides().to_vec();
+    if strides.iter().any(|s| s % size != 0) {
+        return Err(PyValueError::new_err("strides that are not a multiple of the item size: pass a copy"));
+    }
+    // SAFETY: a live ndarray's data pointer.
+    let data = unsafe { (*arr.as_array_ptr()).fields.data } as *const u8;
+    let n: usize = shape.iter().product();
+    // The span of memory the elements occupy, from the lowest address.
+    let (mut lo, mut hi) = (0isize, 0isize);
+    if n > 0 {
+        for (&len, &s) in shape.iter().zip(&strides) {
+            let reach = (len as isize - 1) * s;
+            if reach < 0 {
+                lo += reach;
+            } else {
+                hi += reach;
+            }
+        }
+    }
+    let len = if n > 0 { (hi - lo + size) as usize } else { 0 };
+    // SAFETY: `lo` is within the array's allocation (the lowest element).
+    let ptr = unsafe { data.offset(lo) };
+    let owner: Arc<dyn std::any::Any + Send + Sync> = Arc::new(a.clone().unbind());
+    let strides_elems: Vec<i64> = strides.iter().map(|&s| (s / size) as i64).collect();
+    // SAFETY: every element lies in the span; the owner keeps the array alive,
+    // and the front end documents that the array must not change meanwhile.
+    let stored = unsafe { Stored::borrowed(ptr, len, owner, dtype, shape, strides_elems, (-lo / size) as i64) };
+    Ok(Expr(Array::stored(stored)))
+}
+
+/// A `.npy` file, read lazily.
+#[pyfunction]
+pub fn expr_from_npy(path: PathBuf) -> PyResult<Expr> {
+    Ok(Expr(Array::from_npy(path).map_err(to_py)?))
+}
+
+/// A Zarr array directory, read lazily.
+#[pyfunction]
+pub fn expr_from_zarr(path: PathBuf) -> PyResult<Expr> {
+    Ok(Expr(Array::from_zarr(path).map_err(to_py)?))
+}
+
+/// Builds the operation `op` over `inputs` with `params` (see
+/// `memfit::array::Array::build`).
+#[pyfunction]
+pub fn expr_op(py: Python<'_>, op: &str, inputs: &Bound<'_, PyList>, params: &Bound<'_, PyDict>) -> PyResult<Expr> {
+    let inputs: Vec<Array> = inputs
+        .iter()
+        .map(|x| x.cast::<Expr>().map(|e| e.get().0.clone()).map_err(|_| PyTypeError::new_err("inputs must be Expr")))
+        .collect::<PyResult<_>>()?;
+    // JSON has no NaN or infinity: send them as strings.
+    let clean = PyDict::new(py);
+    for (k, v) in params.iter() {
+        match v.extract::<f64>() {
+            Ok(x) if !x.is_finite() && v.is_instance_of::<pyo3::types::PyFloat>() => clean.set_item(
+                k,
+                if x.is_nan() {
+                    "nan"
+                } else if x > 0.0 {
+                    "inf"
+                } else {
+                    "-inf"
+                },
+            )?,
+            _ => clean.set_item(k, v)?,
+        }
+    }
+    let text: String = py.import("json")?.call_method1("dumps", (clean,))?.extract()?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(Expr(Array::build(op, &inputs, &value).map_err(to_py)?))
+}

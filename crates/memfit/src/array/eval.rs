@@ -1,0 +1,142 @@
+//! Evaluation of a fused expression ([`Ir`]) over one tile: a box
+//! `lo..hi` of the stage's iteration space, values in C order.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::lower::{Ir, IrKind, Src};
+use super::node::Distribution;
+use super::store::Stored;
+use super::types::{kind, round_float, Kind, Scalar};
+use super::values::{apply, settle, Col};
+use super::view::ViewMap;
+use crate::dtype::Dtype;
+use crate::error::Result;
+use crate::exec::row_unit;
+
+/// What evaluation needs besides the expression: the filled intermediate
+/// slots and a count of values that became NaN or infinite from finite
+/// operands.
+pub struct Ctx<'a> {
+    /// Intermediate results, filled stage by stage.
+    pub slots: &'a [OnceLock<Arc<Stored>>],
+    /// Non-finite values produced from finite operands.
+    pub overflow: &'a AtomicU64,
+}
+
+/// Element offsets of the box `lo..hi` through `map`, in C order.
+pub fn offsets(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Vec<i64> {
+    let n: usize = lo.iter().zip(hi).map(|(a, b)| b - a).product();
+    let mut out = Vec::with_capacity(n);
+    out.push(map.base);
+    for k in 0..lo.len() {
+        let c = map.contributions(k, lo[k], hi[k]);
+        if c.iter().all(|&x| x == 0) && c.len() == 1 {
+            continue;
+        }
+        let prev = std::mem::take(&mut out);
+        out.reserve(prev.len() * c.len());
+        for p in prev {
+            out.extend(c.iter().map(|&x| p + x));
+        }
+    }
+    out
+}
+
+/// Evaluates `ir` over the box `lo..hi`; `buf` is the read buffer.
+///
+/// # Errors
+/// I/O errors of file reads; integer powers with negative exponents.
+pub fn eval(ir: &Ir, lo: &[usize], hi: &[usize], ctx: &Ctx<'_>, buf: &mut Vec<u8>) -> Result<Col> {
+    let n: usize = lo.iter().zip(hi).map(|(a, b)| b - a).product();
+    match &ir.kind {
+        IrKind::Const(v) => Ok(Col::splat(*v, ir.dtype, n)),
+        IrKind::Leaf { src, map } => {
+            let off = offsets(map, lo, hi);
+            leaf(src, ir.dtype, &off, ctx, buf)
+        }
+        IrKind::Map { op, loop_dtype, args } => {
+            let cols = args.iter().map(|a| eval(a, lo, hi, ctx, buf)).collect::<Result<Vec<_>>>()?;
+            let out = apply(*op, *loop_dtype, ir.dtype, &cols)?;
+            let bad = out.count_non_finite();
+            if bad > 0 {
+                let Col::F(v) = &out else { unreachable!("only floats are non-finite") };
+                let fresh = (0..v.len())
+                    .filter(|&i| !v[i].is_finite() && cols.iter().all(|c| !matches!(c, Col::F(a) if !a[i].is_finite())))
+                    .count() as u64;
+                ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
+            }
+            Ok(out)
+        }
+        IrKind::Concat { axis, parts } => {
+            let a = *axis;
+            let outer: usize = lo[..a].iter().zip(&hi[..a]).map(|(x, y)| y - x).product();
+            let inner: usize = lo[a + 1..].iter().zip(&hi[a + 1..]).map(|(x, y)| y - x).product();
+            let mut pieces = Vec::new();
+            for (start, len, part) in parts {
+                let (s, e) = (lo[a].max(*start), hi[a].min(start + len));
+                if s >= e {
+                    continue;
+                }
+                let (mut plo, mut phi) = (lo.to_vec(), hi.to_vec());
+                (plo[a], phi[a]) = (s - start, e - start);
+                pieces.push((e - s, eval(part, &plo, &phi, ctx, buf)?));
+            }
+            let mut out = Col::with_capacity(ir.dtype, n);
+            for o in 0..outer {
+                for (w, col) in &pieces {
+                    let run = w * inner;
+                    out.extend_from(col, o * run..(o + 1) * run);
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn leaf(src: &Src, dtype: Dtype, off: &[i64], ctx: &Ctx<'_>, buf: &mut Vec<u8>) -> Result<Col> {
+    let mut out = Col::with_capacity(dtype, off.len());
+    match src {
+        Src::Stored(s) => s.gather(off, &mut out, buf)?,
+        Src::Slot(i) => ctx.slots[*i].get().expect("slot filled before use").gather(off, &mut out, buf)?,
+        Src::Arange { start, step } => {
+            out = match kind(dtype) {
+                Kind::Float => {
+                    let (a, d) = (start.to_f64(), step.to_f64());
+                    Col::F(off.iter().map(|&i| round_float(a + i as f64 * d, dtype)).collect())
+                }
+                _ => {
+                    let as_i = |v: Scalar| match v {
+                        Scalar::Int(i) => i,
+                        Scalar::UInt(u) => u as i64,
+                        other => other.to_f64() as i64,
+                    };
+                    let (a, d) = (as_i(*start), as_i(*step));
+                    let v: Vec<i64> = off.iter().map(|&i| a.wrapping_add(i.wrapping_mul(d))).collect();
+                    settle(
+                        if dtype.is_unsigned_int() {
+                            Col::U(v.into_iter().map(|x| x as u64).collect())
+                        } else {
+                            Col::I(v)
+                        },
+                        dtype,
+                    )
+                }
+            }
+        }
+        Src::Random { dist, seed, a, b } => {
+            let value = |i: i64| -> f64 {
+                let i = i as usize;
+                match dist {
+                    Distribution::Uniform => a + (b - a) * row_unit(*seed, i),
+                    Distribution::Normal => {
+                        let (u1, u2) = (row_unit(*seed, 2 * i), row_unit(*seed, 2 * i + 1));
+                        a + b * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+                    }
+                }
+            };
+            out = Col::F(off.iter().map(|&i| round_float(value(i), dtype)).collect());
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,504 @@
+//! The expression graph: [`Array`] nodes and the constructors that check
+//! shapes and resolve dtypes as NumPy does. Building a graph reads no data.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::store::Stored;
+use super::types::{kind, result_type, Kind, Operand, Scalar};
+use super::values::Op;
+use super::view::ViewOp;
+use crate::dtype::Dtype;
+use crate::error::{Error, ExpressionFault, Result};
+use crate::linalg::einsum::Subscripts;
+
+/// A reduction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Reduction {
+    Sum,
+    Prod,
+    Min,
+    Max,
+    Mean,
+    Any,
+    All,
+    ArgMin,
+    ArgMax,
+}
+
+impl Reduction {
+    /// NumPy's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reduction::Sum => "sum",
+            Reduction::Prod => "prod",
+            Reduction::Min => "min",
+            Reduction::Max => "max",
+            Reduction::Mean => "mean",
+            Reduction::Any => "any",
+            Reduction::All => "all",
+            Reduction::ArgMin => "argmin",
+            Reduction::ArgMax => "argmax",
+        }
+    }
+}
+
+/// A random distribution of a [`NodeKind::Random`] leaf.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distribution {
+    /// Normal with mean `a` and standard deviation `b`.
+    Normal,
+    /// Uniform on `[a, b)`.
+    Uniform,
+}
+
+/// What a node computes.
+#[derive(Debug)]
+pub enum NodeKind {
+    /// A stored array.
+    Stored(Arc<Stored>),
+    /// Every element the same value.
+    Full(Scalar),
+    /// `start + step · i` (1-d).
+    Arange {
+        /// First value.
+        start: Scalar,
+        /// Increment.
+        step: Scalar,
+    },
+    /// Keyed random values: element `i` (C order) depends only on the seed,
+    /// `i` and the distribution.
+    Random {
+        /// The distribution.
+        dist: Distribution,
+        /// The seed.
+        seed: u64,
+        /// Mean or lower bound.
+        a: f64,
+        /// Standard deviation or upper bound.
+        b: f64,
+    },
+    /// An elementwise operation; operands have the node's shape, and the
+    /// operation's loop dtype (`where`'s condition is boolean).
+    Map {
+        /// The operation.
+        op: Op,
+        /// The dtype it computes in.
+        loop_dtype: Dtype,
+        /// Operands.
+        args: Vec<Array>,
+    },
+    /// An index map of one operand.
+    View {
+        /// The map.
+        op: ViewOp,
+        /// Operand.
+        arg: Array,
+    },
+    /// Operands joined along an axis (same dtype, equal other axes).
+    Concat {
+        /// The axis.
+        axis: usize,
+        /// Operands.
+        parts: Vec<Array>,
+    },
+    /// A reduction over axes (removed; `keepdims` is a view above).
+    Reduce {
+        /// The reduction.
+        op: Reduction,
+        /// Reduced axes of the operand (sorted).
+        axes: Vec<usize>,
+        /// Operand.
+        arg: Array,
+    },
+    /// A contraction, computed in float64.
+    Einsum {
+        /// Parsed subscripts (no repeated labels within an operand).
+        sub: Subscripts,
+        /// Operands, float64, with each label's full size.
+        args: Vec<Array>,
+    },
+}
+
+/// A node of the graph.
+#[derive(Debug)]
+pub struct Node {
+    /// What it computes.
+    pub kind: NodeKind,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Its dtype.
+    pub dtype: Dtype,
+    /// Whether it is a Python scalar (weak in type promotion).
+    pub weak: bool,
+    /// A process-unique id (to compute shared nodes once).
+    pub id: usize,
+}
+
+/// A lazy n-dimensional array: a node of an expression graph. Cloning is
+/// cheap (shared).
+#[derive(Debug, Clone)]
+pub struct Array(pub(crate) Arc<Node>);
+
+static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
+
+fn value_error(message: String) -> Error {
+    Error::Expression { kind: ExpressionFault::Value, message }
+}
+
+/// NumPy's broadcast of `shapes`.
+///
+/// # Errors
+/// [`Error::Broadcast`] naming every shape.
+pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Vec<usize>> {
+    let nd = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1usize; nd];
+    for s in shapes {
+        for (k, &n) in s.iter().enumerate() {
+            let o = &mut out[nd - s.len() + k];
+            if *o == 1 {
+                *o = n;
+            } else if n != 1 && n != *o {
+                return Err(Error::Broadcast { shapes: shapes.iter().map(|s| s.to_vec()).collect() });
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Array {
+    pub(crate) fn new(kind: NodeKind, shape: Vec<usize>, dtype: Dtype) -> Array {
+        Array(Arc::new(Node { kind, shape, dtype, weak: false, id: NEXT_ID.fetch_add(1, Ordering::Relaxed) }))
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.0.shape
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> Dtype {
+        self.0.dtype
+    }
+
+    /// Number of elements.
+    pub fn size(&self) -> usize {
+        self.0.shape.iter().product()
+    }
+
+    /// The node.
+    pub fn node(&self) -> &Node {
+        &self.0
+    }
+
+    /// A stored array as a leaf.
+    pub fn stored(s: Stored) -> Array {
+        let (shape, dtype) = (s.shape.clone(), s.dtype);
+        Array::new(NodeKind::Stored(Arc::new(s)), shape, dtype)
+    }
+
+    /// A `.npy` file as a leaf (read lazily).
+    ///
+    /// # Errors
+    /// As [`crate::io::NpyFile::open`].
+    pub fn from_npy(path: impl AsRef<std::path::Path>) -> Result<Array> {
+        Ok(Array::stored(Stored::npy(path.as_ref())?))
+    }
+
+    /// A Zarr array as a leaf (read lazily).
+    ///
+    /// # Errors
+    /// As [`crate::io::ZarrInput::open`].
+    pub fn from_zarr(path: impl AsRef<std::path::Path>) -> Result<Array> {
+        Ok(Array::stored(Stored::zarr(path.as_ref())?))
+    }
+
+    /// An owned `f64` array in C order.
+    ///
+    /// # Errors
+    /// [`Error::Expression`] when `values` does not hold the shape's elements.
+    pub fn from_f64(values: Vec<f64>, shape: &[usize]) -> Result<Array> {
+        if values.len() != shape.iter().product::<usize>() {
+            return Err(value_error(format!(
+                "cannot reshape array of size {} into shape {}",
+                values.len(),
+                crate::error::shape_text(shape)
+            )));
+        }
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Ok(Array::stored(Stored::owned(bytes, Dtype::F64, shape.to_vec())))
+    }
+
+    /// A scalar (0-d); `weak` for a Python scalar (NEP 50), whose dtype is
+    /// then its kind's default.
+    pub fn scalar(value: Scalar, dtype: Option<Dtype>, weak: bool) -> Array {
+        let dtype = dtype.unwrap_or_else(|| value.default_dtype());
+        let value = super::types::cast_scalar(value, dtype);
+        Array(Arc::new(Node {
+            kind: NodeKind::Full(value),
+            shape: Vec::new(),
+            dtype,
+            weak,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }))
+    }
+
+    /// `numpy.full(shape, value, dtype)`.
+    pub fn full(shape: &[usize], value: Scalar, dtype: Dtype) -> Array {
+        Array::new(NodeKind::Full(super::types::cast_scalar(value, dtype)), shape.to_vec(), dtype)
+    }
+
+    /// `numpy.arange` of `n` values `start + step · i` in `dtype`.
+    pub fn arange(start: Scalar, step: Scalar, n: usize, dtype: Dtype) -> Array {
+        Array::new(NodeKind::Arange { start, step }, vec![n], dtype)
+    }
+
+    /// Random values of `shape` (see [`NodeKind::Random`]); `dtype` must be
+    /// a float dtype.
+    ///
+    /// # Errors
+    /// [`Error::Expression`] for a non-float dtype or bad parameters.
+    pub fn random(dist: Distribution, shape: &[usize], seed: u64, a: f64, b: f64, dtype: Dtype) -> Result<Array> {
+        if !dtype.is_float() {
+            return Err(Error::Expression {
+                kind: ExpressionFault::Type,
+                message: format!("random values need a float dtype, not {}", dtype.name()),
+            });
+        }
+        if !(a.is_finite() && b.is_finite()) || (dist == Distribution::Normal && b < 0.0) {
+            return Err(value_error(format!("invalid distribution parameters ({a}, {b})")));
+        }
+        Ok(Array::new(NodeKind::Random { dist, seed, a, b }, shape.to_vec(), dtype))
+    }
+
+    /// `self` broadcast to `shape` and cast to `dtype` (no node when already so).
+    fn conform(&self, shape: &[usize], dtype: Dtype) -> Result<Array> {
+        let mut a = self.clone();
+        if a.dtype() != dtype {
+            a = Array::new(
+                NodeKind::Map { op: Op::Cast, loop_dtype: a.dtype(), args: vec![a.clone()] },
+                a.shape().to_vec(),
+                dtype,
+            );
+        }
+        if a.shape() != shape {
+            a = a.view(ViewOp::BroadcastTo(shape.to_vec()))?;
+        }
+        Ok(a)
+    }
+
+    /// `astype(dtype)` (NumPy's unsafe casting).
+    pub fn astype(&self, dtype: Dtype) -> Array {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        Array::new(
+            NodeKind::Map { op: Op::Cast, loop_dtype: self.dtype(), args: vec![self.clone()] },
+            self.shape().to_vec(),
+            dtype,
+        )
+    }
+
+    /// A ufunc of one or two operands (`where` has its own constructor).
+    ///
+    /// # Errors
+    /// [`Error::Broadcast`], or [`Error::Expression`] when NumPy has no
+    /// loop for the operand types.
+    pub fn ufunc(op: Op, args: &[Array]) -> Result<Array> {
+        if args.len() != op.arity() || op == Op::Where || op == Op::Cast {
+            return Err(value_error(format!("{} takes {} operands", op.name(), op.arity())));
+        }
+        let ops: Vec<Operand> = args.iter().map(|a| Operand { dtype: a.dtype(), weak: a.0.weak }).collect();
+        let common = result_type(&ops);
+        let (loop_dtype, out) = op.resolve(common)?;
+        let shapes: Vec<&[usize]> = args.iter().map(Array::shape).collect();
+        let shape = broadcast_shapes(&shapes)?;
+        let args = args.iter().map(|a| a.conform(&shape, loop_dtype)).collect::<Result<Vec<_>>>()?;
+        Ok(Array::new(NodeKind::Map { op, loop_dtype, args }, shape, out))
+    }
+
+    /// `numpy.where(cond, x, y)`.
+    ///
+    /// # Errors
+    /// [`Error::Broadcast`].
+    pub fn where_(cond: &Array, x: &Array, y: &Array) -> Result<Array> {
+        let dtype =
+            result_type(&[Operand { dtype: x.dtype(), weak: x.0.weak }, Operand { dtype: y.dtype(), weak: y.0.weak }]);
+        let shape = broadcast_shapes(&[cond.shape(), x.shape(), y.shape()])?;
+        let args = vec![cond.conform(&shape, Dtype::Bool)?, x.conform(&shape, dtype)?, y.conform(&shape, dtype)?];
+        Ok(Array::new(NodeKind::Map { op: Op::Where, loop_dtype: dtype, args }, shape, dtype))
+    }
+
+    /// An index map of `self`.
+    ///
+    /// # Errors
+    /// [`Error::Expression`] when the map does not apply to the shape.
+    pub fn view(&self, op: ViewOp) -> Result<Array> {
+        let shape = op.out_shape(self.shape())?;
+        Ok(Array::new(NodeKind::View { op, arg: self.clone() }, shape, self.dtype()))
+    }
+
+    /// `numpy.concatenate(parts, axis)` (dtypes promoted as NumPy does).
+    ///
+    /// # Errors
+    /// [`Error::Expression`] for no parts, a bad axis or mismatched shapes.
+    pub fn concatenate(parts: &[Array], axis: usize) -> Result<Array> {
+        let first = parts.first().ok_or_else(|| value_error("need at least one array to concatenate".into()))?;
+        let nd = first.shape().len();
+        if nd == 0 {
+            return Err(value_error("zero-dimensional arrays cannot be concatenated".into()));
+        }
+        if axis >= nd {
+            return Err(value_error(format!("axis {axis} is out of bounds for array of dimension {nd}")));
+        }
+        let dtype = result_type(&parts.iter().map(|p| Operand { dtype: p.dtype(), weak: false }).collect::<Vec<_>>());
+        let mut shape = first.shape().to_vec();
+        shape[axis] = 0;
+        for (i, p) in parts.iter().enumerate() {
+            let s = p.shape();
+            if s.len() != nd {
+                return Err(value_error(format!(
+                    "all the input array dimensions except for the concatenation axis must match exactly, but along dimension 0, the array at index 0 has {} dimension(s) and the array at index {i} has {} dimension(s)",
+                    nd,
+                    s.len()
+                )));
+            }
+            for k in (0..nd).filter(|&k| k != axis) {
+                if s[k] != first.shape()[k] {
+                    return Err(value_error(format!(
+                        "all the input array dimensions except for the concatenation axis must match exactly, but along dimension {k}, the array at index 0 has size {} and the array at index {i} has size {}",
+                        first.shape()[k],
+                        s[k]
+                    )));
+                }
+            }
+            shape[axis] += s[axis];
+        }
+        let parts = parts.iter().map(|p| Ok(p.astype(dtype))).collect::<Result<Vec<_>>>()?;
+        if parts.len() == 1 {
+            return Ok(parts[0].clone());
+        }
+        Ok(Array::new(NodeKind::Concat { axis, parts }, shape, dtype))
+    }
+
+    /// A reduction over `axes` (sorted, distinct, in range) of `self`, with
+    /// `keepdims`; `dtype` is NumPy's `dtype=` argument (the operand is
+    /// cast to it first).
+    ///
+    /// # Errors
+    /// [`Error::Expression`] for an empty reduction without identity
+    /// (`min`, `max`, `argmin`, `argmax`) or bad axes.
+    pub fn reduce(&self, op: Reduction, axes: &[usize], keepdims: bool, dtype: Option<Dtype>) -> Result<Array> {
+        let nd = self.shape().len();
+        if axes.iter().any(|&a| a >= nd) || axes.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(value_error(format!("invalid axes {axes:?} for an array of dimension {nd}")));
+        }
+        let count: usize = axes.iter().map(|&a| self.shape()[a]).product();
+        if count == 0 && matches!(op, Reduction::Min | Reduction::Max | Reduction::ArgMin | Reduction::ArgMax) {
+            return Err(value_error(format!(
+                "zero-size array to reduction operation {} which has no identity",
+                match op {
+                    Reduction::Min => "minimum",
+                    Reduction::Max => "maximum",
+                    _ => op.name(),
+                }
+            )));
+        }
+        if matches!(op, Reduction::ArgMin | Reduction::ArgMax) && axes.len() > 1 && axes.len() != nd {
+            return Err(value_error(format!("{} takes one axis or all of them", op.name())));
+        }
+        let arg = match dtype {
+            Some(d) => self.astype(d),
+            None => self.clone(),
+        };
+        let a = arg.dtype();
+        let out = match op {
+            Reduction::Sum | Reduction::Prod => match kind(a) {
+                Kind::Float => a,
+                _ if a.is_unsigned_int() => Dtype::U64,
+                _ => Dtype::I64,
+            },
+            Reduction::Mean => {
+                if kind(a) == Kind::Float {
+                    a
+                } else {
+                    Dtype::F64
+                }
+            }
+            Reduction::Min | Reduction::Max => a,
+            Reduction::Any | Reduction::All => Dtype::Bool,
+            Reduction::ArgMin | Reduction::ArgMax => Dtype::I64,
+        };
+        let shape: Vec<usize> = (0..nd).filter(|k| !axes.contains(k)).map(|k| self.shape()[k]).collect();
+        let reduced = Array::new(NodeKind::Reduce { op, axes: axes.to_vec(), arg }, shape, out);
+        if keepdims && !axes.is_empty() {
+            reduced.view(ViewOp::ExpandDims(axes.to_vec()))
+        } else {
+            Ok(reduced)
+        }
+    }
+
+    /// Variance (`std = false`) or standard deviation over `axes` with `ddof`,
+    /// in two passes (the mean first, then the mean squared deviation), as
+    /// NumPy's `var`/`std` compute it.
+    ///
+    /// # Errors
+    /// As [`Array::reduce`].
+    pub fn var(&self, axes: &[usize], keepdims: bool, ddof: f64, dtype: Option<Dtype>, std: bool) -> Result<Array> {
+        let out = dtype.unwrap_or(if self.dtype().is_float() { self.dtype() } else { Dtype::F64 });
+        let x = self.astype(Dtype::F64);
+        let mean = x.reduce(Reduction::Mean, axes, true, None)?;
+        let dev = Array::ufunc(Op::Subtract, &[x, mean])?;
+        let sq = Array::ufunc(Op::Multiply, &[dev.clone(), dev])?;
+        let sum = sq.reduce(Reduction::Sum, axes, keepdims, None)?;
+        let count: usize = axes.iter().map(|&a| self.shape()[a]).product();
+        let denom = Array::scalar(Scalar::Float((count as f64 - ddof).max(0.0)), None, true);
+        let mut v = Array::ufunc(Op::TrueDivide, &[sum, denom])?;
+        if std {
+            v = Array::ufunc(Op::Sqrt, &[v])?;
+        }
+        Ok(v.astype(out))
+    }
+
+    /// `numpy.einsum(subscripts, *args)`, computed in float64 and cast to
+    /// the operands' result type.
+    ///
+    /// # Errors
+    /// [`Error::Expression`] for bad subscripts or mismatched sizes.
+    pub fn einsum(subscripts: &str, args: &[Array]) -> Result<Array> {
+        let shapes: Vec<Vec<usize>> = args.iter().map(|a| a.shape().to_vec()).collect();
+        let sub = crate::linalg::einsum::parse(subscripts, &shapes).map_err(|e| value_error(e.to_string()))?;
+        let sizes = crate::linalg::einsum::label_sizes(&sub, &shapes);
+        let dtype = result_type(&args.iter().map(|a| Operand { dtype: a.dtype(), weak: a.0.weak }).collect::<Vec<_>>());
+        let mut inputs = Vec::with_capacity(args.len());
+        let mut labels = Vec::with_capacity(args.len());
+        for (a, l) in args.iter().zip(&sub.inputs) {
+            // Diagonals of repeated labels, then broadcasts of length-1 axes.
+            let (mut a, mut l) = (a.astype(Dtype::F64), l.clone());
+            while let Some((i, j)) = repeated(&l) {
+                a = a.view(ViewOp::Diagonal(i, j))?;
+                l.remove(j);
+            }
+            let full: Vec<usize> = l.iter().map(|c| sizes[c]).collect();
+            if a.shape() != full.as_slice() {
+                a = a.view(ViewOp::BroadcastTo(full))?;
+            }
+            inputs.push(a);
+            labels.push(l);
+        }
+        let shape: Vec<usize> = sub.output.iter().map(|c| sizes[c]).collect();
+        let sub = Subscripts { inputs: labels, output: sub.output };
+        let f64_out = Array::new(NodeKind::Einsum { sub, args: inputs }, shape, Dtype::F64);
+        Ok(f64_out.astype(dtype))
+    }
+}
+
+fn repeated(labels: &[u8]) -> Option<(usize, usize)> {
+    for j in 0..labels.len() {
+        if let Some(i) = labels[..j].iter().position(|&c| c == labels[j]) {
+            return Some((i, j));
+        }
+    }
+    None
+}

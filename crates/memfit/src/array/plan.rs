@@ -1,0 +1,377 @@
+//! Planning an expression job: each stage's tiles sized from the memory
+//! limit, every buffer declared with its bytes, and the explanation
+//! (`explain`) printed from it.
+
+use std::fmt;
+
+use super::lower::{Ir, Lowered, Src, Target, Work};
+use super::reduce::ACC_BYTES;
+use super::store::READ_SLACK_ELEMENTS;
+use super::tiling::{chunk_shape, n_tiles, tile_shape, volume, EINSUM_CHUNK, MAX_TILE, REDUCE_CHUNK};
+use super::values::COL_BYTES;
+use crate::error::Result;
+use crate::plan::{check_fits, format_bytes, Ledger, PlannedBuffer};
+
+/// Where the job's result goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Returned in memory.
+    Memory,
+    /// A `.npy` file.
+    Npy {
+        /// Destination.
+        path: std::path::PathBuf,
+        /// Replace an existing file.
+        overwrite: bool,
+    },
+    /// A Zarr v3 array.
+    Zarr {
+        /// Destination directory.
+        path: std::path::PathBuf,
+        /// Chunk shape (`None`: chosen from the limit).
+        chunks: Option<Vec<usize>>,
+        /// Replace an existing array.
+        overwrite: bool,
+    },
+}
+
+/// How a stage is cut into work.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StagePlan {
+    /// What the stage computes, in words.
+    pub what: String,
+    /// Shape of its result.
+    pub shape: Vec<usize>,
+    /// Dtype of its result.
+    pub dtype: &'static str,
+    /// Where the result goes (`output`, `memory`, `scratch file`).
+    pub target: String,
+    /// Tile extents: over the result (elementwise), over the kept axes
+    /// (reductions) or over the output labels (einsum).
+    pub tile: Vec<usize>,
+    /// Fixed accumulation chunk over the reduced axes or contracted labels
+    /// (empty for elementwise stages).
+    pub chunk: Vec<usize>,
+    /// Tiles × chunks: units of work.
+    pub work_items: u64,
+    /// Reduction rewrites: the factor the reduced axes were shrunk by
+    /// (1: none).
+    pub multiplier: u64,
+    /// Bytes of working memory per thread.
+    pub bytes_per_thread: u64,
+    /// Most elements evaluated at once per thread (a Zarr chunk larger
+    /// than this is evaluated in parts).
+    pub eval_elems: usize,
+}
+
+/// The plan of an expression job. Its `Display` is what `explain` prints.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ArrayPlan {
+    /// The memory limit in bytes.
+    pub limit_bytes: u64,
+    /// Worker threads.
+    pub threads: usize,
+    /// Every buffer, with its bytes (held, or per stage).
+    pub buffers: Vec<PlannedBuffer>,
+    /// Bytes the job needs: held buffers plus the largest stage.
+    pub total_bytes: u64,
+    /// The stages in order: each is one pass over its inputs.
+    pub stages: Vec<StagePlan>,
+    /// Bytes of scratch files on disk (deleted after use).
+    pub scratch_bytes: u64,
+    /// Where the result goes.
+    pub output: String,
+}
+
+/// Working bytes per element of an expression's tile: a column per node,
+/// offsets and read buffers per leaf.
+fn ir_elem_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
+    let mut b = ir.n_nodes() as u64 * COL_BYTES;
+    for src in ir.leaves() {
+        b += 8 + match src {
+            Src::Stored(s) => s.read_buffer_bytes(1).saturating_sub((READ_SLACK_ELEMENTS * s.dtype.itemsize()) as u64),
+            Src::Slot(i) if lowered.slots[*i].on_disk => 2 * lowered.slots[*i].dtype.itemsize() as u64 + 12,
+            _ => 0,
+        };
+    }
+    b
+}
+
+/// Fixed working bytes per thread of an expression (read slack per file leaf).
+fn ir_fixed_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
+    ir.leaves()
+        .iter()
+        .map(|src| match src {
+            Src::Stored(s) if s.on_disk() => (READ_SLACK_ELEMENTS * s.dtype.itemsize()) as u64,
+            Src::Slot(i) if lowered.slots[*i].on_disk => {
+                (READ_SLACK_ELEMENTS * lowered.slots[*i].dtype.itemsize()) as u64
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Axes along which the expression's file leaves are contiguous.
+fn hot_axes(ir: &Ir) -> Vec<usize> {
+    fn walk(ir: &Ir, out: &mut Vec<usize>) {
+        match &ir.kind {
+            super::lower::IrKind::Leaf { map, .. } => {
+                for (k, terms) in map.axes.iter().enumerate() {
+                    if terms.iter().any(|t| t.coef.abs() == 1 && t.chain.is_empty()) && !out.contains(&k) {
+                        out.push(k);
+                    }
+                }
+            }
+            super::lower::IrKind::Map { args, .. } => args.iter().for_each(|a| walk(a, out)),
+            super::lower::IrKind::Concat { parts, .. } => parts.iter().for_each(|p| walk(&p.2, out)),
+            super::lower::IrKind::Const(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(ir, &mut out);
+    out
+}
+
+/// Plans `lowered` for `output` within `limit` bytes on `threads` threads.
+///
+/// # Errors
+/// [`crate::Error::DoesNotFit`] when even one minimal tile per thread does
+/// not fit, naming the smallest limit that works.
+pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> Result<ArrayPlan> {
+    let threads = threads.max(1);
+    let t = threads as u64;
+    let mut led = Ledger::default();
+    let mut scratch_bytes = 0;
+    for (i, s) in lowered.slots.iter().enumerate() {
+        if s.on_disk {
+            scratch_bytes += s.bytes();
+        } else {
+            led.add(&format!("intermediate#{i}"), s.bytes(), 1, format!("{:?} {}", s.shape, s.dtype.name()));
+        }
+    }
+    let last = lowered.stages.last().expect("a final stage");
+    let out_elems = volume(&last.shape) as u64;
+    if *output == Output::Memory {
+        led.add("result", out_elems, last.dtype.itemsize() as u64, format!("{:?} {}", last.shape, last.dtype.name()));
+    }
+    let held = led.total();
+    let room = limit.saturating_sub(held) / t;
+    let mut stages = Vec::new();
+    let mut required = held;
+    for (si, stage) in lowered.stages.iter().enumerate() {
+        let phase = format!("stage {si}");
+        let item = stage.dtype.itemsize() as u64;
+        let zarr_chunks = match (output, stage.target) {
+            (Output::Zarr { chunks, .. }, Target::Out) => Some(chunks.clone()),
+            _ => None,
+        };
+        let sp = match &stage.work {
+            Work::Map { ir } => {
+                let per = ir_elem_bytes(ir, lowered) + item;
+                let fixed = ir_fixed_bytes(ir, lowered);
+                let e = (room.saturating_sub(fixed) / per).clamp(1, MAX_TILE as u64) as usize;
+                let mut hot = hot_axes(ir);
+                hot.push(stage.shape.len().saturating_sub(1));
+                let (tile, chunk_buf) = match zarr_chunks {
+                    Some(Some(c)) => (c.clone(), volume(&c) as u64 * (COL_BYTES + item)),
+                    Some(None) => {
+                        let c = tile_shape(&stage.shape, e.min(1 << 20), &hot);
+                        let b = volume(&c) as u64 * (COL_BYTES + item);
+                        (c, b)
+                    }
+                    None => (tile_shape(&stage.shape, e, &hot), 0),
+                };
+                let tile_elems = (volume(&tile) as u64).min(e as u64);
+                required = required.max(held + t * (fixed + per + chunk_buf));
+                let bytes = fixed + tile_elems * per + chunk_buf;
+                led.add_in(
+                    &phase,
+                    "tile buffers",
+                    t,
+                    bytes,
+                    format!(
+                        "{t} threads × ({tile_elems} elements × {per} B + {fixed} B read slack + {chunk_buf} B chunk)"
+                    ),
+                );
+                StagePlan {
+                    what: ir.describe(),
+                    shape: stage.shape.clone(),
+                    dtype: stage.dtype.name(),
+                    target: String::new(),
+                    work_items: n_tiles(&stage.shape, &tile) as u64,
+                    tile,
+                    chunk: Vec::new(),
+                    multiplier: 1,
+                    bytes_per_thread: bytes,
+                    eval_elems: e,
+                }
+            }
+            Work::Reduce { ir, op, reduced, multiplier, .. } => {
+                let chunk = chunk_shape(reduced, REDUCE_CHUNK);
+                let cn = volume(&chunk) as u64;
+                let per_out = cn * ir_elem_bytes(ir, lowered) + ACC_BYTES * 3 + item + 8;
+                let fixed = ir_fixed_bytes(ir, lowered) + cn * 8;
+                let e = (room.saturating_sub(fixed) / per_out).clamp(1, (MAX_TILE as u64 / cn).max(1)) as usize;
+                let kept = &stage.shape;
+                let hot: Vec<usize> = hot_axes(ir).into_iter().filter(|&k| k < kept.len()).collect();
+                let tile = tile_shape(kept, e, &hot);
+                let bytes = fixed + volume(&tile) as u64 * per_out;
+                required = required.max(held + t * (fixed + per_out));
+                led.add_in(
+                    &phase,
+                    "tile buffers",
+                    t,
+                    bytes,
+                    format!("{t} threads × ({} outputs × {cn} chunk elements)", volume(&tile)),
+                );
+                StagePlan {
+                    what: format!("{}({}) over {} reduced elements", op.name(), ir.describe(), volume(reduced)),
+                    shape: stage.shape.clone(),
+                    dtype: stage.dtype.name(),
+                    target: String::new(),
+                    work_items: (n_tiles(kept, &tile) * n_tiles(reduced, &chunk)) as u64,
+                    tile,
+                    chunk,
+                    multiplier: *multiplier,
+                    bytes_per_thread: bytes,
+                    eval_elems: e,
+                }
+            }
+            Work::Einsum { sub, irs, path, sizes } => {
+                let contracted: Vec<u8> = sizes.keys().copied().filter(|c| !sub.output.contains(c)).collect();
+                let csizes: Vec<usize> = contracted.iter().map(|c| sizes[c]).collect();
+                let chunk = chunk_shape(&csizes, EINSUM_CHUNK);
+                let per_label: Vec<f64> =
+                    irs.iter().map(|ir| (ir_elem_bytes(ir, lowered) + COL_BYTES) as f64).collect();
+                let fixed: u64 = irs.iter().map(|ir| ir_fixed_bytes(ir, lowered)).sum();
+                let item_bytes = |ext: &[usize]| -> u64 {
+                    let size_of = |c: &u8| match sub.output.iter().position(|o| o == c) {
+                        Some(p) => ext[p],
+                        None => chunk[contracted.iter().position(|x| x == c).expect("contracted")],
+                    };
+                    let mut sub_sizes = sizes.clone();
+                    for (c, v) in sub_sizes.iter_mut() {
+                        *v = size_of(c);
+                    }
+                    let operands: f64 = sub
+                        .inputs
+                        .iter()
+                        .zip(&per_label)
+                        .map(|(labels, b)| labels.iter().map(size_of).product::<usize>() as f64 * b)
+                        .sum();
+                    let out = volume(ext) as u64 * (COL_BYTES * 3);
+                    operands as u64 + out + crate::linalg::einsum::scratch_bytes(sub, &sub_sizes, path) + fixed
+                };
+                let mut tile: Vec<usize> = sub.output.iter().map(|c| sizes[c]).collect();
+                while item_bytes(&tile) > room {
+                    let Some(k) = (0..tile.len()).filter(|&k| tile[k] > 1).max_by_key(|&k| tile[k]) else { break };
+                    tile[k] = tile[k].div_ceil(2);
+                }
+                let bytes = item_bytes(&tile);
+                let ones = vec![1usize; tile.len()];
+                required = required.max(held + t * item_bytes(&ones));
+                led.add_in(
+                    &phase,
+                    "tile buffers",
+                    t,
+                    bytes,
+                    format!("{t} threads × (operand blocks, contraction, {} outputs)", volume(&tile)),
+                );
+                StagePlan {
+                    what: format!(
+                        "einsum {}->{} (pairwise order {:?})",
+                        sub.inputs
+                            .iter()
+                            .map(|l| String::from_utf8_lossy(l).into_owned())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        String::from_utf8_lossy(&sub.output),
+                        path.steps
+                    ),
+                    shape: stage.shape.clone(),
+                    dtype: stage.dtype.name(),
+                    target: String::new(),
+                    work_items: (n_tiles(&stage.shape, &tile) * n_tiles(&csizes, &chunk)) as u64,
+                    tile,
+                    chunk,
+                    multiplier: 1,
+                    bytes_per_thread: bytes,
+                    eval_elems: 0,
+                }
+            }
+        };
+        let target = match stage.target {
+            Target::Out => match output {
+                Output::Memory => "result in memory".to_string(),
+                Output::Npy { path, .. } => format!("{} (.npy, positioned writes)", path.display()),
+                Output::Zarr { path, .. } => format!("{} (Zarr v3, one write per chunk)", path.display()),
+            },
+            Target::Slot(i) if lowered.slots[i].on_disk => format!("intermediate#{i} in a scratch file"),
+            Target::Slot(i) => format!("intermediate#{i} in memory"),
+        };
+        stages.push(StagePlan { target, ..sp });
+    }
+    let also = || if *output == Output::Memory { vec![crate::error::Remedy::WriteToFile] } else { Vec::new() };
+    check_fits(required, limit, &led, || "evaluating the expression".to_string(), also)?;
+    let total_bytes = led.total();
+    let output = match output {
+        Output::Memory => "memory".into(),
+        Output::Npy { path, .. } | Output::Zarr { path, .. } => path.display().to_string(),
+    };
+    Ok(ArrayPlan {
+        limit_bytes: limit,
+        threads,
+        buffers: led.into_buffers(),
+        total_bytes,
+        stages,
+        scratch_bytes,
+        output,
+    })
+}
+
+impl fmt::Display for ArrayPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "memory plan for an array expression (limit {} = {} bytes, {} threads) -> {}",
+            format_bytes(self.limit_bytes),
+            self.limit_bytes,
+            self.threads,
+            self.output
+        )?;
+        for (i, s) in self.stages.iter().enumerate() {
+            writeln!(f, "stage {i}: {}", s.what)?;
+            writeln!(f, "  result {:?} {} -> {}", s.shape, s.dtype, s.target)?;
+            write!(f, "  tile {:?}", s.tile)?;
+            if !s.chunk.is_empty() {
+                write!(f, " × chunk {:?}", s.chunk)?;
+            }
+            writeln!(f, "; {} work items; {} per thread", s.work_items, format_bytes(s.bytes_per_thread))?;
+            if s.multiplier > 1 {
+                writeln!(
+                    f,
+                    "  rewrite: reduced axes come from tiles/repeats/broadcasts, {}× fewer elements read",
+                    s.multiplier
+                )?;
+            }
+        }
+        let w = self.buffers.iter().map(|b| b.name.len()).max().unwrap_or(0);
+        for b in &self.buffers {
+            writeln!(f, "  {:<w$}  {:>12} B  {:>10}  {}", b.name, b.bytes, format_bytes(b.bytes), b.detail)?;
+        }
+        writeln!(
+            f,
+            "  {:<w$}  {:>12} B  {:>10}  ({:.1}% of the limit; stages run one after another, the largest counts)",
+            "total",
+            self.total_bytes,
+            format_bytes(self.total_bytes),
+            100.0 * self.total_bytes as f64 / self.limit_bytes.max(1) as f64
+        )?;
+        write!(
+            f,
+            "passes: {} (one per stage); scratch on disk: {}",
+            self.stages.len(),
+            format_bytes(self.scratch_bytes)
+        )
+    }
+}

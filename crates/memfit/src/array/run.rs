@@ -1,0 +1,416 @@
+//! Running a planned expression job: stage after stage, tiles in parallel
+//! on the rayon pool, reductions and contractions folded chunk after chunk
+//! in a fixed order (so results are bitwise the same for any thread count
+//! and memory limit), results written to memory, a `.npy` file (positioned
+//! writes) or a Zarr array (one write per chunk).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayon::prelude::*;
+
+use super::eval::{eval, offsets, Ctx};
+use super::lower::{lower, Lowered, Target, Work};
+use super::node::{Array, Reduction};
+use super::plan::{plan, ArrayPlan, Output, StagePlan};
+use super::reduce::{partial, Acc};
+use super::store::Stored;
+use super::tiling::{n_tiles, tile_box, volume};
+use super::values::Col;
+use super::view::ViewMap;
+use crate::dtype::Dtype;
+use crate::error::{Error, Result};
+use crate::io::{PositionedNpy, ZarrOutput};
+use crate::linalg::einsum::{contract, Dense};
+use crate::Warning;
+
+/// How to run a job.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The memory limit in bytes.
+    pub memory_limit: u64,
+    /// Worker threads (the current rayon pool's when `None`).
+    pub threads: Option<usize>,
+}
+
+/// A result returned in memory: C-order little-endian elements.
+#[derive(Debug, Clone)]
+pub struct Computed {
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Dtype.
+    pub dtype: Dtype,
+    /// The elements' bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// What a run reports besides its result.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The plan it ran.
+    pub plan: ArrayPlan,
+    /// Warnings (values that became NaN or infinite).
+    pub warnings: Vec<Warning>,
+}
+
+/// Intermediates in memory beyond this share of the limit go to scratch files.
+const MEMORY_SLOT_SHARE: u64 = 4;
+
+fn lowered_for(root: &Array, output: &Output, limit: u64) -> Lowered {
+    let mut lowered = lower(root, limit / MEMORY_SLOT_SHARE);
+    // Zarr is written a chunk at a time: a final reduction or contraction
+    // goes to an intermediate first, then chunks are copied out of it.
+    if matches!(output, Output::Zarr { .. }) {
+        let last = lowered.stages.last_mut().expect("a final stage");
+        if !matches!(last.work, Work::Map { .. }) {
+            let slot = super::lower::Slot { shape: last.shape.clone(), dtype: last.dtype, on_disk: false };
+            let on_disk = slot.bytes() > limit / MEMORY_SLOT_SHARE;
+            lowered.slots.push(super::lower::Slot { on_disk, ..slot });
+            let id = lowered.slots.len() - 1;
+            last.target = Target::Slot(id);
+            let (shape, dtype) = (last.shape.clone(), last.dtype);
+            let ir = super::lower::Ir {
+                kind: super::lower::IrKind::Leaf { src: super::lower::Src::Slot(id), map: ViewMap::c_order(&shape) },
+                dtype,
+            };
+            lowered.stages.push(super::lower::Stage { shape, dtype, work: Work::Map { ir }, target: Target::Out });
+        }
+    }
+    lowered
+}
+
+fn threads_of(opts: &Options) -> usize {
+    opts.threads.unwrap_or_else(rayon::current_num_threads).max(1)
+}
+
+/// The plan `root` would run with (reads no data).
+///
+/// # Errors
+/// As [`plan`].
+pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<ArrayPlan> {
+    plan(&lowered_for(root, output, opts.memory_limit), output, opts.memory_limit, threads_of(opts))
+}
+
+/// Where a stage's result goes.
+enum Sink {
+    Memory(Mutex<Vec<u8>>),
+    Npy(PositionedNpy),
+    Zarr(ZarrOutput),
+}
+
+impl Sink {
+    /// Writes the box `lo..hi` of an array of `shape` (values in C order).
+    fn write(&self, shape: &[usize], lo: &[usize], hi: &[usize], col: &Col, dtype: Dtype) -> Result<()> {
+        let mut bytes = Vec::with_capacity(col.len() * dtype.itemsize());
+        col.encode(dtype, &mut bytes);
+        if let Sink::Zarr(z) = self {
+            let chunk = z.chunk_shape();
+            let index: Vec<u64> = lo.iter().zip(chunk).map(|(&l, &c)| (l / c) as u64).collect();
+            return z.write_chunk(&index, &bytes);
+        }
+        // Runs: the box's rows over the axes after the last partial one.
+        let nd = shape.len();
+        let mut k = nd;
+        while k > 0 && lo[k - 1] == 0 && hi[k - 1] == shape[k - 1] {
+            k -= 1;
+        }
+        let (outer_lo, outer_hi) = if k == 0 { (vec![], vec![]) } else { (lo[..k - 1].to_vec(), hi[..k - 1].to_vec()) };
+        let inner: usize = shape[k..].iter().product();
+        let run = if k == 0 { inner } else { (hi[k - 1] - lo[k - 1]) * inner };
+        let first_inner = if k == 0 { 0 } else { lo[k - 1] * inner };
+        let map = ViewMap::c_order(shape);
+        let outer_shape_map = ViewMap {
+            base: 0,
+            shape: map.shape[..k.saturating_sub(1)].to_vec(),
+            axes: map.axes[..k.saturating_sub(1)].to_vec(),
+        };
+        let starts = offsets(&outer_shape_map, &outer_lo, &outer_hi);
+        let size = dtype.itemsize();
+        for (r, &s) in starts.iter().enumerate() {
+            let first = s as u64 + first_inner as u64;
+            let piece = &bytes[r * run * size..(r + 1) * run * size];
+            match self {
+                Sink::Memory(m) => {
+                    let mut out = m.lock().expect("no panics while writing");
+                    out[first as usize * size..first as usize * size + piece.len()].copy_from_slice(piece);
+                }
+                Sink::Npy(f) => f.write_at(first, piece)?,
+                Sink::Zarr(_) => unreachable!("handled above"),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `root` into `output`; returns the result when `output` is
+/// [`Output::Memory`], and the report.
+///
+/// # Errors
+/// [`Error::DoesNotFit`] before anything runs; [`Error::OutputExists`];
+/// I/O errors; [`Error::Cancelled`] when `cancelled` is set.
+pub fn run(
+    root: &Array,
+    output: &Output,
+    opts: &Options,
+    cancelled: &AtomicBool,
+) -> Result<(Option<Computed>, Report)> {
+    let limit = opts.memory_limit;
+    let threads = threads_of(opts);
+    let lowered = lowered_for(root, output, limit);
+    let the_plan = plan(&lowered, output, limit, threads)?;
+    let last = lowered.stages.last().expect("a final stage");
+    let final_sink = match output {
+        Output::Memory => Sink::Memory(Mutex::new(vec![0u8; volume(&last.shape) * last.dtype.itemsize()])),
+        Output::Npy { path, overwrite } => Sink::Npy(PositionedNpy::create(path, last.dtype, &last.shape, *overwrite)?),
+        Output::Zarr { path, overwrite, .. } => {
+            let tile = &the_plan.stages.last().expect("a final stage").tile;
+            Sink::Zarr(ZarrOutput::create(path, &last.shape, last.dtype, tile, *overwrite)?)
+        }
+    };
+    let scratch_dir = match output {
+        Output::Npy { path, .. } | Output::Zarr { path, .. } if lowered.slots.iter().any(|s| s.on_disk) => {
+            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            Some(
+                tempfile::Builder::new()
+                    .prefix(".memfit-scratch.")
+                    .tempdir_in(dir)
+                    .map_err(|e| Error::io(dir, "create", e))?,
+            )
+        }
+        _ if lowered.slots.iter().any(|s| s.on_disk) => Some(
+            tempfile::Builder::new()
+                .prefix("memfit-scratch.")
+                .tempdir()
+                .map_err(|e| Error::io(std::env::temp_dir(), "create", e))?,
+        ),
+        _ => None,
+    };
+    let slots: Vec<OnceLock<Arc<Stored>>> = (0..lowered.slots.len()).map(|_| OnceLock::new()).collect();
+    let overflow = AtomicU64::new(0);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| Error::Expression {
+        kind: crate::error::ExpressionFault::Value,
+        message: format!("cannot start {threads} threads: {e}"),
+    })?;
+    let mut final_sink = Some(final_sink);
+    for (stage, sp) in lowered.stages.iter().zip(&the_plan.stages) {
+        let ctx = Ctx { slots: &slots, overflow: &overflow };
+        let (sink, slot) = match stage.target {
+            Target::Out => (final_sink.take().expect("one final stage"), None),
+            Target::Slot(i) => {
+                let s = &lowered.slots[i];
+                let sink = if s.on_disk {
+                    let dir = scratch_dir.as_ref().expect("a scratch folder for scratch slots");
+                    let path = dir.path().join(format!("intermediate{i}.npy"));
+                    Sink::Npy(PositionedNpy::create(&path, s.dtype, &s.shape, true)?)
+                } else {
+                    Sink::Memory(Mutex::new(vec![0u8; s.bytes() as usize]))
+                };
+                (sink, Some(i))
+            }
+        };
+        pool.install(|| run_stage(&stage.work, &stage.shape, stage.dtype, sp, &sink, &ctx, threads, cancelled))?;
+        match (slot, sink) {
+            (Some(i), Sink::Memory(m)) => {
+                let bytes = m.into_inner().expect("no panics while writing");
+                let s = &lowered.slots[i];
+                let _ = slots[i].set(Arc::new(Stored::owned(bytes, s.dtype, s.shape.clone())));
+            }
+            (Some(i), Sink::Npy(f)) => {
+                let path = scratch_dir.as_ref().expect("scratch folder").path().join(format!("intermediate{i}.npy"));
+                f.commit()?;
+                let _ = slots[i].set(Arc::new(Stored::npy(&path)?));
+            }
+            (None, sink) => final_sink = Some(sink),
+            (Some(_), Sink::Zarr(_)) => unreachable!("slots are memory or .npy"),
+        }
+    }
+    let computed = match final_sink.expect("the final stage ran") {
+        Sink::Memory(m) => {
+            Some(Computed { shape: last.shape.clone(), dtype: last.dtype, bytes: m.into_inner().expect("no panics") })
+        }
+        Sink::Npy(f) => {
+            f.commit()?;
+            None
+        }
+        Sink::Zarr(z) => {
+            z.commit()?;
+            None
+        }
+    };
+    let mut warnings = Vec::new();
+    let count = overflow.load(Ordering::Relaxed);
+    if count > 0 {
+        warnings.push(Warning::NonFiniteProduced { count });
+    }
+    Ok((computed, Report { plan: the_plan, warnings }))
+}
+
+fn check(cancelled: &AtomicBool) -> Result<()> {
+    if cancelled.load(Ordering::Relaxed) {
+        Err(Error::Cancelled)
+    } else {
+        Ok(())
+    }
+}
+
+/// Evaluates `ir` over the box in parts of at most `max` elements, split
+/// along the outermost axes (so the parts concatenate in C order).
+fn eval_limited(
+    ir: &super::lower::Ir,
+    lo: &[usize],
+    hi: &[usize],
+    max: usize,
+    ctx: &Ctx<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<Col> {
+    let n: usize = lo.iter().zip(hi).map(|(a, b)| b - a).product();
+    if n <= max.max(1) {
+        return eval(ir, lo, hi, ctx, buf);
+    }
+    let k = (0..lo.len()).find(|&k| hi[k] - lo[k] > 1).expect("a box of more than one element");
+    let inner: usize = lo[k + 1..].iter().zip(&hi[k + 1..]).map(|(a, b)| b - a).product();
+    let step = (max / inner.max(1)).max(1);
+    let mut out = Col::with_capacity(ir.dtype, n);
+    let mut s = lo[k];
+    while s < hi[k] {
+        let e = (s + step).min(hi[k]);
+        let (mut plo, mut phi) = (lo.to_vec(), hi.to_vec());
+        (plo[k], phi[k]) = (s, e);
+        let part = eval_limited(ir, &plo, &phi, max, ctx, buf)?;
+        out.extend_from(&part, 0..part.len());
+        s = e;
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_stage(
+    work: &Work,
+    shape: &[usize],
+    dtype: Dtype,
+    sp: &StagePlan,
+    sink: &Sink,
+    ctx: &Ctx<'_>,
+    threads: usize,
+    cancelled: &AtomicBool,
+) -> Result<()> {
+    match work {
+        Work::Map { ir } => {
+            let n = n_tiles(shape, &sp.tile);
+            (0..n).into_par_iter().try_for_each_init(Vec::new, |buf, t| {
+                check(cancelled)?;
+                let (lo, hi) = tile_box(shape, &sp.tile, t);
+                let col = eval_limited(ir, &lo, &hi, sp.eval_elems, ctx, buf)?;
+                sink.write(shape, &lo, &hi, &col, dtype)
+            })
+        }
+        Work::Reduce { ir, op, reduced, multiplier, input_dtype } => {
+            let nk = shape.len();
+            let (n_o, n_c) = (n_tiles(shape, &sp.tile), n_tiles(reduced, &sp.chunk));
+            let count = volume(reduced) as u64;
+            if n_c == 0 {
+                for o in 0..n_o {
+                    let (lo, hi) = tile_box(shape, &sp.tile, o);
+                    let n = lo.iter().zip(&hi).map(|(a, b)| b - a).product();
+                    let col = Acc::empty(*op, *input_dtype, n).finish(*op, dtype, 1, 0);
+                    sink.write(shape, &lo, &hi, &col, dtype)?;
+                }
+                return Ok(());
+            }
+            let rmap = ViewMap::c_order(reduced);
+            let items = n_o * n_c;
+            let mut accs: Vec<(usize, Acc)> = Vec::new();
+            let mut start = 0;
+            while start < items {
+                check(cancelled)?;
+                let end = (start + threads).min(items);
+                let parts: Vec<Result<Acc>> = (start..end)
+                    .into_par_iter()
+                    .map_init(Vec::new, |buf, i| {
+                        let (olo, ohi) = tile_box(shape, &sp.tile, i / n_c);
+                        let (clo, chi) = tile_box(reduced, &sp.chunk, i % n_c);
+                        let lo: Vec<usize> = olo.iter().chain(&clo).copied().collect();
+                        let hi: Vec<usize> = ohi.iter().chain(&chi).copied().collect();
+                        let col = eval(ir, &lo, &hi, ctx, buf)?;
+                        let run = clo.iter().zip(&chi).map(|(a, b)| b - a).product::<usize>();
+                        let index = if matches!(op, Reduction::ArgMin | Reduction::ArgMax) {
+                            offsets(&rmap, &clo, &chi)
+                        } else {
+                            Vec::new()
+                        };
+                        Ok(partial(*op, &col, col.len() / run.max(1), run, &index))
+                    })
+                    .collect();
+                for (i, p) in (start..end).zip(parts) {
+                    let (o, c) = (i / n_c, i % n_c);
+                    let p = p?;
+                    match accs.iter_mut().find(|(t, _)| *t == o) {
+                        Some((_, acc)) => acc.fold(*op, p),
+                        None => accs.push((o, p)),
+                    }
+                    if c == n_c - 1 {
+                        let at = accs.iter().position(|(t, _)| *t == o).expect("accumulated");
+                        let (_, acc) = accs.swap_remove(at);
+                        let (lo, hi) = tile_box(shape, &sp.tile, o);
+                        let col = acc.finish(*op, dtype, *multiplier, count);
+                        sink.write(shape, &lo, &hi, &col, dtype)?;
+                    }
+                }
+                start = end;
+            }
+            debug_assert!(accs.is_empty() && nk == shape.len());
+            Ok(())
+        }
+        Work::Einsum { sub, irs, path, sizes } => {
+            let contracted: Vec<u8> = sizes.keys().copied().filter(|c| !sub.output.contains(c)).collect();
+            let csizes: Vec<usize> = contracted.iter().map(|c| sizes[c]).collect();
+            let (n_o, n_c) = (n_tiles(shape, &sp.tile), n_tiles(&csizes, &sp.chunk).max(1));
+            let items = n_o * n_c;
+            let mut accs: Vec<(usize, Vec<f64>)> = Vec::new();
+            let mut start = 0;
+            while start < items {
+                check(cancelled)?;
+                let end = (start + threads).min(items);
+                let parts: Vec<Result<Dense>> = (start..end)
+                    .into_par_iter()
+                    .map_init(Vec::new, |buf, i| {
+                        let (olo, ohi) = tile_box(shape, &sp.tile, i / n_c);
+                        let (clo, chi) = tile_box(&csizes, &sp.chunk, i % n_c);
+                        let range = |c: &u8| match sub.output.iter().position(|o| o == c) {
+                            Some(p) => (olo[p], ohi[p]),
+                            None => {
+                                let q = contracted.iter().position(|x| x == c).expect("contracted");
+                                (clo[q], chi[q])
+                            }
+                        };
+                        let mut dense = Vec::with_capacity(irs.len());
+                        for (ir, labels) in irs.iter().zip(&sub.inputs) {
+                            let (lo, hi): (Vec<usize>, Vec<usize>) = labels.iter().map(range).unzip();
+                            let Col::F(data) = eval(ir, &lo, &hi, ctx, buf)? else {
+                                unreachable!("einsum operands are float64")
+                            };
+                            dense.push(Dense { shape: lo.iter().zip(&hi).map(|(a, b)| b - a).collect(), data });
+                        }
+                        Ok(contract(sub, &dense, path))
+                    })
+                    .collect();
+                for (i, p) in (start..end).zip(parts) {
+                    let (o, c) = (i / n_c, i % n_c);
+                    let p = p?;
+                    match accs.iter_mut().find(|(t, _)| *t == o) {
+                        Some((_, acc)) => acc.iter_mut().zip(&p.data).for_each(|(a, b)| *a += b),
+                        None => accs.push((o, p.data)),
+                    }
+                    if c == n_c - 1 {
+                        let at = accs.iter().position(|(t, _)| *t == o).expect("accumulated");
+                        let (_, acc) = accs.swap_remove(at);
+                        let (lo, hi) = tile_box(shape, &sp.tile, o);
+                        sink.write(shape, &lo, &hi, &Col::F(acc), dtype)?;
+                    }
+                }
+                start = end;
+            }
+            Ok(())
+        }
+    }
+}

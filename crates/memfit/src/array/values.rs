@@ -1,0 +1,673 @@
+//! Columns of values and the elementwise kernels over them.
+//!
+//! A [`Col`] holds one tile's values of one expression node in C order:
+//! booleans, signed integers widened to `i64`, unsigned integers widened to
+//! `u64`, or floats widened to `f64`. After every operation the values are
+//! brought back to the node's dtype (integers wrap to its width, float16 and
+//! float32 results are rounded to it), so the results equal NumPy's: for
+//! `+ - * /`, `sqrt`, comparisons and casts bit for bit (double rounding from
+//! `f64` is exact for these), for the transcendental functions within an
+//! ulp of NumPy's own float32/float16 loops.
+
+use super::types::{kind, round_float, wrap_signed, wrap_unsigned, Kind, Scalar};
+use crate::dtype::Dtype;
+use crate::error::{Error, ExpressionFault, Result};
+
+/// One tile's values of one node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Col {
+    /// `bool`
+    B(Vec<bool>),
+    /// Signed integers of any width.
+    I(Vec<i64>),
+    /// Unsigned integers of any width.
+    U(Vec<u64>),
+    /// Floats of any width.
+    F(Vec<f64>),
+}
+
+/// Bytes one element of a [`Col`] takes (the planner's unit).
+pub const COL_BYTES: u64 = 8;
+
+impl Col {
+    /// `n` copies of `value` as `dtype`.
+    pub fn splat(value: Scalar, dtype: Dtype, n: usize) -> Col {
+        match kind(dtype) {
+            Kind::Bool => Col::B(vec![value.to_f64() != 0.0; n]),
+            Kind::Float => Col::F(vec![round_float(value.to_f64(), dtype); n]),
+            Kind::Int => match super::types::cast_scalar(value, dtype) {
+                Scalar::Int(i) if dtype.is_signed_int() => Col::I(vec![i; n]),
+                Scalar::Int(i) => Col::U(vec![i as u64; n]),
+                Scalar::UInt(u) => Col::U(vec![u; n]),
+                _ => unreachable!("cast_scalar gives integers for integer dtypes"),
+            },
+        }
+    }
+
+    /// An empty column of `dtype`'s kind with room for `n` values.
+    pub fn with_capacity(dtype: Dtype, n: usize) -> Col {
+        match kind(dtype) {
+            Kind::Bool => Col::B(Vec::with_capacity(n)),
+            Kind::Float => Col::F(Vec::with_capacity(n)),
+            Kind::Int if dtype.is_signed_int() => Col::I(Vec::with_capacity(n)),
+            Kind::Int => Col::U(Vec::with_capacity(n)),
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Col::B(v) => v.len(),
+            Col::I(v) => v.len(),
+            Col::U(v) => v.len(),
+            Col::F(v) => v.len(),
+        }
+    }
+
+    /// `true` when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i` as `f64`.
+    pub fn get_f64(&self, i: usize) -> f64 {
+        match self {
+            Col::B(v) => f64::from(u8::from(v[i])),
+            Col::I(v) => v[i] as f64,
+            Col::U(v) => v[i] as f64,
+            Col::F(v) => v[i],
+        }
+    }
+
+    /// Appends the values `src[i]` for `i` in `idx` (same kind).
+    ///
+    /// # Panics
+    /// If the kinds differ or an index is out of range.
+    pub fn extend_from(&mut self, src: &Col, idx: impl Iterator<Item = usize>) {
+        match (self, src) {
+            (Col::B(d), Col::B(s)) => d.extend(idx.map(|i| s[i])),
+            (Col::I(d), Col::I(s)) => d.extend(idx.map(|i| s[i])),
+            (Col::U(d), Col::U(s)) => d.extend(idx.map(|i| s[i])),
+            (Col::F(d), Col::F(s)) => d.extend(idx.map(|i| s[i])),
+            _ => panic!("columns of different kinds"),
+        }
+    }
+
+    /// Encodes the values as little-endian `dtype` elements onto `out`.
+    pub fn encode(&self, dtype: Dtype, out: &mut Vec<u8>) {
+        macro_rules! put {
+            ($v:expr, $t:ty) => {
+                for &x in $v {
+                    out.extend_from_slice(&(x as $t).to_le_bytes());
+                }
+            };
+        }
+        match (self, dtype) {
+            (Col::B(v), _) => out.extend(v.iter().map(|&b| u8::from(b))),
+            (Col::I(v), Dtype::I8) => put!(v, i8),
+            (Col::I(v), Dtype::I16) => put!(v, i16),
+            (Col::I(v), Dtype::I32) => put!(v, i32),
+            (Col::I(v), _) => put!(v, i64),
+            (Col::U(v), Dtype::U8) => put!(v, u8),
+            (Col::U(v), Dtype::U16) => put!(v, u16),
+            (Col::U(v), Dtype::U32) => put!(v, u32),
+            (Col::U(v), _) => put!(v, u64),
+            (Col::F(v), Dtype::F16) => {
+                for &x in v {
+                    out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes());
+                }
+            }
+            (Col::F(v), Dtype::F32) => put!(v, f32),
+            (Col::F(v), _) => put!(v, f64),
+        }
+    }
+
+    /// Decodes little-endian `dtype` elements `raw[i]` for `i` in `idx`
+    /// onto `self` (of `dtype`'s kind).
+    pub fn decode_from(&mut self, raw: &[u8], dtype: Dtype, idx: impl Iterator<Item = usize>) {
+        macro_rules! get {
+            ($v:expr, $t:ty, $n:literal, $conv:expr) => {
+                $v.extend(idx.map(|i| {
+                    let b: [u8; $n] = raw[i * $n..i * $n + $n].try_into().expect("n bytes");
+                    $conv(<$t>::from_le_bytes(b))
+                }))
+            };
+        }
+        match (self, dtype) {
+            (Col::B(v), _) => v.extend(idx.map(|i| raw[i] != 0)),
+            (Col::I(v), Dtype::I8) => v.extend(idx.map(|i| i64::from(raw[i] as i8))),
+            (Col::I(v), Dtype::I16) => get!(v, i16, 2, i64::from),
+            (Col::I(v), Dtype::I32) => get!(v, i32, 4, i64::from),
+            (Col::I(v), _) => get!(v, i64, 8, |x| x),
+            (Col::U(v), Dtype::U8) => v.extend(idx.map(|i| u64::from(raw[i]))),
+            (Col::U(v), Dtype::U16) => get!(v, u16, 2, u64::from),
+            (Col::U(v), Dtype::U32) => get!(v, u32, 4, u64::from),
+            (Col::U(v), _) => get!(v, u64, 8, |x| x),
+            (Col::F(v), Dtype::F16) => get!(v, u16, 2, |b| half::f16::from_bits(b).to_f64()),
+            (Col::F(v), Dtype::F32) => get!(v, f32, 4, f64::from),
+            (Col::F(v), _) => get!(v, f64, 8, |x| x),
+        }
+    }
+
+    /// Values that are NaN or infinite (0 for non-float columns).
+    pub fn count_non_finite(&self) -> u64 {
+        match self {
+            Col::F(v) => v.iter().filter(|x| !x.is_finite()).count() as u64,
+            _ => 0,
+        }
+    }
+}
+
+/// An elementwise operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum Op {
+    Add,
+    Subtract,
+    Multiply,
+    TrueDivide,
+    FloorDivide,
+    Remainder,
+    Power,
+    Minimum,
+    Maximum,
+    Equal,
+    NotEqual,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+    LogicalAnd,
+    LogicalOr,
+    LogicalXor,
+    BitwiseAnd,
+    BitwiseOr,
+    BitwiseXor,
+    Negative,
+    Positive,
+    Absolute,
+    Sqrt,
+    Exp,
+    Log,
+    Log2,
+    Log10,
+    Sin,
+    Cos,
+    Tan,
+    Square,
+    Reciprocal,
+    LogicalNot,
+    IsNan,
+    IsFinite,
+    IsInf,
+    Sign,
+    Floor,
+    Ceil,
+    Trunc,
+    Rint,
+    Invert,
+    /// Conversion to the node's dtype (`astype`).
+    Cast,
+    /// `where(cond, x, y)`.
+    Where,
+}
+
+impl Op {
+    /// NumPy's name (`"add"`, `"sqrt"`, ...).
+    pub fn name(self) -> &'static str {
+        use Op::*;
+        match self {
+            Add => "add",
+            Subtract => "subtract",
+            Multiply => "multiply",
+            TrueDivide => "true_divide",
+            FloorDivide => "floor_divide",
+            Remainder => "remainder",
+            Power => "power",
+            Minimum => "minimum",
+            Maximum => "maximum",
+            Equal => "equal",
+            NotEqual => "not_equal",
+            Less => "less",
+            LessEqual => "less_equal",
+            Greater => "greater",
+            GreaterEqual => "greater_equal",
+            LogicalAnd => "logical_and",
+            LogicalOr => "logical_or",
+            LogicalXor => "logical_xor",
+            BitwiseAnd => "bitwise_and",
+            BitwiseOr => "bitwise_or",
+            BitwiseXor => "bitwise_xor",
+            Negative => "negative",
+            Positive => "positive",
+            Absolute => "absolute",
+            Sqrt => "sqrt",
+            Exp => "exp",
+            Log => "log",
+            Log2 => "log2",
+            Log10 => "log10",
+            Sin => "sin",
+            Cos => "cos",
+            Tan => "tan",
+            Square => "square",
+            Reciprocal => "reciprocal",
+            LogicalNot => "logical_not",
+            IsNan => "isnan",
+            IsFinite => "isfinite",
+            IsInf => "isinf",
+            Sign => "sign",
+            Floor => "floor",
+            Ceil => "ceil",
+            Trunc => "trunc",
+            Rint => "rint",
+            Invert => "invert",
+            Cast => "astype",
+            Where => "where",
+        }
+    }
+
+    /// The operation NumPy calls `name`.
+    pub fn from_name(name: &str) -> Option<Op> {
+        use Op::*;
+        const ALL: [Op; 46] = [
+            Add,
+            Subtract,
+            Multiply,
+            TrueDivide,
+            FloorDivide,
+            Remainder,
+            Power,
+            Minimum,
+            Maximum,
+            Equal,
+            NotEqual,
+            Less,
+            LessEqual,
+            Greater,
+            GreaterEqual,
+            LogicalAnd,
+            LogicalOr,
+            LogicalXor,
+            BitwiseAnd,
+            BitwiseOr,
+            BitwiseXor,
+            Negative,
+            Positive,
+            Absolute,
+            Sqrt,
+            Exp,
+            Log,
+            Log2,
+            Log10,
+            Sin,
+            Cos,
+            Tan,
+            Square,
+            Reciprocal,
+            LogicalNot,
+            IsNan,
+            IsFinite,
+            IsInf,
+            Sign,
+            Floor,
+            Ceil,
+            Trunc,
+            Rint,
+            Invert,
+            Cast,
+            Where,
+        ];
+        ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// Number of operands.
+    pub fn arity(self) -> usize {
+        use Op::*;
+        match self {
+            Where => 3,
+            Add | Subtract | Multiply | TrueDivide | FloorDivide | Remainder | Power | Minimum | Maximum | Equal
+            | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd | LogicalOr | LogicalXor
+            | BitwiseAnd | BitwiseOr | BitwiseXor => 2,
+            _ => 1,
+        }
+    }
+
+    /// For a ufunc whose operands promote to `common`: the dtype it computes
+    /// in (its operands are cast to it) and the dtype of its result, as
+    /// NumPy's loops resolve them.
+    ///
+    /// # Errors
+    /// [`Error::Expression`] (a type fault) when NumPy has no loop.
+    pub fn resolve(self, common: Dtype) -> Result<(Dtype, Dtype)> {
+        use Op::*;
+        let k = kind(common);
+        let float = super::types::float_for(common);
+        let small_int = if k == Kind::Bool { Dtype::I8 } else { common };
+        let fail = || Err(super::types::no_loop(self.name(), &[common]));
+        Ok(match self {
+            Add | Multiply | Minimum | Maximum | Positive | Absolute | Floor | Ceil | Trunc => (common, common),
+            Subtract | Negative if k == Kind::Bool => {
+                return Err(Error::Expression {
+                    kind: ExpressionFault::Type,
+                    message: format!(
+                        "numpy boolean {}, the `-` operator, is not supported, use the bitwise_xor, the `^` operator, or the logical_xor function instead.",
+                        self.name()
+                    ),
+                })
+            }
+            Subtract | Negative => (common, common),
+            TrueDivide => (if k == Kind::Float { common } else { Dtype::F64 }, if k == Kind::Float { common } else { Dtype::F64 }),
+            FloorDivide | Remainder | Power | Square => (small_int, small_int),
+            Reciprocal | Sign if k == Kind::Bool => return fail(),
+            Reciprocal | Sign => (common, common),
+            Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual => (common, Dtype::Bool),
+            LogicalAnd | LogicalOr | LogicalXor | LogicalNot => (Dtype::Bool, Dtype::Bool),
+            BitwiseAnd | BitwiseOr | BitwiseXor | Invert if k == Kind::Float => return fail(),
+            BitwiseAnd | BitwiseOr | BitwiseXor | Invert => (common, common),
+            Sqrt | Exp | Log | Log2 | Log10 | Sin | Cos | Tan | Rint => (float, float),
+            IsNan | IsFinite | IsInf => (common, Dtype::Bool),
+            Cast | Where => (common, common),
+        })
+    }
+}
+
+/// NumPy's float `divmod` (`npy_divmod`): floor quotient and remainder
+/// with the divisor's sign.
+fn divmod_f(a: f64, b: f64) -> (f64, f64) {
+    if b == 0.0 {
+        return (a / b, f64::NAN);
+    }
+    let mut m = a % b;
+    let mut div = (a - m) / b;
+    if m != 0.0 {
+        if (b < 0.0) != (m < 0.0) {
+            m += b;
+            div -= 1.0;
+        }
+    } else {
+        m = 0f64.copysign(b);
+    }
+    let q = if div != 0.0 {
+        let f = div.floor();
+        if div - f > 0.5 {
+            f + 1.0
+        } else {
+            f
+        }
+    } else {
+        0f64.copysign(a / b)
+    };
+    (q, m)
+}
+
+fn floor_div_i(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        return 0;
+    }
+    let q = a.wrapping_div(b);
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+fn rem_i(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        return 0;
+    }
+    let r = a.wrapping_rem(b);
+    if r != 0 && ((r < 0) != (b < 0)) {
+        r + b
+    } else {
+        r
+    }
+}
+
+fn bin<T: Copy, U>(a: &[T], b: &[T], f: impl Fn(T, T) -> U) -> Vec<U> {
+    a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
+}
+
+fn un<T: Copy, U>(a: &[T], f: impl Fn(T) -> U) -> Vec<U> {
+    a.iter().map(|&x| f(x)).collect()
+}
+
+/// Brings values back to `dtype` (rounding floats, wrapping integers).
+pub fn settle(col: Col, dtype: Dtype) -> Col {
+    match col {
+        Col::F(mut v) if matches!(dtype, Dtype::F32 | Dtype::F16) => {
+            for x in &mut v {
+                *x = round_float(*x, dtype);
+            }
+            Col::F(v)
+        }
+        Col::I(mut v) if dtype != Dtype::I64 => {
+            for x in &mut v {
+                *x = wrap_signed(*x, dtype);
+            }
+            Col::I(v)
+        }
+        Col::U(mut v) if dtype != Dtype::U64 => {
+            for x in &mut v {
+                *x = wrap_unsigned(*x, dtype);
+            }
+            Col::U(v)
+        }
+        other => other,
+    }
+}
+
+/// Converts `col` to `dtype` (NumPy's unsafe cast: floats truncate towards
+/// zero into integers, NaN into integers is unspecified in NumPy and 0 here).
+pub fn cast(col: Col, dtype: Dtype) -> Col {
+    let out = match (col, kind(dtype)) {
+        (c @ Col::B(_), Kind::Bool) => c,
+        (Col::I(v), Kind::Bool) => Col::B(un(&v, |x| x != 0)),
+        (Col::U(v), Kind::Bool) => Col::B(un(&v, |x| x != 0)),
+        (Col::F(v), Kind::Bool) => Col::B(un(&v, |x| x != 0.0)),
+        (Col::B(v), Kind::Float) => Col::F(un(&v, |x| f64::from(u8::from(x)))),
+        (Col::I(v), Kind::Float) => Col::F(un(&v, |x| x as f64)),
+        (Col::U(v), Kind::Float) => Col::F(un(&v, |x| x as f64)),
+        (c @ Col::F(_), Kind::Float) => c,
+        (c, Kind::Int) if dtype.is_signed_int() => match c {
+            Col::B(v) => Col::I(un(&v, i64::from)),
+            c @ Col::I(_) => c,
+            Col::U(v) => Col::I(un(&v, |x| x as i64)),
+            Col::F(v) => Col::I(un(&v, |x| x as i64)),
+        },
+        (c, _) => match c {
+            Col::B(v) => Col::U(un(&v, u64::from)),
+            Col::I(v) => Col::U(un(&v, |x| x as u64)),
+            c @ Col::U(_) => c,
+            Col::F(v) => Col::U(un(&v, |x| if x < 0.0 { x as i64 as u64 } else { x as u64 })),
+        },
+    };
+    settle(out, dtype)
+}
+
+/// Applies `op` (computing in `loop_dtype`, every operand already of that
+/// dtype, except `where`'s boolean condition) and settles the result to
+/// `out_dtype`.
+///
+/// # Errors
+/// [`Error::Expression`] for an integer raised to a negative power.
+///
+/// # Panics
+/// If the operands' kinds do not match `loop_dtype` (a bug in the caller).
+pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Result<Col> {
+    use Op::*;
+    if op == Cast {
+        return Ok(cast(args[0].clone(), out_dtype));
+    }
+    if op == Where {
+        let Col::B(c) = &args[0] else { panic!("where's condition is boolean") };
+        let pick = |i: usize| if c[i] { 1 } else { 2 };
+        let mut out = Col::with_capacity(out_dtype, c.len());
+        for i in 0..c.len() {
+            out.extend_from(&args[pick(i)], std::iter::once(i));
+        }
+        return Ok(out);
+    }
+    let col = match args {
+        [Col::F(a), Col::F(b)] => match op {
+            Add => Col::F(bin(a, b, |x, y| x + y)),
+            Subtract => Col::F(bin(a, b, |x, y| x - y)),
+            Multiply => Col::F(bin(a, b, |x, y| x * y)),
+            TrueDivide => Col::F(bin(a, b, |x, y| x / y)),
+            FloorDivide => Col::F(bin(a, b, |x, y| divmod_f(x, y).0)),
+            Remainder => Col::F(bin(a, b, |x, y| if y == 0.0 { f64::NAN } else { divmod_f(x, y).1 })),
+            Power => Col::F(bin(a, b, f64::powf)),
+            Minimum => Col::F(bin(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else { x.min(y) })),
+            Maximum => Col::F(bin(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else { x.max(y) })),
+            _ => compare(op, a, b),
+        },
+        [Col::I(a), Col::I(b)] => match op {
+            Add => Col::I(bin(a, b, i64::wrapping_add)),
+            Subtract => Col::I(bin(a, b, i64::wrapping_sub)),
+            Multiply => Col::I(bin(a, b, i64::wrapping_mul)),
+            FloorDivide => Col::I(bin(a, b, floor_div_i)),
+            Remainder => Col::I(bin(a, b, rem_i)),
+            Power => {
+                if b.iter().any(|&e| e < 0) {
+                    return Err(Error::Expression {
+                        kind: ExpressionFault::Value,
+                        message: "Integers to negative integer powers are not allowed.".into(),
+                    });
+                }
+                Col::I(bin(a, b, |x, e| x.wrapping_pow(e.min(u32::MAX.into()) as u32)))
+            }
+            Minimum => Col::I(bin(a, b, i64::min)),
+            Maximum => Col::I(bin(a, b, i64::max)),
+            BitwiseAnd => Col::I(bin(a, b, |x, y| x & y)),
+            BitwiseOr => Col::I(bin(a, b, |x, y| x | y)),
+            BitwiseXor => Col::I(bin(a, b, |x, y| x ^ y)),
+            _ => compare(op, a, b),
+        },
+        [Col::U(a), Col::U(b)] => match op {
+            Add => Col::U(bin(a, b, u64::wrapping_add)),
+            Subtract => Col::U(bin(a, b, u64::wrapping_sub)),
+            Multiply => Col::U(bin(a, b, u64::wrapping_mul)),
+            FloorDivide => Col::U(bin(a, b, |x, y| x.checked_div(y).unwrap_or(0))),
+            Remainder => Col::U(bin(a, b, |x, y| x.checked_rem(y).unwrap_or(0))),
+            Power => Col::U(bin(a, b, |x, e| x.wrapping_pow(e.min(u32::MAX.into()) as u32))),
+            Minimum => Col::U(bin(a, b, u64::min)),
+            Maximum => Col::U(bin(a, b, u64::max)),
+            BitwiseAnd => Col::U(bin(a, b, |x, y| x & y)),
+            BitwiseOr => Col::U(bin(a, b, |x, y| x | y)),
+            BitwiseXor => Col::U(bin(a, b, |x, y| x ^ y)),
+            _ => compare(op, a, b),
+        },
+        [Col::B(a), Col::B(b)] => match op {
+            Add | LogicalOr | BitwiseOr | Maximum => Col::B(bin(a, b, |x, y| x | y)),
+            Multiply | LogicalAnd | BitwiseAnd | Minimum => Col::B(bin(a, b, |x, y| x & y)),
+            LogicalXor | BitwiseXor => Col::B(bin(a, b, |x, y| x ^ y)),
+            _ => compare(op, a, b),
+        },
+        [Col::F(a)] => Col::F(match op {
+            Negative => un(a, |x| -x),
+            Positive => a.clone(),
+            Absolute => un(a, f64::abs),
+            Sqrt => un(a, f64::sqrt),
+            Exp => un(a, f64::exp),
+            Log => un(a, f64::ln),
+            Log2 => un(a, f64::log2),
+            Log10 => un(a, f64::log10),
+            Sin => un(a, f64::sin),
+            Cos => un(a, f64::cos),
+            Tan => un(a, f64::tan),
+            Square => un(a, |x| x * x),
+            Reciprocal => un(a, |x| 1.0 / x),
+            Sign => un(a, |x| {
+                if x.is_nan() {
+                    x
+                } else if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            }),
+            Floor => un(a, f64::floor),
+            Ceil => un(a, f64::ceil),
+            Trunc => un(a, f64::trunc),
+            Rint => un(a, f64::round_ties_even),
+            IsNan => return Ok(Col::B(un(a, f64::is_nan))),
+            IsFinite => return Ok(Col::B(un(a, f64::is_finite))),
+            IsInf => return Ok(Col::B(un(a, f64::is_infinite))),
+            _ => panic!("{op:?} on floats"),
+        }),
+        [Col::I(a)] => match op {
+            Negative => Col::I(un(a, i64::wrapping_neg)),
+            Absolute => Col::I(un(a, i64::wrapping_abs)),
+            Square => Col::I(un(a, |x| x.wrapping_mul(x))),
+            Reciprocal => Col::I(un(a, |x| if x == 1 || x == -1 { x } else { 0 })),
+            Sign => Col::I(un(a, i64::signum)),
+            Invert => Col::I(un(a, |x| !x)),
+            Positive | Floor | Ceil | Trunc => Col::I(a.clone()),
+            IsNan | IsInf => Col::B(vec![false; a.len()]),
+            IsFinite => Col::B(vec![true; a.len()]),
+            _ => panic!("{op:?} on signed integers"),
+        },
+        [Col::U(a)] => match op {
+            Negative => Col::U(un(a, u64::wrapping_neg)),
+            Square => Col::U(un(a, |x| x.wrapping_mul(x))),
+            Reciprocal => Col::U(un(a, |x| u64::from(x == 1))),
+            Sign => Col::U(un(a, |x| u64::from(x > 0))),
+            Invert => Col::U(un(a, |x| !x)),
+            Positive | Absolute | Floor | Ceil | Trunc => Col::U(a.clone()),
+            IsNan | IsInf => Col::B(vec![false; a.len()]),
+            IsFinite => Col::B(vec![true; a.len()]),
+            _ => panic!("{op:?} on unsigned integers"),
+        },
+        [Col::B(a)] => Col::B(match op {
+            LogicalNot | Invert => un(a, |x| !x),
+            Positive | Absolute | Floor | Ceil | Trunc => a.clone(),
+            IsNan | IsInf => vec![false; a.len()],
+            IsFinite => vec![true; a.len()],
+            _ => panic!("{op:?} on booleans"),
+        }),
+        _ => panic!("{op:?} on operands of mixed kinds (loop dtype {loop_dtype:?})"),
+    };
+    Ok(settle(col, out_dtype))
+}
+
+fn compare<T: PartialOrd + Copy>(op: Op, a: &[T], b: &[T]) -> Col {
+    Col::B(match op {
+        Op::Equal => bin(a, b, |x, y| x == y),
+        Op::NotEqual => bin(a, b, |x, y| x != y),
+        Op::Less => bin(a, b, |x, y| x < y),
+        Op::LessEqual => bin(a, b, |x, y| x <= y),
+        Op::Greater => bin(a, b, |x, y| x > y),
+        Op::GreaterEqual => bin(a, b, |x, y| x >= y),
+        _ => panic!("{op:?} is not a comparison"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_divmod_follows_numpy() {
+        // numpy: np.floor_divide(-7.0, 2.0) == -4.0, np.remainder(-7.0, 2.0) == 1.0
+        assert_eq!(divmod_f(-7.0, 2.0), (-4.0, 1.0));
+        assert_eq!(divmod_f(7.0, -2.0), (-4.0, -1.0));
+        assert_eq!(divmod_f(0.0, -2.0).1.to_bits(), (-0.0f64).to_bits());
+        assert!(divmod_f(1.0, 0.0).0.is_infinite());
+        assert_eq!((floor_div_i(-7, 2), rem_i(-7, 2)), (-4, 1));
+        assert_eq!((floor_div_i(7, 0), rem_i(7, 0)), (0, 0));
+    }
+
+    #[test]
+    fn results_settle_to_the_dtype() {
+        let a = Col::I(vec![100, -100]);
+        let got = apply(Op::Add, Dtype::I8, Dtype::I8, &[a.clone(), a]).unwrap();
+        assert_eq!(got, Col::I(vec![-56, 56]));
+        let x = Col::F(vec![0.1f32 as f64]);
+        let got = apply(Op::Multiply, Dtype::F32, Dtype::F32, &[x.clone(), x]).unwrap();
+        assert_eq!(got, Col::F(vec![f64::from(0.1f32 * 0.1f32)]));
+        let got = cast(Col::F(vec![-1.5, 300.7]), Dtype::U8);
+        assert_eq!(got, Col::U(vec![255, 44]));
+    }
+}

@@ -1,0 +1,495 @@
+//! Index maps: transposes, broadcasts, slices, tiles, repeats and
+//! reshapes as maps from an array's coordinates to the element offsets of
+//! the stored array below them, never as copies.
+//!
+//! A [`ViewMap`] is *separable*: the offset of element `(i_0, …, i_{n-1})`
+//! is `base + Σ_k c_k(i_k)`, where each `c_k` is a sum of terms
+//! `coef · chain(i_k)` and a chain is a short list of integer steps (affine,
+//! modulo for tiles, division for repeats). Composing views keeps this form,
+//! so any stack of views over a stored array costs one table of
+//! `Σ_k extent_k` integers per tile, whatever the stack. Reshapes that
+//! cannot stay separable (e.g. `(6, 4) → (4, 6)` of a transposed array)
+//! return `None` and the planner materialises the array below them.
+
+use crate::error::{Error, ExpressionFault, Result};
+
+/// One step of a coordinate chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// `x · mul + add` (a slice with a step; `mul` may be negative).
+    Affine {
+        /// Multiplier.
+        mul: i64,
+        /// Offset.
+        add: i64,
+    },
+    /// `x mod m` (a tile of period `m`).
+    Mod(u64),
+    /// `x div r` (each element repeated `r` times).
+    Div(u64),
+}
+
+impl Step {
+    #[inline]
+    fn eval(self, x: i64) -> i64 {
+        match self {
+            Step::Affine { mul, add } => x * mul + add,
+            Step::Mod(m) => x.rem_euclid(m as i64),
+            Step::Div(r) => x.div_euclid(r as i64),
+        }
+    }
+}
+
+/// `coef · chain(i)`: one axis's contribution to an element offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// Elements per unit of the chain's result (a stride).
+    pub coef: i64,
+    /// Steps applied to the coordinate, first to last.
+    pub chain: Vec<Step>,
+}
+
+impl Term {
+    #[inline]
+    fn eval(&self, i: i64) -> i64 {
+        self.coef * self.chain.iter().fold(i, |x, s| s.eval(x))
+    }
+}
+
+/// How an expression depends on one axis (for the reduction rewrites).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dependence {
+    /// Not at all (a broadcast axis).
+    None,
+    /// Only through `i mod m` (a tiled axis of period `m`).
+    Periodic(u64),
+    /// Only through `i div r` (every value repeated `r` times).
+    Repeated(u64),
+    /// Otherwise.
+    Full,
+}
+
+impl Dependence {
+    /// The dependence of an expression with two parts that depend as
+    /// `self` and `other`.
+    pub fn and(self, other: Dependence) -> Dependence {
+        match (self, other) {
+            (Dependence::None, d) | (d, Dependence::None) => d,
+            (a, b) if a == b => a,
+            _ => Dependence::Full,
+        }
+    }
+}
+
+/// A separable map from coordinates of `shape` to element offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewMap {
+    /// Offset of element `(0, …, 0)` plus the constant parts of the terms.
+    pub base: i64,
+    /// The shape seen through the map.
+    pub shape: Vec<usize>,
+    /// The terms of each axis (empty for broadcast axes).
+    pub axes: Vec<Vec<Term>>,
+}
+
+/// An index-map operation on an array (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ViewOp {
+    /// Axes reordered: result axis `k` is input axis `perm[k]`.
+    Transpose(Vec<usize>),
+    /// C-order reshape to the shape.
+    Reshape(Vec<usize>),
+    /// NumPy broadcast to the shape.
+    BroadcastTo(Vec<usize>),
+    /// New length-1 axes at these (sorted) positions of the result.
+    ExpandDims(Vec<usize>),
+    /// Length-1 axes removed (sorted positions).
+    Squeeze(Vec<usize>),
+    /// Each axis repeated as a whole `reps[k]` times (one rep per axis).
+    Tile(Vec<usize>),
+    /// Each element of `axis` repeated `repeats` times.
+    Repeat {
+        /// Copies of each element.
+        repeats: usize,
+        /// The axis.
+        axis: usize,
+    },
+    /// Per axis `(start, step, len)`: elements `start + step · i`, `i < len`.
+    Slice(Vec<(i64, i64, usize)>),
+    /// The diagonal of axes `a < b` (equal lengths) as axis `a`; `b` removed.
+    Diagonal(usize, usize),
+}
+
+fn bad(message: String) -> Error {
+    Error::Expression { kind: ExpressionFault::Value, message }
+}
+
+impl ViewOp {
+    /// The shape of the result for an input of shape `s`.
+    ///
+    /// # Errors
+    /// [`Error::Expression`] when the operation does not apply to `s`
+    /// (NumPy's messages).
+    pub fn out_shape(&self, s: &[usize]) -> Result<Vec<usize>> {
+        let text = crate::error::shape_text;
+        Ok(match self {
+            ViewOp::Transpose(perm) => {
+                let mut seen = vec![false; s.len()];
+                if perm.len() != s.len() || perm.iter().any(|&p| p >= s.len() || std::mem::replace(&mut seen[p], true))
+                {
+                    return Err(bad("axes don't match array".into()));
+                }
+                perm.iter().map(|&p| s[p]).collect()
+            }
+            ViewOp::Reshape(t) => {
+                let (a, b) = (s.iter().product::<usize>(), t.iter().product::<usize>());
+                if a != b {
+                    return Err(bad(format!("cannot reshape array of size {a} into shape {}", text(t))));
+                }
+                t.clone()
+            }
+            ViewOp::BroadcastTo(t) => {
+                let ok = t.len() >= s.len() && s.iter().rev().zip(t.iter().rev()).all(|(&a, &b)| a == b || a == 1);
+                if !ok {
+                    return Err(bad(format!(
+                        "operands could not be broadcast together with remapped shapes [original->remapped]: {} and requested shape {}",
+                        text(s).replace(", ", ","),
+                        text(t).replace(", ", ",")
+                    )));
+                }
+                t.clone()
+            }
+            ViewOp::ExpandDims(pos) => {
+                let n = s.len() + pos.len();
+                if pos.iter().any(|&p| p >= n) || pos.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(bad("expand_dims: bad axis positions".into()));
+                }
+                let mut it = s.iter();
+                (0..n).map(|k| if pos.contains(&k) { 1 } else { *it.next().expect("n = len + pos") }).collect()
+            }
+            ViewOp::Squeeze(axes) => {
+                if axes.iter().any(|&a| a >= s.len() || s[a] != 1) {
+                    return Err(bad("cannot select an axis to squeeze out which has size not equal to one".into()));
+                }
+                (0..s.len()).filter(|k| !axes.contains(k)).map(|k| s[k]).collect()
+            }
+            ViewOp::Tile(reps) => {
+                if reps.len() != s.len() {
+                    return Err(bad("tile: one repetition per axis".into()));
+                }
+                s.iter().zip(reps).map(|(&a, &r)| a * r).collect()
+            }
+            ViewOp::Repeat { repeats, axis } => {
+                if *axis >= s.len() {
+                    return Err(bad("repeat: axis out of range".into()));
+                }
+                let mut t = s.to_vec();
+                t[*axis] *= repeats;
+                t
+            }
+            ViewOp::Slice(items) => {
+                if items.len() != s.len() {
+                    return Err(bad("slice: one item per axis".into()));
+                }
+                for (&(start, step, len), &n) in items.iter().zip(s) {
+                    let last = start + step * (len as i64 - 1);
+                    if len > 0 && (step == 0 || start < 0 || start >= n as i64 || last < 0 || last >= n as i64) {
+                        return Err(bad(format!("slice ({start}, {step}, {len}) out of range for an axis of {n}")));
+                    }
+                }
+                items.iter().map(|it| it.2).collect()
+            }
+            ViewOp::Diagonal(a, b) => {
+                if a >= b || *b >= s.len() || s[*a] != s[*b] {
+                    return Err(bad("diagonal: two distinct axes of equal length".into()));
+                }
+                (0..s.len()).filter(|k| k != b).map(|k| s[k]).collect()
+            }
+        })
+    }
+}
+
+impl ViewMap {
+    /// The map of a stored array: element `(i_k)` at `base + Σ i_k · strides[k]`
+    /// (strides in elements, possibly negative).
+    pub fn strided(shape: &[usize], strides: &[i64], base: i64) -> Self {
+        let axes = shape
+            .iter()
+            .zip(strides)
+            .map(|(&n, &s)| if n == 1 || s == 0 { Vec::new() } else { vec![Term { coef: s, chain: Vec::new() }] })
+            .collect();
+        ViewMap { base, shape: shape.to_vec(), axes }
+    }
+
+    /// The map of a C-contiguous array of `shape` starting at offset 0.
+    pub fn c_order(shape: &[usize]) -> Self {
+        let mut strides = vec![0i64; shape.len()];
+        let mut s = 1i64;
+        for k in (0..shape.len()).rev() {
+            strides[k] = s;
+            s *= shape[k] as i64;
+        }
+        ViewMap::strided(shape, &strides, 0)
+    }
+
+    /// Axis `k`'s contribution to the offset for coordinates `lo..hi`.
+    pub fn contributions(&self, k: usize, lo: usize, hi: usize) -> Vec<i64> {
+        (lo..hi).map(|i| self.axes[k].iter().map(|t| t.eval(i as i64)).sum()).collect()
+    }
+
+    /// How the offsets depend on axis `k`.
+    pub fn dependence(&self, k: usize) -> Dependence {
+        let mut dep = Dependence::None;
+        for t in &self.axes[k] {
+            dep = dep.and(match t.chain.first() {
+                Some(Step::Mod(m)) => Dependence::Periodic(*m),
+                Some(Step::Div(r)) => Dependence::Repeated(*r),
+                _ => Dependence::Full,
+            });
+        }
+        dep
+    }
+
+    /// Restricts axis `k` for a reduction rewrite: a periodic axis to its
+    /// first period, a repeated axis to one of each repeat, an independent
+    /// axis to length 1 (`dep` as returned by [`ViewMap::dependence`]).
+    pub fn restrict(&mut self, k: usize, dep: Dependence) {
+        match dep {
+            Dependence::None => self.shape[k] = 1,
+            Dependence::Periodic(m) => self.shape[k] = m as usize,
+            Dependence::Repeated(r) => self.shape[k] /= r as usize,
+            Dependence::Full => return,
+        }
+        for t in &mut self.axes[k] {
+            t.chain.remove(0);
+        }
+    }
+
+    fn fold(&mut self, k: usize, at: i64) {
+        let terms = std::mem::take(&mut self.axes[k]);
+        self.base += terms.iter().map(|t| t.eval(at)).sum::<i64>();
+    }
+
+    fn prepend(&mut self, k: usize, step: Step) {
+        for t in &mut self.axes[k] {
+            t.chain.insert(0, step);
+        }
+    }
+
+    /// The map seen through `op`, or `None` when the result is not
+    /// separable (only reshapes).
+    ///
+    /// # Panics
+    /// If `op` does not apply to this shape (check with
+    /// [`ViewOp::out_shape`] first).
+    pub fn apply(&self, op: &ViewOp) -> Option<ViewMap> {
+        let mut m = self.clone();
+        let out = op.out_shape(&self.shape).expect("a valid view operation");
+        match op {
+            ViewOp::Transpose(perm) => {
+                m.axes = perm.iter().map(|&p| self.axes[p].clone()).collect();
+            }
+            ViewOp::BroadcastTo(t) => {
+                let lead = t.len() - self.shape.len();
+                for k in 0..self.shape.len() {
+                    if self.shape[k] == 1 && t[lead + k] != 1 {
+                        m.fold(k, 0);
+                    }
+                }
+                let mut axes = vec![Vec::new(); lead];
+                axes.append(&mut m.axes);
+                m.axes = axes;
+            }
+            ViewOp::ExpandDims(pos) => {
+                let mut old = std::mem::take(&mut m.axes).into_iter();
+                m.axes = (0..out.len())
+                    .map(|k| if pos.contains(&k) { Vec::new() } else { old.next().expect("len") })
+                    .collect();
+            }
+            ViewOp::Squeeze(axes) => {
+                for &k in axes {
+                    m.fold(k, 0);
+                }
+                m.axes = m.axes.into_iter().enumerate().filter(|(k, _)| !axes.contains(k)).map(|(_, a)| a).collect();
+            }
+            ViewOp::Tile(reps) => {
+                for (k, &r) in reps.iter().enumerate() {
+                    if r != 1 {
+                        if self.shape[k] == 1 {
+                            m.fold(k, 0);
+                        } else {
+                            m.prepend(k, Step::Mod(self.shape[k] as u64));
+                        }
+                    }
+                }
+            }
+            ViewOp::Repeat { repeats, axis } => {
+                if *repeats != 1 {
+                    m.prepend(*axis, Step::Div(*repeats as u64));
+                }
+            }
+            ViewOp::Slice(items) => {
+                for (k, &(start, step, len)) in items.iter().enumerate() {
+                    if len <= 1 {
+                        m.fold(k, start);
+                    } else if (start, step) != (0, 1) {
+                        m.prepend(k, Step::Affine { mul: step, add: start });
+                    }
+                }
+            }
+            ViewOp::Diagonal(a, b) => {
+                let moved = std::mem::take(&mut m.axes[*b]);
+                m.axes[*a].extend(moved);
+                m.axes.remove(*b);
+            }
+            ViewOp::Reshape(t) => return self.reshape(t),
+        }
+        m.shape = out;
+        Some(m)
+    }
+
+    fn reshape(&self, t: &[usize]) -> Option<ViewMap> {
+        let mut m = self.clone();
+        // Drop length-1 axes on both sides; they carry no coordinates.
+        for k in 0..m.shape.len() {
+            if m.shape[k] == 1 {
+                m.fold(k, 0);
+            }
+        }
+        let src: Vec<usize> = (0..m.shape.len()).filter(|&k| m.shape[k] != 1).collect();
+        let dst: Vec<usize> = (0..t.len()).filter(|&k| t[k] != 1).collect();
+        let mut axes: Vec<Vec<Term>> = vec![Vec::new(); t.len()];
+        let (mut i, mut j) = (0, 0);
+        while i < src.len() || j < dst.len() {
+            // One group: source and destination axes with equal products.
+            let (i0, j0) = (i, j);
+            if i == src.len() || j == dst.len() {
+                return None;
+            }
+            let (mut ps, mut pt) = (m.shape[src[i]], t[dst[j]]);
+            (i, j) = (i + 1, j + 1);
+            while ps != pt {
+                if ps < pt {
+                    ps *= m.shape[*src.get(i)?];
+                    i += 1;
+                } else {
+                    pt *= t[*dst.get(j)?];
+                    j += 1;
+                }
+            }
+            let dims: Vec<usize> = dst[j0..j].iter().map(|&d| t[d]).collect();
+            let mut inner = ps;
+            for (n, &s) in src[i0..i].iter().enumerate() {
+                let len = m.shape[s];
+                inner /= len;
+                for term in &m.axes[s] {
+                    let mut chain = Vec::new();
+                    if inner > 1 {
+                        chain.push(Step::Div(inner as u64));
+                    }
+                    if n > 0 {
+                        chain.push(Step::Mod(len as u64));
+                    }
+                    chain.extend_from_slice(&term.chain);
+                    let (parts, constant) = split_chain(&chain, &dims, 0, dims.len())?;
+                    m.base += term.coef * constant;
+                    for (d, c) in parts {
+                        axes[dst[j0 + d]].push(Term { coef: term.coef, chain: c });
+                    }
+                }
+            }
+        }
+        Some(ViewMap { base: m.base, shape: t.to_vec(), axes })
+    }
+}
+
+/// Splits `chain(x)`, `x` the mixed-radix number of digits `dims[lo..hi]`
+/// (`x = Σ i_j · Π dims[j+1..hi]`), into per-digit chains plus a constant,
+/// or `None` when it does not separate.
+fn split_chain(chain: &[Step], dims: &[usize], lo: usize, hi: usize) -> Option<(Vec<(usize, Vec<Step>)>, i64)> {
+    let weight = |j: usize| dims[j + 1..hi].iter().product::<usize>() as i64;
+    let linear = |mul: i64| -> Vec<(usize, Vec<Step>)> {
+        (lo..hi)
+            .filter(|&j| dims[j] > 1)
+            .map(|j| {
+                let w = weight(j) * mul;
+                (j, if w == 1 { Vec::new() } else { vec![Step::Affine { mul: w, add: 0 }] })
+            })
+            .collect()
+    };
+    let suffix = |p: u64| (lo..=hi).find(|&s| dims[s..hi].iter().product::<usize>() as u64 == p);
+    match chain.split_first() {
+        None => Some((linear(1), 0)),
+        Some((&Step::Affine { mul, add }, rest)) if rest.is_empty() => Some((linear(mul), add)),
+        Some((&Step::Affine { mul: 1, add: 0 }, rest)) => split_chain(rest, dims, lo, hi),
+        Some((&Step::Mod(m), rest)) => {
+            if m >= dims[lo..hi].iter().product::<usize>() as u64 {
+                split_chain(rest, dims, lo, hi)
+            } else {
+                split_chain(rest, dims, suffix(m)?, hi)
+            }
+        }
+        Some((&Step::Div(r), rest)) => {
+            let s = suffix(r)?;
+            split_chain(rest, dims, lo, s)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offsets of every element in C order.
+    fn offsets(m: &ViewMap) -> Vec<i64> {
+        let n: usize = m.shape.iter().product();
+        let mut out = Vec::with_capacity(n);
+        for flat in 0..n {
+            let mut rem = flat;
+            let mut off = m.base;
+            for k in (0..m.shape.len()).rev() {
+                let i = rem % m.shape[k];
+                rem /= m.shape[k];
+                off += m.contributions(k, i, i + 1)[0];
+            }
+            out.push(off);
+        }
+        out
+    }
+
+    #[test]
+    fn tile_then_reshape_stays_separable() {
+        // np.tile(arange(3), 4).reshape(4, 3) == [[0, 1, 2]] * 4
+        let m = ViewMap::c_order(&[3]).apply(&ViewOp::Tile(vec![4])).unwrap();
+        let r = m.apply(&ViewOp::Reshape(vec![4, 3])).unwrap();
+        assert_eq!(offsets(&r), [0, 1, 2].repeat(4));
+        assert_eq!(r.dependence(0), Dependence::None);
+    }
+
+    #[test]
+    fn merges_and_splits_of_strided_arrays() {
+        let m = ViewMap::c_order(&[2, 3, 4]).apply(&ViewOp::Transpose(vec![1, 0, 2])).unwrap();
+        let merged = m.apply(&ViewOp::Reshape(vec![6, 4])).unwrap();
+        let want: Vec<i64> =
+            (0..3).flat_map(|j| (0..2).flat_map(move |i| (0..4).map(move |k| i * 12 + j * 4 + k))).collect();
+        assert_eq!(offsets(&merged), want);
+        let split = ViewMap::c_order(&[24]).apply(&ViewOp::Reshape(vec![2, 1, 3, 4])).unwrap();
+        assert_eq!(offsets(&split), (0..24).collect::<Vec<_>>());
+        // (6, 4) of a transpose into (4, 6) does not separate.
+        assert!(merged.apply(&ViewOp::Reshape(vec![4, 6])).is_none());
+    }
+
+    #[test]
+    fn slices_repeats_and_broadcasts() {
+        let m = ViewMap::c_order(&[5]).apply(&ViewOp::Slice(vec![(4, -2, 3)])).unwrap();
+        assert_eq!(offsets(&m), [4, 2, 0]);
+        let r = m.apply(&ViewOp::Repeat { repeats: 2, axis: 0 }).unwrap();
+        assert_eq!(offsets(&r), [4, 4, 2, 2, 0, 0]);
+        assert_eq!(r.dependence(0), Dependence::Repeated(2));
+        let b = ViewMap::c_order(&[1, 2]).apply(&ViewOp::BroadcastTo(vec![3, 2, 2])).unwrap();
+        assert_eq!(offsets(&b), [0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+        let d = ViewMap::c_order(&[3, 3]).apply(&ViewOp::Diagonal(0, 1)).unwrap();
+        assert_eq!(offsets(&d), [0, 4, 8]);
+    }
+}
