@@ -177,11 +177,12 @@ class Expr:
     ) -> None:
         """Streams the result into a Zarr v3 array directory."""
 
-    def explain(self, memory_limit: int, n_jobs: Optional[int]) -> str:
-        """The plan, printable."""
+    def explain(self, memory_limit: int, n_jobs: Optional[int] = None, output: Optional[str] = None) -> str:
+        """The plan, printable; output None plans compute(), a path ending in
+        .zarr plans to_zarr, another path to_npy."""
 
-    def plan(self, memory_limit: int, n_jobs: Optional[int]) -> dict[str, Any]:
-        """The plan as data."""
+    def plan(self, memory_limit: int, n_jobs: Optional[int] = None, output: Optional[str] = None) -> dict[str, Any]:
+        """The plan as data (as explain)."""
 
 def expr_from_ndarray(a: npt.NDArray[Any]) -> Expr:
     """A leaf referencing a (no copy): any of the 12 dtypes, native byte order, any strides."""

@@ -745,6 +745,9 @@ def test_explain():
     assert isinstance(str(plan), str) and str(plan)
     assert repr(plan) == str(plan)
     assert isinstance(plan.data, dict) and plan.data
+    big = ma.ones((4000, 4000)) * 2
+    assert str(big.explain(memory_limit="1MiB", output="out.npy"))
+    assert str(big.explain(memory_limit="1MiB", output="out.zarr"))
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int32", "bool", "float16", "uint64"])

@@ -539,7 +539,7 @@ class Array:
             os.fsdecode(os.fspath(path)), chunks, check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite)
         )
 
-    def explain(self, memory_limit: Any = None, n_jobs: Any = None) -> Plan:
+    def explain(self, memory_limit: Any = None, n_jobs: Any = None, output: Any = None) -> Plan:
         """The evaluation plan, without evaluating anything.
 
         Parameters
@@ -548,6 +548,10 @@ class Array:
             Bytes for every buffer (None: half of the available memory).
         n_jobs : int or None, default=None
             Worker threads (None or -1: all cores).
+        output : str, os.PathLike or None, default=None
+            None: the plan of :meth:`compute` (the result in memory); a path:
+            the plan of :meth:`to_zarr` for a path ending in ``.zarr``, else
+            of :meth:`to_npy` (nothing is written).
 
         Returns
         -------
@@ -563,7 +567,8 @@ class Array:
             and the smallest limit that works).
         """
         limit, jobs = check_memory_limit(memory_limit), check_n_jobs(n_jobs)
-        return Plan(self._expr.explain(limit, jobs), self._expr.plan(limit, jobs))
+        out = None if output is None else os.fsdecode(os.fspath(output))
+        return Plan(self._expr.explain(limit, jobs, out), self._expr.plan(limit, jobs, out))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """``np.asarray(x)``: computes the array within the default memory
