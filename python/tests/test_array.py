@@ -207,8 +207,13 @@ def test_binary_ops_match_numpy(name, dt1, dt2):
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        same(getattr(ma, name)(ma.asarray(x), ma.asarray(y)), want)
-        same(f(ma.asarray(x), y), want)
+        got = getattr(ma, name)(ma.asarray(x), ma.asarray(y)).compute()
+        np.testing.assert_array_equal(f(ma.asarray(x), y).compute(), got)
+    if name == "power" and want.dtype.kind == "f":  # pow is transcendental: libm's, to 1 ulp
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_max_ulp(got, want, maxulp=1)
+    else:
+        same(got, want)
 
 
 @pytest.mark.parametrize("op", ["+", "-", "*", "/", "//", "%", "**", "<", "<=", ">", ">=", "==", "!=", "&", "|", "^"])
@@ -697,7 +702,7 @@ def test_dot(s1, s2):
 
 
 def test_results_do_not_depend_on_threads_or_limit(tmp_path):
-    """Bitwise identical for n_jobs 1 and 2 and limits 256 KiB and 1 GiB (to_npy and compute)."""
+    """Bitwise identical for n_jobs 1 and 2 and limits 1 MiB and 1 GiB (to_npy and compute)."""
     x = sample((400, 300), "float64", seed=50)
     w = sample((300,), "float32", seed=51)
     a = ma.asarray(x)
@@ -710,7 +715,7 @@ def test_results_do_not_depend_on_threads_or_limit(tmp_path):
         np.cos(a[::-3, 7:]).mean(),
     ]
     for e in exprs:
-        r1 = evaluate(e, "256KiB", 1, tmp_path)
+        r1 = evaluate(e, "1MiB", 1, tmp_path)
         r2 = e.compute(memory_limit="1GiB", n_jobs=2)
         r3 = evaluate(e, "1GiB", 2, tmp_path)
         np.testing.assert_array_equal(r1, r2)

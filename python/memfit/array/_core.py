@@ -458,7 +458,15 @@ class Array:
             Values that became inf or NaN from finite inputs (overflow, e.g. in
             float16), with their count.
         """
-        return self._expr.compute(check_memory_limit(memory_limit), check_n_jobs(n_jobs))
+        try:
+            return self._expr.compute(check_memory_limit(memory_limit), check_n_jobs(n_jobs))
+        except MemoryError as e:
+            message = str(e)
+            if "to_npy" in message or "result" not in message:
+                raise
+            raise MemoryError(
+                f"{message}; x.to_npy(path) or x.to_zarr(path) stream the result to disk within the limit"
+            ) from None
 
     def to_npy(self, path: Any, memory_limit: Any = None, n_jobs: Any = None, overwrite: bool = False) -> None:
         """Streams the array into a ``.npy`` file, block by block with
