@@ -20,6 +20,7 @@ def same(got, want):
 
 
 def close(got, want, rtol=1e-12):
+    """Computed memfit result equals NumPy's to rtol (NaN == NaN), same dtype and shape."""
     assert isinstance(got, ma.Array), type(got)
     want = np.asarray(want)
     out = got.compute()
@@ -46,11 +47,12 @@ UFUNCS = [np.add, np.subtract, np.multiply, np.divide, np.true_divide, np.floor_
 def test_binary_ufuncs(ufunc, x, a):
     """np.<ufunc>(memfit, ndarray | scalar) is lazy and equals NumPy."""
     y = np.abs(x[0]) + 0.5
+    check = close if ufunc is np.power else same  # pow is libm's, to 1 ulp
     with np.errstate(all="ignore"):
-        same(ufunc(a, y), ufunc(x, y))
-        same(ufunc(y, a), ufunc(y, x))
-        same(ufunc(a, 2.0), ufunc(x, 2.0))
-        same(ufunc(np.float32(3), a), ufunc(np.float32(3), x))
+        check(ufunc(a, y), ufunc(x, y))
+        check(ufunc(y, a), ufunc(y, x))
+        check(ufunc(a, 2.0), ufunc(x, 2.0))
+        check(ufunc(np.float32(3), a), ufunc(np.float32(3), x))
 
 
 @pytest.mark.parametrize("ufunc", [np.negative, np.positive, np.absolute, np.abs, np.sqrt, np.exp, np.log, np.sin,
