@@ -149,3 +149,51 @@ def default_memory_limit() -> int:
 
 def npy_info(path: str) -> tuple[list[int], str, bool, int]:
     """Shape, dtype name (with byte order), Fortran order and data offset (bytes) of a .npy file."""
+
+# ---------------------------------------------------------------------------
+# memfit.array: the lazy expression graph (see /work/array_spec.md and
+# python/memfit/array). Python normalises every argument (axes sorted and
+# non-negative, shapes without -1, slices by slice.indices) before calling.
+
+class Expr:
+    """Opaque, immutable node of the lazy expression graph."""
+
+    shape: tuple[int, ...]
+    #: NumPy name: "bool", "int8".."int64", "uint8".."uint64", "float16", "float32", "float64".
+    dtype: str
+    ndim: int
+
+    def compute(self, memory_limit: int, n_jobs: Optional[int]) -> npt.NDArray[Any]:
+        """The result as a new C-ordered array; MemoryError when it does not
+        fit memory_limit (the message points to to_npy/to_zarr); overflow
+        counts are issued as RuntimeWarning."""
+
+    def to_npy(self, path: str, memory_limit: int, n_jobs: Optional[int], overwrite: bool) -> None:
+        """Streams the result into a .npy file (temporary name, renamed at the
+        end); FileExistsError when path exists and not overwrite."""
+
+    def to_zarr(
+        self, path: str, chunks: Optional[tuple[int, ...]], memory_limit: int, n_jobs: Optional[int], overwrite: bool
+    ) -> None:
+        """Streams the result into a Zarr v3 array directory."""
+
+    def explain(self, memory_limit: int, n_jobs: Optional[int] = None, output: Optional[str] = None) -> str:
+        """The plan, printable; output None plans compute(), a path ending in
+        .zarr plans to_zarr, another path to_npy."""
+
+    def plan(self, memory_limit: int, n_jobs: Optional[int] = None, output: Optional[str] = None) -> dict[str, Any]:
+        """The plan as data (as explain)."""
+
+def expr_from_ndarray(a: npt.NDArray[Any]) -> Expr:
+    """A leaf referencing a (no copy): any of the 12 dtypes, native byte order, any strides."""
+
+def expr_from_npy(path: str) -> Expr:
+    """A leaf read lazily from a .npy file with positioned reads."""
+
+def expr_from_zarr(path: str) -> Expr:
+    """A leaf read lazily from a Zarr v2 or v3 array directory."""
+
+def expr_op(op: str, inputs: list[Expr], params: dict[str, Any]) -> Expr:
+    """A node: operation op (see the spec's list) on inputs with canonical
+    params. ValueError for shape errors (broadcast mismatch names both
+    shapes), TypeError for unsupported dtype combinations."""

@@ -17,6 +17,7 @@ import errno
 import numbers
 import os
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -50,6 +51,9 @@ class Data:
     float32 : bool
         Whether the engine computes in float32 (float32 input) rather than
         float64 (every other dtype, as scikit-learn converts them).
+    keep : object, optional
+        Kept alive with the data: the owner of a temporary ``.npy`` file
+        (see :func:`lazy_array_input`), deleted with it.
     """
 
     engine: Union[str, np.ndarray]
@@ -57,6 +61,8 @@ class Data:
     n_features: int
     dtype: np.dtype
     float32: bool
+    #: What must live as long as ``engine`` (a temporary file's owner).
+    keep: Any = None
 
     @property
     def out_dtype(self) -> np.dtype:
@@ -178,8 +184,54 @@ def npy_behind(X: Any) -> Optional[str]:
     return None
 
 
+class _TemporaryNpy:
+    """A temporary ``.npy`` file, deleted when this object goes (with the
+    ``Data`` that holds it)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._finalizer = weakref.finalize(self, _remove_quietly, path)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _is_lazy_array(X: Any) -> bool:
+    return type(X).__module__ == "memfit.array._core" and type(X).__name__ == "Array"
+
+
+def lazy_array_input(X: Any, name: str = "X") -> Union[np.ndarray, _TemporaryNpy]:
+    """A 2-D :class:`memfit.array.Array` as the estimators read it: computed
+    into memory when the result takes at most a quarter of the default
+    memory limit, else streamed (block by block, within the default limit)
+    into a temporary ``.npy`` file that is read out of core and deleted when
+    the fit or call ends. Either way the expression is evaluated once."""
+    if X.ndim != 2:
+        raise ValueError(
+            f"Expected 2D array, got {X.ndim}D array instead ({name} has shape {X.shape}); "
+            "reshape the memfit array to (n_samples, n_features)"
+        )
+    if X.nbytes <= check_memory_limit(None) // 4:
+        return X.compute()
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="memfit-array-", suffix=".npy")
+    os.close(fd)
+    try:
+        X.to_npy(path, overwrite=True)
+    except BaseException:
+        _remove_quietly(path)
+        raise
+    return _TemporaryNpy(path)
+
+
 def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str = "X", min_samples: int = 1) -> Data:
-    """Checks ``X`` (array-like, ``numpy.memmap`` or ``.npy`` path), that it
+    """Checks ``X`` (array-like, ``numpy.memmap``, ``.npy`` path or 2-D
+    :class:`memfit.array.Array`, see :func:`lazy_array_input`), that it
     has at least ``min_samples`` rows and, with an estimator, its feature
     count (``reset=True`` records ``n_features_in_`` and
     ``feature_names_in_`` as scikit-learn does).
@@ -195,6 +247,11 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
     TypeError
         Sparse input.
     """
+    keep = None
+    if _is_lazy_array(X):
+        X = lazy_array_input(X, name)
+        if isinstance(X, _TemporaryNpy):
+            keep, X = X, X.path
     X = npy_behind(X) or X
     if isinstance(X, (str, bytes, os.PathLike)):
         path = os.fsdecode(os.fspath(X))
@@ -219,7 +276,7 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
                     f"{estimator.n_features_in_} features as input."
                 )
         dtype = np.dtype(dtype_name)
-        return Data(path, n, d, dtype, dtype == np.float32)
+        return Data(path, n, d, dtype, dtype == np.float32, keep)
     arr = engine_array(X, name=name)
     if estimator is not None:
         # Feature names and n_features_in_ exactly as scikit-learn records

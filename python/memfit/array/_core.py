@@ -1,0 +1,946 @@
+"""The lazy :class:`Array` and the helpers that normalise NumPy-style
+arguments (axes, shapes, dtypes, indices) into the canonical parameters of
+the engine's operations (``memfit._memfit.expr_op``)."""
+
+from __future__ import annotations
+
+import numbers
+import operator
+import os
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .. import _memfit
+from .._validation import check_memory_limit, check_n_jobs
+
+try:  # NumPy >= 1.25
+    AxisError = np.exceptions.AxisError
+except AttributeError:  # pragma: no cover - old NumPy
+    AxisError = np.AxisError
+
+#: The dtypes of memfit arrays, by NumPy name.
+DTYPES = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+)
+_DTYPE_SET = frozenset(DTYPES)
+
+_UNSUPPORTED_HINT = (
+    "compute the array first (np.asarray(x) or x.compute(), within the memory limit) "
+    "and call NumPy on the result"
+)
+
+
+# ---------------------------------------------------------------------------
+# Argument normalisation
+
+
+def dtype_name(dtype: Any, what: str = "dtype") -> str:
+    """The engine's name of ``dtype`` (anything ``numpy.dtype`` accepts).
+
+    Raises
+    ------
+    TypeError
+        A dtype memfit.array does not support (complex, object, strings,
+        datetimes, longdouble, structured), naming it.
+    """
+    if isinstance(dtype, Array):
+        dtype = dtype.dtype
+    dt = np.dtype(dtype)
+    if dt.name not in _DTYPE_SET or dt.fields is not None:
+        raise TypeError(
+            f"memfit.array does not support {what} {dt} ({dt.name}); supported dtypes: {', '.join(DTYPES)}"
+        )
+    return dt.name
+
+
+def optional_dtype_name(dtype: Any) -> Optional[str]:
+    """``dtype_name(dtype)``, or None for None."""
+    return None if dtype is None else dtype_name(dtype)
+
+
+def index_int(value: Any, what: str) -> int:
+    """``value`` as a Python int (``operator.index``), a TypeError naming
+    ``what`` otherwise (bools are refused)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__} {value!r}") from None
+
+
+def normalize_axis(axis: Any, ndim: int, argname: Optional[str] = None) -> int:
+    """A single axis in ``range(ndim)``; ``numpy.exceptions.AxisError`` with
+    NumPy's message when out of range."""
+    ax = index_int(axis, "axis")
+    if not -ndim <= ax < ndim:
+        raise AxisError(ax, ndim, argname)
+    return ax % ndim if ndim else ax
+
+
+def normalize_axes(axis: Any, ndim: int, argname: Optional[str] = None) -> list:
+    """``axis`` (None: all axes, an int, or a sequence of ints) as a sorted list
+    of distinct axes in ``range(ndim)``.
+
+    Raises
+    ------
+    numpy.exceptions.AxisError
+        An axis out of range (NumPy's message).
+    ValueError
+        A repeated axis ("duplicate value in 'axis'", as NumPy).
+    """
+    if axis is None:
+        return list(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        axes = [normalize_axis(a, ndim, argname) for a in axis]
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"duplicate value in '{argname or 'axis'}'")
+        return sorted(axes)
+    return [normalize_axis(axis, ndim, argname)]
+
+
+def normalize_shape(shape: Any, what: str = "shape") -> tuple:
+    """A shape (an int or a sequence of ints) as a tuple of non-negative ints."""
+    if isinstance(shape, Array):
+        raise TypeError(f"{what} must be an int or a sequence of ints, got a memfit array")
+    if isinstance(shape, (numbers.Integral, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+        shape = (shape,)
+    try:
+        dims = tuple(index_int(s, what) for s in shape)
+    except TypeError:
+        raise TypeError(f"{what} must be an int or a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise ValueError("negative dimensions are not allowed")
+    return dims
+
+
+def reject(name: str, value: Any, default: Any = None) -> None:
+    """TypeError for an argument memfit.array does not support (``out=``,
+    ``where=``, ``initial=`` ...) when it is given a value other than its
+    default."""
+    if value is default or (default is not None and isinstance(value, type(default)) and value == default):
+        return
+    raise TypeError(
+        f"memfit.array does not support the argument {name}= (got {value!r}); results are lazy arrays: "
+        "use the returned array, then x.compute(), x.to_npy() or x.to_zarr()"
+    )
+
+
+def prod(dims: Sequence[int]) -> int:
+    """The product of ``dims`` (1 for none)."""
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+# ---------------------------------------------------------------------------
+# Wrapping
+
+
+def op(name: str, inputs: Sequence["Array"], **params: Any) -> "Array":
+    """A new lazy array: engine operation ``name`` on ``inputs``."""
+    return Array(_memfit.expr_op(name, [x._expr for x in inputs], params))
+
+
+def from_ndarray(a: np.ndarray) -> "Array":
+    """A NumPy array as a leaf, without a copy when the engine reads it in
+    place (any of the 12 dtypes, native byte order, any strides). Other byte
+    orders are converted to native (one copy)."""
+    dt = a.dtype
+    if dt.fields is not None or dt.name not in _DTYPE_SET:
+        kind = {"c": "complex", "O": "object", "U": "string", "S": "bytes", "M": "datetime", "m": "timedelta", "V": "void"}
+        what = kind.get(dt.kind, "")
+        raise TypeError(
+            f"memfit.array does not support arrays of dtype {dt}{' (' + what + ')' if what else ''}; "
+            f"supported dtypes: {', '.join(DTYPES)}"
+        )
+    if not dt.isnative:
+        a = a.astype(dt.newbyteorder("="))
+    if type(a) is not np.ndarray and not isinstance(a, np.memmap):
+        if isinstance(a, np.ma.MaskedArray):
+            raise TypeError("memfit.array does not support masked arrays; pass a.filled(value) or a.data")
+        a = a.view(np.ndarray)
+    return Array(_memfit.expr_from_ndarray(a))
+
+
+def scalar(value: Any) -> "Array":
+    """A 0-d lazy array of a Python scalar (weak: NEP 50, the other operand's
+    dtype wins within its kind) or a NumPy scalar (strong, with its dtype)."""
+    if isinstance(value, np.generic):
+        name = dtype_name(value.dtype)
+        return Array(_memfit.expr_op("scalar", [], {"value": value.item(), "weak": False, "dtype": name}))
+    if isinstance(value, (bool, int, float)):
+        return Array(_memfit.expr_op("scalar", [], {"value": value, "weak": True}))
+    if isinstance(value, complex):
+        raise TypeError(f"memfit.array does not support complex values (got {value!r})")
+    raise TypeError(f"expected a bool, int or float scalar, got {type(value).__name__}")
+
+
+def operand(x: Any) -> "Array":
+    """Any array-like as a lazy array: memfit arrays as they are, ndarrays
+    without a copy, Python and NumPy scalars as 0-d scalars, other inputs
+    (lists, tuples, objects with ``__array__``) through ``numpy.asarray``."""
+    if isinstance(x, Array):
+        return x
+    if isinstance(x, np.ndarray):
+        return from_ndarray(x)
+    if isinstance(x, (np.generic, bool, int, float, complex)):
+        return scalar(x)
+    zarr_path = _zarr_path(x)
+    if zarr_path is not None:
+        return Array(_memfit.expr_from_zarr(zarr_path))
+    return from_ndarray(np.asarray(x))
+
+
+def maybe_operand(x: Any) -> Optional["Array"]:
+    """``operand(x)`` for the types a binary operator accepts, else None (the
+    operator then returns NotImplemented)."""
+    if isinstance(x, (Array, np.ndarray, np.generic, bool, int, float, complex, list, tuple)):
+        return operand(x)
+    return None
+
+
+def _zarr_path(x: Any) -> Optional[str]:
+    """The directory of a zarr.Array stored in a local directory, None when
+    ``x`` is not a zarr array. TypeError for a zarr array elsewhere."""
+    if type(x).__module__.split(".")[0] != "zarr" or not hasattr(x, "store") or not hasattr(x, "shape"):
+        return None
+    store = x.store
+    root = getattr(store, "root", None)  # zarr-python 3 LocalStore
+    if root is None:
+        root = getattr(store, "path", None)  # zarr-python 2 DirectoryStore
+        if root is not None and not isinstance(root, (str, os.PathLike)):
+            root = None
+    if root is None or not os.path.isdir(os.fspath(root)):
+        raise TypeError(
+            f"memfit.array.from_zarr reads zarr arrays stored in a local directory; this one is in a "
+            f"{type(store).__name__}: save it to a directory first, or pass its path"
+        )
+    sub = getattr(x, "path", "") or ""
+    return os.path.join(os.fspath(root), sub) if sub else os.fspath(root)
+
+
+# ---------------------------------------------------------------------------
+# The plan
+
+
+class Plan:
+    """The evaluation plan of a lazy array (:meth:`Array.explain`):
+    ``str(plan)`` is the printable plan (fused pipelines, block shape, every
+    buffer with its bytes, passes, scratch on disk); ``plan.data`` is the
+    same as a dict, and ``plan["key"]`` reads it.
+
+    Parameters
+    ----------
+    text : str
+    data : dict
+
+    Attributes
+    ----------
+    text : str
+        The printable plan.
+    data : dict
+        The plan as data (the engine's ``Expr.plan``).
+    """
+
+    __slots__ = ("text", "data")
+
+    def __init__(self, text: str, data: dict):
+        self.text = text
+        self.data = data
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def keys(self):
+        """The keys of :attr:`data`."""
+        return self.data.keys()
+
+
+# ---------------------------------------------------------------------------
+# The array
+
+
+def _binary(name: str, doc: str):
+    def method(self, other):
+        o = maybe_operand(other)
+        if o is None:
+            return NotImplemented
+        return op(name, [self, o])
+
+    def rmethod(self, other):
+        o = maybe_operand(other)
+        if o is None:
+            return NotImplemented
+        return op(name, [o, self])
+
+    method.__doc__ = f"``{doc}``: elementwise numpy.{name}, lazy."
+    rmethod.__doc__ = f"Reflected ``{doc}``: elementwise numpy.{name}, lazy."
+    return method, rmethod
+
+
+def _unary(name: str, doc: str):
+    def method(self):
+        return op(name, [self])
+
+    method.__doc__ = f"``{doc}``: elementwise numpy.{name}, lazy."
+    return method
+
+
+class Array:
+    """A lazy n-dimensional array: a node of the engine's expression graph.
+
+    Operations on it (arithmetic, NumPy functions and ufuncs, slicing,
+    reductions, contractions) build new lazy arrays without computing
+    anything; NumPy's names, dtypes (NumPy 2 promotion rules, NEP 50),
+    broadcasting and error messages apply. Nothing is evaluated until
+    :meth:`compute`, :meth:`to_npy`, :meth:`to_zarr`, ``np.asarray(x)`` or a
+    conversion to a Python scalar; the engine then evaluates the graph in
+    blocks chosen to fit ``memory_limit``, fusing chains of elementwise
+    operations into one pass per block, on ``n_jobs`` threads. Results are
+    bitwise identical for any ``n_jobs`` and any ``memory_limit``.
+
+    Create arrays with :func:`memfit.array.asarray`, :func:`from_npy`,
+    :func:`from_zarr`, :func:`arange`, :func:`zeros`, :func:`ones`,
+    :func:`full` or :mod:`memfit.array.random`; the constructor itself takes
+    an engine expression (``memfit._memfit.Expr``).
+
+    Parameters
+    ----------
+    expr : memfit._memfit.Expr
+        The engine's expression node.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    dtype : numpy.dtype
+        One of bool, int8, int16, int32, int64, uint8, uint16, uint32,
+        uint64, float16, float32, float64.
+    ndim, size : int
+    nbytes : int
+        Bytes the computed result occupies (``size * itemsize``).
+    itemsize : int
+        Bytes per element.
+    T : Array
+        The transpose (axes reversed).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import memfit.array as ma
+    >>> a = ma.asarray(np.arange(6.0).reshape(2, 3))
+    >>> b = np.sum(np.tile(a, (4, 1, 1)) * 2, axis=0)
+    >>> b
+    memfit.array<shape=(2, 3), dtype=float64>
+    >>> b.compute()
+    array([[ 0.,  8., 16.],
+           [24., 32., 40.]])
+    """
+
+    __slots__ = ("_expr", "__weakref__")
+    __array_priority__ = 20
+    __hash__ = None  # type: ignore[assignment]  # == is elementwise
+
+    def __init__(self, expr: Any):
+        if isinstance(expr, Array):
+            expr = expr._expr
+        if not isinstance(expr, _memfit.Expr):
+            raise TypeError(
+                f"Array() takes an engine expression; use memfit.array.asarray() for a {type(expr).__name__}"
+            )
+        self._expr = expr
+
+    # -- attributes --------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        """The shape, a tuple of ints."""
+        return tuple(self._expr.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype (``numpy.dtype``)."""
+        return np.dtype(self._expr.dtype)
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return int(self._expr.ndim)
+
+    @property
+    def size(self) -> int:
+        """The number of elements."""
+        return prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the computed result (``size * itemsize``); nothing is
+        allocated until it is computed."""
+        return self.size * self.itemsize
+
+    @property
+    def T(self) -> "Array":
+        """The transpose (axes reversed), a lazy view."""
+        return self.transpose()
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"memfit.array<shape={self.shape}, dtype={self.dtype.name}>"
+
+    def __iter__(self):
+        """Lazy arrays over axis 0 (``x[0]``, ``x[1]``, ...), like iterating
+        over an ndarray; nothing is computed."""
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    # -- evaluation --------------------------------------------------------
+
+    def compute(self, memory_limit: Any = None, n_jobs: Any = None) -> np.ndarray:
+        """Evaluates the array into a new NumPy array.
+
+        Parameters
+        ----------
+        memory_limit : int, str or None, default=None
+            Bytes for every buffer of the evaluation, the result included
+            (``"2GiB"``; None: half of the available memory).
+        n_jobs : int or None, default=None
+            Worker threads (None or -1: all cores, -2: all but one).
+
+        Returns
+        -------
+        numpy.ndarray
+            C-ordered, of this array's shape and dtype; bitwise identical for
+            any ``n_jobs`` and ``memory_limit``.
+
+        Raises
+        ------
+        MemoryError
+            The result itself does not fit ``memory_limit`` (the message points
+            to :meth:`to_npy` and :meth:`to_zarr`, which stream it to disk), or
+            one minimal block of the plan does not (naming the buffer and the
+            smallest limit that works).
+        OSError
+            An input file that cannot be read.
+
+        Warns
+        -----
+        RuntimeWarning
+            Values that became inf or NaN from finite inputs (overflow, e.g. in
+            float16), with their count.
+        """
+        try:
+            return self._expr.compute(check_memory_limit(memory_limit), check_n_jobs(n_jobs))
+        except MemoryError as e:
+            message = str(e)
+            if "to_npy" in message or "result" not in message:
+                raise
+            raise MemoryError(
+                f"{message}; x.to_npy(path) or x.to_zarr(path) stream the result to disk within the limit"
+            ) from None
+
+    def to_npy(self, path: Any, memory_limit: Any = None, n_jobs: Any = None, overwrite: bool = False) -> None:
+        """Streams the array into a ``.npy`` file, block by block with
+        positioned writes, without holding the result in memory.
+
+        The file is written under a temporary name in the same directory and
+        renamed to ``path`` at the end, so a failure (a full disk, Ctrl-C)
+        leaves no partial file and an existing file untouched.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write, exactly this name (no ``.npy`` is appended).
+        memory_limit : int, str or None, default=None
+            Bytes for every buffer of the evaluation (None: half of the
+            available memory); the result is on disk and does not count.
+        n_jobs : int or None, default=None
+            Worker threads (None or -1: all cores).
+        overwrite : bool, default=False
+            Replace an existing file.
+
+        Raises
+        ------
+        FileExistsError
+            ``path`` exists and ``overwrite`` is False (the file is left
+            untouched).
+        MemoryError
+            One minimal block of the plan does not fit ``memory_limit``.
+        OSError
+            The file cannot be written (e.g. a full disk).
+        """
+        self._expr.to_npy(os.fsdecode(os.fspath(path)), check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite))
+
+    def to_zarr(
+        self, path: Any, chunks: Any = None, memory_limit: Any = None, n_jobs: Any = None, overwrite: bool = False
+    ) -> None:
+        """Streams the array into a Zarr v3 array directory (compressed, one
+        writer per chunk), readable by zarr-python, without holding the result
+        in memory.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The directory of the Zarr array.
+        chunks : int, tuple of int or None, default=None
+            Chunk shape (an int: that length along every axis, clipped to the
+            shape); None: the engine picks one.
+        memory_limit : int, str or None, default=None
+            Bytes for every buffer of the evaluation (None: half of the
+            available memory).
+        n_jobs : int or None, default=None
+            Worker threads (None or -1: all cores).
+        overwrite : bool, default=False
+            Replace an existing directory.
+
+        Raises
+        ------
+        FileExistsError
+            ``path`` exists and ``overwrite`` is False.
+        ValueError
+            ``chunks`` of the wrong length or with non-positive lengths.
+        MemoryError
+            One chunk (or one minimal block) does not fit ``memory_limit``.
+        OSError
+            The directory cannot be written.
+        """
+        if chunks is not None:
+            if isinstance(chunks, (numbers.Integral, np.integer)) and not isinstance(chunks, bool):
+                c = index_int(chunks, "chunks")
+                chunks = tuple(max(1, min(c, d)) if c > 0 else c for d in self.shape)
+            else:
+                chunks = tuple(index_int(c, "chunks") for c in chunks)
+            if len(chunks) != self.ndim:
+                raise ValueError(f"chunks {chunks} must have one length per axis of the array of shape {self.shape}")
+            if any(c <= 0 for c in chunks):
+                raise ValueError(f"chunk lengths must be positive, got chunks={chunks}")
+        self._expr.to_zarr(
+            os.fsdecode(os.fspath(path)), chunks, check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite)
+        )
+
+    def explain(self, memory_limit: Any = None, n_jobs: Any = None, output: Any = None) -> Plan:
+        """The evaluation plan, without evaluating anything.
+
+        Parameters
+        ----------
+        memory_limit : int, str or None, default=None
+            Bytes for every buffer (None: half of the available memory).
+        n_jobs : int or None, default=None
+            Worker threads (None or -1: all cores).
+        output : str, os.PathLike or None, default=None
+            None: the plan of :meth:`compute` (the result in memory); a path:
+            the plan of :meth:`to_zarr` for a path ending in ``.zarr``, else
+            of :meth:`to_npy` (nothing is written).
+
+        Returns
+        -------
+        Plan
+            ``print(plan)`` shows the fused pipelines, the block shape, every
+            buffer with its bytes, the passes and any scratch on disk;
+            ``plan.data`` is the same as a dict.
+
+        Raises
+        ------
+        MemoryError
+            One minimal block does not fit ``memory_limit`` (naming the buffer
+            and the smallest limit that works).
+        """
+        limit, jobs = check_memory_limit(memory_limit), check_n_jobs(n_jobs)
+        out = None if output is None else os.fsdecode(os.fspath(output))
+        return Plan(self._expr.explain(limit, jobs, out), self._expr.plan(limit, jobs, out))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """``np.asarray(x)``: computes the array within the default memory
+        limit (half of the available memory); MemoryError, pointing to
+        :meth:`to_npy` / :meth:`to_zarr`, when it does not fit."""
+        if copy is False:
+            raise ValueError(
+                "Unable to avoid copy while creating an array as requested: a memfit array is lazy and is "
+                "computed into a new array"
+            )
+        out = self.compute()
+        if dtype is not None and np.dtype(dtype) != out.dtype:
+            out = out.astype(dtype)
+        return out
+
+    def _scalar_value(self, what: str) -> Any:
+        if self.size != 1:
+            if what == "bool":
+                if self.size == 0:
+                    raise ValueError("The truth value of an empty array is ambiguous. Use `array.size > 0` to check that an array is not empty.")
+                raise ValueError(
+                    "The truth value of an array with more than one element is ambiguous. Use a.any() or a.all()"
+                )
+            raise TypeError("only length-1 arrays can be converted to Python scalars")
+        return self.compute().reshape(())
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar_value("bool"))
+
+    def __float__(self) -> float:
+        return float(self._scalar_value("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar_value("int"))
+
+    def __index__(self) -> int:
+        if self.ndim != 0 or self.dtype.kind not in "iu":
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        return int(self.compute())
+
+    # -- arithmetic --------------------------------------------------------
+
+    __add__, __radd__ = _binary("add", "x + y")
+    __sub__, __rsub__ = _binary("subtract", "x - y")
+    __mul__, __rmul__ = _binary("multiply", "x * y")
+    __truediv__, __rtruediv__ = _binary("true_divide", "x / y")
+    __floordiv__, __rfloordiv__ = _binary("floor_divide", "x // y")
+    __mod__, __rmod__ = _binary("remainder", "x % y")
+    __and__, __rand__ = _binary("bitwise_and", "x & y")
+    __or__, __ror__ = _binary("bitwise_or", "x | y")
+    __xor__, __rxor__ = _binary("bitwise_xor", "x ^ y")
+    __lt__, _ = _binary("less", "x < y")
+    __le__, _ = _binary("less_equal", "x <= y")
+    __gt__, _ = _binary("greater", "x > y")
+    __ge__, _ = _binary("greater_equal", "x >= y")
+    __eq__, _ = _binary("equal", "x == y")  # type: ignore[assignment]
+    __ne__, _ = _binary("not_equal", "x != y")  # type: ignore[assignment]
+    del _
+    __neg__ = _unary("negative", "-x")
+    __pos__ = _unary("positive", "+x")
+    __abs__ = _unary("absolute", "abs(x)")
+    __invert__ = _unary("invert", "~x")
+
+    def __pow__(self, other, modulo=None):
+        """``x ** y``: elementwise numpy.power, lazy."""
+        if modulo is not None:
+            return NotImplemented
+        o = maybe_operand(other)
+        return NotImplemented if o is None else op("power", [self, o])
+
+    def __rpow__(self, other, modulo=None):
+        """Reflected ``x ** y``: elementwise numpy.power, lazy."""
+        if modulo is not None:
+            return NotImplemented
+        o = maybe_operand(other)
+        return NotImplemented if o is None else op("power", [o, self])
+
+    def __matmul__(self, other):
+        """``x @ y``: :func:`memfit.array.matmul`, lazy."""
+        o = maybe_operand(other)
+        if o is None:
+            return NotImplemented
+        from ._functions import matmul
+
+        return matmul(self, o)
+
+    def __rmatmul__(self, other):
+        """Reflected ``x @ y``: :func:`memfit.array.matmul`, lazy."""
+        o = maybe_operand(other)
+        if o is None:
+            return NotImplemented
+        from ._functions import matmul
+
+        return matmul(o, self)
+
+    # -- indexing ----------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> "Array":
+        """Basic indexing, a lazy view: integers (negative from the end),
+        slices with any step (negative included), ``None``/``np.newaxis`` and
+        one ``...``, as NumPy.
+
+        Raises
+        ------
+        IndexError
+            An integer out of range, too many indices or more than one
+            ellipsis (NumPy's messages), or an index of another type.
+        TypeError
+            Advanced indexing (integer or boolean arrays, lists, bool scalars),
+            which memfit.array does not support.
+        """
+        return _getitem(self, key)
+
+    # -- methods -----------------------------------------------------------
+
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True, copy: bool = True) -> "Array":
+        """The array cast to ``dtype`` (lazy), with NumPy's ``"unsafe"``
+        casting semantics (float to int truncates towards zero, etc.).
+
+        Parameters
+        ----------
+        dtype : dtype-like
+            One of the 12 supported dtypes.
+        casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default="unsafe"
+            Checked with ``numpy.can_cast``; TypeError (NumPy's message) when
+            the cast is not allowed.
+        order, subok, copy
+            Accepted for NumPy compatibility; a lazy array has no layout and is
+            never modified in place.
+
+        Returns
+        -------
+        Array
+        """
+        name = dtype_name(dtype)
+        if casting != "unsafe" and not np.can_cast(self.dtype, np.dtype(name), casting):
+            raise TypeError(
+                f"Cannot cast array data from {self.dtype!r} to {np.dtype(name)!r} according to the rule {casting!r}"
+            )
+        if name == self.dtype.name:
+            return self
+        return op("astype", [self], dtype=name)
+
+    def reshape(self, *shape: Any, order: str = "C", copy: Any = None) -> "Array":
+        """:func:`memfit.array.reshape` (``x.reshape(2, -1)`` or
+        ``x.reshape((2, -1))``)."""
+        if len(shape) == 1 and not isinstance(shape[0], (numbers.Integral, np.integer)):
+            shape = shape[0]
+        from ._functions import reshape
+
+        return reshape(self, shape, order=order)
+
+    def ravel(self, order: str = "C") -> "Array":
+        """The array flattened to 1-d in C order (lazy)."""
+        return self.reshape(-1, order=order)
+
+    def flatten(self, order: str = "C") -> "Array":
+        """The array flattened to 1-d in C order (lazy)."""
+        return self.reshape(-1, order=order)
+
+    def transpose(self, *axes: Any) -> "Array":
+        """:func:`memfit.array.transpose` (``x.transpose(1, 0, 2)`` or
+        ``x.transpose((1, 0, 2))``; none: axes reversed)."""
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        elif not axes:
+            axes = None
+        from ._functions import transpose
+
+        return transpose(self, axes)
+
+    def swapaxes(self, axis1: int, axis2: int) -> "Array":
+        """:func:`memfit.array.swapaxes`."""
+        from ._functions import swapaxes
+
+        return swapaxes(self, axis1, axis2)
+
+    def squeeze(self, axis: Any = None) -> "Array":
+        """:func:`memfit.array.squeeze`."""
+        from ._functions import squeeze
+
+        return squeeze(self, axis)
+
+    def repeat(self, repeats: int, axis: Any = None) -> "Array":
+        """:func:`memfit.array.repeat`."""
+        from ._functions import repeat
+
+        return repeat(self, repeats, axis)
+
+    def clip(self, min: Any = None, max: Any = None, out: Any = None, **kwargs: Any) -> "Array":
+        """:func:`memfit.array.clip`."""
+        from ._functions import clip
+
+        return clip(self, min, max, out=out, **kwargs)
+
+    def dot(self, b: Any, out: Any = None) -> "Array":
+        """:func:`memfit.array.dot`."""
+        from ._functions import dot
+
+        return dot(self, b, out=out)
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None) -> "Array":
+        """:func:`memfit.array.sum`."""
+        from ._functions import sum
+
+        return sum(self, axis, dtype, out, keepdims, initial, where)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None) -> "Array":
+        """:func:`memfit.array.prod`."""
+        from ._functions import prod
+
+        return prod(self, axis, dtype, out, keepdims, initial, where)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=None) -> "Array":
+        """:func:`memfit.array.mean`."""
+        from ._functions import mean
+
+        return mean(self, axis, dtype, out, keepdims, where=where)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None) -> "Array":
+        """:func:`memfit.array.var`."""
+        from ._functions import var
+
+        return var(self, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None) -> "Array":
+        """:func:`memfit.array.std`."""
+        from ._functions import std
+
+        return std(self, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction)
+
+    def min(self, axis=None, out=None, keepdims=False, initial=None, where=None) -> "Array":
+        """:func:`memfit.array.min`."""
+        from ._functions import min
+
+        return min(self, axis, out, keepdims, initial, where)
+
+    def max(self, axis=None, out=None, keepdims=False, initial=None, where=None) -> "Array":
+        """:func:`memfit.array.max`."""
+        from ._functions import max
+
+        return max(self, axis, out, keepdims, initial, where)
+
+    def argmin(self, axis=None, out=None, *, keepdims=False) -> "Array":
+        """:func:`memfit.array.argmin`."""
+        from ._functions import argmin
+
+        return argmin(self, axis, out, keepdims=keepdims)
+
+    def argmax(self, axis=None, out=None, *, keepdims=False) -> "Array":
+        """:func:`memfit.array.argmax`."""
+        from ._functions import argmax
+
+        return argmax(self, axis, out, keepdims=keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False, *, where=None) -> "Array":
+        """:func:`memfit.array.any`."""
+        from ._functions import any
+
+        return any(self, axis, out, keepdims, where=where)
+
+    def all(self, axis=None, out=None, keepdims=False, *, where=None) -> "Array":
+        """:func:`memfit.array.all`."""
+        from ._functions import all
+
+        return all(self, axis, out, keepdims, where=where)
+
+    # -- NumPy dispatch ----------------------------------------------------
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy ufuncs on memfit arrays return lazy arrays (see
+        :mod:`memfit.array`); unsupported ufuncs, methods and ``out=`` raise
+        TypeError naming them."""
+        from ._dispatch import array_ufunc
+
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy functions on memfit arrays return lazy arrays (see
+        :mod:`memfit.array`); unsupported functions raise TypeError naming
+        them."""
+        from ._dispatch import array_function
+
+        return array_function(func, types, args, kwargs)
+
+
+# ---------------------------------------------------------------------------
+# Indexing
+
+
+def _getitem(x: Array, key: Any) -> Array:
+    if not isinstance(key, tuple):
+        key = (key,)
+    shape = x.shape
+    ndim = len(shape)
+    kinds = []
+    for k in key:
+        if k is None:
+            kinds.append("new")
+        elif k is Ellipsis:
+            kinds.append("ellipsis")
+        elif isinstance(k, slice):
+            kinds.append("slice")
+        elif isinstance(k, (bool, np.bool_)):
+            raise TypeError(
+                "memfit.array does not support advanced indexing with a boolean scalar index; "
+                "use None to add an axis, or compute the array first"
+            )
+        elif isinstance(k, (numbers.Integral, np.integer)) or (
+            isinstance(k, (np.ndarray, Array)) and k.ndim == 0 and k.dtype.kind in "iu"
+        ):
+            kinds.append("int")
+        elif isinstance(k, (list, np.ndarray, Array)) or (hasattr(k, "__array__") and not isinstance(k, str)):
+            dt = k.dtype if isinstance(k, Array) else np.asarray(k).dtype
+            what = "boolean" if dt == bool else "integer"
+            raise TypeError(
+                f"memfit.array supports basic indexing only (integers, slices, None, ...); advanced indexing "
+                f"with {what} arrays or lists is not supported; {_UNSUPPORTED_HINT}"
+            )
+        else:
+            raise IndexError(
+                "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean "
+                "arrays are valid indices"
+            )
+    if kinds.count("ellipsis") > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(1 for k in kinds if k in ("int", "slice"))
+    if consumed > ndim:
+        raise IndexError(
+            f"too many indices for array: array is {ndim}-dimensional, but {consumed} were indexed"
+        )
+    if "ellipsis" in kinds:
+        i = kinds.index("ellipsis")
+        fill = ndim - consumed
+        key = key[:i] + (slice(None),) * fill + key[i + 1 :]
+        kinds = kinds[:i] + ["slice"] * fill + kinds[i + 1 :]
+    else:
+        key = key + (slice(None),) * (ndim - consumed)
+        kinds = kinds + ["slice"] * (ndim - consumed)
+    items, squeeze_axes, new_axes = [], [], []
+    axis = 0  # input axis
+    out = 0  # position in the result
+    for k, kind in zip(key, kinds):
+        if kind == "new":
+            new_axes.append(out)
+            out += 1
+            continue
+        n = shape[axis]
+        if kind == "int":
+            i = int(k)
+            j = i + n if i < 0 else i
+            if not 0 <= j < n:
+                raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+            items.append([j, j + 1, 1])
+            squeeze_axes.append(axis)
+        else:
+            items.append(list(k.indices(n)))
+            out += 1
+        axis += 1
+    result = x
+    if any(it != [0, n, 1] for it, n in zip(items, shape)):
+        result = op("slice", [result], items=items)
+    if squeeze_axes:
+        result = op("squeeze", [result], axes=squeeze_axes)
+    if new_axes:
+        result = op("expand_dims", [result], axes=new_axes)
+    return result

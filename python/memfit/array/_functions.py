@@ -1,0 +1,1771 @@
+"""The functions of :mod:`memfit.array`: leaves, elementwise functions,
+index maps, reductions and contractions, with NumPy's names, signatures and
+error messages. Each returns a lazy :class:`~memfit.array.Array`; nothing is
+computed."""
+
+from __future__ import annotations
+
+import builtins
+import numbers
+import os
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .. import _memfit
+from ._core import (
+    DTYPES,
+    Array,
+    dtype_name,
+    from_ndarray,
+    index_int,
+    normalize_axes,
+    normalize_axis,
+    normalize_shape,
+    op,
+    operand,
+    optional_dtype_name,
+    reject,
+    scalar,
+    _zarr_path,
+)
+from ._core import prod as _prod
+
+_NoValue = getattr(np, "_NoValue", None)
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _given(value: Any) -> bool:
+    """Whether an optional NumPy argument was given (not None / _NoValue)."""
+    return value is not None and value is not _NoValue
+
+
+def _flag(value: Any, default: bool = False) -> bool:
+    return default if value is None or value is _NoValue else bool(value)
+
+
+def _reject_where(where: Any) -> None:
+    if where is None or where is _NoValue or where is True:
+        return
+    reject("where", where)
+
+
+def _reject_out(out: Any) -> None:
+    if out is not None and out is not _NoValue:
+        reject("out", out)
+
+
+# ---------------------------------------------------------------------------
+# Leaves
+
+
+def asarray(a: Any, dtype: Any = None) -> Array:
+    """A lazy array of ``a``, without a copy of NumPy arrays.
+
+    Parameters
+    ----------
+    a : array-like, memfit.array.Array, zarr.Array or scalar
+        A memfit array is returned as it is. A NumPy array (or memmap) of one
+        of the 12 supported dtypes in native byte order is referenced in
+        place, whatever its strides (the engine reads it when evaluating: do
+        not modify it before then); other byte orders are converted to native
+        (one copy). A zarr array stored in a local directory is read lazily
+        (as :func:`from_zarr`). Lists, tuples and scalars go through
+        ``numpy.asarray`` first.
+    dtype : dtype-like, optional
+        Cast to this dtype (lazily, NumPy's unsafe casting).
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    TypeError
+        An unsupported dtype (complex, object, strings, datetimes,
+        longdouble), naming it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import memfit.array as ma
+    >>> ma.asarray(np.zeros((3, 4), dtype=np.float32))
+    memfit.array<shape=(3, 4), dtype=float32>
+    """
+    if isinstance(a, Array):
+        x = a
+    elif isinstance(a, np.ndarray):
+        x = from_ndarray(a)
+    else:
+        zpath = _zarr_path(a)
+        if zpath is not None:
+            x = Array(_memfit.expr_from_zarr(zpath))
+        else:
+            arr = np.asarray(a)
+            if arr.dtype == object:
+                raise TypeError(
+                    f"memfit.array does not support object arrays (got {type(a).__name__} that NumPy converts "
+                    "to dtype object); pass numbers of one dtype"
+                )
+            x = from_ndarray(arr)
+    return x if dtype is None else x.astype(dtype)
+
+
+def from_npy(path: Any) -> Array:
+    """A lazy array of a ``.npy`` file, read with positioned reads when it
+    is evaluated (never loaded whole).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.npy`` file of one of the 12 supported dtypes (either byte order,
+        C or Fortran order).
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened.
+    ValueError
+        Not a ``.npy`` file, or of an unsupported dtype.
+    """
+    return Array(_memfit.expr_from_npy(os.fsdecode(os.fspath(path))))
+
+
+def from_zarr(path_or_array: Any) -> Array:
+    """A lazy array of a Zarr (v2 or v3) array directory, read chunk by
+    chunk when it is evaluated.
+
+    Parameters
+    ----------
+    path_or_array : str, os.PathLike or zarr.Array
+        The array's directory, or a zarr-python array stored in a local
+        directory (its path is used; the data are read by the engine).
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    TypeError
+        A zarr array not stored in a local directory (e.g. in memory).
+    OSError, ValueError
+        Not a readable Zarr array, or of an unsupported dtype.
+    """
+    if isinstance(path_or_array, (str, bytes, os.PathLike)):
+        path = os.fsdecode(os.fspath(path_or_array))
+    else:
+        path = _zarr_path(path_or_array)
+        if path is None:
+            raise TypeError(
+                f"from_zarr takes a path or a zarr.Array, got {type(path_or_array).__name__}"
+            )
+    return Array(_memfit.expr_from_zarr(path))
+
+
+def _fill_value(value: Any, name: str) -> Any:
+    """``value`` as the Python scalar of dtype ``name`` (NumPy's unsafe cast)."""
+    if isinstance(value, Array) or (isinstance(value, np.ndarray) and value.ndim):
+        raise TypeError("fill_value must be a scalar")
+    v = np.asarray(value)
+    if v.dtype.kind == "c":
+        raise TypeError(f"memfit.array does not support complex values (got {value!r})")
+    return np.asarray(v.astype(name)).item()
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
+    """A lazy array of ``shape`` filled with ``fill_value`` (no memory until
+    evaluated, and then only blocks).
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+    fill_value : bool, int or float
+    dtype : dtype-like, optional
+        Default: NumPy's dtype of ``fill_value`` (bool, int64 or float64).
+
+    Returns
+    -------
+    Array
+    """
+    dims = normalize_shape(shape)
+    if dtype is None:
+        if isinstance(fill_value, (np.generic, np.ndarray)):
+            dtype = fill_value.dtype
+        else:
+            dtype = np.asarray(fill_value).dtype
+    name = dtype_name(dtype)
+    return Array(
+        _memfit.expr_op("full", [], {"shape": list(dims), "value": _fill_value(fill_value, name), "dtype": name})
+    )
+
+
+def zeros(shape: Any, dtype: Any = float) -> Array:
+    """A lazy array of zeros (see :func:`full`); no memory until evaluated.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+    dtype : dtype-like, default=float64
+
+    Returns
+    -------
+    Array
+    """
+    return full(shape, 0, dtype)
+
+
+def ones(shape: Any, dtype: Any = float) -> Array:
+    """A lazy array of ones (see :func:`full`); no memory until evaluated.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+    dtype : dtype-like, default=float64
+
+    Returns
+    -------
+    Array
+    """
+    return full(shape, 1, dtype)
+
+
+def empty(shape: Any, dtype: Any = float) -> Array:
+    """As :func:`zeros`: a lazy array has no uninitialised memory, it is
+    zeros.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+    dtype : dtype-like, default=float64
+
+    Returns
+    -------
+    Array
+    """
+    return full(shape, 0, dtype)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Array:
+    """A lazy array like ``a`` (its shape and dtype unless given) filled with
+    ``fill_value``.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    fill_value : bool, int or float
+    dtype : dtype-like, optional
+    order, subok
+        Accepted for NumPy compatibility (lazy arrays have no layout).
+    shape : int or sequence of int, optional
+
+    Returns
+    -------
+    Array
+    """
+    x = a if isinstance(a, Array) else operand(a)
+    return full(x.shape if shape is None else shape, fill_value, x.dtype if dtype is None else dtype)
+
+
+def zeros_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Array:
+    """Zeros like ``a`` (see :func:`full_like`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    dtype : dtype-like, optional
+    shape : int or sequence of int, optional
+
+    Returns
+    -------
+    Array
+    """
+    return full_like(a, 0, dtype, shape=shape)
+
+
+def ones_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Array:
+    """Ones like ``a`` (see :func:`full_like`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    dtype : dtype-like, optional
+    shape : int or sequence of int, optional
+
+    Returns
+    -------
+    Array
+    """
+    return full_like(a, 1, dtype, shape=shape)
+
+
+def empty_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Array:
+    """Zeros like ``a`` (see :func:`empty`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    dtype : dtype-like, optional
+    shape : int or sequence of int, optional
+
+    Returns
+    -------
+    Array
+    """
+    return full_like(a, 0, dtype, shape=shape)
+
+
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, **kwargs: Any) -> Array:
+    """Evenly spaced values in ``[start, stop)``, lazily, as ``numpy.arange``.
+
+    ``arange(stop)``, ``arange(start, stop)`` or ``arange(start, stop,
+    step)``; the length is NumPy's, ``ceil((stop - start) / step)`` (0 when
+    negative), and the dtype NumPy's (int64 for Python ints, float64 when an
+    argument is a float, unless ``dtype`` is given).
+
+    Parameters
+    ----------
+    start, stop, step : int or float
+    dtype : dtype-like, optional
+
+    Returns
+    -------
+    Array
+        1-d.
+
+    Raises
+    ------
+    ZeroDivisionError
+        ``step`` is 0 (as NumPy).
+    TypeError
+        Non-real arguments.
+    """
+    if stop is None:
+        start, stop = 0, start
+    if step is None:
+        step = 1
+    for v in (start, stop, step):
+        if isinstance(v, (Array, np.ndarray)) and getattr(v, "ndim", 0):
+            raise TypeError("arange takes scalars")
+        if isinstance(v, complex) or np.asarray(v).dtype.kind not in "biuf":
+            raise TypeError(f"arange takes real numbers, got {v!r}")
+    if step == 0:
+        raise ZeroDivisionError("division by zero")
+    if dtype is None:
+        dt = np.result_type(*(np.asarray(v).dtype for v in (start, stop, step)))
+    else:
+        dt = np.dtype(dtype)
+    name = dtype_name(dt)
+    ints = builtins.all(np.asarray(v).dtype.kind in "biu" for v in (start, stop, step))
+    if ints:
+        start_i, stop_i, step_i = int(start), int(stop), int(step)
+        n = builtins.max(0, -((start_i - stop_i) // step_i))
+    else:
+        n = np.ceil((float(stop) - float(start)) / float(step))
+        if not np.isfinite(n):
+            raise ValueError("arange: cannot compute length")
+        n = builtins.max(0, int(n))
+    if np.dtype(name).kind == "f" or not ints:
+        # NumPy fills a[0] = start, a[1] = start + step (in the result dtype),
+        # then a[i] = start + i * (a[1] - a[0]).
+        ftype = np.dtype(name).type if np.dtype(name).kind == "f" else np.float64
+        first = ftype(start)
+        delta = ftype(ftype(first + ftype(step)) - first)
+        params = {"start": float(first), "step": float(delta), "n": n, "dtype": name}
+    else:
+        params = {"start": int(start), "step": int(step), "n": n, "dtype": name}
+    return Array(_memfit.expr_op("arange", [], params))
+
+
+# ---------------------------------------------------------------------------
+# Elementwise
+
+_BINARY = (
+    ("add", "x1 + x2"),
+    ("subtract", "x1 - x2"),
+    ("multiply", "x1 * x2"),
+    ("true_divide", "x1 / x2"),
+    ("floor_divide", "x1 // x2"),
+    ("remainder", "x1 % x2"),
+    ("power", "x1 ** x2"),
+    ("minimum", "the elementwise minimum (NaN propagates)"),
+    ("maximum", "the elementwise maximum (NaN propagates)"),
+    ("equal", "x1 == x2"),
+    ("not_equal", "x1 != x2"),
+    ("less", "x1 < x2"),
+    ("less_equal", "x1 <= x2"),
+    ("greater", "x1 > x2"),
+    ("greater_equal", "x1 >= x2"),
+    ("logical_and", "x1 and x2, elementwise, as bool"),
+    ("logical_or", "x1 or x2, elementwise, as bool"),
+    ("logical_xor", "x1 xor x2, elementwise, as bool"),
+    ("bitwise_and", "x1 & x2"),
+    ("bitwise_or", "x1 | x2"),
+    ("bitwise_xor", "x1 ^ x2"),
+)
+
+_UNARY = (
+    ("negative", "-x"),
+    ("positive", "+x"),
+    ("absolute", "|x|"),
+    ("sqrt", "the square root"),
+    ("exp", "e ** x"),
+    ("log", "the natural logarithm"),
+    ("log2", "the base-2 logarithm"),
+    ("log10", "the base-10 logarithm"),
+    ("sin", "the sine (radians)"),
+    ("cos", "the cosine (radians)"),
+    ("tan", "the tangent (radians)"),
+    ("square", "x * x"),
+    ("reciprocal", "1 / x"),
+    ("logical_not", "not x, as bool"),
+    ("isnan", "whether x is NaN"),
+    ("isfinite", "whether x is finite"),
+    ("isinf", "whether x is infinite"),
+    ("sign", "-1, 0 or 1 (NaN for NaN)"),
+    ("floor", "the largest integer <= x"),
+    ("ceil", "the smallest integer >= x"),
+    ("trunc", "x rounded towards zero"),
+    ("rint", "x rounded to the nearest integer (halves to even)"),
+    ("invert", "~x (bitwise not; logical not for bool)"),
+)
+
+_ELEMENTWISE_DOC = """{what}, elementwise and lazy, as ``numpy.{name}``.
+
+Parameters
+----------
+{params}
+    Arrays are broadcast by NumPy's rules; Python scalars are weakly typed
+    and NumPy scalars and arrays strongly typed (NumPy 2, NEP 50).
+out : None
+    Not supported (TypeError when given): the result is a new lazy array.
+
+Returns
+-------
+Array
+    The broadcast shape, NumPy's result dtype.
+
+Raises
+------
+ValueError
+    Shapes that do not broadcast (the message names both).
+TypeError
+    A dtype combination NumPy refuses, or ``out``.
+"""
+
+
+def _make_binary(name: str, what: str):
+    def f(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Array:
+        _reject_out(out)
+        _ufunc_kwargs(name, kwargs)
+        return op(name, [operand(x1), operand(x2)])
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = _ELEMENTWISE_DOC.format(what=f"``{what}``" if " " in what and what[0] == "x" else what.capitalize(), name=name, params="x1, x2 : array-like or Array")
+    return f
+
+
+def _make_unary(name: str, what: str):
+    def f(x: Any, out: Any = None, **kwargs: Any) -> Array:
+        _reject_out(out)
+        _ufunc_kwargs(name, kwargs)
+        return op(name, [operand(x)])
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = _ELEMENTWISE_DOC.format(what=f"``{what}``" if what[0] in "-+|~" or what.startswith("e **") or what.startswith("x *") or what.startswith("1 /") else what[0].upper() + what[1:], name=name, params="x : array-like or Array")
+    return f
+
+
+def _ufunc_kwargs(name: str, kwargs: dict) -> None:
+    """Refuses ufunc keyword arguments other than their defaults."""
+    for key, value in kwargs.items():
+        if key == "where" and value is True:
+            continue
+        if key in ("casting",) and value == "same_kind":
+            continue
+        if key in ("order",) and value == "K":
+            continue
+        if key in ("subok",) and value is True:
+            continue
+        if key in ("dtype", "signature") and value is None:
+            continue
+        reject(key, value)
+
+
+for _name, _what in _BINARY:
+    globals()[_name] = _make_binary(_name, _what)
+for _name, _what in _UNARY:
+    globals()[_name] = _make_unary(_name, _what)
+del _name, _what
+
+divide = globals()["true_divide"]
+mod = globals()["remainder"]
+abs = absolute = globals()["absolute"]  # noqa: A001
+bitwise_not = bitwise_invert = globals()["invert"]
+pow = globals()["power"]  # noqa: A001
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Array:
+    """Elements of ``x`` where ``condition`` is true, else of ``y``, lazily.
+
+    Parameters
+    ----------
+    condition : array-like or Array
+        Nonzero is true.
+    x, y : array-like, Array or scalar
+        Broadcast with ``condition``; NumPy's result dtype of x and y.
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    TypeError
+        The one-argument form (``numpy.nonzero``), whose shape depends on the
+        data.
+    ValueError
+        Shapes that do not broadcast.
+    """
+    if x is None and y is None:
+        raise TypeError(
+            "memfit.array does not support where(condition) with one argument (numpy.nonzero: its shape "
+            "depends on the data); compute the condition first"
+        )
+    if x is None or y is None:
+        raise ValueError("either both or neither of x and y should be given")
+    return op("where", [operand(condition), operand(x), operand(y)])
+
+
+def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: Any = None, max: Any = None, **kwargs: Any) -> Array:
+    """``a`` limited to ``[a_min, a_max]``, lazily: ``minimum(maximum(a,
+    a_min), a_max)`` (NaN propagates).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    a_min, a_max : scalar, array-like, Array or None
+        Bounds, broadcast with ``a``; None: no bound on that side. ``min`` and
+        ``max`` are NumPy 2.1's aliases.
+
+    Returns
+    -------
+    Array
+    """
+    _reject_out(out)
+    _ufunc_kwargs("clip", kwargs)
+    if _given(min):
+        a_min = min
+    if _given(max):
+        a_max = max
+    x = operand(a)
+    if a_min is not None and a_min is not _NoValue:
+        x = op("maximum", [x, operand(a_min)])
+    if a_max is not None and a_max is not _NoValue:
+        x = op("minimum", [x, operand(a_max)])
+    return x
+
+
+# ---------------------------------------------------------------------------
+# Index maps
+
+
+def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None) -> Array:
+    """``a`` with a new shape, in C order, lazily.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    shape : int or sequence of int
+        One length may be -1: inferred from the size.
+    order : {"C"}
+        Only C order is supported.
+
+    Returns
+    -------
+    Array
+        A view where blocks stay contiguous (the engine re-blocks otherwise).
+
+    Raises
+    ------
+    ValueError
+        A size that differs (``cannot reshape array of size 6 into shape
+        (4,)``, as NumPy), more than one -1.
+    TypeError
+        ``order`` other than "C".
+    """
+    x = operand(a)
+    if shape is None:
+        shape = newshape
+    if shape is None:
+        raise TypeError("reshape() missing required argument 'shape'")
+    if order not in ("C", None):
+        raise TypeError(f"memfit.array supports reshape in C order only (got order={order!r})")
+    if copy is False:
+        pass  # lazy: never a copy
+    if isinstance(shape, (numbers.Integral, np.integer)):
+        shape = (shape,)
+    dims = [index_int(d, "shape") for d in shape]
+    unknown = [i for i, d in enumerate(dims) if d < 0]
+    size = x.size
+    if len(unknown) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    if unknown:
+        known = _prod(d for d in dims if d >= 0)
+        if known == 0 or size % known:
+            shown = ",".join("newaxis" if d < 0 else str(d) for d in dims)
+            raise ValueError(f"cannot reshape array of size {size} into shape ({shown})")
+        dims[unknown[0]] = size // known
+    if _prod(dims) != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {tuple(dims)}")
+    if tuple(dims) == x.shape:
+        return x
+    return op("reshape", [x], shape=dims)
+
+
+def ravel(a: Any, order: str = "C") -> Array:
+    """``a`` flattened to 1-d in C order, lazily (see :func:`reshape`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    order : {"C"}
+
+    Returns
+    -------
+    Array
+    """
+    return reshape(a, -1, order=order)
+
+
+def transpose(a: Any, axes: Any = None) -> Array:
+    """``a`` with its axes permuted (reversed by default), a lazy view.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axes : sequence of int, optional
+        A permutation of the axes (negative counts from the end).
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    ValueError
+        Not a permutation ("axes don't match array", "repeated axis in
+        transpose").
+    numpy.exceptions.AxisError
+        An axis out of range.
+    """
+    x = operand(a)
+    nd = x.ndim
+    if axes is None:
+        perm = list(range(nd))[::-1]
+    else:
+        if isinstance(axes, (numbers.Integral, np.integer)):
+            axes = (axes,)
+        axes = list(axes)
+        if len(axes) != nd:
+            raise ValueError("axes don't match array")
+        perm = [normalize_axis(ax, nd) for ax in axes]
+        if len(set(perm)) != nd:
+            raise ValueError("repeated axis in transpose")
+    if perm == list(range(nd)):
+        return x
+    return op("transpose", [x], axes=perm)
+
+
+def permute_dims(a: Any, axes: Any = None) -> Array:
+    """The array API's name of :func:`transpose`.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axes : sequence of int, optional
+
+    Returns
+    -------
+    Array
+    """
+    return transpose(a, axes)
+
+
+def swapaxes(a: Any, axis1: int, axis2: int) -> Array:
+    """``a`` with two axes interchanged, a lazy view.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axis1, axis2 : int
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    numpy.exceptions.AxisError
+        An axis out of range.
+    """
+    x = operand(a)
+    i = normalize_axis(axis1, x.ndim, "axis1")
+    j = normalize_axis(axis2, x.ndim, "axis2")
+    perm = list(range(x.ndim))
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(x, perm)
+
+
+def moveaxis(a: Any, source: Any, destination: Any) -> Array:
+    """``a`` with axes moved to new positions (the others keep their order),
+    a lazy view.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    source, destination : int or sequence of int
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    ValueError
+        ``source`` and ``destination`` of different lengths, repeated axes.
+    numpy.exceptions.AxisError
+        An axis out of range.
+    """
+    x = operand(a)
+    nd = x.ndim
+
+    def norm(axes: Any, arg: str) -> list:
+        if isinstance(axes, (numbers.Integral, np.integer)):
+            axes = [axes]
+        out = [normalize_axis(ax, nd, arg) for ax in axes]
+        if len(set(out)) != len(out):
+            raise ValueError(f"repeated axis in `{arg}` argument")
+        return out
+
+    src = norm(source, "source")
+    dst = norm(destination, "destination")
+    if len(src) != len(dst):
+        raise ValueError("`source` and `destination` arguments must have the same number of elements")
+    order = [n for n in range(nd) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, order)
+
+
+def expand_dims(a: Any, axis: Any) -> Array:
+    """``a`` with new axes of length 1 at positions ``axis`` of the result,
+    a lazy view.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axis : int or sequence of int
+        Positions in the result (negative counts from its end).
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    ValueError
+        A repeated axis.
+    numpy.exceptions.AxisError
+        An axis out of range of the result.
+    """
+    x = operand(a)
+    if isinstance(axis, (tuple, list)):
+        ax = list(axis)
+    else:
+        ax = [axis]
+    out_nd = x.ndim + len(ax)
+    axes = [normalize_axis(i, out_nd) for i in ax]
+    if len(set(axes)) != len(axes):
+        raise ValueError("repeated axis")
+    if not axes:
+        return x
+    return op("expand_dims", [x], axes=sorted(axes))
+
+
+def squeeze(a: Any, axis: Any = None) -> Array:
+    """``a`` without axes of length 1, a lazy view.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axis : int or sequence of int, optional
+        The axes to remove (each of length 1); default: every axis of length 1.
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    ValueError
+        A selected axis whose length is not 1 (NumPy's message).
+    numpy.exceptions.AxisError
+        An axis out of range.
+    """
+    x = operand(a)
+    shape = x.shape
+    if axis is None:
+        axes = [i for i, n in enumerate(shape) if n == 1]
+    else:
+        axes = normalize_axes(axis, x.ndim)
+        if builtins.any(shape[i] != 1 for i in axes):
+            raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
+    if not axes:
+        return x
+    return op("squeeze", [x], axes=axes)
+
+
+def broadcast_to(array: Any, shape: Any, subok: bool = False) -> Array:
+    """``array`` broadcast to ``shape``, a lazy view (never a copy).
+
+    Parameters
+    ----------
+    array : array-like or Array
+    shape : int or sequence of int
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not broadcast (the message names both).
+    """
+    x = operand(array)
+    dims = normalize_shape(shape)
+    if dims == x.shape:
+        return x
+    return op("broadcast_to", [x], shape=list(dims))
+
+
+def broadcast_shapes(*shapes: Any) -> tuple:
+    """NumPy's ``broadcast_shapes``: the shape the given shapes broadcast to.
+
+    Parameters
+    ----------
+    *shapes : int or tuple of int
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not broadcast.
+    """
+    return np.broadcast_shapes(*shapes)
+
+
+def broadcast_arrays(*args: Any, subok: bool = False) -> tuple:
+    """The arguments broadcast against each other, lazy views.
+
+    Parameters
+    ----------
+    *args : array-like or Array
+
+    Returns
+    -------
+    tuple of Array
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not broadcast (NumPy's message, naming the arguments
+        and their shapes).
+    """
+    xs = [operand(a) for a in args]
+    shape = np.broadcast_shapes(*(x.shape for x in xs))
+    return tuple(broadcast_to(x, shape) for x in xs)
+
+
+def tile(A: Any, reps: Any) -> Array:
+    """``A`` repeated ``reps`` times along each axis, as ``numpy.tile``: an
+    index map, never a copy (a reduction over a tiled axis costs only the
+    input).
+
+    Parameters
+    ----------
+    A : array-like or Array
+    reps : int or sequence of int
+        Repetitions per axis; when longer than ``A.ndim``, ``A`` gains leading
+        axes of length 1; when shorter, ``reps`` gains leading ones.
+
+    Returns
+    -------
+    Array
+        Of ``A.ndim`` or ``len(reps)`` dimensions, whichever is larger.
+
+    Raises
+    ------
+    ValueError
+        Negative repetitions.
+    """
+    x = operand(A)
+    reps = list(normalize_shape(reps, "reps"))
+    nd = builtins.max(x.ndim, len(reps))
+    if x.ndim < nd:
+        x = op("expand_dims", [x], axes=list(range(nd - x.ndim)))
+    reps = [1] * (nd - len(reps)) + reps
+    if builtins.all(r == 1 for r in reps):
+        return x
+    return op("tile", [x], reps=reps)
+
+
+def repeat(a: Any, repeats: Any, axis: Any = None) -> Array:
+    """Each element of ``a`` repeated ``repeats`` times along ``axis``, as
+    ``numpy.repeat``: an index map, never a copy.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    repeats : int
+        The same count for every element (per-element counts are not
+        supported).
+    axis : int, optional
+        Default: ``a`` is flattened first.
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    TypeError
+        ``repeats`` an array of counts.
+    ValueError
+        Negative ``repeats``.
+    """
+    x = operand(a)
+    if isinstance(repeats, (Array, np.ndarray, list, tuple)):
+        arr = repeats if isinstance(repeats, Array) else np.asarray(repeats)
+        if arr.size == 1 and not isinstance(arr, Array):
+            repeats = arr.reshape(()).item()
+        else:
+            raise TypeError(
+                "memfit.array.repeat supports one repeat count for all elements, not an array of counts; "
+                "compute the array first for per-element counts"
+            )
+    r = index_int(repeats, "repeats")
+    if r < 0:
+        raise ValueError("negative dimensions are not allowed")
+    if axis is None:
+        x = reshape(x, -1)
+        ax = 0
+    else:
+        ax = normalize_axis(axis, x.ndim)
+    if r == 1:
+        return x
+    return op("repeat", [x], repeats=r, axis=ax)
+
+
+def concatenate(arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: str = "same_kind") -> Array:
+    """The arrays joined along an existing axis, lazily.
+
+    Parameters
+    ----------
+    arrays : sequence of array-like or Array
+        Same shape except along ``axis``; NumPy's result dtype.
+    axis : int or None, default=0
+        None: the arrays are flattened first.
+    dtype : dtype-like, optional
+        The result dtype (each input cast, checked with ``casting``).
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    ValueError
+        No arrays, 0-d arrays, different numbers of dimensions or lengths
+        (NumPy's messages).
+    numpy.exceptions.AxisError
+        ``axis`` out of range.
+    """
+    _reject_out(out)
+    xs = [operand(a) for a in arrays]
+    if not xs:
+        raise ValueError("need at least one array to concatenate")
+    if axis is None:
+        xs = [reshape(x, -1) for x in xs]
+        axis = 0
+    if xs[0].ndim == 0:
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    nd = xs[0].ndim
+    ax = normalize_axis(axis, nd)
+    for i, x in enumerate(xs[1:], 1):
+        if x.ndim != nd:
+            raise ValueError(
+                "all the input arrays must have same number of dimensions, but the array at index 0 has "
+                f"{nd} dimension(s) and the array at index {i} has {x.ndim} dimension(s)"
+            )
+        for d in range(nd):
+            if d != ax and x.shape[d] != xs[0].shape[d]:
+                raise ValueError(
+                    "all the input array dimensions except for the concatenation axis must match exactly, but "
+                    f"along dimension {d}, the array at index 0 has size {xs[0].shape[d]} and the array at "
+                    f"index {i} has size {x.shape[d]}"
+                )
+    if dtype is not None:
+        name = dtype_name(dtype)
+        for x in xs:
+            if not np.can_cast(x.dtype, np.dtype(name), casting):
+                raise TypeError(
+                    f"Cannot cast array data from {x.dtype!r} to {np.dtype(name)!r} according to the rule {casting!r}"
+                )
+        xs = [x.astype(name) for x in xs]
+    if len(xs) == 1:
+        return xs[0]
+    return op("concatenate", xs, axis=ax)
+
+
+concat = concatenate
+
+
+def stack(arrays: Any, axis: int = 0, out: Any = None, *, dtype: Any = None, casting: str = "same_kind") -> Array:
+    """The arrays joined along a new axis, lazily (``expand_dims`` of each,
+    then :func:`concatenate`).
+
+    Parameters
+    ----------
+    arrays : sequence of array-like or Array
+        All of the same shape.
+    axis : int, default=0
+        The position of the new axis in the result.
+    dtype : dtype-like, optional
+
+    Returns
+    -------
+    Array
+        One more dimension than the inputs.
+
+    Raises
+    ------
+    ValueError
+        No arrays, or arrays of different shapes.
+    numpy.exceptions.AxisError
+        ``axis`` out of range.
+    """
+    _reject_out(out)
+    xs = [operand(a) for a in arrays]
+    if not xs:
+        raise ValueError("need at least one array to stack")
+    if builtins.any(x.shape != xs[0].shape for x in xs[1:]):
+        raise ValueError("all input arrays must have the same shape")
+    ax = normalize_axis(axis, xs[0].ndim + 1)
+    return concatenate([expand_dims(x, ax) for x in xs], axis=ax, dtype=dtype, casting=casting)
+
+
+# ---------------------------------------------------------------------------
+# Reductions
+
+_REDUCTION_DOC = """{what} over ``axis``, lazily, as ``numpy.{name}``.
+
+Parameters
+----------
+a : array-like or Array
+axis : None, int or tuple of int, optional
+    Axes to reduce (negative counts from the end); None: all.
+{extra}keepdims : bool, default=False
+    Keep the reduced axes with length 1.
+out, initial, where
+    Not supported: TypeError when given.
+
+Returns
+-------
+Array
+    {result}
+
+Raises
+------
+numpy.exceptions.AxisError
+    An axis out of range.
+ValueError
+    A repeated axis.
+
+Notes
+-----
+Float inputs accumulate in float64; the result is bitwise identical for any
+``n_jobs`` and ``memory_limit``. A reduction over an axis created by tile,
+repeat or broadcasting is rewritten (no pass over the repeated data).
+"""
+
+
+def _reduce(name: str, a: Any, axis: Any, keepdims: Any, **params: Any) -> Array:
+    x = operand(a)
+    axes = normalize_axes(axis, x.ndim)
+    return op(name, [x], axes=axes, keepdims=_flag(keepdims), **params)
+
+
+def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:  # noqa: A001
+    _reject_out(out)
+    if _given(initial):
+        reject("initial", initial)
+    _reject_where(where)
+    return _reduce("sum", a, axis, keepdims, dtype=optional_dtype_name(dtype))
+
+
+def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:
+    _reject_out(out)
+    if _given(initial):
+        reject("initial", initial)
+    _reject_where(where)
+    return _reduce("prod", a, axis, keepdims, dtype=optional_dtype_name(dtype))
+
+
+def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, *, where: Any = None) -> Array:
+    _reject_out(out)
+    _reject_where(where)
+    return _reduce("mean", a, axis, keepdims, dtype=optional_dtype_name(dtype))
+
+
+def _ddof(ddof: Any, correction: Any) -> Any:
+    if _given(correction):
+        if ddof not in (0, None, _NoValue):
+            raise ValueError("ddof and correction can't be provided simultaneously.")
+        ddof = correction
+    if ddof is None or ddof is _NoValue:
+        ddof = 0
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (numbers.Real, np.integer, np.floating)):
+        raise TypeError(f"ddof must be a real number, got {ddof!r}")
+    return int(ddof) if isinstance(ddof, (numbers.Integral, np.integer)) else float(ddof)
+
+
+def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
+    _reject_out(out)
+    _reject_where(where)
+    if _given(mean):
+        reject("mean", mean)
+    return _reduce("var", a, axis, keepdims, ddof=_ddof(ddof, correction), dtype=optional_dtype_name(dtype))
+
+
+def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
+    _reject_out(out)
+    _reject_where(where)
+    if _given(mean):
+        reject("mean", mean)
+    return _reduce("std", a, axis, keepdims, ddof=_ddof(ddof, correction), dtype=optional_dtype_name(dtype))
+
+
+def min(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:  # noqa: A001
+    _reject_out(out)
+    if _given(initial):
+        reject("initial", initial)
+    _reject_where(where)
+    return _reduce("min", a, axis, keepdims)
+
+
+def max(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:  # noqa: A001
+    _reject_out(out)
+    if _given(initial):
+        reject("initial", initial)
+    _reject_where(where)
+    return _reduce("max", a, axis, keepdims)
+
+
+amin = min
+amax = max
+
+
+def any(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, *, where: Any = None) -> Array:  # noqa: A001
+    _reject_out(out)
+    _reject_where(where)
+    return _reduce("any", a, axis, keepdims)
+
+
+def all(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, *, where: Any = None) -> Array:  # noqa: A001
+    _reject_out(out)
+    _reject_where(where)
+    return _reduce("all", a, axis, keepdims)
+
+
+def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: Any) -> Array:
+    _reject_out(out)
+    x = operand(a)
+    if axis is None:
+        axes = list(range(x.ndim))
+    else:
+        axes = [normalize_axis(axis, x.ndim)]
+    return op(name, [x], axes=axes, keepdims=_flag(keepdims))
+
+
+def argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Array:
+    return _arg("argmin", a, axis, out, keepdims)
+
+
+def argmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Array:
+    return _arg("argmax", a, axis, out, keepdims)
+
+
+_REDUCTIONS = {
+    "sum": ("The sum", "dtype : dtype-like, optional\n    The result dtype (default: int64/uint64 for integers and bool, the input's for floats).\n", "NumPy's dtype."),
+    "prod": ("The product", "dtype : dtype-like, optional\n    The result dtype (default as for sum).\n", "NumPy's dtype."),
+    "mean": ("The mean", "dtype : dtype-like, optional\n    The result dtype (default: float64 for integers, the input's for floats).\n", "NumPy's dtype."),
+    "var": ("The variance", "dtype : dtype-like, optional\nddof : int or float, default=0\n    Divide by ``N - ddof``. ``correction`` is the array API's alias.\n", "NumPy's dtype."),
+    "std": ("The standard deviation", "dtype : dtype-like, optional\nddof : int or float, default=0\n    Divide by ``N - ddof``. ``correction`` is the array API's alias.\n", "NumPy's dtype."),
+    "min": ("The minimum (NaN propagates)", "", "The input's dtype."),
+    "max": ("The maximum (NaN propagates)", "", "The input's dtype."),
+    "any": ("Whether any element is nonzero", "", "bool."),
+    "all": ("Whether every element is nonzero", "", "bool."),
+}
+for _n, (_what, _extra, _result) in _REDUCTIONS.items():
+    globals()[_n].__doc__ = _REDUCTION_DOC.format(what=_what, name=_n, extra=_extra, result=_result)
+del _n, _what, _extra, _result
+
+_ARG_DOC = """The index of the {what} value along ``axis`` (the first one on ties; NaN
+counts as {what}), lazily, as ``numpy.{name}``.
+
+Parameters
+----------
+a : array-like or Array
+axis : int, optional
+    Default: the index into the flattened array.
+keepdims : bool, default=False
+out : None
+    Not supported.
+
+Returns
+-------
+Array
+    int64.
+
+Raises
+------
+numpy.exceptions.AxisError
+    ``axis`` out of range.
+"""
+argmin.__doc__ = _ARG_DOC.format(what="minimum", name="argmin")
+argmax.__doc__ = _ARG_DOC.format(what="maximum", name="argmax")
+
+
+# ---------------------------------------------------------------------------
+# Contractions
+
+
+def einsum(*operands: Any, out: Any = None, optimize: Any = False, dtype: Any = None, order: str = "K", casting: str = "safe") -> Array:
+    """Einstein summation, lazily, as ``numpy.einsum`` with a subscripts
+    string: ``einsum("ij,jk->ik", a, b)``, ``"..."`` for broadcast axes,
+    implicit output (``"ij,jk"``) as NumPy.
+
+    The engine picks the contraction order with the smallest peak bytes
+    under the memory limit and slices shared free indices instead of
+    building large intermediates.
+
+    Parameters
+    ----------
+    subscripts : str
+        The first positional argument.
+    *operands : array-like or Array
+    dtype : dtype-like, optional
+        Each operand is cast to this dtype first (checked with ``casting``).
+    optimize : bool or str
+        Ignored (the engine always optimises the order).
+    out : None
+        Not supported.
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    ValueError
+        Bad subscripts (wrong number of operands or indices, an index with
+        two different lengths, output indices that are not in the inputs).
+    TypeError
+        The interleaved ``einsum(a, [0, 1], b, [1, 2])`` form.
+    """
+    _reject_out(out)
+    if not operands:
+        raise TypeError("einsum() missing the subscripts argument")
+    subscripts, ops = operands[0], operands[1:]
+    if not isinstance(subscripts, str):
+        raise TypeError(
+            "memfit.array.einsum supports the subscripts-string form only (einsum('ij,jk->ik', a, b)), not "
+            "the interleaved operand/sublist form"
+        )
+    xs = [operand(o) for o in ops]
+    if dtype is not None:
+        name = dtype_name(dtype)
+        for x in xs:
+            if not np.can_cast(x.dtype, np.dtype(name), casting):
+                raise TypeError(
+                    f"Cannot cast array data from {x.dtype!r} to {np.dtype(name)!r} according to the rule {casting!r}"
+                )
+        xs = [x.astype(name) for x in xs]
+    subscripts, shapes = _explicit_einsum(subscripts, [x.shape for x in xs])
+    xs = [broadcast_to(x, s) for x, s in zip(xs, shapes)]
+    return op("einsum", xs, subscripts=subscripts)
+
+
+def _explicit_einsum(subscripts: str, shapes: list) -> tuple:
+    """NumPy's einsum subscripts checked (ValueError with NumPy's messages)
+    and made explicit: '...' replaced by letters (broadcast as NumPy does,
+    returning the shape each operand is broadcast to), the implicit output
+    (the ellipsis axes, then the labels that appear once, in ASCII order)
+    written out."""
+    text = subscripts.replace(" ", "")
+    if text.count("->") > 1 or ("-" in text.replace("->", "")) or (">" in text.replace("->", "")):
+        raise ValueError("einstein sum subscripts string contains a '-' or '>' that is not part of '->'")
+    explicit = "->" in text
+    lhs, out = text.split("->") if explicit else (text, None)
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        which = "more" if len(shapes) > len(terms) else "fewer"
+        raise ValueError(f"{which} operands provided to einstein sum function than specified in the subscripts string")
+    used = set(c for c in text if c.isalpha())
+    for c in text.replace("->", "").replace(",", "").replace("...", ""):
+        if not (c.isascii() and c.isalpha()):
+            raise ValueError(
+                f"invalid subscript '{c}' in einstein sum subscripts string, subscripts must be letters"
+            )
+    free = [c for c in _LETTERS if c not in used]
+    # Ellipsis dimensions of each operand, right-aligned and broadcast.
+    ell_dims = []
+    labels = []
+    for i, (term, shape) in enumerate(zip(terms, shapes)):
+        if term.count("...") > 1 or ("." in term.replace("...", "")):
+            raise ValueError(f"einstein sum subscripts string contains a '.' that is not part of an ellipsis ('...') in operand {i}")
+        letters = term.replace("...", "")
+        if "..." in term:
+            n_ell = len(shape) - len(letters)
+            if n_ell < 0:
+                raise ValueError(f"operand {i} has more dimensions than subscripts given in einstein sum, but no "
+                                 "'...' ellipsis provided to broadcast the extra dimensions.")
+        else:
+            n_ell = 0
+            if len(letters) != len(shape):
+                raise ValueError(
+                    f"operand {i} has {'more' if len(shape) > len(letters) else 'fewer'} dimensions than "
+                    "subscripts given in einstein sum, but no '...' ellipsis provided to broadcast the extra "
+                    "dimensions." if len(shape) > len(letters) else
+                    f"einstein sum subscripts string contains too many subscripts for operand {i}"
+                )
+        ell_dims.append(n_ell)
+        labels.append(term)
+    n_ell_max = builtins.max(ell_dims) if ell_dims else 0
+    if n_ell_max > len(free):
+        raise ValueError("einsum: too many dimensions")
+    ell_letters = "".join(free[:n_ell_max])
+    ell_shape = np.broadcast_shapes(
+        *(tuple(shape[term.index("..."): term.index("...") + n]) if "..." in term else ()
+          for term, shape, n in zip(terms, shapes, ell_dims))
+    )
+    new_terms, new_shapes = [], []
+    sizes: dict = {}
+    for i, (term, shape, n) in enumerate(zip(terms, shapes, ell_dims)):
+        if "..." in term:
+            k = term.index("...")
+            before, after = term[:k], term[k + 3:]
+            full = before + ell_letters[n_ell_max - n:] + after
+            target = tuple(shape[:k]) + tuple(ell_shape[len(ell_shape) - n:]) + tuple(shape[k + n:])
+        else:
+            full, target = term, tuple(shape)
+        for c, d in zip(full, target):
+            if c in ell_letters:
+                continue
+            if sizes.setdefault(c, d) != d:
+                raise ValueError(
+                    f"size of label '{c}' for operand {i} ({d}) does not match previous terms ({sizes[c]})."
+                )
+        new_terms.append(full)
+        new_shapes.append(target)
+    # Repeated labels in one term must have one length (a diagonal).
+    for i, (full, target) in enumerate(zip(new_terms, new_shapes)):
+        seen: dict = {}
+        for c, d in zip(full, target):
+            if seen.setdefault(c, d) != d:
+                raise ValueError(f"dimensions in operand {i} for collapsing index '{c}' don't match ({seen[c]} != {d})")
+    if explicit:
+        if "." in out.replace("...", "") or out.count("...") > 1:
+            raise ValueError("einstein sum subscripts string contains a '.' that is not part of an ellipsis ('...') in the output")
+        out_letters = out.replace("...", "")
+        for c in out_letters:
+            if out_letters.count(c) > 1:
+                raise ValueError(f"einstein sum subscripts string includes output subscript '{c}' multiple times")
+            if c not in used or not builtins.any(c in t for t in terms):
+                raise ValueError(f"einstein sum subscripts string included output subscript '{c}' which never appeared in an input")
+        if "..." in out:
+            out_full = out.replace("...", ell_letters[n_ell_max - len(ell_shape):] if ell_shape else "")
+        else:
+            if builtins.any(d != 1 for d in ell_shape) and n_ell_max:
+                raise ValueError("output has more dimensions than subscripts given in einstein sum, but no '...' "
+                                 "ellipsis provided to broadcast the extra dimensions.")
+            out_full = out
+    else:
+        counts: dict = {}
+        for t in terms:
+            for c in t.replace("...", ""):
+                counts[c] = counts.get(c, 0) + 1
+        out_full = ell_letters + "".join(sorted(c for c, k in counts.items() if k == 1))
+    return ",".join(new_terms) + "->" + out_full, new_shapes
+
+
+def _matmul_error(i: int, dim: int, got: int, want: int) -> ValueError:
+    return ValueError(
+        f"matmul: Input operand {i} has a mismatch in its core dimension {dim}, with gufunc signature "
+        f"(n?,k),(k,m?)->(n?,m?) (size {got} is different from {want})"
+    )
+
+
+def matmul(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Array:
+    """The matrix product, lazily, as ``numpy.matmul`` (``x1 @ x2``).
+
+    1-d operands are promoted as NumPy does (a vector on the left is a row,
+    on the right a column, and the added axis is removed from the result);
+    the batch axes (all but the last two) broadcast.
+
+    Parameters
+    ----------
+    x1, x2 : array-like or Array
+        At least 1-d.
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    ValueError
+        0-d operands, core dimensions that differ, batch axes that do not
+        broadcast (NumPy's messages).
+    """
+    _reject_out(out)
+    _ufunc_kwargs("matmul", kwargs)
+    a, b = operand(x1), operand(x2)
+    for i, x in enumerate((a, b)):
+        if x.ndim == 0:
+            raise ValueError(
+                f"matmul: Input operand {i} does not have enough dimensions (has 0, gufunc core with signature "
+                "(n?,k),(k,m?)->(n?,m?) requires 1)"
+            )
+    if a.shape[-1] != b.shape[0 if b.ndim == 1 else -2]:
+        raise _matmul_error(1, 0, b.shape[0 if b.ndim == 1 else -2], a.shape[-1])
+    if a.ndim == 1 and b.ndim == 1:
+        return op("einsum", [a, b], subscripts="i,i->")
+    batch_a = a.shape[:-2] if a.ndim >= 2 else ()
+    batch_b = b.shape[:-2] if b.ndim >= 2 else ()
+    batch = np.broadcast_shapes(batch_a, batch_b)
+    nb = len(batch)
+    if nb + 3 > len(_LETTERS):
+        raise ValueError(f"matmul: too many dimensions ({nb + 2})")
+    bl = _LETTERS[3 : 3 + nb]
+    if a.ndim >= 2:
+        a = broadcast_to(a, batch + a.shape[-2:])
+        sa, out_rows = bl + "ij", "i"
+    else:
+        sa, out_rows = "j", ""
+    if b.ndim >= 2:
+        b = broadcast_to(b, batch + b.shape[-2:])
+        sb, out_cols = bl + "jk", "k"
+    else:
+        sb, out_cols = "j", ""
+    return op("einsum", [a, b], subscripts=f"{sa},{sb}->{bl}{out_rows}{out_cols}")
+
+
+def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
+    """The sum of products over the given axes, lazily, as
+    ``numpy.tensordot`` (built as an einsum).
+
+    Parameters
+    ----------
+    a, b : array-like or Array
+    axes : int or (sequence of int, sequence of int), default=2
+        An int N: the last N axes of ``a`` with the first N of ``b``; a pair:
+        the axes of ``a`` and of ``b`` summed over, in matching order.
+
+    Returns
+    -------
+    Array
+        The free axes of ``a``, then those of ``b``.
+
+    Raises
+    ------
+    ValueError
+        Lengths that differ ("shape-mismatch for sum"), axes lists of
+        different lengths.
+    """
+    x, y = operand(a), operand(b)
+    if isinstance(axes, (numbers.Integral, np.integer)):
+        n = index_int(axes, "axes")
+        if n < 0:
+            raise ValueError("negative axes count")
+        if n > x.ndim or n > y.ndim:
+            raise ValueError("shape-mismatch for sum")
+        ax_a = list(range(x.ndim - n, x.ndim))
+        ax_b = list(range(n))
+    else:
+        try:
+            ax_a, ax_b = axes
+        except (TypeError, ValueError):
+            raise ValueError("axes must be an int or a pair of sequences of axes") from None
+        ax_a = [ax_a] if isinstance(ax_a, (numbers.Integral, np.integer)) else list(ax_a)
+        ax_b = [ax_b] if isinstance(ax_b, (numbers.Integral, np.integer)) else list(ax_b)
+        if len(ax_a) != len(ax_b):
+            raise ValueError("shape-mismatch for sum")
+        ax_a = [normalize_axis(i, x.ndim) for i in ax_a]
+        ax_b = [normalize_axis(i, y.ndim) for i in ax_b]
+    for i, j in zip(ax_a, ax_b):
+        if x.shape[i] != y.shape[j]:
+            raise ValueError("shape-mismatch for sum")
+    if len(set(ax_a)) != len(ax_a) or len(set(ax_b)) != len(ax_b):
+        raise ValueError("repeated axis in tensordot axes")
+    if x.ndim + y.ndim > len(_LETTERS):
+        raise ValueError("tensordot: too many dimensions")
+    sa = list(_LETTERS[: x.ndim])
+    sb = list(_LETTERS[x.ndim : x.ndim + y.ndim])
+    for i, j in zip(ax_a, ax_b):
+        sb[j] = sa[i]
+    free = [sa[i] for i in range(x.ndim) if i not in ax_a] + [sb[j] for j in range(y.ndim) if j not in ax_b]
+    return op("einsum", [x, y], subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(free)}")
+
+
+def dot(a: Any, b: Any, out: Any = None) -> Array:
+    """The dot product of arrays of at most 2 dimensions, lazily, as
+    ``numpy.dot``: inner product of vectors, matrix product otherwise, a
+    multiplication when one is 0-d.
+
+    Parameters
+    ----------
+    a, b : array-like or Array
+        At most 2-d.
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    ValueError
+        Shapes not aligned (NumPy's message).
+    TypeError
+        An operand of more than 2 dimensions (use :func:`tensordot` or
+        :func:`einsum`).
+    """
+    _reject_out(out)
+    x, y = operand(a), operand(b)
+    if x.ndim > 2 or y.ndim > 2:
+        raise TypeError(
+            "memfit.array.dot supports arrays of at most 2 dimensions; use tensordot or einsum for more"
+        )
+    if x.ndim == 0 or y.ndim == 0:
+        return op("multiply", [x, y])
+    k_b = 0 if y.ndim == 1 else y.ndim - 2
+    if x.shape[-1] != y.shape[k_b]:
+        sx = "(" + ",".join(map(str, x.shape)) + ("," if x.ndim == 1 else "") + ")"
+        sy = "(" + ",".join(map(str, y.shape)) + ("," if y.ndim == 1 else "") + ")"
+        raise ValueError(
+            f"shapes {sx} and {sy} not aligned: {x.shape[-1]} (dim {x.ndim - 1}) != {y.shape[k_b]} (dim {k_b})"
+        )
+    return matmul(x, y)
+
+
+def vdot(a: Any, b: Any) -> Array:
+    """The dot product of the flattened arrays (real dtypes), lazily.
+
+    Parameters
+    ----------
+    a, b : array-like or Array
+
+    Returns
+    -------
+    Array
+    """
+    return dot(ravel(a), ravel(b))
+
+
+def inner(a: Any, b: Any) -> Array:
+    """The inner product over the last axes, lazily, as ``numpy.inner``.
+
+    Parameters
+    ----------
+    a, b : array-like or Array
+
+    Returns
+    -------
+    Array
+    """
+    x, y = operand(a), operand(b)
+    if x.ndim == 0 or y.ndim == 0:
+        return op("multiply", [x, y])
+    return tensordot(x, y, axes=([-1], [-1]))
+
+
+def outer(a: Any, b: Any, out: Any = None) -> Array:
+    """The outer product of the flattened arrays, lazily, as
+    ``numpy.outer``: a broadcast multiplication, never an n × m temporary
+    beyond the blocks.
+
+    Parameters
+    ----------
+    a, b : array-like or Array
+
+    Returns
+    -------
+    Array
+    """
+    _reject_out(out)
+    x, y = ravel(a), ravel(b)
+    return op("multiply", [expand_dims(x, 1), expand_dims(y, 0)])
+
+
+# ---------------------------------------------------------------------------
+# Dtypes and shapes
+
+
+def result_type(*arrays_and_dtypes: Any) -> np.dtype:
+    """``numpy.result_type``, memfit arrays counting as their dtype.
+
+    Parameters
+    ----------
+    *arrays_and_dtypes : Array, array-like, scalar or dtype-like
+
+    Returns
+    -------
+    numpy.dtype
+    """
+    return np.result_type(*(x.dtype if isinstance(x, Array) else x for x in arrays_and_dtypes))
+
+
+def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
+    """``numpy.can_cast``, a memfit array counting as its dtype.
+
+    Parameters
+    ----------
+    from_ : Array, dtype-like or array-like
+    to : dtype-like
+    casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default="safe"
+
+    Returns
+    -------
+    bool
+    """
+    return bool(np.can_cast(from_.dtype if isinstance(from_, Array) else from_, to, casting))
+
+
+def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Array:
+    """``x`` cast to ``dtype`` lazily (NumPy's unsafe casting); see
+    :meth:`Array.astype`.
+
+    Parameters
+    ----------
+    x : array-like or Array
+    dtype : dtype-like
+
+    Returns
+    -------
+    Array
+    """
+    return operand(x).astype(dtype)
+
+
+def shape(a: Any) -> tuple:
+    """The shape of ``a``, as ``numpy.shape`` (nothing is computed).
+
+    Parameters
+    ----------
+    a : Array or array-like
+
+    Returns
+    -------
+    tuple of int
+    """
+    return a.shape if isinstance(a, Array) else np.shape(a)
+
+
+def ndim(a: Any) -> int:
+    """The number of dimensions of ``a``, as ``numpy.ndim``.
+
+    Parameters
+    ----------
+    a : Array or array-like
+
+    Returns
+    -------
+    int
+    """
+    return a.ndim if isinstance(a, Array) else np.ndim(a)
+
+
+def size(a: Any, axis: Any = None) -> int:
+    """The number of elements of ``a`` (along ``axis`` when given), as
+    ``numpy.size``.
+
+    Parameters
+    ----------
+    a : Array or array-like
+    axis : int, optional
+
+    Returns
+    -------
+    int
+    """
+    if not isinstance(a, Array):
+        return np.size(a, axis)
+    if axis is None:
+        return a.size
+    return a.shape[normalize_axis(axis, a.ndim)]
+
+
+def compute(*arrays: Any, memory_limit: Any = None, n_jobs: Any = None) -> Any:
+    """Computes each array (see :meth:`Array.compute`).
+
+    Parameters
+    ----------
+    *arrays : Array or array-like
+    memory_limit : int, str or None, default=None
+        Bytes for every buffer of each evaluation, its result included.
+    n_jobs : int or None, default=None
+        Worker threads (None or -1: all cores).
+
+    Returns
+    -------
+    numpy.ndarray or tuple of numpy.ndarray
+        One array for one argument, a tuple for several.
+
+    Raises
+    ------
+    MemoryError
+        A result that does not fit ``memory_limit`` (use to_npy / to_zarr).
+    """
+    out = tuple(operand(a).compute(memory_limit=memory_limit, n_jobs=n_jobs) for a in arrays)
+    return out[0] if len(out) == 1 else out
+
+
+_METHODS = ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any", "all", "clip", "repeat",
+            "reshape", "squeeze", "swapaxes", "transpose", "dot", "ravel")
+for _m in _METHODS:
+    getattr(Array, _m).__doc__ = (
+        f"Method form of :func:`memfit.array.{_m}`: ``x.{_m}(...)`` is ``memfit.array.{_m}(x, ...)``.\n\n"
+        + (globals()[_m].__doc__ or "")
+    )
+Array.flatten.__doc__ = Array.ravel.__doc__
+del _m
+
+__all__ = [
+    n
+    for n in list(globals())
+    if not n.startswith("_")
+    and callable(globals()[n])
+    and n not in ("Any", "Optional", "Sequence", "Array", "DTYPES", "dtype_name", "from_ndarray", "index_int",
+                  "normalize_axes", "normalize_axis", "normalize_shape", "op", "operand", "optional_dtype_name",
+                  "reject", "scalar")
+    and getattr(globals()[n], "__module__", "") == __name__
+]
