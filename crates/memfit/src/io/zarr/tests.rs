@@ -139,7 +139,7 @@ fn an_existing_array_is_replaced_only_when_allowed() {
     let old = values(Dtype::U16, &[4, 4]);
     write(&path, Dtype::U16, &[4, 4], &[2, 2], &old, false);
     let e = ZarrOutput::create(&path, &[3], Dtype::F32, &[2], false).unwrap_err();
-    assert!(matches!(&e, Error::Io { cause, .. } if cause.kind() == io::ErrorKind::AlreadyExists), "{e}");
+    assert!(matches!(&e, Error::OutputExists { .. }), "{e}");
     assert!(!e.to_string().contains("--") && !e.to_string().contains("overwrite"), "{e}");
     assert_eq!(read_all(&path).1, old);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);

@@ -60,8 +60,8 @@ impl ZarrOutput {
     /// All before anything is created:
     /// [`Error::InvalidParameter`] when `chunks` is empty, holds a 0, or has
     /// another length than `shape`;
-    /// [`Error::Io`] of kind `NotFound` when `path`'s folder is missing, of
-    /// kind `AlreadyExists` when `path` exists and `!overwrite`, of kind
+    /// [`Error::OutputExists`] when `path` exists and `!overwrite`;
+    /// [`Error::Io`] of kind `NotFound` when `path`'s folder is missing, of kind
     /// `IsADirectory` when `path` is a non-empty folder that holds no Zarr
     /// array (such a folder is never replaced), of kind `StorageFull` when
     /// the filesystem has less free space than the uncompressed array
@@ -175,8 +175,8 @@ impl ZarrOutput {
     /// Chunks never written read as the fill value.
     ///
     /// # Errors
-    /// [`Error::Io`] when syncing or renaming fails, or of kind
-    /// `AlreadyExists` when the destination appeared meanwhile and
+    /// [`Error::Io`] when syncing or renaming fails, or
+    /// [`Error::OutputExists`] when the destination appeared meanwhile and
     /// `overwrite` was not set; the temporary directory is then removed.
     pub fn commit(self) -> Result<()> {
         let ZarrOutput { array, tmp, _unfinished, dest, overwrite, .. } = self;
@@ -213,8 +213,7 @@ impl ZarrOutput {
 fn check_replaceable(dest: &Path, overwrite: bool) -> Result<bool> {
     let Ok(meta) = std::fs::metadata(dest) else { return Ok(false) };
     if !overwrite {
-        let e = io::Error::new(io::ErrorKind::AlreadyExists, "it already exists and replacing it was not requested");
-        return Err(Error::io(dest, "create", e));
+        return Err(Error::OutputExists { path: dest.to_path_buf() });
     }
     let empty = || std::fs::read_dir(dest).is_ok_and(|mut d| d.next().is_none());
     let is_array = dest.join("zarr.json").is_file() || dest.join(".zarray").is_file();
