@@ -17,7 +17,6 @@ import errno
 import numbers
 import os
 import warnings
-import weakref
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -41,9 +40,10 @@ class Data:
 
     Attributes
     ----------
-    engine : str or numpy.ndarray
-        What the engine reads: a ``.npy`` path, or a 2-D array of a dtype in
-        ``NATIVE_DTYPES`` with non-negative strides, aligned and native-endian.
+    engine : str, numpy.ndarray or memfit._memfit.Expr
+        What the engine reads: a ``.npy`` path, a 2-D array of a dtype in
+        ``NATIVE_DTYPES`` with non-negative strides, aligned and native-endian,
+        or a 2-D array expression whose rows it computes block by block.
     n_samples, n_features : int
         Shape of the data.
     dtype : numpy.dtype
@@ -52,8 +52,8 @@ class Data:
         Whether the engine computes in float32 (float32 input) rather than
         float64 (every other dtype, as scikit-learn converts them).
     keep : object, optional
-        Kept alive with the data: the owner of a temporary ``.npy`` file
-        (see :func:`lazy_array_input`), deleted with it.
+        Kept alive with the data: the :class:`memfit.array.Array` behind an
+        expression.
     """
 
     engine: Union[str, np.ndarray]
@@ -74,6 +74,8 @@ class Data:
         for a ``.npy`` path)."""
         if isinstance(self.engine, str):
             return np.load(self.engine, mmap_mode="r")
+        if isinstance(self.engine, _memfit.Expr):
+            return np.asarray(self.keep)
         return self.engine
 
 
@@ -184,49 +186,21 @@ def npy_behind(X: Any) -> Optional[str]:
     return None
 
 
-class _TemporaryNpy:
-    """A temporary ``.npy`` file, deleted when this object goes (with the
-    ``Data`` that holds it)."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self._finalizer = weakref.finalize(self, _remove_quietly, path)
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
-
-
 def _is_lazy_array(X: Any) -> bool:
     return type(X).__module__ == "memfit.array._core" and type(X).__name__ == "Array"
 
 
-def lazy_array_input(X: Any, name: str = "X") -> Union[np.ndarray, _TemporaryNpy]:
-    """A 2-D :class:`memfit.array.Array` as the estimators read it: computed
-    into memory when the result takes at most a quarter of the default
-    memory limit, else streamed (block by block, within the default limit)
-    into a temporary ``.npy`` file that is read out of core and deleted when
-    the fit or call ends. Either way the expression is evaluated once."""
+def lazy_array_input(X: Any, name: str = "X") -> Any:
+    """A 2-D :class:`memfit.array.Array` as the estimators read it: the
+    engine computes its rows block by block as it reads them (like a
+    ``.npy`` file), never the whole array; reductions inside it (a column
+    mean, say) run once, before the first block."""
     if X.ndim != 2:
         raise ValueError(
             f"Expected 2D array, got {X.ndim}D array instead ({name} has shape {X.shape}); "
             "reshape the memfit array to (n_samples, n_features)"
         )
-    if X.nbytes <= check_memory_limit(None) // 4:
-        return X.compute()
-    import tempfile
-
-    fd, path = tempfile.mkstemp(prefix="memfit-array-", suffix=".npy")
-    os.close(fd)
-    try:
-        X.to_npy(path, overwrite=True)
-    except BaseException:
-        _remove_quietly(path)
-        raise
-    return _TemporaryNpy(path)
+    return X._expr
 
 
 def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str = "X", min_samples: int = 1) -> Data:
@@ -249,9 +223,20 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
     """
     keep = None
     if _is_lazy_array(X):
-        X = lazy_array_input(X, name)
-        if isinstance(X, _TemporaryNpy):
-            keep, X = X, X.path
+        expr = lazy_array_input(X, name)
+        n, d = X.shape
+        _too_few(tuple(X.shape), n, d, min_samples, estimator)
+        if estimator is not None:
+            if reset:
+                estimator.n_features_in_ = d
+                if hasattr(estimator, "feature_names_in_"):
+                    del estimator.feature_names_in_
+            elif d != estimator.n_features_in_:
+                raise ValueError(
+                    f"X has {d} features, but {type(estimator).__name__} is expecting "
+                    f"{estimator.n_features_in_} features as input."
+                )
+        return Data(expr, n, d, X.dtype, X.dtype == np.float32, X)
     X = npy_behind(X) or X
     if isinstance(X, (str, bytes, os.PathLike)):
         path = os.fsdecode(os.fspath(X))

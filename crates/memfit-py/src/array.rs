@@ -30,6 +30,13 @@ fn to_numpy<'py>(py: Python<'py>, c: Computed) -> PyResult<Bound<'py, PyAny>> {
     flat.call_method1("view", (c.dtype.name(),))?.call_method1("reshape", (c.shape,))
 }
 
+impl Expr {
+    /// The expression.
+    pub fn array(&self) -> &Array {
+        &self.0
+    }
+}
+
 #[pymethods]
 impl Expr {
     /// The shape.

@@ -32,6 +32,8 @@ pub enum Held<'py> {
     U32(PyReadonlyArray2<'py, u32>),
     /// `uint64` elements.
     U64(PyReadonlyArray2<'py, u64>),
+    /// A 2-D array expression, its rows computed block by block.
+    Expr(memfit::array::Array),
 }
 
 impl<'py> Held<'py> {
@@ -43,6 +45,9 @@ impl<'py> Held<'py> {
     pub fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
         if let Ok(path) = obj.extract::<String>() {
             return Ok(Held::Path(path));
+        }
+        if let Ok(e) = obj.cast::<crate::array::Expr>() {
+            return Ok(Held::Expr(e.get().array().clone()));
         }
         macro_rules! try_dtype {
             ($($variant:ident: $t:ty),*) => {
@@ -90,6 +95,13 @@ impl<'py> Held<'py> {
             Held::I64(a) => view(a.as_array(), Values::I64),
             Held::U32(a) => view(a.as_array(), Values::U32),
             Held::U64(a) => view(a.as_array(), Values::U64),
+            Held::Expr(a) => {
+                // Intermediates (column means, say) get a quarter of the
+                // default limit; the estimator plans the rows' blocks.
+                let opts =
+                    memfit::array::Options { memory_limit: memfit::plan::default_limit_bytes() / 4, threads: None };
+                Ok(Source::rows(Box::new(memfit::array::ExprRows::new(a, &opts).map_err(to_py)?)))
+            }
         }
     }
 }

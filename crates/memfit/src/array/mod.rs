@@ -53,6 +53,7 @@ mod lower;
 mod node;
 mod plan;
 mod reduce;
+mod rows;
 mod run;
 mod store;
 mod tiling;
@@ -62,6 +63,7 @@ mod view;
 
 pub use node::{broadcast_shapes, Array, Distribution, Reduction};
 pub use plan::{ArrayPlan, Output, StagePlan};
+pub use rows::ExprRows;
 pub use run::{explain, run, Computed, Options, Report};
 pub use store::Stored;
 pub use types::{promote, result_type, Operand, Scalar};

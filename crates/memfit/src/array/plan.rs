@@ -24,6 +24,8 @@ pub enum Output {
         /// Replace an existing file.
         overwrite: bool,
     },
+    /// Read block by block by a consumer (an estimator), never whole.
+    Rows,
     /// A Zarr v3 array.
     Zarr {
         /// Destination directory.
@@ -85,6 +87,10 @@ pub struct ArrayPlan {
 
 /// Working bytes per element of an expression's tile: a column per node,
 /// offsets and read buffers per leaf.
+pub(crate) fn elem_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
+    ir_elem_bytes(ir, lowered)
+}
+
 fn ir_elem_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
     let mut b = ir.n_nodes() as u64 * COL_BYTES;
     for src in ir.leaves() {
@@ -305,6 +311,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
         let target = match stage.target {
             Target::Out => match output {
                 Output::Memory => "result in memory".to_string(),
+                Output::Rows => "read in row blocks by the consumer".to_string(),
                 Output::Npy { path, .. } => format!("{} (.npy, positioned writes)", path.display()),
                 Output::Zarr { path, .. } => format!("{} (Zarr v3, one write per chunk)", path.display()),
             },
@@ -318,6 +325,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
     let total_bytes = led.total();
     let output = match output {
         Output::Memory => "memory".into(),
+        Output::Rows => "row blocks".into(),
         Output::Npy { path, .. } | Output::Zarr { path, .. } => path.display().to_string(),
     };
     Ok(ArrayPlan {

@@ -58,9 +58,9 @@ const MEMORY_SLOT_SHARE: u64 = 4;
 
 fn lowered_for(root: &Array, output: &Output, limit: u64) -> Lowered {
     let mut lowered = lower(root, limit / MEMORY_SLOT_SHARE);
-    // Zarr is written a chunk at a time: a final reduction or contraction
-    // goes to an intermediate first, then chunks are copied out of it.
-    if matches!(output, Output::Zarr { .. }) {
+    // Zarr is written a chunk at a time and rows are read a block at a time:
+    // a final reduction or contraction goes to an intermediate first.
+    if matches!(output, Output::Zarr { .. } | Output::Rows) {
         let last = lowered.stages.last_mut().expect("a final stage");
         if !matches!(last.work, Work::Map { .. }) {
             let slot = super::lower::Slot { shape: last.shape.clone(), dtype: last.dtype, on_disk: false };
@@ -142,6 +142,106 @@ impl Sink {
     }
 }
 
+/// Intermediate results being filled, and where scratch files go.
+pub(crate) struct Slots {
+    /// One per intermediate, set when its stage has run.
+    pub cells: Vec<OnceLock<Arc<Stored>>>,
+    /// Scratch folder (deleted when dropped).
+    pub scratch: Option<tempfile::TempDir>,
+    /// Values that became NaN or infinite from finite operands.
+    pub overflow: AtomicU64,
+}
+
+impl Slots {
+    pub(crate) fn new(lowered: &Lowered, output: &Output) -> Result<Slots> {
+        let scratch = if lowered.slots.iter().any(|s| s.on_disk) {
+            let near = match output {
+                Output::Npy { path, .. } | Output::Zarr { path, .. } => {
+                    path.parent().filter(|p| !p.as_os_str().is_empty())
+                }
+                _ => None,
+            };
+            Some(match near {
+                Some(dir) => tempfile::Builder::new()
+                    .prefix(".memfit-scratch.")
+                    .tempdir_in(dir)
+                    .map_err(|e| Error::io(dir, "create", e))?,
+                None => tempfile::Builder::new()
+                    .prefix("memfit-scratch.")
+                    .tempdir()
+                    .map_err(|e| Error::io(std::env::temp_dir(), "create", e))?,
+            })
+        } else {
+            None
+        };
+        Ok(Slots {
+            cells: (0..lowered.slots.len()).map(|_| OnceLock::new()).collect(),
+            scratch,
+            overflow: AtomicU64::new(0),
+        })
+    }
+
+    /// The warnings so far.
+    pub fn warnings(&self) -> Vec<Warning> {
+        let count = self.overflow.load(Ordering::Relaxed);
+        if count > 0 {
+            vec![Warning::NonFiniteProduced { count }]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// Lowers and plans `root` for `output`.
+pub(crate) fn prepare(root: &Array, output: &Output, opts: &Options) -> Result<(Lowered, ArrayPlan)> {
+    let lowered = lowered_for(root, output, opts.memory_limit);
+    let the_plan = plan(&lowered, output, opts.memory_limit, threads_of(opts))?;
+    Ok((lowered, the_plan))
+}
+
+/// Runs the stages of `lowered` that fill intermediates (all but the last).
+pub(crate) fn run_intermediates(
+    lowered: &Lowered,
+    the_plan: &ArrayPlan,
+    slots: &Slots,
+    threads: usize,
+    cancelled: &AtomicBool,
+) -> Result<()> {
+    let pool = pool(threads)?;
+    let n = lowered.stages.len() - 1;
+    for (stage, sp) in lowered.stages[..n].iter().zip(&the_plan.stages) {
+        let Target::Slot(i) = stage.target else { unreachable!("only the last stage writes the output") };
+        let ctx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
+        let s = &lowered.slots[i];
+        let path = slots.scratch.as_ref().map(|d| d.path().join(format!("intermediate{i}.npy")));
+        let sink = if s.on_disk {
+            Sink::Npy(PositionedNpy::create(path.as_ref().expect("a scratch folder"), s.dtype, &s.shape, true)?)
+        } else {
+            Sink::Memory(Mutex::new(vec![0u8; s.bytes() as usize]))
+        };
+        pool.install(|| run_stage(&stage.work, &stage.shape, stage.dtype, sp, &sink, &ctx, threads, cancelled))?;
+        let stored = match sink {
+            Sink::Memory(m) => {
+                Stored::owned(m.into_inner().expect("no panics while writing"), s.dtype, s.shape.clone())
+            }
+            Sink::Npy(f) => {
+                f.commit()?;
+                Stored::npy(path.as_ref().expect("a scratch folder"))?
+            }
+            Sink::Zarr(_) => unreachable!("intermediates are in memory or .npy"),
+        };
+        let _ = slots.cells[i].set(Arc::new(stored));
+    }
+    Ok(())
+}
+
+fn pool(threads: usize) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| Error::Expression {
+        kind: crate::error::ExpressionFault::Value,
+        message: format!("cannot start {threads} threads: {e}"),
+    })
+}
+
 /// Runs `root` into `output`; returns the result when `output` is
 /// [`Output::Memory`], and the report.
 ///
@@ -154,77 +254,25 @@ pub fn run(
     opts: &Options,
     cancelled: &AtomicBool,
 ) -> Result<(Option<Computed>, Report)> {
-    let limit = opts.memory_limit;
     let threads = threads_of(opts);
-    let lowered = lowered_for(root, output, limit);
-    let the_plan = plan(&lowered, output, limit, threads)?;
+    let (lowered, the_plan) = prepare(root, output, opts)?;
     let last = lowered.stages.last().expect("a final stage");
-    let final_sink = match output {
-        Output::Memory => Sink::Memory(Mutex::new(vec![0u8; volume(&last.shape) * last.dtype.itemsize()])),
+    let sink = match output {
+        Output::Memory | Output::Rows => {
+            Sink::Memory(Mutex::new(vec![0u8; volume(&last.shape) * last.dtype.itemsize()]))
+        }
         Output::Npy { path, overwrite } => Sink::Npy(PositionedNpy::create(path, last.dtype, &last.shape, *overwrite)?),
         Output::Zarr { path, overwrite, .. } => {
             let tile = &the_plan.stages.last().expect("a final stage").tile;
             Sink::Zarr(ZarrOutput::create(path, &last.shape, last.dtype, tile, *overwrite)?)
         }
     };
-    let scratch_dir = match output {
-        Output::Npy { path, .. } | Output::Zarr { path, .. } if lowered.slots.iter().any(|s| s.on_disk) => {
-            let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-            Some(
-                tempfile::Builder::new()
-                    .prefix(".memfit-scratch.")
-                    .tempdir_in(dir)
-                    .map_err(|e| Error::io(dir, "create", e))?,
-            )
-        }
-        _ if lowered.slots.iter().any(|s| s.on_disk) => Some(
-            tempfile::Builder::new()
-                .prefix("memfit-scratch.")
-                .tempdir()
-                .map_err(|e| Error::io(std::env::temp_dir(), "create", e))?,
-        ),
-        _ => None,
-    };
-    let slots: Vec<OnceLock<Arc<Stored>>> = (0..lowered.slots.len()).map(|_| OnceLock::new()).collect();
-    let overflow = AtomicU64::new(0);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| Error::Expression {
-        kind: crate::error::ExpressionFault::Value,
-        message: format!("cannot start {threads} threads: {e}"),
-    })?;
-    let mut final_sink = Some(final_sink);
-    for (stage, sp) in lowered.stages.iter().zip(&the_plan.stages) {
-        let ctx = Ctx { slots: &slots, overflow: &overflow };
-        let (sink, slot) = match stage.target {
-            Target::Out => (final_sink.take().expect("one final stage"), None),
-            Target::Slot(i) => {
-                let s = &lowered.slots[i];
-                let sink = if s.on_disk {
-                    let dir = scratch_dir.as_ref().expect("a scratch folder for scratch slots");
-                    let path = dir.path().join(format!("intermediate{i}.npy"));
-                    Sink::Npy(PositionedNpy::create(&path, s.dtype, &s.shape, true)?)
-                } else {
-                    Sink::Memory(Mutex::new(vec![0u8; s.bytes() as usize]))
-                };
-                (sink, Some(i))
-            }
-        };
-        pool.install(|| run_stage(&stage.work, &stage.shape, stage.dtype, sp, &sink, &ctx, threads, cancelled))?;
-        match (slot, sink) {
-            (Some(i), Sink::Memory(m)) => {
-                let bytes = m.into_inner().expect("no panics while writing");
-                let s = &lowered.slots[i];
-                let _ = slots[i].set(Arc::new(Stored::owned(bytes, s.dtype, s.shape.clone())));
-            }
-            (Some(i), Sink::Npy(f)) => {
-                let path = scratch_dir.as_ref().expect("scratch folder").path().join(format!("intermediate{i}.npy"));
-                f.commit()?;
-                let _ = slots[i].set(Arc::new(Stored::npy(&path)?));
-            }
-            (None, sink) => final_sink = Some(sink),
-            (Some(_), Sink::Zarr(_)) => unreachable!("slots are memory or .npy"),
-        }
-    }
-    let computed = match final_sink.expect("the final stage ran") {
+    let slots = Slots::new(&lowered, output)?;
+    run_intermediates(&lowered, &the_plan, &slots, threads, cancelled)?;
+    let ctx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
+    let sp = the_plan.stages.last().expect("a final stage");
+    pool(threads)?.install(|| run_stage(&last.work, &last.shape, last.dtype, sp, &sink, &ctx, threads, cancelled))?;
+    let computed = match sink {
         Sink::Memory(m) => {
             Some(Computed { shape: last.shape.clone(), dtype: last.dtype, bytes: m.into_inner().expect("no panics") })
         }
@@ -237,12 +285,7 @@ pub fn run(
             None
         }
     };
-    let mut warnings = Vec::new();
-    let count = overflow.load(Ordering::Relaxed);
-    if count > 0 {
-        warnings.push(Warning::NonFiniteProduced { count });
-    }
-    Ok((computed, Report { plan: the_plan, warnings }))
+    Ok((computed, Report { plan: the_plan, warnings: slots.warnings() }))
 }
 
 fn check(cancelled: &AtomicBool) -> Result<()> {

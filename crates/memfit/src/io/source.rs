@@ -223,6 +223,29 @@ enum Data<'a> {
     Npy(NpyFile),
     /// A borrowed in-memory array.
     Memory(ArrayRef<'a>),
+    /// Rows computed on demand.
+    Rows(Box<dyn RowSource + 'a>),
+}
+
+/// A 2-D array whose rows are computed when read (an array expression):
+/// a [`Source`] reads it block by block like a file, never whole.
+pub trait RowSource: Send + Sync + std::fmt::Debug {
+    /// Number of rows.
+    fn n_rows(&self) -> usize;
+    /// Number of columns.
+    fn n_cols(&self) -> usize;
+    /// The dtype of the values.
+    fn dtype(&self) -> Dtype;
+    /// Working bytes per row a read needs (its part of the block buffers).
+    fn bytes_per_row(&self) -> usize;
+    /// Bytes held while the source lives (intermediate results).
+    fn held_bytes(&self) -> u64;
+    /// Rows `[start, start + rows)` in row-major order as `f64` (exact for
+    /// every dtype except 64-bit integers beyond 2^53).
+    ///
+    /// # Errors
+    /// I/O errors of the reads below.
+    fn read(&self, start: usize, rows: usize) -> Result<Vec<f64>>;
 }
 
 /// What a conversion checks for inexact integers: values whose magnitude
@@ -343,11 +366,25 @@ impl<'a> Source<'a> {
         Source::new(Data::Memory(array))
     }
 
+    /// Wraps rows computed on demand.
+    pub fn rows(rows: Box<dyn RowSource + 'a>) -> Self {
+        Source::new(Data::Rows(rows))
+    }
+
+    /// Bytes the source holds while it lives (0 except for computed rows).
+    pub fn held_bytes(&self) -> u64 {
+        match &self.data {
+            Data::Rows(r) => r.held_bytes(),
+            _ => 0,
+        }
+    }
+
     /// Number of rows.
     pub fn n_samples(&self) -> usize {
         match &self.data {
             Data::Npy(f) => f.header.shape[0],
             Data::Memory(a) => a.n_rows,
+            Data::Rows(r) => r.n_rows(),
         }
     }
 
@@ -356,6 +393,7 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Npy(f) => f.header.shape[1],
             Data::Memory(a) => a.n_cols,
+            Data::Rows(r) => r.n_cols(),
         }
     }
 
@@ -364,6 +402,7 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Npy(f) => f.header.dtype,
             Data::Memory(a) => a.values.dtype(),
+            Data::Rows(r) => r.dtype(),
         }
     }
 
@@ -372,6 +411,7 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Npy(f) => f.path.clone(),
             Data::Memory(_) => PathBuf::from("<memory>"),
+            Data::Rows(_) => PathBuf::from("<expression>"),
         }
     }
 
@@ -381,6 +421,7 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Npy(f) => f.header.shape[1] * f.header.dtype.itemsize(),
             Data::Memory(_) => 0,
+            Data::Rows(r) => r.bytes_per_row(),
         }
     }
 
@@ -434,6 +475,13 @@ impl<'a> Source<'a> {
                 let exact = |k: usize| decode_integer(raw, k, h.dtype, h.endian).unwrap_or_default();
                 let check = bound.map(|bound| Check { bound, exact: &exact });
                 convert(h.dtype, h.endian, raw, rows, d, row_step, col_step, shift, out, check)
+            }
+            Data::Rows(r) => {
+                let values = r.read(start, rows)?;
+                for (k, (o, v)) in out.iter_mut().zip(&values).enumerate() {
+                    *o = T::from_f64(v - shift[k % d]);
+                }
+                None
             }
             Data::Memory(a) => {
                 let base = start * a.row_stride;
@@ -527,6 +575,7 @@ impl<'a> Source<'a> {
                 read_exact(f, &mut b[..item], h.data_offset + (idx * item) as u64)?;
                 Ok(decode(&b, 0, h.dtype, h.endian))
             }
+            Data::Rows(r) => Ok(r.read(row, 1)?[column]),
             Data::Memory(a) => {
                 let i = row * a.row_stride + column * a.col_stride;
                 Ok(match a.values {
@@ -798,7 +847,11 @@ impl crate::plan::Job {
             compute_bytes,
             threads: rayon::current_num_threads(),
             n_outputs,
-            extra: Vec::new(),
+            extra: if x.held_bytes() > 0 {
+                vec![("expression intermediates".to_string(), x.held_bytes())]
+            } else {
+                Vec::new()
+            },
         }
     }
 }
