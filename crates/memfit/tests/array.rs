@@ -1,0 +1,214 @@
+//! Engine-level tests of `memfit::array`: results against naive float64
+//! references, bitwise identical for any memory limit and thread count,
+//! refusals before anything runs, and outputs that are complete or absent.
+
+use std::sync::atomic::AtomicBool;
+
+use memfit::array::{run, Array, Computed, Distribution, Op, Options, Output, Reduction, Scalar, ViewOp};
+use memfit::{Error, Warning};
+
+const MIB: u64 = 1 << 20;
+
+fn compute(a: &Array, limit: u64, threads: usize) -> Computed {
+    let opts = Options { memory_limit: limit, threads: Some(threads) };
+    run(a, &Output::Memory, &opts, &AtomicBool::new(false)).unwrap().0.unwrap()
+}
+
+fn f64s(c: &Computed) -> Vec<f64> {
+    c.bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+fn i64s(c: &Computed) -> Vec<i64> {
+    c.bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+/// A (n, m) float64 array with values of every sign and scale.
+fn matrix(n: usize, m: usize, seed: u64) -> (Array, Vec<f64>) {
+    let v: Vec<f64> = (0..n * m)
+        .map(|i| {
+            let x = ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15 ^ seed) >> 11) as f64 / (1u64 << 53) as f64;
+            (x - 0.3) * 10f64.powi((i % 7) as i32 - 3)
+        })
+        .collect();
+    (Array::from_f64(v.clone(), &[n, m]).unwrap(), v)
+}
+
+/// Every (limit, threads) pair gives the same bits.
+fn same_bits(a: &Array) -> Computed {
+    let first = compute(a, 256 * MIB, 2);
+    for (limit, threads) in [(3 * MIB, 1), (3 * MIB, 2), (64 * MIB, 1)] {
+        let other = compute(a, limit, threads);
+        assert_eq!(other.bytes, first.bytes, "limit {limit}, threads {threads}");
+    }
+    first
+}
+
+#[test]
+fn reductions_are_exact_and_independent_of_limit_and_threads() {
+    let (n, m) = (700, 1300);
+    let (a, v) = matrix(n, m, 1);
+    for axes in [vec![0], vec![1], vec![0, 1]] {
+        let got = f64s(&same_bits(&a.reduce(Reduction::Sum, &axes, false, None).unwrap()));
+        let mut want = vec![
+            0.0;
+            if axes.len() == 2 {
+                1
+            } else if axes[0] == 0 {
+                m
+            } else {
+                n
+            }
+        ];
+        for i in 0..n {
+            for j in 0..m {
+                let k = if axes.len() == 2 {
+                    0
+                } else if axes[0] == 0 {
+                    j
+                } else {
+                    i
+                };
+                want[k] += v[i * m + j];
+            }
+        }
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{axes:?}: {g} vs {w}");
+        }
+    }
+    let arg = i64s(&same_bits(&a.reduce(Reduction::ArgMax, &[0], false, None).unwrap()));
+    for j in 0..m {
+        let best = (0..n).max_by(|&x, &y| v[x * m + j].partial_cmp(&v[y * m + j]).unwrap().then(y.cmp(&x))).unwrap();
+        assert_eq!(arg[j], best as i64);
+    }
+    let var = f64s(&same_bits(&a.var(&[1], false, 1.0, None, false).unwrap()));
+    for i in 0..n {
+        let row = &v[i * m..(i + 1) * m];
+        let mean = row.iter().sum::<f64>() / m as f64;
+        let want = row.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (m - 1) as f64;
+        assert!((var[i] - want).abs() <= 1e-12 * want, "{} vs {want}", var[i]);
+    }
+}
+
+#[test]
+fn sums_over_tiled_and_broadcast_axes_read_the_input_once() {
+    // sum(tile(a[None], (50, 1, 1)) * s[:, None], axis=0) == 50 · a · s
+    let (a, v) = matrix(40, 30, 2);
+    let (s, sv) = matrix(40, 1, 3);
+    let tiled = a.view(ViewOp::ExpandDims(vec![0])).unwrap().view(ViewOp::Tile(vec![50, 1, 1])).unwrap();
+    let prod = Array::ufunc(Op::Multiply, &[tiled, s]).unwrap();
+    let total = prod.reduce(Reduction::Sum, &[0], false, None).unwrap();
+    let opts = Options { memory_limit: 64 * MIB, threads: Some(2) };
+    let plan = memfit::array::explain(&total, &Output::Memory, &opts).unwrap();
+    assert_eq!(plan.stages[0].multiplier, 50, "{plan}");
+    let got = f64s(&same_bits(&total));
+    for i in 0..40 {
+        for j in 0..30 {
+            let want = 50.0 * v[i * 30 + j] * sv[i];
+            assert!((got[i * 30 + j] - want).abs() <= 1e-15 * want.abs().max(1e-300));
+        }
+    }
+}
+
+#[test]
+fn einsums_match_naive_loops_without_their_intermediates() {
+    let (i, j, k) = (60, 500, 70);
+    let (a, av) = matrix(i, j, 4);
+    let (b, bv) = matrix(j, k, 5);
+    let (c, cv) = matrix(i, k, 6);
+    let got = f64s(&same_bits(&Array::einsum("ij,jk,ik->i", &[a.clone(), b.clone(), c]).unwrap()));
+    for x in 0..i {
+        let want: f64 =
+            (0..j).map(|y| (0..k).map(|z| av[x * j + y] * bv[y * k + z] * cv[x * k + z]).sum::<f64>()).sum();
+        assert!((got[x] - want).abs() <= 1e-10 * want.abs().max(1.0), "{} vs {want}", got[x]);
+    }
+    // "ji,j,jk->ik": A is (j, i), w (j,), B (j, k).
+    let (at, atv) = matrix(j, i, 7);
+    let (w, wv) = matrix(j, 1, 8);
+    let w = w.view(ViewOp::Squeeze(vec![1])).unwrap();
+    let got = f64s(&same_bits(&Array::einsum("ji,j,jk->ik", &[at, w, b]).unwrap()));
+    for x in 0..i {
+        for z in 0..k {
+            let want: f64 = (0..j).map(|y| atv[y * i + x] * wv[y] * bv[y * k + z]).sum();
+            assert!((got[x * k + z] - want).abs() <= 1e-10 * want.abs().max(1.0));
+        }
+    }
+}
+
+#[test]
+fn views_compose_and_non_separable_reshapes_materialise() {
+    let (a, v) = matrix(6, 4, 9);
+    // (6, 4).T -> (4, 6) -> reshape (3, 8) -> [::-1, 1::3]
+    let e = a
+        .view(ViewOp::Transpose(vec![1, 0]))
+        .unwrap()
+        .view(ViewOp::Reshape(vec![3, 8]))
+        .unwrap()
+        .view(ViewOp::Slice(vec![(2, -1, 3), (1, 3, 3)]))
+        .unwrap();
+    let got = f64s(&same_bits(&e));
+    let t: Vec<f64> = (0..4).flat_map(|c| (0..6).map(move |r| (r, c))).map(|(r, c)| v[r * 4 + c]).collect();
+    let want: Vec<f64> = [2, 1, 0].iter().flat_map(|&r| [1, 4, 7].map(|c| t[r * 8 + c])).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn random_values_do_not_depend_on_blocking() {
+    let r = Array::random(Distribution::Normal, &[300, 700], 42, 1.0, 2.0, memfit::dtype::Dtype::F64).unwrap();
+    let got = f64s(&same_bits(&r));
+    let mean = got.iter().sum::<f64>() / got.len() as f64;
+    assert!((mean - 1.0).abs() < 0.02, "{mean}");
+}
+
+#[test]
+fn results_that_do_not_fit_are_refused_before_running() {
+    let (v, _) = matrix(3000, 1001, 10);
+    let outer = Array::ufunc(
+        Op::Minimum,
+        &[v.view(ViewOp::ExpandDims(vec![1])).unwrap(), v.view(ViewOp::ExpandDims(vec![0])).unwrap()],
+    )
+    .unwrap();
+    let opts = Options { memory_limit: 256 * MIB, threads: Some(2) };
+    let e = run(&outer, &Output::Memory, &opts, &AtomicBool::new(false)).unwrap_err();
+    match &e {
+        Error::DoesNotFit { required_bytes, remedies, .. } => {
+            assert!(*required_bytes >= 3000 * 3000 * 1001 * 8, "{e}");
+            assert!(remedies.contains(&memfit::Remedy::WriteToFile), "{e}");
+        }
+        other => panic!("{other}"),
+    }
+    let e = Array::ufunc(Op::Add, &[matrix(2, 3, 0).0, matrix(4, 1, 0).0.view(ViewOp::Squeeze(vec![1])).unwrap()]);
+    assert_eq!(e.unwrap_err().to_string(), "operands could not be broadcast together with shapes (2,3) (4,)");
+    let e = Array::einsum("ij,jk->il", &[matrix(2, 3, 0).0, matrix(3, 2, 0).0]).unwrap_err();
+    assert!(e.to_string().contains('l'), "{e}");
+}
+
+#[test]
+fn outputs_are_complete_or_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.npy");
+    std::fs::write(&path, b"old").unwrap();
+    let (a, _) = matrix(500, 500, 11);
+    let opts = Options { memory_limit: 4 * MIB, threads: Some(2) };
+    let out = Output::Npy { path: path.clone(), overwrite: false };
+    assert!(matches!(run(&a, &out, &opts, &AtomicBool::new(false)), Err(Error::OutputExists { .. })));
+    assert_eq!(std::fs::read(&path).unwrap(), b"old");
+    // Cancelled: the old file stays, no temporary is left.
+    let out = Output::Npy { path: path.clone(), overwrite: true };
+    assert!(matches!(run(&a, &out, &opts, &AtomicBool::new(true)), Err(Error::Cancelled)));
+    assert_eq!(std::fs::read(&path).unwrap(), b"old");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    run(&a, &out, &opts, &AtomicBool::new(false)).unwrap();
+    let (back, shape) = memfit::io::read_array_f64(&path, 2).unwrap();
+    assert_eq!(shape, [500, 500]);
+    assert_eq!(back, f64s(&compute(&a, 64 * MIB, 1)));
+}
+
+#[test]
+fn overflow_from_finite_operands_is_reported() {
+    let (a, _) = matrix(10, 10, 12);
+    let big = Array::ufunc(Op::Multiply, &[a, Array::scalar(Scalar::Float(1e308), None, true)]).unwrap();
+    let twice = Array::ufunc(Op::Multiply, &[big, Array::scalar(Scalar::Float(1e10), None, true)]).unwrap();
+    let opts = Options { memory_limit: 16 * MIB, threads: Some(1) };
+    let (_, report) = run(&twice, &Output::Memory, &opts, &AtomicBool::new(false)).unwrap();
+    assert!(matches!(report.warnings.as_slice(), [Warning::NonFiniteProduced { count }] if *count > 0));
+}
