@@ -44,7 +44,7 @@ impl Reduction {
     }
 }
 
-/// A random distribution of a [`NodeKind::Random`] leaf.
+/// The distribution of [`Array::random`] values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Distribution {
     /// Normal with mean `a` and standard deviation `b`.
@@ -188,7 +188,7 @@ impl Array {
     }
 
     /// The node.
-    pub fn node(&self) -> &Node {
+    pub(crate) fn node(&self) -> &Node {
         &self.0
     }
 
@@ -254,8 +254,10 @@ impl Array {
         Array::new(NodeKind::Arange { start, step }, vec![n], dtype)
     }
 
-    /// Random values of `shape` (see [`NodeKind::Random`]); `dtype` must be
-    /// a float dtype.
+    /// Random values of `shape`: element `i` (C order) depends only on
+    /// `seed`, `i` and the distribution (SplitMix64 keys, Box–Muller for the
+    /// normal), so any blocking gives the same values; `dtype` must be a
+    /// float dtype.
     ///
     /// # Errors
     /// [`Error::Expression`] for a non-float dtype or bad parameters.

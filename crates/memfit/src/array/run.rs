@@ -86,7 +86,7 @@ fn threads_of(opts: &Options) -> usize {
 /// The plan `root` would run with (reads no data).
 ///
 /// # Errors
-/// As [`plan`].
+/// [`Error::DoesNotFit`] when even one minimal tile per thread does not fit.
 pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<ArrayPlan> {
     plan(&lowered_for(root, output, opts.memory_limit), output, opts.memory_limit, threads_of(opts))
 }
@@ -94,8 +94,8 @@ pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<ArrayPla
 /// Where a stage's result goes.
 enum Sink {
     Memory(Mutex<Vec<u8>>),
-    Npy(PositionedNpy),
-    Zarr(ZarrOutput),
+    Npy(Box<PositionedNpy>),
+    Zarr(Box<ZarrOutput>),
 }
 
 impl Sink {
@@ -215,7 +215,7 @@ pub(crate) fn run_intermediates(
         let s = &lowered.slots[i];
         let path = slots.scratch.as_ref().map(|d| d.path().join(format!("intermediate{i}.npy")));
         let sink = if s.on_disk {
-            Sink::Npy(PositionedNpy::create(path.as_ref().expect("a scratch folder"), s.dtype, &s.shape, true)?)
+            Sink::Npy(Box::new(PositionedNpy::create(path.as_ref().expect("a scratch folder"), s.dtype, &s.shape, true)?))
         } else {
             Sink::Memory(Mutex::new(vec![0u8; s.bytes() as usize]))
         };
@@ -261,10 +261,10 @@ pub fn run(
         Output::Memory | Output::Rows => {
             Sink::Memory(Mutex::new(vec![0u8; volume(&last.shape) * last.dtype.itemsize()]))
         }
-        Output::Npy { path, overwrite } => Sink::Npy(PositionedNpy::create(path, last.dtype, &last.shape, *overwrite)?),
+        Output::Npy { path, overwrite } => Sink::Npy(Box::new(PositionedNpy::create(path, last.dtype, &last.shape, *overwrite)?)),
         Output::Zarr { path, overwrite, .. } => {
             let tile = &the_plan.stages.last().expect("a final stage").tile;
-            Sink::Zarr(ZarrOutput::create(path, &last.shape, last.dtype, tile, *overwrite)?)
+            Sink::Zarr(Box::new(ZarrOutput::create(path, &last.shape, last.dtype, tile, *overwrite)?))
         }
     };
     let slots = Slots::new(&lowered, output)?;

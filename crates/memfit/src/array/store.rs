@@ -33,7 +33,7 @@ pub enum Storage {
     /// A `.npy` file.
     Npy(NpyFile),
     /// A Zarr array.
-    Zarr(crate::io::ZarrInput),
+    Zarr(Box<crate::io::ZarrInput>),
 }
 
 // SAFETY: the borrowed span is only read, and its owner keeps it alive and
@@ -140,7 +140,7 @@ impl Stored {
         let z = crate::io::ZarrInput::open(path)?;
         let (dtype, shape) = (z.dtype(), z.shape().to_vec());
         let strides = c_strides(&shape);
-        Ok(Stored { storage: Storage::Zarr(z), dtype, endian: Endian::Little, shape, strides, base: 0 })
+        Ok(Stored { storage: Storage::Zarr(Box::new(z)), dtype, endian: Endian::Little, shape, strides, base: 0 })
     }
 
     /// The file behind the array, if any.

@@ -423,7 +423,10 @@ impl ViewMap {
 /// Splits `chain(x)`, `x` the mixed-radix number of digits `dims[lo..hi]`
 /// (`x = Σ i_j · Π dims[j+1..hi]`), into per-digit chains plus a constant,
 /// or `None` when it does not separate.
-fn split_chain(chain: &[Step], dims: &[usize], lo: usize, hi: usize) -> Option<(Vec<(usize, Vec<Step>)>, i64)> {
+/// Per-digit chains and a constant (see [`split_chain`]).
+type Split = (Vec<(usize, Vec<Step>)>, i64);
+
+fn split_chain(chain: &[Step], dims: &[usize], lo: usize, hi: usize) -> Option<Split> {
     let weight = |j: usize| dims[j + 1..hi].iter().product::<usize>() as i64;
     let digits: Vec<usize> = (lo..hi).filter(|&j| dims[j] > 1).collect();
     match digits.as_slice() {
@@ -453,7 +456,7 @@ fn split_chain(chain: &[Step], dims: &[usize], lo: usize, hi: usize) -> Option<(
     let suffix = |p: u64| (lo..=hi).find(|&s| dims[s..hi].iter().product::<usize>() as u64 == p);
     match chain.split_first() {
         None => Some((linear(1), 0)),
-        Some((&Step::Affine { mul, add }, rest)) if rest.is_empty() => Some((linear(mul), add)),
+        Some((&Step::Affine { mul, add }, [])) => Some((linear(mul), add)),
         Some((&Step::Affine { mul: 1, add: 0 }, rest)) => split_chain(rest, dims, lo, hi),
         Some((&Step::Mod(m), rest)) => {
             if m >= dims[lo..hi].iter().product::<usize>() as u64 {

@@ -15,7 +15,7 @@ use crate::io::writer::Unfinished;
 fn value(dtype: Dtype, i: usize) -> Vec<u8> {
     let v = (i % 97) as i64 - if dtype.is_signed_int() || dtype.is_float() { 40 } else { 0 };
     match dtype {
-        Dtype::Bool => vec![u8::from(i % 3 == 0)],
+        Dtype::Bool => vec![u8::from(i.is_multiple_of(3))],
         Dtype::I8 => (v as i8).to_le_bytes().to_vec(),
         Dtype::I16 => (v as i16).to_le_bytes().to_vec(),
         Dtype::I32 => (v as i32).to_le_bytes().to_vec(),
@@ -66,7 +66,7 @@ fn write(path: &Path, dtype: Dtype, shape: &[usize], chunks: &[usize], data: &[u
 fn read_all(path: &Path) -> (ZarrInput, Vec<u8>) {
     let input = ZarrInput::open(path).unwrap();
     let mut out = vec![0u8; input.shape().iter().product::<usize>() * input.dtype().itemsize()];
-    input.read_region(&vec![0; input.shape().len()], &input.shape().to_vec(), &mut out).unwrap();
+    input.read_region(&vec![0; input.shape().len()], input.shape(), &mut out).unwrap();
     (input, out)
 }
 
