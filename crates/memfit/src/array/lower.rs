@@ -276,8 +276,12 @@ impl Lowering {
                             let dep = ir.dependence(k);
                             let new_len = match dep {
                                 Dependence::None if *len > 1 => 1,
-                                Dependence::Periodic(m) if (*len as u64).is_multiple_of(m) && (m as usize) < *len => m as usize,
-                                Dependence::Repeated(q) if (*len as u64).is_multiple_of(q) && q > 1 => *len / q as usize,
+                                Dependence::Periodic(m) if (*len as u64).is_multiple_of(m) && (m as usize) < *len => {
+                                    m as usize
+                                }
+                                Dependence::Repeated(q) if (*len as u64).is_multiple_of(q) && q > 1 => {
+                                    *len / q as usize
+                                }
                                 _ => break,
                             };
                             multiplier *= (*len / new_len) as u64;

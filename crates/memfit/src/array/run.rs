@@ -215,7 +215,12 @@ pub(crate) fn run_intermediates(
         let s = &lowered.slots[i];
         let path = slots.scratch.as_ref().map(|d| d.path().join(format!("intermediate{i}.npy")));
         let sink = if s.on_disk {
-            Sink::Npy(Box::new(PositionedNpy::create(path.as_ref().expect("a scratch folder"), s.dtype, &s.shape, true)?))
+            Sink::Npy(Box::new(PositionedNpy::create(
+                path.as_ref().expect("a scratch folder"),
+                s.dtype,
+                &s.shape,
+                true,
+            )?))
         } else {
             Sink::Memory(Mutex::new(vec![0u8; s.bytes() as usize]))
         };
@@ -261,7 +266,9 @@ pub fn run(
         Output::Memory | Output::Rows => {
             Sink::Memory(Mutex::new(vec![0u8; volume(&last.shape) * last.dtype.itemsize()]))
         }
-        Output::Npy { path, overwrite } => Sink::Npy(Box::new(PositionedNpy::create(path, last.dtype, &last.shape, *overwrite)?)),
+        Output::Npy { path, overwrite } => {
+            Sink::Npy(Box::new(PositionedNpy::create(path, last.dtype, &last.shape, *overwrite)?))
+        }
         Output::Zarr { path, overwrite, .. } => {
             let tile = &the_plan.stages.last().expect("a final stage").tile;
             Sink::Zarr(Box::new(ZarrOutput::create(path, &last.shape, last.dtype, tile, *overwrite)?))
