@@ -212,3 +212,21 @@ fn overflow_from_finite_operands_is_reported() {
     let (_, report) = run(&twice, &Output::Memory, &opts, &AtomicBool::new(false)).unwrap();
     assert!(matches!(report.warnings.as_slice(), [Warning::NonFiniteProduced { count }] if *count > 0));
 }
+
+#[test]
+fn an_output_larger_than_the_disk_is_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.npy");
+    // 8 PB of ones: no disk here holds it.
+    let huge = Array::full(&[1 << 20, 1 << 30], Scalar::Float(1.0), memfit::dtype::Dtype::F64);
+    let opts = Options { memory_limit: 64 * MIB, threads: Some(1) };
+    let e =
+        run(&huge, &Output::Npy { path: path.clone(), overwrite: false }, &opts, &AtomicBool::new(false)).unwrap_err();
+    assert!(matches!(&e, Error::Io { cause, .. } if cause.kind() == std::io::ErrorKind::StorageFull), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let z = dir.path().join("huge.zarr");
+    let out = Output::Zarr { path: z, chunks: None, overwrite: false };
+    let e = run(&huge, &out, &opts, &AtomicBool::new(false)).unwrap_err();
+    assert!(matches!(&e, Error::Io { cause, .. } if cause.kind() == std::io::ErrorKind::StorageFull), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

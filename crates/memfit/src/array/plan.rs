@@ -181,7 +181,8 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 let (tile, chunk_buf) = match zarr_chunks {
                     Some(Some(c)) => (c.clone(), volume(&c) as u64 * (COL_BYTES + item)),
                     Some(None) => {
-                        let c = tile_shape(&stage.shape, e.min(1 << 20), &hot);
+                        let room_elems = room.saturating_sub(fixed + e as u64 * per) / (COL_BYTES + item);
+                        let c = tile_shape(&stage.shape, room_elems.clamp(1, 1 << 20) as usize, &hot);
                         let b = volume(&c) as u64 * (COL_BYTES + item);
                         (c, b)
                     }

@@ -173,6 +173,14 @@ pub fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i6
 }
 
 impl Acc {
+    /// Values that are NaN or infinite.
+    pub fn count_non_finite(&self) -> u64 {
+        match self {
+            Acc::F(v) | Acc::Arg(v, _) => v.iter().filter(|x| !x.is_finite()).count() as u64,
+            _ => 0,
+        }
+    }
+
     /// Folds `next` (the following chunk's partials) into `self`.
     ///
     /// # Panics

@@ -420,7 +420,10 @@ fn run_stage(
                         let at = accs.iter().position(|(t, _)| *t == o).expect("accumulated");
                         let (_, acc) = accs.swap_remove(at);
                         let (lo, hi) = tile_box(shape, &sp.tile, o);
+                        let before = acc.count_non_finite();
                         let col = acc.finish(*op, dtype, *multiplier, count);
+                        let fresh = col.count_non_finite().saturating_sub(before);
+                        ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
                         sink.write(shape, &lo, &hi, &col, dtype)?;
                     }
                 }
