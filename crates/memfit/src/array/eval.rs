@@ -43,6 +43,34 @@ pub fn offsets(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Vec<i64> {
     out
 }
 
+/// The first offset of the box `lo..hi` when its elements are one
+/// contiguous ascending run through `map` (a C-order block of a C-order
+/// array), else `None`.
+fn contiguous_start(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Option<i64> {
+    let nd = lo.len();
+    let mut expect = 1i64; // the stride the next axis out must have
+    let mut outer_only = false; // an axis inside was partial: outer axes must be length 1
+    let mut start = map.base;
+    for k in (0..nd).rev() {
+        let ext = hi[k] - lo[k];
+        let coef = match map.axes[k].as_slice() {
+            [] => 0,
+            [t] if t.chain.is_empty() => t.coef,
+            _ => return None,
+        };
+        start += coef * lo[k] as i64;
+        if ext == 1 {
+            continue;
+        }
+        if outer_only || coef != expect {
+            return None;
+        }
+        expect *= ext as i64;
+        outer_only = ext != map.shape[k];
+    }
+    Some(start)
+}
+
 /// Evaluates `ir` over the box `lo..hi`; `buf` is the read buffer.
 ///
 /// # Errors
@@ -52,8 +80,19 @@ pub fn eval(ir: &Ir, lo: &[usize], hi: &[usize], ctx: &Ctx<'_>, buf: &mut Vec<u8
     match &ir.kind {
         IrKind::Const(v) => Ok(Col::splat(*v, ir.dtype, n)),
         IrKind::Leaf { src, map } => {
-            let off = offsets(map, lo, hi);
-            leaf(src, ir.dtype, &off, ctx, buf)
+            let stored = match src {
+                Src::Stored(s) => Some(&**s),
+                Src::Slot(i) => Some(&**ctx.slots[*i].get().expect("slot filled before use")),
+                _ => None,
+            };
+            match (stored, contiguous_start(map, lo, hi)) {
+                (Some(s), Some(start)) => {
+                    let mut out = Col::with_capacity(ir.dtype, n);
+                    s.read_range(start, n, &mut out, buf)?;
+                    Ok(out)
+                }
+                _ => leaf(src, ir.dtype, &offsets(map, lo, hi), ctx, buf),
+            }
         }
         IrKind::Map { op, loop_dtype, args } => {
             let cols = args.iter().map(|a| eval(a, lo, hi, ctx, buf)).collect::<Result<Vec<_>>>()?;

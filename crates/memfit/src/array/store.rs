@@ -267,6 +267,35 @@ impl Stored {
         Ok(())
     }
 
+    /// Appends the `n` elements at offsets `start..start + n` to `out`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a file read fails.
+    pub fn read_range(&self, start: i64, n: usize, out: &mut Col, buf: &mut Vec<u8>) -> Result<()> {
+        let size = self.dtype.itemsize();
+        let from = start as usize * size;
+        match &self.storage {
+            Storage::Borrowed { ptr, len, .. } if self.endian == Endian::Little => {
+                // SAFETY: the span is valid for `len` bytes (contract of `borrowed`).
+                let raw = unsafe { std::slice::from_raw_parts(*ptr, *len) };
+                out.decode_all(&raw[from..from + n * size], self.dtype);
+            }
+            Storage::Owned(raw) => out.decode_all(&raw[from..from + n * size], self.dtype),
+            Storage::Npy(file) => {
+                buf.resize(n * size, 0);
+                let at = file.header().data_offset + from as u64;
+                file.file().read_exact_at(buf, at).map_err(|e| Error::io(file.path(), "read", e))?;
+                self.swap(buf);
+                out.decode_all(buf, self.dtype);
+            }
+            _ => {
+                let offsets: Vec<i64> = (start..start + n as i64).collect();
+                self.gather(&offsets, out, buf)?;
+            }
+        }
+        Ok(())
+    }
+
     fn swap(&self, buf: &mut [u8]) {
         let size = self.dtype.itemsize();
         if self.endian == Endian::Big && size > 1 {
