@@ -214,7 +214,15 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 }
             }
             Work::Reduce { ir, axes, op, reduced, multiplier, .. } => {
-                let chunk = chunk_shape(reduced, REDUCE_CHUNK);
+                // Kept elements inside the last reduced axis: a chunk short
+                // enough that a tile spans them whole (contiguous reads). The
+                // chunk depends on the shapes only, never on the limit.
+                let last = *axes.last().unwrap_or(&0);
+                let kept_inner: usize = (last + 1..stage.shape.len() + axes.len())
+                    .map(|k| stage.shape[k - axes.iter().filter(|&&a| a < k).count()])
+                    .product();
+                let target = (MAX_TILE / kept_inner.max(1)).clamp(16, REDUCE_CHUNK);
+                let chunk = chunk_shape(reduced, target);
                 let cn = volume(&chunk) as u64;
                 let per_out = cn * ir_elem_bytes(ir, lowered) + ACC_BYTES * 3 + item + 8;
                 let fixed = ir_fixed_bytes(ir, lowered) + cn * 8;
