@@ -71,6 +71,62 @@ fn contiguous_start(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Option<i64> {
     Some(start)
 }
 
+/// Shortest run worth one read.
+const MIN_RUN: usize = 32;
+
+/// An axis of the box along which the file's elements are contiguous
+/// (one unit-stride term), with at least [`MIN_RUN`] elements.
+fn run_axis(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Option<usize> {
+    (0..lo.len()).rev().find(|&k| {
+        hi[k] - lo[k] >= MIN_RUN && matches!(map.axes[k].as_slice(), [t] if t.coef == 1 && t.chain.is_empty())
+    })
+}
+
+/// Reads the box as runs along axis `k`: one positioned read per run into
+/// `buf` (the box's bytes), then the values in the box's C order.
+fn read_runs(
+    s: &Stored,
+    map: &ViewMap,
+    lo: &[usize],
+    hi: &[usize],
+    k: usize,
+    dtype: Dtype,
+    buf: &mut Vec<u8>,
+) -> Result<Col> {
+    let ext: Vec<usize> = lo.iter().zip(hi).map(|(a, b)| b - a).collect();
+    let run = ext[k];
+    let (mut rlo, mut rhi) = (lo.to_vec(), hi.to_vec());
+    rhi[k] = rlo[k] + 1;
+    let starts = offsets(map, &rlo, &rhi);
+    rlo[k] = 0;
+    let n = starts.len() * run;
+    let size = s.dtype.itemsize();
+    buf.resize(n * size, 0);
+    for (r, &start) in starts.iter().enumerate() {
+        s.read_into(start, &mut buf[r * run * size..(r + 1) * run * size])?;
+    }
+    let mut out = Col::with_capacity(dtype, n);
+    if k == lo.len() - 1 {
+        out.decode_all(buf, s.dtype);
+    } else {
+        // Box element (…, i_k, …) sits at run r (the other coordinates in C
+        // order), position i_k.
+        let mut strides = vec![0i64; ext.len()];
+        let mut w = run as i64;
+        for j in (0..ext.len()).rev() {
+            if j == k {
+                strides[j] = 1;
+            } else {
+                strides[j] = w;
+                w *= ext[j] as i64;
+            }
+        }
+        let at = offsets(&ViewMap::strided(&ext, &strides, 0), &vec![0; ext.len()], &ext);
+        out.decode_from(buf, s.dtype, at.into_iter().map(|p| p as usize));
+    }
+    Ok(out)
+}
+
 /// Evaluates `ir` over the box `lo..hi`; `buf` is the read buffer.
 ///
 /// # Errors
@@ -91,6 +147,10 @@ pub fn eval(ir: &Ir, lo: &[usize], hi: &[usize], ctx: &Ctx<'_>, buf: &mut Vec<u8
                     s.read_range(start, n, &mut out, buf)?;
                     Ok(out)
                 }
+                (Some(s), None) if s.on_disk() => match run_axis(map, lo, hi) {
+                    Some(k) => read_runs(s, map, lo, hi, k, ir.dtype, buf),
+                    None => leaf(src, ir.dtype, &offsets(map, lo, hi), ctx, buf),
+                },
                 _ => leaf(src, ir.dtype, &offsets(map, lo, hi), ctx, buf),
             }
         }

@@ -7,7 +7,7 @@ use std::fmt;
 use super::lower::{Ir, Lowered, Src, Target, Work};
 use super::reduce::ACC_BYTES;
 use super::store::READ_SLACK_ELEMENTS;
-use super::tiling::{chunk_shape, n_tiles, tile_shape, volume, EINSUM_CHUNK, MAX_TILE, REDUCE_CHUNK};
+use super::tiling::{chunk_shape, einsum_chunk, n_tiles, tile_shape, volume, MAX_TILE, REDUCE_CHUNK};
 use super::values::COL_BYTES;
 use crate::error::Result;
 use crate::plan::{check_fits, format_bytes, Ledger, PlannedBuffer};
@@ -175,9 +175,14 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
             Work::Map { ir } => {
                 let per = ir_elem_bytes(ir, lowered) + item;
                 let fixed = ir_fixed_bytes(ir, lowered);
-                let e = (room.saturating_sub(fixed) / per).clamp(1, MAX_TILE as u64) as usize;
                 let mut hot = hot_axes(ir);
                 hot.push(stage.shape.len().saturating_sub(1));
+                hot.sort_unstable();
+                hot.dedup();
+                // Reads and writes contiguous along different axes (a
+                // transpose): square-ish tiles, large enough for long runs.
+                let max_tile = if hot.len() > 1 { MAX_TILE << 4 } else { MAX_TILE };
+                let e = (room.saturating_sub(fixed) / per).clamp(1, max_tile as u64) as usize;
                 let (tile, chunk_buf) = match zarr_chunks {
                     Some(Some(c)) => (c.clone(), volume(&c) as u64 * (COL_BYTES + item)),
                     Some(None) => {
@@ -257,7 +262,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
             Work::Einsum { sub, irs, path, sizes } => {
                 let contracted: Vec<u8> = sizes.keys().copied().filter(|c| !sub.output.contains(c)).collect();
                 let csizes: Vec<usize> = contracted.iter().map(|c| sizes[c]).collect();
-                let chunk = chunk_shape(&csizes, EINSUM_CHUNK);
+                let chunk = einsum_chunk(&contracted, &sub.inputs, |c| sizes[&c]);
                 let per_label: Vec<f64> =
                     irs.iter().map(|ir| (ir_elem_bytes(ir, lowered) + COL_BYTES) as f64).collect();
                 let fixed: u64 = irs.iter().map(|ir| ir_fixed_bytes(ir, lowered)).sum();

@@ -296,6 +296,39 @@ impl Stored {
         Ok(())
     }
 
+    /// Reads the elements at offsets `start..` into `out` (raw little-endian
+    /// bytes, `out.len()` a multiple of the item size), from a file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the read fails.
+    ///
+    /// # Panics
+    /// For arrays in memory (a caller bug).
+    pub fn read_into(&self, start: i64, out: &mut [u8]) -> Result<()> {
+        let size = self.dtype.itemsize();
+        match &self.storage {
+            Storage::Npy(file) => {
+                let at = file.header().data_offset + start as u64 * size as u64;
+                file.file().read_exact_at(out, at).map_err(|e| Error::io(file.path(), "read", e))?;
+                self.swap(out);
+                Ok(())
+            }
+            Storage::Zarr(z) => {
+                let nd = self.shape.len();
+                let mut c = vec![0usize; nd];
+                let mut rem = start as usize;
+                for k in (0..nd).rev() {
+                    c[k] = rem % self.shape[k].max(1);
+                    rem /= self.shape[k].max(1);
+                }
+                let mut ext = vec![1usize; nd];
+                ext[nd - 1] = out.len() / size;
+                z.read_region(&c, &ext, out)
+            }
+            _ => panic!("read_into is for files"),
+        }
+    }
+
     fn swap(&self, buf: &mut [u8]) {
         let size = self.dtype.itemsize();
         if self.endian == Endian::Big && size > 1 {

@@ -6,8 +6,10 @@
 /// not depend on the tile sizes the memory limit picks.
 pub const REDUCE_CHUNK: usize = 1 << 14;
 
-/// Contracted elements per einsum chunk (the same role for contractions).
-pub const EINSUM_CHUNK: usize = 1 << 12;
+/// Most elements of one einsum operand block, counting its output labels
+/// whole: the contracted labels' chunks are halved until every operand
+/// fits (see [`einsum_chunk`]).
+pub const EINSUM_BLOCK: usize = 1 << 20;
 
 /// Largest tile, in elements: bigger tiles gain nothing.
 pub const MAX_TILE: usize = 1 << 16;
@@ -75,6 +77,37 @@ pub fn chunk_shape(shape: &[usize], target: usize) -> Vec<usize> {
         room /= shape[k].max(1);
     }
     ext
+}
+
+/// The fixed chunk of each contracted label (`sizes[c]` for the labels
+/// `contracted`) of an einsum whose operands carry `labels`, `size_of`
+/// giving every label's size: whole labels, the largest chunk of the
+/// largest operand block halved until every block (output labels whole)
+/// holds at most [`EINSUM_BLOCK`] elements. It depends on the shapes only,
+/// so results do not depend on the memory limit.
+pub fn einsum_chunk(contracted: &[u8], labels: &[Vec<u8>], size_of: impl Fn(u8) -> usize) -> Vec<usize> {
+    let mut chunk: Vec<usize> = contracted.iter().map(|&c| size_of(c).max(1)).collect();
+    let block = |chunk: &[usize], op: &[u8]| -> usize {
+        op.iter()
+            .map(|&c| match contracted.iter().position(|&x| x == c) {
+                Some(q) => chunk[q],
+                None => size_of(c).max(1),
+            })
+            .product()
+    };
+    loop {
+        let Some(op) = labels.iter().filter(|op| block(&chunk, op) > EINSUM_BLOCK).max_by_key(|op| block(&chunk, op))
+        else {
+            break;
+        };
+        let Some(q) =
+            (0..contracted.len()).filter(|&q| op.contains(&contracted[q]) && chunk[q] > 1).max_by_key(|&q| chunk[q])
+        else {
+            break;
+        };
+        chunk[q] = chunk[q].div_ceil(2);
+    }
+    chunk
 }
 
 #[cfg(test)]
