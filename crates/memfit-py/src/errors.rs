@@ -16,8 +16,8 @@ use memfit::io::Dtype;
 use memfit::warning::Category;
 use memfit::{common_remedy, for_example, Error, Remedy, Spelling, Warning};
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyPermissionError,
-    PyRuntimeError, PyTypeError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyOverflowError,
+    PyPermissionError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::PyErr;
 
@@ -74,6 +74,7 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
         Class::Value => PyValueError::new_err(msg),
         Class::Type => PyTypeError::new_err(msg),
         Class::Exists => PyFileExistsError::new_err(msg),
+        Class::Overflow => PyOverflowError::new_err(msg),
     }
 }
 
@@ -86,6 +87,7 @@ enum Class {
     Value,
     Type,
     Exists,
+    Overflow,
 }
 
 /// The class and message of `e` in Python (see [`to_py_for`]).
@@ -126,6 +128,7 @@ fn message(e: &Error, float32: bool) -> (Class, String) {
         Error::Cancelled => Class::Interrupt,
         Error::Expression { kind: memfit::ExpressionFault::Type, .. } => Class::Type,
         Error::OutputExists { .. } => Class::Exists,
+        Error::Expression { kind: memfit::ExpressionFault::Overflow, .. } => Class::Overflow,
         _ => Class::Value,
     };
     (class, msg)

@@ -330,6 +330,8 @@ pub enum ExpressionFault {
     Type,
     /// The operands' shapes, axes or other values (NumPy raises `ValueError`).
     Value,
+    /// A value that does not fit its dtype (NumPy raises `OverflowError`).
+    Overflow,
 }
 
 impl std::error::Error for Error {}
@@ -395,7 +397,7 @@ impl Error {
             ),
             Error::UnsupportedDtype { path, descr } => write!(
                 f,
-                "{}: unsupported dtype {descr}; hint: supported are float16/32/64, uint8/32/64, int16/32/64; convert with array.astype(numpy.float64)",
+                "{}: unsupported dtype {descr}; hint: supported are bool, float16/32/64, uint8/16/32/64, int8/16/32/64; convert with array.astype(numpy.float64)",
                 path.display()
             ),
             Error::WrongDimensions { path, expected, shape, hint } => {

@@ -563,9 +563,18 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: 
     if _given(max):
         a_max = max
     x = operand(a)
-    if a_min is not None and a_min is not _NoValue:
+
+    def beyond(bound: Any, low: bool) -> bool:
+        # A Python integer outside an integer dtype's range is no bound
+        # (NumPy 2 clips by the true values).
+        if not (isinstance(bound, int) and not isinstance(bound, bool)) or x.dtype.kind not in "iu":
+            return False
+        info = np.iinfo(x.dtype)
+        return bound <= info.min if low else bound >= info.max
+
+    if a_min is not None and a_min is not _NoValue and not beyond(a_min, True):
         x = op("maximum", [x, operand(a_min)])
-    if a_max is not None and a_max is not _NoValue:
+    if a_max is not None and a_max is not _NoValue and not beyond(a_max, False):
         x = op("minimum", [x, operand(a_max)])
     return x
 

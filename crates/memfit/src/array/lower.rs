@@ -149,7 +149,7 @@ impl Ir {
                 Src::Arange { .. } => "arange".into(),
                 Src::Random { .. } => "random".into(),
             },
-            IrKind::Const(v) => format!("{}", v.to_f64()),
+            IrKind::Const(v) => format!("full({})", v.to_f64()),
             IrKind::Map { op, args, .. } => {
                 format!("{}({})", op.name(), args.iter().map(Ir::describe).collect::<Vec<_>>().join(", "))
             }
@@ -181,7 +181,7 @@ pub enum Work {
         reduced: Vec<usize>,
         /// What the rewrites removed: the result is multiplied by it
         /// (`sum`) or raised to it (`prod`).
-        multiplier: u64,
+        multiplier: u128,
         /// The reduction's dtype before rounding to the stage's dtype.
         input_dtype: Dtype,
     },
@@ -234,7 +234,7 @@ pub struct Slot {
 impl Slot {
     /// Bytes of the result.
     pub fn bytes(&self) -> u64 {
-        self.shape.iter().product::<usize>() as u64 * self.dtype.itemsize() as u64
+        (super::tiling::volume(&self.shape) as u64).saturating_mul(self.dtype.itemsize() as u64)
     }
 }
 
@@ -268,7 +268,7 @@ impl Lowering {
             NodeKind::Reduce { op, axes, arg } => {
                 let mut ir = self.lower_view(arg, &[]);
                 let mut reduced: Vec<usize> = axes.iter().map(|&k| arg.shape()[k]).collect();
-                let mut multiplier = 1u64;
+                let mut multiplier = 1u128;
                 if !matches!(op, Reduction::ArgMin | Reduction::ArgMax) {
                     for (r, len) in reduced.iter_mut().enumerate() {
                         let k = axes[r];
@@ -284,7 +284,7 @@ impl Lowering {
                                 }
                                 _ => break,
                             };
-                            multiplier *= (*len / new_len) as u64;
+                            multiplier = multiplier.saturating_mul((*len / new_len) as u128);
                             ir.restrict(k, dep);
                             *len = new_len;
                         }

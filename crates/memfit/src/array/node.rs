@@ -312,7 +312,33 @@ impl Array {
             return Err(value_error(format!("{} takes {} operands", op.name(), op.arity())));
         }
         let ops: Vec<Operand> = args.iter().map(|a| Operand { dtype: a.dtype(), weak: a.0.weak }).collect();
-        let common = result_type(&ops);
+        let mut common = result_type(&ops);
+        // A Python integer outside the integer dtype it meets: comparisons
+        // compare the true values (NumPy 2), arithmetic is an overflow.
+        for a in args {
+            let value = match (&a.0.kind, a.0.weak) {
+                (NodeKind::Full(Scalar::Int(v)), true) => i128::from(*v),
+                (NodeKind::Full(Scalar::UInt(v)), true) => i128::from(*v),
+                _ => continue,
+            };
+            let Some((lo, hi)) = int_range(common) else { continue };
+            if value < lo || value > hi {
+                if op.resolve(common)?.1 == Dtype::Bool
+                    && !matches!(op, Op::LogicalAnd | Op::LogicalOr | Op::LogicalXor)
+                {
+                    common = if value < i128::from(i64::MIN) || value > i128::from(i64::MAX) || common == Dtype::U64 {
+                        Dtype::F64
+                    } else {
+                        Dtype::I64
+                    };
+                } else {
+                    return Err(Error::Expression {
+                        kind: ExpressionFault::Overflow,
+                        message: format!("Python integer {value} out of bounds for {}", common.name()),
+                    });
+                }
+            }
+        }
         let (loop_dtype, out) = op.resolve(common)?;
         let shapes: Vec<&[usize]> = args.iter().map(Array::shape).collect();
         let shape = broadcast_shapes(&shapes)?;
@@ -397,7 +423,10 @@ impl Array {
             return Err(value_error(format!("invalid axes {axes:?} for an array of dimension {nd}")));
         }
         let count: usize = axes.iter().map(|&a| self.shape()[a]).product();
-        if count == 0 && matches!(op, Reduction::Min | Reduction::Max | Reduction::ArgMin | Reduction::ArgMax) {
+        if count == 0 && matches!(op, Reduction::ArgMin | Reduction::ArgMax) {
+            return Err(value_error(format!("attempt to get {} of an empty sequence", op.name())));
+        }
+        if count == 0 && matches!(op, Reduction::Min | Reduction::Max) {
             return Err(value_error(format!(
                 "zero-size array to reduction operation {} which has no identity",
                 match op {
@@ -495,6 +524,21 @@ impl Array {
         let f64_out = Array::new(NodeKind::Einsum { sub, args: inputs }, shape, Dtype::F64);
         Ok(f64_out.astype(dtype))
     }
+}
+
+/// The values an integer dtype holds, or `None` for other dtypes.
+fn int_range(d: Dtype) -> Option<(i128, i128)> {
+    Some(match d {
+        Dtype::I8 => (i8::MIN.into(), i8::MAX.into()),
+        Dtype::I16 => (i16::MIN.into(), i16::MAX.into()),
+        Dtype::I32 => (i32::MIN.into(), i32::MAX.into()),
+        Dtype::I64 => (i64::MIN.into(), i64::MAX.into()),
+        Dtype::U8 => (0, u8::MAX.into()),
+        Dtype::U16 => (0, u16::MAX.into()),
+        Dtype::U32 => (0, u32::MAX.into()),
+        Dtype::U64 => (0, u64::MAX.into()),
+        _ => return None,
+    })
 }
 
 fn repeated(labels: &[u8]) -> Option<(usize, usize)> {

@@ -158,7 +158,12 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
     let last = lowered.stages.last().expect("a final stage");
     let out_elems = volume(&last.shape) as u64;
     if *output == Output::Memory {
-        led.add("result", out_elems, last.dtype.itemsize() as u64, format!("{:?} {}", last.shape, last.dtype.name()));
+        led.add(
+            "result",
+            1,
+            out_elems.saturating_mul(last.dtype.itemsize() as u64),
+            format!("{:?} {}", last.shape, last.dtype.name()),
+        );
     }
     let held = led.total();
     let room = limit.saturating_sub(held) / t;
@@ -254,7 +259,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     work_items: (n_tiles(kept, &tile) * n_tiles(reduced, &chunk)) as u64,
                     tile,
                     chunk,
-                    multiplier: *multiplier,
+                    multiplier: u64::try_from(*multiplier).unwrap_or(u64::MAX),
                     bytes_per_thread: bytes,
                     eval_elems: e,
                 }

@@ -173,14 +173,6 @@ pub fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i6
 }
 
 impl Acc {
-    /// Values that are NaN or infinite.
-    pub fn count_non_finite(&self) -> u64 {
-        match self {
-            Acc::F(v) | Acc::Arg(v, _) => v.iter().filter(|x| !x.is_finite()).count() as u64,
-            _ => 0,
-        }
-    }
-
     /// Folds `next` (the following chunk's partials) into `self`.
     ///
     /// # Panics
@@ -246,7 +238,8 @@ impl Acc {
 
     /// The finished results in `dtype`: sums multiplied by `multiplier`,
     /// products raised to it, means divided by `count`.
-    pub fn finish(self, op: Reduction, dtype: Dtype, multiplier: u64, count: u64) -> Col {
+    pub fn finish(self, op: Reduction, dtype: Dtype, multiplier: u128, count: u64) -> Col {
+        let wrapped = multiplier as u64; // integers wrap modulo 2^64, as NumPy's sums do
         let col = match self {
             Acc::F(v) => Col::F(match op {
                 Reduction::Sum if multiplier > 1 => v.into_iter().map(|x| x * multiplier as f64).collect(),
@@ -255,13 +248,13 @@ impl Acc {
                 _ => v,
             }),
             Acc::I(v) => Col::I(match op {
-                Reduction::Sum => v.into_iter().map(|x| x.wrapping_mul(multiplier as i64)).collect(),
-                Reduction::Prod => v.into_iter().map(|x| x.wrapping_pow(multiplier as u32)).collect(),
+                Reduction::Sum => v.into_iter().map(|x| x.wrapping_mul(wrapped as i64)).collect(),
+                Reduction::Prod => v.into_iter().map(|x| pow_mod(x as u64, multiplier) as i64).collect(),
                 _ => v,
             }),
             Acc::U(v) => Col::U(match op {
-                Reduction::Sum => v.into_iter().map(|x| x.wrapping_mul(multiplier)).collect(),
-                Reduction::Prod => v.into_iter().map(|x| x.wrapping_pow(multiplier as u32)).collect(),
+                Reduction::Sum => v.into_iter().map(|x| x.wrapping_mul(wrapped)).collect(),
+                Reduction::Prod => v.into_iter().map(|x| pow_mod(x, multiplier)).collect(),
                 _ => v,
             }),
             Acc::B(v) => Col::B(v),
@@ -269,6 +262,19 @@ impl Acc {
         };
         super::values::cast(settle(col, dtype_of_kind(dtype)), dtype)
     }
+}
+
+/// `x^e` modulo 2^64 (square and multiply).
+fn pow_mod(mut x: u64, mut e: u128) -> u64 {
+    let mut acc = 1u64;
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = acc.wrapping_mul(x);
+        }
+        x = x.wrapping_mul(x);
+        e >>= 1;
+    }
+    acc
 }
 
 /// A dtype of the accumulator's kind (so that `settle` leaves it alone).

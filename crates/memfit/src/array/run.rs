@@ -371,6 +371,8 @@ fn run_stage(
             let rmap = ViewMap::c_order(reduced);
             let items = n_o * n_c;
             let mut accs: Vec<(usize, Acc)> = Vec::new();
+            // Results that are not finite although every value read was.
+            let (bad_in, mut bad_out) = (AtomicU64::new(0), 0u64);
             let mut start = 0;
             while start < items {
                 check(cancelled)?;
@@ -389,6 +391,7 @@ fn run_stage(
                             (lo[k], hi[k]) = (clo[j], chi[j]);
                         }
                         let col = eval(ir, &lo, &hi, ctx, buf)?;
+                        bad_in.fetch_add(col.count_non_finite(), Ordering::Relaxed);
                         // Positions in the box of each kept / reduced coordinate.
                         let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
                         let bmap = ViewMap::c_order(&ext);
@@ -420,14 +423,15 @@ fn run_stage(
                         let at = accs.iter().position(|(t, _)| *t == o).expect("accumulated");
                         let (_, acc) = accs.swap_remove(at);
                         let (lo, hi) = tile_box(shape, &sp.tile, o);
-                        let before = acc.count_non_finite();
                         let col = acc.finish(*op, dtype, *multiplier, count);
-                        let fresh = col.count_non_finite().saturating_sub(before);
-                        ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
+                        bad_out += col.count_non_finite();
                         sink.write(shape, &lo, &hi, &col, dtype)?;
                     }
                 }
                 start = end;
+            }
+            if bad_in.load(Ordering::Relaxed) == 0 {
+                ctx.overflow.fetch_add(bad_out, Ordering::Relaxed);
             }
             Ok(())
         }
@@ -437,6 +441,7 @@ fn run_stage(
             let (n_o, n_c) = (n_tiles(shape, &sp.tile), n_tiles(&csizes, &sp.chunk).max(1));
             let items = n_o * n_c;
             let mut accs: Vec<(usize, Vec<f64>)> = Vec::new();
+            let (bad_in, mut bad_out) = (AtomicU64::new(0), 0u64);
             let mut start = 0;
             while start < items {
                 check(cancelled)?;
@@ -456,9 +461,9 @@ fn run_stage(
                         let mut dense = Vec::with_capacity(irs.len());
                         for (ir, labels) in irs.iter().zip(&sub.inputs) {
                             let (lo, hi): (Vec<usize>, Vec<usize>) = labels.iter().map(range).unzip();
-                            let Col::F(data) = eval(ir, &lo, &hi, ctx, buf)? else {
-                                unreachable!("einsum operands are float64")
-                            };
+                            let col = eval(ir, &lo, &hi, ctx, buf)?;
+                            bad_in.fetch_add(col.count_non_finite(), Ordering::Relaxed);
+                            let Col::F(data) = col else { unreachable!("einsum operands are float64") };
                             dense.push(Dense { shape: lo.iter().zip(&hi).map(|(a, b)| b - a).collect(), data });
                         }
                         Ok(contract(sub, &dense, path))
@@ -475,10 +480,15 @@ fn run_stage(
                         let at = accs.iter().position(|(t, _)| *t == o).expect("accumulated");
                         let (_, acc) = accs.swap_remove(at);
                         let (lo, hi) = tile_box(shape, &sp.tile, o);
-                        sink.write(shape, &lo, &hi, &Col::F(acc), dtype)?;
+                        let col = Col::F(acc);
+                        bad_out += col.count_non_finite();
+                        sink.write(shape, &lo, &hi, &col, dtype)?;
                     }
                 }
                 start = end;
+            }
+            if bad_in.load(Ordering::Relaxed) == 0 {
+                ctx.overflow.fetch_add(bad_out, Ordering::Relaxed);
             }
             Ok(())
         }

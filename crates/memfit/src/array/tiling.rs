@@ -16,7 +16,7 @@ pub const MAX_TILE: usize = 1 << 16;
 
 /// Number of elements of a box.
 pub fn volume(ext: &[usize]) -> usize {
-    ext.iter().product()
+    ext.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).unwrap_or(usize::MAX)
 }
 
 /// Number of tiles of extents `ext` covering `shape`.

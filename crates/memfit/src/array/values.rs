@@ -365,14 +365,17 @@ impl Op {
             Subtract | Negative if k == Kind::Bool => {
                 return Err(Error::Expression {
                     kind: ExpressionFault::Type,
-                    message: format!(
-                        "numpy boolean {}, the `-` operator, is not supported, use the bitwise_xor, the `^` operator, or the logical_xor function instead.",
-                        self.name()
-                    ),
+                    message: if self == Negative {
+                        "The numpy boolean negative, the `-` operator, is not supported, use the `~` operator or the logical_not function instead.".into()
+                    } else {
+                        "numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, the `^` operator, or the logical_xor function instead.".into()
+                    },
                 })
             }
             Subtract | Negative => (common, common),
-            TrueDivide => (if k == Kind::Float { common } else { Dtype::F64 }, if k == Kind::Float { common } else { Dtype::F64 }),
+            TrueDivide => {
+                (if k == Kind::Float { common } else { Dtype::F64 }, if k == Kind::Float { common } else { Dtype::F64 })
+            }
             FloorDivide | Remainder | Power | Square => (small_int, small_int),
             Reciprocal | Sign if k == Kind::Bool => return fail(),
             Reciprocal | Sign => (common, common),
@@ -421,7 +424,7 @@ fn floor_div_i(a: i64, b: i64) -> i64 {
         return 0;
     }
     let q = a.wrapping_div(b);
-    if (a % b != 0) && ((a < 0) != (b < 0)) {
+    if (a.wrapping_rem(b) != 0) && ((a < 0) != (b < 0)) {
         q - 1
     } else {
         q
@@ -438,6 +441,19 @@ fn rem_i(a: i64, b: i64) -> i64 {
     } else {
         r
     }
+}
+
+/// `x^e` modulo 2^64 for any exponent (square and multiply).
+fn pow_wrapping(mut x: u64, mut e: u64) -> u64 {
+    let mut acc = 1u64;
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = acc.wrapping_mul(x);
+        }
+        x = x.wrapping_mul(x);
+        e >>= 1;
+    }
+    acc
 }
 
 fn bin<T: Copy, U>(a: &[T], b: &[T], f: impl Fn(T, T) -> U) -> Vec<U> {
@@ -550,7 +566,7 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
                         message: "Integers to negative integer powers are not allowed.".into(),
                     });
                 }
-                Col::I(bin(a, b, |x, e| x.wrapping_pow(e.min(u32::MAX.into()) as u32)))
+                Col::I(bin(a, b, |x, e| pow_wrapping(x as u64, e as u64) as i64))
             }
             Minimum => Col::I(bin(a, b, i64::min)),
             Maximum => Col::I(bin(a, b, i64::max)),
@@ -565,7 +581,7 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
             Multiply => Col::U(bin(a, b, u64::wrapping_mul)),
             FloorDivide => Col::U(bin(a, b, |x, y| x.checked_div(y).unwrap_or(0))),
             Remainder => Col::U(bin(a, b, |x, y| x.checked_rem(y).unwrap_or(0))),
-            Power => Col::U(bin(a, b, |x, e| x.wrapping_pow(e.min(u32::MAX.into()) as u32))),
+            Power => Col::U(bin(a, b, pow_wrapping)),
             Minimum => Col::U(bin(a, b, u64::min)),
             Maximum => Col::U(bin(a, b, u64::max)),
             BitwiseAnd => Col::U(bin(a, b, |x, y| x & y)),
