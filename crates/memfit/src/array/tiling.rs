@@ -95,11 +95,8 @@ pub fn einsum_chunk(contracted: &[u8], labels: &[Vec<u8>], size_of: impl Fn(u8) 
             })
             .product()
     };
-    loop {
-        let Some(op) = labels.iter().filter(|op| block(&chunk, op) > EINSUM_BLOCK).max_by_key(|op| block(&chunk, op))
-        else {
-            break;
-        };
+    while let Some(op) = labels.iter().filter(|op| block(&chunk, op) > EINSUM_BLOCK).max_by_key(|op| block(&chunk, op))
+    {
         let Some(q) =
             (0..contracted.len()).filter(|&q| op.contains(&contracted[q]) && chunk[q] > 1).max_by_key(|&q| chunk[q])
         else {
