@@ -186,6 +186,22 @@ def npy_behind(X: Any) -> Optional[str]:
     return None
 
 
+def _check_features(estimator: Any, d: int, reset: bool) -> None:
+    """Records (``reset``) or checks ``n_features_in_`` for data without
+    feature names (a path or an expression), as scikit-learn does."""
+    if estimator is None:
+        return
+    if reset:
+        estimator.n_features_in_ = d
+        if hasattr(estimator, "feature_names_in_"):
+            del estimator.feature_names_in_
+    elif d != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {d} features, but {type(estimator).__name__} is expecting "
+            f"{estimator.n_features_in_} features as input."
+        )
+
+
 def _is_lazy_array(X: Any) -> bool:
     return type(X).__module__ == "memfit.array._core" and type(X).__name__ == "Array"
 
@@ -226,16 +242,7 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
         expr = lazy_array_input(X, name)
         n, d = X.shape
         _too_few(tuple(X.shape), n, d, min_samples, estimator)
-        if estimator is not None:
-            if reset:
-                estimator.n_features_in_ = d
-                if hasattr(estimator, "feature_names_in_"):
-                    del estimator.feature_names_in_
-            elif d != estimator.n_features_in_:
-                raise ValueError(
-                    f"X has {d} features, but {type(estimator).__name__} is expecting "
-                    f"{estimator.n_features_in_} features as input."
-                )
+        _check_features(estimator, d, reset)
         return Data(expr, n, d, X.dtype, X.dtype == np.float32, X)
     X = npy_behind(X) or X
     if isinstance(X, (str, bytes, os.PathLike)):
@@ -250,16 +257,7 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
             )
         n, d = shape
         _too_few(tuple(shape), n, d, min_samples, estimator)
-        if estimator is not None:
-            if reset:
-                estimator.n_features_in_ = d
-                if hasattr(estimator, "feature_names_in_"):
-                    del estimator.feature_names_in_
-            elif d != estimator.n_features_in_:
-                raise ValueError(
-                    f"X has {d} features, but {type(estimator).__name__} is expecting "
-                    f"{estimator.n_features_in_} features as input."
-                )
+        _check_features(estimator, d, reset)
         dtype = np.dtype(dtype_name)
         return Data(path, n, d, dtype, dtype == np.float32, keep)
     arr = engine_array(X, name=name)
