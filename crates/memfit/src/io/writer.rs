@@ -83,19 +83,7 @@ impl AtomicFile {
     /// [`Error::Io`] when the folder does not exist or is not writable.
     pub fn create(path: impl AsRef<Path>) -> Result<Self> {
         check_output_path(path.as_ref())?;
-        let path = resolve_output(path.as_ref());
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".tmp")
-            // New files get 0666 less the umask, as with any other program.
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-            .tempfile_in(&dir)
-            .map_err(|e| Error::io(&path, "create", e))?;
+        let (path, tmp) = temp_beside(path.as_ref())?;
         let unfinished = Unfinished::new(tmp.path());
         Ok(AtomicFile { path, writer: BufWriter::with_capacity(WRITE_BUFFER_BYTES, tmp), _unfinished: unfinished })
     }
@@ -125,6 +113,25 @@ impl AtomicFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The destination `path` finally names (see [`resolve_output`]) and a new
+/// temporary file beside it, named `.NAME.XXXX.tmp`.
+fn temp_beside(path: &Path) -> Result<(PathBuf, tempfile::NamedTempFile)> {
+    let path = resolve_output(path);
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        // New files get 0666 less the umask, as with any other program.
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(&dir)
+        .map_err(|e| Error::io(&path, "create", e))?;
+    Ok((path, tmp))
 }
 
 /// The file an output path finally names: a symlink is followed, so the
@@ -467,18 +474,7 @@ impl PositionedNpy {
         let header = write_header(dtype, shape);
         let total = (header.len() as u64).saturating_add(npy_data_bytes(dtype, shape));
         check_free_space(&[(path, total)])?;
-        let path = resolve_output(path);
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".tmp")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-            .tempfile_in(&dir)
-            .map_err(|e| Error::io(&path, "create", e))?;
+        let (path, tmp) = temp_beside(path)?;
         let unfinished = Unfinished::new(tmp.path());
         let file = tmp.as_file();
         file.set_len(total).map_err(|e| Error::io(&path, "write", e))?;
