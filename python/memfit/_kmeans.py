@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
+from ._dask import is_dask_array
 from ._validation import (
     check_data,
     check_memory_limit,
@@ -223,7 +224,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return "array", centers, 1
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X, y=None, sample_weight=None, *, client=None):
         """Compute k-means clustering.
 
         Parameters
@@ -234,6 +235,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             Not used, present for API consistency.
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
             Non-negative, finite weight of each row (all ones when None).
+        client : distributed.Client, optional
+            For a Dask array X: the cluster the iterations run on (default:
+            the active client, if any; else X's chunks are read in this
+            process). ``labels_`` is then a lazy Dask array. See the README,
+            "Dask".
 
         Returns
         -------
@@ -256,7 +262,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         w = check_sample_weight(sample_weight, data)
         seed = seed_from(self.random_state)
         init, centers, n_init = self._init_centers(data, seed)
-        labels = np.empty(data.n_samples, dtype=np.int32)
+        limit = check_memory_limit(self.memory_limit)
+        labels = np.empty(data.n_samples, dtype=np.int32) if data.dask is None else None
+        cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit)
         result = _memfit.kmeans_fit(
             data.engine,
             sample_weight=w,
@@ -267,11 +275,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             max_iter=int(self.max_iter),
             tol=float(self.tol),
             random_state=seed,
-            memory_limit=check_memory_limit(self.memory_limit),
+            memory_limit=limit,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
             labels=labels,
             progress=_Verbose() if self.verbose else None,
+            **cluster,
         )
         k = int(self.n_clusters)
         if result["n_nonempty_clusters"] < k:
@@ -286,7 +295,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         # except reaching max_iter, on which scikit-learn's KMeans is silent.
         emit_warnings(result["warnings"], skip=("init_centers_with_n_init", "fewer_clusters", "not_converged"))
         self.cluster_centers_ = result["cluster_centers"]
-        self.labels_ = labels
+        self.labels_ = labels if data.dask is None else self._dask_labels(data)
         self.inertia_ = float(result["inertia"])
         self.n_iter_ = int(result["n_iter"])
         self.memory_plan_ = result["plan"]
@@ -308,9 +317,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         """
         return self.fit(X, sample_weight=sample_weight).labels_
 
+    def _dask_labels(self, data):
+        """Labels of a Dask input's rows: a lazy Dask array."""
+        return data.dask.map_rows(lambda est, b: est.predict(b), self, None, np.int32)
+
     def _assign(self, X, sample_weight=None):
         """(labels, inertia) of X against the centres; the inertia weighted
-        by ``sample_weight`` when given."""
+        by ``sample_weight`` when given. For a Dask X the inertia is computed
+        here (X's chunks read one at a time) and the labels are not kept."""
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
         w = check_sample_weight(sample_weight, data)
@@ -337,6 +351,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         -------
         labels : ndarray of shape (n_samples,), dtype int32
         """
+        if is_dask_array(X):
+            check_is_fitted(self)
+            return self._dask_labels(check_data(X, self, reset=False))
         return self._assign(X)[0]
 
     def score(self, X, y=None, sample_weight=None):
@@ -377,6 +394,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         data = check_data(X, self, reset=False)
         # float32 only for float32 data on float32 centres, as scikit-learn's.
         dtype = np.float32 if data.float32 and self.cluster_centers_.dtype == np.float32 else np.float64
+        if data.dask is not None:
+            return data.dask.map_rows(lambda est, b: est.transform(b), self, self.cluster_centers_.shape[0], dtype)
         out = np.empty((data.n_samples, self.cluster_centers_.shape[0]), dtype=dtype)
         _memfit.transform(
             data.engine,

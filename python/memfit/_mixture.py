@@ -338,12 +338,14 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             precisions = _as_matrix(p)
         return weights, means, precisions, False, int(self.n_init), None
 
-    def _fit(self, X, sample_weight, want_labels):
+    def _fit(self, X, sample_weight, want_labels, client=None):
         data = check_data(X, self, reset=not (self.warm_start and hasattr(self, "precisions_cholesky_")), min_samples=2)
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
         weights, means, precisions, cholesky, n_init, lower_bound = self._initial_parameters(data.n_features)
-        labels = np.empty(data.n_samples, dtype=np.int64) if want_labels else None
+        limit = check_memory_limit(self.memory_limit)
+        labels = np.empty(data.n_samples, dtype=np.int64) if want_labels and data.dask is None else None
+        cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit)
         verbose = (
             _Verbose(self.verbose, self.verbose_interval, self.tol, n_init, self.max_iter) if self.verbose else None
         )
@@ -365,12 +367,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             n_init=n_init,
             init_params=self.init_params,
             random_state=seed_from(self.random_state),
-            memory_limit=check_memory_limit(self.memory_limit),
+            memory_limit=limit,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
             labels=labels,
             progress=verbose,
             **init,
+            **cluster,
         )
         if verbose:
             verbose.close()
@@ -397,6 +400,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.lower_bounds_ = list(r["lower_bounds"])
         self.memory_plan_ = r["plan"]
         self._fitted_covariance_type = self.covariance_type
+        if want_labels and data.dask is not None:
+            return self._dask_rows(data, "labels")
         return labels
 
     def _precisions_from_cholesky(self, u):
@@ -407,7 +412,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return u**2
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X, y=None, sample_weight=None, *, client=None):
         """Estimate the parameters by EM (``n_init`` times, keeping the best).
 
         Parameters
@@ -418,6 +423,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
             Non-negative weight of each row (an extension over
             scikit-learn: integer weights equal repeated rows).
+        client : distributed.Client, optional
+            For a Dask array X: the cluster the EM iterations run on
+            (default: the active client, if any; else X's chunks are read in
+            this process). See the README, "Dask".
 
         Returns
         -------
@@ -434,11 +443,11 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         OSError
             A path that cannot be read.
         """
-        self._fit(X, sample_weight, want_labels=False)
+        self._fit(X, sample_weight, want_labels=False, client=client)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit_predict(self, X, y=None, sample_weight=None):
+    def fit_predict(self, X, y=None, sample_weight=None, *, client=None):
         """Fit, then return the most probable component of each row (from
         the final E-step, so equal to ``predict(X)``).
 
@@ -447,11 +456,27 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         labels : ndarray of shape (n_samples,), dtype int64
             As scikit-learn's.
         """
-        return self._fit(X, sample_weight, want_labels=True)
+        return self._fit(X, sample_weight, want_labels=True, client=client)
+
+    def _dask_rows(self, data, what):
+        """Per-row ``what`` (labels, proba or log_likelihood) of a Dask
+        input: a lazy Dask array."""
+        k = self.weights_.shape[0]
+        f32 = data.float32 and self.means_.dtype == np.float32
+        real = np.float32 if f32 else np.float64
+        if what == "labels":
+            return data.dask.map_rows(lambda est, b: est.predict(b), self, None, np.int64)
+        if what == "proba":
+            return data.dask.map_rows(lambda est, b: est.predict_proba(b), self, k, real)
+        return data.dask.map_rows(lambda est, b: est.score_samples(b), self, None, real)
 
     def _e_pass(self, X, labels=False, proba=False, log_likelihood=False):
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
+        if data.dask is not None and (labels or proba or log_likelihood):
+            what = "labels" if labels else "proba" if proba else "log_likelihood"
+            out = self._dask_rows(data, what)
+            return None, out if labels else None, out if proba else None, out if log_likelihood else None
         n, k = data.n_samples, self.weights_.shape[0]
         out_l = np.empty(n, dtype=np.int64) if labels else None
         out_p = np.empty((n, k), dtype=np.float64) if proba else None

@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
-from . import _memfit
+from . import _dask, _memfit
 
 #: Dtypes the engine reads in place.
 NATIVE_DTYPES = frozenset(
@@ -63,6 +63,8 @@ class Data:
     float32: bool
     #: What must live as long as ``engine`` (a temporary file's owner).
     keep: Any = None
+    #: A Dask input (``memfit._dask.DaskData``): ``engine`` reads its chunks.
+    dask: Any = None
 
     @property
     def out_dtype(self) -> np.dtype:
@@ -238,6 +240,20 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
         Sparse input.
     """
     keep = None
+    if _dask.is_dask_array(X):
+        if X.ndim != 2:
+            raise ValueError(f"Expected 2D array, got {X.ndim}D array instead ({name} has shape {X.shape})")
+        if any(np.isnan(s) for s in X.shape):
+            raise ValueError(f"{name} has unknown chunk sizes {X.shape}; call {name}.compute_chunk_sizes() first")
+        if np.dtype(X.dtype) not in NATIVE_DTYPES:
+            if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_) or np.iscomplexobj(X):
+                raise ValueError(f"Complex data not supported or dtype {X.dtype} is not numeric ({name})")
+            X = X.astype(np.float64)
+        n, d = (int(s) for s in X.shape)
+        _too_few(tuple(X.shape), n, d, min_samples, estimator)
+        _check_features(estimator, d, reset)
+        dd = _dask.DaskData(X)
+        return Data(dd.reader, n, d, np.dtype(X.dtype), X.dtype == np.float32, dask=dd)
     if _is_lazy_array(X):
         expr = lazy_array_input(X, name)
         n, d = X.shape
@@ -280,6 +296,15 @@ def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weig
     ``name`` is the parameter named in errors."""
     if sample_weight is None:
         return None
+    if data.dask is not None:
+        if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, (bool, complex)):
+            sample_weight = np.full(data.n_samples, float(sample_weight))
+        if tuple(sample_weight.shape) != (data.n_samples,):
+            raise ValueError(f"{name}.shape == {tuple(sample_weight.shape)}, expected ({data.n_samples},)!")
+        w = data.dask.weights(sample_weight)
+        # The engine reads the weights chunk by chunk as it reads X; it
+        # refuses negative and non-finite ones, naming the row.
+        return _dask.Rows(w.reshape(-1, 1))
     if isinstance(sample_weight, (str, bytes, os.PathLike)):
         path = os.fsdecode(os.fspath(sample_weight))
         shape, _, _, _ = _memfit.npy_info(path)

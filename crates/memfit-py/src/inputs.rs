@@ -34,6 +34,8 @@ pub enum Held<'py> {
     U64(PyReadonlyArray2<'py, u64>),
     /// A 2-D array expression, its rows computed block by block.
     Expr(memfit::array::Array),
+    /// Rows read through a Python reader (a Dask array, chunk by chunk).
+    Rows(crate::remote::PyRows),
 }
 
 impl<'py> Held<'py> {
@@ -48,6 +50,9 @@ impl<'py> Held<'py> {
         }
         if let Ok(e) = obj.cast::<crate::array::Expr>() {
             return Ok(Held::Expr(e.get().array().clone()));
+        }
+        if obj.hasattr("read_rows")? {
+            return Ok(Held::Rows(crate::remote::PyRows::new(obj)?));
         }
         macro_rules! try_dtype {
             ($($variant:ident: $t:ty),*) => {
@@ -102,6 +107,7 @@ impl<'py> Held<'py> {
                     memfit::array::Options { memory_limit: memfit::plan::default_limit_bytes() / 4, threads: None };
                 Ok(Source::rows(Box::new(memfit::array::ExprRows::new(a, &opts).map_err(to_py)?)))
             }
+            Held::Rows(r) => Ok(Source::rows(Box::new(r.clone()))),
         }
     }
 }

@@ -10,6 +10,7 @@
 mod array;
 mod errors;
 mod inputs;
+mod remote;
 mod runner;
 
 use memfit::cluster::{KMeansParams, LabelSink};
@@ -20,12 +21,34 @@ use memfit::mixture::{CovarianceType, GmmParams, InitMethod, MixtureModel, Outpu
 use memfit::Warning;
 use numpy::ndarray::Array;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use errors::to_py;
 use inputs::Held;
 use runner::run;
+
+/// The row split of a fit: passes run through `remote` (a Python callable,
+/// see [`remote::PyRemote`]) in ranges cut at `bounds`, or whole, here.
+fn split(remote: Option<Py<PyAny>>, bounds: Vec<usize>) -> (memfit::exec::RowSplit, Option<Arc<remote::PyRemote>>) {
+    match remote {
+        Some(r) => {
+            let (s, r) = remote::PyRemote::split(r, bounds);
+            (s, Some(r))
+        }
+        None => (memfit::exec::RowSplit::at(bounds), None),
+    }
+}
+
+/// `e`, or the Python exception a remote call raised behind it.
+fn restore(remote: &Option<Arc<remote::PyRemote>>, e: PyErr) -> PyErr {
+    match remote {
+        Some(r) => r.restore(e),
+        None => e,
+    }
+}
 
 /// The compute dtype: float32 when `float32`, else float64.
 fn compute(float32: bool) -> ComputeDtype {
@@ -105,7 +128,8 @@ fn label(l: u32) -> i32 {
 /// (see `runner::run`).
 #[pyfunction]
 #[pyo3(signature = (x, *, n_clusters, memory_limit, sample_weight=None, init="k-means++", init_centers=None,
-    n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None))]
+    n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None,
+    remote=None, row_bounds=vec![]))]
 #[allow(clippy::too_many_arguments)]
 fn kmeans_fit<'py>(
     py: Python<'py>,
@@ -123,9 +147,12 @@ fn kmeans_fit<'py>(
     float32: bool,
     mut labels: Option<PyReadwriteArray1<'py, i32>>,
     progress: Option<&Bound<'py, PyAny>>,
+    remote: Option<Py<PyAny>>,
+    row_bounds: Vec<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
+    let (row_split, remote) = split(remote, row_bounds);
     let centers = init_centers.map(|c| {
         let c = c.as_array();
         (c.iter().copied().collect(), c.nrows(), c.ncols())
@@ -140,7 +167,7 @@ fn kmeans_fit<'py>(
         memory_limit_bytes: memory_limit,
         init_sample_rows: None,
         plot_sample_rows: 0,
-        row_split: Default::default(),
+        row_split,
     };
     let src = held.source()?;
     let w = held_w.as_ref().map(Held::weights).transpose()?;
@@ -162,7 +189,8 @@ fn kmeans_fit<'py>(
         let mut put = |l: &[u32]| fill.put(l, label);
         let sink: LabelSink<'_> = if with_labels { Some(&mut put) } else { None };
         Ok((job.fit(&plan, sink, obs)?, plan))
-    })?;
+    })
+    .map_err(|e| restore(&remote, e))?;
     let centers =
         Array::from_shape_vec((fit.n_clusters, fit.n_features), fit.cluster_centers).map_err(errors::shape)?;
     let dict = PyDict::new(py);
@@ -299,7 +327,7 @@ fn covariance_type(name: &str) -> PyResult<CovarianceType> {
 #[pyo3(signature = (x, *, n_components, memory_limit, sample_weight=None, covariance_type="full", tol=1e-3,
     reg_covar=1e-6, max_iter=100, n_init=1, init_params="kmeans", weights_init=None, means_init=None,
     precisions_init=None, warm_weights=None, warm_means=None, warm_precisions_cholesky=None, warm_lower_bound=None,
-    random_state=0, n_jobs=None, float32=false, labels=None, progress=None))]
+    random_state=0, n_jobs=None, float32=false, labels=None, progress=None, remote=None, row_bounds=vec![]))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_fit<'py>(
     py: Python<'py>,
@@ -325,9 +353,12 @@ fn gmm_fit<'py>(
     float32: bool,
     mut labels: Option<PyReadwriteArray1<'py, i64>>,
     progress: Option<&Bound<'py, PyAny>>,
+    remote: Option<Py<PyAny>>,
+    row_bounds: Vec<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
+    let (row_split, remote) = split(remote, row_bounds);
     let held_p = precisions_init.map(Held::new).transpose()?;
     let held_warm = warm_precisions_cholesky.map(Held::new).transpose()?;
     let t = self::covariance_type(covariance_type)?;
@@ -345,7 +376,7 @@ fn gmm_fit<'py>(
         random_state,
         memory_limit_bytes: memory_limit,
         lower_bound_init: None,
-        row_split: Default::default(),
+        row_split,
     };
     let warm = match (warm_weights, warm_means, held_warm.as_ref()) {
         (Some(w), Some(m), Some(p)) => Some(MixtureModel {
@@ -389,7 +420,8 @@ fn gmm_fit<'py>(
             Ok(())
         })?;
         Ok((fit, cov, prec, plan))
-    })?;
+    })
+    .map_err(|e| restore(&remote, e))?;
     let (k, d) = (fit.n_components, fit.n_features);
     let shape = t.param_shape(k, d);
     let dict = PyDict::new(py);
@@ -592,6 +624,7 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(default_memory_limit, m)?)?;
     m.add_function(wrap_pyfunction!(npy_info, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::run_task, m)?)?;
     m.add_class::<array::Expr>()?;
     m.add_function(wrap_pyfunction!(array::expr_from_ndarray, m)?)?;
     m.add_function(wrap_pyfunction!(array::expr_from_npy, m)?)?;

@@ -2,7 +2,7 @@
 //! compute types its kernels run in ([`Real`]: `f32` or `f64`).
 
 /// An element type of an input array.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
     /// `bool` (one byte, 0 or 1)
@@ -190,7 +190,16 @@ impl Dtype {
 /// Statistics (sums, inertia, weights) are always accumulated in `f64`,
 /// whatever the compute type.
 pub trait Real:
-    faer::traits::RealField + Copy + Default + PartialOrd + Send + Sync + std::fmt::Debug + 'static
+    faer::traits::RealField
+    + Copy
+    + Default
+    + PartialOrd
+    + Send
+    + Sync
+    + std::fmt::Debug
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + 'static
 {
     /// The matching `.npy` dtype.
     const DTYPE: Dtype;

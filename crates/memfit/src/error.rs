@@ -321,6 +321,12 @@ pub enum Error {
         /// The output concerned.
         path: PathBuf,
     },
+    /// Work handed to another process (a task on a cluster, see
+    /// [`crate::exec::Remote`]) failed there or came back unreadable.
+    Remote {
+        /// What went wrong, as the other side reported it.
+        reason: String,
+    },
 }
 
 /// What is at fault in an [`Error::Expression`].
@@ -436,6 +442,7 @@ impl Error {
                 hint(remedies, s)
             ),
             Error::Cancelled => f.write_str("cancelled"),
+            Error::Remote { reason } => write!(f, "a task run in another process failed: {reason}"),
             Error::Broadcast { shapes } => {
                 f.write_str("operands could not be broadcast together with shapes")?;
                 for shape in shapes {

@@ -1,10 +1,16 @@
 //! Passes run as separate row ranges merge to the same bits as whole passes:
 //! k-means, Gaussian mixtures of every covariance type and the weighted
-//! scatter, over 1, 2 and 7 ranges of a `.npy` file.
+//! scatter, over 1, 2 and 7 ranges of a `.npy` file, and over 4 ranges run
+//! as tasks on in-memory copies of their rows (as a cluster's workers do).
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use memfit::cluster::{plan_kmeans, KMeansParams};
-use memfit::exec::RowSplit;
-use memfit::io::{write_matrix, Source};
+use memfit::estimator::run_task;
+use memfit::exec::{Remote, RowSplit, Task};
+use memfit::io::{write_matrix, ArrayRef, Source, Values};
 use memfit::linalg::{plan_weighted_scatter, weighted_scatter_split};
 use memfit::mixture::{plan_gmm, CovarianceType, GmmParams, InitMethod, Outputs};
 use memfit::plan::{Job, CHUNK_ROWS};
@@ -30,17 +36,51 @@ fn data_file(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
-fn splits() -> Vec<RowSplit> {
+/// Runs each range's task on a copy of its rows in memory, numbered as in
+/// the file, through the bytes a cluster would ship.
+#[derive(Debug)]
+struct Loopback {
+    path: std::path::PathBuf,
+    tasks: AtomicUsize,
+}
+
+impl Remote for Loopback {
+    fn run(&self, task: &Task, ranges: &[Range<usize>]) -> memfit::Result<Vec<Vec<u8>>> {
+        let x = Source::open_matrix(&self.path)?;
+        let d = x.n_features();
+        let bytes = task.encode();
+        ranges
+            .iter()
+            .map(|r| {
+                self.tasks.fetch_add(1, Ordering::Relaxed);
+                let mut rows = vec![0.0f64; r.len() * d];
+                let mut scratch = vec![0u8; r.len() * x.scratch_bytes_per_row()];
+                x.read_rows(r.start, r.len(), &vec![0.0; d], &mut scratch, &mut rows)?;
+                let piece = Source::memory(ArrayRef::c_order(Values::F64(&rows), r.len(), d)?).starting_at(r.start);
+                Ok(run_task(&bytes, &piece, None, 8 << 20, true, &|| false)?.1.expect("run"))
+            })
+            .collect()
+    }
+}
+
+fn splits(path: &std::path::Path) -> Vec<RowSplit> {
     let c = CHUNK_ROWS;
-    vec![RowSplit::default(), RowSplit::at(vec![3 * c]), RowSplit::at(vec![c, 2 * c, 3 * c, 4 * c, 5 * c, 6 * c])]
+    let remote = Arc::new(Loopback { path: path.to_path_buf(), tasks: AtomicUsize::new(0) });
+    vec![
+        RowSplit::default(),
+        RowSplit::at(vec![3 * c]),
+        RowSplit::at(vec![c, 2 * c, 3 * c, 4 * c, 5 * c, 6 * c]),
+        RowSplit::remote(vec![c, 3 * c, 5 * c], remote),
+    ]
 }
 
 #[test]
 fn kmeans_over_ranges_is_bitwise_the_whole_fit() {
     let dir = tempfile::tempdir().unwrap();
-    let x = Source::open_matrix(data_file(dir.path())).unwrap();
+    let path = data_file(dir.path());
+    let x = Source::open_matrix(&path).unwrap();
     let mut fits = Vec::new();
-    for split in splits() {
+    for split in splits(&path) {
         let params = KMeansParams {
             n_clusters: 4,
             n_init: Some(2),
@@ -65,11 +105,12 @@ fn kmeans_over_ranges_is_bitwise_the_whole_fit() {
 #[test]
 fn gaussian_mixtures_over_ranges_are_bitwise_the_whole_fit() {
     let dir = tempfile::tempdir().unwrap();
-    let x = Source::open_matrix(data_file(dir.path())).unwrap();
+    let path = data_file(dir.path());
+    let x = Source::open_matrix(&path).unwrap();
     for t in [CovarianceType::Full, CovarianceType::Tied, CovarianceType::Diag, CovarianceType::Spherical] {
         for init in [InitMethod::KMeans, InitMethod::Random] {
             let mut fits = Vec::new();
-            for split in splits() {
+            for split in splits(&path) {
                 let params = GmmParams {
                     n_components: 4,
                     covariance_type: t,
@@ -92,9 +133,11 @@ fn gaussian_mixtures_over_ranges_are_bitwise_the_whole_fit() {
 #[test]
 fn weighted_scatter_over_ranges_is_bitwise_the_whole_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let x = Source::open_matrix(data_file(dir.path())).unwrap();
+    let path = data_file(dir.path());
+    let x = Source::open_matrix(&path).unwrap();
     let plan = plan_weighted_scatter(&x, None, 4 << 20).unwrap();
-    let all: Vec<_> = splits().iter().map(|s| weighted_scatter_split(&x, None, &plan, s, &|| false).unwrap()).collect();
+    let all: Vec<_> =
+        splits(&path).iter().map(|s| weighted_scatter_split(&x, None, &plan, s, &|| false).unwrap()).collect();
     assert!(all.windows(2).all(|w| w[0] == w[1]));
     // Ranges must start on chunk boundaries.
     let bad = weighted_scatter_split(&x, None, &plan, &RowSplit::at(vec![1000]), &|| false);

@@ -7,6 +7,7 @@ mod params;
 mod pass;
 mod plan;
 mod predict;
+mod task;
 
 /// Progress events and cancellation (see [`crate::exec`]).
 pub use crate::exec::{Observer, Progress};
@@ -18,3 +19,4 @@ pub use pass::AssignSink;
 pub(crate) use plan::kernel_tile_rows;
 pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};
 pub use predict::{plan_predict, plan_transform, predict, transform};
+pub(crate) use task::{AssignTask, ASSIGN};

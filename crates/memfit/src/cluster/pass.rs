@@ -23,7 +23,7 @@ use crate::plan::{Plan, TILE_ROWS};
 pub type AssignSink<'f> = &'f mut dyn FnMut(&[u32], &[f64]) -> Result<()>;
 
 /// A row far from its centre, with its values and weight.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct FarRow {
     pub(crate) dist: f64,
     pub(crate) row: usize,
@@ -53,7 +53,7 @@ impl Ord for FarRow {
 
 /// The `cap` rows farthest from their centres (the top of a total order, so
 /// the same set whatever order rows are offered in).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Farthest {
     cap: usize,
     heap: BinaryHeap<Reverse<FarRow>>,
@@ -88,7 +88,7 @@ impl Farthest {
 }
 
 /// Statistics of the nearest-centre pass over some rows.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct AssignStats {
     /// `Σ w_i ‖x_i − c_{l_i}‖²`, from exact differences.
     pub(crate) inertia: f64,
@@ -230,6 +230,10 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
 
     fn checks_finite(&self) -> bool {
         matches!(self.mode, Mode::Predict(_))
+    }
+
+    fn task(&self) -> Option<(&'static str, Vec<u8>)> {
+        super::task::AssignTask::of(self).map(|p| (super::task::ASSIGN, p))
     }
 
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, AssignStats>]) -> Result<()> {

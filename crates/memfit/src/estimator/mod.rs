@@ -15,14 +15,17 @@
 //! | mixture E-step (labels, probabilities, score, BIC, AIC) | [`GmmPredictJob`] | [`GmmPredictJob::plan`] | [`GmmPredictJob::predict`] |
 //! | `x_iᵀ Q x_i` | [`QuadraticFormJob`] | [`QuadraticFormJob::plan`] | [`QuadraticFormJob::run`] |
 //! | `Xᵀ diag(w) X` | [`ScatterJob`] | [`ScatterJob::plan`] | [`ScatterJob::run`] |
+//! | one pass's task over some rows (for a cluster) | [`crate::exec::Task`] | [`run_task`] | [`run_task`] |
 
 mod kernels;
 mod kmeans;
 mod mixture;
+mod task;
 
 pub use kernels::{QuadraticFormJob, ScatterJob};
 pub use kmeans::{parse_init, AssignResult, CentersJob, KMeansJob};
 pub use mixture::{information_criteria, n_parameters, GmmJob, GmmPredictJob, GmmScore};
+pub use task::run_task;
 
 use crate::io::{Dtype, Source};
 use crate::warning::Warning;

@@ -15,25 +15,32 @@
 //! count; and a pass over consecutive row ranges that start on chunk
 //! boundaries gives [`Partial`]s whose [`Partial::merge`] has the same bits
 //! as one pass over all the rows: the basis for running a pass in pieces
-//! (tasks on a cluster) without changing its answer.
+//! (tasks on a cluster, [`Remote`]) without changing its answer.
 
 mod progress;
+mod remote;
 mod sample;
 mod scan;
 
 pub use progress::{Observer, Progress};
+pub use remote::{decode, encode, Remote, Task};
 pub use sample::{row_key, row_unit, KeyedSample};
 pub use scan::{scan, Scan, ScanStats};
 
 use std::ops::Range;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::io::{BlockReader, Source};
 pub use crate::plan::CHUNK_ROWS;
 
-/// Statistics of consecutive rows that fold in row order.
-pub trait Merge: Send {
+/// Statistics of consecutive rows that fold in row order (and travel
+/// between processes, see [`Remote`]).
+pub trait Merge: Send + Serialize + DeserializeOwned {
     /// Folds in `next`, the statistics of the rows right after those of
     /// `self`.
     fn merge(&mut self, next: &Self);
@@ -124,10 +131,19 @@ pub trait Pass<T: Real> {
     /// # Errors
     /// Whatever the pass finds wrong in the data or its outputs return.
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Self::Stats>]) -> Result<()>;
+
+    /// The pass described for another process (its kind and encoded
+    /// parameters, see [`Task`]), when it can run there: it has no per-row
+    /// outputs and its statistics are all it computes. `None` (the default)
+    /// runs it here even when its split is [`RowSplit::remote`].
+    fn task(&self) -> Option<(&'static str, Vec<u8>)> {
+        None
+    }
 }
 
 /// The statistics of a range of rows.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound = "S: Merge")]
 pub struct Partial<S> {
     rows: Range<usize>,
     /// From row 0: one value, the fold of every chunk so far. Otherwise one
@@ -293,33 +309,56 @@ fn close<S: Merge>(
 
 /// Row boundaries at which a job cuts every pass into ranges that run
 /// separately and merge their statistics ([`Partial::merge`]); the default
-/// runs each pass whole. Results are the same bits for any split: it exists
-/// to run passes in pieces (and to test that they agree).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RowSplit(Vec<usize>);
+/// runs each pass whole, here. Results are the same bits for any split: it
+/// exists to run passes in pieces, elsewhere ([`RowSplit::remote`]), and to
+/// test that they agree.
+#[derive(Debug, Clone, Default)]
+pub struct RowSplit {
+    bounds: Vec<usize>,
+    remote: Option<Arc<dyn Remote>>,
+}
+
+impl PartialEq for RowSplit {
+    fn eq(&self, o: &Self) -> bool {
+        self.bounds == o.bounds
+            && match (&self.remote, &o.remote) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+    }
+}
 
 impl RowSplit {
     /// Cuts at `boundaries` (increasing multiples of [`CHUNK_ROWS`];
     /// boundaries at 0 or at or beyond the data's end are ignored).
     pub fn at(boundaries: Vec<usize>) -> Self {
-        RowSplit(boundaries)
+        RowSplit { bounds: boundaries, remote: None }
+    }
+
+    /// Cuts at `boundaries` (as [`RowSplit::at`]) and runs the ranges of
+    /// every pass that [describes itself](Pass::task) on `remote`; other
+    /// passes run here, reading the rows through the job's source.
+    pub fn remote(boundaries: Vec<usize>, remote: Arc<dyn Remote>) -> Self {
+        RowSplit { bounds: boundaries, remote: Some(remote) }
     }
 
     /// The ranges of a pass over `n` rows.
     fn ranges(&self, n: usize) -> Vec<Range<usize>> {
         let mut bounds = vec![0];
-        bounds.extend(self.0.iter().copied().filter(|&b| b > 0 && b < n));
+        bounds.extend(self.bounds.iter().copied().filter(|&b| b > 0 && b < n));
         bounds.push(n);
         bounds.windows(2).map(|w| w[0]..w[1]).collect()
     }
 }
 
-/// Runs `pass` over all rows as the ranges of `split`, one after another,
-/// and merges their statistics (see [`run_pass`]).
+/// Runs `pass` over all rows as the ranges of `split` and merges their
+/// statistics (see [`run_pass`]): one after another here, or all at once on
+/// the split's [`Remote`] when the pass has a [`Task`].
 ///
 /// # Errors
 /// As [`run_pass`]; [`Error::InvalidParameter`] (`rows`) for boundaries
-/// that are not increasing multiples of [`CHUNK_ROWS`].
+/// that are not increasing multiples of [`CHUNK_ROWS`]; the remote's errors.
 pub fn run_split<T: Real, P: Pass<T>>(
     pass: &mut P,
     blocks: &mut BlockReader<'_, '_, T>,
@@ -327,8 +366,19 @@ pub fn run_split<T: Real, P: Pass<T>>(
     shift: &[f64],
     cancelled: &dyn Fn() -> bool,
 ) -> Result<P::Stats> {
+    let ranges = split.ranges(blocks.x().n_samples());
+    if let Some(b) = split.bounds.iter().find(|&&b| !b.is_multiple_of(CHUNK_ROWS)) {
+        return Err(Error::param("rows", format!("row boundary {b} is not a multiple of {CHUNK_ROWS}")));
+    }
+    if let (Some(remote), Some((kind, payload))) = (&split.remote, pass.task()) {
+        if cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let task = Task { kind: kind.to_string(), compute: T::DTYPE, shift: shift.to_vec(), payload };
+        return remote::merge_encoded(remote.run(&task, &ranges)?, &ranges);
+    }
     let mut total: Option<Partial<P::Stats>> = None;
-    for r in split.ranges(blocks.x().n_samples()) {
+    for r in ranges {
         let p = run_pass(pass, blocks, Some(r), shift, cancelled)?;
         total = Some(match total {
             None => p,
@@ -361,7 +411,7 @@ mod tests {
     /// Sums of each column, row by row within a chunk.
     struct ColumnSums;
 
-    #[derive(Debug, Clone, PartialEq)]
+    #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
     struct Sums(Vec<f64>);
 
     impl Merge for Sums {

@@ -32,7 +32,7 @@ fn mix(z: u64) -> u64 {
 
 /// A uniform sample without replacement of at most `m` rows (their values
 /// in `f64` and their weights), kept by smallest [`row_key`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct KeyedSample {
     m: usize,
     seed: u64,

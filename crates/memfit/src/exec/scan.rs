@@ -33,7 +33,7 @@ pub struct Scan {
 }
 
 /// Per-chunk statistics of the validation pass.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ScanStats {
     rows: f64,
     mean: Vec<f64>,

@@ -213,6 +213,10 @@ impl<'a> ArrayRef<'a> {
 #[derive(Debug)]
 pub struct Source<'a> {
     data: Data<'a>,
+    /// The number of the first row: a piece of a larger array (a task's
+    /// rows) keeps its rows' numbers in the whole, for errors and keyed
+    /// draws; rows before it are not here.
+    first_row: usize,
     /// The first inexact integer seen per compute type: float32, float64.
     inexact: [Mutex<Option<InexactInteger>>; 2],
 }
@@ -269,7 +273,21 @@ impl Check<'_> {
 
 impl<'a> Source<'a> {
     fn new(data: Data<'a>) -> Self {
-        Source { data, inexact: Default::default() }
+        Source { data, first_row: 0, inexact: Default::default() }
+    }
+
+    /// The same rows, numbered from `first_row`: a piece of a larger array
+    /// whose rows before `first_row` are elsewhere (the rows a task was
+    /// given). [`Source::n_samples`] then counts to the piece's last row,
+    /// and only rows from `first_row` on can be read.
+    pub fn starting_at(mut self, first_row: usize) -> Self {
+        self.first_row = first_row;
+        self
+    }
+
+    /// The number of the first row that is here (see [`Source::starting_at`]).
+    pub fn first_row(&self) -> usize {
+        self.first_row
     }
 
     /// Opens a `.npy` file holding a 2-D array of shape `(n_samples, n_features)`.
@@ -379,13 +397,15 @@ impl<'a> Source<'a> {
         }
     }
 
-    /// Number of rows.
+    /// Number of rows (up to the last row of a piece, see
+    /// [`Source::starting_at`]).
     pub fn n_samples(&self) -> usize {
-        match &self.data {
-            Data::Npy(f) => f.header.shape[0],
-            Data::Memory(a) => a.n_rows,
-            Data::Rows(r) => r.n_rows(),
-        }
+        self.first_row
+            + match &self.data {
+                Data::Npy(f) => f.header.shape[0],
+                Data::Memory(a) => a.n_rows,
+                Data::Rows(r) => r.n_rows(),
+            }
     }
 
     /// Number of columns.
@@ -449,8 +469,12 @@ impl<'a> Source<'a> {
         out: &mut [T],
     ) -> Result<()> {
         let d = self.n_features();
-        assert!(start + rows <= self.n_samples() && out.len() >= rows * d && shift.len() == d);
+        assert!(
+            start >= self.first_row && start + rows <= self.n_samples() && out.len() >= rows * d && shift.len() == d
+        );
         let out = &mut out[..rows * d];
+        // The row's place in what is here.
+        let at = start - self.first_row;
         let bound = self.check_bound(T::DTYPE, start);
         let found = match &self.data {
             Data::Npy(f) => {
@@ -462,12 +486,12 @@ impl<'a> Source<'a> {
                     // each column segment, then convert while transposing.
                     let n = h.shape[0] as u64;
                     for j in 0..d {
-                        let off = h.data_offset + (j as u64 * n + start as u64) * item as u64;
+                        let off = h.data_offset + (j as u64 * n + at as u64) * item as u64;
                         read_exact(f, &mut raw[j * rows * item..(j + 1) * rows * item], off)?;
                     }
                     (1, rows)
                 } else {
-                    let off = h.data_offset + (start * d * item) as u64;
+                    let off = h.data_offset + (at * d * item) as u64;
                     read_exact(f, raw, off)?;
                     (d, 1)
                 };
@@ -477,14 +501,14 @@ impl<'a> Source<'a> {
                 convert(h.dtype, h.endian, raw, rows, d, row_step, col_step, shift, out, check)
             }
             Data::Rows(r) => {
-                let values = r.read(start, rows)?;
+                let values = r.read(at, rows)?;
                 for (k, (o, v)) in out.iter_mut().zip(&values).enumerate() {
                     *o = T::from_f64(v - shift[k % d]);
                 }
                 None
             }
             Data::Memory(a) => {
-                let base = start * a.row_stride;
+                let base = at * a.row_stride;
                 let (rs, cs) = (a.row_stride, a.col_stride);
                 macro_rules! typed {
                     ($v:expr, $to_f64:expr, $to_int:expr) => {{
@@ -566,6 +590,7 @@ impl<'a> Source<'a> {
     /// # Errors
     /// As [`Source::read_rows`].
     pub fn value(&self, row: usize, column: usize) -> Result<f64> {
+        let row = row - self.first_row;
         match &self.data {
             Data::Npy(f) => {
                 let h = &f.header;
@@ -840,7 +865,7 @@ impl crate::plan::Job {
     /// `n_outputs` arrays.
     pub fn new(x: &Source<'_>, weights: Option<&Source<'_>>, compute_bytes: usize, n_outputs: usize) -> Self {
         crate::plan::Job {
-            n_samples: x.n_samples(),
+            n_samples: x.n_samples() - x.first_row(),
             n_features: x.n_features(),
             x_scratch_per_row: x.scratch_bytes_per_row(),
             w_scratch_per_row: weights.map(Source::scratch_bytes_per_row),
@@ -848,7 +873,7 @@ impl crate::plan::Job {
             threads: rayon::current_num_threads(),
             n_outputs,
             extra: if x.held_bytes() > 0 {
-                vec![("expression intermediates".to_string(), x.held_bytes())]
+                vec![("held by the input (expression intermediates, a computed chunk)".to_string(), x.held_bytes())]
             } else {
                 Vec::new()
             },

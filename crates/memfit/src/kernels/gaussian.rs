@@ -12,7 +12,8 @@ use faer::{Accum, MatMut, MatRef, Par};
 use crate::dtype::Real;
 
 /// The E-step's precision factors.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(bound = "T: crate::dtype::Real")]
 pub(crate) enum Prec<T> {
     /// `K` upper-triangular `d × d` factors side by side: row-major
     /// `(d, K·d)`, factor `k` in columns `k·d .. (k+1)·d`, zeros below the
@@ -27,7 +28,8 @@ pub(crate) enum Prec<T> {
 }
 
 /// Parameters as the E-step uses them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(bound = "T: crate::dtype::Real")]
 pub(crate) struct Estep<T> {
     pub(crate) k: usize,
     pub(crate) d: usize,

@@ -104,6 +104,7 @@ pub fn weighted_scatter_split(
 }
 
 /// `S` of some rows, row-major `(d, d)`.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Scatter(Vec<f64>);
 
 impl Merge for Scatter {

@@ -19,6 +19,7 @@ mod pass;
 mod passes;
 mod plan;
 mod predict;
+mod task;
 
 pub use components::{cov_len, full_covariance, packed_len, prec_len};
 pub use em::fit;
@@ -28,3 +29,4 @@ pub use params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 pub use pass::NEGLIGIBLE_RESPONSIBILITY;
 pub use plan::plan_gmm;
 pub use predict::{plan_predict, predict, MixtureModel};
+pub(crate) use task::{MixtureTask, E as E_TASK, EM as EM_TASK};

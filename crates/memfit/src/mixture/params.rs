@@ -6,7 +6,7 @@ use crate::exec::RowSplit;
 use crate::io::Source;
 
 /// The form of each component's covariance (scikit-learn's `covariance_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CovarianceType {
     /// Each component has its own general covariance matrix.

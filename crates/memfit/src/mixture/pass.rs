@@ -40,7 +40,7 @@ use crate::plan::TILE_ROWS;
 pub const NEGLIGIBLE_RESPONSIBILITY: f64 = 1e-32;
 
 /// Sufficient statistics of one M-step, in `f64`, around `reference` means.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Stats {
     /// `N_k = Σ_i w_i r_ik`, `(K,)`.
     pub(crate) nk: Vec<f64>,

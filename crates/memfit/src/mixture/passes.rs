@@ -141,6 +141,10 @@ impl<T: Real> Pass<T> for EmPass<'_, T> {
         self.sums.zeros(self.es.k, self.es.d)
     }
 
+    fn task(&self) -> Option<(&'static str, Vec<u8>)> {
+        Some((super::task::EM, super::task::MixtureTask::of_em(self)))
+    }
+
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Stats>]) -> Result<()> {
         for leaf in leaves.iter_mut() {
             let b = block.sub(leaf.rows.clone());
@@ -177,6 +181,10 @@ impl<T: Real> Pass<T> for EPass<'_, '_, T> {
 
     fn checks_finite(&self) -> bool {
         self.validate
+    }
+
+    fn task(&self) -> Option<(&'static str, Vec<u8>)> {
+        super::task::MixtureTask::of_e(self).map(|p| (super::task::E, p))
     }
 
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, f64>]) -> Result<()> {

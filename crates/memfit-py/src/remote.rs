@@ -1,0 +1,138 @@
+//! Passes on a cluster: the Python front's side of [`memfit::exec::Remote`]
+//! (a Python callable that runs tasks, for example on Dask workers), the
+//! task entry point those workers call (`run_task`), and rows read through a
+//! Python object (a Dask array read chunk by chunk).
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use memfit::exec::{Remote, RowSplit, Task};
+use memfit::io::{Dtype, RowSource, Source};
+use numpy::PyReadonlyArray2;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::inputs::Held;
+use crate::runner::run;
+
+/// Runs tasks by calling `run(task: bytes, ranges: list[tuple[int, int]])
+/// -> list[bytes]`; keeps the Python exception a call raised, so that the
+/// caller sees it unchanged (a worker's `ValueError` naming a row, say).
+#[derive(Debug)]
+pub struct PyRemote {
+    run: Py<PyAny>,
+    raised: Mutex<Option<PyErr>>,
+}
+
+impl PyRemote {
+    /// The split of a job whose passes run through `run` in the ranges cut
+    /// at `bounds`, and the remote (to [`PyRemote::restore`] its error).
+    pub fn split(run: Py<PyAny>, bounds: Vec<usize>) -> (RowSplit, Arc<PyRemote>) {
+        let remote = Arc::new(PyRemote { run, raised: Mutex::new(None) });
+        (RowSplit::remote(bounds, remote.clone()), remote)
+    }
+
+    /// `e`, or the Python exception behind it when a call raised one.
+    pub fn restore(&self, e: PyErr) -> PyErr {
+        self.raised.lock().unwrap_or_else(PoisonError::into_inner).take().unwrap_or(e)
+    }
+}
+
+impl Remote for PyRemote {
+    fn run(&self, task: &Task, ranges: &[Range<usize>]) -> memfit::Result<Vec<Vec<u8>>> {
+        Python::attach(|py| {
+            let ranges: Vec<(usize, usize)> = ranges.iter().map(|r| (r.start, r.end)).collect();
+            let out = self
+                .run
+                .call1(py, (PyBytes::new(py, &task.encode()), ranges))
+                .and_then(|parts| parts.extract::<Vec<Vec<u8>>>(py));
+            out.map_err(|e| {
+                let reason = e.to_string();
+                *self.raised.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                memfit::Error::Remote { reason }
+            })
+        })
+    }
+}
+
+/// Rows read through a Python object with `shape` (`(n_samples,
+/// n_features)`), `dtype` (NumPy's name), `held_bytes` (what it keeps
+/// between reads, such as one computed chunk) and `read_rows(start, stop)`
+/// returning rows `start..stop` as a C-contiguous float64 array.
+#[derive(Debug, Clone)]
+pub struct PyRows {
+    reader: Arc<Py<PyAny>>,
+    n: usize,
+    d: usize,
+    dtype: Dtype,
+    held: u64,
+}
+
+impl PyRows {
+    /// The rows of `reader` when it is such an object (it has `read_rows`).
+    pub fn new(reader: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let (n, d): (usize, usize) = reader.getattr("shape")?.extract()?;
+        let name: String = reader.getattr("dtype")?.extract()?;
+        let dtype = Dtype::from_name(&name).ok_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err(format!("memfit: rows of dtype {name} are not supported"))
+        })?;
+        let held: u64 = reader.getattr("held_bytes")?.extract()?;
+        Ok(PyRows { reader: Arc::new(reader.clone().unbind()), n, d, dtype, held })
+    }
+}
+
+impl RowSource for PyRows {
+    fn n_rows(&self) -> usize {
+        self.n
+    }
+    fn n_cols(&self) -> usize {
+        self.d
+    }
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn bytes_per_row(&self) -> usize {
+        self.d * 8
+    }
+    fn held_bytes(&self) -> u64 {
+        self.held
+    }
+    fn read(&self, start: usize, rows: usize) -> memfit::Result<Vec<f64>> {
+        Python::attach(|py| {
+            let a = self.reader.call_method1(py, "read_rows", (start, start + rows))?;
+            let a: PyReadonlyArray2<'_, f64> = a.extract(py)?;
+            Ok::<_, PyErr>(a.as_array().iter().copied().collect())
+        })
+        .map_err(|e| memfit::Error::Remote { reason: format!("reading rows {start}..{}: {e}", start + rows) })
+    }
+}
+
+/// Plans (and with `execute`, runs) the task encoded in `task` over `x`, the
+/// rows `first_row..first_row + len(x)` of the data, with optional
+/// per-row weights `sample_weight` (the same rows), within `memory_limit`
+/// bytes on `n_jobs` threads (the GIL released). Returns the plan's text and,
+/// when run, the encoded statistics.
+#[pyfunction]
+#[pyo3(signature = (task, x, *, first_row, memory_limit, sample_weight=None, n_jobs=None, execute=true))]
+#[allow(clippy::too_many_arguments)]
+pub fn run_task<'py>(
+    py: Python<'py>,
+    task: &[u8],
+    x: &Bound<'py, PyAny>,
+    first_row: usize,
+    memory_limit: u64,
+    sample_weight: Option<&Bound<'py, PyAny>>,
+    n_jobs: Option<usize>,
+    execute: bool,
+) -> PyResult<(String, Option<Bound<'py, PyBytes>>)> {
+    let held = Held::new(x)?;
+    let held_w = sample_weight.map(Held::new).transpose()?;
+    let src: Source<'_> = held.source()?.starting_at(first_row);
+    let w = held_w.as_ref().map(Held::weights).transpose()?.map(|w| w.starting_at(first_row));
+    let float32 = Task::decode(task).map(|t| t.compute == Dtype::F32).unwrap_or(false);
+    let (plan, out) = run(py, n_jobs, float32, None, move |obs| {
+        use memfit::cluster::Observer;
+        memfit::estimator::run_task(task, &src, w.as_ref(), memory_limit, execute, &|| obs.cancelled())
+    })?;
+    Ok((plan.to_string(), out.map(|b| PyBytes::new(py, &b))))
+}

@@ -1,0 +1,96 @@
+//! Passes run in other processes: a pass that can describe itself as a
+//! [`Task`] is handed, with the row ranges of a [`super::RowSplit`], to a
+//! [`Remote`] (a cluster's scheduler, say), which runs the task over each
+//! range wherever the rows are and returns each range's [`Partial`]
+//! statistics, encoded; they merge in row order as local ranges do, so the
+//! result has the same bits as a pass in one process
+//! (see [`super::run_pass`]).
+//!
+//! The receiving side decodes the task and runs it over its rows with
+//! [`crate::estimator::run_task`].
+
+use std::ops::Range;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::Partial;
+use crate::error::{Error, Result};
+use crate::io::Dtype;
+
+/// A pass described for another process: which pass, what it computes in,
+/// the shift subtracted from the rows, and the pass's own parameters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Task {
+    /// The pass (a name its module defines, e.g. `"kmeans-assign"`).
+    pub kind: String,
+    /// The compute type (`float32` or `float64`).
+    pub compute: Dtype,
+    /// Subtracted from every row before the pass sees it, `(n_features,)`.
+    pub shift: Vec<f64>,
+    /// The pass's parameters, encoded by its module.
+    pub payload: Vec<u8>,
+}
+
+impl Task {
+    /// The task as bytes (what a [`Remote`] ships).
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// The task encoded in `bytes`.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] for bytes that are not a task.
+    pub fn decode(bytes: &[u8]) -> Result<Task> {
+        decode(bytes, "task")
+    }
+}
+
+/// Runs tasks elsewhere.
+pub trait Remote: Send + Sync + std::fmt::Debug {
+    /// Runs `task` over each of `ranges` (consecutive, starting on multiples
+    /// of [`crate::plan::CHUNK_ROWS`]) and returns, in the same order, each
+    /// range's encoded [`Partial`] (see [`crate::estimator::run_task`]).
+    ///
+    /// # Errors
+    /// [`Error::Remote`], or the error the task raised, when a task fails.
+    fn run(&self, task: &Task, ranges: &[Range<usize>]) -> Result<Vec<Vec<u8>>>;
+}
+
+/// `value` in the wire format (postcard: compact, little-endian, exact for
+/// every `f64`).
+pub fn encode<V: Serialize>(value: &V) -> Vec<u8> {
+    postcard::to_stdvec(value).expect("in-memory values always encode")
+}
+
+/// The value of type `V` encoded in `bytes` (`what` names it in errors).
+///
+/// # Errors
+/// [`Error::Remote`] for bytes that do not hold a `V`.
+pub fn decode<V: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<V> {
+    postcard::from_bytes(bytes).map_err(|e| Error::Remote { reason: format!("cannot decode the {what}: {e}") })
+}
+
+/// Decodes the statistics of `ranges` and merges them in order.
+pub(super) fn merge_encoded<S: super::Merge>(parts: Vec<Vec<u8>>, ranges: &[Range<usize>]) -> Result<S> {
+    if parts.len() != ranges.len() {
+        return Err(Error::Remote {
+            reason: format!("{} statistics came back for {} ranges of rows", parts.len(), ranges.len()),
+        });
+    }
+    let mut total: Option<Partial<S>> = None;
+    for (bytes, r) in parts.iter().zip(ranges) {
+        let p: Partial<S> = decode(bytes, "statistics")?;
+        if p.rows() != *r {
+            return Err(Error::Remote {
+                reason: format!("statistics of rows {:?} came back for rows {r:?}", p.rows()),
+            });
+        }
+        total = Some(match total {
+            None => p,
+            Some(t) => t.merge(p)?,
+        });
+    }
+    total.ok_or_else(|| Error::Remote { reason: "no ranges of rows".into() })?.finish()
+}

@@ -1,0 +1,289 @@
+"""Dask arrays as estimator and kernel inputs, and fits on a Dask cluster.
+
+A 2-D :class:`dask.array.Array` is read chunk by chunk: rows are cut into
+chunks whose boundaries are multiples of the engine's accumulation chunk
+(:data:`CHUNK_ROWS` rows; arrays whose chunks are not are rechunked lazily)
+and whose columns are whole.
+
+- **Without a client** the engine reads the chunks in this process, one at a
+  time (Dask's default scheduler computes each), within ``memory_limit``:
+  the largest chunk is planned as held by the input.
+- **With a client** (``client=`` given, or a ``distributed`` client active),
+  every pass that only accumulates statistics (the Lloyd iterations and
+  final pass of k-means, every EM iteration and the E-step's lower bound of a
+  mixture) runs as one task per chunk on the workers. The graph holds
+  descriptors, never the data: each task reads its chunk where Dask keeps
+  or computes it, gets the pass's parameters (scattered once per pass to
+  every worker), runs the pass within its worker's budget (see
+  :func:`task_limit`) on one thread, and returns its statistics; the client
+  merges them in row order. The validation pass and the initialisation run
+  in this process, reading the chunks through the client.
+- Per-row results (``labels_``, ``predict``, ``transform``,
+  ``predict_proba``, ``score_samples``, the kernels' per-row outputs) of a
+  Dask input are lazy Dask arrays with the input's row chunks, computed by
+  the engine block by block where the chunks are.
+
+Results are bitwise identical to the single-process fit on the same data,
+seed and ``memory_limit`` semantics: statistics merge in the same order
+whatever the chunking, the number of workers or their threads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _memfit
+
+#: Rows per accumulation chunk of the engine (``memfit::plan::CHUNK_ROWS``):
+#: Dask chunks start on multiples of it, so that statistics merge exactly.
+CHUNK_ROWS = 1 << 16
+
+#: Fraction of a worker's memory per thread that one task may plan for.
+#: Dask's worker spills to disk at 60-70 % of its ``memory_limit``, pauses at
+#: 80 % and is restarted at 95 %; the chunk a task reads (held by Dask) and
+#: Dask's own bookkeeping need the rest.
+SAFETY = 0.5
+
+
+def is_dask_array(x: Any) -> bool:
+    """Whether ``x`` is a :class:`dask.array.Array` (without importing dask)."""
+    return type(x).__module__.startswith("dask.array") and type(x).__name__ == "Array"
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError as e:  # pragma: no cover - exercised without dask
+        raise ImportError(
+            'memfit: running on a Dask cluster needs the distributed package; pip install "memfit[dask]"'
+        ) from e
+    return distributed
+
+
+def resolve_client(client: Any) -> Any:
+    """The client passes run on: ``client`` when given, else the active
+    ``distributed`` client, else ``None`` (this process)."""
+    if client is not None:
+        if type(client).__name__ != "Client":
+            raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
+        return client
+    try:
+        import distributed
+    except ImportError:
+        return None
+    try:
+        return distributed.default_client()
+    except ValueError:
+        return None
+
+
+def worker_budget(workers: dict) -> tuple:
+    """``(bytes, memory_limit, nthreads)`` of the tightest worker in
+    ``workers`` (the scheduler's ``workers`` info): its ``memory_limit /
+    nthreads * SAFETY``. A worker without a memory limit counts as unbounded."""
+    best = None
+    for info in workers.values():
+        limit, threads = info.get("memory_limit") or 0, max(1, int(info.get("nthreads") or 1))
+        if not limit:
+            continue
+        b = int(limit / threads * SAFETY)
+        if best is None or b < best[0]:
+            best = (b, int(limit), threads)
+    return best or (None, None, None)
+
+
+def task_limit(memory_limit: int) -> int:
+    """The memory limit of a task on this worker: ``min(memory_limit,
+    worker.memory_limit / worker.nthreads * SAFETY)``; ``memory_limit``
+    outside a worker or for a worker without a limit."""
+    try:
+        worker = _distributed().get_worker()
+    except ValueError:
+        return memory_limit
+    limit = worker.memory_manager.memory_limit
+    if not limit:
+        return memory_limit
+    return min(memory_limit, int(limit / max(1, worker.state.nthreads) * SAFETY))
+
+
+def aligned(x: Any) -> Any:
+    """``x`` with whole rows per chunk and every chunk but the last a multiple
+    of :data:`CHUNK_ROWS` rows (rechunked lazily when it is not)."""
+    rows = x.chunks[0]
+    if len(x.chunks[1]) == 1 and all(c % CHUNK_ROWS == 0 for c in rows[:-1]):
+        return x
+    typical = int(np.median(rows)) if rows else CHUNK_ROWS
+    target = max(CHUNK_ROWS, round(typical / CHUNK_ROWS) * CHUNK_ROWS)
+    return x.rechunk({0: target, 1: -1})
+
+
+def _starts(chunks: tuple) -> list:
+    return [0] + list(np.cumsum(chunks[:-1], dtype=np.int64).tolist()) if chunks else [0]
+
+
+class Rows:
+    """Rows of a 2-D Dask array read one chunk at a time in this process (the
+    engine's reader: ``shape``, ``dtype``, ``held_bytes``, ``read_rows``)."""
+
+    def __init__(self, x: Any):
+        self.x = x
+        self.shape = tuple(int(s) for s in x.shape)
+        self.dtype = np.dtype(x.dtype).name
+        self.starts = _starts(x.chunks[0])
+        widest = max(x.chunks[0]) if x.chunks[0] else 0
+        # One computed chunk, and the float64 rows handed to the engine.
+        self.held_bytes = int(widest * self.shape[1] * (np.dtype(x.dtype).itemsize + 8))
+        self._at, self._chunk = None, None
+
+    def _get(self, i: int) -> np.ndarray:
+        if self._at != i:
+            self._chunk = None
+            self._chunk = np.asarray(self.x.blocks[i].compute())
+            self._at = i
+        return self._chunk
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` as a C-contiguous float64 array."""
+        out = np.empty((stop - start, self.shape[1]), dtype=np.float64)
+        at = start
+        while at < stop:
+            i = bisect.bisect_right(self.starts, at) - 1
+            c = self._get(i)
+            lo = at - self.starts[i]
+            take = min(stop - at, c.shape[0] - lo)
+            out[at - start : at - start + take] = c[lo : lo + take]
+            at += take
+        return out
+
+
+def _run_chunk(task: bytes, x: np.ndarray, w: Optional[np.ndarray], first_row: int, memory_limit: int) -> bytes:
+    """A pass's task over one chunk, on a worker (one thread, the GIL released)."""
+    x = np.asarray(x)
+    if x.dtype.byteorder == ">" or not x.flags.aligned:
+        x = x.astype(x.dtype.newbyteorder("="))
+    w2 = None if w is None else np.ascontiguousarray(np.asarray(w), dtype=np.float64).reshape(-1, 1)
+    _, out = _memfit.run_task(
+        task, x, first_row=first_row, memory_limit=task_limit(memory_limit), sample_weight=w2, n_jobs=1
+    )
+    return out
+
+
+class Cluster:
+    """Runs a fit's passes on a ``distributed`` client: the engine calls it
+    with an encoded task and the row ranges (the chunks of ``x``)."""
+
+    def __init__(self, client: Any, x: Any, w: Any, memory_limit: int):
+        self.client, self.memory_limit = client, memory_limit
+        self.starts = _starts(x.chunks[0])
+        self.rows = [int(c) for c in x.chunks[0]]
+        self.x_parts = list(x.to_delayed().ravel())
+        self.w_parts = [None] * len(self.x_parts) if w is None else list(w.to_delayed().ravel())
+        self.n_features, self.dtype = int(x.shape[1]), np.dtype(x.dtype)
+        self.checked = False
+
+    @property
+    def row_bounds(self) -> list:
+        """The chunks' first rows (the engine's row split)."""
+        return self.starts[1:]
+
+    def _check(self, task: bytes) -> None:
+        """Refuses, before any task runs, a pass that one chunk's task cannot
+        fit on the tightest worker."""
+        budget, limit, threads = worker_budget(self.client.scheduler_info(n_workers=-1)["workers"])
+        if budget is None or budget >= self.memory_limit:
+            budget_text = None
+            budget = self.memory_limit
+        else:
+            budget_text = (
+                f"a Dask worker's memory_limit {limit} B / nthreads {threads} × SAFETY {SAFETY} = {budget} B"
+            )
+        rows = max(self.rows)
+        # Zero strides: the shape and dtype of the largest chunk, no memory.
+        probe = np.lib.stride_tricks.as_strided(np.zeros(1, self.dtype), (rows, self.n_features), (0, 0))
+        try:
+            _memfit.run_task(task, probe, first_row=0, memory_limit=budget, n_jobs=1, execute=False)
+        except MemoryError as e:
+            if budget_text is None:
+                raise
+            raise MemoryError(
+                f"memfit: a task over {rows} rows does not fit {budget_text} (memfit._dask.SAFETY); "
+                f"give the workers more memory or fewer threads, or use smaller chunks. {e}"
+            ) from None
+
+    def __call__(self, task: bytes, ranges: list) -> list:
+        import dask
+
+        if [r[0] for r in ranges] != self.starts:
+            raise ValueError(f"memfit: ranges {ranges} are not the chunks starting at {self.starts}")
+        if not self.checked:
+            self._check(task)
+            self.checked = True
+        spec = self.client.scatter(task, broadcast=True, hash=False)
+        run = dask.delayed(_run_chunk, pure=False)
+        tasks = [
+            run(spec, xp, wp, start, self.memory_limit)
+            for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
+        ]
+        futures = self.client.compute(tasks)
+        try:
+            return self.client.gather(futures)
+        finally:
+            for f in futures:
+                f.release()
+
+
+class DaskData:
+    """A Dask input as the estimators use it: the aligned array, its reader
+    and, when a client is in use, the remote runner."""
+
+    def __init__(self, x: Any):
+        self.x = aligned(x)
+        self.reader = Rows(self.x)
+
+    def weights(self, sample_weight: Any) -> Any:
+        """``sample_weight`` (``(n_samples,)`` array or Dask array) as a Dask
+        array with the data's row chunks."""
+        import dask.array as da
+
+        w = sample_weight if is_dask_array(sample_weight) else da.from_array(np.asarray(sample_weight))
+        return w.astype(np.float64).rechunk((self.x.chunks[0],))
+
+    def fit_kwargs(self, client: Any, w: Optional[Rows], memory_limit: int) -> dict:
+        """The engine's ``remote`` and ``row_bounds`` for a fit on ``client``
+        (none without one); ``w`` is the weights' reader from
+        ``check_sample_weight``."""
+        client = resolve_client(client)
+        if client is None:
+            return {}
+        runner = Cluster(client, self.x, None if w is None else w.x.reshape(-1), memory_limit)
+        return {"remote": runner, "row_bounds": runner.row_bounds}
+
+    def map_rows(self, func: Any, estimator: Any, n_out: Optional[int], dtype: Any) -> Any:
+        """``func(estimator_for_task, block)`` over the row chunks: a lazy Dask
+        array of shape ``(n_samples,)`` (``n_out`` None) or ``(n_samples,
+        n_out)``, each block computed within the task's memory limit on one
+        thread."""
+
+        from ._validation import check_memory_limit
+
+        limit = check_memory_limit(estimator.memory_limit)
+        # What the tasks get: the fitted estimator without its lazy results
+        # (a Dask array inside a task cannot be unpacked by the scheduler).
+        fitted = copy.copy(estimator)
+        for name, value in list(vars(fitted).items()):
+            if is_dask_array(value):
+                delattr(fitted, name)
+
+        def block(b):
+            est = copy.copy(fitted)
+            est.memory_limit = task_limit(limit)
+            est.n_jobs = 1
+            return func(est, np.asarray(b))
+
+        if n_out is None:
+            return self.x.map_blocks(block, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype))
+        return self.x.map_blocks(block, chunks=(self.x.chunks[0], (n_out,)), dtype=dtype, meta=np.empty((0, 0), dtype))
