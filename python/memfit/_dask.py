@@ -262,28 +262,46 @@ class DaskData:
         runner = Cluster(client, self.x, None if w is None else w.x.reshape(-1), memory_limit)
         return {"remote": runner, "row_bounds": runner.row_bounds}
 
-    def map_rows(self, func: Any, estimator: Any, n_out: Optional[int], dtype: Any) -> Any:
-        """``func(estimator_for_task, block)`` over the row chunks: a lazy Dask
-        array of shape ``(n_samples,)`` (``n_out`` None) or ``(n_samples,
-        n_out)``, each block computed within the task's memory limit on one
-        thread."""
+    def map_rows(self, func: Any, memory_limit: int, n_out: Optional[int], dtype: Any) -> Any:
+        """``func(limit, block)`` over the row chunks, ``limit`` being the
+        task's memory limit (:func:`task_limit` of ``memory_limit``): a lazy
+        Dask array of shape ``(n_samples,)`` (``n_out`` None) or
+        ``(n_samples, n_out)``."""
 
+        def block(b, block_info=None):
+            try:
+                return func(task_limit(memory_limit), np.asarray(b))
+            except ValueError as e:
+                start, stop = block_info[0]["array-location"][0] if block_info else (0, len(b))
+                if hasattr(e, "add_note"):  # Python >= 3.11
+                    e.add_note(f"memfit: in the Dask chunk of rows {start}..{stop}: row numbers above count from {start}")
+                raise
+
+        if n_out is None:
+            return self.x.map_blocks(block, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype))
+        return self.x.map_blocks(block, chunks=(self.x.chunks[0], (n_out,)), dtype=dtype, meta=np.empty((0, 0), dtype))
+
+    def map_estimator(self, estimator: Any, method: str, n_out: Optional[int], dtype: Any) -> Any:
+        """``estimator.method(block)`` over the row chunks (see
+        :meth:`map_rows`), each on one thread within the task's limit."""
         from ._validation import check_memory_limit
 
-        limit = check_memory_limit(estimator.memory_limit)
         # What the tasks get: the fitted estimator without its lazy results
         # (a Dask array inside a task cannot be unpacked by the scheduler).
         fitted = copy.copy(estimator)
         for name, value in list(vars(fitted).items()):
             if is_dask_array(value):
                 delattr(fitted, name)
+        return self.map_rows(_EstimatorMethod(fitted, method), check_memory_limit(estimator.memory_limit), n_out, dtype)
 
-        def block(b):
-            est = copy.copy(fitted)
-            est.memory_limit = task_limit(limit)
-            est.n_jobs = 1
-            return func(est, np.asarray(b))
 
-        if n_out is None:
-            return self.x.map_blocks(block, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype))
-        return self.x.map_blocks(block, chunks=(self.x.chunks[0], (n_out,)), dtype=dtype, meta=np.empty((0, 0), dtype))
+class _EstimatorMethod:
+    """``estimator.method(block)`` within a task's memory limit, one thread."""
+
+    def __init__(self, estimator: Any, method: str):
+        self.estimator, self.method = estimator, method
+
+    def __call__(self, limit: int, block: np.ndarray) -> np.ndarray:
+        est = copy.copy(self.estimator)
+        est.memory_limit, est.n_jobs = limit, 1
+        return getattr(est, self.method)(block)

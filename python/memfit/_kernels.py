@@ -46,6 +46,8 @@ def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
     Q = small_array(Q, "Q", 2)
     if Q.shape != (data.n_features, data.n_features):
         raise ValueError(f"Q has shape {Q.shape}, but X has {data.n_features} features: Q must be ({data.n_features}, {data.n_features})")
+    if data.dask is not None:
+        return data.dask.map_rows(_QuadraticForm(Q), check_memory_limit(memory_limit), None, np.float64)
     out = np.empty(data.n_samples, dtype=np.float64)
     _memfit.row_quadratic_form(
         data.engine,
@@ -58,7 +60,29 @@ def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
     return out
 
 
-def weighted_scatter(X, w=None, *, memory_limit=None, n_jobs=None):
+class _QuadraticForm:
+    """A Dask task's :func:`row_quadratic_form` of one chunk."""
+
+    def __init__(self, Q):
+        self.Q = Q
+
+    def __call__(self, limit, block):
+        return row_quadratic_form(block, self.Q, memory_limit=limit, n_jobs=1)
+
+
+class _Assign:
+    """A Dask task's :func:`assign` of one chunk: ``(rows, 2)`` float64
+    (label, squared distance); labels are exact in float64."""
+
+    def __init__(self, centers):
+        self.centers = centers
+
+    def __call__(self, limit, block):
+        labels, dist = assign(block, self.centers, memory_limit=limit, n_jobs=1)
+        return np.stack([labels.astype(np.float64), dist], axis=1)
+
+
+def weighted_scatter(X, w=None, *, memory_limit=None, n_jobs=None, client=None):
     """Weighted scatter matrix ``S = Xᵀ diag(w) X = Σ_i w_i x_i x_iᵀ``, i.e.
     ``(X.T * w) @ X`` without the ``X.T * w`` temporary.
 
@@ -88,9 +112,9 @@ def weighted_scatter(X, w=None, *, memory_limit=None, n_jobs=None):
     """
     data = check_data(X)
     weights = check_sample_weight(w, data, name="w")
-    return _memfit.weighted_scatter(
-        data.engine, memory_limit=check_memory_limit(memory_limit), w=weights, n_jobs=check_n_jobs(n_jobs)
-    )
+    limit = check_memory_limit(memory_limit)
+    cluster = {} if data.dask is None else data.dask.fit_kwargs(client, weights, limit)
+    return _memfit.weighted_scatter(data.engine, memory_limit=limit, w=weights, n_jobs=check_n_jobs(n_jobs), **cluster)
 
 
 def assign(X, centers, *, memory_limit=None, n_jobs=None):
@@ -132,6 +156,9 @@ def assign(X, centers, *, memory_limit=None, n_jobs=None):
     centers = small_array(centers, "centers", 2)
     if centers.ndim != 2 or centers.shape[1] != data.n_features or centers.shape[0] < 1:
         raise ValueError(f"centers has shape {centers.shape}, but (n_clusters, {data.n_features}) is required")
+    if data.dask is not None:
+        both = data.dask.map_rows(_Assign(centers), check_memory_limit(memory_limit), 2, np.float64)
+        return both[:, 0].astype(np.int32), both[:, 1]
     labels = np.empty(data.n_samples, dtype=np.int32)
     dist = np.empty(data.n_samples, dtype=np.float64)
     _memfit.assign(

@@ -319,7 +319,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
     def _dask_labels(self, data):
         """Labels of a Dask input's rows: a lazy Dask array."""
-        return data.dask.map_rows(lambda est, b: est.predict(b), self, None, np.int32)
+        return data.dask.map_estimator(self, "predict", None, np.int32)
 
     def _assign(self, X, sample_weight=None):
         """(labels, inertia) of X against the centres; the inertia weighted
@@ -395,7 +395,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         # float32 only for float32 data on float32 centres, as scikit-learn's.
         dtype = np.float32 if data.float32 and self.cluster_centers_.dtype == np.float32 else np.float64
         if data.dask is not None:
-            return data.dask.map_rows(lambda est, b: est.transform(b), self, self.cluster_centers_.shape[0], dtype)
+            return data.dask.map_estimator(self, "transform", self.cluster_centers_.shape[0], dtype)
         out = np.empty((data.n_samples, self.cluster_centers_.shape[0]), dtype=dtype)
         _memfit.transform(
             data.engine,

@@ -465,10 +465,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         f32 = data.float32 and self.means_.dtype == np.float32
         real = np.float32 if f32 else np.float64
         if what == "labels":
-            return data.dask.map_rows(lambda est, b: est.predict(b), self, None, np.int64)
+            return data.dask.map_estimator(self, "predict", None, np.int64)
         if what == "proba":
-            return data.dask.map_rows(lambda est, b: est.predict_proba(b), self, k, real)
-        return data.dask.map_rows(lambda est, b: est.score_samples(b), self, None, real)
+            return data.dask.map_estimator(self, "predict_proba", k, real)
+        return data.dask.map_estimator(self, "score_samples", None, real)
 
     def _e_pass(self, X, labels=False, proba=False, log_likelihood=False):
         check_is_fitted(self)

@@ -64,7 +64,7 @@ pub fn scatter(args: &ScatterArgs) -> Result<()> {
     let limit = memory_limit(args.common.memory_limit.as_deref())?;
     let x = Source::open_matrix(&args.input)?;
     let w = args.weights.as_deref().map(|p| open_weights("--weights", p)).transpose()?;
-    let job = ScatterJob { x: &x, weights: w.as_ref(), memory_limit_bytes: limit };
+    let job = ScatterJob { x: &x, weights: w.as_ref(), memory_limit_bytes: limit, row_split: Default::default() };
     let plan = job.plan()?;
     if args.dry_run {
         println!("{plan}");

@@ -551,24 +551,28 @@ fn row_quadratic_form<'py>(
 /// (array or `.npy` path) with optional weights `w` (`(n_samples, 1)` or a
 /// path; all ones when `None`). Warnings are issued.
 #[pyfunction]
-#[pyo3(signature = (x, *, memory_limit, w=None, n_jobs=None))]
+#[pyo3(signature = (x, *, memory_limit, w=None, n_jobs=None, remote=None, row_bounds=vec![]))]
 fn weighted_scatter<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     memory_limit: u64,
     w: Option<&Bound<'py, PyAny>>,
     n_jobs: Option<usize>,
+    remote: Option<Py<PyAny>>,
+    row_bounds: Vec<usize>,
 ) -> PyResult<Bound<'py, numpy::PyArray2<f64>>> {
+    let (row_split, remote) = split(remote, row_bounds);
     let held = Held::new(x)?;
     let held_w = w.map(Held::new).transpose()?;
     let src = held.source()?;
     let ws = held_w.as_ref().map(Held::weights).transpose()?;
     let d = src.n_features();
     let done = run(py, n_jobs, false, None, move |obs| {
-        let job = ScatterJob { x: &src, weights: ws.as_ref(), memory_limit_bytes: memory_limit };
+        let job = ScatterJob { x: &src, weights: ws.as_ref(), memory_limit_bytes: memory_limit, row_split };
         let plan = job.plan()?;
         job.run(&plan, obs)
-    })?;
+    })
+    .map_err(|e| restore(&remote, e))?;
     warn(py, &done.warnings)?;
     Ok(Array::from_shape_vec((d, d), done.value).map_err(errors::shape)?.into_pyarray(py))
 }

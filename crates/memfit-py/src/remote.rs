@@ -97,6 +97,10 @@ impl RowSource for PyRows {
     fn held_bytes(&self) -> u64 {
         self.held
     }
+    /// In-memory rows, named by the Python front as its argument (`X`).
+    fn name(&self) -> std::path::PathBuf {
+        std::path::PathBuf::from("<memory>")
+    }
     fn read(&self, start: usize, rows: usize) -> memfit::Result<Vec<f64>> {
         Python::attach(|py| {
             let a = self.reader.call_method1(py, "read_rows", (start, start + rows))?;

@@ -4,6 +4,7 @@
 use super::{inexact_warnings, ComputeDtype, Done};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
+use crate::exec::RowSplit;
 use crate::io::{Dtype, Source};
 use crate::linalg;
 use crate::plan::Plan;
@@ -75,6 +76,8 @@ pub struct ScatterJob<'a> {
     pub weights: Option<&'a Source<'a>>,
     /// The memory limit in bytes.
     pub memory_limit_bytes: u64,
+    /// Where the pass runs: whole, here, by default (see [`RowSplit`]).
+    pub row_split: RowSplit,
 }
 
 impl ScatterJob<'_> {
@@ -92,7 +95,7 @@ impl ScatterJob<'_> {
     /// # Errors
     /// As [`linalg::weighted_scatter`].
     pub fn run(&self, plan: &Plan, observer: &dyn Observer) -> Result<Done<Vec<f64>>> {
-        let s = linalg::weighted_scatter(self.x, self.weights, plan, &|| observer.cancelled())?;
+        let s = linalg::weighted_scatter_split(self.x, self.weights, plan, &self.row_split, &|| observer.cancelled())?;
         Ok(Done { value: s, warnings: inexact_warnings(self.x, Dtype::F64, self.weights) })
     }
 }

@@ -6,12 +6,14 @@ use crate::cluster::{AssignTask, ASSIGN};
 use crate::error::{Error, Result};
 use crate::exec::Task;
 use crate::io::{Dtype, Source};
+use crate::linalg::{plan_weighted_scatter, run_scatter_task, SCATTER};
 use crate::mixture::{MixtureTask, EM_TASK, E_TASK};
 use crate::plan::Plan;
 
 /// A decoded task, ready to plan and run.
 enum Decoded {
     Assign(AssignTask),
+    Scatter,
     Mixture32(MixtureTask<f32>),
     Mixture64(MixtureTask<f64>),
 }
@@ -19,6 +21,7 @@ enum Decoded {
 fn decoded(task: &Task) -> Result<Decoded> {
     match (task.kind.as_str(), task.compute) {
         (ASSIGN, Dtype::F32 | Dtype::F64) => Ok(Decoded::Assign(AssignTask::decode(&task.payload)?)),
+        (SCATTER, Dtype::F64) => Ok(Decoded::Scatter),
         (EM_TASK | E_TASK, Dtype::F32) => Ok(Decoded::Mixture32(MixtureTask::decode(&task.payload)?)),
         (EM_TASK | E_TASK, Dtype::F64) => Ok(Decoded::Mixture64(MixtureTask::decode(&task.payload)?)),
         (kind, compute) => {
@@ -63,6 +66,11 @@ pub fn run_task(
                 (true, Dtype::F32) => Some(a.run::<f32>(&plan, x, w, rows, shift, cancelled)?),
                 (true, _) => Some(a.run::<f64>(&plan, x, w, rows, shift, cancelled)?),
             };
+            (plan, out)
+        }
+        Decoded::Scatter => {
+            let plan = plan_weighted_scatter(x, w, limit_bytes)?;
+            let out = run.then(|| run_scatter_task(&task.payload, x, w, &plan, cancelled)).transpose()?;
             (plan, out)
         }
         Decoded::Mixture32(m) => {

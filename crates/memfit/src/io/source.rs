@@ -244,6 +244,11 @@ pub trait RowSource: Send + Sync + std::fmt::Debug {
     fn bytes_per_row(&self) -> usize;
     /// Bytes held while the source lives (intermediate results).
     fn held_bytes(&self) -> u64;
+    /// The name errors give the rows (`<expression>` unless overridden;
+    /// `<memory>` for an array that the front end names itself).
+    fn name(&self) -> PathBuf {
+        PathBuf::from("<expression>")
+    }
     /// Rows `[start, start + rows)` in row-major order as `f64` (exact for
     /// every dtype except 64-bit integers beyond 2^53).
     ///
@@ -431,7 +436,7 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Npy(f) => f.path.clone(),
             Data::Memory(_) => PathBuf::from("<memory>"),
-            Data::Rows(_) => PathBuf::from("<expression>"),
+            Data::Rows(r) => r.name(),
         }
     }
 

@@ -3,7 +3,7 @@
 use faer::Par;
 
 use crate::error::{Error, Result};
-use crate::exec::{run_split, Block, Leaf, Merge, Pass, RowSplit};
+use crate::exec::{decode, encode, run_pass, run_split, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::kernels::add_tile_scatter;
 use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, TILE_ROWS};
@@ -103,6 +103,35 @@ pub fn weighted_scatter_split(
     Ok(s)
 }
 
+/// The task kind of the scatter pass (its payload: `n_features`).
+pub(crate) const SCATTER: &str = "weighted-scatter";
+
+/// Runs the scatter pass of a task (payload `n_features`) over the rows of
+/// `x` (a piece, see [`Source::starting_at`]) within `plan` (from
+/// [`plan_weighted_scatter`]) and returns its encoded statistics.
+///
+/// # Errors
+/// As [`weighted_scatter`]; [`Error::Remote`] for a payload that is not a
+/// feature count.
+pub(crate) fn run_scatter_task(
+    payload: &[u8],
+    x: &Source<'_>,
+    w: Option<&Source<'_>>,
+    plan: &Plan,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<u8>> {
+    let d: usize = decode(payload, "scatter task")?;
+    let mut blocks = BlockReader::<f64>::new(x, w, plan.block_rows);
+    let mut pass = ScatterPass {
+        d,
+        weighted: vec![0.0; TILE_ROWS * d],
+        weights_name: w.map(Source::name).unwrap_or_default(),
+        par: Par::rayon(plan.threads.max(1)),
+    };
+    let rows = x.first_row()..x.n_samples();
+    Ok(encode(&run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancelled)?))
+}
+
 /// `S` of some rows, row-major `(d, d)`.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Scatter(Vec<f64>);
@@ -136,6 +165,10 @@ impl Pass<f64> for ScatterPass {
 
     fn checks_finite(&self) -> bool {
         true
+    }
+
+    fn task(&self) -> Option<(&'static str, Vec<u8>)> {
+        Some((SCATTER, encode(&self.d)))
     }
 
     fn block(&mut self, block: Block<'_, f64>, leaves: &mut [Leaf<'_, Scatter>]) -> Result<()> {
