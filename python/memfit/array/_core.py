@@ -150,9 +150,94 @@ def prod(dims: Sequence[int]) -> int:
 # Wrapping
 
 
+#: The engine's node constructors: every engine node of a memfit array is
+#: made by one of them, through :func:`node`.
+_CONSTRUCTORS = ("expr_op", "expr_from_ndarray", "expr_from_npy", "expr_from_zarr")
+
+
+def node(ctor: str, *args: Any) -> "Array":
+    """A new lazy array whose engine node is ``memfit._memfit.<ctor>(*args)``,
+    and the one place where engine nodes are made.
+
+    The array records its recipe, ``(ctor, args)``, which
+    :meth:`Array.__reduce__` replays to rebuild the node after pickling
+    (e.g. on a Dask worker):
+
+    - ``node("expr_op", name, inputs, params)``: ``inputs`` a sequence of
+      :class:`Array` (recorded as the Array objects themselves; a shared
+      sub-expression is one object, rebuilt once), ``params`` a dict of
+      JSON-like values;
+    - ``node("expr_from_ndarray", a)``: the ndarray (pickled with its data);
+    - ``node("expr_from_npy", path)``, ``node("expr_from_zarr", path)``: the
+      file or directory, recorded as an absolute path (so a worker with
+      another working directory reads the same file).
+    """
+    if ctor == "expr_op":
+        name, inputs, params = args
+        inputs = tuple(inputs)
+        a = Array(_memfit.expr_op(name, [x._expr for x in inputs], params))
+        args = (name, inputs, params)
+    elif ctor in ("expr_from_npy", "expr_from_zarr"):
+        (path,) = args
+        path = os.fsdecode(os.fspath(path))
+        a = Array(getattr(_memfit, ctor)(path))
+        args = (os.path.abspath(path),)
+    elif ctor == "expr_from_ndarray":
+        a = Array(_memfit.expr_from_ndarray(*args))
+    else:
+        raise ValueError(f"unknown engine constructor {ctor!r}; expected one of {', '.join(_CONSTRUCTORS)}")
+    a._recipe = (ctor, args)
+    return a
+
+
+def _recipe_steps(root: "Array") -> list:
+    """The recipe of ``root``'s whole graph, flat: a list of ``(ctor, args)``
+    in topological order (inputs first, ``root`` last), each node once, the
+    inputs of an operation given by their indices in the list. Flat so that
+    pickling a long chain of operations does not recurse once per node.
+
+    Raises
+    ------
+    TypeError
+        A node made directly from an engine expression (``Array(expr)``).
+    """
+    index: dict = {}
+    steps: list = []
+    stack = [(root, False)]
+    while stack:
+        a, expanded = stack.pop()
+        if id(a) in index:
+            continue
+        if a._recipe is None:
+            raise TypeError(
+                "cannot pickle this memfit array: it was made directly from an engine expression "
+                "(Array(expr)), not by a memfit.array function, so how to rebuild it is unknown"
+            )
+        ctor, args = a._recipe
+        if ctor == "expr_op":
+            if not expanded:
+                stack.append((a, True))
+                stack.extend((x, False) for x in reversed(args[1]) if id(x) not in index)
+                continue
+            args = (args[0], tuple(index[id(x)] for x in args[1]), args[2])
+        index[id(a)] = len(steps)
+        steps.append((ctor, args))
+    return steps
+
+
+def _rebuild(steps: list) -> "Array":
+    """Unpickling: replays :func:`_recipe_steps`' list through :func:`node`."""
+    built: list = []
+    for ctor, args in steps:
+        if ctor == "expr_op":
+            args = (args[0], [built[i] for i in args[1]], args[2])
+        built.append(node(ctor, *args))
+    return built[-1]
+
+
 def op(name: str, inputs: Sequence["Array"], **params: Any) -> "Array":
     """A new lazy array: engine operation ``name`` on ``inputs``."""
-    return Array(_memfit.expr_op(name, [x._expr for x in inputs], params))
+    return node("expr_op", name, inputs, params)
 
 
 def from_ndarray(a: np.ndarray) -> "Array":
@@ -173,7 +258,7 @@ def from_ndarray(a: np.ndarray) -> "Array":
         if isinstance(a, np.ma.MaskedArray):
             raise TypeError("memfit.array does not support masked arrays; pass a.filled(value) or a.data")
         a = a.view(np.ndarray)
-    return Array(_memfit.expr_from_ndarray(a))
+    return node("expr_from_ndarray", a)
 
 
 def scalar(value: Any) -> "Array":
@@ -181,9 +266,9 @@ def scalar(value: Any) -> "Array":
     dtype wins within its kind) or a NumPy scalar (strong, with its dtype)."""
     if isinstance(value, np.generic):
         name = dtype_name(value.dtype)
-        return Array(_memfit.expr_op("scalar", [], {"value": value.item(), "weak": False, "dtype": name}))
+        return op("scalar", [], value=value.item(), weak=False, dtype=name)
     if isinstance(value, (bool, int, float)):
-        return Array(_memfit.expr_op("scalar", [], {"value": value, "weak": True}))
+        return op("scalar", [], value=value, weak=True)
     if isinstance(value, complex):
         raise TypeError(f"memfit.array does not support complex values (got {value!r})")
     raise TypeError(f"expected a bool, int or float scalar, got {type(value).__name__}")
@@ -201,7 +286,7 @@ def operand(x: Any) -> "Array":
         return scalar(x)
     zarr_path = _zarr_path(x)
     if zarr_path is not None:
-        return Array(_memfit.expr_from_zarr(zarr_path))
+        return node("expr_from_zarr", zarr_path)
     return from_ndarray(np.asarray(x))
 
 
@@ -356,18 +441,38 @@ class Array:
            [24., 32., 40.]])
     """
 
-    __slots__ = ("_expr", "__weakref__")
+    __slots__ = ("_expr", "_recipe", "__weakref__")
     __array_priority__ = 20
     __hash__ = None  # type: ignore[assignment]  # == is elementwise
 
     def __init__(self, expr: Any):
+        recipe = None
         if isinstance(expr, Array):
-            expr = expr._expr
+            expr, recipe = expr._expr, expr._recipe
         if not isinstance(expr, _memfit.Expr):
             raise TypeError(
                 f"Array() takes an engine expression; use memfit.array.asarray() for a {type(expr).__name__}"
             )
         self._expr = expr
+        self._recipe = recipe
+
+    def __reduce__(self):
+        """Pickling (``pickle``, ``cloudpickle``, ``copy``; Dask ships arrays
+        to worker processes this way): the array is rebuilt by replaying how
+        the engine nodes of its graph were made (see :func:`node`):
+        operations with their parameters, ndarray leaves with their data,
+        ``.npy`` and Zarr leaves by absolute path (the files must be readable
+        at that path where the array is unpickled). Nothing is computed;
+        each node of the graph is rebuilt once, and an ndarray shared by
+        several arrays of one pickle is stored once.
+
+        Raises
+        ------
+        TypeError
+            A node made directly from an engine expression (``Array(expr)``),
+            whose origin is unknown.
+        """
+        return (_rebuild, (_recipe_steps(self),))
 
     # -- attributes --------------------------------------------------------
 
