@@ -1,5 +1,9 @@
 """memfit.array on a Dask cluster (issue 12, item 5): lazy arrays survive
-pickle and cloudpickle by replaying how their engine nodes were made."""
+pickle and cloudpickle by replaying how their engine nodes were made, and
+``Array.to_zarr(client=...)`` evaluates one task per output chunk on a
+``distributed.LocalCluster`` of worker processes, writing the same values as
+the single-process ``to_zarr``, atomically, and refusing chunks that cannot
+fit a worker before submitting anything."""
 
 import copy
 import os
@@ -8,11 +12,13 @@ import pickle
 import numpy as np
 import pytest
 
+distributed = pytest.importorskip("distributed")
 zarr = pytest.importorskip("zarr")
 cloudpickle = pytest.importorskip("cloudpickle")
 
 import memfit.array as ma  # noqa: E402
 from memfit import _memfit  # noqa: E402
+from memfit.array import _cluster  # noqa: E402
 
 
 def bits(a):
@@ -136,3 +142,117 @@ def test_zarr_in_memory_is_refused():
     z = zarr.create_array(store=zarr.storage.MemoryStore(), shape=(4,), chunks=(2,), dtype="float64")
     with pytest.raises(TypeError, match="local directory"):
         ma.from_zarr(z)
+
+
+# ---------------------------------------------------------------------------
+# to_zarr on a cluster
+
+
+def test_auto_without_an_active_client_is_local(tmp_path):
+    with pytest.raises(ValueError):
+        distributed.get_client()  # (this runs before the module's cluster starts)
+    assert _cluster.resolve_client("auto") is None
+    ma.arange(5).to_zarr(tmp_path / "a.zarr", client="auto")
+    assert bits(read(tmp_path / "a.zarr")) == bits(np.arange(5))
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(
+        processes=True, n_workers=2, threads_per_worker=1, memory_limit="512MiB", dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cluster")
+    rng = np.random.default_rng(5)
+    np.save(d / "x.npy", rng.standard_normal((3000, 250)) * 3 + 1)  # 6 MB
+    return d
+
+
+def standardized(d):
+    x = ma.from_npy(d / "x.npy")
+    return (x - x.mean(0)) / x.std(0)
+
+
+def read(path):
+    return zarr.open_array(str(path), mode="r")[...]
+
+
+def test_to_zarr_on_cluster_equals_local(client, data, tmp_path):
+    y = standardized(data)
+    y.to_zarr(tmp_path / "local.zarr", chunks=(700, 96))
+    y.to_zarr(tmp_path / "cluster.zarr", chunks=(700, 96), client=client)
+    got = zarr.open_array(str(tmp_path / "cluster.zarr"), mode="r")
+    assert got.chunks == (700, 96) and got.shape == (3000, 250) and got.dtype == np.float64
+    assert bits(got[...]) == bits(read(tmp_path / "local.zarr"))
+    assert sorted(os.listdir(tmp_path)) == ["cluster.zarr", "local.zarr"]  # no temporary left
+
+
+def test_to_zarr_on_cluster_default_chunks_and_auto(client, data, tmp_path):
+    y = standardized(data)[::2, 10:] * np.float32(2)
+    y.to_zarr(tmp_path / "auto.zarr", client="auto", memory_limit="4MiB")  # the active client
+    got = zarr.open_array(str(tmp_path / "auto.zarr"), mode="r")
+    assert got.nchunks > 1  # chunks chosen within the 4 MiB task limit
+    assert bits(got[...]) == bits(y.compute())
+    z = ma.arange(10, dtype=np.uint8) > 4
+    z.to_zarr(tmp_path / "b.zarr", chunks=3, client=client)
+    assert bits(read(tmp_path / "b.zarr")) == bits(np.arange(10) > 4)
+    with pytest.raises(TypeError, match="distributed.Client"):
+        z.to_zarr(tmp_path / "c.zarr", client="yes")
+
+
+def test_to_zarr_on_cluster_existing_path(client, data, tmp_path):
+    y = standardized(data)[:500]
+    out = tmp_path / "out.zarr"
+    ma.zeros(3).to_zarr(out)
+    with pytest.raises(FileExistsError, match="exists"):
+        y.to_zarr(out, client=client)
+    assert read(out).shape == (3,)
+    y.to_zarr(out, chunks=(200, 250), client=client, overwrite=True)
+    assert bits(read(out)) == bits(y.compute())
+    assert sorted(os.listdir(tmp_path)) == ["out.zarr"]
+
+
+def test_failing_task_leaves_nothing(client, tmp_path):
+    src = tmp_path / "in.zarr"
+    z = zarr.create_array(store=str(src), shape=(400, 100), chunks=(100, 50), dtype="float64")
+    z[...] = np.arange(40_000.0).reshape(400, 100)
+    with open(src / "c" / "3" / "1", "wb") as f:  # one corrupt input chunk: one task fails
+        f.write(b"not zstd")
+    y = ma.from_zarr(str(src)) * 2
+    with pytest.raises(OSError, match="read failed"):
+        y.to_zarr(tmp_path / "out.zarr", chunks=(100, 50), client=client)
+    assert sorted(os.listdir(tmp_path)) == ["in.zarr"]
+    # an existing output is left as it was
+    ma.ones(2).to_zarr(tmp_path / "out.zarr")
+    with pytest.raises(OSError):
+        y.to_zarr(tmp_path / "out.zarr", chunks=(100, 50), client=client, overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["in.zarr", "out.zarr"]
+    assert bits(read(tmp_path / "out.zarr")) == bits(np.ones(2))
+
+
+def test_chunk_too_large_for_a_worker_is_refused(client, tmp_path, monkeypatch):
+    submitted = []
+    monkeypatch.setattr(type(client), "submit", lambda self, *a, **k: submitted.append(a))
+    y = ma.random.normal(size=(6000, 6000), seed=1)  # 288 MB, above 512 MiB / 1 thread * 0.5
+    with pytest.raises(MemoryError) as info:
+        y.to_zarr(tmp_path / "big.zarr", chunks=(6000, 6000), client=client)
+    message = str(info.value)
+    assert "memory_limit=536870912" in message and "nthreads=1" in message
+    assert f"safety fraction {_cluster.SAFETY}" in message
+    # a smaller user limit binds and is named too
+    with pytest.raises(MemoryError, match=r"memory_limit=1048576 bytes is smaller"):
+        y.to_zarr(tmp_path / "big.zarr", chunks=(1000, 1000), memory_limit="1MiB", client=client)
+    assert submitted == [] and os.listdir(tmp_path) == []
+
+
+def test_task_limit_rule():
+    assert _cluster.SAFETY == 0.5
+    assert _cluster.worker_budget(1000, 2) == 250
+    assert _cluster.worker_budget(None, 4) is None and _cluster.worker_budget(0, 4) is None
+    assert _cluster.task_limit(100, 250) == 100 and _cluster.task_limit(None, 250) == 250
+    assert _cluster.task_limit(300, None) == 300
+    assert _cluster.resolve_client(None) is None

@@ -606,26 +606,53 @@ class Array:
         self._expr.to_npy(os.fsdecode(os.fspath(path)), check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite))
 
     def to_zarr(
-        self, path: Any, chunks: Any = None, memory_limit: Any = None, n_jobs: Any = None, overwrite: bool = False
+        self,
+        path: Any,
+        chunks: Any = None,
+        memory_limit: Any = None,
+        n_jobs: Any = None,
+        overwrite: bool = False,
+        client: Any = None,
     ) -> None:
         """Streams the array into a Zarr v3 array directory (compressed, one
         writer per chunk), readable by zarr-python, without holding the result
-        in memory.
+        in memory; with ``client``, on a Dask cluster, one task per chunk.
 
         Parameters
         ----------
         path : str or os.PathLike
-            The directory of the Zarr array.
+            The directory of the Zarr array. With ``client``, it must be on a
+            file system that the workers share with this process, at the same
+            absolute path (and so must the ``.npy``/Zarr inputs).
         chunks : int, tuple of int or None, default=None
             Chunk shape (an int: that length along every axis, clipped to the
-            shape); None: the engine picks one.
+            shape); None: the engine picks one. With ``client``, None means
+            chunks of at most 2**20 elements and a quarter of a task's
+            memory limit, innermost axes first, halved until one chunk's
+            evaluation fits the task's limit.
         memory_limit : int, str or None, default=None
             Bytes for every buffer of the evaluation (None: half of the
-            available memory).
+            available memory). With ``client``: the most one task may use;
+            a task's limit is ``min(memory_limit, worker memory_limit /
+            worker nthreads * SAFETY)`` with
+            ``memfit.array._cluster.SAFETY = 0.5`` (Dask spills at 60-70% and
+            pauses a worker at 80% of its limit); None: the worker's share
+            alone.
         n_jobs : int or None, default=None
-            Worker threads (None or -1: all cores).
+            Worker threads (None or -1: all cores). With ``client``: threads
+            of each task (None: 1, since a Dask worker runs one task per
+            thread).
         overwrite : bool, default=False
             Replace an existing directory.
+        client : None, "auto" or distributed.Client, default=None
+            None: evaluate here (even when a Dask client is active).
+            A ``distributed.Client``: evaluate on its cluster, one task per
+            output chunk, each computing ``x[chunk]`` and writing it with
+            zarr-python, into a temporary directory beside ``path`` that is
+            renamed onto ``path`` once every task has succeeded (a failure
+            leaves neither). ``"auto"``: the active default client
+            (``distributed.get_client()``) when there is one, else here.
+            Needs ``pip install "memfit[dask]"``.
 
         Raises
         ------
@@ -635,8 +662,18 @@ class Array:
             ``chunks`` of the wrong length or with non-positive lengths.
         MemoryError
             One chunk (or one minimal block) does not fit ``memory_limit``.
+            With ``client``, raised before any task is submitted, naming the
+            worker's memory limit, its nthreads and the safety fraction.
         OSError
             The directory cannot be written.
+        ImportError
+            ``client`` is given and dask.distributed or zarr is missing.
+        TypeError
+            ``client`` is not None, "auto" or a ``distributed.Client``; or,
+            with ``client``, the array cannot be pickled (see
+            :meth:`__reduce__`).
+        Exception
+            With ``client``: the first error of a failed task, re-raised here.
         """
         if chunks is not None:
             if isinstance(chunks, (numbers.Integral, np.integer)) and not isinstance(chunks, bool):
@@ -648,6 +685,13 @@ class Array:
                 raise ValueError(f"chunks {chunks} must have one length per axis of the array of shape {self.shape}")
             if any(c <= 0 for c in chunks):
                 raise ValueError(f"chunk lengths must be positive, got chunks={chunks}")
+        if client is not None:
+            from . import _cluster
+
+            resolved = _cluster.resolve_client(client)
+            if resolved is not None:
+                _cluster.to_zarr(self, path, chunks, memory_limit, n_jobs, overwrite, resolved)
+                return
         self._expr.to_zarr(
             os.fsdecode(os.fspath(path)), chunks, check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite)
         )
