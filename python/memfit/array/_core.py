@@ -150,9 +150,94 @@ def prod(dims: Sequence[int]) -> int:
 # Wrapping
 
 
+#: The engine's node constructors: every engine node of a memfit array is
+#: made by one of them, through :func:`node`.
+_CONSTRUCTORS = ("expr_op", "expr_from_ndarray", "expr_from_npy", "expr_from_zarr")
+
+
+def node(ctor: str, *args: Any) -> "Array":
+    """A new lazy array whose engine node is ``memfit._memfit.<ctor>(*args)``,
+    and the one place where engine nodes are made.
+
+    The array records its recipe, ``(ctor, args)``, which
+    :meth:`Array.__reduce__` replays to rebuild the node after pickling
+    (e.g. on a Dask worker):
+
+    - ``node("expr_op", name, inputs, params)``: ``inputs`` a sequence of
+      :class:`Array` (recorded as the Array objects themselves; a shared
+      sub-expression is one object, rebuilt once), ``params`` a dict of
+      JSON-like values;
+    - ``node("expr_from_ndarray", a)``: the ndarray (pickled with its data);
+    - ``node("expr_from_npy", path)``, ``node("expr_from_zarr", path)``: the
+      file or directory, recorded as an absolute path (so a worker with
+      another working directory reads the same file).
+    """
+    if ctor == "expr_op":
+        name, inputs, params = args
+        inputs = tuple(inputs)
+        a = Array(_memfit.expr_op(name, [x._expr for x in inputs], params))
+        args = (name, inputs, params)
+    elif ctor in ("expr_from_npy", "expr_from_zarr"):
+        (path,) = args
+        path = os.fsdecode(os.fspath(path))
+        a = Array(getattr(_memfit, ctor)(path))
+        args = (os.path.abspath(path),)
+    elif ctor == "expr_from_ndarray":
+        a = Array(_memfit.expr_from_ndarray(*args))
+    else:
+        raise ValueError(f"unknown engine constructor {ctor!r}; expected one of {', '.join(_CONSTRUCTORS)}")
+    a._recipe = (ctor, args)
+    return a
+
+
+def _recipe_steps(root: "Array") -> list:
+    """The recipe of ``root``'s whole graph, flat: a list of ``(ctor, args)``
+    in topological order (inputs first, ``root`` last), each node once, the
+    inputs of an operation given by their indices in the list. Flat so that
+    pickling a long chain of operations does not recurse once per node.
+
+    Raises
+    ------
+    TypeError
+        A node made directly from an engine expression (``Array(expr)``).
+    """
+    index: dict = {}
+    steps: list = []
+    stack = [(root, False)]
+    while stack:
+        a, expanded = stack.pop()
+        if id(a) in index:
+            continue
+        if a._recipe is None:
+            raise TypeError(
+                "cannot pickle this memfit array: it was made directly from an engine expression "
+                "(Array(expr)), not by a memfit.array function, so how to rebuild it is unknown"
+            )
+        ctor, args = a._recipe
+        if ctor == "expr_op":
+            if not expanded:
+                stack.append((a, True))
+                stack.extend((x, False) for x in reversed(args[1]) if id(x) not in index)
+                continue
+            args = (args[0], tuple(index[id(x)] for x in args[1]), args[2])
+        index[id(a)] = len(steps)
+        steps.append((ctor, args))
+    return steps
+
+
+def _rebuild(steps: list) -> "Array":
+    """Unpickling: replays :func:`_recipe_steps`' list through :func:`node`."""
+    built: list = []
+    for ctor, args in steps:
+        if ctor == "expr_op":
+            args = (args[0], [built[i] for i in args[1]], args[2])
+        built.append(node(ctor, *args))
+    return built[-1]
+
+
 def op(name: str, inputs: Sequence["Array"], **params: Any) -> "Array":
     """A new lazy array: engine operation ``name`` on ``inputs``."""
-    return Array(_memfit.expr_op(name, [x._expr for x in inputs], params))
+    return node("expr_op", name, inputs, params)
 
 
 def from_ndarray(a: np.ndarray) -> "Array":
@@ -173,7 +258,7 @@ def from_ndarray(a: np.ndarray) -> "Array":
         if isinstance(a, np.ma.MaskedArray):
             raise TypeError("memfit.array does not support masked arrays; pass a.filled(value) or a.data")
         a = a.view(np.ndarray)
-    return Array(_memfit.expr_from_ndarray(a))
+    return node("expr_from_ndarray", a)
 
 
 def scalar(value: Any) -> "Array":
@@ -181,9 +266,9 @@ def scalar(value: Any) -> "Array":
     dtype wins within its kind) or a NumPy scalar (strong, with its dtype)."""
     if isinstance(value, np.generic):
         name = dtype_name(value.dtype)
-        return Array(_memfit.expr_op("scalar", [], {"value": value.item(), "weak": False, "dtype": name}))
+        return op("scalar", [], value=value.item(), weak=False, dtype=name)
     if isinstance(value, (bool, int, float)):
-        return Array(_memfit.expr_op("scalar", [], {"value": value, "weak": True}))
+        return op("scalar", [], value=value, weak=True)
     if isinstance(value, complex):
         raise TypeError(f"memfit.array does not support complex values (got {value!r})")
     raise TypeError(f"expected a bool, int or float scalar, got {type(value).__name__}")
@@ -201,7 +286,7 @@ def operand(x: Any) -> "Array":
         return scalar(x)
     zarr_path = _zarr_path(x)
     if zarr_path is not None:
-        return Array(_memfit.expr_from_zarr(zarr_path))
+        return node("expr_from_zarr", zarr_path)
     return from_ndarray(np.asarray(x))
 
 
@@ -356,18 +441,38 @@ class Array:
            [24., 32., 40.]])
     """
 
-    __slots__ = ("_expr", "__weakref__")
+    __slots__ = ("_expr", "_recipe", "__weakref__")
     __array_priority__ = 20
     __hash__ = None  # type: ignore[assignment]  # == is elementwise
 
     def __init__(self, expr: Any):
+        recipe = None
         if isinstance(expr, Array):
-            expr = expr._expr
+            expr, recipe = expr._expr, expr._recipe
         if not isinstance(expr, _memfit.Expr):
             raise TypeError(
                 f"Array() takes an engine expression; use memfit.array.asarray() for a {type(expr).__name__}"
             )
         self._expr = expr
+        self._recipe = recipe
+
+    def __reduce__(self):
+        """Pickling (``pickle``, ``cloudpickle``, ``copy``; Dask ships arrays
+        to worker processes this way): the array is rebuilt by replaying how
+        the engine nodes of its graph were made (see :func:`node`):
+        operations with their parameters, ndarray leaves with their data,
+        ``.npy`` and Zarr leaves by absolute path (the files must be readable
+        at that path where the array is unpickled). Nothing is computed;
+        each node of the graph is rebuilt once, and an ndarray shared by
+        several arrays of one pickle is stored once.
+
+        Raises
+        ------
+        TypeError
+            A node made directly from an engine expression (``Array(expr)``),
+            whose origin is unknown.
+        """
+        return (_rebuild, (_recipe_steps(self),))
 
     # -- attributes --------------------------------------------------------
 
@@ -501,26 +606,53 @@ class Array:
         self._expr.to_npy(os.fsdecode(os.fspath(path)), check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite))
 
     def to_zarr(
-        self, path: Any, chunks: Any = None, memory_limit: Any = None, n_jobs: Any = None, overwrite: bool = False
+        self,
+        path: Any,
+        chunks: Any = None,
+        memory_limit: Any = None,
+        n_jobs: Any = None,
+        overwrite: bool = False,
+        client: Any = None,
     ) -> None:
         """Streams the array into a Zarr v3 array directory (compressed, one
         writer per chunk), readable by zarr-python, without holding the result
-        in memory.
+        in memory; with ``client``, on a Dask cluster, one task per chunk.
 
         Parameters
         ----------
         path : str or os.PathLike
-            The directory of the Zarr array.
+            The directory of the Zarr array. With ``client``, it must be on a
+            file system that the workers share with this process, at the same
+            absolute path (and so must the ``.npy``/Zarr inputs).
         chunks : int, tuple of int or None, default=None
             Chunk shape (an int: that length along every axis, clipped to the
-            shape); None: the engine picks one.
+            shape); None: the engine picks one. With ``client``, None means
+            chunks of at most 2**20 elements and a quarter of a task's
+            memory limit, innermost axes first, halved until one chunk's
+            evaluation fits the task's limit.
         memory_limit : int, str or None, default=None
             Bytes for every buffer of the evaluation (None: half of the
-            available memory).
+            available memory). With ``client``: the most one task may use;
+            a task's limit is ``min(memory_limit, worker memory_limit /
+            worker nthreads * SAFETY)`` with
+            ``memfit.array._cluster.SAFETY = 0.5`` (Dask spills at 60-70% and
+            pauses a worker at 80% of its limit); None: the worker's share
+            alone.
         n_jobs : int or None, default=None
-            Worker threads (None or -1: all cores).
+            Worker threads (None or -1: all cores). With ``client``: threads
+            of each task (None: 1, since a Dask worker runs one task per
+            thread).
         overwrite : bool, default=False
             Replace an existing directory.
+        client : None, "auto" or distributed.Client, default=None
+            None: evaluate here (even when a Dask client is active).
+            A ``distributed.Client``: evaluate on its cluster, one task per
+            output chunk, each computing ``x[chunk]`` and writing it with
+            zarr-python, into a temporary directory beside ``path`` that is
+            renamed onto ``path`` once every task has succeeded (a failure
+            leaves neither). ``"auto"``: the active default client
+            (``distributed.get_client()``) when there is one, else here.
+            Needs ``pip install "memfit[dask]"``.
 
         Raises
         ------
@@ -530,8 +662,18 @@ class Array:
             ``chunks`` of the wrong length or with non-positive lengths.
         MemoryError
             One chunk (or one minimal block) does not fit ``memory_limit``.
+            With ``client``, raised before any task is submitted, naming the
+            worker's memory limit, its nthreads and the safety fraction.
         OSError
             The directory cannot be written.
+        ImportError
+            ``client`` is given and dask.distributed or zarr is missing.
+        TypeError
+            ``client`` is not None, "auto" or a ``distributed.Client``; or,
+            with ``client``, the array cannot be pickled (see
+            :meth:`__reduce__`).
+        Exception
+            With ``client``: the first error of a failed task, re-raised here.
         """
         if chunks is not None:
             if isinstance(chunks, (numbers.Integral, np.integer)) and not isinstance(chunks, bool):
@@ -543,6 +685,13 @@ class Array:
                 raise ValueError(f"chunks {chunks} must have one length per axis of the array of shape {self.shape}")
             if any(c <= 0 for c in chunks):
                 raise ValueError(f"chunk lengths must be positive, got chunks={chunks}")
+        if client is not None:
+            from . import _cluster
+
+            resolved = _cluster.resolve_client(client)
+            if resolved is not None:
+                _cluster.to_zarr(self, path, chunks, memory_limit, n_jobs, overwrite, resolved)
+                return
         self._expr.to_zarr(
             os.fsdecode(os.fspath(path)), chunks, check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite)
         )

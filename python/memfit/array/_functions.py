@@ -12,13 +12,13 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .. import _memfit
 from ._core import (
     DTYPES,
     Array,
     dtype_name,
     from_ndarray,
     index_int,
+    node,
     normalize_axes,
     normalize_axis,
     normalize_shape,
@@ -99,7 +99,7 @@ def asarray(a: Any, dtype: Any = None) -> Array:
     else:
         zpath = _zarr_path(a)
         if zpath is not None:
-            x = Array(_memfit.expr_from_zarr(zpath))
+            x = node("expr_from_zarr", zpath)
         else:
             arr = np.asarray(a)
             if arr.dtype == object:
@@ -132,7 +132,7 @@ def from_npy(path: Any) -> Array:
     ValueError
         Not a ``.npy`` file, or of an unsupported dtype.
     """
-    return Array(_memfit.expr_from_npy(os.fsdecode(os.fspath(path))))
+    return node("expr_from_npy", path)
 
 
 def from_zarr(path_or_array: Any) -> Array:
@@ -164,7 +164,7 @@ def from_zarr(path_or_array: Any) -> Array:
             raise TypeError(
                 f"from_zarr takes a path or a zarr.Array, got {type(path_or_array).__name__}"
             )
-    return Array(_memfit.expr_from_zarr(path))
+    return node("expr_from_zarr", path)
 
 
 def _fill_value(value: Any, name: str) -> Any:
@@ -199,9 +199,7 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
         else:
             dtype = np.asarray(fill_value).dtype
     name = dtype_name(dtype)
-    return Array(
-        _memfit.expr_op("full", [], {"shape": list(dims), "value": _fill_value(fill_value, name), "dtype": name})
-    )
+    return op("full", [], shape=list(dims), value=_fill_value(fill_value, name), dtype=name)
 
 
 def zeros(shape: Any, dtype: Any = float) -> Array:
@@ -378,7 +376,7 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, **
         params = {"start": float(first), "step": float(delta), "n": n, "dtype": name}
     else:
         params = {"start": int(start), "step": int(step), "n": n, "dtype": name}
-    return Array(_memfit.expr_op("arange", [], params))
+    return op("arange", [], **params)
 
 
 # ---------------------------------------------------------------------------

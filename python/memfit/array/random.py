@@ -14,8 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .. import _memfit
-from ._core import Array, dtype_name, normalize_shape
+from ._core import Array, dtype_name, normalize_shape, op
 
 __all__ = ["normal", "uniform"]
 
@@ -47,13 +46,7 @@ def _random(dist: str, a: float, b: float, size: Any, seed: Any, dtype: Any) -> 
     name = dtype_name(dtype)
     if np.dtype(name).kind != "f":
         raise TypeError(f"random {dist} values are floats; dtype must be float16, float32 or float64, got {name}")
-    return Array(
-        _memfit.expr_op(
-            "random",
-            [],
-            {"dist": dist, "shape": list(shape), "seed": _seed(seed), "a": a, "b": b, "dtype": name},
-        )
-    )
+    return op("random", [], dist=dist, shape=list(shape), seed=_seed(seed), a=a, b=b, dtype=name)
 
 
 def normal(loc: float = 0.0, scale: float = 1.0, size: Any = None, *, seed: Optional[int] = None, dtype: Any = np.float64) -> Array:

@@ -1,0 +1,280 @@
+"""Evaluating a lazy array on a Dask cluster (``distributed``):
+:meth:`memfit.array.Array.to_zarr` with ``client=``.
+
+The output's chunks are independent tasks: each computes ``x[chunk]`` with
+the engine, within a memory limit derived from its worker's, and writes it
+into a Zarr array with zarr-python. The array is written into a temporary
+directory beside ``path`` and renamed onto ``path`` only when every task has
+succeeded, so there is never a half-written output.
+
+``distributed`` and ``zarr`` are imported only here, when a client is
+given, so :mod:`memfit` works without Dask installed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import uuid
+from typing import Any, Optional
+
+from .._validation import check_memory_limit, check_n_jobs
+
+#: The fraction of a worker's memory per thread that one task may use:
+#: ``task limit = worker memory_limit / worker nthreads * SAFETY`` (and at
+#: most the ``memory_limit`` given to :meth:`~memfit.array.Array.to_zarr`).
+#: Dask spills a worker's data to disk at 60-70% of its memory limit and
+#: pauses it at 80%; half leaves room for the data Dask itself holds, the
+#: Python heap and the zarr-python encoding of a chunk.
+SAFETY = 0.5
+
+#: Created in the temporary directory when a task has failed: the tasks not
+#: yet started then return without computing.
+_ABORT_MARKER = ".memfit-abort"
+
+_INSTALL_HINT = 'install it with: pip install "memfit[dask]"'
+
+
+def _import_distributed():
+    try:
+        import distributed
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            f"to_zarr(client=...) evaluates on a Dask cluster and needs dask.distributed ({e}); {_INSTALL_HINT}"
+        ) from e
+    return distributed
+
+
+def _import_zarr():
+    try:
+        import zarr
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            f"to_zarr(client=...) writes the chunks with zarr-python >= 3 ({e}); {_INSTALL_HINT}"
+        ) from e
+    return zarr
+
+
+def resolve_client(client: Any) -> Any:
+    """The Dask client ``to_zarr`` runs on, or None to run locally.
+
+    Parameters
+    ----------
+    client : None, "auto" or distributed.Client
+        None: local (no cluster, even when a default client is active).
+        ``"auto"``: the active default client (``distributed.get_client()``)
+        when there is one, else local. A ``distributed.Client``: that one.
+
+    Raises
+    ------
+    ImportError
+        ``client`` is given and ``distributed`` is not installed.
+    TypeError
+        Anything else.
+    """
+    if client is None:
+        return None
+    distributed = _import_distributed()
+    if isinstance(client, str) and client == "auto":
+        try:
+            return distributed.get_client()
+        except ValueError:  # no client is active
+            return None
+    if isinstance(client, distributed.Client):
+        return client
+    raise TypeError(f'client must be None, "auto" or a distributed.Client, got {client!r}')
+
+
+def worker_budget(memory_limit: Any, nthreads: int) -> Optional[int]:
+    """Bytes one task may use on a worker: ``memory_limit / nthreads *
+    SAFETY``; None for a worker without a memory limit (0 or None)."""
+    if not memory_limit:
+        return None
+    return max(1, int(memory_limit / max(1, int(nthreads)) * SAFETY))
+
+
+def task_limit(user_limit: Optional[int], budget: Optional[int]) -> int:
+    """The memory limit of one task: the smaller of the user's limit and the
+    worker's budget (:func:`worker_budget`); half of the available memory
+    (memfit's default) when there is neither."""
+    limits = [v for v in (user_limit, budget) if v]
+    return min(limits) if limits else check_memory_limit(None)
+
+
+#: The most elements of a default chunk (as the engine's local to_zarr).
+MAX_CHUNK_ELEMENTS = 1 << 20
+
+
+def _tile(shape: tuple, elements: int) -> tuple:
+    """A chunk shape of at most ``elements`` elements (at least one), filling
+    the innermost axes first (so a chunk is contiguous in C order)."""
+    left = max(1, elements)
+    out = []
+    for d in reversed(shape):
+        c = max(1, min(d, left))
+        out.append(c)
+        left = max(1, left // c)
+    return tuple(reversed(out))
+
+
+def _default_chunks(x: Any, limit: int, jobs: int, refuse: Any) -> tuple:
+    """The default chunks on a cluster: at most :data:`MAX_CHUNK_ELEMENTS`
+    elements and a quarter of the task limit, innermost axes first, halved
+    until the evaluation of one chunk fits the task limit (the plan of
+    ``x[chunk]``); MemoryError (``refuse``) when not even one element does."""
+    elements = max(1, min(MAX_CHUNK_ELEMENTS, limit // 4 // max(1, x.itemsize)))
+    while True:
+        chunks = _tile(x.shape, elements)
+        first = tuple(slice(0, c) for c in chunks)
+        try:
+            x[first].explain(limit, jobs)
+            return chunks
+        except MemoryError as e:
+            if elements == 1:
+                raise refuse("the evaluation of one element", e) from None
+            elements //= 2
+
+
+def _chunk_regions(shape: tuple, chunks: tuple) -> list:
+    """The chunks of an array of ``shape``, in C order, as tuples of slices."""
+    axes = [[slice(s, min(s + c, d)) for s in range(0, d, c)] for d, c in zip(shape, chunks)]
+    return [tuple(r) for r in itertools.product(*axes)]
+
+
+def _sibling(path: str, what: str) -> str:
+    """A new, unused name in the directory of ``path``."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}.memfit-{what}-{uuid.uuid4().hex[:12]}")
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def _write_chunk(x: Any, tmp: str, region: tuple, user_limit: Optional[int], n_jobs: Any) -> bool:
+    """One task: computes ``x[region]`` within this worker's task limit and
+    writes it into the Zarr array ``tmp``. False (nothing done) when another
+    task has failed already."""
+    if os.path.exists(os.path.join(tmp, _ABORT_MARKER)):
+        return False
+    distributed = _import_distributed()
+    zarr = _import_zarr()
+    worker = distributed.get_worker()
+    budget = worker_budget(worker.memory_manager.memory_limit, worker.state.nthreads)
+    limit = task_limit(user_limit, budget)
+    jobs = 1 if n_jobs is None else check_n_jobs(n_jobs)
+    values = x[region].compute(memory_limit=limit, n_jobs=jobs)
+    zarr.open_array(tmp, mode="r+")[region] = values
+    return True
+
+
+def _workers(client: Any) -> list:
+    """``(address, memory_limit, nthreads)`` of every worker of the cluster."""
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # distributed before 2025: all workers by default
+        info = client.scheduler_info()
+    return [(a, w.get("memory_limit"), int(w.get("nthreads") or 1)) for a, w in info.get("workers", {}).items()]
+
+
+def to_zarr(
+    x: Any, path: Any, chunks: Optional[tuple], memory_limit: Any, n_jobs: Any, overwrite: bool, client: Any
+) -> None:
+    """:meth:`memfit.array.Array.to_zarr` on a Dask cluster: one task per
+    output chunk (see that method for the parameters and errors)."""
+    distributed = _import_distributed()
+    zarr = _import_zarr()
+    from zarr.codecs import BytesCodec, ZstdCodec
+
+    path = os.path.abspath(os.fsdecode(os.fspath(path)))
+    overwrite = bool(overwrite)
+    if os.path.lexists(path) and not overwrite:
+        raise FileExistsError(f"{path}: the output exists; hint: allow overwriting it or choose another path")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{path}: the directory {parent} does not exist")
+    user_limit = None if memory_limit is None else check_memory_limit(memory_limit)
+    jobs = 1 if n_jobs is None else check_n_jobs(n_jobs)
+
+    workers = _workers(client)
+    if not workers:
+        raise RuntimeError("to_zarr(client=...): the Dask cluster has no workers; start some, or pass client=None")
+    # The binding worker: the smallest budget per task (a task may run on any worker).
+    budgets = [(worker_budget(m, t), m, t, a) for a, m, t in workers]
+    limited = [b for b in budgets if b[0] is not None]
+    budget, worker_limit, nthreads, address = min(limited) if limited else (None, None, workers[0][2], workers[0][0])
+    limit = task_limit(user_limit, budget)
+
+    def refuse(what: str, error: BaseException) -> MemoryError:
+        if budget is None:
+            source = "memory_limit" if user_limit else "memfit's default (half of the available memory)"
+            origin = f"the workers have no memory limit, so the limit is {source}"
+        else:
+            origin = (
+                f"worker {address} has memory_limit={worker_limit} bytes and nthreads={nthreads}, so a task may use "
+                f"{worker_limit} / {nthreads} * safety fraction {SAFETY} = {budget} bytes"
+            )
+            if user_limit is not None and user_limit < budget:
+                origin += f", and memory_limit={user_limit} bytes is smaller"
+        return MemoryError(
+            f"to_zarr(client=...): {what} does not fit one Dask task: {origin} (the task limit is {limit} bytes). "
+            f"Use smaller chunks, or workers with more memory per thread. The engine: {error}"
+        )
+
+    if chunks is None:
+        chunks = _default_chunks(x, limit, jobs, refuse)
+    regions = _chunk_regions(x.shape, chunks)
+    if regions:
+        try:
+            x[regions[0]].explain(limit, jobs)
+        except MemoryError as e:
+            raise refuse(f"one chunk of shape {tuple(chunks)} ({x[regions[0]].nbytes} bytes)", e) from None
+
+    tmp = _sibling(path, "tmp")
+    futures: list = []
+    try:
+        zarr.create_array(
+            store=tmp,
+            shape=x.shape,
+            chunks=tuple(chunks),
+            dtype=x.dtype,
+            fill_value=False if x.dtype.kind == "b" else 0,
+            serializer=BytesCodec(endian="little"),
+            compressors=[ZstdCodec(level=1, checksum=False)],
+            zarr_format=3,
+        )
+        if regions:
+            shipped = client.scatter(x, hash=False)
+            token = uuid.uuid4().hex
+            futures = [
+                client.submit(_write_chunk, shipped, tmp, region, user_limit, n_jobs, key=f"memfit-to_zarr-{token}-{i}")
+                for i, region in enumerate(regions)
+            ]
+            client.gather(futures)
+        if os.path.lexists(path):
+            if not overwrite:
+                raise FileExistsError(f"{path}: the output exists; hint: allow overwriting it or choose another path")
+            old = _sibling(path, "old")
+            os.rename(path, old)
+            os.rename(tmp, path)
+            _remove(old)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        if futures:
+            # Tasks already running cannot be stopped: let them end (those
+            # not yet started see the marker and return) before removing.
+            try:
+                open(os.path.join(tmp, _ABORT_MARKER), "w").close()
+            except OSError:
+                pass
+            try:
+                distributed.wait(futures)
+            except Exception:
+                pass
+        _remove(tmp)
+        raise
