@@ -54,21 +54,22 @@ def is_dask_array(x: Any) -> bool:
     return type(x).__module__.startswith("dask.array") and type(x).__name__ == "Array"
 
 
-def _distributed():
+def distributed_module():
+    """``distributed``, or an ImportError saying how to install it."""
     try:
         import distributed
     except ImportError as e:  # pragma: no cover - exercised without dask
         raise ImportError(
-            'memfit: running on a Dask cluster needs the distributed package; pip install "memfit[dask]"'
+            f'memfit: running on a Dask cluster needs dask.distributed ({e}); pip install "memfit[dask]"'
         ) from e
     return distributed
 
 
 def resolve_client(client: Any) -> Any:
-    """The client passes run on: ``client`` when given, else the active
-    ``distributed`` client, else ``None`` (this process)."""
+    """The client an estimator's passes run on: ``client`` when given, else
+    the active ``distributed`` client, else ``None`` (this process)."""
     if client is not None:
-        if type(client).__name__ != "Client":
+        if not isinstance(client, distributed_module().Client):
             raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
         return client
     try:
@@ -81,33 +82,52 @@ def resolve_client(client: Any) -> Any:
         return None
 
 
-def worker_budget(workers: dict) -> tuple:
-    """``(bytes, memory_limit, nthreads)`` of the tightest worker in
-    ``workers`` (the scheduler's ``workers`` info): its ``memory_limit /
-    nthreads * SAFETY``. A worker without a memory limit counts as unbounded."""
-    best = None
-    for info in workers.values():
-        limit, threads = info.get("memory_limit") or 0, max(1, int(info.get("nthreads") or 1))
-        if not limit:
-            continue
-        b = int(limit / threads * SAFETY)
-        if best is None or b < best[0]:
-            best = (b, int(limit), threads)
-    return best or (None, None, None)
+def worker_budget(memory_limit: Any, nthreads: int) -> Optional[int]:
+    """Bytes one task may use on a worker: ``memory_limit / nthreads *
+    SAFETY``; None for a worker without a memory limit (0 or None)."""
+    if not memory_limit:
+        return None
+    return max(1, int(memory_limit / max(1, int(nthreads)) * SAFETY))
 
 
-def task_limit(memory_limit: int) -> int:
-    """The memory limit of a task on this worker: ``min(memory_limit,
-    worker.memory_limit / worker.nthreads * SAFETY)``; ``memory_limit``
-    outside a worker or for a worker without a limit."""
+def workers(client: Any) -> list:
+    """``(address, memory_limit, nthreads)`` of every worker of the cluster."""
     try:
-        worker = _distributed().get_worker()
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # distributed before 2025: all workers by default
+        info = client.scheduler_info()
+    return [(a, w.get("memory_limit"), int(w.get("nthreads") or 1)) for a, w in info.get("workers", {}).items()]
+
+
+def tightest_worker(client: Any) -> tuple:
+    """``(budget, memory_limit, nthreads, address)`` of the worker with the
+    smallest :func:`worker_budget` (a task may run on any worker);
+    ``budget`` is None when no worker has a memory limit."""
+    found = workers(client)
+    if not found:
+        raise RuntimeError("memfit: the Dask cluster has no workers; start some, or run without a client")
+    limited = [(worker_budget(m, t), m, t, a) for a, m, t in found if m]
+    return min(limited) if limited else (None, None, found[0][2], found[0][0])
+
+
+def combined_limit(user_limit: Optional[int], budget: Optional[int]) -> int:
+    """The smaller of the user's limit and a worker's budget; memfit's
+    default (half of the available memory) when there is neither."""
+    from ._validation import check_memory_limit
+
+    limits = [v for v in (user_limit, budget) if v]
+    return min(limits) if limits else check_memory_limit(None)
+
+
+def task_limit(user_limit: Optional[int]) -> int:
+    """The memory limit of a task on this worker: ``min(user_limit,
+    worker.memory_limit / worker.nthreads * SAFETY)`` (see
+    :func:`combined_limit`); ``user_limit`` outside a worker."""
+    try:
+        worker = distributed_module().get_worker()
     except ValueError:
-        return memory_limit
-    limit = worker.memory_manager.memory_limit
-    if not limit:
-        return memory_limit
-    return min(memory_limit, int(limit / max(1, worker.state.nthreads) * SAFETY))
+        return combined_limit(user_limit, None)
+    return combined_limit(user_limit, worker_budget(worker.memory_manager.memory_limit, worker.state.nthreads))
 
 
 def aligned(x: Any) -> Any:
@@ -193,7 +213,7 @@ class Cluster:
     def _check(self, task: bytes) -> None:
         """Refuses, before any task runs, a pass that one chunk's task cannot
         fit on the tightest worker."""
-        budget, limit, threads = worker_budget(self.client.scheduler_info(n_workers=-1)["workers"])
+        budget, limit, threads, _ = tightest_worker(self.client)
         if budget is None or budget >= self.memory_limit:
             budget_text = None
             budget = self.memory_limit

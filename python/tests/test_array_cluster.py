@@ -17,7 +17,7 @@ zarr = pytest.importorskip("zarr")
 cloudpickle = pytest.importorskip("cloudpickle")
 
 import memfit.array as ma  # noqa: E402
-from memfit import _memfit  # noqa: E402
+from memfit import _dask, _memfit  # noqa: E402
 from memfit.array import _cluster  # noqa: E402
 
 
@@ -251,8 +251,8 @@ def test_chunk_too_large_for_a_worker_is_refused(client, tmp_path, monkeypatch):
 
 def test_task_limit_rule():
     assert _cluster.SAFETY == 0.5
-    assert _cluster.worker_budget(1000, 2) == 250
-    assert _cluster.worker_budget(None, 4) is None and _cluster.worker_budget(0, 4) is None
-    assert _cluster.task_limit(100, 250) == 100 and _cluster.task_limit(None, 250) == 250
-    assert _cluster.task_limit(300, None) == 300
+    assert _dask.worker_budget(1000, 2) == 250
+    assert _dask.worker_budget(None, 4) is None and _dask.worker_budget(0, 4) is None
+    assert _dask.combined_limit(100, 250) == 100 and _dask.combined_limit(None, 250) == 250
+    assert _dask.combined_limit(300, None) == 300
     assert _cluster.resolve_client(None) is None

@@ -134,7 +134,7 @@ def test_workers_stay_within_their_limit(client):
     peaks = client.run(_peak_rss)
     assert all(p <= WORKER_LIMIT for p in peaks.values()), peaks
     # Each task planned within memory_limit / nthreads × SAFETY of its worker.
-    budget, limit, threads = _dask.worker_budget(client.scheduler_info(n_workers=-1)["workers"])
+    budget, limit, threads, _ = _dask.tightest_worker(client)
     assert (limit, threads) == (WORKER_LIMIT, 1) and budget == int(WORKER_LIMIT * _dask.SAFETY)
 
 

@@ -19,31 +19,14 @@ import shutil
 import uuid
 from typing import Any, Optional
 
+from .._dask import SAFETY, combined_limit, distributed_module, task_limit, tightest_worker
 from .._validation import check_memory_limit, check_n_jobs
-
-#: The fraction of a worker's memory per thread that one task may use:
-#: ``task limit = worker memory_limit / worker nthreads * SAFETY`` (and at
-#: most the ``memory_limit`` given to :meth:`~memfit.array.Array.to_zarr`).
-#: Dask spills a worker's data to disk at 60-70% of its memory limit and
-#: pauses it at 80%; half leaves room for the data Dask itself holds, the
-#: Python heap and the zarr-python encoding of a chunk.
-SAFETY = 0.5
 
 #: Created in the temporary directory when a task has failed: the tasks not
 #: yet started then return without computing.
 _ABORT_MARKER = ".memfit-abort"
 
 _INSTALL_HINT = 'install it with: pip install "memfit[dask]"'
-
-
-def _import_distributed():
-    try:
-        import distributed
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            f"to_zarr(client=...) evaluates on a Dask cluster and needs dask.distributed ({e}); {_INSTALL_HINT}"
-        ) from e
-    return distributed
 
 
 def _import_zarr():
@@ -75,7 +58,7 @@ def resolve_client(client: Any) -> Any:
     """
     if client is None:
         return None
-    distributed = _import_distributed()
+    distributed = distributed_module()
     if isinstance(client, str) and client == "auto":
         try:
             return distributed.get_client()
@@ -84,22 +67,6 @@ def resolve_client(client: Any) -> Any:
     if isinstance(client, distributed.Client):
         return client
     raise TypeError(f'client must be None, "auto" or a distributed.Client, got {client!r}')
-
-
-def worker_budget(memory_limit: Any, nthreads: int) -> Optional[int]:
-    """Bytes one task may use on a worker: ``memory_limit / nthreads *
-    SAFETY``; None for a worker without a memory limit (0 or None)."""
-    if not memory_limit:
-        return None
-    return max(1, int(memory_limit / max(1, int(nthreads)) * SAFETY))
-
-
-def task_limit(user_limit: Optional[int], budget: Optional[int]) -> int:
-    """The memory limit of one task: the smaller of the user's limit and the
-    worker's budget (:func:`worker_budget`); half of the available memory
-    (memfit's default) when there is neither."""
-    limits = [v for v in (user_limit, budget) if v]
-    return min(limits) if limits else check_memory_limit(None)
 
 
 #: The most elements of a default chunk (as the engine's local to_zarr).
@@ -161,24 +128,13 @@ def _write_chunk(x: Any, tmp: str, region: tuple, user_limit: Optional[int], n_j
     task has failed already."""
     if os.path.exists(os.path.join(tmp, _ABORT_MARKER)):
         return False
-    distributed = _import_distributed()
+    distributed = distributed_module()
     zarr = _import_zarr()
-    worker = distributed.get_worker()
-    budget = worker_budget(worker.memory_manager.memory_limit, worker.state.nthreads)
-    limit = task_limit(user_limit, budget)
+    limit = task_limit(user_limit)
     jobs = 1 if n_jobs is None else check_n_jobs(n_jobs)
     values = x[region].compute(memory_limit=limit, n_jobs=jobs)
     zarr.open_array(tmp, mode="r+")[region] = values
     return True
-
-
-def _workers(client: Any) -> list:
-    """``(address, memory_limit, nthreads)`` of every worker of the cluster."""
-    try:
-        info = client.scheduler_info(n_workers=-1)
-    except TypeError:  # distributed before 2025: all workers by default
-        info = client.scheduler_info()
-    return [(a, w.get("memory_limit"), int(w.get("nthreads") or 1)) for a, w in info.get("workers", {}).items()]
 
 
 def to_zarr(
@@ -186,7 +142,7 @@ def to_zarr(
 ) -> None:
     """:meth:`memfit.array.Array.to_zarr` on a Dask cluster: one task per
     output chunk (see that method for the parameters and errors)."""
-    distributed = _import_distributed()
+    distributed = distributed_module()
     zarr = _import_zarr()
     from zarr.codecs import BytesCodec, ZstdCodec
 
@@ -200,14 +156,8 @@ def to_zarr(
     user_limit = None if memory_limit is None else check_memory_limit(memory_limit)
     jobs = 1 if n_jobs is None else check_n_jobs(n_jobs)
 
-    workers = _workers(client)
-    if not workers:
-        raise RuntimeError("to_zarr(client=...): the Dask cluster has no workers; start some, or pass client=None")
-    # The binding worker: the smallest budget per task (a task may run on any worker).
-    budgets = [(worker_budget(m, t), m, t, a) for a, m, t in workers]
-    limited = [b for b in budgets if b[0] is not None]
-    budget, worker_limit, nthreads, address = min(limited) if limited else (None, None, workers[0][2], workers[0][0])
-    limit = task_limit(user_limit, budget)
+    budget, worker_limit, nthreads, address = tightest_worker(client)
+    limit = combined_limit(user_limit, budget)
 
     def refuse(what: str, error: BaseException) -> MemoryError:
         if budget is None:

@@ -635,7 +635,7 @@ class Array:
             available memory). With ``client``: the most one task may use;
             a task's limit is ``min(memory_limit, worker memory_limit /
             worker nthreads * SAFETY)`` with
-            ``memfit.array._cluster.SAFETY = 0.5`` (Dask spills at 60-70% and
+            ``memfit._dask.SAFETY = 0.5`` (Dask spills at 60-70% and
             pauses a worker at 80% of its limit); None: the worker's share
             alone.
         n_jobs : int or None, default=None
