@@ -145,6 +145,30 @@ def _starts(chunks: tuple) -> list:
     return [0] + list(np.cumsum(chunks[:-1], dtype=np.int64).tolist()) if chunks else [0]
 
 
+def from_expression(x: Any, rows: int = 4 * CHUNK_ROWS) -> Any:
+    """A 2-D :class:`memfit.array.Array` as a Dask array of ``rows``-row
+    chunks, each computed by the engine where its task runs (the expression
+    is shipped, never its values: keep its leaves on storage the workers
+    share)."""
+    import dask
+    import dask.array as da
+
+    n, d = x.shape
+    parts = [
+        da.from_delayed(
+            dask.delayed(_expression_rows, pure=True)(x, a, min(a + rows, n)),
+            shape=(min(a + rows, n) - a, d),
+            dtype=x.dtype,
+        )
+        for a in range(0, n, rows)
+    ]
+    return da.concatenate(parts) if parts else da.zeros((0, d), dtype=x.dtype)
+
+
+def _expression_rows(x: Any, start: int, stop: int) -> np.ndarray:
+    return x[start:stop].compute(memory_limit=task_limit(None), n_jobs=1)
+
+
 class Rows:
     """Rows of a 2-D Dask array read one chunk at a time in this process (the
     engine's reader: ``shape``, ``dtype``, ``held_bytes``, ``read_rows``)."""

@@ -19,7 +19,7 @@ def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+    X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
         float32 data are multiplied in float32, every other dtype in float64.
     Q : array-like of shape (n_features, n_features)
         Any square matrix (need not be symmetric).
@@ -32,6 +32,7 @@ def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
     Returns
     -------
     q : ndarray of shape (n_samples,), float64
+        A lazy dask.array.Array with X's row chunks when X is a Dask array.
 
     Raises
     ------
@@ -91,7 +92,7 @@ def weighted_scatter(X, w=None, *, memory_limit=None, n_jobs=None, client=None):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+    X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
     w : array-like of shape (n_samples,), scalar, path or None, default=None
         Finite weights of any sign (all ones when None).
     memory_limit : int, str or None, default=None
@@ -130,7 +131,7 @@ def assign(X, centers, *, memory_limit=None, n_jobs=None):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+    X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
         float32 data are computed in float32, every other dtype in float64.
     centers : array-like of shape (n_clusters, n_features)
     memory_limit : int, str or None, default=None
@@ -139,8 +140,10 @@ def assign(X, centers, *, memory_limit=None, n_jobs=None):
     Returns
     -------
     labels : ndarray of shape (n_samples,), int32
+        A lazy dask.array.Array with X's row chunks when X is a Dask array.
         Index of the nearest centre (the lowest index on ties).
     sq_distances : ndarray of shape (n_samples,), float64
+        A lazy dask.array.Array with X's row chunks when X is a Dask array.
         Squared Euclidean distance to that centre.
 
     Raises

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _memfit
 from ._dask import is_dask_array
 from ._validation import (
+    on_cluster,
     check_data,
     check_memory_limit,
     check_n_jobs,
@@ -229,7 +230,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
             Training data (see the class notes for dtypes).
         y : Ignored
             Not used, present for API consistency.
@@ -257,7 +258,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         OSError
             A path that cannot be read.
         """
-        data = check_data(X, self, reset=True)
+        data = check_data(on_cluster(X, client), self, reset=True)
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
         seed = seed_from(self.random_state)
@@ -307,13 +308,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
         y : Ignored
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
 
         Returns
         -------
         labels : ndarray of shape (n_samples,), dtype int32
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
         """
         return self.fit(X, sample_weight=sample_weight).labels_
 
@@ -345,11 +347,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
 
         Returns
         -------
         labels : ndarray of shape (n_samples,), dtype int32
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
         """
         if is_dask_array(X):
             check_is_fitted(self)
@@ -361,7 +364,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
         y : Ignored
         sample_weight : array-like of shape (n_samples,), scalar or None, default=None
 
@@ -383,11 +386,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
 
         Returns
         -------
         distances : ndarray of shape (n_samples, n_clusters)
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
             float32 for float32 X, else float64.
         """
         check_is_fitted(self)
@@ -412,12 +416,13 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
         y : Ignored
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
 
         Returns
         -------
         distances : ndarray of shape (n_samples, n_clusters)
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
         """
         return self.fit(X, sample_weight=sample_weight).transform(X)

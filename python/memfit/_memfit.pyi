@@ -1,7 +1,8 @@
 """Type stubs for the extension ``memfit._memfit`` (crates/memfit-py).
 
-Inputs named ``x``, ``sample_weight`` and ``w`` are a ``.npy`` path (``str``)
-or a 2-D NumPy array of float64, float32, float16, uint8, int16, int32 or
+Inputs named ``x``, ``sample_weight`` and ``w`` are a ``.npy`` path (``str``),
+a reader of rows (an object with ``shape``, ``dtype``, ``held_bytes`` and
+``read_rows(start, stop)``, see ``memfit._dask.Rows``) or a 2-D NumPy array of float64, float32, float16, uint8, int16, int32 or
 int64 with non-negative strides (weights as ``(n_samples, 1)``); arrays are
 borrowed, never copied. Output arrays are allocated by the caller and filled
 in place. Every function releases the GIL, stops on Ctrl-C with
@@ -25,6 +26,10 @@ _I64 = npt.NDArray[np.int64]
 #: lower_bound, change, t); run counts from 0, iteration from 1, t is
 #: seconds since the work started, tol is absolute.
 _Progress = Callable[[tuple], Any]
+#: Runs a pass's tasks elsewhere: called with the encoded task and the row
+#: ranges [(start, stop), ...] (cut at ``row_bounds``), returns each range's
+#: encoded statistics (bytes from ``run_task``) in order.
+_Remote = Callable[[bytes, list[tuple[int, int]]], list[bytes]]
 
 __version__: str
 
@@ -51,6 +56,8 @@ def kmeans_fit(
     float32: bool = False,
     labels: Optional[_I32] = None,
     progress: Optional[_Progress] = None,
+    remote: Optional[_Remote] = None,
+    row_bounds: list[int] = [],
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
     n_iter, converged, n_nonempty_clusters, warnings (list of _Warning), plan."""
@@ -104,6 +111,8 @@ def gmm_fit(
     float32: bool = False,
     labels: Optional[_I64] = None,
     progress: Optional[_Progress] = None,
+    remote: Optional[_Remote] = None,
+    row_bounds: list[int] = [],
 ) -> dict[str, Any]:
     """Gaussian mixture by EM (max_iter=0 returns the initialisation), or the
     continuation of a fitted model (warm_*); returns weights, means,
@@ -134,7 +143,13 @@ def row_quadratic_form(
     """out[i] = x_i^T q x_i."""
 
 def weighted_scatter(
-    x: _Input, *, memory_limit: int, w: Optional[_Input] = None, n_jobs: Optional[int] = None
+    x: _Input,
+    *,
+    memory_limit: int,
+    w: Optional[_Input] = None,
+    n_jobs: Optional[int] = None,
+    remote: Optional[_Remote] = None,
+    row_bounds: list[int] = [],
 ) -> _F64:
     """S = sum_i w_i x_i x_i^T, (n_features, n_features)."""
 
@@ -149,6 +164,20 @@ def default_memory_limit() -> int:
 
 def npy_info(path: str) -> tuple[list[int], str, bool, int]:
     """Shape, dtype name (with byte order), Fortran order and data offset (bytes) of a .npy file."""
+
+def run_task(
+    task: bytes,
+    x: _Input,
+    *,
+    first_row: int,
+    memory_limit: int,
+    sample_weight: Optional[_Input] = None,
+    n_jobs: Optional[int] = None,
+    execute: bool = True,
+) -> tuple[str, Optional[bytes]]:
+    """Plans (and with execute, runs) an encoded pass task over x, the rows
+    first_row .. first_row + len(x) of the data; returns the plan's text and
+    the encoded statistics (None when not executed)."""
 
 # ---------------------------------------------------------------------------
 # memfit.array: the lazy expression graph (see /work/array_spec.md and

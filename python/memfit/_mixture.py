@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
 from ._validation import (
+    on_cluster,
     check_data,
     check_memory_limit,
     check_n_jobs,
@@ -339,7 +340,12 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return weights, means, precisions, False, int(self.n_init), None
 
     def _fit(self, X, sample_weight, want_labels, client=None):
-        data = check_data(X, self, reset=not (self.warm_start and hasattr(self, "precisions_cholesky_")), min_samples=2)
+        data = check_data(
+            on_cluster(X, client),
+            self,
+            reset=not (self.warm_start and hasattr(self, "precisions_cholesky_")),
+            min_samples=2,
+        )
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
         weights, means, precisions, cholesky, n_init, lower_bound = self._initial_parameters(data.n_features)
@@ -417,7 +423,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap or path to a .npy file
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
             Training data.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
@@ -454,6 +460,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         Returns
         -------
         labels : ndarray of shape (n_samples,), dtype int64
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
             As scikit-learn's.
         """
         return self._fit(X, sample_weight, want_labels=True, client=client)
@@ -506,6 +513,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         Returns
         -------
         labels : ndarray of shape (n_samples,), dtype int64
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
             As scikit-learn's.
         """
         return self._e_pass(X, labels=True)[1]
@@ -516,6 +524,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         Returns
         -------
         resp : ndarray of shape (n_samples, n_components), float32 for float32 X, else float64
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
         """
         return self._e_pass(X, proba=True)[2]
 
@@ -525,6 +534,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         Returns
         -------
         log_prob : ndarray of shape (n_samples,), float32 for float32 X, else float64
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
         """
         return self._e_pass(X, log_likelihood=True)[3]
 

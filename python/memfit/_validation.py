@@ -221,6 +221,16 @@ def lazy_array_input(X: Any, name: str = "X") -> Any:
     return X._expr
 
 
+def on_cluster(X: Any, client: Any) -> Any:
+    """``X`` as a fit on ``client`` (or the active Dask client) reads it: a
+    2-D :class:`memfit.array.Array` becomes a Dask array whose chunks the
+    workers compute (see :func:`memfit._dask.from_expression`); anything
+    else is returned as is."""
+    if _is_lazy_array(X) and X.ndim == 2 and _dask.resolve_client(client) is not None:
+        return _dask.from_expression(X)
+    return X
+
+
 def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str = "X", min_samples: int = 1) -> Data:
     """Checks ``X`` (array-like, ``numpy.memmap``, ``.npy`` path or 2-D
     :class:`memfit.array.Array`, see :func:`lazy_array_input`), that it

@@ -206,3 +206,15 @@ def test_bad_dask_inputs():
     ints = da.from_array((blobs(n=500) * 10).astype(np.int8))
     assert KMeans(2, n_init=1, random_state=0).fit(ints).cluster_centers_.dtype == np.float64
     assert memfit.KMeans  # the package imports without distributed, too (lazy imports)
+
+
+def test_an_expression_over_a_npy_file_fits_on_the_cluster(client, X, tmp_path):
+    import memfit.array as ma
+
+    np.save(tmp_path / "x.npy", X)
+    e = ma.from_npy(tmp_path / "x.npy")
+    e = (e - e.mean(axis=0)) / e.std(axis=0)
+    local = KMeans(5, random_state=0, n_init=1).fit(e)
+    dist, n_tasks = tasks_run(client, lambda: KMeans(5, random_state=0, n_init=1).fit(e, client=client))
+    assert n_tasks >= dist.n_iter_
+    same_kmeans(local, dist)
