@@ -9,15 +9,16 @@ and whose columns are whole.
   time (Dask's default scheduler computes each), within ``memory_limit``:
   the largest chunk is planned as held by the input.
 - **With a client** (``client=`` given, or a ``distributed`` client active),
-  every pass that only accumulates statistics (the Lloyd iterations and
-  final pass of k-means, every EM iteration and the E-step's lower bound of a
-  mixture) runs as one task per chunk on the workers. The graph holds
+  every pass over the data that only accumulates statistics (validation
+  with the k-means++ sample, the Lloyd iterations and final pass of k-means,
+  every EM iteration and the E-step's lower bound of a mixture, the weighted
+  scatter) runs as one task per chunk on the workers. The graph holds
   descriptors, never the data: each task reads its chunk where Dask keeps
   or computes it, gets the pass's parameters (scattered once per pass to
   every worker), runs the pass within its worker's budget (see
   :func:`task_limit`) on one thread, and returns its statistics; the client
-  merges them in row order. The validation pass and the initialisation run
-  in this process, reading the chunks through the client.
+  merges them in row order. The client process reads single rows only (a
+  random initialisation's ``k`` rows, the value an error names).
 - Per-row results (``labels_``, ``predict``, ``transform``,
   ``predict_proba``, ``score_samples``, the kernels' per-row outputs) of a
   Dask input are lazy Dask arrays with the input's row chunks, computed by
@@ -218,43 +219,50 @@ def _run_chunk(task: bytes, x: np.ndarray, w: Optional[np.ndarray], first_row: i
 
 class Cluster:
     """Runs a fit's passes on a ``distributed`` client: the engine calls it
-    with an encoded task and the row ranges (the chunks of ``x``)."""
+    with an encoded task and the row ranges (the chunks of ``x``).
 
-    def __init__(self, client: Any, x: Any, w: Any, memory_limit: int):
+    ``probe(x, w, limit)``, when given, plans the whole job over the rows of
+    ``x`` within ``limit`` bytes and raises MemoryError when it cannot fit:
+    it is called once, before any task runs, with zero-strided stand-ins for
+    the largest chunk, against the tightest worker's budget; each pass's
+    task is checked the same way before it is submitted."""
+
+    def __init__(self, client: Any, x: Any, w: Any, memory_limit: int, probe: Any = None):
         self.client, self.memory_limit = client, memory_limit
         self.starts = _starts(x.chunks[0])
         self.rows = [int(c) for c in x.chunks[0]]
         self.x_parts = list(x.to_delayed().ravel())
         self.w_parts = [None] * len(self.x_parts) if w is None else list(w.to_delayed().ravel())
-        self.n_features, self.dtype = int(x.shape[1]), np.dtype(x.dtype)
-        self.checked = False
+        self.n_features, self.dtype, self.weighted = int(x.shape[1]), np.dtype(x.dtype), w is not None
+        budget, limit, threads, _ = tightest_worker(client)
+        if budget is None or budget >= memory_limit:
+            self.budget, self.budget_text = memory_limit, None
+        else:
+            self.budget = budget
+            self.budget_text = (
+                f"a Dask worker's memory_limit {limit} B / nthreads {threads} × SAFETY {SAFETY} = {budget} B"
+            )
+        if probe is not None:
+            self._refuse_unless(lambda xp, wp: probe(xp, wp, self.budget))
 
     @property
     def row_bounds(self) -> list:
         """The chunks' first rows (the engine's row split)."""
         return self.starts[1:]
 
-    def _check(self, task: bytes) -> None:
-        """Refuses, before any task runs, a pass that one chunk's task cannot
-        fit on the tightest worker."""
-        budget, limit, threads, _ = tightest_worker(self.client)
-        if budget is None or budget >= self.memory_limit:
-            budget_text = None
-            budget = self.memory_limit
-        else:
-            budget_text = (
-                f"a Dask worker's memory_limit {limit} B / nthreads {threads} × SAFETY {SAFETY} = {budget} B"
-            )
+    def _refuse_unless(self, plan: Any) -> None:
+        """Calls ``plan(x, w)`` with zero-strided stand-ins for the largest
+        chunk (no memory); its MemoryError names the worker's budget."""
         rows = max(self.rows)
-        # Zero strides: the shape and dtype of the largest chunk, no memory.
-        probe = np.lib.stride_tricks.as_strided(np.zeros(1, self.dtype), (rows, self.n_features), (0, 0))
+        xp = np.lib.stride_tricks.as_strided(np.zeros(1, self.dtype), (rows, self.n_features), (0, 0))
+        wp = np.lib.stride_tricks.as_strided(np.ones(1), (rows, 1), (0, 0)) if self.weighted else None
         try:
-            _memfit.run_task(task, probe, first_row=0, memory_limit=budget, n_jobs=1, execute=False)
+            plan(xp, wp)
         except MemoryError as e:
-            if budget_text is None:
+            if self.budget_text is None:
                 raise
             raise MemoryError(
-                f"memfit: a task over {rows} rows does not fit {budget_text} (memfit._dask.SAFETY); "
+                f"memfit: a task over {rows} rows does not fit {self.budget_text} (memfit._dask.SAFETY); "
                 f"give the workers more memory or fewer threads, or use smaller chunks. {e}"
             ) from None
 
@@ -263,9 +271,11 @@ class Cluster:
 
         if [r[0] for r in ranges] != self.starts:
             raise ValueError(f"memfit: ranges {ranges} are not the chunks starting at {self.starts}")
-        if not self.checked:
-            self._check(task)
-            self.checked = True
+        self._refuse_unless(
+            lambda xp, wp: _memfit.run_task(
+                task, xp, first_row=0, memory_limit=self.budget, sample_weight=wp, n_jobs=1, execute=False
+            )
+        )
         spec = self.client.scatter(task, broadcast=True, hash=False)
         run = dask.delayed(_run_chunk, pure=False)
         tasks = [
@@ -296,14 +306,15 @@ class DaskData:
         w = sample_weight if is_dask_array(sample_weight) else da.from_array(np.asarray(sample_weight))
         return w.astype(np.float64).rechunk((self.x.chunks[0],))
 
-    def fit_kwargs(self, client: Any, w: Optional[Rows], memory_limit: int) -> dict:
+    def fit_kwargs(self, client: Any, w: Optional[Rows], memory_limit: int, probe: Any = None) -> dict:
         """The engine's ``remote`` and ``row_bounds`` for a fit on ``client``
         (none without one); ``w`` is the weights' reader from
-        ``check_sample_weight``."""
+        ``check_sample_weight``; ``probe`` plans the job (see
+        :class:`Cluster`)."""
         client = resolve_client(client)
         if client is None:
             return {}
-        runner = Cluster(client, self.x, None if w is None else w.x.reshape(-1), memory_limit)
+        runner = Cluster(client, self.x, None if w is None else w.x.reshape(-1), memory_limit, probe)
         return {"remote": runner, "row_bounds": runner.row_bounds}
 
     def map_rows(self, func: Any, memory_limit: int, n_out: Optional[int], dtype: Any) -> Any:

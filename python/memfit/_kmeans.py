@@ -264,11 +264,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         seed = seed_from(self.random_state)
         init, centers, n_init = self._init_centers(data, seed)
         limit = check_memory_limit(self.memory_limit)
-        labels = np.empty(data.n_samples, dtype=np.int32) if data.dask is None else None
-        cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit)
-        result = _memfit.kmeans_fit(
-            data.engine,
-            sample_weight=w,
+        params = dict(
             n_clusters=int(self.n_clusters),
             init=init,
             init_centers=centers,
@@ -276,11 +272,21 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             max_iter=int(self.max_iter),
             tol=float(self.tol),
             random_state=seed,
+            float32=data.float32,
+        )
+        labels = np.empty(data.n_samples, dtype=np.int32) if data.dask is None else None
+        cluster = {}
+        if data.dask is not None:
+            probe = lambda x, wp, lim: _memfit.kmeans_fit(x, sample_weight=wp, memory_limit=lim, dry_run=True, **params)  # noqa: E731
+            cluster = data.dask.fit_kwargs(client, w, limit, probe)
+        result = _memfit.kmeans_fit(
+            data.engine,
+            sample_weight=w,
             memory_limit=limit,
             n_jobs=check_n_jobs(self.n_jobs),
-            float32=data.float32,
             labels=labels,
             progress=_Verbose() if self.verbose else None,
+            **params,
             **cluster,
         )
         k = int(self.n_clusters)

@@ -58,9 +58,11 @@ def kmeans_fit(
     progress: Optional[_Progress] = None,
     remote: Optional[_Remote] = None,
     row_bounds: list[int] = [],
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
-    n_iter, converged, n_nonempty_clusters, warnings (list of _Warning), plan."""
+    n_iter, converged, n_nonempty_clusters, warnings (list of _Warning), plan.
+    With dry_run, only plans (returns {"plan": text}) and reads nothing."""
 
 def assign(
     x: _Input,
@@ -113,12 +115,13 @@ def gmm_fit(
     progress: Optional[_Progress] = None,
     remote: Optional[_Remote] = None,
     row_bounds: list[int] = [],
+    dry_run: bool = False,
 ) -> dict[str, Any]:
     """Gaussian mixture by EM (max_iter=0 returns the initialisation), or the
     continuation of a fitted model (warm_*); returns weights, means,
     covariances, precisions_cholesky (scikit-learn's shapes), lower_bound,
     lower_bounds, n_iter, converged, score, bic, aic, n_parameters, warnings
-    (list of _Warning), plan."""
+    (list of _Warning), plan. With dry_run, only plans (returns {"plan": text})."""
 
 def gmm_predict(
     x: _Input,

@@ -351,7 +351,6 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         weights, means, precisions, cholesky, n_init, lower_bound = self._initial_parameters(data.n_features)
         limit = check_memory_limit(self.memory_limit)
         labels = np.empty(data.n_samples, dtype=np.int64) if want_labels and data.dask is None else None
-        cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit)
         verbose = (
             _Verbose(self.verbose, self.verbose_interval, self.tol, n_init, self.max_iter) if self.verbose else None
         )
@@ -362,9 +361,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             if cholesky
             else dict(weights_init=weights, means_init=means, precisions_init=precisions)
         )
-        r = _memfit.gmm_fit(
-            data.engine,
-            sample_weight=w,
+        params = dict(
             n_components=int(self.n_components),
             covariance_type=self.covariance_type,
             tol=float(self.tol),
@@ -373,12 +370,21 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             n_init=n_init,
             init_params=self.init_params,
             random_state=seed_from(self.random_state),
+            float32=data.float32,
+            **init,
+        )
+        cluster = {}
+        if data.dask is not None:
+            probe = lambda x, wp, lim: _memfit.gmm_fit(x, sample_weight=wp, memory_limit=lim, dry_run=True, **params)  # noqa: E731
+            cluster = data.dask.fit_kwargs(client, w, limit, probe)
+        r = _memfit.gmm_fit(
+            data.engine,
+            sample_weight=w,
             memory_limit=limit,
             n_jobs=check_n_jobs(self.n_jobs),
-            float32=data.float32,
             labels=labels,
             progress=verbose,
-            **init,
+            **params,
             **cluster,
         )
         if verbose:

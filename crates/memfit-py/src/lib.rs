@@ -42,6 +42,13 @@ fn split(remote: Option<Py<PyAny>>, bounds: Vec<usize>) -> (memfit::exec::RowSpl
     }
 }
 
+/// The result of a dry run: `{"plan": text}`.
+fn plan_only<'py>(py: Python<'py>, plan: &memfit::plan::Plan) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("plan", plan.to_string())?;
+    Ok(dict)
+}
+
 /// `e`, or the Python exception a remote call raised behind it.
 fn restore(remote: &Option<Arc<remote::PyRemote>>, e: PyErr) -> PyErr {
     match remote {
@@ -129,7 +136,7 @@ fn label(l: u32) -> i32 {
 #[pyfunction]
 #[pyo3(signature = (x, *, n_clusters, memory_limit, sample_weight=None, init="k-means++", init_centers=None,
     n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None,
-    remote=None, row_bounds=vec![]))]
+    remote=None, row_bounds=vec![], dry_run=false))]
 #[allow(clippy::too_many_arguments)]
 fn kmeans_fit<'py>(
     py: Python<'py>,
@@ -149,6 +156,7 @@ fn kmeans_fit<'py>(
     progress: Option<&Bound<'py, PyAny>>,
     remote: Option<Py<PyAny>>,
     row_bounds: Vec<usize>,
+    dry_run: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
@@ -186,11 +194,15 @@ fn kmeans_fit<'py>(
             job.extra.push(("labels_ (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
         }
         let plan = job.plan()?;
+        if dry_run {
+            return Ok((None, plan));
+        }
         let mut put = |l: &[u32]| fill.put(l, label);
         let sink: LabelSink<'_> = if with_labels { Some(&mut put) } else { None };
-        Ok((job.fit(&plan, sink, obs)?, plan))
+        Ok((Some(job.fit(&plan, sink, obs)?), plan))
     })
     .map_err(|e| restore(&remote, e))?;
+    let Some(fit) = fit else { return plan_only(py, &plan) };
     let centers =
         Array::from_shape_vec((fit.n_clusters, fit.n_features), fit.cluster_centers).map_err(errors::shape)?;
     let dict = PyDict::new(py);
@@ -327,7 +339,8 @@ fn covariance_type(name: &str) -> PyResult<CovarianceType> {
 #[pyo3(signature = (x, *, n_components, memory_limit, sample_weight=None, covariance_type="full", tol=1e-3,
     reg_covar=1e-6, max_iter=100, n_init=1, init_params="kmeans", weights_init=None, means_init=None,
     precisions_init=None, warm_weights=None, warm_means=None, warm_precisions_cholesky=None, warm_lower_bound=None,
-    random_state=0, n_jobs=None, float32=false, labels=None, progress=None, remote=None, row_bounds=vec![]))]
+    random_state=0, n_jobs=None, float32=false, labels=None, progress=None, remote=None, row_bounds=vec![],
+    dry_run=false))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_fit<'py>(
     py: Python<'py>,
@@ -355,6 +368,7 @@ fn gmm_fit<'py>(
     progress: Option<&Bound<'py, PyAny>>,
     remote: Option<Py<PyAny>>,
     row_bounds: Vec<usize>,
+    dry_run: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
@@ -393,7 +407,7 @@ fn gmm_fit<'py>(
     let w = held_w.as_ref().map(Held::weights).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
-    let (fit, covariances, precisions_cholesky, plan) = run(py, n_jobs, float32, progress, move |obs| {
+    let (done, plan) = run(py, n_jobs, float32, progress, move |obs| {
         let mut job = GmmJob {
             params,
             x: &src,
@@ -410,6 +424,9 @@ fn gmm_fit<'py>(
             job.extra.push(("labels (int64, returned to Python)".into(), src.n_samples() as u64 * 8));
         }
         let plan = job.plan()?;
+        if dry_run {
+            return Ok((None, plan));
+        }
         let mut put = |l: &[u32]| fill.put(l, i64::from);
         let mut outputs = Outputs { labels: with_labels.then_some(&mut put as _), ..Outputs::default() };
         let fit = job.fit(&plan, &mut outputs, obs)?;
@@ -419,9 +436,10 @@ fn gmm_fit<'py>(
             prec.extend_from_slice(p);
             Ok(())
         })?;
-        Ok((fit, cov, prec, plan))
+        Ok((Some((fit, cov, prec)), plan))
     })
     .map_err(|e| restore(&remote, e))?;
+    let Some((fit, covariances, precisions_cholesky)) = done else { return plan_only(py, &plan) };
     let (k, d) = (fit.n_components, fit.n_features);
     let shape = t.param_shape(k, d);
     let dict = PyDict::new(py);

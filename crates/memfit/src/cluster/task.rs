@@ -11,7 +11,7 @@ use super::pass::{AssignPass, Assignment, Mode};
 use super::plan::plan_kmeans;
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{decode, encode, run_pass};
+use crate::exec::{decode, encode, run_pass, task_result};
 use crate::io::{BlockReader, Source};
 use crate::kernels::PreparedCenters;
 use crate::plan::{Job, Plan};
@@ -83,6 +83,7 @@ impl AssignTask {
         let mode = if self.lloyd { Mode::Lloyd } else { Mode::Final { sink: None, plot: None } };
         let mut pass = AssignPass { centers: &centers, asg: &mut asg, mode, weights_name: None };
         let mut blocks = BlockReader::<T>::new(x, w, plan.block_rows);
-        Ok(encode(&run_pass(&mut pass, &mut blocks, Some(rows), shift, cancelled)?))
+        let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancelled)?;
+        Ok(task_result(&pass, partial))
     }
 }

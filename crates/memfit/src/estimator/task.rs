@@ -4,7 +4,7 @@
 
 use crate::cluster::{AssignTask, ASSIGN};
 use crate::error::{Error, Result};
-use crate::exec::Task;
+use crate::exec::{plan_scan_task, run_scan_task, Task, SCAN};
 use crate::io::{Dtype, Source};
 use crate::linalg::{plan_weighted_scatter, run_scatter_task, SCATTER};
 use crate::mixture::{MixtureTask, EM_TASK, E_TASK};
@@ -12,6 +12,7 @@ use crate::plan::Plan;
 
 /// A decoded task, ready to plan and run.
 enum Decoded {
+    Scan,
     Assign(AssignTask),
     Scatter,
     Mixture32(MixtureTask<f32>),
@@ -20,6 +21,7 @@ enum Decoded {
 
 fn decoded(task: &Task) -> Result<Decoded> {
     match (task.kind.as_str(), task.compute) {
+        (SCAN, Dtype::F32 | Dtype::F64) => Ok(Decoded::Scan),
         (ASSIGN, Dtype::F32 | Dtype::F64) => Ok(Decoded::Assign(AssignTask::decode(&task.payload)?)),
         (SCATTER, Dtype::F64) => Ok(Decoded::Scatter),
         (EM_TASK | E_TASK, Dtype::F32) => Ok(Decoded::Mixture32(MixtureTask::decode(&task.payload)?)),
@@ -59,6 +61,15 @@ pub fn run_task(
     let rows = x.first_row()..x.n_samples();
     let shift = &task.shift;
     Ok(match decoded(&task)? {
+        Decoded::Scan => {
+            let plan = plan_scan_task(&task.payload, x, w, task.compute.itemsize(), limit_bytes)?;
+            let out = match (run, task.compute) {
+                (false, _) => None,
+                (true, Dtype::F32) => Some(run_scan_task::<f32>(&task.payload, x, w, &plan, cancelled)?),
+                (true, _) => Some(run_scan_task::<f64>(&task.payload, x, w, &plan, cancelled)?),
+            };
+            (plan, out)
+        }
         Decoded::Assign(a) => {
             let plan = a.plan(x, w, task.compute.itemsize(), limit_bytes)?;
             let out = match (run, task.compute) {

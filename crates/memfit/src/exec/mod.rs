@@ -23,8 +23,9 @@ mod sample;
 mod scan;
 
 pub use progress::{Observer, Progress};
-pub use remote::{decode, encode, Remote, Task};
+pub use remote::{decode, encode, task_result, Remote, Task};
 pub use sample::{row_key, row_unit, KeyedSample};
+pub(crate) use scan::{plan_scan_task, run_scan_task, SCAN};
 pub use scan::{scan, Scan, ScanStats};
 
 use std::ops::Range;
@@ -138,6 +139,21 @@ pub trait Pass<T: Real> {
     /// runs it here even when its split is [`RowSplit::remote`].
     fn task(&self) -> Option<(&'static str, Vec<u8>)> {
         None
+    }
+
+    /// What the pass keeps apart from its statistics, encoded: results that
+    /// merge in any order (the validation pass's keyed sample). A task
+    /// returns them with its statistics ([`task_result`]); empty by default.
+    fn side(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Merges a task's [`Pass::side`] results into this pass.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] for bytes this pass cannot decode.
+    fn merge_side(&mut self, _side: &[u8]) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -375,7 +391,7 @@ pub fn run_split<T: Real, P: Pass<T>>(
             return Err(Error::Cancelled);
         }
         let task = Task { kind: kind.to_string(), compute: T::DTYPE, shift: shift.to_vec(), payload };
-        return remote::merge_encoded(remote.run(&task, &ranges)?, &ranges);
+        return remote::merge_encoded(pass, remote.run(&task, &ranges)?, &ranges);
     }
     let mut total: Option<Partial<P::Stats>> = None;
     for r in ranges {

@@ -14,7 +14,8 @@ use std::ops::Range;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::Partial;
+use super::{Partial, Pass};
+use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::io::Dtype;
 
@@ -51,7 +52,7 @@ impl Task {
 pub trait Remote: Send + Sync + std::fmt::Debug {
     /// Runs `task` over each of `ranges` (consecutive, starting on multiples
     /// of [`crate::plan::CHUNK_ROWS`]) and returns, in the same order, each
-    /// range's encoded [`Partial`] (see [`crate::estimator::run_task`]).
+    /// range's [`task_result`] (see [`crate::estimator::run_task`]).
     ///
     /// # Errors
     /// [`Error::Remote`], or the error the task raised, when a task fails.
@@ -72,16 +73,30 @@ pub fn decode<V: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<V> {
     postcard::from_bytes(bytes).map_err(|e| Error::Remote { reason: format!("cannot decode the {what}: {e}") })
 }
 
-/// Decodes the statistics of `ranges` and merges them in order.
-pub(super) fn merge_encoded<S: super::Merge>(parts: Vec<Vec<u8>>, ranges: &[Range<usize>]) -> Result<S> {
+/// What a task returns: the statistics of its rows (`partial`, from
+/// [`super::run_pass`]) and the pass's [side results](super::Pass::side).
+pub fn task_result<T: Real, P: Pass<T>>(pass: &P, partial: Partial<P::Stats>) -> Vec<u8> {
+    encode(&(partial, pass.side()))
+}
+
+/// Decodes the results of `ranges` ([`task_result`]), merges the
+/// statistics in order and the side results into `pass`.
+pub(super) fn merge_encoded<T: Real, P: Pass<T>>(
+    pass: &mut P,
+    parts: Vec<Vec<u8>>,
+    ranges: &[Range<usize>],
+) -> Result<P::Stats> {
     if parts.len() != ranges.len() {
         return Err(Error::Remote {
             reason: format!("{} statistics came back for {} ranges of rows", parts.len(), ranges.len()),
         });
     }
-    let mut total: Option<Partial<S>> = None;
+    let mut total: Option<Partial<P::Stats>> = None;
     for (bytes, r) in parts.iter().zip(ranges) {
-        let p: Partial<S> = decode(bytes, "statistics")?;
+        let (p, side): (Partial<P::Stats>, Vec<u8>) = decode(bytes, "statistics")?;
+        if !side.is_empty() {
+            pass.merge_side(&side)?;
+        }
         if p.rows() != *r {
             return Err(Error::Remote {
                 reason: format!("statistics of rows {:?} came back for rows {r:?}", p.rows()),

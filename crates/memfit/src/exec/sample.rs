@@ -62,6 +62,16 @@ impl KeyedSample {
         }
     }
 
+    /// An empty sample with the same capacity, width and seed.
+    pub fn emptied(&self) -> KeyedSample {
+        KeyedSample::new(self.m, self.d, self.seed)
+    }
+
+    /// The most rows the sample keeps.
+    pub fn capacity(&self) -> usize {
+        self.m
+    }
+
     /// Whether row `row` would enter the sample now (call before
     /// converting its values).
     #[inline]

@@ -9,10 +9,11 @@
 //! for any split of the rows into chunk-aligned ranges.
 
 use super::sample::KeyedSample;
-use super::{run_split, Block, Leaf, Merge, Observer, Pass, RowSplit};
+use super::{decode, encode, run_pass, run_split, task_result, Block, Leaf, Merge, Observer, Pass, RowSplit};
 use crate::dtype::Real;
 use crate::error::{Error, Remedy, Result};
 use crate::io::{BlockReader, Dtype, Source};
+use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, TILE_ROWS};
 
 /// What the validation pass learns.
 #[derive(Debug)]
@@ -160,6 +161,80 @@ impl<T: Real> Pass<T> for ScanPass {
         }
         Ok(())
     }
+
+    fn task(&self) -> Option<(&'static str, Vec<u8>)> {
+        Some((SCAN, encode(&(self.d, self.sample.emptied()))))
+    }
+
+    fn side(&self) -> Vec<u8> {
+        encode(&self.sample)
+    }
+
+    fn merge_side(&mut self, side: &[u8]) -> Result<()> {
+        let s: KeyedSample = decode(side, "initialisation sample")?;
+        self.sample.merge(&s);
+        Ok(())
+    }
+}
+
+/// The task kind of the validation pass (payload: `n_features` and the
+/// empty sample to fill).
+pub(crate) const SCAN: &str = "scan";
+
+/// Plans the validation pass's task over the rows of `x` (a piece, see
+/// [`Source::starting_at`]) within `limit_bytes`: the sample, the
+/// statistics and read blocks.
+///
+/// # Errors
+/// [`Error::Remote`] for a payload that is not a scan task;
+/// [`Error::DoesNotFit`] when one tile of rows does not fit.
+pub(crate) fn plan_scan_task(
+    payload: &[u8],
+    x: &Source<'_>,
+    w: Option<&Source<'_>>,
+    compute_bytes: usize,
+    limit_bytes: u64,
+) -> Result<Plan> {
+    let (d, sample): (usize, KeyedSample) = decode(payload, "scan task")?;
+    let n = (x.n_samples() - x.first_row()) as u64;
+    let threads = rayon::current_num_threads() as u64;
+    let mut led = Ledger::default();
+    let m = sample.capacity() as u64;
+    let per = KeyedSample::bytes_per_row(d);
+    led.add("initialisation sample", m, per, format!("{m} rows × {per} B"));
+    led.add("statistics: folded chunks + open chunk", 2, ScanStats::bytes(d), "column moments and ranges".into());
+    let per_row = BlockReader::<f64>::bytes_per_row(
+        x.scratch_bytes_per_row(),
+        d,
+        compute_bytes,
+        w.map(Source::scratch_bytes_per_row),
+    );
+    let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
+    check_fits(required, limit_bytes, &led, || format!("the validation pass with n_features = {d}"), Vec::new)?;
+    let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d as u64 * 8, threads);
+    led.add("read blocks", rows, per_row, format!("{rows} rows × {per_row} B"));
+    Ok(Plan::blocked("validation", limit_bytes, led, rows as usize, n as usize, threads as usize))
+}
+
+/// Runs the validation pass's task (see [`plan_scan_task`]) and returns its
+/// [`task_result`]: the statistics, and the sample as side results.
+///
+/// # Errors
+/// As [`scan`]'s pass: [`Error::InvalidWeight`], read errors,
+/// [`Error::Cancelled`].
+pub(crate) fn run_scan_task<T: Real>(
+    payload: &[u8],
+    x: &Source<'_>,
+    w: Option<&Source<'_>>,
+    plan: &Plan,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<u8>> {
+    let (d, sample): (usize, KeyedSample) = decode(payload, "scan task")?;
+    let mut pass = ScanPass { d, sample, weights_name: w.map(Source::name) };
+    let mut blocks = BlockReader::<T>::new(x, w, plan.block_rows);
+    let rows = x.first_row()..x.n_samples();
+    let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancelled)?;
+    Ok(task_result::<T, _>(&pass, partial))
 }
 
 /// The validation pass over `blocks`' source and weights, split as `split`:

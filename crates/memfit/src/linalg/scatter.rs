@@ -3,7 +3,7 @@
 use faer::Par;
 
 use crate::error::{Error, Result};
-use crate::exec::{decode, encode, run_pass, run_split, Block, Leaf, Merge, Pass, RowSplit};
+use crate::exec::{decode, encode, run_pass, run_split, task_result, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::kernels::add_tile_scatter;
 use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, TILE_ROWS};
@@ -129,7 +129,8 @@ pub(crate) fn run_scatter_task(
         par: Par::rayon(plan.threads.max(1)),
     };
     let rows = x.first_row()..x.n_samples();
-    Ok(encode(&run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancelled)?))
+    let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancelled)?;
+    Ok(task_result(&pass, partial))
 }
 
 /// `S` of some rows, row-major `(d, d)`.

@@ -16,7 +16,7 @@ use super::passes::{EPass, EmPass, Sums};
 use super::plan::plan_gmm;
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{decode, encode, run_pass};
+use crate::exec::{decode, encode, run_pass, task_result};
 use crate::io::{BlockReader, Source};
 use crate::kernels::Prec;
 use crate::plan::{Job, Plan};
@@ -112,7 +112,8 @@ impl<T: Real> MixtureTask<T> {
                     sums: Sums { t, reference: &s.reference, scatter: s.scatter },
                     secs: (0.0, 0.0),
                 };
-                Ok(encode(&run_pass(&mut pass, &mut blocks, Some(rows), shift, cancelled)?))
+                let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancelled)?;
+                Ok(task_result(&pass, partial))
             }
             None => {
                 let mut outputs = Outputs::default();
@@ -124,7 +125,8 @@ impl<T: Real> MixtureTask<T> {
                     labels: Vec::new(),
                     validate: self.validate,
                 };
-                Ok(encode(&run_pass(&mut pass, &mut blocks, Some(rows), shift, cancelled)?))
+                let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancelled)?;
+                Ok(task_result(&pass, partial))
             }
         }
     }
