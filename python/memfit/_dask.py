@@ -71,6 +71,8 @@ def resolve_client(client: Any) -> Any:
     if client is not None:
         if not isinstance(client, distributed_module().Client):
             raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
+        if client.status in ("closing", "closed"):
+            raise RuntimeError(f"memfit: the Dask client is {client.status}; pass a running client, or none")
         return client
     try:
         import distributed
@@ -303,6 +305,9 @@ class DaskData:
         client = resolve_client(client)
         if client is None:
             return {}
+        # Before any chunk is read through the client: a cluster without
+        # workers would never compute one.
+        tightest_worker(client)
         runner = Cluster(client, self.x, None if w is None else w.x.reshape(-1), memory_limit)
         return {"remote": runner, "row_bounds": runner.row_bounds}
 
@@ -312,15 +317,7 @@ class DaskData:
         Dask array of shape ``(n_samples,)`` (``n_out`` None) or
         ``(n_samples, n_out)``."""
 
-        def block(b, block_info=None):
-            try:
-                return func(task_limit(memory_limit), np.asarray(b))
-            except ValueError as e:
-                start, stop = block_info[0]["array-location"][0] if block_info else (0, len(b))
-                if hasattr(e, "add_note"):  # Python >= 3.11
-                    e.add_note(f"memfit: in the Dask chunk of rows {start}..{stop}: row numbers above count from {start}")
-                raise
-
+        block = _RowsBlock(func, memory_limit)
         if n_out is None:
             return self.x.map_blocks(block, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype))
         return self.x.map_blocks(block, chunks=(self.x.chunks[0], (n_out,)), dtype=dtype, meta=np.empty((0, 0), dtype))
@@ -337,6 +334,23 @@ class DaskData:
             if is_dask_array(value):
                 delattr(fitted, name)
         return self.map_rows(_EstimatorMethod(fitted, method), check_memory_limit(estimator.memory_limit), n_out, dtype)
+
+
+class _RowsBlock:
+    """One chunk's task of :meth:`DaskData.map_rows` (a class, not a closure,
+    so that the lazy results, and estimators holding them, pickle)."""
+
+    def __init__(self, func: Any, memory_limit: int):
+        self.func, self.memory_limit = func, memory_limit
+
+    def __call__(self, b: Any, block_info: Any = None) -> np.ndarray:
+        try:
+            return self.func(task_limit(self.memory_limit), np.asarray(b))
+        except ValueError as e:
+            start, stop = block_info[0]["array-location"][0] if block_info else (0, len(b))
+            if hasattr(e, "add_note"):  # Python >= 3.11
+                e.add_note(f"memfit: in the Dask chunk of rows {start}..{stop}: row numbers above count from {start}")
+            raise
 
 
 class _EstimatorMethod:
