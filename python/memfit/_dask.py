@@ -72,6 +72,8 @@ def resolve_client(client: Any) -> Any:
     if client is not None:
         if not isinstance(client, distributed_module().Client):
             raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
+        if client.status in ("closing", "closed"):
+            raise RuntimeError(f"memfit: the Dask client is {client.status}; pass a running client, or none")
         return client
     try:
         import distributed
@@ -210,7 +212,8 @@ def _run_chunk(task: bytes, x: np.ndarray, w: Optional[np.ndarray], first_row: i
     x = np.asarray(x)
     if x.dtype.byteorder == ">" or not x.flags.aligned:
         x = x.astype(x.dtype.newbyteorder("="))
-    w2 = None if w is None else np.ascontiguousarray(np.asarray(w), dtype=np.float64).reshape(-1, 1)
+    # Arrays unpickled on a worker may be misaligned: the engine borrows aligned ones.
+    w2 = None if w is None else np.require(np.asarray(w, dtype=np.float64).reshape(-1, 1), requirements=["C", "A"])
     _, out = _memfit.run_task(
         task, x, first_row=first_row, memory_limit=task_limit(memory_limit), sample_weight=w2, n_jobs=1
     )
@@ -263,7 +266,8 @@ class Cluster:
                 raise
             raise MemoryError(
                 f"memfit: a task over {rows} rows does not fit {self.budget_text} (memfit._dask.SAFETY); "
-                f"give the workers more memory or fewer threads, or use smaller chunks. {e}"
+                f"give the workers more memory per thread (a larger worker memory_limit, or fewer nthreads), "
+                f"or use smaller chunks when the rows' blocks are what does not fit. The plan: {e}"
             ) from None
 
     def __call__(self, task: bytes, ranges: list) -> list:
@@ -323,15 +327,7 @@ class DaskData:
         Dask array of shape ``(n_samples,)`` (``n_out`` None) or
         ``(n_samples, n_out)``."""
 
-        def block(b, block_info=None):
-            try:
-                return func(task_limit(memory_limit), np.asarray(b))
-            except ValueError as e:
-                start, stop = block_info[0]["array-location"][0] if block_info else (0, len(b))
-                if hasattr(e, "add_note"):  # Python >= 3.11
-                    e.add_note(f"memfit: in the Dask chunk of rows {start}..{stop}: row numbers above count from {start}")
-                raise
-
+        block = _RowsBlock(func, memory_limit)
         if n_out is None:
             return self.x.map_blocks(block, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype))
         return self.x.map_blocks(block, chunks=(self.x.chunks[0], (n_out,)), dtype=dtype, meta=np.empty((0, 0), dtype))
@@ -348,6 +344,23 @@ class DaskData:
             if is_dask_array(value):
                 delattr(fitted, name)
         return self.map_rows(_EstimatorMethod(fitted, method), check_memory_limit(estimator.memory_limit), n_out, dtype)
+
+
+class _RowsBlock:
+    """One chunk's task of :meth:`DaskData.map_rows` (a class, not a closure,
+    so that the lazy results, and estimators holding them, pickle)."""
+
+    def __init__(self, func: Any, memory_limit: int):
+        self.func, self.memory_limit = func, memory_limit
+
+    def __call__(self, b: Any, block_info: Any = None) -> np.ndarray:
+        try:
+            return self.func(task_limit(self.memory_limit), np.asarray(b))
+        except ValueError as e:
+            start, stop = block_info[0]["array-location"][0] if block_info else (0, len(b))
+            if hasattr(e, "add_note"):  # Python >= 3.11
+                e.add_note(f"memfit: in the Dask chunk of rows {start}..{stop}: row numbers above count from {start}")
+            raise
 
 
 class _EstimatorMethod:

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _memfit
 from ._dask import is_dask_array
 from ._validation import (
+    c_float64,
     on_cluster,
     check_data,
     check_memory_limit,
@@ -339,7 +340,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         labels = np.empty(data.n_samples, dtype=np.int32)
         inertia = _memfit.assign(
             data.engine,
-            centers=np.ascontiguousarray(self.cluster_centers_, dtype=np.float64),
+            centers=c_float64(self.cluster_centers_),
             memory_limit=check_memory_limit(self.memory_limit),
             labels=labels,
             sample_weight=w,
@@ -409,7 +410,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         out = np.empty((data.n_samples, self.cluster_centers_.shape[0]), dtype=dtype)
         _memfit.transform(
             data.engine,
-            centers=np.ascontiguousarray(self.cluster_centers_, dtype=np.float64),
+            centers=c_float64(self.cluster_centers_),
             memory_limit=check_memory_limit(self.memory_limit),
             out=out,
             n_jobs=check_n_jobs(self.n_jobs),

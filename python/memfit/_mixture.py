@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
 from ._validation import (
+    c_float64,
     on_cluster,
     check_data,
     check_memory_limit,
@@ -101,7 +102,7 @@ _NOT_CONVERGED = (
 def _as_matrix(a):
     """A stack of parameters as the engine reads it: all axes but the last
     are rows (a vector is a column)."""
-    a = np.ascontiguousarray(a, dtype=np.float64)
+    a = c_float64(a)
     return a.reshape(-1, 1) if a.ndim == 1 else a.reshape(-1, a.shape[-1])
 
 
@@ -296,8 +297,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                     "hint: restore them, or set warm_start=False to fit from scratch"
                 )
             return (
-                np.ascontiguousarray(self.weights_, dtype=np.float64),
-                np.ascontiguousarray(self.means_, dtype=np.float64),
+                c_float64(self.weights_),
+                c_float64(self.means_),
                 _as_matrix(self.precisions_cholesky_),
                 True,
                 1,
@@ -497,8 +498,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         scores = _memfit.gmm_predict(
             data.engine,
             covariance_type=self.covariance_type,
-            weights=np.ascontiguousarray(self.weights_, dtype=np.float64),
-            means=np.ascontiguousarray(self.means_, dtype=np.float64),
+            weights=c_float64(self.weights_),
+            means=c_float64(self.means_),
             precisions_cholesky=_as_matrix(self.precisions_cholesky_),
             memory_limit=check_memory_limit(self.memory_limit),
             n_jobs=check_n_jobs(self.n_jobs),

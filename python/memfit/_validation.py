@@ -17,7 +17,7 @@ import errno
 import numbers
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -225,8 +225,11 @@ def on_cluster(X: Any, client: Any) -> Any:
     """``X`` as a fit on ``client`` (or the active Dask client) reads it: a
     2-D :class:`memfit.array.Array` becomes a Dask array whose chunks the
     workers compute (see :func:`memfit._dask.from_expression`); anything
-    else is returned as is."""
-    if _is_lazy_array(X) and X.ndim == 2 and _dask.resolve_client(client) is not None:
+    else is returned as is (NumPy arrays and paths are fitted in this
+    process). A ``client`` that is not a running ``distributed.Client``
+    raises TypeError or RuntimeError whatever ``X`` is."""
+    on = _dask.resolve_client(client)
+    if _is_lazy_array(X) and X.ndim == 2 and on is not None:
         return _dask.from_expression(X)
     return X
 
@@ -251,13 +254,24 @@ def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str 
     """
     keep = None
     if _dask.is_dask_array(X):
+        if X.ndim > 2:
+            raise ValueError(f"Found array with dim {X.ndim}, while dim <= 2 is required ({name} has shape {X.shape}).")
         if X.ndim != 2:
-            raise ValueError(f"Expected 2D array, got {X.ndim}D array instead ({name} has shape {X.shape})")
+            got = "scalar" if X.ndim == 0 else f"{X.ndim}D"
+            raise ValueError(
+                f"Expected 2D array, got {got} array instead ({name} has shape {X.shape}). "
+                "Reshape your data either using array.reshape(-1, 1) if your data has a single feature "
+                "or array.reshape(1, -1) if it contains a single sample."
+            )
         if any(np.isnan(s) for s in X.shape):
             raise ValueError(f"{name} has unknown chunk sizes {X.shape}; call {name}.compute_chunk_sizes() first")
+        if np.issubdtype(X.dtype, np.complexfloating):
+            raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
         if np.dtype(X.dtype) not in NATIVE_DTYPES:
-            if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_) or np.iscomplexobj(X):
-                raise ValueError(f"Complex data not supported or dtype {X.dtype} is not numeric ({name})")
+            if X.dtype.kind not in "biufOUS":
+                raise ValueError(f"dtype {X.dtype} is not numeric; hint: {name} must be numeric")
+            # As a NumPy X is converted (object and string chunks too,
+            # lazily: a value that is not a number fails when read).
             X = X.astype(np.float64)
         n, d = (int(s) for s in X.shape)
         _too_few(tuple(X.shape), n, d, min_samples, estimator)
@@ -307,8 +321,20 @@ def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weig
     if sample_weight is None:
         return None
     if data.dask is not None:
-        if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, (bool, complex)):
-            sample_weight = np.full(data.n_samples, float(sample_weight))
+        if not _dask.is_dask_array(sample_weight):
+            # In memory (or a .npy file): checked as for a NumPy X, then
+            # read chunk by chunk with X's row chunks.
+            if isinstance(sample_weight, (str, bytes, os.PathLike)):
+                sample_weight = np.load(os.fsdecode(os.fspath(sample_weight)), mmap_mode="r")
+            w = check_sample_weight(sample_weight, replace(data, dask=None), name)
+            return _dask.Rows(data.dask.weights(w.reshape(-1)).reshape(-1, 1))
+        if np.issubdtype(sample_weight.dtype, np.complexfloating):
+            raise ValueError(f"Complex data not supported: {name} has dtype {sample_weight.dtype}")
+        if sample_weight.ndim != 1:
+            raise ValueError(
+                f"Sample weights must be 1D array or scalar, got {sample_weight.ndim}D array. Expected either a "
+                f"scalar value or a 1D array of length {data.n_samples}."
+            )
         if tuple(sample_weight.shape) != (data.n_samples,):
             raise ValueError(f"{name}.shape == {tuple(sample_weight.shape)}, expected ({data.n_samples},)!")
         w = data.dask.weights(sample_weight)
@@ -342,6 +368,12 @@ def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weig
     return engine_array(w.reshape(-1, 1), name=name)
 
 
+def c_float64(a: Any) -> np.ndarray:
+    """``a`` as a C-contiguous, aligned float64 array, copied only when it is
+    not one (arrays unpickled on a Dask worker can be misaligned)."""
+    return np.require(a, dtype=np.float64, requirements=["C", "A"])
+
+
 def small_array(a: Any, name: str, ndim: Optional[int] = None) -> np.ndarray:
     """A parameter array (centres, Q, initial parameters) as C-ordered
     float64 (with ``ndim`` dimensions when given), refusing complex and
@@ -351,7 +383,7 @@ def small_array(a: Any, name: str, ndim: Optional[int] = None) -> np.ndarray:
         raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
     dtype = arr.dtype if arr.dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float64)
     try:
-        arr = np.ascontiguousarray(arr, dtype=np.float64)
+        arr = c_float64(arr)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{e}; hint: {name} must be numeric") from e
     if ndim is not None and arr.ndim != ndim:

@@ -227,3 +227,57 @@ def test_an_expression_over_a_npy_file_fits_on_the_cluster(client, X, tmp_path):
     dist, n_tasks = tasks_run(client, lambda: KMeans(5, random_state=0, n_init=1).fit(e, client=client))
     assert n_tasks >= dist.n_iter_
     same_kmeans(local, dist)
+
+
+def test_an_estimator_with_lazy_results_pickles(X):
+    import pickle
+
+    km = KMeans(3, n_init=1, random_state=0).fit(chunked(X[:1000], rows=300))
+    again = pickle.loads(pickle.dumps(km))
+    assert np.array_equal(again.labels_.compute(), km.labels_.compute())
+    assert np.array_equal(pickle.loads(pickle.dumps(km.predict(chunked(X[:1000])))).compute(), km.labels_.compute())
+
+
+def test_a_cluster_without_workers_or_a_closed_client_is_refused_before_reading():
+    X = chunked(blobs(n=1000))
+    with distributed.LocalCluster(n_workers=0, dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        with pytest.raises(RuntimeError, match="no workers"):
+            KMeans(2, n_init=1).fit(X, client=c)  # used to wait forever for a chunk
+        with pytest.raises(RuntimeError, match="no workers"):
+            weighted_scatter(X, np.ones(1000), client=c)
+    with pytest.raises(RuntimeError, match="client is closed"):
+        KMeans(2, n_init=1).fit(X, client=c)
+
+
+def _error(f):
+    with pytest.raises(Exception) as e:
+        f()
+    return type(e.value), str(e.value)
+
+
+def test_dask_inputs_are_checked_as_numpy_inputs():
+    X = blobs(n=1000)
+    for bad in (X[:, 0], X.reshape(10, 100, 5), X.astype(np.complex128)):
+        assert _error(lambda: KMeans(2).fit(da.from_array(bad))) == _error(lambda: KMeans(2).fit(bad))
+    # Object arrays of numbers are converted, as NumPy ones are.
+    a = KMeans(2, n_init=1, random_state=0).fit(X.astype(object))
+    b = KMeans(2, n_init=1, random_state=0).fit(chunked(X.astype(object), rows=300))
+    assert np.array_equal(a.cluster_centers_, b.cluster_centers_)
+
+
+def test_sample_weight_of_a_dask_x_is_checked_as_for_a_numpy_x():
+    X = blobs(n=1000)
+    dx = chunked(X, rows=300)
+    ones = np.ones(1000)
+    nan = ones.copy()
+    nan[999] = np.nan
+    for w in (ones.astype(np.complex128), ones.reshape(-1, 1), nan, np.zeros(1000), ones[:999]):
+        assert _error(lambda: KMeans(2, n_init=1).fit(dx, sample_weight=w)) == \
+            _error(lambda: KMeans(2, n_init=1).fit(X, sample_weight=w))
+    for w in (ones.astype(np.complex128), ones.reshape(-1, 1)):
+        assert _error(lambda: KMeans(2, n_init=1).fit(dx, sample_weight=da.from_array(w, chunks=77))) == \
+            _error(lambda: KMeans(2, n_init=1).fit(X, sample_weight=w))
+    # A list, as for a NumPy X (it used to raise AttributeError).
+    a = KMeans(2, n_init=1, random_state=0).fit(X, sample_weight=list(range(1, 1001)))
+    b = KMeans(2, n_init=1, random_state=0).fit(dx, sample_weight=list(range(1, 1001)))
+    assert np.array_equal(a.cluster_centers_, b.cluster_centers_) and a.inertia_ == b.inertia_
