@@ -354,13 +354,17 @@ class _RowsBlock:
         self.func, self.memory_limit = func, memory_limit
 
     def __call__(self, b: Any, block_info: Any = None) -> np.ndarray:
-        try:
-            return self.func(task_limit(self.memory_limit), np.asarray(b))
-        except ValueError as e:
-            start, stop = block_info[0]["array-location"][0] if block_info else (0, len(b))
-            if hasattr(e, "add_note"):  # Python >= 3.11
-                e.add_note(f"memfit: in the Dask chunk of rows {start}..{stop}: row numbers above count from {start}")
-            raise
+        start = block_info[0]["array-location"][0][0] if block_info else 0
+        return self.func(task_limit(self.memory_limit), Piece(np.asarray(b), start))
+
+
+class Piece:
+    """Rows ``first_row .. first_row + len(array)`` of a larger array (a Dask
+    chunk): the engine reads ``array`` and names its rows as in the whole,
+    so an error in a chunk's task names the same row as in a NumPy fit."""
+
+    def __init__(self, array: Any, first_row: int):
+        self.array, self.first_row = array, int(first_row)
 
 
 class _EstimatorMethod:

@@ -2,7 +2,9 @@
 
 Inputs named ``x``, ``sample_weight`` and ``w`` are a ``.npy`` path (``str``),
 a reader of rows (an object with ``shape``, ``dtype``, ``held_bytes`` and
-``read_rows(start, stop)``, see ``memfit._dask.Rows``) or a 2-D NumPy array of float64, float32, float16, uint8, int16, int32 or
+``read_rows(start, stop)``, see ``memfit._dask.Rows``), a piece of a larger
+array (an object with ``array`` and ``first_row``: rows are named as in the
+whole, see ``memfit._dask.Piece``) or a 2-D NumPy array of float64, float32, float16, uint8, int16, int32 or
 int64 with non-negative strides (weights as ``(n_samples, 1)``); arrays are
 borrowed, never copied. Output arrays are allocated by the caller and filled
 in place. Every function releases the GIL, stops on Ctrl-C with

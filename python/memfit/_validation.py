@@ -235,6 +235,16 @@ def on_cluster(X: Any, client: Any) -> Any:
 
 
 def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str = "X", min_samples: int = 1) -> Data:
+    """:func:`_check_data`; a :class:`memfit._dask.Piece` (a Dask chunk in a
+    task) is checked as its array and read by the engine with its rows
+    numbered as in the whole array."""
+    if isinstance(X, _dask.Piece):
+        data = _check_data(X.array, estimator, reset=reset, name=name, min_samples=min_samples)
+        return replace(data, engine=_dask.Piece(data.engine, X.first_row))
+    return _check_data(X, estimator, reset=reset, name=name, min_samples=min_samples)
+
+
+def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_samples: int) -> Data:
     """Checks ``X`` (array-like, ``numpy.memmap``, ``.npy`` path or 2-D
     :class:`memfit.array.Array`, see :func:`lazy_array_input`), that it
     has at least ``min_samples`` rows and, with an estimator, its feature

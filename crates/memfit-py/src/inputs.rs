@@ -36,6 +36,9 @@ pub enum Held<'py> {
     Expr(memfit::array::Array),
     /// Rows read through a Python reader (a Dask array, chunk by chunk).
     Rows(crate::remote::PyRows),
+    /// The rows of a larger array from its row `first_row` on (a Dask
+    /// chunk): errors name rows as in the whole array.
+    Piece(Box<Held<'py>>, usize),
 }
 
 impl<'py> Held<'py> {
@@ -53,6 +56,10 @@ impl<'py> Held<'py> {
         }
         if obj.hasattr("read_rows")? {
             return Ok(Held::Rows(crate::remote::PyRows::new(obj)?));
+        }
+        if obj.hasattr("first_row")? {
+            let first_row: usize = obj.getattr("first_row")?.extract()?;
+            return Ok(Held::Piece(Box::new(Held::new(&obj.getattr("array")?)?), first_row));
         }
         macro_rules! try_dtype {
             ($($variant:ident: $t:ty),*) => {
@@ -79,6 +86,7 @@ impl<'py> Held<'py> {
     pub fn weights(&self) -> PyResult<Source<'_>> {
         match self {
             Held::Path(p) => Source::open_vector(p).map_err(to_py),
+            Held::Piece(inner, first_row) => Ok(inner.weights()?.starting_at(*first_row)),
             _ => self.source(),
         }
     }
@@ -108,6 +116,7 @@ impl<'py> Held<'py> {
                 Ok(Source::rows(Box::new(memfit::array::ExprRows::new(a, &opts).map_err(to_py)?)))
             }
             Held::Rows(r) => Ok(Source::rows(Box::new(r.clone()))),
+            Held::Piece(inner, first_row) => Ok(inner.source()?.starting_at(*first_row)),
         }
     }
 }

@@ -199,6 +199,17 @@ impl<S: Merge> Partial<S> {
         Ok(self)
     }
 
+    /// The statistics of these rows alone: their chunks folded left to right
+    /// (from row 0, the same as [`Partial::finish`]).
+    pub fn fold(mut self) -> S {
+        let mut parts = self.parts.drain(..);
+        let mut first = parts.next().expect("at least one part");
+        for p in parts {
+            first.merge(&p);
+        }
+        first
+    }
+
     /// The statistics of rows `0..end`.
     ///
     /// # Errors
@@ -359,10 +370,10 @@ impl RowSplit {
         RowSplit { bounds: boundaries, remote: Some(remote) }
     }
 
-    /// The ranges of a pass over `n` rows.
-    fn ranges(&self, n: usize) -> Vec<Range<usize>> {
-        let mut bounds = vec![0];
-        bounds.extend(self.bounds.iter().copied().filter(|&b| b > 0 && b < n));
+    /// The ranges of a pass over rows `first..n`.
+    fn ranges(&self, first: usize, n: usize) -> Vec<Range<usize>> {
+        let mut bounds = vec![first];
+        bounds.extend(self.bounds.iter().copied().filter(|&b| b > first && b < n));
         bounds.push(n);
         bounds.windows(2).map(|w| w[0]..w[1]).collect()
     }
@@ -382,7 +393,9 @@ pub fn run_split<T: Real, P: Pass<T>>(
     shift: &[f64],
     cancelled: &dyn Fn() -> bool,
 ) -> Result<P::Stats> {
-    let ranges = split.ranges(blocks.x().n_samples());
+    // A piece of larger data (see `Source::starting_at`) is passed from its
+    // first row on.
+    let ranges = split.ranges(blocks.x().first_row(), blocks.x().n_samples());
     if let Some(b) = split.bounds.iter().find(|&&b| !b.is_multiple_of(CHUNK_ROWS)) {
         return Err(Error::param("rows", format!("row boundary {b} is not a multiple of {CHUNK_ROWS}")));
     }
@@ -401,7 +414,12 @@ pub fn run_split<T: Real, P: Pass<T>>(
             Some(t) => t.merge(p)?,
         });
     }
-    total.expect("at least one range").finish()
+    let total = total.expect("at least one range");
+    // A piece of larger data: the statistics of its rows alone.
+    if total.rows.start == blocks.x().first_row() && total.rows.start > 0 {
+        return Ok(total.fold());
+    }
+    total.finish()
 }
 
 /// Fails with [`Error::NonFinite`] at the first non-finite value of `block`.
@@ -516,6 +534,40 @@ mod tests {
             fold[1] += l[1];
         }
         assert_eq!(want.0, fold);
+    }
+
+    #[test]
+    fn a_piece_keeps_its_rows_numbers() {
+        let n = 3 * CHUNK_ROWS + 10;
+        let mut x: Vec<f64> = (0..2 * n).map(|i| (i % 7) as f64).collect();
+        let c = CHUNK_ROWS;
+        let want = {
+            let all = Source::memory(ArrayRef::c_order(Values::F64(&x), n, 2).unwrap());
+            let mut blocks = BlockReader::<f64>::new(&all, None, 1000);
+            run_pass(&mut ColumnSums, &mut blocks, Some(c..n), &[0.0; 2], &|| false).unwrap().fold()
+        };
+        {
+            let piece = Source::memory(ArrayRef::c_order(Values::F64(&x[2 * c..]), n - c, 2).unwrap()).starting_at(c);
+            assert_eq!(piece.n_samples(), n);
+            let mut blocks = BlockReader::<f64>::new(&piece, None, 1000);
+            let got = run_split(&mut ColumnSums, &mut blocks, &RowSplit::default(), &[0.0; 2], &|| false).unwrap();
+            assert_eq!(got, want);
+        }
+        // Errors name rows as in the whole array.
+        x[2 * (2 * c + 5) + 1] = f64::NAN;
+        let piece = Source::memory(ArrayRef::c_order(Values::F64(&x[2 * c..]), n - c, 2).unwrap()).starting_at(c);
+        let mut blocks = BlockReader::<f64>::new(&piece, None, 1000);
+        let mut failed = None;
+        blocks
+            .for_each_in(c..n, &[0.0; 2], &|| false, |start, xb, _| {
+                let b = Block { start, x: xb, w: None, n_features: 2 };
+                if let Err(e) = check_finite(&piece, b) {
+                    failed.get_or_insert(e.to_string());
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(failed.unwrap().contains(&format!("row {}", 2 * c + 5)));
     }
 
     #[test]
