@@ -310,15 +310,24 @@ class DaskData:
         w = sample_weight if is_dask_array(sample_weight) else da.from_array(np.asarray(sample_weight))
         return w.astype(np.float64).rechunk((self.x.chunks[0],))
 
-    def fit_kwargs(self, client: Any, w: Optional[Rows], memory_limit: int, probe: Any = None) -> dict:
-        """The engine's ``remote`` and ``row_bounds`` for a fit on ``client``
+    def fit_kwargs(
+        self, client: Any, w: Optional[Rows], memory_limit: int, fit: Any = None, params: Optional[dict] = None
+    ) -> dict:
+        """The engine's ``remote`` and ``row_bounds`` for a job on ``client``
         (none without one); ``w`` is the weights' reader from
-        ``check_sample_weight``; ``probe`` plans the job (see
-        :class:`Cluster`)."""
+        ``check_sample_weight``. ``fit`` (``_memfit.kmeans_fit`` or
+        ``gmm_fit``, called with ``params`` and ``dry_run=True``) plans the
+        whole job before any task runs (see :class:`Cluster`)."""
         client = resolve_client(client)
         if client is None:
             return {}
-        runner = Cluster(client, self.x, None if w is None else w.x.reshape(-1), memory_limit, probe)
+
+        def probe(x, wp, limit):
+            fit(x, sample_weight=wp, memory_limit=limit, dry_run=True, **(params or {}))
+
+        runner = Cluster(
+            client, self.x, None if w is None else w.x.reshape(-1), memory_limit, probe if fit is not None else None
+        )
         return {"remote": runner, "row_bounds": runner.row_bounds}
 
     def map_rows(self, func: Any, memory_limit: int, n_out: Optional[int], dtype: Any) -> Any:

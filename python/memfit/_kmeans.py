@@ -276,10 +276,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             float32=data.float32,
         )
         labels = np.empty(data.n_samples, dtype=np.int32) if data.dask is None else None
-        cluster = {}
-        if data.dask is not None:
-            probe = lambda x, wp, lim: _memfit.kmeans_fit(x, sample_weight=wp, memory_limit=lim, dry_run=True, **params)  # noqa: E731
-            cluster = data.dask.fit_kwargs(client, w, limit, probe)
+        cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit, _memfit.kmeans_fit, params)
         result = _memfit.kmeans_fit(
             data.engine,
             sample_weight=w,

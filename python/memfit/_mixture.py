@@ -374,10 +374,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             float32=data.float32,
             **init,
         )
-        cluster = {}
-        if data.dask is not None:
-            probe = lambda x, wp, lim: _memfit.gmm_fit(x, sample_weight=wp, memory_limit=lim, dry_run=True, **params)  # noqa: E731
-            cluster = data.dask.fit_kwargs(client, w, limit, probe)
+        cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit, _memfit.gmm_fit, params)
         r = _memfit.gmm_fit(
             data.engine,
             sample_weight=w,
