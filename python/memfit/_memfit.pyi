@@ -138,6 +138,8 @@ def gmm_predict(
     labels: Optional[_I64] = None,
     proba: Optional[_F64] = None,
     log_likelihood: Optional[_F64] = None,
+    remote: Optional[_Remote] = None,
+    row_bounds: list[int] = [],
 ) -> dict[str, Any]:
     """One E-step pass filling the outputs given; returns score (the mean
     log-likelihood), bic, aic and n_parameters on x."""

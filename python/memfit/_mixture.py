@@ -492,18 +492,22 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         out_l = np.empty(n, dtype=np.int64) if labels else None
         out_p = np.empty((n, k), dtype=np.float64) if proba else None
         out_q = np.empty(n, dtype=np.float64) if log_likelihood else None
+        limit = check_memory_limit(self.memory_limit)
+        # score, bic, aic of a Dask X: one task per chunk on the active client.
+        cluster = {} if data.dask is None else data.dask.fit_kwargs(None, None, limit)
         scores = _memfit.gmm_predict(
             data.engine,
             covariance_type=self.covariance_type,
             weights=c_float64(self.weights_),
             means=c_float64(self.means_),
             precisions_cholesky=_as_matrix(self.precisions_cholesky_),
-            memory_limit=check_memory_limit(self.memory_limit),
+            memory_limit=limit,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
             labels=out_l,
             proba=out_p,
             log_likelihood=out_q,
+            **cluster,
         )
         if data.float32 and self.means_.dtype == np.float32:
             # float32 results for float32 data on a float32 model, as scikit-learn's.

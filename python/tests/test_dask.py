@@ -103,7 +103,9 @@ def test_gaussian_mixtures_on_the_cluster_are_bitwise_the_single_process_fit(cli
     assert np.array_equal(local.predict(X), dist.predict(dx).compute())
     assert np.array_equal(local.predict_proba(X), dist.predict_proba(dx).compute())
     assert np.array_equal(local.score_samples(X), dist.score_samples(dx).compute())
-    assert local.score(X) == dist.score(dx) and local.bic(X) == dist.bic(dx)
+    score, n_tasks = tasks_run(client, lambda: dist.score(dx))
+    assert n_tasks == 4 and local.score(X) == score  # one E-step task per chunk
+    assert local.bic(X) == dist.bic(dx) and local.aic(X) == dist.aic(dx)
 
 
 def test_kernels_equal(client, X):

@@ -40,6 +40,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
         compute: args.common.compute_dtype(x.dtype()),
         n_outputs: paths.len(),
         memory_limit_bytes: limit,
+        row_split: Default::default(),
     };
     let plan = job.plan().with_context(|| format!("--model {}", args.model.display()))?;
     if args.dry_run {

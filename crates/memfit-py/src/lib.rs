@@ -475,7 +475,7 @@ fn gmm_fit<'py>(
 /// `n_parameters`. Warnings are issued.
 #[pyfunction]
 #[pyo3(signature = (x, *, covariance_type, weights, means, precisions_cholesky, memory_limit, n_jobs=None,
-    float32=false, labels=None, proba=None, log_likelihood=None))]
+    float32=false, labels=None, proba=None, log_likelihood=None, remote=None, row_bounds=vec![]))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_predict<'py>(
     py: Python<'py>,
@@ -490,7 +490,10 @@ fn gmm_predict<'py>(
     mut labels: Option<PyReadwriteArray1<'py, i64>>,
     mut proba: Option<PyReadwriteArray2<'py, f64>>,
     mut log_likelihood: Option<PyReadwriteArray1<'py, f64>>,
+    remote: Option<Py<PyAny>>,
+    row_bounds: Vec<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let (row_split, remote) = split(remote, row_bounds);
     let held = Held::new(x)?;
     let held_p = Held::new(precisions_cholesky)?;
     let model = MixtureModel {
@@ -513,6 +516,7 @@ fn gmm_predict<'py>(
             compute: compute(float32),
             n_outputs: 0,
             memory_limit_bytes: memory_limit,
+            row_split,
         };
         let plan = job.plan()?;
         let wanted = (fill_labels.wanted(), fill_proba.wanted(), fill_log_likelihood.wanted());
@@ -525,7 +529,8 @@ fn gmm_predict<'py>(
             log_likelihood: wanted.2.then_some(&mut put_q as _),
         };
         job.predict(&plan, &mut outputs, obs)
-    })?;
+    })
+    .map_err(|e| restore(&remote, e))?;
     warn(py, &done.warnings)?;
     let dict = PyDict::new(py);
     dict.set_item("score", done.value.score)?;

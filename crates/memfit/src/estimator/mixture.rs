@@ -5,6 +5,7 @@
 use super::{inexact_warnings, ComputeDtype, Done};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
+use crate::exec::RowSplit;
 use crate::io::Source;
 use crate::mixture::{self, CovarianceType, GmmFit, GmmParams, MixtureModel, Outputs, PrecisionsInit};
 use crate::plan::{Job, Plan};
@@ -128,6 +129,8 @@ pub struct GmmPredictJob<'a> {
     pub n_outputs: usize,
     /// The memory limit in bytes.
     pub memory_limit_bytes: u64,
+    /// Where the pass runs: whole, here, by default (see [`RowSplit`]).
+    pub row_split: RowSplit,
 }
 
 /// The model's fit to the data of a [`GmmPredictJob`].
@@ -185,10 +188,10 @@ impl GmmPredictJob<'_> {
         self.check()?;
         let (m, x) = (self.model, self.x);
         let score = match self.compute {
-            ComputeDtype::Float32 => mixture::predict::<f32>(m, x, plan, outputs, observer)?,
-            ComputeDtype::Float64 => mixture::predict::<f64>(m, x, plan, outputs, observer)?,
+            ComputeDtype::Float32 => mixture::predict::<f32>(m, x, plan, &self.row_split, outputs, observer)?,
+            ComputeDtype::Float64 => mixture::predict::<f64>(m, x, plan, &self.row_split, outputs, observer)?,
         };
-        let n_samples = x.n_samples();
+        let n_samples = x.n_samples() - x.first_row();
         let p = n_parameters(m.covariance_type, m.n_components(), m.n_features());
         let (bic, aic) = information_criteria(score, n_samples as f64, p);
         Ok(Done {

@@ -67,7 +67,8 @@ pub fn plan_predict(
 }
 
 /// One E-step pass of `model` over `x` (shape `(n_samples, n_features)`,
-/// any supported dtype, computed in `T`) within `plan`: labels,
+/// any supported dtype, computed in `T`) within `plan`, run as `split`
+/// says (a pass without outputs can run on a [`crate::exec::Remote`]): labels,
 /// probabilities and log-likelihoods go to `outputs`; returns the mean
 /// log-likelihood per sample (scikit-learn's `score`).
 ///
@@ -80,6 +81,7 @@ pub fn predict<T: Real>(
     model: &MixtureModel<'_>,
     x: &Source<'_>,
     plan: &Plan,
+    split: &RowSplit,
     outputs: &mut Outputs<'_>,
     observer: &mut dyn Observer,
 ) -> Result<f64> {
@@ -101,7 +103,6 @@ pub fn predict<T: Real>(
     let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.tile_rows, plan.threads);
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
     observer.event(&Progress::Phase("predicting"));
-    let total =
-        e_pass(x, &mut blocks, &RowSplit::default(), &shift, &mut ws, &es, outputs, true, &|| observer.cancelled())?;
-    Ok(total / x.n_samples() as f64)
+    let total = e_pass(x, &mut blocks, split, &shift, &mut ws, &es, outputs, true, &|| observer.cancelled())?;
+    Ok(total / (x.n_samples() - x.first_row()) as f64)
 }
