@@ -399,12 +399,16 @@ pub fn run_split<T: Real, P: Pass<T>>(
     if let Some(b) = split.bounds.iter().find(|&&b| !b.is_multiple_of(CHUNK_ROWS)) {
         return Err(Error::param("rows", format!("row boundary {b} is not a multiple of {CHUNK_ROWS}")));
     }
-    if let (Some(remote), Some((kind, payload))) = (&split.remote, pass.task()) {
-        if cancelled() {
-            return Err(Error::Cancelled);
+    // Only a remote split asks the pass for its task (encoding it costs the
+    // parameters' bytes again).
+    if let Some(remote) = &split.remote {
+        if let Some((kind, payload)) = pass.task() {
+            if cancelled() {
+                return Err(Error::Cancelled);
+            }
+            let task = Task { kind: kind.to_string(), compute: T::DTYPE, shift: shift.to_vec(), payload };
+            return remote::merge_encoded(pass, remote.run(&task, &ranges)?, &ranges);
         }
-        let task = Task { kind: kind.to_string(), compute: T::DTYPE, shift: shift.to_vec(), payload };
-        return remote::merge_encoded(pass, remote.run(&task, &ranges)?, &ranges);
     }
     let mut total: Option<Partial<P::Stats>> = None;
     for r in ranges {

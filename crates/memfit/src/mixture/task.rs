@@ -44,19 +44,37 @@ pub(crate) struct MixtureTask<T> {
     pub(crate) validate: bool,
 }
 
+/// [`MixtureTask`] borrowed, to encode without copying the parameters
+/// (the same bytes: serde writes a slice as a vector).
+#[derive(Serialize)]
+#[serde(bound = "T: Real")]
+struct MixtureTaskRef<'a, T> {
+    es: &'a Estep<T>,
+    em: Option<EmSumsRef<'a>>,
+    validate: bool,
+}
+
+/// [`EmSums`] borrowed.
+#[derive(Serialize)]
+struct EmSumsRef<'a> {
+    t: CovarianceType,
+    reference: &'a [f64],
+    scatter: bool,
+}
+
 impl<T: Real> MixtureTask<T> {
     /// The task of an EM pass.
     pub(crate) fn of_em(pass: &EmPass<'_, T>) -> Vec<u8> {
         let s = &pass.sums;
-        let em = EmSums { t: s.t, reference: s.reference.to_vec(), scatter: s.scatter };
-        encode(&MixtureTask { es: pass.es.clone(), em: Some(em), validate: false })
+        let em = EmSumsRef { t: s.t, reference: s.reference, scatter: s.scatter };
+        encode(&MixtureTaskRef { es: pass.es, em: Some(em), validate: false })
     }
 
     /// The task of an E pass, when it has no per-row outputs.
     pub(crate) fn of_e(pass: &EPass<'_, '_, T>) -> Option<Vec<u8>> {
         let o = &pass.outputs;
         (o.labels.is_none() && o.proba.is_none() && o.log_likelihood.is_none())
-            .then(|| encode(&MixtureTask { es: pass.es.clone(), em: None, validate: pass.validate }))
+            .then(|| encode(&MixtureTaskRef { es: pass.es, em: None, validate: pass.validate }))
     }
 
     /// The task in `payload`.
