@@ -3,7 +3,7 @@
 
 use super::node::Reduction;
 use super::types::{kind, Kind};
-use super::values::{settle, Col};
+use super::values::{pow_wrapping, settle, Col};
 use crate::dtype::Dtype;
 
 /// Partial or accumulated results for a tile of output elements.
@@ -249,12 +249,12 @@ impl Acc {
             }),
             Acc::I(v) => Col::I(match op {
                 Reduction::Sum => v.into_iter().map(|x| x.wrapping_mul(wrapped as i64)).collect(),
-                Reduction::Prod => v.into_iter().map(|x| pow_mod(x as u64, multiplier) as i64).collect(),
+                Reduction::Prod => v.into_iter().map(|x| pow_wrapping(x as u64, multiplier) as i64).collect(),
                 _ => v,
             }),
             Acc::U(v) => Col::U(match op {
                 Reduction::Sum => v.into_iter().map(|x| x.wrapping_mul(wrapped)).collect(),
-                Reduction::Prod => v.into_iter().map(|x| pow_mod(x, multiplier)).collect(),
+                Reduction::Prod => v.into_iter().map(|x| pow_wrapping(x, multiplier)).collect(),
                 _ => v,
             }),
             Acc::B(v) => Col::B(v),
@@ -262,19 +262,6 @@ impl Acc {
         };
         super::values::cast(settle(col, dtype_of_kind(dtype)), dtype)
     }
-}
-
-/// `x^e` modulo 2^64 (square and multiply).
-fn pow_mod(mut x: u64, mut e: u128) -> u64 {
-    let mut acc = 1u64;
-    while e > 0 {
-        if e & 1 == 1 {
-            acc = acc.wrapping_mul(x);
-        }
-        x = x.wrapping_mul(x);
-        e >>= 1;
-    }
-    acc
 }
 
 /// A dtype of the accumulator's kind (so that `settle` leaves it alone).

@@ -443,8 +443,9 @@ fn rem_i(a: i64, b: i64) -> i64 {
     }
 }
 
-/// `x^e` modulo 2^64 for any exponent (square and multiply).
-fn pow_wrapping(mut x: u64, mut e: u64) -> u64 {
+/// `x^e` modulo 2^64 for any exponent (square and multiply): integer
+/// powers, and the product of a value repeated `e` times.
+pub(super) fn pow_wrapping(mut x: u64, mut e: u128) -> u64 {
     let mut acc = 1u64;
     while e > 0 {
         if e & 1 == 1 {
@@ -566,7 +567,7 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
                         message: "Integers to negative integer powers are not allowed.".into(),
                     });
                 }
-                Col::I(bin(a, b, |x, e| pow_wrapping(x as u64, e as u64) as i64))
+                Col::I(bin(a, b, |x, e| pow_wrapping(x as u64, u128::from(e as u64)) as i64))
             }
             Minimum => Col::I(bin(a, b, i64::min)),
             Maximum => Col::I(bin(a, b, i64::max)),
@@ -581,7 +582,7 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
             Multiply => Col::U(bin(a, b, u64::wrapping_mul)),
             FloorDivide => Col::U(bin(a, b, |x, y| x.checked_div(y).unwrap_or(0))),
             Remainder => Col::U(bin(a, b, |x, y| x.checked_rem(y).unwrap_or(0))),
-            Power => Col::U(bin(a, b, pow_wrapping)),
+            Power => Col::U(bin(a, b, |x, e| pow_wrapping(x, u128::from(e)))),
             Minimum => Col::U(bin(a, b, u64::min)),
             Maximum => Col::U(bin(a, b, u64::max)),
             BitwiseAnd => Col::U(bin(a, b, |x, y| x & y)),
