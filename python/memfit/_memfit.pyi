@@ -118,12 +118,19 @@ def gmm_fit(
     remote: Optional[_Remote] = None,
     row_bounds: list[int] = [],
     dry_run: bool = False,
+    scratch_dir: Optional[str] = None,
+    model_dir: Optional[str] = None,
+    warm_model_dir: Optional[str] = None,
 ) -> dict[str, Any]:
     """Gaussian mixture by EM (max_iter=0 returns the initialisation), or the
-    continuation of a fitted model (warm_*); returns weights, means,
-    covariances, precisions_cholesky (scikit-learn's shapes), lower_bound,
-    lower_bounds, n_iter, converged, score, bic, aic, n_parameters, warnings
-    (list of _Warning), plan. With dry_run, only plans (returns {"plan": text})."""
+    continuation of a fitted model (warm_* or the model folder
+    warm_model_dir); returns weights, means, covariances,
+    precisions_cholesky (scikit-learn's shapes), lower_bound, lower_bounds,
+    n_iter, converged, score, bic, aic, n_parameters, warnings (list of
+    _Warning), plan. A fit whose components run in groups (parameters over
+    the limit; scratch files in scratch_dir) writes its parameters to the
+    model folder model_dir and returns "model_dir" instead of covariances and
+    precisions_cholesky. With dry_run, only plans (returns {"plan": text})."""
 
 def gmm_predict(
     x: _Input,
@@ -140,9 +147,12 @@ def gmm_predict(
     log_likelihood: Optional[_F64] = None,
     remote: Optional[_Remote] = None,
     row_bounds: list[int] = [],
+    model_dir: Optional[str] = None,
 ) -> dict[str, Any]:
     """One E-step pass filling the outputs given; returns score (the mean
-    log-likelihood), bic, aic and n_parameters on x."""
+    log-likelihood), bic, aic and n_parameters on x. With model_dir, the
+    model is that folder's (factors read a group at a time when they exceed
+    the limit)."""
 
 def row_quadratic_form(
     x: _Input, *, q: _F64, memory_limit: int, out: _F64, n_jobs: Optional[int] = None, float32: bool = False

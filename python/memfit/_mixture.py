@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import uuid
 import warnings
+import weakref
 from numbers import Integral, Real
 
 import numpy as np
@@ -25,6 +30,41 @@ from ._validation import (
     seed_from,
     small_array,
 )
+
+
+class _ParamsDir:
+    """The model folder holding the parameters of a fit too large for its
+    memory limit (plus ``precisions.npy``), removed when the estimator that
+    owns it drops it. Its name is chosen before the fit; the engine creates
+    it only at the end, so a fit killed earlier leaves nothing behind."""
+
+    def __init__(self, scratch_dir):
+        base = tempfile.gettempdir() if scratch_dir is None else scratch_dir
+        self.path = os.path.join(base, f"memfit-gmm-{uuid.uuid4().hex}")
+        self._remove = weakref.finalize(self, shutil.rmtree, self.path, True)
+
+    def file(self, name):
+        return os.path.join(self.path, name + ".npy")
+
+    def remove(self):
+        self._remove()
+
+
+def _write_precisions(params_dir, k, d):
+    """``precisions.npy`` ``(k, d, d)`` = ``U Uᵀ`` per component, from the
+    model folder's ``precisions_cholesky.npy``, read and written one
+    component at a time by positioned I/O (no page of either file stays
+    mapped)."""
+    src = params_dir.file("precisions_cholesky")
+    with open(src, "rb") as f:
+        np.lib.format.read_magic(f)
+        np.lib.format.read_array_header_1_0(f)
+        offset = f.tell()
+    with open(params_dir.file("precisions"), "wb") as out:
+        np.lib.format.write_array_header_1_0(out, {"descr": "<f8", "fortran_order": False, "shape": (k, d, d)})
+        for c in range(k):
+            u = np.fromfile(src, dtype="<f8", count=d * d, offset=offset + c * d * d * 8).reshape(d, d)
+            out.write(np.ascontiguousarray(u @ u.T).tobytes())
 
 
 class _Verbose:
@@ -169,6 +209,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         X does not. A job that cannot fit raises ``MemoryError``.
     n_jobs : int or None, default=None
         Worker threads: ``None`` or -1 all cores, -2 all but one.
+    scratch_dir : str, path or None, default=None
+        Folder for the scratch files of a fit whose components' parameters
+        do not fit ``memory_limit`` together (``None``: the system's
+        temporary folder, ``TMPDIR``). Such a fit processes the components
+        in groups, keeping their covariances and factors in unnamed scratch
+        files (which vanish when the fit ends, however it ends), and its
+        fitted ``covariances_``, ``precisions_cholesky_`` and
+        ``precisions_`` are read-only float64 ``numpy.memmap`` arrays of
+        ``.npy`` files in a temporary folder there, removed with the
+        estimator. ``memory_plan_`` shows the groups and the bytes on disk.
 
     Attributes
     ----------
@@ -233,6 +283,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         # memfit's own, checked when used.
         "memory_limit": "no_validation",
         "n_jobs": "no_validation",
+        "scratch_dir": "no_validation",
     }
 
     def __init__(
@@ -254,6 +305,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         verbose_interval=10,
         memory_limit=None,
         n_jobs=None,
+        scratch_dir=None,
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -271,6 +323,17 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.verbose_interval = verbose_interval
         self.memory_limit = memory_limit
         self.n_jobs = n_jobs
+        self.scratch_dir = scratch_dir
+
+    def __getstate__(self):
+        # Parameters on disk pickle as arrays; the folder stays with this object.
+        state = super().__getstate__()
+        state.pop("_params_dir", None)
+        return state
+
+    def _on_disk(self):
+        """The folder of parameters kept on disk, or None."""
+        return getattr(self, "_params_dir", None)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -355,13 +418,17 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         verbose = (
             _Verbose(self.verbose, self.verbose_interval, self.tol, n_init, self.max_iter) if self.verbose else None
         )
-        # A warm start hands the engine the fitted model, which it continues.
-        init = (
-            dict(warm_weights=weights, warm_means=means, warm_precisions_cholesky=precisions,
-                 warm_lower_bound=lower_bound)
-            if cholesky
-            else dict(weights_init=weights, means_init=means, precisions_init=precisions)
-        )
+        # A warm start hands the engine the fitted model, which it continues
+        # (from its folder when its parameters are on disk).
+        if cholesky and self._on_disk() is not None:
+            init = dict(warm_model_dir=self._on_disk().path)
+        elif cholesky:
+            init = dict(warm_weights=weights, warm_means=means, warm_precisions_cholesky=precisions,
+                        warm_lower_bound=lower_bound)
+        else:
+            init = dict(weights_init=weights, means_init=means, precisions_init=precisions)
+        scratch = None if self.scratch_dir is None else os.fspath(self.scratch_dir)
+        params_dir = _ParamsDir(scratch)
         params = dict(
             n_components=int(self.n_components),
             covariance_type=self.covariance_type,
@@ -375,16 +442,22 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             **init,
         )
         cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit, _memfit.gmm_fit, params)
-        r = _memfit.gmm_fit(
-            data.engine,
-            sample_weight=w,
-            memory_limit=limit,
-            n_jobs=check_n_jobs(self.n_jobs),
-            labels=labels,
-            progress=verbose,
-            **params,
-            **cluster,
-        )
+        try:
+            r = _memfit.gmm_fit(
+                data.engine,
+                sample_weight=w,
+                memory_limit=limit,
+                n_jobs=check_n_jobs(self.n_jobs),
+                labels=labels,
+                progress=verbose,
+                scratch_dir=scratch,
+                model_dir=params_dir.path,
+                **params,
+                **cluster,
+            )
+        except BaseException:
+            params_dir.remove()
+            raise
         if verbose:
             verbose.close()
         if not r["converged"] and self.max_iter > 0:
@@ -401,9 +474,27 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         dt = data.out_dtype
         self.weights_ = r["weights"].astype(dt, copy=False)
         self.means_ = r["means"].astype(dt, copy=False)
-        self.covariances_ = r["covariances"].astype(dt, copy=False)
-        self.precisions_cholesky_ = r["precisions_cholesky"].astype(dt, copy=False)
-        self.precisions_ = self._precisions_from_cholesky(self.precisions_cholesky_)
+        if "model_dir" in r:
+            # Parameters larger than the limit: float64 memmaps of .npy files.
+            k, d = self.means_.shape
+            if self.covariance_type == "full":
+                _write_precisions(params_dir, k, d)
+            load = (lambda n: np.load(params_dir.file(n), mmap_mode="r")) if self.covariance_type == "full" else (
+                lambda n: np.load(params_dir.file(n)))
+            self.covariances_ = load("covariances")
+            self.precisions_cholesky_ = load("precisions_cholesky")
+            self.precisions_ = (
+                load("precisions")
+                if self.covariance_type == "full"
+                else self._precisions_from_cholesky(self.precisions_cholesky_)
+            )
+            self._params_dir = params_dir
+        else:
+            params_dir.remove()
+            self.__dict__.pop("_params_dir", None)
+            self.covariances_ = r["covariances"].astype(dt, copy=False)
+            self.precisions_cholesky_ = r["precisions_cholesky"].astype(dt, copy=False)
+            self.precisions_ = self._precisions_from_cholesky(self.precisions_cholesky_)
         self.converged_ = bool(r["converged"])
         self.n_iter_ = int(r["n_iter"])
         self.lower_bound_ = float(r["lower_bound"])
@@ -495,12 +586,17 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         limit = check_memory_limit(self.memory_limit)
         # score, bic, aic of a Dask X: one task per chunk on the active client.
         cluster = {} if data.dask is None else data.dask.fit_kwargs(None, None, limit)
+        on_disk = self._on_disk()
         scores = _memfit.gmm_predict(
             data.engine,
             covariance_type=self.covariance_type,
             weights=c_float64(self.weights_),
             means=c_float64(self.means_),
-            precisions_cholesky=_as_matrix(self.precisions_cholesky_),
+            # Parameters on disk are read from their folder, a group at a time.
+            precisions_cholesky=(
+                on_disk.file("precisions_cholesky") if on_disk is not None else _as_matrix(self.precisions_cholesky_)
+            ),
+            model_dir=None if on_disk is None else on_disk.path,
             memory_limit=limit,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,

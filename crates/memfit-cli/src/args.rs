@@ -224,6 +224,12 @@ pub struct GmmArgs {
     /// Plot the lower bound per iteration.
     #[arg(long, value_name = "OUT.png")]
     pub plot: Option<PathBuf>,
+    /// Folder for the scratch files of a mixture whose components'
+    /// parameters exceed the memory limit and are processed in groups
+    /// (default: the system's temporary folder, TMPDIR). The files have no
+    /// name there and vanish when the run ends, however it ends.
+    #[arg(long, value_name = "DIR")]
+    pub scratch_dir: Option<PathBuf>,
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,

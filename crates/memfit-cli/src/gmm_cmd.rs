@@ -78,6 +78,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         memory_limit_bytes: limit,
         lower_bound_init: None,
         row_split: Default::default(),
+        scratch_dir: args.scratch_dir.clone(),
     };
     let mut job = GmmJob {
         params,

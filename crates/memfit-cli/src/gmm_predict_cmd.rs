@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use memfit::estimator::{GmmPredictJob, GmmScore};
-use memfit::io::{check_outputs_distinct, Dtype, NpyWriter};
+use memfit::io::{check_outputs_distinct, Dtype, NpyWriter, PositionedNpy};
 use memfit::mixture::{load_model, Outputs};
 use memfit::plan::Plan;
 
@@ -63,13 +63,26 @@ fn stream(args: &GmmPredictArgs, job: &GmmPredictJob<'_>, plan: &Plan) -> Result
         p.as_ref().map(|p| NpyWriter::create(p, dtype, shape)).transpose()
     };
     let mut labels = create(&args.labels, &[n], Dtype::I32)?;
-    let mut proba = create(&args.proba, &[n, k], Dtype::F64)?;
+    // Probabilities by positioned writes: a mixture fitted in component
+    // groups sends each group's columns in turn.
+    let proba = args.proba.as_ref().map(|p| PositionedNpy::create(p, Dtype::F64, &[n, k], true)).transpose()?;
     let mut loglik = create(&args.log_likelihood, &[n], Dtype::F64)?;
     let f64_le = |v: f64, o: &mut Vec<u8>| o.extend_from_slice(&v.to_le_bytes());
     let mut put_labels =
         |l: &[u32]| -> memfit::Result<()> { labels.as_mut().map_or(Ok(()), |w| w.write_with(l, crate::put_label)) };
-    let mut put_proba =
-        |p: &[f64]| -> memfit::Result<()> { proba.as_mut().map_or(Ok(()), |w| w.write_with(p, f64_le)) };
+    let mut bytes = Vec::new();
+    let mut put_proba = |row: usize, first: usize, g: usize, p: &[f64]| -> memfit::Result<()> {
+        let Some(w) = proba.as_ref() else { return Ok(()) };
+        // Whole rows at once when every column is here.
+        let run = if g == k { p.len() } else { g };
+        for (i, r) in p.chunks_exact(run).enumerate() {
+            bytes.clear();
+            r.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+            let at = if g == k { row * k } else { (row + i) * k + first };
+            w.write_at(at as u64, &bytes)?;
+        }
+        Ok(())
+    };
     let mut put_loglik =
         |p: &[f64]| -> memfit::Result<()> { loglik.as_mut().map_or(Ok(()), |w| w.write_with(p, f64_le)) };
     let mut outputs = Outputs::default();
@@ -77,7 +90,7 @@ fn stream(args: &GmmPredictArgs, job: &GmmPredictJob<'_>, plan: &Plan) -> Result
         outputs.labels = Some(&mut put_labels);
     }
     if args.proba.is_some() {
-        outputs.proba = Some(&mut put_proba);
+        outputs.proba_columns = Some(&mut put_proba);
     }
     if args.log_likelihood.is_some() {
         outputs.log_likelihood = Some(&mut put_loglik);
@@ -86,7 +99,10 @@ fn stream(args: &GmmPredictArgs, job: &GmmPredictJob<'_>, plan: &Plan) -> Result
     let done = job.predict(plan, &mut outputs, &mut bar);
     bar.finish();
     let done = done?;
-    for w in [labels, proba, loglik].into_iter().flatten() {
+    for w in [labels, loglik].into_iter().flatten() {
+        w.commit()?;
+    }
+    if let Some(w) = proba {
         w.commit()?;
     }
     print_warnings(&done.warnings);

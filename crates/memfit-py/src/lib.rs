@@ -17,7 +17,9 @@ use memfit::cluster::{KMeansParams, LabelSink};
 use memfit::estimator::{
     parse_init, CentersJob, ComputeDtype, GmmJob, GmmPredictJob, KMeansJob, QuadraticFormJob, ScatterJob,
 };
-use memfit::mixture::{CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs, PrecisionsInit};
+use memfit::mixture::{
+    load_model, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs, PrecisionsInit,
+};
 use memfit::Warning;
 use numpy::ndarray::Array;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
@@ -340,7 +342,7 @@ fn covariance_type(name: &str) -> PyResult<CovarianceType> {
     reg_covar=1e-6, max_iter=100, n_init=1, init_params="kmeans", weights_init=None, means_init=None,
     precisions_init=None, warm_weights=None, warm_means=None, warm_precisions_cholesky=None, warm_lower_bound=None,
     random_state=0, n_jobs=None, float32=false, labels=None, progress=None, remote=None, row_bounds=vec![],
-    dry_run=false))]
+    dry_run=false, scratch_dir=None, model_dir=None, warm_model_dir=None))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_fit<'py>(
     py: Python<'py>,
@@ -369,6 +371,9 @@ fn gmm_fit<'py>(
     remote: Option<Py<PyAny>>,
     row_bounds: Vec<usize>,
     dry_run: bool,
+    scratch_dir: Option<std::path::PathBuf>,
+    model_dir: Option<std::path::PathBuf>,
+    warm_model_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
@@ -391,7 +396,10 @@ fn gmm_fit<'py>(
         memory_limit_bytes: memory_limit,
         lower_bound_init: None,
         row_split,
+        scratch_dir,
     };
+    let warm_dir = warm_model_dir.map(load_model).transpose().map_err(to_py)?;
+    let saved_to = model_dir.clone();
     let warm = match (warm_weights, warm_means, held_warm.as_ref()) {
         (Some(w), Some(m), Some(p)) => Some(MixtureModel {
             covariance_type: t,
@@ -416,8 +424,9 @@ fn gmm_fit<'py>(
             n_outputs: 0,
             extra: Vec::new(),
         };
-        if let Some(model) = warm {
+        if let Some(mut model) = warm.or(warm_dir) {
             // The Python layer runs one initialisation for a warm start.
+            model.shift = None;
             job.warm_start(model)?;
         }
         if with_labels {
@@ -431,11 +440,16 @@ fn gmm_fit<'py>(
         let mut outputs = Outputs { labels: with_labels.then_some(&mut put as _), ..Outputs::default() };
         let fit = job.fit(&plan, &mut outputs, obs)?;
         let (mut cov, mut prec) = (Vec::new(), Vec::new());
-        fit.parameter_blocks(|c, p| {
-            cov.extend_from_slice(c);
-            prec.extend_from_slice(p);
-            Ok(())
-        })?;
+        match model_dir.as_ref().filter(|_| fit.covariances_on_disk()) {
+            // Parameters larger than the limit go to a model folder, read
+            // from there by the caller.
+            Some(dir) => save_model(dir, &fit, serde_json::json!({}))?,
+            None => fit.parameter_blocks(|c, p| {
+                cov.extend_from_slice(c);
+                prec.extend_from_slice(p);
+                Ok(())
+            })?,
+        }
         Ok((Some((fit, cov, prec)), plan))
     })
     .map_err(|e| restore(&remote, e))?;
@@ -445,14 +459,18 @@ fn gmm_fit<'py>(
     let dict = PyDict::new(py);
     dict.set_item("weights", fit.weights.clone().into_pyarray(py))?;
     dict.set_item("means", Array::from_shape_vec((k, d), fit.means.clone()).map_err(errors::shape)?.into_pyarray(py))?;
-    dict.set_item(
-        "covariances",
-        Array::from_shape_vec(shape.clone(), covariances).map_err(errors::shape)?.into_pyarray(py),
-    )?;
-    dict.set_item(
-        "precisions_cholesky",
-        Array::from_shape_vec(shape, precisions_cholesky).map_err(errors::shape)?.into_pyarray(py),
-    )?;
+    if fit.covariances_on_disk() && saved_to.is_some() {
+        dict.set_item("model_dir", saved_to)?;
+    } else {
+        dict.set_item(
+            "covariances",
+            Array::from_shape_vec(shape.clone(), covariances).map_err(errors::shape)?.into_pyarray(py),
+        )?;
+        dict.set_item(
+            "precisions_cholesky",
+            Array::from_shape_vec(shape, precisions_cholesky).map_err(errors::shape)?.into_pyarray(py),
+        )?;
+    }
     dict.set_item("lower_bound", fit.lower_bound)?;
     dict.set_item("lower_bounds", fit.lower_bounds.clone())?;
     dict.set_item("n_iter", fit.n_iter)?;
@@ -475,7 +493,7 @@ fn gmm_fit<'py>(
 /// `n_parameters`. Warnings are issued.
 #[pyfunction]
 #[pyo3(signature = (x, *, covariance_type, weights, means, precisions_cholesky, memory_limit, n_jobs=None,
-    float32=false, labels=None, proba=None, log_likelihood=None, remote=None, row_bounds=vec![]))]
+    float32=false, labels=None, proba=None, log_likelihood=None, remote=None, row_bounds=vec![], model_dir=None))]
 #[allow(clippy::too_many_arguments)]
 fn gmm_predict<'py>(
     py: Python<'py>,
@@ -492,17 +510,22 @@ fn gmm_predict<'py>(
     mut log_likelihood: Option<PyReadwriteArray1<'py, f64>>,
     remote: Option<Py<PyAny>>,
     row_bounds: Vec<usize>,
+    model_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (row_split, remote) = split(remote, row_bounds);
     let held = Held::new(x)?;
     let held_p = Held::new(precisions_cholesky)?;
-    let model = MixtureModel {
-        covariance_type: self::covariance_type(covariance_type)?,
-        weights: weights.as_array().iter().copied().collect(),
-        means: means.as_array().iter().copied().collect(),
-        precisions_cholesky: held_p.source()?,
-        shift: None,
-        lower_bound: None,
+    let model = match model_dir {
+        // A model whose parameters are on disk: factors read one group at a time.
+        Some(dir) => MixtureModel { shift: None, ..load_model(dir).map_err(to_py)? },
+        None => MixtureModel {
+            covariance_type: self::covariance_type(covariance_type)?,
+            weights: weights.as_array().iter().copied().collect(),
+            means: means.as_array().iter().copied().collect(),
+            precisions_cholesky: held_p.source()?,
+            shift: None,
+            lower_bound: None,
+        },
     };
     let src = held.source()?;
     let mut fill_labels = Fill::new(labels.as_mut().map(|a| a.as_slice_mut()).transpose()?);
@@ -520,13 +543,24 @@ fn gmm_predict<'py>(
         };
         let plan = job.plan()?;
         let wanted = (fill_labels.wanted(), fill_proba.wanted(), fill_log_likelihood.wanted());
+        let k = model.n_components();
         let mut put_l = |l: &[u32]| fill_labels.put(l, i64::from);
-        let mut put_p = |p: &[f64]| fill_proba.put(p, |v| v);
+        // Probabilities by column groups (a mixture fitted in groups sends
+        // each group's columns in turn).
+        let mut put_p = |row: usize, first: usize, g: usize, p: &[f64]| {
+            if let Some(out) = fill_proba.out.as_deref_mut() {
+                for (i, r) in p.chunks_exact(g).enumerate() {
+                    out[(row + i) * k + first..(row + i) * k + first + g].copy_from_slice(r);
+                }
+            }
+            Ok(())
+        };
         let mut put_q = |q: &[f64]| fill_log_likelihood.put(q, |v| v);
         let mut outputs = Outputs {
             labels: wanted.0.then_some(&mut put_l as _),
-            proba: wanted.1.then_some(&mut put_p as _),
+            proba_columns: wanted.1.then_some(&mut put_p as _),
             log_likelihood: wanted.2.then_some(&mut put_q as _),
+            ..Outputs::default()
         };
         job.predict(&plan, &mut outputs, obs)
     })

@@ -164,6 +164,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             params.max_iter,
             if extra_label_pass > 0 { " + 1 to write labels" } else { "" }
         ),
+        component_groups: None,
     })
 }
 

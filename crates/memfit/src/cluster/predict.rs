@@ -67,6 +67,7 @@ pub fn plan_predict(
         init_sample_rows: 0,
         max_passes: 1,
         passes_detail: "1 assignment pass".into(),
+        component_groups: None,
     })
 }
 

@@ -4,6 +4,7 @@
 mod blocks;
 mod dtype;
 mod npy_header;
+mod scratch;
 mod source;
 mod writer;
 pub mod zarr;
@@ -11,6 +12,7 @@ pub mod zarr;
 pub use blocks::BlockReader;
 pub use dtype::{decode, decode_integer, Dtype, Endian, InexactInteger};
 pub use npy_header::{header_len, parse_header, write_header, HeaderError, NpyHeader, MAGIC, PREAMBLE_BYTES};
+pub use scratch::ScratchFile;
 pub use source::{ArrayRef, NpyFile, RowSource, Source, Values};
 pub use writer::{
     check_free_space, check_output_path, check_outputs_distinct, npy_file_bytes, remove_unfinished_outputs,

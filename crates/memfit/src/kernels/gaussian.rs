@@ -60,7 +60,7 @@ pub(crate) fn exp_or_zero(x: f64) -> f64 {
 /// libm's `exp`, whose legacy-SSE entry otherwise pays a state-transition
 /// penalty on every call after the AVX-512 GEMM kernels ran on this thread.
 #[inline(always)]
-fn clear_upper_vector_state() {
+pub(crate) fn clear_upper_vector_state() {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: the CPU supports AVX, which is all `vzeroupper` needs.

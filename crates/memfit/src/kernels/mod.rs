@@ -15,5 +15,7 @@ pub use assign::{
     DIRECT_MAX_FEATURES,
 };
 pub use gaussian::STACKED_MAX_FEATURES;
-pub(crate) use gaussian::{log_prob_tile, log_sum_exp_rows, stacked_group, Estep, Prec};
+pub(crate) use gaussian::{
+    clear_upper_vector_state, exp_or_zero, log_prob_tile, log_sum_exp_rows, stacked_group, Estep, Prec,
+};
 pub use scatter::add_tile_scatter;

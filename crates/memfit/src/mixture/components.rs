@@ -187,6 +187,27 @@ impl<T: Real> Estep<T> {
         }
     }
 
+    /// Holds `k` components (at most the number it was created for, whose
+    /// buffers it keeps); factors are cleared.
+    pub(crate) fn resize(&mut self, k: usize) {
+        let d = self.d;
+        self.k = k;
+        self.log_weights.resize(k, 0.0);
+        self.means.resize(k * d, 0.0);
+        self.means_t.resize(k * d, T::default());
+        self.log_det.resize(k, 0.0);
+        match &mut self.prec {
+            Prec::Full(u, mu) => {
+                u.clear();
+                u.resize(k * d * d, T::default());
+                mu.resize(k * d, 0.0);
+            }
+            Prec::Tied(_, mu) => mu.resize(k * d, 0.0),
+            Prec::Diag(p) => p.resize(k * d, 0.0),
+            Prec::Spherical(p) => p.resize(k, 0.0),
+        }
+    }
+
     /// Per component, a lower bound of the covariance's condition number:
     /// `(max_j U_jj / min_j U_jj)²` from the precision factor's diagonal.
     pub(crate) fn condition_estimates(&self) -> Vec<f64> {
@@ -216,7 +237,7 @@ impl<T: Real> Estep<T> {
     }
 
     /// `μ_k U_k` for tied and full factors.
-    fn update_tied_means(&mut self) {
+    pub(crate) fn update_tied_means(&mut self) {
         let (k, d) = (self.k, self.d);
         let (u, mu, stride, step) = match &mut self.prec {
             Prec::Tied(u, mu) => (&u[..], mu, d, 0),
@@ -237,51 +258,62 @@ impl<T: Real> Estep<T> {
     /// [`Error::IllDefinedCovariance`] naming the first component whose
     /// covariance is not positive definite.
     pub(crate) fn set_params(&mut self, p: &Params, reg_covar: f64, work: &mut CholWork) -> Result<()> {
-        let d = self.d;
-        match &mut self.prec {
-            Prec::Full(uc, _) => {
-                for c in 0..self.k {
-                    unpack_lower(&p.cov[c * packed_len(d)..(c + 1) * packed_len(d)], d, &mut work.mats[0]);
-                    self.log_det[c] =
-                        work.precision_cholesky_of_cov().ok_or_else(|| ill_defined::<T>(Some(c), reg_covar))?;
-                    put_stacked(uc, self.k, d, c, work.u());
-                }
-            }
-            Prec::Tied(uc, _) => {
-                unpack_lower(&p.cov[..packed_len(d)], d, &mut work.mats[0]);
-                let ld = work.precision_cholesky_of_cov().ok_or_else(|| ill_defined::<T>(None, reg_covar))?;
-                self.log_det.fill(ld);
-                for (dst, v) in uc.iter_mut().zip(work.u()) {
-                    *dst = T::from_f64(*v);
-                }
-            }
-            Prec::Diag(pc) => {
-                for c in 0..self.k {
-                    let mut ld = 0.0;
-                    for j in 0..d {
-                        let v = p.cov[c * d + j];
-                        if !(v > 0.0 && v.is_finite()) {
-                            return Err(ill_defined::<T>(Some(c), reg_covar));
-                        }
-                        pc[c * d + j] = 1.0 / v.sqrt();
-                        ld += pc[c * d + j].ln();
-                    }
-                    self.log_det[c] = ld;
-                }
-            }
-            Prec::Spherical(pc) => {
-                for (c, (pc, ld)) in pc.iter_mut().zip(self.log_det.iter_mut()).enumerate() {
-                    let v = p.cov[c];
-                    if !(v > 0.0 && v.is_finite()) {
-                        return Err(ill_defined::<T>(Some(c), reg_covar));
-                    }
-                    *pc = 1.0 / v.sqrt();
-                    *ld = d as f64 * pc.ln();
-                }
-            }
+        let (t, d) = (self.covariance_type(), self.d);
+        let per = component_cov_len(t, d);
+        let mut factor = vec![0.0; factor_len(t, d)];
+        for c in 0..if t == CovarianceType::Tied { 1 } else { self.k } {
+            let ld = factor_of_cov(t, d, &p.cov[c * per..(c + 1) * per], work, &mut factor)
+                .ok_or_else(|| ill_defined::<T>((t != CovarianceType::Tied).then_some(c), reg_covar))?;
+            self.put_factor(c, &factor, ld);
         }
         self.set_weights_means(&p.weights, &p.means);
         Ok(())
+    }
+
+    /// The covariance form of the factors held.
+    pub(crate) fn covariance_type(&self) -> CovarianceType {
+        match self.prec {
+            Prec::Full(..) => CovarianceType::Full,
+            Prec::Tied(..) => CovarianceType::Tied,
+            Prec::Diag(_) => CovarianceType::Diag,
+            Prec::Spherical(_) => CovarianceType::Spherical,
+        }
+    }
+
+    /// Sets component `c`'s precision factor from `factor` (as
+    /// [`factor_of_cov`] writes it) and its log-determinant; tied sets the
+    /// shared factor. Call [`Self::set_weights_means`] (or
+    /// [`Self::update_tied_means`]) after the last one.
+    pub(crate) fn put_factor(&mut self, c: usize, factor: &[f64], log_det: f64) {
+        let (k, d) = (self.k, self.d);
+        match &mut self.prec {
+            Prec::Full(u, _) => {
+                for i in 0..d {
+                    let row = &factor[upper_row(i, d)..upper_row(i + 1, d)];
+                    for (dst, v) in u[i * k * d + c * d + i..i * k * d + (c + 1) * d].iter_mut().zip(row) {
+                        *dst = T::from_f64(*v);
+                    }
+                }
+                self.log_det[c] = log_det;
+            }
+            Prec::Tied(u, _) => {
+                for i in 0..d {
+                    let row = &factor[upper_row(i, d)..upper_row(i + 1, d)];
+                    for (dst, v) in u[i * d + i..(i + 1) * d].iter_mut().zip(row) {
+                        *dst = T::from_f64(*v);
+                    }
+                }
+                self.log_det.fill(log_det);
+            }
+            Prec::Diag(pc) => {
+                pc[c * d..(c + 1) * d].copy_from_slice(factor);
+                self.log_det[c] = log_det;
+            }
+            Prec::Spherical(pc) => {
+                pc[c] = factor[0];
+                self.log_det[c] = log_det;
+            }
+        }
     }
 
     /// Sets the precision factors from given precisions or their Cholesky
@@ -301,6 +333,7 @@ impl<T: Real> Estep<T> {
         cholesky: bool,
         work: &mut CholWork,
         mut cov: Option<&mut [f64]>,
+        first: usize,
     ) -> Result<()> {
         let (k, d) = (self.k, self.d);
         let what = if cholesky { "precisions_cholesky" } else { "precisions_init" };
@@ -328,9 +361,9 @@ impl<T: Real> Estep<T> {
         let zero = vec![0.0; per];
         let groups = if matches!(self.prec, Prec::Full(..) | Prec::Tied(..)) { n_mats } else { k };
         for c in 0..groups {
-            src.read_rows::<f64>(c * rows_per, rows_per, &zero, &mut scratch, &mut raw)?;
+            src.read_rows::<f64>((first + c) * rows_per, rows_per, &zero, &mut scratch, &mut raw)?;
             if raw.iter().any(|v| !v.is_finite()) {
-                return Err(bad(Some(c), "holds a non-finite value"));
+                return Err(bad(Some(first + c), "holds a non-finite value"));
             }
             match &mut self.prec {
                 Prec::Full(..) | Prec::Tied(..) => {
@@ -340,7 +373,7 @@ impl<T: Real> Estep<T> {
                         for i in 0..d {
                             raw[i * d..i * d + i].fill(0.0);
                             if raw[i * d + i] <= 0.0 {
-                                return Err(bad(Some(c), "has a non-positive diagonal"));
+                                return Err(bad(Some(first + c), "has a non-positive diagonal"));
                             }
                             ld += raw[i * d + i].ln();
                         }
@@ -349,7 +382,7 @@ impl<T: Real> Estep<T> {
                         std::mem::swap(&mut work.mats[0], &mut raw);
                         let ld = work
                             .precision_cholesky_of_precision()
-                            .ok_or_else(|| bad(Some(c), "is not symmetric positive definite"))?;
+                            .ok_or_else(|| bad(Some(first + c), "is not symmetric positive definite"))?;
                         (ld, work.u())
                     };
 
@@ -379,7 +412,7 @@ impl<T: Real> Estep<T> {
                     for j in 0..d {
                         let v = raw[j];
                         if v <= 0.0 {
-                            return Err(bad(Some(c), "must be positive"));
+                            return Err(bad(Some(first + c), "must be positive"));
                         }
                         pc[c * d + j] = if cholesky { v } else { v.sqrt() };
                         ld += pc[c * d + j].ln();
@@ -391,7 +424,7 @@ impl<T: Real> Estep<T> {
                 }
                 Prec::Spherical(pc) => {
                     if raw[0] <= 0.0 {
-                        return Err(bad(Some(c), "must be positive"));
+                        return Err(bad(Some(first + c), "must be positive"));
                     }
                     pc[c] = if cholesky { raw[0] } else { raw[0].sqrt() };
                     self.log_det[c] = d as f64 * pc[c].ln();
@@ -403,6 +436,72 @@ impl<T: Real> Estep<T> {
         }
         self.update_tied_means();
         Ok(())
+    }
+}
+
+/// Values of one component's covariance as stored: full and tied a packed
+/// lower triangle, diag `d`, spherical 1.
+pub(crate) fn component_cov_len(t: CovarianceType, d: usize) -> usize {
+    match t {
+        CovarianceType::Full | CovarianceType::Tied => packed_len(d),
+        CovarianceType::Diag => d,
+        CovarianceType::Spherical => 1,
+    }
+}
+
+/// Values of one component's precision factor as stored: full and tied the
+/// upper triangle of `U` packed row by row, diag the `d` values `1 / σ_j`,
+/// spherical `1 / σ`.
+pub(crate) fn factor_len(t: CovarianceType, d: usize) -> usize {
+    component_cov_len(t, d)
+}
+
+/// Offset of row `i` in a packed upper triangle of a `d × d` matrix (row `i`
+/// holds columns `i..d`).
+fn upper_row(i: usize, d: usize) -> usize {
+    i * d - i * i.saturating_sub(1) / 2
+}
+
+/// The precision factor of one component's covariance `cov` (as
+/// [`component_cov_len`] stores it) into `factor` ([`factor_len`] values);
+/// returns `Σ_j ln U_jj`, or `None` when the covariance is not positive
+/// definite (a variance that is not positive and finite).
+pub(crate) fn factor_of_cov(
+    t: CovarianceType,
+    d: usize,
+    cov: &[f64],
+    work: &mut CholWork,
+    factor: &mut [f64],
+) -> Option<f64> {
+    match t {
+        CovarianceType::Full | CovarianceType::Tied => {
+            unpack_lower(cov, d, &mut work.mats[0]);
+            let ld = work.precision_cholesky_of_cov()?;
+            let u = work.u();
+            for i in 0..d {
+                factor[upper_row(i, d)..upper_row(i + 1, d)].copy_from_slice(&u[i * d + i..(i + 1) * d]);
+            }
+            Some(ld)
+        }
+        CovarianceType::Diag => {
+            let mut ld = 0.0;
+            for (p, &v) in factor.iter_mut().zip(cov) {
+                if !(v > 0.0 && v.is_finite()) {
+                    return None;
+                }
+                *p = 1.0 / v.sqrt();
+                ld += p.ln();
+            }
+            Some(ld)
+        }
+        CovarianceType::Spherical => {
+            let v = cov[0];
+            if !(v > 0.0 && v.is_finite()) {
+                return None;
+            }
+            factor[0] = 1.0 / v.sqrt();
+            Some(d as f64 * factor[0].ln())
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::components::{cov_len, CholWork, Estep, Params};
 use super::fitted::{GmmFit, GmmTimings, Outputs};
+use super::grouped::{run_all, Data, GroupWork};
 use super::mstep::finalize;
 use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 use super::pass::Workspace;
@@ -55,6 +56,10 @@ pub fn fit<T: Real>(
     let t = params.covariance_type;
     params.validate(n, d)?;
     x.check_weights(sample_weight)?;
+    if let Some(g) = &plan.component_groups {
+        // Refused before anything is read when the scratch files cannot fit.
+        crate::io::check_free_space(&[(&params.scratch_dir().join("memfit-scratch"), g.scratch_bytes)])?;
+    }
     let mut timings = GmmTimings::default();
     let mut warnings = Vec::new();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
@@ -137,6 +142,105 @@ pub fn fit<T: Real>(
     drop(row_reader);
     timings.init_secs = clock.elapsed().as_secs_f64();
 
+    let runs = if plan.component_groups.is_some() {
+        let slots = if params.n_init > 1 { 2 } else { 1 };
+        let mut gw = GroupWork::<T>::new(t, k, x, plan, slots, &params.scratch_dir())?;
+        let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
+        let mut data = Data { x, blocks: &mut blocks, split, shift: &shift, weighted: sample_weight.is_some() };
+        let (mut runs, slot) =
+            run_all(params, &mut gw, &mut data, inits, plan, n_eff, outputs, observer, &mut timings)?;
+        runs.stored = Some(std::sync::Arc::new(gw.into_stored(slot)));
+        runs
+    } else {
+        runs_in_memory::<T>(params, x, sample_weight, plan, &shift, n_eff, inits, outputs, observer, &mut timings)?
+    };
+    let Runs { best_init, best, lower_bounds, converged, lower_bound_per_init, log_likelihood, e_steps, worst, stored } =
+        runs;
+    let eps = if T::DTYPE == crate::io::Dtype::F32 { f64::from(f32::EPSILON) } else { f64::EPSILON };
+    if let Some((c, cond)) = worst.filter(|(_, v)| *v * eps > 1e-2) {
+        warnings.push(crate::warning::Warning::IllConditioned { component: c, condition: cond, dtype: T::DTYPE });
+    }
+    if !converged && params.max_iter > 0 {
+        warnings.push(crate::warning::Warning::NotConverged {
+            estimator: crate::warning::Estimator::GaussianMixture,
+            max_iter: params.max_iter,
+        });
+    }
+    let score = log_likelihood / n_eff;
+    let n_parameters = t.n_cov_parameters(k, d) + k * d + k - 1;
+    let (nf, kf, df) = (n as f64, k as f64, d as f64);
+    let e_step_flops = match t {
+        CovarianceType::Full => nf * kf * df * (df + 1.0),
+        CovarianceType::Tied => nf * df * (df + 1.0) + nf * kf * 3.0 * df,
+        CovarianceType::Diag | CovarianceType::Spherical => nf * kf * 3.0 * df,
+    };
+    let (n_iter, lower_bound) = (lower_bounds.len(), lower_bounds.last().copied().unwrap_or(f64::NEG_INFINITY));
+    let means = best.means.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v + s)).collect();
+    Ok(GmmFit {
+        covariance_type: t,
+        n_components: k,
+        n_features: d,
+        n_samples: n,
+        weights: best.weights,
+        means,
+        covariances: best.cov,
+        stored,
+        shift,
+        lower_bound,
+        lower_bounds,
+        n_iter,
+        converged,
+        lower_bound_per_init,
+        best_init,
+        score,
+        n_effective: n_eff,
+        n_parameters,
+        e_step_flops,
+        e_step_gflops_per_sec: e_step_flops * e_steps as f64 / timings.e_step_secs.max(1e-12) / 1e9,
+        bic: -2.0 * score * n_eff + n_parameters as f64 * n_eff.ln(),
+        aic: -2.0 * score * n_eff + 2.0 * n_parameters as f64,
+        timings,
+        warnings,
+    })
+}
+
+/// What the EM runs of a fit return (all initialisations, the best kept,
+/// and its final E-step).
+pub(crate) struct Runs {
+    /// Index of the kept initialisation.
+    pub(crate) best_init: usize,
+    /// Its parameters (shifted means; covariances empty when they are on disk).
+    pub(crate) best: Params,
+    pub(crate) lower_bounds: Vec<f64>,
+    pub(crate) converged: bool,
+    pub(crate) lower_bound_per_init: Vec<f64>,
+    /// `Σ_i w_i log p(x_i)` of the final E-step.
+    pub(crate) log_likelihood: f64,
+    /// EM iterations run, all initialisations.
+    pub(crate) e_steps: usize,
+    /// The largest condition estimate and its component.
+    pub(crate) worst: Option<(usize, f64)>,
+    /// Covariances kept on disk by a grouped fit.
+    pub(crate) stored: Option<std::sync::Arc<super::fitted::StoredCovariances>>,
+}
+
+/// The EM runs with every component's parameters in memory.
+#[allow(clippy::too_many_arguments)]
+fn runs_in_memory<T: Real>(
+    params: &GmmParams<'_>,
+    x: &Source<'_>,
+    sample_weight: Option<&Source<'_>>,
+    plan: &Plan,
+    shift: &[f64],
+    n_eff: f64,
+    inits: Vec<Option<InitResp>>,
+    outputs: &mut Outputs<'_>,
+    observer: &mut dyn Observer,
+    timings: &mut GmmTimings,
+) -> Result<Runs> {
+    let (n, d, k) = (x.n_samples(), x.n_features(), params.n_components);
+    let t = params.covariance_type;
+    let split = &params.row_split;
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
     let mut es = Estep::<T>::new(t, k, d);
     let mut work = CholWork::new(
@@ -156,28 +260,18 @@ pub fn fit<T: Real>(
             let reference = init.reference(k, d);
             let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
             drop(std::mem::take(&mut cur.cov));
-            let nearest = match &init {
-                InitResp::Nearest(c) => Some(Nearest {
-                    centers: PreparedCenters::<T>::new(c, k, d),
-                    labels: vec![0; plan.block_rows],
-                    dist: vec![0.0; plan.block_rows],
-                    tiles: (0..plan.threads.max(1))
-                        .map(|_| Scratch::<T>::new(plan.assign_tile_rows, k, k.min(MAX_K_TILE), d))
-                        .collect(),
-                    tile_rows: plan.assign_tile_rows,
-                    k_tile: k.min(MAX_K_TILE),
-                }),
-                _ => None,
-            };
+            let mut nearest = nearest_assigner::<T>(&init, plan, k, d);
             let mut pass = InitPass {
                 init: &init,
-                nearest,
+                nearest: nearest.as_mut(),
                 ws: &mut ws,
                 mats: &mut work.mats,
                 sums: Sums { t, reference: &reference, scatter: want_scatter },
                 k,
+                first: 0,
+                g: k,
             };
-            let mut stats = run_split(&mut pass, &mut blocks, split, &shift, &|| observer.cancelled())?;
+            let mut stats = run_split(&mut pass, &mut blocks, split, shift, &|| observer.cancelled())?;
             if want_scatter {
                 tied_scatter = std::mem::take(&mut stats.scatter);
             }
@@ -187,7 +281,7 @@ pub fn fit<T: Real>(
             cur.weights.clone_from(w);
         }
         if let Some(m) = &params.means_init {
-            cur.means = m.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v - s)).collect();
+            cur.means = m.chunks(d).flat_map(|r| r.iter().zip(shift).map(|(v, s)| v - s)).collect();
         }
         match &params.precisions_init {
             Some(p) => {
@@ -198,7 +292,7 @@ pub fn fit<T: Real>(
                     cur.cov.resize(cov_len(t, k, d), 0.0);
                     &mut cur.cov[..]
                 });
-                es.set_precisions(p.source(), matches!(p, PrecisionsInit::Cholesky(_)), &mut work, cov)?;
+                es.set_precisions(p.source(), matches!(p, PrecisionsInit::Cholesky(_)), &mut work, cov, 0)?;
             }
             None => es.set_params(&cur, params.reg_covar, &mut work)?,
         }
@@ -222,7 +316,7 @@ pub fn fit<T: Real>(
                 sums: Sums { t, reference: &reference, scatter: want_scatter },
                 secs: (0.0, 0.0),
             };
-            let mut stats = run_split(&mut pass, &mut blocks, split, &shift, &|| observer.cancelled())?;
+            let mut stats = run_split(&mut pass, &mut blocks, split, shift, &|| observer.cancelled())?;
             timings.e_step_secs += pass.secs.0;
             timings.m_step_secs += pass.secs.1;
             e_steps += 1;
@@ -267,61 +361,22 @@ pub fn fit<T: Real>(
     if best_init + 1 != params.n_init {
         es.set_params(&best, params.reg_covar, &mut work)?;
     }
-    let eps = if T::DTYPE == crate::io::Dtype::F32 { f64::from(f32::EPSILON) } else { f64::EPSILON };
-    if let Some((c, cond)) = es
-        .condition_estimates()
-        .into_iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .filter(|(_, v)| *v * eps > 1e-2)
-    {
-        warnings.push(crate::warning::Warning::IllConditioned { component: c, condition: cond, dtype: T::DTYPE });
-    }
-    if !converged && params.max_iter > 0 {
-        warnings.push(crate::warning::Warning::NotConverged {
-            estimator: crate::warning::Estimator::GaussianMixture,
-            max_iter: params.max_iter,
-        });
-    }
+    let worst = es.condition_estimates().into_iter().enumerate().max_by(|a, b| a.1.total_cmp(&b.1));
 
     observer.event(&Progress::Phase("final E-step"));
     let clock = Instant::now();
-    let log_likelihood = e_pass(x, &mut blocks, split, &shift, &mut ws, &es, outputs, false, &|| observer.cancelled())?;
+    let log_likelihood = e_pass(x, &mut blocks, split, shift, &mut ws, &es, outputs, false, &|| observer.cancelled())?;
     timings.final_pass_secs = clock.elapsed().as_secs_f64();
-    let score = log_likelihood / n_eff;
-    let n_parameters = t.n_cov_parameters(k, d) + k * d + k - 1;
-    let (nf, kf, df) = (n as f64, k as f64, d as f64);
-    let e_step_flops = match t {
-        CovarianceType::Full => nf * kf * df * (df + 1.0),
-        CovarianceType::Tied => nf * df * (df + 1.0) + nf * kf * 3.0 * df,
-        CovarianceType::Diag | CovarianceType::Spherical => nf * kf * 3.0 * df,
-    };
-    let (n_iter, lower_bound) = (lower_bounds.len(), lower_bounds.last().copied().unwrap_or(f64::NEG_INFINITY));
-    let means = best.means.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v + s)).collect();
-    Ok(GmmFit {
-        covariance_type: t,
-        n_components: k,
-        n_features: d,
-        n_samples: n,
-        weights: best.weights,
-        means,
-        covariances: best.cov,
-        shift,
-        lower_bound,
+    Ok(Runs {
+        best_init,
+        best,
         lower_bounds,
-        n_iter,
         converged,
         lower_bound_per_init,
-        best_init,
-        score,
-        n_effective: n_eff,
-        n_parameters,
-        e_step_flops,
-        e_step_gflops_per_sec: e_step_flops * e_steps as f64 / timings.e_step_secs.max(1e-12) / 1e9,
-        bic: -2.0 * score * n_eff + n_parameters as f64 * n_eff.ln(),
-        aic: -2.0 * score * n_eff + 2.0 * n_parameters as f64,
-        timings,
-        warnings,
+        log_likelihood,
+        e_steps,
+        worst,
+        stored: None,
     })
 }
 
@@ -332,6 +387,24 @@ pub(crate) fn work_mats(t: CovarianceType, threads: usize) -> usize {
         CovarianceType::Full => threads.max(2),
         CovarianceType::Tied => 2,
         CovarianceType::Diag | CovarianceType::Spherical => 0,
+    }
+}
+
+/// The nearest-centre assignment of a k-means initialisation (`None` for
+/// other initialisations), with the plan's tiles.
+pub(crate) fn nearest_assigner<T: Real>(init: &InitResp, plan: &Plan, k: usize, d: usize) -> Option<Nearest<T>> {
+    match init {
+        InitResp::Nearest(c) => Some(Nearest {
+            centers: PreparedCenters::<T>::new(c, k, d),
+            labels: vec![0; plan.block_rows],
+            dist: vec![0.0; plan.block_rows],
+            tiles: (0..plan.threads.max(1))
+                .map(|_| Scratch::<T>::new(plan.assign_tile_rows, k, k.min(MAX_K_TILE), d))
+                .collect(),
+            tile_rows: plan.assign_tile_rows,
+            k_tile: k.min(MAX_K_TILE),
+        }),
+        _ => None,
     }
 }
 
@@ -466,7 +539,7 @@ mod tests {
         assert!(fit.means.iter().all(|v| v.is_finite()));
         let mut cov = vec![0.0; 16];
         for c in 0..3 {
-            fit.covariance(c, &mut cov);
+            fit.covariance(c, &mut cov).unwrap();
             for i in 0..4 {
                 assert!(cov[i * 4 + i] > 0.0);
                 for j in 0..4 {

@@ -1,7 +1,10 @@
 //! What a Gaussian-mixture fit returns ([`GmmFit`], [`GmmTimings`]) and
 //! where its per-sample results go ([`Outputs`]).
 
-use super::components::{full_covariance, precision_cholesky, CholWork};
+use std::sync::Arc;
+
+use super::components::{component_cov_len, full_covariance, precision_cholesky, CholWork};
+use super::groups::ParamStore;
 use super::params::CovarianceType;
 use crate::error::{Error, Result};
 
@@ -33,7 +36,17 @@ pub struct Outputs<'f> {
     pub proba: Option<Sink<'f, f64>>,
     /// Receives per-sample log-likelihoods (`score_samples`).
     pub log_likelihood: Option<Sink<'f, f64>>,
+    /// Receives responsibilities by column groups: `(first_row,
+    /// first_component, n_components, values)` with `values` row-major
+    /// `(rows, n_components)`; rows count from the data's first row. A
+    /// mixture fitted in component groups sends its probabilities only
+    /// here; one in memory sends them here when [`Self::proba`] is `None`.
+    pub proba_columns: Option<ColumnSink<'f>>,
 }
+
+/// A callback fed blocks of responsibilities for some rows and components
+/// (see [`Outputs::proba_columns`]).
+pub type ColumnSink<'f> = &'f mut dyn FnMut(usize, usize, usize, &[f64]) -> Result<()>;
 
 /// A callback fed per-sample results in row order, one block at a time.
 pub type Sink<'f, E> = &'f mut dyn FnMut(&[E]) -> Result<()>;
@@ -54,9 +67,14 @@ pub struct GmmFit {
     /// Means in the data's coordinates, row-major `(K, d)`.
     pub means: Vec<f64>,
     /// Covariances in the compact layout: full `K` packed lower triangles,
-    /// tied one, diag `(K, d)`, spherical the first `K` values. Use
-    /// [`GmmFit::covariance`] for a full matrix.
+    /// tied one, diag `(K, d)`, spherical the first `K` values; empty when
+    /// the fit ran in component groups (they are then on disk). Use
+    /// [`GmmFit::covariance`] or [`GmmFit::parameter_blocks`], which read
+    /// either.
     pub covariances: Vec<f64>,
+    /// The covariances of a fit in component groups, in its scratch file
+    /// (removed when the last clone of the fit is dropped).
+    pub(crate) stored: Option<Arc<StoredCovariances>>,
     /// The column means the engine shifted the data by (the E-step's origin).
     pub shift: Vec<f64>,
     /// Lower bound (mean log-likelihood per sample) of the kept run's last
@@ -93,26 +111,58 @@ pub struct GmmFit {
     pub warnings: Vec<crate::warning::Warning>,
 }
 
+/// Covariances a fit in component groups keeps in its scratch file.
+#[derive(Debug)]
+pub struct StoredCovariances {
+    store: ParamStore,
+    slot: usize,
+}
+
+impl StoredCovariances {
+    pub(crate) fn new(store: ParamStore, slot: usize) -> Self {
+        StoredCovariances { store, slot }
+    }
+}
+
 impl GmmFit {
+    /// Whether the covariances are on disk (a fit in component groups).
+    pub fn covariances_on_disk(&self) -> bool {
+        self.stored.is_some()
+    }
+
     /// Covariance of component `c` as a row-major `(d, d)` matrix in `out`
     /// (tied: the shared one).
     ///
+    /// # Errors
+    /// [`Error::Io`] when the covariances are on disk and cannot be read.
+    ///
     /// # Panics
     /// If `out` is not `d × d` or `c ≥ n_components`.
-    pub fn covariance(&self, c: usize, out: &mut [f64]) {
-        assert!(c < self.n_components && out.len() == self.n_features * self.n_features);
-        full_covariance(self.covariance_type, &self.covariances, c, self.n_features, out);
+    pub fn covariance(&self, c: usize, out: &mut [f64]) -> Result<()> {
+        let (d, t) = (self.n_features, self.covariance_type);
+        assert!(c < self.n_components && out.len() == d * d);
+        match &self.stored {
+            Some(s) => {
+                let mut one = vec![0.0; component_cov_len(t, d)];
+                s.store.cov(s.slot, c, &mut one)?;
+                full_covariance(t, &one, 0, d, out);
+            }
+            None => full_covariance(t, &self.covariances, c, d, out),
+        }
+        Ok(())
     }
 
     /// Hands `covariances_` and `precisions_cholesky_` to `f` in
     /// scikit-learn's layout (shape [`CovarianceType::param_shape`], row-major
-    /// `f64`), piece by piece: full one `(d, d)` pair per component, tied one
-    /// pair, diag and spherical all values at once. At most one `d × d`
-    /// matrix of each is held at a time.
+    /// `f64`), piece by piece in order: full one `(d, d)` pair per component,
+    /// tied one pair, diag and spherical all values at once (one component
+    /// at a time when they are on disk). At most one `d × d` matrix of each
+    /// is held at a time.
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] if a covariance is not positive definite
-    /// (cannot happen for a fitted model); whatever `f` returns.
+    /// (cannot happen for a fitted model); scratch read errors; whatever `f`
+    /// returns.
     pub fn parameter_blocks(&self, mut f: impl FnMut(&[f64], &[f64]) -> Result<()>) -> Result<()> {
         let (k, d, t) = (self.n_components, self.n_features, self.covariance_type);
         match t {
@@ -121,7 +171,7 @@ impl GmmFit {
                 let mut u = vec![0.0; d * d];
                 let mut work = CholWork::new(d, 2);
                 for c in 0..if t == CovarianceType::Full { k } else { 1 } {
-                    self.covariance(c, &mut cov);
+                    self.covariance(c, &mut cov)?;
                     precision_cholesky(&cov, &mut work, &mut u).ok_or_else(|| {
                         Error::param("covariances", format!("component {c} is not positive definite"))
                     })?;
@@ -130,9 +180,21 @@ impl GmmFit {
                 Ok(())
             }
             CovarianceType::Diag | CovarianceType::Spherical => {
-                let cov = &self.covariances[..if t == CovarianceType::Diag { k * d } else { k }];
-                let p: Vec<f64> = cov.iter().map(|v| 1.0 / v.sqrt()).collect();
-                f(cov, &p)
+                let inv = |cov: &[f64]| cov.iter().map(|v| 1.0 / v.sqrt()).collect::<Vec<f64>>();
+                match &self.stored {
+                    Some(s) => {
+                        let mut cov = vec![0.0; component_cov_len(t, d)];
+                        for c in 0..k {
+                            s.store.cov(s.slot, c, &mut cov)?;
+                            f(&cov, &inv(&cov))?;
+                        }
+                        Ok(())
+                    }
+                    None => {
+                        let cov = &self.covariances[..if t == CovarianceType::Diag { k * d } else { k }];
+                        f(cov, &inv(cov))
+                    }
+                }
             }
         }
     }
@@ -143,11 +205,11 @@ impl GmmFit {
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] if the covariance is not positive definite
-    /// (cannot happen for a fitted model).
+    /// (cannot happen for a fitted model); scratch read errors.
     pub fn precision_cholesky(&self, c: usize, out: &mut [f64]) -> Result<()> {
         let d = self.n_features;
         let mut cov = vec![0.0; d * d];
-        self.covariance(c, &mut cov);
+        self.covariance(c, &mut cov)?;
         precision_cholesky(&cov, &mut CholWork::new(d, 2), out)
             .ok_or_else(|| Error::param("covariances", format!("component {c} is not positive definite")))
     }

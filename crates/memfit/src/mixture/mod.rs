@@ -12,6 +12,8 @@
 mod components;
 mod em;
 mod fitted;
+mod grouped;
+mod groups;
 mod model_dir;
 mod mstep;
 mod params;
@@ -23,7 +25,7 @@ mod task;
 
 pub use components::{cov_len, full_covariance, packed_len, prec_len};
 pub use em::fit;
-pub use fitted::{GmmFit, GmmTimings, Outputs, Sink};
+pub use fitted::{ColumnSink, GmmFit, GmmTimings, Outputs, Sink, StoredCovariances};
 pub use model_dir::{check_model_dir, load_model, save_model, MODEL_JSON};
 pub use params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 pub use pass::NEGLIGIBLE_RESPONSIBILITY;

@@ -182,6 +182,11 @@ pub struct GmmParams<'a> {
     /// statistics are merged (default: whole passes); results are the same
     /// bits for any split.
     pub row_split: RowSplit,
+    /// Folder for the scratch files of a fit whose components are processed
+    /// in groups (see [`crate::plan::ComponentGroups`]); `None` (the
+    /// default) is the system's temporary folder (`TMPDIR`). The files have
+    /// no name there and vanish when the run ends, however it ends.
+    pub scratch_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for GmmParams<'_> {
@@ -201,11 +206,17 @@ impl Default for GmmParams<'_> {
             memory_limit_bytes: crate::plan::default_limit_bytes(),
             lower_bound_init: None,
             row_split: RowSplit::default(),
+            scratch_dir: None,
         }
     }
 }
 
 impl GmmParams<'_> {
+    /// The folder scratch files go to.
+    pub fn scratch_dir(&self) -> std::path::PathBuf {
+        self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir)
+    }
+
     /// Whether weights, means and precisions are all given (no initial
     /// responsibilities are needed).
     pub fn fully_initialised(&self) -> bool {

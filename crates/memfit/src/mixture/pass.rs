@@ -99,6 +99,20 @@ impl Merge for Stats {
     }
 }
 
+/// The error for row `row` of `x`, whose log-likelihood `value` is not
+/// finite: it has zero density under every component.
+pub(crate) fn zero_density(x: &Source<'_>, row: usize, value: f64) -> Error {
+    Error::param_with(
+        "X",
+        format!("{}: row {row} has zero density under every component (log-likelihood {value})", x.name().display()),
+        vec![
+            crate::error::Remedy::RescaleData,
+            crate::error::Remedy::RaiseRegCovar { example: None },
+            crate::error::Remedy::CheckInitScale,
+        ],
+    )
+}
+
 /// Rows gathered per M-step product (full covariances): the gathered rows
 /// of a tile are multiplied in fixed batches of this many.
 const GATHER_ROWS: usize = 64;
@@ -188,6 +202,31 @@ impl<T: Real> Workspace<T> {
         }
     }
 
+    /// Weighted log-densities `ln π_k + log N(x_i | μ_k, Σ_k)` of block `xb`
+    /// (row-major `(rows, d)`) under `es`'s components into
+    /// `resp[..rows × K]`, tile by tile on every thread.
+    pub(crate) fn log_densities(&mut self, xb: &[T], es: &Estep<T>) {
+        let (k, d) = (self.k, self.d);
+        let rows = xb.len() / d;
+        let n_tiles = rows.div_ceil(TILE_ROWS);
+        let per = n_tiles.div_ceil(self.e_tiles.len()).max(1) * TILE_ROWS;
+        self.e_tiles.par_iter_mut().zip(self.resp[..rows * k].par_chunks_mut(per * k)).enumerate().for_each(
+            |(w, (buf, out))| {
+                for (t, o) in out.chunks_mut(TILE_ROWS * k).enumerate() {
+                    let r0 = w * per + t * TILE_ROWS;
+                    let r = o.len() / k;
+                    log_prob_tile(&xb[r0 * d..(r0 + r) * d], es, buf, o);
+                }
+            },
+        );
+    }
+
+    /// Works on `k` components from now on (at most the number it was
+    /// created for: its buffers are kept).
+    pub(crate) fn set_components(&mut self, k: usize) {
+        self.k = k;
+    }
+
     /// E-step of block `xb` (row-major `(rows, d)`, first row `start`):
     /// responsibilities in `resp[..rows × K]`, `log p(x_i)` in
     /// `log_norm[..rows]`; adds `Σ_i w_i log p(x_i)` over the block to
@@ -209,16 +248,7 @@ impl<T: Real> Workspace<T> {
         let (k, d) = (self.k, self.d);
         let rows = xb.len() / d;
         let n_tiles = rows.div_ceil(TILE_ROWS);
-        let per = n_tiles.div_ceil(self.e_tiles.len()).max(1) * TILE_ROWS;
-        self.e_tiles.par_iter_mut().zip(self.resp[..rows * k].par_chunks_mut(per * k)).enumerate().for_each(
-            |(w, (buf, out))| {
-                for (t, o) in out.chunks_mut(TILE_ROWS * k).enumerate() {
-                    let r0 = w * per + t * TILE_ROWS;
-                    let r = o.len() / k;
-                    log_prob_tile(&xb[r0 * d..(r0 + r) * d], es, buf, o);
-                }
-            },
-        );
+        self.log_densities(xb, es);
         let (resp, log_norm) = (&mut self.resp[..rows * k], &mut self.log_norm[..rows]);
         self.tile_ll[..n_tiles]
             .par_iter_mut()
@@ -229,20 +259,7 @@ impl<T: Real> Workspace<T> {
                 *ll = log_sum_exp_rows(r, k, ln, wb.map(|w| &w[t * TILE_ROWS..]));
             });
         if let Some(i) = self.log_norm[..rows].iter().position(|v| !v.is_finite()) {
-            return Err(Error::param_with(
-                "X",
-                format!(
-                    "{}: row {} has zero density under every component (log-likelihood {})",
-                    x.name().display(),
-                    start + i,
-                    self.log_norm[i]
-                ),
-                vec![
-                    crate::error::Remedy::RescaleData,
-                    crate::error::Remedy::RaiseRegCovar { example: None },
-                    crate::error::Remedy::CheckInitScale,
-                ],
-            ));
+            return Err(zero_density(x, start + i, self.log_norm[i]));
         }
         for s in &self.tile_ll[..n_tiles] {
             *total += s;

@@ -61,21 +61,24 @@ pub(crate) struct Nearest<T> {
     pub(crate) k_tile: usize,
 }
 
-/// The initial M-step: sums of every block under the initial responsibilities.
+/// The initial M-step: sums of every block under the initial responsibilities,
+/// for components `first..first + g` of `k` (all of them, or one group).
 pub(crate) struct InitPass<'a, T> {
     pub(crate) init: &'a InitResp,
-    pub(crate) nearest: Option<Nearest<T>>,
+    pub(crate) nearest: Option<&'a mut Nearest<T>>,
     pub(crate) ws: &'a mut Workspace<T>,
     pub(crate) mats: &'a mut [Vec<f64>],
     pub(crate) sums: Sums<'a>,
     pub(crate) k: usize,
+    pub(crate) first: usize,
+    pub(crate) g: usize,
 }
 
 impl<T: Real> Pass<T> for InitPass<'_, T> {
     type Stats = Stats;
 
     fn new_stats(&self) -> Stats {
-        self.sums.zeros(self.k, self.sums.reference.len() / self.k.max(1))
+        self.sums.zeros(self.g, self.sums.reference.len() / self.g.max(1))
     }
 
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Stats>]) -> Result<()> {
@@ -89,34 +92,40 @@ impl<T: Real> Pass<T> for InitPass<'_, T> {
 }
 
 impl<T: Real> InitPass<'_, T> {
-    /// The initial responsibilities of `block`'s rows, into the workspace.
+    /// The initial responsibilities of `block`'s rows for this pass's
+    /// components, into the workspace (`(rows, g)`).
     fn responsibilities(&mut self, block: Block<'_, T>) {
-        let (k, rows, start) = (self.k, block.rows(), block.start);
-        let resp = &mut self.ws.resp[..rows * k];
+        let (k, g, first, rows, start) = (self.k, self.g, self.first, block.rows(), block.start);
+        let own = first..first + g;
+        let resp = &mut self.ws.resp[..rows * g];
         match self.init {
             InitResp::Nearest(_) => {
-                let a = self.nearest.as_mut().expect("set for Nearest");
+                let a = self.nearest.as_deref_mut().expect("set for Nearest");
                 let (labels, dist) = (&mut a.labels[..rows], &mut a.dist[..rows]);
                 assign_block(block.x, &a.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist);
                 resp.fill(0.0);
                 for (i, &l) in labels.iter().enumerate() {
-                    resp[i * k + l as usize] = 1.0;
+                    if own.contains(&(l as usize)) {
+                        resp[i * g + l as usize - first] = 1.0;
+                    }
                 }
             }
             InitResp::Rows(pairs, _) => {
                 resp.fill(0.0);
                 let from = pairs.partition_point(|&(r, _)| r < start);
                 for &(r, c) in pairs[from..].iter().take_while(|&&(r, _)| r < start + rows) {
-                    resp[(r - start) * k + c] = 1.0;
+                    if own.contains(&c) {
+                        resp[(r - start) * g + c - first] = 1.0;
+                    }
                 }
             }
             InitResp::Uniform(seed) => {
-                for (i, row) in resp.chunks_mut(k).enumerate() {
-                    for (c, v) in row.iter_mut().enumerate() {
-                        *v = row_unit(row_key(*seed, c), start + i);
+                for (i, row) in resp.chunks_mut(g).enumerate() {
+                    // Normalised over all `k` components, summed in order.
+                    let s: f64 = (0..k).map(|c| row_unit(row_key(*seed, c), start + i)).sum();
+                    for (c, v) in own.clone().zip(row.iter_mut()) {
+                        *v = row_unit(row_key(*seed, c), start + i) / s;
                     }
-                    let s: f64 = row.iter().sum();
-                    row.iter_mut().for_each(|v| *v /= s);
                 }
             }
         }
@@ -209,6 +218,8 @@ impl<T: Real> Pass<T> for EPass<'_, '_, T> {
             }
             if let Some(f) = self.outputs.proba.as_deref_mut() {
                 f(resp)?;
+            } else if let Some(f) = self.outputs.proba_columns.as_deref_mut() {
+                f(b.start - self.x.first_row(), 0, k, resp)?;
             }
             if let Some(f) = self.outputs.log_likelihood.as_deref_mut() {
                 f(&self.ws.log_norm[..rows])?;

@@ -1,7 +1,8 @@
 //! The Gaussian-mixture memory plan.
 
-use super::components::{cov_len, prec_len, precision_read_bytes, CholWork};
+use super::components::{component_cov_len, cov_len, factor_len, prec_len, precision_read_bytes, CholWork};
 use super::em::work_mats;
+use super::groups::{Groups, ParamStore, RowState};
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::{Stats, Workspace};
 use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
@@ -10,7 +11,7 @@ use crate::error::{Count, Remedy, Result};
 use crate::exec::{KeyedSample, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::Scratch;
-use crate::plan::{check_fits, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Ledger, Plan, TILE_ROWS};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
 /// for one E-step pass over the data with a fitted model).
@@ -29,7 +30,41 @@ use crate::plan::{check_fits, pick_block_rows, Job, Ledger, Plan, TILE_ROWS};
 /// [`crate::Error::DoesNotFit`] when the parameters and one tile of rows exceed
 /// the limit, with the smallest limit that would work.
 pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result<Plan> {
+    let whole = plan_layout(params, job, predict_only, None);
+    if whole.is_ok() || params.covariance_type == CovarianceType::Tied || params.n_components == 1 {
+        return whole;
+    }
+    // Components in groups: the largest group that fits, with the per-row
+    // states in memory if they fit there too.
+    let k = params.n_components;
+    for on_disk in [false, true] {
+        let fits = |g: usize| plan_layout(params, job, predict_only, Some((g, on_disk))).is_ok();
+        if !fits(1) {
+            continue;
+        }
+        let (mut lo, mut hi) = (1, k - 1);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        // Equal groups of at most `lo`.
+        let size = Groups::of(k, lo).size;
+        return plan_layout(params, job, predict_only, Some((size, on_disk)));
+    }
+    plan_layout(params, job, predict_only, Some((1, true)))
+}
+
+/// The plan with all components in memory (`groups` `None`) or in groups
+/// of `size` components, the per-row states on disk or not.
+fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Option<(usize, bool)>) -> Result<Plan> {
     let (n, d, k) = (job.n_samples as u64, job.n_features as u64, params.n_components as u64);
+    // Components whose factors, sums and tiles are held at once.
+    let (gu, state_on_disk) = groups.unwrap_or((params.n_components, false));
+    let g = gu as u64;
     let t = params.covariance_type;
     let c = job.compute_bytes as u64;
     let limit = params.memory_limit_bytes;
@@ -45,16 +80,49 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     led.add("means, weights, log-dets (float64)", k * d + 2 * k, 8, format!("{k} × ({d} + 2) × 8 B"));
     led.add(
         "precision factors (compute dtype)",
-        prec_len(t, ku, du) as u64,
+        prec_len(t, gu, du) as u64,
         c,
-        format!("{} × {c} B", prec_len(t, ku, du)),
+        format!("{} × {c} B", prec_len(t, gu, du)),
     );
     if matches!(t, CovarianceType::Full | CovarianceType::Tied) {
-        led.add("means in factor coordinates (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
+        led.add("means in factor coordinates (float64)", g * d, 8, format!("{g} × {d} × 8 B"));
     }
-    led.add("means (compute dtype)", k * d, c, format!("{k} × {d} × {c} B"));
+    led.add("means (compute dtype)", g * d, c, format!("{g} × {d} × {c} B"));
+    let per_cov = component_cov_len(t, du) as u64;
+    if groups.is_some() {
+        led.add(
+            "group means, weights and log-dets (float64)",
+            g * d + 3 * g,
+            8,
+            format!("{g} × ({d} + 3) × 8 B: the group's E-step parameters and new means"),
+        );
+        led.add(
+            "parameter records (float64)",
+            ParamStore::record_len(t, du) as u64 + g * per_cov,
+            8,
+            format!("one component's covariance and factor, and {g} covariances"),
+        );
+        if !predict_only {
+            led.add(
+                "next means, N_k, log-dets (float64)",
+                k * d + 2 * k,
+                8,
+                format!("{k} × ({d} + 2) × 8 B: the M-step's results across groups"),
+            );
+        }
+        if !state_on_disk {
+            led.add(
+                "per-row log-sum-exp states",
+                n,
+                RowState::BYTES_PER_ROW,
+                format!("{n} rows × {} B (max, scaled sum, best log-density, label)", RowState::BYTES_PER_ROW),
+            );
+        }
+    } else {
+        led.add("one component's factor (float64)", factor_len(t, du) as u64, 8, "between passes".into());
+    }
     if !predict_only {
-        let sums = Stats::bytes(t, ku, du);
+        let sums = Stats::bytes(t, gu, du);
         led.add(
             "sums of a pass (float64): folded chunks + open chunk",
             2,
@@ -65,7 +133,16 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
             led.add("data scatter (float64)", d * d, 8, format!("{d} × {d} × 8 B"));
         }
         if params.n_init > 1 {
-            led.add("best parameters (float64)", cl + k * d + k, 8, format!("kept across {} inits", params.n_init));
+            if groups.is_some() {
+                led.add(
+                    "best weights, means, log-dets (float64)",
+                    k * d + 2 * k,
+                    8,
+                    format!("kept across {} inits (covariances on disk)", params.n_init),
+                );
+            } else {
+                led.add("best parameters (float64)", cl + k * d + k, 8, format!("kept across {} inits", params.n_init));
+            }
         }
         if params.init_params == InitMethod::KMeans && !params.fully_initialised() {
             let n_init = params.n_init as u64;
@@ -97,7 +174,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
     // Tiles hold at most n rows. They are not shrunk below that to fit a
     // limit: the E-step's rounding would then depend on the limit.
     let tile_rows = TILE_ROWS.min(job.n_samples.max(1));
-    let per_thread = Workspace::<f64>::bytes_per_thread(t, ku, du, tile_rows, job.compute_bytes);
+    let per_thread = Workspace::<f64>::bytes_per_thread(t, gu, du, tile_rows, job.compute_bytes);
     led.add(
         "E/M tiles (per thread)",
         threads,
@@ -128,7 +205,8 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
         job.w_scratch_per_row,
     );
     // Init assignment (k-means labels): label + distance per row.
-    let em_row = scan_row + Workspace::<f64>::bytes_per_row(ku) + 12;
+    let em_row =
+        scan_row + Workspace::<f64>::bytes_per_row(gu) + 12 + if state_on_disk { RowState::BYTES_PER_ROW } else { 0 };
     let min_rows = (TILE_ROWS as u64).min(n);
     let kpp = params.init_params == InitMethod::KMeansPlusPlus && !params.fully_initialised() && !predict_only;
     let sample_per = KeyedSample::bytes_per_row(du);
@@ -193,7 +271,7 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
         "read blocks",
         rows,
         em_row,
-        format!("{rows} rows × {em_row} B (scratch, values, {k} responsibilities, log p(x), weights)"),
+        format!("{rows} rows × {em_row} B (scratch, values, {g} responsibilities, log p(x), weights)"),
     );
     led.add_in(
         "validation",
@@ -222,11 +300,44 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
         } else {
             ""
         };
-        plan.max_passes = 1 + params.n_init as u64 * (init_passes + params.max_iter as u64) + 1;
-        plan.passes_detail = format!(
-            "1 validation pass + {} init × ({init_passes} init pass + at most {} EM passes) + 1 final E-step pass{kmeans}",
-            params.n_init, params.max_iter
-        );
+        let count = params.n_components.div_ceil(gu) as u64;
+        let per_iter = 2 * count - 1;
+        plan.max_passes = 1 + params.n_init as u64 * (init_passes * count + params.max_iter as u64 * per_iter) + count;
+        plan.passes_detail = if groups.is_some() {
+            format!(
+                "1 validation pass + {} init × ({} init passes + at most {} EM iterations × {per_iter} passes) + {count} final E-step passes{kmeans}",
+                params.n_init,
+                init_passes * count,
+                params.max_iter
+            )
+        } else {
+            format!(
+                "1 validation pass + {} init × ({init_passes} init pass + at most {} EM passes) + 1 final E-step pass{kmeans}",
+                params.n_init, params.max_iter
+            )
+        };
+    }
+    if groups.is_some() {
+        let count = params.n_components.div_ceil(gu);
+        let slots = if predict_only {
+            0
+        } else if params.n_init > 1 {
+            2
+        } else {
+            1
+        };
+        let state = if state_on_disk { n * RowState::BYTES_PER_ROW } else { 0 };
+        plan.component_groups = Some(ComponentGroups {
+            count,
+            size: gu,
+            row_state_on_disk: state_on_disk,
+            scratch_bytes: ParamStore::bytes(t, params.n_components, du, slots) + state,
+            passes_per_iteration: 2 * count as u64 - 1,
+        });
+        if predict_only {
+            plan.max_passes = count as u64;
+            plan.passes_detail = format!("{count} E-step passes (+ {} with probabilities)", count - 1);
+        }
     }
     Ok(plan)
 }

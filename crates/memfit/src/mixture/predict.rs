@@ -4,6 +4,7 @@
 use super::components::{CholWork, Estep};
 use super::em::e_pass;
 use super::fitted::Outputs;
+use super::grouped::{e_sweep, Data, Factors, GroupWork};
 use super::params::{CovarianceType, GmmParams};
 use super::pass::Workspace;
 use super::plan::plan_gmm;
@@ -96,13 +97,25 @@ pub fn predict<T: Real>(
     }
     let shift = model.shift.clone().unwrap_or_else(|| vec![0.0; d]);
     let means: Vec<f64> = model.means.chunks(d).flat_map(|m| m.iter().zip(&shift).map(|(v, s)| v - s)).collect();
+    observer.event(&Progress::Phase("predicting"));
+    let observer = &*observer;
+    let cancel = || observer.cancelled();
+    if plan.component_groups.is_some() {
+        // Factors are read one group at a time; per-row states that do not
+        // fit in memory go to the system's temporary folder.
+        let mut gw = GroupWork::<T>::new(model.covariance_type, k, x, plan, 0, &std::env::temp_dir())?;
+        let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
+        let mut data = Data { x, blocks: &mut blocks, split, shift: &shift, weighted: false };
+        let factors = Factors::Source(&model.precisions_cholesky, true);
+        let (total, _) = e_sweep(&mut gw, &mut data, &model.weights, &means, factors, outputs, true, &cancel)?;
+        return Ok(total / (x.n_samples() - x.first_row()) as f64);
+    }
     let mut es = Estep::<T>::new(model.covariance_type, k, d);
     es.set_weights_means(&model.weights, &means);
     let mut work = CholWork::new(0, 0);
-    es.set_precisions(&model.precisions_cholesky, true, &mut work, None)?;
+    es.set_precisions(&model.precisions_cholesky, true, &mut work, None, 0)?;
     let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.tile_rows, plan.threads);
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-    observer.event(&Progress::Phase("predicting"));
-    let total = e_pass(x, &mut blocks, split, &shift, &mut ws, &es, outputs, true, &|| observer.cancelled())?;
+    let total = e_pass(x, &mut blocks, split, &shift, &mut ws, &es, outputs, true, &cancel)?;
     Ok(total / (x.n_samples() - x.first_row()) as f64)
 }

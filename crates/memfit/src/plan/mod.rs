@@ -117,6 +117,25 @@ pub struct Plan {
     pub max_passes: u64,
     /// How `max_passes` is made up.
     pub passes_detail: String,
+    /// Mixtures whose components' parameters do not fit the limit together:
+    /// how they are grouped (`None`: all in memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub component_groups: Option<ComponentGroups>,
+}
+
+/// A mixture's components processed in groups, their parameters on disk.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ComponentGroups {
+    /// Number of groups.
+    pub count: usize,
+    /// Components per group (the last may have fewer).
+    pub size: usize,
+    /// Whether the per-row log-sum-exp state is in a scratch file.
+    pub row_state_on_disk: bool,
+    /// Bytes in scratch files (parameters and, when on disk, row states).
+    pub scratch_bytes: u64,
+    /// Passes over the data per EM iteration (`2 · count − 1`).
+    pub passes_per_iteration: u64,
 }
 
 impl Plan {
@@ -146,6 +165,7 @@ impl Plan {
             init_sample_rows: 0,
             max_passes: 1,
             passes_detail: "1 pass".into(),
+            component_groups: None,
         }
     }
 
@@ -183,6 +203,18 @@ impl fmt::Display for Plan {
         )?;
         if self.init_sample_rows > 0 {
             writeln!(f, "init sample: {} rows", self.init_sample_rows)?;
+        }
+        if let Some(g) = &self.component_groups {
+            writeln!(
+                f,
+                "component groups: {} of {} components; parameters{} on disk: {} B ({}) in unnamed scratch files; {} passes per EM iteration",
+                g.count,
+                g.size,
+                if g.row_state_on_disk { " and per-row log-sum-exp states" } else { "" },
+                g.scratch_bytes,
+                format_bytes(g.scratch_bytes),
+                g.passes_per_iteration
+            )?;
         }
         write!(f, "passes over the data: at most {} ({})", self.max_passes, self.passes_detail)
     }

@@ -1,0 +1,665 @@
+//! EM and E-steps with component groups, for mixtures whose `K` components'
+//! precision factors and M-step sums do not fit the memory limit together
+//! (the planner chooses the groups, [`super::plan_gmm`]).
+//!
+//! One EM iteration with `G` groups makes `2G − 1` passes over the data:
+//!
+//! 1. for each group in turn, its log-densities are merged into every row's
+//!    running log-sum-exp ([`super::groups::merge_group`]); the pass of the
+//!    last group finishes `log p(x_i)` and, at once, that group's
+//!    responsibilities `exp(v − log p)` and M-step sums;
+//! 2. for each other group, a pass recomputes its log-densities, turns them
+//!    into responsibilities with the finished normaliser and adds its M-step
+//!    sums.
+//!
+//! A group's new covariances and factors are written to the scratch file
+//! ([`ParamStore`]) as soon as its sums are complete (its old factors are
+//! no longer needed then); weights, means and log-determinants (`O(K d)`)
+//! stay in memory. The final E-step makes `G` passes, plus `G − 1` when
+//! probabilities are wanted.
+//!
+//! Exactness: M-step sums, covariances and factors are computed component
+//! by component exactly as in memory; only the normaliser is merged group by
+//! group (`(M, S) → (m', S e^(M − m') + t e^(m − m'))`), which rounds
+//! differently from one log-sum-exp over all `K` values. Results therefore
+//! agree with the in-memory fit to about 1e-15 relative per iteration, not
+//! bit for bit; they are the same bits for any thread count and limit that
+//! give the same groups.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::components::{component_cov_len, factor_len, factor_of_cov, CholWork, Estep, Params};
+use super::em::{nearest_assigner, work_mats, Runs};
+use super::fitted::{GmmTimings, Outputs, StoredCovariances};
+use super::groups::{finish_row, merge_group, Groups, ParamStore, RowState, ROW_STATE};
+use super::mstep::finalize;
+use super::params::{CovarianceType, GmmParams};
+use super::pass::{zero_density, Stats, Workspace};
+use super::passes::{InitPass, InitResp, Sums};
+use crate::dtype::Real;
+use crate::error::{Error, Result};
+use crate::exec::{run_split, Block, Leaf, Observer, Pass, Progress, RowSplit};
+use crate::io::{BlockReader, Source};
+use crate::kernels::{clear_upper_vector_state, exp_or_zero};
+use crate::plan::{Plan, TILE_ROWS};
+
+/// Where a group's precision factors are read from.
+#[derive(Clone, Copy)]
+pub(crate) enum Factors<'s> {
+    /// The scratch store's slot, with the log-determinants `(K,)`.
+    Store(usize, &'s [f64]),
+    /// Given precisions (`false`) or Cholesky factors (`true`), one
+    /// component after another (see [`super::PrecisionsInit`]).
+    Source(&'s Source<'s>, bool),
+}
+
+/// Buffers of one group, reused for every group, and the scratch store.
+pub(crate) struct GroupWork<T> {
+    pub(crate) groups: Groups,
+    t: CovarianceType,
+    es: Estep<T>,
+    ws: Workspace<T>,
+    work: CholWork,
+    state: RowState,
+    store: Option<ParamStore>,
+    factor: Vec<f64>,
+}
+
+impl<T: Real> GroupWork<T> {
+    /// Buffers for `plan`'s groups over `x`'s rows, and a store of `slots`
+    /// sets of parameters (none for 0), in `dir`.
+    ///
+    /// # Errors
+    /// As [`ParamStore::new`] and [`RowState::new`].
+    pub(crate) fn new(
+        t: CovarianceType,
+        k: usize,
+        x: &Source<'_>,
+        plan: &Plan,
+        slots: usize,
+        dir: &Path,
+    ) -> Result<Self> {
+        let d = x.n_features();
+        let gp = plan.component_groups.as_ref().expect("a grouped plan");
+        let groups = Groups::of(k, gp.size);
+        let g = groups.size;
+        let full = matches!(t, CovarianceType::Full | CovarianceType::Tied);
+        let store = if slots > 0 { Some(ParamStore::new(t, k, d, slots, dir)?) } else { None };
+        Ok(GroupWork {
+            groups,
+            t,
+            es: Estep::new(t, g, d),
+            ws: Workspace::new(t, g, d, plan.block_rows, plan.tile_rows, plan.threads),
+            work: CholWork::new(if full { d } else { 0 }, work_mats(t, plan.threads)),
+            state: RowState::new(
+                x.first_row(),
+                x.n_samples() - x.first_row(),
+                gp.row_state_on_disk,
+                dir,
+                plan.block_rows,
+            )?,
+            store,
+            factor: vec![0.0; factor_len(t, d)],
+        })
+    }
+
+    fn store(&self) -> &ParamStore {
+        self.store.as_ref().expect("a fit's groups have a store")
+    }
+
+    /// Sets up group `g` for its E-steps: weights and means `(K,)`, `(K, d)`
+    /// in shifted coordinates, factors from `factors`.
+    ///
+    /// # Errors
+    /// Scratch read errors; as [`Estep::set_precisions`].
+    fn load(&mut self, g: usize, weights: &[f64], means: &[f64], factors: Factors<'_>) -> Result<()> {
+        let r = self.groups.range(g);
+        let d = self.es.d;
+        self.es.resize(r.len());
+        self.ws.set_components(r.len());
+        self.es.set_weights_means(&weights[r.clone()], &means[r.start * d..r.end * d]);
+        match factors {
+            Factors::Store(slot, log_det) => {
+                for (i, c) in r.clone().enumerate() {
+                    self.store.as_ref().expect("a store").factor(slot, c, &mut self.factor)?;
+                    self.es.put_factor(i, &self.factor, log_det[c]);
+                }
+                self.es.update_tied_means();
+            }
+            Factors::Source(src, cholesky) => {
+                self.es.set_precisions(src, cholesky, &mut self.work, None, r.start)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the covariances given precisions imply (their inverses) to
+    /// `slot`, group by group (a fit without iterations returns them).
+    ///
+    /// # Errors
+    /// As [`Estep::set_precisions`]; scratch write errors.
+    fn store_given_covariances(&mut self, src: &Source<'_>, cholesky: bool, slot: usize) -> Result<()> {
+        let per = component_cov_len(self.t, self.es.d);
+        let mut cov = vec![0.0; self.groups.size * per];
+        for g in 0..self.groups.count {
+            let r = self.groups.range(g);
+            self.es.resize(r.len());
+            self.es.set_precisions(src, cholesky, &mut self.work, Some(&mut cov[..r.len() * per]), r.start)?;
+            for (i, c) in r.enumerate() {
+                self.store().put_cov(slot, c, &cov[i * per..(i + 1) * per])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes group `g`'s M-step from its sums: means into `next.means`,
+    /// raw `N_k` into `nk`, covariances and factors into the store's `slot`,
+    /// log-determinants into `log_det`; the first component whose covariance
+    /// is not positive definite is kept in `bad`.
+    ///
+    /// # Errors
+    /// Scratch write errors.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_group(
+        &mut self,
+        g: usize,
+        stats: &mut Stats,
+        reg_covar: f64,
+        n_eff: f64,
+        init: bool,
+        slot: usize,
+        next: &mut Next,
+    ) -> Result<()> {
+        let (t, d) = (self.t, self.es.d);
+        let r = self.groups.range(g);
+        let p = finalize(t, d, stats, &[], reg_covar, n_eff, init);
+        let per = component_cov_len(t, d);
+        next.nk[r.clone()].copy_from_slice(&stats.nk);
+        next.means[r.start * d..r.end * d].copy_from_slice(&p.means);
+        for (i, c) in r.enumerate() {
+            let cov = &p.cov[i * per..(i + 1) * per];
+            self.store().put_cov(slot, c, cov)?;
+            match factor_of_cov(t, d, cov, &mut self.work, &mut self.factor) {
+                Some(ld) => {
+                    next.log_det[c] = ld;
+                    self.store().put_factor(slot, c, &self.factor)?;
+                }
+                None => next.bad = Some(next.bad.map_or(c, |b| b.min(c))),
+            }
+        }
+        Ok(())
+    }
+
+    /// The covariances of the store's `slot`, kept beyond the run.
+    pub(crate) fn into_stored(self, slot: usize) -> StoredCovariances {
+        StoredCovariances::new(self.store.expect("a fit's groups have a store"), slot)
+    }
+}
+
+/// What a grouped M-step collects across groups.
+struct Next {
+    nk: Vec<f64>,
+    means: Vec<f64>,
+    log_det: Vec<f64>,
+    bad: Option<usize>,
+}
+
+impl Next {
+    fn new(k: usize, d: usize) -> Self {
+        Next { nk: vec![0.0; k], means: vec![0.0; k * d], log_det: vec![0.0; k], bad: None }
+    }
+
+    /// Weights as [`finalize`] computes them from every component's `N_k`
+    /// (floored), then the parameters; fails for the first component whose
+    /// covariance is not positive definite.
+    fn into_params<T: Real>(self, n_eff: f64, init: bool, reg_covar: f64) -> Result<(Params, Vec<f64>)> {
+        if let Some(c) = self.bad {
+            return Err(Error::IllDefinedCovariance {
+                component: Some(c),
+                reg_covar,
+                float32: T::DTYPE == crate::io::Dtype::F32,
+            });
+        }
+        let floor = 10.0 * f64::EPSILON;
+        let nk: Vec<f64> = self.nk.iter().map(|n| n + floor).collect();
+        let total: f64 = nk.iter().sum();
+        let weights = nk.iter().map(|n| n / if init { n_eff } else { total }).collect();
+        Ok((Params { weights, means: self.means, cov: Vec::new() }, self.log_det))
+    }
+}
+
+/// What one grouped pass does besides computing its group's log-densities.
+struct GroupPass<'a, 'o, T> {
+    x: &'a Source<'a>,
+    gw: &'a mut GroupWork<T>,
+    mats: &'a mut [Vec<f64>],
+    first: usize,
+    /// Merges into the row states (else reads the finished normaliser).
+    merge: bool,
+    /// The first group of a sweep: row states start fresh.
+    fresh: bool,
+    /// Finishes `log p(x_i)` (the last group of a sweep).
+    finish: bool,
+    /// Adds the group's M-step sums.
+    m_step: bool,
+    reference: &'a [f64],
+    outputs: Option<&'a mut Outputs<'o>>,
+    labels: Vec<u32>,
+    validate: bool,
+    secs: (f64, f64),
+}
+
+impl<T: Real> Pass<T> for GroupPass<'_, '_, T> {
+    type Stats = Stats;
+
+    fn new_stats(&self) -> Stats {
+        let (t, d) = (self.gw.t, self.gw.es.d);
+        if self.m_step {
+            Stats::zeros(t, self.gw.es.k, d, self.reference, false)
+        } else {
+            Stats::zeros(t, 0, d, &[], false)
+        }
+    }
+
+    fn checks_finite(&self) -> bool {
+        self.validate
+    }
+
+    fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Stats>]) -> Result<()> {
+        for leaf in leaves.iter_mut() {
+            let b = block.sub(leaf.rows.clone());
+            self.leaf(b, leaf.stats)?;
+        }
+        Ok(())
+    }
+}
+
+impl<T: Real> GroupPass<'_, '_, T> {
+    fn leaf(&mut self, b: Block<'_, T>, stats: &mut Stats) -> Result<()> {
+        let t0 = Instant::now();
+        let (rows, g, first) = (b.rows(), self.gw.es.k, self.first);
+        let gw = &mut *self.gw;
+        gw.ws.log_densities(b.x, &gw.es);
+        let states = gw.state.rows(b.start, rows, self.fresh)?;
+        let resp = &mut gw.ws.resp[..rows * g];
+        clear_upper_vector_state();
+        if self.merge {
+            for (s, v) in states.chunks_exact_mut(ROW_STATE).zip(resp.chunks_exact(g)) {
+                merge_group(s, v, first);
+            }
+        }
+        if self.finish {
+            let log_norm = &mut gw.ws.log_norm[..rows];
+            for (s, l) in states.chunks_exact_mut(ROW_STATE).zip(log_norm.iter_mut()) {
+                *l = finish_row(s);
+            }
+            if let Some(i) = log_norm.iter().position(|v| !v.is_finite()) {
+                return Err(zero_density(self.x, b.start + i, log_norm[i]));
+            }
+            // Summed per tile, then tile by tile, as the in-memory E-step.
+            for t0 in (0..rows).step_by(TILE_ROWS) {
+                let mut sum = 0.0;
+                for (i, l) in log_norm.iter().enumerate().take((t0 + TILE_ROWS).min(rows)).skip(t0) {
+                    sum += b.w.map_or(1.0, |w| w[i]) * l;
+                }
+                stats.log_likelihood += sum;
+            }
+            for (l, s) in self.labels.iter_mut().zip(states.chunks_exact(ROW_STATE)) {
+                *l = s[3] as u32;
+            }
+        }
+        // Probabilities only once the normaliser is finished.
+        let proba = (self.finish || !self.merge) && self.outputs.as_ref().is_some_and(|o| o.proba_columns.is_some());
+        if self.m_step || proba {
+            for (v, s) in resp.chunks_exact_mut(g).zip(states.chunks_exact(ROW_STATE)) {
+                for x in v.iter_mut() {
+                    *x = exp_or_zero(*x - s[0]);
+                }
+            }
+        }
+        if self.merge {
+            gw.state.store(b.start, rows)?;
+        }
+        if let Some(o) = self.outputs.as_deref_mut() {
+            if self.finish {
+                if let Some(f) = o.labels.as_deref_mut() {
+                    f(&self.labels[..rows])?;
+                }
+                if let Some(f) = o.log_likelihood.as_deref_mut() {
+                    f(&gw.ws.log_norm[..rows])?;
+                }
+            }
+            if let Some(f) = o.proba_columns.as_deref_mut().filter(|_| proba) {
+                f(b.start - self.x.first_row(), first, g, &gw.ws.resp[..rows * g])?;
+            }
+        }
+        let t1 = Instant::now();
+        if self.m_step {
+            gw.ws.m_step(b.x, b.w, stats, self.mats);
+        }
+        self.secs.0 += (t1 - t0).as_secs_f64();
+        self.secs.1 += t1.elapsed().as_secs_f64();
+        Ok(())
+    }
+}
+
+/// The data a grouped run reads, and how.
+pub(crate) struct Data<'a, 'b, 's, 'r, T> {
+    pub(crate) x: &'a Source<'a>,
+    pub(crate) blocks: &'b mut BlockReader<'s, 'r, T>,
+    pub(crate) split: &'a RowSplit,
+    pub(crate) shift: &'a [f64],
+    /// Whether rows carry sample weights (for error messages).
+    pub(crate) weighted: bool,
+}
+
+/// One E-step sweep over every group with the mixture `weights`, `means`
+/// (shifted) and `factors`: per-sample results to `outputs` (probabilities
+/// as column groups), returns `Σ_i w_i log p(x_i)` and the largest
+/// condition estimate with its component. With `validate`, the first pass
+/// checks the data for non-finite values.
+///
+/// # Errors
+/// As the in-memory E-step; scratch I/O errors; whatever `outputs` return.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn e_sweep<T: Real>(
+    gw: &mut GroupWork<T>,
+    data: &mut Data<'_, '_, '_, '_, T>,
+    weights: &[f64],
+    means: &[f64],
+    factors: Factors<'_>,
+    outputs: &mut Outputs<'_>,
+    validate: bool,
+    cancel: &dyn Fn() -> bool,
+) -> Result<(f64, Option<(usize, f64)>)> {
+    if outputs.proba.is_some() {
+        return Err(Error::param(
+            "proba",
+            "probabilities of a mixture fitted in component groups go to a column output; hint: give one".to_string(),
+        ));
+    }
+    let count = gw.groups.count;
+    let mut total = 0.0;
+    let mut worst: Option<(usize, f64)> = None;
+    let want_proba = outputs.proba_columns.is_some();
+    let order: Vec<(usize, bool)> =
+        (0..count).map(|g| (g, true)).chain((0..count - 1).filter(|_| want_proba).map(|g| (g, false))).collect();
+    for (g, merge) in order {
+        gw.load(g, weights, means, factors)?;
+        if merge {
+            let first = gw.groups.range(g).start;
+            for (c, v) in gw.es.condition_estimates().into_iter().enumerate() {
+                if worst.is_none_or(|(_, w)| v >= w) {
+                    worst = Some((first + c, v));
+                }
+            }
+        }
+        let last = merge && g + 1 == count;
+        let block_rows = data.blocks.block_rows();
+        let mut mats: Vec<Vec<f64>> = Vec::new();
+        let mut pass = GroupPass {
+            x: data.x,
+            first: gw.groups.range(g).start,
+            gw,
+            mats: &mut mats,
+            merge,
+            fresh: merge && g == 0,
+            finish: last,
+            m_step: false,
+            reference: &[],
+            // Columns of every group; labels and log p(x) once finished.
+            outputs: (want_proba || last).then_some(&mut *outputs),
+            labels: vec![0; if last { block_rows } else { 0 }],
+            validate: validate && g == 0 && merge,
+            secs: (0.0, 0.0),
+        };
+        let stats = run_split(&mut pass, data.blocks, data.split, data.shift, cancel)?;
+        if last {
+            total = stats.log_likelihood;
+        }
+    }
+    Ok((total, worst))
+}
+
+/// One grouped EM iteration from `cur` (factors from `factors`): returns
+/// `Σ_i w_i log p(x_i)` under `cur` and the new parameters (covariances and
+/// factors in the store's `slot`) with their log-determinants.
+///
+/// # Errors
+/// As [`e_sweep`]; [`Error::IllDefinedCovariance`] naming the first
+/// component whose new covariance is not positive definite.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn em_iteration<T: Real>(
+    gw: &mut GroupWork<T>,
+    data: &mut Data<'_, '_, '_, '_, T>,
+    cur: &Params,
+    factors: Factors<'_>,
+    slot: usize,
+    reg_covar: f64,
+    n_eff: f64,
+    secs: &mut (f64, f64),
+    cancel: &dyn Fn() -> bool,
+) -> Result<(f64, Params, Vec<f64>)> {
+    let (k, d, count) = (gw.groups.k, gw.es.d, gw.groups.count);
+    let mut next = Next::new(k, d);
+    let mut mats = std::mem::take(&mut gw.work.mats);
+    let mut total = 0.0;
+    // The log-sum-exp sweep (its last pass also the last group's M-step),
+    // then the other groups' M-steps.
+    let order = (0..count).map(|g| (g, true)).chain((0..count - 1).map(|g| (g, false)));
+    let result = (|| {
+        for (g, merge) in order {
+            let last = merge && g + 1 == count;
+            gw.load(g, &cur.weights, &cur.means, factors)?;
+            let r = gw.groups.range(g);
+            let mut pass = GroupPass {
+                x: data.x,
+                first: r.start,
+                gw: &mut *gw,
+                mats: &mut mats,
+                merge,
+                fresh: merge && g == 0,
+                finish: last,
+                m_step: last || !merge,
+                reference: &cur.means[r.start * d..r.end * d],
+                outputs: None,
+                labels: Vec::new(),
+                validate: false,
+                secs: (0.0, 0.0),
+            };
+            let mut stats = run_split(&mut pass, data.blocks, data.split, data.shift, cancel)?;
+            secs.0 += pass.secs.0;
+            secs.1 += pass.secs.1;
+            if last {
+                total = stats.log_likelihood;
+            }
+            if last || !merge {
+                std::mem::swap(&mut gw.work.mats, &mut mats);
+                let done = gw.finish_group(g, &mut stats, reg_covar, n_eff, false, slot, &mut next);
+                std::mem::swap(&mut gw.work.mats, &mut mats);
+                done?;
+            }
+        }
+        Ok(())
+    })();
+    gw.work.mats = mats;
+    result?;
+    let (params, log_det) = next.into_params::<T>(n_eff, false, reg_covar)?;
+    Ok((total, params, log_det))
+}
+
+/// The initial M-step in groups: one pass per group under `init`'s
+/// responsibilities; covariances and factors into the store's `slot`.
+///
+/// # Errors
+/// As [`em_iteration`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn init_params<T: Real>(
+    gw: &mut GroupWork<T>,
+    data: &mut Data<'_, '_, '_, '_, T>,
+    init: &InitResp,
+    plan: &Plan,
+    slot: usize,
+    reg_covar: f64,
+    n_eff: f64,
+    cancel: &dyn Fn() -> bool,
+) -> Result<(Params, Vec<f64>)> {
+    let (k, d, t) = (gw.groups.k, gw.es.d, gw.t);
+    let reference = init.reference(k, d);
+    let mut nearest = nearest_assigner::<T>(init, plan, k, d);
+    let mut next = Next::new(k, d);
+    for g in 0..gw.groups.count {
+        let r = gw.groups.range(g);
+        gw.ws.set_components(r.len());
+        let mut pass = InitPass {
+            init,
+            nearest: nearest.as_mut(),
+            ws: &mut gw.ws,
+            mats: &mut gw.work.mats,
+            sums: Sums { t, reference: &reference[r.start * d..r.end * d], scatter: false },
+            k,
+            first: r.start,
+            g: r.len(),
+        };
+        let mut stats = run_split(&mut pass, data.blocks, data.split, data.shift, cancel)?;
+        gw.finish_group(g, &mut stats, reg_covar, n_eff, true, slot, &mut next)?;
+    }
+    next.into_params::<T>(n_eff, true, reg_covar)
+}
+
+/// The best run so far.
+struct Kept {
+    run: usize,
+    params: Params,
+    log_det: Vec<f64>,
+    lower_bounds: Vec<f64>,
+    converged: bool,
+    /// The store's slot of its covariances and factors.
+    slot: usize,
+    /// Its factors are the given precisions' (no iteration ran).
+    from_source: bool,
+}
+
+/// Runs every initialisation's EM in groups and keeps the best, as
+/// [`super::fit`] does in memory; then the final E-step. Returns the runs
+/// and the store's slot holding the kept covariances.
+///
+/// # Errors
+/// As [`super::fit`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_all<T: Real>(
+    params: &GmmParams<'_>,
+    gw: &mut GroupWork<T>,
+    data: &mut Data<'_, '_, '_, '_, T>,
+    inits: Vec<Option<InitResp>>,
+    plan: &Plan,
+    n_eff: f64,
+    outputs: &mut Outputs<'_>,
+    observer: &mut dyn Observer,
+    timings: &mut GmmTimings,
+) -> Result<(Runs, usize)> {
+    let (k, d) = (params.n_components, data.x.n_features());
+    let n = data.x.n_samples() - data.x.first_row();
+    let shift = data.shift.to_vec();
+    let mut best: Option<Kept> = None;
+    let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
+    let mut slot = 0;
+    let mut e_steps = 0;
+    for (run, init) in inits.into_iter().enumerate() {
+        let clock = Instant::now();
+        let (mut cur, mut log_det) = match &init {
+            Some(init) => {
+                observer.event(&Progress::Phase("init"));
+                init_params(gw, data, init, plan, slot, params.reg_covar, n_eff, &|| observer.cancelled())?
+            }
+            None => (Params::default(), vec![0.0; k]),
+        };
+        if let Some(w) = &params.weights_init {
+            cur.weights.clone_from(w);
+        }
+        if let Some(m) = &params.means_init {
+            cur.means = m.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v - s)).collect();
+        }
+        // Given precisions are read from their source until the first M-step.
+        let mut given =
+            params.precisions_init.as_ref().map(|p| (p.source(), matches!(p, super::PrecisionsInit::Cholesky(_))));
+        if let (Some((src, cholesky)), 0) = (given, params.max_iter) {
+            gw.store_given_covariances(src, cholesky, slot)?;
+        }
+        timings.init_secs += clock.elapsed().as_secs_f64();
+        let clock = Instant::now();
+        observer.event(&Progress::Phase("iterating"));
+        let mut lower_bounds = Vec::new();
+        let mut converged = false;
+        let mut lower_bound = params.lower_bound_init.unwrap_or(f64::NEG_INFINITY);
+        for it in 1..=params.max_iter {
+            let pass_clock = Instant::now();
+            let factors = match given.take() {
+                Some((src, cholesky)) => Factors::Source(src, cholesky),
+                None => Factors::Store(slot, &log_det),
+            };
+            let mut secs = (0.0, 0.0);
+            let (ll, next, next_log_det) =
+                em_iteration(gw, data, &cur, factors, slot, params.reg_covar, n_eff, &mut secs, &|| {
+                    observer.cancelled()
+                })?;
+            timings.e_step_secs += secs.0;
+            timings.m_step_secs += secs.1;
+            e_steps += 1;
+            let prev = lower_bound;
+            lower_bound = ll / n_eff;
+            if !lower_bound.is_finite() {
+                return Err(crate::cluster::overflow(data.weighted, "lower bound", lower_bound));
+            }
+            (cur, log_det) = (next, next_log_det);
+            lower_bounds.push(lower_bound);
+            let change = lower_bound - prev;
+            observer.event(&Progress::EmIteration {
+                run,
+                n_init: params.n_init,
+                iteration: it,
+                max_iter: params.max_iter,
+                lower_bound,
+                change,
+                rows_per_sec: n as f64 / pass_clock.elapsed().as_secs_f64().max(1e-9),
+            });
+            if change.abs() < params.tol {
+                converged = true;
+                break;
+            }
+        }
+        timings.em_secs += clock.elapsed().as_secs_f64();
+        lower_bound_per_init.push(lower_bound);
+        let better = params.max_iter == 0 || best.as_ref().is_none_or(|b| b.lower_bounds.last() < lower_bounds.last());
+        if better {
+            let from_source = given.is_some();
+            best = Some(Kept { run, params: cur, log_det, lower_bounds, converged, slot, from_source });
+            // The next run writes to the other slot.
+            slot = if params.n_init > 1 { 1 - slot } else { slot };
+        }
+    }
+    let Kept { run: best_init, params: best, log_det, lower_bounds, converged, slot: best_slot, from_source } =
+        best.expect("n_init >= 1");
+    observer.event(&Progress::Phase("final E-step"));
+    let clock = Instant::now();
+    let factors = match (&params.precisions_init, from_source) {
+        (Some(p), true) => Factors::Source(p.source(), matches!(p, super::PrecisionsInit::Cholesky(_))),
+        _ => Factors::Store(best_slot, &log_det),
+    };
+    let (log_likelihood, worst) =
+        e_sweep(gw, data, &best.weights, &best.means, factors, outputs, false, &|| observer.cancelled())?;
+    timings.final_pass_secs = clock.elapsed().as_secs_f64();
+    let runs = Runs {
+        best_init,
+        best,
+        lower_bounds,
+        converged,
+        lower_bound_per_init,
+        log_likelihood,
+        e_steps,
+        worst,
+        stored: None,
+    };
+    Ok((runs, best_slot))
+}

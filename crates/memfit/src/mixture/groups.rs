@@ -1,0 +1,327 @@
+//! Component groups: what a mixture keeps on disk and per row when its `K`
+//! components' factors and sums do not fit the memory limit together.
+//!
+//! - [`Groups`]: `K` components cut into equal contiguous groups.
+//! - [`merge_group`] / [`finish_row`]: the per-row running log-sum-exp
+//!   (max and scaled sum, `f64`) and first-maximum label across groups.
+//! - [`RowState`]: that running state for every row, in memory or in a
+//!   scratch file read and written block by block.
+//! - [`ParamStore`]: each component's covariance and precision factor in a
+//!   scratch file, in one or two slots (the current run, and the best run so
+//!   far when `n_init > 1`).
+
+use std::ops::Range;
+use std::path::Path;
+
+use super::components::{component_cov_len, factor_len};
+use super::params::CovarianceType;
+use crate::error::Result;
+use crate::io::ScratchFile;
+use crate::kernels::exp_or_zero;
+
+/// `K` components cut into `count` contiguous groups of at most `size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Groups {
+    pub(crate) k: usize,
+    pub(crate) size: usize,
+    pub(crate) count: usize,
+}
+
+impl Groups {
+    /// The fewest equal groups of at most `max_size` components.
+    pub(crate) fn of(k: usize, max_size: usize) -> Self {
+        let count = k.div_ceil(max_size.max(1)).max(1);
+        Groups { k, size: k.div_ceil(count), count }
+    }
+
+    /// Components of group `g`.
+    pub(crate) fn range(&self, g: usize) -> Range<usize> {
+        g * self.size..((g + 1) * self.size).min(self.k)
+    }
+}
+
+/// Values per row of [`RowState`]: running max, scaled sum, the largest
+/// log-density so far and its component. After [`finish_row`] the first
+/// value is `log p(x_i)`.
+pub(crate) const ROW_STATE: usize = 4;
+
+/// The state of a row before any group: no density, label 0.
+pub(crate) const FRESH_ROW: [f64; ROW_STATE] = [f64::NEG_INFINITY, 0.0, f64::NEG_INFINITY, 0.0];
+
+/// Adds the weighted log-densities `v` of components `first..first + v.len()`
+/// of one row to its running state `s` ([`ROW_STATE`] values): with the
+/// group's max `m` and `t = Σ exp(v − m)`, the state `(M, S)` becomes
+/// `(max(M, m), S e^(M − max) + t e^(m − max))`, so that after every group
+/// `M + ln S = ln Σ_k exp(v_k)`. The label is the first component with the
+/// largest log-density (numpy's `argmax`).
+#[inline]
+pub(crate) fn merge_group(s: &mut [f64], v: &[f64], first: usize) {
+    let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m > f64::NEG_INFINITY {
+        let t: f64 = v.iter().map(|x| exp_or_zero(x - m)).sum();
+        if m > s[0] {
+            s[1] = s[1] * exp_or_zero(s[0] - m) + t;
+            s[0] = m;
+        } else {
+            s[1] += t * exp_or_zero(m - s[0]);
+        }
+    }
+    for (c, &x) in v.iter().enumerate() {
+        if x > s[2] {
+            s[2] = x;
+            s[3] = (first + c) as f64;
+        }
+    }
+}
+
+/// Turns a row's merged state into `log p(x_i) = M + ln S` (stored as its
+/// first value, with `S = 1`) and returns it (−∞ when every density is 0).
+#[inline]
+pub(crate) fn finish_row(s: &mut [f64]) -> f64 {
+    let l = s[0] + s[1].ln();
+    s[0] = l;
+    s[1] = 1.0;
+    l
+}
+
+/// Every row's [`ROW_STATE`] values, held in memory or in a scratch file.
+pub(crate) struct RowState {
+    first_row: usize,
+    memory: Vec<f64>,
+    file: Option<ScratchFile>,
+    /// One block's states when they live on disk.
+    block: Vec<f64>,
+}
+
+impl RowState {
+    /// Bytes per row.
+    pub(crate) const BYTES_PER_ROW: u64 = (ROW_STATE * 8) as u64;
+
+    /// States for rows `first_row..first_row + n_rows`, in memory, or with
+    /// `on_disk` in a scratch file in `dir` read through a buffer of
+    /// `block_rows` rows.
+    ///
+    /// # Errors
+    /// As [`ScratchFile::create`].
+    pub(crate) fn new(first_row: usize, n_rows: usize, on_disk: bool, dir: &Path, block_rows: usize) -> Result<Self> {
+        let values = n_rows * ROW_STATE;
+        Ok(if on_disk {
+            RowState {
+                first_row,
+                memory: Vec::new(),
+                file: Some(ScratchFile::create(dir, values as u64)?),
+                block: vec![0.0; block_rows * ROW_STATE],
+            }
+        } else {
+            RowState { first_row, memory: vec![0.0; values], file: None, block: Vec::new() }
+        })
+    }
+
+    /// The states of `rows` rows from row `start` (fresh ones with `fresh`),
+    /// to change and then [`Self::store`].
+    ///
+    /// # Errors
+    /// Scratch read errors.
+    pub(crate) fn rows(&mut self, start: usize, rows: usize, fresh: bool) -> Result<&mut [f64]> {
+        let at = (start - self.first_row) * ROW_STATE;
+        let s = match &self.file {
+            Some(f) => {
+                let s = &mut self.block[..rows * ROW_STATE];
+                if !fresh {
+                    f.read(at as u64, s)?;
+                }
+                s
+            }
+            None => &mut self.memory[at..at + rows * ROW_STATE],
+        };
+        if fresh {
+            for r in s.chunks_exact_mut(ROW_STATE) {
+                r.copy_from_slice(&FRESH_ROW);
+            }
+        }
+        Ok(s)
+    }
+
+    /// Writes back the states [`Self::rows`] returned for row `start`.
+    ///
+    /// # Errors
+    /// Scratch write errors.
+    pub(crate) fn store(&mut self, start: usize, rows: usize) -> Result<()> {
+        match &self.file {
+            Some(f) => f.write(((start - self.first_row) * ROW_STATE) as u64, &self.block[..rows * ROW_STATE]),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Each component's covariance and precision factor (as
+/// [`super::components::factor_of_cov`] stores them) in a scratch file.
+pub(crate) struct ParamStore {
+    file: ScratchFile,
+    k: usize,
+    cov: usize,
+    factor: usize,
+}
+
+impl ParamStore {
+    /// Values per component.
+    pub(crate) fn record_len(t: CovarianceType, d: usize) -> usize {
+        component_cov_len(t, d) + factor_len(t, d)
+    }
+
+    /// Bytes on disk for `slots` sets of `k` components.
+    pub(crate) fn bytes(t: CovarianceType, k: usize, d: usize, slots: usize) -> u64 {
+        (slots * k * Self::record_len(t, d) * 8) as u64
+    }
+
+    /// A store of `slots` sets of `k` components in `dir`.
+    ///
+    /// # Errors
+    /// As [`ScratchFile::create`].
+    pub(crate) fn new(t: CovarianceType, k: usize, d: usize, slots: usize, dir: &Path) -> Result<Self> {
+        let file = ScratchFile::create(dir, Self::bytes(t, k, d, slots) / 8)?;
+        Ok(ParamStore { file, k, cov: component_cov_len(t, d), factor: factor_len(t, d) })
+    }
+
+    fn at(&self, slot: usize, c: usize) -> u64 {
+        ((slot * self.k + c) * (self.cov + self.factor)) as u64
+    }
+
+    /// Stores component `c`'s covariance in `slot`.
+    ///
+    /// # Errors
+    /// Scratch write errors.
+    pub(crate) fn put_cov(&self, slot: usize, c: usize, cov: &[f64]) -> Result<()> {
+        self.file.write(self.at(slot, c), &cov[..self.cov])
+    }
+
+    /// Stores component `c`'s precision factor in `slot`.
+    ///
+    /// # Errors
+    /// Scratch write errors.
+    pub(crate) fn put_factor(&self, slot: usize, c: usize, factor: &[f64]) -> Result<()> {
+        self.file.write(self.at(slot, c) + self.cov as u64, &factor[..self.factor])
+    }
+
+    /// Reads component `c`'s covariance from `slot` into `out`.
+    ///
+    /// # Errors
+    /// Scratch read errors.
+    pub(crate) fn cov(&self, slot: usize, c: usize, out: &mut [f64]) -> Result<()> {
+        self.file.read(self.at(slot, c), &mut out[..self.cov])
+    }
+
+    /// Reads component `c`'s precision factor from `slot` into `out`.
+    ///
+    /// # Errors
+    /// Scratch read errors.
+    pub(crate) fn factor(&self, slot: usize, c: usize, out: &mut [f64]) -> Result<()> {
+        self.file.read(self.at(slot, c) + self.cov as u64, &mut out[..self.factor])
+    }
+}
+
+impl std::fmt::Debug for ParamStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ParamStore({} components in a scratch file)", self.k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// `ln Σ exp(v)` in one go, as the in-memory E-step computes it.
+    fn direct(v: &[f64]) -> f64 {
+        let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        m + v.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+    }
+
+    fn merged(v: &[f64], size: usize) -> (f64, usize) {
+        let mut s = FRESH_ROW;
+        for (g, part) in v.chunks(size).enumerate() {
+            merge_group(&mut s, part, g * size);
+        }
+        (finish_row(&mut s), s[3] as usize)
+    }
+
+    #[test]
+    fn group_merge_equals_the_direct_log_sum_exp() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for trial in 0..500 {
+            let k = rng.random_range(1..300);
+            let scale = [1.0, 50.0, 2000.0, 1e6][trial % 4];
+            let offset = rng.random_range(-1e4..1e4);
+            let v: Vec<f64> = (0..k).map(|_| offset + scale * rng.random_range(-1.0..1.0)).collect();
+            let want = direct(&v);
+            let first_max = v.iter().enumerate().fold(0, |b, (c, x)| if *x > v[b] { c } else { b });
+            for size in [1, 2, 7, 64, k] {
+                let (got, label) = merged(&v, size);
+                assert!((got - want).abs() <= 4.0 * f64::EPSILON * want.abs().max(1.0), "{k} {size}: {got} vs {want}");
+                assert_eq!(label, first_max);
+            }
+        }
+    }
+
+    #[test]
+    fn groups_without_density_and_ties() {
+        let ninf = f64::NEG_INFINITY;
+        // A group whose densities are all zero changes nothing.
+        let (l, label) = merged(&[ninf, ninf, -3.0, -1.0, ninf, ninf], 2);
+        assert!((l - direct(&[-3.0, -1.0])).abs() < 1e-15);
+        assert_eq!(label, 3);
+        // No density at all: −∞ (the caller reports the row).
+        assert_eq!(merged(&[ninf; 4], 2).0, ninf);
+        // Ties keep the first component, across groups too.
+        assert_eq!(merged(&[-1.0, -2.0, -1.0, -1.0], 2).1, 0);
+        // Far-apart groups: the smaller one underflows to nothing.
+        let (l, _) = merged(&[-2000.0, 0.0], 1);
+        assert_eq!(l, 0.0);
+    }
+
+    #[test]
+    fn equal_groups_cover_the_components() {
+        for (k, max) in [(10, 3), (64, 16), (7, 7), (7, 100), (200, 9)] {
+            let g = Groups::of(k, max);
+            assert!(g.size <= max.min(k));
+            let all: Vec<usize> = (0..g.count).flat_map(|i| g.range(i)).collect();
+            assert_eq!(all, (0..k).collect::<Vec<_>>(), "{k} {max}");
+        }
+    }
+
+    #[test]
+    fn row_states_on_disk_equal_those_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        for on_disk in [false, true] {
+            let mut st = RowState::new(100, 10, on_disk, dir.path(), 4).unwrap();
+            for (start, rows) in [(100, 4), (104, 4), (108, 2)] {
+                let s = st.rows(start, rows, true).unwrap();
+                for (i, r) in s.chunks_exact_mut(ROW_STATE).enumerate() {
+                    merge_group(r, &[(start + i) as f64], 0);
+                }
+                st.store(start, rows).unwrap();
+            }
+            let s = st.rows(104, 4, false).unwrap();
+            assert_eq!(s[0], 104.0);
+            assert_eq!(s[ROW_STATE * 3], 107.0);
+        }
+    }
+
+    #[test]
+    fn the_store_keeps_slots_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = 3;
+        let st = ParamStore::new(CovarianceType::Full, 2, d, 2, dir.path()).unwrap();
+        st.put_cov(1, 1, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        st.put_factor(1, 1, &[7.0; 6]).unwrap();
+        st.put_cov(0, 1, &[9.0; 6]).unwrap();
+        let mut out = vec![0.0; 6];
+        st.cov(1, 1, &mut out).unwrap();
+        assert_eq!(out, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        st.factor(1, 1, &mut out).unwrap();
+        assert_eq!(out, [7.0; 6]);
+        st.factor(0, 0, &mut out).unwrap();
+        assert_eq!(out, [0.0; 6]);
+    }
+}

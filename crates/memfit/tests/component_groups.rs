@@ -1,0 +1,239 @@
+//! Mixtures fitted in component groups (parameters on disk) against the
+//! same fits with every component in memory: lower bounds, weights, means
+//! and covariances to 1e-12 relative, for full, diag and spherical, every
+//! initialisation, `n_init > 1`, given precisions and warm starts; and
+//! prediction (labels, probabilities by columns, log-likelihoods) from a
+//! saved model read one group at a time. (`k-means++`, and k-means for
+//! diagonal mixtures whose grouping limit is tiny, are left out: their
+//! sample shrinks with the limit, with a warning, in memory as in groups.)
+
+use memfit::io::{ArrayRef, Source, Values};
+use memfit::mixture::{
+    load_model, plan_gmm, plan_predict, predict, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs,
+    PrecisionsInit,
+};
+use memfit::plan::{Job, Plan};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+
+const D: usize = 24;
+const K: usize = 12;
+
+/// `n` rows from `K` shifted, correlated Gaussian clusters in `D` features.
+fn data(n: usize) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let normal = Normal::new(0.0, 1.0).unwrap();
+    (0..n)
+        .flat_map(|i| {
+            let c = (i * 7 % K) as f64;
+            let z: Vec<f64> = (0..D).map(|_| normal.sample(&mut rng)).collect();
+            (0..D).map(move |j| 3.0 * c * ((j % 3) as f64 - 1.0) + z[j] + 0.5 * z[(j + 1) % D]).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn params(t: CovarianceType, init: InitMethod, n_init: usize, limit: u64) -> GmmParams<'static> {
+    GmmParams {
+        n_components: K,
+        covariance_type: t,
+        max_iter: 8,
+        tol: 0.0,
+        n_init,
+        init_params: init,
+        random_state: 3,
+        memory_limit_bytes: limit,
+        ..GmmParams::default()
+    }
+}
+
+/// The largest limit at which the plan cuts the components into at least
+/// three groups.
+fn grouping_limit(p: &GmmParams<'_>, job: &Job) -> (u64, Plan) {
+    let mut limit = plan_gmm(p, job, false).unwrap().total_bytes;
+    loop {
+        limit = limit * 9 / 10;
+        let q = GmmParams { memory_limit_bytes: limit, ..clone_params(p) };
+        if let Ok(plan) = plan_gmm(&q, job, false) {
+            if plan.component_groups.as_ref().is_some_and(|g| g.count >= 3) {
+                return (limit, plan);
+            }
+        }
+        assert!(limit > 1 << 16, "no grouped plan found");
+    }
+}
+
+fn clone_params(p: &GmmParams<'_>) -> GmmParams<'static> {
+    GmmParams {
+        n_components: p.n_components,
+        covariance_type: p.covariance_type,
+        max_iter: p.max_iter,
+        tol: p.tol,
+        n_init: p.n_init,
+        init_params: p.init_params,
+        random_state: p.random_state,
+        memory_limit_bytes: p.memory_limit_bytes,
+        ..GmmParams::default()
+    }
+}
+
+fn fit(p: &GmmParams<'_>, src: &Source<'_>) -> (GmmFit, Plan) {
+    let plan = plan_gmm(p, &Job::new(src, None, 8, 0), false).unwrap();
+    let fit = memfit::mixture::fit::<f64>(p, src, None, &plan, &mut Outputs::default(), &mut ()).unwrap();
+    (fit, plan)
+}
+
+fn close(a: f64, b: f64, what: &str) {
+    assert!((a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1e-300), "{what}: {a} vs {b}");
+}
+
+fn assert_same(a: &GmmFit, b: &GmmFit, what: &str) {
+    assert_eq!(a.lower_bounds.len(), b.lower_bounds.len(), "{what}");
+    for (x, y) in a.lower_bounds.iter().zip(&b.lower_bounds) {
+        close(*x, *y, &format!("{what} lower bound"));
+    }
+    close(a.score, b.score, &format!("{what} score"));
+    for (x, y) in a.weights.iter().zip(&b.weights) {
+        close(*x, *y, &format!("{what} weight"));
+    }
+    let scale = a.means.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    for (x, y) in a.means.iter().zip(&b.means) {
+        assert!((x - y).abs() <= 1e-12 * scale, "{what} mean: {x} vs {y}");
+    }
+    let (mut ca, mut cb) = (vec![0.0; D * D], vec![0.0; D * D]);
+    for c in 0..K {
+        a.covariance(c, &mut ca).unwrap();
+        b.covariance(c, &mut cb).unwrap();
+        let s = ca.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        for (x, y) in ca.iter().zip(&cb) {
+            assert!((x - y).abs() <= 1e-12 * s, "{what} covariance {c}: {x} vs {y}");
+        }
+    }
+}
+
+#[test]
+fn grouped_fits_equal_in_memory_fits() {
+    let n = 3000;
+    let x = data(n);
+    let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
+    let job = Job::new(&src, None, 8, 0);
+    for (t, init, n_init) in [
+        (CovarianceType::Full, InitMethod::KMeans, 1),
+        (CovarianceType::Full, InitMethod::Random, 2),
+        (CovarianceType::Full, InitMethod::RandomFromData, 1),
+        (CovarianceType::Diag, InitMethod::Random, 2),
+        (CovarianceType::Diag, InitMethod::RandomFromData, 1),
+        (CovarianceType::Spherical, InitMethod::Random, 1),
+    ] {
+        let what = format!("{t:?} {init:?} n_init {n_init}");
+        let whole = params(t, init, n_init, 1 << 30);
+        let (a, plan_a) = fit(&whole, &src);
+        assert!(plan_a.component_groups.is_none());
+        assert!(!a.covariances_on_disk());
+        let (limit, plan) = grouping_limit(&whole, &job);
+        let (b, _) = fit(&params(t, init, n_init, limit), &src);
+        assert!(b.covariances_on_disk(), "{what}: {plan}");
+        assert!(plan.to_string().contains("component groups:"), "{plan}");
+        assert_same(&a, &b, &what);
+        assert_eq!(a.best_init, b.best_init, "{what}");
+    }
+}
+
+#[test]
+fn tied_is_never_grouped() {
+    let n = 600;
+    let x = data(n);
+    let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
+    let p = params(CovarianceType::Tied, InitMethod::Random, 1, 1 << 30);
+    let total = plan_gmm(&p, &Job::new(&src, None, 8, 0), false).unwrap().total_bytes;
+    let small = params(CovarianceType::Tied, InitMethod::Random, 1, total / 2);
+    assert!(plan_gmm(&small, &Job::new(&src, None, 8, 0), false).is_err());
+}
+
+#[test]
+fn warm_start_and_given_precisions_in_groups() {
+    let n = 3000;
+    let x = data(n);
+    let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
+    let job = Job::new(&src, None, 8, 0);
+    let (first, _) = fit(&params(CovarianceType::Full, InitMethod::KMeans, 1, 1 << 30), &src);
+    let dir = tempfile::tempdir().unwrap();
+    save_model(dir.path().join("m"), &first, serde_json::json!({})).unwrap();
+    for max_iter in [0, 3] {
+        let run = |limit: u64| {
+            let model = load_model(dir.path().join("m")).unwrap();
+            let mut p = params(CovarianceType::Full, InitMethod::KMeans, 1, limit);
+            p.max_iter = max_iter;
+            p.weights_init = Some(model.weights.clone());
+            p.means_init = Some(model.means.clone());
+            p.precisions_init = Some(PrecisionsInit::Cholesky(model.precisions_cholesky));
+            p.lower_bound_init = model.lower_bound;
+            let plan = plan_gmm(&p, &job, false).unwrap();
+            let f = memfit::mixture::fit::<f64>(&p, &src, None, &plan, &mut Outputs::default(), &mut ()).unwrap();
+            (f, plan)
+        };
+        let (a, _) = run(1 << 30);
+        let (limit, _) = grouping_limit(&params(CovarianceType::Full, InitMethod::KMeans, 1, 1 << 30), &job);
+        let (b, plan) = run(limit);
+        assert!(plan.component_groups.is_some());
+        assert_same(&a, &b, &format!("warm start, max_iter {max_iter}"));
+    }
+}
+
+#[test]
+fn grouped_prediction_equals_in_memory_prediction() {
+    let n = 3000;
+    let x = data(n);
+    let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
+    let (f, _) = fit(&params(CovarianceType::Full, InitMethod::KMeans, 1, 1 << 30), &src);
+    let dir = tempfile::tempdir().unwrap();
+    save_model(dir.path().join("m"), &f, serde_json::json!({})).unwrap();
+    let model = load_model(dir.path().join("m")).unwrap();
+    let run = |limit: u64| {
+        let plan = plan_predict(&model, &src, 8, 0, limit).unwrap();
+        let (mut labels, mut ll, mut proba) = (Vec::new(), Vec::new(), vec![f64::NAN; n * K]);
+        let mut put_l = |l: &[u32]| {
+            labels.extend_from_slice(l);
+            Ok(())
+        };
+        let mut put_ll = |v: &[f64]| {
+            ll.extend_from_slice(v);
+            Ok(())
+        };
+        let mut put_p = |row: usize, first: usize, g: usize, v: &[f64]| {
+            for (i, r) in v.chunks(g).enumerate() {
+                proba[(row + i) * K + first..(row + i) * K + first + g].copy_from_slice(r);
+            }
+            Ok(())
+        };
+        let score = {
+            let mut outputs = Outputs {
+                labels: Some(&mut put_l),
+                log_likelihood: Some(&mut put_ll),
+                proba_columns: Some(&mut put_p),
+                ..Outputs::default()
+            };
+            predict::<f64>(&model, &src, &plan, &Default::default(), &mut outputs, &mut ()).unwrap()
+        };
+        (plan, score, labels, ll, proba)
+    };
+    let (plan_a, sa, la, lla, pa) = run(1 << 30);
+    assert!(plan_a.component_groups.is_none());
+    let mut limit = plan_a.total_bytes;
+    let (plan_b, sb, lb, llb, pb) = loop {
+        limit = limit * 9 / 10;
+        if plan_predict(&model, &src, 8, 0, limit).is_ok_and(|p| p.component_groups.is_some_and(|g| g.count >= 3)) {
+            break run(limit);
+        }
+        assert!(limit > 1 << 16);
+    };
+    assert!(plan_b.component_groups.is_some());
+    close(sa, sb, "score");
+    assert_eq!(la, lb);
+    for (a, b) in lla.iter().zip(&llb) {
+        close(*a, *b, "log-likelihood");
+    }
+    for (a, b) in pa.iter().zip(&pb) {
+        assert!((a - b).abs() <= 1e-12, "proba {a} vs {b}");
+    }
+}
