@@ -196,6 +196,45 @@ def test_warm_start_continues_the_fit(tmp_path):
     np.testing.assert_allclose(more.covariances, ten.covariances, rtol=1e-9, atol=1e-12)
 
 
+def test_components_in_groups_equal_the_in_memory_fit(tmp_path):
+    """Limits below the parameters' size: components in 6 groups, then 12
+    with the per-row log-sum-exp states on disk too; the model and
+    gmm-predict's outputs (probabilities written by column groups) equal the
+    in-memory run's."""
+    rs = np.random.RandomState(1)
+    n, d, k = 3000, 48, 12
+    X = rs.randn(n, d) + (rs.randn(k, d) * 4)[np.arange(n) % k]
+    path = save(tmp_path, "X.npy", X)
+    opts = dict(max_iter=4, tol=0, init="random_from_data")
+    ref = gmm(tmp_path, path, k, tag="ref", memory_limit="1GiB", **opts)
+    for limit, groups, on_disk in [("1500KiB", 6, False), ("1300KiB", 12, True)]:
+        plan = run_memfit("gmm", path, "--n-components", k, "--memory-limit", limit, "--dry-run",
+                          "--labels", tmp_path / "dry.npy", *cli_options(**opts)).stdout
+        assert f"component groups: {groups} of" in plan, plan
+        assert ("per-row log-sum-exp states on disk" in plan) == on_disk, plan
+        got = gmm(tmp_path, path, k, tag=f"g{groups}", memory_limit=limit, scratch_dir=tmp_path, **opts)
+        assert got.summary["plan"]["component_groups"]["count"] == groups
+        np.testing.assert_allclose(got.summary["lower_bounds"], ref.summary["lower_bounds"], rtol=1e-12)
+        for name in ("weights", "means", "covariances", "precisions_cholesky"):
+            want = getattr(ref, name)
+            np.testing.assert_allclose(getattr(got, name), want, rtol=0, atol=1e-12 * np.abs(want).max())
+        np.testing.assert_array_equal(got.labels, ref.labels)
+        outs = {}
+        for tag, lim in [("mem", "1GiB"), ("grp", "2400KiB")]:
+            names = [tmp_path / f"{tag}_{o}.npy" for o in ("labels", "proba", "ll")]
+            run_memfit("gmm-predict", path, "--model", got.model, "--memory-limit", lim, "--quiet",
+                       "--labels", names[0], "--proba", names[1], "--log-likelihood", names[2])
+            outs[tag] = [np.load(p) for p in names]
+        grouped = run_memfit("gmm-predict", path, "--model", got.model, "--memory-limit", "2400KiB", "--dry-run",
+                             "--labels", names[0], "--proba", names[1], "--log-likelihood", names[2]).stdout
+        assert "component groups: 6 of 2 components, their factors read from the model" in grouped, grouped
+        np.testing.assert_array_equal(outs["grp"][0], outs["mem"][0])
+        np.testing.assert_allclose(outs["grp"][1], outs["mem"][1], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(outs["grp"][2], outs["mem"][2], rtol=1e-12)
+    # Nothing is left in the scratch folder but the test's own files.
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
 def test_model_folder_and_summary(tmp_path):
     X = anisotropic_blobs(seed=19)
     out = gmm(tmp_path, X, 3, covariance_type="tied", plot=tmp_path / "lb.png", max_iter=50)

@@ -332,7 +332,7 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
             size: gu,
             row_state_on_disk: state_on_disk,
             scratch_bytes: ParamStore::bytes(t, params.n_components, du, slots) + state,
-            passes_per_iteration: 2 * count as u64 - 1,
+            passes_per_iteration: if predict_only { 0 } else { 2 * count as u64 - 1 },
         });
         if predict_only {
             plan.max_passes = count as u64;

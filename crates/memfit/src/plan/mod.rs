@@ -134,7 +134,8 @@ pub struct ComponentGroups {
     pub row_state_on_disk: bool,
     /// Bytes in scratch files (parameters and, when on disk, row states).
     pub scratch_bytes: u64,
-    /// Passes over the data per EM iteration (`2 · count − 1`).
+    /// Passes over the data per EM iteration (`2 · count − 1`; 0 for a
+    /// prediction).
     pub passes_per_iteration: u64,
 }
 
@@ -204,7 +205,23 @@ impl fmt::Display for Plan {
         if self.init_sample_rows > 0 {
             writeln!(f, "init sample: {} rows", self.init_sample_rows)?;
         }
-        if let Some(g) = &self.component_groups {
+        if let Some(g) = self.component_groups.as_ref().filter(|g| g.passes_per_iteration == 0) {
+            writeln!(
+                f,
+                "component groups: {} of {} components, their factors read from the model one group at a time{}",
+                g.count,
+                g.size,
+                if g.row_state_on_disk {
+                    format!(
+                        "; per-row log-sum-exp states on disk: {} B ({})",
+                        g.scratch_bytes,
+                        format_bytes(g.scratch_bytes)
+                    )
+                } else {
+                    String::new()
+                }
+            )?;
+        } else if let Some(g) = &self.component_groups {
             writeln!(
                 f,
                 "component groups: {} of {} components; parameters{} on disk: {} B ({}) in unnamed scratch files; {} passes per EM iteration",
