@@ -9,6 +9,7 @@
 use std::time::Instant;
 
 use faer::linalg::matmul::triangular::{matmul, BlockStructure};
+use faer::prelude::ReborrowMut;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
@@ -44,6 +45,42 @@ fn run<T: memfit::Real>(d: usize, secs: f64, triangular: bool) -> f64 {
     flops_per * (rounds * threads as u64) as f64 / start.elapsed().as_secs_f64() / 1e9
 }
 
+/// The triangular product as column panels of `b`: panel `[c0, c1)` is the
+/// dense product of the first `c1` columns of the tile and rows `0..c1` of
+/// the panel (the zeros below the diagonal block are skipped).
+fn run_panels(d: usize, secs: f64, b: usize) -> f64 {
+    let m = memfit::plan::TILE_ROWS;
+    let threads = rayon::current_num_threads();
+    let a: Vec<f64> = (0..m * d).map(|i| (i % 7) as f64 * 0.1).collect();
+    let u: Vec<f64> = (0..d * d).map(|i| if i % d >= i / d { 0.01 } else { 0.0 }).collect();
+    let mut outs: Vec<Vec<f64>> = (0..threads).map(|_| vec![0.0; m * d]).collect();
+    let one_round = |outs: &mut Vec<Vec<f64>>| {
+        outs.par_iter_mut().for_each(|o| {
+            let mut y = MatMut::from_row_major_slice_mut(o, m, d);
+            let x = MatRef::from_row_major_slice(&a, m, d);
+            let um = MatRef::from_row_major_slice(&u, d, d);
+            for c0 in (0..d).step_by(b) {
+                let c1 = (c0 + b).min(d);
+                faer::linalg::matmul::matmul(
+                    y.rb_mut().subcols_mut(c0, c1 - c0),
+                    Accum::Replace,
+                    x.subcols(0, c1),
+                    um.submatrix(0, c0, c1, c1 - c0),
+                    1.0,
+                    Par::Seq,
+                );
+            }
+        })
+    };
+    one_round(&mut outs);
+    let (start, mut rounds) = (Instant::now(), 0u64);
+    while start.elapsed().as_secs_f64() < secs {
+        one_round(&mut outs);
+        rounds += 1;
+    }
+    (m * d * (d + 1)) as f64 * (rounds * threads as u64) as f64 / start.elapsed().as_secs_f64() / 1e9
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let d = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(784);
@@ -55,5 +92,10 @@ fn main() {
             run::<f32>(d, secs, tri),
             run::<f64>(d, secs, tri)
         );
+    }
+    if std::env::var("PANELS").is_ok() {
+        for b in [32, 64, 96, 128, 192, 256] {
+            println!("panels of {b}: float64 {:.1} GFLOP/s (useful flops)", run_panels(d, secs, b));
+        }
     }
 }

@@ -212,8 +212,9 @@ impl<T: Real> Workspace<T> {
         let per = n_tiles.div_ceil(self.e_tiles.len()).max(1) * TILE_ROWS;
         self.e_tiles.par_iter_mut().zip(self.resp[..rows * k].par_chunks_mut(per * k)).enumerate().for_each(
             |(w, (buf, out))| {
-                for (t, o) in out.chunks_mut(TILE_ROWS * k).enumerate() {
-                    let r0 = w * per + t * TILE_ROWS;
+                let step = if es.takes_many_tiles() { out.len() } else { TILE_ROWS * k };
+                for (t, o) in out.chunks_mut(step.max(1)).enumerate() {
+                    let r0 = w * per + t * step / k.max(1);
                     let r = o.len() / k;
                     log_prob_tile(&xb[r0 * d..(r0 + r) * d], es, buf, o);
                 }
