@@ -323,7 +323,14 @@ class DaskData:
             return {}
 
         def probe(x, wp, limit):
-            fit(x, sample_weight=wp, memory_limit=limit, dry_run=True, **(params or {}))
+            r = fit(x, sample_weight=wp, memory_limit=limit, dry_run=True, **(params or {}))
+            # A mixture in component groups runs its passes in one process:
+            # its tasks must hold every component.
+            if "component groups:" in r.get("plan", ""):
+                raise MemoryError(
+                    "the mixture's components do not fit a task together (its plan would process them in "
+                    f"groups, which run in one process only):\n{r['plan']}"
+                )
 
         runner = Cluster(
             client, self.x, None if w is None else w.x.reshape(-1), memory_limit, probe if fit is not None else None

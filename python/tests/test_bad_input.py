@@ -36,7 +36,8 @@ X = np.random.RandomState(0).randn(200, 3)
         (lambda: memfit.row_quadratic_form(X * 1e200, np.ones((3, 3))), ValueError, "overflows"),
         (lambda: KMeans(3, random_state=0, memory_limit=1 << 20).fit(X).set_params(memory_limit=1).transform(X),
          MemoryError, "memory_limit"),
-        (lambda: GaussianMixture(50, memory_limit="1MiB").fit(np.random.RandomState(0).randn(1000, 40)),
+        # Below the smallest grouped configuration (one component at a time).
+        (lambda: GaussianMixture(50, memory_limit="300KiB").fit(np.random.RandomState(0).randn(1000, 40)),
          MemoryError, "float32 data"),
         (lambda: KMeans(3).fit((X * 1e37).astype(np.float32)), ValueError, "float64 data"),
         (lambda: KMeans(2, memory_limit=10**30).fit(X), ValueError, "memory_limit"),

@@ -216,7 +216,9 @@ pub(crate) struct Runs {
     pub(crate) lower_bound_per_init: Vec<f64>,
     /// `Σ_i w_i log p(x_i)` of the final E-step.
     pub(crate) log_likelihood: f64,
-    /// EM iterations run, all initialisations.
+    /// Sweeps of every component's log-densities over the data in the EM
+    /// iterations, all initialisations (one per iteration in memory, two in
+    /// groups).
     pub(crate) e_steps: usize,
     /// The largest condition estimate and its component.
     pub(crate) worst: Option<(usize, f64)>,

@@ -606,7 +606,8 @@ pub(crate) fn run_all<T: Real>(
                 })?;
             timings.e_step_secs += secs.0;
             timings.m_step_secs += secs.1;
-            e_steps += 1;
+            // Two log-density sweeps per iteration: the normaliser's, then the M-step's.
+            e_steps += 2;
             let prev = lower_bound;
             lower_bound = ll / n_eff;
             if !lower_bound.is_finite() {

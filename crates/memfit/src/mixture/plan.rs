@@ -26,9 +26,16 @@ use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Ledger, Pla
 /// initialisation runs under its own plan within the same limit before these
 /// buffers are allocated.
 ///
+/// When the components' factors and sums do not fit together (full, diag,
+/// spherical), the components are cut into equal groups of the largest size
+/// that fits ([`crate::plan::ComponentGroups`]: per EM iteration `2G − 1`
+/// passes, parameters in scratch files, per-row log-sum-exp states in memory
+/// or on disk; see `grouped.rs`).
+///
 /// # Errors
-/// [`crate::Error::DoesNotFit`] when the parameters and one tile of rows exceed
-/// the limit, with the smallest limit that would work.
+/// [`crate::Error::DoesNotFit`] when even one component at a time (with the
+/// per-row states on disk) and one tile of rows exceed the limit, with the
+/// smallest limit that would work.
 pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result<Plan> {
     let whole = plan_layout(params, job, predict_only, None);
     if whole.is_ok() || params.covariance_type == CovarianceType::Tied || params.n_components == 1 {
@@ -56,6 +63,15 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
         return plan_layout(params, job, predict_only, Some((size, on_disk)));
     }
     plan_layout(params, job, predict_only, Some((1, true)))
+}
+
+/// The plan with every component in memory, refused when they do not fit
+/// together (a pass run as a task cannot use groups).
+///
+/// # Errors
+/// As [`plan_gmm`].
+pub(crate) fn plan_whole(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result<Plan> {
+    plan_layout(params, job, predict_only, None)
 }
 
 /// The plan with all components in memory (`groups` `None`) or in groups

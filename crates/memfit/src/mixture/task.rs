@@ -13,7 +13,7 @@ use super::fitted::Outputs;
 use super::params::{CovarianceType, GmmParams};
 use super::pass::Workspace;
 use super::passes::{EPass, EmPass, Sums};
-use super::plan::plan_gmm;
+use super::plan::plan_whole;
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{decode, encode, run_pass, task_result};
@@ -101,7 +101,8 @@ impl<T: Real> MixtureTask<T> {
             max_iter: 1,
             ..GmmParams::default()
         };
-        plan_gmm(&params, &Job::new(x, w, size_of::<T>(), 0), self.em.is_none())
+        // A task holds every component (groups run in one process only).
+        plan_whole(&params, &Job::new(x, w, size_of::<T>(), 0), self.em.is_none())
     }
 
     /// Runs the pass over `rows` of `x` within `plan` and returns its
