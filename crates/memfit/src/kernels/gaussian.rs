@@ -103,6 +103,50 @@ pub(crate) fn log_sum_exp_rows(r: &mut [f64], k: usize, log_norm: &mut [f64], w:
     sum
 }
 
+/// Partial sums of [`lane_sum`]: a sum of `d` terms is `LANES` interleaved
+/// running sums (term `j` goes to lane `j mod LANES`), added pairwise at the
+/// end. The order is fixed, so every machine and thread count gives the same
+/// bits, and the lanes vectorise where one running sum cannot (each add
+/// waits for the previous one).
+const LANES: usize = 8;
+
+#[inline(always)]
+fn fold_lanes(q: [f64; LANES]) -> f64 {
+    ((q[0] + q[4]) + (q[1] + q[5])) + ((q[2] + q[6]) + (q[3] + q[7]))
+}
+
+/// `Σ_j f(v_j)` in [`LANES`] interleaved partial sums.
+#[inline(always)]
+fn lane_sum<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> f64 {
+    let mut q = [0.0f64; LANES];
+    let mut chunks = v.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            q[l] += f(c[l]);
+        }
+    }
+    for (l, &x) in chunks.remainder().iter().enumerate() {
+        q[l] += f(x);
+    }
+    fold_lanes(q)
+}
+
+/// `Σ_j f(a_j, b_j)` in [`LANES`] interleaved partial sums.
+#[inline(always)]
+fn lane_sum2<T: Copy>(a: &[T], b: &[f64], f: impl Fn(T, f64) -> f64) -> f64 {
+    let mut q = [0.0f64; LANES];
+    let (mut ca, mut cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for l in 0..LANES {
+            q[l] += f(x[l], y[l]);
+        }
+    }
+    for (l, (&x, &y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
+        q[l] += f(x, y);
+    }
+    fold_lanes(q)
+}
+
 /// Full covariances with at most this many features use the stacked dense
 /// GEMM E-step (one product for a group of components); wider data use one
 /// triangular product per component on `x − μ_k`, which halves the work.
@@ -135,7 +179,7 @@ pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out
     let (k, d) = (es.k, es.d);
     let r = xt.len() / d;
     let c0 = -0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln();
-    let sq = |v: &[T]| v.iter().map(|y| y.to_f64() * y.to_f64()).sum::<f64>();
+    let sq = |v: &[T]| lane_sum(v, |y| y.to_f64() * y.to_f64());
     match &es.prec {
         Prec::Full(u, mu_u) if d <= STACKED_MAX_FEATURES => {
             // Narrow data: one dense GEMM per group of components,
@@ -158,7 +202,7 @@ pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out
                     for (c, yc) in row.chunks_exact(d).enumerate() {
                         let comp = g0 + c;
                         let m = &mu_u[comp * d..(comp + 1) * d];
-                        let q: f64 = yc.iter().zip(m).map(|(a, b)| (a.to_f64() - b) * (a.to_f64() - b)).sum();
+                        let q = lane_sum2(yc, m, |a, b| (a.to_f64() - b) * (a.to_f64() - b));
                         out[i * k + comp] = c0 + es.log_det[comp] + es.log_weights[comp] - 0.5 * q;
                     }
                 }
@@ -225,7 +269,7 @@ pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out
             for (i, y) in yt.chunks_exact(d).enumerate() {
                 for c in 0..k {
                     let m = &mu_u[c * d..(c + 1) * d];
-                    let q: f64 = y.iter().zip(m).map(|(a, b)| (a.to_f64() - b) * (a.to_f64() - b)).sum();
+                    let q = lane_sum2(y, m, |a, b| (a.to_f64() - b) * (a.to_f64() - b));
                     out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q;
                 }
             }
@@ -234,15 +278,14 @@ pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out
             for (i, x) in xt.chunks_exact(d).enumerate() {
                 for c in 0..k {
                     let (m, p) = (&es.means[c * d..(c + 1) * d], &pc[c * d..(c + 1) * d]);
-                    let q: f64 = x
-                        .iter()
-                        .zip(m)
-                        .zip(p)
-                        .map(|((x, m), p)| {
-                            let v = (x.to_f64() - m) * p;
-                            v * v
-                        })
-                        .sum();
+                    let mut q = [0.0f64; LANES];
+                    for ((x, m), p) in x.chunks(LANES).zip(m.chunks(LANES)).zip(p.chunks(LANES)) {
+                        for l in 0..x.len() {
+                            let v = (x[l].to_f64() - m[l]) * p[l];
+                            q[l] += v * v;
+                        }
+                    }
+                    let q = fold_lanes(q);
                     out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q;
                 }
             }
@@ -251,7 +294,7 @@ pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out
             for (i, x) in xt.chunks_exact(d).enumerate() {
                 for c in 0..k {
                     let m = &es.means[c * d..(c + 1) * d];
-                    let q: f64 = x.iter().zip(m).map(|(x, m)| (x.to_f64() - m) * (x.to_f64() - m)).sum();
+                    let q = lane_sum2(x, m, |x, m| (x.to_f64() - m) * (x.to_f64() - m));
                     out[i * k + c] = c0 + es.log_det[c] + es.log_weights[c] - 0.5 * q * pc[c] * pc[c];
                 }
             }
