@@ -35,14 +35,19 @@ fn run<T: memfit::Real>(d: usize, secs: f64, triangular: bool) -> f64 {
             )
         })
     };
-    one_round(&mut outs);
+    let flops_per = if triangular { (m * d * (d + 1)) as f64 } else { (2 * m * d * d) as f64 };
+    rate(secs, flops_per * threads as f64, || one_round(&mut outs))
+}
+
+/// GFLOP/s of `round` (`flops` each) repeated for `secs` after one warm-up.
+fn rate(secs: f64, flops: f64, mut round: impl FnMut()) -> f64 {
+    round();
     let (start, mut rounds) = (Instant::now(), 0u64);
     while start.elapsed().as_secs_f64() < secs {
-        one_round(&mut outs);
+        round();
         rounds += 1;
     }
-    let flops_per = if triangular { (m * d * (d + 1)) as f64 } else { (2 * m * d * d) as f64 };
-    flops_per * (rounds * threads as u64) as f64 / start.elapsed().as_secs_f64() / 1e9
+    flops * rounds as f64 / start.elapsed().as_secs_f64() / 1e9
 }
 
 /// The triangular product as column panels of `b`: panel `[c0, c1)` is the
@@ -72,13 +77,7 @@ fn run_panels(d: usize, secs: f64, b: usize) -> f64 {
             }
         })
     };
-    one_round(&mut outs);
-    let (start, mut rounds) = (Instant::now(), 0u64);
-    while start.elapsed().as_secs_f64() < secs {
-        one_round(&mut outs);
-        rounds += 1;
-    }
-    (m * d * (d + 1)) as f64 * (rounds * threads as u64) as f64 / start.elapsed().as_secs_f64() / 1e9
+    rate(secs, (m * d * (d + 1) * threads) as f64, || one_round(&mut outs))
 }
 
 fn main() {

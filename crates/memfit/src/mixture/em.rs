@@ -326,24 +326,10 @@ fn runs_in_memory<T: Real>(
                 tied_scatter = std::mem::take(&mut stats.scatter);
             }
             let prev = lower_bound;
-            lower_bound = stats.log_likelihood / n_eff;
-            if !lower_bound.is_finite() {
-                return Err(crate::cluster::overflow(sample_weight.is_some(), "lower bound", lower_bound));
-            }
+            lower_bound = lower_bound_of(stats.log_likelihood, n_eff, sample_weight.is_some())?;
             cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, false);
             es.set_params(&cur, params.reg_covar, &mut work)?;
-            lower_bounds.push(lower_bound);
-            let change = lower_bound - prev;
-            observer.event(&Progress::EmIteration {
-                run,
-                n_init: params.n_init,
-                iteration: it,
-                max_iter: params.max_iter,
-                lower_bound,
-                change,
-                rows_per_sec: n as f64 / pass_clock.elapsed().as_secs_f64().max(1e-9),
-            });
-            if change.abs() < params.tol {
+            if record_iteration(params, (run, it), n, (prev, lower_bound), &mut lower_bounds, pass_clock, observer) {
                 converged = true;
                 break;
             }
@@ -380,6 +366,45 @@ fn runs_in_memory<T: Real>(
         worst,
         stored: None,
     })
+}
+
+/// The lower bound (mean log-likelihood per sample) of an E-step that summed
+/// `log_likelihood` over rows of total weight `n_eff`.
+///
+/// # Errors
+/// The overflow error when it is not finite.
+pub(crate) fn lower_bound_of(log_likelihood: f64, n_eff: f64, weighted: bool) -> Result<f64> {
+    let lower_bound = log_likelihood / n_eff;
+    if !lower_bound.is_finite() {
+        return Err(crate::cluster::overflow(weighted, "lower bound", lower_bound));
+    }
+    Ok(lower_bound)
+}
+
+/// Records iteration `it` of initialisation `run` over `n` rows, whose lower
+/// bound went from `bounds.0` to `bounds.1` (its pass began at `clock`):
+/// keeps the bound, reports progress, and says whether `|change| < tol`.
+pub(crate) fn record_iteration(
+    params: &GmmParams<'_>,
+    (run, it): (usize, usize),
+    n: usize,
+    (prev, lower_bound): (f64, f64),
+    lower_bounds: &mut Vec<f64>,
+    clock: Instant,
+    observer: &mut dyn Observer,
+) -> bool {
+    lower_bounds.push(lower_bound);
+    let change = lower_bound - prev;
+    observer.event(&Progress::EmIteration {
+        run,
+        n_init: params.n_init,
+        iteration: it,
+        max_iter: params.max_iter,
+        lower_bound,
+        change,
+        rows_per_sec: n as f64 / clock.elapsed().as_secs_f64().max(1e-9),
+    });
+    change.abs() < params.tol
 }
 
 /// `d × d` work matrices a fit holds: one per thread for the full M-step

@@ -30,7 +30,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::components::{component_cov_len, factor_len, factor_of_cov, CholWork, Estep, Params};
-use super::em::{nearest_assigner, work_mats, Runs};
+use super::em::{lower_bound_of, nearest_assigner, record_iteration, work_mats, Runs};
 use super::fitted::{GmmTimings, Outputs, StoredCovariances};
 use super::groups::{finish_row, merge_group, Groups, ParamStore, RowState, ROW_STATE};
 use super::mstep::finalize;
@@ -609,23 +609,9 @@ pub(crate) fn run_all<T: Real>(
             // Two log-density sweeps per iteration: the normaliser's, then the M-step's.
             e_steps += 2;
             let prev = lower_bound;
-            lower_bound = ll / n_eff;
-            if !lower_bound.is_finite() {
-                return Err(crate::cluster::overflow(data.weighted, "lower bound", lower_bound));
-            }
+            lower_bound = lower_bound_of(ll, n_eff, data.weighted)?;
             (cur, log_det) = (next, next_log_det);
-            lower_bounds.push(lower_bound);
-            let change = lower_bound - prev;
-            observer.event(&Progress::EmIteration {
-                run,
-                n_init: params.n_init,
-                iteration: it,
-                max_iter: params.max_iter,
-                lower_bound,
-                change,
-                rows_per_sec: n as f64 / pass_clock.elapsed().as_secs_f64().max(1e-9),
-            });
-            if change.abs() < params.tol {
+            if record_iteration(params, (run, it), n, (prev, lower_bound), &mut lower_bounds, pass_clock, observer) {
                 converged = true;
                 break;
             }
