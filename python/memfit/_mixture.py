@@ -216,9 +216,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         in groups, keeping their covariances and factors in unnamed scratch
         files (which vanish when the fit ends, however it ends), and its
         fitted ``covariances_``, ``precisions_cholesky_`` and
-        ``precisions_`` are read-only float64 ``numpy.memmap`` arrays of
-        ``.npy`` files in a temporary folder there, removed with the
-        estimator. ``memory_plan_`` shows the groups and the bytes on disk.
+        ``precisions_`` are float64 (also for float32 X): for full
+        covariances read-only ``numpy.memmap`` arrays of ``.npy`` files in a
+        temporary folder there, removed with the estimator. ``memory_plan_``
+        shows the groups and the bytes on disk.
 
     Attributes
     ----------

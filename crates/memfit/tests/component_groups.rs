@@ -159,14 +159,29 @@ fn warm_start_and_given_precisions_in_groups() {
     let (first, _) = fit(&params(CovarianceType::Full, InitMethod::KMeans, 1, 1 << 30), &src);
     let dir = tempfile::tempdir().unwrap();
     save_model(dir.path().join("m"), &first, serde_json::json!({})).unwrap();
-    for max_iter in [0, 3] {
+    // The fitted precisions U Uᵀ, `(K·D, D)`, as precisions_init.
+    let mut u = vec![0.0; D * D];
+    let mut prec = vec![0.0; K * D * D];
+    for c in 0..K {
+        first.precision_cholesky(c, &mut u).unwrap();
+        for i in 0..D {
+            for j in 0..D {
+                prec[c * D * D + i * D + j] = (0..D).map(|q| u[i * D + q] * u[j * D + q]).sum();
+            }
+        }
+    }
+    for (max_iter, cholesky) in [(0, true), (3, true), (0, false), (3, false)] {
         let run = |limit: u64| {
             let model = load_model(dir.path().join("m")).unwrap();
             let mut p = params(CovarianceType::Full, InitMethod::KMeans, 1, limit);
             p.max_iter = max_iter;
             p.weights_init = Some(model.weights.clone());
             p.means_init = Some(model.means.clone());
-            p.precisions_init = Some(PrecisionsInit::Cholesky(model.precisions_cholesky));
+            p.precisions_init = Some(if cholesky {
+                PrecisionsInit::Cholesky(model.precisions_cholesky)
+            } else {
+                PrecisionsInit::Precisions(Source::memory(ArrayRef::c_order(Values::F64(&prec), K * D, D).unwrap()))
+            });
             p.lower_bound_init = model.lower_bound;
             let plan = plan_gmm(&p, &job, false).unwrap();
             let f = memfit::mixture::fit::<f64>(&p, &src, None, &plan, &mut Outputs::default(), &mut ()).unwrap();
@@ -176,7 +191,7 @@ fn warm_start_and_given_precisions_in_groups() {
         let (limit, _) = grouping_limit(&params(CovarianceType::Full, InitMethod::KMeans, 1, 1 << 30), &job);
         let (b, plan) = run(limit);
         assert!(plan.component_groups.is_some());
-        assert_same(&a, &b, &format!("warm start, max_iter {max_iter}"));
+        assert_same(&a, &b, &format!("given precisions (Cholesky {cholesky}), max_iter {max_iter}"));
     }
 }
 

@@ -34,7 +34,7 @@ impl ScratchFile {
     /// does not exist or is not writable.
     pub fn create(dir: &Path, values: u64) -> Result<Self> {
         check_free_space(&[(&dir.join("memfit-scratch"), values.saturating_mul(8))])?;
-        let file = tempfile::tempfile_in(dir).map_err(|e| Error::io(dir, "create a scratch file in", e))?;
+        let file = tempfile::tempfile_in(dir).map_err(|e| Error::io(dir, "use as the scratch folder", e))?;
         Ok(ScratchFile { file, dir: dir.to_path_buf(), values })
     }
 
@@ -52,7 +52,7 @@ impl ScratchFile {
             let offset = (at + (i * IO_VALUES) as u64) * 8;
             self.file
                 .write_all_at(&buf[..chunk.len() * 8], offset)
-                .map_err(|e| Error::io(&self.dir, "write a scratch file in", e))?;
+                .map_err(|e| Error::io(&self.dir, "write a scratch file in the folder", e))?;
         }
         Ok(())
     }
@@ -78,7 +78,7 @@ impl ScratchFile {
                     }
                     Ok(m) => got += m,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::io(&self.dir, "read a scratch file in", e)),
+                    Err(e) => return Err(Error::io(&self.dir, "read a scratch file in the folder", e)),
                 }
             }
             for (x, b) in chunk.iter_mut().zip(bytes.chunks_exact(8)) {

@@ -443,48 +443,45 @@ pub(crate) fn em_iteration<T: Real>(
 ) -> Result<(f64, Params, Vec<f64>)> {
     let (k, d, count) = (gw.groups.k, gw.es.d, gw.groups.count);
     let mut next = Next::new(k, d);
-    let mut mats = std::mem::take(&mut gw.work.mats);
     let mut total = 0.0;
     // The log-sum-exp sweep (its last pass also the last group's M-step),
     // then the other groups' M-steps.
     let order = (0..count).map(|g| (g, true)).chain((0..count - 1).map(|g| (g, false)));
-    let result = (|| {
-        for (g, merge) in order {
-            let last = merge && g + 1 == count;
-            gw.load(g, &cur.weights, &cur.means, factors)?;
-            let r = gw.groups.range(g);
-            let mut pass = GroupPass {
-                x: data.x,
-                first: r.start,
-                gw: &mut *gw,
-                mats: &mut mats,
-                merge,
-                fresh: merge && g == 0,
-                finish: last,
-                m_step: last || !merge,
-                reference: &cur.means[r.start * d..r.end * d],
-                outputs: None,
-                labels: Vec::new(),
-                validate: false,
-                secs: (0.0, 0.0),
-            };
-            let mut stats = run_split(&mut pass, data.blocks, data.split, data.shift, cancel)?;
-            secs.0 += pass.secs.0;
-            secs.1 += pass.secs.1;
-            if last {
-                total = stats.log_likelihood;
-            }
-            if last || !merge {
-                std::mem::swap(&mut gw.work.mats, &mut mats);
-                let done = gw.finish_group(g, &mut stats, reg_covar, n_eff, false, slot, &mut next);
-                std::mem::swap(&mut gw.work.mats, &mut mats);
-                done?;
-            }
+    for (g, merge) in order {
+        let last = merge && g + 1 == count;
+        // Loading given precisions factors them in the work matrices.
+        gw.load(g, &cur.weights, &cur.means, factors)?;
+        let r = gw.groups.range(g);
+        // During the pass the work matrices are the M-step's per-thread products.
+        let mut mats = std::mem::take(&mut gw.work.mats);
+        let mut pass = GroupPass {
+            x: data.x,
+            first: r.start,
+            gw: &mut *gw,
+            mats: &mut mats,
+            merge,
+            fresh: merge && g == 0,
+            finish: last,
+            m_step: last || !merge,
+            reference: &cur.means[r.start * d..r.end * d],
+            outputs: None,
+            labels: Vec::new(),
+            validate: false,
+            secs: (0.0, 0.0),
+        };
+        let stats = run_split(&mut pass, data.blocks, data.split, data.shift, cancel);
+        let pass_secs = pass.secs;
+        gw.work.mats = mats;
+        let mut stats = stats?;
+        secs.0 += pass_secs.0;
+        secs.1 += pass_secs.1;
+        if last {
+            total = stats.log_likelihood;
         }
-        Ok(())
-    })();
-    gw.work.mats = mats;
-    result?;
+        if last || !merge {
+            gw.finish_group(g, &mut stats, reg_covar, n_eff, false, slot, &mut next)?;
+        }
+    }
     let (params, log_det) = next.into_params::<T>(n_eff, false, reg_covar)?;
     Ok((total, params, log_det))
 }

@@ -208,9 +208,10 @@ impl fmt::Display for Plan {
         if let Some(g) = self.component_groups.as_ref().filter(|g| g.passes_per_iteration == 0) {
             writeln!(
                 f,
-                "component groups: {} of {} components, their factors read from the model one group at a time{}",
+                "component groups: {} of {} component{}, their factors read from the model one group at a time{}",
                 g.count,
                 g.size,
+                if g.size == 1 { "" } else { "s" },
                 if g.row_state_on_disk {
                     format!(
                         "; per-row log-sum-exp states on disk: {} B ({})",
@@ -224,9 +225,10 @@ impl fmt::Display for Plan {
         } else if let Some(g) = &self.component_groups {
             writeln!(
                 f,
-                "component groups: {} of {} components; parameters{} on disk: {} B ({}) in unnamed scratch files; {} passes per EM iteration",
+                "component groups: {} of {} component{}; parameters{} on disk: {} B ({}) in unnamed scratch files; {} passes per EM iteration",
                 g.count,
                 g.size,
+                if g.size == 1 { "" } else { "s" },
                 if g.row_state_on_disk { " and per-row log-sum-exp states" } else { "" },
                 g.scratch_bytes,
                 format_bytes(g.scratch_bytes),
