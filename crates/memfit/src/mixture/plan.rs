@@ -42,12 +42,13 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
         return whole;
     }
     // Components in groups: the largest group that fits, with the per-row
-    // states in memory if they fit there too.
+    // states in memory or on disk, whichever gives fewer groups (fewer
+    // passes over the data); in memory when both give as many.
     let k = params.n_components;
-    for on_disk in [false, true] {
+    let largest = |on_disk: bool| {
         let fits = |g: usize| plan_layout(params, job, predict_only, Some((g, on_disk))).is_ok();
         if !fits(1) {
-            continue;
+            return None;
         }
         let (mut lo, mut hi) = (1, k - 1);
         while lo < hi {
@@ -58,9 +59,16 @@ pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result
                 hi = mid - 1;
             }
         }
-        // Equal groups of at most `lo`.
-        let size = Groups::of(k, lo).size;
-        return plan_layout(params, job, predict_only, Some((size, on_disk)));
+        Some(Groups::of(k, lo))
+    };
+    let chosen = match (largest(false), largest(true)) {
+        (Some(m), Some(d)) if d.count < m.count => Some((d, true)),
+        (Some(m), _) => Some((m, false)),
+        (None, Some(d)) => Some((d, true)),
+        (None, None) => None,
+    };
+    if let Some((g, on_disk)) = chosen {
+        return plan_layout(params, job, predict_only, Some((g.size, on_disk)));
     }
     plan_layout(params, job, predict_only, Some((1, true)))
 }
