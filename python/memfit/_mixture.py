@@ -480,8 +480,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             k, d = self.means_.shape
             if self.covariance_type == "full":
                 _write_precisions(params_dir, k, d)
-            load = (lambda n: np.load(params_dir.file(n), mmap_mode="r")) if self.covariance_type == "full" else (
-                lambda n: np.load(params_dir.file(n)))
+            mmap = "r" if self.covariance_type == "full" else None
+            load = lambda n: np.load(params_dir.file(n), mmap_mode=mmap)  # noqa: E731
             self.covariances_ = load("covariances")
             self.precisions_cholesky_ = load("precisions_cholesky")
             self.precisions_ = (

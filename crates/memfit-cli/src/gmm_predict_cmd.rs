@@ -73,13 +73,12 @@ fn stream(args: &GmmPredictArgs, job: &GmmPredictJob<'_>, plan: &Plan) -> Result
     let mut bytes = Vec::new();
     let mut put_proba = |row: usize, first: usize, g: usize, p: &[f64]| -> memfit::Result<()> {
         let Some(w) = proba.as_ref() else { return Ok(()) };
-        // Whole rows at once when every column is here.
+        // One write for the whole block when every column is here.
         let run = if g == k { p.len() } else { g };
         for (i, r) in p.chunks_exact(run).enumerate() {
             bytes.clear();
             r.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
-            let at = if g == k { row * k } else { (row + i) * k + first };
-            w.write_at(at as u64, &bytes)?;
+            w.write_at(((row + i) * k + first) as u64, &bytes)?;
         }
         Ok(())
     };
@@ -90,7 +89,7 @@ fn stream(args: &GmmPredictArgs, job: &GmmPredictJob<'_>, plan: &Plan) -> Result
         outputs.labels = Some(&mut put_labels);
     }
     if args.proba.is_some() {
-        outputs.proba_columns = Some(&mut put_proba);
+        outputs.proba = Some(&mut put_proba);
     }
     if args.log_likelihood.is_some() {
         outputs.log_likelihood = Some(&mut put_loglik);

@@ -558,9 +558,8 @@ fn gmm_predict<'py>(
         let mut put_q = |q: &[f64]| fill_log_likelihood.put(q, |v| v);
         let mut outputs = Outputs {
             labels: wanted.0.then_some(&mut put_l as _),
-            proba_columns: wanted.1.then_some(&mut put_p as _),
+            proba: wanted.1.then_some(&mut put_p as _),
             log_likelihood: wanted.2.then_some(&mut put_q as _),
-            ..Outputs::default()
         };
         job.predict(&plan, &mut outputs, obs)
     })

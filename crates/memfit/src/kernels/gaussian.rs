@@ -216,13 +216,12 @@ pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out
             let b = triangular_panel(d);
             // Component by component over all the rows given, a tile at a
             // time: U_k stays in cache across the tiles.
-            let sub = TILE_ROWS;
             for c in 0..k {
                 let mu = &es.means_t[c * d..(c + 1) * d];
                 let uc = all.subcols(c * d, d);
                 let base = c0 + es.log_det[c] + es.log_weights[c];
-                for s0 in (0..r).step_by(sub) {
-                    let s1 = (s0 + sub).min(r);
+                for s0 in (0..r).step_by(TILE_ROWS) {
+                    let s1 = (s0 + TILE_ROWS).min(r);
                     let m = s1 - s0;
                     let (dt, yt) = (&mut dt[..m * d], &mut yt[..m * d]);
                     for (row_d, row_x) in dt.chunks_exact_mut(d).zip(xt[s0 * d..s1 * d].chunks_exact(d)) {

@@ -32,20 +32,18 @@ pub struct GmmTimings {
 pub struct Outputs<'f> {
     /// Receives labels.
     pub labels: Option<Sink<'f, u32>>,
-    /// Receives responsibilities (`predict_proba`).
-    pub proba: Option<Sink<'f, f64>>,
     /// Receives per-sample log-likelihoods (`score_samples`).
     pub log_likelihood: Option<Sink<'f, f64>>,
-    /// Receives responsibilities by column groups: `(first_row,
-    /// first_component, n_components, values)` with `values` row-major
-    /// `(rows, n_components)`; rows count from the data's first row. A
-    /// mixture fitted in component groups sends its probabilities only
-    /// here; one in memory sends them here when [`Self::proba`] is `None`.
-    pub proba_columns: Option<ColumnSink<'f>>,
+    /// Receives responsibilities (`predict_proba`) by blocks of rows and
+    /// columns: `(first_row, first_component, n_components, values)` with
+    /// `values` row-major `(rows, n_components)`; rows count from the data's
+    /// first row. A mixture in memory sends every column of a block at once;
+    /// one fitted in component groups sends each group's columns in turn.
+    pub proba: Option<ColumnSink<'f>>,
 }
 
 /// A callback fed blocks of responsibilities for some rows and components
-/// (see [`Outputs::proba_columns`]).
+/// (see [`Outputs::proba`]).
 pub type ColumnSink<'f> = &'f mut dyn FnMut(usize, usize, usize, &[f64]) -> Result<()>;
 
 /// A callback fed per-sample results in row order, one block at a time.

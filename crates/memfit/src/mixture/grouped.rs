@@ -118,16 +118,19 @@ impl<T: Real> GroupWork<T> {
         let d = self.es.d;
         self.es.resize(r.len());
         self.ws.set_components(r.len());
-        self.es.set_weights_means(&weights[r.clone()], &means[r.start * d..r.end * d]);
+        let (w, m) = (&weights[r.clone()], &means[r.start * d..r.end * d]);
         match factors {
             Factors::Store(slot, log_det) => {
                 for (i, c) in r.clone().enumerate() {
                     self.store.as_ref().expect("a store").factor(slot, c, &mut self.factor)?;
                     self.es.put_factor(i, &self.factor, log_det[c]);
                 }
-                self.es.update_tied_means();
+                // Also `μ_k U_k` from the factors just set.
+                self.es.set_weights_means(w, m);
             }
             Factors::Source(src, cholesky) => {
+                // The means first: reading the factors ends with `μ_k U_k`.
+                self.es.set_weights_means(w, m);
                 self.es.set_precisions(src, cholesky, &mut self.work, None, r.start)?;
             }
         }
@@ -310,7 +313,7 @@ impl<T: Real> GroupPass<'_, '_, T> {
             }
         }
         // Probabilities only once the normaliser is finished.
-        let proba = (self.finish || !self.merge) && self.outputs.as_ref().is_some_and(|o| o.proba_columns.is_some());
+        let proba = (self.finish || !self.merge) && self.outputs.as_ref().is_some_and(|o| o.proba.is_some());
         if self.m_step || proba {
             for (v, s) in resp.chunks_exact_mut(g).zip(states.chunks_exact(ROW_STATE)) {
                 for x in v.iter_mut() {
@@ -330,7 +333,7 @@ impl<T: Real> GroupPass<'_, '_, T> {
                     f(&gw.ws.log_norm[..rows])?;
                 }
             }
-            if let Some(f) = o.proba_columns.as_deref_mut().filter(|_| proba) {
+            if let Some(f) = o.proba.as_deref_mut().filter(|_| proba) {
                 f(b.start - self.x.first_row(), first, g, &gw.ws.resp[..rows * g])?;
             }
         }
@@ -373,16 +376,11 @@ pub(crate) fn e_sweep<T: Real>(
     validate: bool,
     cancel: &dyn Fn() -> bool,
 ) -> Result<(f64, Option<(usize, f64)>)> {
-    if outputs.proba.is_some() {
-        return Err(Error::param(
-            "proba",
-            "probabilities of a mixture fitted in component groups go to a column output; hint: give one".to_string(),
-        ));
-    }
     let count = gw.groups.count;
     let mut total = 0.0;
     let mut worst: Option<(usize, f64)> = None;
-    let want_proba = outputs.proba_columns.is_some();
+    let want_proba = outputs.proba.is_some();
+    let want_labels = outputs.labels.is_some();
     let order: Vec<(usize, bool)> =
         (0..count).map(|g| (g, true)).chain((0..count - 1).filter(|_| want_proba).map(|g| (g, false))).collect();
     for (g, merge) in order {
@@ -410,7 +408,7 @@ pub(crate) fn e_sweep<T: Real>(
             reference: &[],
             // Columns of every group; labels and log p(x) once finished.
             outputs: (want_proba || last).then_some(&mut *outputs),
-            labels: vec![0; if last { block_rows } else { 0 }],
+            labels: vec![0; if last && want_labels { block_rows } else { 0 }],
             validate: validate && g == 0 && merge,
             secs: (0.0, 0.0),
         };

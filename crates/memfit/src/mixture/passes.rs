@@ -121,11 +121,17 @@ impl<T: Real> InitPass<'_, T> {
             }
             InitResp::Uniform(seed) => {
                 for (i, row) in resp.chunks_mut(g).enumerate() {
-                    // Normalised over all `k` components, summed in order.
-                    let s: f64 = (0..k).map(|c| row_unit(row_key(*seed, c), start + i)).sum();
-                    for (c, v) in own.clone().zip(row.iter_mut()) {
-                        *v = row_unit(row_key(*seed, c), start + i) / s;
+                    // Normalised over all `k` components, summed in order;
+                    // this pass's components kept.
+                    let mut s = 0.0;
+                    for c in 0..k {
+                        let u = row_unit(row_key(*seed, c), start + i);
+                        s += u;
+                        if own.contains(&c) {
+                            row[c - first] = u;
+                        }
                     }
+                    row.iter_mut().for_each(|v| *v /= s);
                 }
             }
         }
@@ -217,8 +223,6 @@ impl<T: Real> Pass<T> for EPass<'_, '_, T> {
                 f(&self.labels[..rows])?;
             }
             if let Some(f) = self.outputs.proba.as_deref_mut() {
-                f(resp)?;
-            } else if let Some(f) = self.outputs.proba_columns.as_deref_mut() {
                 f(b.start - self.x.first_row(), 0, k, resp)?;
             }
             if let Some(f) = self.outputs.log_likelihood.as_deref_mut() {
