@@ -1,32 +1,43 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, Rust unit and CLI integration tests, then
 # builds the Python package into a fresh virtual environment and runs the
-# Python tests (the CLI's parity tests and the package's) against scikit-learn.
+# Python tests (the CLI's parity tests, the package's, the README's blocks)
+# against scikit-learn. Each step says when it starts and how long the run has
+# taken so far; cargo's and pip's progress is shown as they go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+step() { printf '\n== %s   [%s, %dm%02ds since start]\n' "$1" "$(date +%T)" $((SECONDS / 60)) $((SECONDS % 60)); }
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+step "cargo clippy (release: the build below reuses its dependencies)"
 cargo clippy --release --all-targets -- -D warnings
-echo "== cargo doc (warnings denied: broken links, bad markup, output collisions)"
-# --release reuses the dependencies clippy just checked. Cargo's own warnings
-# (such as two targets writing the same doc folder) fail the step too.
+step "cargo doc (warnings denied: broken links, bad markup, output collisions)"
+# Cargo's own warnings (such as two targets writing the same doc folder) fail the step too.
 doc_log="$(mktemp)"
 RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" cargo doc --release --no-deps --workspace 2>&1 | tee "$doc_log"
 if grep -qE '^(warning|error)' "$doc_log"; then echo "cargo doc reported warnings" >&2; exit 1; fi
 rm -f "$doc_log"
-echo "== cargo test (release: one build serves the tests and the CLI)"
-cargo build --release --bin memfit
+step "cargo test (release: one build serves the tests, the CLI binary and the Python extension)"
 cargo test --release --workspace
 
-echo "== python: build the package into a fresh virtual environment, run pytest"
-# pip builds the extension with maturin into the same cargo target folder,
-# so the engine compiled above is reused.
+step "python: a fresh virtual environment, the package built with maturin and installed with pip"
+# maturin builds the extension into the same cargo target folder, so the
+# engine compiled above is reused; -v shows its progress instead of silence.
 VENV="${CARGO_TARGET_DIR:-$PWD/target}/test-venv"
 python3 -m venv --clear "$VENV"
-"$VENV/bin/pip" install --quiet --disable-pip-version-check ".[test]"
+pip_log="$VENV.pip.log"
+set +e
+"$VENV/bin/pip" install --disable-pip-version-check --progress-bar off -v ".[test]" 2>&1 | tee "$pip_log" |
+  grep -E --line-buffered '^ *(Compiling|Finished|Building wheel|Successfully installed)'
+pip_status=${PIPESTATUS[0]}
+set -e
+if [ "$pip_status" -ne 0 ]; then tail -n 60 "$pip_log" >&2; echo "pip install failed (full log: $pip_log)" >&2; exit "$pip_status"; fi
+"$VENV/bin/python" -c 'import memfit; print("memfit", memfit.__version__, "from", memfit.__file__)'
 export MEMFIT_BIN="${MEMFIT_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/memfit}"
 # Two runs: each folder has its own conftest.py.
-"$VENV/bin/python" -m pytest -q tests/python       # the CLI, against scikit-learn
-"$VENV/bin/python" -m pytest -q python/tests       # the Python package memfit
+step "pytest tests/python (the CLI, against scikit-learn)"
+"$VENV/bin/python" -m pytest -q tests/python
+step "pytest python/tests (the Python package memfit, the README's code blocks)"
+"$VENV/bin/python" -m pytest -q python/tests
+step "all tests passed"

@@ -173,6 +173,9 @@ def weighted_scatter(
 def n_parameters(*, covariance_type: str, n_components: int, n_features: int) -> int:
     """Free parameters of a mixture (covariances, means, n_components - 1 weights)."""
 
+def cli_main(argv: list[str]) -> int:
+    """Runs the memfit command-line tool on argv (program name first); returns its exit status."""
+
 def parse_size(text: str) -> int:
     """A byte size such as "2GiB", "512MiB", "2GB" or "1000", in bytes."""
 

@@ -218,7 +218,10 @@ fn fit_and_write(
         started.elapsed().as_secs_f64(),
         peak.map_or("unknown".into(), memfit::plan::format_bytes),
     );
-    crate::emit_summary(args.summary.as_deref(), &summary, &line)
+    crate::emit_summary(args.summary.as_deref(), &summary, &line)?;
+    let saved = args.model.is_some() || args.labels.is_some() || args.summary.is_some() || args.plot.is_some();
+    crate::note_nothing_saved(saved, "--model, --labels, --summary or --plot");
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -164,7 +164,10 @@ fn fit_and_write(args: &KmeansArgs, job: &KMeansJob<'_>, plan: &Plan, started: I
         started.elapsed().as_secs_f64(),
         peak.map_or("unknown".into(), memfit::plan::format_bytes),
     );
-    crate::emit_summary(args.summary.as_deref(), &summary, &line)
+    crate::emit_summary(args.summary.as_deref(), &summary, &line)?;
+    let saved = args.labels.is_some() || args.centers.is_some() || args.summary.is_some() || args.plot.is_some();
+    crate::note_nothing_saved(saved, "--labels, --centers, --summary or --plot");
+    Ok(())
 }
 
 fn summary_json(

@@ -8,6 +8,7 @@
 //! docstrings live in the pure-Python package `memfit`.
 
 mod array;
+mod cli;
 mod errors;
 mod inputs;
 mod remote;
@@ -685,6 +686,7 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(default_memory_limit, m)?)?;
     m.add_function(wrap_pyfunction!(npy_info, m)?)?;
     m.add_function(wrap_pyfunction!(remote::run_task, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add_class::<array::Expr>()?;
     m.add_function(wrap_pyfunction!(array::expr_from_ndarray, m)?)?;
     m.add_function(wrap_pyfunction!(array::expr_from_npy, m)?)?;

@@ -1,0 +1,167 @@
+//! The `memfit` command-line tool: k-means and more within a memory limit.
+//!
+//! The tool is this library's [`main_with_args`], run by the `memfit` binary
+//! (`cargo install --path crates/memfit-cli`) and by the Python package's
+//! `memfit` console command (`pip install .`), so both are the same program.
+//!
+//! Exit status: 0 on success, 2 on any error (bad usage, bad input, a limit
+//! too small, a failed write), with one line on stderr saying what is wrong
+//! and how to fix it; 130 when interrupted.
+
+mod args;
+mod generate_cmd;
+mod gmm_cmd;
+mod gmm_predict_cmd;
+mod inputs;
+mod kernels_cmd;
+mod kmeans_cmd;
+
+mod plot;
+mod predict_cmd;
+mod progress;
+mod render;
+
+use anyhow::Result;
+use clap::Parser;
+
+use args::{Cli, Command, Generate};
+
+/// Parses `--memory-limit`, or returns the default limit.
+pub(crate) fn memory_limit(text: Option<&str>) -> Result<u64> {
+    Ok(match text {
+        Some(t) => memfit::plan::parse_size(t)?,
+        None => memfit::plan::default_limit_bytes(),
+    })
+}
+
+/// Writes the JSON `summary` to `path` atomically (`-`: to stdout), then
+/// prints the one-line result `line` (to stderr when stdout carries the JSON).
+pub(crate) fn emit_summary(path: Option<&std::path::Path>, summary: &serde_json::Value, line: &str) -> Result<()> {
+    let to_stdout = path == Some(std::path::Path::new("-"));
+    match path {
+        Some(_) if to_stdout => println!("{}", serde_json::to_string_pretty(summary)?),
+        Some(p) => memfit::io::write_bytes_atomic(p, serde_json::to_string_pretty(summary)?.as_bytes())?,
+        None => {}
+    }
+    if to_stdout {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// Says on stderr, after a run that wrote nothing, which options save its
+/// results (`flags`, e.g. "--labels, --centers, --summary or --plot").
+pub(crate) fn note_nothing_saved(saved: bool, flags: &str) {
+    if !saved {
+        eprintln!("note: nothing was saved; add {flags} to write the results to files");
+    }
+}
+
+/// Encodes labels as little-endian int32, the labels files' dtype.
+pub(crate) fn put_label(label: u32, out: &mut Vec<u8>) {
+    out.extend_from_slice(&(label as i32).to_le_bytes());
+}
+
+fn threads(cli: &Cli) -> Option<usize> {
+    match &cli.command {
+        Command::Kmeans(a) => a.common.threads,
+        Command::Predict(a) => a.common.threads,
+        Command::Gmm(a) => a.common.threads,
+        Command::GmmPredict(a) => a.common.threads,
+        Command::QuadraticForm(a) => a.common.threads,
+        Command::Scatter(a) => a.common.threads,
+        Command::Generate(_) => None,
+    }
+}
+
+fn run(cli: &Cli) -> Result<()> {
+    if let Some(n) = threads(cli) {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let most = (4 * cores).max(64);
+        if n == 0 || n > most {
+            anyhow::bail!(
+                "invalid --threads {n}: use 1 to {most} (this machine has {cores} cores; omit it to use all)"
+            );
+        }
+        rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
+    }
+    match &cli.command {
+        Command::Kmeans(a) => {
+            progress::stop_on_ctrl_c();
+            kmeans_cmd::run(a)
+        }
+        Command::Predict(a) => {
+            progress::stop_on_ctrl_c();
+            predict_cmd::run(a)
+        }
+        Command::Gmm(a) => {
+            progress::stop_on_ctrl_c();
+            gmm_cmd::run(a)
+        }
+        Command::GmmPredict(a) => {
+            progress::stop_on_ctrl_c();
+            gmm_predict_cmd::run(a)
+        }
+        Command::QuadraticForm(a) => {
+            progress::stop_on_ctrl_c();
+            kernels_cmd::quadratic_form(a)
+        }
+        Command::Scatter(a) => {
+            progress::stop_on_ctrl_c();
+            kernels_cmd::scatter(a)
+        }
+        Command::Generate(Generate::Blobs(a)) => {
+            progress::stop_on_ctrl_c();
+            generate_cmd::blobs(a)
+        }
+    }
+}
+
+/// Runs the `memfit` tool on `args` (the program name first, as in
+/// [`std::env::args_os`]) and returns its exit status: 0 on success, 2 on any
+/// error (one line on stderr), 130 when interrupted by Ctrl-C, SIGTERM or
+/// SIGHUP. `--help` and `--version` print to stdout and return 0.
+///
+/// Arguments are operating-system strings: a path that is not UTF-8 is taken
+/// as it is. It installs a signal handler for the rest of the process (the
+/// first signal stops the run cleanly, a second exits at once) and, with
+/// `--threads`, sizes rayon's global pool, so call it once per process.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
+            let _ = e.print();
+            return 0;
+        }
+        Err(e) => {
+            // One line: clap's message, its tip if any, and where to look.
+            let text = e.to_string();
+            let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("Usage:"));
+            let mut first = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
+            if first.ends_with(':') {
+                first = format!("{first} {}", lines.next().unwrap_or_default());
+            }
+            let tip = lines.find_map(|l| l.strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
+            eprintln!("memfit: error: {first}{tip}; hint: see `memfit --help` or `memfit <command> --help`");
+            return 2;
+        }
+    };
+    match run(&cli) {
+        Ok(()) => 0,
+        Err(_) if progress::interrupted() => {
+            eprintln!("memfit: interrupted (Ctrl-C or a termination signal); no output was written");
+            130
+        }
+        Err(e) => {
+            eprintln!("memfit: error: {}", render::error_line(&e));
+            2
+        }
+    }
+}

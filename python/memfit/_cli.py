@@ -1,0 +1,20 @@
+"""The ``memfit`` console command: the engine's command-line tool.
+
+``pip install .`` installs it as the ``memfit`` command; ``python -m memfit``
+runs it too. It is the same program as the Rust binary (``cargo install
+--path crates/memfit-cli``): the same subcommands, options, outputs, exit
+statuses (0, 2 on an error, 130 when interrupted) and messages.
+"""
+
+import sys
+
+
+def main() -> None:
+    """Runs ``memfit`` on ``sys.argv`` and exits with its status."""
+    from ._memfit import cli_main
+
+    sys.exit(cli_main(["memfit", *sys.argv[1:]]))
+
+
+if __name__ == "__main__":
+    main()
