@@ -3,6 +3,7 @@ promotion, indexing, index maps, reductions, contractions, evaluation under
 a memory limit, .npy and Zarr output, and errors."""
 
 import os
+import time
 import warnings
 
 import numpy as np
@@ -831,6 +832,34 @@ def test_zarr_round_trip(tmp_path):
     memory = zarr.create_array(zarr.storage.MemoryStore(), shape=(3,), dtype="f8")
     with pytest.raises(TypeError, match="local directory"):
         ma.from_zarr(memory)
+
+
+def test_to_zarr_default_chunks_are_sized_for_zarr(tmp_path):
+    """T3-08: to_zarr without chunks at 64 MiB of tile(data * scales, (5, 1, 1, 1)),
+    data (200, 76, 76) float64 (46 MB): a few dozen chunks of whole 76 x 76 planes
+    (not 2.9 million chunks of two elements), NumPy's values, in seconds; to_npy alike."""
+    zarr = pytest.importorskip("zarr")
+    rng = np.random.default_rng(8)
+    data = rng.standard_normal((200, 76, 76))
+    scales = rng.uniform(0.5, 2.0, 200)
+    x = ma.tile(ma.asarray(data) * scales[:, None, None], (5, 1, 1, 1))
+    want = np.tile(data * scales[:, None, None], (5, 1, 1, 1))
+    path = tmp_path / "t.zarr"
+    start = time.perf_counter()
+    x.to_zarr(path, memory_limit="64MiB")
+    assert time.perf_counter() - start < 20
+    z = zarr.open_array(str(path), mode="r")
+    files = sum(len(names) for _, _, names in os.walk(path))
+    assert z.chunks[2:] == (76, 76) and 64 << 10 <= np.prod(z.chunks) * 8 <= 8 << 20, z.chunks
+    assert files <= 60, files
+    np.testing.assert_array_equal(z[...], want)
+    x.to_npy(tmp_path / "t.npy", memory_limit="64MiB")
+    np.testing.assert_array_equal(np.load(tmp_path / "t.npy"), want)
+    # The rule at other limits: at least 64 KiB, at most 8 MiB, never more than 1/16 of the limit.
+    for limit in (8 << 20, 256 << 20, 8 << 30):
+        chunks = x._expr.default_chunks(limit)
+        assert 64 << 10 <= np.prod(chunks) * 8 <= min(8 << 20, limit // 16), (limit, chunks)
+    assert ma.ones((3, 4))._expr.default_chunks(8 << 20) == [3, 4]  # a small array is one chunk
 
 
 def test_reported_case_small():

@@ -197,6 +197,10 @@ def test_to_zarr_on_cluster_default_chunks_and_auto(client, data, tmp_path):
     got = zarr.open_array(str(tmp_path / "auto.zarr"), mode="r")
     assert got.nchunks > 1  # chunks chosen within the 4 MiB task limit
     assert bits(got[...]) == bits(y.compute())
+    # the engine's one rule: the same chunks as the local to_zarr at that limit
+    y.to_zarr(tmp_path / "local.zarr", memory_limit="4MiB")
+    assert got.chunks == zarr.open_array(str(tmp_path / "local.zarr"), mode="r").chunks
+    assert np.prod(got.chunks) * got.dtype.itemsize >= 64 << 10
     z = ma.arange(10, dtype=np.uint8) > 4
     z.to_zarr(tmp_path / "b.zarr", chunks=3, client=client)
     assert bits(read(tmp_path / "b.zarr")) == bits(np.arange(10) > 4)

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memfit::array::{explain, run as run_expr, Array, Computed, Options, Output, Stored};
+use memfit::array::{default_zarr_chunks, explain, run as run_expr, Array, Computed, Options, Output, Stored};
 use memfit::dtype::Dtype;
 use numpy::{PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -101,6 +101,14 @@ impl Expr {
         let (_, report) =
             run(py, n_jobs, false, None, move |w| run_expr(&a, &out, &options(memory_limit, n_jobs), w.stop_flag()))?;
         crate::warn(py, &report.warnings)
+    }
+
+    /// The chunk shape `to_zarr` picks when none is given (the engine's
+    /// rule; reads no data).
+    #[pyo3(signature = (memory_limit, n_jobs=None))]
+    fn default_chunks(&self, memory_limit: u64, n_jobs: Option<usize>) -> PyResult<Vec<usize>> {
+        let threads = n_jobs.unwrap_or_else(rayon::current_num_threads);
+        default_zarr_chunks(&self.0, &options(memory_limit, Some(threads))).map_err(to_py)
     }
 
     /// The plan, printable.

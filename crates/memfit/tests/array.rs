@@ -230,3 +230,126 @@ fn an_output_larger_than_the_disk_is_refused_before_writing() {
     assert!(matches!(&e, Error::Io { cause, .. } if cause.kind() == std::io::ErrorKind::StorageFull), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// T3-08: `tile(data * scales[:, None, None], (5, 1, 1, 1))` with data
+/// (200, 76, 76) float64, a (5, 200, 76, 76) result of 46 MB.
+fn t3_08() -> (Array, Vec<f64>) {
+    let (data, d) = matrix(200, 76 * 76, 13);
+    let data = data.view(ViewOp::Reshape(vec![200, 76, 76])).unwrap();
+    let s: Vec<f64> = (0..200).map(|i| 0.5 + i as f64).collect();
+    let scales = Array::from_f64(s.clone(), &[200]).unwrap().view(ViewOp::ExpandDims(vec![1, 2])).unwrap();
+    let scaled = Array::ufunc(Op::Multiply, &[data, scales]).unwrap();
+    let tiled = scaled.view(ViewOp::ExpandDims(vec![0])).unwrap().view(ViewOp::Tile(vec![5, 1, 1, 1])).unwrap();
+    let one: Vec<f64> = d.iter().enumerate().map(|(i, v)| v * s[i / (76 * 76)]).collect();
+    (tiled, one.repeat(5))
+}
+
+/// The default Zarr chunks over limits from 8 MiB to 8 GiB, thread counts
+/// and shapes from 1-D to 5-D: at least 64 KiB per chunk unless the array
+/// is smaller, at most 8 MiB (Zarr's guidance: 1–100 MB), contiguous in C
+/// order (outer axes 1, one axis cut, inner axes whole), and the plan
+/// within the limit.
+#[test]
+fn default_zarr_chunks_are_sized_for_the_format_within_the_limit() {
+    use memfit::array::{default_zarr_chunks, explain, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES};
+    use memfit::dtype::Dtype;
+    let shapes: &[&[usize]] = &[
+        &[1],
+        &[1000],
+        &[1 << 34],
+        &[0],
+        &[3, 5000],
+        &[3, 1 << 33],
+        &[1000, 0, 5],
+        &[200, 76, 76],
+        &[5, 200, 76, 76],
+        &[2, 3, 4, 5, 6],
+        &[7, 3, 50, 40, 30],
+        &[100, 100, 100, 100, 100],
+        &[1 << 20, 1, 1, 1, 3],
+    ];
+    for &shape in shapes {
+        for dtype in [Dtype::F64, Dtype::F32, Dtype::Bool] {
+            let r = Array::random(Distribution::Normal, shape, 1, 0.0, 1.0, Dtype::F64).unwrap();
+            let expr = match dtype {
+                Dtype::Bool => Array::ufunc(Op::Greater, &[r, Array::scalar(Scalar::Float(0.0), None, true)]).unwrap(),
+                _ => Array::ufunc(Op::Multiply, &[r, Array::scalar(Scalar::Float(2.0), None, true)])
+                    .unwrap()
+                    .astype(dtype),
+            };
+            let item = dtype.itemsize() as u64;
+            let array_bytes = shape.iter().map(|&n| n as u64).product::<u64>() * item;
+            for limit in [8 * MIB, 64 * MIB, 1 << 30, 8 << 30] {
+                for threads in [1, 4, 64] {
+                    let opts = Options { memory_limit: limit, threads: Some(threads) };
+                    let out = Output::Zarr { path: "x.zarr".into(), chunks: None, overwrite: true };
+                    let plan = explain(&expr, &out, &opts).unwrap();
+                    let c = &plan.stages.last().unwrap().tile;
+                    let at = format!("{shape:?} {} at {limit} B, {threads} threads: chunks {c:?}", dtype.name());
+                    assert_eq!(c, &default_zarr_chunks(&expr, &opts).unwrap(), "{at}");
+                    assert!(plan.total_bytes <= limit, "{at}: plan of {} B", plan.total_bytes);
+                    assert!(c.iter().zip(shape).all(|(&e, &n)| e >= 1 && e <= n.max(1)), "{at}");
+                    let bytes = c.iter().map(|&e| e as u64).product::<u64>() * item;
+                    assert!(bytes >= MIN_CHUNK_BYTES.min(array_bytes), "{at}: {bytes} B");
+                    assert!(bytes <= MAX_CHUNK_BYTES && bytes <= limit / 16, "{at}: {bytes} B");
+                    // Outer axes 1, the axis cut, inner axes whole.
+                    let inner = (0..shape.len()).rev().find(|&k| c[k] < shape[k]).map_or(0, |k| k + 1);
+                    assert!((inner..shape.len()).all(|k| c[k] == shape[k].max(1)), "{at}");
+                    assert!((0..inner.saturating_sub(1)).all(|k| c[k] == 1), "{at}");
+                }
+            }
+        }
+    }
+}
+
+/// T3-08 written to Zarr without chunks at 8 and 64 MiB: 25 to 200 chunk
+/// files of whole 76 × 76 planes (not 2.9 million of two elements), the
+/// values right; and a limit too small for one chunk is refused before
+/// anything is written, naming the smallest limit that works.
+#[test]
+fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
+    let (tiled, want) = t3_08();
+    let dir = tempfile::tempdir().unwrap();
+    for (limit, threads) in [(8 * MIB, 4), (64 * MIB, 2)] {
+        let path = dir.path().join(format!("t{limit}.zarr"));
+        let out = Output::Zarr { path: path.clone(), chunks: None, overwrite: false };
+        let opts = Options { memory_limit: limit, threads: Some(threads) };
+        let (_, report) = run(&tiled, &out, &opts, &AtomicBool::new(false)).unwrap();
+        let chunks = &report.plan.stages.last().unwrap().tile;
+        assert_eq!(&chunks[2..], [76, 76], "{chunks:?}");
+        assert!(report.plan.total_bytes <= limit);
+        let files = walk(&path);
+        assert!(files > 5 && files <= 250, "{files} files for chunks {chunks:?}");
+        let z = memfit::io::ZarrInput::open(&path).unwrap();
+        assert_eq!(z.chunk_shape(), chunks.as_slice());
+        let mut back = vec![0u8; want.len() * 8];
+        z.read_region(&[0, 0, 0, 0], &[5, 200, 76, 76], &mut back).unwrap();
+        let back: Vec<f64> = back.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(back, want);
+    }
+    let opts = Options { memory_limit: 100 << 10, threads: Some(4) };
+    let out = Output::Zarr { path: dir.path().join("small.zarr"), chunks: None, overwrite: false };
+    let needed = match run(&tiled, &out, &opts, &AtomicBool::new(false)).unwrap_err() {
+        Error::DoesNotFit { required_bytes, .. } => required_bytes,
+        other => panic!("{other}"),
+    };
+    assert!(!dir.path().join("small.zarr").exists());
+    let fits = |limit| memfit::array::explain(&tiled, &out, &Options { memory_limit: limit, threads: Some(4) });
+    assert!(fits(needed).unwrap().total_bytes <= needed);
+    assert!(matches!(fits(needed - 1), Err(Error::DoesNotFit { required_bytes, .. }) if required_bytes == needed));
+}
+
+/// Files under `dir`, recursively.
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walk(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}

@@ -69,40 +69,6 @@ def resolve_client(client: Any) -> Any:
     raise TypeError(f'client must be None, "auto" or a distributed.Client, got {client!r}')
 
 
-#: The most elements of a default chunk (as the engine's local to_zarr).
-MAX_CHUNK_ELEMENTS = 1 << 20
-
-
-def _tile(shape: tuple, elements: int) -> tuple:
-    """A chunk shape of at most ``elements`` elements (at least one), filling
-    the innermost axes first (so a chunk is contiguous in C order)."""
-    left = max(1, elements)
-    out = []
-    for d in reversed(shape):
-        c = max(1, min(d, left))
-        out.append(c)
-        left = max(1, left // c)
-    return tuple(reversed(out))
-
-
-def _default_chunks(x: Any, limit: int, jobs: int, refuse: Any) -> tuple:
-    """The default chunks on a cluster: at most :data:`MAX_CHUNK_ELEMENTS`
-    elements and a quarter of the task limit, innermost axes first, halved
-    until the evaluation of one chunk fits the task limit (the plan of
-    ``x[chunk]``); MemoryError (``refuse``) when not even one element does."""
-    elements = max(1, min(MAX_CHUNK_ELEMENTS, limit // 4 // max(1, x.itemsize)))
-    while True:
-        chunks = _tile(x.shape, elements)
-        first = tuple(slice(0, c) for c in chunks)
-        try:
-            x[first].explain(limit, jobs)
-            return chunks
-        except MemoryError as e:
-            if elements == 1:
-                raise refuse("the evaluation of one element", e) from None
-            elements //= 2
-
-
 def _chunk_regions(shape: tuple, chunks: tuple) -> list:
     """The chunks of an array of ``shape``, in C order, as tuples of slices."""
     axes = [[slice(s, min(s + c, d)) for s in range(0, d, c)] for d, c in zip(shape, chunks)]
@@ -176,7 +142,11 @@ def to_zarr(
         )
 
     if chunks is None:
-        chunks = _default_chunks(x, limit, jobs, refuse)
+        # The engine's rule, as the local to_zarr at the task limit.
+        try:
+            chunks = tuple(x._expr.default_chunks(limit, jobs))
+        except MemoryError as e:
+            raise refuse("one chunk of the default shape", e) from None
     regions = _chunk_regions(x.shape, chunks)
     if regions:
         try:

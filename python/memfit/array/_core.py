@@ -626,10 +626,14 @@ class Array:
             absolute path (and so must the ``.npy``/Zarr inputs).
         chunks : int, tuple of int or None, default=None
             Chunk shape (an int: that length along every axis, clipped to the
-            shape); None: the engine picks one. With ``client``, None means
-            chunks of at most 2**20 elements and a quarter of a task's
-            memory limit, innermost axes first, halved until one chunk's
-            evaluation fits the task's limit.
+            shape). None: chosen before the evaluation tiles, sized for
+            Zarr: about ``memory_limit / 32`` uncompressed bytes per chunk,
+            at least 64 KiB (unless the whole array is smaller) and at most
+            8 MiB, contiguous in C order (the innermost axes whole, then
+            part of the next axis, balanced; one element of the outer
+            axes); the memory left by buffers the evaluation holds counts,
+            not the whole limit. With ``client``: the same rule at a task's
+            memory limit.
         memory_limit : int, str or None, default=None
             Bytes for every buffer of the evaluation (None: half of the
             available memory). With ``client``: the most one task may use;

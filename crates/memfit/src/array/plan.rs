@@ -7,7 +7,9 @@ use std::fmt;
 use super::lower::{Ir, Lowered, Src, Target, Work};
 use super::reduce::ACC_BYTES;
 use super::store::READ_SLACK_ELEMENTS;
-use super::tiling::{chunk_shape, einsum_chunk, n_tiles, tile_shape, volume, MAX_TILE, REDUCE_CHUNK};
+use super::tiling::{
+    chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, MAX_TILE, REDUCE_CHUNK,
+};
 use super::values::COL_BYTES;
 use crate::error::Result;
 use crate::plan::{check_fits, format_bytes, Ledger, PlannedBuffer};
@@ -64,6 +66,9 @@ pub struct StagePlan {
     /// Most elements evaluated at once per thread (a Zarr chunk larger
     /// than this is evaluated in parts).
     pub eval_elems: usize,
+    /// Threads working at once: the job's threads, or for a Zarr output
+    /// the chunks buffered at a time (each thread holds one chunk).
+    pub workers: usize,
 }
 
 /// The plan of an expression job. Its `Display` is what `explain` prints.
@@ -84,6 +89,11 @@ pub struct ArrayPlan {
     /// Where the result goes.
     pub output: String,
 }
+
+/// Copies of a Zarr chunk's bytes held while it is written, besides its
+/// evaluated values: the encoded chunk, the padded edge chunk, the
+/// compressed chunk.
+const CHUNK_COPIES: u64 = 3;
 
 /// Working bytes per element of an expression's tile: a column per node,
 /// offsets and read buffers per leaf.
@@ -166,7 +176,8 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
         );
     }
     let held = led.total();
-    let room = limit.saturating_sub(held) / t;
+    let avail = limit.saturating_sub(held);
+    let room = avail / t;
     let mut stages = Vec::new();
     let mut required = held;
     for (si, stage) in lowered.stages.iter().enumerate() {
@@ -187,27 +198,36 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 // Reads and writes contiguous along different axes (a
                 // transpose): square-ish tiles, large enough for long runs.
                 let max_tile = if hot.len() > 1 { MAX_TILE << 4 } else { MAX_TILE };
-                let e = (room.saturating_sub(fixed) / per).clamp(1, max_tile as u64) as usize;
-                let (tile, chunk_buf) = match zarr_chunks {
-                    Some(Some(c)) => (c.clone(), volume(&c) as u64 * (COL_BYTES + item)),
-                    Some(None) => {
-                        let room_elems = room.saturating_sub(fixed + e as u64 * per) / (COL_BYTES + item);
-                        let c = tile_shape(&stage.shape, room_elems.clamp(1, 1 << 20) as usize, &hot);
-                        let b = volume(&c) as u64 * (COL_BYTES + item);
-                        (c, b)
+                let (tile, workers, e, chunk_buf) = match zarr_chunks {
+                    Some(chunks) => {
+                        // Chunks first (sized for the format, from the room
+                        // left by held buffers), then as many chunks at a time
+                        // as fit, each evaluated in parts of `e` elements.
+                        let c = chunks.unwrap_or_else(|| default_chunks(&stage.shape, item as usize, avail));
+                        let chunk_buf = volume(&c) as u64 * (COL_BYTES + CHUNK_COPIES * item);
+                        let want = volume(&c).min(max_tile) as u64;
+                        let fits = avail / (fixed + chunk_buf + want * per).max(1);
+                        let workers = fits.clamp(1, t);
+                        let e = ((avail / workers).saturating_sub(fixed + chunk_buf) / per).clamp(1, max_tile as u64);
+                        required = required.max(held + fixed + per + chunk_buf);
+                        (c, workers, e as usize, chunk_buf)
                     }
-                    None => (tile_shape(&stage.shape, e, &hot), 0),
+                    None => {
+                        let e = (room.saturating_sub(fixed) / per).clamp(1, max_tile as u64) as usize;
+                        required = required.max(held + t * (fixed + per));
+                        (tile_shape(&stage.shape, e, &hot), t, e, 0)
+                    }
                 };
                 let tile_elems = (volume(&tile) as u64).min(e as u64);
-                required = required.max(held + t * (fixed + per + chunk_buf));
                 let bytes = fixed + tile_elems * per + chunk_buf;
+                let what = if chunk_buf > 0 { "chunks at a time" } else { "threads" };
                 led.add_in(
                     &phase,
                     "tile buffers",
-                    t,
+                    workers,
                     bytes,
                     format!(
-                        "{t} threads × ({tile_elems} elements × {per} B + {fixed} B read slack + {chunk_buf} B chunk)"
+                        "{workers} {what} × ({tile_elems} elements × {per} B + {fixed} B read slack + {chunk_buf} B chunk)"
                     ),
                 );
                 StagePlan {
@@ -221,6 +241,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     multiplier: 1,
                     bytes_per_thread: bytes,
                     eval_elems: e,
+                    workers: workers as usize,
                 }
             }
             Work::Reduce { ir, axes, op, reduced, multiplier, .. } => {
@@ -262,6 +283,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     multiplier: u64::try_from(*multiplier).unwrap_or(u64::MAX),
                     bytes_per_thread: bytes,
                     eval_elems: e,
+                    workers: threads,
                 }
             }
             Work::Einsum { sub, irs, path, sizes } => {
@@ -324,6 +346,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     multiplier: 1,
                     bytes_per_thread: bytes,
                     eval_elems: 0,
+                    workers: threads,
                 }
             }
         };

@@ -91,6 +91,19 @@ pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<ArrayPla
     plan(&lowered_for(root, output, opts.memory_limit), output, opts.memory_limit, threads_of(opts))
 }
 
+/// The chunk shape a Zarr output of `root` gets when none is given, within
+/// `opts` (reads no data): see [`default_chunks`](super::tiling::default_chunks),
+/// applied to the memory the plan's held buffers leave.
+///
+/// # Errors
+/// [`Error::DoesNotFit`] when not even one such chunk fits the limit,
+/// naming the smallest limit that works.
+pub fn default_zarr_chunks(root: &Array, opts: &Options) -> Result<Vec<usize>> {
+    let output = Output::Zarr { path: std::path::PathBuf::new(), chunks: None, overwrite: true };
+    let plan = explain(root, &output, opts)?;
+    Ok(plan.stages.last().expect("a final stage").tile.clone())
+}
+
 /// Where a stage's result goes.
 enum Sink {
     Memory(Mutex<Vec<u8>>),
@@ -278,7 +291,9 @@ pub fn run(
     run_intermediates(&lowered, &the_plan, &slots, threads, cancelled)?;
     let ctx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
     let sp = the_plan.stages.last().expect("a final stage");
-    pool(threads)?.install(|| run_stage(&last.work, &last.shape, last.dtype, sp, &sink, &ctx, threads, cancelled))?;
+    // A Zarr output's chunks are buffered whole: only `sp.workers` at a time.
+    pool(sp.workers)?
+        .install(|| run_stage(&last.work, &last.shape, last.dtype, sp, &sink, &ctx, sp.workers, cancelled))?;
     let computed = match sink {
         Sink::Memory(m) => {
             Some(Computed { shape: last.shape.clone(), dtype: last.dtype, bytes: m.into_inner().expect("no panics") })

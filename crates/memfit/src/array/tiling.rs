@@ -79,6 +79,48 @@ pub fn chunk_shape(shape: &[usize], target: usize) -> Vec<usize> {
     ext
 }
 
+/// Smallest default Zarr chunk, in uncompressed bytes (unless the whole
+/// array is smaller): smaller chunks make more files than data.
+pub const MIN_CHUNK_BYTES: u64 = 64 << 10;
+
+/// Largest default Zarr chunk, in uncompressed bytes (Zarr's guidance is
+/// 1–100 MB per chunk; a few MB keeps memory low and files few).
+pub const MAX_CHUNK_BYTES: u64 = 8 << 20;
+
+/// The memory budget a default chunk's bytes may take a share of: a chunk
+/// of `budget / CHUNK_SHARE` bytes, between [`MIN_CHUNK_BYTES`] and
+/// [`MAX_CHUNK_BYTES`].
+pub const CHUNK_SHARE: u64 = 32;
+
+/// The default chunk shape (elements per axis, each at least 1) of a Zarr
+/// array of `shape` whose elements have `itemsize` bytes, written within a
+/// memory budget of `budget` bytes: about `budget / 32` bytes per chunk,
+/// clamped to 64 KiB–8 MiB uncompressed (the whole array when it is
+/// smaller). Chunks are contiguous in C order: the innermost axes whole
+/// while they fit, then part of the next axis (balanced so the chunks along
+/// it are about equal), one element of the outer axes. It depends on the
+/// shape, item size and budget only (never on threads or the expression),
+/// so every writer picks the same chunks.
+pub fn default_chunks(shape: &[usize], itemsize: usize, budget: u64) -> Vec<usize> {
+    let item = itemsize.max(1) as u64;
+    let target = (budget / CHUNK_SHARE).clamp(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES) / item;
+    let least = MIN_CHUNK_BYTES.div_ceil(item);
+    let (target, least) = (usize::try_from(target).unwrap_or(usize::MAX), least as usize);
+    let mut ext = chunk_shape(shape, target.max(1));
+    for e in ext.iter_mut() {
+        *e = (*e).max(1);
+    }
+    // The axis cut in part: at least `least` elements per chunk, the chunks
+    // along it balanced.
+    if let Some(k) = (0..shape.len()).rev().find(|&k| ext[k] < shape[k]) {
+        let inner = volume(&ext[k + 1..]).max(1);
+        let cut = ext[k].max(least.div_ceil(inner)).min(shape[k]);
+        let balanced = shape[k].div_ceil(shape[k].div_ceil(cut));
+        ext[k] = balanced.max(least.div_ceil(inner)).min(shape[k]);
+    }
+    ext
+}
+
 /// The fixed chunk of each contracted label (`sizes[c]` for the labels
 /// `contracted`) of an einsum whose operands carry `labels`, `size_of`
 /// giving every label's size: whole labels, the largest chunk of the
@@ -136,5 +178,23 @@ mod tests {
         assert_eq!(chunk_shape(&[100, 10, 10], 250), [2, 10, 10]);
         assert_eq!(chunk_shape(&[3, 100_000], 1 << 14), [1, 1 << 14]);
         assert_eq!(chunk_shape(&[], 10), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn default_chunks_are_whole_inner_axes_of_a_few_mib() {
+        const MIB: u64 = 1 << 20;
+        // T3-08: (5, 200, 76, 76) float64 (46 MB) at 64 MiB: 25 chunks of 1.8 MB.
+        assert_eq!(default_chunks(&[5, 200, 76, 76], 8, 64 * MIB), [1, 40, 76, 76]);
+        // Small arrays are one chunk; a zero-length axis still gets a positive length.
+        assert_eq!(default_chunks(&[10], 8, 8 * MIB), [10]);
+        assert_eq!(default_chunks(&[0, 1000], 8, 8 * MIB), [1, 1000]);
+        assert_eq!(default_chunks(&[], 8, 8 * MIB), Vec::<usize>::new());
+        // Long 1-D arrays and a huge trailing axis: 8 MiB at most, budget / 32 below.
+        assert_eq!(default_chunks(&[1 << 34], 8, 8 << 30), [1 << 20]);
+        assert_eq!(default_chunks(&[3, 1 << 33], 8, 8 * MIB), [1, 1 << 15]);
+        // Never below 64 KiB: two rows of 40 kB rather than one.
+        assert_eq!(default_chunks(&[3, 5000], 8, MIB), [2, 5000]);
+        // Balanced along the cut axis: 300 rows as 3 × 100, not 128 + 128 + 44.
+        assert_eq!(default_chunks(&[300, 1024], 8, 32 * MIB), [100, 1024]);
     }
 }
