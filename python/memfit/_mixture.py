@@ -341,7 +341,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     def __getstate__(self):
         # Parameters on disk pickle as arrays; the folder stays with this
         # object (a task's copy keeps its path, see _task_copy).
-        state = super().__getstate__()
+        # A copy: object.__getstate__ returns the instance's own __dict__.
+        state = dict(super().__getstate__())
         if isinstance(state.get("_params_dir"), _ParamsDir):
             del state["_params_dir"]
         return state

@@ -435,7 +435,8 @@ def test_lazy_labels_after_their_client_closed_say_what_to_do():
 
 def test_closing_the_client_during_a_fit_says_so():
     X = blobs(n=2 * CHUNK, seed=10)
-    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as c:
+    with distributed.LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as cl:
+        c = distributed.Client(cl)  # closed by the timer below
         calls, original = [], _dask.Cluster.__call__
 
         def call(self, task, ranges):
@@ -455,7 +456,8 @@ def test_closing_the_client_during_a_fit_says_so():
 @pytest.mark.parametrize(
     "error",
     [
-        lambda: distributed.KilledWorker("('run-chunk', 0)", None, 3),
+        lambda: distributed.KilledWorker(
+            "('run-chunk', 0)", __import__("types").SimpleNamespace(address="tcp://127.0.0.1:1"), 3),
         lambda: __import__("distributed.comm.core").comm.core.CommClosedError("in <TCP (closed)>: Stream is closed"),
         lambda: __import__("distributed.client").client.FutureCancelledError(
             "('run-chunk', 0)", reason="already forgotten"),
@@ -491,6 +493,7 @@ def test_workers_too_small_refuse_before_any_task(limit):
     assert "Dask worker" in msg and address in msg and "larger memory_limit" in msg, msg
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_a_grouped_mixture_ships_its_parameters_by_reference(client):
     # Parameters (16 full 256 × 256 matrices, 8 MiB per array) exceed the
     # limit: the fit keeps them in a folder; per-row tasks read it by path.
@@ -499,10 +502,11 @@ def test_a_grouped_mixture_ships_its_parameters_by_reference(client):
     X = blobs(n=2500, d=256, seed=12)
     gm = GaussianMixture(16, random_state=0, max_iter=1, memory_limit="6MiB", init_params="random_from_data").fit(X)
     assert gm._on_disk() is not None, gm.memory_plan_
+    assert pickle.loads(pickle.dumps(gm))._on_disk() is None and gm._on_disk() is not None  # pickling kept the folder
     dx = chunked(X, 1000)
     lazy = gm.predict_proba(dx)
     graph = len(pickle.dumps(dict(lazy.__dask_graph__())))
-    assert graph < 1 << 20, graph  # the parameters are 3 × 8 MiB
+    assert graph < X.nbytes + (1 << 20), graph  # from_array embeds X; the parameters are 3 × 8 MiB
     assert np.array_equal(lazy.compute(), gm.predict_proba(X))
     assert np.array_equal(gm.predict(dx).compute(), gm.predict(X))
     # In memory, the parameters are in the graph once, whatever the chunks.
