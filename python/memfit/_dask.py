@@ -43,10 +43,12 @@ from . import _memfit
 #: Dask chunks start on multiples of it, so that statistics merge exactly.
 CHUNK_ROWS = 1 << 16
 
-#: Fraction of a worker's memory per thread that one task may plan for.
-#: Dask's worker spills to disk at 60-70 % of its ``memory_limit``, pauses at
-#: 80 % and is restarted at 95 %; the chunk a task reads (held by Dask) and
-#: Dask's own bookkeeping need the rest.
+#: Fraction of a worker's ``memory_limit`` that its process may reach: what
+#: it already holds (the interpreter, memfit and its libraries, data Dask
+#: keeps) plus its ``nthreads`` tasks. Dask's worker spills to disk at
+#: 60-70 % of its ``memory_limit``, pauses at 80 % and is restarted at 95 %;
+#: the chunk a task reads (held by Dask) and Dask's own bookkeeping need the
+#: rest.
 SAFETY = 0.5
 
 
@@ -85,32 +87,65 @@ def resolve_client(client: Any) -> Any:
         return None
 
 
-def worker_budget(memory_limit: Any, nthreads: int) -> Optional[int]:
-    """Bytes one task may use on a worker: ``memory_limit / nthreads *
-    SAFETY``; None for a worker without a memory limit (0 or None)."""
+def worker_budget(memory_limit: Any, nthreads: int, held: int = 0) -> Optional[int]:
+    """Bytes one task may use on a worker: ``(memory_limit × SAFETY - held)
+    / nthreads``, ``held`` being what the worker's process already holds
+    (0 when nothing is left); None for a worker without a memory limit (0
+    or None)."""
     if not memory_limit:
         return None
-    return max(1, int(memory_limit / max(1, int(nthreads)) * SAFETY))
+    return max(0, int(memory_limit * SAFETY) - int(held)) // max(1, int(nthreads))
+
+
+def process_memory() -> int:
+    """Resident bytes of this process (``psutil``, a dependency of
+    ``distributed``), after importing the engine (what a worker holds once
+    it ran a memfit task)."""
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
 
 
 def workers(client: Any) -> list:
-    """``(address, memory_limit, nthreads)`` of every worker of the cluster."""
+    """``(address, memory_limit, nthreads, held)`` of every worker of the
+    cluster, ``held`` being the resident bytes of its process with memfit
+    imported (asked of the workers; the scheduler's last heartbeat figure
+    for a worker that does not answer)."""
     try:
         info = client.scheduler_info(n_workers=-1)
     except TypeError:  # distributed before 2025: all workers by default
         info = client.scheduler_info()
-    return [(a, w.get("memory_limit"), int(w.get("nthreads") or 1)) for a, w in info.get("workers", {}).items()]
+    found = info.get("workers", {})
+    try:
+        held = client.run(process_memory, workers=list(found), on_error="return") if found else {}
+    except Exception:  # a worker being restarted, say: the heartbeat's figure
+        held = {}
+    out = []
+    for a, w in found.items():
+        h = held.get(a)
+        if not isinstance(h, int):
+            h = int((w.get("metrics") or {}).get("memory") or 0)
+        out.append((a, w.get("memory_limit"), int(w.get("nthreads") or 1), h))
+    return out
+
+
+def describe(limit: int, threads: int, held: int, address: str) -> str:
+    """A worker's memory as memfit's errors name it."""
+    return (
+        f"the Dask worker {address} (memory_limit {limit} B, nthreads {threads}, already holding {held} B): "
+        f"(memory_limit × SAFETY {SAFETY} - held) / nthreads = {worker_budget(limit, threads, held)} B per task"
+    )
 
 
 def tightest_worker(client: Any) -> tuple:
-    """``(budget, memory_limit, nthreads, address)`` of the worker with the
-    smallest :func:`worker_budget` (a task may run on any worker);
+    """``(budget, memory_limit, nthreads, address, held)`` of the worker with
+    the smallest :func:`worker_budget` (a task may run on any worker);
     ``budget`` is None when no worker has a memory limit."""
     found = workers(client)
     if not found:
         raise RuntimeError("memfit: the Dask cluster has no workers; start some, or run without a client")
-    limited = [(worker_budget(m, t), m, t, a) for a, m, t in found if m]
-    return min(limited) if limited else (None, None, found[0][2], found[0][0])
+    limited = [(worker_budget(m, t, h), m, t, a, h) for a, m, t, h in found if m]
+    return min(limited) if limited else (None, None, found[0][2], found[0][0], found[0][3])
 
 
 def combined_limit(user_limit: Optional[int], budget: Optional[int]) -> int:
@@ -122,21 +157,42 @@ def combined_limit(user_limit: Optional[int], budget: Optional[int]) -> int:
     return min(limits) if limits else check_memory_limit(None)
 
 
+#: What this worker process held when it first ran a memfit task (see
+#: :func:`task_limit`).
+_HELD_AT_START: Optional[int] = None
+
+
 def task_limit(user_limit: Optional[int]) -> int:
     """The memory limit of a task on this worker: ``min(user_limit,
-    worker.memory_limit / worker.nthreads * SAFETY)`` (see
-    :func:`combined_limit`); ``user_limit`` outside a worker."""
+    worker_budget(...))`` with what the process held when it first ran a
+    memfit task (see :func:`combined_limit`); ``user_limit`` outside a
+    worker.
+
+    Raises
+    ------
+    MemoryError
+        The worker has no room left for a task.
+    """
+    global _HELD_AT_START
     try:
         worker = distributed_module().get_worker()
     except ValueError:
         return combined_limit(user_limit, None)
-    return combined_limit(user_limit, worker_budget(worker.memory_manager.memory_limit, worker.state.nthreads))
+    limit, threads = worker.memory_manager.memory_limit, worker.state.nthreads
+    if _HELD_AT_START is None:
+        _HELD_AT_START = process_memory()
+    budget = worker_budget(limit, threads, _HELD_AT_START)
+    if budget == 0:
+        raise MemoryError(f"memfit: no room for a task on {describe(limit, threads, _HELD_AT_START, worker.address)}; "
+                          "give the workers a larger memory_limit")
+    return combined_limit(user_limit, budget)
 
 
 def aligned(x: Any) -> Any:
-    """``x`` with whole rows per chunk and every chunk but the last a multiple
-    of :data:`CHUNK_ROWS` rows (rechunked lazily when it is not)."""
-    rows = x.chunks[0]
+    """``x`` with whole rows per chunk and every chunk with rows but the last
+    a multiple of :data:`CHUNK_ROWS` rows (rechunked lazily when it is
+    not); chunks of zero rows are left as they are (no task reads them)."""
+    rows = [c for c in x.chunks[0] if c]
     if len(x.chunks[1]) == 1 and all(c % CHUNK_ROWS == 0 for c in rows[:-1]):
         return x
     typical = int(np.median(rows)) if rows else CHUNK_ROWS
@@ -208,55 +264,77 @@ class Rows:
 
 
 def _run_chunk(task: bytes, x: np.ndarray, w: Optional[np.ndarray], first_row: int, memory_limit: int) -> bytes:
-    """A pass's task over one chunk, on a worker (one thread, the GIL released)."""
+    """A pass's task over one chunk, on a worker (one thread, the GIL
+    released), within ``memory_limit`` bytes (the budget planned for the
+    tightest worker)."""
     x = np.asarray(x)
     if x.dtype.byteorder == ">" or not x.flags.aligned:
         x = x.astype(x.dtype.newbyteorder("="))
     # Arrays unpickled on a worker may be misaligned: the engine borrows aligned ones.
     w2 = None if w is None else np.require(np.asarray(w, dtype=np.float64).reshape(-1, 1), requirements=["C", "A"])
-    _, out = _memfit.run_task(
-        task, x, first_row=first_row, memory_limit=task_limit(memory_limit), sample_weight=w2, n_jobs=1
-    )
+    _, out = _memfit.run_task(task, x, first_row=first_row, memory_limit=memory_limit, sample_weight=w2, n_jobs=1)
     return out
+
+
+def _lost_worker_errors() -> tuple:
+    """The exceptions by which ``distributed`` reports a worker lost during
+    a computation (restarted by its nanny, killed, disconnected)."""
+    distributed = distributed_module()
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
+    return (distributed.KilledWorker, FutureCancelledError, CommClosedError)
 
 
 class Cluster:
     """Runs a fit's passes on a ``distributed`` client: the engine calls it
-    with an encoded task and the row ranges (the chunks of ``x``).
+    with an encoded task and the row ranges (the chunks of ``x`` that have
+    rows; chunks of zero rows run no task).
 
-    ``probe(x, w, limit)``, when given, plans the whole job over the rows of
-    ``x`` within ``limit`` bytes and raises MemoryError when it cannot fit:
-    it is called once, before any task runs, with zero-strided stand-ins for
-    the largest chunk, against the tightest worker's budget; each pass's
-    task is checked the same way before it is submitted."""
+    Before any task runs, every worker is asked what its process holds
+    (:func:`workers`): a worker whose budget (:func:`worker_budget`) is
+    nothing refuses the job with MemoryError, naming it. ``probe(x, w,
+    limit)``, when given, plans the whole job over the rows of ``x`` within
+    ``limit`` bytes and raises MemoryError when it cannot fit: it is called
+    once, before any task runs, with zero-strided stand-ins for the largest
+    chunk, against the tightest worker's budget; each pass's task is checked
+    the same way before it is submitted. A worker lost during a pass (Dask
+    reruns its tasks elsewhere until it gives up) or the client closed
+    during the fit raise RuntimeError saying so and what to change."""
 
     def __init__(self, client: Any, x: Any, w: Any, memory_limit: int, probe: Any = None):
         self.client, self.memory_limit = client, memory_limit
-        self.starts = _starts(x.chunks[0])
-        self.rows = [int(c) for c in x.chunks[0]]
-        self.x_parts = list(x.to_delayed().ravel())
-        self.w_parts = [None] * len(self.x_parts) if w is None else list(w.to_delayed().ravel())
+        full = [i for i, c in enumerate(x.chunks[0]) if c]
+        starts = _starts(x.chunks[0])
+        self.starts = [starts[i] for i in full]
+        self.rows = [int(x.chunks[0][i]) for i in full]
+        x_parts = list(x.to_delayed().ravel())
+        self.x_parts = [x_parts[i] for i in full]
+        self.w_parts = [None] * len(full) if w is None else [list(w.to_delayed().ravel())[i] for i in full]
         self.n_features, self.dtype, self.weighted = int(x.shape[1]), np.dtype(x.dtype), w is not None
-        budget, limit, threads, _ = tightest_worker(client)
+        budget, limit, threads, address, held = tightest_worker(client)
+        self.worker = None if limit is None else describe(limit, threads, held, address)
+        if budget == 0:
+            raise MemoryError(
+                f"memfit: no room for a task on {self.worker}; give the workers a larger memory_limit "
+                "(or fewer threads each)"
+            )
         if budget is None or budget >= memory_limit:
             self.budget, self.budget_text = memory_limit, None
         else:
-            self.budget = budget
-            self.budget_text = (
-                f"a Dask worker's memory_limit {limit} B / nthreads {threads} × SAFETY {SAFETY} = {budget} B"
-            )
+            self.budget, self.budget_text = budget, self.worker
         if probe is not None:
             self._refuse_unless(lambda xp, wp: probe(xp, wp, self.budget))
 
     @property
     def row_bounds(self) -> list:
-        """The chunks' first rows (the engine's row split)."""
+        """The first rows of the chunks with rows (the engine's row split)."""
         return self.starts[1:]
 
     def _refuse_unless(self, plan: Any) -> None:
         """Calls ``plan(x, w)`` with zero-strided stand-ins for the largest
         chunk (no memory); its MemoryError names the worker's budget."""
-        rows = max(self.rows)
+        rows = max(self.rows, default=0)
         xp = np.lib.stride_tricks.as_strided(np.zeros(1, self.dtype), (rows, self.n_features), (0, 0))
         wp = np.lib.stride_tricks.as_strided(np.ones(1), (rows, 1), (0, 0)) if self.weighted else None
         try:
@@ -280,26 +358,48 @@ class Cluster:
                 task, xp, first_row=0, memory_limit=self.budget, sample_weight=wp, n_jobs=1, execute=False
             )
         )
-        spec = self.client.scatter(task, broadcast=True, hash=False)
-        run = dask.delayed(_run_chunk, pure=False)
-        tasks = [
-            run(spec, xp, wp, start, self.memory_limit)
-            for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
-        ]
-        futures = self.client.compute(tasks)
+        futures = []
         try:
+            spec = self.client.scatter(task, broadcast=True, hash=False)
+            run = dask.delayed(_run_chunk, pure=False)
+            tasks = [
+                run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
+            ]
+            futures = self.client.compute(tasks)
             return self.client.gather(futures)
+        except Exception as e:
+            self._explain(e)
+            raise
         finally:
             for f in futures:
                 f.release()
 
+    def _explain(self, e: Exception) -> None:
+        """Raises an error saying what happened when ``e`` is the client
+        closing or a worker lost during the pass."""
+        if self.client.status in ("closing", "closed"):
+            raise RuntimeError(
+                f"memfit: the Dask client was closed during the fit ({type(e).__name__}: {e}); keep the client "
+                "(and its cluster) open until the fit returns"
+            ) from e
+        if isinstance(e, _lost_worker_errors()):
+            limits = f"the tightest worker is {self.worker}" if self.worker else "the workers have no memory limit"
+            raise RuntimeError(
+                f"memfit: Dask lost a worker during the fit ({type(e).__name__}: {e}); a worker's nanny restarts it "
+                f"when its process passes 95 % of its memory_limit, and {limits}. Give the workers a larger "
+                "memory_limit (or fewer threads each), or lower the estimator's memory_limit or use smaller chunks "
+                "so that each task needs less; the workers' logs say why they were lost"
+            ) from e
+
 
 class DaskData:
-    """A Dask input as the estimators use it: the aligned array, its reader
-    and, when a client is in use, the remote runner."""
+    """A Dask input as the estimators use it: the input with whole rows
+    (its row chunks kept, for per-row results), the aligned array, its
+    reader and, when a client is in use, the remote runner."""
 
     def __init__(self, x: Any):
-        self.x = aligned(x)
+        self.input = x if len(x.chunks[1]) == 1 else x.rechunk({1: -1})
+        self.x = aligned(self.input)
         self.reader = Rows(self.x)
 
     def weights(self, sample_weight: Any) -> Any:
@@ -338,15 +438,24 @@ class DaskData:
         return {"remote": runner, "row_bounds": runner.row_bounds}
 
     def map_rows(self, func: Any, memory_limit: int, n_out: Optional[int], dtype: Any) -> Any:
-        """``func(limit, block)`` over the row chunks, ``limit`` being the
-        task's memory limit (:func:`task_limit` of ``memory_limit``): a lazy
-        Dask array of shape ``(n_samples,)`` (``n_out`` None) or
-        ``(n_samples, n_out)``."""
+        """``func(limit, block)`` over the aligned row chunks (chunks of zero
+        rows give empty results), ``limit`` being the task's memory limit
+        (:func:`task_limit` of ``memory_limit``): a lazy Dask array of shape
+        ``(n_samples,)`` (``n_out`` None) or ``(n_samples, n_out)`` with the
+        input's row chunks (rechunked lazily from the aligned ones when they
+        differ: the engine's pieces start on multiples of
+        :data:`CHUNK_ROWS`). ``func`` is one node of the graph that every
+        chunk's task refers to (its parameters are in the graph once)."""
+        import dask
 
-        block = _RowsBlock(func, memory_limit)
+        block = _RowsBlock(memory_limit, n_out, dtype)
+        func = dask.delayed(func, pure=True, traverse=False)
+        x = self.x
         if n_out is None:
-            return self.x.map_blocks(block, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype))
-        return self.x.map_blocks(block, chunks=(self.x.chunks[0], (n_out,)), dtype=dtype, meta=np.empty((0, 0), dtype))
+            out = x.map_blocks(block, func, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype))
+        else:
+            out = x.map_blocks(block, func, chunks=(x.chunks[0], (n_out,)), dtype=dtype, meta=np.empty((0, 0), dtype))
+        return out if x.chunks[0] == self.input.chunks[0] else out.rechunk({0: self.input.chunks[0]})
 
     def map_estimator(self, estimator: Any, method: str, n_out: Optional[int], dtype: Any) -> Any:
         """``estimator.method(block)`` over the row chunks (see
@@ -354,11 +463,11 @@ class DaskData:
         from ._validation import check_memory_limit
 
         # What the tasks get: the fitted estimator without its lazy results
-        # (a Dask array inside a task cannot be unpacked by the scheduler).
-        fitted = copy.copy(estimator)
-        for name, value in list(vars(fitted).items()):
-            if is_dask_array(value):
-                delattr(fitted, name)
+        # (a Dask array inside a task cannot be unpacked by the scheduler),
+        # parameters on disk as their folder (``_task_copy``).
+        source = estimator._task_copy() if hasattr(estimator, "_task_copy") else estimator
+        fitted = object.__new__(type(source))  # not copy.copy: no __getstate__ (it computes lazy results)
+        fitted.__dict__.update((k, v) for k, v in vars(source).items() if not is_dask_array(v))
         return self.map_rows(_EstimatorMethod(fitted, method), check_memory_limit(estimator.memory_limit), n_out, dtype)
 
 
@@ -366,12 +475,14 @@ class _RowsBlock:
     """One chunk's task of :meth:`DaskData.map_rows` (a class, not a closure,
     so that the lazy results, and estimators holding them, pickle)."""
 
-    def __init__(self, func: Any, memory_limit: int):
-        self.func, self.memory_limit = func, memory_limit
+    def __init__(self, memory_limit: int, n_out: Optional[int], dtype: Any):
+        self.memory_limit, self.n_out, self.dtype = memory_limit, n_out, np.dtype(dtype)
 
-    def __call__(self, b: Any, block_info: Any = None) -> np.ndarray:
+    def __call__(self, b: Any, func: Any, block_info: Any = None) -> np.ndarray:
+        if b.shape[0] == 0:
+            return np.empty((0,) if self.n_out is None else (0, self.n_out), dtype=self.dtype)
         start = block_info[0]["array-location"][0][0] if block_info else 0
-        return self.func(task_limit(self.memory_limit), Piece(np.asarray(b), start))
+        return func(task_limit(self.memory_limit), Piece(np.asarray(b), start))
 
 
 class Piece:
@@ -393,3 +504,35 @@ class _EstimatorMethod:
         est = copy.copy(self.estimator)
         est.memory_limit, est.n_jobs = limit, 1
         return getattr(est, self.method)(block)
+
+
+def check_live(x: Any, what: str) -> Any:
+    """``x`` (a lazy result named ``what``), or a RuntimeError saying what
+    to do when it depends on data Dask kept for a client that has closed
+    (chunks persisted on its cluster: computing it would fail with Dask's
+    "Missing dependency")."""
+    if not is_dask_array(x):
+        return x
+    try:
+        from distributed import futures_of
+    except ImportError:  # pragma: no cover - exercised without distributed
+        return x
+    gone = [f for f in futures_of(x) if f.client.status in ("closing", "closed") or f.status in ("cancelled", "lost")]
+    if gone:
+        raise RuntimeError(
+            f"memfit: {what} is a lazy Dask array over the input's chunks, which were kept (persisted) for a Dask "
+            f"client that has closed, so it can no longer be computed; call predict(X) with X on a live cluster, "
+            f"or compute {what} (np.asarray) before closing the client"
+        )
+    return x
+
+
+def computed_state(state: dict, public: Any) -> dict:
+    """``state`` (an estimator's ``__getstate__``) with every lazy Dask
+    array computed into NumPy, so that a pickle holds the per-row results
+    (as scikit-learn's, e.g. 4 bytes per row of int32 labels), never the
+    input's task graph or data; ``public(name)`` is the attribute's public
+    name for errors."""
+    return {
+        k: np.asarray(check_live(v, public(k)).compute()) if is_dask_array(v) else v for k, v in state.items()
+    }

@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
+from . import _dask
 from ._dask import is_dask_array
 from ._validation import (
     c_float64,
@@ -74,7 +75,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         Greedy k-means++ (Arthur & Vassilvitskii 2007, with scikit-learn's
         ``2 + ln k`` local trials) on a uniform sample of rows; ``"random"``
         picks ``n_clusters`` distinct rows; an array gives the centres; a
-        callable ``init(X, n_clusters, random_state)`` returns them.
+        callable ``init(X, n_clusters, random_state)`` returns them (X as
+        given: a Dask array stays one, a ``.npy`` path is a read-only
+        memory map).
     n_init : "auto" or int, default="auto"
         Initialisations; the run with the lowest inertia is kept. ``"auto"``:
         1 for k-means++, an array or a callable; 10 for ``"random"``.
@@ -110,7 +113,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
         Centres, float32 for float32 X, else float64.
     labels_ : ndarray of shape (n_samples,), dtype int32
-        Label of each row.
+        Label of each row. For a Dask X, a lazy Dask array with X's row
+        chunks; pickling the estimator computes it into NumPy (the pickle
+        never holds X), and reading it once the client that persisted X has
+        closed raises RuntimeError saying what to do.
     inertia_ : float
         Sum of (weighted) squared distances of rows to their centre.
     n_iter_ : int
@@ -183,6 +189,23 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         self.algorithm = algorithm
         self.memory_limit = memory_limit
         self.n_jobs = n_jobs
+
+    @property
+    def labels_(self):
+        try:
+            labels = self._labels
+        except AttributeError:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'labels_'") from None
+        return _dask.check_live(labels, "labels_")
+
+    @labels_.setter
+    def labels_(self, labels):
+        self._labels = labels
+
+    def __getstate__(self):
+        # Lazy labels (a Dask input) are computed: a pickle holds 4 bytes
+        # per row, as scikit-learn's, never the input's graph or data.
+        return _dask.computed_state(super().__getstate__(), lambda name: name.lstrip("_") + "_")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

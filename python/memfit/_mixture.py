@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+import errno
 import os
 import shutil
 import tempfile
@@ -32,7 +34,20 @@ from ._validation import (
 )
 
 
-class _ParamsDir:
+class _ParamsRef:
+    """The model folder of parameters too large for the memory limit, by
+    path: what a copy sent to Dask tasks holds (each task reads the
+    parameters from the folder a group at a time, so the task graph never
+    carries them)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def file(self, name):
+        return os.path.join(self.path, name + ".npy")
+
+
+class _ParamsDir(_ParamsRef):
     """The model folder holding the parameters of a fit too large for its
     memory limit (plus ``precisions.npy``), removed when the estimator that
     owns it drops it. Its name is chosen before the fit; the engine creates
@@ -40,11 +55,8 @@ class _ParamsDir:
 
     def __init__(self, scratch_dir):
         base = tempfile.gettempdir() if scratch_dir is None else scratch_dir
-        self.path = os.path.join(base, f"memfit-gmm-{uuid.uuid4().hex}")
+        super().__init__(os.path.join(base, f"memfit-gmm-{uuid.uuid4().hex}"))
         self._remove = weakref.finalize(self, shutil.rmtree, self.path, True)
-
-    def file(self, name):
-        return os.path.join(self.path, name + ".npy")
 
     def remove(self):
         self._remove()
@@ -327,10 +339,25 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.scratch_dir = scratch_dir
 
     def __getstate__(self):
-        # Parameters on disk pickle as arrays; the folder stays with this object.
-        state = super().__getstate__()
-        state.pop("_params_dir", None)
+        # Parameters on disk pickle as arrays; the folder stays with this
+        # object (a task's copy keeps its path, see _task_copy).
+        # A copy: object.__getstate__ returns the instance's own __dict__.
+        state = dict(super().__getstate__())
+        if isinstance(state.get("_params_dir"), _ParamsDir):
+            del state["_params_dir"]
         return state
+
+    def _task_copy(self):
+        """A copy for Dask tasks (see ``memfit._dask.DaskData.map_estimator``):
+        parameters on disk travel as their folder's path, which the tasks
+        read a group at a time, not as arrays in the task graph."""
+        fitted = copy.copy(self)
+        on_disk = self._on_disk()
+        if on_disk is not None:
+            fitted._params_dir = _ParamsRef(on_disk.path)
+            for name in ("covariances_", "precisions_", "precisions_cholesky_"):
+                fitted.__dict__.pop(name, None)
+        return fitted
 
     def _on_disk(self):
         """The folder of parameters kept on disk, or None."""
@@ -588,6 +615,14 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         # score, bic, aic of a Dask X: one task per chunk on the active client.
         cluster = {} if data.dask is None else data.dask.fit_kwargs(None, None, limit)
         on_disk = self._on_disk()
+        if on_disk is not None and not os.path.isdir(on_disk.path):
+            # A Dask task's copy (see _task_copy) on a machine without the folder.
+            raise FileNotFoundError(
+                errno.ENOENT,
+                "memfit: the mixture's parameters are on disk (they exceed memory_limit) in a folder this Dask "
+                "worker cannot read; fit with a scratch_dir that every worker shares",
+                on_disk.path,
+            )
         scores = _memfit.gmm_predict(
             data.engine,
             covariance_type=self.covariance_type,

@@ -71,9 +71,12 @@ class Data:
         """float32 for float32 input, else float64 (scikit-learn's rule)."""
         return np.dtype(np.float32 if self.float32 else np.float64)
 
-    def rows(self) -> np.ndarray:
+    def rows(self) -> Any:
         """The data as an array without reading it (a read-only memory map
-        for a ``.npy`` path)."""
+        for a ``.npy`` path, the Dask array with whole rows for a Dask
+        input)."""
+        if self.dask is not None:
+            return self.dask.input
         if isinstance(self.engine, str):
             return np.load(self.engine, mmap_mode="r")
         if isinstance(self.engine, _memfit.Expr):

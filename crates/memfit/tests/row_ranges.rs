@@ -38,10 +38,14 @@ fn data_file(dir: &std::path::Path) -> std::path::PathBuf {
 
 /// Runs each range's task on a copy of its rows in memory, numbered as in
 /// the file, through the bytes a cluster would ship.
+/// With `empty_too`, each task is also run over an empty piece at the
+/// start of its range (a Dask chunk of zero rows), which must plan and run
+/// without panicking (statistics of no rows, or an error value).
 #[derive(Debug)]
 struct Loopback {
     path: std::path::PathBuf,
     tasks: AtomicUsize,
+    empty_too: bool,
 }
 
 impl Remote for Loopback {
@@ -57,6 +61,10 @@ impl Remote for Loopback {
                 let mut scratch = vec![0u8; r.len() * x.scratch_bytes_per_row()];
                 x.read_rows(r.start, r.len(), &vec![0.0; d], &mut scratch, &mut rows)?;
                 let piece = Source::memory(ArrayRef::c_order(Values::F64(&rows), r.len(), d)?).starting_at(r.start);
+                if self.empty_too {
+                    let empty = Source::memory(ArrayRef::c_order(Values::F64(&[]), 0, d)?).starting_at(r.start);
+                    let _ = run_task(&bytes, &empty, None, 8 << 20, true, &|| false);
+                }
                 Ok(run_task(&bytes, &piece, None, 8 << 20, true, &|| false)?.1.expect("run"))
             })
             .collect()
@@ -65,12 +73,16 @@ impl Remote for Loopback {
 
 fn splits(path: &std::path::Path) -> Vec<RowSplit> {
     let c = CHUNK_ROWS;
-    let remote = Arc::new(Loopback { path: path.to_path_buf(), tasks: AtomicUsize::new(0) });
+    let remote = Arc::new(Loopback { path: path.to_path_buf(), tasks: AtomicUsize::new(0), empty_too: false });
+    let empties = Arc::new(Loopback { path: path.to_path_buf(), tasks: AtomicUsize::new(0), empty_too: true });
     vec![
         RowSplit::default(),
         RowSplit::at(vec![3 * c]),
         RowSplit::at(vec![c, 2 * c, 3 * c, 4 * c, 5 * c, 6 * c]),
         RowSplit::remote(vec![c, 3 * c, 5 * c], remote),
+        // Repeated boundaries (the ends of chunks of zero rows) cut no empty range.
+        RowSplit::at(vec![0, c, c, 3 * c, 3 * c, 8 * c]),
+        RowSplit::remote(vec![c, c, 3 * c, 5 * c, 5 * c], empties),
     ]
 }
 

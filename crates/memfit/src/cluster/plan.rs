@@ -151,7 +151,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         total_bytes: led.total(),
         buffers: led.into_buffers(),
         block_rows: rows as usize,
-        n_blocks: job.n_samples.div_ceil(rows as usize),
+        n_blocks: job.n_samples.div_ceil(rows.max(1) as usize),
         scan_block_rows: scan_rows as usize,
         tile_rows,
         assign_tile_rows: tile_rows,

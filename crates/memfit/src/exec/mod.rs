@@ -357,8 +357,10 @@ impl PartialEq for RowSplit {
 }
 
 impl RowSplit {
-    /// Cuts at `boundaries` (increasing multiples of [`CHUNK_ROWS`];
-    /// boundaries at 0 or at or beyond the data's end are ignored).
+    /// Cuts at `boundaries` (non-decreasing multiples of [`CHUNK_ROWS`];
+    /// boundaries at 0, at or beyond the data's end, or repeated (the end of
+    /// an empty piece, such as a Dask chunk of zero rows) are ignored: no
+    /// range is empty).
     pub fn at(boundaries: Vec<usize>) -> Self {
         RowSplit { bounds: boundaries, remote: None }
     }
@@ -373,7 +375,11 @@ impl RowSplit {
     /// The ranges of a pass over rows `first..n`.
     fn ranges(&self, first: usize, n: usize) -> Vec<Range<usize>> {
         let mut bounds = vec![first];
-        bounds.extend(self.bounds.iter().copied().filter(|&b| b > first && b < n));
+        for &b in &self.bounds {
+            if b > bounds[bounds.len() - 1] && b < n {
+                bounds.push(b);
+            }
+        }
         bounds.push(n);
         bounds.windows(2).map(|w| w[0]..w[1]).collect()
     }
