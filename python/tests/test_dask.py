@@ -350,6 +350,7 @@ def _zero_row_case(X, layout, client):
     gkw = dict(n_components=3, random_state=0, max_iter=4)
     g_local, g_dist = GaussianMixture(**gkw).fit(X), GaussianMixture(**gkw).fit(dx, client=client)
     assert np.array_equal(g_local.means_, g_dist.means_) and g_local.lower_bounds_ == g_dist.lower_bounds_
+    assert local.score(X) == dist.score(dx) and g_local.score(X) == g_dist.score(dx)
     w = np.linspace(0.5, 1.5, len(X))
     assert np.array_equal(weighted_scatter(X, w), weighted_scatter(dx, w, client=client))
     scheduler = None if client is not None else "threads"
