@@ -3,7 +3,8 @@
 A 2-D :class:`dask.array.Array` is read chunk by chunk: rows are cut into
 chunks whose boundaries are multiples of the engine's accumulation chunk
 (:data:`CHUNK_ROWS` rows; arrays whose chunks are not are rechunked lazily)
-and whose columns are whole.
+and whose columns are whole; chunks of zero rows are legal and read by no
+task.
 
 - **Without a client** the engine reads the chunks in this process, one at a
   time (Dask's default scheduler computes each), within ``memory_limit``:
@@ -14,15 +15,16 @@ and whose columns are whole.
   every EM iteration and the E-step's lower bound of a mixture, the weighted
   scatter) runs as one task per chunk on the workers. The graph holds
   descriptors, never the data: each task reads its chunk where Dask keeps
-  or computes it, gets the pass's parameters (scattered once per pass to
-  every worker), runs the pass within its worker's budget (see
+  or computes it, gets the pass's parameters (one node of the pass's
+  graph, shared by its tasks), runs the pass within its worker's budget (see
   :func:`task_limit`) on one thread, and returns its statistics; the client
   merges them in row order. The client process reads single rows only (a
   random initialisation's ``k`` rows, the value an error names).
 - Per-row results (``labels_``, ``predict``, ``transform``,
   ``predict_proba``, ``score_samples``, the kernels' per-row outputs) of a
   Dask input are lazy Dask arrays with the input's row chunks, computed by
-  the engine block by block where the chunks are.
+  the engine block by block where the chunks are. An estimator pickles
+  them computed (:func:`computed_state`), never the input's graph.
 
 Results are bitwise identical to the single-process fit on the same data,
 seed and ``memory_limit`` semantics: statistics merge in the same order
@@ -308,9 +310,9 @@ class Cluster:
         starts = _starts(x.chunks[0])
         self.starts = [starts[i] for i in full]
         self.rows = [int(x.chunks[0][i]) for i in full]
-        x_parts = list(x.to_delayed().ravel())
-        self.x_parts = [x_parts[i] for i in full]
-        self.w_parts = [None] * len(full) if w is None else [list(w.to_delayed().ravel())[i] for i in full]
+        x_parts = x.to_delayed().ravel()
+        w_parts = [None] * len(x_parts) if w is None else w.to_delayed().ravel()
+        self.x_parts, self.w_parts = [x_parts[i] for i in full], [w_parts[i] for i in full]
         self.n_features, self.dtype, self.weighted = int(x.shape[1]), np.dtype(x.dtype), w is not None
         budget, limit, threads, address, held = tightest_worker(client)
         self.worker = None if limit is None else describe(limit, threads, held, address)
@@ -360,7 +362,10 @@ class Cluster:
         )
         futures = []
         try:
-            spec = self.client.scatter(task, broadcast=True, hash=False)
+            # The pass's parameters: one node of the graph that every task
+            # refers to (not scattered: Dask recomputes a node whose every
+            # holder died, never scattered data).
+            spec = dask.delayed(task, pure=True)
             run = dask.delayed(_run_chunk, pure=False)
             tasks = [
                 run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)

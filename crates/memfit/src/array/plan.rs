@@ -7,9 +7,7 @@ use std::fmt;
 use super::lower::{Ir, Lowered, Src, Target, Work};
 use super::reduce::ACC_BYTES;
 use super::store::READ_SLACK_ELEMENTS;
-use super::tiling::{
-    chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, MAX_TILE, REDUCE_CHUNK,
-};
+use super::tiling::{chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, MAX_TILE, REDUCE_CHUNK};
 use super::values::COL_BYTES;
 use crate::error::Result;
 use crate::plan::{check_fits, format_bytes, Ledger, PlannedBuffer};
