@@ -72,6 +72,8 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
     match class {
         Class::Os(ErrorKind::NotFound) => PyFileNotFoundError::new_err(msg),
         Class::Os(ErrorKind::PermissionDenied) => PyPermissionError::new_err(msg),
+        // errno ENOSPC (Linux's 28), as Python's own writes raise it.
+        Class::Os(ErrorKind::StorageFull) => PyOSError::new_err((28, msg)),
         Class::Os(_) => PyOSError::new_err(msg),
         Class::Memory => PyMemoryError::new_err(msg),
         Class::Interrupt => PyKeyboardInterrupt::new_err(msg),
