@@ -182,6 +182,9 @@ def parse_size(text: str) -> int:
 def default_memory_limit() -> int:
     """Half of the available memory, in bytes."""
 
+def check_scratch_dir(path: str) -> None:
+    """Raise OSError unless path is an existing folder where files can be created."""
+
 def npy_info(path: str) -> tuple[list[int], str, bool, int]:
     """Shape, dtype name (with byte order), Fortran order and data offset (bytes) of a .npy file."""
 

@@ -432,6 +432,11 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return weights, means, precisions, False, int(self.n_init), None
 
     def _fit(self, X, sample_weight, want_labels, client=None):
+        # Any bytes a file system accepts: os.fsdecode round-trips them.
+        scratch = None if self.scratch_dir is None else os.fsdecode(os.fspath(self.scratch_dir))
+        if scratch is not None:
+            # Checked before the data are read: a bad folder fails at once.
+            _memfit.check_scratch_dir(scratch)
         data = check_data(
             on_cluster(X, client),
             self,
@@ -455,7 +460,6 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                         warm_lower_bound=lower_bound)
         else:
             init = dict(weights_init=weights, means_init=means, precisions_init=precisions)
-        scratch = None if self.scratch_dir is None else os.fspath(self.scratch_dir)
         params_dir = _ParamsDir(scratch)
         params = dict(
             n_components=int(self.n_components),

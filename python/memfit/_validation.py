@@ -14,6 +14,7 @@ memory; other memmaps are read in place like any array.
 from __future__ import annotations
 
 import errno
+import math
 import numbers
 import os
 import warnings
@@ -408,17 +409,26 @@ def small_array(a: Any, name: str, ndim: Optional[int] = None) -> np.ndarray:
 
 def check_memory_limit(memory_limit: Any) -> int:
     """The limit in bytes: ``None`` is half of the available memory; an
-    ``int`` is bytes; a ``str`` is a size such as ``"2GiB"`` (powers of
-    1024), ``"2GB"`` (powers of 1000) or ``"1000"``."""
+    ``int`` or a whole ``float`` (``1e9``) is bytes; a ``str`` is a size
+    such as ``"2GiB"`` (powers of 1024), ``"2GB"`` (powers of 1000),
+    ``"1e9"`` or ``"1000"``; malformed sizes (``"1e"``) raise
+    ``ValueError``."""
     if memory_limit is None:
         return int(_memfit.default_memory_limit())
     if isinstance(memory_limit, str):
         return int(_memfit.parse_size(memory_limit))
+    if isinstance(memory_limit, numbers.Real) and not isinstance(memory_limit, numbers.Integral):
+        # 1e9 as NumPy users write sizes: a whole number of bytes.
+        if not (math.isfinite(memory_limit) and float(memory_limit).is_integer()):
+            raise ValueError(f"memory_limit must be a whole number of bytes, got {memory_limit!r}")
+        memory_limit = int(memory_limit)
     if isinstance(memory_limit, numbers.Integral) and not isinstance(memory_limit, bool):
         if not 1 <= memory_limit < 1 << 64:
             raise ValueError(f"memory_limit must be a positive number of bytes below 2**64, got {memory_limit}")
         return int(memory_limit)
-    raise TypeError(f"memory_limit must be None, an int (bytes) or a str such as '2GiB', got {memory_limit!r}")
+    raise TypeError(
+        f"memory_limit must be None, an int or whole float (bytes) or a str such as '2GiB', got {memory_limit!r}"
+    )
 
 
 def check_n_jobs(n_jobs: Any) -> Optional[int]:

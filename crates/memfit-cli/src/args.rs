@@ -99,7 +99,7 @@ pub struct KmeansArgs {
     pub n_clusters: Option<usize>,
     /// k-means++, random, or a .npy of initial centres (n_clusters, n_features).
     #[arg(long, default_value = "k-means++", value_name = "k-means++|random|FILE.npy")]
-    pub init: String,
+    pub init: std::ffi::OsString,
     /// Number of initialisations; the lowest inertia wins
     /// (default: 1 for k-means++ and a file, 10 for random).
     #[arg(long, value_name = "N")]

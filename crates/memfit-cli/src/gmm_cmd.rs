@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use memfit::estimator::GmmJob;
-use memfit::io::{check_outputs_distinct, read_array_f64, read_matrix_f64, Dtype, NpyWriter, Source};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, read_array_f64, read_matrix_f64, Dtype, NpyWriter, Source};
 use memfit::mixture::{
-    check_model_dir, load_model, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs, PrecisionsInit,
+    check_model_dir, load_model, model_dir_bytes, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs, PrecisionsInit,
 };
 use memfit::plan::Plan;
 use memfit::Warning;
@@ -95,9 +95,15 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         print_warnings(warned.as_slice());
         warnings.extend(warned);
     }
-    let plan = job.plan()?;
-    if args.dry_run {
-        println!("{plan}");
+    let mut plan = job.plan()?;
+    let (n, k, d) = (x.n_samples(), args.n_components, x.n_features());
+    let outputs = [
+        ("--labels", args.labels.as_deref(), npy_file_bytes(Dtype::I32, &[n])),
+        ("--model", args.model.as_deref(), model_dir_bytes(covariance_type, k, d)),
+        ("--summary", args.summary.as_deref(), crate::SMALL_FILE_BYTES),
+        ("--plot", args.plot.as_deref(), plot::PNG_BYTES),
+    ];
+    if !crate::ready(&mut plan, &outputs, args.dry_run)? {
         return Ok(());
     }
     fit_and_write(args, &job, &plan, warnings, started)
@@ -190,7 +196,7 @@ fn fit_and_write(
         let extra = serde_json::json!({
             "reg_covar": job.params.reg_covar,
             "compute_dtype": job.compute.dtype().name(),
-            "input": job.x.name(),
+            "input": job.x.name().to_string_lossy(),
         });
         save_model(dir, &model, extra)?;
     }
@@ -256,7 +262,7 @@ fn summary_json(
         "timings": timings,
         "peak_rss_bytes": peak,
         "plan": plan,
-        "input": job.x.name(),
+        "input": job.x.name().to_string_lossy(),
         "input_dtype": job.x.dtype().name(),
         "compute_dtype": job.compute.dtype().name(),
         "init": args.init,

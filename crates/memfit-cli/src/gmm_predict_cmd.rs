@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use memfit::estimator::{GmmPredictJob, GmmScore};
-use memfit::io::{check_outputs_distinct, Dtype, NpyWriter, PositionedNpy};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, Dtype, NpyWriter, PositionedNpy};
 use memfit::mixture::{load_model, Outputs};
 use memfit::plan::Plan;
 
@@ -42,9 +42,14 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
         memory_limit_bytes: limit,
         row_split: Default::default(),
     };
-    let plan = job.plan().with_context(|| format!("--model {}", args.model.display()))?;
-    if args.dry_run {
-        println!("{plan}");
+    let mut plan = job.plan().with_context(|| format!("--model {}", args.model.display()))?;
+    let (n, k) = (x.n_samples(), model.n_components());
+    let outputs = [
+        ("--labels", args.labels.as_deref(), npy_file_bytes(Dtype::I32, &[n])),
+        ("--proba", args.proba.as_deref(), npy_file_bytes(Dtype::F64, &[n, k])),
+        ("--log-likelihood", args.log_likelihood.as_deref(), npy_file_bytes(Dtype::F64, &[n])),
+    ];
+    if !crate::ready(&mut plan, &outputs, args.dry_run)? {
         return Ok(());
     }
     let score = stream(args, &job, &plan)?.score;

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use memfit::estimator::{QuadraticFormJob, ScatterJob};
-use memfit::io::{check_outputs_distinct, read_matrix_f64, write_npy, Dtype, NpyWriter, Source};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, write_npy, Dtype, NpyWriter, Source};
 
 use crate::args::{QuadraticFormArgs, ScatterArgs};
 use crate::inputs::{check_output, open_weights};
@@ -32,9 +32,9 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
         compute: args.common.compute_dtype(x.dtype()),
         memory_limit_bytes: limit,
     };
-    let plan = about_input(job.plan(), || format!("--q {}", args.q.display()))?;
-    if args.dry_run {
-        println!("{plan}");
+    let mut plan = about_input(job.plan(), || format!("--q {}", args.q.display()))?;
+    let out_bytes = npy_file_bytes(Dtype::F64, &[x.n_samples()]);
+    if !crate::ready(&mut plan, &[("--out", Some(&args.out), out_bytes)], args.dry_run)? {
         return Ok(());
     }
     let mut out = NpyWriter::create(&args.out, Dtype::F64, &[x.n_samples()])?;
@@ -65,13 +65,12 @@ pub fn scatter(args: &ScatterArgs) -> Result<()> {
     let x = Source::open_matrix(&args.input)?;
     let w = args.weights.as_deref().map(|p| open_weights("--weights", p)).transpose()?;
     let job = ScatterJob { x: &x, weights: w.as_ref(), memory_limit_bytes: limit, row_split: Default::default() };
-    let plan = job.plan()?;
-    if args.dry_run {
-        println!("{plan}");
+    let mut plan = job.plan()?;
+    let d = x.n_features();
+    if !crate::ready(&mut plan, &[("--out", Some(&args.out), npy_file_bytes(Dtype::F64, &[d, d]))], args.dry_run)? {
         return Ok(());
     }
     let done = job.run(&plan, &Stop)?;
-    let d = x.n_features();
     write_npy(&args.out, Dtype::F64, &[d, d], &done.value, put_f64)?;
     print_warnings(&done.warnings);
     println!(

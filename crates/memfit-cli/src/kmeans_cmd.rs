@@ -1,5 +1,6 @@
 //! `memfit kmeans`: validate arguments, plan, fit, write outputs atomically.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Instant;
 
@@ -7,7 +8,9 @@ use anyhow::{bail, Result};
 use memfit::cluster::{Init, KMeansFit, KMeansParams, LabelSink};
 use memfit::estimator::{parse_init, ComputeDtype, KMeansJob};
 use memfit::generate::Blobs;
-use memfit::io::{check_outputs_distinct, read_matrix_f64, write_matrix, ArrayRef, Dtype, NpyWriter, Source, Values};
+use memfit::io::{
+    check_outputs_distinct, npy_file_bytes, read_matrix_f64, write_matrix, ArrayRef, Dtype, NpyWriter, Source, Values,
+};
 use memfit::plan::Plan;
 
 use crate::args::KmeansArgs;
@@ -28,12 +31,23 @@ pub fn default_blobs() -> Blobs {
     Blobs { n_samples: 2_000_000, n_features: 3, centers: 200, seed: 42, ..Blobs::default() }
 }
 
+/// `--init` when it names a file of initial centres (anything but
+/// `k-means++` and `random`; a path may be any bytes).
+fn init_file(init: &OsStr) -> Option<&Path> {
+    (init != "k-means++" && init != "random").then(|| Path::new(init))
+}
+
 /// `--init`: k-means++, random, or a `.npy` file of initial centres.
-fn read_init(init: &str) -> Result<Init> {
-    Ok(match init {
-        "k-means++" | "random" => parse_init(init, None)?,
-        path if path.ends_with(".npy") || Path::new(path).exists() => parse_init(path, Some(read_matrix_f64(path)?))?,
-        other => bail!("invalid --init {other:?}: expected k-means++, random or a .npy file of initial centres"),
+fn read_init(init: &OsStr) -> Result<Init> {
+    Ok(match init_file(init) {
+        None => parse_init(&init.to_string_lossy(), None)?,
+        Some(path) if path.extension().is_some_and(|e| e == "npy") || path.exists() => {
+            parse_init("file", Some(read_matrix_f64(path)?))?
+        }
+        Some(other) => bail!(
+            "invalid --init {:?}: expected k-means++, random or a .npy file of initial centres",
+            other.display()
+        ),
     })
 }
 
@@ -55,7 +69,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         }
     }
     let mut inputs: Vec<(&'static str, &Path)> = Vec::new();
-    let init_path = (!matches!(args.init.as_str(), "k-means++" | "random")).then(|| Path::new(args.init.as_str()));
+    let init_path = init_file(&args.init);
     for (role, input) in
         [("INPUT", args.input.as_deref()), ("--sample-weight", args.sample_weight.as_deref()), ("--init", init_path)]
     {
@@ -108,9 +122,15 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         n_outputs: usize::from(args.labels.is_some()),
         extra,
     };
-    let plan = job.plan()?;
-    if args.dry_run {
-        println!("{plan}");
+    let mut plan = job.plan()?;
+    let (n, k, d) = (x.n_samples(), job.params.n_clusters, x.n_features());
+    let outputs = [
+        ("--labels", args.labels.as_deref(), npy_file_bytes(Dtype::I32, &[n])),
+        ("--centers", args.centers.as_deref(), npy_file_bytes(job.compute.dtype(), &[k, d])),
+        ("--summary", args.summary.as_deref(), crate::SMALL_FILE_BYTES),
+        ("--plot", args.plot.as_deref(), plot::PNG_BYTES),
+    ];
+    if !crate::ready(&mut plan, &outputs, args.dry_run)? {
         return Ok(());
     }
     fit_and_write(args, &job, &plan, started)
@@ -192,10 +212,10 @@ fn summary_json(
         "timings": timings,
         "peak_rss_bytes": peak,
         "plan": plan,
-        "input": job.x.name(),
+        "input": job.x.name().to_string_lossy(),
         "input_dtype": job.x.dtype().name(),
         "compute_dtype": job.compute.dtype().name(),
-        "init": args.init,
+        "init": args.init.to_string_lossy(),
         "n_init": m.inertia_per_init.len(),
         "best_init": m.best_init,
         "inertia_per_init": m.inertia_per_init,

@@ -34,6 +34,41 @@ pub(crate) fn memory_limit(text: Option<&str>) -> Result<u64> {
     })
 }
 
+/// Bytes declared for a small output whose size is not known before the
+/// run (a JSON summary, `model.json`): a generous bound.
+pub(crate) const SMALL_FILE_BYTES: u64 = 1 << 20;
+
+/// The last step before a command's work: declares its output files in
+/// `plan` (flag, path, bytes; `None` and `--summary -` are skipped), then
+/// with `dry_run` prints the plan and returns `false`; otherwise returns
+/// `true` once every file system the command writes to has room for all it
+/// writes there. Either way a memory limit above the memory there is, when
+/// the plan needs more, is warned about first.
+///
+/// # Errors
+/// [`memfit::Error::NoDiskSpace`] when a disk lacks room (nothing is
+/// written).
+pub(crate) fn ready(
+    plan: &mut memfit::plan::Plan,
+    outputs: &[(&str, Option<&std::path::Path>, u64)],
+    dry_run: bool,
+) -> Result<bool> {
+    for &(flag, path, bytes) in outputs {
+        if let Some(p) = path.filter(|p| *p != std::path::Path::new("-")) {
+            plan.add_output(flag, p, bytes);
+        }
+    }
+    if let Some(w) = plan.memory_warning() {
+        eprintln!("warning: {}", render::warning_line(&w));
+    }
+    if dry_run {
+        println!("{plan}");
+        return Ok(false);
+    }
+    plan.check_disk()?;
+    Ok(true)
+}
+
 /// Writes the JSON `summary` to `path` atomically (`-`: to stdout), then
 /// prints the one-line result `line` (to stderr when stdout carries the JSON).
 pub(crate) fn emit_summary(path: Option<&std::path::Path>, summary: &serde_json::Value, line: &str) -> Result<()> {

@@ -17,6 +17,10 @@ use plotters::style::{register_font, FontStyle};
 /// Width and height of every plot, in pixels.
 const SIZE: (u32, u32) = (1000, 800);
 
+/// Bytes a plot's PNG file takes at most: its RGB pixels uncompressed, and
+/// room for the format's framing.
+pub const PNG_BYTES: u64 = SIZE.0 as u64 * SIZE.1 as u64 * 3 + (64 << 10);
+
 /// Cluster colours, repeating: Tableau's 10 strong colours, then their light variants.
 #[rustfmt::skip]
 const PALETTE: [RGBColor; 20] = [

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use memfit::estimator::CentersJob;
-use memfit::io::{check_outputs_distinct, read_matrix_f64, Dtype, NpyWriter};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, Dtype, NpyWriter};
 
 use crate::args::PredictArgs;
 use crate::inputs::{check_output, open_data};
@@ -33,9 +33,9 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         labels_file: true,
         memory_limit_bytes: limit,
     };
-    let plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
-    if args.dry_run {
-        println!("{plan}");
+    let mut plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
+    let labels_bytes = npy_file_bytes(Dtype::I32, &[x.n_samples()]);
+    if !crate::ready(&mut plan, &[("--labels", Some(&args.labels), labels_bytes)], args.dry_run)? {
         return Ok(());
     }
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;

@@ -15,6 +15,10 @@ impl Spelling for Flags {
             Remedy::RaiseMemoryLimitBy { by_bytes } => {
                 format!("raise --memory-limit by about {} ({by_bytes} bytes)", memfit::plan::format_bytes(*by_bytes))
             }
+            Remedy::LowerMemoryLimit { to_bytes } => format!(
+                "lower --memory-limit to at most {} ({to_bytes} bytes) or free memory",
+                memfit::plan::format_bytes(*to_bytes)
+            ),
             Remedy::ComputeIn(d) => format!("use --dtype {}", d.name()),
             Remedy::CovarianceType(types) => {
                 format!("use a --covariance-type with fewer parameters ({})", types.join(", "))
@@ -77,9 +81,10 @@ pub fn warning_lines(warnings: &[Warning]) -> Vec<String> {
     warnings.iter().map(warning_line).collect()
 }
 
-/// Prints each warning on stderr, one line each.
+/// Prints each warning on stderr, one line each, except a memory limit
+/// above the memory there is, which [`crate::ready`] prints before the work.
 pub fn print_warnings(warnings: &[Warning]) {
-    for w in warnings {
+    for w in warnings.iter().filter(|w| w.kind() != "limit_above_memory") {
         eprintln!("warning: {}", warning_line(w));
     }
 }

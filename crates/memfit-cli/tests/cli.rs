@@ -749,3 +749,200 @@ fn generate_checks_free_disk_space_before_writing() {
     assert!(e.contains("not enough free disk space: the outputs on its filesystem need"), "{e}");
     assert_eq!(left.len(), 2, "{left:?}");
 }
+
+fn memfit_os(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memfit")).args(args).output().expect("run memfit")
+}
+
+/// A tmpfs of `size` (e.g. `512k`) mounted on a new folder in `dir`,
+/// unmounted when dropped; `None` where mounting is refused (not root).
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    fn new(dir: &Path, name: &str, size: &str) -> Option<SmallFs> {
+        let mnt = dir.join(name);
+        std::fs::create_dir(&mnt).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&mnt)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(SmallFs(mnt))
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// T3-05 and its kind: any name a file system accepts (bytes that are not
+/// UTF-8, spaces, newlines, a leading '-') works for the input, every
+/// output, the initial centres, the model folder and the scratch folder;
+/// summaries render such names lossily.
+#[test]
+fn any_path_the_file_system_accepts_works() {
+    use std::ffi::{OsStr, OsString};
+    use std::os::unix::ffi::OsStrExt;
+    let t = tempfile::tempdir().unwrap();
+    let odd = |name: &[u8]| -> OsString { t.path().join(OsStr::from_bytes(name)).into_os_string() };
+    let x = odd(b"x\xff.npy");
+    write_f64(&p(t.path(), "plain.npy"), &[300, 2], &blobs(300));
+    std::fs::copy(t.path().join("plain.npy"), &x).unwrap();
+    let o = memfit_os(&[OsStr::new("kmeans"), &x, OsStr::new("-k"), OsStr::new("3"), OsStr::new("--labels"), OsStr::new("l.npy"), OsStr::new("--quiet")]);
+    let _ = std::fs::remove_file("l.npy");
+    assert!(o.status.success(), "{}", stderr(&o));
+    for names in [[&b"l\xfe.npy"[..], b"c\xfd.npy", b"s\xfc.json", b"m\xfb", b"scr\xfa"], [b"l l.npy", b"c\nc.npy", b"-s.json", b"-m", b"-scr"]] {
+        let [labels, centers, summary, model, scratch] = names.map(odd);
+        std::fs::create_dir(&scratch).unwrap();
+        let arg = |flag: &str, v: &OsString| {
+            let mut a = OsString::from(format!("--{flag}="));
+            a.push(v);
+            a
+        };
+        let o = memfit_os(&[
+            OsStr::new("kmeans"),
+            OsStr::new("--quiet"),
+            OsStr::new("-k"),
+            OsStr::new("3"),
+            &arg("labels", &labels),
+            &arg("centers", &centers),
+            &arg("summary", &summary),
+            OsStr::new("--"),
+            &x,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        assert!(s["input"].as_str().unwrap().ends_with("x\u{fffd}.npy"), "{s}");
+        assert_eq!(std::fs::read(&labels).unwrap().len(), 128 + 300 * 4);
+        // The centres file as --init.
+        let o = memfit_os(&[OsStr::new("kmeans"), &x, OsStr::new("-k"), OsStr::new("3"), &arg("init", &centers), OsStr::new("--quiet")]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let o = memfit_os(&[
+            OsStr::new("gmm"),
+            &x,
+            OsStr::new("-k"),
+            OsStr::new("2"),
+            OsStr::new("--quiet"),
+            &arg("model", &model),
+            &arg("scratch-dir", &scratch),
+            &arg("labels", &labels),
+            &arg("summary", &summary),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(Path::new(&model).join("model.json").is_file());
+        let o = memfit_os(&[OsStr::new("gmm-predict"), &x, &arg("model", &model), &arg("labels", &labels), OsStr::new("--quiet")]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+}
+
+/// A scratch folder that is missing, a file or read-only is reported first,
+/// before the data are read (this input's NaN would be reported otherwise).
+#[test]
+fn a_bad_scratch_folder_is_reported_before_the_data_are_read() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    let mut v = blobs(300);
+    v[599] = f64::NAN;
+    write_f64(&x, &[300, 2], &v);
+    let ro = SmallFs::new(t.path(), "ro", "64k");
+    if let Some(ro) = &ro {
+        Command::new("mount").args(["-o", "remount,ro"]).arg(&ro.0).status().unwrap();
+    }
+    let mut cases = vec![
+        (p(t.path(), "missing"), "the folder does not exist; hint: create it or name an existing folder"),
+        (x.clone(), "it is not a folder; hint: name a folder"),
+    ];
+    if let Some(ro) = &ro {
+        cases.push((ro.0.to_string_lossy().into_owned(), "cannot create files there"));
+    } else {
+        eprintln!("read-only case skipped: cannot mount a tmpfs here (needs root)");
+    }
+    for (dir, why) in cases {
+        let o = memfit(&["gmm", &x, "-k", "2", "--quiet", "--scratch-dir", &dir]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains(&format!("{dir}: use as the scratch folder failed: {why}")), "{e}");
+    }
+}
+
+/// T3-04's kind: scratch files and every output are added up per file
+/// system and refused before any work when they do not fit together (each
+/// fits alone); on separate file systems the same job runs.
+#[test]
+fn scratch_and_outputs_are_checked_together_per_file_system() {
+    let t = tempfile::tempdir().unwrap();
+    let (Some(a), Some(b)) = (SmallFs::new(t.path(), "a", "512k"), SmallFs::new(t.path(), "b", "512k")) else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let x = p(t.path(), "x.npy");
+    let o = memfit(&["generate", "blobs", "--n-samples", "3000", "--n-features", "48", "--centers", "12", "--out", &x]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fit = |scratch: &Path, model: &Path| {
+        memfit(&[
+            "gmm", &x, "-k", "12", "--memory-limit", "1500KiB", "--max-iter", "2", "--init", "random_from_data",
+            "--quiet", "--scratch-dir", scratch.to_str().unwrap(), "--model", model.to_str().unwrap(),
+        ])
+    };
+    // Scratch files 220.50 KiB and the model 442.59 KiB: not both in 512 KiB.
+    let o = fit(&a.0, &a.0.join("m"));
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("not enough free disk space: the files written on its file system (scratch files 220.50 KiB, --model 442.59 KiB) need ")
+            && e.contains("but 524288 bytes (512.00 KiB) are available; nothing was written"),
+        "{e}"
+    );
+    assert!(!e.contains("iteration"), "{e}");
+    assert!(entries(&a.0).is_empty());
+    let o = fit(&a.0, &b.0.join("m"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(b.0.join("m/model.json").is_file());
+    // Outputs of kmeans alike: labels and centres add up.
+    let o = memfit(&["kmeans", &x, "-k", "3", "--quiet", "--labels", &p(&a.0, "l.npy"), "--centers", &p(&a.0, "c.npy")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// Malformed or ambiguous memory sizes are refused (`1e` was 10^18
+/// bytes); `1e9` is bytes.
+#[test]
+fn malformed_memory_sizes_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[300, 2], &blobs(300));
+    for bad in ["1e", "1..5GiB", "5 GiBs", "inf", "1e-3"] {
+        let o = memfit(&["kmeans", &x, "-k", "3", "--memory-limit", bad, "--dry-run"]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {e}");
+        assert!(e.starts_with("memfit: error: invalid --memory-limit: "), "{bad}: {e}");
+    }
+    let o = memfit(&["kmeans", &x, "-k", "3", "--memory-limit", "1e9", "--dry-run"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("limit 953.67 MiB = 1000000000 bytes"), "{}", stderr(&o));
+}
+
+/// A limit above the machine's memory is accepted, with a warning on
+/// stderr before any work, when the plan needs more memory than there is
+/// (centres of 400 GB here; the input is a sparse file).
+#[test]
+fn a_limit_beyond_memory_warns_when_the_plan_needs_more_than_there_is() {
+    let t = tempfile::tempdir().unwrap();
+    let x = t.path().join("huge.npy");
+    let header = write_header(Dtype::F64, &[1_000_000, 100_000]);
+    let f = std::fs::File::create(&x).unwrap();
+    std::io::Write::write_all(&mut &f, &header).unwrap();
+    f.set_len(header.len() as u64 + 8 * 100_000_000_000).unwrap();
+    let x = x.to_str().unwrap();
+    let o = memfit(&["kmeans", x, "-k", "500000", "--memory-limit", "4EiB", "--dry-run"]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.starts_with("warning: the memory limit (") && e.contains("is above the memory available (")
+            && e.contains("hint: lower --memory-limit to at most"),
+        "{e}"
+    );
+    // A limit within the memory there is says nothing.
+    let o = memfit(&["kmeans", x, "-k", "3", "--memory-limit", "1GiB", "--dry-run"]);
+    assert!(o.status.success() && stderr(&o).is_empty(), "{}", stderr(&o));
+}

@@ -35,6 +35,10 @@ impl Spelling for Params {
             Remedy::RaiseMemoryLimitBy { by_bytes } => {
                 format!("raise memory_limit by about {} ({by_bytes} bytes)", memfit::plan::format_bytes(*by_bytes))
             }
+            Remedy::LowerMemoryLimit { to_bytes } => format!(
+                "lower memory_limit to at most {} ({to_bytes} bytes) or free memory",
+                memfit::plan::format_bytes(*to_bytes)
+            ),
             Remedy::ComputeIn(d) => {
                 let name = if *d == Dtype::F32 { "float32" } else { "float64" };
                 format!("pass {name} data (X.astype(numpy.{name}))")
@@ -68,6 +72,8 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
     match class {
         Class::Os(ErrorKind::NotFound) => PyFileNotFoundError::new_err(msg),
         Class::Os(ErrorKind::PermissionDenied) => PyPermissionError::new_err(msg),
+        // errno ENOSPC (Linux's 28), as Python's own writes raise it.
+        Class::Os(ErrorKind::StorageFull) => PyOSError::new_err((28, msg)),
         Class::Os(_) => PyOSError::new_err(msg),
         Class::Memory => PyMemoryError::new_err(msg),
         Class::Interrupt => PyKeyboardInterrupt::new_err(msg),
@@ -128,6 +134,7 @@ fn message(e: &Error, float32: bool) -> (Class, String) {
         Error::Cancelled => Class::Interrupt,
         Error::Expression { kind: memfit::ExpressionFault::Type, .. } => Class::Type,
         Error::OutputExists { .. } => Class::Exists,
+        Error::NoDiskSpace { .. } => Class::Os(ErrorKind::StorageFull),
         Error::Expression { kind: memfit::ExpressionFault::Overflow, .. } => Class::Overflow,
         _ => Class::Value,
     };

@@ -12,8 +12,9 @@ use crate::errors::to_py;
 
 /// A borrowed input, kept alive (and marked borrowed) while the engine runs.
 pub enum Held<'py> {
-    /// A `.npy` file.
-    Path(String),
+    /// A `.npy` file (any bytes: a `str` from `os.fsdecode` is encoded
+    /// back with the file system's encoding and `surrogateescape`).
+    Path(std::path::PathBuf),
     /// `float64` elements.
     F64(PyReadonlyArray2<'py, f64>),
     /// `float32` elements.
@@ -48,8 +49,8 @@ impl<'py> Held<'py> {
     /// # Errors
     /// `TypeError` for anything else.
     pub fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
-        if let Ok(path) = obj.extract::<String>() {
-            return Ok(Held::Path(path));
+        if obj.is_instance_of::<pyo3::types::PyString>() {
+            return Ok(Held::Path(obj.extract()?));
         }
         if let Ok(e) = obj.cast::<crate::array::Expr>() {
             return Ok(Held::Expr(e.get().array().clone()));

@@ -18,8 +18,9 @@ use memfit::cluster::{KMeansParams, LabelSink};
 use memfit::estimator::{
     parse_init, CentersJob, ComputeDtype, GmmJob, GmmPredictJob, KMeansJob, QuadraticFormJob, ScatterJob,
 };
+use memfit::io::{npy_file_bytes, Dtype};
 use memfit::mixture::{
-    load_model, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs, PrecisionsInit,
+    load_model, model_dir_bytes, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs, PrecisionsInit,
 };
 use memfit::Warning;
 use numpy::ndarray::Array;
@@ -433,7 +434,15 @@ fn gmm_fit<'py>(
         if with_labels {
             job.extra.push(("labels (int64, returned to Python)".into(), src.n_samples() as u64 * 8));
         }
-        let plan = job.plan()?;
+        let mut plan = job.plan()?;
+        if let Some(dir) = model_dir.as_ref().filter(|_| plan.component_groups.is_some()) {
+            // The model folder a fit in component groups writes, with the
+            // precisions.npy the Python layer adds to it for full covariances.
+            let (k, d) = (n_components, src.n_features());
+            let precisions =
+                if t == CovarianceType::Full { npy_file_bytes(Dtype::F64, &t.param_shape(k, d)) } else { 0 };
+            plan.add_output("model folder", dir, model_dir_bytes(t, k, d).saturating_add(precisions));
+        }
         if dry_run {
             return Ok((None, plan));
         }
@@ -649,6 +658,13 @@ fn parse_size(text: &str) -> PyResult<u64> {
     memfit::plan::parse_size(text).map_err(to_py)
 }
 
+/// Checks that `path` can hold scratch files (an existing, writable
+/// folder), before any work.
+#[pyfunction]
+fn check_scratch_dir(path: std::path::PathBuf) -> PyResult<()> {
+    memfit::io::ScratchFile::check_dir(&path).map_err(to_py)
+}
+
 /// The default memory limit in bytes: half of the available memory.
 #[pyfunction]
 fn default_memory_limit() -> u64 {
@@ -659,7 +675,7 @@ fn default_memory_limit() -> u64 {
 /// file's byte order), whether it is in Fortran order, and the byte offset
 /// of its data.
 #[pyfunction]
-fn npy_info(path: &str) -> PyResult<(Vec<usize>, String, bool, u64)> {
+fn npy_info(path: std::path::PathBuf) -> PyResult<(Vec<usize>, String, bool, u64)> {
     let f = memfit::io::NpyFile::open(path).map_err(to_py)?;
     let h = f.header();
     let order = if h.dtype.itemsize() == 1 || h.endian == memfit::io::Endian::Little { "<" } else { ">" };
@@ -684,6 +700,7 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(n_parameters, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(default_memory_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(check_scratch_dir, m)?)?;
     m.add_function(wrap_pyfunction!(npy_info, m)?)?;
     m.add_function(wrap_pyfunction!(remote::run_task, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;

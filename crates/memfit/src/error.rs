@@ -58,6 +58,11 @@ pub enum Remedy {
     /// Write the result to a file (in blocks) instead of returning it in
     /// memory.
     WriteToFile,
+    /// Lower the memory limit to at most `to_bytes` (what the machine has).
+    LowerMemoryLimit {
+        /// The memory available, in bytes.
+        to_bytes: u64,
+    },
 }
 
 /// A quantity a job can use fewer of (see [`Remedy::UseFewer`]).
@@ -131,6 +136,10 @@ impl Spelling for Neutral {
             | Remedy::CheckInitScale
             | Remedy::SubtractColumnOffset => common_remedy(remedy),
             Remedy::WriteToFile => "write the result to a .npy or Zarr file instead of returning it in memory".into(),
+            Remedy::LowerMemoryLimit { to_bytes } => format!(
+                "lower the memory limit to at most {} ({to_bytes} bytes) or free memory",
+                crate::units::format_bytes(*to_bytes)
+            ),
         }
     }
 }
@@ -321,6 +330,20 @@ pub enum Error {
         /// The output concerned.
         path: PathBuf,
     },
+    /// A file system has less free space than the files and folders a job
+    /// would write there (outputs and scratch files, added up per file
+    /// system); refused before anything is written.
+    NoDiskSpace {
+        /// The first of those paths on that file system.
+        path: PathBuf,
+        /// Bytes the writes there need.
+        needed_bytes: u64,
+        /// Bytes free there for an unprivileged writer.
+        available_bytes: u64,
+        /// What is written there and its bytes, in the caller's words
+        /// (e.g. `("scratch files", 41943040)`); empty names are left out.
+        writes: Vec<(String, u64)>,
+    },
     /// Work handed to another process (a task on a cluster, see
     /// [`crate::exec::Remote`]) failed there or came back unreadable.
     Remote {
@@ -384,7 +407,10 @@ impl Error {
     fn write(&self, f: &mut fmt::Formatter<'_>, s: &dyn Spelling) -> fmt::Result {
         match self {
             Error::Io { path, action, cause } => {
-                write!(f, "{}: {action} failed: {cause}{}", path.display(), io_hint(cause))
+                // A cause worded by the engine carries its own hint.
+                let text = cause.to_string();
+                let h = if text.contains("hint: ") { "" } else { io_hint(cause) };
+                write!(f, "{}: {action} failed: {text}{h}", path.display())
             }
             Error::NotNpy { path, reason } => write!(
                 f,
@@ -451,6 +477,19 @@ impl Error {
                 Ok(())
             }
             Error::Expression { message, .. } => f.write_str(message),
+            Error::NoDiskSpace { path, needed_bytes, available_bytes, writes } => {
+                let fb = crate::units::format_bytes;
+                let named: Vec<String> =
+                    writes.iter().filter(|(w, _)| !w.is_empty()).map(|(w, b)| format!("{w} {}", fb(*b))).collect();
+                let what = if named.is_empty() { String::new() } else { format!(" ({})", named.join(", ")) };
+                write!(
+                    f,
+                    "{}: not enough free disk space: the files written on its file system{what} need {needed_bytes} bytes ({}) but {available_bytes} bytes ({}) are available; nothing was written; hint: free space on that disk or write elsewhere",
+                    path.display(),
+                    fb(*needed_bytes),
+                    fb(*available_bytes)
+                )
+            }
             Error::OutputExists { path } => write!(
                 f,
                 "{}: the output exists; hint: allow overwriting it or choose another path",
@@ -473,6 +512,7 @@ fn io_hint(e: &io::Error) -> &'static str {
         io::ErrorKind::NotFound => "; hint: check the path (the file or its folder does not exist)",
         io::ErrorKind::PermissionDenied => "; hint: check the file's permissions",
         io::ErrorKind::StorageFull => "; hint: free space on that disk or write elsewhere",
+        io::ErrorKind::ReadOnlyFilesystem => "; hint: the file system is read-only: write elsewhere",
         io::ErrorKind::UnexpectedEof => "; hint: the file is shorter than its header says",
         _ if e.raw_os_error() == Some(29) => {
             "; hint: inputs must be regular .npy files (not pipes): save to a file first"

@@ -90,6 +90,17 @@ pub enum Warning {
     },
     /// A warning from the k-means run that initialised a mixture.
     InKMeansInit(Box<Warning>),
+    /// The memory limit is above the memory available to the process (the
+    /// machine's, or its cgroup's), and the plan needs more than that: the
+    /// job may swap or be killed for lack of memory.
+    LimitAboveMemory {
+        /// The memory limit, in bytes.
+        limit_bytes: u64,
+        /// Bytes the plan needs.
+        needed_bytes: u64,
+        /// Bytes of memory available.
+        available_bytes: u64,
+    },
     /// Array evaluation turned finite operands into NaN or infinite values
     /// (overflow, division by zero, a logarithm of 0, a cast to a smaller
     /// float).
@@ -103,7 +114,8 @@ impl Warning {
     /// The kind as a stable snake-case name (`"not_converged"`,
     /// `"fewer_clusters"`, `"init_sample_cut"`, `"ill_conditioned"`,
     /// `"init_centers_with_n_init"`, `"warm_start_with_n_init"`,
-    /// `"inexact_integers"`, `"kmeans_init"`, `"non_finite_produced"`), for front-ends that treat
+    /// `"inexact_integers"`, `"kmeans_init"`, `"non_finite_produced"`,
+    /// `"limit_above_memory"`), for front-ends that treat
     /// some kinds apart.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -116,6 +128,7 @@ impl Warning {
             Warning::InexactIntegers { .. } => "inexact_integers",
             Warning::InKMeansInit(_) => "kmeans_init",
             Warning::NonFiniteProduced { .. } => "non_finite_produced",
+            Warning::LimitAboveMemory { .. } => "limit_above_memory",
         }
     }
 
@@ -151,6 +164,9 @@ impl Warning {
             }
             Warning::InexactIntegers { .. } => vec![Remedy::SubtractColumnOffset],
             Warning::InKMeansInit(w) => w.remedies(),
+            Warning::LimitAboveMemory { available_bytes, .. } => {
+                vec![Remedy::LowerMemoryLimit { to_bytes: *available_bytes }]
+            }
             _ => Vec::new(),
         }
     }
@@ -203,6 +219,16 @@ impl Warning {
             Warning::InKMeansInit(w) => {
                 f.write_str("k-means initialisation: ")?;
                 w.write(f, s)
+            }
+            Warning::LimitAboveMemory { limit_bytes, needed_bytes, available_bytes } => {
+                let fb = crate::units::format_bytes;
+                write!(
+                    f,
+                    "the memory limit ({}) is above the memory available ({}, the machine's or its cgroup's) and the job plans {} ({needed_bytes} bytes): it may swap or be killed for lack of memory; hint: {h}",
+                    fb(*limit_bytes),
+                    fb(*available_bytes),
+                    fb(*needed_bytes)
+                )
             }
             Warning::NonFiniteProduced { count } => write!(
                 f,

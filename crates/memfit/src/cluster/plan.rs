@@ -165,6 +165,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             if extra_label_pass > 0 { " + 1 to write labels" } else { "" }
         ),
         component_groups: None,
+        disk: Vec::new(),
     })
 }
 

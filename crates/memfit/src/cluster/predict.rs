@@ -68,6 +68,7 @@ pub fn plan_predict(
         max_passes: 1,
         passes_detail: "1 assignment pass".into(),
         component_groups: None,
+        disk: Vec::new(),
     })
 }
 

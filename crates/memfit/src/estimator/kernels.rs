@@ -1,7 +1,7 @@
 //! The linear-algebra kernels as jobs: the row-wise quadratic form and the
 //! weighted scatter matrix.
 
-use super::{inexact_warnings, ComputeDtype, Done};
+use super::{job_warnings, ComputeDtype, Done};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
 use crate::exec::RowSplit;
@@ -58,12 +58,13 @@ impl QuadraticFormJob<'_> {
         observer: &dyn Observer,
     ) -> Result<Done<()>> {
         self.check()?;
+        plan.check_disk()?;
         let cancelled = || observer.cancelled();
         match self.compute {
             ComputeDtype::Float32 => linalg::row_quadratic_form::<f32>(self.x, self.q, plan, out, &cancelled)?,
             ComputeDtype::Float64 => linalg::row_quadratic_form::<f64>(self.x, self.q, plan, out, &cancelled)?,
         }
-        Ok(Done { value: (), warnings: inexact_warnings(self.x, self.compute.dtype(), None) })
+        Ok(Done { value: (), warnings: job_warnings(plan, self.x, self.compute.dtype(), None) })
     }
 }
 
@@ -95,7 +96,8 @@ impl ScatterJob<'_> {
     /// # Errors
     /// As [`linalg::weighted_scatter`].
     pub fn run(&self, plan: &Plan, observer: &dyn Observer) -> Result<Done<Vec<f64>>> {
+        plan.check_disk()?;
         let s = linalg::weighted_scatter_split(self.x, self.weights, plan, &self.row_split, &|| observer.cancelled())?;
-        Ok(Done { value: s, warnings: inexact_warnings(self.x, Dtype::F64, self.weights) })
+        Ok(Done { value: s, warnings: job_warnings(plan, self.x, Dtype::F64, self.weights) })
     }
 }

@@ -1,7 +1,7 @@
 //! k-means jobs: fit, nearest centres (with the weighted inertia `score`
 //! needs) and distances to the centres.
 
-use super::{inexact_warnings, ComputeDtype, Done};
+use super::{job_warnings, ComputeDtype, Done};
 use crate::cluster::{self, AssignSink, Init, KMeansFit, KMeansParams, LabelSink, Observer};
 use crate::error::{Error, Result};
 use crate::io::Source;
@@ -62,12 +62,13 @@ impl KMeansJob<'_> {
     /// # Errors
     /// As [`cluster::fit`].
     pub fn fit(&self, plan: &Plan, labels: LabelSink<'_>, observer: &mut dyn Observer) -> Result<KMeansFit<f64>> {
+        plan.check_disk()?;
         let (x, w) = (self.x, self.sample_weight);
         let mut fit = match self.compute {
             ComputeDtype::Float32 => widen(cluster::fit::<f32>(&self.params, x, w, plan, labels, observer)?),
             ComputeDtype::Float64 => cluster::fit::<f64>(&self.params, x, w, plan, labels, observer)?,
         };
-        fit.warnings.extend(inexact_warnings(x, self.compute.dtype(), w));
+        fit.warnings.extend(job_warnings(plan, x, self.compute.dtype(), w));
         Ok(fit)
     }
 }
@@ -164,12 +165,13 @@ impl CentersJob<'_> {
     /// As [`cluster::predict`].
     pub fn assign(&self, plan: &Plan, out: AssignSink<'_>, observer: &dyn Observer) -> Result<Done<AssignResult>> {
         self.check()?;
+        plan.check_disk()?;
         let (x, w, c, k) = (self.x, self.sample_weight, self.centers, self.n_clusters);
         let inertia = match self.compute {
             ComputeDtype::Float32 => cluster::predict::<f32>(x, w, c, k, plan, out, observer)?,
             ComputeDtype::Float64 => cluster::predict::<f64>(x, w, c, k, plan, out, observer)?,
         };
-        Ok(Done { value: AssignResult { inertia }, warnings: inexact_warnings(x, self.compute.dtype(), None) })
+        Ok(Done { value: AssignResult { inertia }, warnings: job_warnings(plan, x, self.compute.dtype(), None) })
     }
 
     /// Checks the shapes and plans [`CentersJob::transform`].
@@ -193,11 +195,12 @@ impl CentersJob<'_> {
         observer: &dyn Observer,
     ) -> Result<Done<()>> {
         self.check()?;
+        plan.check_disk()?;
         let (x, c, k) = (self.x, self.centers, self.n_clusters);
         match self.compute {
             ComputeDtype::Float32 => cluster::transform::<f32>(x, c, k, plan, out, observer)?,
             ComputeDtype::Float64 => cluster::transform::<f64>(x, c, k, plan, out, observer)?,
         }
-        Ok(Done { value: (), warnings: inexact_warnings(x, self.compute.dtype(), None) })
+        Ok(Done { value: (), warnings: job_warnings(plan, x, self.compute.dtype(), None) })
     }
 }

@@ -2,7 +2,7 @@
 //! E-step of a fitted model (labels, probabilities, log-likelihoods, score,
 //! BIC and AIC).
 
-use super::{inexact_warnings, ComputeDtype, Done};
+use super::{job_warnings, ComputeDtype, Done};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
 use crate::exec::RowSplit;
@@ -72,11 +72,17 @@ impl<'a> GmmJob<'a> {
         Ok(warning)
     }
 
-    /// Validates the parameters against the data and plans the fit.
+    /// Checks a given scratch folder (see [`crate::io::ScratchFile::check_dir`]),
+    /// validates the parameters against the data and plans the fit.
     ///
     /// # Errors
-    /// As [`GmmParams::validate`] and [`mixture::plan_gmm`].
+    /// As [`crate::io::ScratchFile::check_dir`], [`GmmParams::validate`] and
+    /// [`mixture::plan_gmm`].
     pub fn plan(&self) -> Result<Plan> {
+        if let Some(dir) = &self.params.scratch_dir {
+            // Checked first: a fit finds out late that it needs scratch files.
+            crate::io::ScratchFile::check_dir(dir)?;
+        }
         self.params.validate(self.x.n_samples(), self.x.n_features())?;
         let job = Job {
             extra: self.extra.clone(),
@@ -97,7 +103,7 @@ impl<'a> GmmJob<'a> {
             ComputeDtype::Float32 => mixture::fit::<f32>(&self.params, x, w, plan, outputs, observer)?,
             ComputeDtype::Float64 => mixture::fit::<f64>(&self.params, x, w, plan, outputs, observer)?,
         };
-        fit.warnings.extend(inexact_warnings(x, self.compute.dtype(), w));
+        fit.warnings.extend(job_warnings(plan, x, self.compute.dtype(), w));
         Ok(fit)
     }
 }
@@ -186,6 +192,7 @@ impl GmmPredictJob<'_> {
         observer: &mut dyn Observer,
     ) -> Result<Done<GmmScore>> {
         self.check()?;
+        plan.check_disk()?;
         let (m, x) = (self.model, self.x);
         let score = match self.compute {
             ComputeDtype::Float32 => mixture::predict::<f32>(m, x, plan, &self.row_split, outputs, observer)?,
@@ -196,7 +203,7 @@ impl GmmPredictJob<'_> {
         let (bic, aic) = information_criteria(score, n_samples as f64, p);
         Ok(Done {
             value: GmmScore { score, n_samples, n_parameters: p, bic, aic },
-            warnings: inexact_warnings(x, self.compute.dtype(), None),
+            warnings: job_warnings(plan, x, self.compute.dtype(), None),
         })
     }
 }

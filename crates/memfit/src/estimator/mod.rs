@@ -28,6 +28,7 @@ pub use mixture::{information_criteria, n_parameters, GmmJob, GmmPredictJob, Gmm
 pub use task::run_task;
 
 use crate::io::{Dtype, Source};
+use crate::plan::Plan;
 use crate::warning::Warning;
 
 /// The floating-point type a job computes in.
@@ -86,16 +87,16 @@ pub struct Done<T> {
     pub warnings: Vec<Warning>,
 }
 
-/// One warning for each of the data `x` (read in `compute`) and the weights
-/// `w` (always read in float64) in which the conversion met integers that
-/// dtype cannot represent exactly.
-pub fn inexact_warnings(x: &Source<'_>, compute: Dtype, w: Option<&Source<'_>>) -> Vec<Warning> {
-    std::iter::once((x, compute))
-        .chain(w.map(|w| (w, Dtype::F64)))
-        .filter_map(|(src, compute)| {
-            src.inexact_integer(compute).map(|found| Warning::InexactIntegers { path: src.name(), found })
-        })
-        .collect()
+/// The warnings of a job run within `plan` on `x` (read in `compute`) and
+/// weights `w` (always read in float64): first a memory limit above the
+/// memory there is, when the plan needs more than that
+/// ([`Plan::memory_warning`]); then, for each of `x` and `w`, integers the
+/// conversion met that its dtype cannot represent exactly.
+pub fn job_warnings(plan: &Plan, x: &Source<'_>, compute: Dtype, w: Option<&Source<'_>>) -> Vec<Warning> {
+    let inexact = std::iter::once((x, compute)).chain(w.map(|w| (w, Dtype::F64))).filter_map(|(src, compute)| {
+        src.inexact_integer(compute).map(|found| Warning::InexactIntegers { path: src.name(), found })
+    });
+    plan.memory_warning().into_iter().chain(inexact).collect()
 }
 
 #[cfg(test)]

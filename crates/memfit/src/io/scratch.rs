@@ -10,7 +10,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::writer::check_free_space;
+use super::writer::{check_disk_space, PlannedWrite};
 use crate::error::{Error, Result};
 
 /// Values converted per positioned read or write (a 64 KiB stack buffer).
@@ -29,13 +29,37 @@ impl ScratchFile {
     /// that the folder's filesystem has room for them.
     ///
     /// # Errors
-    /// [`Error::Io`] of kind [`std::io::ErrorKind::StorageFull`] when the free
-    /// space is short (nothing is created); [`Error::Io`] when the folder
-    /// does not exist or is not writable.
+    /// [`Error::NoDiskSpace`] when the free space is short (nothing is
+    /// created); [`Error::Io`] when the folder does not exist or is not
+    /// writable.
     pub fn create(dir: &Path, values: u64) -> Result<Self> {
-        check_free_space(&[(&dir.join("memfit-scratch"), values.saturating_mul(8))])?;
+        check_disk_space(&[PlannedWrite::inside("scratch files", dir, values.saturating_mul(8))])?;
         let file = tempfile::tempfile_in(dir).map_err(|e| Error::io(dir, "use as the scratch folder", e))?;
         Ok(ScratchFile { file, dir: dir.to_path_buf(), values })
+    }
+
+    /// Checks that `dir` can hold scratch files: an existing folder in which
+    /// a file can be created (one is, unnamed, and vanishes at once). Run it
+    /// before any work.
+    ///
+    /// # Errors
+    /// [`Error::Io`] saying what is wrong with the folder: missing, a file,
+    /// read-only or not writable.
+    pub fn check_dir(dir: &Path) -> Result<()> {
+        let bad = |kind: std::io::ErrorKind, why: &str| Err(Error::io(dir, "use as the scratch folder", std::io::Error::new(kind, why.to_string())));
+        match std::fs::metadata(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return bad(e.kind(), "the folder does not exist; hint: create it or name an existing folder")
+            }
+            Ok(m) if !m.is_dir() => {
+                return bad(std::io::ErrorKind::NotADirectory, "it is not a folder; hint: name a folder")
+            }
+            _ => {}
+        }
+        tempfile::tempfile_in(dir).map(drop).map_err(|e| {
+            let why = format!("cannot create files there ({e}); hint: name a folder you can write to");
+            Error::io(dir, "use as the scratch folder", std::io::Error::new(e.kind(), why))
+        })
     }
 
     /// Writes `v` at value offset `at`.
@@ -104,6 +128,30 @@ mod tests {
         f.read(0, &mut back).unwrap();
         assert!(back[..5_000].iter().all(|&x| x == 0.0));
         assert_eq!(&back[5_000..], &v[..]);
+    }
+
+    #[test]
+    fn a_missing_file_or_read_only_scratch_folder_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(ScratchFile::check_dir(dir.path()).is_ok());
+        let missing = ScratchFile::check_dir(&dir.path().join("no")).unwrap_err().to_string();
+        assert!(missing.contains("no: use as the scratch folder failed: the folder does not exist"), "{missing}");
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let not_dir = ScratchFile::check_dir(&file).unwrap_err().to_string();
+        assert!(not_dir.contains("it is not a folder; hint: name a folder"), "{not_dir}");
+        let ro = dir.path().join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        std::fs::set_permissions(&ro, std::os::unix::fs::PermissionsExt::from_mode(0o500)).unwrap();
+        // root writes anywhere but on a read-only file system.
+        let root = std::fs::write(ro.join("probe"), b"").is_ok();
+        let _ = std::fs::remove_file(ro.join("probe"));
+        let r = ScratchFile::check_dir(&ro);
+        assert_eq!(r.is_ok(), root, "{r:?}");
+        if let Err(e) = r {
+            assert!(e.to_string().contains("cannot create files there"), "{e}");
+        }
+        assert_eq!(std::fs::read_dir(&ro).unwrap().count(), 0);
     }
 
     #[test]

@@ -56,10 +56,9 @@ pub fn fit<T: Real>(
     let t = params.covariance_type;
     params.validate(n, d)?;
     x.check_weights(sample_weight)?;
-    if let Some(g) = &plan.component_groups {
-        // Refused before anything is read when the scratch files cannot fit.
-        crate::io::check_free_space(&[(&params.scratch_dir().join("memfit-scratch"), g.scratch_bytes)])?;
-    }
+    // Refused before anything is read when the scratch files and outputs
+    // cannot fit their disks.
+    plan.check_disk()?;
     let mut timings = GmmTimings::default();
     let mut warnings = Vec::new();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);

@@ -16,7 +16,9 @@ use super::fitted::GmmFit;
 use super::params::CovarianceType;
 use super::predict::MixtureModel;
 use crate::error::{Error, Result};
-use crate::io::{read_array_f64, read_matrix_f64, write_bytes_atomic, write_npy, Dtype, NpyWriter, Source};
+use crate::io::{
+    npy_file_bytes, read_array_f64, read_matrix_f64, write_bytes_atomic, write_npy, Dtype, NpyWriter, Source,
+};
 
 /// Name of the model description inside a model folder.
 pub const MODEL_JSON: &str = "model.json";
@@ -61,6 +63,18 @@ pub fn check_model_dir(dir: impl AsRef<Path>) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Bytes of a model folder for `k` components of `d` features: its four
+/// `.npy` files and a bound on `model.json` (which lists the `d` column
+/// means).
+pub fn model_dir_bytes(t: CovarianceType, k: usize, d: usize) -> u64 {
+    let shape = t.param_shape(k, d);
+    [npy_file_bytes(Dtype::F64, &[k]), npy_file_bytes(Dtype::F64, &[k, d])]
+        .into_iter()
+        .chain([npy_file_bytes(Dtype::F64, &shape); 2])
+        .chain([(4 << 10) + 32 * d as u64])
+        .fold(0u64, u64::saturating_add)
 }
 
 /// Writes `fit` to the folder `dir` (created, or an existing model folder

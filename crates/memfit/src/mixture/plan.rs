@@ -351,13 +351,15 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
             1
         };
         let state = if state_on_disk { n * RowState::BYTES_PER_ROW } else { 0 };
+        let scratch_bytes = ParamStore::bytes(t, params.n_components, du, slots) + state;
         plan.component_groups = Some(ComponentGroups {
             count,
             size: gu,
             row_state_on_disk: state_on_disk,
-            scratch_bytes: ParamStore::bytes(t, params.n_components, du, slots) + state,
+            scratch_bytes,
             passes_per_iteration: if predict_only { 0 } else { 2 * count as u64 - 1 },
         });
+        plan.disk.push(crate::io::PlannedWrite::inside("scratch files", params.scratch_dir(), scratch_bytes));
         if predict_only {
             plan.max_passes = count as u64;
             plan.passes_detail = format!("{count} E-step passes (+ {} with probabilities)", count - 1);

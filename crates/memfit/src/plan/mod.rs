@@ -13,6 +13,7 @@ mod size;
 pub use crate::units::format_bytes;
 
 use crate::error::{Error, Remedy, Result};
+pub use crate::io::PlannedWrite;
 pub use size::parse_size;
 
 use std::fmt;
@@ -121,6 +122,11 @@ pub struct Plan {
     /// how they are grouped (`None`: all in memory).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub component_groups: Option<ComponentGroups>,
+    /// Files and folders the job writes (scratch files, outputs), checked
+    /// against each file system's free space by [`Plan::check_disk`]
+    /// before any work.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disk: Vec<PlannedWrite>,
 }
 
 /// A mixture's components processed in groups, their parameters on disk.
@@ -167,7 +173,42 @@ impl Plan {
             max_passes: 1,
             passes_detail: "1 pass".into(),
             component_groups: None,
+            disk: Vec::new(),
         }
+    }
+
+    /// Declares an output the caller writes: a file or folder created at
+    /// `path` holding `bytes` (`name` says what it is, in the caller's
+    /// words).
+    pub fn add_output(&mut self, name: impl Into<String>, path: impl Into<std::path::PathBuf>, bytes: u64) {
+        self.disk.push(PlannedWrite::at(name, path, bytes));
+    }
+
+    /// Checks that every file system the job writes to has room for all it
+    /// writes there (see [`crate::io::check_disk_space`]). Run it before
+    /// any work: nothing has been written when it fails.
+    ///
+    /// # Errors
+    /// [`Error::NoDiskSpace`].
+    pub fn check_disk(&self) -> Result<()> {
+        crate::io::check_disk_space(&self.disk)
+    }
+
+    /// A warning when the memory limit is above the memory available to
+    /// the process ([`available_memory_bytes`]) and the plan needs more
+    /// than that; `None` otherwise (and when that memory cannot be read).
+    pub fn memory_warning(&self) -> Option<crate::Warning> {
+        self.memory_warning_with(available_memory_bytes())
+    }
+
+    /// [`Plan::memory_warning`] given the memory available.
+    pub fn memory_warning_with(&self, available: Option<u64>) -> Option<crate::Warning> {
+        let available = available?;
+        (self.limit_bytes > available && self.total_bytes > available).then_some(crate::Warning::LimitAboveMemory {
+            limit_bytes: self.limit_bytes,
+            needed_bytes: self.total_bytes,
+            available_bytes: available,
+        })
     }
 
     /// Bytes of the buffer named `name`, or 0.
@@ -234,6 +275,10 @@ impl fmt::Display for Plan {
                 format_bytes(g.scratch_bytes),
                 g.passes_per_iteration
             )?;
+        }
+        for w in &self.disk {
+            let place = if w.inside { "in" } else { "at" };
+            writeln!(f, "disk: {} {place} {}: {} B ({})", w.name, w.path.display(), w.bytes, format_bytes(w.bytes))?;
         }
         write!(f, "passes over the data: at most {} ({})", self.max_passes, self.passes_detail)
     }
@@ -332,6 +377,26 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_beyond_memory_warns_only_when_the_plan_needs_more_than_there_is() {
+        let mut led = Ledger::default();
+        led.add("blocks", 24 << 30, 1, String::new());
+        let plan = Plan::blocked("job", 1 << 40, led, 256, 1000, 1);
+        let w = plan.memory_warning_with(Some(23 << 30)).unwrap();
+        assert_eq!(w.kind(), "limit_above_memory");
+        let text = w.to_string();
+        assert!(
+            text.contains("memory limit (1.00 TiB) is above the memory available (23.00 GiB")
+                && text.contains("plans 24.00 GiB")
+                && text.ends_with("hint: lower the memory limit to at most 23.00 GiB (24696061952 bytes) or free memory"),
+            "{text}"
+        );
+        assert_eq!(plan.memory_warning_with(Some(25 << 30)), None);
+        assert_eq!(plan.memory_warning_with(None), None);
+        let small = Plan::blocked("job", 1 << 40, Ledger::default(), 256, 1000, 1);
+        assert_eq!(small.memory_warning_with(Some(23 << 30)), None);
+    }
 
     #[test]
     fn phases_never_coexist() {
