@@ -229,6 +229,11 @@ class Expr:
     ) -> None:
         """Streams the result into a Zarr v3 array directory."""
 
+    def default_chunks(self, memory_limit: int, n_jobs: Optional[int] = None) -> list[int]:
+        """The chunk shape to_zarr picks when chunks is None (the engine's rule:
+        about memory_limit / 32 bytes, 64 KiB to 8 MiB, innermost axes whole);
+        MemoryError when not even one such chunk fits the limit."""
+
     def explain(self, memory_limit: int, n_jobs: Optional[int] = None, output: Optional[str] = None) -> str:
         """The plan, printable; output None plans compute(), a path ending in
         .zarr plans to_zarr, another path to_npy."""
