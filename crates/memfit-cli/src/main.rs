@@ -65,16 +65,21 @@ fn threads(cli: &Cli) -> Option<usize> {
 }
 
 fn run(cli: &Cli) -> Result<()> {
-    if let Some(n) = threads(cli) {
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let most = (4 * cores).max(64);
-        if n == 0 || n > most {
-            anyhow::bail!(
-                "invalid --threads {n}: use 1 to {most} (this machine has {cores} cores; omit it to use all)"
-            );
+    let n = match threads(cli) {
+        Some(n) => {
+            let cores = memfit::plan::available_cpus();
+            let most = (4 * cores).max(64);
+            if n == 0 || n > most {
+                anyhow::bail!(
+                    "invalid --threads {n}: use 1 to {most} (this process may use {cores} CPUs; omit it to use \
+                     them all, within OMP_NUM_THREADS)"
+                );
+            }
+            n
         }
-        rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
-    }
+        None => memfit::plan::default_threads(),
+    };
+    rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
     match &cli.command {
         Command::Kmeans(a) => {
             progress::stop_on_ctrl_c();

@@ -89,6 +89,28 @@ fn dry_run_prints_plan_and_reads_nothing() {
 }
 
 #[test]
+fn default_threads_honour_omp_num_threads() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[1000, 2], &blobs(1000));
+    let plan = |omp: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_memfit"));
+        c.args(["kmeans", &x, "-k", "3", "--memory-limit", "4MiB", "--dry-run"]).env_remove("RAYON_NUM_THREADS");
+        match omp {
+            Some(v) => c.env("OMP_NUM_THREADS", v),
+            None => c.env_remove("OMP_NUM_THREADS"),
+        };
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // As joblib's process workers and batch schedulers set it.
+    assert!(plan(Some("1")).contains("threads: 1\n"), "{}", plan(Some("1")));
+    let cpus = memfit::plan::available_cpus();
+    assert!(plan(None).contains(&format!("threads: {cpus}\n")), "{}", plan(None));
+}
+
+#[test]
 fn too_small_limit_names_the_smallest_that_works() {
     let t = tempfile::tempdir().unwrap();
     let x = p(t.path(), "x.npy");

@@ -10,6 +10,8 @@ mod budget;
 
 pub use budget::{available_memory_bytes, default_limit_bytes, DEFAULT_LIMIT_FRACTION};
 mod size;
+mod threads;
+pub use threads::{available_cpus, default_threads};
 pub use crate::units::format_bytes;
 
 use crate::error::{Error, Remedy, Result};
