@@ -18,8 +18,11 @@ from typing import Optional
 from . import _memfit
 
 #: threadpoolctl's controllers of the OpenMP runtimes loaded in this process,
-#: once one is found (a runtime, once loaded, stays loaded).
+#: once one is found (a runtime, once loaded, stays loaded), and how many
+#: modules were imported when the process was last searched for one (a
+#: runtime comes with an extension module: none can have appeared since).
 _openmp: list = []
+_searched_at = [-1]
 
 #: What a loky worker's command line runs (``python -m ...popen_loky_posix``).
 _LOKY_WORKER = b"loky.backend.popen_loky_posix"
@@ -34,7 +37,8 @@ def _openmp_limit() -> Optional[int]:
     threadpoolctl = sys.modules.get("threadpoolctl")
     if threadpoolctl is None:
         return None
-    if not _openmp:
+    if not _openmp and _searched_at[0] != len(sys.modules):
+        _searched_at[0] = len(sys.modules)
         _openmp.extend(threadpoolctl.ThreadpoolController().select(user_api="openmp").lib_controllers)
     limits = [c.num_threads for c in _openmp]
     return min(limits) if limits else None
