@@ -11,8 +11,8 @@ mod budget;
 pub use budget::{available_memory_bytes, default_limit_bytes, DEFAULT_LIMIT_FRACTION};
 mod size;
 mod threads;
-pub use threads::{available_cpus, default_threads};
 pub use crate::units::format_bytes;
+pub use threads::{available_cpus, default_threads};
 
 use crate::error::{Error, Remedy, Result};
 pub use size::parse_size;
