@@ -10,13 +10,24 @@ than memory, within a memory limit you set.
   the limit, results streamed to ``.npy`` or Zarr.
 
 The work runs in the Rust engine (``memfit._memfit``) with the GIL released.
+``import memfit`` imports neither scikit-learn nor Dask: the estimators (and
+scikit-learn with them) are imported on first use of ``memfit.KMeans`` or
+``memfit.GaussianMixture``.
 """
 
+import importlib
+from typing import TYPE_CHECKING
+
 from ._kernels import assign, row_quadratic_form, weighted_scatter
-from ._kmeans import KMeans
 from ._memfit import __version__, parse_size
-from ._mixture import GaussianMixture
 from . import array  # noqa: E402  (memfit.array)
+
+if TYPE_CHECKING:
+    from ._kmeans import KMeans
+    from ._mixture import GaussianMixture
+
+#: The module of each attribute imported on first use (PEP 562).
+_LAZY = {"KMeans": "._kmeans", "GaussianMixture": "._mixture"}
 
 __all__ = [
     "GaussianMixture",
@@ -27,3 +38,18 @@ __all__ = [
     "row_quadratic_form",
     "weighted_scatter",
 ]
+
+
+def __getattr__(name):
+    """``memfit.KMeans`` and ``memfit.GaussianMixture``, imported with
+    scikit-learn the first time they are asked for."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

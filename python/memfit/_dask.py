@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import sys
 from typing import Any, Optional
 
 import numpy as np
@@ -79,9 +80,9 @@ def resolve_client(client: Any) -> Any:
         if client.status in ("closing", "closed"):
             raise RuntimeError(f"memfit: the Dask client is {client.status}; pass a running client, or none")
         return client
-    try:
-        import distributed
-    except ImportError:
+    # Without distributed imported, no client can be active.
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
         return None
     try:
         return distributed.default_client()

@@ -25,9 +25,11 @@ def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
         Any square matrix (need not be symmetric).
     memory_limit : int, str or None, default=None
         Bytes for every buffer (``"2GiB"``; None: half of the available
-        memory); the result (8 bytes per row) is the caller's.
+        memory, shared among joblib's workers as for :class:`memfit.KMeans`);
+        the result (8 bytes per row) is the caller's.
     n_jobs : int or None, default=None
-        Worker threads (None or -1: all cores).
+        Worker threads (None: the CPUs this process may use, at most
+        ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit; -1: all those CPUs).
 
     Returns
     -------

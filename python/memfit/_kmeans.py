@@ -101,12 +101,20 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     memory_limit : int, str or None, default=None
         Bytes every buffer of a run must fit in: an int (bytes) or a string
         such as ``"2GiB"`` (powers of 1024) or ``"2GB"`` (powers of 1000);
-        ``None`` is half of the available memory. The returned ``labels_``
-        (4 bytes per row) count toward it; X itself does not when it is an
-        in-memory array. A job that cannot fit raises ``MemoryError`` before
-        reading data, saying the smallest limit that works.
+        ``None`` is half of the memory available to this process
+        (``MemAvailable``, or the room under its cgroup's limit if lower),
+        divided by the number of workers when the process is one of
+        joblib's loky workers (``GridSearchCV(..., n_jobs=2)``: a quarter
+        each). The returned ``labels_`` (4 bytes per row) count toward it;
+        X itself does not when it is an in-memory array. A job that cannot
+        fit raises ``MemoryError`` before reading data, saying the smallest
+        limit that works.
     n_jobs : int or None, default=None
-        Worker threads: ``None`` or -1 all cores, -2 all but one.
+        Worker threads: ``None`` the CPUs this process may use (affinity
+        mask, cgroup CPU quota), at most ``OMP_NUM_THREADS`` (which joblib
+        sets in its workers) and the OpenMP limit of a
+        ``threadpoolctl.threadpool_limits`` context; -1 all those CPUs, -2
+        all but one.
 
     Attributes
     ----------

@@ -185,6 +185,12 @@ def default_memory_limit() -> int:
 def check_scratch_dir(path: str) -> None:
     """Raise OSError unless path is an existing folder where files can be created."""
 
+def default_threads() -> int:
+    """Worker threads when n_jobs is None: the CPUs this process may use, at most OMP_NUM_THREADS."""
+
+def available_cpus() -> int:
+    """CPUs this process may run on (affinity mask, cgroup CPU quota)."""
+
 def npy_info(path: str) -> tuple[list[int], str, bool, int]:
     """Shape, dtype name (with byte order), Fortran order and data offset (bytes) of a .npy file."""
 

@@ -216,11 +216,15 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         Iterations between two iteration lines.
     memory_limit : int, str or None, default=None
         Bytes every buffer of a fit or prediction must fit in (int, or a
-        string such as ``"2GiB"``; ``None`` is half of the available memory).
+        string such as ``"2GiB"``; ``None`` is half of the memory available
+        to this process, divided by the number of workers when the process
+        is one of joblib's loky workers, as for :class:`memfit.KMeans`).
         Labels returned by :meth:`fit_predict` count toward it; an in-memory
         X does not. A job that cannot fit raises ``MemoryError``.
     n_jobs : int or None, default=None
-        Worker threads: ``None`` or -1 all cores, -2 all but one.
+        Worker threads: ``None`` the CPUs this process may use, at most
+        ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit (as for
+        :class:`memfit.KMeans`); -1 all those CPUs, -2 all but one.
     scratch_dir : str, path or None, default=None
         Folder for the scratch files of a fit whose components' parameters
         do not fit ``memory_limit`` together (``None``: the system's

@@ -17,16 +17,14 @@ import errno
 import math
 import numbers
 import os
+import sys
 import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import validate_data
 
-from . import _dask, _memfit
+from . import _dask, _memfit, _resources
 
 #: Dtypes the engine reads in place.
 NATIVE_DTYPES = frozenset(
@@ -87,11 +85,9 @@ class Data:
 
 
 def _is_sparse(X: Any) -> bool:
-    try:
-        import scipy.sparse as sp
-    except ImportError:  # pragma: no cover - scipy comes with scikit-learn
-        return False
-    return sp.issparse(X)
+    # Without scipy.sparse imported, X cannot be one of its matrices.
+    sp = sys.modules.get("scipy.sparse")
+    return sp is not None and sp.issparse(X)
 
 
 def _too_few(shape: tuple, n_samples: int, n_features: int, min_samples: int, estimator: Any) -> None:
@@ -316,6 +312,8 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
         return Data(path, n, d, dtype, dtype == np.float32, keep)
     arr = engine_array(X, name=name)
     if estimator is not None:
+        from sklearn.utils.validation import validate_data
+
         # Feature names and n_features_in_ exactly as scikit-learn records
         # and checks them (from X itself, which may be a DataFrame).
         validate_data(estimator, X, reset=reset, skip_check_array=True)
@@ -408,13 +406,14 @@ def small_array(a: Any, name: str, ndim: Optional[int] = None) -> np.ndarray:
 
 
 def check_memory_limit(memory_limit: Any) -> int:
-    """The limit in bytes: ``None`` is half of the available memory; an
-    ``int`` or a whole ``float`` (``1e9``) is bytes; a ``str`` is a size
-    such as ``"2GiB"`` (powers of 1024), ``"2GB"`` (powers of 1000),
-    ``"1e9"`` or ``"1000"``; malformed sizes (``"1e"``) raise
-    ``ValueError``."""
+    """The limit in bytes: ``None`` is half of the available memory, or of
+    this process's share in a joblib worker
+    (:func:`memfit._resources.default_memory_limit`); an ``int`` or a whole
+    ``float`` (``1e9``) is bytes; a ``str`` is a size such as ``"2GiB"``
+    (powers of 1024), ``"2GB"`` (powers of 1000), ``"1e9"`` or ``"1000"``;
+    malformed sizes (``"1e"``) raise ``ValueError``."""
     if memory_limit is None:
-        return int(_memfit.default_memory_limit())
+        return _resources.default_memory_limit()
     if isinstance(memory_limit, str):
         return int(_memfit.parse_size(memory_limit))
     if isinstance(memory_limit, numbers.Real) and not isinstance(memory_limit, numbers.Integral):
@@ -431,18 +430,24 @@ def check_memory_limit(memory_limit: Any) -> int:
     )
 
 
-def check_n_jobs(n_jobs: Any) -> Optional[int]:
-    """Worker threads as joblib counts them: ``None`` or ``-1`` all cores,
-    ``-2`` all but one, a positive int that many."""
+def check_n_jobs(n_jobs: Any) -> int:
+    """Worker threads: ``None`` the process's default
+    (:func:`memfit._resources.default_threads`: the CPUs it may use, within
+    ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit); as joblib counts
+    them, ``-1`` all the CPUs this process may use (affinity mask, cgroup CPU
+    quota), ``-2`` all but one, a positive int that many."""
     if n_jobs is None:
-        return None
+        return _resources.default_threads()
     if not isinstance(n_jobs, numbers.Integral) or isinstance(n_jobs, bool) or n_jobs == 0:
         raise ValueError(f"n_jobs must be None or a non-zero int, got {n_jobs!r}")
-    cores = os.cpu_count() or 1
+    cores = int(_memfit.available_cpus())
     if n_jobs < 0:
         return max(1, cores + 1 + int(n_jobs))
     if n_jobs > max(64, 4 * cores):
-        raise ValueError(f"n_jobs = {n_jobs} is too many threads for {cores} cores; use at most {max(64, 4 * cores)}")
+        raise ValueError(
+            f"n_jobs = {n_jobs} is too many threads for the {cores} CPUs this process may use; "
+            f"use at most {max(64, 4 * cores)}"
+        )
     return int(n_jobs)
 
 
@@ -452,12 +457,10 @@ def seed_from(random_state: Any) -> int:
     from them)."""
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
         return int(random_state)
+    from sklearn.utils import check_random_state
+
     rng = check_random_state(random_state)
     return int(rng.randint(np.iinfo(np.int32).max))
-
-
-#: The Python warning class of each engine warning category.
-WARNING_CLASSES = {"convergence": ConvergenceWarning, "user": UserWarning}
 
 
 def emit_warnings(engine_warnings: list, skip: tuple = (), stacklevel: int = 3) -> None:
@@ -466,6 +469,9 @@ def emit_warnings(engine_warnings: list, skip: tuple = (), stacklevel: int = 3) 
     that stopped at max_iter or found fewer clusters, else
     ``UserWarning``), except the kinds in ``skip`` (those the estimators
     issue themselves in scikit-learn's words)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    classes = {"convergence": ConvergenceWarning, "user": UserWarning}
     for kind, category, message in engine_warnings:
         if kind not in skip:
-            warnings.warn(message, WARNING_CLASSES[category], stacklevel=stacklevel)
+            warnings.warn(message, classes[category], stacklevel=stacklevel)

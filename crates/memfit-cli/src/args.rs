@@ -43,7 +43,9 @@ pub struct Common {
     /// available memory (MemAvailable, or the cgroup limit if lower).
     #[arg(long, value_name = "SIZE")]
     pub memory_limit: Option<String>,
-    /// Worker threads (default: all cores). Results do not depend on it.
+    /// Worker threads. Default: the CPUs this process may use (affinity
+    /// mask, cgroup CPU quota), at most OMP_NUM_THREADS when set;
+    /// RAYON_NUM_THREADS sets it outright. Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Compute dtype; integer and float16 input is converted per block, and

@@ -112,46 +112,33 @@ fn threads(cli: &Cli) -> Option<usize> {
 }
 
 fn run(cli: &Cli) -> Result<()> {
-    if let Some(n) = threads(cli) {
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let most = (4 * cores).max(64);
-        if n == 0 || n > most {
-            anyhow::bail!(
-                "invalid --threads {n}: use 1 to {most} (this machine has {cores} cores; omit it to use all)"
-            );
+    let n = match threads(cli) {
+        Some(n) => {
+            let cores = memfit::plan::available_cpus();
+            let most = (4 * cores).max(64);
+            if n == 0 || n > most {
+                anyhow::bail!(
+                    "invalid --threads {n}: use 1 to {most} (this process may use {cores} CPUs; omit it to use \
+                     them all, within OMP_NUM_THREADS)"
+                );
+            }
+            n
         }
-        rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
-    }
-    match &cli.command {
-        Command::Kmeans(a) => {
-            progress::stop_on_ctrl_c();
-            kmeans_cmd::run(a)
-        }
-        Command::Predict(a) => {
-            progress::stop_on_ctrl_c();
-            predict_cmd::run(a)
-        }
-        Command::Gmm(a) => {
-            progress::stop_on_ctrl_c();
-            gmm_cmd::run(a)
-        }
-        Command::GmmPredict(a) => {
-            progress::stop_on_ctrl_c();
-            gmm_predict_cmd::run(a)
-        }
-        Command::QuadraticForm(a) => {
-            progress::stop_on_ctrl_c();
-            kernels_cmd::quadratic_form(a)
-        }
-        Command::Scatter(a) => {
-            progress::stop_on_ctrl_c();
-            kernels_cmd::scatter(a)
-        }
-        Command::Generate(Generate::Blobs(a)) => {
-            progress::stop_on_ctrl_c();
-            generate_cmd::blobs(a)
-        }
-    }
+        None => memfit::plan::default_threads(),
+    };
+    // The command's own pool (not rayon's global one, which the process
+    // that embeds the tool may have started already).
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(n).build()?;
+    progress::stop_on_ctrl_c();
+    pool.install(|| match &cli.command {
+        Command::Kmeans(a) => kmeans_cmd::run(a),
+        Command::Predict(a) => predict_cmd::run(a),
+        Command::Gmm(a) => gmm_cmd::run(a),
+        Command::GmmPredict(a) => gmm_predict_cmd::run(a),
+        Command::QuadraticForm(a) => kernels_cmd::quadratic_form(a),
+        Command::Scatter(a) => kernels_cmd::scatter(a),
+        Command::Generate(Generate::Blobs(a)) => generate_cmd::blobs(a),
+    })
 }
 
 /// Runs the `memfit` tool on `args` (the program name first, as in
@@ -161,8 +148,8 @@ fn run(cli: &Cli) -> Result<()> {
 ///
 /// Arguments are operating-system strings: a path that is not UTF-8 is taken
 /// as it is. It installs a signal handler for the rest of the process (the
-/// first signal stops the run cleanly, a second exits at once) and, with
-/// `--threads`, sizes rayon's global pool, so call it once per process.
+/// first signal stops the run cleanly, a second exits at once), so call it
+/// once per process.
 pub fn main_with_args<I, T>(args: I) -> i32
 where
     I: IntoIterator<Item = T>,

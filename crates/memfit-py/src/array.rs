@@ -115,7 +115,7 @@ impl Expr {
     #[pyo3(signature = (memory_limit, n_jobs=None, output=None))]
     fn explain(&self, memory_limit: u64, n_jobs: Option<usize>, output: Option<PathBuf>) -> PyResult<String> {
         let out = output_of(output);
-        let threads = n_jobs.unwrap_or_else(rayon::current_num_threads);
+        let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
         Ok(explain(&self.0, &out, &options(memory_limit, Some(threads))).map_err(to_py)?.to_string())
     }
 
@@ -129,7 +129,7 @@ impl Expr {
         output: Option<PathBuf>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let out = output_of(output);
-        let threads = n_jobs.unwrap_or_else(rayon::current_num_threads);
+        let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
         let plan = explain(&self.0, &out, &options(memory_limit, Some(threads))).map_err(to_py)?;
         let text = serde_json::to_string(&plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
         py.import("json")?.call_method1("loads", (text,))

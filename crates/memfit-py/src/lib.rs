@@ -20,7 +20,8 @@ use memfit::estimator::{
 };
 use memfit::io::{npy_file_bytes, Dtype};
 use memfit::mixture::{
-    load_model, model_dir_bytes, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs, PrecisionsInit,
+    load_model, model_dir_bytes, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs,
+    PrecisionsInit,
 };
 use memfit::Warning;
 use numpy::ndarray::Array;
@@ -671,6 +672,19 @@ fn default_memory_limit() -> u64 {
     memfit::plan::default_limit_bytes()
 }
 
+/// Worker threads when `n_jobs` is None: the CPUs this process may use
+/// (affinity mask, cgroup CPU quota), at most `OMP_NUM_THREADS`.
+#[pyfunction]
+fn default_threads() -> usize {
+    memfit::plan::default_threads()
+}
+
+/// CPUs this process may run on (affinity mask, cgroup CPU quota).
+#[pyfunction]
+fn available_cpus() -> usize {
+    memfit::plan::available_cpus()
+}
+
 /// The `.npy` file at `path`: its shape, dtype name (NumPy's, with the
 /// file's byte order), whether it is in Fortran order, and the byte offset
 /// of its data.
@@ -701,6 +715,8 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(default_memory_limit, m)?)?;
     m.add_function(wrap_pyfunction!(check_scratch_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(default_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(available_cpus, m)?)?;
     m.add_function(wrap_pyfunction!(npy_info, m)?)?;
     m.add_function(wrap_pyfunction!(remote::run_task, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;

@@ -84,7 +84,8 @@ impl Observer for Watch<'_> {
 }
 
 /// Runs `work` with the GIL released on a worker thread, in a rayon pool of
-/// `n_jobs` threads (the global pool, all cores, when `None`); calls
+/// `n_jobs` threads (`None`: [`memfit::plan::default_threads`]; the global
+/// pool when it has that many); calls
 /// `progress` with each event (see [`Event`]) when given. `float32` says
 /// whether the work computes in float32, for error messages.
 ///
@@ -100,14 +101,16 @@ pub fn run<R: Send>(
     progress: Option<&Bound<'_, PyAny>>,
     work: impl FnOnce(&mut Watch<'_>) -> memfit::Result<R> + Send,
 ) -> PyResult<R> {
-    let pool = match n_jobs {
-        Some(n) => Some(
+    let n = n_jobs.unwrap_or_else(memfit::plan::default_threads);
+    let pool = if n == rayon::current_num_threads() {
+        None
+    } else {
+        Some(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
                 .build()
                 .map_err(|e| PyValueError::new_err(format!("memfit: cannot start {n} threads: {e}")))?,
-        ),
-        None => None,
+        )
     };
     let stop = AtomicBool::new(false);
     let (tx, rx) = channel::<Event>();

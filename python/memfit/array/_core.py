@@ -539,7 +539,9 @@ class Array:
             Bytes for every buffer of the evaluation, the result included
             (``"2GiB"``; None: half of the available memory).
         n_jobs : int or None, default=None
-            Worker threads (None or -1: all cores, -2: all but one).
+            Worker threads (None: the CPUs this process may use, at most
+            ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit; -1: all those
+            CPUs, -2: all but one).
 
         Returns
         -------
@@ -589,7 +591,8 @@ class Array:
             Bytes for every buffer of the evaluation (None: half of the
             available memory); the result is on disk and does not count.
         n_jobs : int or None, default=None
-            Worker threads (None or -1: all cores).
+            Worker threads (None: the CPUs this process may use, at most
+            ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit; -1: all those CPUs).
         overwrite : bool, default=False
             Replace an existing file.
 
@@ -643,7 +646,9 @@ class Array:
             pauses a worker at 80% of its limit); None: the worker's share
             alone.
         n_jobs : int or None, default=None
-            Worker threads (None or -1: all cores). With ``client``: threads
+            Worker threads (None: the CPUs this process may use, at most
+            ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit; -1: all those
+            CPUs). With ``client``: threads
             of each task (None: 1, since a Dask worker runs one task per
             thread).
         overwrite : bool, default=False
@@ -708,7 +713,8 @@ class Array:
         memory_limit : int, str or None, default=None
             Bytes for every buffer (None: half of the available memory).
         n_jobs : int or None, default=None
-            Worker threads (None or -1: all cores).
+            Worker threads (None: the CPUs this process may use, at most
+            ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit; -1: all those CPUs).
         output : str, os.PathLike or None, default=None
             None: the plan of :meth:`compute` (the result in memory); a path:
             the plan of :meth:`to_zarr` for a path ending in ``.zarr``, else

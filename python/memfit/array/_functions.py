@@ -1740,7 +1740,8 @@ def compute(*arrays: Any, memory_limit: Any = None, n_jobs: Any = None) -> Any:
     memory_limit : int, str or None, default=None
         Bytes for every buffer of each evaluation, its result included.
     n_jobs : int or None, default=None
-        Worker threads (None or -1: all cores).
+        Worker threads (None: the CPUs this process may use, at most
+        ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit; -1: all those CPUs).
 
     Returns
     -------

@@ -10,7 +10,9 @@ mod budget;
 
 pub use budget::{available_memory_bytes, default_limit_bytes, DEFAULT_LIMIT_FRACTION};
 mod size;
+mod threads;
 pub use crate::units::format_bytes;
+pub use threads::{available_cpus, default_threads};
 
 use crate::error::{Error, Remedy, Result};
 pub use crate::io::PlannedWrite;
@@ -389,7 +391,8 @@ mod tests {
         assert!(
             text.contains("memory limit (1.00 TiB) is above the memory available (23.00 GiB")
                 && text.contains("plans 24.00 GiB")
-                && text.ends_with("hint: lower the memory limit to at most 23.00 GiB (24696061952 bytes) or free memory"),
+                && text
+                    .ends_with("hint: lower the memory limit to at most 23.00 GiB (24696061952 bytes) or free memory"),
             "{text}"
         );
         assert_eq!(plan.memory_warning_with(Some(25 << 30)), None);
