@@ -245,8 +245,8 @@ def test_chunk_too_large_for_a_worker_is_refused(client, tmp_path, monkeypatch):
     with pytest.raises(MemoryError) as info:
         y.to_zarr(tmp_path / "big.zarr", chunks=(6000, 6000), client=client)
     message = str(info.value)
-    assert "memory_limit=536870912" in message and "nthreads=1" in message
-    assert f"safety fraction {_cluster.SAFETY}" in message
+    assert "memory_limit 536870912 B" in message and "nthreads 1" in message
+    assert f"SAFETY {_dask.SAFETY}" in message and "already holding" in message
     # a smaller user limit binds and is named too
     with pytest.raises(MemoryError, match=r"memory_limit=1048576 bytes is smaller"):
         y.to_zarr(tmp_path / "big.zarr", chunks=(1000, 1000), memory_limit="1MiB", client=client)
@@ -254,7 +254,7 @@ def test_chunk_too_large_for_a_worker_is_refused(client, tmp_path, monkeypatch):
 
 
 def test_task_limit_rule():
-    assert _cluster.SAFETY == 0.5
+    assert _dask.SAFETY == 0.5
     assert _dask.worker_budget(1000, 2) == 250
     assert _dask.worker_budget(None, 4) is None and _dask.worker_budget(0, 4) is None
     assert _dask.combined_limit(100, 250) == 100 and _dask.combined_limit(None, 250) == 250

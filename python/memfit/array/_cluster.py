@@ -19,7 +19,7 @@ import shutil
 import uuid
 from typing import Any, Optional
 
-from .._dask import SAFETY, combined_limit, distributed_module, task_limit, tightest_worker
+from .._dask import combined_limit, describe, distributed_module, task_limit, tightest_worker
 from .._validation import check_memory_limit, check_n_jobs
 
 #: Created in the temporary directory when a task has failed: the tasks not
@@ -122,7 +122,7 @@ def to_zarr(
     user_limit = None if memory_limit is None else check_memory_limit(memory_limit)
     jobs = 1 if n_jobs is None else check_n_jobs(n_jobs)
 
-    budget, worker_limit, nthreads, address = tightest_worker(client)
+    budget, worker_limit, nthreads, address, held = tightest_worker(client)
     limit = combined_limit(user_limit, budget)
 
     def refuse(what: str, error: BaseException) -> MemoryError:
@@ -130,10 +130,7 @@ def to_zarr(
             source = "memory_limit" if user_limit else "memfit's default (half of the available memory)"
             origin = f"the workers have no memory limit, so the limit is {source}"
         else:
-            origin = (
-                f"worker {address} has memory_limit={worker_limit} bytes and nthreads={nthreads}, so a task may use "
-                f"{worker_limit} / {nthreads} * safety fraction {SAFETY} = {budget} bytes"
-            )
+            origin = f"a task may use {budget} bytes on {describe(worker_limit, nthreads, held, address)}"
             if user_limit is not None and user_limit < budget:
                 origin += f", and memory_limit={user_limit} bytes is smaller"
         return MemoryError(
