@@ -8,7 +8,8 @@ use anyhow::{Context, Result};
 use memfit::estimator::GmmJob;
 use memfit::io::{check_outputs_distinct, npy_file_bytes, read_array_f64, read_matrix_f64, Dtype, NpyWriter, Source};
 use memfit::mixture::{
-    check_model_dir, load_model, model_dir_bytes, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs, PrecisionsInit,
+    check_model_dir, load_model, model_dir_bytes, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs,
+    PrecisionsInit,
 };
 use memfit::plan::Plan;
 use memfit::Warning;

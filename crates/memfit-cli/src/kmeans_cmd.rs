@@ -44,10 +44,9 @@ fn read_init(init: &OsStr) -> Result<Init> {
         Some(path) if path.extension().is_some_and(|e| e == "npy") || path.exists() => {
             parse_init("file", Some(read_matrix_f64(path)?))?
         }
-        Some(other) => bail!(
-            "invalid --init {:?}: expected k-means++, random or a .npy file of initial centres",
-            other.display()
-        ),
+        Some(other) => {
+            bail!("invalid --init {:?}: expected k-means++, random or a .npy file of initial centres", other.display())
+        }
     })
 }
 

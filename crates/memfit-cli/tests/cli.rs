@@ -790,10 +790,21 @@ fn any_path_the_file_system_accepts_works() {
     let x = odd(b"x\xff.npy");
     write_f64(&p(t.path(), "plain.npy"), &[300, 2], &blobs(300));
     std::fs::copy(t.path().join("plain.npy"), &x).unwrap();
-    let o = memfit_os(&[OsStr::new("kmeans"), &x, OsStr::new("-k"), OsStr::new("3"), OsStr::new("--labels"), OsStr::new("l.npy"), OsStr::new("--quiet")]);
+    let o = memfit_os(&[
+        OsStr::new("kmeans"),
+        &x,
+        OsStr::new("-k"),
+        OsStr::new("3"),
+        OsStr::new("--labels"),
+        OsStr::new("l.npy"),
+        OsStr::new("--quiet"),
+    ]);
     let _ = std::fs::remove_file("l.npy");
     assert!(o.status.success(), "{}", stderr(&o));
-    for names in [[&b"l\xfe.npy"[..], b"c\xfd.npy", b"s\xfc.json", b"m\xfb", b"scr\xfa"], [b"l l.npy", b"c\nc.npy", b"-s.json", b"-m", b"-scr"]] {
+    for names in [
+        [&b"l\xfe.npy"[..], b"c\xfd.npy", b"s\xfc.json", b"m\xfb", b"scr\xfa"],
+        [b"l l.npy", b"c\nc.npy", b"-s.json", b"-m", b"-scr"],
+    ] {
         let [labels, centers, summary, model, scratch] = names.map(odd);
         std::fs::create_dir(&scratch).unwrap();
         let arg = |flag: &str, v: &OsString| {
@@ -817,7 +828,14 @@ fn any_path_the_file_system_accepts_works() {
         assert!(s["input"].as_str().unwrap().ends_with("x\u{fffd}.npy"), "{s}");
         assert_eq!(std::fs::read(&labels).unwrap().len(), 128 + 300 * 4);
         // The centres file as --init.
-        let o = memfit_os(&[OsStr::new("kmeans"), &x, OsStr::new("-k"), OsStr::new("3"), &arg("init", &centers), OsStr::new("--quiet")]);
+        let o = memfit_os(&[
+            OsStr::new("kmeans"),
+            &x,
+            OsStr::new("-k"),
+            OsStr::new("3"),
+            &arg("init", &centers),
+            OsStr::new("--quiet"),
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let o = memfit_os(&[
             OsStr::new("gmm"),
@@ -832,7 +850,13 @@ fn any_path_the_file_system_accepts_works() {
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
         assert!(Path::new(&model).join("model.json").is_file());
-        let o = memfit_os(&[OsStr::new("gmm-predict"), &x, &arg("model", &model), &arg("labels", &labels), OsStr::new("--quiet")]);
+        let o = memfit_os(&[
+            OsStr::new("gmm-predict"),
+            &x,
+            &arg("model", &model),
+            &arg("labels", &labels),
+            OsStr::new("--quiet"),
+        ]);
         assert!(o.status.success(), "{}", stderr(&o));
     }
 }
@@ -882,8 +906,21 @@ fn scratch_and_outputs_are_checked_together_per_file_system() {
     assert!(o.status.success(), "{}", stderr(&o));
     let fit = |scratch: &Path, model: &Path| {
         memfit(&[
-            "gmm", &x, "-k", "12", "--memory-limit", "1500KiB", "--max-iter", "2", "--init", "random_from_data",
-            "--quiet", "--scratch-dir", scratch.to_str().unwrap(), "--model", model.to_str().unwrap(),
+            "gmm",
+            &x,
+            "-k",
+            "12",
+            "--memory-limit",
+            "1500KiB",
+            "--max-iter",
+            "2",
+            "--init",
+            "random_from_data",
+            "--quiet",
+            "--scratch-dir",
+            scratch.to_str().unwrap(),
+            "--model",
+            model.to_str().unwrap(),
         ])
     };
     // Scratch files 220.50 KiB and the model 442.59 KiB: not both in 512 KiB.
@@ -901,7 +938,8 @@ fn scratch_and_outputs_are_checked_together_per_file_system() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(b.0.join("m/model.json").is_file());
     // Outputs of kmeans alike: labels and centres add up.
-    let o = memfit(&["kmeans", &x, "-k", "3", "--quiet", "--labels", &p(&a.0, "l.npy"), "--centers", &p(&a.0, "c.npy")]);
+    let o =
+        memfit(&["kmeans", &x, "-k", "3", "--quiet", "--labels", &p(&a.0, "l.npy"), "--centers", &p(&a.0, "c.npy")]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
@@ -938,7 +976,8 @@ fn a_limit_beyond_memory_warns_when_the_plan_needs_more_than_there_is() {
     let e = stderr(&o);
     assert!(o.status.success(), "{e}");
     assert!(
-        e.starts_with("warning: the memory limit (") && e.contains("is above the memory available (")
+        e.starts_with("warning: the memory limit (")
+            && e.contains("is above the memory available (")
             && e.contains("hint: lower --memory-limit to at most"),
         "{e}"
     );

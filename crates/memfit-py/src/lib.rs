@@ -19,7 +19,8 @@ use memfit::estimator::{
 };
 use memfit::io::{npy_file_bytes, Dtype};
 use memfit::mixture::{
-    load_model, model_dir_bytes, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs, PrecisionsInit,
+    load_model, model_dir_bytes, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs,
+    PrecisionsInit,
 };
 use memfit::Warning;
 use numpy::ndarray::Array;

@@ -46,7 +46,9 @@ impl ScratchFile {
     /// [`Error::Io`] saying what is wrong with the folder: missing, a file,
     /// read-only or not writable.
     pub fn check_dir(dir: &Path) -> Result<()> {
-        let bad = |kind: std::io::ErrorKind, why: &str| Err(Error::io(dir, "use as the scratch folder", std::io::Error::new(kind, why.to_string())));
+        let bad = |kind: std::io::ErrorKind, why: &str| {
+            Err(Error::io(dir, "use as the scratch folder", std::io::Error::new(kind, why.to_string())))
+        };
         match std::fs::metadata(dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return bad(e.kind(), "the folder does not exist; hint: create it or name an existing folder")

@@ -389,7 +389,8 @@ mod tests {
         assert!(
             text.contains("memory limit (1.00 TiB) is above the memory available (23.00 GiB")
                 && text.contains("plans 24.00 GiB")
-                && text.ends_with("hint: lower the memory limit to at most 23.00 GiB (24696061952 bytes) or free memory"),
+                && text
+                    .ends_with("hint: lower the memory limit to at most 23.00 GiB (24696061952 bytes) or free memory"),
             "{text}"
         );
         assert_eq!(plan.memory_warning_with(Some(25 << 30)), None);

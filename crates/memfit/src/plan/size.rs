@@ -139,8 +139,26 @@ mod tests {
     #[test]
     fn refuses_malformed_and_ambiguous_sizes() {
         for bad in [
-            "1e", "1E", "1e+", "1..5GiB", "1.5.GiB", "5 GiBs", "inf", "infinity", "+5GiB", "0x10", "1,000",
-            "1e-3", "1.5e0", "5GiB extra", "_1", "1__0", "GiB5", "1 e9", ".5GiB", "1e9.5",
+            "1e",
+            "1E",
+            "1e+",
+            "1..5GiB",
+            "1.5.GiB",
+            "5 GiBs",
+            "inf",
+            "infinity",
+            "+5GiB",
+            "0x10",
+            "1,000",
+            "1e-3",
+            "1.5e0",
+            "5GiB extra",
+            "_1",
+            "1__0",
+            "GiB5",
+            "1 e9",
+            ".5GiB",
+            "1e9.5",
         ] {
             let e = parse_size(bad).unwrap_err().to_string();
             assert!(e.starts_with("invalid memory_limit: "), "{bad}: {e}");
