@@ -53,7 +53,7 @@ def test_a_bad_scratch_folder_is_reported_before_the_data_are_read(tmp_path, kin
     X = np.random.RandomState(0).randn(100, 2)
     X[-1, -1] = np.nan  # reported instead if the data were read first
     if kind == "missing":
-        ctx, where, cls, why = contextlib.nullcontext(), tmp_path / "missing", FileNotFoundError, "does not exist"
+        ctx, where, cls, why = contextlib.nullcontext(), tmp_path / "missing", FileNotFoundError, "the folder does not exist"
     elif kind == "file":
         where = tmp_path / "file"
         where.write_bytes(b"x")

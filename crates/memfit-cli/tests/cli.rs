@@ -729,8 +729,9 @@ fn generate_checks_free_disk_space_before_writing() {
     assert_eq!(o.status.code(), Some(2), "{e}");
     let needed = 8_000_000_000_000_000u64 + 128;
     assert!(
-        e.contains(&format!("{out}: create failed: not enough free disk space: it needs {needed} bytes"))
-            && e.contains("available"),
+        e.contains(&format!(
+            "{out}: not enough free disk space: the files written on its file system need {needed} bytes"
+        )) && e.contains("available"),
         "{e}"
     );
     assert!(entries(t.path()).is_empty(), "left {:?}", entries(t.path()));
@@ -768,7 +769,7 @@ fn generate_checks_free_disk_space_before_writing() {
     assert!(ok.status.success(), "{}", stderr(&ok));
     let e = stderr(&refused);
     assert_eq!(refused.status.code(), Some(2), "{e}");
-    assert!(e.contains("not enough free disk space: the outputs on its filesystem need"), "{e}");
+    assert!(e.contains("not enough free disk space: the files written on its file system need"), "{e}");
     assert_eq!(left.len(), 2, "{left:?}");
 }
 

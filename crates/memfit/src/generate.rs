@@ -116,7 +116,7 @@ impl Blobs {
     /// `cancelled` is polled once per block.
     ///
     /// # Errors
-    /// [`Error::Io`] on write failures, and of kind `StorageFull` before
+    /// [`Error::Io`] on write failures; [`Error::NoDiskSpace`] before
     /// anything is written when the files' filesystem has less free space
     /// than they need (see [`check_free_space`]); [`Error::Cancelled`]. No
     /// partial file is left behind.

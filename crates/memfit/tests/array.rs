@@ -222,12 +222,12 @@ fn an_output_larger_than_the_disk_is_refused_before_writing() {
     let opts = Options { memory_limit: 64 * MIB, threads: Some(1) };
     let e =
         run(&huge, &Output::Npy { path: path.clone(), overwrite: false }, &opts, &AtomicBool::new(false)).unwrap_err();
-    assert!(matches!(&e, Error::Io { cause, .. } if cause.kind() == std::io::ErrorKind::StorageFull), "{e}");
+    assert!(matches!(&e, Error::NoDiskSpace { .. }), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     let z = dir.path().join("huge.zarr");
     let out = Output::Zarr { path: z, chunks: None, overwrite: false };
     let e = run(&huge, &out, &opts, &AtomicBool::new(false)).unwrap_err();
-    assert!(matches!(&e, Error::Io { cause, .. } if cause.kind() == std::io::ErrorKind::StorageFull), "{e}");
+    assert!(matches!(&e, Error::NoDiskSpace { .. }), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 

@@ -327,7 +327,7 @@ pub fn check_free_space(outputs: &[(&Path, u64)]) -> Result<()> {
 pub fn check_disk_space(writes: &[PlannedWrite]) -> Result<()> {
     let mut per_fs: Vec<(u64, u64, Vec<&PlannedWrite>)> = Vec::new(); // (fsid, available, writes)
     for w in writes.iter().filter(|w| w.bytes > 0) {
-        let Ok(st) = rustix::fs::statvfs(&w.folder()) else { continue };
+        let Ok(st) = rustix::fs::statvfs(w.folder()) else { continue };
         match per_fs.iter_mut().find(|f| f.0 == st.f_fsid) {
             Some(f) => f.2.push(w),
             None => per_fs.push((st.f_fsid, st.f_bavail.saturating_mul(st.f_frsize), vec![w])),

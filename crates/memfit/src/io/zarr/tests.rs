@@ -181,7 +181,7 @@ fn bad_arguments_and_inputs_are_error_values() {
         assert!(matches!(e, Error::InvalidParameter { .. }), "{e}");
     }
     let e = ZarrOutput::create(&path, &[1 << 40, 1 << 20], Dtype::F64, &[1 << 10, 1 << 10], false).unwrap_err();
-    assert!(matches!(&e, Error::Io { cause, .. } if cause.kind() == io::ErrorKind::StorageFull), "{e}");
+    assert!(matches!(&e, Error::NoDiskSpace { .. }), "{e}");
     let e = ZarrOutput::create(&dir.path().join("no/a.zarr"), &[4], Dtype::F32, &[2], false).unwrap_err();
     assert!(matches!(&e, Error::Io { cause, .. } if cause.kind() == io::ErrorKind::NotFound), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing was created");

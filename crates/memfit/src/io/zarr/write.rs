@@ -63,7 +63,7 @@ impl ZarrOutput {
     /// [`Error::OutputExists`] when `path` exists and `!overwrite`;
     /// [`Error::Io`] of kind `NotFound` when `path`'s folder is missing, of kind
     /// `IsADirectory` when `path` is a non-empty folder that holds no Zarr
-    /// array (such a folder is never replaced), of kind `StorageFull` when
+    /// array (such a folder is never replaced); [`Error::NoDiskSpace`] when
     /// the filesystem has less free space than the uncompressed array
     /// (see [`check_free_space`]); other [`Error::Io`] when the temporary
     /// directory or the array's metadata cannot be written.
