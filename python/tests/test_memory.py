@@ -121,3 +121,40 @@ def test_in_memory_array_is_not_copied():
     print({k: v / MiB for k, v in got.items()})
     for name in ("km", "gm", "gm_f"):
         assert got[name] <= 64 * MiB + SLACK < got["x_bytes"] / 2
+
+
+def test_expression_input_intermediates_count_against_the_fit_limit(tmp_path):
+    """T3-14: a fit on ``x - x.mean(axis=1, keepdims=True)`` over a .npy whose
+    row means (128 MB) exceed the limit: the means are planned within the
+    fit's limit (on disk), counted by the fit's plan, and the peak stays
+    within the limit; a limit too small is refused before the means are
+    computed."""
+    path = tmp_path / "x.npy"
+    n = 16_000_000
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, 4))
+    rng = np.random.default_rng(0)
+    for a in range(0, n, 2_000_000):
+        out[a:a + 2_000_000] = rng.standard_normal((2_000_000, 4))
+    out.flush()
+    del out
+    code = """
+        import memfit.array as ma
+        limit = int(sys.argv[2])
+        x = ma.from_npy(sys.argv[1])
+        centred = x - x.mean(axis=1, keepdims=True)
+        memfit.KMeans(2, n_init=1, max_iter=1).fit(np.zeros((10, 4)))   # every module and pool loaded
+        base = status("VmRSS")
+        reset_peak()
+        try:
+            km = memfit.KMeans(8, random_state=0, n_init=1, max_iter=2, memory_limit=limit).fit(centred)
+            plan, refused = km.memory_plan_, None
+        except MemoryError as e:
+            plan, refused = None, str(e)
+        print({"peak": status("VmHWM") - base, "plan": plan, "refused": refused})
+    """
+    fit = run_child(code, path, 96 * MiB)
+    assert fit["refused"] is None and "held by the input (expression intermediates" in fit["plan"], fit
+    assert fit["peak"] <= 96 * MiB + SLACK, fit
+    small = run_child(code, path, 48 * MiB)
+    assert small["refused"] is not None and "memory limit" in small["refused"], small
+    assert small["peak"] <= 16 * MiB, small

@@ -80,24 +80,29 @@ impl<'py> Held<'py> {
     }
 
     /// The engine's view of per-row weights: a path may hold a vector
-    /// `(n,)` or `(n, 1)`; an array is `(n, 1)`.
+    /// `(n,)` or `(n, 1)`; an array is `(n, 1)`. `memory_limit` is the job's
+    /// (see [`Held::source`]).
     ///
     /// # Errors
     /// As [`Held::source`].
-    pub fn weights(&self) -> PyResult<Source<'_>> {
+    pub fn weights(&self, memory_limit: u64) -> PyResult<Source<'_>> {
         match self {
             Held::Path(p) => Source::open_vector(p).map_err(to_py),
-            Held::Piece(inner, first_row) => Ok(inner.weights()?.starting_at(*first_row)),
-            _ => self.source(),
+            Held::Piece(inner, first_row) => Ok(inner.weights(memory_limit)?.starting_at(*first_row)),
+            _ => self.source(memory_limit),
         }
     }
 
-    /// The engine's view of the input.
+    /// The engine's view of the input, for a job of `memory_limit` bytes:
+    /// an expression's intermediates (row means, say) are planned within
+    /// [`EXPR_SHARE`] of it, kept on disk when larger, and the bytes they
+    /// need are the input's held bytes, which the job's plan counts.
     ///
     /// # Errors
     /// The `.npy` file's errors (see `memfit::io::Source::open_matrix`);
-    /// `ValueError` for negative strides.
-    pub fn source(&self) -> PyResult<Source<'_>> {
+    /// `ValueError` for negative strides; `MemoryError` for intermediates
+    /// that cannot be planned within their share.
+    pub fn source(&self, memory_limit: u64) -> PyResult<Source<'_>> {
         match self {
             Held::Path(p) => Source::open_matrix(p).map_err(to_py),
             Held::F64(a) => view(a.as_array(), Values::F64),
@@ -110,17 +115,18 @@ impl<'py> Held<'py> {
             Held::U32(a) => view(a.as_array(), Values::U32),
             Held::U64(a) => view(a.as_array(), Values::U64),
             Held::Expr(a) => {
-                // Intermediates (column means, say) get a quarter of the
-                // default limit; the estimator plans the rows' blocks.
-                let opts =
-                    memfit::array::Options { memory_limit: memfit::plan::default_limit_bytes() / 4, threads: None };
+                let opts = memfit::array::Options { memory_limit: memory_limit / EXPR_SHARE, threads: None };
                 Ok(Source::rows(Box::new(memfit::array::ExprRows::new(a, &opts).map_err(to_py)?)))
             }
             Held::Rows(r) => Ok(Source::rows(Box::new(r.clone()))),
-            Held::Piece(inner, first_row) => Ok(inner.source()?.starting_at(*first_row)),
+            Held::Piece(inner, first_row) => Ok(inner.source(memory_limit)?.starting_at(*first_row)),
         }
     }
 }
+
+/// An expression input's intermediates are planned within `1 / EXPR_SHARE`
+/// of the job's memory limit; the job plans its own buffers in the rest.
+pub(crate) const EXPR_SHARE: u64 = 4;
 
 /// The whole strided extent of `a` as a slice, wrapped as an engine source.
 fn view<'a, T: Element>(a: ArrayView2<'a, T>, wrap: fn(&'a [T]) -> Values<'a>) -> PyResult<Source<'a>> {

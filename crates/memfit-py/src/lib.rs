@@ -182,8 +182,8 @@ fn kmeans_fit<'py>(
         plot_sample_rows: 0,
         row_split,
     };
-    let src = held.source()?;
-    let w = held_w.as_ref().map(Held::weights).transpose()?;
+    let src = held.source(memory_limit)?;
+    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -249,8 +249,8 @@ fn assign<'py>(
 ) -> PyResult<f64> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
-    let src = held.source()?;
-    let w = held_w.as_ref().map(Held::weights).transpose()?;
+    let src = held.source(memory_limit)?;
+    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
@@ -292,7 +292,7 @@ fn transform<'py>(
     float32: bool,
 ) -> PyResult<()> {
     let held = Held::new(x)?;
-    let src = held.source()?;
+    let src = held.source(memory_limit)?;
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let (mut out64, mut out32) = (out.extract::<PyReadwriteArray2<'py, f64>>().ok(), None);
@@ -394,7 +394,7 @@ fn gmm_fit<'py>(
         init_params: InitMethod::parse(init_params).map_err(to_py)?,
         weights_init: weights_init.map(|w| w.as_array().iter().copied().collect()),
         means_init: means_init.map(|m| m.as_array().iter().copied().collect()),
-        precisions_init: held_p.as_ref().map(Held::source).transpose()?.map(PrecisionsInit::Precisions),
+        precisions_init: held_p.as_ref().map(|h| h.source(memory_limit)).transpose()?.map(PrecisionsInit::Precisions),
         random_state,
         memory_limit_bytes: memory_limit,
         lower_bound_init: None,
@@ -408,14 +408,14 @@ fn gmm_fit<'py>(
             covariance_type: t,
             weights: w.as_array().iter().copied().collect(),
             means: m.as_array().iter().copied().collect(),
-            precisions_cholesky: p.source()?,
+            precisions_cholesky: p.source(memory_limit)?,
             shift: None,
             lower_bound: warm_lower_bound,
         }),
         _ => None,
     };
-    let src = held.source()?;
-    let w = held_w.as_ref().map(Held::weights).transpose()?;
+    let src = held.source(memory_limit)?;
+    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (done, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -533,12 +533,12 @@ fn gmm_predict<'py>(
             covariance_type: self::covariance_type(covariance_type)?,
             weights: weights.as_array().iter().copied().collect(),
             means: means.as_array().iter().copied().collect(),
-            precisions_cholesky: held_p.source()?,
+            precisions_cholesky: held_p.source(memory_limit)?,
             shift: None,
             lower_bound: None,
         },
     };
-    let src = held.source()?;
+    let src = held.source(memory_limit)?;
     let mut fill_labels = Fill::new(labels.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_proba = Fill::new(proba.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_log_likelihood = Fill::new(log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?);
@@ -599,7 +599,7 @@ fn row_quadratic_form<'py>(
     float32: bool,
 ) -> PyResult<()> {
     let held = Held::new(x)?;
-    let src = held.source()?;
+    let src = held.source(memory_limit)?;
     let q_shape = {
         let a = q.as_array();
         [a.nrows(), a.ncols()]
@@ -631,8 +631,8 @@ fn weighted_scatter<'py>(
     let (row_split, remote) = split(remote, row_bounds);
     let held = Held::new(x)?;
     let held_w = w.map(Held::new).transpose()?;
-    let src = held.source()?;
-    let ws = held_w.as_ref().map(Held::weights).transpose()?;
+    let src = held.source(memory_limit)?;
+    let ws = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
     let d = src.n_features();
     let done = run(py, n_jobs, false, None, move |obs| {
         let job = ScatterJob { x: &src, weights: ws.as_ref(), memory_limit_bytes: memory_limit, row_split };

@@ -15,9 +15,11 @@ use crate::error::{Error, Result};
 use crate::io::RowSource;
 
 /// The rows of a 2-D expression, computed when read. Reductions and
-/// contractions inside it (a column mean, say) run once, before the first
-/// read, within the memory limit given; their results are held (see
-/// [`RowSource::held_bytes`]).
+/// contractions inside it (a column mean, say) run once, at the first read,
+/// within the memory limit given (results too large for it go to scratch
+/// files); what they need, their held results and the working buffers of
+/// the largest stage, is [`RowSource::held_bytes`], which a job reading the
+/// rows counts beside its own buffers.
 pub struct ExprRows {
     lowered: Lowered,
     plan: ArrayPlan,
@@ -50,7 +52,9 @@ impl ExprRows {
         }
         let (lowered, plan) = prepare(root, &Output::Rows, opts)?;
         let slots = Slots::new(&lowered, &Output::Rows)?;
-        let held = lowered.slots.iter().filter(|s| !s.on_disk).map(|s| s.bytes()).sum();
+        // The plan's total: held intermediates plus its largest stage,
+        // which runs while the reading job's buffers are allocated.
+        let held = plan.total_bytes;
         Ok(ExprRows { lowered, plan, slots, held, opts: opts.clone(), ready: OnceLock::new() })
     }
 

@@ -48,10 +48,9 @@ impl KMeansJob<'_> {
     /// As [`KMeansParams::validate`] and [`cluster::plan_kmeans`].
     pub fn plan(&self) -> Result<Plan> {
         self.params.validate(self.x.n_samples(), self.x.n_features())?;
-        let job = Job {
-            extra: self.extra.clone(),
-            ..Job::new(self.x, self.sample_weight, self.compute.bytes(), self.n_outputs)
-        };
+        // The caller's buffers beside what the input holds (Job::new's).
+        let mut job = Job::new(self.x, self.sample_weight, self.compute.bytes(), self.n_outputs);
+        job.extra.extend(self.extra.iter().cloned());
         cluster::plan_kmeans(&self.params, &job)
     }
 

@@ -84,10 +84,9 @@ impl<'a> GmmJob<'a> {
             crate::io::ScratchFile::check_dir(dir)?;
         }
         self.params.validate(self.x.n_samples(), self.x.n_features())?;
-        let job = Job {
-            extra: self.extra.clone(),
-            ..Job::new(self.x, self.sample_weight, self.compute.bytes(), self.n_outputs)
-        };
+        // The caller's buffers beside what the input holds (Job::new's).
+        let mut job = Job::new(self.x, self.sample_weight, self.compute.bytes(), self.n_outputs);
+        job.extra.extend(self.extra.iter().cloned());
         mixture::plan_gmm(&self.params, &job, false)
     }
 

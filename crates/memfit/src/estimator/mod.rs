@@ -121,6 +121,40 @@ mod tests {
         assert_eq!(ComputeDtype::Float32.bytes(), 4);
     }
 
+    /// T3-14: an expression input's intermediates (row means larger than
+    /// their share of the limit) go to scratch, and what they need is
+    /// planned beside the caller's own buffers, never in place of them.
+    #[test]
+    fn expression_intermediates_count_beside_the_callers_buffers() {
+        use crate::array::{Array, ExprRows, Op, Options, Reduction};
+        let (n, d) = (200_000, 4);
+        let x = Array::from_f64((0..n * d).map(|i| (i % 97) as f64).collect(), &[n, d]).unwrap();
+        let means = x.reduce(Reduction::Mean, &[1], true, None).unwrap();
+        let centred = Array::ufunc(Op::Subtract, &[x, means]).unwrap();
+        let share = 1 << 20; // the row means are 1.6 MB
+        let rows = ExprRows::new(&centred, &Options { memory_limit: share, threads: Some(1) }).unwrap();
+        assert!(rows.plan().scratch_bytes >= (n * 8) as u64, "{:?}", rows.plan());
+        let src = Source::rows(Box::new(rows));
+        let held = src.held_bytes();
+        assert!(held > 0 && held <= share, "{held}");
+        let params = KMeansParams { n_clusters: 3, memory_limit_bytes: 64 << 20, ..KMeansParams::default() };
+        let callers = ("labels_".to_string(), 4 * n as u64);
+        let job = KMeansJob {
+            params,
+            x: &src,
+            sample_weight: None,
+            compute: ComputeDtype::Float64,
+            n_outputs: 0,
+            extra: vec![callers.clone()],
+        };
+        let plan = job.plan().unwrap();
+        let bytes = |name: &str| plan.buffers.iter().find(|b| b.name.starts_with(name)).map(|b| b.bytes);
+        assert_eq!(bytes("held by the input"), Some(held), "{plan}");
+        assert_eq!(bytes(&callers.0), Some(callers.1), "{plan}");
+        let fit = job.fit(&plan, None, &mut ()).unwrap();
+        assert_eq!(fit.n_samples, n);
+    }
+
     #[test]
     fn one_entry_fits_in_either_dtype_with_the_same_shape_of_result() {
         let x: Vec<f64> = (0..200).map(|i| f64::from(i % 10) + if i % 20 < 10 { 0.0 } else { 50.0 }).collect();
