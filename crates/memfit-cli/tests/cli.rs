@@ -1008,3 +1008,32 @@ fn a_limit_beyond_memory_warns_when_the_plan_needs_more_than_there_is() {
     let o = memfit(&["kmeans", x, "-k", "3", "--memory-limit", "1GiB", "--dry-run"]);
     assert!(o.status.success() && stderr(&o).is_empty(), "{}", stderr(&o));
 }
+
+/// A named pipe is refused at once (opening it would wait for a writer).
+#[test]
+fn a_named_pipe_input_is_refused_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = p(dir.path(), "fifo.npy");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memfit"))
+        .args(["kmeans", &fifo, "-k", "3"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("memfit waited on the pipe");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+}

@@ -33,10 +33,17 @@ impl NpyFile {
     ///
     /// # Errors
     /// [`Error::Io`] if the file cannot be opened or read, [`Error::NotNpy`]
-    /// for a bad magic or header, [`Error::UnsupportedDtype`], and
+    /// for a directory, a pipe, socket or device, a bad magic or header, [`Error::UnsupportedDtype`], and
     /// [`Error::Truncated`] when the data is shorter than the shape says.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
+        // Before opening: opening a named pipe blocks until a writer comes.
+        if let Ok(kind) = std::fs::metadata(&path).map(|m| m.file_type()) {
+            if !kind.is_file() && !kind.is_dir() {
+                let reason = "it is not a regular file (a pipe, socket or device); positioned reads need a file";
+                return Err(Error::NotNpy { path, reason: reason.into() });
+            }
+        }
         let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
         let meta = file.metadata().map_err(|e| Error::io(&path, "stat", e))?;
         if meta.is_dir() {
