@@ -1,0 +1,112 @@
+//! `.npy` files opened for positioned reads: the header validated against
+//! the file's length, and reads that report a file that shrank.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::io::npy_header::{header_len, parse_header, HeaderError, NpyHeader, PREAMBLE_BYTES};
+
+/// An opened `.npy` file: its header, validated against the file's length.
+#[derive(Debug)]
+pub struct NpyFile {
+    pub(super) path: PathBuf,
+    pub(super) file: File,
+    pub(super) header: NpyHeader,
+}
+
+impl NpyFile {
+    /// Opens `path` and parses its header.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the file cannot be opened or read, [`Error::NotNpy`]
+    /// for a directory, a pipe, socket or device, a bad magic or header, [`Error::UnsupportedDtype`], and
+    /// [`Error::Truncated`] when the data is shorter than the shape says.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        // Before opening: opening a named pipe blocks until a writer comes.
+        if let Ok(kind) = std::fs::metadata(&path).map(|m| m.file_type()) {
+            if !kind.is_file() && !kind.is_dir() {
+                let reason = "it is not a regular file (a pipe, socket or device); positioned reads need a file";
+                return Err(Error::NotNpy { path, reason: reason.into() });
+            }
+        }
+        let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
+        let meta = file.metadata().map_err(|e| Error::io(&path, "stat", e))?;
+        if meta.is_dir() {
+            return Err(Error::NotNpy { path, reason: "it is a directory".into() });
+        }
+        let len = meta.len();
+        let not_npy = |reason: String| Error::NotNpy { path: path.clone(), reason };
+        let mut pre = [0u8; PREAMBLE_BYTES];
+        let got = read_up_to(&file, &mut pre, 0).map_err(|e| Error::io(&path, "read", e))?;
+        let hlen = match header_len(&pre[..got]) {
+            Ok(n) => n,
+            Err(HeaderError::Short) => return Err(not_npy(format!("only {got} bytes, too short for a header"))),
+            Err(HeaderError::Malformed(m) | HeaderError::Unsupported(m)) => return Err(not_npy(m)),
+        };
+        if hlen as u64 > len || hlen > (1 << 24) {
+            return Err(not_npy(format!("the header claims {hlen} bytes but the file has {len}")));
+        }
+        let mut hbuf = vec![0u8; hlen];
+        file.read_exact_at(&mut hbuf, 0).map_err(|e| Error::io(&path, "read", e))?;
+        let header = match parse_header(&hbuf) {
+            Ok(h) => h,
+            Err(HeaderError::Unsupported(descr)) => return Err(Error::UnsupportedDtype { path, descr }),
+            Err(HeaderError::Malformed(m)) => return Err(not_npy(m)),
+            Err(HeaderError::Short) => return Err(not_npy("truncated header".into())),
+        };
+        let expected = header.data_bytes().ok_or_else(|| not_npy(format!("shape {:?} overflows", header.shape)))?;
+        let found = len - header.data_offset;
+        if found < expected {
+            return Err(Error::Truncated { path, expected_bytes: expected, found_bytes: found });
+        }
+        Ok(NpyFile { path, file, header })
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> &NpyHeader {
+        &self.header
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The open file, for positioned reads.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Reads `buf.len()` bytes at `offset`, reporting a file that shrank since
+/// it was opened as [`Error::Truncated`].
+pub(super) fn read_exact(f: &NpyFile, buf: &mut [u8], offset: u64) -> Result<()> {
+    f.file.read_exact_at(buf, offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            let len = f.file.metadata().map(|m| m.len()).unwrap_or(0);
+            Error::Truncated {
+                path: f.path.clone(),
+                expected_bytes: f.header.data_bytes().unwrap_or(0),
+                found_bytes: len.saturating_sub(f.header.data_offset),
+            }
+        } else {
+            Error::io(&f.path, "read", e)
+        }
+    })
+}

@@ -1,0 +1,32 @@
+//! Rows computed on demand (an array expression), read like a file.
+
+use std::path::PathBuf;
+
+use crate::error::Result;
+use crate::io::dtype::Dtype;
+
+/// A 2-D array whose rows are computed when read (an array expression):
+/// a [`Source`](super::Source) reads it block by block like a file, never whole.
+pub trait RowSource: Send + Sync + std::fmt::Debug {
+    /// Number of rows.
+    fn n_rows(&self) -> usize;
+    /// Number of columns.
+    fn n_cols(&self) -> usize;
+    /// The dtype of the values.
+    fn dtype(&self) -> Dtype;
+    /// Working bytes per row a read needs (its part of the block buffers).
+    fn bytes_per_row(&self) -> usize;
+    /// Bytes held while the source lives (intermediate results).
+    fn held_bytes(&self) -> u64;
+    /// The name errors give the rows (`<expression>` unless overridden;
+    /// `<memory>` for an array that the front end names itself).
+    fn name(&self) -> PathBuf {
+        PathBuf::from("<expression>")
+    }
+    /// Rows `[start, start + rows)` in row-major order as `f64` (exact for
+    /// every dtype except 64-bit integers beyond 2^53).
+    ///
+    /// # Errors
+    /// I/O errors of the reads below.
+    fn read(&self, start: usize, rows: usize) -> Result<Vec<f64>>;
+}

@@ -1,0 +1,19 @@
+//! Atomic output files: everything is written to a temporary file in the
+//! destination's folder and renamed over the destination only when complete,
+//! so a failure (bad input found late, a full disk, Ctrl-C) never leaves a
+//! half-written output behind.
+
+mod atomic;
+mod disk_space;
+mod npy;
+mod paths;
+pub(super) mod unfinished;
+
+pub use atomic::{write_bytes_atomic, AtomicFile, WRITE_BUFFER_BYTES};
+pub use disk_space::{check_disk_space, check_free_space, PlannedWrite};
+pub use npy::{npy_file_bytes, write_npy, NpyWriter, PositionedNpy};
+pub use paths::check_output_path;
+pub use paths::check_outputs_distinct;
+pub(super) use paths::resolve_output;
+pub use unfinished::remove_unfinished_outputs;
+pub(super) use unfinished::Unfinished;

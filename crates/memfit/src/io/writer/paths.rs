@@ -1,0 +1,117 @@
+//! Output paths checked before a job: where a file may be created, and
+//! outputs that must not coincide with each other or with inputs.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The file an output path finally names: a symlink is followed, so the
+/// atomic rename replaces its target and the link stays.
+pub(crate) fn resolve_output(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // Bounded, in case of a link cycle.
+    for _ in 0..40 {
+        match std::fs::read_link(&p) {
+            Ok(target) => p = p.parent().map_or(target.clone(), |dir| dir.join(&target)),
+            Err(_) => break,
+        }
+    }
+    p
+}
+
+/// Checks, before any long computation, that an output file could be created:
+/// its folder exists, and the path is either absent or a regular file (a
+/// symlink to one is followed). Devices, pipes and directories are refused,
+/// since the atomic rename would replace them.
+///
+/// # Errors
+/// [`Error::Io`] with kind `NotFound` when the folder is missing, or a
+/// message saying the path is not a regular file.
+pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    if path == Path::new("-") {
+        return Err(Error::io(
+            path,
+            "create",
+            std::io::Error::other("this output cannot go to stdout; hint: name a file"),
+        ));
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(Error::io(
+            path,
+            "create",
+            std::io::Error::new(std::io::ErrorKind::NotFound, format!("folder {} does not exist", dir.display())),
+        ));
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(Error::io(
+            path,
+            "create",
+            std::io::Error::other(
+                "it exists and is not a regular file (a directory, device or pipe); hint: name a new file",
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Fails when an output names the same file as another output or as an
+/// input (inputs may coincide with each other), or lies inside one of
+/// `folders` (a model folder that is replaced or read); inputs may not lie
+/// inside a folder that is replaced (the `bool` of its entry). Each entry
+/// pairs a role (how the front-end names it, e.g. `labels`) with a path;
+/// paths that do not exist yet are compared by their absolute folder and
+/// name.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] naming both roles.
+pub fn check_outputs_distinct(
+    outputs: &[(&'static str, &Path)],
+    inputs: &[(&'static str, &Path)],
+    folders: &[(&'static str, &Path, bool)],
+) -> Result<()> {
+    let key = |p: &Path| -> PathBuf {
+        let p = resolve_output(p);
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        dir.join(p.file_name().unwrap_or_default())
+    };
+    let clash = |a: &(&'static str, &Path), b: &(&'static str, &Path), how: &str| {
+        Error::param(
+            a.0,
+            format!(
+                "{} {how} {} ({}); hint: give each output its own file, and keep inputs and outputs outside model folders",
+                a.0,
+                b.0,
+                a.1.display()
+            ),
+        )
+    };
+    let outs: Vec<PathBuf> = outputs.iter().map(|(_, p)| key(p)).collect();
+    for (i, o) in outs.iter().enumerate() {
+        if let Some(j) = outs[..i].iter().position(|q| q == o) {
+            return Err(clash(&outputs[i], &outputs[j], "names the same file as"));
+        }
+        if let Some(input) = inputs.iter().find(|(_, p)| key(p) == *o) {
+            return Err(clash(&outputs[i], input, "names the same file as"));
+        }
+        if let Some(&(role, f, _)) = folders.iter().find(|(_, f, _)| o.starts_with(key(f))) {
+            return Err(clash(&outputs[i], &(role, f), "lies inside the folder of"));
+        }
+    }
+    for input in inputs {
+        if let Some(&(role, f, _)) =
+            folders.iter().find(|(_, f, replaced)| *replaced && key(input.1).starts_with(key(f)))
+        {
+            return Err(clash(input, &(role, f), "lies inside the folder of"));
+        }
+    }
+    Ok(())
+}
