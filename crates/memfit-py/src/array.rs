@@ -64,7 +64,7 @@ impl Expr {
         let (computed, report) = run(py, n_jobs, false, None, move |w| {
             run_expr(&a, &Output::Memory, &options(memory_limit, n_jobs), w.stop_flag())
         })?;
-        crate::warn(py, &report.warnings)?;
+        crate::shared::warn(py, &report.warnings)?;
         to_numpy(py, computed.expect("a memory result"))
     }
 
@@ -82,7 +82,7 @@ impl Expr {
         let out = Output::Npy { path, overwrite };
         let (_, report) =
             run(py, n_jobs, false, None, move |w| run_expr(&a, &out, &options(memory_limit, n_jobs), w.stop_flag()))?;
-        crate::warn(py, &report.warnings)
+        crate::shared::warn(py, &report.warnings)
     }
 
     /// Streams the result into a Zarr v3 array.
@@ -100,7 +100,7 @@ impl Expr {
         let out = Output::Zarr { path, chunks, overwrite };
         let (_, report) =
             run(py, n_jobs, false, None, move |w| run_expr(&a, &out, &options(memory_limit, n_jobs), w.stop_flag()))?;
-        crate::warn(py, &report.warnings)
+        crate::shared::warn(py, &report.warnings)
     }
 
     /// The chunk shape `to_zarr` picks when none is given (the engine's

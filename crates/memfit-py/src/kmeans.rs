@@ -1,0 +1,206 @@
+//! k-means: the fit, and assigning or measuring rows against centres.
+
+use memfit::cluster::{KMeansParams, LabelSink};
+use memfit::estimator::{parse_init, CentersJob, KMeansJob};
+use numpy::ndarray::Array;
+use numpy::{IntoPyArray, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{self, to_py};
+use crate::inputs::Held;
+use crate::runner::run;
+use crate::shared::{compute, label, plan_only, restore, split, warn, warning_tuples, Fill};
+
+/// Fits k-means. `x` and `sample_weight` are arrays of shape
+/// `(n_samples, n_features)` and `(n_samples, 1)` or `.npy` paths; `init` is
+/// `"k-means++"` or `"random"`, unless `init_centers` holds the
+/// `(n_clusters, n_features)` float64 centres. `labels` (int32,
+/// `(n_samples,)`), when given, receives the final labels. Returns a dict
+/// with `cluster_centers` (`(n_clusters, n_features)`, float32 when
+/// `float32` else float64), `inertia`, `n_iter`, `converged`,
+/// `n_nonempty_clusters`, `warnings` (`(kind, category, message)` tuples)
+/// and `plan`. `progress`, when given, is called with each progress event
+/// (see `runner::run`).
+#[pyfunction]
+#[pyo3(signature = (x, *, n_clusters, memory_limit, sample_weight=None, init="k-means++", init_centers=None,
+    n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None,
+    remote=None, row_bounds=vec![], dry_run=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn kmeans_fit<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    n_clusters: usize,
+    memory_limit: u64,
+    sample_weight: Option<&Bound<'py, PyAny>>,
+    init: &str,
+    init_centers: Option<PyReadonlyArray2<'py, f64>>,
+    n_init: Option<usize>,
+    max_iter: usize,
+    tol: f64,
+    random_state: u64,
+    n_jobs: Option<usize>,
+    float32: bool,
+    mut labels: Option<PyReadwriteArray1<'py, i32>>,
+    progress: Option<&Bound<'py, PyAny>>,
+    remote: Option<Py<PyAny>>,
+    row_bounds: Vec<usize>,
+    dry_run: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let held = Held::new(x)?;
+    let held_w = sample_weight.map(Held::new).transpose()?;
+    let (row_split, remote) = split(remote, row_bounds);
+    let centers = init_centers.map(|c| {
+        let c = c.as_array();
+        (c.iter().copied().collect(), c.nrows(), c.ncols())
+    });
+    let params = KMeansParams {
+        n_clusters,
+        init: parse_init(init, centers).map_err(to_py)?,
+        n_init,
+        max_iter,
+        tol,
+        random_state,
+        memory_limit_bytes: memory_limit,
+        init_sample_rows: None,
+        plot_sample_rows: 0,
+        row_split,
+    };
+    let src = held.source(memory_limit)?;
+    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
+    let with_labels = fill.wanted();
+    let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {
+        let mut job = KMeansJob {
+            params,
+            x: &src,
+            sample_weight: w.as_ref(),
+            compute: compute(float32),
+            n_outputs: 0,
+            extra: Vec::new(),
+        };
+        if with_labels {
+            job.extra.push(("labels_ (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
+        }
+        let plan = job.plan()?;
+        if dry_run {
+            return Ok((None, plan));
+        }
+        let mut put = |l: &[u32]| fill.put(l, label);
+        let sink: LabelSink<'_> = if with_labels { Some(&mut put) } else { None };
+        Ok((Some(job.fit(&plan, sink, obs)?), plan))
+    })
+    .map_err(|e| restore(&remote, e))?;
+    let Some(fit) = fit else { return plan_only(py, &plan) };
+    let centers =
+        Array::from_shape_vec((fit.n_clusters, fit.n_features), fit.cluster_centers).map_err(errors::shape)?;
+    let dict = PyDict::new(py);
+    if float32 {
+        // The centres were computed in float32: the round trip is exact.
+        dict.set_item("cluster_centers", centers.mapv(|v| v as f32).into_pyarray(py))?;
+    } else {
+        dict.set_item("cluster_centers", centers.into_pyarray(py))?;
+    }
+    dict.set_item("inertia", fit.inertia)?;
+    dict.set_item("n_iter", fit.n_iter)?;
+    dict.set_item("converged", fit.converged)?;
+    dict.set_item("n_nonempty_clusters", fit.n_nonempty_clusters)?;
+    dict.set_item("warnings", warning_tuples(&fit.warnings))?;
+    dict.set_item("plan", plan.to_string())?;
+    Ok(dict)
+}
+
+/// Nearest of `centers` (`(n_clusters, n_features)` float64, C-contiguous)
+/// for each row of `x` (array or `.npy` path), computed in float32 when
+/// `float32`: labels go to `labels` (int32, `(n_samples,)`) and squared
+/// distances, when given, to `distances` (float64, `(n_samples,)`). Returns
+/// the inertia: the sum of the squared distances, each times its row's
+/// `sample_weight` when given (`(n_samples, 1)` or a path). Warnings are
+/// issued.
+#[pyfunction]
+#[pyo3(signature = (x, *, centers, memory_limit, labels, sample_weight=None, distances=None, n_jobs=None, float32=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn assign<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    centers: PyReadonlyArray2<'py, f64>,
+    memory_limit: u64,
+    mut labels: PyReadwriteArray1<'py, i32>,
+    sample_weight: Option<&Bound<'py, PyAny>>,
+    mut distances: Option<PyReadwriteArray1<'py, f64>>,
+    n_jobs: Option<usize>,
+    float32: bool,
+) -> PyResult<f64> {
+    let held = Held::new(x)?;
+    let held_w = sample_weight.map(Held::new).transpose()?;
+    let src = held.source(memory_limit)?;
+    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let k = centers.as_array().nrows();
+    let centers = centers.as_slice()?;
+    let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
+    let mut fill_distances = Fill::new(distances.as_mut().map(|d| d.as_slice_mut()).transpose()?);
+    let done = run(py, n_jobs, float32, None, move |obs| {
+        let job = CentersJob {
+            x: &src,
+            centers,
+            n_clusters: k,
+            sample_weight: w.as_ref(),
+            compute: compute(float32),
+            labels_file: false,
+            memory_limit_bytes: memory_limit,
+        };
+        let plan = job.plan_assign()?;
+        let mut put = |l: &[u32], dist: &[f64]| {
+            fill_labels.put(l, label)?;
+            fill_distances.put(dist, |v| v)
+        };
+        job.assign(&plan, &mut put, obs)
+    })?;
+    warn(py, &done.warnings)?;
+    Ok(done.value.inertia)
+}
+
+/// Euclidean distances of each row of `x` (array or `.npy` path) to every one
+/// of `centers` (`(n_clusters, n_features)` float64, C-contiguous), computed
+/// from `x` converted to float32 when `float32`, into `out` (C-contiguous
+/// `(n_samples, n_clusters)`, float32 or float64). Warnings are issued.
+#[pyfunction]
+#[pyo3(signature = (x, *, centers, memory_limit, out, n_jobs=None, float32=false))]
+pub fn transform<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    centers: PyReadonlyArray2<'py, f64>,
+    memory_limit: u64,
+    out: &Bound<'py, PyAny>,
+    n_jobs: Option<usize>,
+    float32: bool,
+) -> PyResult<()> {
+    let held = Held::new(x)?;
+    let src = held.source(memory_limit)?;
+    let k = centers.as_array().nrows();
+    let centers = centers.as_slice()?;
+    let (mut out64, mut out32) = (out.extract::<PyReadwriteArray2<'py, f64>>().ok(), None);
+    if out64.is_none() {
+        out32 = Some(out.extract::<PyReadwriteArray2<'py, f32>>()?);
+    }
+    let mut fill64 = Fill::new(out64.as_mut().map(|o| o.as_slice_mut()).transpose()?);
+    let mut fill32 = Fill::new(out32.as_mut().map(|o| o.as_slice_mut()).transpose()?);
+    let done = run(py, n_jobs, float32, None, move |obs| {
+        let job = CentersJob {
+            x: &src,
+            centers,
+            n_clusters: k,
+            sample_weight: None,
+            compute: compute(float32),
+            labels_file: false,
+            memory_limit_bytes: memory_limit,
+        };
+        let plan = job.plan_transform()?;
+        let mut put = |dist: &[f64]| {
+            fill64.put(dist, |v| v)?;
+            fill32.put(dist, |v| v as f32)
+        };
+        job.transform(&plan, &mut put, obs)
+    })?;
+    warn(py, &done.warnings)
+}

@@ -1,0 +1,105 @@
+//! What the binding's functions share: the row split of a job, dry-run
+//! results, the compute dtype, caller-owned output arrays filled in row
+//! order, and warnings handed to Python.
+
+use std::sync::Arc;
+
+use memfit::estimator::ComputeDtype;
+use memfit::Warning;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::{errors, remote};
+
+/// The row split of a fit: passes run through `remote` (a Python callable,
+/// see [`remote::PyRemote`]) in ranges cut at `bounds`, or whole, here.
+pub fn split(remote: Option<Py<PyAny>>, bounds: Vec<usize>) -> (memfit::exec::RowSplit, Option<Arc<remote::PyRemote>>) {
+    match remote {
+        Some(r) => {
+            let (s, r) = remote::PyRemote::split(r, bounds);
+            (s, Some(r))
+        }
+        None => (memfit::exec::RowSplit::at(bounds), None),
+    }
+}
+
+/// The result of a dry run: `{"plan": text}`.
+pub fn plan_only<'py>(py: Python<'py>, plan: &memfit::plan::Plan) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("plan", plan.to_string())?;
+    Ok(dict)
+}
+
+/// `e`, or the Python exception a remote call raised behind it.
+pub fn restore(remote: &Option<Arc<remote::PyRemote>>, e: PyErr) -> PyErr {
+    match remote {
+        Some(r) => r.restore(e),
+        None => e,
+    }
+}
+
+/// The compute dtype: float32 when `float32`, else float64.
+pub fn compute(float32: bool) -> ComputeDtype {
+    if float32 {
+        ComputeDtype::Float32
+    } else {
+        ComputeDtype::Float64
+    }
+}
+
+/// A caller's output array (or none), filled block by block in row order.
+pub struct Fill<'a, E> {
+    pub out: Option<&'a mut [E]>,
+    at: usize,
+}
+
+impl<'a, E: Copy> Fill<'a, E> {
+    pub fn new(out: Option<&'a mut [E]>) -> Self {
+        Fill { out, at: 0 }
+    }
+
+    /// Whether there is an array to fill.
+    pub fn wanted(&self) -> bool {
+        self.out.is_some()
+    }
+
+    /// Writes `values`, each converted by `conv`, after the previous block.
+    pub fn put<V: Copy>(&mut self, values: &[V], conv: impl Fn(V) -> E) -> memfit::Result<()> {
+        if let Some(out) = self.out.as_deref_mut() {
+            for (o, &v) in out[self.at..self.at + values.len()].iter_mut().zip(values) {
+                *o = conv(v);
+            }
+            self.at += values.len();
+        }
+        Ok(())
+    }
+}
+
+/// The warnings as `(kind, category, message)` tuples (see
+/// [`errors::warning`]).
+pub fn warning_tuples(warnings: &[Warning]) -> Vec<(&'static str, &'static str, String)> {
+    warnings.iter().map(errors::warning).collect()
+}
+
+/// Issues each warning as a Python warning of its category, for the
+/// functions that return arrays rather than a dict with `warnings`.
+pub fn warn(py: Python<'_>, warnings: &[Warning]) -> PyResult<()> {
+    for w in warnings {
+        let (_, category, message) = errors::warning(w);
+        let message = std::ffi::CString::new(message).unwrap_or_default();
+        let class = if category == "convergence" {
+            py.import("sklearn.exceptions")?.getattr("ConvergenceWarning")?
+        } else if category == "runtime" {
+            py.get_type::<pyo3::exceptions::PyRuntimeWarning>().into_any()
+        } else {
+            py.get_type::<pyo3::exceptions::PyUserWarning>().into_any()
+        };
+        PyErr::warn(py, &class, &message, 1)?;
+    }
+    Ok(())
+}
+
+/// A label as the `int32` Python receives.
+pub fn label(l: u32) -> i32 {
+    l as i32
+}
