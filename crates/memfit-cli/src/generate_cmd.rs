@@ -7,7 +7,7 @@ use memfit::io::check_outputs_distinct;
 use crate::args::{BlobsArgs, ComputeDtype};
 use crate::inputs::check_output;
 use crate::memory_limit;
-use crate::progress::interrupted;
+use crate::progress::cancel_token;
 
 /// Runs `memfit generate blobs`, holding at most the memory limit of rows.
 pub fn blobs(args: &BlobsArgs) -> Result<()> {
@@ -49,8 +49,12 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
         );
     }
     match args.dtype {
-        ComputeDtype::Float32 => blobs.write_npy::<f32>(&args.out, args.labels.as_deref(), block_rows, &interrupted)?,
-        ComputeDtype::Float64 => blobs.write_npy::<f64>(&args.out, args.labels.as_deref(), block_rows, &interrupted)?,
+        ComputeDtype::Float32 => {
+            blobs.write_npy::<f32>(&args.out, args.labels.as_deref(), block_rows, &cancel_token())?
+        }
+        ComputeDtype::Float64 => {
+            blobs.write_npy::<f64>(&args.out, args.labels.as_deref(), block_rows, &cancel_token())?
+        }
     }
     println!("wrote {} ({} × {} {:?})", args.out.display(), args.n_samples, args.n_features, args.dtype);
     Ok(())

@@ -128,9 +128,8 @@ fn run(cli: &Cli) -> Result<()> {
     };
     // The command's own pool (not rayon's global one, which the process
     // that embeds the tool may have started already).
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(n).build()?;
     progress::stop_on_ctrl_c();
-    pool.install(|| match &cli.command {
+    memfit::exec::install(n, || match &cli.command {
         Command::Kmeans(a) => kmeans_cmd::run(a),
         Command::Predict(a) => predict_cmd::run(a),
         Command::Gmm(a) => gmm_cmd::run(a),
@@ -138,7 +137,7 @@ fn run(cli: &Cli) -> Result<()> {
         Command::QuadraticForm(a) => kernels_cmd::quadratic_form(a),
         Command::Scatter(a) => kernels_cmd::scatter(a),
         Command::Generate(Generate::Blobs(a)) => generate_cmd::blobs(a),
-    })
+    })?
 }
 
 /// Runs the `memfit` tool on `args` (the program name first, as in

@@ -1,14 +1,15 @@
 //! The terminal progress bar (hidden with --quiet or when stderr is not a terminal).
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use memfit::cluster::{Observer, Progress};
+use memfit::exec::Cancel;
 
 /// Set by the first Ctrl-C; the engine checks it once per read block.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static INTERRUPTED: LazyLock<Cancel> = LazyLock::new(Cancel::new);
 
 /// Makes Ctrl-C, SIGTERM and SIGHUP stop a run cleanly (temporary outputs
 /// are removed, exit status 130); a second signal exits at once, removing
@@ -16,7 +17,7 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 pub fn stop_on_ctrl_c() {
     // Failing to install the handler only loses the clean stop.
     let _ = ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+        if INTERRUPTED.cancel() {
             memfit::io::remove_unfinished_outputs();
             std::process::exit(130);
         }
@@ -25,15 +26,20 @@ pub fn stop_on_ctrl_c() {
 
 /// Whether Ctrl-C was pressed.
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
+    INTERRUPTED.is_cancelled()
+}
+
+/// The token Ctrl-C cancels, for engine work that takes one.
+pub fn cancel_token() -> Cancel {
+    INTERRUPTED.clone()
 }
 
 /// An observer that only stops the run on Ctrl-C (for jobs without a bar).
 pub struct Stop;
 
 impl Observer for Stop {
-    fn cancelled(&self) -> bool {
-        interrupted()
+    fn cancel(&self) -> Cancel {
+        cancel_token()
     }
 }
 
@@ -63,8 +69,8 @@ impl Bar {
 }
 
 impl Observer for Bar {
-    fn cancelled(&self) -> bool {
-        interrupted()
+    fn cancel(&self) -> Cancel {
+        cancel_token()
     }
 
     fn event(&mut self, event: &Progress<'_>) {

@@ -62,7 +62,7 @@ impl Expr {
     fn compute<'py>(&self, py: Python<'py>, memory_limit: u64, n_jobs: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
         let a = self.0.clone();
         let (computed, report) = run(py, n_jobs, false, None, move |w| {
-            run_expr(&a, &Output::Memory, &options(memory_limit, n_jobs), w.stop_flag())
+            run_expr(&a, &Output::Memory, &options(memory_limit, n_jobs), &mut memfit::exec::Context::new(w))
         })?;
         crate::shared::warn(py, &report.warnings)?;
         to_numpy(py, computed.expect("a memory result"))
@@ -80,8 +80,9 @@ impl Expr {
     ) -> PyResult<()> {
         let a = self.0.clone();
         let out = Output::Npy { path, overwrite };
-        let (_, report) =
-            run(py, n_jobs, false, None, move |w| run_expr(&a, &out, &options(memory_limit, n_jobs), w.stop_flag()))?;
+        let (_, report) = run(py, n_jobs, false, None, move |w| {
+            run_expr(&a, &out, &options(memory_limit, n_jobs), &mut memfit::exec::Context::new(w))
+        })?;
         crate::shared::warn(py, &report.warnings)
     }
 
@@ -98,8 +99,9 @@ impl Expr {
     ) -> PyResult<()> {
         let a = self.0.clone();
         let out = Output::Zarr { path, chunks, overwrite };
-        let (_, report) =
-            run(py, n_jobs, false, None, move |w| run_expr(&a, &out, &options(memory_limit, n_jobs), w.stop_flag()))?;
+        let (_, report) = run(py, n_jobs, false, None, move |w| {
+            run_expr(&a, &out, &options(memory_limit, n_jobs), &mut memfit::exec::Context::new(w))
+        })?;
         crate::shared::warn(py, &report.warnings)
     }
 

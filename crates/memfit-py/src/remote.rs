@@ -136,7 +136,7 @@ pub fn run_task<'py>(
     let float32 = Task::decode(task).map(|t| t.compute == Dtype::F32).unwrap_or(false);
     let (plan, out) = run(py, n_jobs, float32, None, move |obs| {
         use memfit::cluster::Observer;
-        memfit::estimator::run_task(task, &src, w.as_ref(), memory_limit, execute, &|| obs.cancelled())
+        memfit::estimator::run_task(task, &src, w.as_ref(), memory_limit, execute, &obs.cancel())
     })?;
     Ok((plan.to_string(), out.map(|b| PyBytes::new(py, &b))))
 }

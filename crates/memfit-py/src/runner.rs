@@ -4,13 +4,13 @@
 //! every 50 ms. On Ctrl-C the engine is told to stop (it checks once per
 //! block) and the `KeyboardInterrupt` is raised once it has.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use memfit::cluster::{Observer, Progress};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use memfit::exec::Cancel;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -43,9 +43,10 @@ impl Event {
     }
 }
 
-/// The engine's observer: reads the stop flag, forwards progress events.
-pub struct Watch<'a> {
-    stop: &'a AtomicBool,
+/// The engine's observer: hands the engine the run's cancellation token
+/// (cancelled on Ctrl-C), forwards progress events.
+pub struct Watch {
+    stop: Cancel,
     /// Events go here when someone listens; dropping it when the work ends
     /// tells the waiting thread so.
     events: Sender<Event>,
@@ -53,14 +54,7 @@ pub struct Watch<'a> {
     started: Instant,
 }
 
-impl Watch<'_> {
-    /// The flag Ctrl-C sets, for engine work that polls a flag itself.
-    pub fn stop_flag(&self) -> &AtomicBool {
-        self.stop
-    }
-}
-
-impl Observer for Watch<'_> {
+impl Observer for Watch {
     fn event(&mut self, event: &Progress<'_>) {
         if !self.listening {
             return;
@@ -78,8 +72,8 @@ impl Observer for Watch<'_> {
         let _ = self.events.send(event);
     }
 
-    fn cancelled(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+    fn cancel(&self) -> Cancel {
+        self.stop.clone()
     }
 }
 
@@ -92,40 +86,28 @@ impl Observer for Watch<'_> {
 /// # Errors
 /// The engine's error mapped by [`to_py_for`]; `KeyboardInterrupt` (or
 /// whatever a signal handler raised) when interrupted; whatever `progress`
-/// raised (the work is stopped); `ValueError` for a thread pool that cannot
-/// be built; `RuntimeError` if the engine panicked (a bug).
+/// raised (the work is stopped); `ValueError` for threads that cannot be
+/// started; `RuntimeError` if the engine panicked (a bug).
 pub fn run<R: Send>(
     py: Python<'_>,
     n_jobs: Option<usize>,
     float32: bool,
     progress: Option<&Bound<'_, PyAny>>,
-    work: impl FnOnce(&mut Watch<'_>) -> memfit::Result<R> + Send,
+    work: impl FnOnce(&mut Watch) -> memfit::Result<R> + Send,
 ) -> PyResult<R> {
     let n = n_jobs.unwrap_or_else(memfit::plan::default_threads);
-    let pool = if n == rayon::current_num_threads() {
-        None
-    } else {
-        Some(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .map_err(|e| PyValueError::new_err(format!("memfit: cannot start {n} threads: {e}")))?,
-        )
-    };
-    let stop = AtomicBool::new(false);
+    let stop = Cancel::new();
     let (tx, rx) = channel::<Event>();
     // A receiver is not `Sync`; the lock lets the GIL-free wait borrow it.
     let rx = Mutex::new(rx);
     let listening = progress.is_some();
     std::thread::scope(|s| {
-        let stop = &stop;
-        let pool = pool.as_ref();
+        let token = stop.clone();
         let handle = s.spawn(move || {
-            let mut watch = Watch { stop, events: tx, listening, started: Instant::now() };
-            match pool {
-                Some(p) => p.install(|| work(&mut watch)),
-                None => work(&mut watch),
-            }
+            let mut watch = Watch { stop: token, events: tx, listening, started: Instant::now() };
+            // The engine's one way to its threads (the current pool when it
+            // has `n`).
+            memfit::exec::install(n, || work(&mut watch)).and_then(|r| r)
         });
         let mut interrupt: Option<PyErr> = None;
         loop {
@@ -136,7 +118,7 @@ pub fn run<R: Send>(
                 Ok(event) => {
                     if let (Some(f), None) = (progress, &interrupt) {
                         if let Err(e) = event.to_tuple(py).and_then(|t| f.call1((t,))) {
-                            stop.store(true, Ordering::Relaxed);
+                            stop.cancel();
                             interrupt = Some(e);
                         }
                     }
@@ -146,7 +128,7 @@ pub fn run<R: Send>(
             }
             if interrupt.is_none() {
                 if let Err(e) = py.check_signals() {
-                    stop.store(true, Ordering::Relaxed);
+                    stop.cancel();
                     interrupt = Some(e);
                 }
             }

@@ -113,7 +113,7 @@ impl Blobs {
     /// Streams the data set to a `.npy` file of dtype `T` atomically, holding
     /// at most `block_rows` (rounded up to [`CHUNK_ROWS`]) rows in memory; with
     /// `labels_path` also writes the true blob of each row (`int32`).
-    /// `cancelled` is polled once per block.
+    /// `cancel` is checked once per block.
     ///
     /// # Errors
     /// [`Error::Io`] on write failures; [`Error::NoDiskSpace`] before
@@ -125,7 +125,7 @@ impl Blobs {
         path: &Path,
         labels_path: Option<&Path>,
         block_rows: usize,
-        cancelled: &dyn Fn() -> bool,
+        cancel: &crate::exec::Cancel,
     ) -> Result<()> {
         self.validate()?;
         let (n, d) = (self.n_samples, self.n_features);
@@ -142,7 +142,7 @@ impl Blobs {
         let mut labels = vec![0u32; if lw.is_some() { block.min(n) } else { 0 }];
         let mut start = 0;
         while start < n {
-            if cancelled() {
+            if cancel.is_cancelled() {
                 return Err(Error::Cancelled);
             }
             let rows = block.min(n - start);

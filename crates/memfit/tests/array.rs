@@ -2,16 +2,23 @@
 //! references, bitwise identical for any memory limit and thread count,
 //! refusals before anything runs, and outputs that are complete or absent.
 
-use std::sync::atomic::AtomicBool;
-
 use memfit::array::{run, Array, Computed, Distribution, Op, Options, Output, Reduction, Scalar, ViewOp};
+use memfit::exec::{Cancel, Context};
 use memfit::{Error, Warning};
+
+/// A context whose token is already cancelled.
+fn cancelled() -> Context<'static> {
+    let mut ctx = Context::new(Box::leak(Box::new(())));
+    ctx.cancel = Cancel::new();
+    ctx.cancel.cancel();
+    ctx
+}
 
 const MIB: u64 = 1 << 20;
 
 fn compute(a: &Array, limit: u64, threads: usize) -> Computed {
     let opts = Options { memory_limit: limit, threads: Some(threads) };
-    run(a, &Output::Memory, &opts, &AtomicBool::new(false)).unwrap().0.unwrap()
+    run(a, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap().0.unwrap()
 }
 
 fn f64s(c: &Computed) -> Vec<f64> {
@@ -168,7 +175,7 @@ fn results_that_do_not_fit_are_refused_before_running() {
     )
     .unwrap();
     let opts = Options { memory_limit: 256 * MIB, threads: Some(2) };
-    let e = run(&outer, &Output::Memory, &opts, &AtomicBool::new(false)).unwrap_err();
+    let e = run(&outer, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap_err();
     match &e {
         Error::DoesNotFit { required_bytes, remedies, .. } => {
             assert!(*required_bytes >= 3000 * 3000 * 1001 * 8, "{e}");
@@ -190,14 +197,14 @@ fn outputs_are_complete_or_absent() {
     let (a, _) = matrix(500, 500, 11);
     let opts = Options { memory_limit: 4 * MIB, threads: Some(2) };
     let out = Output::Npy { path: path.clone(), overwrite: false };
-    assert!(matches!(run(&a, &out, &opts, &AtomicBool::new(false)), Err(Error::OutputExists { .. })));
+    assert!(matches!(run(&a, &out, &opts, &mut Context::new(&mut ())), Err(Error::OutputExists { .. })));
     assert_eq!(std::fs::read(&path).unwrap(), b"old");
     // Cancelled: the old file stays, no temporary is left.
     let out = Output::Npy { path: path.clone(), overwrite: true };
-    assert!(matches!(run(&a, &out, &opts, &AtomicBool::new(true)), Err(Error::Cancelled)));
+    assert!(matches!(run(&a, &out, &opts, &mut cancelled()), Err(Error::Cancelled)));
     assert_eq!(std::fs::read(&path).unwrap(), b"old");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-    run(&a, &out, &opts, &AtomicBool::new(false)).unwrap();
+    run(&a, &out, &opts, &mut Context::new(&mut ())).unwrap();
     let (back, shape) = memfit::io::read_array_f64(&path, 2).unwrap();
     assert_eq!(shape, [500, 500]);
     assert_eq!(back, f64s(&compute(&a, 64 * MIB, 1)));
@@ -209,7 +216,7 @@ fn overflow_from_finite_operands_is_reported() {
     let big = Array::ufunc(Op::Multiply, &[a, Array::scalar(Scalar::Float(1e308), None, true)]).unwrap();
     let twice = Array::ufunc(Op::Multiply, &[big, Array::scalar(Scalar::Float(1e10), None, true)]).unwrap();
     let opts = Options { memory_limit: 16 * MIB, threads: Some(1) };
-    let (_, report) = run(&twice, &Output::Memory, &opts, &AtomicBool::new(false)).unwrap();
+    let (_, report) = run(&twice, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap();
     assert!(matches!(report.warnings.as_slice(), [Warning::NonFiniteProduced { count }] if *count > 0));
 }
 
@@ -220,13 +227,13 @@ fn an_output_larger_than_the_disk_is_refused_before_writing() {
     // 8 PB of ones: no disk here holds it.
     let huge = Array::full(&[1 << 20, 1 << 30], Scalar::Float(1.0), memfit::dtype::Dtype::F64);
     let opts = Options { memory_limit: 64 * MIB, threads: Some(1) };
-    let e =
-        run(&huge, &Output::Npy { path: path.clone(), overwrite: false }, &opts, &AtomicBool::new(false)).unwrap_err();
+    let e = run(&huge, &Output::Npy { path: path.clone(), overwrite: false }, &opts, &mut Context::new(&mut ()))
+        .unwrap_err();
     assert!(matches!(&e, Error::NoDiskSpace { .. }), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     let z = dir.path().join("huge.zarr");
     let out = Output::Zarr { path: z, chunks: None, overwrite: false };
-    let e = run(&huge, &out, &opts, &AtomicBool::new(false)).unwrap_err();
+    let e = run(&huge, &out, &opts, &mut Context::new(&mut ())).unwrap_err();
     assert!(matches!(&e, Error::NoDiskSpace { .. }), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
@@ -314,7 +321,7 @@ fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
         let path = dir.path().join(format!("t{limit}.zarr"));
         let out = Output::Zarr { path: path.clone(), chunks: None, overwrite: false };
         let opts = Options { memory_limit: limit, threads: Some(threads) };
-        let (_, report) = run(&tiled, &out, &opts, &AtomicBool::new(false)).unwrap();
+        let (_, report) = run(&tiled, &out, &opts, &mut Context::new(&mut ())).unwrap();
         let chunks = &report.plan.stages.last().unwrap().tile;
         assert_eq!(&chunks[2..], [76, 76], "{chunks:?}");
         assert!(report.plan.total_bytes <= limit);
@@ -329,7 +336,7 @@ fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
     }
     let opts = Options { memory_limit: 100 << 10, threads: Some(4) };
     let out = Output::Zarr { path: dir.path().join("small.zarr"), chunks: None, overwrite: false };
-    let needed = match run(&tiled, &out, &opts, &AtomicBool::new(false)).unwrap_err() {
+    let needed = match run(&tiled, &out, &opts, &mut Context::new(&mut ())).unwrap_err() {
         Error::DoesNotFit { required_bytes, .. } => required_bytes,
         other => panic!("{other}"),
     };

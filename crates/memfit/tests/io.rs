@@ -8,6 +8,7 @@ use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use half::f16;
+use memfit::exec::Cancel;
 use memfit::io::{write_npy, ArrayRef, BlockReader, Dtype, Endian, NpyFile, Source, Values};
 use memfit::{Error, Real};
 
@@ -483,7 +484,7 @@ fn block_reader_visits_every_row_once_with_weights_and_a_short_last_block() {
         assert!(reader.weights().is_some());
         let mut next = 0;
         reader
-            .for_each(&shift, &|| false, |start, values, weights| {
+            .for_each(&shift, &Cancel::new(), |start, values, weights| {
                 assert_eq!(start, next);
                 let rows = values.len() / d;
                 assert_eq!(rows, block.min(n - start));
@@ -510,11 +511,21 @@ fn block_reader_visits_every_row_once_with_weights_and_a_short_last_block() {
     reader.read_row(0, &[0.0; D], &mut row).unwrap();
     assert_eq!(row.to_vec(), (0..d).map(|j| f64::from(get(0, j) as f32)).collect::<Vec<_>>());
     // Cancelled before the first block; an error from the callback stops the pass.
-    let e = reader.for_each(&[0.0; D], &|| true, |_, _, _| panic!("no block after cancel")).unwrap_err();
+    let e = reader
+        .for_each(
+            &[0.0; D],
+            &{
+                let c = Cancel::new();
+                c.cancel();
+                c
+            },
+            |_, _, _| panic!("no block after cancel"),
+        )
+        .unwrap_err();
     assert!(matches!(e, Error::Cancelled));
     let mut calls = 0;
     let e = reader
-        .for_each(&[0.0; D], &|| false, |_, _, _| {
+        .for_each(&[0.0; D], &Cancel::new(), |_, _, _| {
             calls += 1;
             Err(Error::Cancelled)
         })
@@ -566,7 +577,7 @@ fn shared_mnist_uint8_reads_to_its_last_row() {
     let mut reader = BlockReader::<f32>::new(&src, None, 8192);
     let (mut max, mut seen) = (0f32, 0);
     reader
-        .for_each(&vec![0.0; d], &|| false, |_, values, _| {
+        .for_each(&vec![0.0; d], &Cancel::new(), |_, values, _| {
             seen += values.len() / d;
             max = values.iter().fold(max, |m, &v| m.max(v));
             assert!(values.iter().all(|&v| (0.0..=255.0).contains(&v) && v.fract() == 0.0));
@@ -585,7 +596,7 @@ fn shared_nycflights_keeps_its_missing_values() {
     let mut reader = BlockReader::<f64>::new(&src, None, 50_000);
     let (mut nan, mut first) = (0usize, None);
     reader
-        .for_each(&vec![0.0; d], &|| false, |start, values, _| {
+        .for_each(&vec![0.0; d], &Cancel::new(), |start, values, _| {
             for (k, v) in values.iter().enumerate() {
                 if v.is_nan() {
                     nan += 1;

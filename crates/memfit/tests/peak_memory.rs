@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::Command;
 
 use memfit::cluster::{plan_transform, transform};
+use memfit::exec::Cancel;
 use memfit::generate::Blobs;
 use memfit::io::{read_matrix_f64, Source};
 
@@ -77,7 +78,7 @@ fn transform_peak_rss_stays_within_its_plan() {
     let path = dir.path().join("X.npy");
     // 1,500,000 × 8 float64: 96 MB, 6× the limit.
     let blobs = Blobs { n_samples: 1_500_000, n_features: 8, centers: 8, seed: 3, ..Default::default() };
-    blobs.write_npy::<f64>(&path, None, 65_536, &|| false).unwrap();
+    blobs.write_npy::<f64>(&path, None, 65_536, &Cancel::new()).unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
     assert!(size >= 5 * LIMIT, "{size}");
     let centers: Vec<f64> = Blobs { n_samples: N_CLUSTERS, ..blobs.clone() }.to_vec::<f64>();

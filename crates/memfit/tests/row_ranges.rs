@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use memfit::cluster::{plan_kmeans, KMeansParams};
 use memfit::estimator::run_task;
-use memfit::exec::{Remote, RowSplit, Task};
+use memfit::exec::{Cancel, Remote, RowSplit, Task};
 use memfit::io::{write_matrix, ArrayRef, Source, Values};
 use memfit::linalg::{plan_weighted_scatter, weighted_scatter_split};
 use memfit::mixture::{plan_gmm, CovarianceType, GmmParams, InitMethod, Outputs};
@@ -63,9 +63,9 @@ impl Remote for Loopback {
                 let piece = Source::memory(ArrayRef::c_order(Values::F64(&rows), r.len(), d)?).starting_at(r.start);
                 if self.empty_too {
                     let empty = Source::memory(ArrayRef::c_order(Values::F64(&[]), 0, d)?).starting_at(r.start);
-                    let _ = run_task(&bytes, &empty, None, 8 << 20, true, &|| false);
+                    let _ = run_task(&bytes, &empty, None, 8 << 20, true, &Cancel::new());
                 }
-                Ok(run_task(&bytes, &piece, None, 8 << 20, true, &|| false)?.1.expect("run"))
+                Ok(run_task(&bytes, &piece, None, 8 << 20, true, &Cancel::new())?.1.expect("run"))
             })
             .collect()
     }
@@ -149,9 +149,9 @@ fn weighted_scatter_over_ranges_is_bitwise_the_whole_pass() {
     let x = Source::open_matrix(&path).unwrap();
     let plan = plan_weighted_scatter(&x, None, 4 << 20).unwrap();
     let all: Vec<_> =
-        splits(&path).iter().map(|s| weighted_scatter_split(&x, None, &plan, s, &|| false).unwrap()).collect();
+        splits(&path).iter().map(|s| weighted_scatter_split(&x, None, &plan, s, &Cancel::new()).unwrap()).collect();
     assert!(all.windows(2).all(|w| w[0] == w[1]));
     // Ranges must start on chunk boundaries.
-    let bad = weighted_scatter_split(&x, None, &plan, &RowSplit::at(vec![1000]), &|| false);
+    let bad = weighted_scatter_split(&x, None, &plan, &RowSplit::at(vec![1000]), &Cancel::new());
     assert!(bad.is_err());
 }

@@ -34,7 +34,7 @@
 //!
 //! ```no_run
 //! use memfit::array::{run, Array, Op, Options, Output, Reduction, ViewOp};
-//! use std::sync::atomic::AtomicBool;
+//! use memfit::exec::Context;
 //! // sum over N of tile(data, (N, 1, 1, 1)) * scales[:, None, None]
 //! let data = Array::from_npy("data.npy")?; // (2000, 76, 76)
 //! let scales = Array::from_npy("scales.npy")?.view(ViewOp::ExpandDims(vec![1, 2]))?;
@@ -42,7 +42,7 @@
 //! let total = Array::ufunc(Op::Multiply, &[tiled, scales])?.reduce(Reduction::Sum, &[0], false, None)?;
 //! let opts = Options { memory_limit: 256 << 20, threads: None };
 //! let out = Output::Npy { path: "total.npy".into(), overwrite: true };
-//! let (_, report) = run(&total, &out, &opts, &AtomicBool::new(false))?;
+//! let (_, report) = run(&total, &out, &opts, &mut Context::new(&mut ()))?;
 //! println!("{}", report.plan);
 //! # Ok::<(), memfit::Error>(())
 //! ```

@@ -13,7 +13,7 @@ use crate::error::{Error, ExpressionFault, Result};
 use crate::linalg::einsum::Subscripts;
 
 /// A reduction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[allow(missing_docs)]
 pub enum Reduction {
     Sum,

@@ -7,7 +7,7 @@ use super::values::{pow_wrapping, settle, Col};
 use crate::dtype::Dtype;
 
 /// Partial or accumulated results for a tile of output elements.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum Acc {
     /// Float sums, products, means (in `f64`), minima, maxima.
     F(Vec<f64>),
@@ -177,10 +177,10 @@ impl Acc {
     ///
     /// # Panics
     /// If the two are of different kinds.
-    pub fn fold(&mut self, op: Reduction, next: Acc) {
+    pub fn fold(&mut self, op: Reduction, next: &Acc) {
         use Reduction::*;
         match (self, next) {
-            (Acc::F(a), Acc::F(b)) => a.iter_mut().zip(b).for_each(|(x, y)| {
+            (Acc::F(a), Acc::F(b)) => a.iter_mut().zip(b.iter().copied()).for_each(|(x, y)| {
                 *x = match op {
                     Sum | Mean => *x + y,
                     Prod => *x * y,
@@ -188,7 +188,7 @@ impl Acc {
                     _ => nan_max(*x, y),
                 }
             }),
-            (Acc::I(a), Acc::I(b)) => a.iter_mut().zip(b).for_each(|(x, y)| {
+            (Acc::I(a), Acc::I(b)) => a.iter_mut().zip(b.iter().copied()).for_each(|(x, y)| {
                 *x = match op {
                     Sum => x.wrapping_add(y),
                     Prod => x.wrapping_mul(y),
@@ -196,7 +196,7 @@ impl Acc {
                     _ => (*x).max(y),
                 }
             }),
-            (Acc::U(a), Acc::U(b)) => a.iter_mut().zip(b).for_each(|(x, y)| {
+            (Acc::U(a), Acc::U(b)) => a.iter_mut().zip(b.iter().copied()).for_each(|(x, y)| {
                 *x = match op {
                     Sum => x.wrapping_add(y),
                     Prod => x.wrapping_mul(y),
@@ -204,9 +204,10 @@ impl Acc {
                     _ => (*x).max(y),
                 }
             }),
-            (Acc::B(a), Acc::B(b)) => {
-                a.iter_mut().zip(b).for_each(|(x, y)| *x = if matches!(op, Any | Max) { *x | y } else { *x & y })
-            }
+            (Acc::B(a), Acc::B(b)) => a
+                .iter_mut()
+                .zip(b.iter().copied())
+                .for_each(|(x, y)| *x = if matches!(op, Any | Max) { *x | y } else { *x & y }),
             (Acc::Arg(av, ai), Acc::Arg(bv, bi)) => {
                 for k in 0..av.len() {
                     if better(bv[k], av[k], op == ArgMin) {
@@ -261,6 +262,47 @@ impl Acc {
             Acc::Arg(_, i) => Col::I(i),
         };
         super::values::cast(settle(col, dtype_of_kind(dtype)), dtype)
+    }
+}
+
+/// A reduction's statistics of some chunks of one output tile, as the
+/// runner folds them ([`crate::exec::run_grid`]): `None` before any chunk.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Partials {
+    /// The reduction.
+    pub op: Reduction,
+    /// The accumulated results, once a chunk is in.
+    pub acc: Option<Acc>,
+}
+
+impl crate::exec::Merge for Partials {
+    fn merge(&mut self, next: &Self) {
+        match (&mut self.acc, &next.acc) {
+            (Some(a), Some(b)) => a.fold(self.op, b),
+            (None, b) => self.acc = b.clone(),
+            (_, None) => {}
+        }
+    }
+    fn clear(&mut self) {
+        self.acc = None;
+    }
+}
+
+/// A contraction's sums of some chunks of one output tile (empty before
+/// any chunk), as the runner folds them.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Sums(pub Vec<f64>);
+
+impl crate::exec::Merge for Sums {
+    fn merge(&mut self, next: &Self) {
+        if self.0.is_empty() {
+            self.0.clone_from(&next.0);
+        } else {
+            self.0.iter_mut().zip(&next.0).for_each(|(a, b)| *a += b);
+        }
+    }
+    fn clear(&mut self) {
+        self.0.clear();
     }
 }
 

@@ -2,7 +2,6 @@
 //! read it block by block like a `.npy` file, so `(X - mean) / std`
 //! standardised on the fly is never materialised.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::OnceLock;
 
 use super::eval::{eval, Ctx};
@@ -61,7 +60,7 @@ impl ExprRows {
     fn ready(&self) -> Result<()> {
         let threads = self.opts.threads.unwrap_or_else(rayon::current_num_threads);
         let done = self.ready.get_or_init(|| {
-            run_intermediates(&self.lowered, &self.plan, &self.slots, threads, &AtomicBool::new(false))
+            run_intermediates(&self.lowered, &self.plan, &self.slots, threads, &mut crate::exec::Context::new(&mut ()))
                 .map_err(|e| e.to_string())
         });
         done.clone().map_err(|message| Error::Expression { kind: crate::error::ExpressionFault::Value, message })

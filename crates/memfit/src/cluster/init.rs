@@ -30,10 +30,10 @@ const CHUNK: usize = 4096;
 /// seeding" (SODA 2007); the greedy variant follows scikit-learn's
 /// `_kmeans_plusplus`.
 ///
-/// `cancelled` is polled once per centre.
+/// `cancel` is checked once per centre.
 ///
 /// # Errors
-/// [`Error::Cancelled`] when `cancelled` returns `true`.
+/// [`Error::Cancelled`] when `cancel` is cancelled.
 ///
 /// # Panics
 /// If `k == 0`, `k > n` or the slices disagree in length.
@@ -43,7 +43,7 @@ pub fn kmeans_plusplus(
     w: &[f64],
     k: usize,
     rng: &mut ChaCha8Rng,
-    cancelled: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<Vec<usize>> {
     let n = w.len();
     assert!(k >= 1 && k <= n && x.len() == n * d);
@@ -71,7 +71,7 @@ pub fn kmeans_plusplus(
     let mut pots = chunk_pot(&closest);
     let mut cand = Vec::with_capacity(trials);
     for _ in 1..k {
-        if cancelled() {
+        if cancel.is_cancelled() {
             return Err(Error::Cancelled);
         }
         let pot: f64 = pots.iter().sum();
@@ -244,7 +244,7 @@ mod tests {
         let w = vec![1.0; 17];
         for seed in 0..20 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let idx = kmeans_plusplus(&x, 2, &w, 9, &mut rng, &|| false).unwrap();
+            let idx = kmeans_plusplus(&x, 2, &w, 9, &mut rng, &crate::exec::Cancel::new()).unwrap();
             let mut distinct: Vec<(u64, u64)> =
                 idx.iter().map(|&i| (x[2 * i].to_bits(), x[2 * i + 1].to_bits())).collect();
             distinct.sort_unstable();
@@ -258,7 +258,7 @@ mod tests {
         let x: Vec<f64> = (0..200).map(f64::from).collect();
         let w: Vec<f64> = (0..200).map(|i| f64::from(u8::from(i % 2 == 0))).collect();
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let idx = kmeans_plusplus(&x, 1, &w, 20, &mut rng, &|| false).unwrap();
+        let idx = kmeans_plusplus(&x, 1, &w, 20, &mut rng, &crate::exec::Cancel::new()).unwrap();
         assert!(idx.iter().all(|i| i % 2 == 0));
         let mut draw = WeightedDraw::new(20, 9);
         for (i, &wi) in w.iter().enumerate() {

@@ -286,7 +286,7 @@ fn initial_centers<T: Real>(
     match &params.init {
         Init::Centers { values, .. } => Ok(values.clone()),
         Init::KMeansPlusPlus => {
-            let idx = kmeans_plusplus(&scan.sample, d, &scan.sample_weight, k, rng, &|| obs.cancelled())?;
+            let idx = kmeans_plusplus(&scan.sample, d, &scan.sample_weight, k, rng, &obs.cancel())?;
             Ok(idx.iter().flat_map(|&i| scan.sample[i * d..(i + 1) * d].iter().copied()).collect())
         }
         Init::Random => {
@@ -294,7 +294,7 @@ fn initial_centers<T: Real>(
                 None => uniform_distinct(n, k, rng),
                 Some(_) => {
                     let mut draw = WeightedDraw::new(k, rng.next_u64());
-                    run_split(&mut draw, blocks, &params.row_split, &zero, &|| obs.cancelled())?;
+                    run_split(&mut draw, blocks, &params.row_split, &zero, &obs.cancel())?;
                     let rows = draw.finish();
                     if rows.len() < k {
                         return Err(Error::param(
@@ -344,7 +344,7 @@ fn lloyd<T: Real>(
         let t = Instant::now();
         let prepared = PreparedCenters::<T>::new(&centers, k, d);
         let mut pass = AssignPass { centers: &prepared, asg: &mut *asg, mode: Mode::Lloyd, weights_name: None };
-        let s = run_split(&mut pass, blocks, &params.row_split, &zero, &|| observer.cancelled())?;
+        let s = run_split(&mut pass, blocks, &params.row_split, &zero, &observer.cancel())?;
         let (mut sums, mut cw) = (s.sums, s.weights);
         let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
@@ -417,7 +417,7 @@ fn final_pass<T: Real>(
     let prepared = PreparedCenters::<T>::new(centers, k, d);
     let sample = plot.as_ref().map(|&(_, rows, seed)| KeyedSample::new(rows.min(n), d, seed));
     let mut pass = AssignPass { centers: &prepared, asg, mode: Mode::Final { sink, plot: sample }, weights_name: None };
-    let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &|| obs.cancelled())?;
+    let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
     if let (Some((out, _, _)), Mode::Final { plot: Some(sample), .. }) = (plot, pass.mode) {
         let (values, labels, _) = sample.into_rows();
         *out = Some(PlotSample { values, labels: labels.into_iter().map(|l| l as u32).collect() });

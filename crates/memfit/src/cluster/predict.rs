@@ -157,8 +157,7 @@ pub fn predict<T: Real>(
         mode: Mode::Predict(out),
         weights_name: sample_weight.map(Source::name),
     };
-    let inertia =
-        run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &|| observer.cancelled())?.inertia;
+    let inertia = run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &observer.cancel())?.inertia;
     if !inertia.is_finite() {
         return Err(overflow(inertia));
     }
@@ -206,7 +205,7 @@ pub fn transform<T: Real>(
     let prepared = prepare::<T>(centers, n_clusters, d)?;
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
     let mut pass = TransformPass { centers: &prepared, dist: vec![0.0; plan.block_rows * n_clusters], out };
-    run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &|| observer.cancelled())
+    run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &observer.cancel())
 }
 
 /// The pass of [`transform`]: distances of each block to every centre.

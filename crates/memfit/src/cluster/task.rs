@@ -76,14 +76,14 @@ impl AssignTask {
         w: Option<&Source<'_>>,
         rows: Range<usize>,
         shift: &[f64],
-        cancelled: &dyn Fn() -> bool,
+        cancel: &crate::exec::Cancel,
     ) -> Result<Vec<u8>> {
         let centers = PreparedCenters::<T>::new(&self.centers, self.k, self.d);
         let mut asg = Assignment::<T>::new(plan, self.k, self.d);
         let mode = if self.lloyd { Mode::Lloyd } else { Mode::Final { sink: None, plot: None } };
         let mut pass = AssignPass { centers: &centers, asg: &mut asg, mode, weights_name: None };
         let mut blocks = BlockReader::<T>::new(x, w, plan.block_rows);
-        let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancelled)?;
+        let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
         Ok(task_result(&pass, partial))
     }
 }

@@ -59,10 +59,10 @@ impl QuadraticFormJob<'_> {
     ) -> Result<Done<()>> {
         self.check()?;
         plan.check_disk()?;
-        let cancelled = || observer.cancelled();
+        let cancel = observer.cancel();
         match self.compute {
-            ComputeDtype::Float32 => linalg::row_quadratic_form::<f32>(self.x, self.q, plan, out, &cancelled)?,
-            ComputeDtype::Float64 => linalg::row_quadratic_form::<f64>(self.x, self.q, plan, out, &cancelled)?,
+            ComputeDtype::Float32 => linalg::row_quadratic_form::<f32>(self.x, self.q, plan, out, &cancel)?,
+            ComputeDtype::Float64 => linalg::row_quadratic_form::<f64>(self.x, self.q, plan, out, &cancel)?,
         }
         Ok(Done { value: (), warnings: job_warnings(plan, self.x, self.compute.dtype(), None) })
     }
@@ -97,7 +97,7 @@ impl ScatterJob<'_> {
     /// As [`linalg::weighted_scatter`].
     pub fn run(&self, plan: &Plan, observer: &dyn Observer) -> Result<Done<Vec<f64>>> {
         plan.check_disk()?;
-        let s = linalg::weighted_scatter_split(self.x, self.weights, plan, &self.row_split, &|| observer.cancelled())?;
+        let s = linalg::weighted_scatter_split(self.x, self.weights, plan, &self.row_split, &observer.cancel())?;
         Ok(Done { value: s, warnings: job_warnings(plan, self.x, Dtype::F64, self.weights) })
     }
 }

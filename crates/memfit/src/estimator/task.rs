@@ -49,7 +49,7 @@ pub fn run_task(
     w: Option<&Source<'_>>,
     limit_bytes: u64,
     run: bool,
-    cancelled: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<(Plan, Option<Vec<u8>>)> {
     let task = Task::decode(task)?;
     if task.shift.len() != x.n_features() {
@@ -65,8 +65,8 @@ pub fn run_task(
             let plan = plan_scan_task(&task.payload, x, w, task.compute.itemsize(), limit_bytes)?;
             let out = match (run, task.compute) {
                 (false, _) => None,
-                (true, Dtype::F32) => Some(run_scan_task::<f32>(&task.payload, x, w, &plan, cancelled)?),
-                (true, _) => Some(run_scan_task::<f64>(&task.payload, x, w, &plan, cancelled)?),
+                (true, Dtype::F32) => Some(run_scan_task::<f32>(&task.payload, x, w, &plan, cancel)?),
+                (true, _) => Some(run_scan_task::<f64>(&task.payload, x, w, &plan, cancel)?),
             };
             (plan, out)
         }
@@ -74,24 +74,24 @@ pub fn run_task(
             let plan = a.plan(x, w, task.compute.itemsize(), limit_bytes)?;
             let out = match (run, task.compute) {
                 (false, _) => None,
-                (true, Dtype::F32) => Some(a.run::<f32>(&plan, x, w, rows, shift, cancelled)?),
-                (true, _) => Some(a.run::<f64>(&plan, x, w, rows, shift, cancelled)?),
+                (true, Dtype::F32) => Some(a.run::<f32>(&plan, x, w, rows, shift, cancel)?),
+                (true, _) => Some(a.run::<f64>(&plan, x, w, rows, shift, cancel)?),
             };
             (plan, out)
         }
         Decoded::Scatter => {
             let plan = plan_weighted_scatter(x, w, limit_bytes)?;
-            let out = run.then(|| run_scatter_task(&task.payload, x, w, &plan, cancelled)).transpose()?;
+            let out = run.then(|| run_scatter_task(&task.payload, x, w, &plan, cancel)).transpose()?;
             (plan, out)
         }
         Decoded::Mixture32(m) => {
             let plan = m.plan(x, w, limit_bytes)?;
-            let out = run.then(|| m.run(&plan, x, w, rows, shift, cancelled)).transpose()?;
+            let out = run.then(|| m.run(&plan, x, w, rows, shift, cancel)).transpose()?;
             (plan, out)
         }
         Decoded::Mixture64(m) => {
             let plan = m.plan(x, w, limit_bytes)?;
-            let out = run.then(|| m.run(&plan, x, w, rows, shift, cancelled)).transpose()?;
+            let out = run.then(|| m.run(&plan, x, w, rows, shift, cancel)).transpose()?;
             (plan, out)
         }
     })

@@ -17,16 +17,24 @@
 //! as one pass over all the rows: the basis for running a pass in pieces
 //! (tasks on a cluster, [`Remote`]) without changing its answer.
 
+mod cancel;
+mod context;
+mod grid;
 mod progress;
 mod remote;
 mod sample;
 mod scan;
+mod sink;
 
+pub use cancel::{install, Cancel};
+pub use context::{Backend, Context};
+pub use grid::{run_grid, run_tiles};
 pub use progress::{Observer, Progress};
 pub use remote::{decode, encode, task_result, Remote, Task};
 pub use sample::{row_key, row_unit, KeyedSample};
 pub(crate) use scan::{plan_scan_task, run_scan_task, SCAN};
 pub use scan::{scan, Scan, ScanStats};
+pub use sink::{box_runs, MemorySink, NpySink, RowWriter, Sink, ZarrSink};
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -227,7 +235,7 @@ impl<S: Merge> Partial<S> {
 
 /// Runs `pass` over rows `rows` of `blocks`' source (all rows when `None`),
 /// read block by block into `blocks`' buffers, converted to `T` and shifted
-/// by `shift` (`n_features` values). `cancelled` is polled before each block.
+/// by `shift` (`n_features` values). `cancel` is checked before each block.
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] (`rows`) for a range beyond the data or not
@@ -239,7 +247,7 @@ pub fn run_pass<T: Real, P: Pass<T>>(
     blocks: &mut BlockReader<'_, '_, T>,
     rows: Option<Range<usize>>,
     shift: &[f64],
-    cancelled: &dyn Fn() -> bool,
+    cancel: &Cancel,
 ) -> Result<Partial<P::Stats>> {
     let x = blocks.x();
     let (n, d) = (x.n_samples(), x.n_features());
@@ -259,7 +267,7 @@ pub fn run_pass<T: Real, P: Pass<T>>(
     let end = rows.end;
     let at_once = pass.chunks_at_once();
     let check = pass.checks_finite();
-    blocks.for_each_in(rows.clone(), shift, cancelled, |start, xb, wb| {
+    blocks.for_each_in(rows.clone(), shift, cancel, |start, xb, wb| {
         let block = Block { start, x: xb, w: wb, n_features: d };
         if check {
             check_finite(x, block)?;
@@ -397,7 +405,7 @@ pub fn run_split<T: Real, P: Pass<T>>(
     blocks: &mut BlockReader<'_, '_, T>,
     split: &RowSplit,
     shift: &[f64],
-    cancelled: &dyn Fn() -> bool,
+    cancel: &Cancel,
 ) -> Result<P::Stats> {
     // A piece of larger data (see `Source::starting_at`) is passed from its
     // first row on.
@@ -409,7 +417,7 @@ pub fn run_split<T: Real, P: Pass<T>>(
     // parameters' bytes again).
     if let Some(remote) = &split.remote {
         if let Some((kind, payload)) = pass.task() {
-            if cancelled() {
+            if cancel.is_cancelled() {
                 return Err(Error::Cancelled);
             }
             let task = Task { kind: kind.to_string(), compute: T::DTYPE, shift: shift.to_vec(), payload };
@@ -418,7 +426,7 @@ pub fn run_split<T: Real, P: Pass<T>>(
     }
     let mut total: Option<Partial<P::Stats>> = None;
     for r in ranges {
-        let p = run_pass(pass, blocks, Some(r), shift, cancelled)?;
+        let p = run_pass(pass, blocks, Some(r), shift, cancel)?;
         total = Some(match total {
             None => p,
             Some(t) => t.merge(p)?,
@@ -507,9 +515,9 @@ mod tests {
             let mut total: Option<Partial<Sums>> = None;
             for w in ranges.windows(2) {
                 let p = if at_once {
-                    run_pass(&mut AtOnce, &mut blocks, Some(w[0]..w[1]), &[0.0; 2], &|| false).unwrap()
+                    run_pass(&mut AtOnce, &mut blocks, Some(w[0]..w[1]), &[0.0; 2], &Cancel::new()).unwrap()
                 } else {
-                    run_pass(&mut ColumnSums, &mut blocks, Some(w[0]..w[1]), &[0.0; 2], &|| false).unwrap()
+                    run_pass(&mut ColumnSums, &mut blocks, Some(w[0]..w[1]), &[0.0; 2], &Cancel::new()).unwrap()
                 };
                 total = Some(match total {
                     None => p,
@@ -554,13 +562,13 @@ mod tests {
         let want = {
             let all = Source::memory(ArrayRef::c_order(Values::F64(&x), n, 2).unwrap());
             let mut blocks = BlockReader::<f64>::new(&all, None, 1000);
-            run_pass(&mut ColumnSums, &mut blocks, Some(c..n), &[0.0; 2], &|| false).unwrap().fold()
+            run_pass(&mut ColumnSums, &mut blocks, Some(c..n), &[0.0; 2], &Cancel::new()).unwrap().fold()
         };
         {
             let piece = Source::memory(ArrayRef::c_order(Values::F64(&x[2 * c..]), n - c, 2).unwrap()).starting_at(c);
             assert_eq!(piece.n_samples(), n);
             let mut blocks = BlockReader::<f64>::new(&piece, None, 1000);
-            let got = run_split(&mut ColumnSums, &mut blocks, &RowSplit::default(), &[0.0; 2], &|| false).unwrap();
+            let got = run_split(&mut ColumnSums, &mut blocks, &RowSplit::default(), &[0.0; 2], &Cancel::new()).unwrap();
             assert_eq!(got, want);
         }
         // Errors name rows as in the whole array.
@@ -569,7 +577,7 @@ mod tests {
         let mut blocks = BlockReader::<f64>::new(&piece, None, 1000);
         let mut failed = None;
         blocks
-            .for_each_in(c..n, &[0.0; 2], &|| false, |start, xb, _| {
+            .for_each_in(c..n, &[0.0; 2], &Cancel::new(), |start, xb, _| {
                 let b = Block { start, x: xb, w: None, n_features: 2 };
                 if let Err(e) = check_finite(&piece, b) {
                     failed.get_or_insert(e.to_string());
@@ -585,10 +593,10 @@ mod tests {
         let x = vec![1.0; 2 * 10];
         let src = Source::memory(ArrayRef::c_order(Values::F64(&x), 10, 2).unwrap());
         let mut blocks = BlockReader::<f64>::new(&src, None, 10);
-        assert!(run_pass(&mut ColumnSums, &mut blocks, Some(3..10), &[0.0; 2], &|| false).is_err());
-        assert!(run_pass(&mut ColumnSums, &mut blocks, Some(0..11), &[0.0; 2], &|| false).is_err());
-        let a = run_pass(&mut ColumnSums, &mut blocks, Some(0..5), &[0.0; 2], &|| false).unwrap();
-        let b = run_pass(&mut ColumnSums, &mut blocks, Some(5..10), &[0.0; 2], &|| false);
+        assert!(run_pass(&mut ColumnSums, &mut blocks, Some(3..10), &[0.0; 2], &Cancel::new()).is_err());
+        assert!(run_pass(&mut ColumnSums, &mut blocks, Some(0..11), &[0.0; 2], &Cancel::new()).is_err());
+        let a = run_pass(&mut ColumnSums, &mut blocks, Some(0..5), &[0.0; 2], &Cancel::new()).unwrap();
+        let b = run_pass(&mut ColumnSums, &mut blocks, Some(5..10), &[0.0; 2], &Cancel::new());
         assert!(b.is_err());
         assert_eq!(a.finish().unwrap().0, vec![5.0, 5.0]);
     }

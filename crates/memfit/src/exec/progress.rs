@@ -1,9 +1,12 @@
 //! What a run reports while it goes, and how a caller cancels it.
 
+use super::Cancel;
+
 /// What a fit reports while it runs.
 #[derive(Debug, Clone)]
 pub enum Progress<'a> {
-    /// A phase starts (`"validating"`, `"init"`, `"iterating"`, `"labels"`).
+    /// A phase starts (`"validating"`, `"init"`, `"iterating"`, `"labels"`;
+    /// an array job's stages as `"stage 1 of 3"`).
     Phase(&'a str),
     /// An EM iteration of a Gaussian mixture finished.
     EmIteration {
@@ -43,13 +46,20 @@ pub enum Progress<'a> {
     },
 }
 
-/// Receives progress and can cancel a fit (checked once per read block).
+/// Receives progress and can cancel a run (row passes check once per read
+/// block, array stages once per tile or batch of work units).
 pub trait Observer {
     /// Called at each phase and iteration.
     fn event(&mut self, _event: &Progress<'_>) {}
-    /// Returning `true` stops the fit with [`crate::Error::Cancelled`].
+    /// The run's cancellation token (a clone of the observer's own): once it
+    /// is cancelled the run stops with [`crate::Error::Cancelled`]. The
+    /// default is a token nobody cancels.
+    fn cancel(&self) -> Cancel {
+        Cancel::default()
+    }
+    /// Whether the run is cancelled (its token's state).
     fn cancelled(&self) -> bool {
-        false
+        self.cancel().is_cancelled()
     }
 }
 

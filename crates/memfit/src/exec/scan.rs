@@ -9,7 +9,7 @@
 //! for any split of the rows into chunk-aligned ranges.
 
 use super::sample::KeyedSample;
-use super::{decode, encode, run_pass, run_split, task_result, Block, Leaf, Merge, Observer, Pass, RowSplit};
+use super::{decode, encode, run_pass, run_split, task_result, Block, Cancel, Leaf, Merge, Observer, Pass, RowSplit};
 use crate::dtype::Real;
 use crate::error::{Error, Remedy, Result};
 use crate::io::{BlockReader, Dtype, Source};
@@ -227,13 +227,13 @@ pub(crate) fn run_scan_task<T: Real>(
     x: &Source<'_>,
     w: Option<&Source<'_>>,
     plan: &Plan,
-    cancelled: &dyn Fn() -> bool,
+    cancel: &Cancel,
 ) -> Result<Vec<u8>> {
     let (d, sample): (usize, KeyedSample) = decode(payload, "scan task")?;
     let mut pass = ScanPass { d, sample, weights_name: w.map(Source::name) };
     let mut blocks = BlockReader::<T>::new(x, w, plan.block_rows);
     let rows = x.first_row()..x.n_samples();
-    let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancelled)?;
+    let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancel)?;
     Ok(task_result::<T, _>(&pass, partial))
 }
 
@@ -262,7 +262,7 @@ pub fn scan<T: Real>(
         sample: KeyedSample::new(sample_rows.min(n), d, seed),
         weights_name: blocks.weights().map(Source::name),
     };
-    let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &|| obs.cancelled())?;
+    let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
     if let Some((row, column)) = s.bad {
         let value = x.value(row, column)?;
         if value.is_finite() {

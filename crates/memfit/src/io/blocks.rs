@@ -3,6 +3,7 @@
 use super::source::Source;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::Cancel;
 
 /// Reads the rows of a [`Source`] (and optionally per-row weights) block by
 /// block, converted to `T` and shifted, into buffers of `block_rows` rows
@@ -60,17 +61,17 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
 
     /// Calls `f(start, values, weights)` for each block in row order:
     /// `values` is row-major `(rows, n_features)` with column `j` shifted by
-    /// `shift[j]`. `cancelled` is polled before each block.
+    /// `shift[j]`. `cancel` is checked before each block.
     ///
     /// # Errors
     /// Read errors, [`Error::Cancelled`], and whatever `f` returns.
     pub fn for_each(
         &mut self,
         shift: &[f64],
-        cancelled: &dyn Fn() -> bool,
+        cancel: &Cancel,
         f: impl FnMut(usize, &[T], Option<&[f64]>) -> Result<()>,
     ) -> Result<()> {
-        self.for_each_in(0..self.x.n_samples(), shift, cancelled, f)
+        self.for_each_in(0..self.x.n_samples(), shift, cancel, f)
     }
 
     /// [`Self::for_each`] over the rows `rows` only (within the data);
@@ -82,13 +83,13 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
         &mut self,
         rows: std::ops::Range<usize>,
         shift: &[f64],
-        cancelled: &dyn Fn() -> bool,
+        cancel: &Cancel,
         mut f: impl FnMut(usize, &[T], Option<&[f64]>) -> Result<()>,
     ) -> Result<()> {
         let d = self.x.n_features();
         let mut start = rows.start;
         while start < rows.end {
-            if cancelled() {
+            if cancel.is_cancelled() {
                 return Err(Error::Cancelled);
             }
             let n = self.block_rows.min(rows.end - start);

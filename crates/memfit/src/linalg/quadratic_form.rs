@@ -61,7 +61,7 @@ pub fn row_quadratic_form<T: Real>(
     q: &[f64],
     plan: &Plan,
     out: &mut dyn FnMut(&[f64]) -> Result<()>,
-    cancelled: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<()> {
     let d = x.n_features();
     if q.len() != d * d {
@@ -86,7 +86,7 @@ pub fn row_quadratic_form<T: Real>(
         name: x.name(),
     };
     let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-    run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], cancelled)
+    run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], cancel)
 }
 
 /// The pass of [`row_quadratic_form`]: tiles of 256 rows dealt to threads.
@@ -177,7 +177,7 @@ mod tests {
                 got.extend_from_slice(b);
                 Ok(())
             },
-            &|| false,
+            &crate::exec::Cancel::new(),
         )
         .unwrap();
         assert_eq!(got.len(), n);
@@ -192,7 +192,7 @@ mod tests {
                     v.extend_from_slice(b);
                     Ok(())
                 },
-                &|| false,
+                &crate::exec::Cancel::new(),
             )
             .unwrap();
             v
@@ -210,10 +210,17 @@ mod tests {
         let x = vec![1.0; 6];
         let src = Source::memory(ArrayRef::c_order(Values::F64(&x), 3, 2).unwrap());
         let plan = plan_row_quadratic_form(&src, 8, 1 << 20).unwrap();
-        let err = row_quadratic_form::<f64>(&src, &[1.0; 3], &plan, &mut |_| Ok(()), &|| false).unwrap_err();
+        let err = row_quadratic_form::<f64>(&src, &[1.0; 3], &plan, &mut |_| Ok(()), &crate::exec::Cancel::new())
+            .unwrap_err();
         assert!(matches!(err, Error::ShapeMismatch { .. }));
-        let err =
-            row_quadratic_form::<f64>(&src, &[1.0, f64::NAN, 0.0, 1.0], &plan, &mut |_| Ok(()), &|| false).unwrap_err();
+        let err = row_quadratic_form::<f64>(
+            &src,
+            &[1.0, f64::NAN, 0.0, 1.0],
+            &plan,
+            &mut |_| Ok(()),
+            &crate::exec::Cancel::new(),
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::NonFinite { .. }));
     }
 }

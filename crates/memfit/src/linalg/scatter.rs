@@ -51,9 +51,9 @@ pub fn weighted_scatter(
     x: &Source<'_>,
     w: Option<&Source<'_>>,
     plan: &Plan,
-    cancelled: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<Vec<f64>> {
-    weighted_scatter_split(x, w, plan, &RowSplit::default(), cancelled)
+    weighted_scatter_split(x, w, plan, &RowSplit::default(), cancel)
 }
 
 /// [`weighted_scatter`] with its pass run as the row ranges of `split`
@@ -67,7 +67,7 @@ pub fn weighted_scatter_split(
     w: Option<&Source<'_>>,
     plan: &Plan,
     split: &RowSplit,
-    cancelled: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<Vec<f64>> {
     let d = x.n_features();
     if let Some(w) = w {
@@ -87,7 +87,7 @@ pub fn weighted_scatter_split(
         weights_name: w.map(Source::name).unwrap_or_default(),
         par: Par::rayon(plan.threads.max(1)),
     };
-    let s = run_split(&mut pass, &mut blocks, split, &vec![0.0; d], cancelled)?.0;
+    let s = run_split(&mut pass, &mut blocks, split, &vec![0.0; d], cancel)?.0;
     if let Some(i) = s.iter().position(|v| !v.is_finite()) {
         return Err(Error::param(
             "X",
@@ -118,7 +118,7 @@ pub(crate) fn run_scatter_task(
     x: &Source<'_>,
     w: Option<&Source<'_>>,
     plan: &Plan,
-    cancelled: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<Vec<u8>> {
     let d: usize = decode(payload, "scatter task")?;
     let mut blocks = BlockReader::<f64>::new(x, w, plan.block_rows);
@@ -129,7 +129,7 @@ pub(crate) fn run_scatter_task(
         par: Par::rayon(plan.threads.max(1)),
     };
     let rows = x.first_row()..x.n_samples();
-    let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancelled)?;
+    let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancel)?;
     Ok(task_result(&pass, partial))
 }
 
@@ -216,12 +216,12 @@ mod tests {
                 // The data are 1.68 MB, 8.4× the limit.
                 assert!((n * d * 4) as u64 >= 8 * limit && plan.n_blocks > 1, "{plan}");
             }
-            results.push(weighted_scatter(&src, Some(&ws), &plan, &|| false).unwrap());
+            results.push(weighted_scatter(&src, Some(&ws), &plan, &crate::exec::Cancel::new()).unwrap());
         }
         assert_eq!(results[0], results[1], "the limit changed the result");
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| {
             let plan = plan_weighted_scatter(&src, Some(&ws), 1 << 30).unwrap();
-            weighted_scatter(&src, Some(&ws), &plan, &|| false).unwrap()
+            weighted_scatter(&src, Some(&ws), &plan, &crate::exec::Cancel::new()).unwrap()
         });
         assert_eq!(one, results[1], "the thread count changed the result");
         for a in 0..d {

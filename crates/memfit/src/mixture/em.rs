@@ -116,9 +116,8 @@ pub fn fit<T: Real>(
                     InitResp::Nearest(centres.flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v.to_f64() - s)).collect())
                 }
                 InitMethod::KMeansPlusPlus => {
-                    let idx = kmeans_plusplus(&scanned.sample, d, &scanned.sample_weight, k, &mut rng, &|| {
-                        observer.cancelled()
-                    })?;
+                    let idx =
+                        kmeans_plusplus(&scanned.sample, d, &scanned.sample_weight, k, &mut rng, &observer.cancel())?;
                     let means = idx
                         .iter()
                         .flat_map(|&i| scanned.sample[i * d..(i + 1) * d].iter().zip(&shift).map(|(v, s)| v - s))
@@ -272,7 +271,7 @@ fn runs_in_memory<T: Real>(
                 first: 0,
                 g: k,
             };
-            let mut stats = run_split(&mut pass, &mut blocks, split, shift, &|| observer.cancelled())?;
+            let mut stats = run_split(&mut pass, &mut blocks, split, shift, &observer.cancel())?;
             if want_scatter {
                 tied_scatter = std::mem::take(&mut stats.scatter);
             }
@@ -317,7 +316,7 @@ fn runs_in_memory<T: Real>(
                 sums: Sums { t, reference: &reference, scatter: want_scatter },
                 secs: (0.0, 0.0),
             };
-            let mut stats = run_split(&mut pass, &mut blocks, split, shift, &|| observer.cancelled())?;
+            let mut stats = run_split(&mut pass, &mut blocks, split, shift, &observer.cancel())?;
             timings.e_step_secs += pass.secs.0;
             timings.m_step_secs += pass.secs.1;
             e_steps += 1;
@@ -352,7 +351,7 @@ fn runs_in_memory<T: Real>(
 
     observer.event(&Progress::Phase("final E-step"));
     let clock = Instant::now();
-    let log_likelihood = e_pass(x, &mut blocks, split, shift, &mut ws, &es, outputs, false, &|| observer.cancelled())?;
+    let log_likelihood = e_pass(x, &mut blocks, split, shift, &mut ws, &es, outputs, false, &observer.cancel())?;
     timings.final_pass_secs = clock.elapsed().as_secs_f64();
     Ok(Runs {
         best_init,
@@ -453,7 +452,7 @@ pub(crate) fn e_pass<T: Real>(
     es: &Estep<T>,
     outputs: &mut Outputs<'_>,
     validate: bool,
-    cancel: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<f64> {
     let labels = vec![0u32; if outputs.labels.is_some() { blocks.block_rows() } else { 0 }];
     let mut pass = EPass { x, es, ws, outputs, labels, validate };

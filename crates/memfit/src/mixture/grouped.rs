@@ -374,7 +374,7 @@ pub(crate) fn e_sweep<T: Real>(
     factors: Factors<'_>,
     outputs: &mut Outputs<'_>,
     validate: bool,
-    cancel: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<(f64, Option<(usize, f64)>)> {
     let count = gw.groups.count;
     let mut total = 0.0;
@@ -437,7 +437,7 @@ pub(crate) fn em_iteration<T: Real>(
     reg_covar: f64,
     n_eff: f64,
     secs: &mut (f64, f64),
-    cancel: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<(f64, Params, Vec<f64>)> {
     let (k, d, count) = (gw.groups.k, gw.es.d, gw.groups.count);
     let mut next = Next::new(k, d);
@@ -498,7 +498,7 @@ pub(crate) fn init_params<T: Real>(
     slot: usize,
     reg_covar: f64,
     n_eff: f64,
-    cancel: &dyn Fn() -> bool,
+    cancel: &crate::exec::Cancel,
 ) -> Result<(Params, Vec<f64>)> {
     let (k, d, t) = (gw.groups.k, gw.es.d, gw.t);
     let reference = init.reference(k, d);
@@ -566,7 +566,7 @@ pub(crate) fn run_all<T: Real>(
         let (mut cur, mut log_det) = match &init {
             Some(init) => {
                 observer.event(&Progress::Phase("init"));
-                init_params(gw, data, init, plan, slot, params.reg_covar, n_eff, &|| observer.cancelled())?
+                init_params(gw, data, init, plan, slot, params.reg_covar, n_eff, &observer.cancel())?
             }
             None => (Params::default(), vec![0.0; k]),
         };
@@ -596,9 +596,7 @@ pub(crate) fn run_all<T: Real>(
             };
             let mut secs = (0.0, 0.0);
             let (ll, next, next_log_det) =
-                em_iteration(gw, data, &cur, factors, slot, params.reg_covar, n_eff, &mut secs, &|| {
-                    observer.cancelled()
-                })?;
+                em_iteration(gw, data, &cur, factors, slot, params.reg_covar, n_eff, &mut secs, &observer.cancel())?;
             timings.e_step_secs += secs.0;
             timings.m_step_secs += secs.1;
             // Two log-density sweeps per iteration: the normaliser's, then the M-step's.
@@ -630,7 +628,7 @@ pub(crate) fn run_all<T: Real>(
         _ => Factors::Store(best_slot, &log_det),
     };
     let (log_likelihood, worst) =
-        e_sweep(gw, data, &best.weights, &best.means, factors, outputs, false, &|| observer.cancelled())?;
+        e_sweep(gw, data, &best.weights, &best.means, factors, outputs, false, &observer.cancel())?;
     timings.final_pass_secs = clock.elapsed().as_secs_f64();
     let runs = Runs {
         best_init,

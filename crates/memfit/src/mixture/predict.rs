@@ -99,7 +99,7 @@ pub fn predict<T: Real>(
     let means: Vec<f64> = model.means.chunks(d).flat_map(|m| m.iter().zip(&shift).map(|(v, s)| v - s)).collect();
     observer.event(&Progress::Phase("predicting"));
     let observer = &*observer;
-    let cancel = || observer.cancelled();
+    let cancel = observer.cancel();
     if plan.component_groups.is_some() {
         // Factors are read one group at a time; per-row states that do not
         // fit in memory go to the system's temporary folder.

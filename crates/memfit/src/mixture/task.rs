@@ -114,7 +114,7 @@ impl<T: Real> MixtureTask<T> {
         w: Option<&Source<'_>>,
         rows: Range<usize>,
         shift: &[f64],
-        cancelled: &dyn Fn() -> bool,
+        cancel: &crate::exec::Cancel,
     ) -> Result<Vec<u8>> {
         let (t, k, d) = (self.covariance_type(), self.es.k, self.es.d);
         let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.tile_rows, plan.threads);
@@ -131,7 +131,7 @@ impl<T: Real> MixtureTask<T> {
                     sums: Sums { t, reference: &s.reference, scatter: s.scatter },
                     secs: (0.0, 0.0),
                 };
-                let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancelled)?;
+                let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
                 Ok(task_result(&pass, partial))
             }
             None => {
@@ -144,7 +144,7 @@ impl<T: Real> MixtureTask<T> {
                     labels: Vec::new(),
                     validate: self.validate,
                 };
-                let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancelled)?;
+                let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
                 Ok(task_result(&pass, partial))
             }
         }

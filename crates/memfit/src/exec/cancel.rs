@@ -1,0 +1,91 @@
+//! The one cancellation token of a run ([`Cancel`]), and the one place a
+//! run's worker threads come from ([`install`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// A run's cancellation token: clones share one flag, so whoever holds a
+/// clone (a signal handler, the thread watching for Ctrl-C, a progress
+/// callback) stops every pass and array stage that checks it. Row passes
+/// check it once per read block ([`super::run_pass`]), array stages once per
+/// tile or batch of work units ([`super::run_grid`]).
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A token not cancelled yet.
+    pub fn new() -> Self {
+        Cancel::default()
+    }
+
+    /// Cancels the run; returns whether it was cancelled already (a second
+    /// Ctrl-C, say).
+    pub fn cancel(&self) -> bool {
+        self.0.swap(true, Ordering::SeqCst)
+    }
+
+    /// Whether the run is cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Ok(())` while the run goes on.
+    ///
+    /// # Errors
+    /// [`Error::Cancelled`] once it is cancelled.
+    pub fn check(&self) -> Result<()> {
+        if self.is_cancelled() {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Runs `f` on `threads` worker threads (at least one): in the rayon pool
+/// the caller runs in when it has that many, else in a pool started for the
+/// call and ended after it (never rayon's global pool, which a process
+/// embedding the engine may use for its own work). The CLI, the Python
+/// binding and the array stages all obtain their threads here.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`threads`) when the operating system cannot
+/// start the threads.
+pub fn install<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> Result<R> {
+    let threads = threads.max(1);
+    if rayon::current_thread_index().is_some() && threads == rayon::current_num_threads() {
+        return Ok(f());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::param("threads", format!("cannot start {threads} threads: {e}")))?;
+    Ok(pool.install(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clones_share_the_flag() {
+        let c = Cancel::new();
+        let d = c.clone();
+        assert!(c.check().is_ok());
+        assert!(!d.cancel());
+        assert!(c.is_cancelled());
+        assert!(matches!(c.check(), Err(Error::Cancelled)));
+        assert!(c.cancel(), "a second cancel reports the first");
+    }
+
+    #[test]
+    fn install_gives_the_threads_asked_for() {
+        assert_eq!(install(3, rayon::current_num_threads).unwrap(), 3);
+        assert_eq!(install(0, rayon::current_num_threads).unwrap(), 1);
+        // Inside a pool of that many threads: that pool.
+        let outer = install(2, || install(2, || rayon::current_thread_index().is_some())).unwrap();
+        assert!(outer.unwrap());
+    }
+}

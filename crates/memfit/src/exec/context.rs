@@ -1,0 +1,82 @@
+//! What a run carries besides its options: the cancellation token, the
+//! progress stream and the backend that computes ([`Context`]).
+
+use super::{Cancel, Observer, Progress};
+
+/// Where a run's arithmetic happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The CPU threads of the run's pool ([`super::install`]).
+    #[default]
+    Cpu,
+}
+
+impl Backend {
+    /// The backend's name, as plans print it (`"cpu"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+        }
+    }
+}
+
+/// A run's context: its cancellation token (the observer's, checked by
+/// every row pass and array stage), its progress stream (the observer) and
+/// its backend. Threads come from [`super::install`], sized by the run's
+/// options.
+pub struct Context<'o> {
+    /// The run's cancellation token.
+    pub cancel: Cancel,
+    /// Where the arithmetic happens.
+    pub backend: Backend,
+    observer: &'o mut dyn Observer,
+}
+
+impl std::fmt::Debug for Context<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("cancel", &self.cancel).field("backend", &self.backend).finish()
+    }
+}
+
+impl<'o> Context<'o> {
+    /// The context of a run reporting to `observer` (and cancelled by its
+    /// token), on the CPU.
+    pub fn new(observer: &'o mut dyn Observer) -> Self {
+        Context { cancel: observer.cancel(), backend: Backend::Cpu, observer }
+    }
+
+    /// Reports `event` to the observer.
+    pub fn event(&mut self, event: &Progress<'_>) {
+        self.observer.event(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Phases(Vec<String>, Cancel);
+    impl Observer for Phases {
+        fn event(&mut self, e: &Progress<'_>) {
+            if let Progress::Phase(p) = e {
+                self.0.push((*p).to_string());
+            }
+        }
+        fn cancel(&self) -> Cancel {
+            self.1.clone()
+        }
+    }
+
+    #[test]
+    fn carries_the_observers_token_and_the_cpu_backend() {
+        let mut obs = Phases(Vec::new(), Cancel::new());
+        let token = obs.1.clone();
+        let mut ctx = Context::new(&mut obs);
+        assert_eq!(ctx.backend, Backend::Cpu);
+        assert_eq!(ctx.backend.name(), "cpu");
+        ctx.event(&Progress::Phase("stage 1 of 1"));
+        token.cancel();
+        assert!(ctx.cancel.is_cancelled());
+        assert_eq!(obs.0, vec!["stage 1 of 1"]);
+    }
+}

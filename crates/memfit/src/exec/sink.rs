@@ -1,0 +1,319 @@
+//! Where results go: one trait, [`Sink`], for every output of a run (an
+//! array stage's result in memory, a `.npy` file, a Zarr array, a row pass's
+//! labels, probabilities or log-likelihoods), written a box at a time and
+//! made whole by [`Sink::commit`].
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use crate::dtype::Dtype;
+use crate::error::Result;
+use crate::io::{PositionedNpy, ZarrOutput};
+
+/// An output of `shape` elements of `dtype`, written a box at a time,
+/// possibly from several threads at once (boxes never overlap), in any
+/// order unless the sink says otherwise ([`Sink::chunk`]).
+pub trait Sink: Send + Sync {
+    /// The output's shape (elements per axis).
+    fn shape(&self) -> &[usize];
+
+    /// The element type of the bytes written.
+    fn dtype(&self) -> Dtype;
+
+    /// The box extents every write must have (a Zarr chunk; edge boxes are
+    /// cut by the shape), or `None` for any box.
+    fn chunk(&self) -> Option<&[usize]> {
+        None
+    }
+
+    /// Writes the box `lo..hi` (inclusive–exclusive per axis): `bytes` are
+    /// its elements in C order, little-endian, `dtype`'s item size each.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] or [`crate::Error::NoDiskSpace`] for a failed write.
+    fn write(&self, lo: &[usize], hi: &[usize], bytes: &[u8]) -> Result<()>;
+
+    /// Makes the output whole once every box is written: a file is renamed
+    /// (or linked) into place, memory hands back its bytes (C-order,
+    /// little-endian; `None` for files). Dropping a sink uncommitted leaves
+    /// no output.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] when syncing or renaming fails.
+    fn commit(self: Box<Self>) -> Result<Option<Vec<u8>>>;
+}
+
+impl dyn Sink + '_ {
+    /// Writes rows `start..start + rows` whole (every column): `bytes` are
+    /// `rows × (elements per row)` values in C order. For row passes, whose
+    /// outputs are `(n_samples,)` or `(n_samples, k)`.
+    ///
+    /// # Errors
+    /// As [`Sink::write`].
+    pub fn write_rows(&self, start: usize, rows: usize, bytes: &[u8]) -> Result<()> {
+        let shape = self.shape();
+        let (mut lo, mut hi) = (vec![0; shape.len()], shape.to_vec());
+        (lo[0], hi[0]) = (start, start + rows);
+        self.write(&lo, &hi, bytes)
+    }
+
+    /// Writes columns `first_col..first_col + n_cols` of rows
+    /// `first_row..first_row + rows` of a 2-D output (a group of
+    /// components' probabilities): `bytes` row-major `(rows, n_cols)`.
+    ///
+    /// # Errors
+    /// As [`Sink::write`].
+    pub fn write_columns(
+        &self,
+        first_row: usize,
+        rows: usize,
+        first_col: usize,
+        n_cols: usize,
+        bytes: &[u8],
+    ) -> Result<()> {
+        self.write(&[first_row, first_col], &[first_row + rows, first_col + n_cols], bytes)
+    }
+}
+
+/// The C-order runs of the box `lo..hi` of an array of `shape`: `(first
+/// element, elements)` per run, in order (one run when the box spans every
+/// axis after its outermost partial one).
+pub fn box_runs(shape: &[usize], lo: &[usize], hi: &[usize]) -> Vec<(u64, usize)> {
+    let nd = shape.len();
+    // Axes after `k - 1` are whole: one run spans them and axis `k - 1`'s range.
+    let mut k = nd;
+    while k > 0 && lo[k - 1] == 0 && hi[k - 1] == shape[k - 1] {
+        k -= 1;
+    }
+    let inner: usize = shape[k..].iter().product();
+    if k == 0 {
+        return vec![(0, inner)];
+    }
+    if lo[..k].iter().zip(&hi[..k]).any(|(a, b)| a >= b) {
+        return Vec::new();
+    }
+    let run = (hi[k - 1] - lo[k - 1]) * inner;
+    let mut strides = vec![inner as u64; k];
+    for j in (0..k - 1).rev() {
+        strides[j] = strides[j + 1] * shape[j + 1] as u64;
+    }
+    let mut at = lo[..k - 1].to_vec();
+    let mut out = Vec::new();
+    loop {
+        let first: u64 =
+            at.iter().zip(&strides).map(|(&c, &s)| c as u64 * s).sum::<u64>() + lo[k - 1] as u64 * strides[k - 1];
+        out.push((first, run));
+        // The next outer coordinate, C order.
+        let mut j = k - 1;
+        loop {
+            if j == 0 {
+                return out;
+            }
+            j -= 1;
+            at[j] += 1;
+            if at[j] < hi[j] {
+                break;
+            }
+            at[j] = lo[j];
+        }
+    }
+}
+
+/// A result kept in memory.
+#[derive(Debug)]
+pub struct MemorySink {
+    shape: Vec<usize>,
+    dtype: Dtype,
+    bytes: Mutex<Vec<u8>>,
+}
+
+impl MemorySink {
+    /// Zeroed room for `shape` elements of `dtype` (allocated now: plan it).
+    pub fn new(shape: &[usize], dtype: Dtype) -> Self {
+        let n: usize = shape.iter().product();
+        MemorySink { shape: shape.to_vec(), dtype, bytes: Mutex::new(vec![0; n * dtype.itemsize()]) }
+    }
+}
+
+impl Sink for MemorySink {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn write(&self, lo: &[usize], hi: &[usize], bytes: &[u8]) -> Result<()> {
+        let size = self.dtype.itemsize();
+        let mut out = self.bytes.lock().expect("no panics while writing");
+        let mut from = 0;
+        for (first, n) in box_runs(&self.shape, lo, hi) {
+            let at = first as usize * size;
+            out[at..at + n * size].copy_from_slice(&bytes[from..from + n * size]);
+            from += n * size;
+        }
+        Ok(())
+    }
+    fn commit(self: Box<Self>) -> Result<Option<Vec<u8>>> {
+        Ok(Some(self.bytes.into_inner().expect("no panics while writing")))
+    }
+}
+
+/// A `.npy` file written with positioned writes (boxes in any order, from
+/// any thread), under a temporary name until committed.
+#[derive(Debug)]
+pub struct NpySink {
+    file: PositionedNpy,
+    shape: Vec<usize>,
+    dtype: Dtype,
+}
+
+impl NpySink {
+    /// Creates the file for `shape` elements of `dtype` at `path`.
+    ///
+    /// # Errors
+    /// As [`PositionedNpy::create`] ([`crate::Error::OutputExists`] when
+    /// `overwrite` is false and the path exists, disk space, I/O).
+    pub fn create(path: &Path, dtype: Dtype, shape: &[usize], overwrite: bool) -> Result<Self> {
+        Ok(NpySink { file: PositionedNpy::create(path, dtype, shape, overwrite)?, shape: shape.to_vec(), dtype })
+    }
+}
+
+impl Sink for NpySink {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn write(&self, lo: &[usize], hi: &[usize], bytes: &[u8]) -> Result<()> {
+        let size = self.dtype.itemsize();
+        let mut from = 0;
+        for (first, n) in box_runs(&self.shape, lo, hi) {
+            self.file.write_at(first, &bytes[from..from + n * size])?;
+            from += n * size;
+        }
+        Ok(())
+    }
+    fn commit(self: Box<Self>) -> Result<Option<Vec<u8>>> {
+        self.file.commit()?;
+        Ok(None)
+    }
+}
+
+/// A Zarr v3 array written a chunk at a time (each write one whole chunk,
+/// cut at the array's edges).
+#[derive(Debug)]
+pub struct ZarrSink {
+    array: ZarrOutput,
+    shape: Vec<usize>,
+    dtype: Dtype,
+}
+
+impl ZarrSink {
+    /// Creates the array (chunks of `chunks` elements per axis) at `path`.
+    ///
+    /// # Errors
+    /// As [`ZarrOutput::create`].
+    pub fn create(path: &Path, shape: &[usize], dtype: Dtype, chunks: &[usize], overwrite: bool) -> Result<Self> {
+        Ok(ZarrSink { array: ZarrOutput::create(path, shape, dtype, chunks, overwrite)?, shape: shape.to_vec(), dtype })
+    }
+}
+
+impl Sink for ZarrSink {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn chunk(&self) -> Option<&[usize]> {
+        Some(self.array.chunk_shape())
+    }
+    fn write(&self, lo: &[usize], _hi: &[usize], bytes: &[u8]) -> Result<()> {
+        let index: Vec<u64> = lo.iter().zip(self.array.chunk_shape()).map(|(&l, &c)| (l / c) as u64).collect();
+        self.array.write_chunk(&index, bytes)
+    }
+    fn commit(self: Box<Self>) -> Result<Option<Vec<u8>>> {
+        self.array.commit()?;
+        Ok(None)
+    }
+}
+
+/// A row pass's per-row output fed to a [`Sink`] block after block, in row
+/// order (the callbacks `cluster::LabelSink`, `mixture::Outputs` take):
+/// `put` writes the next rows, `columns` a box of rows and columns.
+pub struct RowWriter<'s> {
+    sink: &'s dyn Sink,
+    next: usize,
+    bytes: Vec<u8>,
+}
+
+impl<'s> RowWriter<'s> {
+    /// Writes into `sink` from row 0 on.
+    pub fn new(sink: &'s dyn Sink) -> Self {
+        RowWriter { sink, next: 0, bytes: Vec::new() }
+    }
+
+    /// Writes `values` (whole rows, C order) as the next rows, each value
+    /// encoded by `encode` into the sink's dtype.
+    ///
+    /// # Errors
+    /// As [`Sink::write`].
+    pub fn put<E: Copy>(&mut self, values: &[E], encode: impl Fn(E, &mut Vec<u8>)) -> Result<()> {
+        let per_row: usize = self.sink.shape()[1..].iter().product();
+        let rows = values.len() / per_row.max(1);
+        self.bytes.clear();
+        values.iter().for_each(|&v| encode(v, &mut self.bytes));
+        self.sink.write_rows(self.next, rows, &self.bytes)?;
+        self.next += rows;
+        Ok(())
+    }
+
+    /// Writes `values` (row-major `(rows, n_cols)` `f64`) at rows
+    /// `first_row..` and columns `first_col..first_col + n_cols` of a 2-D
+    /// `float64` output.
+    ///
+    /// # Errors
+    /// As [`Sink::write`].
+    pub fn columns(&mut self, first_row: usize, first_col: usize, n_cols: usize, values: &[f64]) -> Result<()> {
+        self.bytes.clear();
+        values.iter().for_each(|v| self.bytes.extend_from_slice(&v.to_le_bytes()));
+        self.sink.write_columns(first_row, values.len() / n_cols.max(1), first_col, n_cols, &self.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_cover_the_box_in_c_order() {
+        assert_eq!(box_runs(&[4, 5], &[0, 0], &[4, 5]), vec![(0, 20)]);
+        assert_eq!(box_runs(&[4, 5], &[1, 0], &[3, 5]), vec![(5, 10)]);
+        assert_eq!(box_runs(&[4, 5], &[1, 2], &[3, 4]), vec![(7, 2), (12, 2)]);
+        assert_eq!(box_runs(&[2, 3, 4], &[0, 1, 0], &[2, 3, 4]), vec![(4, 8), (16, 8)]);
+        assert_eq!(box_runs(&[], &[], &[]), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn row_outputs_go_through_the_one_trait() {
+        // Labels as int32 rows, probabilities by column groups, both read back.
+        let dir = tempfile::tempdir().unwrap();
+        let labels = NpySink::create(&dir.path().join("labels.npy"), Dtype::I32, &[5], false).unwrap();
+        let proba = MemorySink::new(&[5, 3], Dtype::F64);
+        {
+            let mut w = RowWriter::new(&labels);
+            w.put(&[1u32, 0, 2], |v, b| b.extend_from_slice(&(v as i32).to_le_bytes())).unwrap();
+            w.put(&[2u32, 1], |v, b| b.extend_from_slice(&(v as i32).to_le_bytes())).unwrap();
+            let mut p = RowWriter::new(&proba);
+            p.columns(0, 0, 2, &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]).unwrap();
+            p.columns(0, 2, 1, &[1.1, 1.2, 1.3, 1.4, 1.5]).unwrap();
+        }
+        Box::new(labels).commit().unwrap();
+        let got = crate::io::read_array_f64(dir.path().join("labels.npy"), 1).unwrap();
+        assert_eq!(got.0, vec![1.0, 0.0, 2.0, 2.0, 1.0]);
+        let bytes = (Box::new(proba) as Box<dyn Sink>).commit().unwrap().unwrap();
+        let v: Vec<f64> = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(v, vec![0.1, 0.2, 1.1, 0.3, 0.4, 1.2, 0.5, 0.6, 1.3, 0.7, 0.8, 1.4, 0.9, 1.0, 1.5]);
+    }
+}
