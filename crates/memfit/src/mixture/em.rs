@@ -15,18 +15,18 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::components::{cov_len, CholWork, Estep, Params};
-use super::fitted::{GmmFit, GmmTimings, Outputs};
-use super::grouped::{run_all, Data, GroupWork};
+use super::fitted::{GmmFit, GmmTimings, Outputs, StoredCovariances};
+use super::grouped::{e_sweep, em_iteration, init_params, Data, Factors, GroupWork};
+use super::memory::e_pass;
 use super::mstep::finalize;
 use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
-use super::pass::Workspace;
-use super::passes::{EPass, EmPass, InitPass, InitResp, Nearest, Sums};
-use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct, Init, KMeansParams, MAX_K_TILE};
+use super::pass::{Sums, Workspace};
+use super::passes::{EmPass, InitPass, InitResp, Nearest};
+use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct, Init, KMeansParams};
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{run_split, scan, Observer, Progress, RowSplit};
+use crate::exec::{run_split, scan, Observer, Progress};
 use crate::io::{BlockReader, Source};
-use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::{Job, Plan};
 
 /// Fits a Gaussian mixture to `x` (shape `(n_samples, n_features)`, any
@@ -222,7 +222,7 @@ pub(crate) struct Runs {
     /// The largest condition estimate and its component.
     pub(crate) worst: Option<(usize, f64)>,
     /// Covariances kept on disk by a grouped fit.
-    pub(crate) stored: Option<std::sync::Arc<super::fitted::StoredCovariances>>,
+    pub(crate) stored: Option<std::sync::Arc<StoredCovariances>>,
 }
 
 /// The EM runs with every component's parameters in memory.
@@ -244,10 +244,7 @@ fn runs_in_memory<T: Real>(
     let split = &params.row_split;
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
     let mut es = Estep::<T>::new(t, k, d);
-    let mut work = CholWork::new(
-        if matches!(t, CovarianceType::Full | CovarianceType::Tied) { d } else { 0 },
-        work_mats(t, plan.threads),
-    );
+    let mut work = CholWork::for_fit(t, d, plan.threads);
     let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.tile_rows, plan.threads);
     let mut tied_scatter: Vec<f64> = Vec::new();
     let mut best: Option<(usize, Params, Vec<f64>, bool)> = None;
@@ -261,7 +258,7 @@ fn runs_in_memory<T: Real>(
             let reference = init.reference(k, d);
             let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
             drop(std::mem::take(&mut cur.cov));
-            let mut nearest = nearest_assigner::<T>(&init, plan, k, d);
+            let mut nearest = Nearest::<T>::of(&init, plan, k, d);
             let mut pass = InitPass {
                 init: &init,
                 nearest: nearest.as_mut(),
@@ -372,7 +369,7 @@ fn runs_in_memory<T: Real>(
 ///
 /// # Errors
 /// The overflow error when it is not finite.
-pub(crate) fn lower_bound_of(log_likelihood: f64, n_eff: f64, weighted: bool) -> Result<f64> {
+fn lower_bound_of(log_likelihood: f64, n_eff: f64, weighted: bool) -> Result<f64> {
     let lower_bound = log_likelihood / n_eff;
     if !lower_bound.is_finite() {
         return Err(crate::cluster::overflow(weighted, "lower bound", lower_bound));
@@ -383,7 +380,7 @@ pub(crate) fn lower_bound_of(log_likelihood: f64, n_eff: f64, weighted: bool) ->
 /// Records iteration `it` of initialisation `run` over `n` rows, whose lower
 /// bound went from `bounds.0` to `bounds.1` (its pass began at `clock`):
 /// keeps the bound, reports progress, and says whether `|change| < tol`.
-pub(crate) fn record_iteration(
+fn record_iteration(
     params: &GmmParams<'_>,
     (run, it): (usize, usize),
     n: usize,
@@ -406,58 +403,132 @@ pub(crate) fn record_iteration(
     change.abs() < params.tol
 }
 
-/// `d × d` work matrices a fit holds: one per thread for the full M-step
-/// (at least the two the factorisations use), two for tied, none otherwise.
-pub(crate) fn work_mats(t: CovarianceType, threads: usize) -> usize {
-    match t {
-        CovarianceType::Full => threads.max(2),
-        CovarianceType::Tied => 2,
-        CovarianceType::Diag | CovarianceType::Spherical => 0,
-    }
-}
-
-/// The nearest-centre assignment of a k-means initialisation (`None` for
-/// other initialisations), with the plan's tiles.
-pub(crate) fn nearest_assigner<T: Real>(init: &InitResp, plan: &Plan, k: usize, d: usize) -> Option<Nearest<T>> {
-    match init {
-        InitResp::Nearest(c) => Some(Nearest {
-            centers: PreparedCenters::<T>::new(c, k, d),
-            labels: vec![0; plan.block_rows],
-            dist: vec![0.0; plan.block_rows],
-            tiles: (0..plan.threads.max(1))
-                .map(|_| Scratch::<T>::new(plan.assign_tile_rows, k, k.min(MAX_K_TILE), d))
-                .collect(),
-            tile_rows: plan.assign_tile_rows,
-            k_tile: k.min(MAX_K_TILE),
-        }),
-        _ => None,
-    }
-}
-
 fn one_hot_rows(rows: Vec<usize>, means: Vec<f64>) -> InitResp {
     let mut pairs: Vec<(usize, usize)> = rows.into_iter().enumerate().map(|(c, r)| (r, c)).collect();
     pairs.sort_unstable();
     InitResp::Rows(pairs, means)
 }
 
-/// One E-step pass with parameters `es`; sends per-sample results to
-/// `outputs` and returns `Σ_i w_i log p(x_i)`; with `validate`, fails at the
-/// first non-finite value (data a fit has not already checked).
+/// The best run so far.
+struct Kept {
+    run: usize,
+    params: Params,
+    log_det: Vec<f64>,
+    lower_bounds: Vec<f64>,
+    converged: bool,
+    /// The store's slot of its covariances and factors.
+    slot: usize,
+    /// Its factors are the given precisions' (no iteration ran).
+    from_source: bool,
+}
+
+/// Runs every initialisation's EM in groups and keeps the best, as
+/// [`fit`] does in memory; then the final E-step. Returns the runs
+/// and the store's slot holding the kept covariances.
+///
+/// # Errors
+/// As [`fit`].
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn e_pass<T: Real>(
-    x: &Source<'_>,
-    blocks: &mut BlockReader<'_, '_, T>,
-    split: &RowSplit,
-    shift: &[f64],
-    ws: &mut Workspace<T>,
-    es: &Estep<T>,
+fn run_all<T: Real>(
+    params: &GmmParams<'_>,
+    gw: &mut GroupWork<T>,
+    data: &mut Data<'_, '_, '_, '_, T>,
+    inits: Vec<Option<InitResp>>,
+    plan: &Plan,
+    n_eff: f64,
     outputs: &mut Outputs<'_>,
-    validate: bool,
-    cancel: &dyn Fn() -> bool,
-) -> Result<f64> {
-    let labels = vec![0u32; if outputs.labels.is_some() { blocks.block_rows() } else { 0 }];
-    let mut pass = EPass { x, es, ws, outputs, labels, validate };
-    run_split(&mut pass, blocks, split, shift, cancel)
+    observer: &mut dyn Observer,
+    timings: &mut GmmTimings,
+) -> Result<(Runs, usize)> {
+    let (k, d) = (params.n_components, data.x.n_features());
+    let n = data.x.n_samples() - data.x.first_row();
+    let shift = data.shift.to_vec();
+    let mut best: Option<Kept> = None;
+    let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
+    let mut slot = 0;
+    let mut e_steps = 0;
+    for (run, init) in inits.into_iter().enumerate() {
+        let clock = Instant::now();
+        let (mut cur, mut log_det) = match &init {
+            Some(init) => {
+                observer.event(&Progress::Phase("init"));
+                init_params(gw, data, init, plan, slot, params.reg_covar, n_eff, &|| observer.cancelled())?
+            }
+            None => (Params::default(), vec![0.0; k]),
+        };
+        if let Some(w) = &params.weights_init {
+            cur.weights.clone_from(w);
+        }
+        if let Some(m) = &params.means_init {
+            cur.means = m.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v - s)).collect();
+        }
+        // Given precisions are read from their source until the first M-step.
+        let mut given = params.precisions_init.as_ref().map(|p| (p.source(), matches!(p, PrecisionsInit::Cholesky(_))));
+        if let (Some((src, cholesky)), 0) = (given, params.max_iter) {
+            gw.store_given_covariances(src, cholesky, slot)?;
+        }
+        timings.init_secs += clock.elapsed().as_secs_f64();
+        let clock = Instant::now();
+        observer.event(&Progress::Phase("iterating"));
+        let mut lower_bounds = Vec::new();
+        let mut converged = false;
+        let mut lower_bound = params.lower_bound_init.unwrap_or(f64::NEG_INFINITY);
+        for it in 1..=params.max_iter {
+            let pass_clock = Instant::now();
+            let factors = match given.take() {
+                Some((src, cholesky)) => Factors::Source(src, cholesky),
+                None => Factors::Store(slot, &log_det),
+            };
+            let mut secs = (0.0, 0.0);
+            let (ll, next, next_log_det) =
+                em_iteration(gw, data, &cur, factors, slot, params.reg_covar, n_eff, &mut secs, &|| {
+                    observer.cancelled()
+                })?;
+            timings.e_step_secs += secs.0;
+            timings.m_step_secs += secs.1;
+            // Two log-density sweeps per iteration: the normaliser's, then the M-step's.
+            e_steps += 2;
+            let prev = lower_bound;
+            lower_bound = lower_bound_of(ll, n_eff, data.weighted)?;
+            (cur, log_det) = (next, next_log_det);
+            if record_iteration(params, (run, it), n, (prev, lower_bound), &mut lower_bounds, pass_clock, observer) {
+                converged = true;
+                break;
+            }
+        }
+        timings.em_secs += clock.elapsed().as_secs_f64();
+        lower_bound_per_init.push(lower_bound);
+        let better = params.max_iter == 0 || best.as_ref().is_none_or(|b| b.lower_bounds.last() < lower_bounds.last());
+        if better {
+            let from_source = given.is_some();
+            best = Some(Kept { run, params: cur, log_det, lower_bounds, converged, slot, from_source });
+            // The next run writes to the other slot.
+            slot = if params.n_init > 1 { 1 - slot } else { slot };
+        }
+    }
+    let Kept { run: best_init, params: best, log_det, lower_bounds, converged, slot: best_slot, from_source } =
+        best.expect("n_init >= 1");
+    observer.event(&Progress::Phase("final E-step"));
+    let clock = Instant::now();
+    let factors = match (&params.precisions_init, from_source) {
+        (Some(p), true) => Factors::Source(p.source(), matches!(p, PrecisionsInit::Cholesky(_))),
+        _ => Factors::Store(best_slot, &log_det),
+    };
+    let (log_likelihood, worst) =
+        e_sweep(gw, data, &best.weights, &best.means, factors, outputs, false, &|| observer.cancelled())?;
+    timings.final_pass_secs = clock.elapsed().as_secs_f64();
+    let runs = Runs {
+        best_init,
+        best,
+        lower_bounds,
+        converged,
+        lower_bound_per_init,
+        log_likelihood,
+        e_steps,
+        worst,
+        stored: None,
+    };
+    Ok((runs, best_slot))
 }
 
 #[cfg(test)]

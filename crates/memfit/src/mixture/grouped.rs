@@ -1,6 +1,7 @@
 //! EM and E-steps with component groups, for mixtures whose `K` components'
 //! precision factors and M-step sums do not fit the memory limit together
-//! (the planner chooses the groups, [`super::plan_gmm`]).
+//! (the planner chooses the groups, [`super::plan_gmm`]); the EM loop
+//! ([`super::fit`]) runs them.
 //!
 //! One EM iteration with `G` groups makes `2G − 1` passes over the data:
 //!
@@ -30,16 +31,16 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::components::{component_cov_len, factor_len, factor_of_cov, CholWork, Estep, Params};
-use super::em::{lower_bound_of, nearest_assigner, record_iteration, work_mats, Runs};
-use super::fitted::{GmmTimings, Outputs, StoredCovariances};
+use super::fitted::{Outputs, StoredCovariances};
 use super::groups::{finish_row, merge_group, Groups, ParamStore, RowState, ROW_STATE};
 use super::mstep::finalize;
-use super::params::{CovarianceType, GmmParams};
+use super::params::CovarianceType;
+use super::pass::Sums;
 use super::pass::{zero_density, Stats, Workspace};
-use super::passes::{InitPass, InitResp, Sums};
+use super::passes::{InitPass, InitResp, Nearest};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{run_split, Block, Leaf, Observer, Pass, Progress, RowSplit};
+use crate::exec::{run_split, Block, Leaf, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::kernels::{clear_upper_vector_state, exp_or_zero};
 use crate::plan::{Plan, TILE_ROWS};
@@ -84,14 +85,13 @@ impl<T: Real> GroupWork<T> {
         let gp = plan.component_groups.as_ref().expect("a grouped plan");
         let groups = Groups::of(k, gp.size);
         let g = groups.size;
-        let full = matches!(t, CovarianceType::Full | CovarianceType::Tied);
         let store = if slots > 0 { Some(ParamStore::new(t, k, d, slots, dir)?) } else { None };
         Ok(GroupWork {
             groups,
             t,
             es: Estep::new(t, g, d),
             ws: Workspace::new(t, g, d, plan.block_rows, plan.tile_rows, plan.threads),
-            work: CholWork::new(if full { d } else { 0 }, work_mats(t, plan.threads)),
+            work: CholWork::for_fit(t, d, plan.threads),
             state: RowState::new(
                 x.first_row(),
                 x.n_samples() - x.first_row(),
@@ -142,7 +142,7 @@ impl<T: Real> GroupWork<T> {
     ///
     /// # Errors
     /// As [`Estep::set_precisions`]; scratch write errors.
-    fn store_given_covariances(&mut self, src: &Source<'_>, cholesky: bool, slot: usize) -> Result<()> {
+    pub(crate) fn store_given_covariances(&mut self, src: &Source<'_>, cholesky: bool, slot: usize) -> Result<()> {
         let per = component_cov_len(self.t, self.es.d);
         let mut cov = vec![0.0; self.groups.size * per];
         for g in 0..self.groups.count {
@@ -502,7 +502,7 @@ pub(crate) fn init_params<T: Real>(
 ) -> Result<(Params, Vec<f64>)> {
     let (k, d, t) = (gw.groups.k, gw.es.d, gw.t);
     let reference = init.reference(k, d);
-    let mut nearest = nearest_assigner::<T>(init, plan, k, d);
+    let mut nearest = Nearest::<T>::of(init, plan, k, d);
     let mut next = Next::new(k, d);
     for g in 0..gw.groups.count {
         let r = gw.groups.range(g);
@@ -521,127 +521,4 @@ pub(crate) fn init_params<T: Real>(
         gw.finish_group(g, &mut stats, reg_covar, n_eff, true, slot, &mut next)?;
     }
     next.into_params::<T>(n_eff, true, reg_covar)
-}
-
-/// The best run so far.
-struct Kept {
-    run: usize,
-    params: Params,
-    log_det: Vec<f64>,
-    lower_bounds: Vec<f64>,
-    converged: bool,
-    /// The store's slot of its covariances and factors.
-    slot: usize,
-    /// Its factors are the given precisions' (no iteration ran).
-    from_source: bool,
-}
-
-/// Runs every initialisation's EM in groups and keeps the best, as
-/// [`super::fit`] does in memory; then the final E-step. Returns the runs
-/// and the store's slot holding the kept covariances.
-///
-/// # Errors
-/// As [`super::fit`].
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run_all<T: Real>(
-    params: &GmmParams<'_>,
-    gw: &mut GroupWork<T>,
-    data: &mut Data<'_, '_, '_, '_, T>,
-    inits: Vec<Option<InitResp>>,
-    plan: &Plan,
-    n_eff: f64,
-    outputs: &mut Outputs<'_>,
-    observer: &mut dyn Observer,
-    timings: &mut GmmTimings,
-) -> Result<(Runs, usize)> {
-    let (k, d) = (params.n_components, data.x.n_features());
-    let n = data.x.n_samples() - data.x.first_row();
-    let shift = data.shift.to_vec();
-    let mut best: Option<Kept> = None;
-    let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
-    let mut slot = 0;
-    let mut e_steps = 0;
-    for (run, init) in inits.into_iter().enumerate() {
-        let clock = Instant::now();
-        let (mut cur, mut log_det) = match &init {
-            Some(init) => {
-                observer.event(&Progress::Phase("init"));
-                init_params(gw, data, init, plan, slot, params.reg_covar, n_eff, &|| observer.cancelled())?
-            }
-            None => (Params::default(), vec![0.0; k]),
-        };
-        if let Some(w) = &params.weights_init {
-            cur.weights.clone_from(w);
-        }
-        if let Some(m) = &params.means_init {
-            cur.means = m.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v - s)).collect();
-        }
-        // Given precisions are read from their source until the first M-step.
-        let mut given =
-            params.precisions_init.as_ref().map(|p| (p.source(), matches!(p, super::PrecisionsInit::Cholesky(_))));
-        if let (Some((src, cholesky)), 0) = (given, params.max_iter) {
-            gw.store_given_covariances(src, cholesky, slot)?;
-        }
-        timings.init_secs += clock.elapsed().as_secs_f64();
-        let clock = Instant::now();
-        observer.event(&Progress::Phase("iterating"));
-        let mut lower_bounds = Vec::new();
-        let mut converged = false;
-        let mut lower_bound = params.lower_bound_init.unwrap_or(f64::NEG_INFINITY);
-        for it in 1..=params.max_iter {
-            let pass_clock = Instant::now();
-            let factors = match given.take() {
-                Some((src, cholesky)) => Factors::Source(src, cholesky),
-                None => Factors::Store(slot, &log_det),
-            };
-            let mut secs = (0.0, 0.0);
-            let (ll, next, next_log_det) =
-                em_iteration(gw, data, &cur, factors, slot, params.reg_covar, n_eff, &mut secs, &|| {
-                    observer.cancelled()
-                })?;
-            timings.e_step_secs += secs.0;
-            timings.m_step_secs += secs.1;
-            // Two log-density sweeps per iteration: the normaliser's, then the M-step's.
-            e_steps += 2;
-            let prev = lower_bound;
-            lower_bound = lower_bound_of(ll, n_eff, data.weighted)?;
-            (cur, log_det) = (next, next_log_det);
-            if record_iteration(params, (run, it), n, (prev, lower_bound), &mut lower_bounds, pass_clock, observer) {
-                converged = true;
-                break;
-            }
-        }
-        timings.em_secs += clock.elapsed().as_secs_f64();
-        lower_bound_per_init.push(lower_bound);
-        let better = params.max_iter == 0 || best.as_ref().is_none_or(|b| b.lower_bounds.last() < lower_bounds.last());
-        if better {
-            let from_source = given.is_some();
-            best = Some(Kept { run, params: cur, log_det, lower_bounds, converged, slot, from_source });
-            // The next run writes to the other slot.
-            slot = if params.n_init > 1 { 1 - slot } else { slot };
-        }
-    }
-    let Kept { run: best_init, params: best, log_det, lower_bounds, converged, slot: best_slot, from_source } =
-        best.expect("n_init >= 1");
-    observer.event(&Progress::Phase("final E-step"));
-    let clock = Instant::now();
-    let factors = match (&params.precisions_init, from_source) {
-        (Some(p), true) => Factors::Source(p.source(), matches!(p, super::PrecisionsInit::Cholesky(_))),
-        _ => Factors::Store(best_slot, &log_det),
-    };
-    let (log_likelihood, worst) =
-        e_sweep(gw, data, &best.weights, &best.means, factors, outputs, false, &|| observer.cancelled())?;
-    timings.final_pass_secs = clock.elapsed().as_secs_f64();
-    let runs = Runs {
-        best_init,
-        best,
-        lower_bounds,
-        converged,
-        lower_bound_per_init,
-        log_likelihood,
-        e_steps,
-        worst,
-        stored: None,
-    };
-    Ok((runs, best_slot))
 }

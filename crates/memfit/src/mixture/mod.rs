@@ -14,6 +14,7 @@ mod em;
 mod fitted;
 mod grouped;
 mod groups;
+mod memory;
 mod model_dir;
 mod mstep;
 mod params;

@@ -2,9 +2,9 @@
 //! per-sample log-likelihoods streamed block by block.
 
 use super::components::{CholWork, Estep};
-use super::em::e_pass;
 use super::fitted::Outputs;
 use super::grouped::{e_sweep, Data, Factors, GroupWork};
+use super::memory::e_pass;
 use super::params::{CovarianceType, GmmParams};
 use super::pass::Workspace;
 use super::plan::plan_gmm;
