@@ -91,6 +91,13 @@ impl CholWork {
         }
     }
 
+    /// The work matrices of a fit with `t` covariances over `d` features on
+    /// `threads` threads ([`work_mats`] of them; none for diag and spherical).
+    pub(crate) fn for_fit(t: CovarianceType, d: usize, threads: usize) -> Self {
+        let full = matches!(t, CovarianceType::Full | CovarianceType::Tied);
+        CholWork::new(if full { d } else { 0 }, work_mats(t, threads))
+    }
+
     /// The factor `U` left in the second matrix by the last factorisation
     /// (row-major, upper triangular, zeros below).
     pub(crate) fn u(&self) -> &[f64] {
@@ -436,6 +443,16 @@ impl<T: Real> Estep<T> {
         }
         self.update_tied_means();
         Ok(())
+    }
+}
+
+/// `d × d` work matrices a fit holds: one per thread for the full M-step
+/// (at least the two the factorisations use), two for tied, none otherwise.
+pub(crate) fn work_mats(t: CovarianceType, threads: usize) -> usize {
+    match t {
+        CovarianceType::Full => threads.max(2),
+        CovarianceType::Tied => 2,
+        CovarianceType::Diag | CovarianceType::Spherical => 0,
     }
 }
 

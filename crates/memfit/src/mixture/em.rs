@@ -1,6 +1,8 @@
 //! Expectation–maximisation for Gaussian mixtures on data read in blocks:
-//! one pass over the data per iteration, the E-step fused with the M-step's
-//! sums ([`super::pass`]).
+//! [`fit`] validates, initialises and runs the one EM loop with a
+//! [`Strategy`] that holds the parameters in memory (one pass per iteration,
+//! the E-step fused with the M-step's sums, [`super::pass`]) or in component
+//! groups on disk.
 //!
 //! The iteration, the lower bound (mean log-likelihood per sample, before
 //! the iteration's M-step), the `|change| < tol` test, the choice of the best
@@ -9,24 +11,24 @@
 //! likelihood from incomplete data via the EM algorithm" (1977); Bishop,
 //! *Pattern Recognition and Machine Learning* §9.2.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::components::{cov_len, CholWork, Estep, Params};
-use super::fitted::{GmmFit, GmmTimings, Outputs};
-use super::grouped::{run_all, Data, GroupWork};
-use super::mstep::finalize;
-use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
-use super::pass::Workspace;
-use super::passes::{EPass, EmPass, InitPass, InitResp, Nearest, Sums};
-use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct, Init, KMeansParams, MAX_K_TILE};
+use super::components::Params;
+use super::fitted::{GmmFit, GmmTimings, Outputs, StoredCovariances};
+use super::grouped::{GroupWork, Grouped};
+use super::memory::InMemory;
+use super::params::{CovarianceType, GmmParams, InitMethod};
+use super::passes::InitResp;
+use super::strategy::{Data, Final, Strategy};
+use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct, Init, KMeansParams};
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{run_split, scan, Observer, Progress, RowSplit};
+use crate::exec::{scan, Observer, Progress};
 use crate::io::{BlockReader, Source};
-use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::{Job, Plan};
 
 /// Fits a Gaussian mixture to `x` (shape `(n_samples, n_features)`, any
@@ -140,17 +142,14 @@ pub fn fit<T: Real>(
     drop(row_reader);
     timings.init_secs = clock.elapsed().as_secs_f64();
 
+    let data = Data { blocks: BlockReader::<T>::new(x, sample_weight, plan.block_rows), split, shift: &shift };
+    let run = Run { params, shift: &shift, n_rows: n - x.first_row(), n_eff, weighted: sample_weight.is_some() };
     let runs = if plan.component_groups.is_some() {
         let slots = if params.n_init > 1 { 2 } else { 1 };
-        let mut gw = GroupWork::<T>::new(t, k, x, plan, slots, &params.scratch_dir())?;
-        let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
-        let mut data = Data { x, blocks: &mut blocks, split, shift: &shift, weighted: sample_weight.is_some() };
-        let (mut runs, slot) =
-            run_all(params, &mut gw, &mut data, inits, plan, n_eff, outputs, observer, &mut timings)?;
-        runs.stored = Some(std::sync::Arc::new(gw.into_stored(slot)));
-        runs
+        let gw = GroupWork::<T>::new(t, k, x, plan, slots, &params.scratch_dir())?;
+        em(Grouped::new(params, gw, data, plan, n_eff), &run, inits, outputs, observer, &mut timings)?
     } else {
-        runs_in_memory::<T>(params, x, sample_weight, plan, &shift, n_eff, inits, outputs, observer, &mut timings)?
+        em(InMemory::new(params, data, plan, n_eff), &run, inits, outputs, observer, &mut timings)?
     };
     let Runs { best_init, best, lower_bounds, converged, lower_bound_per_init, log_likelihood, e_steps, worst, stored } =
         runs;
@@ -204,98 +203,73 @@ pub fn fit<T: Real>(
 
 /// What the EM runs of a fit return (all initialisations, the best kept,
 /// and its final E-step).
-pub(crate) struct Runs {
+struct Runs {
     /// Index of the kept initialisation.
-    pub(crate) best_init: usize,
+    best_init: usize,
     /// Its parameters (shifted means; covariances empty when they are on disk).
-    pub(crate) best: Params,
-    pub(crate) lower_bounds: Vec<f64>,
-    pub(crate) converged: bool,
-    pub(crate) lower_bound_per_init: Vec<f64>,
+    best: Params,
+    lower_bounds: Vec<f64>,
+    converged: bool,
+    lower_bound_per_init: Vec<f64>,
     /// `Σ_i w_i log p(x_i)` of the final E-step.
-    pub(crate) log_likelihood: f64,
+    log_likelihood: f64,
     /// Sweeps of every component's log-densities over the data in the EM
-    /// iterations, all initialisations (one per iteration in memory, two in
-    /// groups).
-    pub(crate) e_steps: usize,
+    /// iterations, all initialisations.
+    e_steps: usize,
     /// The largest condition estimate and its component.
-    pub(crate) worst: Option<(usize, f64)>,
+    worst: Option<(usize, f64)>,
     /// Covariances kept on disk by a grouped fit.
-    pub(crate) stored: Option<std::sync::Arc<super::fitted::StoredCovariances>>,
+    stored: Option<Arc<StoredCovariances>>,
 }
 
-/// The EM runs with every component's parameters in memory.
-#[allow(clippy::too_many_arguments)]
-fn runs_in_memory<T: Real>(
-    params: &GmmParams<'_>,
-    x: &Source<'_>,
-    sample_weight: Option<&Source<'_>>,
-    plan: &Plan,
-    shift: &[f64],
+/// What every run of a fit shares.
+struct Run<'a> {
+    params: &'a GmmParams<'a>,
+    /// The origin the rows are shifted to, `(n_features,)`.
+    shift: &'a [f64],
+    /// Rows of the data.
+    n_rows: usize,
+    /// Sum of the sample weights.
     n_eff: f64,
+    /// Whether rows carry sample weights (for error messages).
+    weighted: bool,
+}
+
+/// The EM loop: runs every initialisation in `inits` with `strategy`
+/// (iterations until `|change| < tol` or `max_iter`, the first change
+/// measured from `lower_bound_init`), keeps the run with the highest final
+/// lower bound (without iterations, the last, as scikit-learn's
+/// `fit_predict`), then runs the final E-step with it.
+///
+/// # Errors
+/// As [`fit`].
+fn em<S: Strategy>(
+    mut strategy: S,
+    run: &Run<'_>,
     inits: Vec<Option<InitResp>>,
     outputs: &mut Outputs<'_>,
     observer: &mut dyn Observer,
     timings: &mut GmmTimings,
 ) -> Result<Runs> {
-    let (n, d, k) = (x.n_samples(), x.n_features(), params.n_components);
-    let t = params.covariance_type;
-    let split = &params.row_split;
-    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
-    let mut es = Estep::<T>::new(t, k, d);
-    let mut work = CholWork::new(
-        if matches!(t, CovarianceType::Full | CovarianceType::Tied) { d } else { 0 },
-        work_mats(t, plan.threads),
-    );
-    let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.tile_rows, plan.threads);
-    let mut tied_scatter: Vec<f64> = Vec::new();
-    let mut best: Option<(usize, Params, Vec<f64>, bool)> = None;
+    let params = run.params;
+    let d = run.shift.len();
+    let mut best: Option<(usize, Params, S::Kept, Vec<f64>, bool)> = None;
     let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
     let mut cur = Params::default();
     let mut e_steps = 0usize;
-    for (run, init) in inits.into_iter().enumerate() {
+    for (index, init) in inits.into_iter().enumerate() {
         let clock = Instant::now();
-        if let Some(init) = init {
+        if init.is_some() {
             observer.event(&Progress::Phase("init"));
-            let reference = init.reference(k, d);
-            let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
-            drop(std::mem::take(&mut cur.cov));
-            let mut nearest = nearest_assigner::<T>(&init, plan, k, d);
-            let mut pass = InitPass {
-                init: &init,
-                nearest: nearest.as_mut(),
-                ws: &mut ws,
-                mats: &mut work.mats,
-                sums: Sums { t, reference: &reference, scatter: want_scatter },
-                k,
-                first: 0,
-                g: k,
-            };
-            let mut stats = run_split(&mut pass, &mut blocks, split, shift, &observer.cancel())?;
-            if want_scatter {
-                tied_scatter = std::mem::take(&mut stats.scatter);
-            }
-            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, true);
         }
+        strategy.init(init.as_ref(), &mut cur, &observer.cancel())?;
         if let Some(w) = &params.weights_init {
             cur.weights.clone_from(w);
         }
         if let Some(m) = &params.means_init {
-            cur.means = m.chunks(d).flat_map(|r| r.iter().zip(shift).map(|(v, s)| v - s)).collect();
+            cur.means = m.chunks(d).flat_map(|r| r.iter().zip(run.shift).map(|(v, s)| v - s)).collect();
         }
-        match &params.precisions_init {
-            Some(p) => {
-                es.set_weights_means(&cur.weights, &cur.means);
-                // Without iterations the covariances returned are the
-                // given precisions' inverses.
-                let cov = (params.max_iter == 0).then(|| {
-                    cur.cov.resize(cov_len(t, k, d), 0.0);
-                    &mut cur.cov[..]
-                });
-                es.set_precisions(p.source(), matches!(p, PrecisionsInit::Cholesky(_)), &mut work, cov, 0)?;
-            }
-            None => es.set_params(&cur, params.reg_covar, &mut work)?,
-        }
+        strategy.start(params, &mut cur)?;
         timings.init_secs += clock.elapsed().as_secs_f64();
 
         let clock = Instant::now();
@@ -305,29 +279,16 @@ fn runs_in_memory<T: Real>(
         let mut lower_bound = params.lower_bound_init.unwrap_or(f64::NEG_INFINITY);
         for it in 1..=params.max_iter {
             let pass_clock = Instant::now();
-            let want_scatter = t == CovarianceType::Tied && tied_scatter.is_empty();
-            drop(std::mem::take(&mut cur.cov));
-            let reference = es.means.clone();
-            let mut pass = EmPass {
-                x,
-                es: &es,
-                ws: &mut ws,
-                mats: &mut work.mats,
-                sums: Sums { t, reference: &reference, scatter: want_scatter },
-                secs: (0.0, 0.0),
-            };
-            let mut stats = run_split(&mut pass, &mut blocks, split, shift, &observer.cancel())?;
-            timings.e_step_secs += pass.secs.0;
-            timings.m_step_secs += pass.secs.1;
-            e_steps += 1;
-            if want_scatter {
-                tied_scatter = std::mem::take(&mut stats.scatter);
-            }
+            let mut secs = (0.0, 0.0);
+            let log_likelihood = strategy.iterate(&mut cur, &mut secs, &observer.cancel())?;
+            timings.e_step_secs += secs.0;
+            timings.m_step_secs += secs.1;
+            e_steps += S::SWEEPS_PER_ITERATION;
             let prev = lower_bound;
-            lower_bound = lower_bound_of(stats.log_likelihood, n_eff, sample_weight.is_some())?;
-            cur = finalize(t, d, &mut stats, &tied_scatter, params.reg_covar, n_eff, false);
-            es.set_params(&cur, params.reg_covar, &mut work)?;
-            if record_iteration(params, (run, it), n, (prev, lower_bound), &mut lower_bounds, pass_clock, observer) {
+            lower_bound = lower_bound_of(log_likelihood, run.n_eff, run.weighted)?;
+            strategy.prepare(&cur)?;
+            let bounds = (prev, lower_bound);
+            if record_iteration(params, (index, it), run.n_rows, bounds, &mut lower_bounds, pass_clock, observer) {
                 converged = true;
                 break;
             }
@@ -337,33 +298,21 @@ fn runs_in_memory<T: Real>(
         // The highest lower bound wins; without iterations, the last
         // initialisation (as scikit-learn's `fit_predict`).
         let better =
-            params.max_iter == 0 || best.as_ref().is_none_or(|(_, _, lbs, _)| lbs.last() < lower_bounds.last());
+            params.max_iter == 0 || best.as_ref().is_none_or(|(_, _, _, lbs, _)| lbs.last() < lower_bounds.last());
         if better {
-            let kept = if params.n_init > 1 { cur.clone() } else { std::mem::take(&mut cur) };
-            best = Some((run, kept, lower_bounds, converged));
+            let more = params.n_init > 1;
+            let kept = if more { cur.clone() } else { std::mem::take(&mut cur) };
+            best = Some((index, kept, strategy.keep(more), lower_bounds, converged));
         }
     }
-    let (best_init, best, lower_bounds, converged) = best.expect("n_init >= 1");
-    if best_init + 1 != params.n_init {
-        es.set_params(&best, params.reg_covar, &mut work)?;
-    }
-    let worst = es.condition_estimates().into_iter().enumerate().max_by(|a, b| a.1.total_cmp(&b.1));
-
+    let (best_init, best, kept, lower_bounds, converged) = best.expect("n_init >= 1");
     observer.event(&Progress::Phase("final E-step"));
     let clock = Instant::now();
-    let log_likelihood = e_pass(x, &mut blocks, split, shift, &mut ws, &es, outputs, false, &observer.cancel())?;
+    let last = best_init + 1 == params.n_init;
+    let Final { log_likelihood, worst, stored } =
+        strategy.finish(&best, kept, last, outputs, &observer.cancel())?;
     timings.final_pass_secs = clock.elapsed().as_secs_f64();
-    Ok(Runs {
-        best_init,
-        best,
-        lower_bounds,
-        converged,
-        lower_bound_per_init,
-        log_likelihood,
-        e_steps,
-        worst,
-        stored: None,
-    })
+    Ok(Runs { best_init, best, lower_bounds, converged, lower_bound_per_init, log_likelihood, e_steps, worst, stored })
 }
 
 /// The lower bound (mean log-likelihood per sample) of an E-step that summed
@@ -371,7 +320,7 @@ fn runs_in_memory<T: Real>(
 ///
 /// # Errors
 /// The overflow error when it is not finite.
-pub(crate) fn lower_bound_of(log_likelihood: f64, n_eff: f64, weighted: bool) -> Result<f64> {
+fn lower_bound_of(log_likelihood: f64, n_eff: f64, weighted: bool) -> Result<f64> {
     let lower_bound = log_likelihood / n_eff;
     if !lower_bound.is_finite() {
         return Err(crate::cluster::overflow(weighted, "lower bound", lower_bound));
@@ -382,7 +331,7 @@ pub(crate) fn lower_bound_of(log_likelihood: f64, n_eff: f64, weighted: bool) ->
 /// Records iteration `it` of initialisation `run` over `n` rows, whose lower
 /// bound went from `bounds.0` to `bounds.1` (its pass began at `clock`):
 /// keeps the bound, reports progress, and says whether `|change| < tol`.
-pub(crate) fn record_iteration(
+fn record_iteration(
     params: &GmmParams<'_>,
     (run, it): (usize, usize),
     n: usize,
@@ -405,65 +354,17 @@ pub(crate) fn record_iteration(
     change.abs() < params.tol
 }
 
-/// `d × d` work matrices a fit holds: one per thread for the full M-step
-/// (at least the two the factorisations use), two for tied, none otherwise.
-pub(crate) fn work_mats(t: CovarianceType, threads: usize) -> usize {
-    match t {
-        CovarianceType::Full => threads.max(2),
-        CovarianceType::Tied => 2,
-        CovarianceType::Diag | CovarianceType::Spherical => 0,
-    }
-}
-
-/// The nearest-centre assignment of a k-means initialisation (`None` for
-/// other initialisations), with the plan's tiles.
-pub(crate) fn nearest_assigner<T: Real>(init: &InitResp, plan: &Plan, k: usize, d: usize) -> Option<Nearest<T>> {
-    match init {
-        InitResp::Nearest(c) => Some(Nearest {
-            centers: PreparedCenters::<T>::new(c, k, d),
-            labels: vec![0; plan.block_rows],
-            dist: vec![0.0; plan.block_rows],
-            tiles: (0..plan.threads.max(1))
-                .map(|_| Scratch::<T>::new(plan.assign_tile_rows, k, k.min(MAX_K_TILE), d))
-                .collect(),
-            tile_rows: plan.assign_tile_rows,
-            k_tile: k.min(MAX_K_TILE),
-        }),
-        _ => None,
-    }
-}
-
 fn one_hot_rows(rows: Vec<usize>, means: Vec<f64>) -> InitResp {
     let mut pairs: Vec<(usize, usize)> = rows.into_iter().enumerate().map(|(c, r)| (r, c)).collect();
     pairs.sort_unstable();
     InitResp::Rows(pairs, means)
 }
 
-/// One E-step pass with parameters `es`; sends per-sample results to
-/// `outputs` and returns `Σ_i w_i log p(x_i)`; with `validate`, fails at the
-/// first non-finite value (data a fit has not already checked).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn e_pass<T: Real>(
-    x: &Source<'_>,
-    blocks: &mut BlockReader<'_, '_, T>,
-    split: &RowSplit,
-    shift: &[f64],
-    ws: &mut Workspace<T>,
-    es: &Estep<T>,
-    outputs: &mut Outputs<'_>,
-    validate: bool,
-    cancel: &crate::exec::Cancel,
-) -> Result<f64> {
-    let labels = vec![0u32; if outputs.labels.is_some() { blocks.block_rows() } else { 0 }];
-    let mut pass = EPass { x, es, ws, outputs, labels, validate };
-    run_split(&mut pass, blocks, split, shift, cancel)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::io::{ArrayRef, Values};
-    use crate::mixture::plan_gmm;
+    use crate::mixture::{plan_gmm, PrecisionsInit};
     use rand::SeedableRng;
     use rand_distr::{Distribution, Normal};
 

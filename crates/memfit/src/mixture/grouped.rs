@@ -1,6 +1,7 @@
-//! EM and E-steps with component groups, for mixtures whose `K` components'
-//! precision factors and M-step sums do not fit the memory limit together
-//! (the planner chooses the groups, [`super::plan_gmm`]).
+//! The grouped strategy of the EM loop ([`super::fit`]), and the E-steps of
+//! a fitted mixture in groups: for mixtures whose `K` components' precision
+//! factors and M-step sums do not fit the memory limit together (the
+//! planner chooses the groups, [`super::plan_gmm`]).
 //!
 //! One EM iteration with `G` groups makes `2G − 1` passes over the data:
 //!
@@ -27,20 +28,21 @@
 //! give the same groups.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::components::{component_cov_len, factor_len, factor_of_cov, CholWork, Estep, Params};
-use super::em::{lower_bound_of, nearest_assigner, record_iteration, work_mats, Runs};
-use super::fitted::{GmmTimings, Outputs, StoredCovariances};
+use super::fitted::{Outputs, StoredCovariances};
 use super::groups::{finish_row, merge_group, Groups, ParamStore, RowState, ROW_STATE};
 use super::mstep::finalize;
-use super::params::{CovarianceType, GmmParams};
-use super::pass::{zero_density, Stats, Workspace};
-use super::passes::{InitPass, InitResp, Sums};
+use super::params::{CovarianceType, GmmParams, PrecisionsInit};
+use super::pass::{zero_density, Stats, Sums, Workspace};
+use super::passes::{InitPass, InitResp, Nearest};
+use super::strategy::{Data, Final, Strategy};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{run_split, Block, Leaf, Observer, Pass, Progress, RowSplit};
-use crate::io::{BlockReader, Source};
+use crate::exec::{Block, Leaf, Pass};
+use crate::io::Source;
 use crate::kernels::{clear_upper_vector_state, exp_or_zero};
 use crate::plan::{Plan, TILE_ROWS};
 
@@ -84,14 +86,13 @@ impl<T: Real> GroupWork<T> {
         let gp = plan.component_groups.as_ref().expect("a grouped plan");
         let groups = Groups::of(k, gp.size);
         let g = groups.size;
-        let full = matches!(t, CovarianceType::Full | CovarianceType::Tied);
         let store = if slots > 0 { Some(ParamStore::new(t, k, d, slots, dir)?) } else { None };
         Ok(GroupWork {
             groups,
             t,
             es: Estep::new(t, g, d),
             ws: Workspace::new(t, g, d, plan.block_rows, plan.tile_rows, plan.threads),
-            work: CholWork::new(if full { d } else { 0 }, work_mats(t, plan.threads)),
+            work: CholWork::for_fit(t, d, plan.threads),
             state: RowState::new(
                 x.first_row(),
                 x.n_samples() - x.first_row(),
@@ -347,16 +348,6 @@ impl<T: Real> GroupPass<'_, '_, T> {
     }
 }
 
-/// The data a grouped run reads, and how.
-pub(crate) struct Data<'a, 'b, 's, 'r, T> {
-    pub(crate) x: &'a Source<'a>,
-    pub(crate) blocks: &'b mut BlockReader<'s, 'r, T>,
-    pub(crate) split: &'a RowSplit,
-    pub(crate) shift: &'a [f64],
-    /// Whether rows carry sample weights (for error messages).
-    pub(crate) weighted: bool,
-}
-
 /// One E-step sweep over every group with the mixture `weights`, `means`
 /// (shifted) and `factors`: per-sample results to `outputs` (probabilities
 /// as column groups), returns `Σ_i w_i log p(x_i)` and the largest
@@ -368,7 +359,7 @@ pub(crate) struct Data<'a, 'b, 's, 'r, T> {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn e_sweep<T: Real>(
     gw: &mut GroupWork<T>,
-    data: &mut Data<'_, '_, '_, '_, T>,
+    data: &mut Data<'_, T>,
     weights: &[f64],
     means: &[f64],
     factors: Factors<'_>,
@@ -397,7 +388,7 @@ pub(crate) fn e_sweep<T: Real>(
         let block_rows = data.blocks.block_rows();
         let mut mats: Vec<Vec<f64>> = Vec::new();
         let mut pass = GroupPass {
-            x: data.x,
+            x: data.x(),
             first: gw.groups.range(g).start,
             gw,
             mats: &mut mats,
@@ -412,7 +403,7 @@ pub(crate) fn e_sweep<T: Real>(
             validate: validate && g == 0 && merge,
             secs: (0.0, 0.0),
         };
-        let stats = run_split(&mut pass, data.blocks, data.split, data.shift, cancel)?;
+        let stats = data.run(&mut pass, cancel)?;
         if last {
             total = stats.log_likelihood;
         }
@@ -430,7 +421,7 @@ pub(crate) fn e_sweep<T: Real>(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn em_iteration<T: Real>(
     gw: &mut GroupWork<T>,
-    data: &mut Data<'_, '_, '_, '_, T>,
+    data: &mut Data<'_, T>,
     cur: &Params,
     factors: Factors<'_>,
     slot: usize,
@@ -453,7 +444,7 @@ pub(crate) fn em_iteration<T: Real>(
         // During the pass the work matrices are the M-step's per-thread products.
         let mut mats = std::mem::take(&mut gw.work.mats);
         let mut pass = GroupPass {
-            x: data.x,
+            x: data.x(),
             first: r.start,
             gw: &mut *gw,
             mats: &mut mats,
@@ -467,7 +458,7 @@ pub(crate) fn em_iteration<T: Real>(
             validate: false,
             secs: (0.0, 0.0),
         };
-        let stats = run_split(&mut pass, data.blocks, data.split, data.shift, cancel);
+        let stats = data.run(&mut pass, cancel);
         let pass_secs = pass.secs;
         gw.work.mats = mats;
         let mut stats = stats?;
@@ -492,7 +483,7 @@ pub(crate) fn em_iteration<T: Real>(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn init_params<T: Real>(
     gw: &mut GroupWork<T>,
-    data: &mut Data<'_, '_, '_, '_, T>,
+    data: &mut Data<'_, T>,
     init: &InitResp,
     plan: &Plan,
     slot: usize,
@@ -502,7 +493,7 @@ pub(crate) fn init_params<T: Real>(
 ) -> Result<(Params, Vec<f64>)> {
     let (k, d, t) = (gw.groups.k, gw.es.d, gw.t);
     let reference = init.reference(k, d);
-    let mut nearest = nearest_assigner::<T>(init, plan, k, d);
+    let mut nearest = Nearest::<T>::of(init, plan, k, d);
     let mut next = Next::new(k, d);
     for g in 0..gw.groups.count {
         let r = gw.groups.range(g);
@@ -517,129 +508,143 @@ pub(crate) fn init_params<T: Real>(
             first: r.start,
             g: r.len(),
         };
-        let mut stats = run_split(&mut pass, data.blocks, data.split, data.shift, cancel)?;
+        let mut stats = data.run(&mut pass, cancel)?;
         gw.finish_group(g, &mut stats, reg_covar, n_eff, true, slot, &mut next)?;
     }
     next.into_params::<T>(n_eff, true, reg_covar)
 }
 
-/// The best run so far.
-struct Kept {
-    run: usize,
-    params: Params,
+/// Components in groups, covariances and factors in the scratch store: a
+/// run writes to one of its slots, the best run's slot is kept (two slots
+/// when `n_init > 1`).
+pub(crate) struct Grouped<'r, T> {
+    gw: GroupWork<T>,
+    data: Data<'r, T>,
+    plan: &'r Plan,
+    reg_covar: f64,
+    /// Sum of the sample weights.
+    n_eff: f64,
+    /// Given precisions (or their Cholesky factors, `true`), if any.
+    given: Option<(&'r Source<'r>, bool)>,
+    /// Whether the run's factors are still the given precisions' (read from
+    /// their source until the first M-step).
+    from_source: bool,
+    /// The run's log-determinants `(K,)` (its factors are in the store's slot).
     log_det: Vec<f64>,
-    lower_bounds: Vec<f64>,
-    converged: bool,
+    /// The store's slot the run writes to.
+    slot: usize,
+}
+
+/// What a grouped run keeps of the best run besides its parameters.
+pub(crate) struct KeptGroups {
+    log_det: Vec<f64>,
     /// The store's slot of its covariances and factors.
     slot: usize,
     /// Its factors are the given precisions' (no iteration ran).
     from_source: bool,
 }
 
-/// Runs every initialisation's EM in groups and keeps the best, as
-/// [`super::fit`] does in memory; then the final E-step. Returns the runs
-/// and the store's slot holding the kept covariances.
-///
-/// # Errors
-/// As [`super::fit`].
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run_all<T: Real>(
-    params: &GmmParams<'_>,
-    gw: &mut GroupWork<T>,
-    data: &mut Data<'_, '_, '_, '_, T>,
-    inits: Vec<Option<InitResp>>,
-    plan: &Plan,
-    n_eff: f64,
-    outputs: &mut Outputs<'_>,
-    observer: &mut dyn Observer,
-    timings: &mut GmmTimings,
-) -> Result<(Runs, usize)> {
-    let (k, d) = (params.n_components, data.x.n_features());
-    let n = data.x.n_samples() - data.x.first_row();
-    let shift = data.shift.to_vec();
-    let mut best: Option<Kept> = None;
-    let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
-    let mut slot = 0;
-    let mut e_steps = 0;
-    for (run, init) in inits.into_iter().enumerate() {
-        let clock = Instant::now();
-        let (mut cur, mut log_det) = match &init {
-            Some(init) => {
-                observer.event(&Progress::Phase("init"));
-                init_params(gw, data, init, plan, slot, params.reg_covar, n_eff, &observer.cancel())?
-            }
-            None => (Params::default(), vec![0.0; k]),
-        };
-        if let Some(w) = &params.weights_init {
-            cur.weights.clone_from(w);
-        }
-        if let Some(m) = &params.means_init {
-            cur.means = m.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v - s)).collect();
-        }
-        // Given precisions are read from their source until the first M-step.
-        let mut given =
-            params.precisions_init.as_ref().map(|p| (p.source(), matches!(p, super::PrecisionsInit::Cholesky(_))));
-        if let (Some((src, cholesky)), 0) = (given, params.max_iter) {
-            gw.store_given_covariances(src, cholesky, slot)?;
-        }
-        timings.init_secs += clock.elapsed().as_secs_f64();
-        let clock = Instant::now();
-        observer.event(&Progress::Phase("iterating"));
-        let mut lower_bounds = Vec::new();
-        let mut converged = false;
-        let mut lower_bound = params.lower_bound_init.unwrap_or(f64::NEG_INFINITY);
-        for it in 1..=params.max_iter {
-            let pass_clock = Instant::now();
-            let factors = match given.take() {
-                Some((src, cholesky)) => Factors::Source(src, cholesky),
-                None => Factors::Store(slot, &log_det),
-            };
-            let mut secs = (0.0, 0.0);
-            let (ll, next, next_log_det) =
-                em_iteration(gw, data, &cur, factors, slot, params.reg_covar, n_eff, &mut secs, &observer.cancel())?;
-            timings.e_step_secs += secs.0;
-            timings.m_step_secs += secs.1;
-            // Two log-density sweeps per iteration: the normaliser's, then the M-step's.
-            e_steps += 2;
-            let prev = lower_bound;
-            lower_bound = lower_bound_of(ll, n_eff, data.weighted)?;
-            (cur, log_det) = (next, next_log_det);
-            if record_iteration(params, (run, it), n, (prev, lower_bound), &mut lower_bounds, pass_clock, observer) {
-                converged = true;
-                break;
-            }
-        }
-        timings.em_secs += clock.elapsed().as_secs_f64();
-        lower_bound_per_init.push(lower_bound);
-        let better = params.max_iter == 0 || best.as_ref().is_none_or(|b| b.lower_bounds.last() < lower_bounds.last());
-        if better {
-            let from_source = given.is_some();
-            best = Some(Kept { run, params: cur, log_det, lower_bounds, converged, slot, from_source });
-            // The next run writes to the other slot.
-            slot = if params.n_init > 1 { 1 - slot } else { slot };
+impl<'r, T: Real> Grouped<'r, T> {
+    /// The strategy for `params` over `data` within `plan`'s groups (`gw`),
+    /// whose sample weights sum to `n_eff`.
+    pub(crate) fn new(
+        params: &'r GmmParams<'r>,
+        gw: GroupWork<T>,
+        data: Data<'r, T>,
+        plan: &'r Plan,
+        n_eff: f64,
+    ) -> Self {
+        let given = params.precisions_init.as_ref().map(|p| (p.source(), matches!(p, PrecisionsInit::Cholesky(_))));
+        Grouped {
+            gw,
+            data,
+            plan,
+            reg_covar: params.reg_covar,
+            n_eff,
+            given,
+            from_source: false,
+            log_det: Vec::new(),
+            slot: 0,
         }
     }
-    let Kept { run: best_init, params: best, log_det, lower_bounds, converged, slot: best_slot, from_source } =
-        best.expect("n_init >= 1");
-    observer.event(&Progress::Phase("final E-step"));
-    let clock = Instant::now();
-    let factors = match (&params.precisions_init, from_source) {
-        (Some(p), true) => Factors::Source(p.source(), matches!(p, super::PrecisionsInit::Cholesky(_))),
-        _ => Factors::Store(best_slot, &log_det),
-    };
-    let (log_likelihood, worst) =
-        e_sweep(gw, data, &best.weights, &best.means, factors, outputs, false, &observer.cancel())?;
-    timings.final_pass_secs = clock.elapsed().as_secs_f64();
-    let runs = Runs {
-        best_init,
-        best,
-        lower_bounds,
-        converged,
-        lower_bound_per_init,
-        log_likelihood,
-        e_steps,
-        worst,
-        stored: None,
-    };
-    Ok((runs, best_slot))
+}
+
+impl<T: Real> Strategy for Grouped<'_, T> {
+    type Kept = KeptGroups;
+
+    /// The normaliser's sweep, then the M-step's.
+    const SWEEPS_PER_ITERATION: usize = 2;
+
+    fn init(&mut self, init: Option<&InitResp>, cur: &mut Params, cancel: &crate::exec::Cancel) -> Result<()> {
+        (*cur, self.log_det) = match init {
+            Some(init) => {
+                let (gw, data) = (&mut self.gw, &mut self.data);
+                init_params(gw, data, init, self.plan, self.slot, self.reg_covar, self.n_eff, cancel)?
+            }
+            None => (Params::default(), vec![0.0; self.gw.groups.k]),
+        };
+        Ok(())
+    }
+
+    fn start(&mut self, params: &GmmParams<'_>, _cur: &mut Params) -> Result<()> {
+        self.from_source = self.given.is_some();
+        if let (Some((src, cholesky)), 0) = (self.given, params.max_iter) {
+            self.gw.store_given_covariances(src, cholesky, self.slot)?;
+        }
+        Ok(())
+    }
+
+    fn iterate(&mut self, cur: &mut Params, secs: &mut (f64, f64), cancel: &crate::exec::Cancel) -> Result<f64> {
+        let factors = match self.given.filter(|_| self.from_source) {
+            Some((src, cholesky)) => Factors::Source(src, cholesky),
+            None => Factors::Store(self.slot, &self.log_det),
+        };
+        self.from_source = false;
+        let (ll, next, log_det) = em_iteration(
+            &mut self.gw,
+            &mut self.data,
+            cur,
+            factors,
+            self.slot,
+            self.reg_covar,
+            self.n_eff,
+            secs,
+            cancel,
+        )?;
+        (*cur, self.log_det) = (next, log_det);
+        Ok(ll)
+    }
+
+    /// The factors were made with the parameters (in [`Strategy::iterate`]).
+    fn prepare(&mut self, _cur: &Params) -> Result<()> {
+        Ok(())
+    }
+
+    fn keep(&mut self, more: bool) -> KeptGroups {
+        let kept =
+            KeptGroups { log_det: std::mem::take(&mut self.log_det), slot: self.slot, from_source: self.from_source };
+        // The next run writes to the other slot.
+        if more {
+            self.slot = 1 - self.slot;
+        }
+        kept
+    }
+
+    fn finish(
+        mut self,
+        best: &Params,
+        kept: KeptGroups,
+        _last: bool,
+        outputs: &mut Outputs<'_>,
+        cancel: &crate::exec::Cancel,
+    ) -> Result<Final> {
+        let factors = match self.given.filter(|_| kept.from_source) {
+            Some((src, cholesky)) => Factors::Source(src, cholesky),
+            None => Factors::Store(kept.slot, &kept.log_det),
+        };
+        let (gw, data) = (&mut self.gw, &mut self.data);
+        let (log_likelihood, worst) = e_sweep(gw, data, &best.weights, &best.means, factors, outputs, false, cancel)?;
+        let stored = Some(Arc::new(self.gw.into_stored(kept.slot)));
+        Ok(Final { log_likelihood, worst, stored })
+    }
 }

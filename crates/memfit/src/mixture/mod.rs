@@ -4,8 +4,10 @@
 //!
 //! - [`GmmParams`]: hyperparameters with scikit-learn's names and defaults.
 //! - [`plan_gmm`]: the memory plan (every buffer, block sizes, passes).
-//! - [`fit`]: EM, one fused pass per iteration ([`NEGLIGIBLE_RESPONSIBILITY`]
-//!   says which rows the M-step skips).
+//! - [`fit`]: EM, one loop over a strategy that holds every component in
+//!   memory (one fused pass per iteration) or components in groups on disk
+//!   (the plan chooses; [`NEGLIGIBLE_RESPONSIBILITY`] says which rows the
+//!   M-step skips).
 //! - [`predict`]: labels, probabilities and log-likelihoods of a saved model.
 //! - [`save_model`] / [`load_model`]: the model folder.
 
@@ -14,6 +16,7 @@ mod em;
 mod fitted;
 mod grouped;
 mod groups;
+mod memory;
 mod model_dir;
 mod mstep;
 mod params;
@@ -21,6 +24,7 @@ mod pass;
 mod passes;
 mod plan;
 mod predict;
+mod strategy;
 mod task;
 
 pub use components::{cov_len, full_covariance, packed_len, prec_len};

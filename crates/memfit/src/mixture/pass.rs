@@ -80,6 +80,20 @@ impl Stats {
     }
 }
 
+/// What the sums of a pass are centred on and hold.
+pub(crate) struct Sums<'a> {
+    pub(crate) t: CovarianceType,
+    pub(crate) reference: &'a [f64],
+    pub(crate) scatter: bool,
+}
+
+impl Sums<'_> {
+    /// Zero sums for `k` components of `d` features.
+    pub(crate) fn zeros(&self, k: usize, d: usize) -> Stats {
+        Stats::zeros(self.t, k, d, self.reference, self.scatter)
+    }
+}
+
 impl Merge for Stats {
     fn merge(&mut self, next: &Self) {
         let add = |a: &mut [f64], b: &[f64]| a.iter_mut().zip(b).for_each(|(a, b)| *a += b);

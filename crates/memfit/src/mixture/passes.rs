@@ -7,13 +7,15 @@ use std::time::Instant;
 
 use super::components::Estep;
 use super::fitted::Outputs;
-use super::params::CovarianceType;
-use super::pass::{Stats, Workspace};
+use super::pass::{Stats, Sums, Workspace};
+use super::task::{MixtureTask, E, EM};
+use crate::cluster::MAX_K_TILE;
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{row_key, row_unit, Block, Leaf, Pass};
 use crate::io::Source;
 use crate::kernels::{assign_block, PreparedCenters, Scratch};
+use crate::plan::Plan;
 
 /// Initial responsibilities of one run.
 pub(crate) enum InitResp {
@@ -38,19 +40,6 @@ impl InitResp {
     }
 }
 
-/// What the sums of a pass are centred on and hold.
-pub(crate) struct Sums<'a> {
-    pub(crate) t: CovarianceType,
-    pub(crate) reference: &'a [f64],
-    pub(crate) scatter: bool,
-}
-
-impl Sums<'_> {
-    fn zeros(&self, k: usize, d: usize) -> Stats {
-        Stats::zeros(self.t, k, d, self.reference, self.scatter)
-    }
-}
-
 /// Nearest-centre assignment buffers of a k-means initialisation.
 pub(crate) struct Nearest<T> {
     pub(crate) centers: PreparedCenters<T>,
@@ -59,6 +48,26 @@ pub(crate) struct Nearest<T> {
     pub(crate) tiles: Vec<Scratch<T>>,
     pub(crate) tile_rows: usize,
     pub(crate) k_tile: usize,
+}
+
+impl<T: Real> Nearest<T> {
+    /// The nearest-centre assignment of a k-means initialisation (`None` for
+    /// other initialisations), with `plan`'s tiles.
+    pub(crate) fn of(init: &InitResp, plan: &Plan, k: usize, d: usize) -> Option<Self> {
+        match init {
+            InitResp::Nearest(c) => Some(Nearest {
+                centers: PreparedCenters::<T>::new(c, k, d),
+                labels: vec![0; plan.block_rows],
+                dist: vec![0.0; plan.block_rows],
+                tiles: (0..plan.threads.max(1))
+                    .map(|_| Scratch::<T>::new(plan.assign_tile_rows, k, k.min(MAX_K_TILE), d))
+                    .collect(),
+                tile_rows: plan.assign_tile_rows,
+                k_tile: k.min(MAX_K_TILE),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The initial M-step: sums of every block under the initial responsibilities,
@@ -157,7 +166,7 @@ impl<T: Real> Pass<T> for EmPass<'_, T> {
     }
 
     fn task(&self) -> Option<(&'static str, Vec<u8>)> {
-        Some((super::task::EM, super::task::MixtureTask::of_em(self)))
+        Some((EM, MixtureTask::encode_em(self.es, &self.sums)))
     }
 
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Stats>]) -> Result<()> {
@@ -199,7 +208,9 @@ impl<T: Real> Pass<T> for EPass<'_, '_, T> {
     }
 
     fn task(&self) -> Option<(&'static str, Vec<u8>)> {
-        super::task::MixtureTask::of_e(self).map(|p| (super::task::E, p))
+        let o = &self.outputs;
+        (o.labels.is_none() && o.proba.is_none() && o.log_likelihood.is_none())
+            .then(|| (E, MixtureTask::encode_e(self.es, self.validate)))
     }
 
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, f64>]) -> Result<()> {

@@ -1,7 +1,6 @@
 //! The Gaussian-mixture memory plan.
 
-use super::components::{component_cov_len, cov_len, factor_len, prec_len, precision_read_bytes, CholWork};
-use super::em::work_mats;
+use super::components::{component_cov_len, cov_len, factor_len, prec_len, precision_read_bytes, work_mats, CholWork};
 use super::groups::{Groups, ParamStore, RowState};
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::{Stats, Workspace};

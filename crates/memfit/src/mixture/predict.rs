@@ -2,12 +2,13 @@
 //! per-sample log-likelihoods streamed block by block.
 
 use super::components::{CholWork, Estep};
-use super::em::e_pass;
 use super::fitted::Outputs;
-use super::grouped::{e_sweep, Data, Factors, GroupWork};
+use super::grouped::{e_sweep, Factors, GroupWork};
+use super::memory::e_pass;
 use super::params::{CovarianceType, GmmParams};
 use super::pass::Workspace;
 use super::plan::plan_gmm;
+use super::strategy::Data;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{Observer, Progress, RowSplit};
@@ -104,8 +105,7 @@ pub fn predict<T: Real>(
         // Factors are read one group at a time; per-row states that do not
         // fit in memory go to the system's temporary folder.
         let mut gw = GroupWork::<T>::new(model.covariance_type, k, x, plan, 0, &std::env::temp_dir())?;
-        let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-        let mut data = Data { x, blocks: &mut blocks, split, shift: &shift, weighted: false };
+        let mut data = Data { blocks: BlockReader::<T>::new(x, None, plan.block_rows), split, shift: &shift };
         let factors = Factors::Source(&model.precisions_cholesky, true);
         let (total, _) = e_sweep(&mut gw, &mut data, &model.weights, &means, factors, outputs, true, &cancel)?;
         return Ok(total / (x.n_samples() - x.first_row()) as f64);
@@ -115,7 +115,7 @@ pub fn predict<T: Real>(
     let mut work = CholWork::new(0, 0);
     es.set_precisions(&model.precisions_cholesky, true, &mut work, None, 0)?;
     let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.tile_rows, plan.threads);
-    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-    let total = e_pass(x, &mut blocks, split, &shift, &mut ws, &es, outputs, true, &cancel)?;
+    let mut data = Data { blocks: BlockReader::<T>::new(x, None, plan.block_rows), split, shift: &shift };
+    let total = e_pass(&mut data, &mut ws, &es, outputs, true, &cancel)?;
     Ok(total / (x.n_samples() - x.first_row()) as f64)
 }

@@ -1,0 +1,232 @@
+//! The in-memory strategy of the EM loop: every component's parameters in
+//! memory, one pass over the data per EM iteration (the E-step fused with
+//! the M-step's sums); the E-step pass of a fitted mixture; and the passes
+//! of a fit run as tasks over rows another process holds.
+
+use std::ops::Range;
+
+use super::components::{cov_len, CholWork, Estep, Params};
+use super::fitted::Outputs;
+use super::mstep::finalize;
+use super::params::{CovarianceType, GmmParams, PrecisionsInit};
+use super::pass::{Sums, Workspace};
+use super::passes::{EPass, EmPass, InitPass, InitResp, Nearest};
+use super::plan::plan_whole;
+use super::strategy::{Data, Final, Strategy};
+use super::task::MixtureTask;
+use crate::dtype::Real;
+use crate::error::Result;
+use crate::exec::{run_pass, task_result};
+use crate::io::{BlockReader, Source};
+use crate::plan::{Job, Plan};
+
+/// Every component in memory: the E-step's parameters and the buffers of
+/// one pass.
+pub(crate) struct InMemory<'r, T> {
+    data: Data<'r, T>,
+    plan: &'r Plan,
+    t: CovarianceType,
+    reg_covar: f64,
+    /// Sum of the sample weights.
+    n_eff: f64,
+    es: Estep<T>,
+    work: CholWork,
+    ws: Workspace<T>,
+    /// Tied only: `Σ_i w_i x_i x_iᵀ`, summed by the first pass that needs it.
+    tied_scatter: Vec<f64>,
+}
+
+impl<'r, T: Real> InMemory<'r, T> {
+    /// The strategy for `params` over `data` within `plan`, whose sample
+    /// weights sum to `n_eff`.
+    pub(crate) fn new(params: &GmmParams<'_>, data: Data<'r, T>, plan: &'r Plan, n_eff: f64) -> Self {
+        let (t, k, d) = (params.covariance_type, params.n_components, data.x().n_features());
+        InMemory {
+            plan,
+            t,
+            reg_covar: params.reg_covar,
+            n_eff,
+            es: Estep::new(t, k, d),
+            work: CholWork::for_fit(t, d, plan.threads),
+            ws: Workspace::new(t, k, d, plan.block_rows, plan.tile_rows, plan.threads),
+            tied_scatter: Vec::new(),
+            data,
+        }
+    }
+}
+
+impl<T: Real> Strategy for InMemory<'_, T> {
+    type Kept = ();
+
+    const SWEEPS_PER_ITERATION: usize = 1;
+
+    fn init(&mut self, init: Option<&InitResp>, cur: &mut Params, cancel: &crate::exec::Cancel) -> Result<()> {
+        let Some(init) = init else { return Ok(()) };
+        let (t, k, d) = (self.t, self.es.k, self.es.d);
+        let reference = init.reference(k, d);
+        let want_scatter = t == CovarianceType::Tied && self.tied_scatter.is_empty();
+        drop(std::mem::take(&mut cur.cov));
+        let mut nearest = Nearest::<T>::of(init, self.plan, k, d);
+        let mut pass = InitPass {
+            init,
+            nearest: nearest.as_mut(),
+            ws: &mut self.ws,
+            mats: &mut self.work.mats,
+            sums: Sums { t, reference: &reference, scatter: want_scatter },
+            k,
+            first: 0,
+            g: k,
+        };
+        let mut stats = self.data.run(&mut pass, cancel)?;
+        if want_scatter {
+            self.tied_scatter = std::mem::take(&mut stats.scatter);
+        }
+        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.n_eff, true);
+        Ok(())
+    }
+
+    fn start(&mut self, params: &GmmParams<'_>, cur: &mut Params) -> Result<()> {
+        let (t, k, d) = (self.t, self.es.k, self.es.d);
+        match &params.precisions_init {
+            Some(p) => {
+                self.es.set_weights_means(&cur.weights, &cur.means);
+                // Without iterations the covariances returned are the
+                // given precisions' inverses.
+                let cov = (params.max_iter == 0).then(|| {
+                    cur.cov.resize(cov_len(t, k, d), 0.0);
+                    &mut cur.cov[..]
+                });
+                let cholesky = matches!(p, PrecisionsInit::Cholesky(_));
+                self.es.set_precisions(p.source(), cholesky, &mut self.work, cov, 0)
+            }
+            None => self.prepare(cur),
+        }
+    }
+
+    fn iterate(&mut self, cur: &mut Params, secs: &mut (f64, f64), cancel: &crate::exec::Cancel) -> Result<f64> {
+        let (t, d) = (self.t, self.es.d);
+        let want_scatter = t == CovarianceType::Tied && self.tied_scatter.is_empty();
+        drop(std::mem::take(&mut cur.cov));
+        let reference = self.es.means.clone();
+        let mut pass = EmPass {
+            x: self.data.x(),
+            es: &self.es,
+            ws: &mut self.ws,
+            mats: &mut self.work.mats,
+            sums: Sums { t, reference: &reference, scatter: want_scatter },
+            secs: (0.0, 0.0),
+        };
+        let mut stats = self.data.run(&mut pass, cancel)?;
+        secs.0 += pass.secs.0;
+        secs.1 += pass.secs.1;
+        if want_scatter {
+            self.tied_scatter = std::mem::take(&mut stats.scatter);
+        }
+        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.n_eff, false);
+        Ok(stats.log_likelihood)
+    }
+
+    fn prepare(&mut self, cur: &Params) -> Result<()> {
+        self.es.set_params(cur, self.reg_covar, &mut self.work)
+    }
+
+    fn keep(&mut self, _more: bool) {}
+
+    fn finish(
+        mut self,
+        best: &Params,
+        _kept: (),
+        last: bool,
+        outputs: &mut Outputs<'_>,
+        cancel: &crate::exec::Cancel,
+    ) -> Result<Final> {
+        if !last {
+            self.prepare(best)?;
+        }
+        let worst = self.es.condition_estimates().into_iter().enumerate().max_by(|a, b| a.1.total_cmp(&b.1));
+        let log_likelihood = e_pass(&mut self.data, &mut self.ws, &self.es, outputs, false, cancel)?;
+        Ok(Final { log_likelihood, worst, stored: None })
+    }
+}
+
+/// One E-step pass over `data` with parameters `es`; sends per-sample
+/// results to `outputs` and returns `Σ_i w_i log p(x_i)`; with `validate`,
+/// fails at the first non-finite value (data a fit has not already checked).
+///
+/// # Errors
+/// Read errors, [`crate::Error::NonFinite`] (with `validate`), zero
+/// densities, [`crate::Error::Cancelled`], whatever `outputs` return.
+pub(crate) fn e_pass<T: Real>(
+    data: &mut Data<'_, T>,
+    ws: &mut Workspace<T>,
+    es: &Estep<T>,
+    outputs: &mut Outputs<'_>,
+    validate: bool,
+    cancel: &crate::exec::Cancel,
+) -> Result<f64> {
+    let labels = vec![0u32; if outputs.labels.is_some() { data.blocks.block_rows() } else { 0 }];
+    let mut pass = EPass { x: data.x(), es, ws, outputs, labels, validate };
+    data.run(&mut pass, cancel)
+}
+
+/// A task is a pass of the in-memory strategy: it holds every component
+/// (groups run in one process only).
+impl<T: Real> MixtureTask<T> {
+    /// The memory plan for `x`'s rows within `limit_bytes`: a fit's (with
+    /// the M-step's sums) or a prediction's.
+    pub(crate) fn plan(&self, x: &Source<'_>, w: Option<&Source<'_>>, limit_bytes: u64) -> Result<Plan> {
+        let params = GmmParams {
+            n_components: self.es.k,
+            covariance_type: self.es.covariance_type(),
+            memory_limit_bytes: limit_bytes,
+            max_iter: 1,
+            ..GmmParams::default()
+        };
+        // A task holds every component (groups run in one process only).
+        plan_whole(&params, &Job::new(x, w, size_of::<T>(), 0), self.em.is_none())
+    }
+
+    /// Runs the pass over `rows` of `x` within `plan` and returns its
+    /// encoded statistics.
+    pub(crate) fn run(
+        &self,
+        plan: &Plan,
+        x: &Source<'_>,
+        w: Option<&Source<'_>>,
+        rows: Range<usize>,
+        shift: &[f64],
+        cancel: &crate::exec::Cancel,
+    ) -> Result<Vec<u8>> {
+        let (t, k, d) = (self.es.covariance_type(), self.es.k, self.es.d);
+        let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.tile_rows, plan.threads);
+        let mut blocks = BlockReader::<T>::new(x, w, plan.block_rows);
+        match &self.em {
+            Some(s) => {
+                let mut work = CholWork::for_fit(t, d, plan.threads);
+                let mut pass = EmPass {
+                    x,
+                    es: &self.es,
+                    ws: &mut ws,
+                    mats: &mut work.mats,
+                    sums: Sums { t, reference: &s.reference, scatter: s.scatter },
+                    secs: (0.0, 0.0),
+                };
+                let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
+                Ok(task_result(&pass, partial))
+            }
+            None => {
+                let mut outputs = Outputs::default();
+                let mut pass = EPass {
+                    x,
+                    es: &self.es,
+                    ws: &mut ws,
+                    outputs: &mut outputs,
+                    labels: Vec::new(),
+                    validate: self.validate,
+                };
+                let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
+                Ok(task_result(&pass, partial))
+            }
+        }
+    }
+}
