@@ -41,11 +41,11 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
     }
     let room = limit - fixed;
     let block_rows = (room / per_row).clamp(1, 1 << 20) as usize;
-    if (block_rows as u64) < memfit::generate::CHUNK_ROWS as u64 && args.n_samples > block_rows {
-        let need = fixed + per_row * memfit::generate::CHUNK_ROWS as u64;
+    if (block_rows as u64) < memfit::generate::SEED_CHUNK_ROWS as u64 && args.n_samples > block_rows {
+        let need = fixed + per_row * memfit::generate::SEED_CHUNK_ROWS as u64;
         anyhow::bail!(
             "the memory limit is too small to generate in blocks of {} rows; hint: raise --memory-limit to at least {need} bytes",
-            memfit::generate::CHUNK_ROWS
+            memfit::generate::SEED_CHUNK_ROWS
         );
     }
     match args.dtype {

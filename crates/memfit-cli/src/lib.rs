@@ -1,4 +1,5 @@
-//! The `memfit` command-line tool: k-means and more within a memory limit.
+//! The `memfit` command-line tool: k-means, Gaussian mixtures, quadratic
+//! forms, scatter matrices and synthetic data within a memory limit.
 //!
 //! The tool is this library's [`main_with_args`], run by the `memfit` binary
 //! (`cargo install --path crates/memfit-cli`) and by the Python package's

@@ -13,7 +13,7 @@ use crate::io::{check_free_space, npy_file_bytes, Dtype, NpyWriter};
 
 /// Rows per independently seeded chunk: the output does not depend on the
 /// block size or the thread count.
-pub const CHUNK_ROWS: usize = 8192;
+pub const SEED_CHUNK_ROWS: usize = 8192;
 
 /// Parameters of an isotropic Gaussian blobs data set, as scikit-learn's
 /// `make_blobs`: `centers` centres drawn uniformly in `center_box`, each row
@@ -71,15 +71,15 @@ impl Blobs {
     }
 
     /// Fills `out` (row-major) with rows `[start, start + out.len() / n_features)`;
-    /// `start` must be a multiple of [`CHUNK_ROWS`].
+    /// `start` must be a multiple of [`SEED_CHUNK_ROWS`].
     ///
     /// # Panics
-    /// If `start` is not a multiple of [`CHUNK_ROWS`].
+    /// If `start` is not a multiple of [`SEED_CHUNK_ROWS`].
     pub fn fill<T: Real>(&self, centers: &[f64], start: usize, out: &mut [T], labels: Option<&mut [u32]>) {
-        assert_eq!(start % CHUNK_ROWS, 0);
+        assert_eq!(start % SEED_CHUNK_ROWS, 0);
         let d = self.n_features;
         let normal = Normal::new(0.0, self.cluster_std).expect("validated std");
-        let first_chunk = start / CHUNK_ROWS;
+        let first_chunk = start / SEED_CHUNK_ROWS;
         let fill_chunk = |(c, (rows, mut labs)): (usize, (&mut [T], Option<&mut [u32]>))| {
             let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
             rng.set_stream(1 + (first_chunk + c) as u64);
@@ -95,11 +95,11 @@ impl Blobs {
         };
         match labels {
             Some(l) => out
-                .par_chunks_mut(CHUNK_ROWS * d)
-                .zip(l.par_chunks_mut(CHUNK_ROWS).map(Some))
+                .par_chunks_mut(SEED_CHUNK_ROWS * d)
+                .zip(l.par_chunks_mut(SEED_CHUNK_ROWS).map(Some))
                 .enumerate()
                 .for_each(fill_chunk),
-            None => out.par_chunks_mut(CHUNK_ROWS * d).map(|r| (r, None)).enumerate().for_each(fill_chunk),
+            None => out.par_chunks_mut(SEED_CHUNK_ROWS * d).map(|r| (r, None)).enumerate().for_each(fill_chunk),
         }
     }
 
@@ -111,7 +111,7 @@ impl Blobs {
     }
 
     /// Streams the data set to a `.npy` file of dtype `T` atomically, holding
-    /// at most `block_rows` (rounded up to [`CHUNK_ROWS`]) rows in memory; with
+    /// at most `block_rows` (rounded up to [`SEED_CHUNK_ROWS`]) rows in memory; with
     /// `labels_path` also writes the true blob of each row (`int32`).
     /// `cancel` is checked once per block.
     ///
@@ -130,7 +130,7 @@ impl Blobs {
         self.validate()?;
         let (n, d) = (self.n_samples, self.n_features);
         let centers = self.centers();
-        let block = block_rows.div_ceil(CHUNK_ROWS).max(1) * CHUNK_ROWS;
+        let block = block_rows.div_ceil(SEED_CHUNK_ROWS).max(1) * SEED_CHUNK_ROWS;
         // Both files are refused before either is written when their
         // filesystem cannot hold them together.
         let mut outputs = vec![(path, npy_file_bytes(T::DTYPE, &[n, d]))];

@@ -5,15 +5,22 @@
 //! buffer it allocates against a user-set memory limit, and runs fused,
 //! blocked kernels on all cores.
 //!
-//! - [`io`]: `.npy` header parsing, block readers ([`io::Source`]), atomic writers.
+//! - [`io`]: `.npy` headers, block readers ([`io::Source`]), Zarr arrays,
+//!   scratch files, and outputs put in place only when complete
+//!   ([`io::AtomicFile`], [`io::AtomicFolder`]; unnamed until then on Linux,
+//!   so a killed process leaves nothing).
 //! - [`plan`]: memory-limit parsing, the default limit, [`plan::Plan`].
-//! - [`kernels`]: fused distance + argmin, weighted per-cluster sums.
+//! - [`memory`]: resident-memory readings of this process (`/proc/self/status`).
 //! - [`exec`]: the blocked pass ([`exec::run_pass`]) and its mergeable statistics.
+//! - [`kernels`]: fused distance + argmin, weighted per-cluster sums, Gaussian log-densities.
 //! - [`cluster`]: k-means (Lloyd) with k-means++ / random / given init.
+//! - [`mixture`]: Gaussian mixtures (EM), in memory or in groups of components.
 //! - [`linalg`]: blocked row-wise quadratic forms and weighted scatter matrices.
+//! - [`array`]: lazy NumPy-style array expressions evaluated in blocks.
 //! - [`generate`]: synthetic data streamed to `.npy`.
 //! - [`estimator`]: one entry point per job (validate, plan, dispatch on the
 //!   compute dtype, run), used by the CLI and the Python binding.
+//! - [`dtype`], [`units`]: stored and compute element types; byte counts for people.
 //! - [`Error`] / [`Warning`]: failures and warnings as data; hints are
 //!   [`Remedy`] values each front-end words with its [`Spelling`].
 //!

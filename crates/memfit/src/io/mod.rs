@@ -16,8 +16,8 @@ pub use scratch::ScratchFile;
 pub use source::{ArrayRef, NpyFile, RowSource, Source, Values};
 pub use writer::{
     check_disk_space, check_free_space, check_output_path, check_outputs_distinct, npy_file_bytes,
-    remove_unfinished_outputs, write_bytes_atomic, write_npy, AtomicFile, NpyWriter, PlannedWrite, PositionedNpy,
-    WRITE_BUFFER_BYTES,
+    remove_unfinished_outputs, write_bytes_atomic, write_npy, AtomicFile, AtomicFolder, NpyWriter, PlannedWrite,
+    PositionedNpy, WRITE_BUFFER_BYTES,
 };
 pub use zarr::{ZarrInput, ZarrOutput};
 

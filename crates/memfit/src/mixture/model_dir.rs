@@ -7,18 +7,18 @@
 //! - `model.json`: covariance type, sizes, the fit's lower bound, `n_iter`,
 //!   `converged`, and the column means the engine read the data around.
 //!
-//! The folder is written under a temporary name beside its destination and
-//! renamed into place when complete; an existing model folder is replaced.
+//! The folder is put in place whole when complete (an existing model folder
+//! is replaced): its files are written beside it, unnamed where the system
+//! allows, so a process killed while writing leaves nothing (see
+//! [`AtomicFolder`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::fitted::GmmFit;
 use super::params::CovarianceType;
 use super::predict::MixtureModel;
 use crate::error::{Error, Result};
-use crate::io::{
-    npy_file_bytes, read_array_f64, read_matrix_f64, write_bytes_atomic, write_npy, Dtype, NpyWriter, Source,
-};
+use crate::io::{npy_file_bytes, read_array_f64, read_matrix_f64, AtomicFolder, Dtype, Source};
 
 /// Name of the model description inside a model folder.
 pub const MODEL_JSON: &str = "model.json";
@@ -87,53 +87,31 @@ pub fn model_dir_bytes(t: CovarianceType, k: usize, d: usize) -> u64 {
 pub fn save_model(dir: impl AsRef<Path>, fit: &GmmFit, extra: serde_json::Value) -> Result<()> {
     let dir = dir.as_ref();
     check_model_dir(dir)?;
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempdir_in(&parent)
-        .map_err(|e| Error::io(dir, "create", e))?;
-    write_files(tmp.path(), fit, extra)?;
-    let old = parent.join(format!(".{name}.old.{}", std::process::id()));
-    let replaced = dir.exists();
-    if replaced {
-        std::fs::rename(dir, &old).map_err(|e| Error::io(dir, "rename", e))?;
-    }
-    let staged = tmp.keep();
-    if let Err(e) = std::fs::rename(&staged, dir) {
-        let _ = std::fs::remove_dir_all(&staged);
-        if replaced {
-            let _ = std::fs::rename(&old, dir);
-        }
-        return Err(Error::io(dir, "rename", e));
-    }
-    if replaced {
-        let _ = std::fs::remove_dir_all(&old);
-    }
-    Ok(())
+    let mut folder = AtomicFolder::new(dir);
+    write_files(&mut folder, fit, extra)?;
+    folder.commit()
 }
 
 fn put_f64(v: f64, out: &mut Vec<u8>) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-fn write_files(dir: &Path, fit: &GmmFit, extra: serde_json::Value) -> Result<()> {
+fn write_files(folder: &mut AtomicFolder, fit: &GmmFit, extra: serde_json::Value) -> Result<()> {
     let (k, d, t) = (fit.n_components, fit.n_features, fit.covariance_type);
-    write_npy(dir.join("weights.npy"), Dtype::F64, &[k], &fit.weights, put_f64)?;
-    write_npy(dir.join("means.npy"), Dtype::F64, &[k, d], &fit.means, put_f64)?;
+    for (name, shape, values) in [("weights.npy", vec![k], &fit.weights), ("means.npy", vec![k, d], &fit.means)] {
+        let mut w = folder.npy(name, Dtype::F64, &shape)?;
+        w.write_with(values, put_f64)?;
+        folder.add_npy(w)?;
+    }
     let shape = t.param_shape(k, d);
-    let mut cov_w = NpyWriter::create(dir.join("covariances.npy"), Dtype::F64, &shape)?;
-    let mut prec_w = NpyWriter::create(dir.join("precisions_cholesky.npy"), Dtype::F64, &shape)?;
+    let mut cov_w = folder.npy("covariances.npy", Dtype::F64, &shape)?;
+    let mut prec_w = folder.npy("precisions_cholesky.npy", Dtype::F64, &shape)?;
     fit.parameter_blocks(|cov, prec| {
         cov_w.write_with(cov, put_f64)?;
         prec_w.write_with(prec, put_f64)
     })?;
-    cov_w.commit()?;
-    prec_w.commit()?;
+    folder.add_npy(cov_w)?;
+    folder.add_npy(prec_w)?;
     let mut json = serde_json::json!({
         "format": "memfit-gaussian-mixture",
         "version": 1,
@@ -149,7 +127,9 @@ fn write_files(dir: &Path, fit: &GmmFit, extra: serde_json::Value) -> Result<()>
     if let (Some(obj), serde_json::Value::Object(more)) = (json.as_object_mut(), extra) {
         obj.extend(more);
     }
-    write_bytes_atomic(dir.join(MODEL_JSON), serde_json::to_string_pretty(&json).expect("plain json").as_bytes())
+    let mut file = folder.file(MODEL_JSON)?;
+    file.write_all(serde_json::to_string_pretty(&json).expect("plain json").as_bytes())?;
+    folder.add(file)
 }
 
 /// Opens the model folder `dir` for prediction or a warm start: weights and

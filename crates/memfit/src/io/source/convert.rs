@@ -29,7 +29,7 @@ impl Check<'_> {
 }
 
 /// Rows per parallel conversion chunk.
-pub(super) const CHUNK_ROWS: usize = 4096;
+pub(super) const CONVERT_CHUNK_ROWS: usize = 4096;
 
 /// The first element of a chunk beyond `check`'s bound, as `(index in the
 /// block's row-major output, value)`: elements `index(i, j)` of the raw data,
@@ -61,10 +61,10 @@ pub(super) fn convert_rows<T: Real>(
     check: Option<Check<'_>>,
 ) -> Option<(usize, i128)> {
     out[..rows * d]
-        .par_chunks_mut(CHUNK_ROWS * d)
+        .par_chunks_mut(CONVERT_CHUNK_ROWS * d)
         .enumerate()
         .filter_map(|(c, o)| {
-            let first_row = c * CHUNK_ROWS;
+            let first_row = c * CONVERT_CHUNK_ROWS;
             let Some(check) = check else {
                 convert_chunk::<T, false>(first_row, d, row_step, col_step, shift, o, &get, 0.0);
                 return None;
@@ -127,8 +127,8 @@ fn convert_c<T: Real, const N: usize>(
     check: Option<Check<'_>>,
 ) -> Option<(usize, i128)> {
     let rows = out.len() / d;
-    out.par_chunks_mut(CHUNK_ROWS * d)
-        .zip(raw[..rows * d * N].par_chunks(CHUNK_ROWS * d * N))
+    out.par_chunks_mut(CONVERT_CHUNK_ROWS * d)
+        .zip(raw[..rows * d * N].par_chunks(CONVERT_CHUNK_ROWS * d * N))
         .enumerate()
         .filter_map(|(c, (o, r))| {
             let Some(check) = check else {
@@ -138,7 +138,7 @@ fn convert_c<T: Real, const N: usize>(
             if !convert_c_chunk::<T, N, true>(r, d, shift, o, &dec, check.bound as f64) {
                 return None;
             }
-            first_beyond(&check, c * CHUNK_ROWS, o.len() / d, d, |i, j| i * d + j)
+            first_beyond(&check, c * CONVERT_CHUNK_ROWS, o.len() / d, d, |i, j| i * d + j)
         })
         .min_by_key(|&(k, _)| k)
 }

@@ -425,7 +425,7 @@ impl crate::plan::Job {
 
 #[cfg(test)]
 mod tests {
-    use super::convert::CHUNK_ROWS;
+    use super::convert::CONVERT_CHUNK_ROWS;
     use super::*;
     use crate::io::write_npy;
 
@@ -445,12 +445,12 @@ mod tests {
     fn notes_the_first_inexact_integer_per_compute_type() {
         // 3 columns over several conversion chunks; offenders in later chunks
         // come first in the second block, so order across chunks matters.
-        let (n, d) = (3 * CHUNK_ROWS + 17, 3);
+        let (n, d) = (3 * CONVERT_CHUNK_ROWS + 17, 3);
         let mut v: Vec<i64> = (0..n * d).map(|k| k as i64 % 1000).collect();
-        v[(2 * CHUNK_ROWS + 5) * d + 2] = (1 << 53) + 1; // beyond both bounds, later
-        v[(CHUNK_ROWS + 3) * d + 1] = -(1 << 24) - 1; // beyond 2^24 only, earlier
-        v[(CHUNK_ROWS + 3) * d + 2] = 1 << 24; // exact in float32: never noted
-        v[(CHUNK_ROWS + 2) * d] = 1_000_000_000; // beyond 2^24 but exact in float32: never noted
+        v[(2 * CONVERT_CHUNK_ROWS + 5) * d + 2] = (1 << 53) + 1; // beyond both bounds, later
+        v[(CONVERT_CHUNK_ROWS + 3) * d + 1] = -(1 << 24) - 1; // beyond 2^24 only, earlier
+        v[(CONVERT_CHUNK_ROWS + 3) * d + 2] = 1 << 24; // exact in float32: never noted
+        v[(CONVERT_CHUNK_ROWS + 2) * d] = 1_000_000_000; // beyond 2^24 but exact in float32: never noted
         for block in [n, 1000, 1] {
             let src = Source::memory(ArrayRef::c_order(Values::I64(&v), n, d).unwrap());
             assert_eq!(src.inexact_integer(Dtype::F32), None);
@@ -458,14 +458,17 @@ mod tests {
             let f32_first = src.inexact_integer(Dtype::F32).unwrap();
             assert_eq!(
                 (f32_first.row, f32_first.column, f32_first.value, f32_first.exact_up_to),
-                (CHUNK_ROWS + 3, 1, -(1 << 24) - 1, 1 << 24),
+                (CONVERT_CHUNK_ROWS + 3, 1, -(1 << 24) - 1, 1 << 24),
                 "block {block}"
             );
             assert_eq!(src.inexact_integer(Dtype::F64), None);
             let got = read_all::<f64>(&src, block);
             let f64_first = src.inexact_integer(Dtype::F64).unwrap();
-            assert_eq!((f64_first.row, f64_first.column, f64_first.value), (2 * CHUNK_ROWS + 5, 2, (1 << 53) + 1));
-            assert_eq!(f64_first.to_string(), format!("column 2 holds int64 values beyond 2^53 in magnitude (first: 9007199254740993 at row {}), which float64 cannot represent exactly: results computed from them may be rounded", 2 * CHUNK_ROWS + 5));
+            assert_eq!(
+                (f64_first.row, f64_first.column, f64_first.value),
+                (2 * CONVERT_CHUNK_ROWS + 5, 2, (1 << 53) + 1)
+            );
+            assert_eq!(f64_first.to_string(), format!("column 2 holds int64 values beyond 2^53 in magnitude (first: 9007199254740993 at row {}), which float64 cannot represent exactly: results computed from them may be rounded", 2 * CONVERT_CHUNK_ROWS + 5));
             // A second pass keeps the first value noted.
             assert_eq!(read_all::<f64>(&src, block), got);
             assert_eq!(src.inexact_integer(Dtype::F64), Some(f64_first));
@@ -486,10 +489,10 @@ mod tests {
     #[test]
     fn notes_inexact_integers_in_files_of_either_order() {
         let dir = tempfile::tempdir().unwrap();
-        let (n, d) = (CHUNK_ROWS + 10, 2);
+        let (n, d) = (CONVERT_CHUNK_ROWS + 10, 2);
         let mut v: Vec<u32> = (0..(n * d) as u32).collect();
-        v[(CHUNK_ROWS + 2) * d + 1] = (1 << 24) + 1;
-        v[(CHUNK_ROWS + 4) * d] = u32::MAX;
+        v[(CONVERT_CHUNK_ROWS + 2) * d + 1] = (1 << 24) + 1;
+        v[(CONVERT_CHUNK_ROWS + 4) * d] = u32::MAX;
         let c = dir.path().join("c.npy");
         write_npy(&c, Dtype::U32, &[n, d], &v, |x: u32, o: &mut Vec<u8>| o.extend_from_slice(&x.to_le_bytes()))
             .unwrap();
@@ -515,7 +518,7 @@ mod tests {
             let first = src.inexact_integer(Dtype::F32).unwrap();
             assert_eq!(
                 (first.row, first.column, first.value, first.dtype),
-                (CHUNK_ROWS + 2, 1, (1 << 24) + 1, Dtype::U32)
+                (CONVERT_CHUNK_ROWS + 2, 1, (1 << 24) + 1, Dtype::U32)
             );
         }
     }

@@ -1,16 +1,20 @@
-//! Atomic output files: everything is written to a temporary file in the
-//! destination's folder and renamed over the destination only when complete,
-//! so a failure (bad input found late, a full disk, Ctrl-C) never leaves a
-//! half-written output behind.
+//! Atomic output files and folders: everything is written beside the
+//! destination and put in place only when complete, so a failure (bad
+//! input found late, a full disk, Ctrl-C) never leaves a half-written
+//! output behind. On Linux files have no name until then (`O_TMPFILE`, see
+//! `writer/staged.rs`), so a kill, SIGKILL included, leaves nothing either.
 
 mod atomic;
 mod disk_space;
+mod folder;
 mod npy;
 mod paths;
+mod staged;
 pub(super) mod unfinished;
 
 pub use atomic::{write_bytes_atomic, AtomicFile, WRITE_BUFFER_BYTES};
 pub use disk_space::{check_disk_space, check_free_space, PlannedWrite};
+pub use folder::AtomicFolder;
 pub use npy::{npy_file_bytes, write_npy, NpyWriter, PositionedNpy};
 pub use paths::check_output_path;
 pub use paths::check_outputs_distinct;

@@ -1,12 +1,14 @@
 //! `.npy` outputs: streamed in order ([`NpyWriter`]) or by positioned
-//! writes from many threads ([`PositionedNpy`]), atomically.
+//! writes from many threads ([`PositionedNpy`]), put in place only when
+//! complete.
 
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::atomic::{temp_beside, AtomicFile, WRITE_BUFFER_BYTES};
+use super::atomic::{stage_beside, AtomicFile, WRITE_BUFFER_BYTES};
 use super::disk_space::check_free_space;
 use super::paths::check_output_path;
-use super::unfinished::Unfinished;
+use super::staged::Staged;
 use crate::error::{Error, Result};
 use crate::io::dtype::Dtype;
 use crate::io::npy_header::write_header;
@@ -31,22 +33,21 @@ pub struct NpyWriter {
 }
 
 impl NpyWriter {
-    /// Starts an array of `dtype` and `shape` at `path`.
-    ///
-    /// # Errors
-    /// As [`AtomicFile::create`].
-    /// Refuses, before creating anything, when the destination's filesystem
-    /// has less free space than the whole array needs.
+    /// Starts an array of `dtype` and `shape` at `path`. Refuses, before
+    /// creating anything, when the destination's filesystem has less free
+    /// space than the whole array needs.
     ///
     /// # Errors
     /// As [`AtomicFile::create`] and [`check_free_space`].
     pub fn create(path: impl AsRef<Path>, dtype: Dtype, shape: &[usize]) -> Result<Self> {
-        let header = write_header(dtype, shape);
-        let data_bytes = npy_data_bytes(dtype, shape);
-        check_free_space(&[(path.as_ref(), (header.len() as u64).saturating_add(data_bytes))])?;
-        let mut file = AtomicFile::create(path)?;
-        file.write_all(&header)?;
-        Ok(NpyWriter { file, remaining_bytes: data_bytes, encode: Vec::new() })
+        check_free_space(&[(path.as_ref(), npy_file_bytes(dtype, shape))])?;
+        Self::start(AtomicFile::create(path)?, dtype, shape)
+    }
+
+    /// Starts an array of `dtype` and `shape` in `file`, writing its header.
+    pub(super) fn start(mut file: AtomicFile, dtype: Dtype, shape: &[usize]) -> Result<Self> {
+        file.write_all(&write_header(dtype, shape))?;
+        Ok(NpyWriter { file, remaining_bytes: npy_data_bytes(dtype, shape), encode: Vec::new() })
     }
 
     /// Appends elements already encoded as little-endian bytes.
@@ -80,7 +81,7 @@ impl NpyWriter {
         Ok(())
     }
 
-    /// Finishes the array and renames it into place.
+    /// Finishes the array and puts it in place.
     ///
     /// # Errors
     /// [`Error::Io`] on failure.
@@ -88,8 +89,16 @@ impl NpyWriter {
     /// # Panics
     /// If fewer elements were written than the shape holds.
     pub fn commit(self) -> Result<()> {
+        self.complete().commit()
+    }
+
+    /// The finished array's file, for its owner to put in place.
+    ///
+    /// # Panics
+    /// As [`NpyWriter::commit`].
+    pub(super) fn complete(self) -> AtomicFile {
         assert_eq!(self.remaining_bytes, 0, "fewer elements written than the declared shape");
-        self.file.commit()
+        self.file
     }
 }
 
@@ -110,22 +119,21 @@ pub fn write_npy<E: Copy>(
 }
 
 /// A C-order little-endian `.npy` array written by positioned writes from
-/// any number of threads (each writing its own elements), under a temporary
-/// name beside the destination, renamed into place by
-/// [`PositionedNpy::commit`]. Dropping it uncommitted deletes the temporary
-/// file; so does [`remove_unfinished_outputs`](super::remove_unfinished_outputs).
+/// any number of threads (each writing its own elements), staged beside
+/// the destination (unnamed where the system allows, see [`Staged`]) and put
+/// in place by [`PositionedNpy::commit`]. Dropping it uncommitted leaves
+/// nothing; so does a kill, where the file is unnamed.
 #[derive(Debug)]
 pub struct PositionedNpy {
     path: PathBuf,
-    tmp: tempfile::NamedTempFile,
+    staged: Staged,
     data_offset: u64,
     itemsize: u64,
-    _unfinished: Unfinished,
 }
 
 impl PositionedNpy {
-    /// Creates the temporary file with the header and room for every
-    /// element. `overwrite = false` refuses an existing destination.
+    /// Creates the staged file with the header and room for every element.
+    /// `overwrite = false` refuses an existing destination.
     ///
     /// # Errors
     /// [`Error::OutputExists`]; as [`check_output_path`] and
@@ -137,20 +145,13 @@ impl PositionedNpy {
         }
         check_output_path(path)?;
         let header = write_header(dtype, shape);
-        let total = (header.len() as u64).saturating_add(npy_data_bytes(dtype, shape));
+        let total = npy_file_bytes(dtype, shape);
         check_free_space(&[(path, total)])?;
-        let (path, tmp) = temp_beside(path)?;
-        let unfinished = Unfinished::new(tmp.path());
-        let file = tmp.as_file();
+        let (path, staged) = stage_beside(path)?;
+        let file = staged.file();
         file.set_len(total).map_err(|e| Error::io(&path, "write", e))?;
-        std::os::unix::fs::FileExt::write_all_at(file, &header, 0).map_err(|e| Error::io(&path, "write", e))?;
-        Ok(PositionedNpy {
-            path,
-            tmp,
-            data_offset: header.len() as u64,
-            itemsize: dtype.itemsize() as u64,
-            _unfinished: unfinished,
-        })
+        file.write_all_at(&header, 0).map_err(|e| Error::io(&path, "write", e))?;
+        Ok(PositionedNpy { path, staged, data_offset: header.len() as u64, itemsize: dtype.itemsize() as u64 })
     }
 
     /// Writes encoded elements starting at element `first` (C order).
@@ -158,18 +159,19 @@ impl PositionedNpy {
     /// # Errors
     /// [`Error::Io`] on a write failure (a full disk).
     pub fn write_at(&self, first: u64, bytes: &[u8]) -> Result<()> {
-        std::os::unix::fs::FileExt::write_all_at(self.tmp.as_file(), bytes, self.data_offset + first * self.itemsize)
+        self.staged
+            .file()
+            .write_all_at(bytes, self.data_offset + first * self.itemsize)
             .map_err(|e| Error::io(&self.path, "write", e))
     }
 
-    /// Syncs and renames the file into place.
+    /// Syncs the file and puts it in place.
     ///
     /// # Errors
-    /// [`Error::Io`] when syncing or renaming fails.
+    /// [`Error::Io`] when syncing or linking fails; nothing is left.
     pub fn commit(self) -> Result<()> {
         let path = self.path;
-        self.tmp.as_file().sync_all().map_err(|e| Error::io(&path, "sync", e))?;
-        self.tmp.persist(&path).map_err(|e| Error::io(&path, "rename", e.error))?;
-        Ok(())
+        self.staged.file().sync_all().map_err(|e| Error::io(&path, "sync", e))?;
+        self.staged.persist(&path).map_err(|e| Error::io(&path, "rename", e))
     }
 }
