@@ -25,6 +25,10 @@ use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Ledger, Pla
 /// initialisation runs under its own plan within the same limit before these
 /// buffers are allocated.
 ///
+/// Only the mixture's own buffers are declared here: what the input or the
+/// caller holds ([`Job::extra`]) is added once for every job, outside the
+/// algorithm planners.
+///
 /// When the components' factors and sums do not fit together (full, diag,
 /// spherical), the components are cut into equal groups of the largest size
 /// that fits ([`crate::plan::ComponentGroups`]: per EM iteration `2G − 1`
@@ -218,9 +222,6 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         1,
         "folded chunks + open chunk (validation pass only)".into(),
     );
-    for (name, bytes) in &job.extra {
-        led.add(name, *bytes, 1, "held by the caller".into());
-    }
     let scan_row = BlockReader::<f64>::bytes_per_row(
         job.x_scratch_per_row,
         job.n_features,
