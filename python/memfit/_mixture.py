@@ -21,12 +21,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
+from ._options import check_memory_limit, check_n_jobs, check_scratch_dir
 from ._validation import (
     c_float64,
     on_cluster,
     check_data,
-    check_memory_limit,
-    check_n_jobs,
     check_sample_weight,
     emit_warnings,
     seed_from,
@@ -264,7 +263,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     Notes
     -----
     X may be an array-like, a ``numpy.memmap`` or a path to a ``.npy`` file
-    (float64, float32, float16, uint8, int16, int32 or int64). float32 data
+    (any dtype of :data:`memfit.array.DTYPES`: bool, integers, floats). float32 data
     are computed in float32 with float64 sums, and the fitted parameters,
     ``predict_proba`` and ``score_samples`` are float32; other dtypes give
     float64.
@@ -436,11 +435,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return weights, means, precisions, False, int(self.n_init), None
 
     def _fit(self, X, sample_weight, want_labels, client=None):
-        # Any bytes a file system accepts: os.fsdecode round-trips them.
-        scratch = None if self.scratch_dir is None else os.fsdecode(os.fspath(self.scratch_dir))
-        if scratch is not None:
-            # Checked before the data are read: a bad folder fails at once.
-            _memfit.check_scratch_dir(scratch)
+        # Checked before the data are read: a bad folder fails at once.
+        scratch = check_scratch_dir(self.scratch_dir)
         data = check_data(
             on_cluster(X, client),
             self,
@@ -535,7 +531,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.n_iter_ = int(r["n_iter"])
         self.lower_bound_ = float(r["lower_bound"])
         self.lower_bounds_ = list(r["lower_bounds"])
-        self.memory_plan_ = r["plan"]
+        self.memory_plan_ = r["plan_text"]
         self._fitted_covariance_type = self.covariance_type
         if want_labels and data.dask is not None:
             return self._dask_rows(data, "labels")

@@ -15,7 +15,7 @@ use pyo3::types::PyDict;
 use crate::errors::{self, to_py};
 use crate::inputs::Held;
 use crate::runner::run;
-use crate::shared::{compute, plan_only, restore, split, warn, warning_tuples, Fill};
+use crate::shared::{compute, put_plan, plan_only, restore, split, warn, warning_tuples, Fill};
 
 /// Parses a covariance type name.
 fn covariance_type(name: &str) -> PyResult<CovarianceType> {
@@ -187,7 +187,7 @@ pub fn gmm_fit<'py>(
     dict.set_item("aic", fit.aic)?;
     dict.set_item("n_parameters", fit.n_parameters)?;
     dict.set_item("warnings", warning_tuples(&fit.warnings))?;
-    dict.set_item("plan", plan.to_string())?;
+    put_plan(&dict, &plan)?;
     Ok(dict)
 }
 
