@@ -61,23 +61,6 @@ class _ParamsDir(_ParamsRef):
         self._remove()
 
 
-def _write_precisions(params_dir, k, d):
-    """``precisions.npy`` ``(k, d, d)`` = ``U Uᵀ`` per component, from the
-    model folder's ``precisions_cholesky.npy``, read and written one
-    component at a time by positioned I/O (no page of either file stays
-    mapped)."""
-    src = params_dir.file("precisions_cholesky")
-    with open(src, "rb") as f:
-        np.lib.format.read_magic(f)
-        np.lib.format.read_array_header_1_0(f)
-        offset = f.tell()
-    with open(params_dir.file("precisions"), "wb") as out:
-        np.lib.format.write_array_header_1_0(out, {"descr": "<f8", "fortran_order": False, "shape": (k, d, d)})
-        for c in range(k):
-            u = np.fromfile(src, dtype="<f8", count=d * d, offset=offset + c * d * d * 8).reshape(d, d)
-            out.write(np.ascontiguousarray(u @ u.T).tobytes())
-
-
 class _Verbose:
     """Prints scikit-learn's ``GaussianMixture`` verbose lines
     (``BaseMixture._print_verbose_msg_*``) from the engine's progress events:
@@ -507,26 +490,20 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.weights_ = r["weights"].astype(dt, copy=False)
         self.means_ = r["means"].astype(dt, copy=False)
         if "model_dir" in r:
-            # Parameters larger than the limit: float64 memmaps of .npy files.
-            k, d = self.means_.shape
-            if self.covariance_type == "full":
-                _write_precisions(params_dir, k, d)
+            # Parameters larger than the limit, written by the engine (the
+            # precisions too): float64 memmaps of its .npy files.
             mmap = "r" if self.covariance_type == "full" else None
             load = lambda n: np.load(params_dir.file(n), mmap_mode=mmap)  # noqa: E731
             self.covariances_ = load("covariances")
             self.precisions_cholesky_ = load("precisions_cholesky")
-            self.precisions_ = (
-                load("precisions")
-                if self.covariance_type == "full"
-                else self._precisions_from_cholesky(self.precisions_cholesky_)
-            )
+            self.precisions_ = load("precisions")
             self._params_dir = params_dir
         else:
             params_dir.remove()
             self.__dict__.pop("_params_dir", None)
             self.covariances_ = r["covariances"].astype(dt, copy=False)
             self.precisions_cholesky_ = r["precisions_cholesky"].astype(dt, copy=False)
-            self.precisions_ = self._precisions_from_cholesky(self.precisions_cholesky_)
+            self.precisions_ = r["precisions"].astype(dt, copy=False)
         self.converged_ = bool(r["converged"])
         self.n_iter_ = int(r["n_iter"])
         self.lower_bound_ = float(r["lower_bound"])
@@ -536,13 +513,6 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         if want_labels and data.dask is not None:
             return self._dask_rows(data, "labels")
         return labels
-
-    def _precisions_from_cholesky(self, u):
-        if self.covariance_type == "full":
-            return np.einsum("kij,klj->kil", u, u)
-        if self.covariance_type == "tied":
-            return u @ u.T
-        return u**2
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None, *, client=None):

@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 use crate::errors::{self, to_py};
 use crate::inputs::Held;
 use crate::runner::run;
-use crate::shared::{compute, put_plan, label, plan_only, restore, split, warn, warning_tuples, Fill};
+use crate::shared::{compute, label, plan_only, put_plan, restore, split, warn, warning_tuples, Fill};
 
 /// Fits k-means. `x` and `sample_weight` are arrays of shape
 /// `(n_samples, n_features)` and `(n_samples, 1)` or `.npy` paths; `init` is

@@ -23,7 +23,7 @@ mod sample;
 mod scan;
 
 pub use progress::{Observer, Progress};
-pub use remote::{decode, encode, task_result, Remote, Task};
+pub use remote::{decode, encode, task_result, Remote, Task, TaskRunner};
 pub use sample::{row_key, row_unit, KeyedSample};
 pub(crate) use scan::{plan_scan_task, run_scan_task, SCAN};
 pub use scan::{scan, Scan, ScanStats};

@@ -234,7 +234,10 @@ impl fmt::Display for EinsumError {
                  provided to broadcast the extra dimensions."
             ),
             Self::DiagonalMismatch { label, first, other, .. } => {
-                write!(f, "dimensions in single operand for collapsing index '{label}' don't match ({first} != {other})")
+                write!(
+                    f,
+                    "dimensions in single operand for collapsing index '{label}' don't match ({first} != {other})"
+                )
             }
             Self::SizeMismatch { operands, .. } => {
                 write!(f, "operands could not be broadcast together with remapped shapes [original->remapped]: ")?;
@@ -246,7 +249,9 @@ impl fmt::Display for EinsumError {
                 }
                 Ok(())
             }
-            Self::StrayArrow => write!(f, "einstein sum subscript string does not contain proper '->' output specified"),
+            Self::StrayArrow => {
+                write!(f, "einstein sum subscript string does not contain proper '->' output specified")
+            }
         }
     }
 }

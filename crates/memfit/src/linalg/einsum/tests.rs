@@ -164,7 +164,10 @@ fn messages_are_numpys() {
         e("i,j", &[&[3], &[4], &[5]]),
         "fewer operands provided to einstein sum function than specified in the subscripts string"
     );
-    assert_eq!(e("ijk,jk->ik", &[&[3, 4], &[4, 5]]), "einstein sum subscripts string contains too many subscripts for operand 0");
+    assert_eq!(
+        e("ijk,jk->ik", &[&[3, 4], &[4, 5]]),
+        "einstein sum subscripts string contains too many subscripts for operand 0"
+    );
     assert_eq!(e("ij->iij", &[&[3, 4]]), "einstein sum subscripts string includes output subscript 'i' multiple times");
     assert_eq!(
         e("i$,j->ij", &[&[3, 4], &[4]]),
