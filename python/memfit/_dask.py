@@ -9,7 +9,8 @@ task.
 - **Without a client** the engine reads the chunks in this process, one at a
   time (Dask's default scheduler computes each), within ``memory_limit``:
   the largest chunk is planned as held by the input.
-- **With a client** (``client=`` given, or a ``distributed`` client active),
+- **With a client** (``client=`` given, or a ``distributed`` client active:
+  see :func:`memfit._options.resolve_client`),
   every pass over the data that only accumulates statistics (validation
   with the k-means++ sample, the Lloyd iterations and final pass of k-means,
   every EM iteration and the E-step's lower bound of a mixture, the weighted
@@ -40,11 +41,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _memfit
+from . import _memfit, _options
+from ._options import distributed_module
 
-#: Rows per accumulation chunk of the engine (``memfit::plan::CHUNK_ROWS``):
+#: Rows per accumulation chunk of the engine (``memfit._memfit.CHUNK_ROWS``):
 #: Dask chunks start on multiples of it, so that statistics merge exactly.
-CHUNK_ROWS = 1 << 16
+CHUNK_ROWS = _memfit.CHUNK_ROWS
 
 #: Fraction of a worker's ``memory_limit`` that its process may reach: what
 #: it already holds (the interpreter, memfit and its libraries, data Dask
@@ -58,36 +60,6 @@ SAFETY = 0.5
 def is_dask_array(x: Any) -> bool:
     """Whether ``x`` is a :class:`dask.array.Array` (without importing dask)."""
     return type(x).__module__.startswith("dask.array") and type(x).__name__ == "Array"
-
-
-def distributed_module():
-    """``distributed``, or an ImportError saying how to install it."""
-    try:
-        import distributed
-    except ImportError as e:  # pragma: no cover - exercised without dask
-        raise ImportError(
-            f'memfit: running on a Dask cluster needs dask.distributed ({e}); pip install "memfit[dask]"'
-        ) from e
-    return distributed
-
-
-def resolve_client(client: Any) -> Any:
-    """The client an estimator's passes run on: ``client`` when given, else
-    the active ``distributed`` client, else ``None`` (this process)."""
-    if client is not None:
-        if not isinstance(client, distributed_module().Client):
-            raise TypeError(f"client must be a distributed.Client or None, got {type(client).__name__}")
-        if client.status in ("closing", "closed"):
-            raise RuntimeError(f"memfit: the Dask client is {client.status}; pass a running client, or none")
-        return client
-    # Without distributed imported, no client can be active.
-    distributed = sys.modules.get("distributed")
-    if distributed is None:
-        return None
-    try:
-        return distributed.default_client()
-    except ValueError:
-        return None
 
 
 def worker_budget(memory_limit: Any, nthreads: int, held: int = 0) -> Optional[int]:
@@ -154,10 +126,9 @@ def tightest_worker(client: Any) -> tuple:
 def combined_limit(user_limit: Optional[int], budget: Optional[int]) -> int:
     """The smaller of the user's limit and a worker's budget; memfit's
     default (half of the available memory) when there is neither."""
-    from ._validation import check_memory_limit
 
     limits = [v for v in (user_limit, budget) if v]
-    return min(limits) if limits else check_memory_limit(None)
+    return min(limits) if limits else _options.check_memory_limit(None)
 
 
 #: What this worker process held when it first ran a memfit task (see
@@ -424,7 +395,7 @@ class DaskData:
         ``check_sample_weight``. ``fit`` (``_memfit.kmeans_fit`` or
         ``gmm_fit``, called with ``params`` and ``dry_run=True``) plans the
         whole job before any task runs (see :class:`Cluster`)."""
-        client = resolve_client(client)
+        client = _options.resolve_client(client)
         if client is None:
             return {}
 
@@ -432,10 +403,10 @@ class DaskData:
             r = fit(x, sample_weight=wp, memory_limit=limit, dry_run=True, **(params or {}))
             # A mixture in component groups runs its passes in one process:
             # its tasks must hold every component.
-            if "component groups:" in r.get("plan", ""):
+            if r["plan"].get("component_groups") is not None:
                 raise MemoryError(
                     "the mixture's components do not fit a task together (its plan would process them in "
-                    f"groups, which run in one process only):\n{r['plan']}"
+                    f"groups, which run in one process only):\n{r['plan_text']}"
                 )
 
         runner = Cluster(
@@ -466,15 +437,13 @@ class DaskData:
     def map_estimator(self, estimator: Any, method: str, n_out: Optional[int], dtype: Any) -> Any:
         """``estimator.method(block)`` over the row chunks (see
         :meth:`map_rows`), each on one thread within the task's limit."""
-        from ._validation import check_memory_limit
-
         # What the tasks get: the fitted estimator without its lazy results
         # (a Dask array inside a task cannot be unpacked by the scheduler),
         # parameters on disk as their folder (``_task_copy``).
         source = estimator._task_copy() if hasattr(estimator, "_task_copy") else estimator
         fitted = object.__new__(type(source))  # not copy.copy: no __getstate__ (it computes lazy results)
         fitted.__dict__.update((k, v) for k, v in vars(source).items() if not is_dask_array(v))
-        return self.map_rows(_EstimatorMethod(fitted, method), check_memory_limit(estimator.memory_limit), n_out, dtype)
+        return self.map_rows(_EstimatorMethod(fitted, method), _options.check_memory_limit(estimator.memory_limit), n_out, dtype)
 
 
 class _RowsBlock:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _memfit
-from ._validation import check_data, check_memory_limit, check_n_jobs, check_sample_weight, small_array
+from ._options import check_memory_limit, check_n_jobs
+from ._validation import check_data, check_sample_weight, small_array
 
 
 def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):

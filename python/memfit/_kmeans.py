@@ -14,12 +14,11 @@ from sklearn.utils.validation import check_is_fitted
 from . import _memfit
 from . import _dask
 from ._dask import is_dask_array
+from ._options import check_memory_limit, check_n_jobs
 from ._validation import (
     c_float64,
     on_cluster,
     check_data,
-    check_memory_limit,
-    check_n_jobs,
     check_sample_weight,
     emit_warnings,
     seed_from,
@@ -140,9 +139,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     Notes
     -----
     X may be an array-like, a ``numpy.memmap`` or a path (``str`` or
-    ``os.PathLike``) to a ``.npy`` file of float64, float32, float16, uint8,
-    int16, int32 or int64 values. Integer data are converted to float64 one
-    block at a time; float32 data are computed in float32. A long fit stops
+    ``os.PathLike``) to a ``.npy`` file of any dtype of
+    :data:`memfit.array.DTYPES` (bool, integers, floats). Integer data are
+    converted to float64 one block at a time; float32 data are computed in float32. A long fit stops
     within about a second on Ctrl-C (``KeyboardInterrupt``).
 
     Examples
@@ -334,7 +333,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         self.labels_ = labels if data.dask is None else self._dask_labels(data)
         self.inertia_ = float(result["inertia"])
         self.n_iter_ = int(result["n_iter"])
-        self.memory_plan_ = result["plan"]
+        self.memory_plan_ = result["plan_text"]
         self._n_features_out = self.cluster_centers_.shape[0]
         return self
 

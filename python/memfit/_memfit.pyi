@@ -4,8 +4,8 @@ Inputs named ``x``, ``sample_weight`` and ``w`` are a ``.npy`` path (``str``),
 a reader of rows (an object with ``shape``, ``dtype``, ``held_bytes`` and
 ``read_rows(start, stop)``, see ``memfit._dask.Rows``), a piece of a larger
 array (an object with ``array`` and ``first_row``: rows are named as in the
-whole, see ``memfit._dask.Piece``) or a 2-D NumPy array of float64, float32, float16, uint8, int16, int32 or
-int64 with non-negative strides (weights as ``(n_samples, 1)``); arrays are
+whole, see ``memfit._dask.Piece``) or a 2-D NumPy array of a dtype in ``ROW_DTYPES``
+with non-negative strides (weights as ``(n_samples, 1)``); arrays are
 borrowed, never copied. Output arrays are allocated by the caller and filled
 in place. Every function releases the GIL, stops on Ctrl-C with
 ``KeyboardInterrupt``, and raises ``ValueError`` (bad data or parameters),
@@ -28,6 +28,13 @@ _I64 = npt.NDArray[np.int64]
 #: lower_bound, change, t); run counts from 0, iteration from 1, t is
 #: seconds since the work started, tol is absolute.
 _Progress = Callable[[tuple], Any]
+
+#: Rows per accumulation chunk of the engine (Dask chunks start on multiples).
+CHUNK_ROWS: int
+#: NumPy names of the dtypes of memfit.array (and of the .npy files read).
+ARRAY_DTYPES: list[str]
+#: NumPy names of the dtypes of the 2-D arrays the estimators read in place.
+ROW_DTYPES: list[str]
 #: Runs a pass's tasks elsewhere: called with the encoded task and the row
 #: ranges [(start, stop), ...] (cut at ``row_bounds``), returns each range's
 #: encoded statistics (bytes from ``run_task``) in order.
@@ -63,8 +70,10 @@ def kmeans_fit(
     dry_run: bool = False,
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
-    n_iter, converged, n_nonempty_clusters, warnings (list of _Warning), plan.
-    With dry_run, only plans (returns {"plan": text}) and reads nothing."""
+    n_iter, converged, n_nonempty_clusters, warnings (list of _Warning), plan
+    (the plan as data: a dict of the engine's plan fields) and plan_text (the
+    plan, printable). With dry_run, only plans (returns plan and plan_text)
+    and reads nothing."""
 
 def assign(
     x: _Input,
@@ -127,10 +136,11 @@ def gmm_fit(
     warm_model_dir); returns weights, means, covariances,
     precisions_cholesky (scikit-learn's shapes), lower_bound, lower_bounds,
     n_iter, converged, score, bic, aic, n_parameters, warnings (list of
-    _Warning), plan. A fit whose components run in groups (parameters over
+    _Warning), plan and plan_text (as kmeans_fit). A fit whose components run in groups (parameters over
     the limit; scratch files in scratch_dir) writes its parameters to the
     model folder model_dir and returns "model_dir" instead of covariances and
-    precisions_cholesky. With dry_run, only plans (returns {"plan": text})."""
+    precisions_cholesky. With dry_run, only plans (returns plan and
+    plan_text)."""
 
 def gmm_predict(
     x: _Input,
@@ -203,9 +213,9 @@ def run_task(
     sample_weight: Optional[_Input] = None,
     n_jobs: Optional[int] = None,
     execute: bool = True,
-) -> tuple[str, Optional[bytes]]:
+) -> tuple[dict[str, Any], Optional[bytes]]:
     """Plans (and with execute, runs) an encoded pass task over x, the rows
-    first_row .. first_row + len(x) of the data; returns the plan's text and
+    first_row .. first_row + len(x) of the data; returns the plan as data and
     the encoded statistics (None when not executed)."""
 
 # ---------------------------------------------------------------------------

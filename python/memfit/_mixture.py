@@ -21,12 +21,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
+from ._options import check_memory_limit, check_n_jobs, check_scratch_dir
 from ._validation import (
     c_float64,
     on_cluster,
     check_data,
-    check_memory_limit,
-    check_n_jobs,
     check_sample_weight,
     emit_warnings,
     seed_from,
@@ -60,23 +59,6 @@ class _ParamsDir(_ParamsRef):
 
     def remove(self):
         self._remove()
-
-
-def _write_precisions(params_dir, k, d):
-    """``precisions.npy`` ``(k, d, d)`` = ``U Uᵀ`` per component, from the
-    model folder's ``precisions_cholesky.npy``, read and written one
-    component at a time by positioned I/O (no page of either file stays
-    mapped)."""
-    src = params_dir.file("precisions_cholesky")
-    with open(src, "rb") as f:
-        np.lib.format.read_magic(f)
-        np.lib.format.read_array_header_1_0(f)
-        offset = f.tell()
-    with open(params_dir.file("precisions"), "wb") as out:
-        np.lib.format.write_array_header_1_0(out, {"descr": "<f8", "fortran_order": False, "shape": (k, d, d)})
-        for c in range(k):
-            u = np.fromfile(src, dtype="<f8", count=d * d, offset=offset + c * d * d * 8).reshape(d, d)
-            out.write(np.ascontiguousarray(u @ u.T).tobytes())
 
 
 class _Verbose:
@@ -264,7 +246,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     Notes
     -----
     X may be an array-like, a ``numpy.memmap`` or a path to a ``.npy`` file
-    (float64, float32, float16, uint8, int16, int32 or int64). float32 data
+    (any dtype of :data:`memfit.array.DTYPES`: bool, integers, floats). float32 data
     are computed in float32 with float64 sums, and the fitted parameters,
     ``predict_proba`` and ``score_samples`` are float32; other dtypes give
     float64.
@@ -436,11 +418,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return weights, means, precisions, False, int(self.n_init), None
 
     def _fit(self, X, sample_weight, want_labels, client=None):
-        # Any bytes a file system accepts: os.fsdecode round-trips them.
-        scratch = None if self.scratch_dir is None else os.fsdecode(os.fspath(self.scratch_dir))
-        if scratch is not None:
-            # Checked before the data are read: a bad folder fails at once.
-            _memfit.check_scratch_dir(scratch)
+        # Checked before the data are read: a bad folder fails at once.
+        scratch = check_scratch_dir(self.scratch_dir)
         data = check_data(
             on_cluster(X, client),
             self,
@@ -511,42 +490,29 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.weights_ = r["weights"].astype(dt, copy=False)
         self.means_ = r["means"].astype(dt, copy=False)
         if "model_dir" in r:
-            # Parameters larger than the limit: float64 memmaps of .npy files.
-            k, d = self.means_.shape
-            if self.covariance_type == "full":
-                _write_precisions(params_dir, k, d)
+            # Parameters larger than the limit, written by the engine (the
+            # precisions too): float64 memmaps of its .npy files.
             mmap = "r" if self.covariance_type == "full" else None
             load = lambda n: np.load(params_dir.file(n), mmap_mode=mmap)  # noqa: E731
             self.covariances_ = load("covariances")
             self.precisions_cholesky_ = load("precisions_cholesky")
-            self.precisions_ = (
-                load("precisions")
-                if self.covariance_type == "full"
-                else self._precisions_from_cholesky(self.precisions_cholesky_)
-            )
+            self.precisions_ = load("precisions")
             self._params_dir = params_dir
         else:
             params_dir.remove()
             self.__dict__.pop("_params_dir", None)
             self.covariances_ = r["covariances"].astype(dt, copy=False)
             self.precisions_cholesky_ = r["precisions_cholesky"].astype(dt, copy=False)
-            self.precisions_ = self._precisions_from_cholesky(self.precisions_cholesky_)
+            self.precisions_ = r["precisions"].astype(dt, copy=False)
         self.converged_ = bool(r["converged"])
         self.n_iter_ = int(r["n_iter"])
         self.lower_bound_ = float(r["lower_bound"])
         self.lower_bounds_ = list(r["lower_bounds"])
-        self.memory_plan_ = r["plan"]
+        self.memory_plan_ = r["plan_text"]
         self._fitted_covariance_type = self.covariance_type
         if want_labels and data.dask is not None:
             return self._dask_rows(data, "labels")
         return labels
-
-    def _precisions_from_cholesky(self, u):
-        if self.covariance_type == "full":
-            return np.einsum("kij,klj->kil", u, u)
-        if self.covariance_type == "tied":
-            return u @ u.T
-        return u**2
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None, *, client=None):

@@ -1,7 +1,7 @@
 """Input checks shared by the estimators and kernels.
 
 Arrays are handed to the engine as they are whenever it can read them in
-place (float64, float32, float16, uint8, int16, int32, int64, uint32, uint64; C order,
+place (the dtypes of :data:`NATIVE_DTYPES`; C order,
 Fortran order or any non-negative strides; read-only or writeable), so
 fitting never copies X. Other inputs are converted once (documented per case
 below). A ``str`` or ``os.PathLike`` is a ``.npy`` path that the engine reads
@@ -14,7 +14,6 @@ memory; other memmaps are read in place like any array.
 from __future__ import annotations
 
 import errno
-import math
 import numbers
 import os
 import sys
@@ -24,13 +23,10 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from . import _dask, _memfit, _resources
+from . import _dask, _memfit, _options
 
-#: Dtypes the engine reads in place.
-NATIVE_DTYPES = frozenset(
-    np.dtype(t)
-    for t in (np.float64, np.float32, np.float16, np.uint8, np.int16, np.int32, np.int64, np.uint32, np.uint64)
-)
+#: Dtypes the engine reads in place (``memfit._memfit.ROW_DTYPES``).
+NATIVE_DTYPES = frozenset(np.dtype(t) for t in _memfit.ROW_DTYPES)
 
 
 @dataclass
@@ -228,7 +224,7 @@ def on_cluster(X: Any, client: Any) -> Any:
     else is returned as is (NumPy arrays and paths are fitted in this
     process). A ``client`` that is not a running ``distributed.Client``
     raises TypeError or RuntimeError whatever ``X`` is."""
-    on = _dask.resolve_client(client)
+    on = _options.resolve_client(client)
     if _is_lazy_array(X) and X.ndim == 2 and on is not None:
         return _dask.from_expression(X)
     return X
@@ -403,52 +399,6 @@ def small_array(a: Any, name: str, ndim: Optional[int] = None) -> np.ndarray:
     if not np.isfinite(arr).all():
         raise ValueError(_not_finite(arr, "", dtype, name))
     return arr
-
-
-def check_memory_limit(memory_limit: Any) -> int:
-    """The limit in bytes: ``None`` is half of the available memory, or of
-    this process's share in a joblib worker
-    (:func:`memfit._resources.default_memory_limit`); an ``int`` or a whole
-    ``float`` (``1e9``) is bytes; a ``str`` is a size such as ``"2GiB"``
-    (powers of 1024), ``"2GB"`` (powers of 1000), ``"1e9"`` or ``"1000"``;
-    malformed sizes (``"1e"``) raise ``ValueError``."""
-    if memory_limit is None:
-        return _resources.default_memory_limit()
-    if isinstance(memory_limit, str):
-        return int(_memfit.parse_size(memory_limit))
-    if isinstance(memory_limit, numbers.Real) and not isinstance(memory_limit, numbers.Integral):
-        # 1e9 as NumPy users write sizes: a whole number of bytes.
-        if not (math.isfinite(memory_limit) and float(memory_limit).is_integer()):
-            raise ValueError(f"memory_limit must be a whole number of bytes, got {memory_limit!r}")
-        memory_limit = int(memory_limit)
-    if isinstance(memory_limit, numbers.Integral) and not isinstance(memory_limit, bool):
-        if not 1 <= memory_limit < 1 << 64:
-            raise ValueError(f"memory_limit must be a positive number of bytes below 2**64, got {memory_limit}")
-        return int(memory_limit)
-    raise TypeError(
-        f"memory_limit must be None, an int or whole float (bytes) or a str such as '2GiB', got {memory_limit!r}"
-    )
-
-
-def check_n_jobs(n_jobs: Any) -> int:
-    """Worker threads: ``None`` the process's default
-    (:func:`memfit._resources.default_threads`: the CPUs it may use, within
-    ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit); as joblib counts
-    them, ``-1`` all the CPUs this process may use (affinity mask, cgroup CPU
-    quota), ``-2`` all but one, a positive int that many."""
-    if n_jobs is None:
-        return _resources.default_threads()
-    if not isinstance(n_jobs, numbers.Integral) or isinstance(n_jobs, bool) or n_jobs == 0:
-        raise ValueError(f"n_jobs must be None or a non-zero int, got {n_jobs!r}")
-    cores = int(_memfit.available_cpus())
-    if n_jobs < 0:
-        return max(1, cores + 1 + int(n_jobs))
-    if n_jobs > max(64, 4 * cores):
-        raise ValueError(
-            f"n_jobs = {n_jobs} is too many threads for the {cores} CPUs this process may use; "
-            f"use at most {max(64, 4 * cores)}"
-        )
-    return int(n_jobs)
 
 
 def seed_from(random_state: Any) -> int:

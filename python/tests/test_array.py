@@ -652,6 +652,38 @@ def test_einsum_bad_subscripts(subscripts, shapes):
         ma.einsum(np.ones(3), [0], np.ones(3), [0])
 
 
+BAD_EINSUMS = [
+    ("ij,jk->ik", [(3, 4)]),                         # fewer operands than terms
+    ("i,j", [(3,), (4,), (5,)]),                     # more operands than terms
+    ("ijk,jk->ik", [(3, 4), (4, 5)]),                # too many subscripts for an operand
+    ("ij", [(3, 4, 5)]),                             # too few subscripts, no ellipsis
+    ("ij,jk->ik", [(3, 4), (5, 6)]),                 # a label of two sizes
+    ("ab,Ab->", [(2, 3), (2, 4)]),                   # sizes, with upper- and lower-case labels
+    ("ii->i", [(3, 4)]),                             # a diagonal of two sizes
+    ("ij->iij", [(3, 4)]),                           # repeated output label
+    ("ij,jk->il", [(3, 4), (4, 5)]),                 # output label not in the inputs
+    ("i$,j->ij", [(3, 4), (4,)]),                    # bad character
+    ("i-j", [(3,)]),                                 # a '-' that is not '->'
+    ("i.j", [(3, 4)]),                               # a stray '.'
+    ("ij->i.", [(3, 4)]),                            # a stray '.' in the output
+    ("...i,...i->...i", [(2, 3), (4, 3)]),           # ellipsis dimensions that do not broadcast
+    ("...ij,...jk->...ik", [(2, 3, 4), (3, 4, 5)]),  # the same, with labels
+    ("...i,...i->i", [(2, 3), (2, 3)]),              # ellipsis dimensions missing from the output
+]
+
+
+@pytest.mark.parametrize("subscripts, shapes", BAD_EINSUMS, ids=[f"{e[0]}-{len(e[1])}" for e in BAD_EINSUMS])
+def test_einsum_messages_are_numpys(subscripts, shapes):
+    """The engine checks the subscripts (Python keeps no parser of its
+    own), with numpy.einsum's message word for word."""
+    ops = [np.ones(s) for s in shapes]
+    with pytest.raises(ValueError) as want:
+        np.einsum(subscripts, *ops)
+    with pytest.raises(ValueError) as got:
+        ma.einsum(subscripts, *ops)
+    assert str(got.value) == str(want.value)
+
+
 @pytest.mark.parametrize("s1, s2", [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)),
                                     ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((4,), (2, 4, 3)),
                                     ((2, 3, 4), (4,)), ((1, 3, 4), (6, 4, 2))])
@@ -893,13 +925,13 @@ def test_estimators_accept_memfit_arrays(blobs, tmp_path, monkeypatch, spill):
     streamed to a temporary .npy that is deleted afterwards."""
     import tempfile
 
-    import memfit._validation as validation
+    import memfit._options as options
 
     X, _ = blobs
     mu, sd = X.mean(axis=0), X.std(axis=0)
     want = (X - mu) / sd
     if spill:
-        monkeypatch.setattr(validation, "check_memory_limit", lambda limit: 1024)
+        monkeypatch.setattr(options, "check_memory_limit", lambda limit: 1024)
         monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     expr = (ma.asarray(X) - mu) / sd
     km = memfit.KMeans(n_clusters=4, random_state=0, n_init=1).fit(expr)

@@ -17,7 +17,7 @@ zarr = pytest.importorskip("zarr")
 cloudpickle = pytest.importorskip("cloudpickle")
 
 import memfit.array as ma  # noqa: E402
-from memfit import _dask, _memfit  # noqa: E402
+from memfit import _dask, _memfit, _options  # noqa: E402
 from memfit.array import _cluster  # noqa: E402
 
 
@@ -151,9 +151,10 @@ def test_zarr_in_memory_is_refused():
 def test_auto_without_an_active_client_is_local(tmp_path):
     with pytest.raises(ValueError):
         distributed.get_client()  # (this runs before the module's cluster starts)
-    assert _cluster.resolve_client("auto") is None
+    assert _options.resolve_client("auto") is None and _options.resolve_client(None) is None
     ma.arange(5).to_zarr(tmp_path / "a.zarr", client="auto")
-    assert bits(read(tmp_path / "a.zarr")) == bits(np.arange(5))
+    ma.arange(5).to_zarr(tmp_path / "b.zarr")
+    assert bits(read(tmp_path / "a.zarr")) == bits(read(tmp_path / "b.zarr")) == bits(np.arange(5))
 
 
 @pytest.fixture(scope="module")
@@ -183,12 +184,30 @@ def read(path):
 
 def test_to_zarr_on_cluster_equals_local(client, data, tmp_path):
     y = standardized(data)
-    y.to_zarr(tmp_path / "local.zarr", chunks=(700, 96))
     y.to_zarr(tmp_path / "cluster.zarr", chunks=(700, 96), client=client)
     got = zarr.open_array(str(tmp_path / "cluster.zarr"), mode="r")
     assert got.chunks == (700, 96) and got.shape == (3000, 250) and got.dtype == np.float64
-    assert bits(got[...]) == bits(read(tmp_path / "local.zarr"))
-    assert sorted(os.listdir(tmp_path)) == ["cluster.zarr", "local.zarr"]  # no temporary left
+    assert bits(got[...]) == bits(y.compute())  # compute() runs here
+    assert sorted(os.listdir(tmp_path)) == ["cluster.zarr"]  # no temporary left
+
+
+def test_client_none_is_the_active_client_for_fit_and_to_zarr(client, data, tmp_path, monkeypatch):
+    """One meaning of ``client=None`` (memfit._options.resolve_client): the
+    active client, in ``fit`` as in ``Array.to_zarr``."""
+    import memfit
+    from memfit import _validation
+
+    assert _options.resolve_client(None) is client and _options.resolve_client("auto") is client
+    seen = []
+    to_zarr, from_expression = _cluster.to_zarr, _dask.from_expression
+    monkeypatch.setattr(_cluster, "to_zarr", lambda x, p, *a: seen.append(("to_zarr", a[-1])) or to_zarr(x, p, *a))
+    monkeypatch.setattr(_dask, "from_expression", lambda x: seen.append(("fit", None)) or from_expression(x))
+    y = ma.from_npy(data / "x.npy")[:200, :4]
+    y.to_zarr(tmp_path / "y.zarr", chunks=(100, 4))
+    memfit.KMeans(2, n_init=1, max_iter=2, random_state=0).fit(y)
+    assert seen[0] == ("to_zarr", client) and ("fit", None) in seen[1:]
+    assert _validation.on_cluster(y, None) is not y  # a Dask array the workers compute
+    assert bits(read(tmp_path / "y.zarr")) == bits(y.compute())
 
 
 def test_to_zarr_on_cluster_default_chunks_and_auto(client, data, tmp_path):
@@ -259,4 +278,3 @@ def test_task_limit_rule():
     assert _dask.worker_budget(None, 4) is None and _dask.worker_budget(0, 4) is None
     assert _dask.combined_limit(100, 250) == 100 and _dask.combined_limit(None, 250) == 250
     assert _dask.combined_limit(300, None) == 300
-    assert _cluster.resolve_client(None) is None

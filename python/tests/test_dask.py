@@ -16,7 +16,7 @@ distributed = pytest.importorskip("distributed")
 
 import memfit  # noqa: E402
 from memfit import GaussianMixture, KMeans, assign, row_quadratic_form, weighted_scatter  # noqa: E402
-from memfit import _dask  # noqa: E402
+from memfit import _dask, _options  # noqa: E402
 
 CHUNK = _dask.CHUNK_ROWS
 N = 3 * CHUNK + 4321  # four chunks, the last partial
@@ -61,7 +61,7 @@ def same_kmeans(a, b):
 
 def test_without_a_client_chunks_are_read_in_process(X):
     # First in the file: no client exists yet (the cluster fixture starts later).
-    assert _dask.resolve_client(None) is None
+    assert _options.resolve_client(None) is None
     local = GaussianMixture(3, random_state=0, max_iter=5).fit(X)
     lazy = GaussianMixture(3, random_state=0, max_iter=5).fit(chunked(X))
     assert np.array_equal(local.means_, lazy.means_) and local.lower_bound_ == lazy.lower_bound_
@@ -307,8 +307,8 @@ def zero_row_layouts():
 @pytest.fixture
 def no_client(monkeypatch):
     """Fits and kernels run as without a client, even with one active."""
-    resolve = _dask.resolve_client
-    monkeypatch.setattr(_dask, "resolve_client", lambda c: None if c is None else resolve(c))
+    resolve = _options.resolve_client
+    monkeypatch.setattr(_options, "resolve_client", lambda c: None if c is None else resolve(c))
 
 
 def _per_row(est_or_fn, X, dx, scheduler=None):
@@ -407,12 +407,12 @@ def test_pickles_never_carry_the_data(client, tmp_path):
     np.save(tmp_path / "x.npy", X)
     dx = da.from_array(np.load(tmp_path / "x.npy", mmap_mode="r"), chunks=CHUNK)
     local = KMeans(5, random_state=0, n_init=1, max_iter=5).fit(X)
-    resolve = _dask.resolve_client
+    resolve = _options.resolve_client
     for on_client in (True, False):
         for est in (KMeans(5, random_state=0, n_init=1, max_iter=5), GaussianMixture(3, random_state=0, max_iter=3)):
             with pytest.MonkeyPatch.context() as mp:
                 if not on_client:  # X's chunks read in this process
-                    mp.setattr(_dask, "resolve_client", lambda c: None if c is None else resolve(c))
+                    mp.setattr(_options, "resolve_client", lambda c: None if c is None else resolve(c))
                 fitted = est.fit(dx)
             blob = pickle.dumps(fitted)
             # Labels are 4 B per row (as scikit-learn's); X is 128 B per row.

@@ -133,8 +133,7 @@ impl Expr {
         let out = output_of(output);
         let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
         let plan = explain(&self.0, &out, &options(memory_limit, Some(threads))).map_err(to_py)?;
-        let text = serde_json::to_string(&plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        py.import("json")?.call_method1("loads", (text,))
+        crate::shared::to_data(py, &plan)
     }
 
     fn __repr__(&self) -> String {

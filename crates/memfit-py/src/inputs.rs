@@ -10,6 +10,25 @@ use pyo3::prelude::*;
 
 use crate::errors::to_py;
 
+/// Calls macro `$m` with the dtypes [`Held::new`] borrows in place, each as
+/// its [`Held`] variant (named as the engine's [`memfit::dtype::Dtype`]) and
+/// Rust element type: the one list of them.
+macro_rules! in_place {
+    ($m:ident) => {
+        $m!(F64: f64, F32: f32, F16: half::f16, U8: u8, I16: i16, I32: i32, I64: i64, U32: u32, U64: u64)
+    };
+}
+
+macro_rules! dtypes {
+    ($($variant:ident: $t:ty),*) => {
+        &[$(memfit::dtype::Dtype::$variant),*]
+    };
+}
+
+/// The dtypes of the arrays [`Held::new`] borrows in place (others are
+/// converted by the Python layer).
+pub const IN_PLACE: &[memfit::dtype::Dtype] = in_place!(dtypes);
+
 /// A borrowed input, kept alive (and marked borrowed) while the engine runs.
 pub enum Held<'py> {
     /// A `.npy` file (any bytes: a `str` from `os.fsdecode` is encoded
@@ -69,13 +88,15 @@ impl<'py> Held<'py> {
                 })*
             };
         }
-        try_dtype!(F64: f64, F32: f32, F16: half::f16, U8: u8, I16: i16, I32: i32, I64: i64, U32: u32, U64: u64);
+        in_place!(try_dtype);
         let what = match obj.cast::<numpy::PyUntypedArray>() {
             Ok(a) => format!("an array of dtype {} with {} dimensions", a.dtype(), a.ndim()),
             Err(_) => format!("{}", obj.get_type()),
         };
+        let names: Vec<&str> = IN_PLACE.iter().map(|d| d.name()).collect();
         Err(PyTypeError::new_err(format!(
-            "memfit: expected a 2-D array of float64, float32, float16, uint8, uint32, uint64, int16, int32 or int64, or a .npy path; got {what}"
+            "memfit: expected a 2-D array of {}, or a .npy path; got {what}",
+            names.join(", ")
         )))
     }
 

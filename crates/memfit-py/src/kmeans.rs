@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 use crate::errors::{self, to_py};
 use crate::inputs::Held;
 use crate::runner::run;
-use crate::shared::{compute, label, plan_only, restore, split, warn, warning_tuples, Fill};
+use crate::shared::{compute, label, plan_only, put_plan, restore, split, warn, warning_tuples, Fill};
 
 /// Fits k-means. `x` and `sample_weight` are arrays of shape
 /// `(n_samples, n_features)` and `(n_samples, 1)` or `.npy` paths; `init` is
@@ -106,7 +106,7 @@ pub fn kmeans_fit<'py>(
     dict.set_item("converged", fit.converged)?;
     dict.set_item("n_nonempty_clusters", fit.n_nonempty_clusters)?;
     dict.set_item("warnings", warning_tuples(&fit.warnings))?;
-    dict.set_item("plan", plan.to_string())?;
+    put_plan(&dict, &plan)?;
     Ok(dict)
 }
 

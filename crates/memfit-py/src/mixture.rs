@@ -2,7 +2,7 @@
 //! the parameter count BIC and AIC use.
 
 use memfit::estimator::{GmmJob, GmmPredictJob};
-use memfit::io::{npy_file_bytes, Dtype};
+use memfit::io::{npy_file_bytes, Dtype, NpyWriter};
 use memfit::mixture::{
     load_model, model_dir_bytes, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs,
     PrecisionsInit,
@@ -15,7 +15,7 @@ use pyo3::types::PyDict;
 use crate::errors::{self, to_py};
 use crate::inputs::Held;
 use crate::runner::run;
-use crate::shared::{compute, plan_only, restore, split, warn, warning_tuples, Fill};
+use crate::shared::{compute, plan_only, put_plan, restore, split, warn, warning_tuples, Fill};
 
 /// Parses a covariance type name.
 fn covariance_type(name: &str) -> PyResult<CovarianceType> {
@@ -29,9 +29,9 @@ fn covariance_type(name: &str) -> PyResult<CovarianceType> {
 /// float64. A warm start continues a fitted model instead: `warm_weights`,
 /// `warm_means`, `warm_precisions_cholesky` (as `precisions_init`, Cholesky
 /// factors) and its `warm_lower_bound`. `labels` (int64, `(n_samples,)`)
-/// receives the final labels; `progress` as in [`kmeans_fit`].
+/// receives the final labels; `progress` as in [`crate::kmeans::kmeans_fit`].
 /// `max_iter = 0` returns the (last) initialisation. Returns a dict with
-/// `weights`, `means`, `covariances`, `precisions_cholesky` (scikit-learn's
+/// `weights`, `means`, `covariances`, `precisions_cholesky`, `precisions` (scikit-learn's
 /// shapes, float64), `lower_bound` (−inf without iterations),
 /// `lower_bounds`, `n_iter`, `converged`, `score`, `bic`, `aic`,
 /// `n_parameters`, `warnings` (`(kind, category, message)` tuples) and
@@ -134,10 +134,9 @@ pub fn gmm_fit<'py>(
         let mut plan = job.plan()?;
         if let Some(dir) = model_dir.as_ref().filter(|_| plan.component_groups.is_some()) {
             // The model folder a fit in component groups writes, with the
-            // precisions.npy the Python layer adds to it for full covariances.
+            // precisions.npy added to it (see `save_precisions`).
             let (k, d) = (n_components, src.n_features());
-            let precisions =
-                if t == CovarianceType::Full { npy_file_bytes(Dtype::F64, &t.param_shape(k, d)) } else { 0 };
+            let precisions = npy_file_bytes(Dtype::F64, &t.param_shape(k, d));
             plan.add_output("model folder", dir, model_dir_bytes(t, k, d).saturating_add(precisions));
         }
         if dry_run {
@@ -146,21 +145,25 @@ pub fn gmm_fit<'py>(
         let mut put = |l: &[u32]| fill.put(l, i64::from);
         let mut outputs = Outputs { labels: with_labels.then_some(&mut put as _), ..Outputs::default() };
         let fit = job.fit(&plan, &mut outputs, obs)?;
-        let (mut cov, mut prec) = (Vec::new(), Vec::new());
+        let (mut cov, mut chol, mut prec) = (Vec::new(), Vec::new(), Vec::new());
         match model_dir.as_ref().filter(|_| fit.covariances_on_disk()) {
             // Parameters larger than the limit go to a model folder, read
             // from there by the caller.
-            Some(dir) => save_model(dir, &fit, serde_json::json!({}))?,
-            None => fit.parameter_blocks(|c, p| {
+            Some(dir) => {
+                save_model(dir, &fit, serde_json::json!({}))?;
+                save_precisions(dir, &fit)?;
+            }
+            None => fit.parameter_blocks(|c, u| {
                 cov.extend_from_slice(c);
-                prec.extend_from_slice(p);
+                chol.extend_from_slice(u);
+                push_precisions(fit.covariance_type, fit.n_features, u, &mut prec);
                 Ok(())
             })?,
         }
-        Ok((Some((fit, cov, prec)), plan))
+        Ok((Some((fit, cov, chol, prec)), plan))
     })
     .map_err(|e| restore(&remote, e))?;
-    let Some((fit, covariances, precisions_cholesky)) = done else { return plan_only(py, &plan) };
+    let Some((fit, covariances, precisions_cholesky, precisions)) = done else { return plan_only(py, &plan) };
     let (k, d) = (fit.n_components, fit.n_features);
     let shape = t.param_shape(k, d);
     let dict = PyDict::new(py);
@@ -175,8 +178,9 @@ pub fn gmm_fit<'py>(
         )?;
         dict.set_item(
             "precisions_cholesky",
-            Array::from_shape_vec(shape, precisions_cholesky).map_err(errors::shape)?.into_pyarray(py),
+            Array::from_shape_vec(shape.clone(), precisions_cholesky).map_err(errors::shape)?.into_pyarray(py),
         )?;
+        dict.set_item("precisions", Array::from_shape_vec(shape, precisions).map_err(errors::shape)?.into_pyarray(py))?;
     }
     dict.set_item("lower_bound", fit.lower_bound)?;
     dict.set_item("lower_bounds", fit.lower_bounds.clone())?;
@@ -187,8 +191,44 @@ pub fn gmm_fit<'py>(
     dict.set_item("aic", fit.aic)?;
     dict.set_item("n_parameters", fit.n_parameters)?;
     dict.set_item("warnings", warning_tuples(&fit.warnings))?;
-    dict.set_item("plan", plan.to_string())?;
+    put_plan(&dict, &plan)?;
     Ok(dict)
+}
+
+/// Appends to `out` the precisions of one block of Cholesky factors `u` of
+/// the precisions (as [`memfit::mixture::GmmFit::parameter_blocks`] gives
+/// them): `U Uᵀ` of each `d × d` factor (full, tied), `u²` elementwise
+/// (diag, spherical), as scikit-learn derives `precisions_`.
+fn push_precisions(t: CovarianceType, d: usize, u: &[f64], out: &mut Vec<f64>) {
+    match t {
+        CovarianceType::Full | CovarianceType::Tied => {
+            for f in u.chunks_exact(d * d) {
+                for i in 0..d {
+                    for l in 0..d {
+                        out.push(f[i * d..][..d].iter().zip(&f[l * d..][..d]).map(|(a, b)| a * b).sum());
+                    }
+                }
+            }
+        }
+        CovarianceType::Diag | CovarianceType::Spherical => out.extend(u.iter().map(|v| v * v)),
+    }
+}
+
+/// Writes `precisions.npy` (float64, scikit-learn's shape of `precisions_`)
+/// into the model folder `dir` of `fit`, one block of factors at a time.
+///
+/// # Errors
+/// [`memfit::Error::Io`] when writing fails.
+fn save_precisions(dir: &std::path::Path, fit: &memfit::mixture::GmmFit) -> memfit::Result<()> {
+    let (t, d) = (fit.covariance_type, fit.n_features);
+    let mut w = NpyWriter::create(dir.join("precisions.npy"), Dtype::F64, &t.param_shape(fit.n_components, d))?;
+    let mut block = Vec::new();
+    fit.parameter_blocks(|_, u| {
+        block.clear();
+        push_precisions(t, d, u, &mut block);
+        w.write_with(&block, |v, out| out.extend_from_slice(&v.to_le_bytes()))
+    })?;
+    w.commit()
 }
 
 /// One E-step pass of a fitted mixture (`weights` `(n_components,)`, `means`

@@ -114,8 +114,9 @@ impl RowSource for PyRows {
 /// Plans (and with `execute`, runs) the task encoded in `task` over `x`, the
 /// rows `first_row..first_row + len(x)` of the data, with optional
 /// per-row weights `sample_weight` (the same rows), within `memory_limit`
-/// bytes on `n_jobs` threads (the GIL released). Returns the plan's text and,
-/// when run, the encoded statistics.
+/// bytes on `n_jobs` threads (the GIL released). Returns the plan as data
+/// (a dict, see [`crate::shared::to_data`]) and, when run, the encoded
+/// statistics.
 #[pyfunction]
 #[pyo3(signature = (task, x, *, first_row, memory_limit, sample_weight=None, n_jobs=None, execute=true))]
 #[allow(clippy::too_many_arguments)]
@@ -128,7 +129,7 @@ pub fn run_task<'py>(
     sample_weight: Option<&Bound<'py, PyAny>>,
     n_jobs: Option<usize>,
     execute: bool,
-) -> PyResult<(String, Option<Bound<'py, PyBytes>>)> {
+) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyBytes>>)> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
     let src: Source<'_> = held.source(memory_limit)?.starting_at(first_row);
@@ -138,5 +139,5 @@ pub fn run_task<'py>(
         use memfit::cluster::Observer;
         memfit::estimator::run_task(task, &src, w.as_ref(), memory_limit, execute, &obs.cancel())
     })?;
-    Ok((plan.to_string(), out.map(|b| PyBytes::new(py, &b))))
+    Ok((crate::shared::to_data(py, &plan)?, out.map(|b| PyBytes::new(py, &b))))
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use memfit::estimator::ComputeDtype;
 use memfit::Warning;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -23,10 +24,24 @@ pub fn split(remote: Option<Py<PyAny>>, bounds: Vec<usize>) -> (memfit::exec::Ro
     }
 }
 
-/// The result of a dry run: `{"plan": text}`.
+/// `value` as Python data (dicts, lists, numbers, strings, `None`), through
+/// its serde form: how the binding hands Python a plan.
+pub fn to_data<'py, T: serde::Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(value).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+/// Puts `plan` into `dict`: `plan` as data (see [`to_data`]) and
+/// `plan_text`, its printable form (for display only).
+pub fn put_plan(dict: &Bound<'_, PyDict>, plan: &memfit::plan::Plan) -> PyResult<()> {
+    dict.set_item("plan", to_data(dict.py(), plan)?)?;
+    dict.set_item("plan_text", plan.to_string())
+}
+
+/// The result of a dry run: `{"plan": data, "plan_text": text}`.
 pub fn plan_only<'py>(py: Python<'py>, plan: &memfit::plan::Plan) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    dict.set_item("plan", plan.to_string())?;
+    put_plan(&dict, plan)?;
     Ok(dict)
 }
 

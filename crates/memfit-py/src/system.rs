@@ -52,3 +52,17 @@ pub fn npy_info(path: std::path::PathBuf) -> PyResult<(Vec<usize>, String, bool,
         h.data_offset,
     ))
 }
+
+/// The engine's constants as module attributes, so that the Python package
+/// holds no copy of them: `CHUNK_ROWS` (rows per accumulation chunk; Dask
+/// chunks start on multiples of it), `ARRAY_DTYPES` (NumPy names of the
+/// dtypes of `memfit.array`), `ROW_DTYPES` (those of the 2-D arrays the
+/// estimators and kernels read in place; their `.npy` files may hold any
+/// of `ARRAY_DTYPES`).
+pub fn add_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let names = |dtypes: &[memfit::dtype::Dtype]| dtypes.iter().map(|d| d.name()).collect::<Vec<_>>();
+    m.add("CHUNK_ROWS", memfit::plan::CHUNK_ROWS)?;
+    m.add("ARRAY_DTYPES", names(&memfit::dtype::Dtype::ALL))?;
+    m.add("ROW_DTYPES", names(crate::inputs::IN_PLACE))?;
+    Ok(())
+}

@@ -8,7 +8,7 @@ directory beside ``path`` and renamed onto ``path`` only when every task has
 succeeded, so there is never a half-written output.
 
 ``distributed`` and ``zarr`` are imported only here, when a client is
-given, so :mod:`memfit` works without Dask installed.
+given or active, so :mod:`memfit` works without Dask installed.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import shutil
 import uuid
 from typing import Any, Optional
 
-from .._dask import combined_limit, describe, distributed_module, task_limit, tightest_worker
-from .._validation import check_memory_limit, check_n_jobs
+from .._dask import combined_limit, describe, task_limit, tightest_worker
+from .._options import check_memory_limit, check_n_jobs, distributed_module
 
 #: Created in the temporary directory when a task has failed: the tasks not
 #: yet started then return without computing.
@@ -37,36 +37,6 @@ def _import_zarr():
             f"to_zarr(client=...) writes the chunks with zarr-python >= 3 ({e}); {_INSTALL_HINT}"
         ) from e
     return zarr
-
-
-def resolve_client(client: Any) -> Any:
-    """The Dask client ``to_zarr`` runs on, or None to run locally.
-
-    Parameters
-    ----------
-    client : None, "auto" or distributed.Client
-        None: local (no cluster, even when a default client is active).
-        ``"auto"``: the active default client (``distributed.get_client()``)
-        when there is one, else local. A ``distributed.Client``: that one.
-
-    Raises
-    ------
-    ImportError
-        ``client`` is given and ``distributed`` is not installed.
-    TypeError
-        Anything else.
-    """
-    if client is None:
-        return None
-    distributed = distributed_module()
-    if isinstance(client, str) and client == "auto":
-        try:
-            return distributed.get_client()
-        except ValueError:  # no client is active
-            return None
-    if isinstance(client, distributed.Client):
-        return client
-    raise TypeError(f'client must be None, "auto" or a distributed.Client, got {client!r}')
 
 
 def _chunk_regions(shape: tuple, chunks: tuple) -> list:

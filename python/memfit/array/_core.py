@@ -12,28 +12,16 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import _memfit
-from .._validation import check_memory_limit, check_n_jobs
+from .._options import check_memory_limit, check_n_jobs, resolve_client
 
 try:  # NumPy >= 1.25
     AxisError = np.exceptions.AxisError
 except AttributeError:  # pragma: no cover - old NumPy
     AxisError = np.AxisError
 
-#: The dtypes of memfit arrays, by NumPy name.
-DTYPES = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-)
+#: The dtypes of memfit arrays, by NumPy name (the engine's list,
+#: ``memfit._memfit.ARRAY_DTYPES``).
+DTYPES = tuple(_memfit.ARRAY_DTYPES)
 _DTYPE_SET = frozenset(DTYPES)
 
 _UNSUPPORTED_HINT = (
@@ -619,7 +607,8 @@ class Array:
     ) -> None:
         """Streams the array into a Zarr v3 array directory (compressed, one
         writer per chunk), readable by zarr-python, without holding the result
-        in memory; with ``client``, on a Dask cluster, one task per chunk.
+        in memory; on a Dask cluster (``client``, by default the active
+        one), one task per chunk.
 
         Parameters
         ----------
@@ -654,14 +643,15 @@ class Array:
         overwrite : bool, default=False
             Replace an existing directory.
         client : None, "auto" or distributed.Client, default=None
-            None: evaluate here (even when a Dask client is active).
-            A ``distributed.Client``: evaluate on its cluster, one task per
-            output chunk, each computing ``x[chunk]`` and writing it with
-            zarr-python, into a temporary directory beside ``path`` that is
-            renamed onto ``path`` once every task has succeeded (a failure
-            leaves neither). ``"auto"``: the active default client
-            (``distributed.get_client()``) when there is one, else here.
-            Needs ``pip install "memfit[dask]"``.
+            The cluster to evaluate on, as ``client`` of the estimators'
+            ``fit`` (:func:`memfit._options.resolve_client`): None (or
+            ``"auto"``) is the active ``distributed`` client when there is
+            one, as Dask's own computations use it, else this process. On
+            a cluster: one task per output chunk, each computing
+            ``x[chunk]`` and writing it with zarr-python, into a temporary
+            directory beside ``path`` that is renamed onto ``path`` once
+            every task has succeeded (a failure leaves neither). Needs
+            ``pip install "memfit[dask]"``.
 
         Raises
         ------
@@ -676,7 +666,7 @@ class Array:
         OSError
             The directory cannot be written.
         ImportError
-            ``client`` is given and dask.distributed or zarr is missing.
+            A client is given and dask.distributed or zarr is missing.
         TypeError
             ``client`` is not None, "auto" or a ``distributed.Client``; or,
             with ``client``, the array cannot be pickled (see
@@ -694,13 +684,12 @@ class Array:
                 raise ValueError(f"chunks {chunks} must have one length per axis of the array of shape {self.shape}")
             if any(c <= 0 for c in chunks):
                 raise ValueError(f"chunk lengths must be positive, got chunks={chunks}")
-        if client is not None:
+        resolved = resolve_client(client)
+        if resolved is not None:
             from . import _cluster
 
-            resolved = _cluster.resolve_client(client)
-            if resolved is not None:
-                _cluster.to_zarr(self, path, chunks, memory_limit, n_jobs, overwrite, resolved)
-                return
+            _cluster.to_zarr(self, path, chunks, memory_limit, n_jobs, overwrite, resolved)
+            return
         self._expr.to_zarr(
             os.fsdecode(os.fspath(path)), chunks, check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite)
         )

@@ -32,6 +32,7 @@ from ._core import (
 from ._core import prod as _prod
 
 _NoValue = getattr(np, "_NoValue", None)
+#: Subscript letters for the contractions written as einsums (matmul, tensordot).
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
@@ -1295,7 +1296,8 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = False, dtype: Any = 
     ------
     ValueError
         Bad subscripts (wrong number of operands or indices, an index with
-        two different lengths, output indices that are not in the inputs).
+        two different lengths, output indices that are not in the inputs),
+        with ``numpy.einsum``'s message.
     TypeError
         The interleaved ``einsum(a, [0, 1], b, [1, 2])`` form.
     """
@@ -1317,112 +1319,8 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = False, dtype: Any = 
                     f"Cannot cast array data from {x.dtype!r} to {np.dtype(name)!r} according to the rule {casting!r}"
                 )
         xs = [x.astype(name) for x in xs]
-    subscripts, shapes = _explicit_einsum(subscripts, [x.shape for x in xs])
-    xs = [broadcast_to(x, s) for x, s in zip(xs, shapes)]
+    # The engine checks the subscripts against the shapes (NumPy's messages).
     return op("einsum", xs, subscripts=subscripts)
-
-
-def _explicit_einsum(subscripts: str, shapes: list) -> tuple:
-    """NumPy's einsum subscripts checked (ValueError with NumPy's messages)
-    and made explicit: '...' replaced by letters (broadcast as NumPy does,
-    returning the shape each operand is broadcast to), the implicit output
-    (the ellipsis axes, then the labels that appear once, in ASCII order)
-    written out."""
-    text = subscripts.replace(" ", "")
-    if text.count("->") > 1 or ("-" in text.replace("->", "")) or (">" in text.replace("->", "")):
-        raise ValueError("einstein sum subscripts string contains a '-' or '>' that is not part of '->'")
-    explicit = "->" in text
-    lhs, out = text.split("->") if explicit else (text, None)
-    terms = lhs.split(",")
-    if len(terms) != len(shapes):
-        which = "more" if len(shapes) > len(terms) else "fewer"
-        raise ValueError(f"{which} operands provided to einstein sum function than specified in the subscripts string")
-    used = set(c for c in text if c.isalpha())
-    for c in text.replace("->", "").replace(",", "").replace("...", ""):
-        if not (c.isascii() and c.isalpha()):
-            raise ValueError(
-                f"invalid subscript '{c}' in einstein sum subscripts string, subscripts must be letters"
-            )
-    free = [c for c in _LETTERS if c not in used]
-    # Ellipsis dimensions of each operand, right-aligned and broadcast.
-    ell_dims = []
-    labels = []
-    for i, (term, shape) in enumerate(zip(terms, shapes)):
-        if term.count("...") > 1 or ("." in term.replace("...", "")):
-            raise ValueError(f"einstein sum subscripts string contains a '.' that is not part of an ellipsis ('...') in operand {i}")
-        letters = term.replace("...", "")
-        if "..." in term:
-            n_ell = len(shape) - len(letters)
-            if n_ell < 0:
-                raise ValueError(f"operand {i} has more dimensions than subscripts given in einstein sum, but no "
-                                 "'...' ellipsis provided to broadcast the extra dimensions.")
-        else:
-            n_ell = 0
-            if len(letters) != len(shape):
-                raise ValueError(
-                    f"operand {i} has {'more' if len(shape) > len(letters) else 'fewer'} dimensions than "
-                    "subscripts given in einstein sum, but no '...' ellipsis provided to broadcast the extra "
-                    "dimensions." if len(shape) > len(letters) else
-                    f"einstein sum subscripts string contains too many subscripts for operand {i}"
-                )
-        ell_dims.append(n_ell)
-        labels.append(term)
-    n_ell_max = builtins.max(ell_dims) if ell_dims else 0
-    if n_ell_max > len(free):
-        raise ValueError("einsum: too many dimensions")
-    ell_letters = "".join(free[:n_ell_max])
-    ell_shape = np.broadcast_shapes(
-        *(tuple(shape[term.index("..."): term.index("...") + n]) if "..." in term else ()
-          for term, shape, n in zip(terms, shapes, ell_dims))
-    )
-    new_terms, new_shapes = [], []
-    sizes: dict = {}
-    for i, (term, shape, n) in enumerate(zip(terms, shapes, ell_dims)):
-        if "..." in term:
-            k = term.index("...")
-            before, after = term[:k], term[k + 3:]
-            full = before + ell_letters[n_ell_max - n:] + after
-            target = tuple(shape[:k]) + tuple(ell_shape[len(ell_shape) - n:]) + tuple(shape[k + n:])
-        else:
-            full, target = term, tuple(shape)
-        for c, d in zip(full, target):
-            if c in ell_letters:
-                continue
-            if sizes.setdefault(c, d) != d:
-                raise ValueError(
-                    f"size of label '{c}' for operand {i} ({d}) does not match previous terms ({sizes[c]})."
-                )
-        new_terms.append(full)
-        new_shapes.append(target)
-    # Repeated labels in one term must have one length (a diagonal).
-    for i, (full, target) in enumerate(zip(new_terms, new_shapes)):
-        seen: dict = {}
-        for c, d in zip(full, target):
-            if seen.setdefault(c, d) != d:
-                raise ValueError(f"dimensions in operand {i} for collapsing index '{c}' don't match ({seen[c]} != {d})")
-    if explicit:
-        if "." in out.replace("...", "") or out.count("...") > 1:
-            raise ValueError("einstein sum subscripts string contains a '.' that is not part of an ellipsis ('...') in the output")
-        out_letters = out.replace("...", "")
-        for c in out_letters:
-            if out_letters.count(c) > 1:
-                raise ValueError(f"einstein sum subscripts string includes output subscript '{c}' multiple times")
-            if c not in used or not builtins.any(c in t for t in terms):
-                raise ValueError(f"einstein sum subscripts string included output subscript '{c}' which never appeared in an input")
-        if "..." in out:
-            out_full = out.replace("...", ell_letters[n_ell_max - len(ell_shape):] if ell_shape else "")
-        else:
-            if builtins.any(d != 1 for d in ell_shape) and n_ell_max:
-                raise ValueError("output has more dimensions than subscripts given in einstein sum, but no '...' "
-                                 "ellipsis provided to broadcast the extra dimensions.")
-            out_full = out
-    else:
-        counts: dict = {}
-        for t in terms:
-            for c in t.replace("...", ""):
-                counts[c] = counts.get(c, 0) + 1
-        out_full = ell_letters + "".join(sorted(c for c, k in counts.items() if k == 1))
-    return ",".join(new_terms) + "->" + out_full, new_shapes
 
 
 def _matmul_error(i: int, dim: int, got: int, want: int) -> ValueError:

@@ -30,7 +30,7 @@ pub use cancel::{install, Cancel};
 pub use context::{Backend, Context};
 pub use grid::{run_grid, run_tiles};
 pub use progress::{Observer, Progress};
-pub use remote::{decode, encode, task_result, Remote, Task};
+pub use remote::{decode, encode, task_result, Remote, Task, TaskRunner};
 pub use sample::{row_key, row_unit, KeyedSample};
 pub(crate) use scan::{plan_scan_task, run_scan_task, SCAN};
 pub use scan::{scan, Scan, ScanStats};

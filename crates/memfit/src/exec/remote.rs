@@ -7,7 +7,10 @@
 //! (see [`super::run_pass`]).
 //!
 //! The receiving side decodes the task and runs it over its rows with
-//! [`crate::estimator::run_task`].
+//! [`crate::estimator::run_task`], through the [`TaskRunner`] of its kind:
+//! a pass that runs in other processes is one [`super::Pass::task`] on the
+//! sending side and one [`TaskRunner`], listed in
+//! [`crate::estimator::TASK_RUNNERS`], on the receiving side.
 
 use std::ops::Range;
 
@@ -17,7 +20,8 @@ use serde::{Deserialize, Serialize};
 use super::{Partial, Pass};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::io::Dtype;
+use crate::io::{Dtype, Source};
+use crate::plan::Plan;
 
 /// A pass described for another process: which pass, what it computes in,
 /// the shift subtracted from the rows, and the pass's own parameters.
@@ -46,6 +50,40 @@ impl Task {
     pub fn decode(bytes: &[u8]) -> Result<Task> {
         decode(bytes, "task")
     }
+}
+
+/// The receiving side of one kind of [`Task`]: decodes its payload, plans
+/// it over the rows a process was given and runs it there.
+pub trait TaskRunner: Sync {
+    /// The kind's name on the wire ([`Task::kind`]): what the pass's
+    /// [`super::Pass::task`] gives.
+    fn kind(&self) -> &'static str;
+
+    /// Whether the kind runs in the compute type `compute` (float32 and
+    /// float64 by default).
+    fn computes(&self, compute: Dtype) -> bool {
+        matches!(compute, Dtype::F32 | Dtype::F64)
+    }
+
+    /// Plans `task` over the rows of `x` (a piece of the data, see
+    /// [`Source::starting_at`]) and optional per-row weights `w` (the same
+    /// rows) within `limit_bytes`; with `run`, also runs it and returns its
+    /// [`task_result`]. `task.shift` has one value per feature of `x`.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] for a payload of another kind;
+    /// [`Error::DoesNotFit`] when one block does not fit; when run, the
+    /// pass's errors (read errors, [`Error::NonFinite`] naming the row in
+    /// the whole data, [`Error::Cancelled`]).
+    fn plan_and_run(
+        &self,
+        task: &Task,
+        x: &Source<'_>,
+        w: Option<&Source<'_>>,
+        limit_bytes: u64,
+        run: bool,
+        cancel: &crate::exec::Cancel,
+    ) -> Result<(Plan, Option<Vec<u8>>)>;
 }
 
 /// Runs tasks elsewhere.

@@ -79,7 +79,8 @@ pub struct Dense {
 }
 
 /// An invalid `einsum` call, with the data to word it. [`fmt::Display`]
-/// follows NumPy's messages where practical; `operand` counts from 0.
+/// gives NumPy's message (`numpy.einsum`'s, not `einsum_path`'s), word for
+/// word; `operand` counts from 0.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EinsumError {
     /// No operands were given.
@@ -155,23 +156,46 @@ pub enum EinsumError {
         size: usize,
         /// The extent in the earlier operands.
         previous: usize,
+        /// Every operand's shape and its axes in NumPy's iteration order
+        /// (what NumPy's message shows).
+        operands: Vec<RemappedShape>,
     },
+    /// A `-` in the inputs' subscripts that does not start the `->`.
+    StrayArrow,
+}
+
+/// An operand as NumPy's einsum iterates over it: its shape (repeated
+/// labels combined into one axis, the diagonal) and, for each label in the
+/// iteration order (the output's labels, then the summed ones in ascending
+/// character order), its extent, `None` where the operand lacks the label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemappedShape {
+    /// The shape, after combining repeated labels.
+    pub original: Vec<usize>,
+    /// The extent along each iteration label, or `None` (NumPy's `newaxis`).
+    pub remapped: Vec<Option<usize>>,
+}
+
+/// `shape` as NumPy prints a tuple of extents (`(2,)`, `(2,3)`); `None` is
+/// `newaxis`.
+fn shape_text(shape: impl ExactSizeIterator<Item = Option<usize>>) -> String {
+    let one = shape.len() == 1;
+    let parts: Vec<String> = shape.map(|d| d.map_or_else(|| "newaxis".to_string(), |d| d.to_string())).collect();
+    format!("({}{})", parts.join(","), if one { "," } else { "" })
 }
 
 impl fmt::Display for EinsumError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NoOperands => write!(f, "No input operands"),
-            Self::OperandCount { subscripts, operands } if operands > subscripts => write!(
-                f,
-                "more operands provided to einstein sum function than specified in the subscripts string \
-                 ({operands} operands, {subscripts} terms)"
-            ),
-            Self::OperandCount { subscripts, operands } => write!(
-                f,
-                "fewer operands provided to einstein sum function than specified in the subscripts string \
-                 ({operands} operands, {subscripts} terms)"
-            ),
+            // NumPy's words, which count the subscripts' terms: "more" when
+            // the subscripts name more operands than were given.
+            Self::OperandCount { subscripts, operands } if subscripts > operands => {
+                write!(f, "more operands provided to einstein sum function than specified in the subscripts string")
+            }
+            Self::OperandCount { .. } => {
+                write!(f, "fewer operands provided to einstein sum function than specified in the subscripts string")
+            }
             Self::InvalidCharacter { character } => write!(
                 f,
                 "invalid subscript '{}' in einstein sum subscripts string, subscripts must be letters",
@@ -179,28 +203,19 @@ impl fmt::Display for EinsumError {
             ),
             Self::InvalidEllipsis { operand: Some(op) } => write!(
                 f,
-                "einstein sum subscripts string contains a '.' that is not part of a single ellipsis ('...') \
-                 in operand {op}"
+                "einstein sum subscripts string contains a '.' that is not part of an ellipsis ('...') in operand {op}"
             ),
             Self::InvalidEllipsis { operand: None } => write!(
                 f,
-                "einstein sum subscripts string contains a '.' that is not part of a single ellipsis ('...') \
-                 in the output"
+                "einstein sum subscripts string contains a '.' that is not part of an ellipsis ('...') in the output"
             ),
-            Self::DimensionCount { operand, labels, ndim, ellipsis: true } => write!(
+            Self::DimensionCount { operand, labels, ndim, ellipsis } if *ellipsis || labels > ndim => {
+                write!(f, "einstein sum subscripts string contains too many subscripts for operand {operand}")
+            }
+            Self::DimensionCount { .. } => write!(
                 f,
-                "einstein sum subscripts string contains too many subscripts for operand {operand} \
-                 ({labels} subscripts, {ndim} dimensions)"
-            ),
-            Self::DimensionCount { operand, labels, ndim, ellipsis: false } if labels > ndim => write!(
-                f,
-                "einstein sum subscripts string contains too many subscripts for operand {operand} \
-                 ({labels} subscripts, {ndim} dimensions)"
-            ),
-            Self::DimensionCount { operand, labels, ndim, .. } => write!(
-                f,
-                "operand {operand} has more dimensions than subscripts given in einstein sum ({ndim} dimensions, \
-                 {labels} subscripts), but no '...' ellipsis provided to broadcast the extra dimensions."
+                "operand has more dimensions than subscripts given in einstein sum, but no '...' ellipsis \
+                 provided to broadcast the extra dimensions."
             ),
             Self::TooManyEllipsisDims { count } => {
                 write!(f, "too many dimensions under '...' in einstein sum ({count}, at most 128)")
@@ -213,19 +228,30 @@ impl fmt::Display for EinsumError {
             Self::OutputRepeated { label } => {
                 write!(f, "einstein sum subscripts string includes output subscript '{label}' multiple times")
             }
-            Self::OutputMissingEllipsis { ndim } => write!(
+            Self::OutputMissingEllipsis { .. } => write!(
                 f,
                 "output has more dimensions than subscripts given in einstein sum, but no '...' ellipsis \
-                 provided to broadcast the extra dimensions ({ndim} broadcast dimensions)."
+                 provided to broadcast the extra dimensions."
             ),
-            Self::DiagonalMismatch { label, operand, first, other } => write!(
-                f,
-                "dimensions in operand {operand} for collapsing index '{label}' don't match ({other} != {first})"
-            ),
-            Self::SizeMismatch { label, operand, size, previous } => write!(
-                f,
-                "Size of label '{label}' for operand {operand} ({size}) does not match previous terms ({previous})."
-            ),
+            Self::DiagonalMismatch { label, first, other, .. } => {
+                write!(
+                    f,
+                    "dimensions in single operand for collapsing index '{label}' don't match ({first} != {other})"
+                )
+            }
+            Self::SizeMismatch { operands, .. } => {
+                write!(f, "operands could not be broadcast together with remapped shapes [original->remapped]: ")?;
+                for op in operands {
+                    // Leading new axes are left out, as NumPy prints them.
+                    let start = op.remapped.iter().position(Option::is_some).unwrap_or(op.remapped.len());
+                    let original = shape_text(op.original.iter().map(|&d| Some(d)));
+                    write!(f, "{original}->{} ", shape_text(op.remapped[start..].iter().copied()))?;
+                }
+                Ok(())
+            }
+            Self::StrayArrow => {
+                write!(f, "einstein sum subscript string does not contain proper '->' output specified")
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{label_name, EinsumError, Subscripts};
+use super::{label_name, EinsumError, RemappedShape, Subscripts};
 
 /// First fresh label for dimensions under `...`.
 const ELLIPSIS_BASE: u8 = 0x80;
@@ -51,8 +51,9 @@ fn parse_term(text: &str, operand: Option<usize>) -> Result<Term, EinsumError> {
 /// operands as `numpy.einsum_path` allows it. Spaces are ignored.
 ///
 /// # Errors
-/// [`EinsumError`]: no operands; a different number of terms than operands;
-/// a character other than letters, `.`, `,`, `->` and spaces; a stray `.` or
+/// [`EinsumError`]: no operands; a `-` before the `->`; a different number
+/// of terms than operands; a character other than letters, `.`, `,`, `->`
+/// and spaces; a stray `.` or
 /// a second `...` in a term; labels not matching an operand's dimensions; more
 /// than 128 dimensions under `...`; an output label repeated or absent from
 /// the inputs; broadcast dimensions without `...` in an explicit output; a
@@ -66,6 +67,9 @@ pub fn parse(subscripts: &str, shapes: &[Vec<usize>]) -> Result<Subscripts, Eins
         Some((l, r)) => (l, Some(r)),
         None => (subscripts, None),
     };
+    if lhs.contains('-') {
+        return Err(EinsumError::StrayArrow);
+    }
     let terms: Vec<&str> = lhs.split(',').collect();
     if terms.len() != shapes.len() {
         return Err(EinsumError::OperandCount { subscripts: terms.len(), operands: shapes.len() });
@@ -166,13 +170,43 @@ fn check_sizes(sub: &Subscripts, shapes: &[Vec<usize>]) -> Result<(), EinsumErro
                     sizes.insert(l, dim);
                 }
                 Some(prev) if dim != 1 && dim != prev => {
-                    return Err(EinsumError::SizeMismatch { label: label_name(l), operand, size: dim, previous: prev });
+                    return Err(EinsumError::SizeMismatch {
+                        label: label_name(l),
+                        operand,
+                        size: dim,
+                        previous: prev,
+                        operands: remapped(sub, shapes),
+                    });
                 }
                 Some(_) => {}
             }
         }
     }
     Ok(())
+}
+
+/// Each operand as NumPy's einsum iterates over it (see [`RemappedShape`]),
+/// for its message on extents that do not broadcast.
+fn remapped(sub: &Subscripts, shapes: &[Vec<usize>]) -> Vec<RemappedShape> {
+    let mut order = sub.output.clone();
+    order.extend((0..=u8::MAX).filter(|l| !sub.output.contains(l) && sub.inputs.iter().any(|v| v.contains(l))));
+    sub.inputs
+        .iter()
+        .zip(shapes)
+        .map(|(labels, shape)| {
+            // Repeated labels are one axis (the diagonal), where they first appear.
+            let mut axes: Vec<(u8, usize)> = Vec::with_capacity(labels.len());
+            for (&l, &dim) in labels.iter().zip(shape) {
+                if !axes.iter().any(|&(a, _)| a == l) {
+                    axes.push((l, dim));
+                }
+            }
+            RemappedShape {
+                original: axes.iter().map(|&(_, d)| d).collect(),
+                remapped: order.iter().map(|&l| axes.iter().find(|&&(a, _)| a == l).map(|&(_, d)| d)).collect(),
+            }
+        })
+        .collect()
 }
 
 /// The extent of every label of `sub` (the largest over its axes, the others

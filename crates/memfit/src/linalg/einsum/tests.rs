@@ -124,18 +124,75 @@ fn einsum_parse() {
     assert_eq!(e("ij->ii", &[&[2, 2]]), EinsumError::OutputRepeated { label: 'i' });
     assert_eq!(e("...i->i", &[&[3, 2]]), EinsumError::OutputMissingEllipsis { ndim: 1 });
     assert_eq!(e("ii", &[&[2, 3]]), EinsumError::DiagonalMismatch { label: 'i', operand: 0, first: 2, other: 3 });
+    let remapped = |original: &[usize], remapped: &[Option<usize>]| RemappedShape {
+        original: original.to_vec(),
+        remapped: remapped.to_vec(),
+    };
     assert_eq!(
         e("ij,jk", &[&[2, 4], &[3, 5]]),
-        EinsumError::SizeMismatch { label: "j".into(), operand: 1, size: 3, previous: 4 }
+        EinsumError::SizeMismatch {
+            label: "j".into(),
+            operand: 1,
+            size: 3,
+            previous: 4,
+            operands: vec![remapped(&[2, 4], &[Some(2), None, Some(4)]), remapped(&[3, 5], &[None, Some(5), Some(3)])],
+        }
     );
-    assert_eq!(
+    assert!(matches!(
         e("...i,...i", &[&[2, 4], &[3, 4]]),
-        EinsumError::SizeMismatch { label: "...[0]".into(), operand: 1, size: 3, previous: 2 }
+        EinsumError::SizeMismatch { label, operand: 1, size: 3, previous: 2, .. } if label == "...[0]"
+    ));
+    assert_eq!(e("i-j", &[&[2]]), EinsumError::StrayArrow);
+}
+
+/// The messages are NumPy's (`numpy.einsum`, NumPy 2), word for word.
+#[test]
+fn messages_are_numpys() {
+    let e = |s: &str, shapes: &[&[usize]]| {
+        parse(s, &shapes.iter().map(|x| x.to_vec()).collect::<Vec<_>>()).unwrap_err().to_string()
+    };
+    let broadcast = "operands could not be broadcast together with remapped shapes [original->remapped]: ";
+    assert_eq!(e("ij,jk->ik", &[&[3, 4], &[5, 6]]), format!("{broadcast}(3,4)->(3,newaxis,4) (5,6)->(6,5) "));
+    assert_eq!(e("ab,Ab->", &[&[2, 3], &[2, 4]]), format!("{broadcast}(2,3)->(2,3) (2,4)->(2,newaxis,4) "));
+    assert_eq!(e("ii,i->i", &[&[2, 2], &[3]]), format!("{broadcast}(2,)->(2,) (3,)->(3,) "));
+    assert_eq!(e("...i,...i->...i", &[&[2, 3], &[4, 3]]), format!("{broadcast}(2,3)->(2,3) (4,3)->(4,3) "));
+    assert_eq!(
+        e("ij,jk->ik", &[&[3, 4]]),
+        "more operands provided to einstein sum function than specified in the subscripts string"
     );
     assert_eq!(
-        e("ij,jk", &[&[2, 4], &[3, 5]]).to_string(),
-        "Size of label 'j' for operand 1 (3) does not match previous terms (4)."
+        e("i,j", &[&[3], &[4], &[5]]),
+        "fewer operands provided to einstein sum function than specified in the subscripts string"
     );
+    assert_eq!(
+        e("ijk,jk->ik", &[&[3, 4], &[4, 5]]),
+        "einstein sum subscripts string contains too many subscripts for operand 0"
+    );
+    assert_eq!(e("ij->iij", &[&[3, 4]]), "einstein sum subscripts string includes output subscript 'i' multiple times");
+    assert_eq!(
+        e("i$,j->ij", &[&[3, 4], &[4]]),
+        "invalid subscript '$' in einstein sum subscripts string, subscripts must be letters"
+    );
+    assert_eq!(
+        e("i.j", &[&[3, 4]]),
+        "einstein sum subscripts string contains a '.' that is not part of an ellipsis ('...') in operand 0"
+    );
+    assert_eq!(
+        e("ij->i.", &[&[3, 4]]),
+        "einstein sum subscripts string contains a '.' that is not part of an ellipsis ('...') in the output"
+    );
+    assert_eq!(
+        e("ij", &[&[3, 4, 5]]),
+        "operand has more dimensions than subscripts given in einstein sum, but no '...' ellipsis provided to \
+         broadcast the extra dimensions."
+    );
+    assert_eq!(
+        e("...i,...i->i", &[&[2, 3], &[2, 3]]),
+        "output has more dimensions than subscripts given in einstein sum, but no '...' ellipsis provided to \
+         broadcast the extra dimensions."
+    );
+    assert_eq!(e("ii->i", &[&[3, 4]]), "dimensions in single operand for collapsing index 'i' don't match (3 != 4)");
+    assert_eq!(e("i-j", &[&[3]]), "einstein sum subscript string does not contain proper '->' output specified");
     assert_eq!(
         e("ij->k", &[&[2, 2]]).to_string(),
         "einstein sum subscripts string included output subscript 'k' which never appeared in an input"
