@@ -18,6 +18,7 @@ use memfit::cluster::{KMeansParams, LabelSink};
 use memfit::estimator::{
     parse_init, CentersJob, ComputeDtype, GmmJob, GmmPredictJob, KMeansJob, QuadraticFormJob, ScatterJob,
 };
+use memfit::exec::RunOptions;
 use memfit::io::{npy_file_bytes, Dtype};
 use memfit::mixture::{
     load_model, model_dir_bytes, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs,
@@ -45,6 +46,14 @@ fn split(remote: Option<Py<PyAny>>, bounds: Vec<usize>) -> (memfit::exec::RowSpl
         }
         None => (memfit::exec::RowSplit::at(bounds), None),
     }
+}
+
+/// How a job called with `memory_limit` bytes and `n_jobs` threads runs
+/// (the threads of the pool [`runner::run`] starts), its passes split as
+/// `row_split`.
+pub(crate) fn run_options(memory_limit: u64, n_jobs: Option<usize>, row_split: memfit::exec::RowSplit) -> RunOptions {
+    let threads = Some(n_jobs.unwrap_or_else(memfit::plan::default_threads));
+    RunOptions { threads, row_split, ..RunOptions::with_limit(memory_limit) }
 }
 
 /// The result of a dry run: `{"plan": text}`.
@@ -177,13 +186,12 @@ fn kmeans_fit<'py>(
         max_iter,
         tol,
         random_state,
-        memory_limit_bytes: memory_limit,
         init_sample_rows: None,
         plot_sample_rows: 0,
-        row_split,
     };
-    let src = held.source(memory_limit)?;
-    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let opts = run_options(memory_limit, n_jobs, row_split);
+    let src = held.source(&opts)?;
+    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -194,6 +202,7 @@ fn kmeans_fit<'py>(
             compute: compute(float32),
             n_outputs: 0,
             extra: Vec::new(),
+            run: opts,
         };
         if with_labels {
             job.extra.push(("labels_ (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
@@ -249,8 +258,9 @@ fn assign<'py>(
 ) -> PyResult<f64> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
-    let src = held.source(memory_limit)?;
-    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let opts = run_options(memory_limit, n_jobs, Default::default());
+    let src = held.source(&opts)?;
+    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
@@ -263,7 +273,7 @@ fn assign<'py>(
             sample_weight: w.as_ref(),
             compute: compute(float32),
             labels_file: false,
-            memory_limit_bytes: memory_limit,
+            run: opts,
         };
         let plan = job.plan_assign()?;
         let mut put = |l: &[u32], dist: &[f64]| {
@@ -292,7 +302,8 @@ fn transform<'py>(
     float32: bool,
 ) -> PyResult<()> {
     let held = Held::new(x)?;
-    let src = held.source(memory_limit)?;
+    let opts = run_options(memory_limit, n_jobs, Default::default());
+    let src = held.source(&opts)?;
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let (mut out64, mut out32) = (out.extract::<PyReadwriteArray2<'py, f64>>().ok(), None);
@@ -309,7 +320,7 @@ fn transform<'py>(
             sample_weight: None,
             compute: compute(float32),
             labels_file: false,
-            memory_limit_bytes: memory_limit,
+            run: opts,
         };
         let plan = job.plan_transform()?;
         let mut put = |dist: &[f64]| {
@@ -384,6 +395,7 @@ fn gmm_fit<'py>(
     let held_p = precisions_init.map(Held::new).transpose()?;
     let held_warm = warm_precisions_cholesky.map(Held::new).transpose()?;
     let t = self::covariance_type(covariance_type)?;
+    let opts = RunOptions { scratch_dir, ..run_options(memory_limit, n_jobs, row_split) };
     let params = GmmParams {
         n_components,
         covariance_type: t,
@@ -394,12 +406,9 @@ fn gmm_fit<'py>(
         init_params: InitMethod::parse(init_params).map_err(to_py)?,
         weights_init: weights_init.map(|w| w.as_array().iter().copied().collect()),
         means_init: means_init.map(|m| m.as_array().iter().copied().collect()),
-        precisions_init: held_p.as_ref().map(|h| h.source(memory_limit)).transpose()?.map(PrecisionsInit::Precisions),
+        precisions_init: held_p.as_ref().map(|h| h.source(&opts)).transpose()?.map(PrecisionsInit::Precisions),
         random_state,
-        memory_limit_bytes: memory_limit,
         lower_bound_init: None,
-        row_split,
-        scratch_dir,
     };
     let warm_dir = warm_model_dir.map(load_model).transpose().map_err(to_py)?;
     let saved_to = model_dir.clone();
@@ -408,14 +417,14 @@ fn gmm_fit<'py>(
             covariance_type: t,
             weights: w.as_array().iter().copied().collect(),
             means: m.as_array().iter().copied().collect(),
-            precisions_cholesky: p.source(memory_limit)?,
+            precisions_cholesky: p.source(&opts)?,
             shift: None,
             lower_bound: warm_lower_bound,
         }),
         _ => None,
     };
-    let src = held.source(memory_limit)?;
-    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let src = held.source(&opts)?;
+    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (done, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -426,6 +435,7 @@ fn gmm_fit<'py>(
             compute: compute(float32),
             n_outputs: 0,
             extra: Vec::new(),
+            run: opts,
         };
         if let Some(mut model) = warm.or(warm_dir) {
             // The Python layer runs one initialisation for a warm start.
@@ -524,6 +534,7 @@ fn gmm_predict<'py>(
     model_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (row_split, remote) = split(remote, row_bounds);
+    let opts = run_options(memory_limit, n_jobs, row_split);
     let held = Held::new(x)?;
     let held_p = Held::new(precisions_cholesky)?;
     let model = match model_dir {
@@ -533,25 +544,18 @@ fn gmm_predict<'py>(
             covariance_type: self::covariance_type(covariance_type)?,
             weights: weights.as_array().iter().copied().collect(),
             means: means.as_array().iter().copied().collect(),
-            precisions_cholesky: held_p.source(memory_limit)?,
+            precisions_cholesky: held_p.source(&opts)?,
             shift: None,
             lower_bound: None,
         },
     };
-    let src = held.source(memory_limit)?;
+    let src = held.source(&opts)?;
     let mut fill_labels = Fill::new(labels.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_proba = Fill::new(proba.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_log_likelihood = Fill::new(log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let done = run(py, n_jobs, float32, None, move |obs| {
         // Results go to the caller's arrays: no file writers to plan.
-        let job = GmmPredictJob {
-            model: &model,
-            x: &src,
-            compute: compute(float32),
-            n_outputs: 0,
-            memory_limit_bytes: memory_limit,
-            row_split,
-        };
+        let job = GmmPredictJob { model: &model, x: &src, compute: compute(float32), n_outputs: 0, run: opts };
         let plan = job.plan()?;
         let wanted = (fill_labels.wanted(), fill_proba.wanted(), fill_log_likelihood.wanted());
         let k = model.n_components();
@@ -599,7 +603,8 @@ fn row_quadratic_form<'py>(
     float32: bool,
 ) -> PyResult<()> {
     let held = Held::new(x)?;
-    let src = held.source(memory_limit)?;
+    let opts = run_options(memory_limit, n_jobs, Default::default());
+    let src = held.source(&opts)?;
     let q_shape = {
         let a = q.as_array();
         [a.nrows(), a.ncols()]
@@ -607,7 +612,7 @@ fn row_quadratic_form<'py>(
     let q = q.as_slice()?;
     let mut fill = Fill::new(Some(out.as_slice_mut()?));
     let done = run(py, n_jobs, float32, None, move |obs| {
-        let job = QuadraticFormJob { x: &src, q, q_shape, compute: compute(float32), memory_limit_bytes: memory_limit };
+        let job = QuadraticFormJob { x: &src, q, q_shape, compute: compute(float32), run: opts };
         let plan = job.plan()?;
         job.run(&plan, &mut |r: &[f64]| fill.put(r, |v| v), obs)
     })?;
@@ -631,11 +636,12 @@ fn weighted_scatter<'py>(
     let (row_split, remote) = split(remote, row_bounds);
     let held = Held::new(x)?;
     let held_w = w.map(Held::new).transpose()?;
-    let src = held.source(memory_limit)?;
-    let ws = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let opts = run_options(memory_limit, n_jobs, row_split);
+    let src = held.source(&opts)?;
+    let ws = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
     let d = src.n_features();
     let done = run(py, n_jobs, false, None, move |obs| {
-        let job = ScatterJob { x: &src, weights: ws.as_ref(), memory_limit_bytes: memory_limit, row_split };
+        let job = ScatterJob { x: &src, weights: ws.as_ref(), run: opts };
         let plan = job.plan()?;
         job.run(&plan, obs)
     })

@@ -4,11 +4,11 @@
 
 use crate::cluster::{AssignTask, ASSIGN};
 use crate::error::{Error, Result};
-use crate::exec::{plan_scan_task, run_scan_task, Task, SCAN};
+use crate::exec::{plan_scan_task, run_scan_task, RunOptions, Task, SCAN};
 use crate::io::{Dtype, Source};
 use crate::linalg::{plan_weighted_scatter, run_scatter_task, SCATTER};
 use crate::mixture::{MixtureTask, EM_TASK, E_TASK};
-use crate::plan::Plan;
+use crate::plan::{Job, Plan};
 
 /// A decoded task, ready to plan and run.
 enum Decoded {
@@ -80,7 +80,7 @@ pub fn run_task(
             (plan, out)
         }
         Decoded::Scatter => {
-            let plan = plan_weighted_scatter(x, w, limit_bytes)?;
+            let plan = plan_weighted_scatter(&Job::new(x, w, 8, 0, &RunOptions::with_limit(limit_bytes)))?;
             let out = run.then(|| run_scatter_task(&task.payload, x, w, &plan, cancelled)).transpose()?;
             (plan, out)
         }

@@ -17,11 +17,13 @@
 //! as one pass over all the rows: the basis for running a pass in pieces
 //! (tasks on a cluster, [`Remote`]) without changing its answer.
 
+mod options;
 mod progress;
 mod remote;
 mod sample;
 mod scan;
 
+pub use options::RunOptions;
 pub use progress::{Observer, Progress};
 pub use remote::{decode, encode, task_result, Remote, Task};
 pub use sample::{row_key, row_unit, KeyedSample};

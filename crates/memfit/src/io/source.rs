@@ -251,6 +251,17 @@ pub trait RowSource: Send + Sync + std::fmt::Debug {
     fn bytes_per_row(&self) -> usize;
     /// Bytes held while the source lives (intermediate results).
     fn held_bytes(&self) -> u64;
+    /// Computes what must exist before rows can be read (an expression's
+    /// intermediate results), within [`RowSource::held_bytes`]; stops with
+    /// [`crate::Error::Cancelled`] once `cancelled` is set. Reads call it
+    /// themselves when it has not run; jobs call it first, so that its
+    /// errors and cancellation come before any of their work.
+    ///
+    /// # Errors
+    /// The computation's errors (typed); [`crate::Error::Cancelled`].
+    fn prepare(&self, _cancelled: &std::sync::atomic::AtomicBool) -> Result<()> {
+        Ok(())
+    }
     /// The name errors give the rows (`<expression>` unless overridden;
     /// `<memory>` for an array that the front end names itself).
     fn name(&self) -> PathBuf {
@@ -406,6 +417,18 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Rows(r) => r.held_bytes(),
             _ => 0,
+        }
+    }
+
+    /// Computes what computed rows need before they can be read (see
+    /// [`RowSource::prepare`]); nothing for files and in-memory arrays.
+    ///
+    /// # Errors
+    /// As [`RowSource::prepare`].
+    pub fn prepare(&self, cancelled: &std::sync::atomic::AtomicBool) -> Result<()> {
+        match &self.data {
+            Data::Rows(r) => r.prepare(cancelled),
+            _ => Ok(()),
         }
     }
 
@@ -866,29 +889,6 @@ fn convert<T: Real>(
         Dtype::F64 => typed!(f64, 8),
         Dtype::F16 => {
             convert_rows(rows, d, row_step, col_step, shift, out, |k| decode(raw, k, Dtype::F16, endian), check)
-        }
-    }
-}
-
-/// A job over a source, as planners see it.
-impl crate::plan::Job {
-    /// Describes a job over `x` (and optional weights) in a compute type of
-    /// `compute_bytes` bytes on the current rayon pool, streaming
-    /// `n_outputs` arrays.
-    pub fn new(x: &Source<'_>, weights: Option<&Source<'_>>, compute_bytes: usize, n_outputs: usize) -> Self {
-        crate::plan::Job {
-            n_samples: x.n_samples() - x.first_row(),
-            n_features: x.n_features(),
-            x_scratch_per_row: x.scratch_bytes_per_row(),
-            w_scratch_per_row: weights.map(Source::scratch_bytes_per_row),
-            compute_bytes,
-            threads: rayon::current_num_threads(),
-            n_outputs,
-            extra: if x.held_bytes() > 0 {
-                vec![("held by the input (expression intermediates, a computed chunk)".to_string(), x.held_bytes())]
-            } else {
-                Vec::new()
-            },
         }
     }
 }

@@ -24,7 +24,7 @@ use super::passes::{EPass, EmPass, InitPass, InitResp, Nearest, Sums};
 use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct, Init, KMeansParams, MAX_K_TILE};
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{run_split, scan, Observer, Progress, RowSplit};
+use crate::exec::{run_split, scan, Observer, Progress, RowSplit, RunOptions};
 use crate::io::{BlockReader, Source};
 use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::{Job, Plan};
@@ -49,6 +49,7 @@ pub fn fit<T: Real>(
     x: &Source<'_>,
     sample_weight: Option<&Source<'_>>,
     plan: &Plan,
+    opts: &RunOptions,
     outputs: &mut Outputs<'_>,
     observer: &mut dyn Observer,
 ) -> Result<GmmFit> {
@@ -63,7 +64,7 @@ pub fn fit<T: Real>(
     let mut warnings = Vec::new();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
     let sample_seed = master.next_u64();
-    let split = &params.row_split;
+    let split = &opts.row_split;
     let needs_init = !params.fully_initialised();
     let kpp = needs_init && params.init_params == InitMethod::KMeansPlusPlus;
     if kpp {
@@ -105,12 +106,10 @@ pub fn fit<T: Real>(
                         init: Init::KMeansPlusPlus,
                         n_init: Some(1),
                         random_state: seed,
-                        memory_limit_bytes: params.memory_limit_bytes,
-                        row_split: split.clone(),
                         ..KMeansParams::default()
                     };
-                    let kplan = plan_kmeans(&kp, &Job::new(x, sample_weight, size_of::<T>(), 0))?;
-                    let m = crate::cluster::fit::<T>(&kp, x, sample_weight, &kplan, None, observer)?;
+                    let kplan = plan_kmeans(&kp, &Job::new(x, sample_weight, size_of::<T>(), 0, opts))?;
+                    let m = crate::cluster::fit::<T>(&kp, x, sample_weight, &kplan, opts, None, observer)?;
                     warnings.extend(m.warnings.into_iter().map(|w| crate::warning::Warning::InKMeansInit(Box::new(w))));
                     let centres = m.cluster_centers.chunks(d);
                     InitResp::Nearest(centres.flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v.to_f64() - s)).collect())
@@ -143,7 +142,7 @@ pub fn fit<T: Real>(
 
     let runs = if plan.component_groups.is_some() {
         let slots = if params.n_init > 1 { 2 } else { 1 };
-        let mut gw = GroupWork::<T>::new(t, k, x, plan, slots, &params.scratch_dir())?;
+        let mut gw = GroupWork::<T>::new(t, k, x, plan, slots, &opts.scratch_dir())?;
         let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
         let mut data = Data { x, blocks: &mut blocks, split, shift: &shift, weighted: sample_weight.is_some() };
         let (mut runs, slot) =
@@ -151,7 +150,19 @@ pub fn fit<T: Real>(
         runs.stored = Some(std::sync::Arc::new(gw.into_stored(slot)));
         runs
     } else {
-        runs_in_memory::<T>(params, x, sample_weight, plan, &shift, n_eff, inits, outputs, observer, &mut timings)?
+        runs_in_memory::<T>(
+            params,
+            x,
+            sample_weight,
+            plan,
+            split,
+            &shift,
+            n_eff,
+            inits,
+            outputs,
+            observer,
+            &mut timings,
+        )?
     };
     let Runs { best_init, best, lower_bounds, converged, lower_bound_per_init, log_likelihood, e_steps, worst, stored } =
         runs;
@@ -232,6 +243,7 @@ fn runs_in_memory<T: Real>(
     x: &Source<'_>,
     sample_weight: Option<&Source<'_>>,
     plan: &Plan,
+    split: &RowSplit,
     shift: &[f64],
     n_eff: f64,
     inits: Vec<Option<InitResp>>,
@@ -241,7 +253,6 @@ fn runs_in_memory<T: Real>(
 ) -> Result<Runs> {
     let (n, d, k) = (x.n_samples(), x.n_features(), params.n_components);
     let t = params.covariance_type;
-    let split = &params.row_split;
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
     let mut es = Estep::<T>::new(t, k, d);
     let mut work = CholWork::new(
@@ -492,11 +503,11 @@ mod tests {
                 tol: 0.0,
                 init_params: InitMethod::Random,
                 random_state: 5,
-                memory_limit_bytes: limit,
                 ..GmmParams::default()
             };
-            let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0), false).unwrap();
-            fit::<f64>(&params, &src, None, &plan, &mut Outputs::default(), &mut ()).unwrap()
+            let run = RunOptions::with_limit(limit);
+            let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0, &run), false).unwrap();
+            fit::<f64>(&params, &src, None, &plan, &run, &mut Outputs::default(), &mut ()).unwrap()
         })
     }
 
@@ -537,14 +548,15 @@ mod tests {
             precisions_init: Some(PrecisionsInit::Precisions(p)),
             ..GmmParams::default()
         };
-        let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0), false).unwrap();
+        let run = RunOptions::default();
+        let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0, &run), false).unwrap();
         let mut labels = Vec::new();
         let mut put = |l: &[u32]| {
             labels.extend_from_slice(l);
             Ok(())
         };
         let mut outputs = Outputs { labels: Some(&mut put), ..Outputs::default() };
-        let fit = fit::<f64>(&params, &src, None, &plan, &mut outputs, &mut ()).unwrap();
+        let fit = fit::<f64>(&params, &src, None, &plan, &run, &mut outputs, &mut ()).unwrap();
         assert_eq!((fit.n_iter, fit.converged, fit.lower_bounds.len()), (0, false, 0));
         assert_eq!(fit.lower_bound, f64::NEG_INFINITY);
         assert!(fit.warnings.is_empty(), "{:?}", fit.warnings);

@@ -16,7 +16,7 @@ use super::passes::{EPass, EmPass, Sums};
 use super::plan::plan_whole;
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{decode, encode, run_pass, task_result};
+use crate::exec::{decode, encode, run_pass, task_result, RunOptions};
 use crate::io::{BlockReader, Source};
 use crate::kernels::Prec;
 use crate::plan::{Job, Plan};
@@ -97,12 +97,12 @@ impl<T: Real> MixtureTask<T> {
         let params = GmmParams {
             n_components: self.es.k,
             covariance_type: self.covariance_type(),
-            memory_limit_bytes: limit_bytes,
             max_iter: 1,
             ..GmmParams::default()
         };
         // A task holds every component (groups run in one process only).
-        plan_whole(&params, &Job::new(x, w, size_of::<T>(), 0), self.em.is_none())
+        let run = RunOptions::with_limit(limit_bytes);
+        plan_whole(&params, &Job::new(x, w, size_of::<T>(), 0, &run), self.em.is_none())
     }
 
     /// Runs the pass over `rows` of `x` within `plan` and returns its
