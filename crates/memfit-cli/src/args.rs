@@ -69,6 +69,16 @@ impl Common {
     pub fn compute_dtype(&self, input: memfit::io::Dtype) -> memfit::estimator::ComputeDtype {
         self.dtype.map_or_else(|| memfit::estimator::ComputeDtype::exact_for(input), Into::into)
     }
+
+    /// How the job runs: `--memory-limit` (or the default limit) and
+    /// `--threads` (the pool the command runs in has that many).
+    ///
+    /// # Errors
+    /// A `--memory-limit` that does not parse.
+    pub fn run_options(&self) -> anyhow::Result<memfit::exec::RunOptions> {
+        let limit = crate::memory_limit(self.memory_limit.as_deref())?;
+        Ok(memfit::exec::RunOptions { threads: self.threads, ..memfit::exec::RunOptions::with_limit(limit) })
+    }
 }
 
 impl From<ComputeDtype> for memfit::estimator::ComputeDtype {

@@ -16,9 +16,9 @@ use memfit::Warning;
 
 use crate::args::GmmArgs;
 use crate::inputs::{check_output, open_data, open_weights};
+use crate::plot;
 use crate::progress::Bar;
 use crate::render::{print_warnings, warning_lines};
-use crate::{memory_limit, plot};
 
 /// Runs `memfit gmm`.
 pub fn run(args: &GmmArgs) -> Result<()> {
@@ -55,7 +55,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         folders.push(("--warm-start", dir, false));
     }
     check_outputs_distinct(&paths, &inputs, &folders)?;
-    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let run = args.common.run_options()?;
     let x = open_data(&args.input, "fit")?;
     let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
     let covariance_type = CovarianceType::parse(&args.covariance_type)?;
@@ -76,10 +76,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
             .map(|p| open_precisions(p, covariance_type, args.n_components, x.n_features()))
             .transpose()?,
         random_state: args.seed,
-        memory_limit_bytes: limit,
         lower_bound_init: None,
-        row_split: Default::default(),
-        scratch_dir: args.scratch_dir.clone(),
     };
     let mut job = GmmJob {
         params,
@@ -88,6 +85,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         compute: args.common.compute_dtype(x.dtype()),
         n_outputs: usize::from(args.labels.is_some()),
         extra: Vec::new(),
+        run: memfit::exec::RunOptions { scratch_dir: args.scratch_dir.clone(), ..run },
     };
     let mut warnings = Vec::new();
     if let Some(dir) = &args.warm_start {

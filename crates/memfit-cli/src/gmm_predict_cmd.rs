@@ -12,7 +12,6 @@ use memfit::plan::Plan;
 
 use crate::args::GmmPredictArgs;
 use crate::inputs::{check_output, open_data};
-use crate::memory_limit;
 use crate::progress::Bar;
 use crate::render::print_warnings;
 
@@ -31,7 +30,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
         bail!("nothing to write; hint: give --labels, --proba and/or --log-likelihood");
     }
     check_outputs_distinct(&paths, &[("INPUT", &args.input)], &[("--model", &args.model, false)])?;
-    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let run = args.common.run_options()?;
     let x = open_data(&args.input, "predict")?;
     let model = load_model(&args.model)?;
     let job = GmmPredictJob {
@@ -39,8 +38,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
         x: &x,
         compute: args.common.compute_dtype(x.dtype()),
         n_outputs: paths.len(),
-        memory_limit_bytes: limit,
-        row_split: Default::default(),
+        run,
     };
     let mut plan = job.plan().with_context(|| format!("--model {}", args.model.display()))?;
     let (n, k) = (x.n_samples(), model.n_components());

@@ -9,7 +9,6 @@ use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, write_
 
 use crate::args::{QuadraticFormArgs, ScatterArgs};
 use crate::inputs::{check_output, open_weights};
-use crate::memory_limit;
 use crate::progress::Stop;
 use crate::render::{about_input, print_warnings};
 
@@ -22,16 +21,11 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     let started = Instant::now();
     check_output(&args.out)?;
     check_outputs_distinct(&[("--out", &args.out)], &[("INPUT", &args.input), ("--q", &args.q)], &[])?;
-    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let run = args.common.run_options()?;
     let x = Source::open_matrix(&args.input)?;
     let (q, rows, cols) = read_matrix_f64(&args.q)?;
-    let job = QuadraticFormJob {
-        x: &x,
-        q: &q,
-        q_shape: [rows, cols],
-        compute: args.common.compute_dtype(x.dtype()),
-        memory_limit_bytes: limit,
-    };
+    let job =
+        QuadraticFormJob { x: &x, q: &q, q_shape: [rows, cols], compute: args.common.compute_dtype(x.dtype()), run };
     let mut plan = about_input(job.plan(), || format!("--q {}", args.q.display()))?;
     let out_bytes = npy_file_bytes(Dtype::F64, &[x.n_samples()]);
     if !crate::ready(&mut plan, &[("--out", Some(&args.out), out_bytes)], args.dry_run)? {
@@ -61,10 +55,10 @@ pub fn scatter(args: &ScatterArgs) -> Result<()> {
         inputs.push(("--weights", w.as_path()));
     }
     check_outputs_distinct(&[("--out", &args.out)], &inputs, &[])?;
-    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let run = args.common.run_options()?;
     let x = Source::open_matrix(&args.input)?;
     let w = args.weights.as_deref().map(|p| open_weights("--weights", p)).transpose()?;
-    let job = ScatterJob { x: &x, weights: w.as_ref(), memory_limit_bytes: limit, row_split: Default::default() };
+    let job = ScatterJob { x: &x, weights: w.as_ref(), run };
     let mut plan = job.plan()?;
     let d = x.n_features();
     if !crate::ready(&mut plan, &[("--out", Some(&args.out), npy_file_bytes(Dtype::F64, &[d, d]))], args.dry_run)? {

@@ -15,9 +15,9 @@ use memfit::plan::Plan;
 
 use crate::args::KmeansArgs;
 use crate::inputs::{check_output, open_data, open_weights};
+use crate::plot;
 use crate::progress::Bar;
 use crate::render::{print_warnings, warning_lines};
-use crate::{memory_limit, plot};
 
 /// Rows of the plot sample: up to 20,000, within 8 MiB of values.
 fn plot_rows(n_features: usize) -> usize {
@@ -77,7 +77,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         }
     }
     check_outputs_distinct(&paths, &inputs, &[])?;
-    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let run = args.common.run_options()?;
     let default_data: Vec<f64>;
     let (x, n_clusters, extra) = match &args.input {
         Some(p) => (open_data(p, "cluster")?, args.n_clusters.unwrap_or(8), vec![]),
@@ -108,10 +108,8 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         max_iter: args.max_iter,
         tol: args.tol,
         random_state: args.seed,
-        memory_limit_bytes: limit,
         init_sample_rows: None,
         plot_sample_rows: if args.plot.is_some() { plot_rows(x.n_features()) } else { 0 },
-        row_split: Default::default(),
     };
     let job = KMeansJob {
         params,
@@ -120,6 +118,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         compute: args.common.compute_dtype(x.dtype()),
         n_outputs: usize::from(args.labels.is_some()),
         extra,
+        run,
     };
     let mut plan = job.plan()?;
     let (n, k, d) = (x.n_samples(), job.params.n_clusters, x.n_features());

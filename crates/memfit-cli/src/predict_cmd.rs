@@ -8,7 +8,6 @@ use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, Dtype,
 
 use crate::args::PredictArgs;
 use crate::inputs::{check_output, open_data};
-use crate::memory_limit;
 use crate::progress::Bar;
 use crate::render::{about_input, print_warnings};
 
@@ -21,7 +20,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         &[("INPUT", &args.input), ("--centers", &args.centers)],
         &[],
     )?;
-    let limit = memory_limit(args.common.memory_limit.as_deref())?;
+    let run = args.common.run_options()?;
     let x = open_data(&args.input, "predict")?;
     let (centers, k, _) = read_matrix_f64(&args.centers)?;
     let job = CentersJob {
@@ -31,7 +30,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         sample_weight: None,
         compute: args.common.compute_dtype(x.dtype()),
         labels_file: true,
-        memory_limit_bytes: limit,
+        run,
     };
     let mut plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
     let labels_bytes = npy_file_bytes(Dtype::I32, &[x.n_samples()]);

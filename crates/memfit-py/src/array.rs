@@ -21,7 +21,7 @@ use crate::runner::run;
 pub struct Expr(Array);
 
 fn options(memory_limit: u64, n_jobs: Option<usize>) -> Options {
-    Options { memory_limit, threads: n_jobs }
+    Options { threads: n_jobs, ..Options::with_limit(memory_limit) }
 }
 
 /// The NumPy array holding `c`'s bytes, with its dtype and shape (no copy).

@@ -2,6 +2,7 @@
 //! blocks; a NumPy array is borrowed in place (any strides, C or Fortran
 //! order, read-only or not), never copied whole.
 
+use memfit::exec::RunOptions;
 use memfit::io::{ArrayRef, Source, Values};
 use numpy::ndarray::ArrayView2;
 use numpy::{Element, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -101,29 +102,30 @@ impl<'py> Held<'py> {
     }
 
     /// The engine's view of per-row weights: a path may hold a vector
-    /// `(n,)` or `(n, 1)`; an array is `(n, 1)`. `memory_limit` is the job's
-    /// (see [`Held::source`]).
+    /// `(n,)` or `(n, 1)`; an array is `(n, 1)`. `run` is the job's (see
+    /// [`Held::source`]).
     ///
     /// # Errors
     /// As [`Held::source`].
-    pub fn weights(&self, memory_limit: u64) -> PyResult<Source<'_>> {
+    pub fn weights(&self, run: &RunOptions) -> PyResult<Source<'_>> {
         match self {
             Held::Path(p) => Source::open_vector(p).map_err(to_py),
-            Held::Piece(inner, first_row) => Ok(inner.weights(memory_limit)?.starting_at(*first_row)),
-            _ => self.source(memory_limit),
+            Held::Piece(inner, first_row) => Ok(inner.weights(run)?.starting_at(*first_row)),
+            _ => self.source(run),
         }
     }
 
-    /// The engine's view of the input, for a job of `memory_limit` bytes:
-    /// an expression's intermediates (row means, say) are planned within
-    /// [`EXPR_SHARE`] of it, kept on disk when larger, and the bytes they
-    /// need are the input's held bytes, which the job's plan counts.
+    /// The engine's view of the input, for a job run as `run` says: an
+    /// expression's intermediates (row means, say) are planned within the
+    /// job's limit (`memfit::array::ExprRows::for_job`), kept on disk when
+    /// larger, and the bytes they need are the input's held bytes, which
+    /// the job's plan counts. Nothing is computed here.
     ///
     /// # Errors
     /// The `.npy` file's errors (see `memfit::io::Source::open_matrix`);
     /// `ValueError` for negative strides; `MemoryError` for intermediates
-    /// that cannot be planned within their share.
-    pub fn source(&self, memory_limit: u64) -> PyResult<Source<'_>> {
+    /// that cannot be planned within the job's limit.
+    pub fn source(&self, run: &RunOptions) -> PyResult<Source<'_>> {
         match self {
             Held::Path(p) => Source::open_matrix(p).map_err(to_py),
             Held::F64(a) => view(a.as_array(), Values::F64),
@@ -135,19 +137,12 @@ impl<'py> Held<'py> {
             Held::I64(a) => view(a.as_array(), Values::I64),
             Held::U32(a) => view(a.as_array(), Values::U32),
             Held::U64(a) => view(a.as_array(), Values::U64),
-            Held::Expr(a) => {
-                let opts = memfit::array::Options { memory_limit: memory_limit / EXPR_SHARE, threads: None };
-                Ok(Source::rows(Box::new(memfit::array::ExprRows::new(a, &opts).map_err(to_py)?)))
-            }
+            Held::Expr(a) => Ok(Source::rows(Box::new(memfit::array::ExprRows::for_job(a, run).map_err(to_py)?))),
             Held::Rows(r) => Ok(Source::rows(Box::new(r.clone()))),
-            Held::Piece(inner, first_row) => Ok(inner.source(memory_limit)?.starting_at(*first_row)),
+            Held::Piece(inner, first_row) => Ok(inner.source(run)?.starting_at(*first_row)),
         }
     }
 }
-
-/// An expression input's intermediates are planned within `1 / EXPR_SHARE`
-/// of the job's memory limit; the job plans its own buffers in the rest.
-pub(crate) const EXPR_SHARE: u64 = 4;
 
 /// The whole strided extent of `a` as a slice, wrapped as an engine source.
 fn view<'a, T: Element>(a: ArrayView2<'a, T>, wrap: fn(&'a [T]) -> Values<'a>) -> PyResult<Source<'a>> {

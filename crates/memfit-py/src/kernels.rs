@@ -26,7 +26,8 @@ pub fn row_quadratic_form<'py>(
     float32: bool,
 ) -> PyResult<()> {
     let held = Held::new(x)?;
-    let src = held.source(memory_limit)?;
+    let opts = crate::shared::run_options(memory_limit, n_jobs, Default::default());
+    let src = held.source(&opts)?;
     let q_shape = {
         let a = q.as_array();
         [a.nrows(), a.ncols()]
@@ -34,7 +35,7 @@ pub fn row_quadratic_form<'py>(
     let q = q.as_slice()?;
     let mut fill = Fill::new(Some(out.as_slice_mut()?));
     let done = run(py, n_jobs, float32, None, move |obs| {
-        let job = QuadraticFormJob { x: &src, q, q_shape, compute: compute(float32), memory_limit_bytes: memory_limit };
+        let job = QuadraticFormJob { x: &src, q, q_shape, compute: compute(float32), run: opts };
         let plan = job.plan()?;
         job.run(&plan, &mut |r: &[f64]| fill.put(r, |v| v), obs)
     })?;
@@ -58,11 +59,12 @@ pub fn weighted_scatter<'py>(
     let (row_split, remote) = split(remote, row_bounds);
     let held = Held::new(x)?;
     let held_w = w.map(Held::new).transpose()?;
-    let src = held.source(memory_limit)?;
-    let ws = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let opts = crate::shared::run_options(memory_limit, n_jobs, row_split);
+    let src = held.source(&opts)?;
+    let ws = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
     let d = src.n_features();
     let done = run(py, n_jobs, false, None, move |obs| {
-        let job = ScatterJob { x: &src, weights: ws.as_ref(), memory_limit_bytes: memory_limit, row_split };
+        let job = ScatterJob { x: &src, weights: ws.as_ref(), run: opts };
         let plan = job.plan()?;
         job.run(&plan, obs)
     })

@@ -61,13 +61,12 @@ pub fn kmeans_fit<'py>(
         max_iter,
         tol,
         random_state,
-        memory_limit_bytes: memory_limit,
         init_sample_rows: None,
         plot_sample_rows: 0,
-        row_split,
     };
-    let src = held.source(memory_limit)?;
-    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let opts = crate::shared::run_options(memory_limit, n_jobs, row_split);
+    let src = held.source(&opts)?;
+    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -78,6 +77,7 @@ pub fn kmeans_fit<'py>(
             compute: compute(float32),
             n_outputs: 0,
             extra: Vec::new(),
+            run: opts,
         };
         if with_labels {
             job.extra.push(("labels_ (int32, returned to Python)".into(), src.n_samples() as u64 * 4));
@@ -133,8 +133,9 @@ pub fn assign<'py>(
 ) -> PyResult<f64> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
-    let src = held.source(memory_limit)?;
-    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let opts = crate::shared::run_options(memory_limit, n_jobs, Default::default());
+    let src = held.source(&opts)?;
+    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
@@ -147,7 +148,7 @@ pub fn assign<'py>(
             sample_weight: w.as_ref(),
             compute: compute(float32),
             labels_file: false,
-            memory_limit_bytes: memory_limit,
+            run: opts,
         };
         let plan = job.plan_assign()?;
         let mut put = |l: &[u32], dist: &[f64]| {
@@ -176,7 +177,8 @@ pub fn transform<'py>(
     float32: bool,
 ) -> PyResult<()> {
     let held = Held::new(x)?;
-    let src = held.source(memory_limit)?;
+    let opts = crate::shared::run_options(memory_limit, n_jobs, Default::default());
+    let src = held.source(&opts)?;
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let (mut out64, mut out32) = (out.extract::<PyReadwriteArray2<'py, f64>>().ok(), None);
@@ -193,7 +195,7 @@ pub fn transform<'py>(
             sample_weight: None,
             compute: compute(float32),
             labels_file: false,
-            memory_limit_bytes: memory_limit,
+            run: opts,
         };
         let plan = job.plan_transform()?;
         let mut put = |dist: &[f64]| {

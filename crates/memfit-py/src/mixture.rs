@@ -2,6 +2,7 @@
 //! the parameter count BIC and AIC use.
 
 use memfit::estimator::{GmmJob, GmmPredictJob};
+use memfit::exec::RunOptions;
 use memfit::io::{npy_file_bytes, Dtype, NpyWriter};
 use memfit::mixture::{
     load_model, model_dir_bytes, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs,
@@ -80,6 +81,7 @@ pub fn gmm_fit<'py>(
     let held_p = precisions_init.map(Held::new).transpose()?;
     let held_warm = warm_precisions_cholesky.map(Held::new).transpose()?;
     let t = self::covariance_type(covariance_type)?;
+    let opts = RunOptions { scratch_dir, ..crate::shared::run_options(memory_limit, n_jobs, row_split) };
     let params = GmmParams {
         n_components,
         covariance_type: t,
@@ -90,12 +92,9 @@ pub fn gmm_fit<'py>(
         init_params: InitMethod::parse(init_params).map_err(to_py)?,
         weights_init: weights_init.map(|w| w.as_array().iter().copied().collect()),
         means_init: means_init.map(|m| m.as_array().iter().copied().collect()),
-        precisions_init: held_p.as_ref().map(|h| h.source(memory_limit)).transpose()?.map(PrecisionsInit::Precisions),
+        precisions_init: held_p.as_ref().map(|h| h.source(&opts)).transpose()?.map(PrecisionsInit::Precisions),
         random_state,
-        memory_limit_bytes: memory_limit,
         lower_bound_init: None,
-        row_split,
-        scratch_dir,
     };
     let warm_dir = warm_model_dir.map(load_model).transpose().map_err(to_py)?;
     let saved_to = model_dir.clone();
@@ -104,14 +103,14 @@ pub fn gmm_fit<'py>(
             covariance_type: t,
             weights: w.as_array().iter().copied().collect(),
             means: m.as_array().iter().copied().collect(),
-            precisions_cholesky: p.source(memory_limit)?,
+            precisions_cholesky: p.source(&opts)?,
             shift: None,
             lower_bound: warm_lower_bound,
         }),
         _ => None,
     };
-    let src = held.source(memory_limit)?;
-    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?;
+    let src = held.source(&opts)?;
+    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (done, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -122,6 +121,7 @@ pub fn gmm_fit<'py>(
             compute: compute(float32),
             n_outputs: 0,
             extra: Vec::new(),
+            run: opts,
         };
         if let Some(mut model) = warm.or(warm_dir) {
             // The Python layer runs one initialisation for a warm start.
@@ -260,6 +260,7 @@ pub fn gmm_predict<'py>(
     model_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (row_split, remote) = split(remote, row_bounds);
+    let opts = crate::shared::run_options(memory_limit, n_jobs, row_split);
     let held = Held::new(x)?;
     let held_p = Held::new(precisions_cholesky)?;
     let model = match model_dir {
@@ -269,25 +270,18 @@ pub fn gmm_predict<'py>(
             covariance_type: self::covariance_type(covariance_type)?,
             weights: weights.as_array().iter().copied().collect(),
             means: means.as_array().iter().copied().collect(),
-            precisions_cholesky: held_p.source(memory_limit)?,
+            precisions_cholesky: held_p.source(&opts)?,
             shift: None,
             lower_bound: None,
         },
     };
-    let src = held.source(memory_limit)?;
+    let src = held.source(&opts)?;
     let mut fill_labels = Fill::new(labels.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_proba = Fill::new(proba.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_log_likelihood = Fill::new(log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let done = run(py, n_jobs, float32, None, move |obs| {
         // Results go to the caller's arrays: no file writers to plan.
-        let job = GmmPredictJob {
-            model: &model,
-            x: &src,
-            compute: compute(float32),
-            n_outputs: 0,
-            memory_limit_bytes: memory_limit,
-            row_split,
-        };
+        let job = GmmPredictJob { model: &model, x: &src, compute: compute(float32), n_outputs: 0, run: opts };
         let plan = job.plan()?;
         let wanted = (fill_labels.wanted(), fill_proba.wanted(), fill_log_likelihood.wanted());
         let k = model.n_components();

@@ -132,8 +132,9 @@ pub fn run_task<'py>(
 ) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyBytes>>)> {
     let held = Held::new(x)?;
     let held_w = sample_weight.map(Held::new).transpose()?;
-    let src: Source<'_> = held.source(memory_limit)?.starting_at(first_row);
-    let w = held_w.as_ref().map(|h| h.weights(memory_limit)).transpose()?.map(|w| w.starting_at(first_row));
+    let opts = crate::shared::run_options(memory_limit, n_jobs, memfit::exec::RowSplit::default());
+    let src: Source<'_> = held.source(&opts)?.starting_at(first_row);
+    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?.map(|w| w.starting_at(first_row));
     let float32 = Task::decode(task).map(|t| t.compute == Dtype::F32).unwrap_or(false);
     let (plan, out) = run(py, n_jobs, float32, None, move |obs| {
         use memfit::cluster::Observer;

@@ -24,6 +24,18 @@ pub fn split(remote: Option<Py<PyAny>>, bounds: Vec<usize>) -> (memfit::exec::Ro
     }
 }
 
+/// How a job called with `memory_limit` bytes and `n_jobs` threads runs
+/// (the threads of the pool [`crate::runner::run`] starts), its passes
+/// split as `row_split`.
+pub fn run_options(
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+    row_split: memfit::exec::RowSplit,
+) -> memfit::exec::RunOptions {
+    let threads = Some(n_jobs.unwrap_or_else(memfit::plan::default_threads));
+    memfit::exec::RunOptions { threads, row_split, ..memfit::exec::RunOptions::with_limit(memory_limit) }
+}
+
 /// `value` as Python data (dicts, lists, numbers, strings, `None`), through
 /// its serde form: how the binding hands Python a plan.
 pub fn to_data<'py, T: serde::Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {

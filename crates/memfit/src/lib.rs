@@ -26,12 +26,14 @@
 //!
 //! ```no_run
 //! use memfit::cluster::{fit, plan_kmeans, KMeansParams};
+//! use memfit::exec::RunOptions;
 //! use memfit::plan::Job;
 //! use memfit::io::Source;
 //! let x = Source::open_matrix("data.npy")?;
-//! let params = KMeansParams { n_clusters: 200, memory_limit_bytes: 512 << 20, ..Default::default() };
-//! let plan = plan_kmeans(&params, &Job::new(&x, None, 8, 0))?;
-//! let model = fit::<f64>(&params, &x, None, &plan, None, &mut ())?;
+//! let params = KMeansParams { n_clusters: 200, ..Default::default() };
+//! let run = RunOptions::with_limit(512 << 20);
+//! let plan = plan_kmeans(&params, &Job::new(&x, None, 8, 0, &run))?;
+//! let model = fit::<f64>(&params, &x, None, &plan, &run, None, &mut ())?;
 //! println!("inertia {} after {} iterations", model.inertia, model.n_iter);
 //! # Ok::<(), memfit::Error>(())
 //! ```

@@ -17,7 +17,7 @@ fn cancelled() -> Context<'static> {
 const MIB: u64 = 1 << 20;
 
 fn compute(a: &Array, limit: u64, threads: usize) -> Computed {
-    let opts = Options { memory_limit: limit, threads: Some(threads) };
+    let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
     run(a, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap().0.unwrap()
 }
 
@@ -104,7 +104,7 @@ fn sums_over_tiled_and_broadcast_axes_read_the_input_once() {
     let tiled = a.view(ViewOp::ExpandDims(vec![0])).unwrap().view(ViewOp::Tile(vec![50, 1, 1])).unwrap();
     let prod = Array::ufunc(Op::Multiply, &[tiled, s]).unwrap();
     let total = prod.reduce(Reduction::Sum, &[0], false, None).unwrap();
-    let opts = Options { memory_limit: 64 * MIB, threads: Some(2) };
+    let opts = Options { threads: Some(2), ..Options::with_limit(64 * MIB) };
     let plan = memfit::array::explain(&total, &Output::Memory, &opts).unwrap();
     assert_eq!(plan.stages[0].multiplier, 50, "{plan}");
     let got = f64s(&same_bits(&total));
@@ -174,7 +174,7 @@ fn results_that_do_not_fit_are_refused_before_running() {
         &[v.view(ViewOp::ExpandDims(vec![1])).unwrap(), v.view(ViewOp::ExpandDims(vec![0])).unwrap()],
     )
     .unwrap();
-    let opts = Options { memory_limit: 256 * MIB, threads: Some(2) };
+    let opts = Options { threads: Some(2), ..Options::with_limit(256 * MIB) };
     let e = run(&outer, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap_err();
     match &e {
         Error::DoesNotFit { required_bytes, remedies, .. } => {
@@ -195,7 +195,7 @@ fn outputs_are_complete_or_absent() {
     let path = dir.path().join("out.npy");
     std::fs::write(&path, b"old").unwrap();
     let (a, _) = matrix(500, 500, 11);
-    let opts = Options { memory_limit: 4 * MIB, threads: Some(2) };
+    let opts = Options { threads: Some(2), ..Options::with_limit(4 * MIB) };
     let out = Output::Npy { path: path.clone(), overwrite: false };
     assert!(matches!(run(&a, &out, &opts, &mut Context::new(&mut ())), Err(Error::OutputExists { .. })));
     assert_eq!(std::fs::read(&path).unwrap(), b"old");
@@ -215,7 +215,7 @@ fn overflow_from_finite_operands_is_reported() {
     let (a, _) = matrix(10, 10, 12);
     let big = Array::ufunc(Op::Multiply, &[a, Array::scalar(Scalar::Float(1e308), None, true)]).unwrap();
     let twice = Array::ufunc(Op::Multiply, &[big, Array::scalar(Scalar::Float(1e10), None, true)]).unwrap();
-    let opts = Options { memory_limit: 16 * MIB, threads: Some(1) };
+    let opts = Options { threads: Some(1), ..Options::with_limit(16 * MIB) };
     let (_, report) = run(&twice, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap();
     assert!(matches!(report.warnings.as_slice(), [Warning::NonFiniteProduced { count }] if *count > 0));
 }
@@ -226,7 +226,7 @@ fn an_output_larger_than_the_disk_is_refused_before_writing() {
     let path = dir.path().join("huge.npy");
     // 8 PB of ones: no disk here holds it.
     let huge = Array::full(&[1 << 20, 1 << 30], Scalar::Float(1.0), memfit::dtype::Dtype::F64);
-    let opts = Options { memory_limit: 64 * MIB, threads: Some(1) };
+    let opts = Options { threads: Some(1), ..Options::with_limit(64 * MIB) };
     let e = run(&huge, &Output::Npy { path: path.clone(), overwrite: false }, &opts, &mut Context::new(&mut ()))
         .unwrap_err();
     assert!(matches!(&e, Error::NoDiskSpace { .. }), "{e}");
@@ -288,7 +288,7 @@ fn default_zarr_chunks_are_sized_for_the_format_within_the_limit() {
             let array_bytes = shape.iter().map(|&n| n as u64).product::<u64>() * item;
             for limit in [8 * MIB, 64 * MIB, 1 << 30, 8 << 30] {
                 for threads in [1, 4, 64] {
-                    let opts = Options { memory_limit: limit, threads: Some(threads) };
+                    let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
                     let out = Output::Zarr { path: "x.zarr".into(), chunks: None, overwrite: true };
                     let plan = explain(&expr, &out, &opts).unwrap();
                     let c = &plan.stages.last().unwrap().tile;
@@ -320,7 +320,7 @@ fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
     for (limit, threads) in [(8 * MIB, 4), (64 * MIB, 2)] {
         let path = dir.path().join(format!("t{limit}.zarr"));
         let out = Output::Zarr { path: path.clone(), chunks: None, overwrite: false };
-        let opts = Options { memory_limit: limit, threads: Some(threads) };
+        let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
         let (_, report) = run(&tiled, &out, &opts, &mut Context::new(&mut ())).unwrap();
         let chunks = &report.plan.stages.last().unwrap().tile;
         assert_eq!(&chunks[2..], [76, 76], "{chunks:?}");
@@ -334,14 +334,15 @@ fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
         let back: Vec<f64> = back.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(back, want);
     }
-    let opts = Options { memory_limit: 100 << 10, threads: Some(4) };
+    let opts = Options { threads: Some(4), ..Options::with_limit(100 << 10) };
     let out = Output::Zarr { path: dir.path().join("small.zarr"), chunks: None, overwrite: false };
     let needed = match run(&tiled, &out, &opts, &mut Context::new(&mut ())).unwrap_err() {
         Error::DoesNotFit { required_bytes, .. } => required_bytes,
         other => panic!("{other}"),
     };
     assert!(!dir.path().join("small.zarr").exists());
-    let fits = |limit| memfit::array::explain(&tiled, &out, &Options { memory_limit: limit, threads: Some(4) });
+    let fits =
+        |limit| memfit::array::explain(&tiled, &out, &Options { threads: Some(4), ..Options::with_limit(limit) });
     assert!(fits(needed).unwrap().total_bytes <= needed);
     assert!(matches!(fits(needed - 1), Err(Error::DoesNotFit { required_bytes, .. }) if required_bytes == needed));
 }

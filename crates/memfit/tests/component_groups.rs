@@ -7,6 +7,7 @@
 //! diagonal mixtures whose grouping limit is tiny, are left out: their
 //! sample shrinks with the limit, with a warning, in memory as in groups.)
 
+use memfit::exec::RunOptions;
 use memfit::io::{ArrayRef, Source, Values};
 use memfit::mixture::{
     load_model, plan_gmm, plan_predict, predict, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs,
@@ -33,7 +34,7 @@ fn data(n: usize) -> Vec<f64> {
         .collect()
 }
 
-fn params(t: CovarianceType, init: InitMethod, n_init: usize, limit: u64) -> GmmParams<'static> {
+fn params(t: CovarianceType, init: InitMethod, n_init: usize) -> GmmParams<'static> {
     GmmParams {
         n_components: K,
         covariance_type: t,
@@ -42,19 +43,17 @@ fn params(t: CovarianceType, init: InitMethod, n_init: usize, limit: u64) -> Gmm
         n_init,
         init_params: init,
         random_state: 3,
-        memory_limit_bytes: limit,
         ..GmmParams::default()
     }
 }
 
 /// The largest limit at which the plan cuts the components into at least
 /// three groups.
-fn grouping_limit(p: &GmmParams<'_>, job: &Job) -> (u64, Plan) {
-    let mut limit = plan_gmm(p, job, false).unwrap().total_bytes;
+fn grouping_limit(p: &GmmParams<'_>, src: &Source<'_>) -> (u64, Plan) {
+    let mut limit = plan_gmm(p, &job(src, 1 << 30), false).unwrap().total_bytes;
     loop {
         limit = limit * 9 / 10;
-        let q = GmmParams { memory_limit_bytes: limit, ..clone_params(p) };
-        if let Ok(plan) = plan_gmm(&q, job, false) {
+        if let Ok(plan) = plan_gmm(p, &job(src, limit), false) {
             if plan.component_groups.as_ref().is_some_and(|g| g.count >= 3) {
                 return (limit, plan);
             }
@@ -63,23 +62,15 @@ fn grouping_limit(p: &GmmParams<'_>, job: &Job) -> (u64, Plan) {
     }
 }
 
-fn clone_params(p: &GmmParams<'_>) -> GmmParams<'static> {
-    GmmParams {
-        n_components: p.n_components,
-        covariance_type: p.covariance_type,
-        max_iter: p.max_iter,
-        tol: p.tol,
-        n_init: p.n_init,
-        init_params: p.init_params,
-        random_state: p.random_state,
-        memory_limit_bytes: p.memory_limit_bytes,
-        ..GmmParams::default()
-    }
+/// A float64 job over `src` within `limit` bytes.
+fn job(src: &Source<'_>, limit: u64) -> Job {
+    Job::new(src, None, 8, 0, &RunOptions::with_limit(limit))
 }
 
-fn fit(p: &GmmParams<'_>, src: &Source<'_>) -> (GmmFit, Plan) {
-    let plan = plan_gmm(p, &Job::new(src, None, 8, 0), false).unwrap();
-    let fit = memfit::mixture::fit::<f64>(p, src, None, &plan, &mut Outputs::default(), &mut ()).unwrap();
+fn fit(p: &GmmParams<'_>, src: &Source<'_>, limit: u64) -> (GmmFit, Plan) {
+    let plan = plan_gmm(p, &job(src, limit), false).unwrap();
+    let run = RunOptions::with_limit(limit);
+    let fit = memfit::mixture::fit::<f64>(p, src, None, &plan, &run, &mut Outputs::default(), &mut ()).unwrap();
     (fit, plan)
 }
 
@@ -116,7 +107,6 @@ fn grouped_fits_equal_in_memory_fits() {
     let n = 3000;
     let x = data(n);
     let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
-    let job = Job::new(&src, None, 8, 0);
     for (t, init, n_init) in [
         (CovarianceType::Full, InitMethod::KMeans, 1),
         (CovarianceType::Full, InitMethod::Random, 2),
@@ -126,12 +116,12 @@ fn grouped_fits_equal_in_memory_fits() {
         (CovarianceType::Spherical, InitMethod::Random, 1),
     ] {
         let what = format!("{t:?} {init:?} n_init {n_init}");
-        let whole = params(t, init, n_init, 1 << 30);
-        let (a, plan_a) = fit(&whole, &src);
+        let whole = params(t, init, n_init);
+        let (a, plan_a) = fit(&whole, &src, 1 << 30);
         assert!(plan_a.component_groups.is_none());
         assert!(!a.covariances_on_disk());
-        let (limit, plan) = grouping_limit(&whole, &job);
-        let (b, _) = fit(&params(t, init, n_init, limit), &src);
+        let (limit, plan) = grouping_limit(&whole, &src);
+        let (b, _) = fit(&whole, &src, limit);
         assert!(b.covariances_on_disk(), "{what}: {plan}");
         assert!(plan.to_string().contains("component groups:"), "{plan}");
         assert_same(&a, &b, &what);
@@ -144,10 +134,9 @@ fn tied_is_never_grouped() {
     let n = 600;
     let x = data(n);
     let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
-    let p = params(CovarianceType::Tied, InitMethod::Random, 1, 1 << 30);
-    let total = plan_gmm(&p, &Job::new(&src, None, 8, 0), false).unwrap().total_bytes;
-    let small = params(CovarianceType::Tied, InitMethod::Random, 1, total / 2);
-    assert!(plan_gmm(&small, &Job::new(&src, None, 8, 0), false).is_err());
+    let p = params(CovarianceType::Tied, InitMethod::Random, 1);
+    let total = plan_gmm(&p, &job(&src, 1 << 30), false).unwrap().total_bytes;
+    assert!(plan_gmm(&p, &job(&src, total / 2), false).is_err());
 }
 
 #[test]
@@ -155,8 +144,7 @@ fn warm_start_and_given_precisions_in_groups() {
     let n = 3000;
     let x = data(n);
     let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
-    let job = Job::new(&src, None, 8, 0);
-    let (first, _) = fit(&params(CovarianceType::Full, InitMethod::KMeans, 1, 1 << 30), &src);
+    let (first, _) = fit(&params(CovarianceType::Full, InitMethod::KMeans, 1), &src, 1 << 30);
     let dir = tempfile::tempdir().unwrap();
     save_model(dir.path().join("m"), &first, serde_json::json!({})).unwrap();
     // The fitted precisions U Uᵀ, `(K·D, D)`, as precisions_init.
@@ -173,7 +161,7 @@ fn warm_start_and_given_precisions_in_groups() {
     for (max_iter, cholesky) in [(0, true), (3, true), (0, false), (3, false)] {
         let run = |limit: u64| {
             let model = load_model(dir.path().join("m")).unwrap();
-            let mut p = params(CovarianceType::Full, InitMethod::KMeans, 1, limit);
+            let mut p = params(CovarianceType::Full, InitMethod::KMeans, 1);
             p.max_iter = max_iter;
             p.weights_init = Some(model.weights.clone());
             p.means_init = Some(model.means.clone());
@@ -183,12 +171,13 @@ fn warm_start_and_given_precisions_in_groups() {
                 PrecisionsInit::Precisions(Source::memory(ArrayRef::c_order(Values::F64(&prec), K * D, D).unwrap()))
             });
             p.lower_bound_init = model.lower_bound;
-            let plan = plan_gmm(&p, &job, false).unwrap();
-            let f = memfit::mixture::fit::<f64>(&p, &src, None, &plan, &mut Outputs::default(), &mut ()).unwrap();
+            let plan = plan_gmm(&p, &job(&src, limit), false).unwrap();
+            let run = RunOptions::with_limit(limit);
+            let f = memfit::mixture::fit::<f64>(&p, &src, None, &plan, &run, &mut Outputs::default(), &mut ()).unwrap();
             (f, plan)
         };
         let (a, _) = run(1 << 30);
-        let (limit, _) = grouping_limit(&params(CovarianceType::Full, InitMethod::KMeans, 1, 1 << 30), &job);
+        let (limit, _) = grouping_limit(&params(CovarianceType::Full, InitMethod::KMeans, 1), &src);
         let (b, plan) = run(limit);
         assert!(plan.component_groups.is_some());
         assert_same(&a, &b, &format!("given precisions (Cholesky {cholesky}), max_iter {max_iter}"));
@@ -200,12 +189,12 @@ fn grouped_prediction_equals_in_memory_prediction() {
     let n = 3000;
     let x = data(n);
     let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
-    let (f, _) = fit(&params(CovarianceType::Full, InitMethod::KMeans, 1, 1 << 30), &src);
+    let (f, _) = fit(&params(CovarianceType::Full, InitMethod::KMeans, 1), &src, 1 << 30);
     let dir = tempfile::tempdir().unwrap();
     save_model(dir.path().join("m"), &f, serde_json::json!({})).unwrap();
     let model = load_model(dir.path().join("m")).unwrap();
     let run = |limit: u64| {
-        let plan = plan_predict(&model, &src, 8, 0, limit).unwrap();
+        let plan = plan_predict(&model, &job(&src, limit)).unwrap();
         let (mut labels, mut ll, mut proba) = (Vec::new(), Vec::new(), vec![f64::NAN; n * K]);
         let mut put_l = |l: &[u32]| {
             labels.extend_from_slice(l);
@@ -233,7 +222,7 @@ fn grouped_prediction_equals_in_memory_prediction() {
     let mut limit = plan_a.total_bytes;
     let (plan_b, sb, lb, llb, pb) = loop {
         limit = limit * 9 / 10;
-        if plan_predict(&model, &src, 8, 0, limit).is_ok_and(|p| p.component_groups.is_some_and(|g| g.count >= 3)) {
+        if plan_predict(&model, &job(&src, limit)).is_ok_and(|p| p.component_groups.is_some_and(|g| g.count >= 3)) {
             break run(limit);
         }
         assert!(limit > 1 << 16);

@@ -3,6 +3,7 @@
 //! (E-step and M-step) of a diagonal Gaussian mixture from given parameters.
 
 use memfit::cluster::{plan_kmeans, Init, KMeansParams};
+use memfit::exec::RunOptions;
 use memfit::io::{ArrayRef, Source, Values};
 use memfit::mixture::{plan_gmm, CovarianceType, GmmParams, Outputs, PrecisionsInit};
 use memfit::plan::Job;
@@ -40,11 +41,11 @@ fn one_lloyd_iteration_matches_a_naive_reference() {
         n_clusters: 3,
         init: Init::Centers { values: init.clone(), n_rows: 3, n_cols: 2 },
         max_iter: 1,
-        memory_limit_bytes: 1 << 30,
         ..Default::default()
     };
-    let plan = plan_kmeans(&params, &Job::new(&src, None, 8, 0)).unwrap();
-    let fit = memfit::cluster::fit::<f64>(&params, &src, None, &plan, None, &mut ()).unwrap();
+    let run = RunOptions::with_limit(1 << 30);
+    let plan = plan_kmeans(&params, &Job::new(&src, None, 8, 0, &run)).unwrap();
+    let fit = memfit::cluster::fit::<f64>(&params, &src, None, &plan, &run, None, &mut ()).unwrap();
     // Naive: label by exact distance, centre = mean of the cluster's rows
     // summed in row order.
     let mut sums = [0.0; 6];
@@ -80,11 +81,11 @@ fn one_em_iteration_matches_a_naive_reference() {
         weights_init: Some(weights.clone()),
         means_init: Some(means.clone()),
         precisions_init: Some(PrecisionsInit::Precisions(p)),
-        memory_limit_bytes: 1 << 30,
         ..GmmParams::default()
     };
-    let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0), false).unwrap();
-    let fit = memfit::mixture::fit::<f64>(&params, &src, None, &plan, &mut Outputs::default(), &mut ()).unwrap();
+    let run = RunOptions::with_limit(1 << 30);
+    let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0, &run), false).unwrap();
+    let fit = memfit::mixture::fit::<f64>(&params, &src, None, &plan, &run, &mut Outputs::default(), &mut ()).unwrap();
     // Naive E-step (log-sum-exp) and M-step in float64.
     let (mut nk, mut s1, mut s2, mut ll) = ([0.0; 3], [0.0; 6], [0.0; 6], 0.0);
     for row in x.chunks(2) {

@@ -12,9 +12,10 @@ use std::path::Path;
 use std::process::Command;
 
 use memfit::cluster::{plan_transform, transform};
-use memfit::exec::Cancel;
+use memfit::exec::{Cancel, RunOptions};
 use memfit::generate::Blobs;
 use memfit::io::{read_matrix_f64, Source};
+use memfit::plan::Job;
 
 const MIB: u64 = 1 << 20;
 /// Fixed overhead allowed above the plan, as in the Python memory tests.
@@ -44,7 +45,7 @@ fn child(path: &Path) {
     let (first, _, d) = read_matrix_f64(path.with_file_name("centers.npy")).unwrap();
     assert_eq!(first.len(), N_CLUSTERS * d);
     for (name, bytes) in [("float64", 8), ("float32", 4)] {
-        let plan = plan_transform(&x, N_CLUSTERS, bytes, LIMIT).unwrap();
+        let plan = plan_transform(&Job::new(&x, None, bytes, 0, &RunOptions::with_limit(LIMIT)), N_CLUSTERS).unwrap();
         assert!(plan.n_blocks > 1, "{plan}");
         reset_peak();
         let base = status("VmRSS");

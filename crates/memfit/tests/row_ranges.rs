@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use memfit::cluster::{plan_kmeans, KMeansParams};
 use memfit::estimator::run_task;
-use memfit::exec::{Cancel, Remote, RowSplit, Task};
+use memfit::exec::{Cancel, Remote, RowSplit, RunOptions, Task};
 use memfit::io::{write_matrix, ArrayRef, Source, Values};
 use memfit::linalg::{plan_weighted_scatter, weighted_scatter_split};
 use memfit::mixture::{plan_gmm, CovarianceType, GmmParams, InitMethod, Outputs};
@@ -93,21 +93,15 @@ fn kmeans_over_ranges_is_bitwise_the_whole_fit() {
     let x = Source::open_matrix(&path).unwrap();
     let mut fits = Vec::new();
     for split in splits(&path) {
-        let params = KMeansParams {
-            n_clusters: 4,
-            n_init: Some(2),
-            max_iter: 20,
-            memory_limit_bytes: 8 << 20,
-            row_split: split,
-            ..Default::default()
-        };
-        let plan = plan_kmeans(&params, &Job::new(&x, None, 8, 0)).unwrap();
+        let params = KMeansParams { n_clusters: 4, n_init: Some(2), max_iter: 20, ..Default::default() };
+        let run = RunOptions { row_split: split, ..RunOptions::with_limit(8 << 20) };
+        let plan = plan_kmeans(&params, &Job::new(&x, None, 8, 0, &run)).unwrap();
         let mut labels = Vec::new();
         let mut sink = |l: &[u32]| {
             labels.extend_from_slice(l);
             Ok(())
         };
-        let fit = memfit::cluster::fit::<f64>(&params, &x, None, &plan, Some(&mut sink), &mut ()).unwrap();
+        let fit = memfit::cluster::fit::<f64>(&params, &x, None, &plan, &run, Some(&mut sink), &mut ()).unwrap();
         fits.push((fit.cluster_centers, fit.inertia.to_bits(), fit.n_iter, labels));
     }
     assert_eq!(fits[0].3.len(), x.n_samples());
@@ -128,13 +122,12 @@ fn gaussian_mixtures_over_ranges_are_bitwise_the_whole_fit() {
                     covariance_type: t,
                     max_iter: 5,
                     init_params: init,
-                    memory_limit_bytes: 16 << 20,
-                    row_split: split,
                     ..GmmParams::default()
                 };
-                let plan = plan_gmm(&params, &Job::new(&x, None, 8, 0), false).unwrap();
-                let fit =
-                    memfit::mixture::fit::<f64>(&params, &x, None, &plan, &mut Outputs::default(), &mut ()).unwrap();
+                let run = RunOptions { row_split: split, ..RunOptions::with_limit(16 << 20) };
+                let plan = plan_gmm(&params, &Job::new(&x, None, 8, 0, &run), false).unwrap();
+                let fit = memfit::mixture::fit::<f64>(&params, &x, None, &plan, &run, &mut Outputs::default(), &mut ())
+                    .unwrap();
                 fits.push((fit.lower_bounds, fit.means, fit.covariances, fit.weights, fit.score.to_bits()));
             }
             assert!(fits.windows(2).all(|w| w[0] == w[1]), "{t:?} {init:?}");
@@ -147,7 +140,7 @@ fn weighted_scatter_over_ranges_is_bitwise_the_whole_pass() {
     let dir = tempfile::tempdir().unwrap();
     let path = data_file(dir.path());
     let x = Source::open_matrix(&path).unwrap();
-    let plan = plan_weighted_scatter(&x, None, 4 << 20).unwrap();
+    let plan = plan_weighted_scatter(&Job::new(&x, None, 8, 0, &RunOptions::with_limit(4 << 20))).unwrap();
     let all: Vec<_> =
         splits(&path).iter().map(|s| weighted_scatter_split(&x, None, &plan, s, &Cancel::new()).unwrap()).collect();
     assert!(all.windows(2).all(|w| w[0] == w[1]));

@@ -40,7 +40,7 @@
 //! let scales = Array::from_npy("scales.npy")?.view(ViewOp::ExpandDims(vec![1, 2]))?;
 //! let tiled = data.view(ViewOp::ExpandDims(vec![0]))?.view(ViewOp::Tile(vec![500, 1, 1, 1]))?;
 //! let total = Array::ufunc(Op::Multiply, &[tiled, scales])?.reduce(Reduction::Sum, &[0], false, None)?;
-//! let opts = Options { memory_limit: 256 << 20, threads: None };
+//! let opts = Options::with_limit(256 << 20);
 //! let out = Output::Npy { path: "total.npy".into(), overwrite: true };
 //! let (_, report) = run(&total, &out, &opts, &mut Context::new(&mut ()))?;
 //! println!("{}", report.plan);

@@ -2,7 +2,7 @@
 //! read it block by block like a `.npy` file, so `(X - mean) / std`
 //! standardised on the fly is never materialised.
 
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use super::eval::{eval, Ctx};
 use super::lower::{Lowered, Work};
@@ -11,22 +11,30 @@ use super::plan::{ArrayPlan, Output};
 use super::run::{prepare, run_intermediates, Options, Slots};
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
+use crate::exec::{Cancel, Context, RunOptions};
 use crate::io::RowSource;
 
 /// The rows of a 2-D expression, computed when read. Reductions and
-/// contractions inside it (a column mean, say) run once, at the first read,
-/// within the memory limit given (results too large for it go to scratch
-/// files); what they need, their held results and the working buffers of
-/// the largest stage, is [`RowSource::held_bytes`], which a job reading the
-/// rows counts beside its own buffers.
+/// contractions inside it (a column mean, say) run once, before the first
+/// read ([`RowSource::prepare`], which jobs call before any of their own
+/// work, interruptible), within the memory limit given (results too large
+/// for it go to scratch files); what they need, their held results and the
+/// working buffers of the largest stage, is [`RowSource::held_bytes`],
+/// which a job reading the rows counts beside its own buffers.
 pub struct ExprRows {
     lowered: Lowered,
     plan: ArrayPlan,
     slots: Slots,
     held: u64,
-    opts: Options,
-    ready: OnceLock<std::result::Result<(), String>>,
+    threads: usize,
+    /// Whether the intermediates have been computed.
+    ready: Mutex<bool>,
 }
+
+/// An expression read by a job has its intermediates planned within
+/// `1 / JOB_SHARE` of the job's memory limit; the job plans its own buffers
+/// in the rest (see [`ExprRows::for_job`]).
+const JOB_SHARE: u64 = 4;
 
 impl std::fmt::Debug for ExprRows {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -35,8 +43,31 @@ impl std::fmt::Debug for ExprRows {
 }
 
 impl ExprRows {
+    /// The rows of `root` (2-D) as the input of a job run as `run` says:
+    /// its intermediates are planned within `1 / JOB_SHARE` of the job's
+    /// limit (on disk when larger), on the job's threads, and the job's plan
+    /// counts what they need ([`RowSource::held_bytes`]) beside its own
+    /// buffers. Nothing is computed here.
+    ///
+    /// # Errors
+    /// As [`ExprRows::new`]; [`Error::DoesNotFit`] when the intermediates
+    /// cannot be planned within their share, naming the smallest job limit
+    /// that gives them enough.
+    pub fn for_job(root: &Array, run: &RunOptions) -> Result<Self> {
+        let opts = Options { memory_limit: run.memory_limit / JOB_SHARE, threads: Some(run.threads()), ..run.clone() };
+        ExprRows::new(root, &opts).map_err(|e| match e {
+            Error::DoesNotFit { required_bytes, what, remedies, .. } => Error::DoesNotFit {
+                required_bytes: required_bytes.saturating_mul(JOB_SHARE),
+                limit_bytes: run.memory_limit,
+                what: format!("the input's intermediates, planned within 1/{JOB_SHARE} of the limit: {what}"),
+                remedies,
+            },
+            other => other,
+        })
+    }
+
     /// Plans `root` (2-D); its intermediate stages run before the first
-    /// read, within `opts.memory_limit`.
+    /// read, within `opts.memory_limit`, on `opts.threads()` threads.
     ///
     /// # Errors
     /// [`Error::WrongDimensions`] unless `root` is 2-D; as [`super::explain`].
@@ -54,16 +85,7 @@ impl ExprRows {
         // The plan's total: held intermediates plus its largest stage,
         // which runs while the reading job's buffers are allocated.
         let held = plan.total_bytes;
-        Ok(ExprRows { lowered, plan, slots, held, opts: opts.clone(), ready: OnceLock::new() })
-    }
-
-    fn ready(&self) -> Result<()> {
-        let threads = self.opts.threads.unwrap_or_else(rayon::current_num_threads);
-        let done = self.ready.get_or_init(|| {
-            run_intermediates(&self.lowered, &self.plan, &self.slots, threads, &mut crate::exec::Context::new(&mut ()))
-                .map_err(|e| e.to_string())
-        });
-        done.clone().map_err(|message| Error::Expression { kind: crate::error::ExpressionFault::Value, message })
+        Ok(ExprRows { lowered, plan, slots, held, threads: opts.threads().max(1), ready: Mutex::new(false) })
     }
 
     fn shape(&self) -> &[usize] {
@@ -106,8 +128,21 @@ impl RowSource for ExprRows {
         self.held
     }
 
+    fn prepare(&self, cancel: &Cancel) -> Result<()> {
+        // A poisoned lock only means an earlier attempt panicked: try again.
+        let mut ready = self.ready.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !*ready {
+            let mut quiet = ();
+            let mut ctx = Context::new(&mut quiet);
+            ctx.cancel = cancel.clone();
+            run_intermediates(&self.lowered, &self.plan, &self.slots, self.threads, &mut ctx)?;
+            *ready = true;
+        }
+        Ok(())
+    }
+
     fn read(&self, start: usize, rows: usize) -> Result<Vec<f64>> {
-        self.ready()?;
+        self.prepare(&Cancel::new())?;
         let Work::Map { ir } = &self.lowered.stages.last().expect("a final stage").work else {
             unreachable!("rows end in an elementwise stage")
         };
@@ -115,5 +150,28 @@ impl RowSource for ExprRows {
         let mut buf = Vec::new();
         let col = eval(ir, &[start, 0], &[start + rows, self.n_cols()], &ctx, &mut buf)?;
         Ok((0..col.len()).map(|i| col.get_f64(i)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::{Op, Reduction};
+
+    /// The intermediates stop, with their error type, when cancelled, and
+    /// are computed by a later preparation.
+    #[test]
+    fn preparing_stops_when_cancelled_and_keeps_the_error_type() {
+        let (n, d) = (50_000, 4);
+        let x = Array::from_f64((0..n * d).map(|i| (i % 13) as f64).collect(), &[n, d]).unwrap();
+        let means = x.reduce(Reduction::Mean, &[1], true, None).unwrap();
+        let centred = Array::ufunc(Op::Subtract, &[x, means]).unwrap();
+        let rows = ExprRows::for_job(&centred, &RunOptions::with_limit(64 << 20)).unwrap();
+        let cancelled = Cancel::new();
+        cancelled.cancel();
+        assert!(matches!(rows.prepare(&cancelled), Err(Error::Cancelled)));
+        rows.prepare(&Cancel::new()).unwrap();
+        let first = rows.read(0, 2).unwrap();
+        assert_eq!(first, [-1.5, -0.5, 0.5, 1.5, -1.5, -0.5, 0.5, 1.5]);
     }
 }

@@ -24,14 +24,9 @@ use crate::exec::{install, run_grid, run_tiles, Cancel, Context, MemorySink, Npy
 use crate::linalg::einsum::{contract, Dense};
 use crate::Warning;
 
-/// How to run a job.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// The memory limit in bytes.
-    pub memory_limit: u64,
-    /// Worker threads (the current rayon pool's when `None`).
-    pub threads: Option<usize>,
-}
+/// How to run a job: every job's [`crate::exec::RunOptions`] (array jobs
+/// read its memory limit and threads).
+pub use crate::exec::RunOptions as Options;
 
 /// A result returned in memory: C-order little-endian elements.
 #[derive(Debug, Clone)]

@@ -33,7 +33,7 @@ use super::pass::{AssignPass, Assignment, Mode};
 use super::plan::default_init_sample_rows;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{run_split, scan, KeyedSample, Observer, Progress, RowSplit, Scan};
+use crate::exec::{run_split, scan, KeyedSample, Observer, Progress, RowSplit, RunOptions, Scan};
 use crate::io::{BlockReader, Source};
 use crate::kernels::PreparedCenters;
 use crate::plan::Plan;
@@ -127,6 +127,7 @@ pub fn fit<T: Real>(
     x: &Source<'_>,
     sample_weight: Option<&Source<'_>>,
     plan: &Plan,
+    opts: &RunOptions,
     mut labels_out: LabelSink<'_>,
     observer: &mut dyn Observer,
 ) -> Result<KMeansFit<T>> {
@@ -152,7 +153,7 @@ pub fn fit<T: Real>(
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
     let sample_seed = master.next_u64();
     let plot_seed = master.next_u64();
-    let split = &params.row_split;
+    let split = &opts.row_split;
 
     // Validation and init phase: its buffers (the k-means++ sample, small
     // read blocks) are freed before the iterations allocate theirs.
@@ -170,7 +171,7 @@ pub fn fit<T: Real>(
                 return Err(Error::Cancelled);
             }
             let mut rng = ChaCha8Rng::seed_from_u64(master.next_u64());
-            inits.push(initial_centers(params, &scan, &mut blocks, &mut rng, &*observer)?);
+            inits.push(initial_centers(params, &scan, &mut blocks, split, &mut rng, &*observer)?);
         }
         timings.init_secs = t.elapsed().as_secs_f64();
         (scan.mean_variance, inits)
@@ -186,7 +187,7 @@ pub fn fit<T: Real>(
     for (run, init) in inits.into_iter().enumerate() {
         let t = Instant::now();
         observer.event(&Progress::Phase("iterating"));
-        let mut r = lloyd(params, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?;
+        let mut r = lloyd(params, run, n_init, tol_abs, init, &mut blocks, split, &mut asg, observer)?;
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
         if !r.1 || finish_here {
@@ -278,6 +279,7 @@ fn initial_centers<T: Real>(
     params: &KMeansParams,
     scan: &Scan,
     blocks: &mut BlockReader<'_, '_, T>,
+    split: &RowSplit,
     rng: &mut ChaCha8Rng,
     obs: &dyn Observer,
 ) -> Result<Vec<f64>> {
@@ -294,7 +296,7 @@ fn initial_centers<T: Real>(
                 None => uniform_distinct(n, k, rng),
                 Some(_) => {
                     let mut draw = WeightedDraw::new(k, rng.next_u64());
-                    run_split(&mut draw, blocks, &params.row_split, &zero, &obs.cancel())?;
+                    run_split(&mut draw, blocks, split, &zero, &obs.cancel())?;
                     let rows = draw.finish();
                     if rows.len() < k {
                         return Err(Error::param(
@@ -328,6 +330,7 @@ fn lloyd<T: Real>(
     tol_abs: f64,
     mut centers: Vec<f64>,
     blocks: &mut BlockReader<'_, '_, T>,
+    split: &RowSplit,
     asg: &mut Assignment<T>,
     observer: &mut dyn Observer,
 ) -> Result<(Run, bool)> {
@@ -344,7 +347,7 @@ fn lloyd<T: Real>(
         let t = Instant::now();
         let prepared = PreparedCenters::<T>::new(&centers, k, d);
         let mut pass = AssignPass { centers: &prepared, asg: &mut *asg, mode: Mode::Lloyd, weights_name: None };
-        let s = run_split(&mut pass, blocks, &params.row_split, &zero, &observer.cancel())?;
+        let s = run_split(&mut pass, blocks, split, &zero, &observer.cancel())?;
         let (mut sums, mut cw) = (s.sums, s.weights);
         let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres

@@ -1,7 +1,6 @@
 //! K-means hyperparameters, checked once into a valid configuration.
 
 use crate::error::{Error, Result};
-use crate::exec::RowSplit;
 
 /// How the initial centres are chosen.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +35,9 @@ impl Init {
     }
 }
 
-/// K-means parameters, named and defaulted as scikit-learn's `KMeans`.
+/// K-means hyperparameters, named and defaulted as scikit-learn's `KMeans`
+/// (how the fit runs, its memory limit included, is the job's
+/// [`crate::exec::RunOptions`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KMeansParams {
     /// Number of clusters `k` (≥ 1, ≤ `n_samples`). Default 8.
@@ -56,18 +57,12 @@ pub struct KMeansParams {
     /// Seed of every random choice; the same seed gives bitwise-identical
     /// results for any thread count. Default 0.
     pub random_state: u64,
-    /// Memory limit in bytes for every buffer the run allocates.
-    pub memory_limit_bytes: u64,
     /// Rows in the k-means++ sample; `None` picks
     /// [`super::default_init_sample_rows`] (all rows when `n_samples` is
     /// smaller). The sample shrinks only when the memory limit cannot hold it.
     pub init_sample_rows: Option<usize>,
     /// Rows to keep (with their labels) for a scatter plot; 0 for none.
     pub plot_sample_rows: usize,
-    /// Row boundaries at which every pass runs in separate ranges whose
-    /// statistics are merged (default: whole passes); results are the same
-    /// bits for any split.
-    pub row_split: RowSplit,
 }
 
 impl Default for KMeansParams {
@@ -79,10 +74,8 @@ impl Default for KMeansParams {
             max_iter: 300,
             tol: 1e-4,
             random_state: 0,
-            memory_limit_bytes: crate::plan::default_limit_bytes(),
             init_sample_rows: None,
             plot_sample_rows: 0,
-            row_split: RowSplit::default(),
         }
     }
 }

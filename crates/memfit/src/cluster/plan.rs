@@ -7,7 +7,7 @@ use crate::error::{Count, Remedy, Result};
 use crate::exec::{KeyedSample, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::{PreparedCenters, Scratch};
-use crate::plan::{check_fits, pick_block_rows, Job, Ledger, Plan, CHUNK_ROWS, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Job, Plan, CHUNK_ROWS, TILE_ROWS};
 
 /// Most centres per compute tile.
 pub const MAX_K_TILE: usize = 512;
@@ -19,7 +19,7 @@ pub const MAX_K_TILE: usize = 512;
 /// - always: centres (`f64` current and new sums, best-so-far, the
 ///   compute-type copy with norms), per-cluster weights, the plot sample,
 ///   the label writer's buffers, the initial centres of every init and
-///   anything the caller holds;
+///   what the input and the caller hold ([`Job::ledger`]);
 /// - validation and init: the k-means++ sample (or the `k` rows a random init
 ///   reads) and read blocks (raw scratch, converted values, weights);
 /// - iterations: per-thread distance
@@ -28,16 +28,16 @@ pub const MAX_K_TILE: usize = 512;
 ///
 /// # Errors
 /// [`crate::Error::DoesNotFit`] when the always-held buffers plus the smallest
-/// version of either phase exceed `params.memory_limit_bytes`, with the
+/// version of either phase exceed `job.limit_bytes`, with the
 /// smallest limit that would work.
 pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let (n, d, k) = (job.n_samples as u64, job.n_features as u64, params.n_clusters as u64);
     let c = job.compute_bytes as u64;
-    let limit = params.memory_limit_bytes;
+    let limit = job.limit_bytes;
     let n_init = params.effective_n_init() as u64;
     let threads = job.threads as u64;
     let k_tile = params.n_clusters.min(MAX_K_TILE);
-    let mut led = Ledger::default();
+    let mut led = job.ledger();
     led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
     if n_init > 1 {
         led.add("best centers (float64)", k * d, 8, format!("{k} × {d} × 8 B, kept across {n_init} inits"));
@@ -49,9 +49,6 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         "float64 values, radii + shifted values and norms for the fast path".into(),
     );
     led.add("initial centers", n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));
-    for (name, bytes) in &job.extra {
-        led.add(name, *bytes, 1, "held by the caller".into());
-    }
     let plot = params.plot_sample_rows.min(job.n_samples) as u64;
     let plot_per = KeyedSample::bytes_per_row(job.n_features);
     led.add("plot sample", plot, plot_per, format!("{plot} rows × {plot_per} B"));
@@ -192,23 +189,18 @@ pub fn default_init_sample_rows(n_samples: usize, n_features: usize, n_clusters:
 mod tests {
     use super::*;
 
-    fn job(n: usize, d: usize) -> Job {
-        Job {
-            n_samples: n,
-            n_features: d,
-            x_scratch_per_row: d * 8,
-            w_scratch_per_row: None,
-            compute_bytes: 8,
-            threads: 2,
-            n_outputs: 1,
-            extra: vec![],
-        }
+    use crate::exec::RunOptions;
+
+    fn job(n: usize, d: usize, limit: u64) -> Job {
+        let mut job = Job::of_shape(n, d, &RunOptions::with_limit(limit));
+        job.n_outputs = 1;
+        job
     }
 
     #[test]
     fn blocks_fit_the_limit_and_align_to_tiles() {
-        let p = KMeansParams { n_clusters: 200, memory_limit_bytes: 64 << 20, ..Default::default() };
-        let plan = plan_kmeans(&p, &job(100_000_000, 3)).unwrap();
+        let p = KMeansParams { n_clusters: 200, ..Default::default() };
+        let plan = plan_kmeans(&p, &job(100_000_000, 3, 64 << 20)).unwrap();
         assert!(plan.total_bytes <= 64 << 20, "{plan}");
         assert_eq!(plan.block_rows % TILE_ROWS, 0);
         assert!(plan.block_rows > 100_000);
@@ -226,29 +218,27 @@ mod tests {
 
     #[test]
     fn small_data_is_one_block() {
-        let p = KMeansParams { n_clusters: 3, memory_limit_bytes: 1 << 30, ..Default::default() };
-        let plan = plan_kmeans(&p, &job(1000, 4)).unwrap();
+        let p = KMeansParams { n_clusters: 3, ..Default::default() };
+        let plan = plan_kmeans(&p, &job(1000, 4, 1 << 30)).unwrap();
         assert_eq!((plan.block_rows, plan.n_blocks, plan.init_sample_rows), (1000, 1, 1000));
     }
 
     #[test]
     fn refuses_when_centres_do_not_fit_and_names_the_minimum() {
-        let p = KMeansParams { n_clusters: 100_000, memory_limit_bytes: 16 << 20, ..Default::default() };
-        let err = plan_kmeans(&p, &job(10_000_000, 100)).unwrap_err();
+        let p = KMeansParams { n_clusters: 100_000, ..Default::default() };
+        let err = plan_kmeans(&p, &job(10_000_000, 100, 16 << 20)).unwrap_err();
         let crate::Error::DoesNotFit { required_bytes, .. } = err else { panic!("{err}") };
-        let p2 = KMeansParams { memory_limit_bytes: required_bytes, ..p.clone() };
-        let plan = plan_kmeans(&p2, &job(10_000_000, 100)).unwrap();
+        let plan = plan_kmeans(&p, &job(10_000_000, 100, required_bytes)).unwrap();
         assert!(plan.total_bytes <= required_bytes);
-        let p3 = KMeansParams { memory_limit_bytes: required_bytes - 1, ..p };
-        assert!(plan_kmeans(&p3, &job(10_000_000, 100)).is_err());
+        assert!(plan_kmeans(&p, &job(10_000_000, 100, required_bytes - 1)).is_err());
     }
 
     #[test]
     fn limit_changes_block_rows_not_tiles() {
         let mut seen = Vec::new();
         for mib in [8u64, 16, 64, 1024] {
-            let p = KMeansParams { n_clusters: 10, memory_limit_bytes: mib << 20, ..Default::default() };
-            let plan = plan_kmeans(&p, &job(1_000_000, 784)).unwrap();
+            let p = KMeansParams { n_clusters: 10, ..Default::default() };
+            let plan = plan_kmeans(&p, &job(1_000_000, 784, mib << 20)).unwrap();
             assert!(plan.total_bytes <= mib << 20);
             seen.push((plan.block_rows, plan.tile_rows, plan.k_tile));
         }

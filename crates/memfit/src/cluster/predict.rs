@@ -10,38 +10,29 @@ use crate::exec::{run_split, Block, Leaf, Observer, Pass, RowSplit};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
 use crate::kernels::{sq_distances_block, PreparedCenters, Scratch};
 use crate::plan::{check_fits, pick_block_rows, TILE_ROWS};
-use crate::plan::{Ledger, Plan};
+use crate::plan::{Job, Ledger, Plan};
 
-/// Plans [`predict`] of `x` against `n_clusters` centres in a compute type of
-/// `compute_bytes` bytes, on the current rayon pool, with a label file
-/// writer's buffers when `labels_file` (results handed to a callable that
-/// keeps them in memory need none).
+/// Plans [`predict`] of `job`'s data (and its weights, read with the
+/// data's blocks) against `n_clusters` centres, with a label file writer's
+/// buffers when `labels_file` (results handed to a callable that keeps them
+/// in memory need none).
 ///
 /// # Errors
-/// [`Error::DoesNotFit`] when the centres, tiles and one tile of rows exceed
-/// `limit_bytes`.
-pub fn plan_predict(
-    x: &Source<'_>,
-    sample_weight: Option<&Source<'_>>,
-    n_clusters: usize,
-    compute_bytes: usize,
-    labels_file: bool,
-    limit_bytes: u64,
-) -> Result<Plan> {
-    let (d, k) = (x.n_features(), n_clusters);
-    let threads = rayon::current_num_threads();
+/// [`Error::DoesNotFit`] when what the input holds, the centres, tiles and
+/// one tile of rows exceed `job.limit_bytes`.
+pub fn plan_predict(job: &Job, n_clusters: usize, labels_file: bool) -> Result<Plan> {
+    let (d, k, threads) = (job.n_features, n_clusters, job.threads);
     let k_tile = n_clusters.min(MAX_K_TILE);
-    let mut led = centre_ledger(x, n_clusters, compute_bytes);
+    let mut led = centre_ledger(job, n_clusters);
     if labels_file {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
     // Per row: label, distance, a share of the per-tile distance sums, and
     // the weight's raw scratch and value.
-    let extra =
-        Assignment::<f64>::BYTES_PER_ROW + 1 + sample_weight.map_or(0, |w| w.scratch_bytes_per_row() as u64 + 8);
-    let tile = |rows: usize| threads as u64 * Scratch::<f64>::bytes(rows, k, k_tile, d, compute_bytes);
-    let fits = |rows: usize| led.total() + tile(rows) + min_rows_bytes(x, compute_bytes, extra) <= limit_bytes;
-    let tile_rows = kernel_tile_rows(x.n_samples(), fits);
+    let extra = Assignment::<f64>::BYTES_PER_ROW + 1 + job.w_scratch_per_row.map_or(0, |w| w as u64 + 8);
+    let tile = |rows: usize| threads as u64 * Scratch::<f64>::bytes(rows, k, k_tile, d, job.compute_bytes);
+    let fits = |rows: usize| led.total() + tile(rows) + min_rows_bytes(job, extra) <= job.limit_bytes;
+    let tile_rows = kernel_tile_rows(job.n_samples, fits);
     led.add(
         "distance tiles (per thread)",
         tile(tile_rows),
@@ -49,16 +40,15 @@ pub fn plan_predict(
         format!("{threads} threads × {tile_rows} rows × {k_tile} centres"),
     );
     let what = format!("predict with {k} centres of {d} features on {threads} threads");
-    let rows =
-        add_blocks(x, &mut led, compute_bytes, extra, "labels, distances, tile sums, weights", what, limit_bytes)?;
+    let rows = add_blocks(job, &mut led, extra, "labels, distances, tile sums, weights", what)?;
     let total = led.total();
     Ok(Plan {
         job: "predict".into(),
-        limit_bytes,
+        limit_bytes: job.limit_bytes,
         buffers: led.into_buffers(),
         total_bytes: total,
         block_rows: rows,
-        n_blocks: x.n_samples().div_ceil(rows.max(1)),
+        n_blocks: job.n_samples.div_ceil(rows.max(1)),
         scan_block_rows: rows,
         tile_rows,
         assign_tile_rows: tile_rows,
@@ -72,14 +62,15 @@ pub fn plan_predict(
     })
 }
 
-/// The centres' buffers of [`plan_predict`] and [`plan_transform`].
-fn centre_ledger(x: &Source<'_>, n_clusters: usize, compute_bytes: usize) -> Ledger {
-    let (d, k) = (x.n_features() as u64, n_clusters as u64);
-    let mut led = Ledger::default();
+/// What the input holds ([`Job::ledger`]) and the centres' buffers, for
+/// [`plan_predict`] and [`plan_transform`].
+fn centre_ledger(job: &Job, n_clusters: usize) -> Ledger {
+    let (d, k) = (job.n_features as u64, n_clusters as u64);
+    let mut led = job.ledger();
     led.add("centers (float64)", k * d, 8, format!("{k} × {d} × 8 B"));
     led.add(
         "centers for kernels",
-        PreparedCenters::<f64>::bytes_for(n_clusters, x.n_features(), compute_bytes),
+        PreparedCenters::<f64>::bytes_for(n_clusters, job.n_features, job.compute_bytes),
         1,
         "float64 values, radii + shifted values and norms for the fast path".into(),
     );
@@ -87,36 +78,28 @@ fn centre_ledger(x: &Source<'_>, n_clusters: usize, compute_bytes: usize) -> Led
 }
 
 /// Bytes of a block row: raw read scratch, converted values and `extra`.
-fn row_bytes(x: &Source<'_>, compute_bytes: usize, extra: u64) -> u64 {
-    BlockReader::<f64>::bytes_per_row(x.scratch_bytes_per_row(), x.n_features(), compute_bytes, None) + extra
+fn row_bytes(job: &Job, extra: u64) -> u64 {
+    BlockReader::<f64>::bytes_per_row(job.x_scratch_per_row, job.n_features, job.compute_bytes, None) + extra
 }
 
 /// Bytes of the smallest block: one tile of rows (or every row, if fewer).
-fn min_rows_bytes(x: &Source<'_>, compute_bytes: usize, extra: u64) -> u64 {
-    row_bytes(x, compute_bytes, extra) * (TILE_ROWS as u64).min(x.n_samples() as u64)
+fn min_rows_bytes(job: &Job, extra: u64) -> u64 {
+    row_bytes(job, extra) * (TILE_ROWS as u64).min(job.n_samples as u64)
 }
 
 /// Adds read blocks to `led`, which holds every other buffer: as many rows
-/// as fit `limit_bytes`, each with its raw read scratch, converted values
-/// and `extra` bytes of `extra_what`; returns the rows per block.
+/// as fit `job.limit_bytes`, each with its raw read scratch, converted
+/// values and `extra` bytes of `extra_what`; returns the rows per block.
 ///
 /// # Errors
 /// [`Error::DoesNotFit`] naming `what` when one tile of rows does not fit.
-fn add_blocks(
-    x: &Source<'_>,
-    led: &mut Ledger,
-    compute_bytes: usize,
-    extra: u64,
-    extra_what: &str,
-    what: String,
-    limit_bytes: u64,
-) -> Result<usize> {
-    let (n, d, c) = (x.n_samples() as u64, x.n_features() as u64, compute_bytes as u64);
-    let required = led.total() + min_rows_bytes(x, compute_bytes, extra);
+fn add_blocks(job: &Job, led: &mut Ledger, extra: u64, extra_what: &str, what: String) -> Result<usize> {
+    let (n, d, c) = (job.n_samples as u64, job.n_features as u64, job.compute_bytes as u64);
+    let limit_bytes = job.limit_bytes;
+    let required = led.total() + min_rows_bytes(job, extra);
     check_fits(required, limit_bytes, led, || what, Vec::new)?;
-    let threads = rayon::current_num_threads() as u64;
-    let rows = pick_block_rows(limit_bytes - led.total(), row_bytes(x, compute_bytes, extra), n, d * c, threads);
-    let scratch = x.scratch_bytes_per_row() as u64;
+    let rows = pick_block_rows(limit_bytes - led.total(), row_bytes(job, extra), n, d * c, job.threads as u64);
+    let scratch = job.x_scratch_per_row as u64;
     led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
     led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
     led.add(&format!("block {extra_what}"), rows, extra, format!("{rows} rows × {extra} B"));
@@ -164,20 +147,19 @@ pub fn predict<T: Real>(
     Ok(inertia)
 }
 
-/// Plans [`transform`] of `x` against `n_clusters` centres in a compute type
-/// of `compute_bytes` bytes, on the current rayon pool: the centres and, per
-/// block row, the read scratch, converted values and `n_clusters` distances.
+/// Plans [`transform`] of `job`'s data against `n_clusters` centres: what
+/// the input holds, the centres and, per block row, the read scratch,
+/// converted values and `n_clusters` distances.
 ///
 /// # Errors
-/// [`Error::DoesNotFit`] when the centres and one tile of rows exceed
-/// `limit_bytes`.
-pub fn plan_transform(x: &Source<'_>, n_clusters: usize, compute_bytes: usize, limit_bytes: u64) -> Result<Plan> {
-    let (d, k) = (x.n_features(), n_clusters);
-    let threads = rayon::current_num_threads();
-    let mut led = centre_ledger(x, n_clusters, compute_bytes);
+/// [`Error::DoesNotFit`] when these with one tile of rows exceed
+/// `job.limit_bytes`.
+pub fn plan_transform(job: &Job, n_clusters: usize) -> Result<Plan> {
+    let (d, k) = (job.n_features, n_clusters);
+    let mut led = centre_ledger(job, n_clusters);
     let what = format!("distances to {k} centres of {d} features");
-    let rows = add_blocks(x, &mut led, compute_bytes, k as u64 * 8, "distances (float64)", what, limit_bytes)?;
-    let mut plan = Plan::blocked("transform", limit_bytes, led, rows, x.n_samples(), threads);
+    let rows = add_blocks(job, &mut led, k as u64 * 8, "distances (float64)", what)?;
+    let mut plan = Plan::blocked("transform", job.limit_bytes, led, rows, job.n_samples, job.threads);
     plan.passes_detail = "1 distance pass".into();
     Ok(plan)
 }

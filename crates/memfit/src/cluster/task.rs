@@ -11,7 +11,7 @@ use super::pass::{AssignPass, Assignment, Mode};
 use super::plan::plan_kmeans;
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{decode, encode, run_pass, task_result};
+use crate::exec::{decode, encode, run_pass, task_result, RunOptions};
 use crate::io::{BlockReader, Source};
 use crate::kernels::PreparedCenters;
 use crate::plan::{Job, Plan};
@@ -61,10 +61,9 @@ impl AssignTask {
             n_clusters: self.k,
             init: Init::Centers { values: Vec::new(), n_rows: self.k, n_cols: self.d },
             n_init: Some(1),
-            memory_limit_bytes: limit_bytes,
             ..KMeansParams::default()
         };
-        plan_kmeans(&params, &Job::new(x, w, compute_bytes, 0))
+        plan_kmeans(&params, &Job::new(x, w, compute_bytes, 0, &RunOptions::with_limit(limit_bytes)))
     }
 
     /// Runs the pass over `rows` of `x` within `plan` and returns its

@@ -1,10 +1,10 @@
 //! The linear-algebra kernels as jobs: the row-wise quadratic form and the
 //! weighted scatter matrix.
 
-use super::{job_warnings, ComputeDtype, Done};
+use super::{job_warnings, planned_job, prepare, ComputeDtype, Done};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
-use crate::exec::RowSplit;
+use crate::exec::RunOptions;
 use crate::io::{Dtype, Source};
 use crate::linalg;
 use crate::plan::Plan;
@@ -20,8 +20,8 @@ pub struct QuadraticFormJob<'a> {
     pub q_shape: [usize; 2],
     /// The compute dtype.
     pub compute: ComputeDtype,
-    /// The memory limit in bytes.
-    pub memory_limit_bytes: u64,
+    /// How the job runs: memory limit, threads.
+    pub run: RunOptions,
 }
 
 impl QuadraticFormJob<'_> {
@@ -44,7 +44,7 @@ impl QuadraticFormJob<'_> {
     /// [`Error::ShapeMismatch`]; [`Error::DoesNotFit`].
     pub fn plan(&self) -> Result<Plan> {
         self.check()?;
-        linalg::plan_row_quadratic_form(self.x, self.compute.bytes(), self.memory_limit_bytes)
+        linalg::plan_row_quadratic_form(&planned_job(self.x, None, self.compute, 0, &[], &self.run))
     }
 
     /// Runs within `plan`, handing `q` to `out` block by block in row order.
@@ -58,7 +58,7 @@ impl QuadraticFormJob<'_> {
         observer: &dyn Observer,
     ) -> Result<Done<()>> {
         self.check()?;
-        plan.check_disk()?;
+        prepare(plan, self.x, None, observer)?;
         let cancel = observer.cancel();
         match self.compute {
             ComputeDtype::Float32 => linalg::row_quadratic_form::<f32>(self.x, self.q, plan, out, &cancel)?,
@@ -75,10 +75,8 @@ pub struct ScatterJob<'a> {
     pub x: &'a Source<'a>,
     /// Per-row weights (all ones when `None`).
     pub weights: Option<&'a Source<'a>>,
-    /// The memory limit in bytes.
-    pub memory_limit_bytes: u64,
-    /// Where the pass runs: whole, here, by default (see [`RowSplit`]).
-    pub row_split: RowSplit,
+    /// How the job runs: memory limit, threads, row split.
+    pub run: RunOptions,
 }
 
 impl ScatterJob<'_> {
@@ -88,7 +86,7 @@ impl ScatterJob<'_> {
     /// [`Error::ShapeMismatch`]; [`Error::DoesNotFit`].
     pub fn plan(&self) -> Result<Plan> {
         self.x.check_weights(self.weights)?;
-        linalg::plan_weighted_scatter(self.x, self.weights, self.memory_limit_bytes)
+        linalg::plan_weighted_scatter(&planned_job(self.x, self.weights, ComputeDtype::Float64, 0, &[], &self.run))
     }
 
     /// Runs within `plan`; returns `S`, row-major `(n_features, n_features)`.
@@ -96,8 +94,9 @@ impl ScatterJob<'_> {
     /// # Errors
     /// As [`linalg::weighted_scatter`].
     pub fn run(&self, plan: &Plan, observer: &dyn Observer) -> Result<Done<Vec<f64>>> {
-        plan.check_disk()?;
-        let s = linalg::weighted_scatter_split(self.x, self.weights, plan, &self.row_split, &observer.cancel())?;
+        prepare(plan, self.x, self.weights, observer)?;
+        let cancel = observer.cancel();
+        let s = linalg::weighted_scatter_split(self.x, self.weights, plan, &self.run.row_split, &cancel)?;
         Ok(Done { value: s, warnings: job_warnings(plan, self.x, Dtype::F64, self.weights) })
     }
 }

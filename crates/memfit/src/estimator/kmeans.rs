@@ -1,17 +1,18 @@
 //! k-means jobs: fit, nearest centres (with the weighted inertia `score`
 //! needs) and distances to the centres.
 
-use super::{job_warnings, ComputeDtype, Done};
+use super::{job_warnings, planned_job, prepare, ComputeDtype, Done};
 use crate::cluster::{self, AssignSink, Init, KMeansFit, KMeansParams, LabelSink, Observer};
 use crate::error::{Error, Result};
+use crate::exec::RunOptions;
 use crate::io::Source;
-use crate::plan::{Job, Plan};
+use crate::plan::Plan;
 
 /// A k-means fit of `x` (with optional per-row weights) computed in
 /// `compute`.
 #[derive(Debug)]
 pub struct KMeansJob<'a> {
-    /// The parameters (`memory_limit_bytes` is the job's limit).
+    /// The hyperparameters.
     pub params: KMeansParams,
     /// The data, `(n_samples, n_features)`.
     pub x: &'a Source<'a>,
@@ -23,6 +24,8 @@ pub struct KMeansJob<'a> {
     pub n_outputs: usize,
     /// Other buffers the caller holds for the run (name, bytes).
     pub extra: Vec<(String, u64)>,
+    /// How the job runs: memory limit, threads, row split.
+    pub run: RunOptions,
 }
 
 /// The initialisation named `name` (`"k-means++"`, `"random"`), or the given
@@ -48,9 +51,7 @@ impl KMeansJob<'_> {
     /// As [`KMeansParams::validate`] and [`cluster::plan_kmeans`].
     pub fn plan(&self) -> Result<Plan> {
         self.params.validate(self.x.n_samples(), self.x.n_features())?;
-        // The caller's buffers beside what the input holds (Job::new's).
-        let mut job = Job::new(self.x, self.sample_weight, self.compute.bytes(), self.n_outputs);
-        job.extra.extend(self.extra.iter().cloned());
+        let job = planned_job(self.x, self.sample_weight, self.compute, self.n_outputs, &self.extra, &self.run);
         cluster::plan_kmeans(&self.params, &job)
     }
 
@@ -61,11 +62,11 @@ impl KMeansJob<'_> {
     /// # Errors
     /// As [`cluster::fit`].
     pub fn fit(&self, plan: &Plan, labels: LabelSink<'_>, observer: &mut dyn Observer) -> Result<KMeansFit<f64>> {
-        plan.check_disk()?;
-        let (x, w) = (self.x, self.sample_weight);
+        let (x, w, p, run) = (self.x, self.sample_weight, &self.params, &self.run);
+        prepare(plan, x, w, &*observer)?;
         let mut fit = match self.compute {
-            ComputeDtype::Float32 => widen(cluster::fit::<f32>(&self.params, x, w, plan, labels, observer)?),
-            ComputeDtype::Float64 => cluster::fit::<f64>(&self.params, x, w, plan, labels, observer)?,
+            ComputeDtype::Float32 => widen(cluster::fit::<f32>(p, x, w, plan, run, labels, observer)?),
+            ComputeDtype::Float64 => cluster::fit::<f64>(p, x, w, plan, run, labels, observer)?,
         };
         fit.warnings.extend(job_warnings(plan, x, self.compute.dtype(), w));
         Ok(fit)
@@ -108,8 +109,8 @@ pub struct CentersJob<'a> {
     pub compute: ComputeDtype,
     /// Whether the labels go to a file writer (whose buffers are planned).
     pub labels_file: bool,
-    /// The memory limit in bytes.
-    pub memory_limit_bytes: u64,
+    /// How the job runs: memory limit, threads.
+    pub run: RunOptions,
 }
 
 /// What [`CentersJob::assign`] returns besides the blocks it hands out.
@@ -146,14 +147,8 @@ impl CentersJob<'_> {
     /// Shape errors; [`Error::DoesNotFit`].
     pub fn plan_assign(&self) -> Result<Plan> {
         self.check()?;
-        cluster::plan_predict(
-            self.x,
-            self.sample_weight,
-            self.n_clusters,
-            self.compute.bytes(),
-            self.labels_file,
-            self.memory_limit_bytes,
-        )
+        let job = planned_job(self.x, self.sample_weight, self.compute, 0, &[], &self.run);
+        cluster::plan_predict(&job, self.n_clusters, self.labels_file)
     }
 
     /// The nearest centre of each row and its squared distance, handed to
@@ -164,8 +159,8 @@ impl CentersJob<'_> {
     /// As [`cluster::predict`].
     pub fn assign(&self, plan: &Plan, out: AssignSink<'_>, observer: &dyn Observer) -> Result<Done<AssignResult>> {
         self.check()?;
-        plan.check_disk()?;
         let (x, w, c, k) = (self.x, self.sample_weight, self.centers, self.n_clusters);
+        prepare(plan, x, w, observer)?;
         let inertia = match self.compute {
             ComputeDtype::Float32 => cluster::predict::<f32>(x, w, c, k, plan, out, observer)?,
             ComputeDtype::Float64 => cluster::predict::<f64>(x, w, c, k, plan, out, observer)?,
@@ -179,7 +174,7 @@ impl CentersJob<'_> {
     /// Shape errors; [`Error::DoesNotFit`].
     pub fn plan_transform(&self) -> Result<Plan> {
         self.check()?;
-        cluster::plan_transform(self.x, self.n_clusters, self.compute.bytes(), self.memory_limit_bytes)
+        cluster::plan_transform(&planned_job(self.x, None, self.compute, 0, &[], &self.run), self.n_clusters)
     }
 
     /// Euclidean distances of each row to every centre, handed to `out`
@@ -194,8 +189,8 @@ impl CentersJob<'_> {
         observer: &dyn Observer,
     ) -> Result<Done<()>> {
         self.check()?;
-        plan.check_disk()?;
         let (x, c, k) = (self.x, self.centers, self.n_clusters);
+        prepare(plan, x, None, observer)?;
         match self.compute {
             ComputeDtype::Float32 => cluster::transform::<f32>(x, c, k, plan, out, observer)?,
             ComputeDtype::Float64 => cluster::transform::<f64>(x, c, k, plan, out, observer)?,

@@ -2,20 +2,20 @@
 //! E-step of a fitted model (labels, probabilities, log-likelihoods, score,
 //! BIC and AIC).
 
-use super::{job_warnings, ComputeDtype, Done};
+use super::{job_warnings, planned_job, prepare, ComputeDtype, Done};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
-use crate::exec::RowSplit;
+use crate::exec::RunOptions;
 use crate::io::Source;
 use crate::mixture::{self, CovarianceType, GmmFit, GmmParams, MixtureModel, Outputs, PrecisionsInit};
-use crate::plan::{Job, Plan};
+use crate::plan::Plan;
 use crate::warning::Warning;
 
 /// A Gaussian-mixture fit of `x` (with optional per-row weights) computed
 /// in `compute`.
 #[derive(Debug)]
 pub struct GmmJob<'a> {
-    /// The parameters (`memory_limit_bytes` is the job's limit).
+    /// The hyperparameters.
     pub params: GmmParams<'a>,
     /// The data, `(n_samples, n_features)`.
     pub x: &'a Source<'a>,
@@ -27,6 +27,8 @@ pub struct GmmJob<'a> {
     pub n_outputs: usize,
     /// Other buffers the caller holds for the run (name, bytes).
     pub extra: Vec<(String, u64)>,
+    /// How the job runs: memory limit, threads, row split, scratch folder.
+    pub run: RunOptions,
 }
 
 impl<'a> GmmJob<'a> {
@@ -79,14 +81,12 @@ impl<'a> GmmJob<'a> {
     /// As [`crate::io::ScratchFile::check_dir`], [`GmmParams::validate`] and
     /// [`mixture::plan_gmm`].
     pub fn plan(&self) -> Result<Plan> {
-        if let Some(dir) = &self.params.scratch_dir {
+        if let Some(dir) = &self.run.scratch_dir {
             // Checked first: a fit finds out late that it needs scratch files.
             crate::io::ScratchFile::check_dir(dir)?;
         }
         self.params.validate(self.x.n_samples(), self.x.n_features())?;
-        // The caller's buffers beside what the input holds (Job::new's).
-        let mut job = Job::new(self.x, self.sample_weight, self.compute.bytes(), self.n_outputs);
-        job.extra.extend(self.extra.iter().cloned());
+        let job = planned_job(self.x, self.sample_weight, self.compute, self.n_outputs, &self.extra, &self.run);
         mixture::plan_gmm(&self.params, &job, false)
     }
 
@@ -97,10 +97,11 @@ impl<'a> GmmJob<'a> {
     /// # Errors
     /// As [`mixture::fit`].
     pub fn fit(&self, plan: &Plan, outputs: &mut Outputs<'_>, observer: &mut dyn Observer) -> Result<GmmFit> {
-        let (x, w) = (self.x, self.sample_weight);
+        let (x, w, p, run) = (self.x, self.sample_weight, &self.params, &self.run);
+        prepare(plan, x, w, &*observer)?;
         let mut fit = match self.compute {
-            ComputeDtype::Float32 => mixture::fit::<f32>(&self.params, x, w, plan, outputs, observer)?,
-            ComputeDtype::Float64 => mixture::fit::<f64>(&self.params, x, w, plan, outputs, observer)?,
+            ComputeDtype::Float32 => mixture::fit::<f32>(p, x, w, plan, run, outputs, observer)?,
+            ComputeDtype::Float64 => mixture::fit::<f64>(p, x, w, plan, run, outputs, observer)?,
         };
         fit.warnings.extend(job_warnings(plan, x, self.compute.dtype(), w));
         Ok(fit)
@@ -132,10 +133,8 @@ pub struct GmmPredictJob<'a> {
     pub compute: ComputeDtype,
     /// Arrays the caller streams to files (each with a write buffer).
     pub n_outputs: usize,
-    /// The memory limit in bytes.
-    pub memory_limit_bytes: u64,
-    /// Where the pass runs: whole, here, by default (see [`RowSplit`]).
-    pub row_split: RowSplit,
+    /// How the job runs: memory limit, threads, row split.
+    pub run: RunOptions,
 }
 
 /// The model's fit to the data of a [`GmmPredictJob`].
@@ -176,7 +175,7 @@ impl GmmPredictJob<'_> {
     /// model's; [`Error::DoesNotFit`].
     pub fn plan(&self) -> Result<Plan> {
         self.check()?;
-        mixture::plan_predict(self.model, self.x, self.compute.bytes(), self.n_outputs, self.memory_limit_bytes)
+        mixture::plan_predict(self.model, &planned_job(self.x, None, self.compute, self.n_outputs, &[], &self.run))
     }
 
     /// Runs the pass within `plan`: labels, probabilities and
@@ -191,11 +190,11 @@ impl GmmPredictJob<'_> {
         observer: &mut dyn Observer,
     ) -> Result<Done<GmmScore>> {
         self.check()?;
-        plan.check_disk()?;
-        let (m, x) = (self.model, self.x);
+        let (m, x, split) = (self.model, self.x, &self.run.row_split);
+        prepare(plan, x, None, &*observer)?;
         let score = match self.compute {
-            ComputeDtype::Float32 => mixture::predict::<f32>(m, x, plan, &self.row_split, outputs, observer)?,
-            ComputeDtype::Float64 => mixture::predict::<f64>(m, x, plan, &self.row_split, outputs, observer)?,
+            ComputeDtype::Float32 => mixture::predict::<f32>(m, x, plan, split, outputs, observer)?,
+            ComputeDtype::Float64 => mixture::predict::<f64>(m, x, plan, split, outputs, observer)?,
         };
         let n_samples = x.n_samples() - x.first_row();
         let p = n_parameters(m.covariance_type, m.n_components(), m.n_features());

@@ -27,8 +27,9 @@ pub use kmeans::{parse_init, AssignResult, CentersJob, KMeansJob};
 pub use mixture::{information_criteria, n_parameters, GmmJob, GmmPredictJob, GmmScore};
 pub use task::{run_task, TASK_RUNNERS};
 
+use crate::exec::{Observer, RunOptions};
 use crate::io::{Dtype, Source};
-use crate::plan::Plan;
+use crate::plan::{Job, Plan};
 use crate::warning::Warning;
 
 /// The floating-point type a job computes in.
@@ -87,6 +88,41 @@ pub struct Done<T> {
     pub warnings: Vec<Warning>,
 }
 
+/// What the planners see of a job over `x` (and weights `w`) computed in
+/// `compute`, streaming `n_outputs` arrays, with the caller's `extra`
+/// buffers (name, bytes), run as `run` says. Every job's plan starts here:
+/// [`Job::new`] records what the inputs hold, and every planner starts its
+/// ledger from [`Job::ledger`], which declares it once.
+fn planned_job(
+    x: &Source<'_>,
+    w: Option<&Source<'_>>,
+    compute: ComputeDtype,
+    n_outputs: usize,
+    extra: &[(String, u64)],
+    run: &RunOptions,
+) -> Job {
+    let job = Job::new(x, w, compute.bytes(), n_outputs, run);
+    extra.iter().fold(job, |job, (name, bytes)| job.holding(name.clone(), *bytes))
+}
+
+/// What every job does first, within `plan` and before any of its own work:
+/// checks the disks it writes to ([`Plan::check_disk`]), then computes what
+/// its inputs need before their rows can be read (an expression's
+/// intermediates, within the bytes the plan counted for them,
+/// [`Source::prepare`]), stopping when `observer` cancels.
+///
+/// # Errors
+/// [`Error::NoDiskSpace`](crate::Error::NoDiskSpace); the inputs' errors;
+/// [`Error::Cancelled`](crate::Error::Cancelled).
+fn prepare(plan: &Plan, x: &Source<'_>, w: Option<&Source<'_>>, observer: &dyn Observer) -> crate::Result<()> {
+    plan.check_disk()?;
+    let cancel = observer.cancel();
+    for src in std::iter::once(x).chain(w) {
+        src.prepare(&cancel)?;
+    }
+    Ok(())
+}
+
 /// The warnings of a job run within `plan` on `x` (read in `compute`) and
 /// weights `w` (always read in float64): first a memory limit above the
 /// memory there is, when the plan needs more than that
@@ -132,12 +168,12 @@ mod tests {
         let means = x.reduce(Reduction::Mean, &[1], true, None).unwrap();
         let centred = Array::ufunc(Op::Subtract, &[x, means]).unwrap();
         let share = 1 << 20; // the row means are 1.6 MB
-        let rows = ExprRows::new(&centred, &Options { memory_limit: share, threads: Some(1) }).unwrap();
+        let rows = ExprRows::new(&centred, &Options { threads: Some(1), ..Options::with_limit(share) }).unwrap();
         assert!(rows.plan().scratch_bytes >= (n * 8) as u64, "{:?}", rows.plan());
         let src = Source::rows(Box::new(rows));
         let held = src.held_bytes();
         assert!(held > 0 && held <= share, "{held}");
-        let params = KMeansParams { n_clusters: 3, memory_limit_bytes: 64 << 20, ..KMeansParams::default() };
+        let params = KMeansParams { n_clusters: 3, ..KMeansParams::default() };
         let callers = ("labels_".to_string(), 4 * n as u64);
         let job = KMeansJob {
             params,
@@ -146,6 +182,7 @@ mod tests {
             compute: ComputeDtype::Float64,
             n_outputs: 0,
             extra: vec![callers.clone()],
+            run: RunOptions::with_limit(64 << 20),
         };
         let plan = job.plan().unwrap();
         let bytes = |name: &str| plan.buffers.iter().find(|b| b.name.starts_with(name)).map(|b| b.bytes);
@@ -155,13 +192,95 @@ mod tests {
         assert_eq!(fit.n_samples, n);
     }
 
+    /// Every job's plan declares what its input holds, once, beside its
+    /// own buffers, and runs after the input has prepared.
+    #[test]
+    fn every_job_counts_what_the_input_holds_once() {
+        use crate::array::{Array, ExprRows, Op, Reduction};
+        use crate::plan::INPUT_HELD;
+        let (n, d) = (20_000, 4);
+        let x = Array::from_f64((0..n * d).map(|i| (i % 89) as f64).collect(), &[n, d]).unwrap();
+        let means = x.reduce(Reduction::Mean, &[1], true, None).unwrap();
+        let centred = Array::ufunc(Op::Subtract, &[x, means]).unwrap();
+        let run = RunOptions { threads: Some(1), ..RunOptions::with_limit(64 << 20) };
+        let src = Source::rows(Box::new(ExprRows::for_job(&centred, &run).unwrap()));
+        let held = src.held_bytes();
+        assert!(held > 0);
+        let counted = |plan: &Plan| {
+            let found: Vec<u64> = plan.buffers.iter().filter(|b| b.name == INPUT_HELD).map(|b| b.bytes).collect();
+            assert_eq!(found, [held], "{plan}");
+        };
+        let compute = ComputeDtype::Float64;
+        let params = KMeansParams { n_clusters: 3, max_iter: 2, ..KMeansParams::default() };
+        let km =
+            KMeansJob { params, x: &src, sample_weight: None, compute, n_outputs: 1, extra: vec![], run: run.clone() };
+        let plan = km.plan().unwrap();
+        counted(&plan);
+        let fit = km.fit(&plan, None, &mut ()).unwrap();
+        let centers = &fit.cluster_centers;
+        let cj = CentersJob {
+            x: &src,
+            centers,
+            n_clusters: 3,
+            sample_weight: None,
+            compute,
+            labels_file: true,
+            run: run.clone(),
+        };
+        counted(&cj.plan_assign().unwrap());
+        counted(&cj.plan_transform().unwrap());
+        let params = GmmParams { n_components: 2, covariance_type: CovarianceType::Diag, ..GmmParams::default() };
+        let gm =
+            GmmJob { params, x: &src, sample_weight: None, compute, n_outputs: 0, extra: vec![], run: run.clone() };
+        counted(&gm.plan().unwrap());
+        static P: [f64; 8] = [1.0; 8];
+        let model = MixtureModel {
+            covariance_type: CovarianceType::Diag,
+            weights: vec![0.5, 0.5],
+            means: vec![0.0; 8],
+            precisions_cholesky: Source::memory(ArrayRef::c_order(Values::F64(&P), 2, 4).unwrap()),
+            shift: None,
+            lower_bound: None,
+        };
+        let gp = GmmPredictJob { model: &model, x: &src, compute, n_outputs: 0, run: run.clone() };
+        counted(&gp.plan().unwrap());
+        let q = [0.0; 16];
+        let qf = QuadraticFormJob { x: &src, q: &q, q_shape: [4, 4], compute, run: run.clone() };
+        counted(&qf.plan().unwrap());
+        let sc = ScatterJob { x: &src, weights: None, run };
+        let plan = sc.plan().unwrap();
+        counted(&plan);
+        // Rows centred: every row of the scatter's sums is about 0.
+        let s = sc.run(&plan, &()).unwrap().value;
+        assert!(s.chunks(4).all(|r| r.iter().sum::<f64>().abs() < 1e-6 * s[0].abs().max(1.0)), "{s:?}");
+    }
+
+    /// An expression's intermediates that cannot be planned within the
+    /// job's share are refused naming the job's smallest limit.
+    #[test]
+    fn an_expression_too_large_for_its_share_names_the_jobs_smallest_limit() {
+        use crate::array::{Array, ExprRows, Op, Reduction};
+        let (n, d) = (4096, 64);
+        let x = Array::from_f64((0..n * d).map(|i| (i % 31) as f64).collect(), &[n, d]).unwrap();
+        let means = x.reduce(Reduction::Mean, &[1], true, None).unwrap();
+        let centred = Array::ufunc(Op::Subtract, &[x, means]).unwrap();
+        let run = RunOptions { threads: Some(1), ..RunOptions::with_limit(4 << 10) };
+        let Err(Error::DoesNotFit { required_bytes, limit_bytes, .. }) = ExprRows::for_job(&centred, &run) else {
+            panic!("planned within 1 KiB")
+        };
+        assert_eq!(limit_bytes, 4 << 10);
+        let enough = RunOptions { memory_limit: required_bytes, ..run };
+        assert!(ExprRows::for_job(&centred, &enough).is_ok());
+    }
+
     #[test]
     fn one_entry_fits_in_either_dtype_with_the_same_shape_of_result() {
         let x: Vec<f64> = (0..200).map(|i| f64::from(i % 10) + if i % 20 < 10 { 0.0 } else { 50.0 }).collect();
         let x = source(&x, 100, 2);
         for compute in [ComputeDtype::Float32, ComputeDtype::Float64] {
-            let params = KMeansParams { n_clusters: 2, memory_limit_bytes: 64 << 20, ..KMeansParams::default() };
-            let job = KMeansJob { params, x: &x, sample_weight: None, compute, n_outputs: 0, extra: vec![] };
+            let params = KMeansParams { n_clusters: 2, ..KMeansParams::default() };
+            let run = RunOptions::with_limit(64 << 20);
+            let job = KMeansJob { params, x: &x, sample_weight: None, compute, n_outputs: 0, extra: vec![], run };
             let plan = job.plan().unwrap();
             let fit = job.fit(&plan, None, &mut ()).unwrap();
             assert_eq!(fit.cluster_centers.len(), 4);
@@ -182,7 +301,7 @@ mod tests {
             sample_weight: Some(&w),
             compute: ComputeDtype::Float64,
             labels_file: false,
-            memory_limit_bytes: 64 << 20,
+            run: RunOptions::with_limit(64 << 20),
         };
         let plan = job.plan_assign().unwrap();
         assert!(plan.buffers.iter().any(|b| b.name.contains("weights")), "{plan}");
@@ -223,7 +342,6 @@ mod tests {
             n_components: 2,
             covariance_type: CovarianceType::Spherical,
             n_init: 3,
-            memory_limit_bytes: 64 << 20,
             ..GmmParams::default()
         };
         let mut job = GmmJob {
@@ -233,6 +351,7 @@ mod tests {
             compute: ComputeDtype::Float64,
             n_outputs: 0,
             extra: vec![],
+            run: RunOptions::with_limit(64 << 20),
         };
         let wide = model(2, 3, &P2);
         assert!(matches!(job.warm_start(wide), Err(Error::InvalidParameter { name: "warm_start", .. })));
@@ -262,7 +381,7 @@ mod tests {
             q: &q,
             q_shape: [1, q.len()],
             compute: ComputeDtype::Float64,
-            memory_limit_bytes: 1,
+            run: RunOptions::with_limit(1),
         };
         assert!(matches!(job.plan(), Err(Error::ShapeMismatch { .. })));
     }

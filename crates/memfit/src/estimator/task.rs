@@ -6,11 +6,11 @@
 use crate::cluster::{AssignTask, ASSIGN};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{plan_scan_task, run_scan_task, Task, TaskRunner, SCAN};
+use crate::exec::{plan_scan_task, run_scan_task, RunOptions, Task, TaskRunner, SCAN};
 use crate::io::{Dtype, Source};
 use crate::linalg::{plan_weighted_scatter, run_scatter_task, SCATTER};
 use crate::mixture::{MixtureTask, EM_TASK, E_TASK};
-use crate::plan::Plan;
+use crate::plan::{Job, Plan};
 
 /// Every kind of task this version runs: a new distributed pass adds its
 /// runner here.
@@ -94,7 +94,7 @@ impl TaskRunner for ScatterRunner {
         run: bool,
         cancel: &crate::exec::Cancel,
     ) -> Result<(Plan, Option<Vec<u8>>)> {
-        let plan = plan_weighted_scatter(x, w, limit_bytes)?;
+        let plan = plan_weighted_scatter(&Job::new(x, w, 8, 0, &RunOptions::with_limit(limit_bytes)))?;
         let out = run.then(|| run_scatter_task(&task.payload, x, w, &plan, cancel)).transpose()?;
         Ok((plan, out))
     }

@@ -20,6 +20,7 @@
 mod cancel;
 mod context;
 mod grid;
+mod options;
 mod progress;
 mod remote;
 mod sample;
@@ -29,6 +30,7 @@ mod sink;
 pub use cancel::{install, Cancel};
 pub use context::{Backend, Context};
 pub use grid::{run_grid, run_tiles};
+pub use options::RunOptions;
 pub use progress::{Observer, Progress};
 pub use remote::{decode, encode, task_result, Remote, Task, TaskRunner};
 pub use sample::{row_key, row_unit, KeyedSample};

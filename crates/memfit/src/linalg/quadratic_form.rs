@@ -8,20 +8,20 @@ use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{run_split, Block, Leaf, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
-use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
 
-/// Plans [`row_quadratic_form`] of `x` (shape `(n_samples, n_features)`) in a
-/// compute type of `compute_bytes` bytes, on the current rayon pool. Buffers:
-/// `Q` in the compute type, one `(256, n_features)` product tile per thread,
-/// and per block row the read scratch, the converted row and the result.
+/// Plans [`row_quadratic_form`] of `job`'s data (shape `(n_samples,
+/// n_features)`). Buffers: what the input holds ([`Job::ledger`]), `Q` in
+/// the compute type, one `(256, n_features)` product tile per thread, and
+/// per block row the read scratch, the converted row and the result.
 ///
 /// # Errors
-/// [`Error::DoesNotFit`] when `Q`, the tiles and one tile of rows exceed
-/// `limit_bytes`.
-pub fn plan_row_quadratic_form(x: &Source<'_>, compute_bytes: usize, limit_bytes: u64) -> Result<Plan> {
-    let (n, d, c) = (x.n_samples() as u64, x.n_features() as u64, compute_bytes as u64);
-    let threads = rayon::current_num_threads() as u64;
-    let mut led = Ledger::default();
+/// [`Error::DoesNotFit`] when these with one tile of rows exceed
+/// `job.limit_bytes`.
+pub fn plan_row_quadratic_form(job: &Job) -> Result<Plan> {
+    let (n, d, c) = (job.n_samples as u64, job.n_features as u64, job.compute_bytes as u64);
+    let (threads, limit_bytes) = (job.threads as u64, job.limit_bytes);
+    let mut led = job.ledger();
     led.add("Q (compute dtype)", d * d, c, format!("{d} × {d} × {c} B"));
     led.add(
         "product tiles (per thread)",
@@ -29,7 +29,7 @@ pub fn plan_row_quadratic_form(x: &Source<'_>, compute_bytes: usize, limit_bytes
         c,
         format!("{threads} × {TILE_ROWS} × {d} × {c} B"),
     );
-    let per_row = BlockReader::<f64>::bytes_per_row(x.scratch_bytes_per_row(), x.n_features(), compute_bytes, None) + 8;
+    let per_row = BlockReader::<f64>::bytes_per_row(job.x_scratch_per_row, job.n_features, job.compute_bytes, None) + 8;
     let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
     check_fits(
         required,
@@ -40,7 +40,7 @@ pub fn plan_row_quadratic_form(x: &Source<'_>, compute_bytes: usize, limit_bytes
     )?;
     let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * c, threads);
     led.add("read blocks", rows, per_row, format!("{rows} rows × {per_row} B (scratch, values, result)"));
-    Ok(Plan::blocked("row_quadratic_form", limit_bytes, led, rows as usize, x.n_samples(), threads as usize))
+    Ok(Plan::blocked("row_quadratic_form", limit_bytes, led, rows as usize, job.n_samples, job.threads))
 }
 
 /// Computes `q_i = x_iᵀ Q x_i` for every row of `x` (shape `(n_samples,
@@ -154,6 +154,7 @@ impl<T: Real> Pass<T> for QuadraticPass<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::RunOptions;
     use crate::io::{ArrayRef, Values};
     use rand::{Rng, SeedableRng};
 
@@ -165,7 +166,7 @@ mod tests {
         let q: Vec<f64> = (0..d * d).map(|_| rng.random_range(-1.0..1.0)).collect();
         let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
         // The data are 2.56 MB, 10× the limit.
-        let plan = plan_row_quadratic_form(&src, 8, 256 << 10).unwrap();
+        let plan = plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(256 << 10))).unwrap();
         assert!((n * d * 8) as u64 >= 8 * plan.limit_bytes);
         assert!(plan.n_blocks > 1 && plan.total_bytes <= 256 << 10, "{plan}");
         let mut got = Vec::new();
@@ -182,7 +183,7 @@ mod tests {
         .unwrap();
         assert_eq!(got.len(), n);
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| {
-            let plan = plan_row_quadratic_form(&src, 8, 1 << 30).unwrap();
+            let plan = plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 30))).unwrap();
             let mut v = Vec::new();
             row_quadratic_form::<f64>(
                 &src,
@@ -209,7 +210,7 @@ mod tests {
     fn rejects_bad_q() {
         let x = vec![1.0; 6];
         let src = Source::memory(ArrayRef::c_order(Values::F64(&x), 3, 2).unwrap());
-        let plan = plan_row_quadratic_form(&src, 8, 1 << 20).unwrap();
+        let plan = plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 20))).unwrap();
         let err = row_quadratic_form::<f64>(&src, &[1.0; 3], &plan, &mut |_| Ok(()), &crate::exec::Cancel::new())
             .unwrap_err();
         assert!(matches!(err, Error::ShapeMismatch { .. }));

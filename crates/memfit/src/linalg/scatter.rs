@@ -6,32 +6,29 @@ use crate::error::{Error, Result};
 use crate::exec::{decode, encode, run_pass, run_split, task_result, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::kernels::add_tile_scatter;
-use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
 
-/// Plans [`weighted_scatter`] of `x` (shape `(n_samples, n_features)`) with
-/// optional weights `w`, on the current rayon pool. Buffers: the result and
-/// one weighted tile, `(n_features, n_features)` and `(256, n_features)`
-/// `f64`; per block row the read scratch, the row in `f64` and its weight.
+/// Plans [`weighted_scatter`] of `job`'s data (shape `(n_samples,
+/// n_features)`, computed in `f64`: build `job` with 8 compute bytes) with
+/// its optional weights. Buffers: what the input holds ([`Job::ledger`]),
+/// the result and one weighted tile, `(n_features, n_features)` and `(256,
+/// n_features)` `f64`; per block row the read scratch, the row in `f64` and
+/// its weight.
 ///
 /// # Errors
-/// [`Error::DoesNotFit`] when these exceed `limit_bytes`.
-pub fn plan_weighted_scatter(x: &Source<'_>, w: Option<&Source<'_>>, limit_bytes: u64) -> Result<Plan> {
-    let (n, d) = (x.n_samples() as u64, x.n_features() as u64);
-    let threads = rayon::current_num_threads() as u64;
-    let mut led = Ledger::default();
+/// [`Error::DoesNotFit`] when these exceed `job.limit_bytes`.
+pub fn plan_weighted_scatter(job: &Job) -> Result<Plan> {
+    let (n, d) = (job.n_samples as u64, job.n_features as u64);
+    let (threads, limit_bytes) = (job.threads as u64, job.limit_bytes);
+    let mut led = job.ledger();
     led.add("scatter (float64): folded chunks + open chunk", 2 * d * d, 8, format!("2 × {d} × {d} × 8 B"));
     led.add("weighted tile (float64)", TILE_ROWS as u64 * d, 8, format!("{TILE_ROWS} × {d} × 8 B"));
-    let per_row = BlockReader::<f64>::bytes_per_row(
-        x.scratch_bytes_per_row(),
-        x.n_features(),
-        8,
-        w.map(Source::scratch_bytes_per_row),
-    );
+    let per_row = BlockReader::<f64>::bytes_per_row(job.x_scratch_per_row, job.n_features, 8, job.w_scratch_per_row);
     let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
     check_fits(required, limit_bytes, &led, || format!("weighted_scatter with n_features = {d}"), Vec::new)?;
     let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * 8, threads);
     led.add("read blocks", rows, per_row, format!("{rows} rows × {per_row} B (scratch, values, weight)"));
-    Ok(Plan::blocked("weighted_scatter", limit_bytes, led, rows as usize, x.n_samples(), threads as usize))
+    Ok(Plan::blocked("weighted_scatter", limit_bytes, led, rows as usize, job.n_samples, job.threads))
 }
 
 /// Computes `S = Xᵀ diag(w) X = Σ_i w_i x_i x_iᵀ` (row-major `(n_features,
@@ -197,6 +194,7 @@ impl Pass<f64> for ScatterPass {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::RunOptions;
     use crate::io::{ArrayRef, Values};
     use rand::{Rng, SeedableRng};
 
@@ -210,7 +208,7 @@ mod tests {
         let ws = Source::memory(ArrayRef::c_order(Values::F64(&w), n, 1).unwrap());
         let mut results = Vec::new();
         for limit in [200 << 10, 1 << 30] {
-            let plan = plan_weighted_scatter(&src, Some(&ws), limit).unwrap();
+            let plan = plan_weighted_scatter(&Job::new(&src, Some(&ws), 8, 0, &RunOptions::with_limit(limit))).unwrap();
             assert!(plan.total_bytes <= limit);
             if limit < 1 << 20 {
                 // The data are 1.68 MB, 8.4× the limit.
@@ -220,7 +218,8 @@ mod tests {
         }
         assert_eq!(results[0], results[1], "the limit changed the result");
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| {
-            let plan = plan_weighted_scatter(&src, Some(&ws), 1 << 30).unwrap();
+            let plan =
+                plan_weighted_scatter(&Job::new(&src, Some(&ws), 8, 0, &RunOptions::with_limit(1 << 30))).unwrap();
             weighted_scatter(&src, Some(&ws), &plan, &crate::exec::Cancel::new()).unwrap()
         });
         assert_eq!(one, results[1], "the thread count changed the result");

@@ -27,7 +27,7 @@ use super::strategy::{Data, Final, Strategy};
 use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct, Init, KMeansParams};
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{scan, Observer, Progress};
+use crate::exec::{scan, Observer, Progress, RunOptions};
 use crate::io::{BlockReader, Source};
 use crate::plan::{Job, Plan};
 
@@ -51,6 +51,7 @@ pub fn fit<T: Real>(
     x: &Source<'_>,
     sample_weight: Option<&Source<'_>>,
     plan: &Plan,
+    opts: &RunOptions,
     outputs: &mut Outputs<'_>,
     observer: &mut dyn Observer,
 ) -> Result<GmmFit> {
@@ -65,7 +66,7 @@ pub fn fit<T: Real>(
     let mut warnings = Vec::new();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
     let sample_seed = master.next_u64();
-    let split = &params.row_split;
+    let split = &opts.row_split;
     let needs_init = !params.fully_initialised();
     let kpp = needs_init && params.init_params == InitMethod::KMeansPlusPlus;
     if kpp {
@@ -107,12 +108,10 @@ pub fn fit<T: Real>(
                         init: Init::KMeansPlusPlus,
                         n_init: Some(1),
                         random_state: seed,
-                        memory_limit_bytes: params.memory_limit_bytes,
-                        row_split: split.clone(),
                         ..KMeansParams::default()
                     };
-                    let kplan = plan_kmeans(&kp, &Job::new(x, sample_weight, size_of::<T>(), 0))?;
-                    let m = crate::cluster::fit::<T>(&kp, x, sample_weight, &kplan, None, observer)?;
+                    let kplan = plan_kmeans(&kp, &Job::new(x, sample_weight, size_of::<T>(), 0, opts))?;
+                    let m = crate::cluster::fit::<T>(&kp, x, sample_weight, &kplan, opts, None, observer)?;
                     warnings.extend(m.warnings.into_iter().map(|w| crate::warning::Warning::InKMeansInit(Box::new(w))));
                     let centres = m.cluster_centers.chunks(d);
                     InitResp::Nearest(centres.flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v.to_f64() - s)).collect())
@@ -146,7 +145,7 @@ pub fn fit<T: Real>(
     let run = Run { params, shift: &shift, n_rows: n - x.first_row(), n_eff, weighted: sample_weight.is_some() };
     let runs = if plan.component_groups.is_some() {
         let slots = if params.n_init > 1 { 2 } else { 1 };
-        let gw = GroupWork::<T>::new(t, k, x, plan, slots, &params.scratch_dir())?;
+        let gw = GroupWork::<T>::new(t, k, x, plan, slots, &opts.scratch_dir())?;
         em(Grouped::new(params, gw, data, plan, n_eff), &run, inits, outputs, observer, &mut timings)?
     } else {
         em(InMemory::new(params, data, plan, n_eff), &run, inits, outputs, observer, &mut timings)?
@@ -309,8 +308,7 @@ fn em<S: Strategy>(
     observer.event(&Progress::Phase("final E-step"));
     let clock = Instant::now();
     let last = best_init + 1 == params.n_init;
-    let Final { log_likelihood, worst, stored } =
-        strategy.finish(&best, kept, last, outputs, &observer.cancel())?;
+    let Final { log_likelihood, worst, stored } = strategy.finish(&best, kept, last, outputs, &observer.cancel())?;
     timings.final_pass_secs = clock.elapsed().as_secs_f64();
     Ok(Runs { best_init, best, lower_bounds, converged, lower_bound_per_init, log_likelihood, e_steps, worst, stored })
 }
@@ -392,11 +390,11 @@ mod tests {
                 tol: 0.0,
                 init_params: InitMethod::Random,
                 random_state: 5,
-                memory_limit_bytes: limit,
                 ..GmmParams::default()
             };
-            let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0), false).unwrap();
-            fit::<f64>(&params, &src, None, &plan, &mut Outputs::default(), &mut ()).unwrap()
+            let run = RunOptions::with_limit(limit);
+            let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0, &run), false).unwrap();
+            fit::<f64>(&params, &src, None, &plan, &run, &mut Outputs::default(), &mut ()).unwrap()
         })
     }
 
@@ -437,14 +435,15 @@ mod tests {
             precisions_init: Some(PrecisionsInit::Precisions(p)),
             ..GmmParams::default()
         };
-        let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0), false).unwrap();
+        let run = RunOptions::default();
+        let plan = plan_gmm(&params, &Job::new(&src, None, 8, 0, &run), false).unwrap();
         let mut labels = Vec::new();
         let mut put = |l: &[u32]| {
             labels.extend_from_slice(l);
             Ok(())
         };
         let mut outputs = Outputs { labels: Some(&mut put), ..Outputs::default() };
-        let fit = fit::<f64>(&params, &src, None, &plan, &mut outputs, &mut ()).unwrap();
+        let fit = fit::<f64>(&params, &src, None, &plan, &run, &mut outputs, &mut ()).unwrap();
         assert_eq!((fit.n_iter, fit.converged, fit.lower_bounds.len()), (0, false, 0));
         assert_eq!(fit.lower_bound, f64::NEG_INFINITY);
         assert!(fit.warnings.is_empty(), "{:?}", fit.warnings);

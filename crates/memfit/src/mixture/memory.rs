@@ -178,12 +178,12 @@ impl<T: Real> MixtureTask<T> {
         let params = GmmParams {
             n_components: self.es.k,
             covariance_type: self.es.covariance_type(),
-            memory_limit_bytes: limit_bytes,
             max_iter: 1,
             ..GmmParams::default()
         };
         // A task holds every component (groups run in one process only).
-        plan_whole(&params, &Job::new(x, w, size_of::<T>(), 0), self.em.is_none())
+        let run = crate::exec::RunOptions::with_limit(limit_bytes);
+        plan_whole(&params, &Job::new(x, w, size_of::<T>(), 0, &run), self.em.is_none())
     }
 
     /// Runs the pass over `rows` of `x` within `plan` and returns its

@@ -2,7 +2,6 @@
 //! `GaussianMixture`, checked once into a valid configuration.
 
 use crate::error::{Error, Result};
-use crate::exec::RowSplit;
 use crate::io::Source;
 
 /// The form of each component's covariance (scikit-learn's `covariance_type`).
@@ -140,8 +139,9 @@ impl<'a> PrecisionsInit<'a> {
     }
 }
 
-/// Gaussian-mixture parameters, named and defaulted as scikit-learn's
-/// `GaussianMixture`.
+/// Gaussian-mixture hyperparameters, named and defaulted as scikit-learn's
+/// `GaussianMixture` (how the fit runs, its memory limit included, is the
+/// job's [`crate::exec::RunOptions`]).
 #[derive(Debug)]
 pub struct GmmParams<'a> {
     /// Number of mixture components `K` (≥ 1, ≤ `n_samples`). Default 1.
@@ -171,22 +171,11 @@ pub struct GmmParams<'a> {
     /// Seed of every random choice; the same seed gives the same result for
     /// any thread count and memory limit. Default 0.
     pub random_state: u64,
-    /// Memory limit in bytes for every buffer the run allocates.
-    pub memory_limit_bytes: u64,
     /// For a warm start: the lower bound the initial parameters reached in
     /// the earlier fit. The first iteration's change is measured from it (as
     /// scikit-learn's `warm_start`), so a converged model refitted is
     /// converged after one iteration. Default `None` (−∞).
     pub lower_bound_init: Option<f64>,
-    /// Row boundaries at which every pass runs in separate ranges whose
-    /// statistics are merged (default: whole passes); results are the same
-    /// bits for any split.
-    pub row_split: RowSplit,
-    /// Folder for the scratch files of a fit whose components are processed
-    /// in groups (see [`crate::plan::ComponentGroups`]); `None` (the
-    /// default) is the system's temporary folder (`TMPDIR`). The files have
-    /// no name there and vanish when the run ends, however it ends.
-    pub scratch_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for GmmParams<'_> {
@@ -203,20 +192,12 @@ impl Default for GmmParams<'_> {
             means_init: None,
             precisions_init: None,
             random_state: 0,
-            memory_limit_bytes: crate::plan::default_limit_bytes(),
             lower_bound_init: None,
-            row_split: RowSplit::default(),
-            scratch_dir: None,
         }
     }
 }
 
 impl GmmParams<'_> {
-    /// The folder scratch files go to.
-    pub fn scratch_dir(&self) -> std::path::PathBuf {
-        self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir)
-    }
-
     /// Whether weights, means and precisions are all given (no initial
     /// responsibilities are needed).
     pub fn fully_initialised(&self) -> bool {

@@ -10,7 +10,7 @@ use crate::error::{Count, Remedy, Result};
 use crate::exec::{KeyedSample, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::Scratch;
-use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Ledger, Plan, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, TILE_ROWS};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
 /// for one E-step pass over the data with a fitted model).
@@ -94,10 +94,10 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
     let g = gu as u64;
     let t = params.covariance_type;
     let c = job.compute_bytes as u64;
-    let limit = params.memory_limit_bytes;
+    let limit = job.limit_bytes;
     let threads = job.threads.max(1) as u64;
     let (ku, du) = (params.n_components, job.n_features);
-    let mut led = Ledger::default();
+    let mut led = job.ledger();
     let cl = cov_len(t, ku, du) as u64;
     let cov_detail = match t {
         CovarianceType::Full => format!("{k} × {d}·({d}+1)/2 × 8 B (lower triangles)"),
@@ -359,7 +359,7 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
             scratch_bytes,
             passes_per_iteration: if predict_only { 0 } else { 2 * count as u64 - 1 },
         });
-        plan.disk.push(crate::io::PlannedWrite::inside("scratch files", params.scratch_dir(), scratch_bytes));
+        plan.disk.push(crate::io::PlannedWrite::inside("scratch files", job.scratch_dir.clone(), scratch_bytes));
         if predict_only {
             plan.max_passes = count as u64;
             plan.passes_detail = format!("{count} E-step passes (+ {} with probabilities)", count - 1);

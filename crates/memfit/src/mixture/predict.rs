@@ -47,25 +47,18 @@ impl MixtureModel<'_> {
     }
 }
 
-/// Plans [`predict`] of `model` over `x` in a compute type of `compute_bytes`
-/// bytes with `n_outputs` streamed outputs.
+/// Plans [`predict`] of `model` for `job` (its data, compute type, streamed
+/// outputs and limit).
 ///
 /// # Errors
 /// [`Error::DoesNotFit`] as [`plan_gmm`].
-pub fn plan_predict(
-    model: &MixtureModel<'_>,
-    x: &Source<'_>,
-    compute_bytes: usize,
-    n_outputs: usize,
-    limit_bytes: u64,
-) -> Result<Plan> {
+pub fn plan_predict(model: &MixtureModel<'_>, job: &Job) -> Result<Plan> {
     let params = GmmParams {
         n_components: model.n_components(),
         covariance_type: model.covariance_type,
-        memory_limit_bytes: limit_bytes,
         ..GmmParams::default()
     };
-    plan_gmm(&params, &Job::new(x, None, compute_bytes, n_outputs), true)
+    plan_gmm(&params, job, true)
 }
 
 /// One E-step pass of `model` over `x` (shape `(n_samples, n_features)`,

@@ -7,8 +7,10 @@
 //! memory stays under the limit plus a fixed 64 MiB allowance for these.
 
 mod budget;
+mod job;
 
 pub use budget::{available_memory_bytes, default_limit_bytes, DEFAULT_LIMIT_FRACTION};
+pub use job::{Job, INPUT_HELD};
 mod size;
 mod threads;
 pub use crate::units::format_bytes;
@@ -46,31 +48,6 @@ pub fn pick_block_rows(room: u64, per_row: u64, n: u64, row_value_bytes: u64, th
     } else {
         (rows / tile * tile).max(tile.min(n))
     }
-}
-
-/// What a job looks like to a planner: the data's shape and read scratch,
-/// the weights' read scratch, the compute type, the threads, the streamed
-/// outputs and anything else the caller holds.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// Rows of the data.
-    pub n_samples: usize,
-    /// Columns of the data.
-    pub n_features: usize,
-    /// Bytes per row of read scratch for the data (0 for in-memory data).
-    pub x_scratch_per_row: usize,
-    /// Bytes per row of read scratch for the weights; `None` without weights.
-    pub w_scratch_per_row: Option<usize>,
-    /// Bytes per element of the compute type (4 or 8).
-    pub compute_bytes: usize,
-    /// Worker threads.
-    pub threads: usize,
-    /// Arrays streamed to files (labels, probabilities, ...), each with a
-    /// write buffer.
-    pub n_outputs: usize,
-    /// Other buffers the caller holds for the run (name, bytes), such as an
-    /// in-memory input it generated.
-    pub extra: Vec<(String, u64)>,
 }
 
 /// One buffer of a plan.

@@ -178,6 +178,18 @@ impl<'a> Source<'a> {
         }
     }
 
+    /// Computes what computed rows need before they can be read (see
+    /// [`RowSource::prepare`]); nothing for files and in-memory arrays.
+    ///
+    /// # Errors
+    /// As [`RowSource::prepare`].
+    pub fn prepare(&self, cancel: &crate::exec::Cancel) -> Result<()> {
+        match &self.data {
+            Data::Rows(r) => r.prepare(cancel),
+            _ => Ok(()),
+        }
+    }
+
     /// Number of rows (up to the last row of a piece, see
     /// [`Source::starting_at`]).
     pub fn n_samples(&self) -> usize {
@@ -396,29 +408,6 @@ impl<'a> Source<'a> {
                     Values::F64(v) => v[i],
                 })
             }
-        }
-    }
-}
-
-/// A job over a source, as planners see it.
-impl crate::plan::Job {
-    /// Describes a job over `x` (and optional weights) in a compute type of
-    /// `compute_bytes` bytes on the current rayon pool, streaming
-    /// `n_outputs` arrays.
-    pub fn new(x: &Source<'_>, weights: Option<&Source<'_>>, compute_bytes: usize, n_outputs: usize) -> Self {
-        crate::plan::Job {
-            n_samples: x.n_samples() - x.first_row(),
-            n_features: x.n_features(),
-            x_scratch_per_row: x.scratch_bytes_per_row(),
-            w_scratch_per_row: weights.map(Source::scratch_bytes_per_row),
-            compute_bytes,
-            threads: rayon::current_num_threads(),
-            n_outputs,
-            extra: if x.held_bytes() > 0 {
-                vec![("held by the input (expression intermediates, a computed chunk)".to_string(), x.held_bytes())]
-            } else {
-                Vec::new()
-            },
         }
     }
 }

@@ -18,6 +18,17 @@ pub trait RowSource: Send + Sync + std::fmt::Debug {
     fn bytes_per_row(&self) -> usize;
     /// Bytes held while the source lives (intermediate results).
     fn held_bytes(&self) -> u64;
+    /// Computes what must exist before rows can be read (an expression's
+    /// intermediate results), within [`RowSource::held_bytes`]; stops with
+    /// [`crate::Error::Cancelled`] once `cancel` is cancelled. Reads call it
+    /// themselves when it has not run; jobs call it first, so that its
+    /// errors and cancellation come before any of their work.
+    ///
+    /// # Errors
+    /// The computation's errors (typed); [`crate::Error::Cancelled`].
+    fn prepare(&self, _cancel: &crate::exec::Cancel) -> Result<()> {
+        Ok(())
+    }
     /// The name errors give the rows (`<expression>` unless overridden;
     /// `<memory>` for an array that the front end names itself).
     fn name(&self) -> PathBuf {
