@@ -25,7 +25,9 @@ mod progress;
 mod remote;
 mod sample;
 mod scan;
+mod select;
 mod sink;
+mod state;
 
 pub use cancel::{install, Cancel};
 pub use context::{Backend, Context};
@@ -36,6 +38,8 @@ pub use remote::{decode, encode, task_result, Remote, Task, TaskRunner};
 pub use sample::{row_key, row_unit, KeyedSample};
 pub(crate) use scan::{plan_scan_task, run_scan_task, SCAN};
 pub use scan::{scan, Scan, ScanStats};
+pub use select::{run_selected, Selection};
+pub use state::RowStates;
 pub use sink::{box_runs, MemorySink, NpySink, RowWriter, Sink, ZarrSink};
 
 use std::ops::Range;
@@ -73,34 +77,89 @@ impl Merge for () {
     fn clear(&mut self) {}
 }
 
+/// Several statistics of one pass (several reductions over one read of the
+/// data), each folded as it would be alone: the same bits as one pass per
+/// statistic.
+impl<A: Merge, B: Merge> Merge for (A, B) {
+    fn merge(&mut self, next: &Self) {
+        self.0.merge(&next.0);
+        self.1.merge(&next.1);
+    }
+    fn clear(&mut self) {
+        self.0.clear();
+        self.1.clear();
+    }
+}
+
+/// Any number of statistics of one kind in one pass (one per output, per
+/// cluster, per reduction), each folded as it would be alone.
+impl<S: Merge> Merge for Vec<S> {
+    fn merge(&mut self, next: &Self) {
+        self.iter_mut().zip(next).for_each(|(a, b)| a.merge(b));
+    }
+    fn clear(&mut self) {
+        self.iter_mut().for_each(Merge::clear);
+    }
+}
+
+/// How a block's values are laid out in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Layout {
+    /// Row-major `(rows, n_features)` values, every value stored (the only
+    /// layout sources give today; sparse rows come later).
+    #[default]
+    Dense,
+}
+
 /// One read block handed to a pass: rows `start..start + rows()` of the
-/// source, converted to `T` (and shifted by the pass's origin).
+/// source (or the selected rows [`Block::index`] names), converted to `T`
+/// (and shifted by the pass's origin).
 #[derive(Debug, Clone, Copy)]
 pub struct Block<'b, T> {
     /// Index of the block's first row in the source.
     pub start: usize,
-    /// Row-major `(rows, n_features)` values.
+    /// Values of the block's rows, laid out as [`Block::layout`] says.
     pub x: &'b [T],
     /// Per-row sample weights, when the pass has any.
     pub w: Option<&'b [f64]>,
     /// Columns of `x`.
     pub n_features: usize,
+    /// The layout of `x` ([`Layout::Dense`]: row-major `(rows, n_features)`).
+    pub layout: Layout,
+    /// For a pass over a [`Selection`]: the source index of each row of the
+    /// block (increasing, the first is `start`); `None` when the rows are
+    /// consecutive.
+    pub index: Option<&'b [usize]>,
 }
 
 impl<'b, T> Block<'b, T> {
+    /// A dense block of consecutive rows from row `start`.
+    pub fn dense(start: usize, x: &'b [T], w: Option<&'b [f64]>, n_features: usize) -> Self {
+        Block { start, x, w, n_features, layout: Layout::Dense, index: None }
+    }
+
     /// Rows in the block.
     pub fn rows(&self) -> usize {
         self.x.len() / self.n_features.max(1)
     }
 
+    /// The source index of the block's row `i`.
+    pub fn row(&self, i: usize) -> usize {
+        self.index.map_or(self.start + i, |ix| ix[i])
+    }
+
     /// The rows `r` (relative to the block) as a block of their own.
     pub fn sub(&self, r: Range<usize>) -> Block<'b, T> {
         let d = self.n_features;
+        let index = self.index.map(|ix| &ix[r.clone()]);
         Block {
-            start: self.start + r.start,
+            start: index.map_or(self.start + r.start, |ix| ix.first().copied().unwrap_or(self.start)),
             x: &self.x[r.start * d..r.end * d],
             w: self.w.map(|w| &w[r]),
             n_features: d,
+            layout: self.layout,
+            index,
         }
     }
 }
@@ -270,7 +329,7 @@ pub fn run_pass<T: Real, P: Pass<T>>(
     let at_once = pass.chunks_at_once();
     let check = pass.checks_finite();
     blocks.for_each_in(rows.clone(), shift, cancel, |start, xb, wb| {
-        let block = Block { start, x: xb, w: wb, n_features: d };
+        let block = Block::dense(start, xb, wb, d);
         if check {
             check_finite(x, block)?;
         }
@@ -580,7 +639,7 @@ mod tests {
         let mut failed = None;
         blocks
             .for_each_in(c..n, &[0.0; 2], &Cancel::new(), |start, xb, _| {
-                let b = Block { start, x: xb, w: None, n_features: 2 };
+                let b = Block::dense(start, xb, None, 2);
                 if let Err(e) = check_finite(&piece, b) {
                     failed.get_or_insert(e.to_string());
                 }
