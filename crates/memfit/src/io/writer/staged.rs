@@ -195,7 +195,9 @@ mod tests {
         assert_eq!(names(dir.path()), ["out.npy"]);
         // Dropped unpersisted: nothing stays, the destination is untouched.
         let other = dir.path().join("other.npy");
-        for mut staged in [Staged::create_in(dir.path(), name).unwrap(), Staged::named_in(dir.path(), name).unwrap()] {
+        for named in [false, true] {
+            let create = if named { Staged::named_in } else { Staged::create_in };
+            let mut staged = create(dir.path(), name).unwrap();
             staged.write_all(b"partial").unwrap();
             drop(staged);
             assert_eq!(names(dir.path()), ["out.npy"]);
