@@ -39,8 +39,8 @@ pub use sample::{row_key, row_unit, KeyedSample};
 pub(crate) use scan::{plan_scan_task, run_scan_task, SCAN};
 pub use scan::{scan, Scan, ScanStats};
 pub use select::{run_selected, Selection};
-pub use state::RowStates;
 pub use sink::{box_runs, MemorySink, NpySink, RowWriter, Sink, ZarrSink};
+pub use state::RowStates;
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -252,7 +252,10 @@ fn em<S: Strategy>(
 ) -> Result<Runs> {
     let params = run.params;
     let d = run.shift.len();
-    let mut best: Option<(usize, Params, S::Kept, Vec<f64>, bool)> = None;
+    // The best run so far: its index, parameters, what the strategy kept,
+    // its lower bounds and whether it converged.
+    type Best<K> = Option<(usize, Params, K, Vec<f64>, bool)>;
+    let mut best: Best<S::Kept> = None;
     let mut lower_bound_per_init = Vec::with_capacity(params.n_init);
     let mut cur = Params::default();
     let mut e_steps = 0usize;
