@@ -649,6 +649,53 @@ mod tests {
         assert!(failed.unwrap().contains(&format!("row {}", 2 * c + 5)));
     }
 
+    /// Sum (`squares = false`) or sum of squares of the first column; with
+    /// `both`, the two at once as a pair of statistics.
+    struct Moments(bool);
+    impl Pass<f64> for Moments {
+        type Stats = (f64, f64);
+        fn new_stats(&self) -> (f64, f64) {
+            (0.0, 0.0)
+        }
+        fn block(&mut self, block: Block<'_, f64>, leaves: &mut [Leaf<'_, (f64, f64)>]) -> Result<()> {
+            assert_eq!(block.layout, Layout::Dense);
+            assert!(block.index.is_none());
+            for leaf in leaves.iter_mut() {
+                for row in block.sub(leaf.rows.clone()).x.chunks(2) {
+                    leaf.stats.0 += row[0];
+                    if self.0 {
+                        leaf.stats.1 += row[0] * row[0];
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn several_statistics_in_one_pass_equal_one_pass_each() {
+        let n = 2 * CHUNK_ROWS + 311;
+        let x: Vec<f64> = (0..2 * n).map(|i| ((i as f64) * 0.173).sin() * 1e3).collect();
+        let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, 2).unwrap());
+        let mut blocks = BlockReader::<f64>::new(&src, None, 1000);
+        let run = |p: &mut Moments, blocks: &mut BlockReader<'_, '_, f64>| {
+            run_split(p, blocks, &RowSplit::default(), &[0.0; 2], &Cancel::new()).unwrap()
+        };
+        let both = run(&mut Moments(true), &mut blocks);
+        let sum = run(&mut Moments(false), &mut blocks).0;
+        // The sum of squares alone: the squares as a one-column source.
+        let sq: Vec<f64> = x.chunks(2).flat_map(|r| [r[0] * r[0], 0.0]).collect();
+        let sq_src = Source::memory(ArrayRef::c_order(Values::F64(&sq), n, 2).unwrap());
+        let mut sq_blocks = BlockReader::<f64>::new(&sq_src, None, 777);
+        let squares = run(&mut Moments(false), &mut sq_blocks).0;
+        assert_eq!(both.0.to_bits(), sum.to_bits());
+        assert_eq!(both.1.to_bits(), squares.to_bits());
+        // Vec statistics fold element by element, as each alone.
+        let mut v = vec![1.0, 2.0];
+        v.merge(&vec![0.5, 0.25]);
+        assert_eq!(v, vec![1.5, 2.25]);
+    }
+
     #[test]
     fn refuses_unaligned_or_gapped_ranges() {
         let x = vec![1.0; 2 * 10];
