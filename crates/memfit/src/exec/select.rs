@@ -74,7 +74,9 @@ impl<T: Real, P: Pass<T>> Pass<T> for Selected<'_, '_, T, P> {
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, P::Stats>]) -> Result<()> {
         let d = block.n_features;
         let (x, w, index) = (&mut self.x, &mut self.w, &mut self.index);
-        (x.clear(), w.clear(), index.clear());
+        x.clear();
+        w.clear();
+        index.clear();
         for i in 0..block.rows() {
             let row = block.row(i);
             if self.selection.contains(row) {
