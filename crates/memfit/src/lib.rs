@@ -16,7 +16,7 @@
 //! - [`cluster`]: k-means (Lloyd) with k-means++ / random / given init.
 //! - [`mixture`]: Gaussian mixtures (EM), in memory or in groups of components.
 //! - [`linalg`]: blocked row-wise quadratic forms and weighted scatter matrices.
-//! - [`array`]: lazy NumPy-style array expressions evaluated in blocks.
+//! - [`mod@array`]: lazy NumPy-style array expressions evaluated in blocks.
 //! - [`generate`]: synthetic data streamed to `.npy`.
 //! - [`estimator`]: one entry point per job (validate, plan, dispatch on the
 //!   compute dtype, run), used by the CLI and the Python binding.

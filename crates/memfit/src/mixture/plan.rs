@@ -26,7 +26,7 @@ use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, TILE_
 /// buffers are allocated.
 ///
 /// Only the mixture's own buffers are declared here: what the input or the
-/// caller holds ([`Job::extra`]) is added once for every job, outside the
+/// caller holds is declared once for every job by [`Job::ledger`], outside the
 /// algorithm planners.
 ///
 /// When the components' factors and sums do not fit together (full, diag,

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 pub const WRITE_BUFFER_BYTES: usize = 256 << 10;
 
 /// A file being written beside its destination, which it replaces only
-/// when complete (see [`Staged`]: unnamed until then where the system
+/// when complete (see `Staged`: unnamed until then where the system
 /// allows). Dropping it without [`AtomicFile::commit`] leaves nothing.
 #[derive(Debug)]
 pub struct AtomicFile {

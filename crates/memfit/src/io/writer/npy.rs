@@ -120,7 +120,7 @@ pub fn write_npy<E: Copy>(
 
 /// A C-order little-endian `.npy` array written by positioned writes from
 /// any number of threads (each writing its own elements), staged beside
-/// the destination (unnamed where the system allows, see [`Staged`]) and put
+/// the destination (unnamed where the system allows, see `Staged`) and put
 /// in place by [`PositionedNpy::commit`]. Dropping it uncommitted leaves
 /// nothing; so does a kill, where the file is unnamed.
 #[derive(Debug)]
