@@ -56,6 +56,8 @@ dispatches NumPy's functions; see `expr` in each case):
 Usage:
     python bench/array_bench.py [--small] [--cases sum,full,...] [--peers memfit,dask,cubed,numpy]
         [--limit 256MiB] [--threads 2] [--timeout 300] [--tmp DIR] [--json results.json]
+The peer memfit-base runs the memfit package found on MEMFIT_BASELINE_PYTHONPATH
+(a build from before a change) exactly as memfit, for before/after ratios in one run.
 Cases: sum (N = 50, 500), full (N = 50 to .npy and Zarr), sqrt, minimum,
 rowsum, einsum (two), stdz, transpose. --small shrinks every size about 8x
 for a smoke run. Input files are written under --tmp (default: a new
@@ -619,10 +621,16 @@ def run_child(peer, family, params, small, files, tmp, limit, threads, timeout):
 
     out_dir = Path(tempfile.mkdtemp(prefix=f"out-{peer}-", dir=tmp))
     work_dir = Path(tempfile.mkdtemp(prefix=f"cubed-{peer}-", dir=tmp))
-    arg = json.dumps({"peer": peer, "family": family, "params": params, "small": small, "files": files,
+    # memfit-base: the memfit package found first on MEMFIT_BASELINE_PYTHONPATH (a
+    # build from before a change), run exactly as the peer memfit.
+    child_peer = "memfit" if peer == "memfit-base" else peer
+    arg = json.dumps({"peer": child_peer, "family": family, "params": params, "small": small, "files": files,
                       "out_dir": str(out_dir), "limit": limit, "threads": threads, "work_dir": str(work_dir)})
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
+    if peer == "memfit-base":
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ["MEMFIT_BASELINE_PYTHONPATH"],
+                                                         env.get("PYTHONPATH")]))
     stdout_f = tempfile.TemporaryFile(dir=tmp)
     stderr_f = tempfile.TemporaryFile(dir=tmp)
     t0 = time.perf_counter()
