@@ -132,7 +132,7 @@ pub fn gmm_fit<'py>(
             job.extra.push(("labels (int64, returned to Python)".into(), src.n_samples() as u64 * 8));
         }
         let mut plan = job.plan()?;
-        if let Some(dir) = model_dir.as_ref().filter(|_| plan.component_groups.is_some()) {
+        if let Some(dir) = model_dir.as_ref().filter(|_| plan.schedule.component_groups.is_some()) {
             // The model folder a fit in component groups writes, with the
             // precisions.npy added to it (see `save_precisions`).
             let (k, d) = (n_components, src.n_features());

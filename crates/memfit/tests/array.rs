@@ -106,7 +106,7 @@ fn sums_over_tiled_and_broadcast_axes_read_the_input_once() {
     let total = prod.reduce(Reduction::Sum, &[0], false, None).unwrap();
     let opts = Options { threads: Some(2), ..Options::with_limit(64 * MIB) };
     let plan = memfit::array::explain(&total, &Output::Memory, &opts).unwrap();
-    assert_eq!(plan.stages[0].multiplier, 50, "{plan}");
+    assert_eq!(plan.schedule.stages[0].multiplier, 50, "{plan}");
     let got = f64s(&same_bits(&total));
     for i in 0..40 {
         for j in 0..30 {
@@ -291,7 +291,7 @@ fn default_zarr_chunks_are_sized_for_the_format_within_the_limit() {
                     let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
                     let out = Output::Zarr { path: "x.zarr".into(), chunks: None, overwrite: true };
                     let plan = explain(&expr, &out, &opts).unwrap();
-                    let c = &plan.stages.last().unwrap().tile;
+                    let c = &plan.schedule.stages.last().unwrap().tile;
                     let at = format!("{shape:?} {} at {limit} B, {threads} threads: chunks {c:?}", dtype.name());
                     assert_eq!(c, &default_zarr_chunks(&expr, &opts).unwrap(), "{at}");
                     assert!(plan.total_bytes <= limit, "{at}: plan of {} B", plan.total_bytes);
@@ -322,7 +322,7 @@ fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
         let out = Output::Zarr { path: path.clone(), chunks: None, overwrite: false };
         let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
         let (_, report) = run(&tiled, &out, &opts, &mut Context::new(&mut ())).unwrap();
-        let chunks = &report.plan.stages.last().unwrap().tile;
+        let chunks = &report.plan.schedule.stages.last().unwrap().tile;
         assert_eq!(&chunks[2..], [76, 76], "{chunks:?}");
         assert!(report.plan.total_bytes <= limit);
         let files = walk(&path);

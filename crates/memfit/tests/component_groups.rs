@@ -54,7 +54,7 @@ fn grouping_limit(p: &GmmParams<'_>, src: &Source<'_>) -> (u64, Plan) {
     loop {
         limit = limit * 9 / 10;
         if let Ok(plan) = plan_gmm(p, &job(src, limit), false) {
-            if plan.component_groups.as_ref().is_some_and(|g| g.count >= 3) {
+            if plan.schedule.component_groups.as_ref().is_some_and(|g| g.count >= 3) {
                 return (limit, plan);
             }
         }
@@ -118,7 +118,7 @@ fn grouped_fits_equal_in_memory_fits() {
         let what = format!("{t:?} {init:?} n_init {n_init}");
         let whole = params(t, init, n_init);
         let (a, plan_a) = fit(&whole, &src, 1 << 30);
-        assert!(plan_a.component_groups.is_none());
+        assert!(plan_a.schedule.component_groups.is_none());
         assert!(!a.covariances_on_disk());
         let (limit, plan) = grouping_limit(&whole, &src);
         let (b, _) = fit(&whole, &src, limit);
@@ -179,7 +179,7 @@ fn warm_start_and_given_precisions_in_groups() {
         let (a, _) = run(1 << 30);
         let (limit, _) = grouping_limit(&params(CovarianceType::Full, InitMethod::KMeans, 1), &src);
         let (b, plan) = run(limit);
-        assert!(plan.component_groups.is_some());
+        assert!(plan.schedule.component_groups.is_some());
         assert_same(&a, &b, &format!("given precisions (Cholesky {cholesky}), max_iter {max_iter}"));
     }
 }
@@ -218,16 +218,18 @@ fn grouped_prediction_equals_in_memory_prediction() {
         (plan, score, labels, ll, proba)
     };
     let (plan_a, sa, la, lla, pa) = run(1 << 30);
-    assert!(plan_a.component_groups.is_none());
+    assert!(plan_a.schedule.component_groups.is_none());
     let mut limit = plan_a.total_bytes;
     let (plan_b, sb, lb, llb, pb) = loop {
         limit = limit * 9 / 10;
-        if plan_predict(&model, &job(&src, limit)).is_ok_and(|p| p.component_groups.is_some_and(|g| g.count >= 3)) {
+        if plan_predict(&model, &job(&src, limit))
+            .is_ok_and(|p| p.schedule.component_groups.is_some_and(|g| g.count >= 3))
+        {
             break run(limit);
         }
         assert!(limit > 1 << 16);
     };
-    assert!(plan_b.component_groups.is_some());
+    assert!(plan_b.schedule.component_groups.is_some());
     close(sa, sb, "score");
     assert_eq!(la, lb);
     for (a, b) in lla.iter().zip(&llb) {

@@ -46,7 +46,7 @@ fn child(path: &Path) {
     assert_eq!(first.len(), N_CLUSTERS * d);
     for (name, bytes) in [("float64", 8), ("float32", 4)] {
         let plan = plan_transform(&Job::new(&x, None, bytes, 0, &RunOptions::with_limit(LIMIT)), N_CLUSTERS).unwrap();
-        assert!(plan.n_blocks > 1, "{plan}");
+        assert!(plan.schedule.n_blocks > 1, "{plan}");
         reset_peak();
         let base = status("VmRSS");
         let (mut rows, mut sum) = (0usize, 0.0);

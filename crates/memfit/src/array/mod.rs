@@ -62,7 +62,7 @@ mod values;
 mod view;
 
 pub use node::{broadcast_shapes, Array, Distribution, Reduction};
-pub use plan::{ArrayPlan, Output, StagePlan};
+pub use plan::{Output, StagePlan, Stages};
 pub use rows::ExprRows;
 pub use run::{default_zarr_chunks, explain, run, Computed, Options, Report};
 pub use store::Stored;

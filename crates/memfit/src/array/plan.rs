@@ -10,7 +10,7 @@ use super::store::READ_SLACK_ELEMENTS;
 use super::tiling::{chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, MAX_TILE, REDUCE_CHUNK};
 use super::values::COL_BYTES;
 use crate::error::Result;
-use crate::plan::{check_fits, format_bytes, Ledger, PlannedBuffer};
+use crate::plan::{check_fits, format_bytes, Ledger, Plan, Schedule};
 
 /// Where the job's result goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,24 +69,21 @@ pub struct StagePlan {
     pub workers: usize,
 }
 
-/// The plan of an expression job. Its `Display` is what `explain` prints.
+/// How an expression job cuts its work: its stages, each one pass over
+/// its inputs, run one after another. The [`Schedule`] of an array job's
+/// [`Plan`]; its buffers are the ledger's "stage N" phases.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct ArrayPlan {
-    /// The memory limit in bytes.
-    pub limit_bytes: u64,
-    /// Worker threads.
-    pub threads: usize,
-    /// Every buffer, with its bytes (held, or per stage).
-    pub buffers: Vec<PlannedBuffer>,
-    /// Bytes the job needs: held buffers plus the largest stage.
-    pub total_bytes: u64,
-    /// The stages in order: each is one pass over its inputs.
+pub struct Stages {
+    /// The stages in order.
     pub stages: Vec<StagePlan>,
     /// Bytes of scratch files on disk (deleted after use).
     pub scratch_bytes: u64,
     /// Where the result goes.
     pub output: String,
 }
+
+/// The job name an expression's plan shows.
+const JOB: &str = "an array expression";
 
 /// Copies of a Zarr chunk's bytes held while it is written, besides its
 /// evaluated values: the encoded chunk, the padded edge chunk, the
@@ -151,7 +148,7 @@ fn hot_axes(ir: &Ir) -> Vec<usize> {
 /// # Errors
 /// [`crate::Error::DoesNotFit`] when even one minimal tile per thread does
 /// not fit, naming the smallest limit that works.
-pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> Result<ArrayPlan> {
+pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> Result<Plan<Stages>> {
     let threads = threads.max(1);
     let t = threads as u64;
     let mut led = Ledger::default();
@@ -362,33 +359,19 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
     }
     let also = || if *output == Output::Memory { vec![crate::error::Remedy::WriteToFile] } else { Vec::new() };
     check_fits(required, limit, &led, || "evaluating the expression".to_string(), also)?;
-    let total_bytes = led.total();
     let output = match output {
         Output::Memory => "memory".into(),
         Output::Rows => "row blocks".into(),
         Output::Npy { path, .. } | Output::Zarr { path, .. } => path.display().to_string(),
     };
-    Ok(ArrayPlan {
-        limit_bytes: limit,
-        threads,
-        buffers: led.into_buffers(),
-        total_bytes,
-        stages,
-        scratch_bytes,
-        output,
-    })
+    Ok(Plan::new(JOB, limit, threads, led, Stages { stages, scratch_bytes, output }))
 }
 
-impl fmt::Display for ArrayPlan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "memory plan for an array expression (limit {} = {} bytes, {} threads) -> {}",
-            format_bytes(self.limit_bytes),
-            self.limit_bytes,
-            self.threads,
-            self.output
-        )?;
+impl Schedule for Stages {
+    const PHASES: &'static str = "stages run one after another, the largest counts";
+
+    fn explain(&self, threads: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "result -> {}; threads: {threads}", self.output)?;
         for (i, s) in self.stages.iter().enumerate() {
             writeln!(f, "stage {i}: {}", s.what)?;
             writeln!(f, "  result {:?} {} -> {}", s.shape, s.dtype, s.target)?;
@@ -405,18 +388,10 @@ impl fmt::Display for ArrayPlan {
                 )?;
             }
         }
-        let w = self.buffers.iter().map(|b| b.name.len()).max().unwrap_or(0);
-        for b in &self.buffers {
-            writeln!(f, "  {:<w$}  {:>12} B  {:>10}  {}", b.name, b.bytes, format_bytes(b.bytes), b.detail)?;
-        }
-        writeln!(
-            f,
-            "  {:<w$}  {:>12} B  {:>10}  ({:.1}% of the limit; stages run one after another, the largest counts)",
-            "total",
-            self.total_bytes,
-            format_bytes(self.total_bytes),
-            100.0 * self.total_bytes as f64 / self.limit_bytes.max(1) as f64
-        )?;
+        Ok(())
+    }
+
+    fn passes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "passes: {} (one per stage); scratch on disk: {}",

@@ -7,12 +7,13 @@ use std::sync::Mutex;
 use super::eval::{eval, Ctx};
 use super::lower::{Lowered, Work};
 use super::node::Array;
-use super::plan::{ArrayPlan, Output};
+use super::plan::{Output, Stages};
 use super::run::{prepare, run_intermediates, Options, Slots};
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::exec::{Cancel, Context, RunOptions};
 use crate::io::RowSource;
+use crate::plan::Plan;
 
 /// The rows of a 2-D expression, computed when read. Reductions and
 /// contractions inside it (a column mean, say) run once, before the first
@@ -23,7 +24,7 @@ use crate::io::RowSource;
 /// which a job reading the rows counts beside its own buffers.
 pub struct ExprRows {
     lowered: Lowered,
-    plan: ArrayPlan,
+    plan: Plan<Stages>,
     slots: Slots,
     held: u64,
     threads: usize,
@@ -93,7 +94,7 @@ impl ExprRows {
     }
 
     /// The plan of the intermediate stages.
-    pub fn plan(&self) -> &ArrayPlan {
+    pub fn plan(&self) -> &Plan<Stages> {
         &self.plan
     }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use super::eval::{eval, offsets, Ctx};
 use super::lower::{lower, Lowered, Target, Work};
 use super::node::{Array, Reduction};
-use super::plan::{plan, ArrayPlan, Output, StagePlan};
+use super::plan::{plan, Output, StagePlan, Stages};
 use super::reduce::{partial, Acc, Partials, Sums};
 use super::store::Stored;
 use super::tiling::{n_tiles, tile_box, volume};
@@ -22,6 +22,7 @@ use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::exec::{install, run_grid, run_tiles, Cancel, Context, MemorySink, NpySink, Progress, Sink, ZarrSink};
 use crate::linalg::einsum::{contract, Dense};
+use crate::plan::Plan;
 use crate::Warning;
 
 /// How to run a job: every job's [`crate::exec::RunOptions`] (array jobs
@@ -43,7 +44,7 @@ pub struct Computed {
 #[derive(Debug, Clone)]
 pub struct Report {
     /// The plan it ran.
-    pub plan: ArrayPlan,
+    pub plan: Plan<Stages>,
     /// Warnings (values that became NaN or infinite).
     pub warnings: Vec<Warning>,
 }
@@ -82,7 +83,7 @@ fn threads_of(opts: &Options) -> usize {
 ///
 /// # Errors
 /// [`Error::DoesNotFit`] when even one minimal tile per thread does not fit.
-pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<ArrayPlan> {
+pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<Plan<Stages>> {
     plan(&lowered_for(root, output, opts.memory_limit), output, opts.memory_limit, threads_of(opts))
 }
 
@@ -96,7 +97,7 @@ pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<ArrayPla
 pub fn default_zarr_chunks(root: &Array, opts: &Options) -> Result<Vec<usize>> {
     let output = Output::Zarr { path: std::path::PathBuf::new(), chunks: None, overwrite: true };
     let plan = explain(root, &output, opts)?;
-    Ok(plan.stages.last().expect("a final stage").tile.clone())
+    Ok(plan.schedule.stages.last().expect("a final stage").tile.clone())
 }
 
 /// Writes the box `lo..hi` of a stage's result (values in C order).
@@ -157,7 +158,7 @@ impl Slots {
 }
 
 /// Lowers and plans `root` for `output`.
-pub(crate) fn prepare(root: &Array, output: &Output, opts: &Options) -> Result<(Lowered, ArrayPlan)> {
+pub(crate) fn prepare(root: &Array, output: &Output, opts: &Options) -> Result<(Lowered, Plan<Stages>)> {
     let lowered = lowered_for(root, output, opts.memory_limit);
     let the_plan = plan(&lowered, output, opts.memory_limit, threads_of(opts))?;
     Ok((lowered, the_plan))
@@ -172,13 +173,13 @@ fn stage_event(ctx: &mut Context<'_>, i: usize, n: usize) {
 /// on `threads` threads, cancelled by `ctx`'s token, reporting each stage.
 pub(crate) fn run_intermediates(
     lowered: &Lowered,
-    the_plan: &ArrayPlan,
+    the_plan: &Plan<Stages>,
     slots: &Slots,
     threads: usize,
     ctx: &mut Context<'_>,
 ) -> Result<()> {
     let n = lowered.stages.len() - 1;
-    for (si, (stage, sp)) in lowered.stages[..n].iter().zip(&the_plan.stages).enumerate() {
+    for (si, (stage, sp)) in lowered.stages[..n].iter().zip(&the_plan.schedule.stages).enumerate() {
         stage_event(ctx, si, n + 1);
         let Target::Slot(i) = stage.target else { unreachable!("only the last stage writes the output") };
         let ectx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
@@ -213,7 +214,7 @@ pub fn run(root: &Array, output: &Output, opts: &Options, ctx: &mut Context<'_>)
     let threads = threads_of(opts);
     let (lowered, the_plan) = prepare(root, output, opts)?;
     let last = lowered.stages.last().expect("a final stage");
-    let sp = the_plan.stages.last().expect("a final stage");
+    let sp = the_plan.schedule.stages.last().expect("a final stage");
     let sink: Box<dyn Sink> = match output {
         Output::Memory | Output::Rows => Box::new(MemorySink::new(&last.shape, last.dtype)),
         Output::Npy { path, overwrite } => Box::new(NpySink::create(path, last.dtype, &last.shape, *overwrite)?),

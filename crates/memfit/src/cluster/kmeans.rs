@@ -110,7 +110,7 @@ struct Run {
 /// [`super::plan_kmeans`] for the same parameters and data).
 ///
 /// When `labels_out` is given it receives the final labels (`u32`, in row
-/// order, in pieces of at most `plan.block_rows`).
+/// order, in pieces of at most `plan.schedule.block_rows`).
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] / [`Error::ShapeMismatch`] for bad parameters
@@ -141,11 +141,11 @@ pub fn fit<T: Real>(
     }
     if matches!(params.init, Init::KMeansPlusPlus) {
         let wanted = params.init_sample_rows.unwrap_or_else(|| default_init_sample_rows(n, d, k)).min(n);
-        if plan.init_sample_rows < wanted {
+        if plan.schedule.init_sample_rows < wanted {
             warnings.push(crate::warning::Warning::InitSampleCut {
                 wanted_rows: wanted,
-                used_rows: plan.init_sample_rows,
-                more_bytes: (wanted - plan.init_sample_rows) as u64 * KeyedSample::bytes_per_row(d),
+                used_rows: plan.schedule.init_sample_rows,
+                more_bytes: (wanted - plan.schedule.init_sample_rows) as u64 * KeyedSample::bytes_per_row(d),
             });
         }
     }
@@ -158,10 +158,10 @@ pub fn fit<T: Real>(
     // Validation and init phase: its buffers (the k-means++ sample, small
     // read blocks) are freed before the iterations allocate theirs.
     let (mean_variance, inits) = {
-        let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.scan_block_rows);
+        let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.scan_block_rows);
         observer.event(&Progress::Phase("validating"));
         let t = Instant::now();
-        let scan = scan(&mut blocks, split, plan.init_sample_rows, sample_seed, &*observer)?;
+        let scan = scan(&mut blocks, split, plan.schedule.init_sample_rows, sample_seed, &*observer)?;
         timings.validate_secs = t.elapsed().as_secs_f64();
         observer.event(&Progress::Phase("init"));
         let t = Instant::now();
@@ -178,7 +178,7 @@ pub fn fit<T: Real>(
     };
     let tol_abs = params.tol * mean_variance;
 
-    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
+    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
     let mut asg = Assignment::<T>::new(plan, k, d);
     let mut best: Option<(usize, Run)> = None;
     let mut inertia_per_init = Vec::with_capacity(n_init);

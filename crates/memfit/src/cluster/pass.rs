@@ -157,13 +157,13 @@ impl<T: Real> Assignment<T> {
     /// of labels and distances and one tile per thread.
     pub(crate) fn new(plan: &Plan, n_clusters: usize, n_features: usize) -> Self {
         Assignment {
-            labels: vec![0; plan.block_rows],
-            dist: vec![0.0; plan.block_rows],
+            labels: vec![0; plan.schedule.block_rows],
+            dist: vec![0.0; plan.schedule.block_rows],
             tiles: (0..plan.threads.max(1))
-                .map(|_| Scratch::new(plan.assign_tile_rows, n_clusters, plan.k_tile, n_features))
+                .map(|_| Scratch::new(plan.schedule.assign_tile_rows, n_clusters, plan.schedule.k_tile, n_features))
                 .collect(),
-            tile_rows: plan.assign_tile_rows,
-            k_tile: plan.k_tile,
+            tile_rows: plan.schedule.assign_tile_rows,
+            k_tile: plan.schedule.k_tile,
         }
     }
 

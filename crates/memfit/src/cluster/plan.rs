@@ -7,7 +7,7 @@ use crate::error::{Count, Remedy, Result};
 use crate::exec::{KeyedSample, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::{PreparedCenters, Scratch};
-use crate::plan::{check_fits, pick_block_rows, Job, Plan, CHUNK_ROWS, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Job, Plan, RowSchedule, CHUNK_ROWS, TILE_ROWS};
 
 /// Most centres per compute tile.
 pub const MAX_K_TILE: usize = 512;
@@ -142,18 +142,13 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         format!("{rows} rows × {block_row} B (scratch, values, label, distance, weight)"),
     );
     let extra_label_pass = u64::from(n_init > 1 && (job.n_outputs > 0 || plot > 0));
-    Ok(Plan {
-        job: "kmeans".into(),
-        limit_bytes: limit,
-        total_bytes: led.total(),
-        buffers: led.into_buffers(),
+    let schedule = RowSchedule {
         block_rows: rows as usize,
         n_blocks: job.n_samples.div_ceil(rows.max(1) as usize),
         scan_block_rows: scan_rows as usize,
         tile_rows,
         assign_tile_rows: tile_rows,
         k_tile,
-        threads: job.threads,
         init_sample_rows: if kpp { init_rows as usize } else { 0 },
         max_passes: 1 + n_init * (params.max_iter as u64 + 1) + extra_label_pass,
         passes_detail: format!(
@@ -162,8 +157,8 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             if extra_label_pass > 0 { " + 1 to write labels" } else { "" }
         ),
         component_groups: None,
-        disk: Vec::new(),
-    })
+    };
+    Ok(Plan::new("kmeans", limit, job.threads, led, schedule))
 }
 
 /// Rows per assignment-kernel tile: [`TILE_ROWS`], at most `n_samples`,
@@ -202,9 +197,9 @@ mod tests {
         let p = KMeansParams { n_clusters: 200, ..Default::default() };
         let plan = plan_kmeans(&p, &job(100_000_000, 3, 64 << 20)).unwrap();
         assert!(plan.total_bytes <= 64 << 20, "{plan}");
-        assert_eq!(plan.block_rows % TILE_ROWS, 0);
-        assert!(plan.block_rows > 100_000);
-        assert_eq!(plan.init_sample_rows, 100_000);
+        assert_eq!(plan.schedule.block_rows % TILE_ROWS, 0);
+        assert!(plan.schedule.block_rows > 100_000);
+        assert_eq!(plan.schedule.init_sample_rows, 100_000);
         assert_eq!(default_init_sample_rows(10, 3, 2), 10);
         assert_eq!(default_init_sample_rows(10_000_000, 784, 10), (1 << 22) / 784);
         // Always-held buffers plus the larger phase.
@@ -220,7 +215,7 @@ mod tests {
     fn small_data_is_one_block() {
         let p = KMeansParams { n_clusters: 3, ..Default::default() };
         let plan = plan_kmeans(&p, &job(1000, 4, 1 << 30)).unwrap();
-        assert_eq!((plan.block_rows, plan.n_blocks, plan.init_sample_rows), (1000, 1, 1000));
+        assert_eq!((plan.schedule.block_rows, plan.schedule.n_blocks, plan.schedule.init_sample_rows), (1000, 1, 1000));
     }
 
     #[test]
@@ -240,7 +235,7 @@ mod tests {
             let p = KMeansParams { n_clusters: 10, ..Default::default() };
             let plan = plan_kmeans(&p, &job(1_000_000, 784, mib << 20)).unwrap();
             assert!(plan.total_bytes <= mib << 20);
-            seen.push((plan.block_rows, plan.tile_rows, plan.k_tile));
+            seen.push((plan.schedule.block_rows, plan.schedule.tile_rows, plan.schedule.k_tile));
         }
         assert!(seen.windows(2).all(|w| w[0].1 == w[1].1 && w[0].2 == w[1].2 && w[0].0 <= w[1].0));
     }

@@ -10,7 +10,7 @@ use crate::exec::{run_split, Block, Leaf, Observer, Pass, RowSplit};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
 use crate::kernels::{sq_distances_block, PreparedCenters, Scratch};
 use crate::plan::{check_fits, pick_block_rows, TILE_ROWS};
-use crate::plan::{Job, Ledger, Plan};
+use crate::plan::{Job, Ledger, Plan, RowSchedule};
 
 /// Plans [`predict`] of `job`'s data (and its weights, read with the
 /// data's blocks) against `n_clusters` centres, with a label file writer's
@@ -41,25 +41,15 @@ pub fn plan_predict(job: &Job, n_clusters: usize, labels_file: bool) -> Result<P
     );
     let what = format!("predict with {k} centres of {d} features on {threads} threads");
     let rows = add_blocks(job, &mut led, extra, "labels, distances, tile sums, weights", what)?;
-    let total = led.total();
-    Ok(Plan {
-        job: "predict".into(),
-        limit_bytes: job.limit_bytes,
-        buffers: led.into_buffers(),
-        total_bytes: total,
-        block_rows: rows,
-        n_blocks: job.n_samples.div_ceil(rows.max(1)),
+    let schedule = RowSchedule {
         scan_block_rows: rows,
         tile_rows,
         assign_tile_rows: tile_rows,
         k_tile,
-        threads,
-        init_sample_rows: 0,
-        max_passes: 1,
         passes_detail: "1 assignment pass".into(),
-        component_groups: None,
-        disk: Vec::new(),
-    })
+        ..RowSchedule::one_pass(rows, job.n_samples)
+    };
+    Ok(Plan::new("predict", job.limit_bytes, threads, led, schedule))
 }
 
 /// What the input holds ([`Job::ledger`]) and the centres' buffers, for
@@ -132,7 +122,7 @@ pub fn predict<T: Real>(
     let d = x.n_features();
     let prepared = prepare::<T>(centers, n_clusters, d)?;
     x.check_weights(sample_weight)?;
-    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.block_rows);
+    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
     let mut asg = Assignment::<T>::new(plan, n_clusters, d);
     let mut pass = AssignPass {
         centers: &prepared,
@@ -160,7 +150,7 @@ pub fn plan_transform(job: &Job, n_clusters: usize) -> Result<Plan> {
     let what = format!("distances to {k} centres of {d} features");
     let rows = add_blocks(job, &mut led, k as u64 * 8, "distances (float64)", what)?;
     let mut plan = Plan::blocked("transform", job.limit_bytes, led, rows, job.n_samples, job.threads);
-    plan.passes_detail = "1 distance pass".into();
+    plan.schedule.passes_detail = "1 distance pass".into();
     Ok(plan)
 }
 
@@ -185,8 +175,8 @@ pub fn transform<T: Real>(
 ) -> Result<()> {
     let d = x.n_features();
     let prepared = prepare::<T>(centers, n_clusters, d)?;
-    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
-    let mut pass = TransformPass { centers: &prepared, dist: vec![0.0; plan.block_rows * n_clusters], out };
+    let mut blocks = BlockReader::<T>::new(x, None, plan.schedule.block_rows);
+    let mut pass = TransformPass { centers: &prepared, dist: vec![0.0; plan.schedule.block_rows * n_clusters], out };
     run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &observer.cancel())
 }
 

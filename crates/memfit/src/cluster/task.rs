@@ -81,7 +81,7 @@ impl AssignTask {
         let mut asg = Assignment::<T>::new(plan, self.k, self.d);
         let mode = if self.lloyd { Mode::Lloyd } else { Mode::Final { sink: None, plot: None } };
         let mut pass = AssignPass { centers: &centers, asg: &mut asg, mode, weights_name: None };
-        let mut blocks = BlockReader::<T>::new(x, w, plan.block_rows);
+        let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
         let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
         Ok(task_result(&pass, partial))
     }

@@ -169,7 +169,7 @@ mod tests {
         let centred = Array::ufunc(Op::Subtract, &[x, means]).unwrap();
         let share = 1 << 20; // the row means are 1.6 MB
         let rows = ExprRows::new(&centred, &Options { threads: Some(1), ..Options::with_limit(share) }).unwrap();
-        assert!(rows.plan().scratch_bytes >= (n * 8) as u64, "{:?}", rows.plan());
+        assert!(rows.plan().schedule.scratch_bytes >= (n * 8) as u64, "{:?}", rows.plan());
         let src = Source::rows(Box::new(rows));
         let held = src.held_bytes();
         assert!(held > 0 && held <= share, "{held}");

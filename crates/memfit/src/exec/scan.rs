@@ -231,7 +231,7 @@ pub(crate) fn run_scan_task<T: Real>(
 ) -> Result<Vec<u8>> {
     let (d, sample): (usize, KeyedSample) = decode(payload, "scan task")?;
     let mut pass = ScanPass { d, sample, weights_name: w.map(Source::name) };
-    let mut blocks = BlockReader::<T>::new(x, w, plan.block_rows);
+    let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
     let rows = x.first_row()..x.n_samples();
     let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancel)?;
     Ok(task_result::<T, _>(&pass, partial))

@@ -81,11 +81,11 @@ pub fn row_quadratic_form<T: Real>(
         qt,
         d,
         tiles: (0..workers).map(|_| vec![T::default(); TILE_ROWS * d]).collect(),
-        result: vec![0.0; plan.block_rows],
+        result: vec![0.0; plan.schedule.block_rows],
         out,
         name: x.name(),
     };
-    let mut blocks = BlockReader::<T>::new(x, None, plan.block_rows);
+    let mut blocks = BlockReader::<T>::new(x, None, plan.schedule.block_rows);
     run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], cancel)
 }
 
@@ -168,7 +168,7 @@ mod tests {
         // The data are 2.56 MB, 10× the limit.
         let plan = plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(256 << 10))).unwrap();
         assert!((n * d * 8) as u64 >= 8 * plan.limit_bytes);
-        assert!(plan.n_blocks > 1 && plan.total_bytes <= 256 << 10, "{plan}");
+        assert!(plan.schedule.n_blocks > 1 && plan.total_bytes <= 256 << 10, "{plan}");
         let mut got = Vec::new();
         row_quadratic_form::<f64>(
             &src,

@@ -77,7 +77,7 @@ pub fn weighted_scatter_split(
             });
         }
     }
-    let mut blocks = BlockReader::<f64>::new(x, w, plan.block_rows);
+    let mut blocks = BlockReader::<f64>::new(x, w, plan.schedule.block_rows);
     let mut pass = ScatterPass {
         d,
         weighted: vec![0.0; TILE_ROWS * d],
@@ -118,7 +118,7 @@ pub(crate) fn run_scatter_task(
     cancel: &crate::exec::Cancel,
 ) -> Result<Vec<u8>> {
     let d: usize = decode(payload, "scatter task")?;
-    let mut blocks = BlockReader::<f64>::new(x, w, plan.block_rows);
+    let mut blocks = BlockReader::<f64>::new(x, w, plan.schedule.block_rows);
     let mut pass = ScatterPass {
         d,
         weighted: vec![0.0; TILE_ROWS * d],
@@ -212,7 +212,7 @@ mod tests {
             assert!(plan.total_bytes <= limit);
             if limit < 1 << 20 {
                 // The data are 1.68 MB, 8.4× the limit.
-                assert!((n * d * 4) as u64 >= 8 * limit && plan.n_blocks > 1, "{plan}");
+                assert!((n * d * 4) as u64 >= 8 * limit && plan.schedule.n_blocks > 1, "{plan}");
             }
             results.push(weighted_scatter(&src, Some(&ws), &plan, &crate::exec::Cancel::new()).unwrap());
         }

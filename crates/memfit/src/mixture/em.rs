@@ -71,19 +71,21 @@ pub fn fit<T: Real>(
     let kpp = needs_init && params.init_params == InitMethod::KMeansPlusPlus;
     if kpp {
         let wanted = crate::cluster::default_init_sample_rows(n, d, k).min(n);
-        if plan.init_sample_rows < wanted {
+        if plan.schedule.init_sample_rows < wanted {
             warnings.push(crate::warning::Warning::InitSampleCut {
                 wanted_rows: wanted,
-                used_rows: plan.init_sample_rows,
-                more_bytes: (wanted - plan.init_sample_rows) as u64 * crate::exec::KeyedSample::bytes_per_row(d),
+                used_rows: plan.schedule.init_sample_rows,
+                more_bytes: (wanted - plan.schedule.init_sample_rows) as u64
+                    * crate::exec::KeyedSample::bytes_per_row(d),
             });
         }
     }
 
     observer.event(&Progress::Phase("validating"));
     let clock = Instant::now();
-    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.scan_block_rows);
-    let scanned = scan(&mut blocks, split, if kpp { plan.init_sample_rows } else { 0 }, sample_seed, &*observer)?;
+    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.scan_block_rows);
+    let scanned =
+        scan(&mut blocks, split, if kpp { plan.schedule.init_sample_rows } else { 0 }, sample_seed, &*observer)?;
     // The scan's blocks are released before the initialisation: a k-means
     // initialisation plans against the whole limit.
     drop(blocks);
@@ -141,9 +143,9 @@ pub fn fit<T: Real>(
     drop(row_reader);
     timings.init_secs = clock.elapsed().as_secs_f64();
 
-    let data = Data { blocks: BlockReader::<T>::new(x, sample_weight, plan.block_rows), split, shift: &shift };
+    let data = Data { blocks: BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows), split, shift: &shift };
     let run = Run { params, shift: &shift, n_rows: n - x.first_row(), n_eff, weighted: sample_weight.is_some() };
-    let runs = if plan.component_groups.is_some() {
+    let runs = if plan.schedule.component_groups.is_some() {
         let slots = if params.n_init > 1 { 2 } else { 1 };
         let gw = GroupWork::<T>::new(t, k, x, plan, slots, &opts.scratch_dir())?;
         em(Grouped::new(params, gw, data, plan, n_eff), &run, inits, outputs, observer, &mut timings)?

@@ -83,7 +83,7 @@ impl<T: Real> GroupWork<T> {
         dir: &Path,
     ) -> Result<Self> {
         let d = x.n_features();
-        let gp = plan.component_groups.as_ref().expect("a grouped plan");
+        let gp = plan.schedule.component_groups.as_ref().expect("a grouped plan");
         let groups = Groups::of(k, gp.size);
         let g = groups.size;
         let store = if slots > 0 { Some(ParamStore::new(t, k, d, slots, dir)?) } else { None };
@@ -91,14 +91,14 @@ impl<T: Real> GroupWork<T> {
             groups,
             t,
             es: Estep::new(t, g, d),
-            ws: Workspace::new(t, g, d, plan.block_rows, plan.tile_rows, plan.threads),
+            ws: Workspace::new(t, g, d, plan.schedule.block_rows, plan.schedule.tile_rows, plan.threads),
             work: CholWork::for_fit(t, d, plan.threads),
             state: RowState::new(
                 x.first_row(),
                 x.n_samples() - x.first_row(),
                 gp.row_state_on_disk,
                 dir,
-                plan.block_rows,
+                plan.schedule.block_rows,
             )?,
             store,
             factor: vec![0.0; factor_len(t, d)],

@@ -48,7 +48,7 @@ impl<'r, T: Real> InMemory<'r, T> {
             n_eff,
             es: Estep::new(t, k, d),
             work: CholWork::for_fit(t, d, plan.threads),
-            ws: Workspace::new(t, k, d, plan.block_rows, plan.tile_rows, plan.threads),
+            ws: Workspace::new(t, k, d, plan.schedule.block_rows, plan.schedule.tile_rows, plan.threads),
             tied_scatter: Vec::new(),
             data,
         }
@@ -198,8 +198,8 @@ impl<T: Real> MixtureTask<T> {
         cancel: &crate::exec::Cancel,
     ) -> Result<Vec<u8>> {
         let (t, k, d) = (self.es.covariance_type(), self.es.k, self.es.d);
-        let mut ws = Workspace::<T>::new(t, k, d, plan.block_rows, plan.tile_rows, plan.threads);
-        let mut blocks = BlockReader::<T>::new(x, w, plan.block_rows);
+        let mut ws = Workspace::<T>::new(t, k, d, plan.schedule.block_rows, plan.schedule.tile_rows, plan.threads);
+        let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
         match &self.em {
             Some(s) => {
                 let mut work = CholWork::for_fit(t, d, plan.threads);

@@ -57,12 +57,12 @@ impl<T: Real> Nearest<T> {
         match init {
             InitResp::Nearest(c) => Some(Nearest {
                 centers: PreparedCenters::<T>::new(c, k, d),
-                labels: vec![0; plan.block_rows],
-                dist: vec![0.0; plan.block_rows],
+                labels: vec![0; plan.schedule.block_rows],
+                dist: vec![0.0; plan.schedule.block_rows],
                 tiles: (0..plan.threads.max(1))
-                    .map(|_| Scratch::<T>::new(plan.assign_tile_rows, k, k.min(MAX_K_TILE), d))
+                    .map(|_| Scratch::<T>::new(plan.schedule.assign_tile_rows, k, k.min(MAX_K_TILE), d))
                     .collect(),
-                tile_rows: plan.assign_tile_rows,
+                tile_rows: plan.schedule.assign_tile_rows,
                 k_tile: k.min(MAX_K_TILE),
             }),
             _ => None,

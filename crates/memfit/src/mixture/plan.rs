@@ -312,11 +312,11 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         job.n_samples,
         threads as usize,
     );
-    plan.scan_block_rows = scan_rows as usize;
-    plan.init_sample_rows = init_rows as usize;
-    plan.k_tile = params.n_components;
-    plan.tile_rows = tile_rows;
-    plan.assign_tile_rows = assign_tile_rows;
+    plan.schedule.scan_block_rows = scan_rows as usize;
+    plan.schedule.init_sample_rows = init_rows as usize;
+    plan.schedule.k_tile = params.n_components;
+    plan.schedule.tile_rows = tile_rows;
+    plan.schedule.assign_tile_rows = assign_tile_rows;
     if !predict_only {
         let init_passes = if params.fully_initialised() { 0 } else { 1 };
         let kmeans = if params.init_params == InitMethod::KMeans && !params.fully_initialised() {
@@ -326,8 +326,9 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         };
         let count = params.n_components.div_ceil(gu) as u64;
         let per_iter = 2 * count - 1;
-        plan.max_passes = 1 + params.n_init as u64 * (init_passes * count + params.max_iter as u64 * per_iter) + count;
-        plan.passes_detail = if groups.is_some() {
+        plan.schedule.max_passes =
+            1 + params.n_init as u64 * (init_passes * count + params.max_iter as u64 * per_iter) + count;
+        plan.schedule.passes_detail = if groups.is_some() {
             format!(
                 "1 validation pass + {} init × ({} init passes + at most {} EM iterations × {per_iter} passes) + {count} final E-step passes{kmeans}",
                 params.n_init,
@@ -352,7 +353,7 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         };
         let state = if state_on_disk { n * RowState::BYTES_PER_ROW } else { 0 };
         let scratch_bytes = ParamStore::bytes(t, params.n_components, du, slots) + state;
-        plan.component_groups = Some(ComponentGroups {
+        plan.schedule.component_groups = Some(ComponentGroups {
             count,
             size: gu,
             row_state_on_disk: state_on_disk,
@@ -361,8 +362,8 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         });
         plan.disk.push(crate::io::PlannedWrite::inside("scratch files", job.scratch_dir.clone(), scratch_bytes));
         if predict_only {
-            plan.max_passes = count as u64;
-            plan.passes_detail = format!("{count} E-step passes (+ {} with probabilities)", count - 1);
+            plan.schedule.max_passes = count as u64;
+            plan.schedule.passes_detail = format!("{count} E-step passes (+ {} with probabilities)", count - 1);
         }
     }
     Ok(plan)

@@ -94,11 +94,11 @@ pub fn predict<T: Real>(
     observer.event(&Progress::Phase("predicting"));
     let observer = &*observer;
     let cancel = observer.cancel();
-    if plan.component_groups.is_some() {
+    if plan.schedule.component_groups.is_some() {
         // Factors are read one group at a time; per-row states that do not
         // fit in memory go to the system's temporary folder.
         let mut gw = GroupWork::<T>::new(model.covariance_type, k, x, plan, 0, &std::env::temp_dir())?;
-        let mut data = Data { blocks: BlockReader::<T>::new(x, None, plan.block_rows), split, shift: &shift };
+        let mut data = Data { blocks: BlockReader::<T>::new(x, None, plan.schedule.block_rows), split, shift: &shift };
         let factors = Factors::Source(&model.precisions_cholesky, true);
         let (total, _) = e_sweep(&mut gw, &mut data, &model.weights, &means, factors, outputs, true, &cancel)?;
         return Ok(total / (x.n_samples() - x.first_row()) as f64);
@@ -107,8 +107,15 @@ pub fn predict<T: Real>(
     es.set_weights_means(&model.weights, &means);
     let mut work = CholWork::new(0, 0);
     es.set_precisions(&model.precisions_cholesky, true, &mut work, None, 0)?;
-    let mut ws = Workspace::<T>::new(model.covariance_type, k, d, plan.block_rows, plan.tile_rows, plan.threads);
-    let mut data = Data { blocks: BlockReader::<T>::new(x, None, plan.block_rows), split, shift: &shift };
+    let mut ws = Workspace::<T>::new(
+        model.covariance_type,
+        k,
+        d,
+        plan.schedule.block_rows,
+        plan.schedule.tile_rows,
+        plan.threads,
+    );
+    let mut data = Data { blocks: BlockReader::<T>::new(x, None, plan.schedule.block_rows), split, shift: &shift };
     let total = e_pass(&mut data, &mut ws, &es, outputs, true, &cancel)?;
     Ok(total / (x.n_samples() - x.first_row()) as f64)
 }

@@ -11,9 +11,11 @@ mod job;
 
 pub use budget::{available_memory_bytes, default_limit_bytes, DEFAULT_LIMIT_FRACTION};
 pub use job::{Job, INPUT_HELD};
+mod schedule;
 mod size;
 mod threads;
 pub use crate::units::format_bytes;
+pub use schedule::{ComponentGroups, RowSchedule};
 pub use threads::{available_cpus, default_threads};
 
 use crate::error::{Error, Remedy, Result};
@@ -65,42 +67,50 @@ pub struct PlannedBuffer {
     pub phase: Option<String>,
 }
 
-/// A memory plan: the buffers, the block sizes and the passes over the data.
-/// Its `Display` is the explanation `--dry-run` prints.
+/// How a job's work is cut, as its plan shows it: the part of a [`Plan`]
+/// that depends on the kind of job (read blocks and passes for a job over
+/// rows, [`RowSchedule`]; stages of tiles for an array expression,
+/// [`crate::array::Stages`]).
+pub trait Schedule: fmt::Debug + Clone + serde::Serialize {
+    /// What the plan's total says about its phases (how the total is made
+    /// up from the buffers).
+    const PHASES: &'static str;
+
+    /// Writes the schedule's lines of the explanation (each ending with a
+    /// newline); the job runs on `threads` threads.
+    ///
+    /// # Errors
+    /// The formatter's.
+    fn explain(&self, threads: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+
+    /// The explanation's last line: the passes over the data (no newline).
+    ///
+    /// # Errors
+    /// The formatter's.
+    fn passes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+/// A memory plan, the same for every job: the limit, every buffer the run
+/// allocates (a [`Ledger`]: held buffers plus the largest phase), the
+/// threads, how the work is cut (the job's [`Schedule`]) and the files it
+/// writes. Its `Display` is the explanation `--dry-run` and `explain`
+/// print; as data (serde) the schedule's fields sit beside the others.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Plan {
+pub struct Plan<S = RowSchedule> {
     /// The job this plan is for (e.g. `kmeans`).
     pub job: String,
     /// The memory limit in bytes.
     pub limit_bytes: u64,
-    /// Every buffer the run allocates.
-    pub buffers: Vec<PlannedBuffer>,
-    /// Sum of `buffers`, in bytes.
-    pub total_bytes: u64,
-    /// Rows per read block during the iterations.
-    pub block_rows: usize,
-    /// Number of read blocks per pass.
-    pub n_blocks: usize,
-    /// Rows per read block during validation and initialisation.
-    pub scan_block_rows: usize,
-    /// Rows per compute tile inside a block (for mixtures, the E-step's).
-    pub tile_rows: usize,
-    /// Rows per tile of the nearest-centre kernel (0 when it is not used).
-    pub assign_tile_rows: usize,
-    /// Centres per compute tile.
-    pub k_tile: usize,
     /// Worker threads.
     pub threads: usize,
-    /// Rows in the initialisation sample (0 when none is drawn).
-    pub init_sample_rows: usize,
-    /// Upper bound on passes over the data.
-    pub max_passes: u64,
-    /// How `max_passes` is made up.
-    pub passes_detail: String,
-    /// Mixtures whose components' parameters do not fit the limit together:
-    /// how they are grouped (`None`: all in memory).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub component_groups: Option<ComponentGroups>,
+    /// Every buffer the run allocates.
+    pub buffers: Vec<PlannedBuffer>,
+    /// Bytes the run needs: the held buffers plus the largest phase
+    /// ([`Ledger::total`]).
+    pub total_bytes: u64,
+    /// How the work is cut.
+    #[serde(flatten)]
+    pub schedule: S,
     /// Files and folders the job writes (scratch files, outputs), checked
     /// against each file system's free space by [`Plan::check_disk`]
     /// before any work.
@@ -108,50 +118,17 @@ pub struct Plan {
     pub disk: Vec<PlannedWrite>,
 }
 
-/// A mixture's components processed in groups, their parameters on disk.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct ComponentGroups {
-    /// Number of groups.
-    pub count: usize,
-    /// Components per group (the last may have fewer).
-    pub size: usize,
-    /// Whether the per-row log-sum-exp state is in a scratch file.
-    pub row_state_on_disk: bool,
-    /// Bytes in scratch files (parameters and, when on disk, row states).
-    pub scratch_bytes: u64,
-    /// Passes over the data per EM iteration (`2 · count − 1`; 0 for a
-    /// prediction).
-    pub passes_per_iteration: u64,
-}
-
-impl Plan {
-    /// A plan for a one-pass blocked kernel: `led` holds every buffer,
-    /// `block_rows` rows per block over `n_samples` rows.
-    pub fn blocked(
-        job: &str,
-        limit_bytes: u64,
-        led: Ledger,
-        block_rows: usize,
-        n_samples: usize,
-        threads: usize,
-    ) -> Self {
-        let total_bytes = led.total();
+impl<S> Plan<S> {
+    /// The plan of `job` within `limit_bytes` on `threads` threads: the
+    /// buffers `led` declares, the work cut as `schedule` says.
+    pub fn new(job: &str, limit_bytes: u64, threads: usize, led: Ledger, schedule: S) -> Self {
         Plan {
             job: job.into(),
             limit_bytes,
-            buffers: led.into_buffers(),
-            total_bytes,
-            block_rows,
-            n_blocks: n_samples.div_ceil(block_rows.max(1)),
-            scan_block_rows: block_rows,
-            tile_rows: TILE_ROWS,
-            assign_tile_rows: 0,
-            k_tile: 0,
             threads,
-            init_sample_rows: 0,
-            max_passes: 1,
-            passes_detail: "1 pass".into(),
-            component_groups: None,
+            total_bytes: led.total(),
+            buffers: led.into_buffers(),
+            schedule,
             disk: Vec::new(),
         }
     }
@@ -196,7 +173,22 @@ impl Plan {
     }
 }
 
-impl fmt::Display for Plan {
+impl Plan {
+    /// A plan for a one-pass blocked kernel: `led` holds every buffer,
+    /// `block_rows` rows per block over `n_samples` rows.
+    pub fn blocked(
+        job: &str,
+        limit_bytes: u64,
+        led: Ledger,
+        block_rows: usize,
+        n_samples: usize,
+        threads: usize,
+    ) -> Self {
+        Plan::new(job, limit_bytes, threads, led, RowSchedule::one_pass(block_rows, n_samples))
+    }
+}
+
+impl<S: Schedule> fmt::Display for Plan<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
@@ -211,55 +203,19 @@ impl fmt::Display for Plan {
         }
         writeln!(
             f,
-            "  {:<w$}  {:>12} B  {:>10}  ({:.1}% of the limit; buffers of different phases never coexist, the larger phase counts)",
+            "  {:<w$}  {:>12} B  {:>10}  ({:.1}% of the limit; {})",
             "total",
             self.total_bytes,
             format_bytes(self.total_bytes),
-            100.0 * self.total_bytes as f64 / self.limit_bytes as f64
+            100.0 * self.total_bytes as f64 / self.limit_bytes.max(1) as f64,
+            S::PHASES
         )?;
-        writeln!(
-            f,
-            "rows per block: {} ({} blocks per pass); tile: {} rows × {} centres; threads: {}",
-            self.block_rows, self.n_blocks, self.tile_rows, self.k_tile, self.threads
-        )?;
-        if self.init_sample_rows > 0 {
-            writeln!(f, "init sample: {} rows", self.init_sample_rows)?;
-        }
-        if let Some(g) = self.component_groups.as_ref().filter(|g| g.passes_per_iteration == 0) {
-            writeln!(
-                f,
-                "component groups: {} of {} component{}, their factors read from the model one group at a time{}",
-                g.count,
-                g.size,
-                if g.size == 1 { "" } else { "s" },
-                if g.row_state_on_disk {
-                    format!(
-                        "; per-row log-sum-exp states on disk: {} B ({})",
-                        g.scratch_bytes,
-                        format_bytes(g.scratch_bytes)
-                    )
-                } else {
-                    String::new()
-                }
-            )?;
-        } else if let Some(g) = &self.component_groups {
-            writeln!(
-                f,
-                "component groups: {} of {} component{}; parameters{} on disk: {} B ({}) in unnamed scratch files; {} passes per EM iteration",
-                g.count,
-                g.size,
-                if g.size == 1 { "" } else { "s" },
-                if g.row_state_on_disk { " and per-row log-sum-exp states" } else { "" },
-                g.scratch_bytes,
-                format_bytes(g.scratch_bytes),
-                g.passes_per_iteration
-            )?;
-        }
+        self.schedule.explain(self.threads, f)?;
         for w in &self.disk {
             let place = if w.inside { "in" } else { "at" };
             writeln!(f, "disk: {} {place} {}: {} B ({})", w.name, w.path.display(), w.bytes, format_bytes(w.bytes))?;
         }
-        write!(f, "passes over the data: at most {} ({})", self.max_passes, self.passes_detail)
+        self.schedule.passes(f)
     }
 }
 
