@@ -50,15 +50,57 @@ class _ParamsDir(_ParamsRef):
     """The model folder holding the parameters of a fit too large for its
     memory limit (plus ``precisions.npy``), removed when the estimator that
     owns it drops it. Its name is chosen before the fit; the engine creates
-    it only at the end, so a fit killed earlier leaves nothing behind."""
+    it only at the end, so a fit killed earlier leaves nothing behind.
+
+    Its name, ``memfit-gmm-HOST-PID-HEX``, says which process owns it: a
+    folder left by a process of this host that was killed (SIGKILL skips
+    the removal) is removed when the next one is chosen in the same place.
+    """
 
     def __init__(self, scratch_dir):
         base = tempfile.gettempdir() if scratch_dir is None else scratch_dir
-        super().__init__(os.path.join(base, f"memfit-gmm-{uuid.uuid4().hex}"))
+        _remove_orphans(base)
+        name = f"{_PREFIX}{_host()}-{os.getpid()}-{uuid.uuid4().hex}"
+        super().__init__(os.path.join(base, name))
         self._remove = weakref.finalize(self, shutil.rmtree, self.path, True)
 
     def remove(self):
         self._remove()
+
+
+_PREFIX = "memfit-gmm-"
+
+
+def _host() -> str:
+    """This host's name as a folder name may hold it (no ``-``, no ``/``)."""
+    return "".join(c if c.isalnum() else "_" for c in os.uname().nodename) or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _remove_orphans(base) -> None:
+    """Removes model folders in ``base`` owned by processes of this host
+    that no longer run (folders of other hosts, and of live processes, are
+    left alone)."""
+    mine = f"{_PREFIX}{_host()}-"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(mine):
+            continue
+        pid = name[len(mine) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
 
 class _Verbose:

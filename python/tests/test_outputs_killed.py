@@ -87,3 +87,34 @@ def test_cli_generate_killed_leaves_nothing(tmp_path, sig):
     writing, err = kill_while_writing(cmd, tmp_path, sig)
     assert writing, f"the child ended before it was signalled: {err}"
     assert os.listdir(tmp_path) == [], err
+
+
+GROUPED_FIT_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    import numpy as np
+    from memfit import GaussianMixture
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2000, 128))
+    gm = GaussianMixture(16, max_iter=1, random_state=0, memory_limit=sys.argv[2], scratch_dir=sys.argv[1]).fit(x)
+    assert gm.memory_plan_.count("component groups"), gm.memory_plan_
+    if sys.argv[3] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_a_killed_process_model_folder_is_removed_by_the_next_fit(tmp_path):
+    """A grouped fit keeps its parameters in a model folder while the
+    estimator lives; a process killed then leaves it, and the next grouped
+    fit in the same place removes it (its owner no longer runs)."""
+    limit = "6MiB"
+    child = subprocess.run([sys.executable, "-c", GROUPED_FIT_CHILD, str(tmp_path), limit, "kill"],
+                           capture_output=True, text=True)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    left = os.listdir(tmp_path)
+    assert len(left) == 1 and left[0].startswith("memfit-gmm-"), left
+    child = subprocess.run([sys.executable, "-c", GROUPED_FIT_CHILD, str(tmp_path), limit, "exit"],
+                           capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr
+    assert os.listdir(tmp_path) == []
