@@ -61,6 +61,10 @@ Every peer runs --repeat times (default 2, interleaved) and its fastest fit
 is reported (the machine is shared; equality is checked on the last run's
 results, which are deterministic).
 
+With MEMFIT_BASELINE_PYTHONPATH set, a peer ``memfit-base cluster`` runs the
+cluster fit with the memfit package found first there (a build from before a
+change), for before-and-after runs in one run.
+
 Usage: PYTHONPATH=python python bench/dask_bench.py [--quick] [--n 2000000] [--gmm-n 500000]
        [--iters 10] [--repeat 2] [--chunk-rows 262144] [--worker-memory 2GiB] [--daskml-python PATH] [--json PATH]
 Needs: numpy, scikit-learn, dask[distributed], dask-ml; memfit importable by the workers
@@ -251,7 +255,7 @@ def child(peer, tmp, a):
     else:
         X = np.load(xpath)
 
-    if peer == "km-memfit-cluster" or peer == "gmm-memfit-cluster":
+    if peer in ("km-memfit-cluster", "gmm-memfit-cluster", "km-memfit-base-cluster", "gmm-memfit-base-cluster"):
         import memfit
         from memfit import _kmeans, _mixture
 
@@ -365,8 +369,15 @@ def child(peer, tmp, a):
 def run_child(peer, tmp, a, python):
     cmd = [python, __file__, "--child", peer, str(tmp), "--iters", str(a.iters), "--chunk-rows",
            str(a.chunk_rows), "--worker-memory", a.worker_memory, "--memfit-memory", a.memfit_memory]
+    env = dict(os.environ)
+    if "-base-" in peer:
+        # memfit-base: the package found first on MEMFIT_BASELINE_PYTHONPATH
+        # (a build from before a change), in the driver and, by inheritance,
+        # in the workers.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ["MEMFIT_BASELINE_PYTHONPATH"],
+                                                         env.get("PYTHONPATH")]))
     t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         tail = r.stderr.strip().splitlines()[-15:]
         print(f"{peer} failed:\n" + "\n".join(tail), file=sys.stderr)
@@ -384,7 +395,7 @@ def compare(tmp, peer, ref, task):
     if not (p.exists() and q.exists()):
         return "-"
     A, B = np.load(p), np.load(q)
-    if peer.endswith("memfit-cluster"):
+    if peer.startswith(("km-memfit", "gmm-memfit")) and peer.endswith("cluster"):
         names = ["centers", "inertia", "labels"] if task == "kmeans" else \
             ["weights", "means", "covariances", "precisions_cholesky", "lower_bound"]
         bad = [n for n in names if not (A[n].shape == B[n].shape and A[n].tobytes() == B[n].tobytes())]
@@ -442,6 +453,9 @@ def main():
     print(f"dask-ml interpreter {a.daskml_python}: dask, distributed, dask-ml = {daskml_env}")
     print(f"LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit={a.worker_memory}), "
           f"chunks of {a.chunk_rows} rows, memfit memory_limit={a.memfit_memory}, {a.iters} iterations, tol=0")
+    def base(task):
+        return [f"{task}-memfit-base-cluster"] if os.environ.get("MEMFIT_BASELINE_PYTHONPATH") else []
+
     results = []
     with tempfile.TemporaryDirectory(prefix="memfit-dask-bench-") as tmp:
         tmp = Path(tmp)
@@ -449,11 +463,11 @@ def main():
         if a.only in (None, "kmeans"):
             make_kmeans(a.n, tmp)
             plan += [("kmeans", f"k-means {a.n:,} x {KMEANS_D}, k={KMEANS_K}", p)
-                     for p in ("km-memfit-cluster", "km-daskml", "km-memfit-local")]
+                     for p in ("km-memfit-cluster", *base("km"), "km-daskml", "km-memfit-local")]
         if a.only in (None, "gmm"):
             make_gmm(a.gmm_n, tmp)
             plan += [("gmm", f"GMM full {a.gmm_n:,} x {GMM_D}, K={GMM_K}", p)
-                     for p in ("gmm-memfit-cluster", "gmm-sklearn", "gmm-memfit-local")]
+                     for p in ("gmm-memfit-cluster", *base("gmm"), "gmm-sklearn", "gmm-memfit-local")]
         runs = {peer: [] for _, _, peer in plan}
         for rep in range(a.repeat):  # interleaved, so that a drift of the machine hits every peer alike
             for task, case, peer in plan:
@@ -468,7 +482,8 @@ def main():
             ref = "km-memfit-local" if res["task"] == "kmeans" else "gmm-memfit-local"
             if "error" not in res and res["peer"] != ref:
                 res["equality"] = compare(tmp, res["peer"], ref, res["task"])
-    names = {"km-memfit-cluster": "memfit cluster", "km-daskml": "dask-ml cluster", "km-memfit-local": "memfit local",
+    names = {"km-memfit-cluster": "memfit cluster", "km-memfit-base-cluster": "memfit-base cluster",
+             "gmm-memfit-base-cluster": "memfit-base cluster", "km-daskml": "dask-ml cluster", "km-memfit-local": "memfit local",
              "gmm-memfit-cluster": "memfit cluster", "gmm-sklearn": "scikit-learn local",
              "gmm-memfit-local": "memfit local"}
     print()
