@@ -174,6 +174,40 @@ def aligned(x: Any) -> Any:
     return x.rechunk({0: target, 1: -1})
 
 
+def plain_values(x: Any) -> Any:
+    """``x`` with every :class:`numpy.memmap` its graph holds as a value
+    viewed as a plain :class:`numpy.ndarray` (the same memory, no copy).
+    ``da.from_array(np.load(path, mmap_mode="r"))`` holds one (Dask copies
+    it into memory, as a ``memmap`` still): a ``memmap`` pickles by copying
+    all its values, an ``ndarray`` without copying them, so that each
+    graph a pass sends to the cluster would otherwise add two copies of the
+    whole array to the client's and the in-process workers' memory. ``x``
+    itself when its graph holds none."""
+    from dask._task_spec import DataNode
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+    graph = x.__dask_graph__()
+    if not isinstance(graph, HighLevelGraph):
+        return x
+    layers, changed = dict(graph.layers), False
+    for name, layer in graph.layers.items():
+        if not isinstance(layer, MaterializedLayer):
+            continue
+        found = {
+            k: np.asarray(v.value if isinstance(v, DataNode) else v)
+            for k, v in layer.mapping.items()
+            if isinstance(v.value if isinstance(v, DataNode) else v, np.memmap)
+        }
+        if found:
+            layers[name] = MaterializedLayer({**layer.mapping, **found}, annotations=layer.annotations)
+            changed = True
+    if not changed:
+        return x
+    import dask.array as da
+
+    return da.Array(HighLevelGraph(layers, graph.dependencies), x.name, x.chunks, meta=x._meta)
+
+
 def _starts(chunks: tuple) -> list:
     return [0] + list(np.cumsum(chunks[:-1], dtype=np.int64).tolist()) if chunks else [0]
 
@@ -375,6 +409,7 @@ class DaskData:
     reader and, when a client is in use, the remote runner."""
 
     def __init__(self, x: Any):
+        x = plain_values(x)
         self.input = x if len(x.chunks[1]) == 1 else x.rechunk({1: -1})
         self.x = aligned(self.input)
         self.reader = Rows(self.x)
