@@ -37,7 +37,7 @@ from __future__ import annotations
 import bisect
 import copy
 import sys
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -297,7 +297,8 @@ def _lost_worker_errors() -> tuple:
 class Cluster:
     """Runs a fit's passes on a ``distributed`` client: the engine calls it
     with an encoded task and the row ranges (the chunks of ``x`` that have
-    rows; chunks of zero rows run no task).
+    rows; chunks of zero rows run no task) and merges the results it
+    yields in order.
 
     Before any task runs, every worker is asked what its process holds
     (:func:`workers`): a worker whose budget (:func:`worker_budget`) is
@@ -356,7 +357,12 @@ class Cluster:
                 f"or use smaller chunks when the rows' blocks are what does not fit. The plan: {e}"
             ) from None
 
-    def __call__(self, task: bytes, ranges: list) -> list:
+    def __call__(self, task: bytes, ranges: list) -> Iterator[bytes]:
+        """Submits ``task`` over every chunk of ``ranges`` and returns the
+        chunks' results (encoded statistics) in row order, each fetched when
+        the engine asks for the next: the engine merges one result before
+        fetching the next, so this process holds one (a k-means++ sample
+        comes back from every chunk), not all of them."""
         import dask
 
         if [r[0] for r in ranges] != self.starts:
@@ -366,24 +372,35 @@ class Cluster:
                 task, xp, first_row=0, memory_limit=self.budget, sample_weight=wp, n_jobs=1, execute=False
             )
         )
-        futures = []
+        # The pass's parameters: one node of the graph that every task
+        # refers to (not scattered: Dask recomputes a node whose every
+        # holder died, never scattered data).
+        spec = dask.delayed(task, pure=True)
+        run = dask.delayed(_run_chunk, pure=False)
+        tasks = [run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)]
         try:
-            # The pass's parameters: one node of the graph that every task
-            # refers to (not scattered: Dask recomputes a node whose every
-            # holder died, never scattered data).
-            spec = dask.delayed(task, pure=True)
-            run = dask.delayed(_run_chunk, pure=False)
-            tasks = [
-                run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
-            ]
             futures = self.client.compute(tasks)
-            return self.client.gather(futures)
+        except Exception as e:
+            self._explain(e)
+            raise
+        return self._in_order(futures)
+
+    def _in_order(self, futures: list) -> Iterator[bytes]:
+        """The results of ``futures`` in order, each released once fetched;
+        the rest released when the engine stops early (an error)."""
+        try:
+            for i, f in enumerate(futures):
+                out = self.client.gather(f)
+                f.release()
+                futures[i] = None
+                yield out
         except Exception as e:
             self._explain(e)
             raise
         finally:
             for f in futures:
-                f.release()
+                if f is not None:
+                    f.release()
 
     def _explain(self, e: Exception) -> None:
         """Raises an error saying what happened when ``e`` is the client
