@@ -35,6 +35,7 @@ whatever the chunking, the number of workers or their threads.
 from __future__ import annotations
 
 import bisect
+import collections
 import copy
 import sys
 from typing import Any, Iterator, Optional
@@ -208,6 +209,42 @@ def plain_values(x: Any) -> Any:
     return da.Array(HighLevelGraph(layers, graph.dependencies), x.name, x.chunks, meta=x._meta)
 
 
+def in_row_order(x: Any) -> list:
+    """The row chunks of ``x`` (2-D with one column chunk, or 1-D) as
+    :class:`dask.delayed.Delayed` objects of one optimised graph (as
+    ``x.to_delayed()``) whose tasks have Dask priorities by row chunk: the
+    tasks of a key ``(name, i, ...)`` run before those of ``(name, i + 1,
+    ...)`` (those of no row chunk, such as a reduction over all rows,
+    first). Dask would otherwise run the chunks in an order of its own,
+    and the results of the chunks after one still running would wait in
+    memory until it is merged (up to every chunk's). ``x.to_delayed()``
+    when the cluster holds its chunks (persisted). Compute them with
+    ``optimize_graph=False``: the graph is optimised already (and Dask's
+    culling of delayed objects does not keep these layers' keys)."""
+    from dask.core import get_dependencies
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+    keys = [k if x.ndim == 1 else k[0] for k in x.__dask_keys__()]
+    graph = dict(x.__dask_optimize__(x.__dask_graph__(), keys))
+    if not all(k in graph for k in keys):  # chunks the cluster holds (persisted): computed already
+        return list(x.to_delayed().ravel())
+    chunk_of = {k: k[1] if isinstance(k, tuple) and len(k) > 1 and isinstance(k[1], int) else -1 for k in graph}
+    layer_of = {k: f"{x.name}-rows-{i}" for k, i in chunk_of.items()}
+    layers: dict = collections.defaultdict(dict)
+    dependencies: dict = collections.defaultdict(set)
+    for k, v in graph.items():
+        layers[layer_of[k]][k] = v
+        # (Keys outside the graph are data the cluster holds: a persisted input.)
+        dependencies[layer_of[k]] |= {layer_of[d] for d in get_dependencies(graph, k) if d in layer_of} - {layer_of[k]}
+    priority = {layer_of[k]: -i for k, i in chunk_of.items()}
+    hlg = HighLevelGraph(
+        {name: MaterializedLayer(g, annotations={"priority": priority[name]}) for name, g in layers.items()},
+        {name: dependencies[name] for name in layers},
+    )
+    return [Delayed(k, hlg, layer=layer_of[k]) for k in keys]
+
+
 def _starts(chunks: tuple) -> list:
     return [0] + list(np.cumsum(chunks[:-1], dtype=np.int64).tolist()) if chunks else [0]
 
@@ -317,8 +354,8 @@ class Cluster:
         starts = _starts(x.chunks[0])
         self.starts = [starts[i] for i in full]
         self.rows = [int(x.chunks[0][i]) for i in full]
-        x_parts = x.to_delayed().ravel()
-        w_parts = [None] * len(x_parts) if w is None else w.to_delayed().ravel()
+        x_parts = in_row_order(x)
+        w_parts = [None] * len(x_parts) if w is None else in_row_order(w)
         self.x_parts, self.w_parts = [x_parts[i] for i in full], [w_parts[i] for i in full]
         self.n_features, self.dtype, self.weighted = int(x.shape[1]), np.dtype(x.dtype), w is not None
         budget, limit, threads, address, held = tightest_worker(client)
@@ -379,7 +416,8 @@ class Cluster:
         run = dask.delayed(_run_chunk, pure=False)
         tasks = [run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)]
         try:
-            futures = self.client.compute(tasks)
+            # The graph is optimised already (see in_row_order).
+            futures = self.client.compute(tasks, optimize_graph=False)
         except Exception as e:
             self._explain(e)
             raise
