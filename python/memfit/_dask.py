@@ -19,8 +19,12 @@ task.
   or computes it, gets the pass's parameters (one node of the pass's
   graph, shared by its tasks), runs the pass within its worker's budget (see
   :func:`task_limit`) on one thread, and returns its statistics; the client
-  merges them in row order. The client process reads single rows only (a
-  random initialisation's ``k`` rows, the value an error names).
+  merges them in row order, each as it comes back (it holds one chunk's
+  result at a time), and the chunks run in about that order
+  (:func:`in_row_order`). The client process reads single rows only (a
+  random initialisation's ``k`` rows, the value an error names). A
+  ``numpy.memmap`` the input's graph holds (``da.from_array(np.load(path,
+  mmap_mode="r"))``) is passed as a plain array (:func:`plain_values`).
 - Per-row results (``labels_``, ``predict``, ``transform``,
   ``predict_proba``, ``score_samples``, the kernels' per-row outputs) of a
   Dask input are lazy Dask arrays with the input's row chunks, computed by
@@ -214,14 +218,15 @@ def in_row_order(x: Any) -> list:
     :class:`dask.delayed.Delayed` objects of one optimised graph (as
     ``x.to_delayed()``) whose tasks have Dask priorities by row chunk: the
     tasks of a key ``(name, i, ...)`` run before those of ``(name, i + 1,
-    ...)`` (those of no row chunk, such as a reduction over all rows,
-    first). Dask would otherwise run the chunks in an order of its own,
-    and the results of the chunks after one still running would wait in
-    memory until it is merged (up to every chunk's). ``x.to_delayed()``
-    when the cluster holds its chunks (persisted). Compute them with
+    ...)``; a task of no row chunk (a reduction over all rows, a delayed
+    value) runs with the first chunk that needs it. Dask would otherwise
+    run the chunks in an order of its own, and the results of the chunks
+    after one still running would wait in memory until it is merged (up
+    to every chunk's). ``x.to_delayed()`` when the cluster holds its
+    chunks (persisted). Compute them with
     ``optimize_graph=False``: the graph is optimised already (and Dask's
     culling of delayed objects does not keep these layers' keys)."""
-    from dask.core import get_dependencies
+    from dask.core import get_dependencies, toposort
     from dask.delayed import Delayed
     from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
@@ -229,17 +234,27 @@ def in_row_order(x: Any) -> list:
     graph = dict(x.__dask_optimize__(x.__dask_graph__(), keys))
     if not all(k in graph for k in keys):  # chunks the cluster holds (persisted): computed already
         return list(x.to_delayed().ravel())
-    chunk_of = {k: k[1] if isinstance(k, tuple) and len(k) > 1 and isinstance(k[1], int) else -1 for k in graph}
+    # A key's row chunk: its second field for a Dask array's key, else the
+    # first chunk that needs it (a reduction over all rows: the first).
+    deps = {k: [d for d in get_dependencies(graph, k) if d in graph] for k in graph}
+    chunk_of: dict = {}
+    for k in reversed(toposort(graph, dependencies=deps)):  # every key after the keys that need it
+        if isinstance(k, tuple) and len(k) > 1 and isinstance(k[1], int):
+            chunk_of[k] = k[1]
+        chunk_of.setdefault(k, 0)
+        for d in deps[k]:
+            if not (isinstance(d, tuple) and len(d) > 1 and isinstance(d[1], int)):
+                chunk_of[d] = min(chunk_of.get(d, chunk_of[k]), chunk_of[k])
     layer_of = {k: f"{x.name}-rows-{i}" for k, i in chunk_of.items()}
     layers: dict = collections.defaultdict(dict)
     dependencies: dict = collections.defaultdict(set)
     for k, v in graph.items():
         layers[layer_of[k]][k] = v
         # (Keys outside the graph are data the cluster holds: a persisted input.)
-        dependencies[layer_of[k]] |= {layer_of[d] for d in get_dependencies(graph, k) if d in layer_of} - {layer_of[k]}
-    priority = {layer_of[k]: -i for k, i in chunk_of.items()}
+        dependencies[layer_of[k]] |= {layer_of[d] for d in deps[k]} - {layer_of[k]}
     hlg = HighLevelGraph(
-        {name: MaterializedLayer(g, annotations={"priority": priority[name]}) for name, g in layers.items()},
+        {f"{x.name}-rows-{i}": MaterializedLayer(layers[f"{x.name}-rows-{i}"], annotations={"priority": -i})
+         for i in set(chunk_of.values())},
         {name: dependencies[name] for name in layers},
     )
     return [Delayed(k, hlg, layer=layer_of[k]) for k in keys]
@@ -414,7 +429,9 @@ class Cluster:
         # holder died, never scattered data).
         spec = dask.delayed(task, pure=True)
         run = dask.delayed(_run_chunk, pure=False)
-        tasks = [run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)]
+        tasks = [
+            run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
+        ]
         try:
             # The graph is optimised already (see in_row_order).
             futures = self.client.compute(tasks, optimize_graph=False)
