@@ -19,8 +19,12 @@ task.
   or computes it, gets the pass's parameters (one node of the pass's
   graph, shared by its tasks), runs the pass within its worker's budget (see
   :func:`task_limit`) on one thread, and returns its statistics; the client
-  merges them in row order. The client process reads single rows only (a
-  random initialisation's ``k`` rows, the value an error names).
+  merges them in row order, each as it comes back (it holds one chunk's
+  result at a time), and the chunks run in about that order
+  (:func:`in_row_order`). The client process reads single rows only (a
+  random initialisation's ``k`` rows, the value an error names). A
+  ``numpy.memmap`` the input's graph holds (``da.from_array(np.load(path,
+  mmap_mode="r"))``) is passed as a plain array (:func:`plain_values`).
 - Per-row results (``labels_``, ``predict``, ``transform``,
   ``predict_proba``, ``score_samples``, the kernels' per-row outputs) of a
   Dask input are lazy Dask arrays with the input's row chunks, computed by
@@ -35,9 +39,10 @@ whatever the chunking, the number of workers or their threads.
 from __future__ import annotations
 
 import bisect
+import collections
 import copy
 import sys
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -174,6 +179,87 @@ def aligned(x: Any) -> Any:
     return x.rechunk({0: target, 1: -1})
 
 
+def plain_values(x: Any) -> Any:
+    """``x`` with every :class:`numpy.memmap` its graph holds as a value
+    viewed as a plain :class:`numpy.ndarray` (the same memory, no copy).
+    ``da.from_array(np.load(path, mmap_mode="r"))`` holds one (Dask copies
+    it into memory, as a ``memmap`` still): a ``memmap`` pickles by copying
+    all its values, an ``ndarray`` without copying them, so that each
+    graph a pass sends to the cluster would otherwise add two copies of the
+    whole array to the client's and the in-process workers' memory. ``x``
+    itself when its graph holds none."""
+    from dask._task_spec import DataNode
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+    graph = x.__dask_graph__()
+    if not isinstance(graph, HighLevelGraph):
+        return x
+    layers, changed = dict(graph.layers), False
+    for name, layer in graph.layers.items():
+        if not isinstance(layer, MaterializedLayer):
+            continue
+        found = {
+            k: np.asarray(v.value if isinstance(v, DataNode) else v)
+            for k, v in layer.mapping.items()
+            if isinstance(v.value if isinstance(v, DataNode) else v, np.memmap)
+        }
+        if found:
+            layers[name] = MaterializedLayer({**layer.mapping, **found}, annotations=layer.annotations)
+            changed = True
+    if not changed:
+        return x
+    import dask.array as da
+
+    return da.Array(HighLevelGraph(layers, graph.dependencies), x.name, x.chunks, meta=x._meta)
+
+
+def in_row_order(x: Any) -> list:
+    """The row chunks of ``x`` (2-D with one column chunk, or 1-D) as
+    :class:`dask.delayed.Delayed` objects of one optimised graph (as
+    ``x.to_delayed()``) whose tasks have Dask priorities by row chunk: the
+    tasks of a key ``(name, i, ...)`` run before those of ``(name, i + 1,
+    ...)``; a task of no row chunk (a reduction over all rows, a delayed
+    value) runs with the first chunk that needs it. Dask would otherwise
+    run the chunks in an order of its own, and the results of the chunks
+    after one still running would wait in memory until it is merged (up
+    to every chunk's). ``x.to_delayed()`` when the cluster holds its
+    chunks (persisted). Compute them with
+    ``optimize_graph=False``: the graph is optimised already (and Dask's
+    culling of delayed objects does not keep these layers' keys)."""
+    from dask.core import get_dependencies, toposort
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
+    keys = [k if x.ndim == 1 else k[0] for k in x.__dask_keys__()]
+    graph = dict(x.__dask_optimize__(x.__dask_graph__(), keys))
+    if not all(k in graph for k in keys):  # chunks the cluster holds (persisted): computed already
+        return list(x.to_delayed().ravel())
+    # A key's row chunk: its second field for a Dask array's key, else the
+    # first chunk that needs it (a reduction over all rows: the first).
+    deps = {k: [d for d in get_dependencies(graph, k) if d in graph] for k in graph}
+    chunk_of: dict = {}
+    for k in reversed(toposort(graph, dependencies=deps)):  # every key after the keys that need it
+        if isinstance(k, tuple) and len(k) > 1 and isinstance(k[1], int):
+            chunk_of[k] = k[1]
+        chunk_of.setdefault(k, 0)
+        for d in deps[k]:
+            if not (isinstance(d, tuple) and len(d) > 1 and isinstance(d[1], int)):
+                chunk_of[d] = min(chunk_of.get(d, chunk_of[k]), chunk_of[k])
+    layer_of = {k: f"{x.name}-rows-{i}" for k, i in chunk_of.items()}
+    layers: dict = collections.defaultdict(dict)
+    dependencies: dict = collections.defaultdict(set)
+    for k, v in graph.items():
+        layers[layer_of[k]][k] = v
+        # (Keys outside the graph are data the cluster holds: a persisted input.)
+        dependencies[layer_of[k]] |= {layer_of[d] for d in deps[k]} - {layer_of[k]}
+    hlg = HighLevelGraph(
+        {f"{x.name}-rows-{i}": MaterializedLayer(layers[f"{x.name}-rows-{i}"], annotations={"priority": -i})
+         for i in set(chunk_of.values())},
+        {name: dependencies[name] for name in layers},
+    )
+    return [Delayed(k, hlg, layer=layer_of[k]) for k in keys]
+
+
 def _starts(chunks: tuple) -> list:
     return [0] + list(np.cumsum(chunks[:-1], dtype=np.int64).tolist()) if chunks else [0]
 
@@ -263,7 +349,8 @@ def _lost_worker_errors() -> tuple:
 class Cluster:
     """Runs a fit's passes on a ``distributed`` client: the engine calls it
     with an encoded task and the row ranges (the chunks of ``x`` that have
-    rows; chunks of zero rows run no task).
+    rows; chunks of zero rows run no task) and merges the results it
+    yields in order.
 
     Before any task runs, every worker is asked what its process holds
     (:func:`workers`): a worker whose budget (:func:`worker_budget`) is
@@ -282,8 +369,8 @@ class Cluster:
         starts = _starts(x.chunks[0])
         self.starts = [starts[i] for i in full]
         self.rows = [int(x.chunks[0][i]) for i in full]
-        x_parts = x.to_delayed().ravel()
-        w_parts = [None] * len(x_parts) if w is None else w.to_delayed().ravel()
+        x_parts = in_row_order(x)
+        w_parts = [None] * len(x_parts) if w is None else in_row_order(w)
         self.x_parts, self.w_parts = [x_parts[i] for i in full], [w_parts[i] for i in full]
         self.n_features, self.dtype, self.weighted = int(x.shape[1]), np.dtype(x.dtype), w is not None
         budget, limit, threads, address, held = tightest_worker(client)
@@ -322,7 +409,12 @@ class Cluster:
                 f"or use smaller chunks when the rows' blocks are what does not fit. The plan: {e}"
             ) from None
 
-    def __call__(self, task: bytes, ranges: list) -> list:
+    def __call__(self, task: bytes, ranges: list) -> Iterator[bytes]:
+        """Submits ``task`` over every chunk of ``ranges`` and returns the
+        chunks' results (encoded statistics) in row order, each fetched when
+        the engine asks for the next: the engine merges one result before
+        fetching the next, so this process holds one (a k-means++ sample
+        comes back from every chunk), not all of them."""
         import dask
 
         if [r[0] for r in ranges] != self.starts:
@@ -332,24 +424,38 @@ class Cluster:
                 task, xp, first_row=0, memory_limit=self.budget, sample_weight=wp, n_jobs=1, execute=False
             )
         )
-        futures = []
+        # The pass's parameters: one node of the graph that every task
+        # refers to (not scattered: Dask recomputes a node whose every
+        # holder died, never scattered data).
+        spec = dask.delayed(task, pure=True)
+        run = dask.delayed(_run_chunk, pure=False)
+        tasks = [
+            run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
+        ]
         try:
-            # The pass's parameters: one node of the graph that every task
-            # refers to (not scattered: Dask recomputes a node whose every
-            # holder died, never scattered data).
-            spec = dask.delayed(task, pure=True)
-            run = dask.delayed(_run_chunk, pure=False)
-            tasks = [
-                run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
-            ]
-            futures = self.client.compute(tasks)
-            return self.client.gather(futures)
+            # The graph is optimised already (see in_row_order).
+            futures = self.client.compute(tasks, optimize_graph=False)
+        except Exception as e:
+            self._explain(e)
+            raise
+        return self._in_order(futures)
+
+    def _in_order(self, futures: list) -> Iterator[bytes]:
+        """The results of ``futures`` in order, each released once fetched;
+        the rest released when the engine stops early (an error)."""
+        try:
+            for i, f in enumerate(futures):
+                out = self.client.gather(f)
+                f.release()
+                futures[i] = None
+                yield out
         except Exception as e:
             self._explain(e)
             raise
         finally:
             for f in futures:
-                f.release()
+                if f is not None:
+                    f.release()
 
     def _explain(self, e: Exception) -> None:
         """Raises an error saying what happened when ``e`` is the client
@@ -375,6 +481,7 @@ class DaskData:
     reader and, when a client is in use, the remote runner."""
 
     def __init__(self, x: Any):
+        x = plain_values(x)
         self.input = x if len(x.chunks[1]) == 1 else x.rechunk({1: -1})
         self.x = aligned(self.input)
         self.reader = Rows(self.x)

@@ -576,3 +576,51 @@ def test_a_killed_worker_costs_only_its_tasks_for_every_input_kind(fault_cluster
         got = run(x)
     assert np.array_equal(want, got)
     assert pid not in c.run(os.getpid).values()
+
+
+def test_memmap_values_of_a_graph_are_passed_as_plain_arrays(tmp_path, X):
+    """``da.from_array(np.load(path, mmap_mode="r"))`` holds a copy of the
+    array as a ``numpy.memmap``, which pickles by copying its values (in
+    every pass's graph); the input is read through a plain view of it."""
+    np.save(tmp_path / "x.npy", X)
+    m = np.load(tmp_path / "x.npy", mmap_mode="r")
+    x = da.from_array(m, chunks=(CHUNK, 5)) - 1
+    y = _dask.plain_values(x)
+    values = [v for layer in y.dask.layers.values() for v in getattr(layer, "mapping", {}).values()
+              if isinstance(v, np.ndarray)]
+    assert values and all(type(v) is np.ndarray for v in values)
+    assert np.array_equal(y.compute(), X - 1)
+    plain = chunked(X)
+    assert _dask.plain_values(plain) is plain
+
+
+_FIRST_ROWS = []
+_RUN_CHUNK = _dask._run_chunk
+
+
+def _recording_run_chunk(task, x, w, first_row, memory_limit):
+    _FIRST_ROWS.append(first_row)
+    return _RUN_CHUNK(task, x, w, first_row, memory_limit)
+
+
+def test_a_pass_runs_its_chunks_in_row_order(monkeypatch):
+    """Dask would run a pass's chunks in an order of its own, and the
+    results of those after a chunk still running would wait in memory until
+    it is merged: the chunks run in row order (``in_row_order``), with the
+    same result."""
+    X = blobs(n=8 * CHUNK, d=3, seed=12)
+    x = chunked(X)
+    x = x - x.mean(axis=1, keepdims=True)
+    want = KMeans(3, n_init=1, max_iter=2, random_state=0).fit(X - X.mean(axis=1, keepdims=True))
+    monkeypatch.setattr(_dask, "_run_chunk", _recording_run_chunk)
+    _FIRST_ROWS.clear()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cl, \
+            distributed.Client(cl) as c:
+        got = KMeans(3, n_init=1, max_iter=2, random_state=0).fit(x, client=c)
+        same_kmeans(want, got)
+    starts = list(range(0, 8 * CHUNK, CHUNK))
+    passes = [_FIRST_ROWS[i:i + len(starts)] for i in range(0, len(_FIRST_ROWS), len(starts))]
+    assert len(passes) >= 3 and all(sorted(p) == starts for p in passes), _FIRST_ROWS
+    # Dask may start one chunk ahead of the rest (the first it sends the
+    # idle worker); the others follow in row order.
+    assert all(p[1:] == sorted(p[1:]) for p in passes), _FIRST_ROWS

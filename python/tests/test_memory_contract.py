@@ -102,7 +102,9 @@ def test_an_expression_whose_intermediates_cannot_fit_names_the_smallest_limit(r
 
 
 @pytest.mark.xfail(reason="known violation, left open: a fit on a Dask expression input with an in-process "
-                          "LocalCluster peaked at about 1.2 GB above its baseline for a 32 MiB limit", strict=False)
+                          "LocalCluster peaks at about 120 MiB above its baseline for a 32 MiB limit (1.2 GB before "
+                          "the fixes below): two tasks each planned within the whole limit, the chunks Dask computes "
+                          "for them (not in their plans) and the allocator's arenas", strict=False)
 def test_a_dask_expression_input_stays_within_the_limit(tmp_path):
     """A Dask array (threads of this process) of the same kind of
     expression: its chunks are computed one at a time within the limit."""
@@ -126,3 +128,75 @@ def test_a_dask_expression_input_stays_within_the_limit(tmp_path):
     """
     got = run_child(code, path, LIMIT)
     assert got["peak"] <= LIMIT + SLACK and np.isfinite(got["inertia"]), got
+
+
+def test_a_dask_expression_over_a_memmap_peaks_far_below_the_array(tmp_path):
+    """The causes of the 1.2 GB above, each bounded: the memmap Dask copies
+    into the graph is pickled without a copy by every pass
+    (``plain_values``), the chunks run in row order and the client merges
+    each chunk's result (a k-means++ sample) as it comes back. The peak
+    stays well below the array (128 MiB), where it was nine times it."""
+    pytest.importorskip("dask.distributed")
+    path = tmp_path / "x.npy"
+    np.save(path, np.random.default_rng(1).standard_normal((N // 2, 4)))
+    code = """
+        import dask.array as da
+        from dask.distributed import Client, LocalCluster
+        limit = int(sys.argv[2])
+        with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster, \\
+                Client(cluster) as client:
+            x = da.from_array(np.load(sys.argv[1], mmap_mode="r"), chunks=(1 << 18, 4))
+            x = x - x.mean(axis=1, keepdims=True)
+            memfit.KMeans(2, n_init=1, max_iter=1, memory_limit=limit).fit(x[:4096])
+            base = status("VmRSS")
+            reset_peak()
+            km = memfit.KMeans(4, random_state=0, n_init=1, max_iter=2, memory_limit=limit).fit(x)
+            print({"peak": status("VmHWM") - base, "inertia": float(km.inertia_)})
+    """
+    got = run_child(code, path, LIMIT)
+    assert got["peak"] <= 2 * LIMIT + 2 * SLACK and np.isfinite(got["inertia"]), got
+
+
+DASK_JOBS = {
+    "kmeans_predict": "np.asarray(small_km.predict(x))",
+    "kmeans_transform": "np.asarray(small_km.transform(x))",
+    "gmm_fit": "memfit.GaussianMixture(2, covariance_type='diag', max_iter=2, random_state=0, init_params='random',"
+               " memory_limit=limit).fit(x)",
+    "gmm_predict": "np.asarray(small_gm.predict(x))",
+    "row_quadratic_form": "np.asarray(memfit.row_quadratic_form(x, np.eye(4), memory_limit=limit))",
+    "weighted_scatter": "memfit.weighted_scatter(x, memory_limit=limit)",
+}
+
+
+@pytest.mark.xfail(reason="known, left open with the k-means fit above: the in-process workers' tasks each plan "
+                          "within the whole limit; measured 90-115 MiB above the baseline for the per-row jobs and "
+                          "the scatter (within the bound most runs), about 141 MiB for the mixture's fit",
+                   strict=False)
+@pytest.mark.parametrize("job", list(DASK_JOBS.values()), ids=list(DASK_JOBS))
+def test_other_jobs_on_a_dask_expression_stay_within_the_limit(tmp_path, job):
+    """Every other job on the same kind of Dask expression as the fit above
+    (over twice the limit; its per-row results computed into NumPy, which
+    the bound allows for), on an in-process cluster."""
+    pytest.importorskip("dask.distributed")
+    path = tmp_path / "x.npy"
+    np.save(path, np.random.default_rng(1).standard_normal((N // 4, 4)))
+    code = """
+        import dask.array as da
+        from dask.distributed import Client, LocalCluster
+        limit = int(sys.argv[2])
+        small = np.random.default_rng(0).standard_normal((200, 4))
+        small_km = memfit.KMeans(2, n_init=1, random_state=0, memory_limit=limit).fit(small)
+        small_gm = memfit.GaussianMixture(2, covariance_type="diag", random_state=0, memory_limit=limit).fit(small)
+        with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster, \\
+                Client(cluster) as client:
+            x = da.from_array(np.load(sys.argv[1], mmap_mode="r"), chunks=(1 << 18, 4))
+            x = x - x.mean(axis=1, keepdims=True)
+            memfit.KMeans(2, n_init=1, max_iter=1, memory_limit=limit).fit(x[:4096])
+            np.asarray(small_km.predict(x[:4096]))
+            base = status("VmRSS")
+            reset_peak()
+            result = eval(JOB)
+            print({"peak": status("VmHWM") - base, "out": getattr(result, "nbytes", 0)})
+    """
+    got = run_child(code.replace("JOB", repr(job)), path, LIMIT)
+    assert got["peak"] <= LIMIT + SLACK + got["out"], got

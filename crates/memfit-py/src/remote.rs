@@ -15,8 +15,9 @@ use pyo3::types::PyBytes;
 use crate::inputs::Held;
 use crate::runner::run;
 
-/// Runs tasks by calling `run(task: bytes, ranges: list[tuple[int, int]])
-/// -> list[bytes]`; keeps the Python exception a call raised, so that the
+/// Runs tasks by calling `run(task: bytes, ranges: list[tuple[int, int]])`,
+/// which returns an iterable of each range's result (`bytes`), in order;
+/// keeps the Python exception a call (or the iteration) raised, so that the
 /// caller sees it unchanged (a worker's `ValueError` naming a row, say).
 #[derive(Debug)]
 pub struct PyRemote {
@@ -36,21 +37,44 @@ impl PyRemote {
     pub fn restore(&self, e: PyErr) -> PyErr {
         self.raised.lock().unwrap_or_else(PoisonError::into_inner).take().unwrap_or(e)
     }
+
+    /// The error of a Python exception `e`, which is kept for [`PyRemote::restore`].
+    fn keep(&self, e: PyErr) -> memfit::Error {
+        let reason = e.to_string();
+        *self.raised.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+        memfit::Error::Remote { reason }
+    }
 }
 
 impl Remote for PyRemote {
     fn run(&self, task: &Task, ranges: &[Range<usize>]) -> memfit::Result<Vec<Vec<u8>>> {
+        let mut out = Vec::with_capacity(ranges.len());
+        self.run_each(task, ranges, &mut |part| {
+            out.push(part);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn run_each(
+        &self,
+        task: &Task,
+        ranges: &[Range<usize>],
+        each: &mut dyn FnMut(Vec<u8>) -> memfit::Result<()>,
+    ) -> memfit::Result<()> {
         Python::attach(|py| {
             let ranges: Vec<(usize, usize)> = ranges.iter().map(|r| (r.start, r.end)).collect();
-            let out = self
+            let parts = self
                 .run
                 .call1(py, (PyBytes::new(py, &task.encode()), ranges))
-                .and_then(|parts| parts.extract::<Vec<Vec<u8>>>(py));
-            out.map_err(|e| {
-                let reason = e.to_string();
-                *self.raised.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
-                memfit::Error::Remote { reason }
-            })
+                .and_then(|parts| parts.into_bound(py).try_iter())
+                .map_err(|e| self.keep(e))?;
+            for part in parts {
+                // The Python bytes are dropped before `each` merges the copy.
+                let part = part.and_then(|p| p.extract::<Vec<u8>>()).map_err(|e| self.keep(e))?;
+                each(part)?;
+            }
+            Ok(())
         })
     }
 }

@@ -482,7 +482,7 @@ pub fn run_split<T: Real, P: Pass<T>>(
                 return Err(Error::Cancelled);
             }
             let task = Task { kind: kind.to_string(), compute: T::DTYPE, shift: shift.to_vec(), payload };
-            return remote::merge_encoded(pass, remote.run(&task, &ranges)?, &ranges);
+            return remote::merge_encoded(pass, remote.as_ref(), &task, &ranges);
         }
     }
     let mut total: Option<Partial<P::Stats>> = None;

@@ -95,6 +95,23 @@ pub trait Remote: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`Error::Remote`], or the error the task raised, when a task fails.
     fn run(&self, task: &Task, ranges: &[Range<usize>]) -> Result<Vec<Vec<u8>>>;
+
+    /// [`Remote::run`], handing each range's result to `each` in order as
+    /// soon as it is ready, so that the caller merges it and drops it before
+    /// the next: the caller holds one result at a time, not all of them (a
+    /// k-means++ sample comes back from every range). The default hands on
+    /// what [`Remote::run`] returns.
+    ///
+    /// # Errors
+    /// Those of [`Remote::run`], and the first error `each` returns.
+    fn run_each(
+        &self,
+        task: &Task,
+        ranges: &[Range<usize>],
+        each: &mut dyn FnMut(Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        self.run(task, ranges)?.into_iter().try_for_each(each)
+    }
 }
 
 /// `value` in the wire format (postcard: compact, little-endian, exact for
@@ -117,21 +134,26 @@ pub fn task_result<T: Real, P: Pass<T>>(pass: &P, partial: Partial<P::Stats>) ->
     encode(&(partial, pass.side()))
 }
 
-/// Decodes the results of `ranges` ([`task_result`]), merges the
-/// statistics in order and the side results into `pass`.
+/// Runs `task` over `ranges` on `remote` and merges each range's result
+/// ([`task_result`]) as it comes back: the statistics in order, the side
+/// results into `pass`.
 pub(super) fn merge_encoded<T: Real, P: Pass<T>>(
     pass: &mut P,
-    parts: Vec<Vec<u8>>,
+    remote: &dyn Remote,
+    task: &Task,
     ranges: &[Range<usize>],
 ) -> Result<P::Stats> {
-    if parts.len() != ranges.len() {
-        return Err(Error::Remote {
-            reason: format!("{} statistics came back for {} ranges of rows", parts.len(), ranges.len()),
-        });
-    }
     let mut total: Option<Partial<P::Stats>> = None;
-    for (bytes, r) in parts.iter().zip(ranges) {
-        let (p, side): (Partial<P::Stats>, Vec<u8>) = decode(bytes, "statistics")?;
+    let mut came = 0;
+    remote.run_each(task, ranges, &mut |bytes| {
+        came += 1;
+        let Some(r) = ranges.get(came - 1) else {
+            return Err(Error::Remote {
+                reason: format!("more statistics came back than {} ranges of rows", ranges.len()),
+            });
+        };
+        let (p, side): (Partial<P::Stats>, Vec<u8>) = decode(&bytes, "statistics")?;
+        drop(bytes);
         if !side.is_empty() {
             pass.merge_side(&side)?;
         }
@@ -140,9 +162,15 @@ pub(super) fn merge_encoded<T: Real, P: Pass<T>>(
                 reason: format!("statistics of rows {:?} came back for rows {r:?}", p.rows()),
             });
         }
-        total = Some(match total {
+        total = Some(match total.take() {
             None => p,
             Some(t) => t.merge(p)?,
+        });
+        Ok(())
+    })?;
+    if came != ranges.len() {
+        return Err(Error::Remote {
+            reason: format!("{came} statistics came back for {} ranges of rows", ranges.len()),
         });
     }
     total.ok_or_else(|| Error::Remote { reason: "no ranges of rows".into() })?.finish()
