@@ -43,15 +43,15 @@ def x(path):
 
 @pytest.fixture
 def ranges(monkeypatch):
-    """The ranges of chunks the tasks ran over."""
+    """The ranges of chunks handed to the cluster."""
     seen = []
-    run = _cluster._reduce_range
+    call = _cluster._Ranges.__call__
 
-    def recording(x, task, start, stop, limit):
-        seen.append((start, stop))
-        return run(x, task, start, stop, limit)
+    def recording(self, task, rs):
+        seen.extend(tuple(r) for r in rs)
+        return call(self, task, rs)
 
-    monkeypatch.setattr(_cluster, "_reduce_range", recording)
+    monkeypatch.setattr(_cluster._Ranges, "__call__", recording)
     return seen
 
 

@@ -126,42 +126,31 @@ fn read_slots(lowered: &Lowered, si: usize) -> Vec<usize> {
 /// outside a reduction (it would read the data here), a reduction that
 /// reads an intermediate too large for memory, or no reduction at all.
 fn refusal(lowered: &Lowered) -> Option<Error> {
-    let mut any = false;
-    for (si, stage) in lowered.stages.iter().enumerate() {
-        match &stage.work {
-            Work::Einsum { .. } => {
-                return Some(refuse(format!(
-                    "step {} of {} is a contraction (einsum), which runs in one process",
-                    si + 1,
-                    lowered.stages.len()
-                )))
-            }
-            Work::Map { ir } if ir.leaves().iter().any(|s| matches!(s, Src::Stored(_))) => {
-                return Some(refuse(format!(
-                    "step {} of {} computes {} elementwise from stored data outside a reduction; only \
-                     reductions run as tasks",
-                    si + 1,
-                    lowered.stages.len(),
-                    ir.describe()
-                )))
-            }
-            Work::Map { .. } => {}
-            Work::Reduce { .. } => {
-                any = true;
-                if let Some(&i) = read_slots(lowered, si).iter().find(|&&i| lowered.slots[i].on_disk) {
-                    return Some(refuse(format!(
-                        "step {} of {} reads an intermediate result of {} (shape {:?}), too large to send to \
-                         its tasks",
-                        si + 1,
-                        lowered.stages.len(),
-                        format_bytes(lowered.slots[i].bytes()),
-                        lowered.slots[i].shape
-                    )));
-                }
-            }
-        }
+    let n = lowered.stages.len();
+    if !lowered.stages.iter().any(|s| matches!(s.work, Work::Reduce { .. })) {
+        return Some(refuse("the array has no reduction (sum, mean, min, argmax, ...) to run as tasks".into()));
     }
-    (!any).then(|| refuse("the array has no reduction (sum, mean, min, argmax, ...) to run as tasks".into()))
+    lowered.stages.iter().enumerate().find_map(|(si, stage)| match &stage.work {
+        Work::Einsum { .. } => {
+            Some(refuse(format!("step {} of {n} is a contraction (einsum), which runs in one process", si + 1)))
+        }
+        Work::Map { ir } if ir.leaves().iter().any(|s| matches!(s, Src::Stored(_))) => Some(refuse(format!(
+            "step {} of {n} computes {} elementwise from stored data outside a reduction; only reductions run \
+             as tasks",
+            si + 1,
+            ir.describe()
+        ))),
+        Work::Map { .. } => None,
+        Work::Reduce { .. } => read_slots(lowered, si).into_iter().find(|&i| lowered.slots[i].on_disk).map(|i| {
+            let s = &lowered.slots[i];
+            refuse(format!(
+                "step {} of {n} reads an intermediate result of {} (shape {:?}), too large to send to its tasks",
+                si + 1,
+                format_bytes(s.bytes()),
+                s.shape
+            ))
+        }),
+    })
 }
 
 /// Checks that `root` can run into `output` on a cluster ([`super::run_on`])
@@ -352,8 +341,8 @@ impl TaskRunner for ReduceRunner {
         }
         let cells: Vec<OnceLock<Arc<Stored>>> = (0..lowered.slots.len()).map(|_| OnceLock::new()).collect();
         for (i, bytes) in t.slots {
-            let s = lowered.slots.get(i).filter(|s| s.bytes() == bytes.len() as u64).ok_or_else(|| {
-                Error::Remote { reason: format!("an intermediate result of the wrong size for slot {i}") }
+            let s = lowered.slots.get(i).filter(|s| s.bytes() == bytes.len() as u64).ok_or_else(|| Error::Remote {
+                reason: format!("an intermediate result of the wrong size for slot {i}"),
             })?;
             let _ = cells[i].set(Arc::new(Stored::owned(bytes, s.dtype, s.shape.clone())));
         }

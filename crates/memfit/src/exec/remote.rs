@@ -91,7 +91,9 @@ pub trait TaskRunner: Sync {
         cancel: &crate::exec::Cancel,
     ) -> Result<(Plan, Option<Vec<u8>>)> {
         let _ = (task, x, w, limit_bytes, run, cancel);
-        Err(Error::Remote { reason: format!("task {:?} runs over chunks of an array expression, not rows", self.kind()) })
+        Err(Error::Remote {
+            reason: format!("task {:?} runs over chunks of an array expression, not rows", self.kind()),
+        })
     }
 
     /// Plans `task` over the accumulation chunks `chunks` (indices on the
@@ -114,7 +116,9 @@ pub trait TaskRunner: Sync {
         cancel: &crate::exec::Cancel,
     ) -> Result<(crate::array::ArrayPlan, Option<Vec<u8>>)> {
         let _ = (task, root, chunks, limit_bytes, run, cancel);
-        Err(Error::Remote { reason: format!("task {:?} runs over rows, not chunks of an array expression", self.kind()) })
+        Err(Error::Remote {
+            reason: format!("task {:?} runs over rows, not chunks of an array expression", self.kind()),
+        })
     }
 }
 
