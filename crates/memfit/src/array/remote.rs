@@ -127,13 +127,14 @@ fn read_slots(lowered: &Lowered, si: usize) -> Vec<usize> {
 /// reads an intermediate too large for memory, or no reduction at all.
 fn refusal(lowered: &Lowered) -> Option<Error> {
     let n = lowered.stages.len();
+    if let Some(si) = lowered.stages.iter().position(|s| matches!(s.work, Work::Einsum { .. })) {
+        return Some(refuse(format!("step {} of {n} is a contraction (einsum), which runs in one process", si + 1)));
+    }
     if !lowered.stages.iter().any(|s| matches!(s.work, Work::Reduce { .. })) {
         return Some(refuse("the array has no reduction (sum, mean, min, argmax, ...) to run as tasks".into()));
     }
     lowered.stages.iter().enumerate().find_map(|(si, stage)| match &stage.work {
-        Work::Einsum { .. } => {
-            Some(refuse(format!("step {} of {n} is a contraction (einsum), which runs in one process", si + 1)))
-        }
+        Work::Einsum { .. } => None,
         Work::Map { ir } if ir.leaves().iter().any(|s| matches!(s, Src::Stored(_))) => Some(refuse(format!(
             "step {} of {n} computes {} elementwise from stored data outside a reduction; only reductions run \
              as tasks",
