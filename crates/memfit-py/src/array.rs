@@ -6,7 +6,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memfit::array::{default_zarr_chunks, explain, run as run_expr, Array, Computed, Options, Output, Stored};
+use memfit::array::{
+    check_on_cluster, default_zarr_chunks, explain, run as run_expr, run_on, Array, Computed, OnCluster, Options,
+    Output, Stored,
+};
 use memfit::dtype::Dtype;
 use numpy::{PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -103,6 +106,55 @@ impl Expr {
             run_expr(&a, &out, &options(memory_limit, n_jobs), &mut memfit::exec::Context::new(w))
         })?;
         crate::shared::warn(py, &report.warnings)
+    }
+
+    /// Evaluates into a new NumPy array (`path` None; returned) or streams
+    /// into the `.npy` file `path`, its reductions as tasks on a cluster:
+    /// `run_tasks(task: bytes, ranges: list[tuple[int, int]]) ->
+    /// list[bytes]` runs the task over each range of a stage's
+    /// accumulation chunks (where it runs: `run_array_task`), at most
+    /// `tasks` ranges a stage, each task within `task_limit` bytes; the
+    /// rest runs here within `memory_limit` (see `memfit::array::run_on`).
+    /// A Python exception `run_tasks` raised is raised unchanged.
+    #[pyo3(signature = (run_tasks, tasks, task_limit, memory_limit, n_jobs=None, path=None, overwrite=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn run_on_cluster<'py>(
+        &self,
+        py: Python<'py>,
+        run_tasks: Py<PyAny>,
+        tasks: usize,
+        task_limit: u64,
+        memory_limit: u64,
+        n_jobs: Option<usize>,
+        path: Option<PathBuf>,
+        overwrite: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let a = self.0.clone();
+        let remote = crate::remote::PyRemote::new(run_tasks);
+        let r = remote.clone();
+        let out = match path {
+            Some(path) => Output::Npy { path, overwrite },
+            None => Output::Memory,
+        };
+        let (computed, report) = run(py, n_jobs, false, None, move |w| {
+            let cluster = OnCluster { remote: &*r, tasks, task_limit };
+            run_on(&a, &out, &options(memory_limit, n_jobs), &cluster, &mut memfit::exec::Context::new(w))
+        })
+        .map_err(|e| remote.restore(e))?;
+        crate::shared::warn(py, &report.warnings)?;
+        computed.map(|c| to_numpy(py, c)).transpose()
+    }
+
+    /// Why the array cannot be evaluated with its reductions on a cluster
+    /// (`run_on_cluster`), or None when it can (reads no data; a plan that
+    /// does not fit is left for the run to report).
+    #[pyo3(signature = (memory_limit, n_jobs=None))]
+    fn cluster_refusal(&self, memory_limit: u64, n_jobs: Option<usize>) -> Option<String> {
+        let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
+        match check_on_cluster(&self.0, &Output::Memory, &options(memory_limit, Some(threads))) {
+            Err(e @ memfit::Error::Expression { .. }) => Some(e.to_string()),
+            _ => None,
+        }
     }
 
     /// The chunk shape `to_zarr` picks when none is given (the engine's

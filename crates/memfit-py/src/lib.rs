@@ -39,6 +39,7 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(system::available_cpus, m)?)?;
     m.add_function(wrap_pyfunction!(system::npy_info, m)?)?;
     m.add_function(wrap_pyfunction!(remote::run_task, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::run_array_task, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add_class::<array::Expr>()?;
     m.add_function(wrap_pyfunction!(array::expr_from_ndarray, m)?)?;

@@ -1,6 +1,7 @@
 //! Passes on a cluster: the Python front's side of [`memfit::exec::Remote`]
 //! (a Python callable that runs tasks, for example on Dask workers), the
-//! task entry point those workers call (`run_task`), and rows read through a
+//! task entry points those workers call (`run_task` over rows,
+//! `run_array_task` over an expression's chunks), and rows read through a
 //! Python object (a Dask array read chunk by chunk).
 
 use std::ops::Range;
@@ -15,9 +16,10 @@ use pyo3::types::PyBytes;
 use crate::inputs::Held;
 use crate::runner::run;
 
-/// Runs tasks by calling `run(task: bytes, ranges: list[tuple[int, int]])`,
-/// which returns an iterable of each range's result (`bytes`), in order;
-/// keeps the Python exception a call (or the iteration) raised, so that the
+/// Runs tasks by calling `run(task: bytes, ranges: list[tuple[int, int]])`
+/// (ranges of rows, or of an array reduction's chunks), which returns an
+/// iterable of each range's result (`bytes`), in order; keeps the Python
+/// exception a call (or the iteration) raised, so that the
 /// caller sees it unchanged (a worker's `ValueError` naming a row, say).
 #[derive(Debug)]
 pub struct PyRemote {
@@ -26,10 +28,15 @@ pub struct PyRemote {
 }
 
 impl PyRemote {
+    /// Tasks run through `run`.
+    pub fn new(run: Py<PyAny>) -> Arc<PyRemote> {
+        Arc::new(PyRemote { run, raised: Mutex::new(None) })
+    }
+
     /// The split of a job whose passes run through `run` in the ranges cut
     /// at `bounds`, and the remote (to [`PyRemote::restore`] its error).
     pub fn split(run: Py<PyAny>, bounds: Vec<usize>) -> (RowSplit, Arc<PyRemote>) {
-        let remote = Arc::new(PyRemote { run, raised: Mutex::new(None) });
+        let remote = PyRemote::new(run);
         (RowSplit::remote(bounds, remote.clone()), remote)
     }
 
@@ -163,6 +170,30 @@ pub fn run_task<'py>(
     let (plan, out) = run(py, n_jobs, float32, None, move |obs| {
         use memfit::cluster::Observer;
         memfit::estimator::run_task(task, &src, w.as_ref(), memory_limit, execute, &obs.cancel())
+    })?;
+    Ok((crate::shared::to_data(py, &plan)?, out.map(|b| PyBytes::new(py, &b))))
+}
+
+/// Plans (and with `execute`, runs) the array reduction task encoded in
+/// `task` over the accumulation chunks `chunks` (`(start, stop)`) of the
+/// expression `expr`, within `memory_limit` bytes on `n_jobs` threads (the
+/// GIL released). Returns the plan as data (a dict) and, when run, the
+/// chunks' encoded statistics (see [`memfit::array::run_task`]).
+#[pyfunction]
+#[pyo3(signature = (task, expr, chunks, *, memory_limit, n_jobs=None, execute=true))]
+pub fn run_array_task<'py>(
+    py: Python<'py>,
+    task: &[u8],
+    expr: &crate::array::Expr,
+    chunks: (usize, usize),
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+    execute: bool,
+) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyBytes>>)> {
+    let root = expr.array().clone();
+    let (plan, out) = run(py, n_jobs, false, None, move |obs| {
+        use memfit::cluster::Observer;
+        memfit::array::run_task(task, &root, chunks.0..chunks.1, memory_limit, execute, &obs.cancel())
     })?;
     Ok((crate::shared::to_data(py, &plan)?, out.map(|b| PyBytes::new(py, &b))))
 }

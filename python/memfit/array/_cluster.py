@@ -1,11 +1,19 @@
 """Evaluating a lazy array on a Dask cluster (``distributed``):
-:meth:`memfit.array.Array.to_zarr` with ``client=``.
+:meth:`memfit.array.Array.to_zarr` with ``client=``, and the reductions of
+:meth:`memfit.array.Array.compute` and :meth:`~memfit.array.Array.to_npy`
+with ``client=``.
 
-The output's chunks are independent tasks: each computes ``x[chunk]`` with
-the engine, within a memory limit derived from its worker's, and writes it
-into a Zarr array with zarr-python. The array is written into a temporary
-directory beside ``path`` and renamed onto ``path`` only when every task has
-succeeded, so there is never a half-written output.
+``to_zarr``: the output's chunks are independent tasks: each computes
+``x[chunk]`` with the engine, within a memory limit derived from its
+worker's, and writes it into a Zarr array with zarr-python. The array is
+written into a temporary directory beside ``path`` and renamed onto ``path``
+only when every task has succeeded, so there is never a half-written output.
+
+``compute`` / ``to_npy``: the engine runs each reduction stage of the array
+as tasks over consecutive ranges of the stage's fixed accumulation chunks
+(:func:`run_reductions`); each task returns its chunks' statistics and the
+engine folds them here in chunk order, so the result has the same bits as a
+local run.
 
 ``distributed`` and ``zarr`` are imported only here, when a client is
 given or active, so :mod:`memfit` works without Dask installed.
@@ -16,11 +24,13 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import sys
 import uuid
 from typing import Any, Optional
 
+from .. import _memfit
 from .._dask import combined_limit, describe, task_limit, tightest_worker
-from .._options import check_memory_limit, check_n_jobs, distributed_module
+from .._options import check_memory_limit, check_n_jobs, distributed_module, resolve_client
 
 #: Created in the temporary directory when a task has failed: the tasks not
 #: yet started then return without computing.
@@ -165,3 +175,96 @@ def to_zarr(
                 pass
         _remove(tmp)
         raise
+
+
+def _in_task() -> bool:
+    """Whether this thread runs a Dask task (where ``client=None`` computes
+    here: a task waiting on tasks of its own cluster could starve it)."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.get_worker()
+    except ValueError:
+        return False
+    return True
+
+
+def reduction_client(x: Any, client: Any) -> Any:
+    """The client ``x.compute`` / ``x.to_npy`` run the reductions of ``x``
+    on, or None to run here: ``client`` as
+    :func:`memfit._options.resolve_client` resolves it, except that
+    ``None`` (or ``"auto"``) runs here inside a Dask task and for an array
+    that has nothing to run as tasks (no reduction, or a step that runs in
+    one process only: see :meth:`memfit.array.Array.compute`). An explicit
+    client runs there or fails with the engine's reason."""
+    resolved = resolve_client(client)
+    if resolved is None or not (client is None or (isinstance(client, str) and client == "auto")):
+        return resolved
+    if _in_task() or x._expr.cluster_refusal(check_memory_limit(None)) is not None:
+        return None
+    return resolved
+
+
+def _reduce_range(x: Any, task: bytes, start: int, stop: int, memory_limit: int) -> bytes:
+    """One task: the statistics of chunks ``start:stop`` of the reduction
+    stage ``task`` names, on one thread within ``memory_limit`` bytes."""
+    _, out = _memfit.run_array_task(task, x._expr, (start, stop), memory_limit=memory_limit, n_jobs=1)
+    return out
+
+
+class _Ranges:
+    """Runs a reduction stage's task over ranges of its chunks on
+    ``client``: one Dask task per range, the array shipped once per job."""
+
+    def __init__(self, client: Any, x: Any, task_limit: int):
+        self.client, self.x, self.task_limit = client, x, task_limit
+        self.shipped = None
+
+    def __call__(self, task: bytes, ranges: list) -> list:
+        if self.shipped is None:
+            self.shipped = self.client.scatter(self.x, hash=False)
+        token = uuid.uuid4().hex
+        futures = [
+            self.client.submit(
+                _reduce_range, self.shipped, task, a, b, self.task_limit, key=f"memfit-reduce-{token}-{i}", pure=False
+            )
+            for i, (a, b) in enumerate(ranges)
+        ]
+        try:
+            return self.client.gather(futures)
+        finally:
+            for f in futures:
+                f.release()
+
+
+def run_reductions(
+    x: Any, memory_limit: Any, n_jobs: Any, client: Any, path: Optional[str] = None, overwrite: bool = False
+) -> Any:
+    """:meth:`memfit.array.Array.compute` (``path`` None: returns the
+    result) or :meth:`~memfit.array.Array.to_npy` with the array's
+    reductions as tasks on ``client`` (see those methods for the parameters
+    and errors): at most one range of chunks per worker thread a stage, each
+    task within ``min(memory_limit, the tightest worker's share)`` bytes
+    (:func:`memfit._dask.task_limit`'s rule, planned before any task runs);
+    the rest runs here within ``memory_limit``."""
+    user_limit = None if memory_limit is None else check_memory_limit(memory_limit)
+    jobs = check_n_jobs(n_jobs)
+    budget, worker_limit, nthreads, address, held = tightest_worker(client)
+    if budget == 0:
+        raise MemoryError(
+            f"memfit: no room for a task on {describe(worker_limit, nthreads, held, address)}; "
+            "give the workers a larger memory_limit"
+        )
+    limit = combined_limit(user_limit, budget)
+    tasks = max(1, sum(client.nthreads().values()))
+    runner = _Ranges(client, x, limit)
+    try:
+        return x._expr.run_on_cluster(runner, tasks, limit, check_memory_limit(memory_limit), jobs, path, overwrite)
+    except MemoryError as e:
+        if budget is None:
+            raise
+        raise MemoryError(
+            f"{e} (a task may use {limit} bytes: {describe(worker_limit, nthreads, held, address)}; "
+            "give the workers more memory per thread)"
+        ) from None

@@ -518,18 +518,47 @@ class Array:
 
     # -- evaluation --------------------------------------------------------
 
-    def compute(self, memory_limit: Any = None, n_jobs: Any = None) -> np.ndarray:
-        """Evaluates the array into a new NumPy array.
+    def compute(self, memory_limit: Any = None, n_jobs: Any = None, client: Any = None) -> np.ndarray:
+        """Evaluates the array into a new NumPy array; on a Dask cluster
+        (``client``, by default the active one), its reductions run as
+        tasks.
 
         Parameters
         ----------
         memory_limit : int, str or None, default=None
             Bytes for every buffer of the evaluation, the result included
-            (``"2GiB"``; None: half of the available memory).
+            (``"2GiB"``; None: half of the available memory). With
+            ``client``: also the most one task may use, as in
+            :meth:`to_zarr` (``min(memory_limit, worker memory_limit /
+            worker nthreads * memfit._dask.SAFETY)``).
         n_jobs : int or None, default=None
             Worker threads (None: the CPUs this process may use, at most
             ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit; -1: all those
-            CPUs, -2: all but one).
+            CPUs, -2: all but one). With ``client``: the threads of the steps
+            that run here; each task runs on one thread.
+        client : None, "auto" or distributed.Client, default=None
+            Where the reductions run, as ``client`` of the estimators'
+            ``fit`` and :meth:`to_zarr`
+            (:func:`memfit._options.resolve_client`): None (or ``"auto"``)
+            is the active ``distributed`` client when there is one, else
+            this process; inside a Dask task, and for an array with nothing
+            to run as tasks (see below), None is this process. On a cluster,
+            each reduction (``sum``, ``mean``, ``min``, ``max``,
+            ``argmin``, ``argmax``, ``any``, ``all``, ``prod``, over some
+            axes or all; ``var`` and ``std`` are two) is cut along its fixed
+            accumulation chunks into consecutive ranges, at most one per
+            worker thread; each range is one task that returns its chunks'
+            statistics, and they are folded here in chunk order, so the
+            result is bitwise identical to the local one for any number of
+            workers. Elementwise steps that combine the reductions' results
+            (``var``'s division) run here. The array is pickled to the
+            workers (see :meth:`__reduce__`): its ``.npy``/Zarr inputs must
+            be readable there at the same absolute paths. An explicit
+            ``client`` refuses, with ValueError, an array without a
+            reduction, with a contraction (``einsum``, ``matmul``), with an
+            elementwise step over stored data that is not inside a
+            reduction, or whose reduction reads an intermediate result too
+            large to send to the tasks. Needs ``pip install "memfit[dask]"``.
 
         Returns
         -------
@@ -543,9 +572,18 @@ class Array:
             The result itself does not fit ``memory_limit`` (the message points
             to :meth:`to_npy` and :meth:`to_zarr`, which stream it to disk), or
             one minimal block of the plan does not (naming the buffer and the
-            smallest limit that works).
+            smallest limit that works). With ``client``, also when one task
+            of one accumulation chunk does not fit a task's limit, before any
+            task is submitted.
         OSError
             An input file that cannot be read.
+        ValueError
+            An explicit ``client`` and an array that cannot run there (see
+            ``client``).
+        TypeError
+            ``client`` is not None, "auto" or a ``distributed.Client``.
+        Exception
+            With ``client``: the first error of a failed task, re-raised here.
 
         Warns
         -----
@@ -553,7 +591,12 @@ class Array:
             Values that became inf or NaN from finite inputs (overflow, e.g. in
             float16), with their count.
         """
+        from . import _cluster
+
+        on = _cluster.reduction_client(self, client)
         try:
+            if on is not None:
+                return _cluster.run_reductions(self, memory_limit, n_jobs, on)
             return self._expr.compute(check_memory_limit(memory_limit), check_n_jobs(n_jobs))
         except MemoryError as e:
             message = str(e)
@@ -563,7 +606,9 @@ class Array:
                 f"{message}; x.to_npy(path) or x.to_zarr(path) stream the result to disk within the limit"
             ) from None
 
-    def to_npy(self, path: Any, memory_limit: Any = None, n_jobs: Any = None, overwrite: bool = False) -> None:
+    def to_npy(
+        self, path: Any, memory_limit: Any = None, n_jobs: Any = None, overwrite: bool = False, client: Any = None
+    ) -> None:
         """Streams the array into a ``.npy`` file, block by block with
         positioned writes, without holding the result in memory.
 
@@ -583,6 +628,9 @@ class Array:
             ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit; -1: all those CPUs).
         overwrite : bool, default=False
             Replace an existing file.
+        client : None, "auto" or distributed.Client, default=None
+            Where the array's reductions run, as in :meth:`compute` (the
+            file is written here).
 
         Raises
         ------
@@ -593,8 +641,17 @@ class Array:
             One minimal block of the plan does not fit ``memory_limit``.
         OSError
             The file cannot be written (e.g. a full disk).
+        ValueError, TypeError, Exception
+            With ``client``: as :meth:`compute`.
         """
-        self._expr.to_npy(os.fsdecode(os.fspath(path)), check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite))
+        path = os.fsdecode(os.fspath(path))
+        from . import _cluster
+
+        on = _cluster.reduction_client(self, client)
+        if on is not None:
+            _cluster.run_reductions(self, memory_limit, n_jobs, on, path, bool(overwrite))
+            return
+        self._expr.to_npy(path, check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite))
 
     def to_zarr(
         self,

@@ -136,7 +136,7 @@ impl RowSource for ExprRows {
             let mut quiet = ();
             let mut ctx = Context::new(&mut quiet);
             ctx.cancel = cancel.clone();
-            run_intermediates(&self.lowered, &self.plan, &self.slots, self.threads, &mut ctx)?;
+            run_intermediates(&self.lowered, &self.plan, &self.slots, self.threads, None, &mut ctx)?;
             *ready = true;
         }
         Ok(())

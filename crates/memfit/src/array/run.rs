@@ -10,10 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::eval::{eval, offsets, Ctx};
-use super::lower::{lower, Lowered, Target, Work};
+use super::lower::{lower, Ir, Lowered, Target, Work};
 use super::node::{Array, Reduction};
 use super::plan::{plan, Output, StagePlan, Stages};
 use super::reduce::{partial, Acc, Partials, Sums};
+use super::remote::{OnCluster, Placed};
 use super::store::Stored;
 use super::tiling::{n_tiles, tile_box, volume};
 use super::values::Col;
@@ -52,7 +53,7 @@ pub struct Report {
 /// Intermediates in memory beyond this share of the limit go to scratch files.
 const MEMORY_SLOT_SHARE: u64 = 4;
 
-fn lowered_for(root: &Array, output: &Output, limit: u64) -> Lowered {
+pub(crate) fn lowered_for(root: &Array, output: &Output, limit: u64) -> Lowered {
     let mut lowered = lower(root, limit / MEMORY_SLOT_SHARE);
     // Zarr is written a chunk at a time and rows are read a block at a time:
     // a final reduction or contraction goes to an intermediate first.
@@ -169,20 +170,42 @@ fn stage_event(ctx: &mut Context<'_>, i: usize, n: usize) {
     ctx.event(&Progress::Phase(&format!("stage {} of {n}", i + 1)));
 }
 
+/// Runs stage `si` of `lowered` (planned as `sp`) into `sink`: here on
+/// `threads` threads, or as tasks when `placed` gives it ranges of chunks.
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    lowered: &Lowered,
+    si: usize,
+    sp: &StagePlan,
+    sink: &dyn Sink,
+    slots: &Slots,
+    threads: usize,
+    placed: Option<&Placed<'_>>,
+    cancel: &Cancel,
+) -> Result<()> {
+    let stage = &lowered.stages[si];
+    let ectx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
+    match placed {
+        Some(p) if !p.ranges[si].is_empty() => super::remote::run_stage(lowered, si, sp, sink, &ectx, p, cancel),
+        _ => install(threads, || run_stage(&stage.work, &stage.shape, stage.dtype, sp, sink, &ectx, threads, cancel))?,
+    }
+}
+
 /// Runs the stages of `lowered` that fill intermediates (all but the last)
-/// on `threads` threads, cancelled by `ctx`'s token, reporting each stage.
+/// on `threads` threads, or as tasks where `placed` says, cancelled by
+/// `ctx`'s token, reporting each stage.
 pub(crate) fn run_intermediates(
     lowered: &Lowered,
     the_plan: &Plan<Stages>,
     slots: &Slots,
     threads: usize,
+    placed: Option<&Placed<'_>>,
     ctx: &mut Context<'_>,
 ) -> Result<()> {
     let n = lowered.stages.len() - 1;
     for (si, (stage, sp)) in lowered.stages[..n].iter().zip(&the_plan.schedule.stages).enumerate() {
         stage_event(ctx, si, n + 1);
         let Target::Slot(i) = stage.target else { unreachable!("only the last stage writes the output") };
-        let ectx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
         let s = &lowered.slots[i];
         let path = slots.scratch.as_ref().map(|d| d.path().join(format!("intermediate{i}.npy")));
         let sink: Box<dyn Sink> = if s.on_disk {
@@ -190,8 +213,7 @@ pub(crate) fn run_intermediates(
         } else {
             Box::new(MemorySink::new(&s.shape, s.dtype))
         };
-        let cancel = &ctx.cancel;
-        install(threads, || run_stage(&stage.work, &stage.shape, stage.dtype, sp, &*sink, &ectx, threads, cancel))??;
+        run_one(lowered, si, sp, &*sink, slots, threads, placed, &ctx.cancel)?;
         let stored = match sink.commit()? {
             Some(bytes) => Stored::owned(bytes, s.dtype, s.shape.clone()),
             None => Stored::npy(path.as_ref().expect("a scratch folder"))?,
@@ -211,8 +233,43 @@ pub(crate) fn run_intermediates(
 /// I/O errors; [`Error::Cancelled`] when `ctx`'s token is cancelled;
 /// [`Error::InvalidParameter`] (`threads`) when the threads cannot start.
 pub fn run(root: &Array, output: &Output, opts: &Options, ctx: &mut Context<'_>) -> Result<(Option<Computed>, Report)> {
+    run_placed(root, output, opts, None, ctx)
+}
+
+/// Runs `root` into `output` as [`run`] does, its reduction stages as
+/// tasks on `cluster` (see [`OnCluster`]): each such stage's fixed
+/// accumulation chunks are cut into consecutive ranges, each range runs as
+/// one task ([`crate::array::run_task`] where it runs) returning the
+/// statistics of its chunks, and they are folded here in chunk order, so
+/// the result has the same bits as [`run`] for any number of ranges. The
+/// other stages (elementwise steps that combine reductions' results, as
+/// `var`'s last one) run here, within `opts`.
+///
+/// # Errors
+/// As [`run`]; [`Error::Expression`] (a value fault) before anything runs
+/// when the job cannot run on a cluster (see [`super::check_on_cluster`]);
+/// [`Error::DoesNotFit`] before anything runs when one chunk's task does
+/// not fit [`OnCluster::task_limit`]; the remote's errors.
+pub fn run_on(
+    root: &Array,
+    output: &Output,
+    opts: &Options,
+    cluster: &OnCluster<'_>,
+    ctx: &mut Context<'_>,
+) -> Result<(Option<Computed>, Report)> {
+    run_placed(root, output, opts, Some(cluster), ctx)
+}
+
+fn run_placed(
+    root: &Array,
+    output: &Output,
+    opts: &Options,
+    cluster: Option<&OnCluster<'_>>,
+    ctx: &mut Context<'_>,
+) -> Result<(Option<Computed>, Report)> {
     let threads = threads_of(opts);
     let (lowered, the_plan) = prepare(root, output, opts)?;
+    let placed = cluster.map(|c| super::remote::place(root, &lowered, &the_plan, c)).transpose()?;
     let last = lowered.stages.last().expect("a final stage");
     let sp = the_plan.schedule.stages.last().expect("a final stage");
     let sink: Box<dyn Sink> = match output {
@@ -223,12 +280,11 @@ pub fn run(root: &Array, output: &Output, opts: &Options, ctx: &mut Context<'_>)
         }
     };
     let slots = Slots::new(&lowered, output)?;
-    run_intermediates(&lowered, &the_plan, &slots, threads, ctx)?;
-    stage_event(ctx, lowered.stages.len() - 1, lowered.stages.len());
-    let ectx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
+    run_intermediates(&lowered, &the_plan, &slots, threads, placed.as_ref(), ctx)?;
+    let n = lowered.stages.len();
+    stage_event(ctx, n - 1, n);
     // A Zarr output's chunks are buffered whole: only `sp.workers` at a time.
-    let cancel = &ctx.cancel;
-    install(sp.workers, || run_stage(&last.work, &last.shape, last.dtype, sp, &*sink, &ectx, sp.workers, cancel))??;
+    run_one(&lowered, n - 1, sp, &*sink, &slots, sp.workers, placed.as_ref(), &ctx.cancel)?;
     let computed = sink.commit()?.map(|bytes| Computed { shape: last.shape.clone(), dtype: last.dtype, bytes });
     Ok((computed, Report { plan: the_plan, warnings: slots.warnings() }))
 }
@@ -284,11 +340,10 @@ fn run_stage(
             let col = eval_limited(ir, &lo, &hi, sp.eval_elems, ctx, buf)?;
             put(sink, &lo, &hi, &col, dtype)
         }),
-        Work::Reduce { ir, axes, op, reduced, multiplier, input_dtype } => {
-            let (n_o, n_c) = (n_tiles(shape, &sp.tile), n_tiles(reduced, &sp.chunk));
-            let count = volume(reduced) as u64;
+        Work::Reduce { ir, axes, op, reduced, input_dtype, .. } => {
+            let n_c = n_tiles(reduced, &sp.chunk);
             if n_c == 0 {
-                for o in 0..n_o {
+                for o in 0..n_tiles(shape, &sp.tile) {
                     let (lo, hi) = tile_box(shape, &sp.tile, o);
                     let n = lo.iter().zip(&hi).map(|(a, b)| b - a).product();
                     let col = Acc::empty(*op, *input_dtype, n).finish(*op, dtype, 1, 0);
@@ -296,54 +351,9 @@ fn run_stage(
                 }
                 return Ok(());
             }
-            let nd = shape.len() + axes.len();
-            let kept: Vec<usize> = (0..nd).filter(|k| !axes.contains(k)).collect();
-            let rmap = ViewMap::c_order(reduced);
-            // Results that are not finite although every value read was.
-            let (bad_in, bad_out) = (AtomicU64::new(0), AtomicU64::new(0));
-            let unit = |buf: &mut Vec<u8>, o: usize, c: usize| -> Result<Partials> {
-                let (olo, ohi) = tile_box(shape, &sp.tile, o);
-                let (clo, chi) = tile_box(reduced, &sp.chunk, c);
-                // The box in the operand's own axis order.
-                let (mut lo, mut hi) = (vec![0; nd], vec![0; nd]);
-                for (j, &k) in kept.iter().enumerate() {
-                    (lo[k], hi[k]) = (olo[j], ohi[j]);
-                }
-                for (j, &k) in axes.iter().enumerate() {
-                    (lo[k], hi[k]) = (clo[j], chi[j]);
-                }
-                let col = eval(ir, &lo, &hi, ctx, buf)?;
-                bad_in.fetch_add(col.count_non_finite(), Ordering::Relaxed);
-                // Positions in the box of each kept / reduced coordinate.
-                let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
-                let bmap = ViewMap::c_order(&ext);
-                let pick = |ax: &[usize]| ViewMap {
-                    base: 0,
-                    shape: ax.iter().map(|&k| ext[k]).collect(),
-                    axes: ax.iter().map(|&k| bmap.axes[k].clone()).collect(),
-                };
-                let zeros = |ax: &[usize]| vec![0usize; ax.len()];
-                let ends = |ax: &[usize]| ax.iter().map(|&k| ext[k]).collect::<Vec<_>>();
-                let o_at = offsets(&pick(&kept), &zeros(&kept), &ends(&kept));
-                let r_at = offsets(&pick(axes), &zeros(axes), &ends(axes));
-                let index = if matches!(op, Reduction::ArgMin | Reduction::ArgMax) {
-                    offsets(&rmap, &clo, &chi)
-                } else {
-                    Vec::new()
-                };
-                Ok(Partials { op: *op, acc: Some(partial(*op, &col, &o_at, &r_at, &index)) })
-            };
-            let finish = |o: usize, p: Partials| -> Result<()> {
-                let (lo, hi) = tile_box(shape, &sp.tile, o);
-                let col = p.acc.expect("a chunk").finish(*op, dtype, *multiplier, count);
-                bad_out.fetch_add(col.count_non_finite(), Ordering::Relaxed);
-                put(sink, &lo, &hi, &col, dtype)
-            };
-            run_grid(n_o, n_c, threads, cancel, Vec::new, unit, finish)?;
-            if bad_in.load(Ordering::Relaxed) == 0 {
-                ctx.overflow.fetch_add(bad_out.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            Ok(())
+            let units = ReduceUnits::new(ir, axes, *op, reduced, shape, &sp.tile, &sp.chunk);
+            let unit = |buf: &mut Vec<u8>, o: usize, c: usize| units.unit(ctx, buf, o, c);
+            fold_reduce(work, shape, dtype, &sp.tile, n_c, threads, cancel, sink, ctx, &units.bad_in, unit)
         }
         Work::Einsum { sub, irs, path, sizes } => {
             let contracted: Vec<u8> = sizes.keys().copied().filter(|c| !sub.output.contains(c)).collect();
@@ -383,4 +393,115 @@ fn run_stage(
             Ok(())
         }
     }
+}
+
+/// The units of a reduction stage computed here: the statistics of one
+/// accumulation chunk of one output tile.
+pub(crate) struct ReduceUnits<'a> {
+    ir: &'a Ir,
+    axes: &'a [usize],
+    op: Reduction,
+    shape: &'a [usize],
+    tile: &'a [usize],
+    reduced: &'a [usize],
+    chunk: &'a [usize],
+    /// The operand's kept axes.
+    kept: Vec<usize>,
+    /// Flat indices over the reduced axes (for `argmin` / `argmax`).
+    rmap: ViewMap,
+    /// Values read that are not finite.
+    pub bad_in: AtomicU64,
+}
+
+impl<'a> ReduceUnits<'a> {
+    /// The units of reducing `ir` over `axes` with `op` into a result of
+    /// `shape` cut into tiles of extent `tile`, the reduced axes (of shape
+    /// `reduced`) into accumulation chunks of extent `chunk`.
+    pub(crate) fn new(
+        ir: &'a Ir,
+        axes: &'a [usize],
+        op: Reduction,
+        reduced: &'a [usize],
+        shape: &'a [usize],
+        tile: &'a [usize],
+        chunk: &'a [usize],
+    ) -> Self {
+        let nd = shape.len() + axes.len();
+        let kept = (0..nd).filter(|k| !axes.contains(k)).collect();
+        let rmap = ViewMap::c_order(reduced);
+        ReduceUnits { ir, axes, op, shape, tile, reduced, chunk, kept, rmap, bad_in: AtomicU64::new(0) }
+    }
+
+    /// The statistics of accumulation chunk `c` of output tile `o`.
+    pub(crate) fn unit(&self, ctx: &Ctx<'_>, buf: &mut Vec<u8>, o: usize, c: usize) -> Result<Partials> {
+        let (op, axes, kept) = (self.op, self.axes, &self.kept);
+        let nd = kept.len() + axes.len();
+        let (olo, ohi) = tile_box(self.shape, self.tile, o);
+        let (clo, chi) = tile_box(self.reduced, self.chunk, c);
+        // The box in the operand's own axis order.
+        let (mut lo, mut hi) = (vec![0; nd], vec![0; nd]);
+        for (j, &k) in kept.iter().enumerate() {
+            (lo[k], hi[k]) = (olo[j], ohi[j]);
+        }
+        for (j, &k) in axes.iter().enumerate() {
+            (lo[k], hi[k]) = (clo[j], chi[j]);
+        }
+        let col = eval(self.ir, &lo, &hi, ctx, buf)?;
+        self.bad_in.fetch_add(col.count_non_finite(), Ordering::Relaxed);
+        // Positions in the box of each kept / reduced coordinate.
+        let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
+        let bmap = ViewMap::c_order(&ext);
+        let pick = |ax: &[usize]| ViewMap {
+            base: 0,
+            shape: ax.iter().map(|&k| ext[k]).collect(),
+            axes: ax.iter().map(|&k| bmap.axes[k].clone()).collect(),
+        };
+        let zeros = |ax: &[usize]| vec![0usize; ax.len()];
+        let ends = |ax: &[usize]| ax.iter().map(|&k| ext[k]).collect::<Vec<_>>();
+        let o_at = offsets(&pick(kept), &zeros(kept), &ends(kept));
+        let r_at = offsets(&pick(axes), &zeros(axes), &ends(axes));
+        let index = if matches!(op, Reduction::ArgMin | Reduction::ArgMax) {
+            offsets(&self.rmap, &clo, &chi)
+        } else {
+            Vec::new()
+        };
+        Ok(Partials { op, acc: Some(partial(op, &col, &o_at, &r_at, &index)) })
+    }
+}
+
+/// Runs a reduction stage (`work`, a [`Work::Reduce`] with a result of
+/// `shape` and `dtype`) as `n_c` units per output tile of extent `tile`
+/// with [`run_grid`]: `unit(buffer, tile, i)` gives the statistics of the
+/// tile's `i`-th unit (computed here, or received from tasks), folded in
+/// order, finished and written to `sink`. `bad_in` counts the non-finite
+/// values the units read: results that turn non-finite from finite values
+/// are counted as overflow in `ctx`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fold_reduce(
+    work: &Work,
+    shape: &[usize],
+    dtype: Dtype,
+    tile: &[usize],
+    n_c: usize,
+    threads: usize,
+    cancel: &Cancel,
+    sink: &dyn Sink,
+    ctx: &Ctx<'_>,
+    bad_in: &AtomicU64,
+    unit: impl Fn(&mut Vec<u8>, usize, usize) -> Result<Partials> + Sync + Send,
+) -> Result<()> {
+    let Work::Reduce { op, reduced, multiplier, .. } = work else { unreachable!("a reduction stage") };
+    let count = volume(reduced) as u64;
+    let bad_out = AtomicU64::new(0);
+    let finish = |o: usize, p: Partials| -> Result<()> {
+        let (lo, hi) = tile_box(shape, tile, o);
+        let col = p.acc.expect("a chunk").finish(*op, dtype, *multiplier, count);
+        bad_out.fetch_add(col.count_non_finite(), Ordering::Relaxed);
+        put(sink, &lo, &hi, &col, dtype)
+    };
+    run_grid(n_tiles(shape, tile), n_c, threads, cancel, Vec::new, unit, finish)?;
+    if bad_in.load(Ordering::Relaxed) == 0 {
+        ctx.overflow.fetch_add(bad_out.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+    Ok(())
 }

@@ -152,6 +152,15 @@ impl Stored {
         }
     }
 
+    /// The elements of an owned array (an intermediate result in memory):
+    /// C order, little-endian; `None` for other storage.
+    pub(crate) fn owned_bytes(&self) -> Option<&[u8]> {
+        match &self.storage {
+            Storage::Owned(bytes) => Some(bytes),
+            _ => None,
+        }
+    }
+
     /// Whether reads go to a file (and need read buffers).
     pub fn on_disk(&self) -> bool {
         matches!(self.storage, Storage::Npy(_) | Storage::Zarr(_))

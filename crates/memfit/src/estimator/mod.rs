@@ -25,7 +25,7 @@ mod task;
 pub use kernels::{QuadraticFormJob, ScatterJob};
 pub use kmeans::{parse_init, AssignResult, CentersJob, KMeansJob};
 pub use mixture::{information_criteria, n_parameters, GmmJob, GmmPredictJob, GmmScore};
-pub use task::{run_task, TASK_RUNNERS};
+pub use task::{run_task, runner_of, TASK_RUNNERS};
 
 use crate::exec::{Observer, RunOptions};
 use crate::io::{Dtype, Source};

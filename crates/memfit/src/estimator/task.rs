@@ -14,8 +14,24 @@ use crate::plan::{Job, Plan};
 
 /// Every kind of task this version runs: a new distributed pass adds its
 /// runner here.
-pub static TASK_RUNNERS: [&dyn TaskRunner; 5] =
-    [&ScanRunner, &AssignRunner, &ScatterRunner, &MixtureRunner(EM_TASK), &MixtureRunner(E_TASK)];
+pub static TASK_RUNNERS: [&dyn TaskRunner; 6] = [
+    &ScanRunner,
+    &AssignRunner,
+    &ScatterRunner,
+    &MixtureRunner(EM_TASK),
+    &MixtureRunner(E_TASK),
+    &crate::array::ReduceRunner,
+];
+
+/// The runner of `task`'s kind and compute type.
+///
+/// # Errors
+/// [`Error::Remote`] when [`TASK_RUNNERS`] has none.
+pub fn runner_of(task: &Task) -> Result<&'static dyn TaskRunner> {
+    TASK_RUNNERS.iter().copied().find(|r| r.kind() == task.kind && r.computes(task.compute)).ok_or_else(|| {
+        Error::Remote { reason: format!("unknown task {:?} computing in {}", task.kind, task.compute.name()) }
+    })
+}
 
 /// The validation pass (column moments and the initialisation sample).
 struct ScanRunner;
@@ -162,9 +178,7 @@ pub fn run_task(
     cancel: &crate::exec::Cancel,
 ) -> Result<(Plan, Option<Vec<u8>>)> {
     let task = Task::decode(task)?;
-    let runner = TASK_RUNNERS.iter().find(|r| r.kind() == task.kind && r.computes(task.compute)).ok_or_else(|| {
-        Error::Remote { reason: format!("unknown task {:?} computing in {}", task.kind, task.compute.name()) }
-    })?;
+    let runner = runner_of(&task)?;
     if task.shift.len() != x.n_features() {
         return Err(Error::Remote {
             reason: format!("a task for {} features was given rows of {}", task.shift.len(), x.n_features()),
@@ -186,7 +200,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), kinds.len(), "{kinds:?}");
-        for kind in [SCAN, ASSIGN, SCATTER, EM_TASK, E_TASK] {
+        for kind in [SCAN, ASSIGN, SCATTER, EM_TASK, E_TASK, crate::array::REDUCE_TASK] {
             assert!(kinds.contains(&kind), "{kind}");
         }
     }

@@ -1,16 +1,21 @@
-//! Passes run in other processes: a pass that can describe itself as a
+//! Work run in other processes: a pass that can describe itself as a
 //! [`Task`] is handed, with the row ranges of a [`super::RowSplit`], to a
 //! [`Remote`] (a cluster's scheduler, say), which runs the task over each
 //! range wherever the rows are and returns each range's [`Partial`]
 //! statistics, encoded; they merge in row order as local ranges do, so the
 //! result has the same bits as a pass in one process
-//! (see [`super::run_pass`]).
+//! (see [`super::run_pass`]). An array expression's reduction stage is
+//! handed over the same way, its ranges being ranges of the stage's fixed
+//! accumulation chunks (see [`crate::array::run_on`]): the statistics of
+//! each range fold in chunk order as [`super::run_grid`] folds them here.
 //!
-//! The receiving side decodes the task and runs it over its rows with
-//! [`crate::estimator::run_task`], through the [`TaskRunner`] of its kind:
-//! a pass that runs in other processes is one [`super::Pass::task`] on the
-//! sending side and one [`TaskRunner`], listed in
-//! [`crate::estimator::TASK_RUNNERS`], on the receiving side.
+//! The receiving side decodes the task and runs it, through the
+//! [`TaskRunner`] of its kind, over its rows ([`crate::estimator::run_task`],
+//! [`TaskRunner::plan_and_run`]) or its chunks of an expression
+//! ([`crate::array::run_task`], [`TaskRunner::plan_and_run_chunks`]): work
+//! that runs in other processes is one [`Task`] on the sending side and one
+//! [`TaskRunner`], listed in [`crate::estimator::TASK_RUNNERS`], on the
+//! receiving side.
 
 use std::ops::Range;
 
@@ -74,7 +79,8 @@ pub trait TaskRunner: Sync {
     /// [`Error::Remote`] for a payload of another kind;
     /// [`Error::DoesNotFit`] when one block does not fit; when run, the
     /// pass's errors (read errors, [`Error::NonFinite`] naming the row in
-    /// the whole data, [`Error::Cancelled`]).
+    /// the whole data, [`Error::Cancelled`]); [`Error::Remote`] for a kind
+    /// that runs over chunks of an expression (the default).
     fn plan_and_run(
         &self,
         task: &Task,
@@ -83,14 +89,47 @@ pub trait TaskRunner: Sync {
         limit_bytes: u64,
         run: bool,
         cancel: &crate::exec::Cancel,
-    ) -> Result<(Plan, Option<Vec<u8>>)>;
+    ) -> Result<(Plan, Option<Vec<u8>>)> {
+        let _ = (task, x, w, limit_bytes, run, cancel);
+        Err(Error::Remote {
+            reason: format!("task {:?} runs over chunks of an array expression, not rows", self.kind()),
+        })
+    }
+
+    /// Plans `task` over the accumulation chunks `chunks` (indices on the
+    /// chunk grid of the stage the task names) of the array expression
+    /// `root` within `limit_bytes`; with `run`, also runs it and returns
+    /// the chunks' encoded statistics.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] for a payload that does not fit `root`, and for a
+    /// kind that runs over rows (the default); [`Error::DoesNotFit`] when
+    /// the task does not fit; when run, the expression's errors (read
+    /// errors, [`Error::Cancelled`]).
+    fn plan_and_run_chunks(
+        &self,
+        task: &Task,
+        root: &crate::array::Array,
+        chunks: Range<usize>,
+        limit_bytes: u64,
+        run: bool,
+        cancel: &crate::exec::Cancel,
+    ) -> Result<(crate::plan::Plan<crate::array::Stages>, Option<Vec<u8>>)> {
+        let _ = (task, root, chunks, limit_bytes, run, cancel);
+        Err(Error::Remote {
+            reason: format!("task {:?} runs over rows, not chunks of an array expression", self.kind()),
+        })
+    }
 }
 
 /// Runs tasks elsewhere.
 pub trait Remote: Send + Sync + std::fmt::Debug {
-    /// Runs `task` over each of `ranges` (consecutive, starting on multiples
-    /// of [`crate::plan::CHUNK_ROWS`]) and returns, in the same order, each
-    /// range's [`task_result`] (see [`crate::estimator::run_task`]).
+    /// Runs `task` over each of `ranges` and returns, in the same order,
+    /// each range's result: for a row pass, ranges of rows (consecutive,
+    /// starting on multiples of [`crate::plan::CHUNK_ROWS`]) and their
+    /// [`task_result`] (see [`crate::estimator::run_task`]); for an array
+    /// reduction, consecutive ranges of its accumulation chunks and their
+    /// statistics (see [`crate::array::run_task`]).
     ///
     /// # Errors
     /// [`Error::Remote`], or the error the task raised, when a task fails.
