@@ -5,14 +5,14 @@
 
 use std::ops::Range;
 
+use serde::de::DeserializeOwned;
+
 use crate::cluster::{AssignTask, ASSIGN};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{
-    decode_scan_task, plan_scan_task, run_scan_task, Cancel, RunOptions, ScanTask, Task, TaskRunner, SCAN,
-};
+use crate::exec::{decode, plan_scan_task, run_scan_task, Cancel, RunOptions, ScanTask, Task, TaskRunner, SCAN};
 use crate::io::{Dtype, Source};
-use crate::linalg::{decode_scatter_task, plan_weighted_scatter, run_scatter_task, SCATTER};
+use crate::linalg::{plan_weighted_scatter, run_scatter_task, SCATTER};
 use crate::mixture::{MixtureTask, EM_TASK, E_TASK};
 use crate::plan::{Job, Plan};
 
@@ -22,13 +22,17 @@ pub static TASK_RUNNERS: [&dyn TaskRunner; 5] =
     [&ScanRunner, &AssignRunner, &ScatterRunner, &MixtureRunner(EM_TASK), &MixtureRunner(E_TASK)];
 
 /// A row pass run for another process, in the three steps every such pass
-/// has: its parameters decoded for the compute type `T`, planned over the
-/// rows given, run over them. A new distributed row pass is one
+/// has: its parameters decoded for the compute type `T` (the payload's
+/// serde form), planned over the rows given, run over them. A new distributed row pass is one
 /// implementation of these (listed in [`TASK_RUNNERS`]); its [`TaskRunner`]
 /// comes with it, dispatching the compute type the same way for every pass.
 trait RowTask: Sync {
-    /// The task's parameters, decoded for compute type `T`.
-    type Params<T: Real>;
+    /// The task's parameters in compute type `T`, as its payload
+    /// ([`Task::payload`]) encodes them.
+    type Params<T: Real>: DeserializeOwned;
+
+    /// What the payload is, for errors ("k-means task", say).
+    const PAYLOAD: &'static str;
 
     /// As [`TaskRunner::kind`].
     fn kind(&self) -> &'static str;
@@ -37,12 +41,6 @@ trait RowTask: Sync {
     fn computes(&self, compute: Dtype) -> bool {
         matches!(compute, Dtype::F32 | Dtype::F64)
     }
-
-    /// The parameters in `payload` ([`Task::payload`]).
-    ///
-    /// # Errors
-    /// [`Error::Remote`] for a payload of another kind.
-    fn decode<T: Real>(&self, payload: &[u8]) -> Result<Self::Params<T>>;
 
     /// The memory plan of `params` over the rows of `at` within
     /// `limit_bytes`.
@@ -108,7 +106,7 @@ fn plan_and_run_in<T: Real, R: RowTask>(
     cancel: &Cancel,
 ) -> Result<(Plan, Option<Vec<u8>>)> {
     let at = Piece { x, w, rows: x.first_row()..x.n_samples(), shift: &task.shift, cancel };
-    let params = runner.decode::<T>(&task.payload)?;
+    let params: R::Params<T> = decode(&task.payload, R::PAYLOAD)?;
     let plan = runner.plan(&params, &at, limit_bytes)?;
     let out = run.then(|| runner.run(params, &plan, &at)).transpose()?;
     Ok((plan, out))
@@ -119,13 +117,10 @@ struct ScanRunner;
 
 impl RowTask for ScanRunner {
     type Params<T: Real> = ScanTask;
+    const PAYLOAD: &'static str = "scan task";
 
     fn kind(&self) -> &'static str {
         SCAN
-    }
-
-    fn decode<T: Real>(&self, payload: &[u8]) -> Result<ScanTask> {
-        decode_scan_task(payload)
     }
 
     fn plan<T: Real>(&self, p: &ScanTask, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan> {
@@ -143,13 +138,10 @@ struct AssignRunner;
 
 impl RowTask for AssignRunner {
     type Params<T: Real> = AssignTask;
+    const PAYLOAD: &'static str = "k-means task";
 
     fn kind(&self) -> &'static str {
         ASSIGN
-    }
-
-    fn decode<T: Real>(&self, payload: &[u8]) -> Result<AssignTask> {
-        AssignTask::decode(payload)
     }
 
     fn plan<T: Real>(&self, a: &AssignTask, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan> {
@@ -167,6 +159,7 @@ struct ScatterRunner;
 impl RowTask for ScatterRunner {
     /// `n_features`.
     type Params<T: Real> = usize;
+    const PAYLOAD: &'static str = "scatter task";
 
     fn kind(&self) -> &'static str {
         SCATTER
@@ -174,10 +167,6 @@ impl RowTask for ScatterRunner {
 
     fn computes(&self, compute: Dtype) -> bool {
         compute == Dtype::F64
-    }
-
-    fn decode<T: Real>(&self, payload: &[u8]) -> Result<usize> {
-        decode_scatter_task(payload)
     }
 
     fn plan<T: Real>(&self, _d: &usize, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan> {
@@ -195,13 +184,10 @@ struct MixtureRunner(&'static str);
 
 impl RowTask for MixtureRunner {
     type Params<T: Real> = MixtureTask<T>;
+    const PAYLOAD: &'static str = "mixture task";
 
     fn kind(&self) -> &'static str {
         self.0
-    }
-
-    fn decode<T: Real>(&self, payload: &[u8]) -> Result<MixtureTask<T>> {
-        MixtureTask::decode(payload)
     }
 
     fn plan<T: Real>(&self, m: &MixtureTask<T>, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan> {

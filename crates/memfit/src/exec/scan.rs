@@ -184,14 +184,6 @@ pub(crate) const SCAN: &str = "scan";
 /// The validation pass's task: `n_features` and the empty sample to fill.
 pub(crate) type ScanTask = (usize, KeyedSample);
 
-/// The validation pass's task in `payload`.
-///
-/// # Errors
-/// [`Error::Remote`] for a payload that is not a scan task.
-pub(crate) fn decode_scan_task(payload: &[u8]) -> Result<ScanTask> {
-    decode(payload, "scan task")
-}
-
 /// Plans the validation pass's task `(d, sample)` over the rows of `x` (a
 /// piece, see [`Source::starting_at`]) within `limit_bytes`: the sample, the
 /// statistics and read blocks.

@@ -8,5 +8,5 @@ mod quadratic_form;
 mod scatter;
 
 pub use quadratic_form::{plan_row_quadratic_form, row_quadratic_form};
-pub(crate) use scatter::{decode_scatter_task, run_scatter_task, SCATTER};
 pub use scatter::{plan_weighted_scatter, weighted_scatter, weighted_scatter_split};
+pub(crate) use scatter::{run_scatter_task, SCATTER};

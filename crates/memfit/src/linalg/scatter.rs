@@ -3,7 +3,7 @@
 use faer::Par;
 
 use crate::error::{Error, Result};
-use crate::exec::{decode, encode, run_pass, run_split, task_result, Block, Leaf, Merge, Pass, RowSplit};
+use crate::exec::{encode, run_pass, run_split, task_result, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::kernels::add_tile_scatter;
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
@@ -102,14 +102,6 @@ pub fn weighted_scatter_split(
 
 /// The task kind of the scatter pass (its payload: `n_features`).
 pub(crate) const SCATTER: &str = "weighted-scatter";
-
-/// The scatter pass's task in `payload` (its `n_features`).
-///
-/// # Errors
-/// [`Error::Remote`] for a payload that is not a feature count.
-pub(crate) fn decode_scatter_task(payload: &[u8]) -> Result<usize> {
-    decode(payload, "scatter task")
-}
 
 /// Runs the scatter pass of a task over `d` features for `rows` of `x` (a
 /// piece's rows, see [`Source::starting_at`]) within `plan` (from
