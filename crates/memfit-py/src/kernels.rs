@@ -7,9 +7,8 @@ use numpy::{IntoPyArray, PyReadonlyArray2, PyReadwriteArray1};
 use pyo3::prelude::*;
 
 use crate::errors;
-use crate::inputs::Held;
 use crate::runner::run;
-use crate::shared::{compute, restore, split, warn, Fill};
+use crate::shared::{compute, restore, run_options, split, warn, Fill, Inputs};
 
 /// `q_i = x_iᵀ Q x_i` for each row of `x` (array or `.npy` path) with `q`
 /// `(n_features, n_features)` float64 (C-contiguous), into `out` (float64,
@@ -25,9 +24,9 @@ pub fn row_quadratic_form<'py>(
     n_jobs: Option<usize>,
     float32: bool,
 ) -> PyResult<()> {
-    let held = Held::new(x)?;
-    let opts = crate::shared::run_options(memory_limit, n_jobs, Default::default());
-    let src = held.source(&opts)?;
+    let inputs = Inputs::hold(x, None)?;
+    let opts = run_options(memory_limit, n_jobs, Default::default());
+    let (src, _) = inputs.open(&opts)?;
     let q_shape = {
         let a = q.as_array();
         [a.nrows(), a.ncols()]
@@ -57,11 +56,9 @@ pub fn weighted_scatter<'py>(
     row_bounds: Vec<usize>,
 ) -> PyResult<Bound<'py, numpy::PyArray2<f64>>> {
     let (row_split, remote) = split(remote, row_bounds);
-    let held = Held::new(x)?;
-    let held_w = w.map(Held::new).transpose()?;
-    let opts = crate::shared::run_options(memory_limit, n_jobs, row_split);
-    let src = held.source(&opts)?;
-    let ws = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
+    let inputs = Inputs::hold(x, w)?;
+    let opts = run_options(memory_limit, n_jobs, row_split);
+    let (src, ws) = inputs.open(&opts)?;
     let d = src.n_features();
     let done = run(py, n_jobs, false, None, move |obs| {
         let job = ScatterJob { x: &src, weights: ws.as_ref(), run: opts };

@@ -8,9 +8,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors::{self, to_py};
-use crate::inputs::Held;
 use crate::runner::run;
-use crate::shared::{compute, label, plan_only, put_plan, restore, split, warn, warning_tuples, Fill};
+use crate::shared::{
+    compute, label, plan_only, put_plan, restore, run_options, split, warn, warning_tuples, Fill, Inputs,
+};
 
 /// Fits k-means. `x` and `sample_weight` are arrays of shape
 /// `(n_samples, n_features)` and `(n_samples, 1)` or `.npy` paths; `init` is
@@ -47,8 +48,7 @@ pub fn kmeans_fit<'py>(
     row_bounds: Vec<usize>,
     dry_run: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let held = Held::new(x)?;
-    let held_w = sample_weight.map(Held::new).transpose()?;
+    let inputs = Inputs::hold(x, sample_weight)?;
     let (row_split, remote) = split(remote, row_bounds);
     let centers = init_centers.map(|c| {
         let c = c.as_array();
@@ -64,9 +64,8 @@ pub fn kmeans_fit<'py>(
         init_sample_rows: None,
         plot_sample_rows: 0,
     };
-    let opts = crate::shared::run_options(memory_limit, n_jobs, row_split);
-    let src = held.source(&opts)?;
-    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
+    let opts = run_options(memory_limit, n_jobs, row_split);
+    let (src, w) = inputs.open(&opts)?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -131,11 +130,9 @@ pub fn assign<'py>(
     n_jobs: Option<usize>,
     float32: bool,
 ) -> PyResult<f64> {
-    let held = Held::new(x)?;
-    let held_w = sample_weight.map(Held::new).transpose()?;
-    let opts = crate::shared::run_options(memory_limit, n_jobs, Default::default());
-    let src = held.source(&opts)?;
-    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
+    let inputs = Inputs::hold(x, sample_weight)?;
+    let opts = run_options(memory_limit, n_jobs, Default::default());
+    let (src, w) = inputs.open(&opts)?;
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
@@ -176,9 +173,9 @@ pub fn transform<'py>(
     n_jobs: Option<usize>,
     float32: bool,
 ) -> PyResult<()> {
-    let held = Held::new(x)?;
-    let opts = crate::shared::run_options(memory_limit, n_jobs, Default::default());
-    let src = held.source(&opts)?;
+    let inputs = Inputs::hold(x, None)?;
+    let opts = run_options(memory_limit, n_jobs, Default::default());
+    let (src, _) = inputs.open(&opts)?;
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let (mut out64, mut out32) = (out.extract::<PyReadwriteArray2<'py, f64>>().ok(), None);

@@ -16,7 +16,7 @@ use pyo3::types::PyDict;
 use crate::errors::{self, to_py};
 use crate::inputs::Held;
 use crate::runner::run;
-use crate::shared::{compute, plan_only, put_plan, restore, split, warn, warning_tuples, Fill};
+use crate::shared::{compute, plan_only, put_plan, restore, run_options, split, warn, warning_tuples, Fill, Inputs};
 
 /// Parses a covariance type name.
 fn covariance_type(name: &str) -> PyResult<CovarianceType> {
@@ -75,13 +75,12 @@ pub fn gmm_fit<'py>(
     model_dir: Option<std::path::PathBuf>,
     warm_model_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let held = Held::new(x)?;
-    let held_w = sample_weight.map(Held::new).transpose()?;
+    let inputs = Inputs::hold(x, sample_weight)?;
     let (row_split, remote) = split(remote, row_bounds);
     let held_p = precisions_init.map(Held::new).transpose()?;
     let held_warm = warm_precisions_cholesky.map(Held::new).transpose()?;
     let t = self::covariance_type(covariance_type)?;
-    let opts = RunOptions { scratch_dir, ..crate::shared::run_options(memory_limit, n_jobs, row_split) };
+    let opts = RunOptions { scratch_dir, ..run_options(memory_limit, n_jobs, row_split) };
     let params = GmmParams {
         n_components,
         covariance_type: t,
@@ -109,8 +108,7 @@ pub fn gmm_fit<'py>(
         }),
         _ => None,
     };
-    let src = held.source(&opts)?;
-    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?;
+    let (src, w) = inputs.open(&opts)?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (done, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -260,8 +258,8 @@ pub fn gmm_predict<'py>(
     model_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (row_split, remote) = split(remote, row_bounds);
-    let opts = crate::shared::run_options(memory_limit, n_jobs, row_split);
-    let held = Held::new(x)?;
+    let opts = run_options(memory_limit, n_jobs, row_split);
+    let inputs = Inputs::hold(x, None)?;
     let held_p = Held::new(precisions_cholesky)?;
     let model = match model_dir {
         // A model whose parameters are on disk: factors read one group at a time.
@@ -275,7 +273,7 @@ pub fn gmm_predict<'py>(
             lower_bound: None,
         },
     };
-    let src = held.source(&opts)?;
+    let (src, _) = inputs.open(&opts)?;
     let mut fill_labels = Fill::new(labels.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_proba = Fill::new(proba.as_mut().map(|a| a.as_slice_mut()).transpose()?);
     let mut fill_log_likelihood = Fill::new(log_likelihood.as_mut().map(|a| a.as_slice_mut()).transpose()?);

@@ -13,7 +13,6 @@ use numpy::PyReadonlyArray2;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::inputs::Held;
 use crate::runner::run;
 
 /// Runs tasks by calling `run(task: bytes, ranges: list[tuple[int, int]])`
@@ -161,11 +160,11 @@ pub fn run_task<'py>(
     n_jobs: Option<usize>,
     execute: bool,
 ) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyBytes>>)> {
-    let held = Held::new(x)?;
-    let held_w = sample_weight.map(Held::new).transpose()?;
+    let inputs = crate::shared::Inputs::hold(x, sample_weight)?;
     let opts = crate::shared::run_options(memory_limit, n_jobs, memfit::exec::RowSplit::default());
-    let src: Source<'_> = held.source(&opts)?.starting_at(first_row);
-    let w = held_w.as_ref().map(|h| h.weights(&opts)).transpose()?.map(|w| w.starting_at(first_row));
+    let (src, w) = inputs.open(&opts)?;
+    let src: Source<'_> = src.starting_at(first_row);
+    let w = w.map(|w| w.starting_at(first_row));
     let float32 = Task::decode(task).map(|t| t.compute == Dtype::F32).unwrap_or(false);
     let (plan, out) = run(py, n_jobs, float32, None, move |obs| {
         use memfit::cluster::Observer;

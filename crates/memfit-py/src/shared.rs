@@ -1,5 +1,5 @@
-//! What the binding's functions share: the row split of a job, dry-run
-//! results, the compute dtype, caller-owned output arrays filled in row
+//! What the binding's functions share: a job's inputs and run options, the
+//! row split of a job, dry-run results, the compute dtype, caller-owned output arrays filled in row
 //! order, and warnings handed to Python.
 
 use std::sync::Arc;
@@ -10,7 +10,38 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::inputs::Held;
 use crate::{errors, remote};
+
+/// A job's rows as Python gave them: `x` and optional per-row weights `w`
+/// (see [`Held::new`]), held (borrowed, marked borrowed) while the engine
+/// runs.
+pub struct Inputs<'py> {
+    x: Held<'py>,
+    w: Option<Held<'py>>,
+}
+
+impl<'py> Inputs<'py> {
+    /// Holds `x` and `w`.
+    ///
+    /// # Errors
+    /// As [`Held::new`].
+    pub fn hold(x: &Bound<'py, PyAny>, w: Option<&Bound<'py, PyAny>>) -> PyResult<Self> {
+        Ok(Inputs { x: Held::new(x)?, w: w.map(Held::new).transpose()? })
+    }
+
+    /// The engine's views of the rows and the weights for a job run as
+    /// `run` says (see [`Held::source`], [`Held::weights`]).
+    ///
+    /// # Errors
+    /// As [`Held::source`].
+    pub fn open(
+        &self,
+        run: &memfit::exec::RunOptions,
+    ) -> PyResult<(memfit::io::Source<'_>, Option<memfit::io::Source<'_>>)> {
+        Ok((self.x.source(run)?, self.w.as_ref().map(|h| h.weights(run)).transpose()?))
+    }
+}
 
 /// The row split of a fit: passes run through `remote` (a Python callable,
 /// see [`remote::PyRemote`]) in ranges cut at `bounds`, or whole, here.

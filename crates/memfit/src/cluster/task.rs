@@ -11,7 +11,7 @@ use super::pass::{AssignPass, Assignment, Mode};
 use super::plan::plan_kmeans;
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{decode, encode, run_pass, task_result, RunOptions};
+use crate::exec::{encode, run_pass, task_result, RunOptions};
 use crate::io::{BlockReader, Source};
 use crate::kernels::PreparedCenters;
 use crate::plan::{Job, Plan};
@@ -41,11 +41,6 @@ impl AssignTask {
         };
         let c = pass.centers;
         Some(encode(&AssignTask { centers: c.centers.clone(), k: c.n_clusters, d: c.n_features, lloyd }))
-    }
-
-    /// The task in `payload`.
-    pub(crate) fn decode(payload: &[u8]) -> Result<Self> {
-        decode(payload, "k-means task")
     }
 
     /// The memory plan for `x`'s rows within `limit_bytes`: a k-means fit's

@@ -3,10 +3,14 @@
 //! of that process, returning the statistics to merge. Each kind of task is
 //! one [`TaskRunner`], listed once in [`TASK_RUNNERS`].
 
+use std::ops::Range;
+
+use serde::de::DeserializeOwned;
+
 use crate::cluster::{AssignTask, ASSIGN};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{plan_scan_task, run_scan_task, RunOptions, Task, TaskRunner, SCAN};
+use crate::exec::{decode, plan_scan_task, run_scan_task, Cancel, RunOptions, ScanTask, Task, TaskRunner, SCAN};
 use crate::io::{Dtype, Source};
 use crate::linalg::{plan_weighted_scatter, run_scatter_task, SCATTER};
 use crate::mixture::{MixtureTask, EM_TASK, E_TASK};
@@ -33,12 +37,62 @@ pub fn runner_of(task: &Task) -> Result<&'static dyn TaskRunner> {
     })
 }
 
-/// The validation pass (column moments and the initialisation sample).
-struct ScanRunner;
+/// A row pass run for another process, in the three steps every such pass
+/// has: its parameters decoded for the compute type `T` (the payload's
+/// serde form), planned over the rows given, run over them. A new distributed row pass is one
+/// implementation of these (listed in [`TASK_RUNNERS`]); its [`TaskRunner`]
+/// comes with it, dispatching the compute type the same way for every pass.
+trait RowTask: Sync {
+    /// The task's parameters in compute type `T`, as its payload
+    /// ([`Task::payload`]) encodes them.
+    type Params<T: Real>: DeserializeOwned;
 
-impl TaskRunner for ScanRunner {
+    /// What the payload is, for errors ("k-means task", say).
+    const PAYLOAD: &'static str;
+
+    /// As [`TaskRunner::kind`].
+    fn kind(&self) -> &'static str;
+
+    /// As [`TaskRunner::computes`] (float32 and float64 by default).
+    fn computes(&self, compute: Dtype) -> bool {
+        matches!(compute, Dtype::F32 | Dtype::F64)
+    }
+
+    /// The memory plan of `params` over the rows of `at` within
+    /// `limit_bytes`.
+    ///
+    /// # Errors
+    /// [`Error::DoesNotFit`] when one block does not fit.
+    fn plan<T: Real>(&self, params: &Self::Params<T>, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan>;
+
+    /// Runs `params` within `plan` over the rows of `at` and returns its
+    /// [`crate::exec::task_result`].
+    ///
+    /// # Errors
+    /// The pass's errors (read errors, [`Error::NonFinite`] naming the row
+    /// in the whole data, [`Error::Cancelled`]).
+    fn run<T: Real>(&self, params: Self::Params<T>, plan: &Plan, at: &Piece<'_, '_>) -> Result<Vec<u8>>;
+}
+
+/// The rows a process was given for a task: a piece of the data `x` (see
+/// [`Source::starting_at`]) and its optional per-row weights `w`, all of
+/// the piece's `rows`, the `shift` subtracted from each ([`Task::shift`],
+/// one value per feature) and the run's cancellation token.
+struct Piece<'p, 's> {
+    x: &'p Source<'s>,
+    w: Option<&'p Source<'s>>,
+    rows: Range<usize>,
+    shift: &'p [f64],
+    cancel: &'p Cancel,
+}
+
+impl<R: RowTask> TaskRunner for R {
     fn kind(&self) -> &'static str {
-        SCAN
+        RowTask::kind(self)
+    }
+
+    fn computes(&self, compute: Dtype) -> bool {
+        RowTask::computes(self, compute)
     }
 
     fn plan_and_run(
@@ -48,51 +102,81 @@ impl TaskRunner for ScanRunner {
         w: Option<&Source<'_>>,
         limit_bytes: u64,
         run: bool,
-        cancel: &crate::exec::Cancel,
+        cancel: &Cancel,
     ) -> Result<(Plan, Option<Vec<u8>>)> {
-        let plan = plan_scan_task(&task.payload, x, w, task.compute.itemsize(), limit_bytes)?;
-        let out = match (run, task.compute) {
-            (false, _) => None,
-            (true, Dtype::F32) => Some(run_scan_task::<f32>(&task.payload, x, w, &plan, cancel)?),
-            (true, _) => Some(run_scan_task::<f64>(&task.payload, x, w, &plan, cancel)?),
-        };
-        Ok((plan, out))
+        match task.compute {
+            Dtype::F32 => plan_and_run_in::<f32, R>(self, task, x, w, limit_bytes, run, cancel),
+            _ => plan_and_run_in::<f64, R>(self, task, x, w, limit_bytes, run, cancel),
+        }
+    }
+}
+
+/// [`TaskRunner::plan_and_run`] of `runner` in the compute type `T`.
+fn plan_and_run_in<T: Real, R: RowTask>(
+    runner: &R,
+    task: &Task,
+    x: &Source<'_>,
+    w: Option<&Source<'_>>,
+    limit_bytes: u64,
+    run: bool,
+    cancel: &Cancel,
+) -> Result<(Plan, Option<Vec<u8>>)> {
+    let at = Piece { x, w, rows: x.first_row()..x.n_samples(), shift: &task.shift, cancel };
+    let params: R::Params<T> = decode(&task.payload, R::PAYLOAD)?;
+    let plan = runner.plan(&params, &at, limit_bytes)?;
+    let out = run.then(|| runner.run(params, &plan, &at)).transpose()?;
+    Ok((plan, out))
+}
+
+/// The validation pass (column moments and the initialisation sample).
+struct ScanRunner;
+
+impl RowTask for ScanRunner {
+    type Params<T: Real> = ScanTask;
+    const PAYLOAD: &'static str = "scan task";
+
+    fn kind(&self) -> &'static str {
+        SCAN
+    }
+
+    fn plan<T: Real>(&self, p: &ScanTask, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan> {
+        plan_scan_task(p, at.x, at.w, size_of::<T>(), limit_bytes)
+    }
+
+    /// The pass sees the rows as they are (no shift).
+    fn run<T: Real>(&self, p: ScanTask, plan: &Plan, at: &Piece<'_, '_>) -> Result<Vec<u8>> {
+        run_scan_task::<T>(p, at.x, at.w, plan, at.rows.clone(), at.cancel)
     }
 }
 
 /// The k-means assignment pass (Lloyd iterations, the final pass).
 struct AssignRunner;
 
-impl TaskRunner for AssignRunner {
+impl RowTask for AssignRunner {
+    type Params<T: Real> = AssignTask;
+    const PAYLOAD: &'static str = "k-means task";
+
     fn kind(&self) -> &'static str {
         ASSIGN
     }
 
-    fn plan_and_run(
-        &self,
-        task: &Task,
-        x: &Source<'_>,
-        w: Option<&Source<'_>>,
-        limit_bytes: u64,
-        run: bool,
-        cancel: &crate::exec::Cancel,
-    ) -> Result<(Plan, Option<Vec<u8>>)> {
-        let a = AssignTask::decode(&task.payload)?;
-        let plan = a.plan(x, w, task.compute.itemsize(), limit_bytes)?;
-        let (rows, shift) = (x.first_row()..x.n_samples(), &task.shift);
-        let out = match (run, task.compute) {
-            (false, _) => None,
-            (true, Dtype::F32) => Some(a.run::<f32>(&plan, x, w, rows, shift, cancel)?),
-            (true, _) => Some(a.run::<f64>(&plan, x, w, rows, shift, cancel)?),
-        };
-        Ok((plan, out))
+    fn plan<T: Real>(&self, a: &AssignTask, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan> {
+        a.plan(at.x, at.w, size_of::<T>(), limit_bytes)
+    }
+
+    fn run<T: Real>(&self, a: AssignTask, plan: &Plan, at: &Piece<'_, '_>) -> Result<Vec<u8>> {
+        a.run::<T>(plan, at.x, at.w, at.rows.clone(), at.shift, at.cancel)
     }
 }
 
-/// The weighted scatter matrix (float64 only).
+/// The weighted scatter matrix (float64 only: `T` is always `f64`).
 struct ScatterRunner;
 
-impl TaskRunner for ScatterRunner {
+impl RowTask for ScatterRunner {
+    /// `n_features`.
+    type Params<T: Real> = usize;
+    const PAYLOAD: &'static str = "scatter task";
+
     fn kind(&self) -> &'static str {
         SCATTER
     }
@@ -101,59 +185,33 @@ impl TaskRunner for ScatterRunner {
         compute == Dtype::F64
     }
 
-    fn plan_and_run(
-        &self,
-        task: &Task,
-        x: &Source<'_>,
-        w: Option<&Source<'_>>,
-        limit_bytes: u64,
-        run: bool,
-        cancel: &crate::exec::Cancel,
-    ) -> Result<(Plan, Option<Vec<u8>>)> {
-        let plan = plan_weighted_scatter(&Job::new(x, w, 8, 0, &RunOptions::with_limit(limit_bytes)))?;
-        let out = run.then(|| run_scatter_task(&task.payload, x, w, &plan, cancel)).transpose()?;
-        Ok((plan, out))
+    fn plan<T: Real>(&self, _d: &usize, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan> {
+        plan_weighted_scatter(&Job::new(at.x, at.w, 8, 0, &RunOptions::with_limit(limit_bytes)))
+    }
+
+    /// The pass sees the rows as they are (no shift).
+    fn run<T: Real>(&self, d: usize, plan: &Plan, at: &Piece<'_, '_>) -> Result<Vec<u8>> {
+        run_scatter_task(d, at.x, at.w, plan, at.rows.clone(), at.cancel)
     }
 }
 
 /// A mixture's EM iteration or E-step pass (the task kind it is named by).
 struct MixtureRunner(&'static str);
 
-impl MixtureRunner {
-    fn plan_and_run_in<T: Real>(
-        task: &Task,
-        x: &Source<'_>,
-        w: Option<&Source<'_>>,
-        limit_bytes: u64,
-        run: bool,
-        cancel: &crate::exec::Cancel,
-    ) -> Result<(Plan, Option<Vec<u8>>)> {
-        let m = MixtureTask::<T>::decode(&task.payload)?;
-        let plan = m.plan(x, w, limit_bytes)?;
-        let rows = x.first_row()..x.n_samples();
-        let out = run.then(|| m.run(&plan, x, w, rows, &task.shift, cancel)).transpose()?;
-        Ok((plan, out))
-    }
-}
+impl RowTask for MixtureRunner {
+    type Params<T: Real> = MixtureTask<T>;
+    const PAYLOAD: &'static str = "mixture task";
 
-impl TaskRunner for MixtureRunner {
     fn kind(&self) -> &'static str {
         self.0
     }
 
-    fn plan_and_run(
-        &self,
-        task: &Task,
-        x: &Source<'_>,
-        w: Option<&Source<'_>>,
-        limit_bytes: u64,
-        run: bool,
-        cancel: &crate::exec::Cancel,
-    ) -> Result<(Plan, Option<Vec<u8>>)> {
-        match task.compute {
-            Dtype::F32 => Self::plan_and_run_in::<f32>(task, x, w, limit_bytes, run, cancel),
-            _ => Self::plan_and_run_in::<f64>(task, x, w, limit_bytes, run, cancel),
-        }
+    fn plan<T: Real>(&self, m: &MixtureTask<T>, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan> {
+        m.plan(at.x, at.w, limit_bytes)
+    }
+
+    fn run<T: Real>(&self, m: MixtureTask<T>, plan: &Plan, at: &Piece<'_, '_>) -> Result<Vec<u8>> {
+        m.run(plan, at.x, at.w, at.rows.clone(), at.shift, at.cancel)
     }
 }
 
@@ -175,7 +233,7 @@ pub fn run_task(
     w: Option<&Source<'_>>,
     limit_bytes: u64,
     run: bool,
-    cancel: &crate::exec::Cancel,
+    cancel: &Cancel,
 ) -> Result<(Plan, Option<Vec<u8>>)> {
     let task = Task::decode(task)?;
     let runner = runner_of(&task)?;

@@ -36,7 +36,7 @@ pub use options::RunOptions;
 pub use progress::{Observer, Progress};
 pub use remote::{decode, encode, task_result, Remote, Task, TaskRunner};
 pub use sample::{row_key, row_unit, KeyedSample};
-pub(crate) use scan::{plan_scan_task, run_scan_task, SCAN};
+pub(crate) use scan::{plan_scan_task, run_scan_task, ScanTask, SCAN};
 pub use scan::{scan, Scan, ScanStats};
 pub use select::{run_selected, Selection};
 pub use sink::{box_runs, MemorySink, NpySink, RowWriter, Sink, ZarrSink};

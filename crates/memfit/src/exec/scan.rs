@@ -181,21 +181,23 @@ impl<T: Real> Pass<T> for ScanPass {
 /// empty sample to fill).
 pub(crate) const SCAN: &str = "scan";
 
-/// Plans the validation pass's task over the rows of `x` (a piece, see
-/// [`Source::starting_at`]) within `limit_bytes`: the sample, the
+/// The validation pass's task: `n_features` and the empty sample to fill.
+pub(crate) type ScanTask = (usize, KeyedSample);
+
+/// Plans the validation pass's task `(d, sample)` over the rows of `x` (a
+/// piece, see [`Source::starting_at`]) within `limit_bytes`: the sample, the
 /// statistics and read blocks.
 ///
 /// # Errors
-/// [`Error::Remote`] for a payload that is not a scan task;
 /// [`Error::DoesNotFit`] when one tile of rows does not fit.
 pub(crate) fn plan_scan_task(
-    payload: &[u8],
+    (d, sample): &ScanTask,
     x: &Source<'_>,
     w: Option<&Source<'_>>,
     compute_bytes: usize,
     limit_bytes: u64,
 ) -> Result<Plan> {
-    let (d, sample): (usize, KeyedSample) = decode(payload, "scan task")?;
+    let d = *d;
     let n = (x.n_samples() - x.first_row()) as u64;
     let threads = rayon::current_num_threads() as u64;
     let mut led = Ledger::default();
@@ -216,23 +218,23 @@ pub(crate) fn plan_scan_task(
     Ok(Plan::blocked("validation", limit_bytes, led, rows as usize, n as usize, threads as usize))
 }
 
-/// Runs the validation pass's task (see [`plan_scan_task`]) and returns its
+/// Runs the validation pass's task (see [`plan_scan_task`]) over `rows` of
+/// `x` (all of a piece's rows) and returns its
 /// [`task_result`]: the statistics, and the sample as side results.
 ///
 /// # Errors
 /// As [`scan`]'s pass: [`Error::InvalidWeight`], read errors,
 /// [`Error::Cancelled`].
 pub(crate) fn run_scan_task<T: Real>(
-    payload: &[u8],
+    (d, sample): ScanTask,
     x: &Source<'_>,
     w: Option<&Source<'_>>,
     plan: &Plan,
+    rows: std::ops::Range<usize>,
     cancel: &Cancel,
 ) -> Result<Vec<u8>> {
-    let (d, sample): (usize, KeyedSample) = decode(payload, "scan task")?;
     let mut pass = ScanPass { d, sample, weights_name: w.map(Source::name) };
     let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
-    let rows = x.first_row()..x.n_samples();
     let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancel)?;
     Ok(task_result::<T, _>(&pass, partial))
 }

@@ -119,6 +119,29 @@ pub fn box_runs(shape: &[usize], lo: &[usize], hi: &[usize]) -> Vec<(u64, usize)
     }
 }
 
+/// Hands `put` each C-order run of the box `lo..hi` of an array of `shape`
+/// ([`box_runs`]) with its slice of `bytes` (the box's elements in C order,
+/// `itemsize` bytes each): the one write loop of the sinks that place runs
+/// themselves (memory, `.npy`).
+///
+/// # Errors
+/// The first error `put` returns.
+fn write_runs(
+    shape: &[usize],
+    itemsize: usize,
+    lo: &[usize],
+    hi: &[usize],
+    bytes: &[u8],
+    mut put: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut from = 0;
+    for (first, n) in box_runs(shape, lo, hi) {
+        put(first, &bytes[from..from + n * itemsize])?;
+        from += n * itemsize;
+    }
+    Ok(())
+}
+
 /// A result kept in memory.
 #[derive(Debug)]
 pub struct MemorySink {
@@ -145,13 +168,11 @@ impl Sink for MemorySink {
     fn write(&self, lo: &[usize], hi: &[usize], bytes: &[u8]) -> Result<()> {
         let size = self.dtype.itemsize();
         let mut out = self.bytes.lock().expect("no panics while writing");
-        let mut from = 0;
-        for (first, n) in box_runs(&self.shape, lo, hi) {
+        write_runs(&self.shape, size, lo, hi, bytes, |first, run| {
             let at = first as usize * size;
-            out[at..at + n * size].copy_from_slice(&bytes[from..from + n * size]);
-            from += n * size;
-        }
-        Ok(())
+            out[at..at + run.len()].copy_from_slice(run);
+            Ok(())
+        })
     }
     fn commit(self: Box<Self>) -> Result<Option<Vec<u8>>> {
         Ok(Some(self.bytes.into_inner().expect("no panics while writing")))
@@ -186,13 +207,7 @@ impl Sink for NpySink {
         self.dtype
     }
     fn write(&self, lo: &[usize], hi: &[usize], bytes: &[u8]) -> Result<()> {
-        let size = self.dtype.itemsize();
-        let mut from = 0;
-        for (first, n) in box_runs(&self.shape, lo, hi) {
-            self.file.write_at(first, &bytes[from..from + n * size])?;
-            from += n * size;
-        }
-        Ok(())
+        write_runs(&self.shape, self.dtype.itemsize(), lo, hi, bytes, |first, run| self.file.write_at(first, run))
     }
     fn commit(self: Box<Self>) -> Result<Option<Vec<u8>>> {
         self.file.commit()?;

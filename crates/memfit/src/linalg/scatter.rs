@@ -3,7 +3,7 @@
 use faer::Par;
 
 use crate::error::{Error, Result};
-use crate::exec::{decode, encode, run_pass, run_split, task_result, Block, Leaf, Merge, Pass, RowSplit};
+use crate::exec::{encode, run_pass, run_split, task_result, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
 use crate::kernels::add_tile_scatter;
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
@@ -103,21 +103,20 @@ pub fn weighted_scatter_split(
 /// The task kind of the scatter pass (its payload: `n_features`).
 pub(crate) const SCATTER: &str = "weighted-scatter";
 
-/// Runs the scatter pass of a task (payload `n_features`) over the rows of
-/// `x` (a piece, see [`Source::starting_at`]) within `plan` (from
+/// Runs the scatter pass of a task over `d` features for `rows` of `x` (a
+/// piece's rows, see [`Source::starting_at`]) within `plan` (from
 /// [`plan_weighted_scatter`]) and returns its encoded statistics.
 ///
 /// # Errors
-/// As [`weighted_scatter`]; [`Error::Remote`] for a payload that is not a
-/// feature count.
+/// As [`weighted_scatter`].
 pub(crate) fn run_scatter_task(
-    payload: &[u8],
+    d: usize,
     x: &Source<'_>,
     w: Option<&Source<'_>>,
     plan: &Plan,
+    rows: std::ops::Range<usize>,
     cancel: &crate::exec::Cancel,
 ) -> Result<Vec<u8>> {
-    let d: usize = decode(payload, "scatter task")?;
     let mut blocks = BlockReader::<f64>::new(x, w, plan.schedule.block_rows);
     let mut pass = ScatterPass {
         d,
@@ -125,7 +124,6 @@ pub(crate) fn run_scatter_task(
         weights_name: w.map(Source::name).unwrap_or_default(),
         par: Par::rayon(plan.threads.max(1)),
     };
-    let rows = x.first_row()..x.n_samples();
     let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancel)?;
     Ok(task_result(&pass, partial))
 }

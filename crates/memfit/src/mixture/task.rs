@@ -11,8 +11,7 @@ use super::components::Estep;
 use super::params::CovarianceType;
 use super::pass::Sums;
 use crate::dtype::Real;
-use crate::error::Result;
-use crate::exec::{decode, encode};
+use crate::exec::encode;
 
 /// The task kind of an EM iteration.
 pub(crate) const EM: &str = "gmm-em";
@@ -66,10 +65,5 @@ impl<T: Real> MixtureTask<T> {
     /// parameters `es`, checking the rows for non-finite values with `validate`.
     pub(crate) fn encode_e(es: &Estep<T>, validate: bool) -> Vec<u8> {
         encode(&MixtureTaskRef { es, em: None, validate })
-    }
-
-    /// The task in `payload`.
-    pub(crate) fn decode(payload: &[u8]) -> Result<Self> {
-        decode(payload, "mixture task")
     }
 }

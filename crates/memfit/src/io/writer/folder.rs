@@ -145,13 +145,7 @@ fn replace_by_renames(staged: PathBuf, dest: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> =
-            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        v.sort();
-        v
-    }
+    use crate::io::writer::names;
 
     fn write(folder: &mut AtomicFolder, text: &str, values: &[f64]) {
         let mut a = folder.npy("a.npy", Dtype::F64, &[values.len()]).unwrap();

@@ -21,3 +21,12 @@ pub use paths::check_outputs_distinct;
 pub(super) use paths::resolve_output;
 pub use unfinished::remove_unfinished_outputs;
 pub(super) use unfinished::Unfinished;
+
+/// The names in `dir`, sorted: what the writer tests see a write leave.
+#[cfg(test)]
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}

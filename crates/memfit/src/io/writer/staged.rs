@@ -157,14 +157,8 @@ fn link_into_place(file: &File, dest: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::writer::names;
     use std::io::Read;
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> =
-            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        v.sort();
-        v
-    }
 
     fn read(path: &Path) -> String {
         let mut s = String::new();
