@@ -171,9 +171,11 @@ def pass_recorder():
     orig = _dask.Cluster.__call__
 
     def timed(self, task, ranges):
+        # The pass ends when its last result has been handed on (a runner
+        # may return them as an iterator, consumed as they arrive).
         t = time.time()
         try:
-            return orig(self, task, ranges)
+            yield from orig(self, task, ranges)
         finally:
             calls.append((t, time.time()))
 
