@@ -13,7 +13,7 @@ in place. Every function releases the GIL, stops on Ctrl-C with
 (a file that cannot be read).
 """
 
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -38,7 +38,7 @@ ROW_DTYPES: list[str]
 #: Runs a pass's tasks elsewhere: called with the encoded task and the row
 #: ranges [(start, stop), ...] (cut at ``row_bounds``), returns each range's
 #: encoded statistics (bytes from ``run_task``) in order.
-_Remote = Callable[[bytes, list[tuple[int, int]]], list[bytes]]
+_Remote = Callable[[bytes, list[tuple[int, int]]], Iterable[bytes]]
 
 __version__: str
 
@@ -218,6 +218,19 @@ def run_task(
     first_row .. first_row + len(x) of the data; returns the plan as data and
     the encoded statistics (None when not executed)."""
 
+def run_array_task(
+    task: bytes,
+    expr: Expr,
+    chunks: tuple[int, int],
+    *,
+    memory_limit: int,
+    n_jobs: Optional[int] = None,
+    execute: bool = True,
+) -> tuple[dict[str, Any], Optional[bytes]]:
+    """Plans (and with execute, runs) an encoded array-reduction task over the
+    accumulation chunks start .. stop of expr; returns the plan as data and
+    the chunks' encoded statistics (None when not executed)."""
+
 # ---------------------------------------------------------------------------
 # memfit.array: the lazy expression graph (see /work/array_spec.md and
 # python/memfit/array). Python normalises every argument (axes sorted and
@@ -244,6 +257,25 @@ class Expr:
         self, path: str, chunks: Optional[tuple[int, ...]], memory_limit: int, n_jobs: Optional[int], overwrite: bool
     ) -> None:
         """Streams the result into a Zarr v3 array directory."""
+
+    def run_on_cluster(
+        self,
+        run_tasks: _Remote,
+        tasks: int,
+        task_limit: int,
+        memory_limit: int,
+        n_jobs: Optional[int] = None,
+        path: Optional[str] = None,
+        overwrite: bool = False,
+    ) -> Optional[npt.NDArray[Any]]:
+        """Evaluates the array with its reductions run as tasks over ranges of
+        accumulation chunks (run_tasks(task, ranges) returns each range's
+        statistics, in order; at most tasks ranges a stage, each within
+        task_limit bytes), the rest here within memory_limit; the result, or
+        None when written to the .npy at path."""
+
+    def cluster_refusal(self, memory_limit: int, n_jobs: Optional[int] = None) -> Optional[str]:
+        """Why the array cannot run with its reductions on a cluster, or None."""
 
     def default_chunks(self, memory_limit: int, n_jobs: Optional[int] = None) -> list[int]:
         """The chunk shape to_zarr picks when chunks is None (the engine's rule:
