@@ -171,13 +171,22 @@ def pass_recorder():
     orig = _dask.Cluster.__call__
 
     def timed(self, task, ranges):
-        # The pass ends when its last result has been handed on (a runner
-        # may return them as an iterator, consumed as they arrive).
+        # The pass ends when its last result has been handed on: a runner
+        # returns a list (memfit before issue 22) or an iterator consumed as
+        # the results arrive.
         t = time.time()
-        try:
-            yield from orig(self, task, ranges)
-        finally:
+        out = orig(self, task, ranges)
+        if isinstance(out, list):
             calls.append((t, time.time()))
+            return out
+
+        def each():
+            try:
+                yield from out
+            finally:
+                calls.append((t, time.time()))
+
+        return each()
 
     _dask.Cluster.__call__ = timed
     return calls

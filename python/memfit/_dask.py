@@ -438,17 +438,22 @@ class Cluster:
         except Exception as e:
             self._explain(e)
             raise
-        return self._in_order(futures)
+        return self._in_order(futures, max(1, sum(self.client.nthreads().values())))
 
-    def _in_order(self, futures: list) -> Iterator[bytes]:
-        """The results of ``futures`` in order, each released once fetched;
-        the rest released when the engine stops early (an error)."""
+    def _in_order(self, futures: list, batch: int) -> Iterator[bytes]:
+        """The results of ``futures`` in order, fetched ``batch`` at a time
+        (the tasks the cluster runs at once: one round trip each, and this
+        process holds at most that many results, not every chunk's), each
+        released once fetched; the rest released when the engine stops
+        early (an error)."""
         try:
-            for i, f in enumerate(futures):
-                out = self.client.gather(f)
-                f.release()
-                futures[i] = None
-                yield out
+            for a in range(0, len(futures), batch):
+                outs = self.client.gather(futures[a:a + batch])
+                for i in range(a, a + len(outs)):
+                    futures[i].release()
+                    futures[i] = None
+                while outs:
+                    yield outs.pop(0)
         except Exception as e:
             self._explain(e)
             raise
