@@ -19,8 +19,8 @@ task.
   or computes it, gets the pass's parameters (one node of the pass's
   graph, shared by its tasks), runs the pass within its worker's budget (see
   :func:`task_limit`) on one thread, and returns its statistics; the client
-  merges them in row order, each as it comes back (it holds one chunk's
-  result at a time), and the chunks run in about that order
+  merges them in row order as they come back (it holds at most as many
+  chunks' results as the cluster runs tasks at once), and the chunks run in about that order
   (:func:`in_row_order`). The client process reads single rows only (a
   random initialisation's ``k`` rows, the value an error names). A
   ``numpy.memmap`` the input's graph holds (``da.from_array(np.load(path,
@@ -411,10 +411,11 @@ class Cluster:
 
     def __call__(self, task: bytes, ranges: list) -> Iterator[bytes]:
         """Submits ``task`` over every chunk of ``ranges`` and returns the
-        chunks' results (encoded statistics) in row order, each fetched when
-        the engine asks for the next: the engine merges one result before
-        fetching the next, so this process holds one (a k-means++ sample
-        comes back from every chunk), not all of them."""
+        chunks' results (encoded statistics) in row order, fetched a round of
+        tasks at a time as the engine asks for them: the engine merges each
+        result before asking for the next, so this process holds at most a
+        round's results (a k-means++ sample comes back from every chunk),
+        not all of them."""
         import dask
 
         if [r[0] for r in ranges] != self.starts:
