@@ -127,70 +127,119 @@ fn read_runs(
     Ok(out)
 }
 
-/// Evaluates `ir` over the box `lo..hi`; `buf` is the read buffer.
+/// Evaluates `ir` over the box `lo..hi`; `buf` is the read buffer. Nodes
+/// are evaluated in order, each once; a node's values are dropped after
+/// their last use (moved into it, not copied).
 ///
 /// # Errors
 /// I/O errors of file reads; integer powers with negative exponents.
 pub fn eval(ir: &Ir, lo: &[usize], hi: &[usize], ctx: &Ctx<'_>, buf: &mut Vec<u8>) -> Result<Col> {
     let n: usize = lo.iter().zip(hi).map(|(a, b)| b - a).product();
-    match &ir.kind {
-        IrKind::Const(v) => Ok(Col::splat(*v, ir.dtype, n)),
-        IrKind::Leaf { src, map } => {
-            let stored = match src {
-                Src::Stored(s) => Some(&**s),
-                Src::Slot(i) => Some(&**ctx.slots[*i].get().expect("slot filled before use")),
-                _ => None,
-            };
-            match (stored, contiguous_start(map, lo, hi)) {
-                (Some(s), Some(start)) => {
-                    let mut out = Col::with_capacity(ir.dtype, n);
-                    s.read_range(start, n, &mut out, buf)?;
-                    Ok(out)
-                }
-                (Some(s), None) if s.on_disk() => match run_axis(map, lo, hi) {
-                    Some(k) => read_runs(s, map, lo, hi, k, ir.dtype, buf),
-                    None => leaf(src, ir.dtype, &offsets(map, lo, hi), ctx, buf),
-                },
-                _ => leaf(src, ir.dtype, &offsets(map, lo, hi), ctx, buf),
+    let mut values: Vec<Option<Col>> = Vec::with_capacity(ir.nodes.len());
+    let mut left: Vec<u32> = (0..ir.nodes.len()).map(|i| ir.uses(i)).collect();
+    for node in &ir.nodes {
+        let col = match &node.kind {
+            IrKind::Const(v) => Col::splat(*v, node.dtype, n),
+            IrKind::Leaf { src, map } => read_leaf(src, map, node.dtype, lo, hi, n, ctx, buf)?,
+            IrKind::Map { op, loop_dtype, args } => {
+                let cols: Vec<Col> = args
+                    .iter()
+                    .map(|&a| {
+                        left[a] -= 1;
+                        if left[a] == 0 {
+                            values[a].take().expect("values held until their last use")
+                        } else {
+                            values[a].clone().expect("values held until their last use")
+                        }
+                    })
+                    .collect();
+                let out = apply(*op, *loop_dtype, node.dtype, &cols)?;
+                count_fresh_non_finite(&out, &cols, ctx);
+                out
             }
-        }
-        IrKind::Map { op, loop_dtype, args } => {
-            let cols = args.iter().map(|a| eval(a, lo, hi, ctx, buf)).collect::<Result<Vec<_>>>()?;
-            let out = apply(*op, *loop_dtype, ir.dtype, &cols)?;
-            let bad = out.count_non_finite();
-            if bad > 0 {
-                let Col::F(v) = &out else { unreachable!("only floats are non-finite") };
-                let fresh = (0..v.len())
-                    .filter(|&i| !v[i].is_finite() && cols.iter().all(|c| !matches!(c, Col::F(a) if !a[i].is_finite())))
-                    .count() as u64;
-                ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
-            }
+            IrKind::Concat { axis, parts } => concat(*axis, parts, node.dtype, lo, hi, n, ctx, buf)?,
+        };
+        values.push(Some(col));
+    }
+    Ok(values.pop().flatten().expect("a result"))
+}
+
+/// Counts the values of `out` that are NaN or infinite where every operand
+/// in `cols` is finite.
+fn count_fresh_non_finite(out: &Col, cols: &[Col], ctx: &Ctx<'_>) {
+    if out.count_non_finite() > 0 {
+        let Col::F(v) = out else { unreachable!("only floats are non-finite") };
+        let fresh = (0..v.len())
+            .filter(|&i| !v[i].is_finite() && cols.iter().all(|c| !matches!(c, Col::F(a) if !a[i].is_finite())))
+            .count() as u64;
+        ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
+    }
+}
+
+/// The values of a leaf over the box.
+#[allow(clippy::too_many_arguments)]
+fn read_leaf(
+    src: &Src,
+    map: &ViewMap,
+    dtype: Dtype,
+    lo: &[usize],
+    hi: &[usize],
+    n: usize,
+    ctx: &Ctx<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<Col> {
+    let stored = match src {
+        Src::Stored(s) => Some(&**s),
+        Src::Slot(i) => Some(&**ctx.slots[*i].get().expect("slot filled before use")),
+        _ => None,
+    };
+    match (stored, contiguous_start(map, lo, hi)) {
+        (Some(s), Some(start)) => {
+            let mut out = Col::with_capacity(dtype, n);
+            s.read_range(start, n, &mut out, buf)?;
             Ok(out)
         }
-        IrKind::Concat { axis, parts } => {
-            let a = *axis;
-            let outer: usize = lo[..a].iter().zip(&hi[..a]).map(|(x, y)| y - x).product();
-            let inner: usize = lo[a + 1..].iter().zip(&hi[a + 1..]).map(|(x, y)| y - x).product();
-            let mut pieces = Vec::new();
-            for (start, len, part) in parts {
-                let (s, e) = (lo[a].max(*start), hi[a].min(start + len));
-                if s >= e {
-                    continue;
-                }
-                let (mut plo, mut phi) = (lo.to_vec(), hi.to_vec());
-                (plo[a], phi[a]) = (s - start, e - start);
-                pieces.push((e - s, eval(part, &plo, &phi, ctx, buf)?));
-            }
-            let mut out = Col::with_capacity(ir.dtype, n);
-            for o in 0..outer {
-                for (w, col) in &pieces {
-                    let run = w * inner;
-                    out.extend_from(col, o * run..(o + 1) * run);
-                }
-            }
-            Ok(out)
+        (Some(s), None) if s.on_disk() => match run_axis(map, lo, hi) {
+            Some(k) => read_runs(s, map, lo, hi, k, dtype, buf),
+            None => leaf(src, dtype, &offsets(map, lo, hi), ctx, buf),
+        },
+        _ => leaf(src, dtype, &offsets(map, lo, hi), ctx, buf),
+    }
+}
+
+/// The values of parts joined along `axis` over the box.
+#[allow(clippy::too_many_arguments)]
+fn concat(
+    axis: usize,
+    parts: &[(usize, usize, Ir)],
+    dtype: Dtype,
+    lo: &[usize],
+    hi: &[usize],
+    n: usize,
+    ctx: &Ctx<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<Col> {
+    let a = axis;
+    let outer: usize = lo[..a].iter().zip(&hi[..a]).map(|(x, y)| y - x).product();
+    let inner: usize = lo[a + 1..].iter().zip(&hi[a + 1..]).map(|(x, y)| y - x).product();
+    let mut pieces = Vec::new();
+    for (start, len, part) in parts {
+        let (s, e) = (lo[a].max(*start), hi[a].min(start + len));
+        if s >= e {
+            continue;
+        }
+        let (mut plo, mut phi) = (lo.to_vec(), hi.to_vec());
+        (plo[a], phi[a]) = (s - start, e - start);
+        pieces.push((e - s, eval(part, &plo, &phi, ctx, buf)?));
+    }
+    let mut out = Col::with_capacity(dtype, n);
+    for o in 0..outer {
+        for (w, col) in &pieces {
+            let run = w * inner;
+            out.extend_from(col, o * run..(o + 1) * run);
         }
     }
+    Ok(out)
 }
 
 fn leaf(src: &Src, dtype: Dtype, off: &[i64], ctx: &Ctx<'_>, buf: &mut Vec<u8>) -> Result<Col> {

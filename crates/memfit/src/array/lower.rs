@@ -50,9 +50,21 @@ pub enum Src {
     },
 }
 
-/// A fused elementwise expression over one stage's iteration space.
+/// A fused elementwise expression over one stage's iteration space: a DAG
+/// of nodes in evaluation order (operands before the nodes that use them;
+/// the last node is the result), so a subexpression used several times is
+/// one node, evaluated once per tile. Nothing over it recurses.
 #[derive(Debug, Clone)]
 pub struct Ir {
+    /// The nodes in evaluation order.
+    pub nodes: Vec<IrNode>,
+    /// How many nodes use each node as an operand (the result counts one).
+    uses: Vec<u32>,
+}
+
+/// A node of an [`Ir`].
+#[derive(Debug, Clone)]
+pub struct IrNode {
     /// What it computes.
     pub kind: IrKind,
     /// Its dtype.
@@ -71,16 +83,17 @@ pub enum IrKind {
     },
     /// One value everywhere.
     Const(Scalar),
-    /// An elementwise operation.
+    /// An elementwise operation of earlier nodes.
     Map {
         /// The operation.
         op: Op,
         /// Its loop dtype.
         loop_dtype: Dtype,
-        /// Operands.
-        args: Vec<Ir>,
+        /// Operands (indices of earlier nodes).
+        args: Vec<usize>,
     },
-    /// Operands joined along `axis`: `(start, length, part)`.
+    /// Expressions joined along `axis`: `(start, length, part)`, each part
+    /// evaluated over its own box.
     Concat {
         /// The axis.
         axis: usize,
@@ -89,74 +102,166 @@ pub enum IrKind {
     },
 }
 
+/// Longest chain of fused operations in one stage: a longer one is split,
+/// its lower part materialised (see [`Lowering::map_node`]).
+pub const MAX_FUSED_DEPTH: usize = 2048;
+
+/// Longest description of one node in a plan (characters).
+const DESCRIBE_CHARS: usize = 160;
+
 impl Ir {
-    /// How the expression depends on axis `k`.
-    pub fn dependence(&self, k: usize) -> Dependence {
-        match &self.kind {
-            IrKind::Leaf { map, .. } => map.dependence(k),
-            IrKind::Const(_) => Dependence::None,
-            IrKind::Map { args, .. } => args.iter().fold(Dependence::None, |d, a| d.and(a.dependence(k))),
-            IrKind::Concat { axis, parts } => {
-                if *axis == k {
-                    Dependence::Full
-                } else {
-                    parts.iter().fold(Dependence::None, |d, p| d.and(p.2.dependence(k)))
+    /// The expression of nodes whose last one is the result; nodes the
+    /// result does not use are dropped.
+    fn from_nodes(nodes: Vec<IrNode>, root: usize) -> Ir {
+        let mut live = vec![false; root + 1];
+        live[root] = true;
+        for i in (0..=root).rev() {
+            if live[i] {
+                if let IrKind::Map { args, .. } = &nodes[i].kind {
+                    args.iter().for_each(|&a| live[a] = true);
                 }
             }
         }
+        let mut at = vec![usize::MAX; root + 1];
+        let mut kept = Vec::new();
+        for (i, mut n) in nodes.into_iter().take(root + 1).enumerate() {
+            if live[i] {
+                if let IrKind::Map { args, .. } = &mut n.kind {
+                    args.iter_mut().for_each(|a| *a = at[*a]);
+                }
+                at[i] = kept.len();
+                kept.push(n);
+            }
+        }
+        let mut uses = vec![0u32; kept.len()];
+        for n in &kept {
+            if let IrKind::Map { args, .. } = &n.kind {
+                args.iter().for_each(|&a| uses[a] += 1);
+            }
+        }
+        *uses.last_mut().expect("a result") += 1;
+        Ir { nodes: kept, uses }
+    }
+
+    /// One leaf.
+    pub fn leaf(src: Src, map: ViewMap, dtype: Dtype) -> Ir {
+        Ir::from_nodes(vec![IrNode { kind: IrKind::Leaf { src, map }, dtype }], 0)
+    }
+
+    /// The result's dtype.
+    pub fn dtype(&self) -> Dtype {
+        self.nodes.last().expect("a result").dtype
+    }
+
+    /// How many nodes use node `i` (the result counts one).
+    pub fn uses(&self, i: usize) -> u32 {
+        self.uses[i]
+    }
+
+    /// How the expression depends on axis `k`.
+    pub fn dependence(&self, k: usize) -> Dependence {
+        self.nodes.iter().fold(Dependence::None, |d, n| {
+            d.and(match &n.kind {
+                IrKind::Leaf { map, .. } => map.dependence(k),
+                IrKind::Const(_) | IrKind::Map { .. } => Dependence::None,
+                IrKind::Concat { axis, .. } if *axis == k => Dependence::Full,
+                IrKind::Concat { parts, .. } => parts.iter().fold(Dependence::None, |d, p| d.and(p.2.dependence(k))),
+            })
+        })
     }
 
     fn restrict(&mut self, k: usize, dep: Dependence) {
-        match &mut self.kind {
-            IrKind::Leaf { map, .. } => map.restrict(k, dep),
-            IrKind::Const(_) => {}
-            IrKind::Map { args, .. } => args.iter_mut().for_each(|a| a.restrict(k, dep)),
-            IrKind::Concat { parts, .. } => parts.iter_mut().for_each(|p| p.2.restrict(k, dep)),
+        for n in &mut self.nodes {
+            match &mut n.kind {
+                IrKind::Leaf { map, .. } => map.restrict(k, dep),
+                IrKind::Concat { parts, .. } => parts.iter_mut().for_each(|p| p.2.restrict(k, dep)),
+                IrKind::Const(_) | IrKind::Map { .. } => {}
+            }
         }
     }
 
-    /// Every leaf, for the planner.
+    /// Every leaf's source and map (a shared leaf once), for the planner.
+    pub fn leaf_maps(&self) -> Vec<(&Src, &ViewMap)> {
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            match &n.kind {
+                IrKind::Leaf { src, map } => out.push((src, map)),
+                IrKind::Concat { parts, .. } => parts.iter().for_each(|p| out.extend(p.2.leaf_maps())),
+                IrKind::Const(_) | IrKind::Map { .. } => {}
+            }
+        }
+        out
+    }
+
+    /// Every leaf's source, for the planner.
     pub fn leaves(&self) -> Vec<&Src> {
-        match &self.kind {
-            IrKind::Leaf { src, .. } => vec![src],
-            IrKind::Const(_) => Vec::new(),
-            IrKind::Map { args, .. } => args.iter().flat_map(Ir::leaves).collect(),
-            IrKind::Concat { parts, .. } => parts.iter().flat_map(|p| p.2.leaves()).collect(),
-        }
+        self.leaf_maps().into_iter().map(|(s, _)| s).collect()
     }
 
-    /// Nodes of the tree (each holds one column during evaluation).
-    pub fn n_nodes(&self) -> usize {
-        1 + match &self.kind {
-            IrKind::Map { args, .. } => args.iter().map(Ir::n_nodes).sum(),
-            IrKind::Concat { parts, .. } => parts.iter().map(|p| p.2.n_nodes()).sum(),
-            _ => 0,
+    /// Most columns held at once while a tile is evaluated: the values of
+    /// nodes still to be used, operands copied for a node whose values are
+    /// used again later, and the node's own result.
+    pub fn peak_columns(&self) -> usize {
+        let mut left = self.uses.clone();
+        let (mut held, mut peak) = (0usize, 0usize);
+        for n in &self.nodes {
+            let (copies, freed, inner) = match &n.kind {
+                IrKind::Map { args, .. } => {
+                    let mut copies = 0;
+                    let mut freed = 0;
+                    for &a in args {
+                        left[a] -= 1;
+                        if left[a] == 0 {
+                            freed += 1;
+                        } else {
+                            copies += 1;
+                        }
+                    }
+                    (copies, freed, 0)
+                }
+                // The parts' values, one at a time, and the pieces so far.
+                IrKind::Concat { parts, .. } => (0, 0, 1 + parts.iter().map(|p| p.2.peak_columns()).max().unwrap_or(0)),
+                _ => (0, 0, 0),
+            };
+            peak = peak.max(held + copies + inner + 1);
+            held = held + 1 - freed;
         }
+        peak
     }
 
-    /// A one-line description (`multiply(leaf, leaf)`).
+    /// A one-line description (`multiply(read(x.npy), full(2.0))`); a node's
+    /// description is cut at a fixed length, so a deep or shared expression
+    /// describes in linear space.
     pub fn describe(&self) -> String {
-        match &self.kind {
-            IrKind::Leaf { src, .. } => match src {
-                Src::Stored(s) => match s.path() {
-                    Some(p) => format!(
-                        "read({})",
-                        p.file_name().map_or(p.display().to_string(), |f| f.to_string_lossy().into())
-                    ),
-                    None => "memory".into(),
+        let mut text: Vec<String> = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            let mut t = match &n.kind {
+                IrKind::Leaf { src, .. } => match src {
+                    Src::Stored(s) => match s.path() {
+                        Some(p) => format!(
+                            "read({})",
+                            p.file_name().map_or(p.display().to_string(), |f| f.to_string_lossy().into())
+                        ),
+                        None => "memory".into(),
+                    },
+                    Src::Slot(i) => format!("intermediate#{i}"),
+                    Src::Arange { .. } => "arange".into(),
+                    Src::Random { .. } => "random".into(),
                 },
-                Src::Slot(i) => format!("intermediate#{i}"),
-                Src::Arange { .. } => "arange".into(),
-                Src::Random { .. } => "random".into(),
-            },
-            IrKind::Const(v) => format!("full({})", v.to_f64()),
-            IrKind::Map { op, args, .. } => {
-                format!("{}({})", op.name(), args.iter().map(Ir::describe).collect::<Vec<_>>().join(", "))
+                IrKind::Const(v) => format!("full({})", v.to_f64()),
+                IrKind::Map { op, args, .. } => {
+                    format!("{}({})", op.name(), args.iter().map(|&a| text[a].as_str()).collect::<Vec<_>>().join(", "))
+                }
+                IrKind::Concat { parts, .. } => {
+                    format!("concatenate({})", parts.iter().map(|p| p.2.describe()).collect::<Vec<_>>().join(", "))
+                }
+            };
+            if t.chars().count() > DESCRIBE_CHARS {
+                t = t.chars().take(DESCRIBE_CHARS - 1).collect::<String>() + "…";
             }
-            IrKind::Concat { parts, .. } => {
-                format!("concatenate({})", parts.iter().map(|p| p.2.describe()).collect::<Vec<_>>().join(", "))
-            }
+            text.push(t);
         }
+        text.pop().expect("a result")
     }
 }
 
@@ -248,8 +353,15 @@ pub struct Lowered {
 }
 
 /// Lowers `root`; intermediates larger than `memory_slot_bytes` go to disk.
+/// Reductions and contractions below the root are lowered first, operands
+/// before users, so lowering never recurses through them.
 pub fn lower(root: &Array, memory_slot_bytes: u64) -> Lowered {
     let mut l = Lowering { stages: Vec::new(), slots: Vec::new(), memo: HashMap::new(), memory_slot_bytes };
+    for a in root.post_order() {
+        if a.id() != root.id() && matches!(a.node().kind, NodeKind::Reduce { .. } | NodeKind::Einsum { .. }) {
+            l.materialize(&a);
+        }
+    }
     let work = l.work_of(root);
     l.stages.push(Stage { shape: root.shape().to_vec(), dtype: root.dtype(), work, target: Target::Out });
     Lowered { stages: l.stages, slots: l.slots }
@@ -258,8 +370,70 @@ pub fn lower(root: &Array, memory_slot_bytes: u64) -> Lowered {
 struct Lowering {
     stages: Vec<Stage>,
     slots: Vec<Slot>,
+    /// Materialised nodes: node id → slot.
     memo: HashMap<usize, usize>,
     memory_slot_bytes: u64,
+}
+
+/// One [`Ir`] being built: its nodes, the chain depth of each, and the node
+/// each (graph node, pending views) pair became (`None`: the views do not
+/// separate on its leaves).
+struct Builder {
+    /// The node the expression computes.
+    root: usize,
+    nodes: Vec<IrNode>,
+    depth: Vec<usize>,
+    done: HashMap<(usize, usize), Option<usize>>,
+    /// Distinct lists of pending views, by index.
+    pending: Vec<Vec<ViewOp>>,
+    pending_at: HashMap<Vec<ViewOp>, usize>,
+}
+
+impl Builder {
+    fn new(root: usize) -> Builder {
+        Builder {
+            root,
+            nodes: Vec::new(),
+            depth: Vec::new(),
+            done: HashMap::new(),
+            pending: Vec::new(),
+            pending_at: HashMap::new(),
+        }
+    }
+
+    fn pending_id(&mut self, views: Vec<ViewOp>) -> usize {
+        if let Some(&p) = self.pending_at.get(&views) {
+            return p;
+        }
+        self.pending.push(views.clone());
+        self.pending_at.insert(views, self.pending.len() - 1);
+        self.pending.len() - 1
+    }
+
+    fn push(&mut self, kind: IrKind, dtype: Dtype, depth: usize) -> usize {
+        self.nodes.push(IrNode { kind, dtype });
+        self.depth.push(depth);
+        self.nodes.len() - 1
+    }
+
+    /// A leaf of `src` through `map` and the pending views `p`, or `None`
+    /// when a view does not separate.
+    fn leaf(&mut self, src: Src, mut map: ViewMap, p: usize, dtype: Dtype) -> Option<usize> {
+        for op in &self.pending[p] {
+            map = map.apply(op)?;
+        }
+        Some(self.push(IrKind::Leaf { src, map }, dtype, 0))
+    }
+}
+
+/// A step of the lowering loop.
+enum Step {
+    /// Lower a node seen through pending views.
+    Enter(Array, usize),
+    /// The `i`-th operand of an elementwise node is next.
+    Operand(Array, usize, usize),
+    /// A view's operand is lowered (through the views `q`).
+    View(Array, usize, usize),
 }
 
 impl Lowering {
@@ -306,26 +480,23 @@ impl Lowering {
     /// Lowers `a` seen through `pending` (applied first to last); never
     /// fails: views that do not separate materialise what is below them.
     fn lower_view(&mut self, a: &Array, pending: &[ViewOp]) -> Ir {
-        match self.try_lower(a, pending) {
-            Some(ir) => ir,
+        let mut b = Builder::new(a.id());
+        let p = b.pending_id(pending.to_vec());
+        let root = match self.try_lower(&mut b, a, p) {
+            Some(i) => i,
             None => {
                 let src = self.materialize(a);
-                self.materialized_leaf(a, src, pending)
+                self.materialized_leaf(&mut b, a, src, p)
             }
-        }
+        };
+        Ir::from_nodes(b.nodes, root)
     }
 
-    fn leaf(&self, src: Src, mut map: ViewMap, pending: &[ViewOp], dtype: Dtype) -> Option<Ir> {
-        for op in pending {
-            map = map.apply(op)?;
-        }
-        Some(Ir { kind: IrKind::Leaf { src, map }, dtype })
-    }
-
-    /// The leaf of `a`'s materialised values `src` seen through `pending`;
-    /// where a view does not separate even on C-order values, the views
-    /// before it are materialised too.
-    fn materialized_leaf(&mut self, a: &Array, src: Src, pending: &[ViewOp]) -> Ir {
+    /// The leaf of `a`'s materialised values `src` seen through the pending
+    /// views `p`; where a view does not separate even on C-order values, the
+    /// views before it are materialised too.
+    fn materialized_leaf(&mut self, b: &mut Builder, a: &Array, src: Src, p: usize) -> usize {
+        let pending = b.pending[p].clone();
         let mut map = ViewMap::c_order(a.shape());
         for (k, op) in pending.iter().enumerate() {
             match map.apply(op) {
@@ -333,74 +504,144 @@ impl Lowering {
                 None => {
                     // Every view separates on C-order values, so k > 0.
                     assert!(k > 0, "a view that does not separate on C-order values");
-                    let mut b = a.clone();
-                    for p in &pending[..k] {
-                        b = b.view(p.clone()).expect("views valid when built");
+                    let mut c = a.clone();
+                    for v in &pending[..k] {
+                        c = c.view(v.clone()).expect("views valid when built");
                     }
-                    let src = self.materialize(&b);
-                    return self.materialized_leaf(&b, src, &pending[k..]);
+                    let src = self.materialize(&c);
+                    let rest = b.pending_id(pending[k..].to_vec());
+                    return self.materialized_leaf(b, &c, src, rest);
                 }
             }
         }
-        Ir { kind: IrKind::Leaf { src, map }, dtype: a.dtype() }
+        b.push(IrKind::Leaf { src, map }, a.dtype(), 0)
     }
 
-    fn try_lower(&mut self, a: &Array, pending: &[ViewOp]) -> Option<Ir> {
+    /// Lowers `root` through the pending views `p0` into `b`, in a loop over
+    /// the graph (each (node, views) pair once); `None` when a view does not
+    /// separate on the leaves below it (the caller materialises).
+    fn try_lower(&mut self, b: &mut Builder, root: &Array, p0: usize) -> Option<usize> {
+        let mut steps = vec![Step::Enter(root.clone(), p0)];
+        while let Some(step) = steps.pop() {
+            match step {
+                Step::Enter(a, p) => {
+                    if b.done.contains_key(&(a.id(), p)) {
+                        continue;
+                    }
+                    let r = self.enter(b, &a, p, &mut steps);
+                    if let Some(r) = r {
+                        b.done.insert((a.id(), p), r);
+                    }
+                }
+                Step::Operand(a, p, i) => {
+                    let args = a.operands();
+                    if i > 0 && b.done[&(args[i - 1].id(), p)].is_none() {
+                        b.done.insert((a.id(), p), None);
+                    } else if i < args.len() {
+                        steps.push(Step::Operand(a.clone(), p, i + 1));
+                        steps.push(Step::Enter(args[i].clone(), p));
+                    } else {
+                        let ids: Vec<usize> = args.iter().map(|x| b.done[&(x.id(), p)].expect("lowered")).collect();
+                        let r = self.map_node(b, &a, p, ids);
+                        b.done.insert((a.id(), p), Some(r));
+                    }
+                }
+                Step::View(a, p, q) => {
+                    let arg = &a.operands()[0];
+                    let r = match b.done[&(arg.id(), q)] {
+                        Some(r) => r,
+                        None => {
+                            let src = self.materialize(arg);
+                            self.materialized_leaf(b, arg, src, q)
+                        }
+                    };
+                    b.done.insert((a.id(), p), Some(r));
+                }
+            }
+        }
+        b.done[&(root.id(), p0)]
+    }
+
+    /// The first visit of `a` through views `p`: its node when it has no
+    /// operands to lower first (`Some`), else the steps that lower them
+    /// (`None`).
+    fn enter(&mut self, b: &mut Builder, a: &Array, p: usize, steps: &mut Vec<Step>) -> Option<Option<usize>> {
         let n = a.node();
-        match &n.kind {
+        if let Some(&slot) = self.memo.get(&a.id()).filter(|_| a.id() != b.root) {
+            return Some(Some(self.materialized_leaf(b, a, Src::Slot(slot), p)));
+        }
+        Some(match &n.kind {
             NodeKind::Stored(s) => {
                 let map = ViewMap::strided(&s.shape, &s.strides, s.base);
-                self.leaf(Src::Stored(s.clone()), map, pending, n.dtype)
+                b.leaf(Src::Stored(s.clone()), map, p, n.dtype)
             }
-            NodeKind::Full(v) => Some(Ir { kind: IrKind::Const(*v), dtype: n.dtype }),
+            NodeKind::Full(v) => Some(b.push(IrKind::Const(*v), n.dtype, 0)),
             NodeKind::Arange { start, step } => {
                 let src = Src::Arange { start: *start, step: *step };
-                self.leaf(src, ViewMap::c_order(&n.shape), pending, n.dtype)
+                b.leaf(src, ViewMap::c_order(&n.shape), p, n.dtype)
             }
             NodeKind::Random { dist, seed, a: lo, b: hi } => {
                 let src = Src::Random { dist: *dist, seed: *seed, a: *lo, b: *hi };
-                self.leaf(src, ViewMap::c_order(&n.shape), pending, n.dtype)
+                b.leaf(src, ViewMap::c_order(&n.shape), p, n.dtype)
             }
-            NodeKind::Map { op, loop_dtype, args } => {
-                let args: Vec<Ir> = args.iter().map(|x| self.try_lower(x, pending)).collect::<Option<_>>()?;
-                if args.iter().all(|x| matches!(x.kind, IrKind::Const(_))) && *op != Op::Where {
-                    if let Some(v) = fold(*op, *loop_dtype, n.dtype, &args) {
-                        return Some(Ir { kind: IrKind::Const(v), dtype: n.dtype });
-                    }
-                }
-                Some(Ir { kind: IrKind::Map { op: *op, loop_dtype: *loop_dtype, args }, dtype: n.dtype })
+            NodeKind::Map { .. } => {
+                steps.push(Step::Operand(a.clone(), p, 0));
+                return None;
             }
             NodeKind::View { op, arg } => {
                 let mut inner = vec![op.clone()];
-                inner.extend_from_slice(pending);
-                match self.try_lower(arg, &inner) {
-                    Some(ir) => Some(ir),
-                    None => {
-                        let src = self.materialize(arg);
-                        Some(self.materialized_leaf(arg, src, &inner))
-                    }
-                }
+                inner.extend_from_slice(&b.pending[p]);
+                let q = b.pending_id(inner);
+                steps.push(Step::View(a.clone(), p, q));
+                steps.push(Step::Enter(arg.clone(), q));
+                return None;
             }
-            NodeKind::Concat { axis, parts } if pending.is_empty() => {
+            NodeKind::Concat { axis, parts } if b.pending[p].is_empty() => {
                 let mut start = 0;
                 let mut out = Vec::with_capacity(parts.len());
-                for p in parts {
-                    let len = p.shape()[*axis];
-                    out.push((start, len, self.lower_view(p, &[])));
+                for part in parts {
+                    let len = part.shape()[*axis];
+                    out.push((start, len, self.lower_view(part, &[])));
                     start += len;
                 }
-                Some(Ir { kind: IrKind::Concat { axis: *axis, parts: out }, dtype: n.dtype })
+                Some(b.push(IrKind::Concat { axis: *axis, parts: out }, n.dtype, 1))
             }
             _ => {
                 let src = self.materialize(a);
-                Some(self.materialized_leaf(a, src, pending))
+                Some(self.materialized_leaf(b, a, src, p))
+            }
+        })
+    }
+
+    /// The node of the elementwise `a` (operands lowered to `args`):
+    /// constant operands fold; a chain longer than [`MAX_FUSED_DEPTH`] is
+    /// cut here, `a` materialised and read back.
+    fn map_node(&mut self, b: &mut Builder, a: &Array, p: usize, args: Vec<usize>) -> usize {
+        let n = a.node();
+        let NodeKind::Map { op, loop_dtype, .. } = &n.kind else { unreachable!("an elementwise node") };
+        if args.iter().all(|&x| matches!(b.nodes[x].kind, IrKind::Const(_))) && *op != Op::Where {
+            let consts: Vec<(Scalar, Dtype)> = args
+                .iter()
+                .map(|&x| match b.nodes[x].kind {
+                    IrKind::Const(v) => (v, b.nodes[x].dtype),
+                    _ => unreachable!("constants only"),
+                })
+                .collect();
+            if let Some(v) = fold(*op, *loop_dtype, n.dtype, &consts) {
+                return b.push(IrKind::Const(v), n.dtype, 0);
             }
         }
+        let depth = 1 + args.iter().map(|&x| b.depth[x]).max().unwrap_or(0);
+        if depth > MAX_FUSED_DEPTH && a.id() != b.root {
+            let src = self.materialize(a);
+            return self.materialized_leaf(b, a, src, p);
+        }
+        b.push(IrKind::Map { op: *op, loop_dtype: *loop_dtype, args }, n.dtype, depth)
     }
 
     /// A stage computing `a` into a slot (once per node).
     fn materialize(&mut self, a: &Array) -> Src {
-        if let Some(&slot) = self.memo.get(&a.node().id) {
+        if let Some(&slot) = self.memo.get(&a.id()) {
             return Src::Slot(slot);
         }
         let work = self.work_of(a);
@@ -409,21 +650,14 @@ impl Lowering {
         self.slots.push(Slot { on_disk, ..slot });
         let id = self.slots.len() - 1;
         self.stages.push(Stage { shape: a.shape().to_vec(), dtype: a.dtype(), work, target: Target::Slot(id) });
-        self.memo.insert(a.node().id, id);
+        self.memo.insert(a.id(), id);
         Src::Slot(id)
     }
 }
 
 /// Folds an operation of constant operands to a constant.
-fn fold(op: Op, loop_dtype: Dtype, out: Dtype, args: &[Ir]) -> Option<Scalar> {
-    let cols: Vec<Col> = args
-        .iter()
-        .map(|a| match a.kind {
-            IrKind::Const(v) => Col::splat(v, a.dtype, 1),
-            _ => unreachable!("constants only"),
-        })
-        .collect();
-    let _ = loop_dtype;
+fn fold(op: Op, loop_dtype: Dtype, out: Dtype, args: &[(Scalar, Dtype)]) -> Option<Scalar> {
+    let cols: Vec<Col> = args.iter().map(|&(v, dtype)| Col::splat(v, dtype, 1)).collect();
     match apply(op, loop_dtype, out, &cols).ok()? {
         Col::B(v) => Some(Scalar::Bool(v[0])),
         Col::I(v) => Some(Scalar::Int(v[0])),

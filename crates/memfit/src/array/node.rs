@@ -1,8 +1,15 @@
 //! The expression graph: [`Array`] nodes and the constructors that check
 //! shapes and resolve dtypes as NumPy does. Building a graph reads no data.
+//!
+//! The graph is a DAG with structural sharing (hash-consing): a node equal
+//! to a live one (same operation, parameters, operands, shape and dtype) is
+//! that node, so equal subexpressions built separately are computed once.
+//! Nothing here recurses over the graph: dropping a chain of any length,
+//! and listing a graph's nodes ([`Array::post_order`]), are loops.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use super::store::Stored;
 use super::types::{kind, result_type, Kind, Operand, Scalar};
@@ -134,6 +141,8 @@ pub struct Node {
     pub weak: bool,
     /// A process-unique id (to compute shared nodes once).
     pub id: usize,
+    /// The structural key it is interned under.
+    key: String,
 }
 
 /// A lazy n-dimensional array: a node of an expression graph. Cloning is
@@ -142,6 +151,74 @@ pub struct Node {
 pub struct Array(pub(crate) Arc<Node>);
 
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
+
+/// Live nodes by structural key (entries of dropped nodes are removed).
+fn interned() -> &'static Mutex<HashMap<String, Weak<Node>>> {
+    static TABLE: OnceLock<Mutex<HashMap<String, Weak<Node>>>> = OnceLock::new();
+    TABLE.get_or_init(Default::default)
+}
+
+/// The structural key of a node: its operation and parameters, its
+/// operands' ids (operands are interned first, so equal operands have equal
+/// ids), shape, dtype and weakness.
+fn key_of(kind: &NodeKind, shape: &[usize], dtype: Dtype, weak: bool) -> String {
+    let ids = |v: &[Array]| v.iter().map(|a| a.0.id.to_string()).collect::<Vec<_>>().join(",");
+    let body = match kind {
+        NodeKind::Stored(s) => {
+            let place = match &s.storage {
+                super::store::Storage::Borrowed { ptr, len, .. } => format!("mem:{ptr:p}:{len}"),
+                super::store::Storage::Npy(f) => format!("npy:{}", f.path().display()),
+                super::store::Storage::Zarr(z) => format!("zarr:{}", z.path().display()),
+                super::store::Storage::Owned(_) => format!("owned:{:p}", Arc::as_ptr(s)),
+            };
+            format!("stored:{place}:{:?}:{:?}:{}", s.endian, s.strides, s.base)
+        }
+        NodeKind::Full(v) => format!("full:{v:?}"),
+        NodeKind::Arange { start, step } => format!("arange:{start:?}:{step:?}"),
+        NodeKind::Random { dist, seed, a, b } => format!("random:{dist:?}:{seed}:{a:?}:{b:?}"),
+        NodeKind::Map { op, loop_dtype, args } => format!("map:{op:?}:{loop_dtype:?}:{}", ids(args)),
+        NodeKind::View { op, arg } => format!("view:{op:?}:{}", arg.0.id),
+        NodeKind::Concat { axis, parts } => format!("concat:{axis}:{}", ids(parts)),
+        NodeKind::Reduce { op, axes, arg } => format!("reduce:{op:?}:{axes:?}:{}", arg.0.id),
+        NodeKind::Einsum { sub, args } => format!("einsum:{sub:?}:{}", ids(args)),
+    };
+    format!("{body}|{shape:?}|{dtype:?}|{weak}")
+}
+
+/// A node's operands, taken out of it (to drop a graph without recursion).
+fn take_operands(kind: &mut NodeKind) -> Vec<Array> {
+    /// Stands in for a single operand taken out of a dropped node.
+    fn placeholder() -> Array {
+        static NONE: OnceLock<Array> = OnceLock::new();
+        NONE.get_or_init(|| Array::scalar(Scalar::Bool(false), Some(Dtype::Bool), false)).clone()
+    }
+    match kind {
+        NodeKind::Map { args, .. } | NodeKind::Einsum { args, .. } | NodeKind::Concat { parts: args, .. } => {
+            std::mem::take(args)
+        }
+        NodeKind::View { arg, .. } | NodeKind::Reduce { arg, .. } => vec![std::mem::replace(arg, placeholder())],
+        _ => Vec::new(),
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        {
+            let mut table = interned().lock().unwrap_or_else(PoisonError::into_inner);
+            if table.get(&self.key).is_some_and(|w| w.strong_count() == 0) {
+                table.remove(&self.key);
+            }
+        }
+        // Operands this node held the last reference to are dropped here,
+        // in a loop, so a chain of any length never recurses.
+        let mut stack = take_operands(&mut self.kind);
+        while let Some(a) = stack.pop() {
+            if let Some(mut node) = Arc::into_inner(a.0) {
+                stack.extend(take_operands(&mut node.kind));
+            }
+        }
+    }
+}
 
 fn value_error(message: String) -> Error {
     Error::Expression { kind: ExpressionFault::Value, message }
@@ -169,7 +246,58 @@ pub fn broadcast_shapes(shapes: &[&[usize]]) -> Result<Vec<usize>> {
 
 impl Array {
     pub(crate) fn new(kind: NodeKind, shape: Vec<usize>, dtype: Dtype) -> Array {
-        Array(Arc::new(Node { kind, shape, dtype, weak: false, id: NEXT_ID.fetch_add(1, Ordering::Relaxed) }))
+        Array::interned(kind, shape, dtype, false)
+    }
+
+    /// The live node equal to this one, or a new node.
+    fn interned(kind: NodeKind, shape: Vec<usize>, dtype: Dtype, weak: bool) -> Array {
+        let key = key_of(&kind, &shape, dtype, weak);
+        let mut table = interned().lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(node) = table.get(&key).and_then(Weak::upgrade) {
+            drop(table);
+            return Array(node);
+        }
+        let node =
+            Arc::new(Node { kind, shape, dtype, weak, id: NEXT_ID.fetch_add(1, Ordering::Relaxed), key: key.clone() });
+        table.insert(key, Arc::downgrade(&node));
+        Array(node)
+    }
+
+    /// A process-unique id of the node (equal for equal nodes).
+    pub(crate) fn id(&self) -> usize {
+        self.0.id
+    }
+
+    /// The node's operands.
+    pub(crate) fn operands(&self) -> &[Array] {
+        match &self.0.kind {
+            NodeKind::Map { args, .. } | NodeKind::Einsum { args, .. } | NodeKind::Concat { parts: args, .. } => args,
+            NodeKind::View { arg, .. } | NodeKind::Reduce { arg, .. } => std::slice::from_ref(arg),
+            _ => &[],
+        }
+    }
+
+    /// Every node of the graph under `self` once, operands before the
+    /// nodes that use them (`self` last), without recursion.
+    pub(crate) fn post_order(&self) -> Vec<Array> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        let mut stack = vec![(self.clone(), 0usize)];
+        while let Some((a, i)) = stack.pop() {
+            if i == 0 && !seen.insert(a.id()) {
+                continue;
+            }
+            match a.operands().get(i).cloned() {
+                Some(next) => {
+                    stack.push((a, i + 1));
+                    if !seen.contains(&next.id()) {
+                        stack.push((next, 0));
+                    }
+                }
+                None => out.push(a),
+            }
+        }
+        out
     }
 
     /// The shape.
@@ -235,13 +363,7 @@ impl Array {
     pub fn scalar(value: Scalar, dtype: Option<Dtype>, weak: bool) -> Array {
         let dtype = dtype.unwrap_or_else(|| value.default_dtype());
         let value = super::types::cast_scalar(value, dtype);
-        Array(Arc::new(Node {
-            kind: NodeKind::Full(value),
-            shape: Vec::new(),
-            dtype,
-            weak,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-        }))
+        Array::interned(NodeKind::Full(value), Vec::new(), dtype, weak)
     }
 
     /// `numpy.full(shape, value, dtype)`.

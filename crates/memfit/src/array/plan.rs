@@ -90,25 +90,29 @@ const JOB: &str = "an array expression";
 /// compressed chunk.
 const CHUNK_COPIES: u64 = 3;
 
-/// Working bytes per element of an expression's tile: a column per node,
-/// offsets and read buffers per leaf.
+/// Working bytes per element of an expression's tile: the columns held at
+/// once ([`Ir::peak_columns`]), and the offsets and read buffer of the leaf
+/// being read (leaves are read one at a time into one buffer).
 pub(crate) fn elem_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
-    ir_elem_bytes(ir, lowered)
+    let leaf = ir
+        .leaves()
+        .iter()
+        .map(|src| {
+            8 + match src {
+                Src::Stored(s) => {
+                    s.read_buffer_bytes(1).saturating_sub((READ_SLACK_ELEMENTS * s.dtype.itemsize()) as u64)
+                }
+                Src::Slot(i) if lowered.slots[*i].on_disk => 2 * lowered.slots[*i].dtype.itemsize() as u64 + 12,
+                _ => 0,
+            }
+        })
+        .max()
+        .unwrap_or(0);
+    ir.peak_columns() as u64 * COL_BYTES + leaf
 }
 
-fn ir_elem_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
-    let mut b = ir.n_nodes() as u64 * COL_BYTES;
-    for src in ir.leaves() {
-        b += 8 + match src {
-            Src::Stored(s) => s.read_buffer_bytes(1).saturating_sub((READ_SLACK_ELEMENTS * s.dtype.itemsize()) as u64),
-            Src::Slot(i) if lowered.slots[*i].on_disk => 2 * lowered.slots[*i].dtype.itemsize() as u64 + 12,
-            _ => 0,
-        };
-    }
-    b
-}
-
-/// Fixed working bytes per thread of an expression (read slack per file leaf).
+/// Fixed working bytes per thread of an expression (the read slack of the
+/// file leaf being read).
 fn ir_fixed_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
     ir.leaves()
         .iter()
@@ -119,27 +123,20 @@ fn ir_fixed_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
             }
             _ => 0,
         })
-        .sum()
+        .max()
+        .unwrap_or(0)
 }
 
 /// Axes along which the expression's file leaves are contiguous.
 fn hot_axes(ir: &Ir) -> Vec<usize> {
-    fn walk(ir: &Ir, out: &mut Vec<usize>) {
-        match &ir.kind {
-            super::lower::IrKind::Leaf { map, .. } => {
-                for (k, terms) in map.axes.iter().enumerate() {
-                    if terms.iter().any(|t| t.coef.abs() == 1 && t.chain.is_empty()) && !out.contains(&k) {
-                        out.push(k);
-                    }
-                }
+    let mut out = Vec::new();
+    for (_, map) in ir.leaf_maps() {
+        for (k, terms) in map.axes.iter().enumerate() {
+            if terms.iter().any(|t| t.coef.abs() == 1 && t.chain.is_empty()) && !out.contains(&k) {
+                out.push(k);
             }
-            super::lower::IrKind::Map { args, .. } => args.iter().for_each(|a| walk(a, out)),
-            super::lower::IrKind::Concat { parts, .. } => parts.iter().for_each(|p| walk(&p.2, out)),
-            super::lower::IrKind::Const(_) => {}
         }
     }
-    let mut out = Vec::new();
-    walk(ir, &mut out);
     out
 }
 
@@ -184,7 +181,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
         };
         let sp = match &stage.work {
             Work::Map { ir } => {
-                let per = ir_elem_bytes(ir, lowered) + item;
+                let per = elem_bytes(ir, lowered) + item;
                 let fixed = ir_fixed_bytes(ir, lowered);
                 let mut hot = hot_axes(ir);
                 hot.push(stage.shape.len().saturating_sub(1));
@@ -250,7 +247,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 let target = (MAX_TILE / kept_inner.max(1)).clamp(16, REDUCE_CHUNK);
                 let chunk = chunk_shape(reduced, target);
                 let cn = volume(&chunk) as u64;
-                let per_out = cn * ir_elem_bytes(ir, lowered) + ACC_BYTES * 3 + item + 8;
+                let per_out = cn * elem_bytes(ir, lowered) + ACC_BYTES * 3 + item + 8;
                 let fixed = ir_fixed_bytes(ir, lowered) + cn * 8;
                 let e = (room.saturating_sub(fixed) / per_out).clamp(1, (MAX_TILE as u64 / cn).max(1)) as usize;
                 let kept = &stage.shape;
@@ -285,8 +282,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 let contracted: Vec<u8> = sizes.keys().copied().filter(|c| !sub.output.contains(c)).collect();
                 let csizes: Vec<usize> = contracted.iter().map(|c| sizes[c]).collect();
                 let chunk = einsum_chunk(&contracted, &sub.inputs, |c| sizes[&c]);
-                let per_label: Vec<f64> =
-                    irs.iter().map(|ir| (ir_elem_bytes(ir, lowered) + COL_BYTES) as f64).collect();
+                let per_label: Vec<f64> = irs.iter().map(|ir| (elem_bytes(ir, lowered) + COL_BYTES) as f64).collect();
                 let fixed: u64 = irs.iter().map(|ir| ir_fixed_bytes(ir, lowered)).sum();
                 let item_bytes = |ext: &[usize]| -> u64 {
                     let size_of = |c: &u8| match sub.output.iter().position(|o| o == c) {

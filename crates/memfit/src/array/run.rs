@@ -66,10 +66,7 @@ pub(crate) fn lowered_for(root: &Array, output: &Output, limit: u64) -> Lowered 
             let id = lowered.slots.len() - 1;
             last.target = Target::Slot(id);
             let (shape, dtype) = (last.shape.clone(), last.dtype);
-            let ir = super::lower::Ir {
-                kind: super::lower::IrKind::Leaf { src: super::lower::Src::Slot(id), map: ViewMap::c_order(&shape) },
-                dtype,
-            };
+            let ir = Ir::leaf(super::lower::Src::Slot(id), ViewMap::c_order(&shape), dtype);
             lowered.stages.push(super::lower::Stage { shape, dtype, work: Work::Map { ir }, target: Target::Out });
         }
     }
@@ -306,7 +303,7 @@ fn eval_limited(
     let k = (0..lo.len()).find(|&k| hi[k] - lo[k] > 1).expect("a box of more than one element");
     let inner: usize = lo[k + 1..].iter().zip(&hi[k + 1..]).map(|(a, b)| b - a).product();
     let step = (max / inner.max(1)).max(1);
-    let mut out = Col::with_capacity(ir.dtype, n);
+    let mut out = Col::with_capacity(ir.dtype(), n);
     let mut s = lo[k];
     while s < hi[k] {
         let e = (s + step).min(hi[k]);

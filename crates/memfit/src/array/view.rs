@@ -14,7 +14,7 @@
 use crate::error::{Error, ExpressionFault, Result};
 
 /// One step of a coordinate chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Step {
     /// `x · mul + add` (a slice with a step; `mul` may be negative).
     Affine {
@@ -93,7 +93,7 @@ pub struct ViewMap {
 }
 
 /// An index-map operation on an array (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ViewOp {
     /// Axes reordered: result axis `k` is input axis `perm[k]`.
     Transpose(Vec<usize>),
