@@ -302,3 +302,15 @@ def expr_op(op: str, inputs: list[Expr], params: dict[str, Any]) -> Expr:
     """A node: operation op (see the spec's list) on inputs with canonical
     params. ValueError for shape errors (broadcast mismatch names both
     shapes), TypeError for unsupported dtype combinations."""
+
+def compute_all(
+    exprs: list[Expr], destinations: list[Any], memory_limit: int, n_jobs: Optional[int] = None
+) -> list[Optional[np.ndarray]]:
+    """Evaluates several expressions in one job (shared intermediates once);
+    a destination is None (memory), ("npy", path, None, overwrite) or
+    ("zarr", path, chunks, overwrite)."""
+
+def explain_all_exprs(
+    exprs: list[Expr], destinations: list[Any], memory_limit: int, n_jobs: Optional[int] = None
+) -> tuple[str, dict]:
+    """The plan of compute_all, printable and as data."""

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use memfit::array::{
-    check_on_cluster, default_zarr_chunks, explain, run as run_expr, run_on, Array, Computed, OnCluster, Options,
-    Output, Stored,
+    check_on_cluster, default_zarr_chunks, explain, explain_all, run as run_expr, run_all, run_on, Array, Computed,
+    OnCluster, Options, Output, Stored,
 };
 use memfit::dtype::Dtype;
 use numpy::{PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -193,6 +193,66 @@ impl Expr {
     }
 }
 
+/// A destination of `compute_all`: None (memory), `("npy", path,
+/// overwrite)` or `("zarr", path, chunks, overwrite)`.
+type Destination = Option<(String, PathBuf, Option<Vec<usize>>, bool)>;
+
+fn outputs_of(destinations: Vec<Destination>) -> PyResult<Vec<Output>> {
+    destinations
+        .into_iter()
+        .map(|d| match d {
+            None => Ok(Output::Memory),
+            Some((kind, path, _, overwrite)) if kind == "npy" => Ok(Output::Npy { path, overwrite }),
+            Some((kind, path, chunks, overwrite)) if kind == "zarr" => Ok(Output::Zarr { path, chunks, overwrite }),
+            Some((kind, ..)) => Err(PyValueError::new_err(format!("unknown destination kind {kind:?}"))),
+        })
+        .collect()
+}
+
+fn arrays_of(exprs: &Bound<'_, PyList>) -> PyResult<Vec<Array>> {
+    exprs
+        .iter()
+        .map(|x| x.cast::<Expr>().map(|e| e.get().0.clone()).map_err(|_| PyTypeError::new_err("inputs must be Expr")))
+        .collect()
+}
+
+/// Evaluates several expressions in one job (shared intermediates computed
+/// once): result `k` goes to `destinations[k]` (see [`Destination`]);
+/// returns a list with the NumPy array of each result in memory, None for
+/// the others.
+#[pyfunction]
+#[pyo3(signature = (exprs, destinations, memory_limit, n_jobs=None))]
+pub fn compute_all<'py>(
+    py: Python<'py>,
+    exprs: &Bound<'py, PyList>,
+    destinations: Vec<Destination>,
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
+    let (roots, outputs) = (arrays_of(exprs)?, outputs_of(destinations)?);
+    let (computed, report) = run(py, n_jobs, false, None, move |w| {
+        run_all(&roots, &outputs, &options(memory_limit, n_jobs), &mut memfit::exec::Context::new(w))
+    })?;
+    crate::shared::warn(py, &report.warnings)?;
+    computed.into_iter().map(|c| c.map(|c| to_numpy(py, c)).transpose()).collect()
+}
+
+/// The plan of `compute_all`, printable and as data (reads no data).
+#[pyfunction]
+#[pyo3(signature = (exprs, destinations, memory_limit, n_jobs=None))]
+pub fn explain_all_exprs<'py>(
+    py: Python<'py>,
+    exprs: &Bound<'py, PyList>,
+    destinations: Vec<Destination>,
+    memory_limit: u64,
+    n_jobs: Option<usize>,
+) -> PyResult<(String, Bound<'py, PyAny>)> {
+    let (roots, outputs) = (arrays_of(exprs)?, outputs_of(destinations)?);
+    let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
+    let plan = explain_all(&roots, &outputs, &options(memory_limit, Some(threads))).map_err(to_py)?;
+    Ok((plan.to_string(), crate::shared::to_data(py, &plan)?))
+}
+
 /// The output a plan is for: a `.npy` or `.zarr` path, or memory.
 fn output_of(path: Option<PathBuf>) -> Output {
     match path {
@@ -282,10 +342,7 @@ pub fn expr_from_zarr(path: PathBuf) -> PyResult<Expr> {
 /// `memfit::array::Array::build`).
 #[pyfunction]
 pub fn expr_op(py: Python<'_>, op: &str, inputs: &Bound<'_, PyList>, params: &Bound<'_, PyDict>) -> PyResult<Expr> {
-    let inputs: Vec<Array> = inputs
-        .iter()
-        .map(|x| x.cast::<Expr>().map(|e| e.get().0.clone()).map_err(|_| PyTypeError::new_err("inputs must be Expr")))
-        .collect::<PyResult<_>>()?;
+    let inputs = arrays_of(inputs)?;
     // JSON has no NaN or infinity: send them as strings.
     let clean = PyDict::new(py);
     for (k, v) in params.iter() {

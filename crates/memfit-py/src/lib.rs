@@ -45,6 +45,8 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(array::expr_from_ndarray, m)?)?;
     m.add_function(wrap_pyfunction!(array::expr_from_npy, m)?)?;
     m.add_function(wrap_pyfunction!(array::expr_from_zarr, m)?)?;
+    m.add_function(wrap_pyfunction!(array::compute_all, m)?)?;
+    m.add_function(wrap_pyfunction!(array::explain_all_exprs, m)?)?;
     m.add_function(wrap_pyfunction!(array::expr_op, m)?)?;
     system::add_constants(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

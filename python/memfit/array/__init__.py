@@ -50,6 +50,16 @@ Reductions
     float64.
 Contractions
     :func:`matmul`/``@``, :func:`tensordot`, :func:`einsum`, :func:`dot`.
+Several results in one job
+    :func:`compute` (``ma.compute(x.mean(0), x.std(0))``) and :func:`store`
+    (to ``.npy``/Zarr files), Dask's names: shared subexpressions are
+    computed once; :func:`explain` shows their joint plan.
+
+Expressions are graphs, not trees: a subexpression used several times (or
+built twice the same way) is one node, evaluated once per block, and
+graphs of any depth (a Python ``sum()`` of thousands of arrays, an
+iteration repeated many times) build, evaluate and pickle without
+recursion.
 
 NumPy dispatch: ``np.sum(x, axis=0)``, ``np.tile(x, reps)``, ``np.sqrt(x)``,
 ``np.einsum(...)`` and the other functions above called on a memfit array
@@ -59,10 +69,11 @@ and the like map to the reductions. Any other NumPy function, ufunc method
 """
 
 from . import random
+from ._compute import compute, explain, store
 from ._core import DTYPES, Array, Plan
 from ._functions import *  # noqa: F401,F403
 from ._functions import __all__ as _function_names
 
 newaxis = None
 
-__all__ = ["Array", "DTYPES", "Plan", "newaxis", "random", *_function_names]
+__all__ = ["Array", "DTYPES", "Plan", "compute", "explain", "newaxis", "random", "store", *_function_names]

@@ -349,6 +349,25 @@ class Plan:
         return self.data.keys()
 
 
+def zarr_chunks(chunks: Any, shape: tuple) -> Optional[tuple]:
+    """``chunks`` of a Zarr output of ``shape`` checked and as a tuple (an
+    int: that length along every axis, clipped to the shape); None stays
+    None (the engine chooses). ValueError for the wrong length or
+    non-positive lengths."""
+    if chunks is None:
+        return None
+    if isinstance(chunks, (numbers.Integral, np.integer)) and not isinstance(chunks, bool):
+        c = index_int(chunks, "chunks")
+        chunks = tuple(max(1, min(c, d)) if c > 0 else c for d in shape)
+    else:
+        chunks = tuple(index_int(c, "chunks") for c in chunks)
+    if len(chunks) != len(shape):
+        raise ValueError(f"chunks {chunks} must have one length per axis of the array of shape {shape}")
+    if any(c <= 0 for c in chunks):
+        raise ValueError(f"chunk lengths must be positive, got chunks={chunks}")
+    return chunks
+
+
 # ---------------------------------------------------------------------------
 # The array
 
@@ -731,16 +750,7 @@ class Array:
         Exception
             With ``client``: the first error of a failed task, re-raised here.
         """
-        if chunks is not None:
-            if isinstance(chunks, (numbers.Integral, np.integer)) and not isinstance(chunks, bool):
-                c = index_int(chunks, "chunks")
-                chunks = tuple(max(1, min(c, d)) if c > 0 else c for d in self.shape)
-            else:
-                chunks = tuple(index_int(c, "chunks") for c in chunks)
-            if len(chunks) != self.ndim:
-                raise ValueError(f"chunks {chunks} must have one length per axis of the array of shape {self.shape}")
-            if any(c <= 0 for c in chunks):
-                raise ValueError(f"chunk lengths must be positive, got chunks={chunks}")
+        chunks = zarr_chunks(chunks, self.shape)
         resolved = resolve_client(client)
         if resolved is not None:
             from . import _cluster

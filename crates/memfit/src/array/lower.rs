@@ -312,6 +312,31 @@ pub enum Target {
     Out,
 }
 
+/// Where the job's result goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Returned in memory.
+    Memory,
+    /// A `.npy` file.
+    Npy {
+        /// Destination.
+        path: std::path::PathBuf,
+        /// Replace an existing file.
+        overwrite: bool,
+    },
+    /// Read block by block by a consumer (an estimator), never whole.
+    Rows,
+    /// A Zarr v3 array.
+    Zarr {
+        /// Destination directory.
+        path: std::path::PathBuf,
+        /// Chunk shape (`None`: chosen from the limit).
+        chunks: Option<Vec<usize>>,
+        /// Replace an existing array.
+        overwrite: bool,
+    },
+}
+
 /// A stage: one blocked pass.
 #[derive(Debug, Clone)]
 pub struct Stage {
@@ -332,8 +357,11 @@ pub struct Slot {
     pub shape: Vec<usize>,
     /// Its dtype.
     pub dtype: Dtype,
-    /// Whether it goes to a scratch file rather than memory.
+    /// Whether it goes to a file (a scratch file, or a result's) rather
+    /// than memory.
     pub on_disk: bool,
+    /// The job's result it is, if it is one (see [`lower_all`]).
+    pub result: Option<Output>,
 }
 
 impl Slot {
@@ -357,14 +385,49 @@ pub struct Lowered {
 /// before users, so lowering never recurses through them.
 pub fn lower(root: &Array, memory_slot_bytes: u64) -> Lowered {
     let mut l = Lowering { stages: Vec::new(), slots: Vec::new(), memo: HashMap::new(), memory_slot_bytes };
-    for a in root.post_order() {
-        if a.id() != root.id() && matches!(a.node().kind, NodeKind::Reduce { .. } | NodeKind::Einsum { .. }) {
+    for a in Array::post_order(std::slice::from_ref(root)) {
+        if a.id() != root.id() && ends_stage(&a) {
             l.materialize(&a);
         }
     }
     let work = l.work_of(root);
     l.stages.push(Stage { shape: root.shape().to_vec(), dtype: root.dtype(), work, target: Target::Out });
     Lowered { stages: l.stages, slots: l.slots }
+}
+
+/// Lowers several results together, each shared intermediate computed
+/// once: result `k` goes to a slot whose `result` is `outputs[k]` (in
+/// memory for [`Output::Memory`], else the file), filled by the stage that
+/// computes it (an elementwise one for a Zarr output, written a chunk at a
+/// time). There is no [`Target::Out`] stage.
+/// Returns the lowered job and the slot of each result.
+pub fn lower_all(roots: &[Array], outputs: &[Output], memory_slot_bytes: u64) -> (Lowered, Vec<usize>) {
+    let mut l = Lowering { stages: Vec::new(), slots: Vec::new(), memo: HashMap::new(), memory_slot_bytes };
+    let mut results: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (k, r) in roots.iter().enumerate() {
+        results.entry(r.id()).or_default().push(k);
+    }
+    let mut at = vec![0; roots.len()];
+    for a in Array::post_order(roots) {
+        match results.get(&a.id()) {
+            Some(ks) => {
+                for &k in ks {
+                    at[k] = l.result(&a, &outputs[k]);
+                }
+            }
+            None if ends_stage(&a) => {
+                l.materialize(&a);
+            }
+            None => {}
+        }
+    }
+    (Lowered { stages: l.stages, slots: l.slots }, at)
+}
+
+/// Whether `a` is computed by a stage of its own (a reduction or a
+/// contraction) wherever it is used.
+fn ends_stage(a: &Array) -> bool {
+    matches!(a.node().kind, NodeKind::Reduce { .. } | NodeKind::Einsum { .. })
 }
 
 struct Lowering {
@@ -639,13 +702,32 @@ impl Lowering {
         b.push(IrKind::Map { op: *op, loop_dtype: *loop_dtype, args }, n.dtype, depth)
     }
 
+    /// A stage computing `a` into a result slot going to `output`.
+    fn result(&mut self, a: &Array, output: &Output) -> usize {
+        let leaf = |src| Work::Map { ir: Ir::leaf(src, ViewMap::c_order(a.shape()), a.dtype()) };
+        let work = match self.memo.get(&a.id()) {
+            Some(&s) => leaf(Src::Slot(s)),
+            None if matches!(output, Output::Zarr { .. }) && ends_stage(a) => {
+                let src = self.materialize(a);
+                leaf(src)
+            }
+            None => self.work_of(a),
+        };
+        let on_disk = !matches!(output, Output::Memory);
+        self.slots.push(Slot { shape: a.shape().to_vec(), dtype: a.dtype(), on_disk, result: Some(output.clone()) });
+        let id = self.slots.len() - 1;
+        self.stages.push(Stage { shape: a.shape().to_vec(), dtype: a.dtype(), work, target: Target::Slot(id) });
+        self.memo.entry(a.id()).or_insert(id);
+        id
+    }
+
     /// A stage computing `a` into a slot (once per node).
     fn materialize(&mut self, a: &Array) -> Src {
         if let Some(&slot) = self.memo.get(&a.id()) {
             return Src::Slot(slot);
         }
         let work = self.work_of(a);
-        let slot = Slot { shape: a.shape().to_vec(), dtype: a.dtype(), on_disk: false };
+        let slot = Slot { shape: a.shape().to_vec(), dtype: a.dtype(), on_disk: false, result: None };
         let on_disk = slot.bytes() > self.memory_slot_bytes;
         self.slots.push(Slot { on_disk, ..slot });
         let id = self.slots.len() - 1;

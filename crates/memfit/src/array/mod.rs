@@ -62,11 +62,12 @@ mod types;
 mod values;
 mod view;
 
+pub use lower::Output;
 pub use node::{broadcast_shapes, Array, Distribution, Reduction};
-pub use plan::{Output, StagePlan, Stages};
+pub use plan::{StagePlan, Stages};
 pub use remote::{check_on_cluster, run_task, OnCluster, ReduceRunner, REDUCE_TASK};
 pub use rows::ExprRows;
-pub use run::{default_zarr_chunks, explain, run, run_on, Computed, Options, Report};
+pub use run::{default_zarr_chunks, explain, explain_all, run, run_all, run_on, Computed, Options, Report};
 pub use store::Stored;
 pub use tiling::{default_chunks, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES};
 pub use types::{promote, result_type, Operand, Scalar};

@@ -277,12 +277,12 @@ impl Array {
         }
     }
 
-    /// Every node of the graph under `self` once, operands before the
-    /// nodes that use them (`self` last), without recursion.
-    pub(crate) fn post_order(&self) -> Vec<Array> {
+    /// Every node of the graphs under `roots` once, operands before the
+    /// nodes that use them, without recursion.
+    pub(crate) fn post_order(roots: &[Array]) -> Vec<Array> {
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
-        let mut stack = vec![(self.clone(), 0usize)];
+        let mut stack: Vec<(Array, usize)> = roots.iter().rev().map(|r| (r.clone(), 0)).collect();
         while let Some((a, i)) = stack.pop() {
             if i == 0 && !seen.insert(a.id()) {
                 continue;

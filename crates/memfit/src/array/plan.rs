@@ -4,38 +4,13 @@
 
 use std::fmt;
 
-use super::lower::{Ir, Lowered, Src, Target, Work};
+use super::lower::{Ir, Lowered, Output, Src, Target, Work};
 use super::reduce::ACC_BYTES;
 use super::store::READ_SLACK_ELEMENTS;
 use super::tiling::{chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, MAX_TILE, REDUCE_CHUNK};
 use super::values::COL_BYTES;
 use crate::error::Result;
 use crate::plan::{check_fits, format_bytes, Ledger, Plan, Schedule};
-
-/// Where the job's result goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Output {
-    /// Returned in memory.
-    Memory,
-    /// A `.npy` file.
-    Npy {
-        /// Destination.
-        path: std::path::PathBuf,
-        /// Replace an existing file.
-        overwrite: bool,
-    },
-    /// Read block by block by a consumer (an estimator), never whole.
-    Rows,
-    /// A Zarr v3 array.
-    Zarr {
-        /// Destination directory.
-        path: std::path::PathBuf,
-        /// Chunk shape (`None`: chosen from the limit).
-        chunks: Option<Vec<usize>>,
-        /// Replace an existing array.
-        overwrite: bool,
-    },
-}
 
 /// How a stage is cut into work.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -151,15 +126,20 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
     let mut led = Ledger::default();
     let mut scratch_bytes = 0;
     for (i, s) in lowered.slots.iter().enumerate() {
-        if s.on_disk {
-            scratch_bytes += s.bytes();
-        } else {
-            led.add(&format!("intermediate#{i}"), s.bytes(), 1, format!("{:?} {}", s.shape, s.dtype.name()));
+        match (s.on_disk, &s.result) {
+            (true, None) => scratch_bytes += s.bytes(),
+            (true, Some(_)) => {}
+            (false, None) => {
+                led.add(&format!("intermediate#{i}"), s.bytes(), 1, format!("{:?} {}", s.shape, s.dtype.name()))
+            }
+            (false, Some(_)) => {
+                led.add(&format!("result#{i}"), s.bytes(), 1, format!("{:?} {}", s.shape, s.dtype.name()))
+            }
         }
     }
     let last = lowered.stages.last().expect("a final stage");
     let out_elems = volume(&last.shape) as u64;
-    if *output == Output::Memory {
+    if *output == Output::Memory && last.target == Target::Out {
         led.add(
             "result",
             1,
@@ -175,8 +155,12 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
     for (si, stage) in lowered.stages.iter().enumerate() {
         let phase = format!("stage {si}");
         let item = stage.dtype.itemsize() as u64;
-        let zarr_chunks = match (output, stage.target) {
-            (Output::Zarr { chunks, .. }, Target::Out) => Some(chunks.clone()),
+        let goes_to = match stage.target {
+            Target::Out => Some(output),
+            Target::Slot(i) => lowered.slots[i].result.as_ref(),
+        };
+        let zarr_chunks = match goes_to {
+            Some(Output::Zarr { chunks, .. }) => Some(chunks.clone()),
             _ => None,
         };
         let sp = match &stage.work {
@@ -341,15 +325,16 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 }
             }
         };
-        let target = match stage.target {
-            Target::Out => match output {
+        let target = match (goes_to, stage.target) {
+            (Some(o), _) => match o {
                 Output::Memory => "result in memory".to_string(),
                 Output::Rows => "read in row blocks by the consumer".to_string(),
                 Output::Npy { path, .. } => format!("{} (.npy, positioned writes)", path.display()),
                 Output::Zarr { path, .. } => format!("{} (Zarr v3, one write per chunk)", path.display()),
             },
-            Target::Slot(i) if lowered.slots[i].on_disk => format!("intermediate#{i} in a scratch file"),
-            Target::Slot(i) => format!("intermediate#{i} in memory"),
+            (None, Target::Out) => unreachable!("the output stage goes to the output"),
+            (None, Target::Slot(i)) if lowered.slots[i].on_disk => format!("intermediate#{i} in a scratch file"),
+            (None, Target::Slot(i)) => format!("intermediate#{i} in memory"),
         };
         stages.push(StagePlan { target, ..sp });
     }

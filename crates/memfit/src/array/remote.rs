@@ -19,9 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::eval::Ctx;
+use super::lower::Output;
 use super::lower::{Lowered, Src, Work};
 use super::node::Array;
-use super::plan::{plan, Output, StagePlan, Stages};
+use super::plan::{plan, StagePlan, Stages};
 use super::reduce::{Partials, ACC_BYTES};
 use super::run::{fold_reduce, lowered_for, ReduceUnits, Slots};
 use super::store::Stored;

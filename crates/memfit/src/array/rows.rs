@@ -5,9 +5,10 @@
 use std::sync::Mutex;
 
 use super::eval::{eval, Ctx};
+use super::lower::Output;
 use super::lower::{Lowered, Work};
 use super::node::Array;
-use super::plan::{Output, Stages};
+use super::plan::Stages;
 use super::run::{prepare, run_intermediates, Options, Slots};
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};

@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::eval::{eval, offsets, Ctx};
-use super::lower::{lower, Ir, Lowered, Target, Work};
+use super::lower::Output;
+use super::lower::{lower, lower_all, Ir, Lowered, Target, Work};
 use super::node::{Array, Reduction};
-use super::plan::{plan, Output, StagePlan, Stages};
+use super::plan::{plan, StagePlan, Stages};
 use super::reduce::{partial, Acc, Partials, Sums};
 use super::remote::{OnCluster, Placed};
 use super::store::Stored;
@@ -60,7 +61,8 @@ pub(crate) fn lowered_for(root: &Array, output: &Output, limit: u64) -> Lowered 
     if matches!(output, Output::Zarr { .. } | Output::Rows) {
         let last = lowered.stages.last_mut().expect("a final stage");
         if !matches!(last.work, Work::Map { .. }) {
-            let slot = super::lower::Slot { shape: last.shape.clone(), dtype: last.dtype, on_disk: false };
+            let slot =
+                super::lower::Slot { shape: last.shape.clone(), dtype: last.dtype, on_disk: false, result: None };
             let on_disk = slot.bytes() > limit / MEMORY_SLOT_SHARE;
             lowered.slots.push(super::lower::Slot { on_disk, ..slot });
             let id = lowered.slots.len() - 1;
@@ -188,9 +190,20 @@ fn run_one(
     }
 }
 
-/// Runs the stages of `lowered` that fill intermediates (all but the last)
-/// on `threads` threads, or as tasks where `placed` says, cancelled by
-/// `ctx`'s token, reporting each stage.
+/// The sink of a result going to `output`, created before anything runs
+/// (so an existing file is refused first).
+fn result_sink(output: &Output, shape: &[usize], dtype: Dtype, chunks: &[usize]) -> Result<Box<dyn Sink>> {
+    Ok(match output {
+        Output::Memory | Output::Rows => Box::new(MemorySink::new(shape, dtype)),
+        Output::Npy { path, overwrite } => Box::new(NpySink::create(path, dtype, shape, *overwrite)?),
+        Output::Zarr { path, overwrite, .. } => Box::new(ZarrSink::create(path, shape, dtype, chunks, *overwrite)?),
+    })
+}
+
+/// Runs the stages of `lowered` that fill slots (all but a last
+/// [`Target::Out`] one) on `threads` threads, or as tasks where `placed`
+/// says, cancelled by `ctx`'s token, reporting each stage. A result slot
+/// is written to its sink in `results` (by slot), then read from there.
 pub(crate) fn run_intermediates(
     lowered: &Lowered,
     the_plan: &Plan<Stages>,
@@ -199,25 +212,124 @@ pub(crate) fn run_intermediates(
     placed: Option<&Placed<'_>>,
     ctx: &mut Context<'_>,
 ) -> Result<()> {
-    let n = lowered.stages.len() - 1;
+    run_slots(lowered, the_plan, slots, threads, placed, &mut Vec::new(), ctx)
+}
+
+fn run_slots(
+    lowered: &Lowered,
+    the_plan: &Plan<Stages>,
+    slots: &Slots,
+    threads: usize,
+    placed: Option<&Placed<'_>>,
+    results: &mut [Option<Box<dyn Sink>>],
+    ctx: &mut Context<'_>,
+) -> Result<()> {
+    let total = lowered.stages.len();
+    let n = lowered.stages.iter().take_while(|s| s.target != Target::Out).count();
     for (si, (stage, sp)) in lowered.stages[..n].iter().zip(&the_plan.schedule.stages).enumerate() {
-        stage_event(ctx, si, n + 1);
+        stage_event(ctx, si, total);
         let Target::Slot(i) = stage.target else { unreachable!("only the last stage writes the output") };
         let s = &lowered.slots[i];
         let path = slots.scratch.as_ref().map(|d| d.path().join(format!("intermediate{i}.npy")));
-        let sink: Box<dyn Sink> = if s.on_disk {
-            Box::new(NpySink::create(path.as_ref().expect("a scratch folder"), s.dtype, &s.shape, true)?)
-        } else {
-            Box::new(MemorySink::new(&s.shape, s.dtype))
+        let sink: Box<dyn Sink> = match results.get_mut(i).and_then(Option::take) {
+            Some(sink) => sink,
+            None if s.on_disk => {
+                Box::new(NpySink::create(path.as_ref().expect("a scratch folder"), s.dtype, &s.shape, true)?)
+            }
+            None => Box::new(MemorySink::new(&s.shape, s.dtype)),
         };
-        run_one(lowered, si, sp, &*sink, slots, threads, placed, &ctx.cancel)?;
-        let stored = match sink.commit()? {
-            Some(bytes) => Stored::owned(bytes, s.dtype, s.shape.clone()),
-            None => Stored::npy(path.as_ref().expect("a scratch folder"))?,
+        // A Zarr output's chunks are buffered whole: only `sp.workers` at a time.
+        let workers = if matches!(s.result, Some(Output::Zarr { .. })) { sp.workers } else { threads };
+        run_one(lowered, si, sp, &*sink, slots, workers, placed, &ctx.cancel)?;
+        let stored = match (sink.commit()?, &s.result) {
+            (Some(bytes), _) => Stored::owned(bytes, s.dtype, s.shape.clone()),
+            (None, Some(Output::Npy { path, .. })) => Stored::npy(path)?,
+            (None, Some(Output::Zarr { path, .. })) => Stored::zarr(path)?,
+            (None, _) => Stored::npy(path.as_ref().expect("a scratch folder"))?,
         };
         let _ = slots.cells[i].set(Arc::new(stored));
     }
     Ok(())
+}
+
+/// Computes several results in one job ([`lower_all`]): intermediates they
+/// share (equal subexpressions, statistics of the same input) are computed
+/// once; result `k` goes to `outputs[k]` (returned in memory for
+/// [`Output::Memory`], else written to the file). Each stage is reported
+/// to `ctx` as a phase.
+///
+/// # Errors
+/// As [`run`]; [`Error::Expression`] (a value fault) when `roots` and
+/// `outputs` differ in length or an output is [`Output::Rows`].
+pub fn run_all(
+    roots: &[Array],
+    outputs: &[Output],
+    opts: &Options,
+    ctx: &mut Context<'_>,
+) -> Result<(Vec<Option<Computed>>, Report)> {
+    let (lowered, at, the_plan) = prepare_all(roots, outputs, opts)?;
+    let mut results: Vec<Option<Box<dyn Sink>>> = (0..lowered.slots.len()).map(|_| None).collect();
+    for (stage, sp) in lowered.stages.iter().zip(&the_plan.schedule.stages) {
+        if let Target::Slot(i) = stage.target {
+            if let Some(o) = &lowered.slots[i].result {
+                results[i] = Some(result_sink(o, &stage.shape, stage.dtype, &sp.tile)?);
+            }
+        }
+    }
+    let slots = Slots::new(&lowered, outputs.first().unwrap_or(&Output::Memory))?;
+    run_slots(&lowered, &the_plan, &slots, threads_of(opts), None, &mut results, ctx)?;
+    let warnings = slots.warnings();
+    let mut cells: Vec<Option<Arc<Stored>>> = slots.cells.into_iter().map(OnceLock::into_inner).collect();
+    let mut computed = Vec::with_capacity(roots.len());
+    for (root, (output, &i)) in roots.iter().zip(outputs.iter().zip(&at)) {
+        if *output != Output::Memory {
+            computed.push(None);
+            continue;
+        }
+        let stored = cells[i].take().expect("results computed");
+        let bytes = match Arc::try_unwrap(stored) {
+            Ok(Stored { storage: super::store::Storage::Owned(b), .. }) => b,
+            Ok(_) => unreachable!("results in memory are owned"),
+            Err(shared) => match &shared.storage {
+                super::store::Storage::Owned(b) => b.clone(),
+                _ => unreachable!("results in memory are owned"),
+            },
+        };
+        computed.push(Some(Computed { shape: root.shape().to_vec(), dtype: root.dtype(), bytes }));
+    }
+    Ok((computed, Report { plan: the_plan, warnings }))
+}
+
+/// Lowers and plans several results ([`run_all`]); also gives each
+/// result's slot.
+///
+/// # Errors
+/// As [`run_all`].
+#[allow(clippy::type_complexity)]
+pub(crate) fn prepare_all(
+    roots: &[Array],
+    outputs: &[Output],
+    opts: &Options,
+) -> Result<(Lowered, Vec<usize>, Plan<Stages>)> {
+    if roots.len() != outputs.len() || outputs.contains(&Output::Rows) {
+        return Err(Error::Expression {
+            kind: crate::error::ExpressionFault::Value,
+            message: format!("{} results need {} destinations in memory or files", roots.len(), roots.len()),
+        });
+    }
+    let (lowered, at) = lower_all(roots, outputs, opts.memory_limit / MEMORY_SLOT_SHARE);
+    let first = outputs.first().unwrap_or(&Output::Memory);
+    let the_plan = plan(&lowered, first, opts.memory_limit, threads_of(opts))?;
+    Ok((lowered, at, the_plan))
+}
+
+/// The plan of several results computed together ([`run_all`]; reads no
+/// data).
+///
+/// # Errors
+/// As [`run_all`], before anything runs.
+pub fn explain_all(roots: &[Array], outputs: &[Output], opts: &Options) -> Result<Plan<Stages>> {
+    Ok(prepare_all(roots, outputs, opts)?.2)
 }
 
 /// Runs `root` into `output`; returns the result when `output` is

@@ -1,0 +1,162 @@
+"""Several lazy arrays evaluated in one job: :func:`compute` and
+:func:`store`, with Dask's names and calling conventions."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from .. import _memfit
+from .._options import check_memory_limit, check_n_jobs
+from ._core import Array, Plan, _zarr_path, zarr_chunks
+
+
+def compute(*args: Any, memory_limit: Any = None, n_jobs: Any = None) -> tuple:
+    """Evaluates several lazy arrays together, as ``dask.compute`` does.
+
+    The arrays are evaluated in one job: a subexpression they share (equal
+    expressions built separately count as shared) is computed once, so
+    ``compute(x.mean(0), x.std(0))`` reads ``x`` for its mean once and
+    ``compute(m, (x - m) / s)`` computes ``m`` once. Each result is bitwise
+    identical to the array's own :meth:`Array.compute`, for any ``n_jobs``
+    and ``memory_limit``.
+
+    Parameters
+    ----------
+    *args : Array or any object
+        Lazy arrays to evaluate; other arguments are returned unchanged.
+    memory_limit : int, str or None, default=None
+        Bytes for every buffer of the evaluation, all results included
+        (None: half of the available memory).
+    n_jobs : int or None, default=None
+        Worker threads, as in :meth:`Array.compute`.
+
+    Returns
+    -------
+    tuple
+        One item per argument: a NumPy array for each lazy array, the
+        argument itself otherwise.
+
+    Raises
+    ------
+    MemoryError
+        The results together, or one minimal block of the plan, do not fit
+        ``memory_limit`` (before anything runs).
+    OSError
+        An input file that cannot be read.
+
+    Warns
+    -----
+    RuntimeWarning
+        Values that became inf or NaN from finite inputs, with their count.
+    """
+    at = [i for i, a in enumerate(args) if isinstance(a, Array)]
+    exprs = [args[i]._expr for i in at]
+    values = _memfit.compute_all(exprs, [None] * len(exprs), check_memory_limit(memory_limit), check_n_jobs(n_jobs))
+    out = list(args)
+    for i, v in zip(at, values):
+        out[i] = v
+    return tuple(out)
+
+
+def _destination(target: Any, source: Array, overwrite: bool, chunks: Any) -> tuple:
+    """``compute_all``'s destination for ``target``: a ``.npy`` path, a Zarr
+    directory path, or a zarr.Array in a local directory (replaced, with its
+    chunks; its shape and dtype must be the source's)."""
+    zarr_dir = _zarr_path(target)
+    if zarr_dir is not None:
+        if tuple(target.shape) != source.shape or target.dtype != source.dtype:
+            raise ValueError(
+                f"cannot store an array of shape {source.shape} and dtype {source.dtype} into a Zarr array of "
+                f"shape {tuple(target.shape)} and dtype {target.dtype}"
+            )
+        return ("zarr", zarr_dir, tuple(target.chunks), True)
+    if not isinstance(target, (str, os.PathLike)):
+        raise TypeError(
+            f"store targets are .npy paths, Zarr directory paths or zarr arrays, got {type(target).__name__}"
+        )
+    path = os.fsdecode(os.fspath(target))
+    if path.endswith(".npy"):
+        return ("npy", path, None, bool(overwrite))
+    return ("zarr", path, zarr_chunks(chunks, source.shape), bool(overwrite))
+
+
+def _plan_args(sources: Sequence[Any], targets: Sequence[Any], overwrite: bool, chunks: Any) -> tuple:
+    if isinstance(sources, Array) or isinstance(targets, (str, os.PathLike)):
+        sources, targets = [sources], [targets]
+    sources, targets = list(sources), list(targets)
+    if len(sources) != len(targets):
+        raise ValueError(f"Different number of sources [{len(sources)}] and targets [{len(targets)}]")
+    for s in sources:
+        if not isinstance(s, Array):
+            raise TypeError(f"store sources are memfit arrays, got {type(s).__name__}")
+    return [s._expr for s in sources], [_destination(t, s, overwrite, chunks) for s, t in zip(sources, targets)]
+
+
+def store(
+    sources: Any,
+    targets: Any,
+    memory_limit: Any = None,
+    n_jobs: Any = None,
+    overwrite: bool = False,
+    chunks: Any = None,
+) -> None:
+    """Streams several lazy arrays to files in one job, as ``dask.array.store``
+    does: subexpressions they share are computed once (see :func:`compute`).
+
+    Parameters
+    ----------
+    sources : Array or sequence of Array
+    targets : path, zarr.Array or a sequence of them
+        One per source: a path ending in ``.npy`` (written as
+        :meth:`Array.to_npy` writes), another path (a Zarr v3 directory, as
+        :meth:`Array.to_zarr` writes), or a ``zarr.Array`` stored in a local
+        directory, replaced by the source's values with the same chunks
+        (its shape and dtype must be the source's).
+    memory_limit : int, str or None, default=None
+        Bytes for every buffer of the evaluation (None: half of the
+        available memory).
+    n_jobs : int or None, default=None
+        Worker threads, as in :meth:`Array.compute`.
+    overwrite : bool, default=False
+        Replace existing files at target paths.
+    chunks : int, tuple of int or None, default=None
+        Chunk shape of Zarr targets given as paths (None: chosen as
+        :meth:`Array.to_zarr` chooses).
+
+    Raises
+    ------
+    ValueError
+        Different numbers of sources and targets; a zarr.Array target of
+        another shape or dtype.
+    TypeError
+        A source that is not a memfit array, or a target of another type.
+    FileExistsError
+        A target path exists and ``overwrite`` is False (before anything runs).
+    MemoryError
+        One minimal block of the plan does not fit ``memory_limit``.
+
+    Notes
+    -----
+    Each file is written under a temporary name and renamed when complete;
+    an error leaves the files written before it complete and no partial
+    file.
+    """
+    exprs, dests = _plan_args(sources, targets, overwrite, chunks)
+    _memfit.compute_all(exprs, dests, check_memory_limit(memory_limit), check_n_jobs(n_jobs))
+
+
+def explain(*args: Array, memory_limit: Any = None, n_jobs: Any = None) -> Plan:
+    """The plan of ``compute(*args)``, without evaluating anything: its
+    stages (each shared intermediate once), block shapes and buffers.
+
+    Returns
+    -------
+    Plan
+        ``str(plan)`` is the printable plan, ``plan.data`` the same as a dict.
+    """
+    exprs = [a._expr for a in args]
+    text, data = _memfit.explain_all_exprs(
+        exprs, [None] * len(exprs), check_memory_limit(memory_limit), check_n_jobs(n_jobs)
+    )
+    return Plan(text, data)
