@@ -659,16 +659,23 @@ impl Lowering {
                 steps.push(Step::Enter(arg.clone(), q));
                 return None;
             }
-            NodeKind::Concat { axis, parts } if b.pending[p].is_empty() => {
-                let mut start = 0;
-                let mut out = Vec::with_capacity(parts.len());
-                for part in parts {
-                    let len = part.shape()[*axis];
-                    out.push((start, len, self.lower_view(part, &[])));
-                    start += len;
+            NodeKind::Concat { axis, parts } => match concat_through(*axis, parts, &n.shape, &b.pending[p]) {
+                Some((axis, seen)) => {
+                    let mut start = 0;
+                    let mut out = Vec::with_capacity(seen.len());
+                    for (part, views) in seen {
+                        let ir = self.lower_view(&part, &views);
+                        let len = ir_len(&part, &views, axis);
+                        out.push((start, len, ir));
+                        start += len;
+                    }
+                    Some(b.push(IrKind::Concat { axis, parts: out }, n.dtype, 1))
                 }
-                Some(b.push(IrKind::Concat { axis: *axis, parts: out }, n.dtype, 1))
-            }
+                None => {
+                    let src = self.materialize(a);
+                    Some(self.materialized_leaf(b, a, src, p))
+                }
+            },
             _ => {
                 let src = self.materialize(a);
                 Some(self.materialized_leaf(b, a, src, p))
@@ -735,6 +742,45 @@ impl Lowering {
         self.memo.insert(a.id(), id);
         Src::Slot(id)
     }
+}
+
+/// A concatenation of `parts` along `axis` (of shape `shape`) seen through
+/// `views`, as a concatenation of the parts each seen through views: the
+/// new axis and the parts in order (see [`ViewOp::through_concat`]), or
+/// `None` when a view does not commute with the join.
+fn concat_through(
+    axis: usize,
+    parts: &[Array],
+    shape: &[usize],
+    views: &[ViewOp],
+) -> Option<(usize, Vec<(Array, Vec<ViewOp>)>)> {
+    let mut axis = axis;
+    let mut shape = shape.to_vec();
+    let mut seen: Vec<(Array, Vec<ViewOp>)> = parts.iter().map(|p| (p.clone(), Vec::new())).collect();
+    for op in views {
+        let lens: Vec<usize> = seen.iter().map(|(a, v)| ir_len(a, v, axis)).collect();
+        let (next, picks) = op.through_concat(axis, &lens, &shape)?;
+        seen = picks
+            .into_iter()
+            .map(|(i, v)| {
+                let (a, mut vs) = seen[i].clone();
+                vs.push(v);
+                (a, vs)
+            })
+            .collect();
+        shape = op.out_shape(&shape).ok()?;
+        axis = next;
+    }
+    Some((axis, seen))
+}
+
+/// The length along `axis` of `a` seen through `views`.
+fn ir_len(a: &Array, views: &[ViewOp], axis: usize) -> usize {
+    let mut shape = a.shape().to_vec();
+    for v in views {
+        shape = v.out_shape(&shape).expect("views valid when built");
+    }
+    shape[axis]
 }
 
 /// Folds an operation of constant operands to a constant.

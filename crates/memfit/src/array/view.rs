@@ -209,6 +209,91 @@ impl ViewOp {
     }
 }
 
+impl ViewOp {
+    /// The view of a concatenation as a concatenation of views: for `self`
+    /// applied to parts of lengths `lens` joined along `axis` (the whole of
+    /// shape `shape`), the result's join axis and its parts, each an input
+    /// part (by index) seen through a view. `None` when the view mixes the
+    /// join axis with others (a reshape across it, a diagonal through it,
+    /// a strided slice of it, a broadcast of it).
+    pub fn through_concat(
+        &self,
+        axis: usize,
+        lens: &[usize],
+        shape: &[usize],
+    ) -> Option<(usize, Vec<(usize, ViewOp)>)> {
+        let with_len = |v: &[usize], k: usize, n: usize| {
+            let mut v = v.to_vec();
+            v[k] = n;
+            v
+        };
+        let each = |op: &dyn Fn(usize) -> ViewOp| (0..lens.len()).map(|i| (i, op(lens[i]))).collect::<Vec<_>>();
+        Some(match self {
+            ViewOp::Transpose(perm) => (perm.iter().position(|&p| p == axis)?, each(&|_| self.clone())),
+            ViewOp::ExpandDims(pos) => {
+                let out = (0..shape.len() + pos.len()).filter(|k| !pos.contains(k)).nth(axis)?;
+                (out, each(&|_| self.clone()))
+            }
+            ViewOp::Squeeze(axes) if !axes.contains(&axis) => {
+                (axis - axes.iter().filter(|&&a| a < axis).count(), each(&|_| self.clone()))
+            }
+            ViewOp::BroadcastTo(t) => {
+                let out = axis + t.len() - shape.len();
+                if t[out] != shape[axis] {
+                    return None;
+                }
+                (out, each(&|n| ViewOp::BroadcastTo(with_len(t, out, n))))
+            }
+            ViewOp::Tile(reps) => {
+                let one = with_len(reps, axis, 1);
+                let parts = (0..reps[axis]).flat_map(|_| each(&|_| ViewOp::Tile(one.clone()))).collect();
+                (axis, parts)
+            }
+            ViewOp::Repeat { .. } => (axis, each(&|_| self.clone())),
+            ViewOp::Slice(items) => {
+                let (start, step, len) = items[axis];
+                if step != 1 && len > 1 {
+                    return None;
+                }
+                let (lo, hi) = (start as usize, start as usize + len);
+                let mut parts = Vec::new();
+                let mut at = 0;
+                for (i, &n) in lens.iter().enumerate() {
+                    let (s, e) = (lo.max(at), hi.min(at + n));
+                    if s < e {
+                        parts.push((i, ViewOp::Slice(with_items(items, axis, ((s - at) as i64, 1, e - s)))));
+                    }
+                    at += n;
+                }
+                if parts.is_empty() {
+                    return None;
+                }
+                (axis, parts)
+            }
+            ViewOp::Reshape(t) => {
+                let before: usize = shape[..axis].iter().product();
+                let after: usize = shape[axis + 1..].iter().product();
+                let out = (0..t.len()).find(|&j| {
+                    t[..j].iter().product::<usize>() == before
+                        && t[j] == shape[axis]
+                        && t[j + 1..].iter().product::<usize>() == after
+                })?;
+                (out, each(&|n| ViewOp::Reshape(with_len(t, out, n))))
+            }
+            ViewOp::Diagonal(a, b) if *a != axis && *b != axis => {
+                (axis - usize::from(*b < axis), each(&|_| self.clone()))
+            }
+            _ => return None,
+        })
+    }
+}
+
+fn with_items(items: &[(i64, i64, usize)], k: usize, item: (i64, i64, usize)) -> Vec<(i64, i64, usize)> {
+    let mut v = items.to_vec();
+    v[k] = item;
+    v
+}
+
 impl ViewMap {
     /// The map of a stored array: element `(i_k)` at `base + Σ i_k · strides[k]`
     /// (strides in elements, possibly negative).

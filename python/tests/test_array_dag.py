@@ -1,0 +1,187 @@
+"""memfit.array as a DAG engine: shared subexpressions evaluated once, any
+depth, several results in one job, and rewrites that survive stack /
+concatenate / swapaxes / reshape (issue 23, cases T3-09 to T3-11)."""
+
+import os
+import pickle
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import zarr
+
+import memfit.array as ma
+
+LIMITS = ["1MiB", "64MiB"]
+JOBS = [1, 2]
+
+
+def same_everywhere(a):
+    """The array computed at two limits and two thread counts, bitwise equal."""
+    first = a.compute(memory_limit=LIMITS[0], n_jobs=JOBS[0])
+    for limit in LIMITS:
+        for jobs in JOBS:
+            np.testing.assert_array_equal(a.compute(memory_limit=limit, n_jobs=jobs), first)
+    return first
+
+
+def test_t3_09_newton_iteration_is_linear_not_exponential():
+    e = ma.asarray(np.full(1000, 3.0))
+    w = np.full(1000, 3.0)
+    for _ in range(40):
+        e = 0.5 * (e + 2.0 / e)
+        w = 0.5 * (w + 2.0 / w)
+    started = time.perf_counter()
+    np.testing.assert_array_equal(same_everywhere(e), w)
+    assert time.perf_counter() - started < 30
+
+
+def test_t3_10_python_sum_of_many_lazy_tiles():
+    rng = np.random.default_rng(0)
+    d = rng.random((2000, 6, 5))
+    s = rng.random(2000)
+    total = sum(np.tile(ma.asarray(d[i]), (3, 1, 1)) * s[i] for i in range(2000))
+    want = sum(np.tile(d[i], (3, 1, 1)) * s[i] for i in range(2000))
+    np.testing.assert_allclose(total.compute(), want, rtol=1e-12)
+    np.testing.assert_array_equal(total.compute(memory_limit="1MiB", n_jobs=1), total.compute(n_jobs=2))
+
+
+def test_chains_of_100000_operations_build_compute_pickle_and_drop():
+    code = """
+import pickle, numpy as np, memfit.array as ma
+x = ma.asarray(np.arange(8.0))
+s = x
+for i in range(100000):
+    s = s + x * (i % 3)
+got = s.compute(memory_limit="64MiB")
+assert np.array_equal(got, np.arange(8.0) * (1 + sum(i % 3 for i in range(100000)))), got
+again = pickle.loads(pickle.dumps(s))
+assert np.array_equal(again.compute(), got)
+del s, again
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip() == "ok"
+
+
+def test_equal_subexpressions_built_twice_are_computed_once():
+    x = np.random.default_rng(1).random((300, 4))
+    a = ma.asarray(x)
+    z = (a - a.mean(axis=0)) / a.std(axis=0)
+    plan = z.explain(memory_limit="64MiB")
+    # mean (shared by the user's and std's), squared deviations, the map.
+    assert len(plan["stages"]) == 3, plan
+    np.testing.assert_allclose(same_everywhere(z), (x - x.mean(0)) / x.std(0), rtol=1e-12)
+
+
+def test_compute_evaluates_several_results_together():
+    x = np.random.default_rng(2).random((500, 3))
+    a = ma.asarray(x)
+    m, s, same, plain = ma.compute(a.mean(0), a.std(0), a.mean(0), 7, memory_limit="1MiB")
+    assert plain == 7
+    np.testing.assert_array_equal(m, a.mean(0).compute())
+    np.testing.assert_array_equal(s, a.std(0).compute())
+    np.testing.assert_array_equal(same, m)
+    np.testing.assert_allclose(m, x.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(s, x.std(0), rtol=1e-12)
+    for jobs in JOBS:
+        for limit in LIMITS:
+            again = ma.compute(a.mean(0), a.std(0), memory_limit=limit, n_jobs=jobs)
+            np.testing.assert_array_equal(again[0], m)
+            np.testing.assert_array_equal(again[1], s)
+    joint = ma.explain(a.mean(0), a.std(0), memory_limit="64MiB")
+    # mean once, the squared deviations, std's division: not 4 passes.
+    assert len(joint["stages"]) == 3, joint
+    assert ma.compute() == ()
+
+
+def test_store_writes_several_files_in_one_job(tmp_path):
+    x = np.random.default_rng(3).random((400, 5)).astype(np.float32)
+    a = ma.asarray(x)
+    existing = zarr.create_array(str(tmp_path / "z.zarr"), shape=(5,), chunks=(2,), dtype="float32")
+    ma.store(
+        [a * 2, a.sum(axis=0), a.max(axis=0)],
+        [tmp_path / "a.npy", str(tmp_path / "b.zarr"), existing],
+        memory_limit="1MiB",
+    )
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), x * 2)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "b.zarr"))[:], a.sum(axis=0).compute())
+    stored = zarr.open_array(str(tmp_path / "z.zarr"))
+    np.testing.assert_array_equal(stored[:], x.max(axis=0))
+    assert stored.chunks == (2,)
+    with pytest.raises(FileExistsError):
+        ma.store([a], [tmp_path / "a.npy"])
+    with pytest.raises(ValueError, match="Different number of sources"):
+        ma.store([a, a], [tmp_path / "c.npy"])
+    with pytest.raises(ValueError, match="shape"):
+        ma.store([a], [existing])
+    with pytest.raises(TypeError, match="store sources"):
+        ma.store([x], [tmp_path / "d.npy"])
+    assert not (tmp_path / "c.npy").exists() and not (tmp_path / "d.npy").exists()
+
+
+def seed_forms(d, s, n):
+    """The seed report's stack form, with its NumPy reference."""
+    lazy = ma.stack([np.tile(ma.asarray(d)[i], (n, 1, 1)) * s[i] for i in range(len(d))]).swapaxes(0, 1).sum(0)
+    want = np.stack([np.tile(d[i], (n, 1, 1)) * s[i] for i in range(len(d))]).swapaxes(0, 1).sum(0)
+    return lazy, want
+
+
+@pytest.mark.parametrize("n", [1, 7, 30])
+def test_t3_11_seed_stack_form_reads_only_the_input(n):
+    rng = np.random.default_rng(4)
+    d, s = rng.random((200, 9, 8)), rng.random(200)
+    lazy, want = seed_forms(d, s, n)
+    plan = lazy.explain(memory_limit="64MiB")
+    assert plan["scratch_bytes"] == 0 and len(plan["stages"]) == 1, plan
+    np.testing.assert_allclose(same_everywhere(lazy), want, rtol=1e-12)
+
+
+VIEWS = {
+    "transpose": lambda c: c.T,
+    "swapaxes": lambda c: c.swapaxes(0, 2),
+    "moveaxis": lambda c: np.moveaxis(c, 1, 0),
+    "expand": lambda c: c[None, :, None],
+    "squeeze": lambda c: c[:, :1].squeeze(1),
+    "broadcast": lambda c: np.broadcast_to(c, (2, *c.shape)),
+    "tile": lambda c: np.tile(c, (1, 3, 2)),
+    "repeat": lambda c: np.repeat(c, 2, axis=1),
+    "slice": lambda c: c[:, 2:9, 1:],
+    "slice-one": lambda c: c[:, 4:5],
+    "reshape": lambda c: c.reshape(c.shape[0] * c.shape[1] // c.shape[1], c.shape[1], -1),
+    "reshape-merge": lambda c: c.reshape(c.shape[0], c.shape[1], -1).reshape(c.shape[0], -1),
+}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_views_of_concatenations_match_numpy(view):
+    rng = np.random.default_rng(5)
+    parts = [rng.random((3, n, 4)) for n in (2, 5, 3)]
+    lazy = VIEWS[view](ma.concatenate([ma.asarray(p) for p in parts], axis=1))
+    want = VIEWS[view](np.concatenate(parts, axis=1))
+    assert lazy.shape == want.shape
+    np.testing.assert_array_equal(same_everywhere(lazy), want)
+    np.testing.assert_allclose(same_everywhere(lazy.sum(axis=0)), want.sum(axis=0), rtol=1e-12)
+
+
+def test_sums_through_stacked_tiles_use_the_tile_rewrite():
+    rng = np.random.default_rng(6)
+    d = rng.random((50, 4, 4))
+    lazy = ma.stack([np.tile(ma.asarray(d[i]), (1000, 1, 1)) for i in range(50)], axis=1).sum(axis=0)
+    plan = lazy.explain(memory_limit="64MiB")
+    assert "rewrite" in str(plan) and plan["scratch_bytes"] == 0
+    np.testing.assert_allclose(lazy.compute(), 1000 * d, rtol=1e-12)
+
+
+def test_many_results_share_a_shared_input_once(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(24.0).reshape(6, 4))
+    x = ma.from_npy(path)
+    lo, hi, total = ma.compute(x.min(axis=0), x.max(axis=0), x.sum())
+    np.testing.assert_array_equal(lo, [0, 1, 2, 3])
+    np.testing.assert_array_equal(hi, [20, 21, 22, 23])
+    assert total == 276.0
+    assert os.listdir(tmp_path) == ["x.npy"]
