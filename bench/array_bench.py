@@ -59,7 +59,12 @@ Usage:
 The peer memfit-base runs the memfit package found on MEMFIT_BASELINE_PYTHONPATH
 (a build from before a change) exactly as memfit, for before/after ratios in one run.
 Cases: sum (N = 50, 500), full (N = 50 to .npy and Zarr), sqrt, minimum,
-rowsum, einsum (two), stdz, transpose. --small shrinks every size about 8x
+rowsum, einsum (two), stdz, transpose; issue 23's: the seed report's three
+published forms (a tile per array stacked and swapped, a Python sum() of
+lazy tiles, repeat -> reshape -> sum), Newton's iteration (reuse), the
+GMM E-step as plain NumPy (sum(X.dot(Q) * X, axis=1)) and as einsum, the
+M-step (X.T * w).dot(X), and compute(mean, std) of one file (--cases
+seed,newton,estep,mstep,meanstd). --small shrinks every size about 8x
 for a smoke run. Input files are written under --tmp (default: a new
 directory in /tmp) and everything is deleted at the end; at most one case's
 inputs and one run's outputs exist at a time (peak about 17 GB on disk for
@@ -197,10 +202,12 @@ def sizes(small):
     if small:
         return dict(n_arr=200, sum_n=(5, 50), full_n=5, sqrt=(128, 1024, 256), min_x=(300, 1000),
                     rowsum=(100, 1_000_000), ein1=(500, 1000, 500), ein2=(200_000, 64, 64),
-                    stdz=(131072, 128), transpose=(4096, 8192))
+                    stdz=(131072, 128), transpose=(4096, 8192), seed_n=7, newton=(1000, 18),
+                    estep=(25_000, 300), mstep=(100_000, 64))
     return dict(n_arr=2000, sum_n=(50, 500), full_n=50, sqrt=(1024, 1024, 256), min_x=(1500, 1000),
                 rowsum=(100, 10_000_000), ein1=(2000, 4000, 2000), ein2=(2_000_000, 64, 64),
-                stdz=(1 << 20, 128), transpose=(32768, 8192))
+                stdz=(1 << 20, 128), transpose=(32768, 8192), seed_n=30, newton=(1000, 18),
+                estep=(200_000, 300), mstep=(1_000_000, 64))
 
 
 def case_list(small):
@@ -218,11 +225,19 @@ def case_list(small):
     out.append(("einsum ji,j,jk->ik", "einsum", {"subs": "ji,j,jk->ik"}))
     out.append(("stdz mean/var", "stdz", {}))
     out.append(("transpose .npy", "transpose", {}))
+    for form in ("stack", "pysum", "repeat"):
+        out.append((f"seed {form} N={z['seed_n']}", "seed", {"form": form, "N": z["seed_n"]}))
+    out.append(("newton x18", "newton", {}))
+    out.append(("E-step X.dot(Q)*X", "estep", {"form": "dot"}))
+    out.append(("E-step einsum", "estep", {"form": "einsum"}))
+    out.append(("M-step (X.T*w).dot(X)", "mstep", {}))
+    out.append(("compute(mean, std)", "meanstd", {}))
     return out
 
 
 FAMILY_OF_OPTION = {"sum": "sum", "full": "full", "sqrt": "sqrt", "minimum": "minimum", "rowsum": "rowsum",
-                    "einsum": "einsum", "stdz": "stdz", "transpose": "transpose"}
+                    "einsum": "einsum", "stdz": "stdz", "transpose": "transpose", "seed": "seed",
+                    "newton": "newton", "estep": "estep", "mstep": "mstep", "meanstd": "meanstd"}
 
 
 def write_random_npy(path, shape, dtype, seed):
@@ -246,8 +261,13 @@ def make_inputs(family, params, small, d):
         files = {"X": (z["sqrt"], "float64")}
     elif family == "rowsum":
         files = {"X": (z["rowsum"], "float64")}
-    elif family == "stdz":
+    elif family in ("stdz", "meanstd"):
         files = {"X": (z["stdz"], "float64")}
+    elif family == "estep":
+        n, d = z["estep"]
+        files = {"X": ((n, d), "float64")}
+    elif family == "mstep":
+        files = {"X": (z["mstep"], "float64"), "w": ((z["mstep"][0],), "float64")}
     elif family == "transpose":
         files = {"X": (z["transpose"], "float64")}
     elif family == "einsum" and params["subs"] == "ij,jk,ik->i":
@@ -282,7 +302,12 @@ def result_shape(family, params, small):
         "rowsum": lambda: (z["rowsum"][1],),
         "einsum": lambda: (z["ein1"][0],) if params["subs"] == "ij,jk,ik->i" else (z["ein2"][1], z["ein2"][2]),
         "stdz": lambda: (z["stdz"][1],),
+        "meanstd": lambda: (z["stdz"][1],),
         "transpose": lambda: (z["transpose"][1], z["transpose"][0]),
+        "seed": lambda: (n, 76, 76),
+        "newton": lambda: (z["newton"][0],),
+        "estep": lambda: (z["estep"][0],),
+        "mstep": lambda: (z["mstep"][1], z["mstep"][1]),
     }[family]()
 
 
@@ -312,7 +337,20 @@ def numpy_estimate(family, params, small):
         return 3 * z["stdz"][0] * z["stdz"][1] * 8
     if family == "transpose":
         return 2 * out_bytes(family, params, small)
+    if family == "seed":
+        return 2 * params["N"] * n
+    if family == "estep":
+        return 3 * z["estep"][0] * z["estep"][1] * 8
+    if family == "mstep":
+        return 3 * z["mstep"][0] * z["mstep"][1] * 8
+    if family == "meanstd":
+        return 2 * z["stdz"][0] * z["stdz"][1] * 8
     return 0
+
+
+def n_samples(family):
+    """Elements sampled: more for results written to disk."""
+    return 2 * N_SAMPLE if family in ("full", "sqrt", "minimum", "transpose") else N_SAMPLE
 
 
 def sample_index(shape, n):
@@ -361,7 +399,37 @@ def reference(family, params, small, files, idx):
         return {"mean": np.array([mean[c] for c in idx[0]]), "var": np.array([var[c] for c in idx[0]])}
     if family == "transpose":
         return np.load(files["X"], mmap_mode="r")[idx[1], idx[0]]
+    if family == "seed":
+        data, scales = sum_data(small)
+        return params["N"] * (data[idx] * scales[idx[0]])
+    if family == "newton":
+        e = np.full(sizes(small)["newton"][0], 3.0)
+        for _ in range(sizes(small)["newton"][1]):
+            e = 0.5 * (e + 2.0 / e)
+        return e[idx]
+    if family == "estep":
+        X = np.load(files["X"])
+        Q = estep_q(X.shape[1])
+        return np.einsum("ij,jk,ik->i", X[idx[0]], Q, X[idx[0]])
+    if family == "mstep":
+        X, w = np.load(files["X"]), np.load(files["w"])
+        return ((X.T * w) @ X)[idx]
+    if family == "meanstd":
+        X = np.load(files["X"], mmap_mode="r")
+        cols = np.unique(idx[0])
+        Y = np.asarray(X[:, cols])
+        mean = dict(zip(cols, Y.mean(axis=0)))
+        std = dict(zip(cols, Y.std(axis=0)))
+        return {"mean": np.array([mean[c] for c in idx[0]]), "std": np.array([std[c] for c in idx[0]])}
     raise ValueError(family)
+
+
+def estep_q(d):
+    """A fixed symmetric positive definite d x d matrix (a precision)."""
+    import numpy as np
+
+    a = np.random.default_rng(SEED + 3).standard_normal((d, d)) / d
+    return a @ a.T + np.eye(d)
 
 
 def sum_min_x(small):
@@ -493,8 +561,10 @@ def child(peer, family, params, small, files, out_dir, limit, threads, work_dir)
 
     # -- inputs
     mem_inputs = {}
-    if family in ("sum", "full"):
+    if family in ("sum", "full", "seed"):
         mem_inputs["data"], mem_inputs["scales"] = sum_data(small)
+    elif family == "estep":
+        mem_inputs["Q"] = estep_q(sizes(small)["estep"][1])
     elif family == "minimum":
         mem_inputs["x"] = sum_min_x(small)
     elif family == "einsum":
@@ -548,11 +618,54 @@ def child(peer, family, params, small, files, out_dir, limit, threads, work_dir)
         if family == "transpose":
             X = leaf_file(files["X"])
             return xp.permute_dims(X, (1, 0)) if peer == "cubed" else X.T
+        if family == "seed":
+            # The report's three published forms, written as a NumPy user would.
+            d, s = leaf_mem(mem_inputs["data"]), mem_inputs["scales"]
+            N, n = params["N"], len(mem_inputs["scales"])
+            lib = xp if peer == "cubed" else np
+            if params["form"] == "stack":
+                t = lib.stack([lib.tile(d[i], (N, 1, 1)) * s[i] for i in range(n)])
+                return lib.sum(lib.moveaxis(t, 0, 1) if peer == "cubed" else t.swapaxes(0, 1), axis=0)
+            if params["form"] == "pysum":
+                return sum(lib.tile(d * s[:, None, None], (N, 1, 1, 1))[k] for k in range(N))
+            r = lib.repeat(d * s[:, None, None], N, axis=0)
+            return lib.sum(lib.reshape(r, (n, N, 76, 76)), axis=1)
+        if family == "newton":
+            e = leaf_mem(np.full(sizes(small)["newton"][0], 3.0))
+            for _ in range(sizes(small)["newton"][1]):
+                e = 0.5 * (e + 2.0 / e)
+            return e
+        if family == "estep":
+            X, Q = leaf_file(files["X"]), leaf_mem(mem_inputs["Q"])
+            if params["form"] == "einsum" and peer != "cubed":
+                return np.einsum("ij,jk,ik->i", X, Q, X, optimize=True)
+            if peer == "cubed":
+                return xp.sum(xp.matmul(X, Q) * X, axis=1)
+            return np.sum(X.dot(Q) * X, axis=1)
+        if family == "mstep":
+            X, w = leaf_file(files["X"]), leaf_file(files["w"])
+            if peer == "cubed":
+                return xp.matmul(xp.permute_dims(X, (1, 0)) * w, X)
+            return (X.T * w).dot(X)
+        if family == "meanstd":
+            X = leaf_file(files["X"])
+            lib = xp if peer == "cubed" else np
+            return lib.mean(X, axis=0), lib.std(X, axis=0)
         raise ValueError(family)
 
     def finish(x):
-        if family in ("sum", "einsum"):
+        if family in ("sum", "einsum", "seed", "newton", "estep", "mstep"):
             return {"out": ("mem", to_memory(x))}
+        if family == "meanstd":
+            if peer == "memfit":
+                m, v = ma.compute(*x, memory_limit=limit, n_jobs=threads)
+            elif peer == "dask":
+                m, v = da.compute(*x)
+            elif peer == "cubed":
+                m, v = cubed.compute(*x)
+            else:
+                m, v = x
+            return {"mean": ("mem", np.asarray(m)), "std": ("mem", np.asarray(v))}
         if family == "stdz":
             if peer == "memfit":
                 m, v = ma.compute(*x, memory_limit=limit, n_jobs=threads)
@@ -571,7 +684,7 @@ def child(peer, family, params, small, files, out_dir, limit, threads, work_dir)
         try:
             x = build()
             xs = x if isinstance(x, tuple) else (x,)
-            out = None if family in ("sum", "einsum", "stdz") else str(
+            out = None if family in ("sum", "einsum", "stdz", "seed", "newton", "estep", "mstep", "meanstd") else str(
                 out_dir / ("out.zarr" if params.get("fmt") == "zarr" else "out.npy"))
             info["plan"] = str(xs[0].explain(memory_limit=limit, n_jobs=threads, output=out))
         except Exception as e:  # noqa: BLE001
@@ -592,7 +705,7 @@ def child(peer, family, params, small, files, out_dir, limit, threads, work_dir)
 
     # -- the sample of the result (after the measurement)
     shape = result_shape(family, params, small)
-    idx = sample_index(shape, N_SAMPLE if family in ("sum", "rowsum", "einsum", "stdz") else 2 * N_SAMPLE)
+    idx = sample_index(shape, n_samples(family))
     samples = {}
     for name, (kind, obj) in results.items():
         if kind == "mem":
@@ -755,8 +868,7 @@ def main():
             d.mkdir(parents=True, exist_ok=True)
             t = time.perf_counter()
             files = make_inputs(family, params, args.small, d)
-            idx = sample_index(result_shape(family, params, args.small),
-                               N_SAMPLE if family in ("sum", "rowsum", "einsum", "stdz") else 2 * N_SAMPLE)
+            idx = sample_index(result_shape(family, params, args.small), n_samples(family))
             ref = reference(family, params, args.small, files, idx)
             setup = time.perf_counter() - t
             floor = 1.0 if family == "stdz" else 1e-300
