@@ -16,8 +16,8 @@ use memfit::io::Dtype;
 use memfit::warning::Category;
 use memfit::{common_remedy, for_example, Error, Remedy, Spelling, Warning};
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyOverflowError,
-    PyPermissionError, PyRuntimeError, PyTypeError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIndexError, PyKeyboardInterrupt, PyMemoryError, PyOSError,
+    PyOverflowError, PyPermissionError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::PyErr;
 
@@ -81,6 +81,7 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
         Class::Type => PyTypeError::new_err(msg),
         Class::Exists => PyFileExistsError::new_err(msg),
         Class::Overflow => PyOverflowError::new_err(msg),
+        Class::Index => PyIndexError::new_err(msg),
     }
 }
 
@@ -94,6 +95,7 @@ enum Class {
     Type,
     Exists,
     Overflow,
+    Index,
 }
 
 /// The class and message of `e` in Python (see [`to_py_for`]).
@@ -136,6 +138,7 @@ fn message(e: &Error, float32: bool) -> (Class, String) {
         Error::OutputExists { .. } => Class::Exists,
         Error::NoDiskSpace { .. } => Class::Os(ErrorKind::StorageFull),
         Error::Expression { kind: memfit::ExpressionFault::Overflow, .. } => Class::Overflow,
+        Error::Expression { kind: memfit::ExpressionFault::Index, .. } => Class::Index,
         _ => Class::Value,
     };
     (class, msg)

@@ -361,6 +361,8 @@ pub enum ExpressionFault {
     Value,
     /// A value that does not fit its dtype (NumPy raises `OverflowError`).
     Overflow,
+    /// An index out of range (NumPy raises `IndexError`).
+    Index,
 }
 
 impl std::error::Error for Error {}

@@ -126,6 +126,36 @@ def reject(name: str, value: Any, default: Any = None) -> None:
     )
 
 
+def write_out(result: "Array", out: Any, casting: str, name: str, reduction: bool = False) -> np.ndarray:
+    """NumPy's ``out=``: ``result`` computed (within the default memory
+    limit) into the NumPy array ``out`` (or a 1-tuple of it), which is
+    returned. A ufunc's result broadcasts to ``out``; a reduction's must have
+    its shape. ``casting`` is the rule from the result's dtype to
+    ``out``'s (``"same_kind"`` for ufuncs, ``"unsafe"`` for reductions)."""
+    if isinstance(out, tuple):
+        if len(out) != 1:
+            raise ValueError(f"The 'out' tuple must have exactly one entry per ufunc output, got {len(out)}")
+        out = out[0]
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"return arrays must be of ArrayType, got {type(out).__name__}")
+    shape = tuple(result.shape)
+    if reduction and out.shape != shape:
+        raise ValueError(
+            f"output parameter for reduction operation {name} has the wrong shape {out.shape}; expected {shape}"
+        )
+    if not reduction and np.broadcast_shapes(shape, out.shape) != out.shape:
+        raise ValueError(
+            f"non-broadcastable output operand with shape {out.shape} doesn't match the broadcast shape "
+            f"{np.broadcast_shapes(shape, out.shape)}"
+        )
+    if not np.can_cast(result.dtype, out.dtype, casting):
+        raise TypeError(
+            f"Cannot cast ufunc '{name}' output from {result.dtype!r} to {out.dtype!r} with casting rule '{casting}'"
+        )
+    np.copyto(out, result.compute(), casting="unsafe")
+    return out
+
+
 def prod(dims: Sequence[int]) -> int:
     """The product of ``dims`` (1 for none)."""
     n = 1
@@ -890,18 +920,26 @@ class Array:
     # -- indexing ----------------------------------------------------------
 
     def __getitem__(self, key: Any) -> "Array":
-        """Basic indexing, a lazy view: integers (negative from the end),
+        """Indexing as NumPy's, lazy: integers (negative from the end),
         slices with any step (negative included), ``None``/``np.newaxis`` and
-        one ``...``, as NumPy.
+        one ``...`` are views; one integer array or list (``x[idx]``,
+        ``x[:, cols]``, any shape of indices, negative from the end) or one
+        boolean array (``x[mask]``, ``x[:, keep]``; a mask of several axes
+        merges them) selects along its axes, with the result's axes where
+        NumPy puts them. An index that is itself a memfit array is computed
+        first (its values decide the result's shape); the data are read
+        only when the result is.
 
         Raises
         ------
         IndexError
-            An integer out of range, too many indices or more than one
-            ellipsis (NumPy's messages), or an index of another type.
+            An integer or array element out of range, a boolean index of the
+            wrong shape, too many indices or more than one ellipsis (NumPy's
+            messages), or an index of another type.
         TypeError
-            Advanced indexing (integer or boolean arrays, lists, bool scalars),
-            which memfit.array does not support.
+            Several integer or boolean arrays in one index (NumPy broadcasts
+            them together), or a boolean scalar index, which memfit.array does
+            not support.
         """
         return _getitem(self, key)
 
@@ -1082,9 +1120,98 @@ class Array:
 # Indexing
 
 
+def _advanced(k: Any) -> Optional[np.ndarray]:
+    """An index that is an integer or boolean array (a list, an ndarray, a
+    memfit array, computed here: its values decide the result's shape) as
+    an ndarray; None for the other kinds of index."""
+    if k is None or k is Ellipsis or isinstance(k, (slice, bool, np.bool_, numbers.Integral, np.integer, str)):
+        return None
+    if isinstance(k, (np.ndarray, Array)) and k.ndim == 0:
+        return None
+    if isinstance(k, Array):
+        return k.compute()
+    if isinstance(k, (list, np.ndarray)) or hasattr(k, "__array__"):
+        a = np.asarray(k)
+        if a.dtype == object or (a.size == 0 and a.dtype.kind == "f"):
+            a = a.astype(np.intp)
+        if a.dtype != bool and a.dtype.kind not in "iu":
+            if not isinstance(k, np.ndarray):
+                raise IndexError(
+                    "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean "
+                    "arrays are valid indices"
+                )
+            raise IndexError("arrays used as indices must be of integer (or boolean) type")
+        return a
+    return None
+
+
 def _getitem(x: Array, key: Any) -> Array:
+    """Indexing as NumPy's: basic indices are views; one integer or boolean
+    array (anywhere in the key; a boolean array covering its axes) selects
+    along its axes, with the result's axes where NumPy puts them."""
     if not isinstance(key, tuple):
         key = (key,)
+    fancy = [(i, a) for i, a in ((i, _advanced(k)) for i, k in enumerate(key)) if a is not None]
+    if len(fancy) > 1:
+        raise TypeError(
+            "memfit.array supports one integer or boolean array per index; indexing with several "
+            f"(broadcast together) is not supported; {_UNSUPPORTED_HINT}"
+        )
+    if not fancy:
+        return _basic(x, key)
+    (at, index), = fancy
+    if index.dtype == bool:
+        # The axes it covers, merged, then the positions of its True values.
+        m = index.ndim
+        before = sum(1 for k in key[:at] if k is not None and k is not Ellipsis)
+        if any(k is Ellipsis for k in key[:at]):
+            before = x.ndim - m - sum(1 for k in key[at + 1:] if k is not None and k is not Ellipsis)
+        covered = x.shape[before:before + m]
+        if tuple(index.shape) != tuple(covered):
+            for j, (a, b) in enumerate(zip(index.shape, covered)):
+                if a != b:
+                    raise IndexError(
+                        f"boolean index did not match indexed array along axis {before + j}; size of axis is {b} "
+                        f"but size of corresponding boolean axis is {a}"
+                    )
+            raise IndexError(f"too many indices for array: array is {x.ndim}-dimensional, but {before + m} were indexed")
+        if m != 1:
+            x = op("reshape", [x], shape=[*x.shape[:before], int(np.prod(covered)), *x.shape[before + m:]])
+        index = np.flatnonzero(index)
+    # Basic indexing with the advanced index replaced by a full slice; the
+    # selected axis is where that slice ended up.
+    y = _basic(x, key[:at] + (slice(None),) + key[at + 1:])
+    lead = key[:at]
+    e = next((i for i, k in enumerate(lead) if k is Ellipsis), None)
+    if e is not None:
+        consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+        lead = lead[:e] + (slice(None),) * (x.ndim - consumed) + lead[e + 1:]
+    axis = sum(1 for k in lead if k is None or isinstance(k, slice))
+    flat = index.reshape(-1)
+    taken = op("take", [y], axis=axis, indices=[int(i) for i in flat])
+    if index.ndim != 1:
+        taken = op("reshape", [taken], shape=[*y.shape[:axis], *index.shape, *y.shape[axis + 1:]])
+    # Integers are advanced indices too: when a slice, None or ... stands
+    # between them and the array, NumPy puts the selected axes first.
+    def is_int(k):
+        return isinstance(k, (numbers.Integral, np.integer)) or (isinstance(k, (np.ndarray, Array)) and k.ndim == 0)
+
+    expanded = key
+    e = next((i for i, k in enumerate(key) if k is Ellipsis), None)
+    if e is not None:
+        consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+        expanded = key[:e] + (slice(None),) * (x.ndim - consumed) + key[e + 1:]
+        if e < at:
+            at = at + (x.ndim - consumed) - 1
+    advanced = [i for i, k in enumerate(expanded) if i == at or is_int(k)]
+    if axis > 0 and advanced[-1] - advanced[0] + 1 != len(advanced):
+        d = index.ndim
+        perm = [*range(axis, axis + d), *range(axis), *range(axis + d, taken.ndim)]
+        taken = op("transpose", [taken], axes=perm)
+    return taken
+
+
+def _basic(x: Array, key: tuple) -> Array:
     shape = x.shape
     ndim = len(shape)
     kinds = []
@@ -1104,13 +1231,6 @@ def _getitem(x: Array, key: Any) -> Array:
             isinstance(k, (np.ndarray, Array)) and k.ndim == 0 and k.dtype.kind in "iu"
         ):
             kinds.append("int")
-        elif isinstance(k, (list, np.ndarray, Array)) or (hasattr(k, "__array__") and not isinstance(k, str)):
-            dt = k.dtype if isinstance(k, Array) else np.asarray(k).dtype
-            what = "boolean" if dt == bool else "integer"
-            raise TypeError(
-                f"memfit.array supports basic indexing only (integers, slices, None, ...); advanced indexing "
-                f"with {what} arrays or lists is not supported; {_UNSUPPORTED_HINT}"
-            )
         else:
             raise IndexError(
                 "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean "

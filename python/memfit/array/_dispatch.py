@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from . import _functions as F
-from ._core import Array, reject
+from ._core import Array, reject, write_out
 
 #: Types a NumPy call may mix with memfit arrays (converted as operands).
 _OPERAND_TYPES = (Array, np.ndarray, np.generic, bool, int, float, list, tuple)
@@ -131,11 +131,18 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     if any(not isinstance(x, _OPERAND_TYPES) for x in inputs):
         return NotImplemented
     out = kwargs.pop("out", None)
-    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
-        raise TypeError(
-            f"memfit.array does not support out= in numpy.{ufunc.__name__}: results are lazy arrays; use the "
-            "returned array, then x.compute(), x.to_npy() or x.to_zarr()"
-        )
+    outs = out if isinstance(out, tuple) else (out,)
+    if out is not None and any(o is not None for o in outs):
+        if not (len(outs) == 1 and isinstance(outs[0], np.ndarray)):
+            raise TypeError(
+                f"memfit.array supports out= in numpy.{ufunc.__name__} with one NumPy array only: results are "
+                "lazy arrays; use the returned array, then x.compute(), x.to_npy() or x.to_zarr()"
+            )
+        result = array_ufunc(ufunc, method, inputs, kwargs)
+        if result is NotImplemented:
+            return result
+        return write_out(result, outs[0], "same_kind" if method == "__call__" else "unsafe", ufunc.__name__,
+                         reduction=method == "reduce")
     if method == "__call__":
         impl = UFUNCS.get(ufunc)
         if impl is None:

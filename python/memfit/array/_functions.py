@@ -6,6 +6,8 @@ computed."""
 from __future__ import annotations
 
 import builtins
+import functools
+import inspect
 import numbers
 import os
 from typing import Any, Optional, Sequence
@@ -26,6 +28,7 @@ from ._core import (
     operand,
     optional_dtype_name,
     reject,
+    write_out,
     scalar,
     _zarr_path,
 )
@@ -49,6 +52,33 @@ def _reject_where(where: Any) -> None:
     if where is None or where is _NoValue or where is True:
         return
     reject("where", where)
+
+
+def _with_out(casting: str, reduction: bool = False):
+    """NumPy's ``out=`` for a function whose parameter ``out`` is refused
+    otherwise: given a NumPy array (or a 1-tuple of one), the lazy result
+    is computed into it and it is returned (see ``write_out``); any other
+    ``out`` goes to the function, which refuses it."""
+
+    def wrap(f):
+        params = list(inspect.signature(f).parameters)
+        at = params.index("out")
+
+        @functools.wraps(f)
+        def g(*args: Any, **kwargs: Any) -> Any:
+            out = kwargs.get("out") if len(args) <= at else args[at]
+            target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+            if not isinstance(target, np.ndarray):
+                return f(*args, **kwargs)
+            if len(args) > at:
+                args = args[:at] + (None,) + args[at + 1:]
+            else:
+                kwargs["out"] = None
+            return write_out(f(*args, **kwargs), out, casting, f.__name__, reduction)
+
+        return g
+
+    return wrap
 
 
 def _reject_out(out: Any) -> None:
@@ -465,7 +495,7 @@ def _make_binary(name: str, what: str):
 
     f.__name__ = f.__qualname__ = name
     f.__doc__ = _ELEMENTWISE_DOC.format(what=f"``{what}``" if " " in what and what[0] == "x" else what.capitalize(), name=name, params="x1, x2 : array-like or Array")
-    return f
+    return _with_out("same_kind")(f)
 
 
 def _make_unary(name: str, what: str):
@@ -476,7 +506,7 @@ def _make_unary(name: str, what: str):
 
     f.__name__ = f.__qualname__ = name
     f.__doc__ = _ELEMENTWISE_DOC.format(what=f"``{what}``" if what[0] in "-+|~" or what.startswith("e **") or what.startswith("x *") or what.startswith("1 /") else what[0].upper() + what[1:], name=name, params="x : array-like or Array")
-    return f
+    return _with_out("same_kind")(f)
 
 
 def _ufunc_kwargs(name: str, kwargs: dict) -> None:
@@ -540,6 +570,7 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array:
     return op("where", [operand(condition), operand(x), operand(y)])
 
 
+@_with_out("same_kind")
 def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: Any = None, max: Any = None, **kwargs: Any) -> Array:
     """``a`` limited to ``[a_min, a_max]``, lazily: ``minimum(maximum(a,
     a_min), a_max)`` (NaN propagates).
@@ -1122,6 +1153,7 @@ def _reduce(name: str, a: Any, axis: Any, keepdims: Any, **params: Any) -> Array
     return op(name, [x], axes=axes, keepdims=_flag(keepdims), **params)
 
 
+@_with_out("unsafe", reduction=True)
 def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:  # noqa: A001
     _reject_out(out)
     if _given(initial):
@@ -1130,6 +1162,7 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: 
     return _reduce("sum", a, axis, keepdims, dtype=optional_dtype_name(dtype))
 
 
+@_with_out("unsafe", reduction=True)
 def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:
     _reject_out(out)
     if _given(initial):
@@ -1138,6 +1171,7 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     return _reduce("prod", a, axis, keepdims, dtype=optional_dtype_name(dtype))
 
 
+@_with_out("unsafe", reduction=True)
 def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, *, where: Any = None) -> Array:
     _reject_out(out)
     _reject_where(where)
@@ -1156,6 +1190,7 @@ def _ddof(ddof: Any, correction: Any) -> Any:
     return int(ddof) if isinstance(ddof, (numbers.Integral, np.integer)) else float(ddof)
 
 
+@_with_out("unsafe", reduction=True)
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
     _reject_out(out)
     _reject_where(where)
@@ -1164,6 +1199,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any 
     return _reduce("var", a, axis, keepdims, ddof=_ddof(ddof, correction), dtype=optional_dtype_name(dtype))
 
 
+@_with_out("unsafe", reduction=True)
 def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
     _reject_out(out)
     _reject_where(where)
@@ -1172,6 +1208,7 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any 
     return _reduce("std", a, axis, keepdims, ddof=_ddof(ddof, correction), dtype=optional_dtype_name(dtype))
 
 
+@_with_out("unsafe", reduction=True)
 def min(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:  # noqa: A001
     _reject_out(out)
     if _given(initial):
@@ -1180,6 +1217,7 @@ def min(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, initia
     return _reduce("min", a, axis, keepdims)
 
 
+@_with_out("unsafe", reduction=True)
 def max(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:  # noqa: A001
     _reject_out(out)
     if _given(initial):
@@ -1192,12 +1230,14 @@ amin = min
 amax = max
 
 
+@_with_out("unsafe", reduction=True)
 def any(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, *, where: Any = None) -> Array:  # noqa: A001
     _reject_out(out)
     _reject_where(where)
     return _reduce("any", a, axis, keepdims)
 
 
+@_with_out("unsafe", reduction=True)
 def all(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, *, where: Any = None) -> Array:  # noqa: A001
     _reject_out(out)
     _reject_where(where)
@@ -1214,10 +1254,12 @@ def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: Any) -> Array:
     return op(name, [x], axes=axes, keepdims=_flag(keepdims))
 
 
+@_with_out("unsafe", reduction=True)
 def argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Array:
     return _arg("argmin", a, axis, out, keepdims)
 
 
+@_with_out("unsafe", reduction=True)
 def argmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Array:
     return _arg("argmax", a, axis, out, keepdims)
 
@@ -1267,6 +1309,7 @@ argmax.__doc__ = _ARG_DOC.format(what="maximum", name="argmax")
 # Contractions
 
 
+@_with_out("safe")
 def einsum(*operands: Any, out: Any = None, optimize: Any = False, dtype: Any = None, order: str = "K", casting: str = "safe") -> Array:
     """Einstein summation, lazily, as ``numpy.einsum`` with a subscripts
     string: ``einsum("ij,jk->ik", a, b)``, ``"..."`` for broadcast axes,
@@ -1330,6 +1373,7 @@ def _matmul_error(i: int, dim: int, got: int, want: int) -> ValueError:
     )
 
 
+@_with_out("same_kind")
 def matmul(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Array:
     """The matrix product, lazily, as ``numpy.matmul`` (``x1 @ x2``).
 
@@ -1442,6 +1486,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
     return op("einsum", [x, y], subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(free)}")
 
 
+@_with_out("safe")
 def dot(a: Any, b: Any, out: Any = None) -> Array:
     """The dot product of arrays of at most 2 dimensions, lazily, as
     ``numpy.dot``: inner product of vectors, matrix product otherwise, a
@@ -1513,6 +1558,7 @@ def inner(a: Any, b: Any) -> Array:
     return tensordot(x, y, axes=([-1], [-1]))
 
 
+@_with_out("same_kind")
 def outer(a: Any, b: Any, out: Any = None) -> Array:
     """The outer product of the flattened arrays, lazily, as
     ``numpy.outer``: a broadcast multiplication, never an n × m temporary

@@ -139,6 +139,25 @@ impl Array {
                 one(1)?;
                 inputs[0].astype(dtype_of(field(p, "dtype")?)?)
             }
+            "take" => {
+                one(1)?;
+                let axis = usize_of(field(p, "axis")?, "axis")?;
+                let n = *inputs[0].shape().get(axis).ok_or_else(|| bad(format!("take: axis {axis} out of range")))?;
+                let items = field(p, "indices")?.as_array().ok_or_else(|| bad("indices must be a list".into()))?;
+                let mut indices = Vec::with_capacity(items.len());
+                for it in items {
+                    let i = i64_of(it, "index")?;
+                    let j = if i < 0 { i + n as i64 } else { i };
+                    if j < 0 || j >= n as i64 {
+                        return Err(Error::Expression {
+                            kind: ExpressionFault::Index,
+                            message: format!("index {i} is out of bounds for axis {axis} with size {n}"),
+                        });
+                    }
+                    indices.push(j);
+                }
+                inputs[0].view(ViewOp::Take { axis, indices: indices.into() })?
+            }
             "transpose" | "reshape" | "broadcast_to" | "expand_dims" | "squeeze" | "tile" | "repeat" | "slice" => {
                 one(1)?;
                 let view = match op {

@@ -11,10 +11,12 @@
 //! cannot stay separable (e.g. `(6, 4) → (4, 6)` of a transposed array)
 //! return `None` and the planner materialises the array below them.
 
+use std::sync::Arc;
+
 use crate::error::{Error, ExpressionFault, Result};
 
 /// One step of a coordinate chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Step {
     /// `x · mul + add` (a slice with a step; `mul` may be negative).
     Affine {
@@ -27,15 +29,18 @@ pub enum Step {
     Mod(u64),
     /// `x div r` (each element repeated `r` times).
     Div(u64),
+    /// `indices[x]` (integer-array indexing).
+    Take(Arc<[i64]>),
 }
 
 impl Step {
     #[inline]
-    fn eval(self, x: i64) -> i64 {
+    fn eval(&self, x: i64) -> i64 {
         match self {
             Step::Affine { mul, add } => x * mul + add,
-            Step::Mod(m) => x.rem_euclid(m as i64),
-            Step::Div(r) => x.div_euclid(r as i64),
+            Step::Mod(m) => x.rem_euclid(*m as i64),
+            Step::Div(r) => x.div_euclid(*r as i64),
+            Step::Take(indices) => indices[x as usize],
         }
     }
 }
@@ -118,6 +123,14 @@ pub enum ViewOp {
     Slice(Vec<(i64, i64, usize)>),
     /// The diagonal of axes `a < b` (equal lengths) as axis `a`; `b` removed.
     Diagonal(usize, usize),
+    /// Elements `indices` (each in range) of `axis`, in that order
+    /// (NumPy's `take`, integer-array indexing of one axis).
+    Take {
+        /// The axis.
+        axis: usize,
+        /// Positions along it.
+        indices: Arc<[i64]>,
+    },
 }
 
 fn bad(message: String) -> Error {
@@ -205,6 +218,18 @@ impl ViewOp {
                 }
                 (0..s.len()).filter(|k| k != b).map(|k| s[k]).collect()
             }
+            ViewOp::Take { axis, indices } => {
+                let n = *s.get(*axis).ok_or_else(|| bad(format!("take: axis {axis} out of range")))?;
+                if let Some(&i) = indices.iter().find(|&&i| i < 0 || i as usize >= n) {
+                    return Err(Error::Expression {
+                        kind: ExpressionFault::Index,
+                        message: format!("index {i} is out of bounds for axis {axis} with size {n}"),
+                    });
+                }
+                let mut t = s.to_vec();
+                t[*axis] = indices.len();
+                t
+            }
         })
     }
 }
@@ -283,6 +308,7 @@ impl ViewOp {
             ViewOp::Diagonal(a, b) if *a != axis && *b != axis => {
                 (axis - usize::from(*b < axis), each(&|_| self.clone()))
             }
+            ViewOp::Take { axis: a, .. } if *a != axis => (axis, each(&|_| self.clone())),
             _ => return None,
         })
     }
@@ -357,7 +383,7 @@ impl ViewMap {
 
     fn prepend(&mut self, k: usize, step: Step) {
         for t in &mut self.axes[k] {
-            t.chain.insert(0, step);
+            t.chain.insert(0, step.clone());
         }
     }
 
@@ -426,6 +452,13 @@ impl ViewMap {
                 let moved = std::mem::take(&mut m.axes[*b]);
                 m.axes[*a].extend(moved);
                 m.axes.remove(*b);
+            }
+            ViewOp::Take { axis, indices } => {
+                if self.shape[*axis] == 1 {
+                    m.fold(*axis, 0);
+                } else {
+                    m.prepend(*axis, Step::Take(indices.clone()));
+                }
             }
             ViewOp::Reshape(t) => return self.reshape(t),
         }

@@ -1,0 +1,93 @@
+"""Integer-array and boolean indexing and ``out=`` on memfit arrays, against
+NumPy (issue 23, item 7)."""
+
+import numpy as np
+import pytest
+
+import memfit.array as ma
+
+X = np.arange(60.0).reshape(3, 4, 5)
+
+KEYS = [
+    [2, 0, -1],
+    (slice(None), [1, 3]),
+    (Ellipsis, [4, 0, 0]),
+    (1, slice(None), [0, 2]),
+    (slice(None), 1, [0, 2]),
+    (0, Ellipsis, [1]),
+    ([0, 1], slice(None), 2),
+    (None, slice(None), [3]),
+    np.array([[0, 1], [2, 2]]),
+    (slice(None), np.array([[0, 1], [2, 3]]), slice(1, 4)),
+    (slice(1, None), [0], slice(None, None, 2)),
+    (1, None, slice(None), np.array([[0], [4]])),
+    np.array([True, False, True]),
+    (slice(None), np.array([True, False, True, True])),
+    np.ones((3, 4), bool),
+    (Ellipsis, np.array([True, False, True, False, True])),
+    np.array([], dtype=np.intp),
+]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=[str(i) for i in range(len(KEYS))])
+@pytest.mark.parametrize("limit,jobs", [("1MiB", 1), ("64MiB", 2)])
+def test_advanced_indexing_matches_numpy(key, limit, jobs):
+    want = X[key]
+    got = ma.asarray(X)[key]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.compute(memory_limit=limit, n_jobs=jobs), want)
+    # Reductions over the selected axes, as NumPy.
+    np.testing.assert_allclose(got.sum(axis=0).compute(), want.sum(axis=0), rtol=1e-12)
+
+
+def test_a_lazy_mask_is_computed_first(tmp_path):
+    np.save(tmp_path / "x.npy", X)
+    x = ma.from_npy(tmp_path / "x.npy")
+    rows = x[x[:, 0, 0] > 10]
+    np.testing.assert_array_equal(rows.compute(), X[X[:, 0, 0] > 10])
+    np.testing.assert_array_equal(x[:, :, 2][x[:, :, 2] > 30].compute(), X[:, :, 2][X[:, :, 2] > 30])
+
+
+@pytest.mark.parametrize(
+    "key",
+    [[3], (slice(None), [-5]), np.array([True, False]), [1.5], np.array([0.5])],
+)
+def test_bad_indices_raise_numpys_errors(key):
+    with pytest.raises(IndexError) as numpy_error:
+        X[key]
+    with pytest.raises(IndexError) as ours:
+        ma.asarray(X)[key]
+    assert str(ours.value) == str(numpy_error.value)
+
+
+def test_two_index_arrays_are_refused():
+    with pytest.raises(TypeError, match="one integer or boolean array"):
+        ma.asarray(X)[[0, 1], [1, 2]]
+
+
+def test_out_for_ufuncs_and_reductions_writes_numpy_arrays():
+    a = ma.asarray(X)
+    o = np.empty_like(X)
+    assert np.add(a, 1, out=o) is o
+    np.testing.assert_array_equal(o, X + 1)
+    o2 = np.empty_like(X)
+    assert ma.multiply(a, 2, out=(o2,)) is o2
+    np.testing.assert_array_equal(o2, X * 2)
+    s = np.empty((4, 5))
+    assert np.sum(a, axis=0, out=s) is s and a.mean(axis=0, out=s) is s
+    np.testing.assert_array_equal(s, X.mean(axis=0))
+    i = np.empty((3, 5), dtype=np.int64)
+    ma.argmax(a, axis=1, out=i)
+    np.testing.assert_array_equal(i, X.argmax(axis=1))
+    b = np.empty((4,))
+    np.add.reduce(a[:, :, 0], axis=0, out=b)
+    np.testing.assert_array_equal(b, X[:, :, 0].sum(axis=0))
+    full = np.empty((2, 3, 4, 5))
+    np.add(a, 1, out=full)  # the result broadcasts to out, as NumPy's
+    np.testing.assert_array_equal(full, np.broadcast_to(X + 1, full.shape))
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'add' output from dtype\\('float64'\\) to dtype\\('int64'\\)"):
+        np.add(a, 1.5, out=np.empty(X.shape, dtype=np.int64))
+    with pytest.raises(ValueError, match="wrong shape"):
+        np.sum(a, axis=0, out=np.empty(5))
+    with pytest.raises(TypeError):
+        np.add(a, 1, out=a)
