@@ -744,19 +744,17 @@ impl Lowering {
     }
 }
 
+/// Parts of a concatenation, each seen through views.
+type PartViews = Vec<(Array, Vec<ViewOp>)>;
+
 /// A concatenation of `parts` along `axis` (of shape `shape`) seen through
 /// `views`, as a concatenation of the parts each seen through views: the
 /// new axis and the parts in order (see [`ViewOp::through_concat`]), or
 /// `None` when a view does not commute with the join.
-fn concat_through(
-    axis: usize,
-    parts: &[Array],
-    shape: &[usize],
-    views: &[ViewOp],
-) -> Option<(usize, Vec<(Array, Vec<ViewOp>)>)> {
+fn concat_through(axis: usize, parts: &[Array], shape: &[usize], views: &[ViewOp]) -> Option<(usize, PartViews)> {
     let mut axis = axis;
     let mut shape = shape.to_vec();
-    let mut seen: Vec<(Array, Vec<ViewOp>)> = parts.iter().map(|p| (p.clone(), Vec::new())).collect();
+    let mut seen: PartViews = parts.iter().map(|p| (p.clone(), Vec::new())).collect();
     for op in views {
         let lens: Vec<usize> = seen.iter().map(|(a, v)| ir_len(a, v, axis)).collect();
         let (next, picks) = op.through_concat(axis, &lens, &shape)?;
