@@ -91,3 +91,19 @@ def test_out_for_ufuncs_and_reductions_writes_numpy_arrays():
         np.sum(a, axis=0, out=np.empty(5))
     with pytest.raises(TypeError):
         np.add(a, 1, out=a)
+
+
+def test_where_with_one_argument_and_nonzero_are_numpys():
+    x = np.array([[0, 3, 0], [4, 0, 5]])
+    a = ma.asarray(x)
+    for got, want in [(np.where(a), np.where(x)), (np.nonzero(a), np.nonzero(x)), (ma.where(a > 2), np.where(x > 2))]:
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(np.flatnonzero(a), np.flatnonzero(x))
+    np.testing.assert_array_equal(np.argwhere(a), np.argwhere(x))
+    assert int(np.count_nonzero(a)) == np.count_nonzero(x)
+    np.testing.assert_array_equal(np.count_nonzero(a, axis=0).compute(), np.count_nonzero(x, axis=0))
+    np.testing.assert_array_equal(a[:, np.nonzero(a[0])[0]].compute(), x[:, np.nonzero(x[0])[0]])
+    with pytest.raises(ValueError, match="either both or neither"):
+        ma.where(a, 1)

@@ -552,23 +552,52 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array:
     -------
     Array
 
+    With ``condition`` alone, :func:`nonzero` (computed: its shape depends on
+    the data).
+
     Raises
     ------
-    TypeError
-        The one-argument form (``numpy.nonzero``), whose shape depends on the
-        data.
     ValueError
-        Shapes that do not broadcast.
+        Shapes that do not broadcast; only one of ``x`` and ``y``.
     """
     if x is None and y is None:
-        raise TypeError(
-            "memfit.array does not support where(condition) with one argument (numpy.nonzero: its shape "
-            "depends on the data); compute the condition first"
-        )
+        return nonzero(condition)
     if x is None or y is None:
         raise ValueError("either both or neither of x and y should be given")
     return op("where", [operand(condition), operand(x), operand(y)])
 
+
+
+def nonzero(a: Any) -> tuple:
+    """``numpy.nonzero``: the indices of the nonzero elements, one NumPy array
+    per axis. The array is computed first (within the default memory limit;
+    a 0-d array counts as 1-d, as NumPy 2 requires of ``atleast_1d``), since
+    the result's length depends on its values; the indices can index a
+    memfit array lazily (``x[nonzero(m)[0]]``).
+
+    Returns
+    -------
+    tuple of numpy.ndarray (intp)
+    """
+    return np.nonzero(np.atleast_1d(operand(a).compute()))
+
+
+def flatnonzero(a: Any) -> np.ndarray:
+    """``numpy.flatnonzero``: indices of the nonzero elements of the flattened
+    array, computed (see :func:`nonzero`)."""
+    return np.flatnonzero(operand(a).compute())
+
+
+def argwhere(a: Any) -> np.ndarray:
+    """``numpy.argwhere``: the indices of the nonzero elements as rows of a
+    NumPy array, computed (see :func:`nonzero`)."""
+    return np.argwhere(operand(a).compute())
+
+
+def count_nonzero(a: Any, axis: Any = None, *, keepdims: Any = False) -> Array:
+    """``numpy.count_nonzero``, lazily: the number of nonzero elements over
+    ``axis`` (all by default), int64."""
+    return sum(operand(a) != 0, axis=axis, keepdims=keepdims, dtype=np.int64)
 
 @_with_out("same_kind")
 def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: Any = None, max: Any = None, **kwargs: Any) -> Array:
