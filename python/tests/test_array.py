@@ -302,8 +302,8 @@ def test_where_clip_minimum_maximum():
     same(ma.clip(i, 0, 5), np.clip(i, 0, 5))
     same(ma.minimum(a, y), np.minimum(x, y))
     same(ma.maximum(a, 0), np.maximum(x, 0))
-    with pytest.raises(TypeError, match="nonzero"):
-        ma.where(a > 0)
+    for got, want in zip(ma.where(a > 0), np.where(x > 0)):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("src", FLOATS + INTS + ["bool"])
@@ -378,9 +378,10 @@ def test_indexing_errors():
         a[1.5]
     with pytest.raises(ValueError, match="slice step cannot be zero"):
         a[::0]
-    for key in ([0, 1], np.array([0, 1]), np.array([True, False]), a > 3, (slice(None), [1, 2]), True):
-        with pytest.raises(TypeError, match="advanced indexing"):
-            a[key]
+    with pytest.raises(TypeError, match="advanced indexing"):
+        a[True]
+    with pytest.raises(TypeError, match="one integer or boolean array"):
+        a[[0, 1], [1, 2]]
 
 
 def test_iteration_and_scalars():
@@ -591,8 +592,10 @@ def test_reduction_axis_errors():
         a.max(axis=(1, -1))
     with pytest.raises(TypeError):
         a.argmax(axis=(0, 1))
-    with pytest.raises(TypeError, match="out="):
+    with pytest.raises(ValueError, match="wrong shape"):
         a.sum(out=np.zeros(3))
+    with pytest.raises(TypeError, match="out="):
+        a.sum(out=a)
     with pytest.raises(TypeError, match="where="):
         a.sum(where=np.ones((2, 3), bool))
 

@@ -120,9 +120,11 @@ def test_unsupported_ufuncs_and_out(x, a):
     with pytest.raises(TypeError, match="numpy.cumsum"):
         np.cumsum(a)
     with pytest.raises(TypeError, match="out="):
-        np.add(a, 1, out=np.empty_like(x))
+        np.add(a, 1, out=a)
     with pytest.raises(TypeError, match="out="):
-        np.sum(a, out=np.empty(()))
+        np.sum(a, out=a)
+    total = np.empty(())
+    assert np.sum(a, out=total) is total and np.isclose(total, np.sum(x), rtol=1e-12)
     with pytest.raises(TypeError, match="numpy.linalg.norm"):
         np.linalg.norm(a)
     with pytest.raises(TypeError, match="numpy.sort"):

@@ -61,16 +61,19 @@ def _with_out(casting: str, reduction: bool = False):
     ``out`` goes to the function, which refuses it."""
 
     def wrap(f):
-        params = list(inspect.signature(f).parameters)
-        at = params.index("out")
+        params = list(inspect.signature(f).parameters.values())
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        at = next(i for i, p in enumerate(params) if p.name == "out")
+        if builtins.any(p.kind not in positional for p in params[: at + 1]):
+            at = None  # keyword-only (after *args)
 
         @functools.wraps(f)
         def g(*args: Any, **kwargs: Any) -> Any:
-            out = kwargs.get("out") if len(args) <= at else args[at]
+            out = kwargs.get("out") if at is None or len(args) <= at else args[at]
             target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
             if not isinstance(target, np.ndarray):
                 return f(*args, **kwargs)
-            if len(args) > at:
+            if at is not None and len(args) > at:
                 args = args[:at] + (None,) + args[at + 1:]
             else:
                 kwargs["out"] = None
