@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use super::eval::{eval, offsets, Ctx};
 use super::lower::{lower, Ir, Lowered, Target, Work};
 use super::node::{Array, Reduction};
-use super::plan::{plan, Output, StagePlan, Stages};
+use super::plan::{plan, Output, Shards, StagePlan, Stages};
 use super::reduce::{partial, Acc, Partials, Sums};
 use super::remote::{OnCluster, Placed};
 use super::store::Stored;
@@ -96,9 +96,9 @@ pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<Plan<Sta
 /// [`Error::DoesNotFit`] when not even one such chunk fits the limit,
 /// naming the smallest limit that works.
 pub fn default_zarr_chunks(root: &Array, opts: &Options) -> Result<Vec<usize>> {
-    let output = Output::Zarr { path: std::path::PathBuf::new(), chunks: None, overwrite: true };
+    let output = Output::Zarr { path: std::path::PathBuf::new(), chunks: None, shards: Shards::Off, overwrite: true };
     let plan = explain(root, &output, opts)?;
-    Ok(plan.schedule.stages.last().expect("a final stage").tile.clone())
+    Ok(plan.schedule.stages.last().expect("a final stage").zarr_chunks.clone())
 }
 
 /// Writes the box `lo..hi` of a stage's result (values in C order).
@@ -275,23 +275,24 @@ fn run_placed(
     let sink: Box<dyn Sink> = match output {
         Output::Memory | Output::Rows => Box::new(MemorySink::new(&last.shape, last.dtype)),
         Output::Npy { path, overwrite } => Box::new(NpySink::create(path, last.dtype, &last.shape, *overwrite)?),
-        Output::Zarr { path, overwrite, .. } => {
-            Box::new(ZarrSink::create(path, &last.shape, last.dtype, &sp.tile, *overwrite)?)
+        Output::Zarr { path, overwrite, shards, .. } => {
+            let sharded = matches!(shards, Shards::Shape(_)) || sp.tile != sp.zarr_chunks;
+            let shards = sharded.then_some(sp.tile.as_slice());
+            Box::new(ZarrSink::create(path, &last.shape, last.dtype, &sp.zarr_chunks, shards, *overwrite)?)
         }
     };
     let slots = Slots::new(&lowered, output)?;
     run_intermediates(&lowered, &the_plan, &slots, threads, placed.as_ref(), ctx)?;
     let n = lowered.stages.len();
     stage_event(ctx, n - 1, n);
-    // A Zarr output's chunks are buffered whole: only `sp.workers` at a time.
-    run_one(&lowered, n - 1, sp, &*sink, &slots, sp.workers, placed.as_ref(), &ctx.cancel)?;
+    run_one(&lowered, n - 1, sp, &*sink, &slots, threads, placed.as_ref(), &ctx.cancel)?;
     let computed = sink.commit()?.map(|bytes| Computed { shape: last.shape.clone(), dtype: last.dtype, bytes });
     Ok((computed, Report { plan: the_plan, warnings: slots.warnings() }))
 }
 
 /// Evaluates `ir` over the box in parts of at most `max` elements, split
 /// along the outermost axes (so the parts concatenate in C order).
-fn eval_limited(
+pub(crate) fn eval_limited(
     ir: &super::lower::Ir,
     lo: &[usize],
     hi: &[usize],
@@ -335,11 +336,22 @@ fn run_stage(
     cancel: &Cancel,
 ) -> Result<()> {
     match work {
-        Work::Map { ir } => run_tiles(n_tiles(shape, &sp.tile), cancel, Vec::new, |buf, t| {
-            let (lo, hi) = tile_box(shape, &sp.tile, t);
-            let col = eval_limited(ir, &lo, &hi, sp.eval_elems, ctx, buf)?;
-            put(sink, &lo, &hi, &col, dtype)
-        }),
+        Work::Map { ir } if sp.write_slab > 0 && sink.file_offset().is_some() => {
+            super::write::run_slabs(ir, shape, dtype, sp, sink, ctx, cancel)
+        }
+        Work::Map { ir } => {
+            // A Zarr output's chunks (shards) are buffered whole: only
+            // `sp.workers` at a time, their compression on every thread.
+            let tiles = n_tiles(shape, &sp.tile);
+            let batch = if sink.chunk().is_some() && sp.workers < threads { sp.workers.max(1) } else { tiles.max(1) };
+            (0..tiles).step_by(batch).try_for_each(|start| {
+                run_tiles(batch.min(tiles - start), cancel, Vec::new, |buf, i| {
+                    let (lo, hi) = tile_box(shape, &sp.tile, start + i);
+                    let col = eval_limited(ir, &lo, &hi, sp.eval_elems, ctx, buf)?;
+                    put(sink, &lo, &hi, &col, dtype)
+                })
+            })
+        }
         Work::Reduce { ir, axes, op, reduced, input_dtype, .. } => {
             let n_c = n_tiles(reduced, &sp.chunk);
             if n_c == 0 {

@@ -154,6 +154,11 @@ impl PositionedNpy {
         Ok(PositionedNpy { path, staged, data_offset: header.len() as u64, itemsize: dtype.itemsize() as u64 })
     }
 
+    /// Where element 0 lies in the file, in bytes (the header's length).
+    pub fn data_offset(&self) -> u64 {
+        self.data_offset
+    }
+
     /// Writes encoded elements starting at element `first` (C order).
     ///
     /// # Errors
