@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use memfit::array::{
-    check_on_cluster, default_zarr_chunks, Shards, explain, run as run_expr, run_on, Array, Computed, OnCluster, Options,
-    Output, Stored,
+    check_on_cluster, default_zarr_chunks, explain, run as run_expr, run_on, Array, Computed, OnCluster, Options,
+    Output, Shards, Stored,
 };
 use memfit::dtype::Dtype;
 use numpy::{PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};

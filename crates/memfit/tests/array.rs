@@ -289,7 +289,8 @@ fn default_zarr_chunks_are_sized_for_the_format_within_the_limit() {
             for limit in [8 * MIB, 64 * MIB, 1 << 30, 8 << 30] {
                 for threads in [1, 4, 64] {
                     let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
-                    let out = Output::Zarr { path: "x.zarr".into(), chunks: None, shards: Shards::Auto, overwrite: true };
+                    let out =
+                        Output::Zarr { path: "x.zarr".into(), chunks: None, shards: Shards::Auto, overwrite: true };
                     let plan = explain(&expr, &out, &opts).unwrap();
                     let c = &plan.schedule.stages.last().unwrap().tile;
                     let at = format!("{shape:?} {} at {limit} B, {threads} threads: chunks {c:?}", dtype.name());
@@ -335,7 +336,8 @@ fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
         assert_eq!(back, want);
     }
     let opts = Options { threads: Some(4), ..Options::with_limit(100 << 10) };
-    let out = Output::Zarr { path: dir.path().join("small.zarr"), chunks: None, shards: Shards::Auto, overwrite: false };
+    let out =
+        Output::Zarr { path: dir.path().join("small.zarr"), chunks: None, shards: Shards::Auto, overwrite: false };
     let needed = match run(&tiled, &out, &opts, &mut Context::new(&mut ())).unwrap_err() {
         Error::DoesNotFit { required_bytes, .. } => required_bytes,
         other => panic!("{other}"),

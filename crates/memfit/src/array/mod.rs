@@ -64,9 +64,7 @@ mod view;
 mod write;
 
 pub use node::{broadcast_shapes, Array, Distribution, Reduction};
-pub use plan::{
-    Output, Shards, StagePlan, Stages, MAX_SHARD_BYTES, MAX_WRITE_SLAB, SMALL_CHUNK_BYTES, WRITE_ALIGN,
-};
+pub use plan::{Output, Shards, StagePlan, Stages, MAX_SHARD_BYTES, MAX_WRITE_SLAB, SMALL_CHUNK_BYTES, WRITE_ALIGN};
 pub use remote::{check_on_cluster, run_task, OnCluster, ReduceRunner, REDUCE_TASK};
 pub use rows::ExprRows;
 pub use run::{default_zarr_chunks, explain, run, run_on, Computed, Options, Report};

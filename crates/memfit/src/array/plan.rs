@@ -161,7 +161,8 @@ fn zarr_layout(
         Shards::Off => (chunks.unwrap_or_else(default), None),
         Shards::Shape(s) => {
             let c = chunks.unwrap_or_else(|| {
-                let largest_divisor = |s: usize, d: usize| (1..=d.min(s).max(1)).rev().find(|c| s % c == 0).unwrap_or(1);
+                let largest_divisor =
+                    |s: usize, d: usize| (1..=d.min(s).max(1)).rev().find(|c| s % c == 0).unwrap_or(1);
                 default().iter().zip(s).map(|(&d, &s)| largest_divisor(s, d)).collect()
             });
             (c, Some(s.clone()))
@@ -287,14 +288,15 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
             Target::Out => matches!(output, Output::Npy { .. }),
             Target::Slot(i) => lowered.slots[i].on_disk,
         };
-        let write_slab = if to_file && matches!(stage.work, Work::Map { .. }) { write_slab_bytes(avail, item) } else { 0 };
+        let write_slab =
+            if to_file && matches!(stage.work, Work::Map { .. }) { write_slab_bytes(avail, item) } else { 0 };
         if write_slab > 0 {
             led.add_in(
                 &phase,
                 "write buffers",
                 2,
                 write_slab,
-                "2 slabs: one written while the next is evaluated".to_string(),
+                format!("2 slabs of {write_slab} B: one written while the next is evaluated"),
             );
         }
         let room = avail.saturating_sub(2 * write_slab) / t;

@@ -46,10 +46,7 @@ fn pieces(shape: &[usize], tile: &[usize], first: u64, end: u64, max: usize) -> 
     let along_rows = shape.last().zip(tile.last()).is_none_or(|(s, t)| t >= s);
     if along_rows {
         let max = max.max(1) as u64;
-        return (first..end)
-            .step_by(max as usize)
-            .flat_map(|a| range_boxes(shape, a, (a + max).min(end)))
-            .collect();
+        return (first..end).step_by(max as usize).flat_map(|a| range_boxes(shape, a, (a + max).min(end))).collect();
     }
     let mut out = Vec::new();
     for (lo, hi) in range_boxes(shape, first, end) {
@@ -186,7 +183,10 @@ mod tests {
                         assert!(n <= 10, "{tile:?}: piece of {n}");
                     } else {
                         let cell = |x: usize, t: usize| x / t;
-                        assert!((0..3).all(|k| cell(lo[k], tile[k]) == cell(hi[k] - 1, tile[k])), "{tile:?}: {lo:?}..{hi:?}");
+                        assert!(
+                            (0..3).all(|k| cell(lo[k], tile[k]) == cell(hi[k] - 1, tile[k])),
+                            "{tile:?}: {lo:?}..{hi:?}"
+                        );
                     }
                     for (at, len) in box_runs(&shape, &lo, &hi) {
                         (at..at + len as u64).for_each(|i| seen[i as usize] += 1);

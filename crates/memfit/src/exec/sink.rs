@@ -264,6 +264,8 @@ pub struct NpySink {
     file: PositionedNpy,
     shape: Vec<usize>,
     dtype: Dtype,
+    /// The last range written by [`Sink::write_range`] (first, elements).
+    last_range: Mutex<Option<(u64, u64)>>,
 }
 
 impl NpySink {
@@ -273,7 +275,8 @@ impl NpySink {
     /// As [`PositionedNpy::create`] ([`crate::Error::OutputExists`] when
     /// `overwrite` is false and the path exists, disk space, I/O).
     pub fn create(path: &Path, dtype: Dtype, shape: &[usize], overwrite: bool) -> Result<Self> {
-        Ok(NpySink { file: PositionedNpy::create(path, dtype, shape, overwrite)?, shape: shape.to_vec(), dtype })
+        let file = PositionedNpy::create(path, dtype, shape, overwrite)?;
+        Ok(NpySink { file, shape: shape.to_vec(), dtype, last_range: Mutex::new(None) })
     }
 }
 
@@ -290,8 +293,16 @@ impl Sink for NpySink {
     fn file_offset(&self) -> Option<u64> {
         Some(self.file.data_offset())
     }
+    /// One positioned write, then its write-back started at once; the
+    /// previous range's pages, on disk by now, leave the page cache.
     fn write_range(&self, first: u64, bytes: &[u8]) -> Result<()> {
-        self.file.write_at(first, bytes)
+        self.file.write_at(first, bytes)?;
+        let n = (bytes.len() / self.dtype.itemsize()) as u64;
+        self.file.write_back(first, n);
+        if let Some((p, m)) = self.last_range.lock().expect("no panics while writing").replace((first, n)) {
+            self.file.write_back(p, m);
+        }
+        Ok(())
     }
     fn commit(self: Box<Self>) -> Result<Option<Vec<u8>>> {
         self.file.commit()?;

@@ -170,6 +170,19 @@ impl PositionedNpy {
             .map_err(|e| Error::io(&self.path, "write", e))
     }
 
+    /// Starts writing elements `first..first + n` (written with
+    /// [`PositionedNpy::write_at`]) to disk now rather than when the page
+    /// cache fills, and drops those already on disk from the cache (advice:
+    /// errors are ignored), so a long sequence of writes keeps the disk busy
+    /// while the next elements are computed and `commit`'s sync has little
+    /// left to wait for.
+    pub fn write_back(&self, first: u64, n: u64) {
+        let start = self.data_offset + first * self.itemsize;
+        if let Some(len) = std::num::NonZeroU64::new(n * self.itemsize) {
+            let _ = rustix::fs::fadvise(self.staged.file(), start, Some(len), rustix::fs::Advice::DontNeed);
+        }
+    }
+
     /// Syncs the file and puts it in place.
     ///
     /// # Errors

@@ -123,17 +123,13 @@ impl ZarrOutput {
         let unfinished = Unfinished::new_dir(tmp.path());
         let store = FilesystemStore::new(tmp.path()).map_err(|e| Error::io(path, "create", io::Error::other(e)))?;
         let unit = shards.unwrap_or(chunks);
-        let array = ArrayBuilder::new(
-            to_u64(shape),
-            to_u64(unit),
-            dtype.name(),
-            FillValue::from(vec![0u8; dtype.itemsize()]),
-        )
-        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
-        .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(ZSTD_LEVEL, false))])
-        .subchunk_shape(shards.map(|_| to_u64(chunks)))
-        .build(Arc::new(store), "/")
-        .map_err(|e| Error::io(path, "create", io::Error::other(e.to_string())))?;
+        let array =
+            ArrayBuilder::new(to_u64(shape), to_u64(unit), dtype.name(), FillValue::from(vec![0u8; dtype.itemsize()]))
+                .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+                .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(ZSTD_LEVEL, false))])
+                .subchunk_shape(shards.map(|_| to_u64(chunks)))
+                .build(Arc::new(store), "/")
+                .map_err(|e| Error::io(path, "create", io::Error::other(e.to_string())))?;
         array.store_metadata().map_err(|e| storage_error(path, "write", e))?;
         Ok(ZarrOutput {
             array,
