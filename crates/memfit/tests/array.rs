@@ -292,7 +292,7 @@ fn default_zarr_chunks_are_sized_for_the_format_within_the_limit() {
                     let out =
                         Output::Zarr { path: "x.zarr".into(), chunks: None, shards: Shards::Auto, overwrite: true };
                     let plan = explain(&expr, &out, &opts).unwrap();
-                    let c = &plan.schedule.stages.last().unwrap().tile;
+                    let c = &plan.schedule.stages.last().unwrap().zarr_chunks;
                     let at = format!("{shape:?} {} at {limit} B, {threads} threads: chunks {c:?}", dtype.name());
                     assert_eq!(c, &default_zarr_chunks(&expr, &opts).unwrap(), "{at}");
                     assert!(plan.total_bytes <= limit, "{at}: plan of {} B", plan.total_bytes);

@@ -772,7 +772,7 @@ class Array:
         if resolved is not None:
             from . import _cluster
 
-            _cluster.to_zarr(self, path, chunks, memory_limit, n_jobs, overwrite, resolved, shards)
+            _cluster.to_zarr(self, path, chunks, memory_limit, n_jobs, overwrite, resolved, shards=shards)
             return
         self._expr.to_zarr(
             os.fsdecode(os.fspath(path)),
