@@ -162,7 +162,7 @@ fn zarr_layout(
         Shards::Shape(s) => {
             let c = chunks.unwrap_or_else(|| {
                 let largest_divisor =
-                    |s: usize, d: usize| (1..=d.min(s).max(1)).rev().find(|c| s % c == 0).unwrap_or(1);
+                    |s: usize, d: usize| (1..=d.min(s).max(1)).rev().find(|&c| s.is_multiple_of(c)).unwrap_or(1);
                 default().iter().zip(s).map(|(&d, &s)| largest_divisor(s, d)).collect()
             });
             (c, Some(s.clone()))

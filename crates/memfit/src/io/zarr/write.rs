@@ -237,7 +237,7 @@ impl ZarrOutput {
 
 /// Checks that `shards` has one positive multiple of each chunk length.
 fn check_shards(chunks: &[usize], shards: &[usize]) -> Result<()> {
-    if shards.len() != chunks.len() || shards.iter().zip(chunks).any(|(&s, &c)| s == 0 || s % c != 0) {
+    if shards.len() != chunks.len() || shards.iter().zip(chunks).any(|(&s, &c)| s == 0 || !s.is_multiple_of(c)) {
         return Err(Error::param(
             "shards",
             format!("needs one positive multiple of each chunk length {chunks:?}, got {shards:?}"),
