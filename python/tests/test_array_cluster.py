@@ -200,7 +200,7 @@ def test_client_none_is_the_active_client_for_fit_and_to_zarr(client, data, tmp_
     assert _options.resolve_client(None) is client and _options.resolve_client("auto") is client
     seen = []
     to_zarr, from_expression = _cluster.to_zarr, _dask.from_expression
-    monkeypatch.setattr(_cluster, "to_zarr", lambda x, p, *a: seen.append(("to_zarr", a[-1])) or to_zarr(x, p, *a))
+    monkeypatch.setattr(_cluster, "to_zarr", lambda x, p, *a, **k: seen.append(("to_zarr", a[-1])) or to_zarr(x, p, *a, **k))
     monkeypatch.setattr(_dask, "from_expression", lambda x: seen.append(("fit", None)) or from_expression(x))
     y = ma.from_npy(data / "x.npy")[:200, :4]
     y.to_zarr(tmp_path / "y.zarr", chunks=(100, 4))

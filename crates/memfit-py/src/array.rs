@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use memfit::array::{
     check_on_cluster, default_zarr_chunks, explain, explain_all, run as run_expr, run_all, run_on, Array, Computed,
-    OnCluster, Options, Output, Stored,
+    OnCluster, Options, Output, Shards, Stored,
 };
 use memfit::dtype::Dtype;
 use numpy::{PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -89,8 +89,10 @@ impl Expr {
         crate::shared::warn(py, &report.warnings)
     }
 
-    /// Streams the result into a Zarr v3 array.
-    #[pyo3(signature = (path, chunks, memory_limit, n_jobs=None, overwrite=false))]
+    /// Streams the result into a Zarr v3 array: `shards` a shard shape,
+    /// or None for none (`auto_shards`: the engine's choice).
+    #[pyo3(signature = (path, chunks, memory_limit, n_jobs=None, overwrite=false, shards=None, auto_shards=true))]
+    #[allow(clippy::too_many_arguments)]
     fn to_zarr(
         &self,
         py: Python<'_>,
@@ -99,9 +101,16 @@ impl Expr {
         memory_limit: u64,
         n_jobs: Option<usize>,
         overwrite: bool,
+        shards: Option<Vec<usize>>,
+        auto_shards: bool,
     ) -> PyResult<()> {
         let a = self.0.clone();
-        let out = Output::Zarr { path, chunks, overwrite };
+        let shards = match shards {
+            Some(s) => Shards::Shape(s),
+            None if auto_shards => Shards::Auto,
+            None => Shards::Off,
+        };
+        let out = Output::Zarr { path, chunks, shards, overwrite };
         let (_, report) = run(py, n_jobs, false, None, move |w| {
             run_expr(&a, &out, &options(memory_limit, n_jobs), &mut memfit::exec::Context::new(w))
         })?;
@@ -203,7 +212,9 @@ fn outputs_of(destinations: Vec<Destination>) -> PyResult<Vec<Output>> {
         .map(|d| match d {
             None => Ok(Output::Memory),
             Some((kind, path, _, overwrite)) if kind == "npy" => Ok(Output::Npy { path, overwrite }),
-            Some((kind, path, chunks, overwrite)) if kind == "zarr" => Ok(Output::Zarr { path, chunks, overwrite }),
+            Some((kind, path, chunks, overwrite)) if kind == "zarr" => {
+                Ok(Output::Zarr { path, chunks, shards: Shards::Auto, overwrite })
+            }
             Some((kind, ..)) => Err(PyValueError::new_err(format!("unknown destination kind {kind:?}"))),
         })
         .collect()
@@ -257,7 +268,7 @@ pub fn explain_all_exprs<'py>(
 fn output_of(path: Option<PathBuf>) -> Output {
     match path {
         Some(p) if p.extension().is_some_and(|e| e == "zarr") => {
-            Output::Zarr { path: p, chunks: None, overwrite: true }
+            Output::Zarr { path: p, chunks: None, shards: Shards::Auto, overwrite: true }
         }
         Some(p) => Output::Npy { path: p, overwrite: true },
         None => Output::Memory,

@@ -2,7 +2,7 @@
 //! references, bitwise identical for any memory limit and thread count,
 //! refusals before anything runs, and outputs that are complete or absent.
 
-use memfit::array::{run, Array, Computed, Distribution, Op, Options, Output, Reduction, Scalar, ViewOp};
+use memfit::array::{run, Array, Computed, Distribution, Op, Options, Output, Reduction, Scalar, Shards, ViewOp};
 use memfit::exec::{Cancel, Context};
 use memfit::{Error, Warning};
 
@@ -232,7 +232,7 @@ fn an_output_larger_than_the_disk_is_refused_before_writing() {
     assert!(matches!(&e, Error::NoDiskSpace { .. }), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     let z = dir.path().join("huge.zarr");
-    let out = Output::Zarr { path: z, chunks: None, overwrite: false };
+    let out = Output::Zarr { path: z, chunks: None, shards: Shards::Auto, overwrite: false };
     let e = run(&huge, &out, &opts, &mut Context::new(&mut ())).unwrap_err();
     assert!(matches!(&e, Error::NoDiskSpace { .. }), "{e}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
@@ -289,9 +289,10 @@ fn default_zarr_chunks_are_sized_for_the_format_within_the_limit() {
             for limit in [8 * MIB, 64 * MIB, 1 << 30, 8 << 30] {
                 for threads in [1, 4, 64] {
                     let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
-                    let out = Output::Zarr { path: "x.zarr".into(), chunks: None, overwrite: true };
+                    let out =
+                        Output::Zarr { path: "x.zarr".into(), chunks: None, shards: Shards::Auto, overwrite: true };
                     let plan = explain(&expr, &out, &opts).unwrap();
-                    let c = &plan.schedule.stages.last().unwrap().tile;
+                    let c = &plan.schedule.stages.last().unwrap().zarr_chunks;
                     let at = format!("{shape:?} {} at {limit} B, {threads} threads: chunks {c:?}", dtype.name());
                     assert_eq!(c, &default_zarr_chunks(&expr, &opts).unwrap(), "{at}");
                     assert!(plan.total_bytes <= limit, "{at}: plan of {} B", plan.total_bytes);
@@ -319,7 +320,7 @@ fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
     let dir = tempfile::tempdir().unwrap();
     for (limit, threads) in [(8 * MIB, 4), (64 * MIB, 2)] {
         let path = dir.path().join(format!("t{limit}.zarr"));
-        let out = Output::Zarr { path: path.clone(), chunks: None, overwrite: false };
+        let out = Output::Zarr { path: path.clone(), chunks: None, shards: Shards::Auto, overwrite: false };
         let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
         let (_, report) = run(&tiled, &out, &opts, &mut Context::new(&mut ())).unwrap();
         let chunks = &report.plan.schedule.stages.last().unwrap().tile;
@@ -335,7 +336,8 @@ fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
         assert_eq!(back, want);
     }
     let opts = Options { threads: Some(4), ..Options::with_limit(100 << 10) };
-    let out = Output::Zarr { path: dir.path().join("small.zarr"), chunks: None, overwrite: false };
+    let out =
+        Output::Zarr { path: dir.path().join("small.zarr"), chunks: None, shards: Shards::Auto, overwrite: false };
     let needed = match run(&tiled, &out, &opts, &mut Context::new(&mut ())).unwrap_err() {
         Error::DoesNotFit { required_bytes, .. } => required_bytes,
         other => panic!("{other}"),

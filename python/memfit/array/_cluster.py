@@ -84,10 +84,18 @@ def _write_chunk(x: Any, tmp: str, region: tuple, user_limit: Optional[int], n_j
 
 
 def to_zarr(
-    x: Any, path: Any, chunks: Optional[tuple], memory_limit: Any, n_jobs: Any, overwrite: bool, client: Any
+    x: Any,
+    path: Any,
+    chunks: Optional[tuple],
+    memory_limit: Any,
+    n_jobs: Any,
+    overwrite: bool,
+    client: Any,
+    shards: Optional[tuple] = None,
 ) -> None:
     """:meth:`memfit.array.Array.to_zarr` on a Dask cluster: one task per
-    output chunk (see that method for the parameters and errors)."""
+    output chunk, or per shard when ``shards`` is given (see that method for
+    the parameters and errors)."""
     distributed = distributed_module()
     zarr = _import_zarr()
     from zarr.codecs import BytesCodec, ZstdCodec
@@ -124,7 +132,11 @@ def to_zarr(
             chunks = tuple(x._expr.default_chunks(limit, jobs))
         except MemoryError as e:
             raise refuse("one chunk of the default shape", e) from None
-    regions = _chunk_regions(x.shape, chunks)
+        if shards is not None:
+            chunks = tuple(max(c for c in range(1, min(d, s) + 1) if s % c == 0) for d, s in zip(chunks, shards))
+    if shards is not None and any(s % c for s, c in zip(shards, chunks)):
+        raise ValueError(f"shards {shards} must be multiples of the chunks {tuple(chunks)}")
+    regions = _chunk_regions(x.shape, shards if shards is not None else chunks)
     if regions:
         try:
             x[regions[0]].explain(limit, jobs)
@@ -138,6 +150,7 @@ def to_zarr(
             store=tmp,
             shape=x.shape,
             chunks=tuple(chunks),
+            shards=shards,
             dtype=x.dtype,
             fill_value=False if x.dtype.kind == "b" else 0,
             serializer=BytesCodec(endian="little"),

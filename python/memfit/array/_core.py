@@ -710,11 +710,13 @@ class Array:
         n_jobs: Any = None,
         overwrite: bool = False,
         client: Any = None,
+        shards: Any = "auto",
     ) -> None:
         """Streams the array into a Zarr v3 array directory (compressed, one
-        writer per chunk), readable by zarr-python, without holding the result
-        in memory; on a Dask cluster (``client``, by default the active
-        one), one task per chunk.
+        writer per chunk or shard, the chunks compressed in parallel),
+        readable by zarr-python, without holding the result in memory; on a
+        Dask cluster (``client``, by default the active one), one task per
+        chunk (per shard when ``shards`` is given).
 
         Parameters
         ----------
@@ -758,13 +760,26 @@ class Array:
             directory beside ``path`` that is renamed onto ``path`` once
             every task has succeeded (a failure leaves neither). Needs
             ``pip install "memfit[dask]"``.
+        shards : "auto", None, int or tuple of int, default="auto"
+            Shard shape, as ``shards`` of ``zarr.create_array``: chunks are
+            grouped into shards (Zarr v3's ``sharding_indexed`` codec), one
+            file per shard holding its chunks, each compressed on its own,
+            and their index. Each length must be a positive multiple of the
+            chunk's on that axis (an int: that length along every axis);
+            with ``chunks=None`` the default chunk is shortened on each axis
+            to a divisor of the shard's length. ``"auto"``: shards only when
+            the chunks are small (under 1 MiB uncompressed): whole chunks
+            grouped from the innermost axis outwards into shards of at most
+            64 MiB that fit the memory limit; otherwise (and with
+            ``client``) one file per chunk. None: one file per chunk.
 
         Raises
         ------
         FileExistsError
             ``path`` exists and ``overwrite`` is False.
         ValueError
-            ``chunks`` of the wrong length or with non-positive lengths.
+            ``chunks`` or ``shards`` of the wrong length or with non-positive
+            lengths; ``shards`` that are not multiples of the chunks.
         MemoryError
             One chunk (or one minimal block) does not fit ``memory_limit``.
             With ``client``, raised before any task is submitted, naming the
@@ -780,15 +795,33 @@ class Array:
         Exception
             With ``client``: the first error of a failed task, re-raised here.
         """
+        auto_shards = isinstance(shards, str) and shards == "auto"
+        if auto_shards or shards is None:
+            shards = None
+        elif isinstance(shards, (numbers.Integral, np.integer)) and not isinstance(shards, bool):
+            shards = (index_int(shards, "shards"),) * self.ndim
+        else:
+            shards = tuple(index_int(c, "shards") for c in shards)
+        if shards is not None:
+            if len(shards) != self.ndim:
+                raise ValueError(f"shards {shards} must have one length per axis of the array of shape {self.shape}")
+            if any(c <= 0 for c in shards):
+                raise ValueError(f"shard lengths must be positive, got shards={shards}")
         chunks = zarr_chunks(chunks, self.shape)
         resolved = resolve_client(client)
         if resolved is not None:
             from . import _cluster
 
-            _cluster.to_zarr(self, path, chunks, memory_limit, n_jobs, overwrite, resolved)
+            _cluster.to_zarr(self, path, chunks, memory_limit, n_jobs, overwrite, resolved, shards=shards)
             return
         self._expr.to_zarr(
-            os.fsdecode(os.fspath(path)), chunks, check_memory_limit(memory_limit), check_n_jobs(n_jobs), bool(overwrite)
+            os.fsdecode(os.fspath(path)),
+            chunks,
+            check_memory_limit(memory_limit),
+            check_n_jobs(n_jobs),
+            bool(overwrite),
+            shards,
+            auto_shards,
         )
 
     def explain(self, memory_limit: Any = None, n_jobs: Any = None, output: Any = None) -> Plan:

@@ -332,9 +332,29 @@ pub enum Output {
         path: std::path::PathBuf,
         /// Chunk shape (`None`: chosen from the limit).
         chunks: Option<Vec<usize>>,
+        /// How chunks are grouped into shards (files).
+        shards: Shards,
         /// Replace an existing array.
         overwrite: bool,
     },
+}
+
+/// How a Zarr output's chunks are grouped into shards: Zarr v3's
+/// `sharding_indexed` codec, one file per shard holding its chunks (each
+/// compressed on its own, in parallel) and their index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shards {
+    /// Shards when chunks are small (under [`super::plan::SMALL_CHUNK_BYTES`]
+    /// uncompressed): whole chunks grouped from the innermost axis outwards
+    /// into shards of at most [`super::plan::MAX_SHARD_BYTES`] within the memory left
+    /// by held buffers; else one file per chunk.
+    Auto,
+    /// One file per chunk.
+    Off,
+    /// Shards of this shape (elements per axis, a positive multiple of the
+    /// chunk length on each axis; with chunks chosen by the engine, each
+    /// axis's default chunk length is lowered to a divisor of the shard's).
+    Shape(Vec<usize>),
 }
 
 /// A stage: one blocked pass.

@@ -61,10 +61,11 @@ mod tiling;
 mod types;
 mod values;
 mod view;
+mod write;
 
-pub use lower::Output;
+pub use lower::{Output, Shards};
 pub use node::{broadcast_shapes, Array, Distribution, Reduction};
-pub use plan::{StagePlan, Stages};
+pub use plan::{StagePlan, Stages, MAX_SHARD_BYTES, MAX_WRITE_SLAB, SMALL_CHUNK_BYTES, WRITE_ALIGN};
 pub use remote::{check_on_cluster, run_task, OnCluster, ReduceRunner, REDUCE_TASK};
 pub use rows::ExprRows;
 pub use run::{default_zarr_chunks, explain, explain_all, run, run_all, run_on, Computed, Options, Report};

@@ -4,13 +4,31 @@
 
 use std::fmt;
 
-use super::lower::{Ir, Lowered, Output, Src, Target, Work};
+use super::lower::{Ir, Lowered, Output, Shards, Src, Target, Work};
 use super::reduce::ACC_BYTES;
 use super::store::READ_SLACK_ELEMENTS;
 use super::tiling::{chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, MAX_TILE, REDUCE_CHUNK};
 use super::values::COL_BYTES;
 use crate::error::Result;
 use crate::plan::{check_fits, format_bytes, Ledger, Plan, Schedule};
+
+/// Chunks under this many uncompressed bytes are grouped into shards by
+/// [`Shards::Auto`].
+pub const SMALL_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Largest shard [`Shards::Auto`] makes, in uncompressed bytes.
+pub const MAX_SHARD_BYTES: u64 = 64 << 20;
+
+/// Largest slab of a file output written at once: each elementwise stage
+/// writing a `.npy` file evaluates C-order slabs of its result into one
+/// of two buffers of at most this many bytes (a quarter of the memory left
+/// by held buffers), one being written by one positioned write while the
+/// next is evaluated.
+pub const MAX_WRITE_SLAB: u64 = 64 << 20;
+
+/// Slabs of at least this many bytes start and end at multiples of it in
+/// the file (whole pages).
+pub const WRITE_ALIGN: u64 = 4096;
 
 /// How a stage is cut into work.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -40,8 +58,14 @@ pub struct StagePlan {
     /// than this is evaluated in parts).
     pub eval_elems: usize,
     /// Threads working at once: the job's threads, or for a Zarr output
-    /// the chunks buffered at a time (each thread holds one chunk).
+    /// the chunks (shards) buffered at a time.
     pub workers: usize,
+    /// Bytes of each of the two write buffers of a stage writing a file
+    /// by slabs (see [`MAX_WRITE_SLAB`]); 0 for other stages.
+    pub write_slab: u64,
+    /// A Zarr output's chunk shape (the tile is the shard when sharded);
+    /// empty for other stages.
+    pub zarr_chunks: Vec<usize>,
 }
 
 /// How an expression job cuts its work: its stages, each one pass over
@@ -64,6 +88,64 @@ const JOB: &str = "an array expression";
 /// evaluated values: the encoded chunk, the padded edge chunk, the
 /// compressed chunk.
 const CHUNK_COPIES: u64 = 3;
+
+/// Bytes of each write buffer of a file output by slabs, within `avail`
+/// bytes: a quarter of them, at most [`MAX_WRITE_SLAB`], whole pages when
+/// at least one, at least one element of `item` bytes.
+fn write_slab_bytes(avail: u64, item: u64) -> u64 {
+    let slab = (avail / 4).min(MAX_WRITE_SLAB);
+    let slab = if slab >= WRITE_ALIGN { slab / WRITE_ALIGN * WRITE_ALIGN } else { slab / item * item };
+    slab.max(item)
+}
+
+/// A Zarr output's chunk shape and shard shape (`None`: unsharded) for a
+/// result of `shape` with `item`-byte elements, written within `avail`
+/// bytes on `threads` threads: `chunks` as given or [`default_chunks`],
+/// `shards` as [`Shards`] says. Shapes that do not fit the array are
+/// returned as given (the writer refuses them).
+fn zarr_layout(
+    shape: &[usize],
+    item: u64,
+    avail: u64,
+    threads: u64,
+    chunks: Option<Vec<usize>>,
+    shards: &Shards,
+) -> (Vec<usize>, Option<Vec<usize>>) {
+    let default = || default_chunks(shape, item as usize, avail);
+    match shards {
+        Shards::Off => (chunks.unwrap_or_else(default), None),
+        Shards::Shape(s) => {
+            let c = chunks.unwrap_or_else(|| {
+                let largest_divisor =
+                    |s: usize, d: usize| (1..=d.min(s).max(1)).rev().find(|&c| s.is_multiple_of(c)).unwrap_or(1);
+                default().iter().zip(s).map(|(&d, &s)| largest_divisor(s, d)).collect()
+            });
+            (c, Some(s.clone()))
+        }
+        Shards::Auto => {
+            let c = chunks.unwrap_or_else(default);
+            let chunk = volume(&c) as u64;
+            if c.len() != shape.len() || c.contains(&0) || chunk * item >= SMALL_CHUNK_BYTES {
+                return (c, None);
+            }
+            let per = COL_BYTES + (CHUNK_COPIES + 1) * item;
+            let target = (MAX_SHARD_BYTES / item).min(avail / (2 * threads.max(1)) / per);
+            let mut room = target / chunk.max(1);
+            let mut shard = c.clone();
+            for k in (0..shape.len()).rev() {
+                let grid = shape[k].div_ceil(c[k]) as u64;
+                let m = grid.min(room).max(1);
+                shard[k] = c[k] * m as usize;
+                room /= m;
+                if m < grid {
+                    break;
+                }
+            }
+            let sharded = shard != c;
+            (c, sharded.then_some(shard))
+        }
+    }
+}
 
 /// Working bytes per element of an expression's tile: the columns held at
 /// once ([`Ir::peak_columns`]), and the offsets and read buffer of the leaf
@@ -149,7 +231,6 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
     }
     let held = led.total();
     let avail = limit.saturating_sub(held);
-    let room = avail / t;
     let mut stages = Vec::new();
     let mut required = held;
     for (si, stage) in lowered.stages.iter().enumerate() {
@@ -159,10 +240,27 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
             Target::Out => Some(output),
             Target::Slot(i) => lowered.slots[i].result.as_ref(),
         };
-        let zarr_chunks = match goes_to {
-            Some(Output::Zarr { chunks, .. }) => Some(chunks.clone()),
+        let zarr_out = match goes_to {
+            Some(Output::Zarr { chunks, shards, .. }) => Some((chunks.clone(), shards)),
             _ => None,
         };
+        // Elementwise results written to a `.npy` file go by slabs.
+        let to_file = match stage.target {
+            Target::Out => matches!(output, Output::Npy { .. }),
+            Target::Slot(i) => lowered.slots[i].on_disk,
+        };
+        let write_slab =
+            if to_file && matches!(stage.work, Work::Map { .. }) { write_slab_bytes(avail, item) } else { 0 };
+        if write_slab > 0 {
+            led.add_in(
+                &phase,
+                "write buffers",
+                2,
+                write_slab,
+                format!("2 slabs of {write_slab} B: one written while the next is evaluated"),
+            );
+        }
+        let room = avail.saturating_sub(2 * write_slab) / t;
         let sp = match &stage.work {
             Work::Map { ir } => {
                 let per = elem_bytes(ir, lowered) + item;
@@ -174,24 +272,41 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 // Reads and writes contiguous along different axes (a
                 // transpose): square-ish tiles, large enough for long runs.
                 let max_tile = if hot.len() > 1 { MAX_TILE << 4 } else { MAX_TILE };
-                let (tile, workers, e, chunk_buf) = match zarr_chunks {
-                    Some(chunks) => {
+                let (tile, workers, e, chunk_buf, zarr_chunks) = match zarr_out {
+                    Some((chunks, shards)) => {
                         // Chunks first (sized for the format, from the room
-                        // left by held buffers), then as many chunks at a time
-                        // as fit, each evaluated in parts of `e` elements.
-                        let c = chunks.unwrap_or_else(|| default_chunks(&stage.shape, item as usize, avail));
-                        let chunk_buf = volume(&c) as u64 * (COL_BYTES + CHUNK_COPIES * item);
-                        let want = volume(&c).min(max_tile) as u64;
-                        let fits = avail / (fixed + chunk_buf + want * per).max(1);
+                        // left by held buffers), grouped into shards when
+                        // small; then as many shards (chunks) at a time as
+                        // fit, each evaluated in parts of `e` elements and
+                        // its chunks compressed on every thread.
+                        let (c, shard) = zarr_layout(&stage.shape, item, avail, t, chunks, shards);
+                        let unit = shard.clone().unwrap_or_else(|| c.clone());
+                        let copies = CHUNK_COPIES + u64::from(shard.is_some());
+                        let chunk_buf = volume(&unit) as u64 * (COL_BYTES + copies * item);
+                        // A sharded write compresses its chunks on every
+                        // thread: a chunk's bytes and its compressed bytes each.
+                        let compress = if shard.is_some() { t * 2 * volume(&c) as u64 * item } else { 0 };
+                        if compress > 0 {
+                            led.add_in(
+                                &phase,
+                                "compression buffers",
+                                t,
+                                2 * volume(&c) as u64 * item,
+                                format!("{t} threads × 2 chunks of {:?}", c),
+                            );
+                        }
+                        let left = avail.saturating_sub(compress);
+                        let want = volume(&unit).min(max_tile) as u64;
+                        let fits = left / (fixed + chunk_buf + want * per).max(1);
                         let workers = fits.clamp(1, t);
-                        let e = ((avail / workers).saturating_sub(fixed + chunk_buf) / per).clamp(1, max_tile as u64);
-                        required = required.max(held + fixed + per + chunk_buf);
-                        (c, workers, e as usize, chunk_buf)
+                        let e = ((left / workers).saturating_sub(fixed + chunk_buf) / per).clamp(1, max_tile as u64);
+                        required = required.max(held + compress + fixed + per + chunk_buf);
+                        (unit, workers, e as usize, chunk_buf, c)
                     }
                     None => {
                         let e = (room.saturating_sub(fixed) / per).clamp(1, max_tile as u64) as usize;
-                        required = required.max(held + t * (fixed + per));
-                        (tile_shape(&stage.shape, e, &hot), t, e, 0)
+                        required = required.max(held + 2 * write_slab.min(item) + t * (fixed + per));
+                        (tile_shape(&stage.shape, e, &hot), t, e, 0, Vec::new())
                     }
                 };
                 let tile_elems = (volume(&tile) as u64).min(e as u64);
@@ -218,6 +333,8 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     bytes_per_thread: bytes,
                     eval_elems: e,
                     workers: workers as usize,
+                    write_slab,
+                    zarr_chunks,
                 }
             }
             Work::Reduce { ir, axes, op, reduced, multiplier, .. } => {
@@ -260,6 +377,8 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     bytes_per_thread: bytes,
                     eval_elems: e,
                     workers: threads,
+                    write_slab,
+                    zarr_chunks: Vec::new(),
                 }
             }
             Work::Einsum { sub, irs, path, sizes } => {
@@ -322,6 +441,8 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     bytes_per_thread: bytes,
                     eval_elems: 0,
                     workers: threads,
+                    write_slab,
+                    zarr_chunks: Vec::new(),
                 }
             }
         };
@@ -329,7 +450,13 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
             (Some(o), _) => match o {
                 Output::Memory => "result in memory".to_string(),
                 Output::Rows => "read in row blocks by the consumer".to_string(),
-                Output::Npy { path, .. } => format!("{} (.npy, positioned writes)", path.display()),
+                Output::Npy { path, .. } => format!("{} (.npy, positioned writes by slabs)", path.display()),
+                Output::Zarr { path, .. } if sp.zarr_chunks != sp.tile => format!(
+                    "{} (Zarr v3, chunks {:?} in shards {:?}, one write per shard)",
+                    path.display(),
+                    sp.zarr_chunks,
+                    sp.tile
+                ),
                 Output::Zarr { path, .. } => format!("{} (Zarr v3, one write per chunk)", path.display()),
             },
             (None, Target::Out) => unreachable!("the output stage goes to the output"),

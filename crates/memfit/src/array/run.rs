@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::eval::{eval, offsets, Ctx};
-use super::lower::Output;
+use super::lower::{Output, Shards};
 use super::lower::{lower, lower_all, Ir, Lowered, Target, Work};
 use super::node::{Array, Reduction};
 use super::plan::{plan, StagePlan, Stages};
@@ -95,9 +95,9 @@ pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<Plan<Sta
 /// [`Error::DoesNotFit`] when not even one such chunk fits the limit,
 /// naming the smallest limit that works.
 pub fn default_zarr_chunks(root: &Array, opts: &Options) -> Result<Vec<usize>> {
-    let output = Output::Zarr { path: std::path::PathBuf::new(), chunks: None, overwrite: true };
+    let output = Output::Zarr { path: std::path::PathBuf::new(), chunks: None, shards: Shards::Off, overwrite: true };
     let plan = explain(root, &output, opts)?;
-    Ok(plan.schedule.stages.last().expect("a final stage").tile.clone())
+    Ok(plan.schedule.stages.last().expect("a final stage").zarr_chunks.clone())
 }
 
 /// Writes the box `lo..hi` of a stage's result (values in C order).
@@ -190,13 +190,18 @@ fn run_one(
     }
 }
 
-/// The sink of a result going to `output`, created before anything runs
-/// (so an existing file is refused first).
-fn result_sink(output: &Output, shape: &[usize], dtype: Dtype, chunks: &[usize]) -> Result<Box<dyn Sink>> {
+/// The sink of a result of `shape` and `dtype` going to `output`, planned
+/// as `sp` (a Zarr output's chunks and shards), created before anything
+/// runs (so an existing file is refused first).
+fn result_sink(output: &Output, shape: &[usize], dtype: Dtype, sp: &StagePlan) -> Result<Box<dyn Sink>> {
     Ok(match output {
         Output::Memory | Output::Rows => Box::new(MemorySink::new(shape, dtype)),
         Output::Npy { path, overwrite } => Box::new(NpySink::create(path, dtype, shape, *overwrite)?),
-        Output::Zarr { path, overwrite, .. } => Box::new(ZarrSink::create(path, shape, dtype, chunks, *overwrite)?),
+        Output::Zarr { path, overwrite, shards, .. } => {
+            let sharded = matches!(shards, Shards::Shape(_)) || sp.tile != sp.zarr_chunks;
+            let shards = sharded.then_some(sp.tile.as_slice());
+            Box::new(ZarrSink::create(path, shape, dtype, &sp.zarr_chunks, shards, *overwrite)?)
+        }
     })
 }
 
@@ -238,9 +243,7 @@ fn run_slots(
             }
             None => Box::new(MemorySink::new(&s.shape, s.dtype)),
         };
-        // A Zarr output's chunks are buffered whole: only `sp.workers` at a time.
-        let workers = if matches!(s.result, Some(Output::Zarr { .. })) { sp.workers } else { threads };
-        run_one(lowered, si, sp, &*sink, slots, workers, placed, &ctx.cancel)?;
+        run_one(lowered, si, sp, &*sink, slots, threads, placed, &ctx.cancel)?;
         let stored = match (sink.commit()?, &s.result) {
             (Some(bytes), _) => Stored::owned(bytes, s.dtype, s.shape.clone()),
             (None, Some(Output::Npy { path, .. })) => Stored::npy(path)?,
@@ -272,7 +275,7 @@ pub fn run_all(
     for (stage, sp) in lowered.stages.iter().zip(&the_plan.schedule.stages) {
         if let Target::Slot(i) = stage.target {
             if let Some(o) = &lowered.slots[i].result {
-                results[i] = Some(result_sink(o, &stage.shape, stage.dtype, &sp.tile)?);
+                results[i] = Some(result_sink(o, &stage.shape, stage.dtype, sp)?);
             }
         }
     }
@@ -381,26 +384,19 @@ fn run_placed(
     let placed = cluster.map(|c| super::remote::place(root, &lowered, &the_plan, c)).transpose()?;
     let last = lowered.stages.last().expect("a final stage");
     let sp = the_plan.schedule.stages.last().expect("a final stage");
-    let sink: Box<dyn Sink> = match output {
-        Output::Memory | Output::Rows => Box::new(MemorySink::new(&last.shape, last.dtype)),
-        Output::Npy { path, overwrite } => Box::new(NpySink::create(path, last.dtype, &last.shape, *overwrite)?),
-        Output::Zarr { path, overwrite, .. } => {
-            Box::new(ZarrSink::create(path, &last.shape, last.dtype, &sp.tile, *overwrite)?)
-        }
-    };
+    let sink = result_sink(output, &last.shape, last.dtype, sp)?;
     let slots = Slots::new(&lowered, output)?;
     run_intermediates(&lowered, &the_plan, &slots, threads, placed.as_ref(), ctx)?;
     let n = lowered.stages.len();
     stage_event(ctx, n - 1, n);
-    // A Zarr output's chunks are buffered whole: only `sp.workers` at a time.
-    run_one(&lowered, n - 1, sp, &*sink, &slots, sp.workers, placed.as_ref(), &ctx.cancel)?;
+    run_one(&lowered, n - 1, sp, &*sink, &slots, threads, placed.as_ref(), &ctx.cancel)?;
     let computed = sink.commit()?.map(|bytes| Computed { shape: last.shape.clone(), dtype: last.dtype, bytes });
     Ok((computed, Report { plan: the_plan, warnings: slots.warnings() }))
 }
 
 /// Evaluates `ir` over the box in parts of at most `max` elements, split
 /// along the outermost axes (so the parts concatenate in C order).
-fn eval_limited(
+pub(crate) fn eval_limited(
     ir: &super::lower::Ir,
     lo: &[usize],
     hi: &[usize],
@@ -444,11 +440,22 @@ fn run_stage(
     cancel: &Cancel,
 ) -> Result<()> {
     match work {
-        Work::Map { ir } => run_tiles(n_tiles(shape, &sp.tile), cancel, Vec::new, |buf, t| {
-            let (lo, hi) = tile_box(shape, &sp.tile, t);
-            let col = eval_limited(ir, &lo, &hi, sp.eval_elems, ctx, buf)?;
-            put(sink, &lo, &hi, &col, dtype)
-        }),
+        Work::Map { ir } if sp.write_slab > 0 && sink.file_offset().is_some() => {
+            super::write::run_slabs(ir, shape, dtype, sp, sink, ctx, cancel)
+        }
+        Work::Map { ir } => {
+            // A Zarr output's chunks (shards) are buffered whole: only
+            // `sp.workers` at a time, their compression on every thread.
+            let tiles = n_tiles(shape, &sp.tile);
+            let batch = if sink.chunk().is_some() && sp.workers < threads { sp.workers.max(1) } else { tiles.max(1) };
+            (0..tiles).step_by(batch).try_for_each(|start| {
+                run_tiles(batch.min(tiles - start), cancel, Vec::new, |buf, i| {
+                    let (lo, hi) = tile_box(shape, &sp.tile, start + i);
+                    let col = eval_limited(ir, &lo, &hi, sp.eval_elems, ctx, buf)?;
+                    put(sink, &lo, &hi, &col, dtype)
+                })
+            })
+        }
         Work::Reduce { ir, axes, op, reduced, input_dtype, .. } => {
             let n_c = n_tiles(reduced, &sp.chunk);
             if n_c == 0 {

@@ -39,7 +39,7 @@ pub use sample::{row_key, row_unit, KeyedSample};
 pub(crate) use scan::{plan_scan_task, run_scan_task, ScanTask, SCAN};
 pub use scan::{scan, Scan, ScanStats};
 pub use select::{run_selected, Selection};
-pub use sink::{box_runs, MemorySink, NpySink, RowWriter, Sink, ZarrSink};
+pub use sink::{box_runs, range_boxes, MemorySink, NpySink, RowWriter, Sink, ZarrSink};
 pub use state::RowStates;
 
 use std::ops::Range;

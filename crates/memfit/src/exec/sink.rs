@@ -33,6 +33,32 @@ pub trait Sink: Send + Sync {
     /// [`crate::Error::Io`] or [`crate::Error::NoDiskSpace`] for a failed write.
     fn write(&self, lo: &[usize], hi: &[usize], bytes: &[u8]) -> Result<()>;
 
+    /// Where element 0 lies in the sink's file, in bytes, for sinks that
+    /// take C-order ranges by positioned writes ([`Sink::write_range`]
+    /// being one write): `None` for others.
+    fn file_offset(&self) -> Option<u64> {
+        None
+    }
+
+    /// Writes the C-order range of elements `first..first + n` (`bytes`:
+    /// `n` elements, little-endian): one positioned write for a `.npy`
+    /// file, else the range's boxes ([`range_boxes`]) one by one, for
+    /// sinks that take any box ([`Sink::chunk`] is `None`).
+    ///
+    /// # Errors
+    /// As [`Sink::write`].
+    fn write_range(&self, first: u64, bytes: &[u8]) -> Result<()> {
+        let size = self.dtype().itemsize();
+        let n = (bytes.len() / size) as u64;
+        let mut from = 0;
+        for (lo, hi) in range_boxes(self.shape(), first, first + n) {
+            let len = lo.iter().zip(&hi).map(|(a, b)| b - a).product::<usize>() * size;
+            self.write(&lo, &hi, &bytes[from..from + len])?;
+            from += len;
+        }
+        Ok(())
+    }
+
     /// Makes the output whole once every box is written: a file is renamed
     /// (or linked) into place, memory hands back its bytes (C-order,
     /// little-endian; `None` for files). Dropping a sink uncommitted leaves
@@ -119,6 +145,58 @@ pub fn box_runs(shape: &[usize], lo: &[usize], hi: &[usize]) -> Vec<(u64, usize)
     }
 }
 
+/// The boxes `(lo, hi)` that make up the C-order range of elements
+/// `first..end` of an array of `shape`, in order: at most `2 · ndim - 1`
+/// (a partial run of the innermost axes, whole blocks, a partial run).
+pub fn range_boxes(shape: &[usize], first: u64, end: u64) -> Vec<(Vec<usize>, Vec<usize>)> {
+    let mut out = Vec::new();
+    push_range_boxes(shape, first, end, &mut Vec::new(), &mut out);
+    out
+}
+
+fn push_range_boxes(
+    shape: &[usize],
+    first: u64,
+    end: u64,
+    outer: &mut Vec<usize>,
+    out: &mut Vec<(Vec<usize>, Vec<usize>)>,
+) {
+    if first >= end {
+        return;
+    }
+    let Some((&n, rest)) = shape.split_first() else {
+        out.push((outer.clone(), outer.iter().map(|i| i + 1).collect()));
+        return;
+    };
+    let inner: u64 = rest.iter().map(|&s| s as u64).product();
+    let (mut r0, r1) = ((first / inner) as usize, (end / inner) as usize);
+    let (a, b) = (first % inner, end % inner);
+    let row = |r: usize, from: u64, to: u64, outer: &mut Vec<usize>, out: &mut Vec<(Vec<usize>, Vec<usize>)>| {
+        outer.push(r);
+        push_range_boxes(rest, from, to, outer, out);
+        outer.pop();
+    };
+    if r0 == r1 {
+        row(r0, a, b, outer, out);
+        return;
+    }
+    if a > 0 {
+        row(r0, a, inner, outer, out);
+        r0 += 1;
+    }
+    if r1 > r0 {
+        let (mut lo, mut hi) = (outer.clone(), outer.iter().map(|i| i + 1).collect::<Vec<_>>());
+        lo.push(r0);
+        hi.push(r1.min(n));
+        lo.extend(rest.iter().map(|_| 0));
+        hi.extend_from_slice(rest);
+        out.push((lo, hi));
+    }
+    if b > 0 {
+        row(r1, 0, b, outer, out);
+    }
+}
+
 /// Hands `put` each C-order run of the box `lo..hi` of an array of `shape`
 /// ([`box_runs`]) with its slice of `bytes` (the box's elements in C order,
 /// `itemsize` bytes each): the one write loop of the sinks that place runs
@@ -186,6 +264,8 @@ pub struct NpySink {
     file: PositionedNpy,
     shape: Vec<usize>,
     dtype: Dtype,
+    /// The last range written by [`Sink::write_range`] (first, elements).
+    last_range: Mutex<Option<(u64, u64)>>,
 }
 
 impl NpySink {
@@ -195,7 +275,8 @@ impl NpySink {
     /// As [`PositionedNpy::create`] ([`crate::Error::OutputExists`] when
     /// `overwrite` is false and the path exists, disk space, I/O).
     pub fn create(path: &Path, dtype: Dtype, shape: &[usize], overwrite: bool) -> Result<Self> {
-        Ok(NpySink { file: PositionedNpy::create(path, dtype, shape, overwrite)?, shape: shape.to_vec(), dtype })
+        let file = PositionedNpy::create(path, dtype, shape, overwrite)?;
+        Ok(NpySink { file, shape: shape.to_vec(), dtype, last_range: Mutex::new(None) })
     }
 }
 
@@ -209,6 +290,20 @@ impl Sink for NpySink {
     fn write(&self, lo: &[usize], hi: &[usize], bytes: &[u8]) -> Result<()> {
         write_runs(&self.shape, self.dtype.itemsize(), lo, hi, bytes, |first, run| self.file.write_at(first, run))
     }
+    fn file_offset(&self) -> Option<u64> {
+        Some(self.file.data_offset())
+    }
+    /// One positioned write, then its write-back started at once; the
+    /// previous range's pages, on disk by now, leave the page cache.
+    fn write_range(&self, first: u64, bytes: &[u8]) -> Result<()> {
+        self.file.write_at(first, bytes)?;
+        let n = (bytes.len() / self.dtype.itemsize()) as u64;
+        self.file.write_back(first, n);
+        if let Some((p, m)) = self.last_range.lock().expect("no panics while writing").replace((first, n)) {
+            self.file.write_back(p, m);
+        }
+        Ok(())
+    }
     fn commit(self: Box<Self>) -> Result<Option<Vec<u8>>> {
         self.file.commit()?;
         Ok(None)
@@ -216,7 +311,7 @@ impl Sink for NpySink {
 }
 
 /// A Zarr v3 array written a chunk at a time (each write one whole chunk,
-/// cut at the array's edges).
+/// or one whole shard when sharded, cut at the array's edges).
 #[derive(Debug)]
 pub struct ZarrSink {
     array: ZarrOutput,
@@ -225,12 +320,21 @@ pub struct ZarrSink {
 }
 
 impl ZarrSink {
-    /// Creates the array (chunks of `chunks` elements per axis) at `path`.
+    /// Creates the array (chunks of `chunks` elements per axis, grouped in
+    /// shards of `shards` elements when given) at `path`.
     ///
     /// # Errors
-    /// As [`ZarrOutput::create`].
-    pub fn create(path: &Path, shape: &[usize], dtype: Dtype, chunks: &[usize], overwrite: bool) -> Result<Self> {
-        Ok(ZarrSink { array: ZarrOutput::create(path, shape, dtype, chunks, overwrite)?, shape: shape.to_vec(), dtype })
+    /// As [`ZarrOutput::create_sharded`].
+    pub fn create(
+        path: &Path,
+        shape: &[usize],
+        dtype: Dtype,
+        chunks: &[usize],
+        shards: Option<&[usize]>,
+        overwrite: bool,
+    ) -> Result<Self> {
+        let array = ZarrOutput::create_sharded(path, shape, dtype, chunks, shards, overwrite)?;
+        Ok(ZarrSink { array, shape: shape.to_vec(), dtype })
     }
 }
 
@@ -308,6 +412,50 @@ mod tests {
         assert_eq!(box_runs(&[4, 5], &[1, 2], &[3, 4]), vec![(7, 2), (12, 2)]);
         assert_eq!(box_runs(&[2, 3, 4], &[0, 1, 0], &[2, 3, 4]), vec![(4, 8), (16, 8)]);
         assert_eq!(box_runs(&[], &[], &[]), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn ranges_are_boxes_in_c_order() {
+        let b = |lo: &[usize], hi: &[usize]| (lo.to_vec(), hi.to_vec());
+        assert_eq!(range_boxes(&[4, 5], 0, 20), vec![b(&[0, 0], &[4, 5])]);
+        assert_eq!(range_boxes(&[4, 5], 3, 17), vec![b(&[0, 3], &[1, 5]), b(&[1, 0], &[3, 5]), b(&[3, 0], &[4, 2])]);
+        assert_eq!(range_boxes(&[4, 5], 6, 8), vec![b(&[1, 1], &[2, 3])]);
+        assert_eq!(range_boxes(&[4, 5], 7, 7), vec![]);
+        assert_eq!(range_boxes(&[], 0, 1), vec![b(&[], &[])]);
+        // Every range of a 3-D array: the boxes' runs are the range, in order.
+        let shape = [3, 4, 5];
+        for first in 0..60u64 {
+            for end in first..=60 {
+                let runs: Vec<(u64, usize)> =
+                    range_boxes(&shape, first, end).iter().flat_map(|(lo, hi)| box_runs(&shape, lo, hi)).collect();
+                let mut at = first;
+                for (f, n) in runs {
+                    assert_eq!(f, at, "range {first}..{end}");
+                    at += n as u64;
+                }
+                assert_eq!(at, end, "range {first}..{end}");
+            }
+        }
+    }
+
+    #[test]
+    fn ranges_go_to_any_sink() {
+        // A range written to memory lands where its elements belong; to
+        // `.npy` it is one positioned write after the header.
+        let m = MemorySink::new(&[3, 4], Dtype::U8);
+        m.write_range(2, &[1, 2, 3, 4, 5, 6, 7]).unwrap();
+        let got = (Box::new(m) as Box<dyn Sink>).commit().unwrap().unwrap();
+        assert_eq!(got, vec![0, 0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.npy");
+        let f = NpySink::create(&path, Dtype::U8, &[3, 4], false).unwrap();
+        let at = f.file_offset().unwrap() as usize;
+        assert_eq!(at % 64, 0, "the header is padded");
+        f.write_range(0, &[9; 5]).unwrap();
+        f.write_range(5, &[8; 7]).unwrap();
+        Box::new(f).commit().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[at..], &[9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8]);
     }
 
     #[test]

@@ -154,6 +154,11 @@ impl PositionedNpy {
         Ok(PositionedNpy { path, staged, data_offset: header.len() as u64, itemsize: dtype.itemsize() as u64 })
     }
 
+    /// Where element 0 lies in the file, in bytes (the header's length).
+    pub fn data_offset(&self) -> u64 {
+        self.data_offset
+    }
+
     /// Writes encoded elements starting at element `first` (C order).
     ///
     /// # Errors
@@ -163,6 +168,19 @@ impl PositionedNpy {
             .file()
             .write_all_at(bytes, self.data_offset + first * self.itemsize)
             .map_err(|e| Error::io(&self.path, "write", e))
+    }
+
+    /// Starts writing elements `first..first + n` (written with
+    /// [`PositionedNpy::write_at`]) to disk now rather than when the page
+    /// cache fills, and drops those already on disk from the cache (advice:
+    /// errors are ignored), so a long sequence of writes keeps the disk busy
+    /// while the next elements are computed and `commit`'s sync has little
+    /// left to wait for.
+    pub fn write_back(&self, first: u64, n: u64) {
+        let start = self.data_offset + first * self.itemsize;
+        if let Some(len) = std::num::NonZeroU64::new(n * self.itemsize) {
+            let _ = rustix::fs::fadvise(self.staged.file(), start, Some(len), rustix::fs::Advice::DontNeed);
+        }
     }
 
     /// Syncs the file and puts it in place.

@@ -2,7 +2,8 @@
 //! array chunk by chunk (atomically, like the `.npy` writers), [`ZarrInput`]
 //! reads a v2 or v3 array by regions. Both exchange elements as C-order
 //! little-endian raw bytes of a [`Dtype`](crate::dtype::Dtype), through the
-//! [`zarrs`] crate (codecs `bytes` and `zstd`; no blosc, gzip or sharding).
+//! [`zarrs`] crate (codecs `bytes`, `zstd` and `sharding_indexed`; no blosc
+//! or gzip).
 
 mod read;
 mod write;

@@ -235,3 +235,49 @@ fn interop_read() {
     assert!(matches!(e, Error::NotZarr { .. }), "{e:?}");
     eprintln!("{e}");
 }
+
+#[test]
+fn sharded_arrays_round_trip_with_edge_shards_one_file_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shape, chunks, shards) = ([23, 10, 3], [2, 5, 3], [8, 10, 3]);
+    for dtype in [Dtype::F64, Dtype::I16, Dtype::Bool] {
+        let path = dir.path().join(format!("{}.zarr", dtype.name()));
+        let data = values(dtype, &shape);
+        let out = ZarrOutput::create_sharded(&path, &shape, dtype, &chunks, Some(&shards), false).unwrap();
+        assert_eq!(out.chunk_shape(), shards);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        pool.install(|| {
+            chunk_indices(&shape, &shards).par_iter().for_each(|index| {
+                let start: Vec<usize> = index.iter().zip(&shards).map(|(&i, &c)| i as usize * c).collect();
+                let extent: Vec<usize> = (0..3).map(|d| shards[d].min(shape[d] - start[d])).collect();
+                out.write_chunk(index, &sub_box(&data, &shape, &start, &extent, dtype.itemsize())).unwrap();
+            })
+        });
+        out.commit().unwrap();
+        assert_eq!(read_all(&path).1, data, "{}", dtype.name());
+        let files = walk_files(&path);
+        assert_eq!(files, 1 + 3, "zarr.json and 3 shards");
+        let meta = std::fs::read_to_string(path.join("zarr.json")).unwrap();
+        assert!(meta.contains("sharding_indexed") && meta.contains("\"zstd\""), "{meta}");
+    }
+    for bad in [&[3, 10, 3][..], &[8, 10][..], &[0, 10, 3][..]] {
+        let e = ZarrOutput::create_sharded(&dir.path().join("bad.zarr"), &shape, Dtype::F64, &chunks, Some(bad), false)
+            .unwrap_err();
+        assert!(matches!(&e, Error::InvalidParameter { name, .. } if *name == "shards"), "{e:?}");
+    }
+    assert!(!dir.path().join("bad.zarr").exists());
+}
+
+fn walk_files(root: &Path) -> usize {
+    std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walk_files(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}

@@ -33,7 +33,8 @@ pub struct ZarrOutput {
     dest: PathBuf,
     overwrite: bool,
     shape: Vec<usize>,
-    chunks: Vec<usize>,
+    /// The unit of a write: the shard when sharded, else the chunk.
+    unit: Vec<usize>,
     dtype: Dtype,
 }
 
@@ -42,7 +43,7 @@ impl std::fmt::Debug for ZarrOutput {
         f.debug_struct("ZarrOutput")
             .field("path", &self.dest)
             .field("shape", &self.shape)
-            .field("chunks", &self.chunks)
+            .field("unit", &self.unit)
             .field("dtype", &self.dtype)
             .finish_non_exhaustive()
     }
@@ -68,11 +69,37 @@ impl ZarrOutput {
     /// (see [`check_free_space`]); other [`Error::Io`] when the temporary
     /// directory or the array's metadata cannot be written.
     pub fn create(path: &Path, shape: &[usize], dtype: Dtype, chunks: &[usize], overwrite: bool) -> Result<Self> {
+        Self::create_sharded(path, shape, dtype, chunks, None, overwrite)
+    }
+
+    /// Starts a Zarr v3 array as [`ZarrOutput::create`] does; with `shards`,
+    /// chunks are grouped into shards of `shards` elements per dimension
+    /// (the `sharding_indexed` codec: one file per shard, its chunks
+    /// encoded with `bytes` and zstd, the index at the end without a
+    /// checksum), and every write is one whole shard
+    /// ([`ZarrOutput::write_chunk`] then takes shard indices). Chunks of a
+    /// shard are compressed in parallel on the current rayon pool.
+    ///
+    /// # Errors
+    /// As [`ZarrOutput::create`]; [`Error::InvalidParameter`] (`shards`)
+    /// when `shards` has another length than `shape`, holds a 0, or a
+    /// length that is not a multiple of the chunk's.
+    pub fn create_sharded(
+        path: &Path,
+        shape: &[usize],
+        dtype: Dtype,
+        chunks: &[usize],
+        shards: Option<&[usize]>,
+        overwrite: bool,
+    ) -> Result<Self> {
         if chunks.is_empty() || chunks.len() != shape.len() || chunks.contains(&0) {
             return Err(Error::param(
                 "chunks",
                 format!("needs one positive length per dimension of the shape {shape:?}, got {chunks:?}"),
             ));
+        }
+        if let Some(s) = shards {
+            check_shards(chunks, s)?;
         }
         let dest = resolve_output(path);
         let dir = match dest.parent() {
@@ -95,16 +122,14 @@ impl ZarrOutput {
             .map_err(|e| Error::io(path, "create", e))?;
         let unfinished = Unfinished::new_dir(tmp.path());
         let store = FilesystemStore::new(tmp.path()).map_err(|e| Error::io(path, "create", io::Error::other(e)))?;
-        let array = ArrayBuilder::new(
-            to_u64(shape),
-            to_u64(chunks),
-            dtype.name(),
-            FillValue::from(vec![0u8; dtype.itemsize()]),
-        )
-        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
-        .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(ZSTD_LEVEL, false))])
-        .build(Arc::new(store), "/")
-        .map_err(|e| Error::io(path, "create", io::Error::other(e.to_string())))?;
+        let unit = shards.unwrap_or(chunks);
+        let array =
+            ArrayBuilder::new(to_u64(shape), to_u64(unit), dtype.name(), FillValue::from(vec![0u8; dtype.itemsize()]))
+                .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+                .bytes_to_bytes_codecs(vec![Arc::new(ZstdCodec::new(ZSTD_LEVEL, false))])
+                .subchunk_shape(shards.map(|_| to_u64(chunks)))
+                .build(Arc::new(store), "/")
+                .map_err(|e| Error::io(path, "create", io::Error::other(e.to_string())))?;
         array.store_metadata().map_err(|e| storage_error(path, "write", e))?;
         Ok(ZarrOutput {
             array,
@@ -113,18 +138,20 @@ impl ZarrOutput {
             dest,
             overwrite,
             shape: shape.to_vec(),
-            chunks: chunks.to_vec(),
+            unit: unit.to_vec(),
             dtype,
         })
     }
 
-    /// The chunk shape (elements per dimension) given to [`ZarrOutput::create`].
+    /// The shape (elements per dimension) of one write: the shard shape
+    /// when sharded, else the chunk shape.
     pub fn chunk_shape(&self) -> &[usize] {
-        &self.chunks
+        &self.unit
     }
 
-    /// Encodes and writes the chunk at `chunk_index` (its position in the
-    /// chunk grid, per dimension). `bytes` holds the chunk's values in C
+    /// Encodes and writes the chunk (the shard, when sharded) at
+    /// `chunk_index` (its position in the grid of
+    /// [`ZarrOutput::chunk_shape`], per dimension). `bytes` holds the chunk's values in C
     /// order as little-endian raw bytes of the dtype, covering only the part
     /// of the chunk inside the array (edge chunks are smaller); edge chunks
     /// are padded with the fill value here. Different chunks may be written
@@ -148,19 +175,19 @@ impl ZarrOutput {
         );
         let extent: Vec<usize> = (0..self.shape.len())
             .map(|d| {
-                let start = chunk_index[d] as usize * self.chunks[d];
+                let start = chunk_index[d] as usize * self.unit[d];
                 assert!(start < self.shape[d], "chunk index {chunk_index:?} outside the chunk grid");
-                self.chunks[d].min(self.shape[d] - start)
+                self.unit[d].min(self.shape[d] - start)
             })
             .collect();
         let expected = extent.iter().product::<usize>() * itemsize;
         assert_eq!(bytes.len(), expected, "chunk {chunk_index:?} of shape {extent:?} needs {expected} bytes");
-        let mut data = if extent == self.chunks {
+        let mut data = if extent == self.unit {
             Cow::Borrowed(bytes)
         } else {
-            let mut full = vec![0u8; self.chunks.iter().product::<usize>() * itemsize];
+            let mut full = vec![0u8; self.unit.iter().product::<usize>() * itemsize];
             let zeros = vec![0; extent.len()];
-            copy_box((bytes, &extent, &zeros), (&mut full, &self.chunks, &zeros), &extent, itemsize);
+            copy_box((bytes, &extent, &zeros), (&mut full, &self.unit, &zeros), &extent, itemsize);
             Cow::Owned(full)
         };
         if cfg!(target_endian = "big") {
@@ -206,6 +233,17 @@ impl ZarrOutput {
         let _ = tmp.keep();
         remove_any(&aside).map_err(|e| Error::io(&dest, "remove the replaced array", e))
     }
+}
+
+/// Checks that `shards` has one positive multiple of each chunk length.
+fn check_shards(chunks: &[usize], shards: &[usize]) -> Result<()> {
+    if shards.len() != chunks.len() || shards.iter().zip(chunks).any(|(&s, &c)| s == 0 || !s.is_multiple_of(c)) {
+        return Err(Error::param(
+            "shards",
+            format!("needs one positive multiple of each chunk length {chunks:?}, got {shards:?}"),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `dest` exists (and may be replaced), or an error: it exists and

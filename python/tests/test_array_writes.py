@@ -1,0 +1,138 @@
+"""Writes of memfit.array results (issue 23, item 5): `.npy` outputs by
+large aligned slabs evaluated while the previous one is written, and Zarr
+outputs with shards (Zarr v3's sharding codec, read by zarr-python 3)
+whose chunks are compressed in parallel. Results equal NumPy's bitwise at
+two limits and two thread counts; every write buffer is in the plan."""
+
+import os
+
+import numpy as np
+import pytest
+
+import memfit.array as ma
+
+
+def rng_data(shape, dtype="float64", seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * 10
+    return x.astype(dtype) if np.dtype(dtype).kind != "b" else x > 0
+
+
+def files_in(path):
+    return sum(len(names) for _, _, names in os.walk(path))
+
+
+CASES = {
+    # name: (NumPy input builder, expression on a memfit or NumPy array)
+    "tile-scale": (lambda: rng_data((40, 30, 20)), lambda a, m: m.tile(a * 1.5 - 2, (3, 1, 1, 1))),
+    "transpose": (lambda: rng_data((120, 90)), lambda a, m: (a + 1).T),
+    "int32 swapaxes": (lambda: rng_data((30, 20, 10), "int32"), lambda a, m: m.swapaxes(a * 3, 0, 2)),
+    "float32 slice": (lambda: rng_data((500, 70), "float32"), lambda a, m: a[::-2, 3:] * np.float32(0.5)),
+    "bool": (lambda: rng_data((77, 31), "bool"), lambda a, m: ~a),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("limit", ["96KiB", "64MiB"])
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_npy_by_slabs_equals_numpy(tmp_path, case, limit, n_jobs):
+    """Slabs of a few KiB (many, cut across rows and tiles) or one: NumPy's bits."""
+    make, expr = CASES[case]
+    x = make()
+    want = expr(x, np)
+    out = tmp_path / "out.npy"
+    expr(ma.asarray(x), np).to_npy(out, memory_limit=limit, n_jobs=n_jobs)
+    got = np.load(out)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert os.listdir(tmp_path) == ["out.npy"]  # the temporary file was renamed
+
+
+def test_npy_write_buffers_are_planned():
+    """Two slab buffers in the plan of a .npy output, none for memory; a
+    quarter of the limit at most, whole pages."""
+    x = ma.asarray(rng_data((256, 1024))) * 2
+    plan = x.explain(memory_limit="1MiB", n_jobs=2, output="x.npy")
+    bufs = {b["name"]: b["bytes"] for b in plan["buffers"]}
+    assert "positioned writes by slabs" in str(plan), str(plan)
+    slab = bufs["stage 0: write buffers"]
+    assert slab <= (1 << 20) // 2 and slab % (2 * 4096) == 0, slab
+    assert sum(bufs.values()) <= 1 << 20
+    names = [b["name"] for b in x.explain(memory_limit="4MiB", n_jobs=2)["buffers"]]
+    assert not any("write buffers" in n for n in names), names
+
+
+def test_npy_edges(tmp_path):
+    """0-d, empty and one-element results; an existing file is refused and kept."""
+    for i, (x, want) in enumerate([
+        (ma.asarray(np.float64(3.0)) * 2, np.float64(6.0)),
+        (ma.zeros((0, 5)) + 1, np.zeros((0, 5)) + 1),
+        (ma.ones((1,), dtype="int8") * 3, np.ones((1,), dtype="int8") * 3),
+    ]):
+        out = tmp_path / f"e{i}.npy"
+        x.to_npy(out, memory_limit="64KiB")
+        got = np.load(out)
+        assert got.dtype == np.asarray(want).dtype and got.shape == np.shape(want)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(FileExistsError):
+        (ma.ones(3) * 5).to_npy(tmp_path / "e0.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "e0.npy"), 6.0)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_zarr_shards_read_by_zarr_python(tmp_path, n_jobs):
+    """Explicit shards: one file per shard, zarr-python 3 reads chunks and
+    shards as given and NumPy's values; memfit reads it back too."""
+    zarr = pytest.importorskip("zarr")
+    x = rng_data((50, 40, 6))
+    want = x * 3 + 1
+    path = tmp_path / "s.zarr"
+    (ma.asarray(x) * 3 + 1).to_zarr(path, chunks=(5, 8, 6), shards=(20, 16, 6), memory_limit="1MiB", n_jobs=n_jobs)
+    z = zarr.open_array(str(path), mode="r")
+    assert z.chunks == (5, 8, 6) and z.shards == (20, 16, 6)
+    np.testing.assert_array_equal(z[...], want)
+    assert files_in(path) == 1 + 3 * 3  # zarr.json and 3 x 3 shards
+    np.testing.assert_array_equal(ma.from_zarr(str(path))[7:33:2].compute(), want[7:33:2])
+    # The same bits as unsharded.
+    (ma.asarray(x) * 3 + 1).to_zarr(tmp_path / "u.zarr", chunks=(5, 8, 6), shards=None, n_jobs=n_jobs)
+    u = zarr.open_array(str(tmp_path / "u.zarr"), mode="r")
+    assert u.shards is None and files_in(tmp_path / "u.zarr") == 1 + 10 * 5
+    np.testing.assert_array_equal(u[...], z[...])
+
+
+def test_zarr_auto_shards_only_for_small_chunks(tmp_path):
+    """Small chunks are grouped into shards (few files), large ones are not;
+    shards given without chunks get chunks that divide them."""
+    zarr = pytest.importorskip("zarr")
+    x = rng_data((64, 100, 50))  # 2.56 MB
+    want = x - 1
+    a = ma.asarray(x) - 1
+    a.to_zarr(tmp_path / "small.zarr", chunks=(1, 10, 50), memory_limit="64MiB")
+    z = zarr.open_array(str(tmp_path / "small.zarr"), mode="r")
+    assert z.chunks == (1, 10, 50) and z.shards is not None, z.shards
+    assert all(s % c == 0 for s, c in zip(z.shards, z.chunks))
+    assert files_in(tmp_path / "small.zarr") < 64 * 10 // 4, files_in(tmp_path / "small.zarr")
+    np.testing.assert_array_equal(z[...], want)
+    a.to_zarr(tmp_path / "big.zarr", chunks=(32, 100, 50), memory_limit="64MiB")
+    assert zarr.open_array(str(tmp_path / "big.zarr"), mode="r").shards is None
+    a.to_zarr(tmp_path / "given.zarr", shards=(6, 100, 50), memory_limit="8MiB")
+    g = zarr.open_array(str(tmp_path / "given.zarr"), mode="r")
+    assert g.shards == (6, 100, 50) and all(s % c == 0 for s, c in zip(g.shards, g.chunks)), g.chunks
+    np.testing.assert_array_equal(g[...], want)
+
+
+def test_zarr_bad_shards(tmp_path):
+    """ValueError for shards that are not positive multiples of the chunks
+    or of the wrong length; nothing is left behind."""
+    a = ma.ones((10, 10))
+    for shards, match in [((3, 10), "shards"), ((10,), "shards"), ((0, 10), "shards"), ((-4, 10), "shards")]:
+        with pytest.raises(ValueError, match=match):
+            a.to_zarr(tmp_path / "b.zarr", chunks=(2, 5), shards=shards)
+    assert os.listdir(tmp_path) == []
+
+
+def test_zarr_sharded_within_the_limit_plan():
+    """A sharded write's buffers (shards held, compression) are in the plan."""
+    x = ma.asarray(rng_data((64, 100, 50)))
+    text = str(x.explain(memory_limit="4MiB", n_jobs=2, output="x.zarr"))
+    assert "Zarr v3" in text, text
