@@ -4,6 +4,8 @@ tasks over ranges of its accumulation chunks and fold their statistics in
 chunk order, bitwise the local result; arrays that cannot run there are
 refused with ValueError saying why."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -115,3 +117,19 @@ def test_arrays_that_cannot_run_there_are_refused(client, x, ranges, make, why):
 def test_bad_client_is_a_type_error(x):
     with pytest.raises(TypeError, match="client must be"):
         x.sum().compute(client="yes")
+
+
+def test_overflow_in_tasks_is_reported_as_here(client, x, ranges):
+    """Overflow in a task's elementwise work and in the reduction is counted
+    as when computed here (issue 23, item 6)."""
+    r = (x.astype(np.float32) * 1e36).sum(axis=0)
+
+    def run(**kw):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            got = r.compute(**kw)
+        return bits(got), [str(m.message) for m in w if issubclass(m.category, RuntimeWarning)]
+
+    here, there = run(), run(client=client)
+    assert ranges and here == there
+    assert here[1] and here[1][0].split(" ")[0].isdigit() and int(here[1][0].split(" ")[0]) > 0

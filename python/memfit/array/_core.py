@@ -420,6 +420,48 @@ def _binary(name: str, doc: str):
     return method, rmethod
 
 
+def _in_place(x: "Array", name: str, other: Any, result: "Array") -> "Array":
+    """What ``x <op>= other`` binds ``x`` to: ``result`` (``name(x, other)``,
+    lazy) cast to ``x``'s dtype, under NumPy's rules for in-place operators:
+    the result keeps ``x``'s shape, and its dtype must cast to ``x``'s with
+    ``casting='same_kind'`` (else NumPy's own UFuncTypeError, raised by the
+    same ufunc on empty operands)."""
+    if result.dtype != x.dtype:
+        empty = (0, 0) if name == "matmul" else (0,)
+        probe = other if isinstance(other, (bool, int, float, np.generic)) else np.empty(empty, operand(other).dtype)
+        getattr(np, name)(np.empty(empty, x.dtype), probe, out=np.empty(empty, x.dtype))
+    if result.shape != x.shape:
+        if name == "matmul" and x.ndim == result.ndim and x.shape[:-1] == result.shape[:-1]:
+            raise ValueError(
+                f"matmul: Output operand 0 has a mismatch in its core dimension {min(x.ndim, 2) - 1}, with gufunc "
+                f"signature (n?,k),(k,m?)->(n?,m?) (size {x.shape[-1]} is different from {result.shape[-1]})"
+            )
+        def text(shape: tuple) -> str:  # NumPy's spelling in this message: (3,) and (2,3)
+            return "(" + ",".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+        raise ValueError(
+            f"non-broadcastable output operand with shape {text(x.shape)} doesn't match the broadcast shape "
+            f"{text(result.shape)}"
+        )
+    return result.astype(x.dtype)
+
+
+def _iop(name: str, doc: str):
+    def method(self, other):
+        o = maybe_operand(other)
+        if o is None:
+            return NotImplemented
+        return _in_place(self, name, other, op(name, [self, o]))
+
+    method.__doc__ = (
+        f"``{doc}``: binds the name to ``numpy.{name}(x, y)`` cast to x's dtype (a new lazy array: "
+        "x itself and arrays built from it are unchanged). As NumPy, TypeError (numpy's UFuncTypeError) "
+        "when the result's dtype does not cast to x's with casting='same_kind' (an integer x and a float "
+        "result), ValueError when y would broadcast x to another shape."
+    )
+    return method
+
+
 def _unary(name: str, doc: str):
     def method(self):
         return op(name, [self])
@@ -913,6 +955,15 @@ class Array:
     __eq__, _ = _binary("equal", "x == y")  # type: ignore[assignment]
     __ne__, _ = _binary("not_equal", "x != y")  # type: ignore[assignment]
     del _
+    __iadd__ = _iop("add", "x += y")
+    __isub__ = _iop("subtract", "x -= y")
+    __imul__ = _iop("multiply", "x *= y")
+    __itruediv__ = _iop("true_divide", "x /= y")
+    __ifloordiv__ = _iop("floor_divide", "x //= y")
+    __imod__ = _iop("remainder", "x %= y")
+    __iand__ = _iop("bitwise_and", "x &= y")
+    __ior__ = _iop("bitwise_or", "x |= y")
+    __ixor__ = _iop("bitwise_xor", "x ^= y")
     __neg__ = _unary("negative", "-x")
     __pos__ = _unary("positive", "+x")
     __abs__ = _unary("absolute", "abs(x)")
@@ -931,6 +982,23 @@ class Array:
             return NotImplemented
         o = maybe_operand(other)
         return NotImplemented if o is None else op("power", [o, self])
+
+    def __ipow__(self, other, modulo=None):
+        """``x **= y``: as ``x *= y`` for numpy.power."""
+        if modulo is not None:
+            return NotImplemented
+        o = maybe_operand(other)
+        return NotImplemented if o is None else _in_place(self, "power", other, op("power", [self, o]))
+
+    def __imatmul__(self, other):
+        """``x @= y``: as ``x *= y`` for numpy.matmul (the product must keep
+        x's shape)."""
+        o = maybe_operand(other)
+        if o is None:
+            return NotImplemented
+        from ._functions import matmul
+
+        return _in_place(self, "matmul", other, matmul(self, o))
 
     def __matmul__(self, other):
         """``x @ y``: :func:`memfit.array.matmul`, lazy."""

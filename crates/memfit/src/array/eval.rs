@@ -8,7 +8,7 @@ use super::lower::{Ir, IrKind, Src};
 use super::node::Distribution;
 use super::store::Stored;
 use super::types::{kind, round_float, Kind, Scalar};
-use super::values::{apply, settle, Col};
+use super::values::{apply, fresh_non_finite, settle, Col};
 use super::view::ViewMap;
 use crate::dtype::Dtype;
 use crate::error::Result;
@@ -154,7 +154,7 @@ pub fn eval(ir: &Ir, lo: &[usize], hi: &[usize], ctx: &Ctx<'_>, buf: &mut Vec<u8
                     })
                     .collect();
                 let out = apply(*op, *loop_dtype, node.dtype, &cols)?;
-                count_fresh_non_finite(&out, &cols, ctx);
+                ctx.overflow.fetch_add(fresh_non_finite(&cols, &out), Ordering::Relaxed);
                 out
             }
             IrKind::Concat { axis, parts } => concat(*axis, parts, node.dtype, lo, hi, n, ctx, buf)?,
@@ -162,18 +162,6 @@ pub fn eval(ir: &Ir, lo: &[usize], hi: &[usize], ctx: &Ctx<'_>, buf: &mut Vec<u8
         values.push(Some(col));
     }
     Ok(values.pop().flatten().expect("a result"))
-}
-
-/// Counts the values of `out` that are NaN or infinite where every operand
-/// in `cols` is finite.
-fn count_fresh_non_finite(out: &Col, cols: &[Col], ctx: &Ctx<'_>) {
-    if out.count_non_finite() > 0 {
-        let Col::F(v) = out else { unreachable!("only floats are non-finite") };
-        let fresh = (0..v.len())
-            .filter(|&i| !v[i].is_finite() && cols.iter().all(|c| !matches!(c, Col::F(a) if !a[i].is_finite())))
-            .count() as u64;
-        ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
-    }
 }
 
 /// The values of a leaf over the box.

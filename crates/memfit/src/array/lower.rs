@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::node::{Array, Distribution, NodeKind, Reduction};
 use super::store::Stored;
 use super::types::Scalar;
-use super::values::{apply, Col, Op};
+use super::values::{apply, fresh_non_finite, Col, Op};
 use super::view::{Dependence, ViewMap, ViewOp};
 use crate::dtype::Dtype;
 use crate::linalg::einsum::{Path, Subscripts};
@@ -801,10 +801,16 @@ fn ir_len(a: &Array, views: &[ViewOp], axis: usize) -> usize {
     shape[axis]
 }
 
-/// Folds an operation of constant operands to a constant.
+/// Folds an operation of constant operands to a constant; not when it
+/// turns finite operands non-finite (a cast of `1e5` to float16, `1e300 *
+/// 1e300`): evaluated, that is counted as overflow.
 fn fold(op: Op, loop_dtype: Dtype, out: Dtype, args: &[(Scalar, Dtype)]) -> Option<Scalar> {
     let cols: Vec<Col> = args.iter().map(|&(v, dtype)| Col::splat(v, dtype, 1)).collect();
-    match apply(op, loop_dtype, out, &cols).ok()? {
+    let col = apply(op, loop_dtype, out, &cols).ok()?;
+    if fresh_non_finite(&cols, &col) > 0 {
+        return None;
+    }
+    match col {
         Col::B(v) => Some(Scalar::Bool(v[0])),
         Col::I(v) => Some(Scalar::Int(v[0])),
         Col::U(v) => Some(Scalar::UInt(v[0])),

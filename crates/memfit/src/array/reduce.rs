@@ -87,7 +87,7 @@ fn same<T>(x: T) -> T {
 /// `o_at` / `r_at` the positions of its kept and reduced coordinates (see
 /// [`fold_runs`]); `index[r]` is the flat index over all reduced axes of
 /// the chunk's element `r` (for `argmin` / `argmax`).
-pub fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64]) -> Acc {
+fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64]) -> Acc {
     use Reduction::*;
     match op {
         Sum | Prod | Mean => {
@@ -244,7 +244,7 @@ impl Acc {
         let col = match self {
             Acc::F(v) => Col::F(match op {
                 Reduction::Sum if multiplier > 1 => v.into_iter().map(|x| x * multiplier as f64).collect(),
-                Reduction::Prod if multiplier > 1 => v.into_iter().map(|x| x.powf(multiplier as f64)).collect(),
+                Reduction::Prod if multiplier > 1 => v.into_iter().map(|x| pow_count(x, multiplier)).collect(),
                 Reduction::Mean => v.into_iter().map(|x| x / count as f64).collect(),
                 _ => v,
             }),
@@ -265,6 +265,19 @@ impl Acc {
     }
 }
 
+/// `x` multiplied by itself `count` times, as the product of `x` repeated
+/// `count` times is: the magnitude by `powf`, the sign from the parity of
+/// `count` (exact for any count, also beyond 2^53 where `count as f64`
+/// loses it).
+fn pow_count(x: f64, count: u128) -> f64 {
+    let magnitude = x.abs().powf(count as f64);
+    if x.is_sign_negative() && count % 2 == 1 {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
 /// A reduction's statistics of some chunks of one output tile, as the
 /// runner folds them ([`crate::exec::run_grid`]): `None` before any chunk.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -273,6 +286,42 @@ pub struct Partials {
     pub op: Reduction,
     /// The accumulated results, once a chunk is in.
     pub acc: Option<Acc>,
+    /// Per output element of the tile: whether a value it reduced was NaN
+    /// or infinite (empty while none was), so that a non-finite result from
+    /// finite values counts as overflow whatever the other outputs read.
+    pub non_finite_in: Vec<bool>,
+}
+
+impl Partials {
+    /// The statistics of one chunk: `col` holds a box of the operand; see
+    /// [`partial`] for `o_at`, `r_at` and `index`.
+    pub fn of_chunk(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64]) -> Partials {
+        let non_finite_in = match col {
+            Col::F(v) if v.iter().any(|x| !x.is_finite()) => {
+                fold_runs(v, o_at, r_at, |x| !x.is_finite(), |a, x| a | !x.is_finite())
+            }
+            _ => Vec::new(),
+        };
+        Partials { op, acc: Some(partial(op, col, o_at, r_at, index)), non_finite_in }
+    }
+
+    /// The finished results in `dtype` (see [`Acc::finish`]) and how many
+    /// of them are NaN or infinite although every value they reduced was
+    /// finite (overflow).
+    ///
+    /// # Panics
+    /// Before any chunk.
+    pub fn finish(self, dtype: Dtype, multiplier: u128, count: u64) -> (Col, u64) {
+        let col = self.acc.expect("a chunk").finish(self.op, dtype, multiplier, count);
+        let fresh = match &col {
+            Col::F(v) => {
+                let seen = |i: usize| self.non_finite_in.get(i).copied().unwrap_or(false);
+                (0..v.len()).filter(|&i| !v[i].is_finite() && !seen(i)).count() as u64
+            }
+            _ => 0,
+        };
+        (col, fresh)
+    }
 }
 
 impl crate::exec::Merge for Partials {
@@ -282,9 +331,15 @@ impl crate::exec::Merge for Partials {
             (None, b) => self.acc = b.clone(),
             (_, None) => {}
         }
+        if self.non_finite_in.is_empty() {
+            self.non_finite_in.clone_from(&next.non_finite_in);
+        } else {
+            self.non_finite_in.iter_mut().zip(&next.non_finite_in).for_each(|(a, b)| *a |= b);
+        }
     }
     fn clear(&mut self) {
         self.acc = None;
+        self.non_finite_in.clear();
     }
 }
 
@@ -313,5 +368,57 @@ fn dtype_of_kind(d: Dtype) -> Dtype {
         Kind::Bool => Dtype::Bool,
         _ if d.is_unsigned_int() => Dtype::U64,
         _ => Dtype::I64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::Merge;
+
+    #[test]
+    fn products_of_repeated_values_keep_their_sign() {
+        // numpy: prod(tile(x, k)) for k = 3 and 4
+        for (x, odd, even) in [
+            (-1.0, -1.0, 1.0),
+            (-2.0, -8.0, 16.0),
+            (f64::NEG_INFINITY, f64::NEG_INFINITY, f64::INFINITY),
+            (0.5, 0.125, 0.0625),
+        ] {
+            assert_eq!((pow_count(x, 3), pow_count(x, 4)), (odd, even), "{x}");
+        }
+        assert!(pow_count(-0.0, 3).is_sign_negative() && pow_count(-0.0, 4).is_sign_positive());
+        assert!(pow_count(f64::NAN, 3).is_nan());
+        // An odd count beyond 2^53 (even as f64).
+        assert_eq!(pow_count(-1.0, (1u128 << 53) + 1), -1.0);
+        let acc = Acc::F(vec![-1.0, -3.0]);
+        assert_eq!(acc.finish(Reduction::Prod, Dtype::F64, 3, 0), Col::F(vec![-1.0, -27.0]));
+    }
+
+    #[test]
+    fn overflow_is_counted_per_output() {
+        // Outputs: [1e308 + 1e308, nan + 1, 1 + 2] (o_at: rows, r_at: columns)
+        let col = Col::F(vec![1e308, 1e308, f64::NAN, 1.0, 1.0, 2.0]);
+        let (o_at, r_at) = ([0, 2, 4], [0, 1]);
+        let p = Partials::of_chunk(Reduction::Sum, &col, &o_at, &r_at, &[]);
+        assert_eq!(p.non_finite_in, [false, true, false]);
+        let (out, fresh) = p.clone().finish(Dtype::F64, 1, 2);
+        assert_eq!(fresh, 1);
+        let Col::F(v) = out else { panic!("floats") };
+        assert!(v[0].is_infinite() && v[1].is_nan() && v[2] == 3.0);
+        // Folded with a finite chunk, the NaN stays seen; on its own a
+        // finite chunk sees none.
+        let finite = Partials::of_chunk(Reduction::Sum, &Col::F(vec![1.0; 6]), &o_at, &r_at, &[]);
+        assert!(finite.non_finite_in.is_empty());
+        let mut merged = finite.clone();
+        merged.merge(&p);
+        assert_eq!(merged.non_finite_in, [false, true, false]);
+        assert_eq!(merged.finish(Dtype::F64, 1, 4).1, 1);
+        let mut merged = p;
+        merged.merge(&finite);
+        assert_eq!(merged.non_finite_in, [false, true, false]);
+        // float32 results that overflow only when rounded are fresh too.
+        let p = Partials::of_chunk(Reduction::Sum, &Col::F(vec![3e38, 3e38]), &[0], &[0, 1], &[]);
+        assert_eq!(p.finish(Dtype::F32, 1, 2).1, 1);
     }
 }

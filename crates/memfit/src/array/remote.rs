@@ -69,13 +69,14 @@ struct ReduceTask {
 }
 
 /// What a reduction task returns: its chunks, the output tiles it used,
-/// the non-finite values it read and each tile's statistics (one fold from
-/// chunk 0, else one per chunk).
+/// the values its elementwise work turned non-finite from finite operands
+/// (overflow) and each tile's statistics (one fold from chunk 0, else one
+/// per chunk).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ChunkStats {
     chunks: Range<usize>,
     tile: Vec<usize>,
-    bad_in: u64,
+    overflow: u64,
     tiles: Vec<Vec<Partials>>,
 }
 
@@ -277,7 +278,6 @@ pub(crate) fn run_stage(
         });
     }
     let (mut tile, mut tiles) = (None, Vec::new());
-    let bad_in = AtomicU64::new(0);
     for (bytes, r) in parts.iter().zip(ranges) {
         let got: ChunkStats = decode(bytes, "chunk statistics")?;
         let leaves = if r.start == 0 { 1 } else { r.len() };
@@ -298,12 +298,12 @@ pub(crate) fn run_stage(
                 })
             }
         }
-        bad_in.fetch_add(got.bad_in, Ordering::Relaxed);
+        ctx.overflow.fetch_add(got.overflow, Ordering::Relaxed);
     }
     let tile = tile.expect("at least one range");
     let n_units = tiles.first().map_or(0, Vec::len);
     let unit = |_: &mut Vec<u8>, o: usize, c: usize| Ok(tiles[o][c].clone());
-    fold_reduce(&stage.work, &stage.shape, stage.dtype, &tile, n_units, 1, cancel, sink, ctx, &bad_in, unit)
+    fold_reduce(&stage.work, &stage.shape, stage.dtype, &tile, n_units, 1, cancel, sink, ctx, unit)
 }
 
 /// The receiving side of [`REDUCE_TASK`]: the chunks of a reduction stage.
@@ -368,7 +368,8 @@ impl TaskRunner for ReduceRunner {
             },
         )?;
         let tiles = tiles.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let out = ChunkStats { chunks, tile: sp.tile.clone(), bad_in: units.bad_in.load(Ordering::Relaxed), tiles };
+        let overflow = slots.overflow.load(Ordering::Relaxed);
+        let out = ChunkStats { chunks, tile: sp.tile.clone(), overflow, tiles };
         Ok((the_plan, Some(encode(&out))))
     }
 }

@@ -14,7 +14,7 @@ use super::lower::{Output, Shards};
 use super::lower::{lower, lower_all, Ir, Lowered, Target, Work};
 use super::node::{Array, Reduction};
 use super::plan::{plan, StagePlan, Stages};
-use super::reduce::{partial, Acc, Partials, Sums};
+use super::reduce::{Acc, Partials, Sums};
 use super::remote::{OnCluster, Placed};
 use super::store::Stored;
 use super::tiling::{n_tiles, tile_box, volume};
@@ -469,7 +469,7 @@ fn run_stage(
             }
             let units = ReduceUnits::new(ir, axes, *op, reduced, shape, &sp.tile, &sp.chunk);
             let unit = |buf: &mut Vec<u8>, o: usize, c: usize| units.unit(ctx, buf, o, c);
-            fold_reduce(work, shape, dtype, &sp.tile, n_c, threads, cancel, sink, ctx, &units.bad_in, unit)
+            fold_reduce(work, shape, dtype, &sp.tile, n_c, threads, cancel, sink, ctx, unit)
         }
         Work::Einsum { sub, irs, path, sizes } => {
             let contracted: Vec<u8> = sizes.keys().copied().filter(|c| !sub.output.contains(c)).collect();
@@ -525,8 +525,6 @@ pub(crate) struct ReduceUnits<'a> {
     kept: Vec<usize>,
     /// Flat indices over the reduced axes (for `argmin` / `argmax`).
     rmap: ViewMap,
-    /// Values read that are not finite.
-    pub bad_in: AtomicU64,
 }
 
 impl<'a> ReduceUnits<'a> {
@@ -545,7 +543,7 @@ impl<'a> ReduceUnits<'a> {
         let nd = shape.len() + axes.len();
         let kept = (0..nd).filter(|k| !axes.contains(k)).collect();
         let rmap = ViewMap::c_order(reduced);
-        ReduceUnits { ir, axes, op, shape, tile, reduced, chunk, kept, rmap, bad_in: AtomicU64::new(0) }
+        ReduceUnits { ir, axes, op, shape, tile, reduced, chunk, kept, rmap }
     }
 
     /// The statistics of accumulation chunk `c` of output tile `o`.
@@ -563,7 +561,6 @@ impl<'a> ReduceUnits<'a> {
             (lo[k], hi[k]) = (clo[j], chi[j]);
         }
         let col = eval(self.ir, &lo, &hi, ctx, buf)?;
-        self.bad_in.fetch_add(col.count_non_finite(), Ordering::Relaxed);
         // Positions in the box of each kept / reduced coordinate.
         let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
         let bmap = ViewMap::c_order(&ext);
@@ -581,7 +578,7 @@ impl<'a> ReduceUnits<'a> {
         } else {
             Vec::new()
         };
-        Ok(Partials { op, acc: Some(partial(op, &col, &o_at, &r_at, &index)) })
+        Ok(Partials::of_chunk(op, &col, &o_at, &r_at, &index))
     }
 }
 
@@ -589,9 +586,9 @@ impl<'a> ReduceUnits<'a> {
 /// `shape` and `dtype`) as `n_c` units per output tile of extent `tile`
 /// with [`run_grid`]: `unit(buffer, tile, i)` gives the statistics of the
 /// tile's `i`-th unit (computed here, or received from tasks), folded in
-/// order, finished and written to `sink`. `bad_in` counts the non-finite
-/// values the units read: results that turn non-finite from finite values
-/// are counted as overflow in `ctx`.
+/// order, finished and written to `sink`. Results that turn non-finite
+/// although every value they reduced was finite are counted as overflow in
+/// `ctx`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fold_reduce(
     work: &Work,
@@ -603,21 +600,16 @@ pub(crate) fn fold_reduce(
     cancel: &Cancel,
     sink: &dyn Sink,
     ctx: &Ctx<'_>,
-    bad_in: &AtomicU64,
     unit: impl Fn(&mut Vec<u8>, usize, usize) -> Result<Partials> + Sync + Send,
 ) -> Result<()> {
-    let Work::Reduce { op, reduced, multiplier, .. } = work else { unreachable!("a reduction stage") };
+    let Work::Reduce { reduced, multiplier, .. } = work else { unreachable!("a reduction stage") };
     let count = volume(reduced) as u64;
-    let bad_out = AtomicU64::new(0);
     let finish = |o: usize, p: Partials| -> Result<()> {
         let (lo, hi) = tile_box(shape, tile, o);
-        let col = p.acc.expect("a chunk").finish(*op, dtype, *multiplier, count);
-        bad_out.fetch_add(col.count_non_finite(), Ordering::Relaxed);
+        let (col, fresh) = p.finish(dtype, *multiplier, count);
+        ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
         put(sink, &lo, &hi, &col, dtype)
     };
     run_grid(n_tiles(shape, tile), n_c, threads, cancel, Vec::new, unit, finish)?;
-    if bad_in.load(Ordering::Relaxed) == 0 {
-        ctx.overflow.fetch_add(bad_out.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
     Ok(())
 }

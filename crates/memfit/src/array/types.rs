@@ -175,7 +175,11 @@ pub fn no_loop(op: &str, dtypes: &[Dtype]) -> Error {
 pub fn cast_scalar(value: Scalar, dtype: Dtype) -> Scalar {
     match kind(dtype) {
         Kind::Bool => Scalar::Bool(value.to_f64() != 0.0),
-        Kind::Float => Scalar::Float(round_float(value.to_f64(), dtype)),
+        Kind::Float => Scalar::Float(match value {
+            Scalar::Int(i) => float_of_int(i, dtype),
+            Scalar::UInt(u) => float_of_uint(u, dtype),
+            other => round_float(other.to_f64(), dtype),
+        }),
         Kind::Int => {
             let bits: u64 = match value {
                 Scalar::Bool(b) => u64::from(b),
@@ -194,13 +198,53 @@ pub fn cast_scalar(value: Scalar, dtype: Dtype) -> Scalar {
     }
 }
 
-/// Rounds an `f64` to `dtype`'s precision (float16 or float32; float64 as is).
+/// Rounds an `f64` to `dtype`'s precision (float16 or float32; float64 as
+/// is), once, to nearest with ties to even, as NumPy's casts do.
 #[inline]
 pub fn round_float(x: f64, dtype: Dtype) -> f64 {
     match dtype {
         Dtype::F32 => f64::from(x as f32),
-        Dtype::F16 => half::f16::from_f64(x).to_f64(),
+        Dtype::F16 => to_f16(x).to_f64(),
         _ => x,
+    }
+}
+
+/// `x` rounded once to the nearest float16, ties to even (NumPy's
+/// `npy_double_to_half`). `half::f16::from_f64` rounds through float32 on
+/// x86 with F16C, which rounds twice (a value just above a float16 halfway
+/// point can land on it, then round to even). Here the float32 step rounds
+/// to odd instead (an inexact result keeps an odd last bit), after which
+/// rounding float32 to float16 is exact: float32 has at least two more bits
+/// than float16 needs (Boldo and Melquiond, "When double rounding is odd").
+#[inline]
+pub fn to_f16(x: f64) -> half::f16 {
+    let mut y = x as f32;
+    if y.is_finite() && f64::from(y) != x && y.to_bits() & 1 == 0 {
+        // The odd neighbour of y on x's side.
+        let bits = y.to_bits();
+        y = f32::from_bits(if f64::from(y).abs() > x.abs() { bits - 1 } else { bits + 1 });
+    }
+    half::f16::from_f32(y)
+}
+
+/// Signed integer `x` as float `dtype`, rounded once (not through `f64`,
+/// which rounds integers beyond 2^53 first).
+#[inline]
+pub fn float_of_int(x: i64, dtype: Dtype) -> f64 {
+    if dtype == Dtype::F32 {
+        f64::from(x as f32)
+    } else {
+        round_float(x as f64, dtype)
+    }
+}
+
+/// Unsigned integer `x` as float `dtype`, rounded once.
+#[inline]
+pub fn float_of_uint(x: u64, dtype: Dtype) -> f64 {
+    if dtype == Dtype::F32 {
+        f64::from(x as f32)
+    } else {
+        round_float(x as f64, dtype)
     }
 }
 
@@ -269,5 +313,38 @@ mod tests {
         assert_eq!(cast_scalar(Scalar::Float(-2.7), I16), Scalar::Int(-2));
         assert_eq!(cast_scalar(Scalar::Int(-1), U64), Scalar::UInt(u64::MAX));
         assert_eq!(cast_scalar(Scalar::Float(0.1), F32), Scalar::Float(f64::from(0.1f32)));
+        // One rounding from the integer: 2^60 + 2^36 + 1 is above the float32
+        // halfway point 2^60 + 2^36, which float64 rounds it to first.
+        let x = (1i64 << 60) + (1 << 36) + 1;
+        assert_eq!(cast_scalar(Scalar::Int(x), F32), Scalar::Float(((1u64 << 60) + (1 << 37)) as f64));
+        assert_eq!(cast_scalar(Scalar::UInt(x as u64), F32), Scalar::Float(((1u64 << 60) + (1 << 37)) as f64));
+    }
+
+    #[test]
+    fn float16_rounds_once_to_nearest_even() {
+        let p = |e: i32| 2f64.powi(e);
+        for (x, want) in [
+            (1.0 + p(-11), 1.0),                   // a tie: to even
+            (1.0 + 3.0 * p(-11), 1.0 + p(-9)),     // a tie: to even (up)
+            (1.0 + p(-11) + p(-40), 1.0 + p(-10)), // just above a tie (through float32: 1.0)
+            (1.0 + p(-11) - p(-40), 1.0),          // just below
+            (p(-25), 0.0),                         // half the smallest subnormal: to even (0)
+            (p(-25) + p(-60), p(-24)),             // just above it
+            (3.0 * p(-25), 2.0 * p(-24)),          // a subnormal tie: to even
+            (65504.0, 65504.0),
+            (65519.99, 65504.0),
+            (65520.0, f64::INFINITY), // the overflow threshold rounds up
+            (1e300, f64::INFINITY),
+            (1e-300, 0.0),
+            (f64::INFINITY, f64::INFINITY),
+        ] {
+            assert_eq!(to_f16(x).to_f64(), want, "{x:e}");
+            assert_eq!(to_f16(-x).to_f64(), -want, "{:e}", -x);
+        }
+        assert!(to_f16(f64::NAN).is_nan());
+        assert!(to_f16(-1e-300).is_sign_negative());
+        assert_eq!(round_float(1.0 + p(-11) + p(-40), F16), 1.0 + p(-10));
+        assert_eq!(float_of_int(65519, F16), 65504.0);
+        assert_eq!(float_of_uint(u64::MAX, F16), f64::INFINITY);
     }
 }

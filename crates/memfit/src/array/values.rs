@@ -9,7 +9,7 @@
 //! `f64` is exact for these), for the transcendental functions within an
 //! ulp of NumPy's own float32/float16 loops.
 
-use super::types::{kind, round_float, wrap_signed, wrap_unsigned, Kind, Scalar};
+use super::types::{float_of_int, float_of_uint, kind, round_float, to_f16, wrap_signed, wrap_unsigned, Kind, Scalar};
 use crate::dtype::Dtype;
 use crate::error::{Error, ExpressionFault, Result};
 
@@ -34,7 +34,7 @@ impl Col {
     pub fn splat(value: Scalar, dtype: Dtype, n: usize) -> Col {
         match kind(dtype) {
             Kind::Bool => Col::B(vec![value.to_f64() != 0.0; n]),
-            Kind::Float => Col::F(vec![round_float(value.to_f64(), dtype); n]),
+            Kind::Float => Col::F(vec![super::types::cast_scalar(value, dtype).to_f64(); n]),
             Kind::Int => match super::types::cast_scalar(value, dtype) {
                 Scalar::Int(i) if dtype.is_signed_int() => Col::I(vec![i; n]),
                 Scalar::Int(i) => Col::U(vec![i as u64; n]),
@@ -114,7 +114,7 @@ impl Col {
             (Col::U(v), _) => put!(v, u64),
             (Col::F(v), Dtype::F16) => {
                 for &x in v {
-                    out.extend_from_slice(&half::f16::from_f64(x).to_le_bytes());
+                    out.extend_from_slice(&to_f16(x).to_le_bytes());
                 }
             }
             (Col::F(v), Dtype::F32) => put!(v, f32),
@@ -172,6 +172,22 @@ impl Col {
             _ => 0,
         }
     }
+
+    /// Whether value `i` is NaN or infinite (never for non-float columns).
+    fn non_finite_at(&self, i: usize) -> bool {
+        matches!(self, Col::F(v) if !v[i].is_finite())
+    }
+}
+
+/// Values of `out` that are NaN or infinite although every operand in
+/// `args` (columns of `out`'s length) is finite at the same position: the
+/// overflows, divisions by zero, invalid operations and casts to a smaller
+/// float of one elementwise step, which NumPy reports with a
+/// `RuntimeWarning` ("overflow encountered in multiply", "... in cast").
+/// NaN or infinite operands that propagate are not counted.
+pub fn fresh_non_finite(args: &[Col], out: &Col) -> u64 {
+    let Col::F(v) = out else { return 0 };
+    (0..v.len()).filter(|&i| !v[i].is_finite() && !args.iter().any(|c| c.non_finite_at(i))).count() as u64
 }
 
 /// An elementwise operation.
@@ -499,8 +515,8 @@ pub fn cast(col: Col, dtype: Dtype) -> Col {
         (Col::U(v), Kind::Bool) => Col::B(un(&v, |x| x != 0)),
         (Col::F(v), Kind::Bool) => Col::B(un(&v, |x| x != 0.0)),
         (Col::B(v), Kind::Float) => Col::F(un(&v, |x| f64::from(u8::from(x)))),
-        (Col::I(v), Kind::Float) => Col::F(un(&v, |x| x as f64)),
-        (Col::U(v), Kind::Float) => Col::F(un(&v, |x| x as f64)),
+        (Col::I(v), Kind::Float) => Col::F(un(&v, |x| float_of_int(x, dtype))),
+        (Col::U(v), Kind::Float) => Col::F(un(&v, |x| float_of_uint(x, dtype))),
         (c @ Col::F(_), Kind::Float) => c,
         (c, Kind::Int) if dtype.is_signed_int() => match c {
             Col::B(v) => Col::I(un(&v, i64::from)),
@@ -702,5 +718,27 @@ mod tests {
         assert_eq!(got, Col::F(vec![f64::from(0.1f32 * 0.1f32)]));
         let got = cast(Col::F(vec![-1.5, 300.7]), Dtype::U8);
         assert_eq!(got, Col::U(vec![255, 44]));
+        let x = (1i64 << 60) + (1 << 36) + 1;
+        assert_eq!(cast(Col::I(vec![x]), Dtype::F32), Col::F(vec![((1u64 << 60) + (1 << 37)) as f64]));
+        assert_eq!(Col::splat(Scalar::Int(x), Dtype::F32, 1), Col::F(vec![((1u64 << 60) + (1 << 37)) as f64]));
+    }
+
+    #[test]
+    fn only_values_that_turn_non_finite_from_finite_operands_are_fresh() {
+        // numpy: float32([1e300, inf, nan, 1]) cast: only the first is an overflow
+        let a = Col::F(vec![1e300, f64::INFINITY, f64::NAN, 1.0]);
+        let out = cast(a.clone(), Dtype::F32);
+        assert_eq!(fresh_non_finite(std::slice::from_ref(&a), &out), 1);
+        // 1e5 (a Python float) cast to float16: inf from a finite value
+        let c = Col::splat(Scalar::Float(1e5), Dtype::F64, 3);
+        assert_eq!(fresh_non_finite(std::slice::from_ref(&c), &cast(c.clone(), Dtype::F16)), 3);
+        // integers to float16 overflow too: numpy array([100000]).astype(float16) -> inf
+        let i = Col::I(vec![100_000, 7]);
+        assert_eq!(fresh_non_finite(std::slice::from_ref(&i), &cast(i.clone(), Dtype::F16)), 1);
+        // 0 / 0 and 1 / 0 from finite operands; inf - inf propagates an operand
+        let (x, y) = (Col::F(vec![0.0, 1.0, f64::INFINITY]), Col::F(vec![0.0, 0.0, f64::INFINITY]));
+        let q = apply(Op::TrueDivide, Dtype::F64, Dtype::F64, &[x.clone(), y.clone()]).unwrap();
+        assert_eq!(fresh_non_finite(&[x, y], &q), 2);
+        assert_eq!(fresh_non_finite(&[Col::I(vec![1])], &Col::I(vec![1])), 0);
     }
 }

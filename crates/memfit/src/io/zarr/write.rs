@@ -59,8 +59,8 @@ impl ZarrOutput {
     ///
     /// # Errors
     /// All before anything is created:
-    /// [`Error::InvalidParameter`] when `chunks` is empty, holds a 0, or has
-    /// another length than `shape`;
+    /// [`Error::InvalidParameter`] when `chunks` holds a 0 or has another
+    /// length than `shape` (a 0-d array has one chunk, `chunks` empty);
     /// [`Error::OutputExists`] when `path` exists and `!overwrite`;
     /// [`Error::Io`] of kind `NotFound` when `path`'s folder is missing, of kind
     /// `IsADirectory` when `path` is a non-empty folder that holds no Zarr
@@ -92,7 +92,7 @@ impl ZarrOutput {
         shards: Option<&[usize]>,
         overwrite: bool,
     ) -> Result<Self> {
-        if chunks.is_empty() || chunks.len() != shape.len() || chunks.contains(&0) {
+        if chunks.len() != shape.len() || chunks.contains(&0) {
             return Err(Error::param(
                 "chunks",
                 format!("needs one positive length per dimension of the shape {shape:?}, got {chunks:?}"),
