@@ -213,7 +213,9 @@ pub(crate) fn run_intermediates(
         } else {
             Box::new(MemorySink::new(&s.shape, s.dtype))
         };
-        run_one(lowered, si, sp, &*sink, slots, threads, placed, &ctx.cancel)?;
+        // A stage's plan may run fewer threads than the job has (an
+        // einsum whose smallest unit fits fewer times).
+        run_one(lowered, si, sp, &*sink, slots, sp.workers.min(threads), placed, &ctx.cancel)?;
         let stored = match sink.commit()? {
             Some(bytes) => Stored::owned(bytes, s.dtype, s.shape.clone()),
             None => Stored::npy(path.as_ref().expect("a scratch folder"))?,

@@ -190,12 +190,15 @@ fn pack(
 ) -> Vec<f64> {
     let (tb, tp, td) = (offsets(view, batch, sizes), offsets(view, panel, sizes), offsets(view, depth, sizes));
     let panels = tp.len().div_ceil(width);
-    let mut out = Vec::with_capacity(tb.len() * panels * width * td.len());
+    // Zeros past the panel labels' extent stay.
+    let mut out = vec![0.0; tb.len() * panels * width * td.len()];
+    let mut groups = out.chunks_exact_mut(width);
     for &ob in &tb {
-        for q in 0..panels {
+        for rows in tp.chunks(width) {
             for &od in &td {
-                for r in q * width..(q + 1) * width {
-                    out.push(tp.get(r).map_or(0.0, |&op| view.data[ob + op + od]));
+                let group = groups.next().expect("sized for every group");
+                for (v, &op) in group.iter_mut().zip(rows) {
+                    *v = view.data[ob + op + od];
                 }
             }
         }
