@@ -127,6 +127,44 @@ unsafe fn gemm_avx2<const MR: usize, const NR: usize>(
     gemm_tiled::<MR, NR>(batch, m, n, k, a, b, c)
 }
 
+/// `C_t = a_t b_tᵀ` for each of `batch` outer products of an `m`-vector
+/// and an `n`-vector (`a`: `batch` rows of `m`, `b`: `batch` rows of `n`):
+/// `C[t, i, j] = fma(a[t m + i], b[t n + j], +0.0)`, the bits [`gemm`]
+/// gives at depth 1, without its packing.
+pub(super) fn outer(batch: usize, m: usize, n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    match isa() {
+        // SAFETY: `isa()` checked the CPU features the target function enables.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Avx2 => unsafe { outer_fma(batch, m, n, a, b, c) },
+        _ => outer_portable(batch, m, n, a, b, c),
+    }
+}
+
+/// [`outer_portable`] compiled with FMA.
+///
+/// # Safety
+/// The CPU must support FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn outer_fma(batch: usize, m: usize, n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    outer_portable(batch, m, n, a, b, c)
+}
+
+#[inline(always)]
+fn outer_portable(batch: usize, m: usize, n: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    if m * n == 0 {
+        return;
+    }
+    for (t, ct) in c[..batch * m * n].chunks_exact_mut(m * n).enumerate() {
+        let (at, bt) = (&a[t * m..][..m], &b[t * n..][..n]);
+        for (row, &x) in ct.chunks_exact_mut(n).zip(at) {
+            for (v, &y) in row.iter_mut().zip(bt) {
+                *v = x.mul_add(y, 0.0);
+            }
+        }
+    }
+}
+
 /// `c[t] = Σ_p a[t k + p] b[t k + p]`, one fused-multiply-add chain from +0.0 each.
 fn dots(batch: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
     match isa() {
