@@ -54,6 +54,7 @@ mod node;
 mod plan;
 mod reduce;
 mod remote;
+mod rewrite;
 mod rows;
 mod run;
 mod store;

@@ -585,7 +585,8 @@ impl Array {
             Reduction::ArgMin | Reduction::ArgMax => Dtype::I64,
         };
         let shape: Vec<usize> = (0..nd).filter(|k| !axes.contains(k)).map(|k| self.shape()[k]).collect();
-        let reduced = Array::new(NodeKind::Reduce { op, axes: axes.to_vec(), arg }, shape, out);
+        let reduced =
+            super::rewrite::fused_sum(Array::new(NodeKind::Reduce { op, axes: axes.to_vec(), arg }, shape, out));
         if keepdims && !axes.is_empty() {
             reduced.view(ViewOp::ExpandDims(axes.to_vec()))
         } else {
@@ -643,6 +644,7 @@ impl Array {
         }
         let shape: Vec<usize> = sub.output.iter().map(|c| sizes[c]).collect();
         let sub = Subscripts { inputs: labels, output: sub.output };
+        let (sub, inputs) = super::rewrite::split_products(sub, inputs);
         let f64_out = Array::new(NodeKind::Einsum { sub, args: inputs }, shape, Dtype::F64);
         Ok(f64_out.astype(dtype))
     }

@@ -7,7 +7,9 @@ use std::fmt;
 use super::lower::{Ir, Lowered, Output, Shards, Src, Target, Work};
 use super::reduce::ACC_BYTES;
 use super::store::READ_SLACK_ELEMENTS;
-use super::tiling::{chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, MAX_TILE, REDUCE_CHUNK};
+use super::tiling::{
+    chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, EINSUM_MIN_TILE, MAX_TILE, REDUCE_CHUNK,
+};
 use super::values::COL_BYTES;
 use crate::error::Result;
 use crate::plan::{check_fits, format_bytes, Ledger, Plan, Schedule};
@@ -405,20 +407,47 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     let out = volume(ext) as u64 * (COL_BYTES * 3);
                     operands as u64 + out + crate::linalg::einsum::scratch_bytes(sub, &sub_sizes, path) + fixed
                 };
+                // As many threads as one smallest unit each fits (at least
+                // one), then output tiles as large as each thread's share
+                // allows, cut further only to give every thread work. The
+                // tile does not change the result (the chunk fixes the order).
+                let ones = vec![1usize; sub.output.len()];
+                let least = item_bytes(&ones);
+                let workers = (avail / least.max(1)).clamp(1, t);
+                let room = avail / workers;
+                let n_c = n_tiles(&csizes, &chunk);
                 let mut tile: Vec<usize> = sub.output.iter().map(|c| sizes[c]).collect();
-                while item_bytes(&tile) > room {
+                let good = |tile: &[usize]| {
+                    item_bytes(tile) <= room
+                        && (n_tiles(&stage.shape, tile) * n_c >= 2 * workers as usize
+                            || volume(tile) <= EINSUM_MIN_TILE)
+                };
+                let mut last = None;
+                while !good(&tile) {
                     let Some(k) = (0..tile.len()).filter(|&k| tile[k] > 1).max_by_key(|&k| tile[k]) else { break };
+                    last = Some((k, tile[k]));
                     tile[k] = tile[k].div_ceil(2);
                 }
+                // The last axis cut: as long as still fits (bisection).
+                if let Some((k, mut bad)) = last.filter(|_| good(&tile)) {
+                    while bad - tile[k] > 1 {
+                        let mut t = tile.clone();
+                        t[k] = (tile[k] + bad) / 2;
+                        if good(&t) {
+                            tile = t;
+                        } else {
+                            bad = t[k];
+                        }
+                    }
+                }
                 let bytes = item_bytes(&tile);
-                let ones = vec![1usize; tile.len()];
-                required = required.max(held + t * item_bytes(&ones));
+                required = required.max(held + least);
                 led.add_in(
                     &phase,
                     "tile buffers",
-                    t,
+                    workers,
                     bytes,
-                    format!("{t} threads × (operand blocks, contraction, {} outputs)", volume(&tile)),
+                    format!("{workers} threads × (operand blocks, contraction, {} outputs)", volume(&tile)),
                 );
                 StagePlan {
                     what: format!(
@@ -434,13 +463,13 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     shape: stage.shape.clone(),
                     dtype: stage.dtype.name(),
                     target: String::new(),
-                    work_items: (n_tiles(&stage.shape, &tile) * n_tiles(&csizes, &chunk)) as u64,
+                    work_items: (n_tiles(&stage.shape, &tile) * n_c) as u64,
                     tile,
                     chunk,
                     multiplier: 1,
                     bytes_per_thread: bytes,
                     eval_elems: 0,
-                    workers: threads,
+                    workers: workers as usize,
                     write_slab,
                     zarr_chunks: Vec::new(),
                 }

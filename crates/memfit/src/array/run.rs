@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::eval::{eval, offsets, Ctx};
-use super::lower::{Output, Shards};
 use super::lower::{lower, lower_all, Ir, Lowered, Target, Work};
+use super::lower::{Output, Shards};
 use super::node::{Array, Reduction};
 use super::plan::{plan, StagePlan, Stages};
 use super::reduce::{Acc, Partials, Sums};
@@ -243,7 +243,10 @@ fn run_slots(
             }
             None => Box::new(MemorySink::new(&s.shape, s.dtype)),
         };
-        run_one(lowered, si, sp, &*sink, slots, threads, placed, &ctx.cancel)?;
+        // An einsum's plan may run fewer threads than the job has (its
+        // smallest unit fits fewer times).
+        let workers = if matches!(stage.work, Work::Einsum { .. }) { sp.workers.min(threads) } else { threads };
+        run_one(lowered, si, sp, &*sink, slots, workers, placed, &ctx.cancel)?;
         let stored = match (sink.commit()?, &s.result) {
             (Some(bytes), _) => Stored::owned(bytes, s.dtype, s.shape.clone()),
             (None, Some(Output::Npy { path, .. })) => Stored::npy(path)?,
@@ -389,7 +392,9 @@ fn run_placed(
     run_intermediates(&lowered, &the_plan, &slots, threads, placed.as_ref(), ctx)?;
     let n = lowered.stages.len();
     stage_event(ctx, n - 1, n);
-    run_one(&lowered, n - 1, sp, &*sink, &slots, threads, placed.as_ref(), &ctx.cancel)?;
+    // An einsum's plan may run fewer threads than the job has.
+    let workers = if matches!(last.work, Work::Einsum { .. }) { sp.workers.min(threads) } else { threads };
+    run_one(&lowered, n - 1, sp, &*sink, &slots, workers, placed.as_ref(), &ctx.cancel)?;
     let computed = sink.commit()?.map(|bytes| Computed { shape: last.shape.clone(), dtype: last.dtype, bytes });
     Ok((computed, Report { plan: the_plan, warnings: slots.warnings() }))
 }

@@ -6,10 +6,15 @@
 /// not depend on the tile sizes the memory limit picks.
 pub const REDUCE_CHUNK: usize = 1 << 14;
 
-/// Most elements of one einsum operand block, counting its output labels
-/// whole: the contracted labels' chunks are halved until every operand
-/// fits (see [`einsum_chunk`]).
-pub const EINSUM_BLOCK: usize = 1 << 20;
+/// Most elements of one einsum operand block at the smallest output tile
+/// (its output labels at most [`EINSUM_MIN_TILE`] elements together): the
+/// contracted labels' chunks are halved until every operand fits (see
+/// [`einsum_chunk`]). 4 MiB of `f64`.
+pub const EINSUM_BLOCK: usize = 1 << 19;
+
+/// The output-label elements of an operand block that [`einsum_chunk`]
+/// leaves room for: a GEMM of this many rows is efficient.
+pub const EINSUM_MIN_TILE: usize = 256;
 
 /// Largest tile, in elements: bigger tiles gain nothing.
 pub const MAX_TILE: usize = 1 << 16;
@@ -121,21 +126,30 @@ pub fn default_chunks(shape: &[usize], itemsize: usize, budget: u64) -> Vec<usiz
     ext
 }
 
-/// The fixed chunk of each contracted label (`sizes[c]` for the labels
-/// `contracted`) of an einsum whose operands carry `labels`, `size_of`
-/// giving every label's size: whole labels, the largest chunk of the
-/// largest operand block halved until every block (output labels whole)
-/// holds at most [`EINSUM_BLOCK`] elements. It depends on the shapes only,
-/// so results do not depend on the memory limit.
+/// The fixed chunk of each contracted label (`contracted`, in order) of an
+/// einsum whose operands carry `labels`, `size_of` giving every label's
+/// size. Each label starts whole; while an operand's block — its contracted
+/// labels at their chunks, its output labels at most [`EINSUM_MIN_TILE`]
+/// elements together — holds more than [`EINSUM_BLOCK`] elements, the
+/// largest chunk of the largest such block is halved (a whole label first
+/// drops to the largest power of two below its size). The chunk depends on
+/// the shapes only (never on the memory limit or the threads), so results
+/// do not either; and it does not shrink as an output label (the rows of a
+/// row-wise contraction) grows: `ij,jk,ik->i` over `(n, 300)` rows
+/// contracts `j` and `k` whole for every `n`, and the rows of
+/// `ij,ik->jk` come in chunks of 2048 for any `n` above it (`d` ≥ 256).
 pub fn einsum_chunk(contracted: &[u8], labels: &[Vec<u8>], size_of: impl Fn(u8) -> usize) -> Vec<usize> {
     let mut chunk: Vec<usize> = contracted.iter().map(|&c| size_of(c).max(1)).collect();
     let block = |chunk: &[usize], op: &[u8]| -> usize {
-        op.iter()
-            .map(|&c| match contracted.iter().position(|&x| x == c) {
-                Some(q) => chunk[q],
-                None => size_of(c).max(1),
-            })
-            .product()
+        let mut out = 1usize;
+        let mut inner = 1usize;
+        for &c in op {
+            match contracted.iter().position(|&x| x == c) {
+                Some(q) => inner = inner.saturating_mul(chunk[q]),
+                None => out = out.saturating_mul(size_of(c).max(1)),
+            }
+        }
+        inner.saturating_mul(out.min(EINSUM_MIN_TILE))
     };
     while let Some(op) = labels.iter().filter(|op| block(&chunk, op) > EINSUM_BLOCK).max_by_key(|op| block(&chunk, op))
     {
@@ -144,7 +158,10 @@ pub fn einsum_chunk(contracted: &[u8], labels: &[Vec<u8>], size_of: impl Fn(u8) 
         else {
             break;
         };
-        chunk[q] = chunk[q].div_ceil(2);
+        // A whole label first drops to a power of two, so the chunk is
+        // the same for every size above it.
+        let whole = chunk[q] == size_of(contracted[q]).max(1);
+        chunk[q] = if whole && !chunk[q].is_power_of_two() { chunk[q].next_power_of_two() / 2 } else { chunk[q] / 2 };
     }
     chunk
 }
@@ -196,5 +213,22 @@ mod tests {
         assert_eq!(default_chunks(&[3, 5000], 8, MIB), [2, 5000]);
         // Balanced along the cut axis: 300 rows as 3 × 100, not 128 + 128 + 44.
         assert_eq!(default_chunks(&[300, 1024], 8, 32 * MIB), [100, 1024]);
+    }
+
+    #[test]
+    fn einsum_chunks_do_not_shrink_with_the_rows() {
+        let sizes = |n: usize, d: usize| move |c: u8| if c == b'i' { n } else { d };
+        let quad = [b"ij".to_vec(), b"jk".to_vec(), b"ik".to_vec()];
+        // T3-12: (200,000, 300) rows, j and k whole, as for 1,000 rows.
+        for n in [1000, 200_000, 1_000_000] {
+            assert_eq!(einsum_chunk(b"jk", &quad, sizes(n, 300)), [300, 300]);
+        }
+        // (1M, 900): Q's block is cut, never to [1, 1].
+        assert_eq!(einsum_chunk(b"jk", &quad, sizes(1_000_000, 900)), [900, 512]);
+        // The scatter's rows in fixed chunks, whatever their number.
+        let scatter = [b"ij".to_vec(), b"i".to_vec(), b"ik".to_vec()];
+        for n in [200_000, 1 << 20, 12_345_678] {
+            assert_eq!(einsum_chunk(b"i", &scatter, sizes(n, 300)), [2048]);
+        }
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::mem::size_of;
 
-use super::gemm::{gemm, tile};
+use super::gemm::{gemm, outer, tile};
 use super::path::{distinct, kept, PairLayout};
 use super::{elements, label_sizes, Dense, Path, Subscripts};
 
@@ -169,6 +169,46 @@ fn reduce(view: &View<'_>, out_labels: &[u8], sizes: &BTreeMap<u8, usize>) -> Ve
     out
 }
 
+thread_local! {
+    /// Buffers of this thread's finished contraction steps, for the next
+    /// ones: the blocked engine contracts tile after tile of the same
+    /// shapes, and fresh pages cost more than packing them.
+    static SPARE: std::cell::RefCell<Vec<Vec<f64>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare buffers kept per thread, at most (a step's two packed operands
+/// and an intermediate).
+const SPARES: usize = 3;
+
+/// `len` zeros, in a spare buffer when one is large enough.
+fn zeros(len: usize) -> Vec<f64> {
+    let spare = SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        let i = s.iter().position(|v| v.capacity() >= len)?;
+        Some(s.swap_remove(i))
+    });
+    match spare {
+        Some(mut v) => {
+            v.clear();
+            v.resize(len, 0.0);
+            v
+        }
+        None => vec![0.0; len],
+    }
+}
+
+/// Keeps `v` for [`zeros`] (up to [`SPARES`] buffers, the largest).
+fn recycle(v: Vec<f64>) {
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        s.push(v);
+        if s.len() > SPARES {
+            let smallest = (0..s.len()).min_by_key(|&i| s[i].capacity()).expect("not empty");
+            s.swap_remove(smallest);
+        }
+    });
+}
+
 /// Offsets of every index of `labels` in `view`, in C order.
 fn offsets(view: &View<'_>, labels: &[u8], sizes: &BTreeMap<u8, usize>) -> Vec<usize> {
     let dims: Vec<usize> = labels.iter().map(|l| sizes[l]).collect();
@@ -190,12 +230,15 @@ fn pack(
 ) -> Vec<f64> {
     let (tb, tp, td) = (offsets(view, batch, sizes), offsets(view, panel, sizes), offsets(view, depth, sizes));
     let panels = tp.len().div_ceil(width);
-    let mut out = Vec::with_capacity(tb.len() * panels * width * td.len());
+    // Zeros past the panel labels' extent stay.
+    let mut out = zeros(tb.len() * panels * width * td.len());
+    let mut groups = out.chunks_exact_mut(width);
     for &ob in &tb {
-        for q in 0..panels {
+        for rows in tp.chunks(width) {
             for &od in &td {
-                for r in q * width..(q + 1) * width {
-                    out.push(tp.get(r).map_or(0.0, |&op| view.data[ob + op + od]));
+                let group = groups.next().expect("sized for every group");
+                for (v, &op) in group.iter_mut().zip(rows) {
+                    *v = view.data[ob + op + od];
                 }
             }
         }
@@ -240,7 +283,8 @@ pub fn contract(sub: &Subscripts, operands: &[Dense], path: &Path) -> Dense {
         let lay = &step.lay;
         let [nb, m, n, k] =
             [&lay.batch[..], &lay.free_x, &lay.free_y, &lay.contracted].map(|ls| elements(ls, &sizes) as usize);
-        let (mr, nr) = tile(m as u64, n as u64);
+        // Depth 1 (nothing summed): outer products of unpadded rows.
+        let (mr, nr) = if k == 1 { (1, 1) } else { tile(m as u64, n as u64) };
         let packed = |t: &Term, reduce_to: &Option<Vec<u8>>, free: &[u8], is_a: bool| {
             let view = match t {
                 Term::Input(i) => input_view(&sub.inputs[*i], &operands[*i], &sizes),
@@ -262,15 +306,23 @@ pub fn contract(sub: &Subscripts, operands: &[Dense], path: &Path) -> Dense {
         };
         let pa = packed(&terms[step.a], &step.reduce_a, &lay.free_x, true);
         let pb = packed(&terms[step.b], &step.reduce_b, &lay.free_y, false);
-        let mut c = vec![0.0; nb * m * n];
-        gemm(nb, m, n, k, &pa, &pb, &mut c);
-        drop((pa, pb));
+        let mut c = zeros(nb * m * n);
+        if k == 1 {
+            outer(nb, m, n, &pa, &pb, &mut c);
+        } else {
+            gemm(nb, m, n, k, &pa, &pb, &mut c);
+        }
+        recycle(pa);
+        recycle(pb);
         if step.direct {
             return Dense { shape: out_shape, data: c };
         }
         let (x, y) = (step.a.min(step.b), step.a.max(step.b));
-        terms.remove(y);
-        terms.remove(x);
+        for t in [terms.remove(y), terms.remove(x)] {
+            if let Term::Owned(_, data) = t {
+                recycle(data);
+            }
+        }
         terms.push(Term::Owned(lay.result(), c));
     }
     let view = match &terms[0] {
@@ -287,7 +339,8 @@ pub fn contract(sub: &Subscripts, operands: &[Dense], path: &Path) -> Dense {
 /// CPU) and index tables (`usize` per index of a label group), and the
 /// result of a last step that must still be transposed into the output.
 /// Small per-call bookkeeping (label lists, `O(ndim)` index vectors) is not
-/// counted.
+/// counted. The spare buffers a thread keeps between calls (at most three,
+/// each one of a call's packed operands or intermediates) are within it.
 ///
 /// # Panics
 /// If a label of `sub` is missing from `sizes`, or `path` is of other
@@ -301,7 +354,7 @@ pub fn scratch_bytes(sub: &Subscripts, sizes: &BTreeMap<u8, usize>, path: &Path)
     for step in schedule(sub, path) {
         let lay = &step.lay;
         let [nb, m, n, k] = [&lay.batch[..], &lay.free_x, &lay.free_y, &lay.contracted].map(el);
-        let (mr, nr) = tile(m, n);
+        let (mr, nr) = if k == 1 { (1, 1) } else { tile(m, n) };
         let pack_a = nb * m.div_ceil(mr as u64) * mr as u64 * k * F;
         let pack_b = nb * n.div_ceil(nr as u64) * nr as u64 * k * F;
         let red = |r: &Option<Vec<u8>>| r.as_deref().map_or(0, |ls| el(ls) * F);

@@ -374,3 +374,27 @@ fn einsum_scratch_bytes_counts_steps() {
     let (sub, sizes, path) = path_for("ij->ji", &[(b'i', 20), (b'j', 30)]);
     assert_eq!(scratch_bytes(&sub, &sizes, &path), 0);
 }
+
+#[test]
+fn depth_one_steps_are_single_fmas_from_plus_zero() {
+    // Outer products (nothing summed) skip the GEMM's packing but keep its
+    // bits: fma(x, y, +0.0), so -3 · 0 is +0 and an underflow stays -0.
+    let a = Dense { shape: vec![2, 3], data: vec![-3.0, 1e-200, 2.5, 0.0, -1.0, 7.0] };
+    let b = Dense { shape: vec![2, 2], data: vec![0.0, -1e-200, -0.5, 3.0] };
+    for subscripts in ["bi,bj->bij", "bi,bj->bji"] {
+        let shapes = vec![a.shape.clone(), b.shape.clone()];
+        let sub = parse(subscripts, &shapes).unwrap();
+        let path = contraction_path(&sub, &label_sizes(&sub, &shapes));
+        let got = contract(&sub, &[a.clone(), b.clone()], &path);
+        let transposed = subscripts.ends_with("ji");
+        for t in 0..2 {
+            for i in 0..3 {
+                for j in 0..2 {
+                    let want = a.data[t * 3 + i].mul_add(b.data[t * 2 + j], 0.0);
+                    let at = if transposed { (t * 2 + j) * 3 + i } else { (t * 3 + i) * 2 + j };
+                    assert_eq!(got.data[at].to_bits(), want.to_bits(), "{subscripts} [{t}, {i}, {j}]");
+                }
+            }
+        }
+    }
+}
