@@ -656,7 +656,7 @@ def child(peer, family, params, small, files, out_dir, limit, threads, work_dir)
     def finish(x):
         if family in ("sum", "einsum", "seed", "newton", "estep", "mstep"):
             return {"out": ("mem", to_memory(x))}
-        if family == "meanstd":
+        if family in ("stdz", "meanstd"):
             if peer == "memfit":
                 m, v = ma.compute(*x, memory_limit=limit, n_jobs=threads)
             elif peer == "dask":
@@ -665,17 +665,8 @@ def child(peer, family, params, small, files, out_dir, limit, threads, work_dir)
                 m, v = cubed.compute(*x)
             else:
                 m, v = x
-            return {"mean": ("mem", np.asarray(m)), "std": ("mem", np.asarray(v))}
-        if family == "stdz":
-            if peer == "memfit":
-                m, v = ma.compute(*x, memory_limit=limit, n_jobs=threads)
-            elif peer == "dask":
-                m, v = da.compute(*x)
-            elif peer == "cubed":
-                m, v = cubed.compute(*x)
-            else:
-                m, v = x
-            return {"mean": ("mem", np.asarray(m)), "var": ("mem", np.asarray(v))}
+            second = "var" if family == "stdz" else "std"
+            return {"mean": ("mem", np.asarray(m)), second: ("mem", np.asarray(v))}
         if family == "full" and params["fmt"] == "zarr":
             return {"out": to_zarr(x, str(out_dir / "out.zarr"))}
         return {"out": to_npy(x, str(out_dir / "out.npy"))}

@@ -2,6 +2,8 @@
 //! references, bitwise identical for any memory limit and thread count,
 //! refusals before anything runs, and outputs that are complete or absent.
 
+mod common;
+use common::{compute, f64s, MIB};
 use memfit::array::{run, Array, Computed, Distribution, Op, Options, Output, Reduction, Scalar, Shards, ViewOp};
 use memfit::exec::{Cancel, Context};
 use memfit::{Error, Warning};
@@ -12,17 +14,6 @@ fn cancelled() -> Context<'static> {
     ctx.cancel = Cancel::new();
     ctx.cancel.cancel();
     ctx
-}
-
-const MIB: u64 = 1 << 20;
-
-fn compute(a: &Array, limit: u64, threads: usize) -> Computed {
-    let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
-    run(a, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap().0.unwrap()
-}
-
-fn f64s(c: &Computed) -> Vec<f64> {
-    c.bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()
 }
 
 fn i64s(c: &Computed) -> Vec<i64> {

@@ -2,21 +2,11 @@
 //! equal subexpressions are computed once, and graphs of any depth build,
 //! lower, plan, evaluate and drop without recursion.
 
+mod common;
+use common::{compute, f64s, MIB};
 use std::time::Instant;
 
-use memfit::array::{explain, run, Array, Computed, Op, Options, Output, Reduction, Scalar};
-use memfit::exec::Context;
-
-const MIB: u64 = 1 << 20;
-
-fn compute(a: &Array, limit: u64, threads: usize) -> Computed {
-    let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
-    run(a, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap().0.unwrap()
-}
-
-fn f64s(c: &Computed) -> Vec<f64> {
-    c.bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()
-}
+use memfit::array::{explain, Array, Op, Options, Output, Reduction, Scalar};
 
 fn weak(v: f64) -> Array {
     Array::scalar(Scalar::Float(v), None, true)

@@ -5,20 +5,10 @@
 //! E- and M-step (`np.sum(X.dot(Q) * X, axis=1)`, `(X.T * w) @ X`) run as
 //! the same fused contraction as their einsum.
 
-use memfit::array::{explain, run, Array, Computed, Distribution, Op, Options, Output, Reduction, ViewOp};
+mod common;
+use common::{compute, f64s, MIB};
+use memfit::array::{explain, Array, Distribution, Op, Options, Output, Reduction, ViewOp};
 use memfit::dtype::Dtype;
-use memfit::exec::Context;
-
-const MIB: u64 = 1 << 20;
-
-fn compute(a: &Array, limit: u64, threads: usize) -> Computed {
-    let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
-    run(a, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap().0.unwrap()
-}
-
-fn f64s(c: &Computed) -> Vec<f64> {
-    c.bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()
-}
 
 /// A float64 array of `shape` with values of both signs.
 fn array(shape: &[usize], seed: u64) -> (Array, Vec<f64>) {

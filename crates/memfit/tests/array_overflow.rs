@@ -145,7 +145,8 @@ fn zero_d_results_are_written_to_zarr_and_npy() {
         assert!(want.shape.is_empty());
         let path = dir.path().join(format!("x{i}.zarr"));
         let opts = Options::with_limit(64 * MIB);
-        let out = Output::Zarr { path: path.clone(), chunks: None, overwrite: false };
+        let out =
+            Output::Zarr { path: path.clone(), chunks: None, shards: memfit::array::Shards::Auto, overwrite: false };
         run(a, &out, &opts, &mut Context::new(&mut ())).unwrap();
         let back = Array::from_zarr(&path).unwrap();
         assert!(back.shape().is_empty());
