@@ -573,7 +573,7 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array:
 
 def nonzero(a: Any) -> tuple:
     """``numpy.nonzero``: the indices of the nonzero elements, one NumPy array
-    per axis. The array is computed first (within the default memory limit;
+    per axis (``a`` array-like or Array). The array is computed first (within the default memory limit;
     a 0-d array counts as 1-d, as NumPy 2 requires of ``atleast_1d``), since
     the result's length depends on its values; the indices can index a
     memfit array lazily (``x[nonzero(m)[0]]``).
@@ -587,19 +587,49 @@ def nonzero(a: Any) -> tuple:
 
 def flatnonzero(a: Any) -> np.ndarray:
     """``numpy.flatnonzero``: indices of the nonzero elements of the flattened
-    array, computed (see :func:`nonzero`)."""
+    array, computed (see :func:`nonzero`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+
+    Returns
+    -------
+    numpy.ndarray (intp)
+    """
     return np.flatnonzero(operand(a).compute())
 
 
 def argwhere(a: Any) -> np.ndarray:
     """``numpy.argwhere``: the indices of the nonzero elements as rows of a
-    NumPy array, computed (see :func:`nonzero`)."""
+    NumPy array, computed (see :func:`nonzero`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+
+    Returns
+    -------
+    numpy.ndarray (intp), shape (count, a.ndim)
+    """
     return np.argwhere(operand(a).compute())
 
 
 def count_nonzero(a: Any, axis: Any = None, *, keepdims: Any = False) -> Array:
     """``numpy.count_nonzero``, lazily: the number of nonzero elements over
-    ``axis`` (all by default), int64."""
+    ``axis`` (all by default).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axis : int, tuple of int or None, default=None
+    keepdims : bool, default=False
+
+    Returns
+    -------
+    Array
+        int64.
+    """
     return sum(operand(a) != 0, axis=axis, keepdims=keepdims, dtype=np.int64)
 
 @_with_out("same_kind")
