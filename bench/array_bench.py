@@ -264,8 +264,7 @@ def make_inputs(family, params, small, d):
     elif family in ("stdz", "meanstd"):
         files = {"X": (z["stdz"], "float64")}
     elif family == "estep":
-        n, d = z["estep"]
-        files = {"X": ((n, d), "float64")}
+        files = {"X": (z["estep"], "float64")}
     elif family == "mstep":
         files = {"X": (z["mstep"], "float64"), "w": ((z["mstep"][0],), "float64")}
     elif family == "transpose":
