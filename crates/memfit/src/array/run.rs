@@ -258,7 +258,7 @@ fn run_slots(
     Ok(())
 }
 
-/// Computes several results in one job ([`lower_all`]): intermediates they
+/// Computes several results in one job (lowered together): intermediates they
 /// share (equal subexpressions, statistics of the same input) are computed
 /// once; result `k` goes to `outputs[k]` (returned in memory for
 /// [`Output::Memory`], else written to the file). Each stage is reported
