@@ -81,7 +81,10 @@ def test_compute_evaluates_several_results_together():
     x = np.random.default_rng(2).random((500, 3))
     a = ma.asarray(x)
     m, s, same, plain = ma.compute(a.mean(0), a.std(0), a.mean(0), 7, memory_limit="1MiB")
-    assert plain == 7
+    assert plain == 7 and type(plain) is int
+    (alone,) = ma.compute(a.sum())
+    assert alone == a.sum().compute()
+    assert ma.compute("s", None) == ("s", None)
     np.testing.assert_array_equal(m, a.mean(0).compute())
     np.testing.assert_array_equal(s, a.std(0).compute())
     np.testing.assert_array_equal(same, m)
@@ -101,23 +104,29 @@ def test_compute_evaluates_several_results_together():
 def test_store_writes_several_files_in_one_job(tmp_path):
     x = np.random.default_rng(3).random((400, 5)).astype(np.float32)
     a = ma.asarray(x)
-    existing = zarr.create_array(str(tmp_path / "z.zarr"), shape=(5,), chunks=(2,), dtype="float32")
     ma.store(
         [a * 2, a.sum(axis=0), a.max(axis=0)],
-        [tmp_path / "a.npy", str(tmp_path / "b.zarr"), existing],
+        [tmp_path / "a.npy", str(tmp_path / "b.zarr"), str(tmp_path / "z.zarr")],
         memory_limit="1MiB",
+        chunks=2,
     )
     np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), x * 2)
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "b.zarr"))[:], a.sum(axis=0).compute())
     stored = zarr.open_array(str(tmp_path / "z.zarr"))
     np.testing.assert_array_equal(stored[:], x.max(axis=0))
     assert stored.chunks == (2,)
+    existing = zarr.create_array(str(tmp_path / "e.zarr"), shape=(5,), chunks=(2,), dtype="float32")
+    with pytest.raises(TypeError, match="open zarr.Array"):
+        ma.store([a.max(axis=0)], [existing])
+    with pytest.raises(ValueError, match="distinct"):
+        ma.store([a, a + 1], [tmp_path / "f.npy", tmp_path / "f.npy"])
+    ma.store([], [])
+    with pytest.raises(TypeError, match="at least one"):
+        ma.explain()
     with pytest.raises(FileExistsError):
         ma.store([a], [tmp_path / "a.npy"])
     with pytest.raises(ValueError, match="Different number of sources"):
         ma.store([a, a], [tmp_path / "c.npy"])
-    with pytest.raises(ValueError, match="shape"):
-        ma.store([a], [existing])
     with pytest.raises(TypeError, match="store sources"):
         ma.store([x], [tmp_path / "d.npy"])
     assert not (tmp_path / "c.npy").exists() and not (tmp_path / "d.npy").exists()

@@ -60,6 +60,13 @@ def test_bad_indices_raise_numpys_errors(key):
     assert str(ours.value) == str(numpy_error.value)
 
 
+def test_lazy_float_indices_raise_as_numpys():
+    with pytest.raises(IndexError, match="integer \\(or boolean\\) type"):
+        ma.asarray(X)[ma.asarray(np.array([1.7, 0.5]))]
+    with pytest.raises(ValueError, match="nonzero on 0d"):
+        np.nonzero(ma.asarray(np.float64(1.0)))
+
+
 def test_two_index_arrays_are_refused():
     with pytest.raises(TypeError, match="one integer or boolean array"):
         ma.asarray(X)[[0, 1], [1, 2]]

@@ -51,6 +51,8 @@ def compute(*args: Any, memory_limit: Any = None, n_jobs: Any = None) -> tuple:
         Values that became inf or NaN from finite inputs, with their count.
     """
     at = [i for i, a in enumerate(args) if isinstance(a, Array)]
+    if not at:
+        return tuple(args)
     exprs = [args[i]._expr for i in at]
     values = _memfit.compute_all(exprs, [None] * len(exprs), check_memory_limit(memory_limit), check_n_jobs(n_jobs))
     out = list(args)
@@ -63,14 +65,11 @@ def _destination(target: Any, source: Array, overwrite: bool, chunks: Any) -> tu
     """``compute_all``'s destination for ``target``: a ``.npy`` path, a Zarr
     directory path, or a zarr.Array in a local directory (replaced, with its
     chunks; its shape and dtype must be the source's)."""
-    zarr_dir = _zarr_path(target)
-    if zarr_dir is not None:
-        if tuple(target.shape) != source.shape or target.dtype != source.dtype:
-            raise ValueError(
-                f"cannot store an array of shape {source.shape} and dtype {source.dtype} into a Zarr array of "
-                f"shape {tuple(target.shape)} and dtype {target.dtype}"
-            )
-        return ("zarr", zarr_dir, tuple(target.chunks), True)
+    if _zarr_path(target) is not None:
+        raise TypeError(
+            "store writes new arrays at paths, not into an open zarr.Array (its metadata would be replaced "
+            "under the open handle); pass the path of a new .npy file or Zarr directory"
+        )
     if not isinstance(target, (str, os.PathLike)):
         raise TypeError(
             f"store targets are .npy paths, Zarr directory paths or zarr arrays, got {type(target).__name__}"
@@ -107,12 +106,11 @@ def store(
     Parameters
     ----------
     sources : Array or sequence of Array
-    targets : path, zarr.Array or a sequence of them
+    targets : path or a sequence of paths
         One per source: a path ending in ``.npy`` (written as
-        :meth:`Array.to_npy` writes), another path (a Zarr v3 directory, as
-        :meth:`Array.to_zarr` writes), or a ``zarr.Array`` stored in a local
-        directory, replaced by the source's values with the same chunks
-        (its shape and dtype must be the source's).
+        :meth:`Array.to_npy` writes) or another path (a new Zarr v3
+        directory, as :meth:`Array.to_zarr` writes). An open ``zarr.Array``
+        is refused (TypeError): its metadata would be replaced under it.
     memory_limit : int, str or None, default=None
         Bytes for every buffer of the evaluation (None: half of the
         available memory).
@@ -127,10 +125,9 @@ def store(
     Raises
     ------
     ValueError
-        Different numbers of sources and targets; a zarr.Array target of
-        another shape or dtype.
+        Different numbers of sources and targets, or one path twice.
     TypeError
-        A source that is not a memfit array, or a target of another type.
+        A source that is not a memfit array, or a target that is not a path.
     FileExistsError
         A target path exists and ``overwrite`` is False (before anything runs).
     MemoryError
@@ -143,6 +140,11 @@ def store(
     file.
     """
     exprs, dests = _plan_args(sources, targets, overwrite, chunks)
+    if not exprs:
+        return
+    paths = [os.path.abspath(d[1]) for d in dests]
+    if len(set(paths)) != len(paths):
+        raise ValueError("store targets must be distinct paths")
     _memfit.compute_all(exprs, dests, check_memory_limit(memory_limit), check_n_jobs(n_jobs))
 
 
@@ -155,6 +157,11 @@ def explain(*args: Array, memory_limit: Any = None, n_jobs: Any = None) -> Plan:
     Plan
         ``str(plan)`` is the printable plan, ``plan.data`` the same as a dict.
     """
+    if not args:
+        raise TypeError("explain() needs at least one memfit array")
+    for a in args:
+        if not isinstance(a, Array):
+            raise TypeError(f"explain() takes memfit arrays, got {type(a).__name__}")
     exprs = [a._expr for a in args]
     text, data = _memfit.explain_all_exprs(
         exprs, [None] * len(exprs), check_memory_limit(memory_limit), check_n_jobs(n_jobs)

@@ -1229,14 +1229,12 @@ def _advanced(k: Any) -> Optional[np.ndarray]:
         return None
     if isinstance(k, (np.ndarray, Array)) and k.ndim == 0:
         return None
-    if isinstance(k, Array):
-        return k.compute()
-    if isinstance(k, (list, np.ndarray)) or hasattr(k, "__array__"):
-        a = np.asarray(k)
+    if isinstance(k, (list, np.ndarray, Array)) or hasattr(k, "__array__"):
+        a = k.compute() if isinstance(k, Array) else np.asarray(k)
         if a.dtype == object or (a.size == 0 and a.dtype.kind == "f"):
             a = a.astype(np.intp)
         if a.dtype != bool and a.dtype.kind not in "iu":
-            if not isinstance(k, np.ndarray):
+            if not isinstance(k, (np.ndarray, Array)):
                 raise IndexError(
                     "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean "
                     "arrays are valid indices"

@@ -582,7 +582,13 @@ def nonzero(a: Any) -> tuple:
     -------
     tuple of numpy.ndarray (intp)
     """
-    return np.nonzero(np.atleast_1d(operand(a).compute()))
+    x = operand(a)
+    if x.ndim == 0:
+        raise ValueError(
+            "Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar).nonzero() instead. If the context "
+            "of this error is of the form `arr[nonzero(cond)]`, just use `arr[cond]`."
+        )
+    return np.nonzero(x.compute())
 
 
 def flatnonzero(a: Any) -> np.ndarray:
@@ -1735,32 +1741,6 @@ def size(a: Any, axis: Any = None) -> int:
     if axis is None:
         return a.size
     return a.shape[normalize_axis(axis, a.ndim)]
-
-
-def compute(*arrays: Any, memory_limit: Any = None, n_jobs: Any = None) -> Any:
-    """Computes each array (see :meth:`Array.compute`).
-
-    Parameters
-    ----------
-    *arrays : Array or array-like
-    memory_limit : int, str or None, default=None
-        Bytes for every buffer of each evaluation, its result included.
-    n_jobs : int or None, default=None
-        Worker threads (None: the CPUs this process may use, at most
-        ``OMP_NUM_THREADS`` and a ``threadpoolctl`` limit; -1: all those CPUs).
-
-    Returns
-    -------
-    numpy.ndarray or tuple of numpy.ndarray
-        One array for one argument, a tuple for several.
-
-    Raises
-    ------
-    MemoryError
-        A result that does not fit ``memory_limit`` (use to_npy / to_zarr).
-    """
-    out = tuple(operand(a).compute(memory_limit=memory_limit, n_jobs=n_jobs) for a in arrays)
-    return out[0] if len(out) == 1 else out
 
 
 _METHODS = ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any", "all", "clip", "repeat",

@@ -467,9 +467,11 @@ struct Builder {
     nodes: Vec<IrNode>,
     depth: Vec<usize>,
     done: HashMap<(usize, usize), Option<usize>>,
-    /// Distinct lists of pending views, by index.
-    pending: Vec<Vec<ViewOp>>,
-    pending_at: HashMap<Vec<ViewOp>, usize>,
+    /// Lists of pending views as shared cells `(first view, rest)`, by
+    /// index; 0 is the empty list. A view of a view of ... `n` deep is `n`
+    /// cells, not `n` lists.
+    pending: Vec<(Option<ViewOp>, usize)>,
+    pending_at: HashMap<(ViewOp, usize), usize>,
 }
 
 impl Builder {
@@ -479,18 +481,42 @@ impl Builder {
             nodes: Vec::new(),
             depth: Vec::new(),
             done: HashMap::new(),
-            pending: Vec::new(),
+            pending: vec![(None, 0)],
             pending_at: HashMap::new(),
         }
     }
 
-    fn pending_id(&mut self, views: Vec<ViewOp>) -> usize {
-        if let Some(&p) = self.pending_at.get(&views) {
+    /// The list `op` then the views of list `rest`.
+    fn cons(&mut self, op: ViewOp, rest: usize) -> usize {
+        if let Some(&p) = self.pending_at.get(&(op.clone(), rest)) {
             return p;
         }
-        self.pending.push(views.clone());
-        self.pending_at.insert(views, self.pending.len() - 1);
+        self.pending.push((Some(op.clone()), rest));
+        self.pending_at.insert((op, rest), self.pending.len() - 1);
         self.pending.len() - 1
+    }
+
+    /// The list of `views` (applied first to last).
+    fn pending_id(&mut self, views: &[ViewOp]) -> usize {
+        views.iter().rev().fold(0, |rest, op| self.cons(op.clone(), rest))
+    }
+
+    /// The views of list `p`, first to last.
+    fn views(&self, mut p: usize) -> Vec<ViewOp> {
+        let mut out = Vec::new();
+        while let (Some(op), rest) = &self.pending[p] {
+            out.push(op.clone());
+            p = *rest;
+        }
+        out
+    }
+
+    /// List `p` without its first `k` views.
+    fn skip(&self, mut p: usize, k: usize) -> usize {
+        for _ in 0..k {
+            p = self.pending[p].1;
+        }
+        p
     }
 
     fn push(&mut self, kind: IrKind, dtype: Dtype, depth: usize) -> usize {
@@ -502,8 +528,10 @@ impl Builder {
     /// A leaf of `src` through `map` and the pending views `p`, or `None`
     /// when a view does not separate.
     fn leaf(&mut self, src: Src, mut map: ViewMap, p: usize, dtype: Dtype) -> Option<usize> {
-        for op in &self.pending[p] {
+        let mut p = p;
+        while let (Some(op), rest) = &self.pending[p] {
             map = map.apply(op)?;
+            p = *rest;
         }
         Some(self.push(IrKind::Leaf { src, map }, dtype, 0))
     }
@@ -564,7 +592,7 @@ impl Lowering {
     /// fails: views that do not separate materialise what is below them.
     fn lower_view(&mut self, a: &Array, pending: &[ViewOp]) -> Ir {
         let mut b = Builder::new(a.id());
-        let p = b.pending_id(pending.to_vec());
+        let p = b.pending_id(pending);
         let root = match self.try_lower(&mut b, a, p) {
             Some(i) => i,
             None => {
@@ -579,7 +607,7 @@ impl Lowering {
     /// views `p`; where a view does not separate even on C-order values, the
     /// views before it are materialised too.
     fn materialized_leaf(&mut self, b: &mut Builder, a: &Array, src: Src, p: usize) -> usize {
-        let pending = b.pending[p].clone();
+        let pending = b.views(p);
         let mut map = ViewMap::c_order(a.shape());
         for (k, op) in pending.iter().enumerate() {
             match map.apply(op) {
@@ -592,7 +620,7 @@ impl Lowering {
                         c = c.view(v.clone()).expect("views valid when built");
                     }
                     let src = self.materialize(&c);
-                    let rest = b.pending_id(pending[k..].to_vec());
+                    let rest = b.skip(p, k);
                     return self.materialized_leaf(b, &c, src, rest);
                 }
             }
@@ -672,14 +700,12 @@ impl Lowering {
                 return None;
             }
             NodeKind::View { op, arg } => {
-                let mut inner = vec![op.clone()];
-                inner.extend_from_slice(&b.pending[p]);
-                let q = b.pending_id(inner);
+                let q = b.cons(op.clone(), p);
                 steps.push(Step::View(a.clone(), p, q));
                 steps.push(Step::Enter(arg.clone(), q));
                 return None;
             }
-            NodeKind::Concat { axis, parts } => match concat_through(*axis, parts, &n.shape, &b.pending[p]) {
+            NodeKind::Concat { axis, parts } => match concat_through(*axis, parts, &n.shape, &b.views(p)) {
                 Some((axis, seen)) => {
                     let mut start = 0;
                     let mut out = Vec::with_capacity(seen.len());

@@ -317,10 +317,14 @@ pub(crate) fn prepare_all(
     outputs: &[Output],
     opts: &Options,
 ) -> Result<(Lowered, Vec<usize>, Plan<Stages>)> {
-    if roots.len() != outputs.len() || outputs.contains(&Output::Rows) {
+    if roots.is_empty() || roots.len() != outputs.len() || outputs.contains(&Output::Rows) {
         return Err(Error::Expression {
             kind: crate::error::ExpressionFault::Value,
-            message: format!("{} results need {} destinations in memory or files", roots.len(), roots.len()),
+            message: format!(
+                "{} results need {} destinations in memory or files (at least one)",
+                roots.len(),
+                roots.len()
+            ),
         });
     }
     let (lowered, at) = lower_all(roots, outputs, opts.memory_limit / MEMORY_SLOT_SHARE);

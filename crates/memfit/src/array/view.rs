@@ -381,9 +381,17 @@ impl ViewMap {
         self.base += terms.iter().map(|t| t.eval(at)).sum::<i64>();
     }
 
+    /// Puts `step` before axis `k`'s chains; two affine steps compose into
+    /// one, so a long stack of slices keeps short chains.
     fn prepend(&mut self, k: usize, step: Step) {
         for t in &mut self.axes[k] {
-            t.chain.insert(0, step.clone());
+            match (&step, t.chain.first_mut()) {
+                (Step::Affine { mul: m1, add: a1 }, Some(Step::Affine { mul: m2, add: a2 })) => {
+                    // x -> m2 (m1 x + a1) + a2
+                    (*m2, *a2) = (*m2 * m1, *m2 * a1 + *a2);
+                }
+                _ => t.chain.insert(0, step.clone()),
+            }
         }
     }
 
