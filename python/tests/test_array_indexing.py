@@ -92,8 +92,13 @@ def test_out_for_ufuncs_and_reductions_writes_numpy_arrays():
     full = np.empty((2, 3, 4, 5))
     np.add(a, 1, out=full)  # the result broadcasts to out, as NumPy's
     np.testing.assert_array_equal(full, np.broadcast_to(X + 1, full.shape))
-    with pytest.raises(TypeError, match="Cannot cast ufunc 'add' output from dtype\\('float64'\\) to dtype\\('int64'\\)"):
+    with pytest.raises(TypeError) as numpy_error:
+        np.add(X, 1.5, out=np.empty(X.shape, dtype=np.int64))
+    with pytest.raises(TypeError) as ours:
         np.add(a, 1.5, out=np.empty(X.shape, dtype=np.int64))
+    assert type(ours.value) is type(numpy_error.value) and str(ours.value) == str(numpy_error.value)
+    with pytest.raises(TypeError, match="Cannot cast array data from dtype\\('float64'\\) to dtype\\('int64'\\)"):
+        a.argmax(axis=0, out=np.empty((4, 5)))
     with pytest.raises(ValueError, match="wrong shape"):
         np.sum(a, axis=0, out=np.empty(5))
     with pytest.raises(TypeError):

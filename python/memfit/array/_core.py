@@ -148,7 +148,16 @@ def write_out(result: "Array", out: Any, casting: str, name: str, reduction: boo
             f"non-broadcastable output operand with shape {out.shape} doesn't match the broadcast shape "
             f"{np.broadcast_shapes(shape, out.shape)}"
         )
+    if name in ("argmin", "argmax") and not np.can_cast(out.dtype, np.intp, "safe"):
+        # NumPy writes indices through an intp buffer.
+        raise TypeError(f"Cannot cast array data from {out.dtype!r} to {np.dtype(np.intp)!r} according to the rule 'safe'")
     if not np.can_cast(result.dtype, out.dtype, casting):
+        ufunc = getattr(np, name, None)
+        if isinstance(ufunc, np.ufunc) and not reduction:
+            # NumPy's own error (numpy.exceptions' UFuncTypeError), from the
+            # same ufunc on empty operands of the result's dtype.
+            empty = [np.empty(0, result.dtype)] * ufunc.nin
+            ufunc(*empty, out=np.empty(0, out.dtype), casting=casting)
         raise TypeError(
             f"Cannot cast ufunc '{name}' output from {result.dtype!r} to {out.dtype!r} with casting rule '{casting}'"
         )
