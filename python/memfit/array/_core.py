@@ -645,7 +645,7 @@ class Array:
             to run as tasks (see below), None is this process. On a cluster,
             each reduction (``sum``, ``mean``, ``min``, ``max``,
             ``argmin``, ``argmax``, ``any``, ``all``, ``prod``, over some
-            axes or all; ``var`` and ``std`` are two) is cut along its fixed
+            axes or all; ``var`` and ``std`` are one) is cut along its fixed
             accumulation chunks into consecutive ranges, at most one per
             worker thread; each range is one task that returns its chunks'
             statistics, and they are folded here in chunk order, so the

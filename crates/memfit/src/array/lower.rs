@@ -51,15 +51,19 @@ pub enum Src {
 }
 
 /// A fused elementwise expression over one stage's iteration space: a DAG
-/// of nodes in evaluation order (operands before the nodes that use them;
-/// the last node is the result), so a subexpression used several times is
-/// one node, evaluated once per tile. Nothing over it recurses.
+/// of nodes in evaluation order (operands before the nodes that use them),
+/// so a subexpression used several times is one node, evaluated once per
+/// tile. Its results are the last node, or for a stage of several
+/// reductions one node per reduction ([`Ir::roots`]). Nothing over it
+/// recurses.
 #[derive(Debug, Clone)]
 pub struct Ir {
     /// The nodes in evaluation order.
     pub nodes: Vec<IrNode>,
-    /// How many nodes use each node as an operand (the result counts one).
+    /// How many nodes use each node as an operand (each result counts one).
     uses: Vec<u32>,
+    /// The result nodes (one per result; a node may be several results).
+    roots: Vec<usize>,
 }
 
 /// A node of an [`Ir`].
@@ -112,19 +116,26 @@ const DESCRIBE_CHARS: usize = 160;
 impl Ir {
     /// The expression of nodes whose last one is the result; nodes the
     /// result does not use are dropped.
-    fn from_nodes(nodes: Vec<IrNode>, root: usize) -> Ir {
-        let mut live = vec![false; root + 1];
-        live[root] = true;
-        for i in (0..=root).rev() {
+    fn from_nodes(mut nodes: Vec<IrNode>, root: usize) -> Ir {
+        nodes.truncate(root + 1);
+        Ir::with_roots(nodes, vec![root])
+    }
+
+    /// The expression of `nodes` with results `roots`; nodes no result
+    /// uses are dropped.
+    fn with_roots(nodes: Vec<IrNode>, roots: Vec<usize>) -> Ir {
+        let mut live = vec![false; nodes.len()];
+        roots.iter().for_each(|&r| live[r] = true);
+        for i in (0..nodes.len()).rev() {
             if live[i] {
                 if let IrKind::Map { args, .. } = &nodes[i].kind {
                     args.iter().for_each(|&a| live[a] = true);
                 }
             }
         }
-        let mut at = vec![usize::MAX; root + 1];
+        let mut at = vec![usize::MAX; nodes.len()];
         let mut kept = Vec::new();
-        for (i, mut n) in nodes.into_iter().take(root + 1).enumerate() {
+        for (i, mut n) in nodes.into_iter().enumerate() {
             if live[i] {
                 if let IrKind::Map { args, .. } = &mut n.kind {
                     args.iter_mut().for_each(|a| *a = at[*a]);
@@ -139,8 +150,57 @@ impl Ir {
                 args.iter().for_each(|&a| uses[a] += 1);
             }
         }
-        *uses.last_mut().expect("a result") += 1;
-        Ir { nodes: kept, uses }
+        let roots: Vec<usize> = roots.iter().map(|&r| at[r]).collect();
+        roots.iter().for_each(|&r| uses[r] += 1);
+        Ir { nodes: kept, uses, roots }
+    }
+
+    /// The result nodes, one per result.
+    pub fn roots(&self) -> &[usize] {
+        &self.roots
+    }
+
+    /// `self` and `other` as one expression whose results are both's
+    /// (`self`'s first): nodes equal in both (the same leaf read the same
+    /// way, a constant, the same operation of equal nodes) are one node,
+    /// evaluated once per tile.
+    pub fn joined(&self, other: &Ir) -> Ir {
+        fn map_key(n: &IrNode) -> Option<(Op, &'static str, &'static str, Vec<usize>)> {
+            match &n.kind {
+                IrKind::Map { op, loop_dtype, args } => Some((*op, loop_dtype.name(), n.dtype.name(), args.clone())),
+                _ => None,
+            }
+        }
+        let mut nodes = self.nodes.clone();
+        let mut maps: HashMap<_, usize> =
+            nodes.iter().enumerate().filter_map(|(i, n)| Some((map_key(n)?, i))).collect();
+        let mut at = Vec::with_capacity(other.nodes.len());
+        for n in &other.nodes {
+            let mut n = n.clone();
+            if let IrKind::Map { args, .. } = &mut n.kind {
+                args.iter_mut().for_each(|a| *a = at[*a]);
+            }
+            let found = match &n.kind {
+                IrKind::Map { .. } => maps.get(&map_key(&n).expect("a map")).copied(),
+                IrKind::Leaf { src, map } => nodes.iter().position(|m| {
+                    m.dtype == n.dtype
+                        && matches!(&m.kind, IrKind::Leaf { src: s, map: p } if same_src(s, src) && p == map)
+                }),
+                IrKind::Const(v) => {
+                    nodes.iter().position(|m| m.dtype == n.dtype && matches!(&m.kind, IrKind::Const(c) if c == v))
+                }
+                IrKind::Concat { .. } => None,
+            };
+            at.push(found.unwrap_or_else(|| {
+                if let Some(k) = map_key(&n) {
+                    maps.insert(k, nodes.len());
+                }
+                nodes.push(n);
+                nodes.len() - 1
+            }));
+        }
+        let roots = self.roots.iter().copied().chain(other.roots.iter().map(|&r| at[r])).collect();
+        Ir::with_roots(nodes, roots)
     }
 
     /// One leaf.
@@ -148,9 +208,9 @@ impl Ir {
         Ir::from_nodes(vec![IrNode { kind: IrKind::Leaf { src, map }, dtype }], 0)
     }
 
-    /// The result's dtype.
+    /// The (first) result's dtype.
     pub fn dtype(&self) -> Dtype {
-        self.nodes.last().expect("a result").dtype
+        self.nodes[self.roots[0]].dtype
     }
 
     /// How many nodes use node `i` (the result counts one).
@@ -229,10 +289,16 @@ impl Ir {
         peak
     }
 
-    /// A one-line description (`multiply(read(x.npy), full(2.0))`); a node's
-    /// description is cut at a fixed length, so a deep or shared expression
-    /// describes in linear space.
+    /// A one-line description (`multiply(read(x.npy), full(2.0))`) of the
+    /// (first) result; see [`Ir::describe_each`].
     pub fn describe(&self) -> String {
+        self.describe_each().swap_remove(0)
+    }
+
+    /// A one-line description of each result; a node's description is cut
+    /// at a fixed length, so a deep or shared expression describes in
+    /// linear space.
+    pub fn describe_each(&self) -> Vec<String> {
         let mut text: Vec<String> = Vec::with_capacity(self.nodes.len());
         for n in &self.nodes {
             let mut t = match &n.kind {
@@ -261,7 +327,20 @@ impl Ir {
             }
             text.push(t);
         }
-        text.pop().expect("a result")
+        self.roots.iter().map(|&r| text[r].clone()).collect()
+    }
+}
+
+/// Whether two leaves read the same values.
+fn same_src(a: &Src, b: &Src) -> bool {
+    match (a, b) {
+        (Src::Stored(x), Src::Stored(y)) => Arc::ptr_eq(x, y),
+        (Src::Slot(x), Src::Slot(y)) => x == y,
+        (Src::Arange { start: a0, step: a1 }, Src::Arange { start: b0, step: b1 }) => a0 == b0 && a1 == b1,
+        (Src::Random { dist: d, seed: s, a: x, b: y }, Src::Random { dist: e, seed: t, a: u, b: v }) => {
+            d == e && s == t && x.to_bits() == u.to_bits() && y.to_bits() == v.to_bits()
+        }
+        _ => false,
     }
 }
 
@@ -274,9 +353,12 @@ pub enum Work {
         ir: Ir,
     },
     /// Reduce some axes of the expression (evaluated in its own axis
-    /// order, so reads stay contiguous).
+    /// order, so reads stay contiguous); with [`Work::Reduce::also`], several
+    /// reductions of one iteration space in one pass (one read, shared
+    /// elementwise work).
     Reduce {
-        /// The expression over the operand's axes.
+        /// The expression over the operand's axes: its first result is
+        /// reduced by `op`, the others by `also`'s.
         ir: Ir,
         /// The reduced axes (sorted).
         axes: Vec<usize>,
@@ -289,6 +371,9 @@ pub enum Work {
         multiplier: u128,
         /// The reduction's dtype before rounding to the stage's dtype.
         input_dtype: Dtype,
+        /// Further reductions over the same axes, one per further result
+        /// of `ir`, each to its own slot.
+        also: Vec<Also>,
     },
     /// A contraction over the output's labels.
     Einsum {
@@ -302,6 +387,23 @@ pub enum Work {
         sizes: std::collections::BTreeMap<u8, usize>,
     },
 }
+
+/// A further reduction of a [`Work::Reduce`] stage.
+#[derive(Debug, Clone)]
+pub struct Also {
+    /// The reduction.
+    pub op: Reduction,
+    /// Its dtype before rounding to `dtype`.
+    pub input_dtype: Dtype,
+    /// Its result's dtype.
+    pub dtype: Dtype,
+    /// Where its result goes.
+    pub target: Target,
+}
+
+/// Most reductions one stage computes together ([`share_passes`]): more
+/// would shrink its tiles for little gain.
+pub const MAX_SHARED_REDUCTIONS: usize = 16;
 
 /// Where a stage's result goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -368,6 +470,18 @@ pub struct Stage {
     pub work: Work,
     /// Where the result goes.
     pub target: Target,
+}
+
+impl Stage {
+    /// Where each of its results goes, with its dtype: its own, then its
+    /// further reductions' ([`Work::Reduce::also`]).
+    pub fn targets(&self) -> Vec<(Target, Dtype)> {
+        let mut out = vec![(self.target, self.dtype)];
+        if let Work::Reduce { also, .. } = &self.work {
+            out.extend(also.iter().map(|a| (a.target, a.dtype)));
+        }
+        out
+    }
 }
 
 /// An intermediate result.
@@ -442,6 +556,77 @@ pub fn lower_all(roots: &[Array], outputs: &[Output], memory_slot_bytes: u64) ->
         }
     }
     (Lowered { stages: l.stages, slots: l.slots }, at)
+}
+
+/// Joins reduction stages into passes: a reduction stage whose inputs are
+/// ready earlier joins the first earlier reduction stage over the same
+/// iteration space (operand shape, reduced axes and, after the rewrites,
+/// reduced shape) whose inputs are ready too, so that `mean` and `var` of
+/// one array, or the statistics of a standardised array, read it once.
+/// Only stages that fill slots join (the job's output stage stays last);
+/// at most [`MAX_SHARED_REDUCTIONS`] per stage. Each result keeps its own
+/// fold order, so its bits do not change.
+pub fn share_passes(lowered: &mut Lowered) {
+    let mut out: Vec<Stage> = Vec::with_capacity(lowered.stages.len());
+    // Slot -> the stage (in `out`) that fills it.
+    let mut made_by: HashMap<usize, usize> = HashMap::new();
+    for stage in std::mem::take(&mut lowered.stages) {
+        let joined = match (&stage.work, stage.target) {
+            (Work::Reduce { ir, .. }, Target::Slot(_)) => {
+                let ready = ir
+                    .leaves()
+                    .iter()
+                    .filter_map(|s| match s {
+                        Src::Slot(i) => made_by.get(i).map(|&k| k + 1),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                (ready..out.len()).find(|&k| joinable(&out[k], &stage))
+            }
+            _ => None,
+        };
+        match joined {
+            Some(k) => {
+                let (Work::Reduce { ir: into, also: more, .. }, Work::Reduce { ir, op, input_dtype, also, .. }) =
+                    (&mut out[k].work, stage.work)
+                else {
+                    unreachable!("joinable stages are reductions")
+                };
+                *into = into.joined(&ir);
+                more.push(Also { op, input_dtype, dtype: stage.dtype, target: stage.target });
+                more.extend(also);
+                if let Target::Slot(i) = stage.target {
+                    made_by.insert(i, k);
+                }
+            }
+            None => {
+                if let Target::Slot(i) = stage.target {
+                    made_by.insert(i, out.len());
+                }
+                out.push(stage);
+            }
+        }
+    }
+    lowered.stages = out;
+}
+
+/// Whether reduction stage `b` can join `a` (see [`share_passes`]).
+fn joinable(a: &Stage, b: &Stage) -> bool {
+    match (&a.work, &b.work) {
+        (
+            Work::Reduce { axes, reduced, multiplier, also, .. },
+            Work::Reduce { axes: axes_b, reduced: reduced_b, multiplier: multiplier_b, also: also_b, .. },
+        ) => {
+            matches!(a.target, Target::Slot(_))
+                && a.shape == b.shape
+                && axes == axes_b
+                && reduced == reduced_b
+                && multiplier == multiplier_b
+                && also.len() + also_b.len() + 2 <= MAX_SHARED_REDUCTIONS
+        }
+        _ => false,
+    }
 }
 
 /// Whether `a` is computed by a stage of its own (a reduction or a
@@ -575,7 +760,15 @@ impl Lowering {
                         }
                     }
                 }
-                Work::Reduce { ir, axes: axes.clone(), op: *op, reduced, multiplier, input_dtype: arg.dtype() }
+                Work::Reduce {
+                    ir,
+                    axes: axes.clone(),
+                    op: *op,
+                    reduced,
+                    multiplier,
+                    input_dtype: arg.dtype(),
+                    also: Vec::new(),
+                }
             }
             NodeKind::Einsum { sub, args } => {
                 let irs = args.iter().map(|x| self.lower_view(x, &[])).collect();

@@ -32,6 +32,9 @@ pub enum Reduction {
     All,
     ArgMin,
     ArgMax,
+    /// The sum of squared deviations from the mean (`var` times the count),
+    /// in one pass (chunk moments merged by Chan, Golub and LeVeque's update).
+    SquaredDeviations,
 }
 
 impl Reduction {
@@ -47,6 +50,7 @@ impl Reduction {
             Reduction::All => "all",
             Reduction::ArgMin => "argmin",
             Reduction::ArgMax => "argmax",
+            Reduction::SquaredDeviations => "squared_deviations",
         }
     }
 }
@@ -583,6 +587,7 @@ impl Array {
             Reduction::Min | Reduction::Max => a,
             Reduction::Any | Reduction::All => Dtype::Bool,
             Reduction::ArgMin | Reduction::ArgMax => Dtype::I64,
+            Reduction::SquaredDeviations => Dtype::F64,
         };
         let shape: Vec<usize> = (0..nd).filter(|k| !axes.contains(k)).map(|k| self.shape()[k]).collect();
         let reduced =
@@ -594,19 +599,18 @@ impl Array {
         }
     }
 
-    /// Variance (`std = false`) or standard deviation over `axes` with `ddof`,
-    /// in two passes (the mean first, then the mean squared deviation), as
-    /// NumPy's `var`/`std` compute it.
+    /// Variance (`std = false`) or standard deviation over `axes` with `ddof`:
+    /// the sum of squared deviations from the mean in one pass
+    /// ([`Reduction::SquaredDeviations`]: each chunk's two-pass moments in
+    /// memory, chunks merged by Chan, Golub and LeVeque's update with the
+    /// mean carried to twice the precision), divided by `count - ddof`.
     ///
     /// # Errors
     /// As [`Array::reduce`].
     pub fn var(&self, axes: &[usize], keepdims: bool, ddof: f64, dtype: Option<Dtype>, std: bool) -> Result<Array> {
         let out = dtype.unwrap_or(if self.dtype().is_float() { self.dtype() } else { Dtype::F64 });
         let x = self.astype(Dtype::F64);
-        let mean = x.reduce(Reduction::Mean, axes, true, None)?;
-        let dev = Array::ufunc(Op::Subtract, &[x, mean])?;
-        let sq = Array::ufunc(Op::Multiply, &[dev.clone(), dev])?;
-        let sum = sq.reduce(Reduction::Sum, axes, keepdims, None)?;
+        let sum = x.reduce(Reduction::SquaredDeviations, axes, keepdims, None)?;
         let count: usize = axes.iter().map(|&a| self.shape()[a]).product();
         let denom = Array::scalar(Scalar::Float((count as f64 - ddof).max(0.0)), None, true);
         let mut v = Array::ufunc(Op::TrueDivide, &[sum, denom])?;

@@ -5,7 +5,7 @@
 use std::fmt;
 
 use super::lower::{Ir, Lowered, Output, Shards, Src, Target, Work};
-use super::reduce::ACC_BYTES;
+use super::reduce::acc_bytes;
 use super::store::READ_SLACK_ELEMENTS;
 use super::tiling::{
     chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, EINSUM_MIN_TILE, MAX_TILE, REDUCE_CHUNK,
@@ -339,7 +339,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     zarr_chunks,
                 }
             }
-            Work::Reduce { ir, axes, op, reduced, multiplier, .. } => {
+            Work::Reduce { ir, axes, reduced, multiplier, .. } => {
                 // Kept elements inside the last reduced axis: a chunk short
                 // enough that a tile spans them whole (contiguous reads). The
                 // chunk depends on the shapes only, never on the limit.
@@ -350,7 +350,11 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 let target = (MAX_TILE / kept_inner.max(1)).clamp(16, REDUCE_CHUNK);
                 let chunk = chunk_shape(reduced, target);
                 let cn = volume(&chunk) as u64;
-                let per_out = cn * elem_bytes(ir, lowered) + ACC_BYTES * 3 + item + 8;
+                // Each result's statistics (a tile's, a chunk's and their
+                // fold) and its value.
+                let ops = super::run::reductions(stage);
+                let stats: u64 = ops.iter().map(|(op, _, d)| acc_bytes(*op) * 3 + d.itemsize() as u64).sum();
+                let per_out = cn * elem_bytes(ir, lowered) + stats + 8;
                 let fixed = ir_fixed_bytes(ir, lowered) + cn * 8;
                 let e = (room.saturating_sub(fixed) / per_out).clamp(1, (MAX_TILE as u64 / cn).max(1)) as usize;
                 let kept = &stage.shape;
@@ -367,8 +371,10 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     bytes,
                     format!("{t} threads × ({} outputs × {cn} chunk elements)", volume(&tile)),
                 );
+                let each: Vec<String> =
+                    ops.iter().zip(ir.describe_each()).map(|((op, ..), d)| format!("{}({d})", op.name())).collect();
                 StagePlan {
-                    what: format!("{}({}) over {} reduced elements", op.name(), ir.describe(), volume(reduced)),
+                    what: format!("{} over {} reduced elements", each.join(", "), volume(reduced)),
                     shape: stage.shape.clone(),
                     dtype: stage.dtype.name(),
                     target: String::new(),
@@ -475,23 +481,36 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 }
             }
         };
-        let target = match (goes_to, stage.target) {
-            (Some(o), _) => match o {
-                Output::Memory => "result in memory".to_string(),
-                Output::Rows => "read in row blocks by the consumer".to_string(),
-                Output::Npy { path, .. } => format!("{} (.npy, positioned writes by slabs)", path.display()),
-                Output::Zarr { path, .. } if sp.zarr_chunks != sp.tile => format!(
-                    "{} (Zarr v3, chunks {:?} in shards {:?}, one write per shard)",
-                    path.display(),
-                    sp.zarr_chunks,
-                    sp.tile
-                ),
-                Output::Zarr { path, .. } => format!("{} (Zarr v3, one write per chunk)", path.display()),
-            },
-            (None, Target::Out) => unreachable!("the output stage goes to the output"),
-            (None, Target::Slot(i)) if lowered.slots[i].on_disk => format!("intermediate#{i} in a scratch file"),
-            (None, Target::Slot(i)) => format!("intermediate#{i} in memory"),
-        };
+        let target = stage
+            .targets()
+            .into_iter()
+            .map(|(t, _)| {
+                let goes_to = match t {
+                    Target::Out => Some(output),
+                    Target::Slot(i) => lowered.slots[i].result.as_ref(),
+                };
+                match (goes_to, t) {
+                    (Some(o), _) => match o {
+                        Output::Memory => "result in memory".to_string(),
+                        Output::Rows => "read in row blocks by the consumer".to_string(),
+                        Output::Npy { path, .. } => format!("{} (.npy, positioned writes by slabs)", path.display()),
+                        Output::Zarr { path, .. } if sp.zarr_chunks != sp.tile => format!(
+                            "{} (Zarr v3, chunks {:?} in shards {:?}, one write per shard)",
+                            path.display(),
+                            sp.zarr_chunks,
+                            sp.tile
+                        ),
+                        Output::Zarr { path, .. } => format!("{} (Zarr v3, one write per chunk)", path.display()),
+                    },
+                    (None, Target::Out) => unreachable!("the output stage goes to the output"),
+                    (None, Target::Slot(i)) if lowered.slots[i].on_disk => {
+                        format!("intermediate#{i} in a scratch file")
+                    }
+                    (None, Target::Slot(i)) => format!("intermediate#{i} in memory"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
         stages.push(StagePlan { target, ..sp });
     }
     let also = || if *output == Output::Memory { vec![crate::error::Remedy::WriteToFile] } else { Vec::new() };

@@ -19,10 +19,112 @@ pub enum Acc {
     B(Vec<bool>),
     /// Best value and its flat index over the reduced axes.
     Arg(Vec<f64>, Vec<i64>),
+    /// Count, mean and sum of squared deviations.
+    M(Vec<Moments>),
 }
 
-/// Bytes per output element of an [`Acc`].
+/// The moments of some values: their count, their mean as the unevaluated
+/// sum `mean + mean_lo` (about twice float64's precision) and the sum of
+/// their squared deviations from it (`m2`).
+///
+/// A chunk's moments come from its values in memory by the corrected
+/// two-pass algorithm; chunks merge by the pairwise update of Chan, Golub
+/// and LeVeque ("Algorithms for computing the sample variance", 1983):
+/// `m2 = m2_a + m2_b + δ² n_a n_b / n` with `δ` the difference of the two
+/// means. Every term is non-negative, and `δ` is taken from the
+/// double-length means (the high parts' difference exactly, by Knuth's
+/// two-sum), so a merge adds a few units of rounding relative to `m2`
+/// however far the data lie from the origin: the shortcut the one-pass
+/// formula `Σx² − n·mean²` takes (cancellation when the mean is large
+/// against the spread) is never taken, and the result is as accurate as the
+/// two-pass `Σ(x − mean)²` NumPy computes (to within a few units in the
+/// last place of `m2` per merge level) while reading the values once.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Moments {
+    /// How many values.
+    pub count: f64,
+    /// Their mean (high part).
+    pub mean: f64,
+    /// Their mean (low part).
+    pub mean_lo: f64,
+    /// The sum of their squared deviations from the mean.
+    pub m2: f64,
+}
+
+/// `a + b` as the rounded sum and its exact error (Knuth's two-sum).
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+impl Moments {
+    const NONE: Moments = Moments { count: 0.0, mean: 0.0, mean_lo: 0.0, m2: 0.0 };
+
+    /// Folds in `b`, the moments of the values after these.
+    fn merge(&mut self, b: &Moments) {
+        if b.count == 0.0 {
+            return;
+        }
+        if self.count == 0.0 {
+            *self = *b;
+            return;
+        }
+        let n = self.count + b.count;
+        let (hi, lo) = two_sum(b.mean, -self.mean);
+        let delta = hi + (lo + (b.mean_lo - self.mean_lo));
+        let m2 = self.m2 + b.m2 + delta * delta * (self.count * b.count / n);
+        let (mean, err) = two_sum(self.mean, delta * (b.count / n));
+        *self = Moments { count: n, mean, mean_lo: err + self.mean_lo, m2 };
+    }
+}
+
+/// Each output's [`Moments`] of one chunk: the mean, then the deviations'
+/// sum (which corrects the mean) and their squares' sum.
+fn moments(v: &[f64], o_at: &[i64], r_at: &[i64]) -> Vec<Moments> {
+    let n = r_at.len() as f64;
+    let sums = fold_runs(v, o_at, r_at, same, |a, x| a + x);
+    let means: Vec<f64> = sums.iter().map(|s| s / n).collect();
+    let at = |o: i64, r: i64| v[(o + r) as usize];
+    let mut dev: Vec<(f64, f64)> = vec![(0.0, 0.0); o_at.len()];
+    let r_inner = r_at.len() > 1 && r_at[1] - r_at[0] == 1;
+    if r_inner || o_at.len() == 1 {
+        for ((d, &o), m) in dev.iter_mut().zip(o_at).zip(&means) {
+            *d = r_at.iter().fold((0.0, 0.0), |(s1, s2), &r| {
+                let e = at(o, r) - m;
+                (s1 + e, s2 + e * e)
+            });
+        }
+    } else {
+        for &r in r_at {
+            for ((d, &o), m) in dev.iter_mut().zip(o_at).zip(&means) {
+                let e = at(o, r) - m;
+                *d = (d.0 + e, d.1 + e * e);
+            }
+        }
+    }
+    means
+        .iter()
+        .zip(dev)
+        .map(|(&mean, (s1, s2))| {
+            let m2 = s2 - s1 * s1 / n;
+            // Corrected two-pass: never below zero (a NaN stays).
+            Moments { count: n, mean, mean_lo: s1 / n, m2: if m2 < 0.0 { 0.0 } else { m2 } }
+        })
+        .collect()
+}
+
+/// Bytes per output element of an [`Acc`] (but [`Acc::M`]'s: see
+/// [`acc_bytes`]).
 pub const ACC_BYTES: u64 = 16;
+
+/// Bytes per output element of the statistics of `op`.
+pub fn acc_bytes(op: Reduction) -> u64 {
+    match op {
+        Reduction::SquaredDeviations => std::mem::size_of::<Moments>() as u64,
+        _ => ACC_BYTES,
+    }
+}
 
 fn nan_min(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
@@ -169,6 +271,10 @@ fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64]) 
             }
             Acc::Arg(vals, idx)
         }
+        SquaredDeviations => match col {
+            Col::F(v) => Acc::M(moments(v, o_at, r_at)),
+            _ => unreachable!("squared deviations of float64 values"),
+        },
     }
 }
 
@@ -208,6 +314,7 @@ impl Acc {
                 .iter_mut()
                 .zip(b.iter().copied())
                 .for_each(|(x, y)| *x = if matches!(op, Any | Max) { *x | y } else { *x & y }),
+            (Acc::M(a), Acc::M(b)) => a.iter_mut().zip(b).for_each(|(x, y)| x.merge(y)),
             (Acc::Arg(av, ai), Acc::Arg(bv, bi)) => {
                 for k in 0..av.len() {
                     if better(bv[k], av[k], op == ArgMin) {
@@ -224,6 +331,7 @@ impl Acc {
     pub fn empty(op: Reduction, input: Dtype, n: usize) -> Acc {
         match op {
             Reduction::Mean => Acc::F(vec![0.0; n]),
+            Reduction::SquaredDeviations => Acc::M(vec![Moments::NONE; n]),
             Reduction::Any => Acc::B(vec![false; n]),
             Reduction::All => Acc::B(vec![true; n]),
             _ => {
@@ -260,6 +368,8 @@ impl Acc {
             }),
             Acc::B(v) => Col::B(v),
             Acc::Arg(_, i) => Col::I(i),
+            // The values repeated `multiplier` times: as many squared deviations.
+            Acc::M(v) => Col::F(v.into_iter().map(|m| m.m2 * multiplier as f64).collect()),
         };
         super::values::cast(settle(col, dtype_of_kind(dtype)), dtype)
     }
@@ -340,6 +450,24 @@ impl crate::exec::Merge for Partials {
     fn clear(&mut self) {
         self.acc = None;
         self.non_finite_in.clear();
+    }
+}
+
+/// The statistics of several reductions of one stage (one [`Partials`]
+/// per output, in the stage's order), folded together.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Stats(pub Vec<Partials>);
+
+impl crate::exec::Merge for Stats {
+    fn merge(&mut self, next: &Self) {
+        if self.0.is_empty() {
+            self.0.clone_from(&next.0);
+        } else {
+            self.0.iter_mut().zip(&next.0).for_each(|(a, b)| a.merge(b));
+        }
+    }
+    fn clear(&mut self) {
+        self.0.clear();
     }
 }
 

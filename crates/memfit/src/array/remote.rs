@@ -23,8 +23,8 @@ use super::lower::Output;
 use super::lower::{Lowered, Src, Work};
 use super::node::Array;
 use super::plan::{plan, StagePlan, Stages};
-use super::reduce::{Partials, ACC_BYTES};
-use super::run::{fold_reduce, lowered_for, ReduceUnits, Slots};
+use super::reduce::{acc_bytes, Stats};
+use super::run::{fold_reduce, lowered_for, reductions, ReduceUnits, Slots};
 use super::store::Stored;
 use super::tiling::{n_tiles, volume};
 use crate::error::{Error, ExpressionFault, Result};
@@ -77,7 +77,7 @@ struct ChunkStats {
     chunks: Range<usize>,
     tile: Vec<usize>,
     overflow: u64,
-    tiles: Vec<Vec<Partials>>,
+    tiles: Vec<Vec<Stats>>,
 }
 
 /// One tile's statistics of consecutive chunks: folded (`fold`, from chunk
@@ -85,7 +85,7 @@ struct ChunkStats {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Leaves {
     fold: bool,
-    parts: Vec<Partials>,
+    parts: Vec<Stats>,
 }
 
 impl Merge for Leaves {
@@ -103,6 +103,12 @@ impl Merge for Leaves {
 
 fn refuse(message: String) -> Error {
     Error::Expression { kind: ExpressionFault::Value, message: format!("cannot run on a cluster: {message}") }
+}
+
+/// Bytes of one output element's statistics of a reduction stage (all
+/// its results').
+fn stat_bytes(stage: &super::lower::Stage) -> u64 {
+    reductions(stage).iter().map(|r| acc_bytes(r.0)).sum()
 }
 
 /// The intermediate results stage `si` reads.
@@ -183,13 +189,15 @@ fn task_lowering(root: &Array, si: usize, limit: u64) -> Result<Lowered> {
 
 /// The plan of a task over `n` chunks of stage `si`, within `limit`: the
 /// job's plan on one thread plus the tiles' statistics it returns, held
-/// and encoded (`n` chunks × the stage's outputs × [`ACC_BYTES`], twice).
+/// and encoded (`n` chunks × the stage's outputs × their statistics'
+/// bytes ([`acc_bytes`]), twice).
 fn task_plan(lowered: &Lowered, si: usize, n: usize, limit: u64) -> Result<Plan<Stages>> {
     let mut the_plan = plan(lowered, &Output::Memory, limit, 1)?;
     let outputs = volume(&lowered.stages[si].shape) as u64;
-    let bytes = (n as u64).saturating_mul(outputs).saturating_mul(2 * ACC_BYTES);
+    let per = stat_bytes(&lowered.stages[si]);
+    let bytes = (n as u64).saturating_mul(outputs).saturating_mul(2 * per);
     let required = the_plan.total_bytes.saturating_add(bytes);
-    let detail = format!("{n} chunks × {outputs} outputs × {ACC_BYTES} B, held and encoded");
+    let detail = format!("{n} chunks × {outputs} outputs × {per} B, held and encoded");
     if required > limit {
         return Err(Error::does_not_fit(
             required,
@@ -232,7 +240,7 @@ pub(crate) fn place<'r>(
         }
         let tl = task_lowering(root, si, cluster.task_limit)?;
         let one = task_plan(&tl, si, 1, cluster.task_limit)?;
-        let per_chunk = (volume(&stage.shape) as u64).saturating_mul(2 * ACC_BYTES).max(1);
+        let per_chunk = (volume(&stage.shape) as u64).saturating_mul(2 * stat_bytes(stage)).max(1);
         let most = 1 + (cluster.task_limit - one.total_bytes) / per_chunk;
         let len = n_c.div_ceil(cluster.tasks.max(1)).min(usize::try_from(most).unwrap_or(usize::MAX)).max(1);
         ranges.push((0..n_c).step_by(len).map(|a| a..(a + len).min(n_c)).collect());
@@ -242,7 +250,7 @@ pub(crate) fn place<'r>(
 
 /// Runs reduction stage `si` of `lowered` (planned here as `sp`) as tasks
 /// over the ranges `placed` gives it, folds their statistics in chunk order
-/// and writes the results to `sink`.
+/// and writes the results to `sinks` (one per result of the stage).
 ///
 /// # Errors
 /// [`Error::Cancelled`]; the remote's errors; [`Error::Remote`] for
@@ -252,7 +260,7 @@ pub(crate) fn run_stage(
     lowered: &Lowered,
     si: usize,
     sp: &StagePlan,
-    sink: &dyn crate::exec::Sink,
+    sinks: &[&dyn crate::exec::Sink],
     ctx: &Ctx<'_>,
     placed: &Placed<'_>,
     cancel: &Cancel,
@@ -303,7 +311,7 @@ pub(crate) fn run_stage(
     let tile = tile.expect("at least one range");
     let n_units = tiles.first().map_or(0, Vec::len);
     let unit = |_: &mut Vec<u8>, o: usize, c: usize| Ok(tiles[o][c].clone());
-    fold_reduce(&stage.work, &stage.shape, stage.dtype, &tile, n_units, 1, cancel, sink, ctx, unit)
+    fold_reduce(stage, &tile, n_units, 1, cancel, sinks, ctx, unit)
 }
 
 /// The receiving side of [`REDUCE_TASK`]: the chunks of a reduction stage.
@@ -329,7 +337,8 @@ impl TaskRunner for ReduceRunner {
         let the_plan = task_plan(&lowered, t.stage, leaves, limit_bytes)?;
         let stage = &lowered.stages[t.stage];
         let sp = &the_plan.schedule.stages[t.stage];
-        let Work::Reduce { ir, axes, op, reduced, .. } = &stage.work else { unreachable!("checked") };
+        let Work::Reduce { ir, axes, reduced, .. } = &stage.work else { unreachable!("checked") };
+        let ops: Vec<_> = reductions(stage).into_iter().map(|r| r.0).collect();
         let n_chunks = n_tiles(reduced, &sp.chunk);
         if n_chunks != t.n_chunks || chunks.is_empty() || chunks.end > n_chunks {
             return Err(Error::Remote {
@@ -351,7 +360,7 @@ impl TaskRunner for ReduceRunner {
         }
         let slots = Slots { cells, scratch: None, overflow: AtomicU64::new(0) };
         let ctx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
-        let units = ReduceUnits::new(ir, axes, *op, reduced, &stage.shape, &sp.tile, &sp.chunk);
+        let units = ReduceUnits::new(ir, axes, &ops, reduced, &stage.shape, &sp.tile, &sp.chunk);
         let n_o = n_tiles(&stage.shape, &sp.tile);
         let tiles = Mutex::new(vec![Vec::new(); n_o]);
         let fold = chunks.start == 0;
@@ -435,7 +444,8 @@ mod tests {
         (c.shape, c.dtype, c.bytes)
     }
 
-    /// Reductions (whole and over axis 0, `var`'s two reductions) run as
+    /// Reductions (whole and over axis 0, `var`, and the sum of a
+    /// standardised array: a stage of two reductions, then one) run as
     /// 1, 2 and 7 ranges of their accumulation chunks have the bits of one
     /// local run.
     #[test]
@@ -453,6 +463,11 @@ mod tests {
                 roots.push(x.reduce(op, &axes, false, None).unwrap());
             }
             roots.push(x.var(&axes, false, 0.0, None, true).unwrap());
+            let mean = x.reduce(Reduction::Mean, &axes, true, None).unwrap();
+            let std = x.var(&axes, true, 0.0, None, true).unwrap();
+            let dev = Array::ufunc(Op::Subtract, &[x.clone(), mean]).unwrap();
+            let z = Array::ufunc(Op::TrueDivide, &[dev, std]).unwrap();
+            roots.push(z.reduce(Reduction::Sum, &axes, false, None).unwrap());
         }
         for root in &roots {
             let want = computed(root, None);

@@ -9,12 +9,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::eval::{eval, offsets, Ctx};
-use super::lower::{lower, lower_all, Ir, Lowered, Target, Work};
+use super::eval::{eval, eval_all, offsets, Ctx};
+use super::lower::{lower, lower_all, share_passes, Ir, Lowered, Target, Work};
 use super::lower::{Output, Shards};
 use super::node::{Array, Reduction};
 use super::plan::{plan, StagePlan, Stages};
-use super::reduce::{Acc, Partials, Sums};
+use super::reduce::{Acc, Partials, Stats, Sums};
 use super::remote::{OnCluster, Placed};
 use super::store::Stored;
 use super::tiling::{n_tiles, tile_box, volume};
@@ -72,6 +72,7 @@ pub(crate) fn lowered_for(root: &Array, output: &Output, limit: u64) -> Lowered 
             lowered.stages.push(super::lower::Stage { shape, dtype, work: Work::Map { ir }, target: Target::Out });
         }
     }
+    share_passes(&mut lowered);
     lowered
 }
 
@@ -169,14 +170,15 @@ fn stage_event(ctx: &mut Context<'_>, i: usize, n: usize) {
     ctx.event(&Progress::Phase(&format!("stage {} of {n}", i + 1)));
 }
 
-/// Runs stage `si` of `lowered` (planned as `sp`) into `sink`: here on
+/// Runs stage `si` of `lowered` (planned as `sp`) into `sinks` (one per
+/// result of the stage, [`super::lower::Stage::targets`]): here on
 /// `threads` threads, or as tasks when `placed` gives it ranges of chunks.
 #[allow(clippy::too_many_arguments)]
 fn run_one(
     lowered: &Lowered,
     si: usize,
     sp: &StagePlan,
-    sink: &dyn Sink,
+    sinks: &[&dyn Sink],
     slots: &Slots,
     threads: usize,
     placed: Option<&Placed<'_>>,
@@ -185,8 +187,8 @@ fn run_one(
     let stage = &lowered.stages[si];
     let ectx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
     match placed {
-        Some(p) if !p.ranges[si].is_empty() => super::remote::run_stage(lowered, si, sp, sink, &ectx, p, cancel),
-        _ => install(threads, || run_stage(&stage.work, &stage.shape, stage.dtype, sp, sink, &ectx, threads, cancel))?,
+        Some(p) if !p.ranges[si].is_empty() => super::remote::run_stage(lowered, si, sp, sinks, &ectx, p, cancel),
+        _ => install(threads, || run_stage(stage, sp, sinks, &ectx, threads, cancel))?,
     }
 }
 
@@ -233,27 +235,35 @@ fn run_slots(
     let n = lowered.stages.iter().take_while(|s| s.target != Target::Out).count();
     for (si, (stage, sp)) in lowered.stages[..n].iter().zip(&the_plan.schedule.stages).enumerate() {
         stage_event(ctx, si, total);
-        let Target::Slot(i) = stage.target else { unreachable!("only the last stage writes the output") };
-        let s = &lowered.slots[i];
-        let path = slots.scratch.as_ref().map(|d| d.path().join(format!("intermediate{i}.npy")));
-        let sink: Box<dyn Sink> = match results.get_mut(i).and_then(Option::take) {
-            Some(sink) => sink,
-            None if s.on_disk => {
-                Box::new(NpySink::create(path.as_ref().expect("a scratch folder"), s.dtype, &s.shape, true)?)
-            }
-            None => Box::new(MemorySink::new(&s.shape, s.dtype)),
-        };
+        let mut sinks: Vec<(usize, Option<std::path::PathBuf>, Box<dyn Sink>)> = Vec::new();
+        for (target, _) in stage.targets() {
+            let Target::Slot(i) = target else { unreachable!("only the last stage writes the output") };
+            let s = &lowered.slots[i];
+            let path = slots.scratch.as_ref().map(|d| d.path().join(format!("intermediate{i}.npy")));
+            let sink: Box<dyn Sink> = match results.get_mut(i).and_then(Option::take) {
+                Some(sink) => sink,
+                None if s.on_disk => {
+                    Box::new(NpySink::create(path.as_ref().expect("a scratch folder"), s.dtype, &s.shape, true)?)
+                }
+                None => Box::new(MemorySink::new(&s.shape, s.dtype)),
+            };
+            sinks.push((i, path, sink));
+        }
         // An einsum's plan may run fewer threads than the job has (its
         // smallest unit fits fewer times).
         let workers = if matches!(stage.work, Work::Einsum { .. }) { sp.workers.min(threads) } else { threads };
-        run_one(lowered, si, sp, &*sink, slots, workers, placed, &ctx.cancel)?;
-        let stored = match (sink.commit()?, &s.result) {
-            (Some(bytes), _) => Stored::owned(bytes, s.dtype, s.shape.clone()),
-            (None, Some(Output::Npy { path, .. })) => Stored::npy(path)?,
-            (None, Some(Output::Zarr { path, .. })) => Stored::zarr(path)?,
-            (None, _) => Stored::npy(path.as_ref().expect("a scratch folder"))?,
-        };
-        let _ = slots.cells[i].set(Arc::new(stored));
+        let each: Vec<&dyn Sink> = sinks.iter().map(|(_, _, s)| &**s).collect();
+        run_one(lowered, si, sp, &each, slots, workers, placed, &ctx.cancel)?;
+        for (i, path, sink) in sinks {
+            let s = &lowered.slots[i];
+            let stored = match (sink.commit()?, &s.result) {
+                (Some(bytes), _) => Stored::owned(bytes, s.dtype, s.shape.clone()),
+                (None, Some(Output::Npy { path, .. })) => Stored::npy(path)?,
+                (None, Some(Output::Zarr { path, .. })) => Stored::zarr(path)?,
+                (None, _) => Stored::npy(path.as_ref().expect("a scratch folder"))?,
+            };
+            let _ = slots.cells[i].set(Arc::new(stored));
+        }
     }
     Ok(())
 }
@@ -276,9 +286,11 @@ pub fn run_all(
     let (lowered, at, the_plan) = prepare_all(roots, outputs, opts)?;
     let mut results: Vec<Option<Box<dyn Sink>>> = (0..lowered.slots.len()).map(|_| None).collect();
     for (stage, sp) in lowered.stages.iter().zip(&the_plan.schedule.stages) {
-        if let Target::Slot(i) = stage.target {
-            if let Some(o) = &lowered.slots[i].result {
-                results[i] = Some(result_sink(o, &stage.shape, stage.dtype, sp)?);
+        for (target, dtype) in stage.targets() {
+            if let Target::Slot(i) = target {
+                if let Some(o) = &lowered.slots[i].result {
+                    results[i] = Some(result_sink(o, &stage.shape, dtype, sp)?);
+                }
             }
         }
     }
@@ -327,7 +339,8 @@ pub(crate) fn prepare_all(
             ),
         });
     }
-    let (lowered, at) = lower_all(roots, outputs, opts.memory_limit / MEMORY_SLOT_SHARE);
+    let (mut lowered, at) = lower_all(roots, outputs, opts.memory_limit / MEMORY_SLOT_SHARE);
+    share_passes(&mut lowered);
     let first = outputs.first().unwrap_or(&Output::Memory);
     let the_plan = plan(&lowered, first, opts.memory_limit, threads_of(opts))?;
     Ok((lowered, at, the_plan))
@@ -398,7 +411,7 @@ fn run_placed(
     stage_event(ctx, n - 1, n);
     // An einsum's plan may run fewer threads than the job has.
     let workers = if matches!(last.work, Work::Einsum { .. }) { sp.workers.min(threads) } else { threads };
-    run_one(&lowered, n - 1, sp, &*sink, &slots, workers, placed.as_ref(), &ctx.cancel)?;
+    run_one(&lowered, n - 1, sp, &[&*sink], &slots, workers, placed.as_ref(), &ctx.cancel)?;
     let computed = sink.commit()?.map(|bytes| Computed { shape: last.shape.clone(), dtype: last.dtype, bytes });
     Ok((computed, Report { plan: the_plan, warnings: slots.warnings() }))
 }
@@ -437,18 +450,16 @@ pub(crate) fn eval_limited(
 /// stage's tiles independently ([`run_tiles`]); a reduction's or a
 /// contraction's (output tile, accumulation chunk) units with
 /// [`run_grid`], `threads` at a time, each tile's chunks folded in order.
-#[allow(clippy::too_many_arguments)]
 fn run_stage(
-    work: &Work,
-    shape: &[usize],
-    dtype: Dtype,
+    stage: &super::lower::Stage,
     sp: &StagePlan,
-    sink: &dyn Sink,
+    sinks: &[&dyn Sink],
     ctx: &Ctx<'_>,
     threads: usize,
     cancel: &Cancel,
 ) -> Result<()> {
-    match work {
+    let (shape, dtype, sink) = (&stage.shape[..], stage.dtype, sinks[0]);
+    match &stage.work {
         Work::Map { ir } if sp.write_slab > 0 && sink.file_offset().is_some() => {
             super::write::run_slabs(ir, shape, dtype, sp, sink, ctx, cancel)
         }
@@ -465,20 +476,24 @@ fn run_stage(
                 })
             })
         }
-        Work::Reduce { ir, axes, op, reduced, input_dtype, .. } => {
+        Work::Reduce { ir, axes, reduced, .. } => {
             let n_c = n_tiles(reduced, &sp.chunk);
+            let ops = reductions(stage);
             if n_c == 0 {
                 for o in 0..n_tiles(shape, &sp.tile) {
                     let (lo, hi) = tile_box(shape, &sp.tile, o);
                     let n = lo.iter().zip(&hi).map(|(a, b)| b - a).product();
-                    let col = Acc::empty(*op, *input_dtype, n).finish(*op, dtype, 1, 0);
-                    put(sink, &lo, &hi, &col, dtype)?;
+                    for ((op, input, dtype), sink) in ops.iter().zip(sinks) {
+                        let col = Acc::empty(*op, *input, n).finish(*op, *dtype, 1, 0);
+                        put(*sink, &lo, &hi, &col, *dtype)?;
+                    }
                 }
                 return Ok(());
             }
-            let units = ReduceUnits::new(ir, axes, *op, reduced, shape, &sp.tile, &sp.chunk);
+            let ops: Vec<Reduction> = ops.iter().map(|o| o.0).collect();
+            let units = ReduceUnits::new(ir, axes, &ops, reduced, shape, &sp.tile, &sp.chunk);
             let unit = |buf: &mut Vec<u8>, o: usize, c: usize| units.unit(ctx, buf, o, c);
-            fold_reduce(work, shape, dtype, &sp.tile, n_c, threads, cancel, sink, ctx, unit)
+            fold_reduce(stage, &sp.tile, n_c, threads, cancel, sinks, ctx, unit)
         }
         Work::Einsum { sub, irs, path, sizes } => {
             let contracted: Vec<u8> = sizes.keys().copied().filter(|c| !sub.output.contains(c)).collect();
@@ -520,12 +535,22 @@ fn run_stage(
     }
 }
 
+/// Each reduction of a [`Work::Reduce`] stage: its operation, input dtype
+/// and result dtype, in the order of the stage's results.
+pub(crate) fn reductions(stage: &super::lower::Stage) -> Vec<(Reduction, Dtype, Dtype)> {
+    let Work::Reduce { op, input_dtype, also, .. } = &stage.work else { unreachable!("a reduction stage") };
+    std::iter::once((*op, *input_dtype, stage.dtype))
+        .chain(also.iter().map(|a| (a.op, a.input_dtype, a.dtype)))
+        .collect()
+}
+
 /// The units of a reduction stage computed here: the statistics of one
-/// accumulation chunk of one output tile.
+/// accumulation chunk of one output tile, for each of the stage's
+/// reductions (their operands evaluated together, shared work once).
 pub(crate) struct ReduceUnits<'a> {
     ir: &'a Ir,
     axes: &'a [usize],
-    op: Reduction,
+    ops: &'a [Reduction],
     shape: &'a [usize],
     tile: &'a [usize],
     reduced: &'a [usize],
@@ -537,13 +562,14 @@ pub(crate) struct ReduceUnits<'a> {
 }
 
 impl<'a> ReduceUnits<'a> {
-    /// The units of reducing `ir` over `axes` with `op` into a result of
-    /// `shape` cut into tiles of extent `tile`, the reduced axes (of shape
-    /// `reduced`) into accumulation chunks of extent `chunk`.
+    /// The units of reducing the results of `ir` over `axes` with `ops`
+    /// (one per result) into results of `shape` cut into tiles of extent
+    /// `tile`, the reduced axes (of shape `reduced`) into accumulation
+    /// chunks of extent `chunk`.
     pub(crate) fn new(
         ir: &'a Ir,
         axes: &'a [usize],
-        op: Reduction,
+        ops: &'a [Reduction],
         reduced: &'a [usize],
         shape: &'a [usize],
         tile: &'a [usize],
@@ -552,12 +578,12 @@ impl<'a> ReduceUnits<'a> {
         let nd = shape.len() + axes.len();
         let kept = (0..nd).filter(|k| !axes.contains(k)).collect();
         let rmap = ViewMap::c_order(reduced);
-        ReduceUnits { ir, axes, op, shape, tile, reduced, chunk, kept, rmap }
+        ReduceUnits { ir, axes, ops, shape, tile, reduced, chunk, kept, rmap }
     }
 
     /// The statistics of accumulation chunk `c` of output tile `o`.
-    pub(crate) fn unit(&self, ctx: &Ctx<'_>, buf: &mut Vec<u8>, o: usize, c: usize) -> Result<Partials> {
-        let (op, axes, kept) = (self.op, self.axes, &self.kept);
+    pub(crate) fn unit(&self, ctx: &Ctx<'_>, buf: &mut Vec<u8>, o: usize, c: usize) -> Result<Stats> {
+        let (axes, kept) = (self.axes, &self.kept);
         let nd = kept.len() + axes.len();
         let (olo, ohi) = tile_box(self.shape, self.tile, o);
         let (clo, chi) = tile_box(self.reduced, self.chunk, c);
@@ -569,7 +595,7 @@ impl<'a> ReduceUnits<'a> {
         for (j, &k) in axes.iter().enumerate() {
             (lo[k], hi[k]) = (clo[j], chi[j]);
         }
-        let col = eval(self.ir, &lo, &hi, ctx, buf)?;
+        let cols = eval_all(self.ir, &lo, &hi, ctx, buf)?;
         // Positions in the box of each kept / reduced coordinate.
         let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
         let bmap = ViewMap::c_order(&ext);
@@ -582,42 +608,46 @@ impl<'a> ReduceUnits<'a> {
         let ends = |ax: &[usize]| ax.iter().map(|&k| ext[k]).collect::<Vec<_>>();
         let o_at = offsets(&pick(kept), &zeros(kept), &ends(kept));
         let r_at = offsets(&pick(axes), &zeros(axes), &ends(axes));
-        let index = if matches!(op, Reduction::ArgMin | Reduction::ArgMax) {
+        let index = if self.ops.iter().any(|op| matches!(op, Reduction::ArgMin | Reduction::ArgMax)) {
             offsets(&self.rmap, &clo, &chi)
         } else {
             Vec::new()
         };
-        Ok(Partials::of_chunk(op, &col, &o_at, &r_at, &index))
+        Ok(Stats(
+            self.ops.iter().zip(&cols).map(|(&op, col)| Partials::of_chunk(op, col, &o_at, &r_at, &index)).collect(),
+        ))
     }
 }
 
-/// Runs a reduction stage (`work`, a [`Work::Reduce`] with a result of
-/// `shape` and `dtype`) as `n_c` units per output tile of extent `tile`
-/// with [`run_grid`]: `unit(buffer, tile, i)` gives the statistics of the
-/// tile's `i`-th unit (computed here, or received from tasks), folded in
-/// order, finished and written to `sink`. Results that turn non-finite
-/// although every value they reduced was finite are counted as overflow in
-/// `ctx`.
+/// Runs reduction stage `stage` (a [`Work::Reduce`]) as `n_c` units per
+/// output tile of extent `tile` with [`run_grid`]: `unit(buffer, tile, i)`
+/// gives the statistics of the tile's `i`-th unit (computed here, or
+/// received from tasks), folded in order, finished and written to `sinks`
+/// (one per result). Results that turn non-finite although every value
+/// they reduced was finite are counted as overflow in `ctx`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fold_reduce(
-    work: &Work,
-    shape: &[usize],
-    dtype: Dtype,
+    stage: &super::lower::Stage,
     tile: &[usize],
     n_c: usize,
     threads: usize,
     cancel: &Cancel,
-    sink: &dyn Sink,
+    sinks: &[&dyn Sink],
     ctx: &Ctx<'_>,
-    unit: impl Fn(&mut Vec<u8>, usize, usize) -> Result<Partials> + Sync + Send,
+    unit: impl Fn(&mut Vec<u8>, usize, usize) -> Result<Stats> + Sync + Send,
 ) -> Result<()> {
-    let Work::Reduce { reduced, multiplier, .. } = work else { unreachable!("a reduction stage") };
+    let Work::Reduce { reduced, multiplier, .. } = &stage.work else { unreachable!("a reduction stage") };
+    let dtypes: Vec<Dtype> = stage.targets().into_iter().map(|t| t.1).collect();
     let count = volume(reduced) as u64;
-    let finish = |o: usize, p: Partials| -> Result<()> {
+    let shape = &stage.shape;
+    let finish = |o: usize, stats: Stats| -> Result<()> {
         let (lo, hi) = tile_box(shape, tile, o);
-        let (col, fresh) = p.finish(dtype, *multiplier, count);
-        ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
-        put(sink, &lo, &hi, &col, dtype)
+        for ((p, sink), &dtype) in stats.0.into_iter().zip(sinks).zip(&dtypes) {
+            let (col, fresh) = p.finish(dtype, *multiplier, count);
+            ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
+            put(*sink, &lo, &hi, &col, dtype)?;
+        }
+        Ok(())
     };
     run_grid(n_tiles(shape, tile), n_c, threads, cancel, Vec::new, unit, finish)?;
     Ok(())
