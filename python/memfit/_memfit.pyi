@@ -13,7 +13,7 @@ in place. Every function releases the GIL, stops on Ctrl-C with
 (a file that cannot be read).
 """
 
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -236,6 +236,13 @@ def run_array_task(
 # python/memfit/array). Python normalises every argument (axes sorted and
 # non-negative, shapes without -1, slices by slice.indices) before calling.
 
+class RowBlocks(Iterator[npt.NDArray[Any]]):
+    """Iterator over Expr.row_blocks; overflow counts are issued as
+    RuntimeWarning at the end."""
+
+    def __iter__(self) -> RowBlocks: ...
+    def __next__(self) -> npt.NDArray[Any]: ...
+
 class Expr:
     """Opaque, immutable node of the lazy expression graph."""
 
@@ -252,6 +259,11 @@ class Expr:
     def to_npy(self, path: str, memory_limit: int, n_jobs: Optional[int], overwrite: bool) -> None:
         """Streams the result into a .npy file (temporary name, renamed at the
         end); FileExistsError when path exists and not overwrite."""
+
+    def row_blocks(self, memory_limit: int, n_jobs: Optional[int] = None) -> RowBlocks:
+        """The rows of a 2-D expression as consecutive row blocks (NumPy
+        arrays in its dtype), each as large as memory_limit allows beside the
+        expression's intermediates (computed before the first block)."""
 
     def to_zarr(
         self, path: str, chunks: Optional[tuple[int, ...]], memory_limit: int, n_jobs: Optional[int], overwrite: bool

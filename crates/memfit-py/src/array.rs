@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use memfit::array::{
     check_on_cluster, default_zarr_chunks, explain, explain_all, run as run_expr, run_all, run_on, Array, Computed,
-    OnCluster, Options, Output, Shards, Stored,
+    ExprRows, OnCluster, Options, Output, Shards, Stored,
 };
 use memfit::dtype::Dtype;
+use memfit::io::RowSource;
 use numpy::{PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -25,6 +26,41 @@ pub struct Expr(Array);
 
 fn options(memory_limit: u64, n_jobs: Option<usize>) -> Options {
     Options { threads: n_jobs, ..Options::with_limit(memory_limit) }
+}
+
+/// An iterator over the row blocks of a 2-D expression ([`Expr::row_blocks`]).
+#[pyclass(module = "memfit._memfit")]
+pub struct RowBlocks {
+    rows: Arc<ExprRows>,
+    next: usize,
+    block: usize,
+    done: bool,
+}
+
+#[pymethods]
+impl RowBlocks {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next block (rows, columns), or the end; at the end, the
+    /// evaluation's warnings.
+    fn __next__<'py>(mut slf: PyRefMut<'py, Self>, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let n = slf.rows.n_rows();
+        if slf.next >= n {
+            if !slf.done {
+                slf.done = true;
+                crate::shared::warn(py, &slf.rows.warnings())?;
+            }
+            return Ok(None);
+        }
+        let (start, count) = (slf.next, slf.block.min(n - slf.next));
+        let rows = slf.rows.clone();
+        let bytes = py.detach(move || rows.read_bytes(start, count)).map_err(to_py)?;
+        slf.next += count;
+        let shape = vec![count, slf.rows.n_cols()];
+        to_numpy(py, Computed { shape, dtype: slf.rows.dtype(), bytes }).map(Some)
+    }
 }
 
 /// The NumPy array holding `c`'s bytes, with its dtype and shape (no copy).
@@ -69,6 +105,19 @@ impl Expr {
         })?;
         crate::shared::warn(py, &report.warnings)?;
         to_numpy(py, computed.expect("a memory result"))
+    }
+
+    /// The rows of this 2-D expression as NumPy arrays of consecutive row
+    /// blocks, in order, in its dtype: its intermediates are computed
+    /// within a quarter of `memory_limit` on `n_jobs` threads before the
+    /// first block, and each block is as large as the rest allows
+    /// (`memfit::array::ExprRows::block_rows`).
+    #[pyo3(signature = (memory_limit, n_jobs=None))]
+    fn row_blocks(&self, memory_limit: u64, n_jobs: Option<usize>) -> PyResult<RowBlocks> {
+        let run = memfit::exec::RunOptions { threads: n_jobs, ..memfit::exec::RunOptions::with_limit(memory_limit) };
+        let rows = ExprRows::for_job(&self.0, &run).map_err(to_py)?;
+        let block = rows.block_rows(memory_limit - memory_limit / 4);
+        Ok(RowBlocks { rows: Arc::new(rows), next: 0, block, done: false })
     }
 
     /// Streams the result into a `.npy` file.

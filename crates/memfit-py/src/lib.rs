@@ -42,6 +42,7 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote::run_array_task, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add_class::<array::Expr>()?;
+    m.add_class::<array::RowBlocks>()?;
     m.add_function(wrap_pyfunction!(array::expr_from_ndarray, m)?)?;
     m.add_function(wrap_pyfunction!(array::expr_from_npy, m)?)?;
     m.add_function(wrap_pyfunction!(array::expr_from_zarr, m)?)?;

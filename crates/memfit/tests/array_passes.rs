@@ -142,3 +142,40 @@ fn one_pass_variance_special_values() {
     assert_eq!(t[2], 0.0);
     assert!((t[3] - got[3]).abs() < 1e-12 * got[3]);
 }
+
+/// Where the joined stage does not fit the limit but each reduction alone
+/// does, the reductions run as separate passes (with the same bits).
+#[test]
+fn joined_passes_fall_back_to_separate_ones_under_a_small_limit() {
+    let x = values(40_000, 3, |i, j| ((i * 7 + j) % 23) as f64 - 11.0);
+    let roots: Vec<Array> = (1..9)
+        .map(|k| {
+            let scaled = ufunc(Op::Multiply, &[x.clone(), Array::from_f64(vec![k as f64], &[1]).unwrap()]);
+            ufunc(Op::Sqrt, &[ufunc(Op::Multiply, &[scaled.clone(), scaled])])
+                .reduce(Reduction::Sum, &[0], false, None)
+                .unwrap()
+        })
+        .collect();
+    let outputs = vec![Output::Memory; roots.len()];
+    // The least limit of a plan (from its refusal at one byte).
+    let least = |p: memfit::Result<memfit::plan::Plan<memfit::array::Stages>>| match p {
+        Err(memfit::Error::DoesNotFit { required_bytes, .. }) => required_bytes,
+        other => panic!("{other:?}"),
+    };
+    let tiny = Options { threads: Some(2), ..Options::with_limit(1) };
+    let alone = least(explain(&roots[0], &Output::Memory, &tiny));
+    let joint = explain_all(&roots, &outputs, &Options::with_limit(64 * MIB)).unwrap();
+    assert_eq!(joint.schedule.stages.len(), 1, "{joint}");
+    // Between the least limit of one reduction and a roomy one, some limit
+    // holds each pass alone but not the joined one.
+    let limits = (1..40).map(|k| alone + alone * k / 8);
+    let small = limits
+        .map(|l| Options { threads: Some(2), ..Options::with_limit(l) })
+        .find(|o| explain_all(&roots, &outputs, o).unwrap().schedule.stages.len() == roots.len())
+        .expect("a limit where the passes run separately");
+    let (got, _) = run_all(&roots, &outputs, &small, &mut Context::new(&mut ())).unwrap();
+    let (big, _) = run_all(&roots, &outputs, &Options::with_limit(64 * MIB), &mut Context::new(&mut ())).unwrap();
+    for (a, b) in got.iter().zip(&big) {
+        assert_eq!(f64s(a.as_ref().unwrap()), f64s(b.as_ref().unwrap()));
+    }
+}

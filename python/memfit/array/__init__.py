@@ -53,7 +53,11 @@ Contractions
 Several results in one job
     :func:`compute` (``ma.compute(x.mean(0), x.std(0))``) and :func:`store`
     (to ``.npy``/Zarr files), Dask's names: shared subexpressions are
-    computed once; :func:`explain` shows their joint plan.
+    computed once, reductions of one array in one pass; :func:`explain`
+    shows their joint plan.
+Results whose size depends on the values (NumPy arrays, one streamed pass)
+    :func:`bincount`, :func:`histogram`, :func:`histogram_bin_edges`,
+    :func:`unique`; :func:`nonzero`, :func:`flatnonzero`, :func:`argwhere`.
 
 Expressions are graphs, not trees: a subexpression used several times (or
 built twice the same way) is one node, evaluated once per block, and
@@ -73,7 +77,11 @@ from ._compute import compute, explain, store
 from ._core import DTYPES, Array, Plan
 from ._functions import *  # noqa: F401,F403
 from ._functions import __all__ as _function_names
+from ._streamed import bincount, histogram, histogram_bin_edges, unique
 
 newaxis = None
 
-__all__ = ["Array", "DTYPES", "Plan", "compute", "explain", "newaxis", "random", "store", *_function_names]
+__all__ = [
+    "Array", "DTYPES", "Plan", "compute", "explain", "newaxis", "random", "store", *_function_names,
+    "bincount", "histogram", "histogram_bin_edges", "unique",
+]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from . import _functions as F
+from . import _streamed as S
 from ._core import Array, reject, write_out
 
 #: Types a NumPy call may mix with memfit arrays (converted as operands).
@@ -86,6 +87,10 @@ def _function_table() -> dict:
         "flatnonzero": F.flatnonzero,
         "argwhere": F.argwhere,
         "count_nonzero": F.count_nonzero,
+        "bincount": S.bincount,
+        "histogram": S.histogram,
+        "histogram_bin_edges": S.histogram_bin_edges,
+        "unique": S.unique,
         "clip": F.clip,
         "einsum": F.einsum,
         "tensordot": F.tensordot,

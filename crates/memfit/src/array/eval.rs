@@ -134,32 +134,41 @@ fn read_runs(
 /// # Errors
 /// I/O errors of file reads; integer powers with negative exponents.
 pub fn eval(ir: &Ir, lo: &[usize], hi: &[usize], ctx: &Ctx<'_>, buf: &mut Vec<u8>) -> Result<Col> {
-    Ok(eval_all(ir, lo, hi, ctx, buf)?.swap_remove(0))
+    Ok(eval_all(ir, lo, hi, ctx, buf)?.0.swap_remove(0))
 }
 
 /// Evaluates every result of `ir` ([`Ir::roots`]) over the box, as
-/// [`eval`] does: shared nodes once.
+/// [`eval`] does (shared nodes once): the values of each distinct result
+/// node, and for each result the index of its values among them.
 ///
 /// # Errors
 /// As [`eval`].
-pub fn eval_all(ir: &Ir, lo: &[usize], hi: &[usize], ctx: &Ctx<'_>, buf: &mut Vec<u8>) -> Result<Vec<Col>> {
+pub fn eval_all(
+    ir: &Ir,
+    lo: &[usize],
+    hi: &[usize],
+    ctx: &Ctx<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<(Vec<Col>, Vec<usize>)> {
     let n: usize = lo.iter().zip(hi).map(|(a, b)| b - a).product();
     let mut values: Vec<Option<Col>> = Vec::with_capacity(ir.nodes.len());
     let mut left: Vec<u32> = (0..ir.nodes.len()).map(|i| ir.uses(i)).collect();
-    let mut take = |values: &mut Vec<Option<Col>>, a: usize| {
-        left[a] -= 1;
-        if left[a] == 0 {
-            values[a].take().expect("values held until their last use")
-        } else {
-            values[a].clone().expect("values held until their last use")
-        }
-    };
     for node in &ir.nodes {
         let col = match &node.kind {
             IrKind::Const(v) => Col::splat(*v, node.dtype, n),
             IrKind::Leaf { src, map } => read_leaf(src, map, node.dtype, lo, hi, n, ctx, buf)?,
             IrKind::Map { op, loop_dtype, args } => {
-                let cols: Vec<Col> = args.iter().map(|&a| take(&mut values, a)).collect();
+                let cols: Vec<Col> = args
+                    .iter()
+                    .map(|&a| {
+                        left[a] -= 1;
+                        if left[a] == 0 {
+                            values[a].take().expect("values held until their last use")
+                        } else {
+                            values[a].clone().expect("values held until their last use")
+                        }
+                    })
+                    .collect();
                 let out = apply(*op, *loop_dtype, node.dtype, &cols)?;
                 ctx.overflow.fetch_add(fresh_non_finite(&cols, &out), Ordering::Relaxed);
                 out
@@ -168,7 +177,18 @@ pub fn eval_all(ir: &Ir, lo: &[usize], hi: &[usize], ctx: &Ctx<'_>, buf: &mut Ve
         };
         values.push(Some(col));
     }
-    Ok(ir.roots().iter().map(|&r| take(&mut values, r)).collect())
+    let (mut cols, mut at, mut seen) = (Vec::new(), Vec::new(), Vec::<usize>::new());
+    for &r in ir.roots() {
+        at.push(match seen.iter().position(|&s| s == r) {
+            Some(k) => k,
+            None => {
+                seen.push(r);
+                cols.push(values[r].take().expect("results held until the end"));
+                cols.len() - 1
+            }
+        });
+    }
+    Ok((cols, at))
 }
 
 /// The values of a leaf over the box.

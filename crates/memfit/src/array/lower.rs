@@ -60,7 +60,7 @@ pub enum Src {
 pub struct Ir {
     /// The nodes in evaluation order.
     pub nodes: Vec<IrNode>,
-    /// How many nodes use each node as an operand (each result counts one).
+    /// How many nodes use each node as an operand (a result counts one).
     uses: Vec<u32>,
     /// The result nodes (one per result; a node may be several results).
     roots: Vec<usize>,
@@ -151,7 +151,11 @@ impl Ir {
             }
         }
         let roots: Vec<usize> = roots.iter().map(|&r| at[r]).collect();
-        roots.iter().for_each(|&r| uses[r] += 1);
+        // A node that is several results is held once, until the end.
+        let mut distinct = roots.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        distinct.iter().for_each(|&r| uses[r] += 1);
         Ir { nodes: kept, uses, roots }
     }
 
@@ -512,6 +516,8 @@ pub struct Lowered {
     pub stages: Vec<Stage>,
     /// The intermediate slots.
     pub slots: Vec<Slot>,
+    /// Whether reduction stages were joined ([`share_passes`]).
+    pub shared: bool,
 }
 
 /// Lowers `root`; intermediates larger than `memory_slot_bytes` go to disk.
@@ -526,7 +532,7 @@ pub fn lower(root: &Array, memory_slot_bytes: u64) -> Lowered {
     }
     let work = l.work_of(root);
     l.stages.push(Stage { shape: root.shape().to_vec(), dtype: root.dtype(), work, target: Target::Out });
-    Lowered { stages: l.stages, slots: l.slots }
+    Lowered { stages: l.stages, slots: l.slots, shared: false }
 }
 
 /// Lowers several results together, each shared intermediate computed
@@ -555,7 +561,7 @@ pub fn lower_all(roots: &[Array], outputs: &[Output], memory_slot_bytes: u64) ->
             None => {}
         }
     }
-    (Lowered { stages: l.stages, slots: l.slots }, at)
+    (Lowered { stages: l.stages, slots: l.slots, shared: false }, at)
 }
 
 /// Joins reduction stages into passes: a reduction stage whose inputs are
@@ -594,6 +600,7 @@ pub fn share_passes(lowered: &mut Lowered) {
                     unreachable!("joinable stages are reductions")
                 };
                 *into = into.joined(&ir);
+                lowered.shared = true;
                 more.push(Also { op, input_dtype, dtype: stage.dtype, target: stage.target });
                 more.extend(also);
                 if let Target::Slot(i) = stage.target {

@@ -66,6 +66,8 @@ struct ReduceTask {
     stage: usize,
     n_chunks: usize,
     slots: Vec<(usize, Vec<u8>)>,
+    /// Whether the sending side joined reductions into shared passes.
+    shared: bool,
 }
 
 /// What a reduction task returns: its chunks, the output tiles it used,
@@ -176,8 +178,8 @@ pub fn check_on_cluster(root: &Array, output: &Output, opts: &super::Options) ->
 
 /// The lowering a task of stage `si` uses within `limit`: the intermediates
 /// the stage reads are in memory (shipped with the task).
-fn task_lowering(root: &Array, si: usize, limit: u64) -> Result<Lowered> {
-    let mut lowered = lowered_for(root, &Output::Memory, limit);
+fn task_lowering(root: &Array, si: usize, limit: u64, shared: bool) -> Result<Lowered> {
+    let mut lowered = lowered_for(root, &Output::Memory, limit, shared);
     if !matches!(lowered.stages.get(si).map(|s| &s.work), Some(Work::Reduce { .. })) {
         return Err(Error::Remote { reason: format!("the expression has no reduction stage {si}") });
     }
@@ -238,7 +240,7 @@ pub(crate) fn place<'r>(
             ranges.push(Vec::new());
             continue;
         }
-        let tl = task_lowering(root, si, cluster.task_limit)?;
+        let tl = task_lowering(root, si, cluster.task_limit, lowered.shared)?;
         let one = task_plan(&tl, si, 1, cluster.task_limit)?;
         let per_chunk = (volume(&stage.shape) as u64).saturating_mul(2 * stat_bytes(stage)).max(1);
         let most = 1 + (cluster.task_limit - one.total_bytes) / per_chunk;
@@ -276,7 +278,7 @@ pub(crate) fn run_stage(
             (i, stored.owned_bytes().expect("an intermediate in memory").to_vec())
         })
         .collect();
-    let payload = encode(&ReduceTask { stage: si, n_chunks, slots });
+    let payload = encode(&ReduceTask { stage: si, n_chunks, slots, shared: lowered.shared });
     let task = Task { kind: REDUCE_TASK.into(), compute: Dtype::F64, shift: Vec::new(), payload };
     cancel.check()?;
     let parts = placed.cluster.remote.run(&task, ranges)?;
@@ -332,7 +334,7 @@ impl TaskRunner for ReduceRunner {
         cancel: &Cancel,
     ) -> Result<(Plan<Stages>, Option<Vec<u8>>)> {
         let t: ReduceTask = decode(&task.payload, "array reduction task")?;
-        let lowered = task_lowering(root, t.stage, limit_bytes)?;
+        let lowered = task_lowering(root, t.stage, limit_bytes, t.shared)?;
         let leaves = if chunks.start == 0 { 1 } else { chunks.len() };
         let the_plan = task_plan(&lowered, t.stage, leaves, limit_bytes)?;
         let stage = &lowered.stages[t.stage];

@@ -11,7 +11,7 @@ use super::node::Array;
 use super::plan::Stages;
 use super::run::{prepare, run_intermediates, Options, Slots};
 use crate::dtype::Dtype;
-use crate::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use crate::exec::{Cancel, Context, RunOptions};
 use crate::io::RowSource;
 use crate::plan::Plan;
@@ -62,7 +62,19 @@ impl ExprRows {
                 required_bytes: required_bytes.saturating_mul(JOB_SHARE),
                 limit_bytes: run.memory_limit,
                 what: format!("the input's intermediates, planned within 1/{JOB_SHARE} of the limit: {what}"),
-                remedies,
+                // Limits the intermediates need, as job limits.
+                remedies: remedies
+                    .into_iter()
+                    .map(|r| match r {
+                        Remedy::RaiseMemoryLimit { to_bytes } => {
+                            Remedy::RaiseMemoryLimit { to_bytes: to_bytes.saturating_mul(JOB_SHARE) }
+                        }
+                        Remedy::RaiseMemoryLimitBy { by_bytes } => {
+                            Remedy::RaiseMemoryLimitBy { by_bytes: by_bytes.saturating_mul(JOB_SHARE) }
+                        }
+                        other => other,
+                    })
+                    .collect(),
             },
             other => other,
         })
@@ -97,6 +109,33 @@ impl ExprRows {
     /// The plan of the intermediate stages.
     pub fn plan(&self) -> &Plan<Stages> {
         &self.plan
+    }
+
+    /// Rows `start..start + rows` in the expression's own dtype: C-order
+    /// little-endian bytes (a [`RowSource::read`] gives float64 values).
+    ///
+    /// # Errors
+    /// As [`RowSource::read`].
+    pub fn read_bytes(&self, start: usize, rows: usize) -> Result<Vec<u8>> {
+        self.prepare(&Cancel::new())?;
+        let Work::Map { ir } = &self.lowered.stages.last().expect("a final stage").work else {
+            unreachable!("rows end in an elementwise stage")
+        };
+        let ctx = Ctx { slots: &self.slots.cells, overflow: &self.slots.overflow };
+        let mut buf = Vec::new();
+        let col = eval(ir, &[start, 0], &[start + rows, self.n_cols()], &ctx, &mut buf)?;
+        let mut bytes = Vec::with_capacity(col.len() * self.dtype().itemsize());
+        col.encode(self.dtype(), &mut bytes);
+        Ok(bytes)
+    }
+
+    /// Rows per block of a reader that holds one block's bytes
+    /// ([`ExprRows::read_bytes`]) and a copy of them while it evaluates the
+    /// next, within `limit` bytes beside [`RowSource::held_bytes`]: at least
+    /// one.
+    pub fn block_rows(&self, limit: u64) -> usize {
+        let per_row = (self.bytes_per_row() + 2 * self.n_cols() * self.dtype().itemsize()).max(1) as u64;
+        (limit.saturating_sub(self.held) / per_row).clamp(1, self.n_rows().max(1) as u64) as usize
     }
 
     /// Warnings of the evaluation so far.

@@ -54,7 +54,9 @@ pub struct Report {
 /// Intermediates in memory beyond this share of the limit go to scratch files.
 const MEMORY_SLOT_SHARE: u64 = 4;
 
-pub(crate) fn lowered_for(root: &Array, output: &Output, limit: u64) -> Lowered {
+/// Lowers `root` for `output` within `limit`; with `share`, reduction
+/// stages of one iteration space are joined ([`share_passes`]).
+pub(crate) fn lowered_for(root: &Array, output: &Output, limit: u64, share: bool) -> Lowered {
     let mut lowered = lower(root, limit / MEMORY_SLOT_SHARE);
     // Zarr is written a chunk at a time and rows are read a block at a time:
     // a final reduction or contraction goes to an intermediate first.
@@ -72,8 +74,26 @@ pub(crate) fn lowered_for(root: &Array, output: &Output, limit: u64) -> Lowered 
             lowered.stages.push(super::lower::Stage { shape, dtype, work: Work::Map { ir }, target: Target::Out });
         }
     }
-    share_passes(&mut lowered);
+    if share {
+        share_passes(&mut lowered);
+    }
     lowered
+}
+
+/// Plans `lower(share)` within `opts`: with reductions joined into shared
+/// passes, unless the joined stages need more memory than the limit has
+/// and the separate ones fit (a joined stage holds every result's
+/// operands and statistics per tile).
+fn plan_shared(lower: impl Fn(bool) -> Lowered, output: &Output, opts: &Options) -> Result<(Lowered, Plan<Stages>)> {
+    let shared = lower(true);
+    match plan(&shared, output, opts.memory_limit, threads_of(opts)) {
+        Err(Error::DoesNotFit { .. }) if shared.shared => {
+            let plain = lower(false);
+            let the_plan = plan(&plain, output, opts.memory_limit, threads_of(opts))?;
+            Ok((plain, the_plan))
+        }
+        planned => Ok((shared, planned?)),
+    }
 }
 
 fn threads_of(opts: &Options) -> usize {
@@ -85,7 +105,7 @@ fn threads_of(opts: &Options) -> usize {
 /// # Errors
 /// [`Error::DoesNotFit`] when even one minimal tile per thread does not fit.
 pub fn explain(root: &Array, output: &Output, opts: &Options) -> Result<Plan<Stages>> {
-    plan(&lowered_for(root, output, opts.memory_limit), output, opts.memory_limit, threads_of(opts))
+    Ok(prepare(root, output, opts)?.1)
 }
 
 /// The chunk shape a Zarr output of `root` gets when none is given, within
@@ -160,9 +180,7 @@ impl Slots {
 
 /// Lowers and plans `root` for `output`.
 pub(crate) fn prepare(root: &Array, output: &Output, opts: &Options) -> Result<(Lowered, Plan<Stages>)> {
-    let lowered = lowered_for(root, output, opts.memory_limit);
-    let the_plan = plan(&lowered, output, opts.memory_limit, threads_of(opts))?;
-    Ok((lowered, the_plan))
+    plan_shared(|share| lowered_for(root, output, opts.memory_limit, share), output, opts)
 }
 
 /// Reports stage `i` of `n` starting.
@@ -339,10 +357,16 @@ pub(crate) fn prepare_all(
             ),
         });
     }
-    let (mut lowered, at) = lower_all(roots, outputs, opts.memory_limit / MEMORY_SLOT_SHARE);
-    share_passes(&mut lowered);
     let first = outputs.first().unwrap_or(&Output::Memory);
-    let the_plan = plan(&lowered, first, opts.memory_limit, threads_of(opts))?;
+    let (lowered, at) = lower_all(roots, outputs, opts.memory_limit / MEMORY_SLOT_SHARE);
+    let lower = |share: bool| {
+        let mut l = lowered.clone();
+        if share {
+            share_passes(&mut l);
+        }
+        l
+    };
+    let (lowered, the_plan) = plan_shared(lower, first, opts)?;
     Ok((lowered, at, the_plan))
 }
 
@@ -595,7 +619,7 @@ impl<'a> ReduceUnits<'a> {
         for (j, &k) in axes.iter().enumerate() {
             (lo[k], hi[k]) = (clo[j], chi[j]);
         }
-        let cols = eval_all(self.ir, &lo, &hi, ctx, buf)?;
+        let (cols, at) = eval_all(self.ir, &lo, &hi, ctx, buf)?;
         // Positions in the box of each kept / reduced coordinate.
         let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
         let bmap = ViewMap::c_order(&ext);
@@ -614,7 +638,7 @@ impl<'a> ReduceUnits<'a> {
             Vec::new()
         };
         Ok(Stats(
-            self.ops.iter().zip(&cols).map(|(&op, col)| Partials::of_chunk(op, col, &o_at, &r_at, &index)).collect(),
+            self.ops.iter().zip(at).map(|(&op, k)| Partials::of_chunk(op, &cols[k], &o_at, &r_at, &index)).collect(),
         ))
     }
 }

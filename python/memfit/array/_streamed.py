@@ -1,0 +1,279 @@
+"""NumPy functions whose result's size depends on the values: ``bincount``,
+``histogram`` (and ``histogram_bin_edges``) and ``unique`` of a lazy array, in
+one streamed pass with bounded state (a ``histogram`` without a range first
+takes the minimum and maximum, both in one pass).
+
+The array's values are read in consecutive row blocks computed by the engine
+within the memory limit (``memfit._memfit.Expr.row_blocks``: its intermediates
+once, then each block as large as the limit allows). Counts are integers, so
+any split gives the same counts; sums of float weights are folded per fixed
+piece of :data:`PIECE` elements of the flattened array, in order, so their
+bits do not depend on the memory limit or the number of threads either (they
+may differ from NumPy's, which adds every weight in one sequence, in the last
+bits). The results are NumPy arrays, as NumPy's are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from .._options import check_memory_limit, check_n_jobs
+from ._core import Array, operand
+
+#: Elements of the flattened array per fixed piece: float partial sums
+#: (weights) are folded piece after piece in this order.
+PIECE = 1 << 16
+
+
+def _blocks(x: Array, memory_limit: Any, n_jobs: Any) -> Iterator[np.ndarray]:
+    """The flattened (C-order) values of ``x`` in consecutive blocks."""
+    if x.size == 0:
+        return
+    column = x.reshape(x.size, 1)
+    for block in column._expr.row_blocks(check_memory_limit(memory_limit), check_n_jobs(n_jobs)):
+        yield block.reshape(-1)
+
+
+def _pieces(x: Array, memory_limit: Any, n_jobs: Any) -> Iterator[np.ndarray]:
+    """The flattened values of ``x`` in consecutive pieces of :data:`PIECE`
+    elements (the last one shorter), whatever the blocks read."""
+    carry = np.empty(0, dtype=x.dtype)
+    for block in _blocks(x, memory_limit, n_jobs):
+        flat = np.concatenate([carry, block]) if carry.size else block
+        full = flat.size // PIECE * PIECE
+        for start in range(0, full, PIECE):
+            yield flat[start:start + PIECE]
+        carry = flat[full:].copy()
+    if carry.size:
+        yield carry
+
+
+def bincount(x: Any, weights: Any = None, minlength: Any = 0, *, memory_limit: Any = None, n_jobs: Any = None) -> np.ndarray:
+    """``numpy.bincount`` of a lazy array: the number of occurrences of each
+    value ``0 .. max(x)`` (or the sum of ``weights`` at them), in one pass.
+
+    Parameters
+    ----------
+    x : array-like or Array, 1-d, non-negative integers (or bool)
+    weights : array-like or Array of the same shape, optional
+        Cast to float64.
+    minlength : int, default=0
+        Least length of the result.
+    memory_limit : int, str or None, default=None
+        Bytes for the evaluation (None: half of the available memory).
+    n_jobs : int or None, default=None
+        Threads for the array's intermediates.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 counts, or float64 sums of weights, of length
+        ``max(max(x) + 1, minlength)``.
+
+    Raises
+    ------
+    ValueError
+        ``x`` not 1-d, a negative value, weights of another length,
+        negative ``minlength`` (NumPy's messages).
+    TypeError
+        Values that do not cast safely to int64 (floats), ``minlength=None``.
+    """
+    a = operand(x)
+    if a.ndim != 1:
+        raise ValueError("object of too small depth for desired array" if a.ndim == 0 else "object too deep for desired array")
+    # NumPy's own checks of the dtype and of minlength, on no values.
+    np.bincount(np.zeros(0, dtype=a.dtype), minlength=minlength)
+    w = None
+    if weights is not None:
+        w = operand(weights)
+        if w.shape != a.shape:
+            raise ValueError("The weights and list don't have the same length.")
+        w = w.astype(np.float64)
+    total = np.zeros(int(minlength), dtype=np.intp if w is None else np.float64)
+    values = _pieces(a, memory_limit, n_jobs)
+    sums = _pieces(w, memory_limit, n_jobs) if w is not None else None
+    for piece in values:
+        part = np.bincount(piece, weights=None if sums is None else next(sums))
+        if part.size > total.size:
+            total = np.concatenate([total, np.zeros(part.size - total.size, dtype=total.dtype)])
+        total[:part.size] += part
+    return total
+
+
+def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any = None, *, memory_limit: Any = None, n_jobs: Any = None) -> np.ndarray:  # noqa: A002
+    """``numpy.histogram_bin_edges`` of a lazy array: without ``range``, the
+    minimum and maximum are computed (one pass for both).
+
+    Parameters
+    ----------
+    a : array-like or Array (flattened)
+    bins : int or sequence of scalars, default=10
+        A number of equal-width bins, or the edges (increasing). NumPy's
+        named estimators (``"auto"``, ``"fd"``, ...) need the data's
+        percentiles and are not supported.
+    range : (float, float), optional
+    weights : ignored (as by NumPy's equal-width bins)
+    memory_limit, n_jobs : as :func:`bincount`
+
+    Returns
+    -------
+    numpy.ndarray
+        The ``bins + 1`` edges, as NumPy computes them.
+
+    Raises
+    ------
+    ValueError
+        A range autodetected as not finite, bad bins or range (NumPy's messages).
+    TypeError
+        A named estimator for ``bins``.
+    """
+    x = operand(a)
+    return _edges(x, bins, range, memory_limit, n_jobs)[0]
+
+
+def _edges(x: Array, bins: Any, range: Any, memory_limit: Any, n_jobs: Any) -> tuple:  # noqa: A002
+    """The edges, and the number of equal-width bins (None for given edges)."""
+    if isinstance(bins, str):
+        raise TypeError(
+            f"memfit.array.histogram does not support bins={bins!r}: NumPy's named bin estimators need the data's "
+            "percentiles; pass a number of bins or the edges, or compute the array first"
+        )
+    none = np.zeros(0, dtype=x.dtype)
+    if np.ndim(bins) == 0 and range is None and x.size:
+        from ._compute import compute
+        from ._functions import max as amax
+        from ._functions import min as amin
+
+        lo, hi = compute(amin(x), amax(x), memory_limit=memory_limit, n_jobs=n_jobs)
+        # NumPy's edges from the data's range (its checks and its widening of
+        # an empty range included).
+        edges = np.histogram_bin_edges(np.array([lo, hi], dtype=x.dtype), bins)
+    else:
+        edges = np.histogram_bin_edges(none, bins, range=range)
+    return edges, (int(bins) if np.ndim(bins) == 0 else None)
+
+
+def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, weights: Any = None, *, memory_limit: Any = None, n_jobs: Any = None) -> tuple:  # noqa: A002
+    """``numpy.histogram`` of a lazy array, in one pass over the values (two
+    when the range is not given: the minimum and maximum first).
+
+    Parameters
+    ----------
+    a : array-like or Array (flattened)
+    bins : int or sequence of scalars, default=10
+        See :func:`histogram_bin_edges`.
+    range : (float, float), optional
+        Values outside are ignored.
+    density : bool, optional
+        The probability density (counts / bin width / total).
+    weights : array-like or Array of ``a``'s shape, optional
+    memory_limit, n_jobs : as :func:`bincount`
+
+    Returns
+    -------
+    hist : numpy.ndarray
+        int64 counts, or float64 (weights or density).
+    bin_edges : numpy.ndarray
+        float64, length ``len(hist) + 1``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`histogram_bin_edges`; weights of another shape.
+    """
+    x = operand(a)
+    w = None
+    if weights is not None:
+        w = operand(weights)
+        if w.shape != x.shape:
+            raise ValueError("weights should have the same shape as a.")
+    edges, n_equal = _edges(x, bins, range, memory_limit, n_jobs)
+    bins_of_piece = edges if n_equal is None else n_equal
+    span = (edges[0], edges[-1])
+    counts = np.zeros(edges.size - 1, dtype=np.intp if w is None else np.result_type(w.dtype, np.float64))
+    sums = _pieces(w, memory_limit, n_jobs) if w is not None else None
+    for piece in _pieces(x, memory_limit, n_jobs):
+        part, _ = np.histogram(piece, bins=bins_of_piece, range=span, weights=None if sums is None else next(sums))
+        counts += part
+    if density:
+        db = np.diff(edges).astype(np.float64)
+        return counts / db / counts.sum(), edges
+    return counts, edges
+
+
+def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, return_counts: Any = False, axis: Any = None, *, equal_nan: Any = True, sorted: Any = True, memory_limit: Any = None, n_jobs: Any = None) -> Any:  # noqa: A002
+    """``numpy.unique`` of a lazy array (flattened), in one pass: each block's
+    distinct values, merged; the state is the distinct values found so far.
+
+    Parameters
+    ----------
+    ar : array-like or Array
+    return_index : bool, default=False
+        Also the index (in the flattened array) of each value's first
+        occurrence.
+    return_inverse : bool, default=False
+        Not supported (the inverse is as large as the array: take
+        ``searchsorted`` of the values on the computed array).
+    return_counts : bool, default=False
+        Also the number of occurrences of each value.
+    axis : None
+        Only the flattened array is supported.
+    equal_nan : bool, default=True
+        NaNs count as one value.
+    sorted : bool, default=True
+        The values are always sorted.
+    memory_limit, n_jobs : as :func:`bincount`
+
+    Returns
+    -------
+    numpy.ndarray or tuple of numpy.ndarray
+        The sorted distinct values (``ar``'s dtype), then the first indices
+        and the counts (int64) when asked for.
+
+    Raises
+    ------
+    TypeError
+        ``return_inverse`` or ``axis``.
+    """
+    if axis is not None or return_inverse:
+        what = "axis" if axis is not None else "return_inverse"
+        raise TypeError(
+            f"memfit.array.unique does not support {what}= (its result would be as large as the array, or "
+            "per-slice); compute the array first (np.asarray(x) or x.compute(), within the memory limit)"
+        )
+    x = operand(ar)
+    values = np.zeros(0, dtype=x.dtype)
+    first = np.zeros(0, dtype=np.intp)
+    counts = np.zeros(0, dtype=np.intp)
+    pending: list = []
+    pending_size = 0
+    offset = 0
+
+    def merge(values, first, counts, parts):
+        all_values = np.concatenate([values, *(p[0] for p in parts)])
+        merged, inverse = np.unique(all_values, return_inverse=True, equal_nan=bool(equal_nan))
+        new_first = np.full(merged.size, np.iinfo(np.intp).max, dtype=np.intp)
+        np.minimum.at(new_first, inverse, np.concatenate([first, *(p[1] for p in parts)]))
+        new_counts = np.zeros(merged.size, dtype=np.intp)
+        np.add.at(new_counts, inverse, np.concatenate([counts, *(p[2] for p in parts)]))
+        return merged, new_first, new_counts
+
+    for block in _blocks(x, memory_limit, n_jobs):
+        u, i, c = np.unique(block, return_index=True, return_counts=True, equal_nan=bool(equal_nan))
+        pending.append((u, i + offset, c))
+        pending_size += u.size
+        offset += block.size
+        # Merge when the pending parts outgrow the values found so far.
+        if pending_size > max(values.size, PIECE):
+            values, first, counts = merge(values, first, counts, pending)
+            pending, pending_size = [], 0
+    if pending or x.size == 0:
+        values, first, counts = merge(values, first, counts, pending)
+    out = [values]
+    if return_index:
+        out.append(first)
+    if return_counts:
+        out.append(counts)
+    return out[0] if len(out) == 1 else tuple(out)

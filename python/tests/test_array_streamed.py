@@ -1,0 +1,129 @@
+"""bincount, histogram and unique of lazy arrays (issue 23, item 7): one
+streamed pass in row blocks within the memory limit, NumPy's results and
+messages, the same bits for any limit and thread count."""
+
+import numpy as np
+import pytest
+
+import memfit.array as ma
+
+LIMITS = ["2MiB", "64MiB"]
+JOBS = [1, 2]
+
+
+def everywhere(f):
+    """f(memory_limit, n_jobs) at two limits and two thread counts, bitwise equal."""
+    first = f(LIMITS[0], JOBS[0])
+    for limit in LIMITS:
+        for jobs in JOBS:
+            again = f(limit, jobs)
+            for a, b in zip(first if isinstance(first, tuple) else (first,), again if isinstance(again, tuple) else (again,)):
+                np.testing.assert_array_equal(a, b)
+    return first
+
+
+@pytest.fixture(scope="module")
+def ints():
+    return np.random.default_rng(0).integers(0, 300, 500_000)
+
+
+def test_bincount_matches_numpy(ints):
+    a = ma.asarray(ints)
+    got = everywhere(lambda m, j: ma.bincount(a, memory_limit=m, n_jobs=j))
+    np.testing.assert_array_equal(got, np.bincount(ints))
+    assert got.dtype == np.intp
+    np.testing.assert_array_equal(np.bincount(a, minlength=400), np.bincount(ints, minlength=400))
+    # Of an expression: its values computed block by block.
+    np.testing.assert_array_equal(np.bincount(a // 3 + 1), np.bincount(ints // 3 + 1))
+    np.testing.assert_array_equal(np.bincount(ma.asarray(ints > 100)), np.bincount(ints > 100))
+
+
+def test_weighted_bincount_is_the_same_for_any_limit(ints):
+    w = np.random.default_rng(1).random(ints.size)
+    got = everywhere(lambda m, j: ma.bincount(ma.asarray(ints), weights=ma.asarray(w) * 2, memory_limit=m, n_jobs=j))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, np.bincount(ints, weights=w * 2), rtol=1e-12)
+
+
+def test_bincount_errors_are_numpys():
+    for bad, kind, message in [
+        (np.array(5), ValueError, "object of too small depth for desired array"),
+        (np.ones((2, 2), int), ValueError, "object too deep for desired array"),
+        (np.ones(3), TypeError, "Cannot cast array data from dtype('float64') to dtype('int64')"),
+        (np.array([1, -1, 2]), ValueError, "'list' argument must have no negative elements"),
+    ]:
+        with pytest.raises(kind, match=message.replace("(", r"\(").replace(")", r"\)")):
+            ma.bincount(ma.asarray(bad))
+    with pytest.raises(ValueError, match="'minlength' must not be negative"):
+        ma.bincount(ma.asarray(np.arange(3)), minlength=-1)
+    with pytest.raises(ValueError, match="The weights and list don't have the same length."):
+        ma.bincount(ma.asarray(np.arange(3)), weights=np.ones(2))
+    empty = ma.bincount(ma.asarray(np.zeros(0, int)), minlength=3)
+    np.testing.assert_array_equal(empty, np.bincount(np.zeros(0, int), minlength=3))
+
+
+def test_histogram_matches_numpy():
+    x = np.random.default_rng(2).standard_normal((800, 250))
+    a = ma.asarray(x) * 3
+    for bins, range_ in [(10, None), (37, (-2.0, 5.0)), ([-9.0, -1, 0, 0.5, 9], None), (1, None)]:
+        got = everywhere(lambda m, j: ma.histogram(a, bins=bins, range=range_, memory_limit=m, n_jobs=j))
+        want = np.histogram(x * 3, bins=bins, range=range_)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    w = np.abs(x)
+    got = everywhere(lambda m, j: ma.histogram(a, bins=12, weights=ma.asarray(w), density=True, memory_limit=m, n_jobs=j))
+    want = np.histogram(x * 3, bins=12, weights=w, density=True)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_array_equal(np.histogram_bin_edges(a, bins=7), np.histogram_bin_edges(x * 3, bins=7))
+    # Integers, a constant array (NumPy widens the range), empty.
+    k = np.arange(1000) % 17
+    for data in [k, np.full(50, 4.0), np.zeros(0)]:
+        got, edges = np.histogram(ma.asarray(data), bins=5)
+        want, want_edges = np.histogram(data, bins=5)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(edges, want_edges)
+
+
+def test_histogram_errors_are_numpys():
+    with pytest.raises(ValueError, match=r"autodetected range of \[nan, nan\] is not finite"):
+        np.histogram(ma.asarray(np.array([1.0, np.nan])))
+    with pytest.raises(ValueError, match="weights should have the same shape as a."):
+        np.histogram(ma.asarray(np.ones(3)), weights=np.ones(2))
+    with pytest.raises(ValueError, match="`bins` must increase monotonically"):
+        np.histogram(ma.asarray(np.ones(3)), bins=[3, 1])
+    with pytest.raises(TypeError, match="named bin estimators"):
+        np.histogram(ma.asarray(np.ones(3)), bins="auto")
+
+
+def test_unique_matches_numpy():
+    g = np.round(np.random.default_rng(3).standard_normal((600, 400)) * 50)
+    g[5, 7] = g[9, 1] = np.nan
+    a = ma.asarray(g)
+    got = everywhere(lambda m, j: ma.unique(a, return_index=True, return_counts=True, memory_limit=m, n_jobs=j))
+    want = np.unique(g, return_index=True, return_counts=True)
+    for p, q in zip(got, want):
+        np.testing.assert_array_equal(p, q)
+    np.testing.assert_array_equal(np.unique(a * 2), np.unique(g * 2))
+    np.testing.assert_array_equal(np.unique(a, equal_nan=False), np.unique(g, equal_nan=False))
+    many = np.random.default_rng(4).random(300_000)
+    np.testing.assert_array_equal(ma.unique(ma.asarray(many), memory_limit="1MiB"), np.unique(many))
+    assert ma.unique(ma.asarray(np.array(3))).tolist() == [3]
+    assert ma.unique(ma.asarray(np.zeros((0, 4), np.int32))).dtype == np.int32
+    with pytest.raises(TypeError, match="return_inverse"):
+        np.unique(a, return_inverse=True)
+    with pytest.raises(TypeError, match="axis"):
+        np.unique(a, axis=0)
+
+
+def test_streamed_results_of_expressions_with_reductions(tmp_path):
+    """The array's own reductions (a standardisation) are computed once,
+    before the first block."""
+    x = np.random.default_rng(5).random((20_000, 8))
+    np.save(tmp_path / "x.npy", x)
+    a = ma.from_npy(tmp_path / "x.npy")
+    z = np.floor((a - a.mean(0)) / a.std(0) * 4)
+    zn = np.floor((x - x.mean(0)) / x.std(0) * 4)
+    got = ma.unique(z, return_counts=True, memory_limit="8MiB")
+    want = np.unique(zn, return_counts=True)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
