@@ -117,16 +117,21 @@ impl ExprRows {
     /// # Errors
     /// As [`RowSource::read`].
     pub fn read_bytes(&self, start: usize, rows: usize) -> Result<Vec<u8>> {
+        let col = self.eval_rows(start, rows)?;
+        let mut bytes = Vec::with_capacity(col.len() * self.dtype().itemsize());
+        col.encode(self.dtype(), &mut bytes);
+        Ok(bytes)
+    }
+
+    /// The values of rows `start..start + rows` (the intermediates first).
+    fn eval_rows(&self, start: usize, rows: usize) -> Result<super::values::Col> {
         self.prepare(&Cancel::new())?;
         let Work::Map { ir } = &self.lowered.stages.last().expect("a final stage").work else {
             unreachable!("rows end in an elementwise stage")
         };
         let ctx = Ctx { slots: &self.slots.cells, overflow: &self.slots.overflow };
         let mut buf = Vec::new();
-        let col = eval(ir, &[start, 0], &[start + rows, self.n_cols()], &ctx, &mut buf)?;
-        let mut bytes = Vec::with_capacity(col.len() * self.dtype().itemsize());
-        col.encode(self.dtype(), &mut bytes);
-        Ok(bytes)
+        eval(ir, &[start, 0], &[start + rows, self.n_cols()], &ctx, &mut buf)
     }
 
     /// Rows per block of a reader that holds one block's bytes
@@ -183,13 +188,7 @@ impl RowSource for ExprRows {
     }
 
     fn read(&self, start: usize, rows: usize) -> Result<Vec<f64>> {
-        self.prepare(&Cancel::new())?;
-        let Work::Map { ir } = &self.lowered.stages.last().expect("a final stage").work else {
-            unreachable!("rows end in an elementwise stage")
-        };
-        let ctx = Ctx { slots: &self.slots.cells, overflow: &self.slots.overflow };
-        let mut buf = Vec::new();
-        let col = eval(ir, &[start, 0], &[start + rows, self.n_cols()], &ctx, &mut buf)?;
+        let col = self.eval_rows(start, rows)?;
         Ok((0..col.len()).map(|i| col.get_f64(i)).collect())
     }
 }
