@@ -70,3 +70,20 @@ def test_many_reductions_together_fit_where_each_does():
         np.testing.assert_allclose(got, x.sum(0), rtol=1e-13)
         for g, s in zip(got, sums):
             assert g == s.compute(memory_limit=limit)
+
+
+def test_numpy_quirks_of_reductions():
+    """0-d arrays take axis=0/-1 in ufunc reductions and argmin/argmax (not
+    in mean/var); ddof=True is 1; a NaN ddof gives NaN."""
+    z = ma.asarray(np.array(5.0))
+    for name in ["sum", "prod", "min", "max", "any", "all", "argmin", "argmax"]:
+        for axis in [0, -1]:
+            assert getattr(ma, name)(z, axis=axis).compute() == getattr(np, name)(np.array(5.0), axis=axis)
+    for name in ["mean", "var", "std"]:
+        with pytest.raises(np.exceptions.AxisError):
+            getattr(ma, name)(z, axis=0)
+    with pytest.raises(np.exceptions.AxisError):
+        ma.sum(z, axis=(0,))
+    x = np.arange(5.0)
+    assert ma.var(ma.asarray(x), ddof=True).compute() == np.var(x, ddof=True)
+    assert np.isnan(ma.var(ma.asarray(x), ddof=np.nan).compute())

@@ -1215,8 +1215,26 @@ repeat or broadcasting is rewritten (no pass over the repeated data).
 """
 
 
+#: Reductions that are NumPy ufuncs' ``reduce``: on a 0-d array they take
+#: ``axis=0`` or ``-1`` (an integer, not a tuple), as NumPy's do.
+_UFUNC_REDUCTIONS = ("sum", "prod", "min", "max", "any", "all")
+
+
+def _scalar_axis(x: Array, axis: Any) -> bool:
+    """Whether ``axis`` is the integer 0 or -1 NumPy's ufunc reductions (and
+    argmin/argmax) accept on a 0-d array."""
+    return (
+        x.ndim == 0
+        and isinstance(axis, (numbers.Integral, np.integer))
+        and not isinstance(axis, (bool, np.bool_))
+        and int(axis) in (0, -1)
+    )
+
+
 def _reduce(name: str, a: Any, axis: Any, keepdims: Any, **params: Any) -> Array:
     x = operand(a)
+    if name in _UFUNC_REDUCTIONS and _scalar_axis(x, axis):
+        axis = None
     axes = normalize_axes(axis, x.ndim)
     return op(name, [x], axes=axes, keepdims=_flag(keepdims), **params)
 
@@ -1253,7 +1271,9 @@ def _ddof(ddof: Any, correction: Any) -> Any:
         ddof = correction
     if ddof is None or ddof is _NoValue:
         ddof = 0
-    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (numbers.Real, np.integer, np.floating)):
+    if isinstance(ddof, (bool, np.bool_)):
+        return int(ddof)  # NumPy's True is 1
+    if not isinstance(ddof, (numbers.Real, np.integer, np.floating)):
         raise TypeError(f"ddof must be a real number, got {ddof!r}")
     return int(ddof) if isinstance(ddof, (numbers.Integral, np.integer)) else float(ddof)
 
@@ -1315,7 +1335,7 @@ def all(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, *, whe
 def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: Any) -> Array:
     _reject_out(out)
     x = operand(a)
-    if axis is None:
+    if axis is None or _scalar_axis(x, axis):
         axes = list(range(x.ndim))
     else:
         axes = [normalize_axis(axis, x.ndim)]

@@ -612,7 +612,9 @@ impl Array {
         let x = self.astype(Dtype::F64);
         let sum = x.reduce(Reduction::SquaredDeviations, axes, keepdims, None)?;
         let count: usize = axes.iter().map(|&a| self.shape()[a]).product();
-        let denom = Array::scalar(Scalar::Float((count as f64 - ddof).max(0.0)), None, true);
+        // NumPy's maximum(count - ddof, 0): a NaN ddof gives NaN.
+        let d = count as f64 - ddof;
+        let denom = Array::scalar(Scalar::Float(if d.is_nan() { d } else { d.max(0.0) }), None, true);
         let mut v = Array::ufunc(Op::TrueDivide, &[sum, denom])?;
         if std {
             v = Array::ufunc(Op::Sqrt, &[v])?;
