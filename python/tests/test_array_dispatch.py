@@ -117,8 +117,8 @@ def test_unsupported_ufunc_methods(method, a):
 def test_unsupported_ufuncs_and_out(x, a):
     with pytest.raises(TypeError, match="numpy.arctan2"):
         np.arctan2(a, a)
-    with pytest.raises(TypeError, match="numpy.cumsum"):
-        np.cumsum(a)
+    with pytest.raises(TypeError, match="numpy.diff"):
+        np.diff(a)
     with pytest.raises(TypeError, match="out="):
         np.add(a, 1, out=a)
     with pytest.raises(TypeError, match="out="):

@@ -47,7 +47,8 @@ Reductions
     :func:`sum`, :func:`prod`, :func:`mean`, :func:`var`, :func:`std`,
     :func:`min`, :func:`max`, :func:`argmin`, :func:`argmax`, :func:`any`,
     :func:`all`, over any axes with ``keepdims``; float inputs accumulate in
-    float64.
+    float64. Running sums and products: :func:`cumsum`, :func:`cumprod`
+    (NumPy's values bit for bit).
 Contractions
     :func:`matmul`/``@``, :func:`tensordot`, :func:`einsum`, :func:`dot`.
 Several results in one job

@@ -1153,6 +1153,18 @@ class Array:
 
         return prod(self, axis, dtype, out, keepdims, initial, where)
 
+    def cumsum(self, axis=None, dtype=None, out=None) -> "Array":
+        """:func:`memfit.array.cumsum`."""
+        from ._functions import cumsum
+
+        return cumsum(self, axis, dtype, out)
+
+    def cumprod(self, axis=None, dtype=None, out=None) -> "Array":
+        """:func:`memfit.array.cumprod`."""
+        from ._functions import cumprod
+
+        return cumprod(self, axis, dtype, out)
+
     def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=None) -> "Array":
         """:func:`memfit.array.mean`."""
         from ._functions import mean

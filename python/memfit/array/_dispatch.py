@@ -87,6 +87,8 @@ def _function_table() -> dict:
         "flatnonzero": F.flatnonzero,
         "argwhere": F.argwhere,
         "count_nonzero": F.count_nonzero,
+        "cumsum": F.cumsum,
+        "cumprod": F.cumprod,
         "bincount": S.bincount,
         "histogram": S.histogram,
         "histogram_bin_edges": S.histogram_bin_edges,

@@ -1296,6 +1296,64 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any 
     return _reduce("std", a, axis, keepdims, ddof=_ddof(ddof, correction), dtype=optional_dtype_name(dtype))
 
 
+def _cumulative(name: str, a: Any, axis: Any, dtype: Any, out: Any) -> Array:
+    _reject_out(out)
+    x = operand(a)
+    if axis is None:
+        x, axis = ravel(x), 0
+    return op(name, [x], axis=normalize_axis(axis, x.ndim), dtype=optional_dtype_name(dtype))
+
+
+@_with_out("unsafe")
+def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Array:
+    """``numpy.cumsum``, lazily: the running sum along ``axis`` (the
+    flattened array when None), accumulated in order in the result's dtype
+    as NumPy's ``add.accumulate`` does (so the values are NumPy's); one
+    stage whose tiles of the other axes run in parallel, each along
+    ``axis`` in order, within the memory limit.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axis : int or None, default=None
+    dtype : dtype, optional
+        Of the accumulation and result; default ``a``'s, but booleans and
+        integers narrower than 64 bits widen to int64 (unsigned: uint64).
+    out : numpy.ndarray, optional
+        Computed into it.
+
+    Returns
+    -------
+    Array
+        ``a``'s shape (1-d of ``a.size`` when ``axis`` is None).
+
+    Raises
+    ------
+    AxisError
+        ``axis`` out of range.
+    """
+    return _cumulative("cumsum", a, axis, dtype, out)
+
+
+@_with_out("unsafe")
+def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Array:
+    """``numpy.cumprod``, lazily: the running product along ``axis``; see
+    :func:`cumsum`.
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axis : int or None, default=None
+    dtype : dtype, optional
+    out : numpy.ndarray, optional
+
+    Returns
+    -------
+    Array
+    """
+    return _cumulative("cumprod", a, axis, dtype, out)
+
+
 @_with_out("unsafe", reduction=True)
 def min(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:  # noqa: A001
     _reject_out(out)
@@ -1763,7 +1821,7 @@ def size(a: Any, axis: Any = None) -> int:
     return a.shape[normalize_axis(axis, a.ndim)]
 
 
-_METHODS = ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any", "all", "clip", "repeat",
+_METHODS = ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any", "all", "clip", "repeat", "cumsum", "cumprod",
             "reshape", "squeeze", "swapaxes", "transpose", "dot", "ravel")
 for _m in _METHODS:
     getattr(Array, _m).__doc__ = (

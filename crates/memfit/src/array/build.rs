@@ -196,6 +196,11 @@ impl Array {
                 inputs[0].view(view)?
             }
             "concatenate" => Array::concatenate(inputs, usize_of(field(p, "axis")?, "axis")?)?,
+            "cumsum" | "cumprod" => {
+                one(1)?;
+                let op = if op == "cumsum" { Reduction::Sum } else { Reduction::Prod };
+                inputs[0].cumulative(op, usize_of(field(p, "axis")?, "axis")?, opt_dtype(p)?)?
+            }
             "sum" | "prod" | "min" | "max" | "mean" | "any" | "all" | "argmin" | "argmax" | "var" | "std" => {
                 one(1)?;
                 let axes = usizes(p, "axes")?;

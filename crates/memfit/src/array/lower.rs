@@ -379,6 +379,17 @@ pub enum Work {
         /// of `ir`, each to its own slot.
         also: Vec<Also>,
     },
+    /// A running sum or product of the expression along `axis`
+    /// ([`Array::cumulative`]): tiles of the other axes run in parallel,
+    /// each along `axis` chunk after chunk, in order.
+    Scan {
+        /// The expression (in the result's dtype).
+        ir: Ir,
+        /// The axis.
+        axis: usize,
+        /// [`Reduction::Sum`] or [`Reduction::Prod`].
+        op: Reduction,
+    },
     /// A contraction over the output's labels.
     Einsum {
         /// Subscripts.
@@ -639,7 +650,7 @@ fn joinable(a: &Stage, b: &Stage) -> bool {
 /// Whether `a` is computed by a stage of its own (a reduction or a
 /// contraction) wherever it is used.
 fn ends_stage(a: &Array) -> bool {
-    matches!(a.node().kind, NodeKind::Reduce { .. } | NodeKind::Einsum { .. })
+    matches!(a.node().kind, NodeKind::Reduce { .. } | NodeKind::Einsum { .. } | NodeKind::Scan { .. })
 }
 
 struct Lowering {
@@ -777,6 +788,7 @@ impl Lowering {
                     also: Vec::new(),
                 }
             }
+            NodeKind::Scan { op, axis, arg } => Work::Scan { ir: self.lower_view(arg, &[]), axis: *axis, op: *op },
             NodeKind::Einsum { sub, args } => {
                 let irs = args.iter().map(|x| self.lower_view(x, &[])).collect();
                 let shapes: Vec<Vec<usize>> = args.iter().map(|x| x.shape().to_vec()).collect();

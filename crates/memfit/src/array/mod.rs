@@ -57,6 +57,7 @@ mod remote;
 mod rewrite;
 mod rows;
 mod run;
+mod scan;
 mod store;
 mod tiling;
 mod types;

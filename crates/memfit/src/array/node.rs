@@ -123,6 +123,16 @@ pub enum NodeKind {
         /// Operand.
         arg: Array,
     },
+    /// A running sum or product along an axis (NumPy's `cumsum` /
+    /// `cumprod`), accumulated in order in the result's dtype.
+    Scan {
+        /// [`Reduction::Sum`] or [`Reduction::Prod`].
+        op: Reduction,
+        /// The axis.
+        axis: usize,
+        /// Operand, in the result's dtype.
+        arg: Array,
+    },
     /// A contraction, computed in float64.
     Einsum {
         /// Parsed subscripts (no repeated labels within an operand).
@@ -184,6 +194,7 @@ fn key_of(kind: &NodeKind, shape: &[usize], dtype: Dtype, weak: bool) -> String 
         NodeKind::View { op, arg } => format!("view:{op:?}:{}", arg.0.id),
         NodeKind::Concat { axis, parts } => format!("concat:{axis}:{}", ids(parts)),
         NodeKind::Reduce { op, axes, arg } => format!("reduce:{op:?}:{axes:?}:{}", arg.0.id),
+        NodeKind::Scan { op, axis, arg } => format!("scan:{op:?}:{axis}:{}", arg.0.id),
         NodeKind::Einsum { sub, args } => format!("einsum:{sub:?}:{}", ids(args)),
     };
     format!("{body}|{shape:?}|{dtype:?}|{weak}")
@@ -200,7 +211,9 @@ fn take_operands(kind: &mut NodeKind) -> Vec<Array> {
         NodeKind::Map { args, .. } | NodeKind::Einsum { args, .. } | NodeKind::Concat { parts: args, .. } => {
             std::mem::take(args)
         }
-        NodeKind::View { arg, .. } | NodeKind::Reduce { arg, .. } => vec![std::mem::replace(arg, placeholder())],
+        NodeKind::View { arg, .. } | NodeKind::Reduce { arg, .. } | NodeKind::Scan { arg, .. } => {
+            vec![std::mem::replace(arg, placeholder())]
+        }
         _ => Vec::new(),
     }
 }
@@ -276,7 +289,9 @@ impl Array {
     pub(crate) fn operands(&self) -> &[Array] {
         match &self.0.kind {
             NodeKind::Map { args, .. } | NodeKind::Einsum { args, .. } | NodeKind::Concat { parts: args, .. } => args,
-            NodeKind::View { arg, .. } | NodeKind::Reduce { arg, .. } => std::slice::from_ref(arg),
+            NodeKind::View { arg, .. } | NodeKind::Reduce { arg, .. } | NodeKind::Scan { arg, .. } => {
+                std::slice::from_ref(arg)
+            }
             _ => &[],
         }
     }
@@ -597,6 +612,28 @@ impl Array {
         } else {
             Ok(reduced)
         }
+    }
+
+    /// NumPy's `cumsum` (`op` [`Reduction::Sum`]) or `cumprod`
+    /// ([`Reduction::Prod`]) along `axis`: each element the sum (product) of
+    /// the elements before it and itself, accumulated in order in the
+    /// result's dtype (NumPy's: `dtype`, else booleans and integers narrower
+    /// than 64 bits widen to int64 / uint64), so the values are NumPy's.
+    ///
+    /// # Errors
+    /// [`Error::Expression`] for another `op` or an axis out of range.
+    pub fn cumulative(&self, op: Reduction, axis: usize, dtype: Option<Dtype>) -> Result<Array> {
+        let nd = self.shape().len();
+        if axis >= nd || !matches!(op, Reduction::Sum | Reduction::Prod) {
+            return Err(value_error(format!("invalid cumulative {} over axis {axis} of {nd}", op.name())));
+        }
+        let out = dtype.unwrap_or(match kind(self.dtype()) {
+            Kind::Float => self.dtype(),
+            _ if self.dtype().is_unsigned_int() => Dtype::U64,
+            _ => Dtype::I64,
+        });
+        let arg = self.astype(out);
+        Ok(Array::new(NodeKind::Scan { op, axis, arg }, self.shape().to_vec(), out))
     }
 
     /// Variance (`std = false`) or standard deviation over `axes` with `ddof`:

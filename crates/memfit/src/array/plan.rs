@@ -5,6 +5,7 @@
 use std::fmt;
 
 use super::lower::{Ir, Lowered, Output, Shards, Src, Target, Work};
+use super::node::Reduction;
 use super::reduce::acc_bytes;
 use super::store::READ_SLACK_ELEMENTS;
 use super::tiling::{
@@ -337,6 +338,43 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     workers: workers as usize,
                     write_slab,
                     zarr_chunks,
+                }
+            }
+            Work::Scan { ir, op, .. } => {
+                // A tile's values, evaluated and accumulated in place, and
+                // the line of values carried to the next tile along the axis.
+                let per = elem_bytes(ir, lowered) + 2 * item;
+                let fixed = ir_fixed_bytes(ir, lowered);
+                let mut hot = hot_axes(ir);
+                hot.push(stage.shape.len().saturating_sub(1));
+                hot.sort_unstable();
+                hot.dedup();
+                let e = (room.saturating_sub(fixed) / per).clamp(1, MAX_TILE as u64) as usize;
+                let tile = tile_shape(&stage.shape, e, &hot);
+                let tile_elems = volume(&tile) as u64;
+                required = required.max(held + t * (fixed + per));
+                let bytes = fixed + tile_elems * per;
+                led.add_in(
+                    &phase,
+                    "tile buffers",
+                    t,
+                    bytes,
+                    format!("{t} threads × ({tile_elems} elements × {per} B + {fixed} B read slack)"),
+                );
+                StagePlan {
+                    what: format!("cum{}({})", if *op == Reduction::Prod { "prod" } else { "sum" }, ir.describe()),
+                    shape: stage.shape.clone(),
+                    dtype: stage.dtype.name(),
+                    target: String::new(),
+                    work_items: n_tiles(&stage.shape, &tile) as u64,
+                    tile,
+                    chunk: Vec::new(),
+                    multiplier: 1,
+                    bytes_per_thread: bytes,
+                    eval_elems: e,
+                    workers: threads,
+                    write_slab,
+                    zarr_chunks: Vec::new(),
                 }
             }
             Work::Reduce { ir, axes, reduced, multiplier, .. } => {

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use super::eval::Ctx;
 use super::lower::Output;
 use super::lower::{Lowered, Src, Work};
-use super::node::Array;
+use super::node::{Array, Reduction};
 use super::plan::{plan, StagePlan, Stages};
 use super::reduce::{acc_bytes, Stats};
 use super::run::{fold_reduce, lowered_for, reductions, ReduceUnits, Slots};
@@ -116,7 +116,7 @@ fn stat_bytes(stage: &super::lower::Stage) -> u64 {
 /// The intermediate results stage `si` reads.
 fn read_slots(lowered: &Lowered, si: usize) -> Vec<usize> {
     let irs = match &lowered.stages[si].work {
-        Work::Map { ir } | Work::Reduce { ir, .. } => vec![ir],
+        Work::Map { ir } | Work::Reduce { ir, .. } | Work::Scan { ir, .. } => vec![ir],
         Work::Einsum { irs, .. } => irs.iter().collect(),
     };
     let mut out: Vec<usize> = irs
@@ -146,6 +146,11 @@ fn refusal(lowered: &Lowered) -> Option<Error> {
     }
     lowered.stages.iter().enumerate().find_map(|(si, stage)| match &stage.work {
         Work::Einsum { .. } => None,
+        Work::Scan { op, .. } => Some(refuse(format!(
+            "step {} of {n} is a cumulative {}, which runs in one process",
+            si + 1,
+            if *op == Reduction::Prod { "product" } else { "sum" }
+        ))),
         Work::Map { ir } if ir.leaves().iter().any(|s| matches!(s, Src::Stored(_))) => Some(refuse(format!(
             "step {} of {n} computes {} elementwise from stored data outside a reduction; only reductions run \
              as tasks",

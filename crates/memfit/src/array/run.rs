@@ -519,6 +519,29 @@ fn run_stage(
             let unit = |buf: &mut Vec<u8>, o: usize, c: usize| units.unit(ctx, buf, o, c);
             fold_reduce(stage, &sp.tile, n_c, threads, cancel, sinks, ctx, unit)
         }
+        Work::Scan { ir, axis, op } => {
+            // Tiles of the other axes in parallel, each along `axis` in order.
+            let ax = *axis;
+            let (mut lines, mut line_tile) = (shape.to_vec(), sp.tile.clone());
+            (lines[ax], line_tile[ax]) = (1, 1);
+            let step = sp.tile[ax].max(1);
+            run_tiles(n_tiles(&lines, &line_tile), cancel, Vec::new, |buf, i| {
+                let (mut lo, mut hi) = tile_box(&lines, &line_tile, i);
+                let mut carry = None;
+                let mut s = 0;
+                while s < shape[ax] {
+                    (lo[ax], hi[ax]) = (s, (s + step).min(shape[ax]));
+                    let col = eval_limited(ir, &lo, &hi, sp.eval_elems, ctx, buf)?;
+                    let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
+                    let (col, last, fresh) = super::scan::scan_box(col, *op, dtype, &ext, ax, carry.take());
+                    ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
+                    put(sink, &lo, &hi, &col, dtype)?;
+                    carry = Some(last);
+                    s = hi[ax];
+                }
+                Ok(())
+            })
+        }
         Work::Einsum { sub, irs, path, sizes } => {
             let contracted: Vec<u8> = sizes.keys().copied().filter(|c| !sub.output.contains(c)).collect();
             let csizes: Vec<usize> = contracted.iter().map(|c| sizes[c]).collect();
