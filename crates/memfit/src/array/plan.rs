@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::lower::{Ir, Lowered, Output, Shards, Src, Target, Work};
+use super::lower::{Ir, Lowered, Output, Shards, Src, Stage, Target, Work};
 use super::node::Reduction;
 use super::reduce::acc_bytes;
 use super::store::READ_SLACK_ELEMENTS;
@@ -200,6 +200,27 @@ fn hot_axes(ir: &Ir) -> Vec<usize> {
     out
 }
 
+/// The plan of a stage run as independent tiles of extent `tile`
+/// (elementwise or scan), each evaluated in parts of `eval_elems`, `bytes`
+/// per worker, `workers` at once.
+fn tiled(what: String, stage: &Stage, tile: Vec<usize>, bytes: u64, eval_elems: usize, workers: usize) -> StagePlan {
+    StagePlan {
+        what,
+        shape: stage.shape.clone(),
+        dtype: stage.dtype.name(),
+        target: String::new(),
+        work_items: n_tiles(&stage.shape, &tile) as u64,
+        tile,
+        chunk: Vec::new(),
+        multiplier: 1,
+        bytes_per_thread: bytes,
+        eval_elems,
+        workers,
+        write_slab: 0,
+        zarr_chunks: Vec::new(),
+    }
+}
+
 /// Plans `lowered` for `output` within `limit` bytes on `threads` threads.
 ///
 /// # Errors
@@ -324,21 +345,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                         "{workers} {what} × ({tile_elems} elements × {per} B + {fixed} B read slack + {chunk_buf} B chunk)"
                     ),
                 );
-                StagePlan {
-                    what: ir.describe(),
-                    shape: stage.shape.clone(),
-                    dtype: stage.dtype.name(),
-                    target: String::new(),
-                    work_items: n_tiles(&stage.shape, &tile) as u64,
-                    tile,
-                    chunk: Vec::new(),
-                    multiplier: 1,
-                    bytes_per_thread: bytes,
-                    eval_elems: e,
-                    workers: workers as usize,
-                    write_slab,
-                    zarr_chunks,
-                }
+                StagePlan { write_slab, zarr_chunks, ..tiled(ir.describe(), stage, tile, bytes, e, workers as usize) }
             }
             Work::Scan { ir, op, .. } => {
                 // A tile's values, evaluated and accumulated in place, and
@@ -361,21 +368,8 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     bytes,
                     format!("{t} threads × ({tile_elems} elements × {per} B + {fixed} B read slack)"),
                 );
-                StagePlan {
-                    what: format!("cum{}({})", if *op == Reduction::Prod { "prod" } else { "sum" }, ir.describe()),
-                    shape: stage.shape.clone(),
-                    dtype: stage.dtype.name(),
-                    target: String::new(),
-                    work_items: n_tiles(&stage.shape, &tile) as u64,
-                    tile,
-                    chunk: Vec::new(),
-                    multiplier: 1,
-                    bytes_per_thread: bytes,
-                    eval_elems: e,
-                    workers: threads,
-                    write_slab,
-                    zarr_chunks: Vec::new(),
-                }
+                let what = format!("cum{}({})", if *op == Reduction::Prod { "prod" } else { "sum" }, ir.describe());
+                StagePlan { write_slab, ..tiled(what, stage, tile, bytes, e, threads) }
             }
             Work::Reduce { ir, axes, reduced, multiplier, .. } => {
                 // Kept elements inside the last reduced axis: a chunk short
