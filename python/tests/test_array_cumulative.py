@@ -55,3 +55,17 @@ def test_cumulative_edge_cases():
     with pytest.warns(RuntimeWarning, match="became NaN or infinite"):
         got = ma.cumprod(ma.asarray(np.full(10, 1e100))).compute()
     assert np.isinf(got[-1])
+
+
+def test_cumulative_into_out_accumulates_in_its_dtype():
+    """As NumPy: an out= array of a dtype the input casts to safely is the
+    accumulation's dtype; 0-d arrays take axis=0."""
+    x = np.ones(3000, np.uint8)
+    out = np.zeros(3000, np.float16)
+    ma.cumsum(ma.asarray(x), out=out)
+    np.testing.assert_array_equal(out, np.cumsum(x, out=np.zeros(3000, np.float16)))
+    f = np.array([0.1, 0.2, 0.3], np.float32)
+    out = np.zeros(3)
+    np.cumsum(ma.asarray(f), out=out)
+    np.testing.assert_array_equal(out, np.cumsum(f, out=np.zeros(3)))
+    assert ma.cumsum(ma.asarray(np.array(5)), axis=0).compute().tolist() == [5]

@@ -127,3 +127,42 @@ def test_streamed_results_of_expressions_with_reductions(tmp_path):
     want = np.unique(zn, return_counts=True)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_histogram_bins_each_piece_as_numpy_bins_the_whole():
+    """An explicit range is used as NumPy uses it (in the data's precision,
+    integer ranges exactly), lazy bins are computed, weighted counts keep
+    the weights' dtype and NumPy's block sums (bit for bit)."""
+    x = np.array([0.9], np.float32)
+    np.testing.assert_array_equal(ma.histogram(ma.asarray(x), 10, range=(0, 1))[0], np.histogram(x, 10, range=(0, 1))[0])
+    h = (np.random.default_rng(0).standard_normal(100_000) * 20).astype(np.float16)
+    np.testing.assert_array_equal(ma.histogram(ma.asarray(h), 13, range=(-5, 50))[0], np.histogram(h, 13, range=(-5, 50))[0])
+    big = np.array([2**62 + 5])
+    np.testing.assert_array_equal(ma.histogram(ma.asarray(big), 4, range=(0, 2**62 + 1))[0], [0, 0, 0, 0])
+    f = np.random.default_rng(1).standard_normal(1000)
+    np.testing.assert_array_equal(ma.histogram(ma.asarray(f), bins=ma.asarray(np.array([-1.0, 0, 5])))[0],
+                                  np.histogram(f, bins=[-1.0, 0, 5])[0])
+    g = np.random.default_rng(3).standard_normal(200_000)
+    for dtype in [np.int64, np.float32, np.float64]:
+        w = (np.random.default_rng(2).random(200_000) * 4).astype(dtype)
+        got = ma.histogram(ma.asarray(g), 9, weights=ma.asarray(w), memory_limit="2MiB")[0]
+        want = np.histogram(g, 9, weights=w)[0]
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    empty = ma.histogram(ma.asarray(f), bins=[])
+    assert empty[0].size == 0 and empty[1].size == 0
+
+
+def test_unique_first_indices_are_numpys():
+    x = np.full(20, np.nan)
+    np.testing.assert_array_equal(ma.unique(ma.asarray(x), equal_nan=False, return_index=True)[1],
+                                  np.unique(x, equal_nan=False, return_index=True)[1])
+    y = np.round(np.random.default_rng(5).standard_normal(300_000) * 50)
+    y[::7] *= -1  # zeros of both signs
+    want = np.unique(y, return_index=True, return_counts=True)
+    for limit in LIMITS:
+        got = ma.unique(ma.asarray(y), return_index=True, return_counts=True, memory_limit=limit)
+        for p, q in zip(got, want):
+            np.testing.assert_array_equal(p, q)
+        np.testing.assert_array_equal(np.signbit(got[0]), np.signbit(want[0]))
+    assert ma.bincount(ma.asarray(np.zeros(0, np.int64)), weights=np.zeros(0)).dtype == np.intp

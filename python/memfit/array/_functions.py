@@ -1297,14 +1297,20 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any 
 
 
 def _cumulative(name: str, a: Any, axis: Any, dtype: Any, out: Any) -> Array:
-    _reject_out(out)
     x = operand(a)
-    if axis is None:
+    target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    if isinstance(target, np.ndarray):
+        # NumPy accumulates in the output's dtype when the input casts to it safely.
+        if dtype is None and np.can_cast(x.dtype, target.dtype, "safe"):
+            dtype = target.dtype
+        result = _cumulative(name, x, axis, dtype, None)
+        return write_out(result, out, "unsafe", name, False)
+    _reject_out(out)
+    if axis is None or _scalar_axis(x, axis):
         x, axis = ravel(x), 0
     return op(name, [x], axis=normalize_axis(axis, x.ndim), dtype=optional_dtype_name(dtype))
 
 
-@_with_out("unsafe")
 def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Array:
     """``numpy.cumsum``, lazily: the running sum along ``axis`` (the
     flattened array when None), accumulated in order in the result's dtype
@@ -1335,7 +1341,6 @@ def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Arra
     return _cumulative("cumsum", a, axis, dtype, out)
 
 
-@_with_out("unsafe")
 def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Array:
     """``numpy.cumprod``, lazily: the running product along ``axis``; see
     :func:`cumsum`.

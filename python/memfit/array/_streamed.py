@@ -91,6 +91,9 @@ def bincount(x: Any, weights: Any = None, minlength: Any = 0, *, memory_limit: A
         if w.shape != a.shape:
             raise ValueError("The weights and list don't have the same length.")
         w = w.astype(np.float64)
+    if a.size == 0:
+        # NumPy's result of no values (int64 even with weights).
+        return np.bincount(np.zeros(0, dtype=a.dtype), weights=None if w is None else np.zeros(0), minlength=minlength)
     total = np.zeros(int(minlength), dtype=np.intp if w is None else np.float64)
     values = _pieces(a, memory_limit, n_jobs)
     sums = _pieces(w, memory_limit, n_jobs) if w is not None else None
@@ -130,16 +133,22 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
         A named estimator for ``bins``.
     """
     x = operand(a)
-    return _edges(x, bins, range, memory_limit, n_jobs)[0]
+    edges = _edges(x, bins, range, memory_limit, n_jobs)[0]
+    return edges
 
 
 def _edges(x: Array, bins: Any, range: Any, memory_limit: Any, n_jobs: Any) -> tuple:  # noqa: A002
-    """The edges, and the number of equal-width bins (None for given edges)."""
+    """The edges, and the arguments of NumPy's histogram of one piece that
+    bins it as NumPy bins the whole array: the number of bins and the range
+    NumPy would use (the user's, or the data's minimum and maximum as
+    scalars of its dtype), or the edges given."""
     if isinstance(bins, str):
         raise TypeError(
             f"memfit.array.histogram does not support bins={bins!r}: NumPy's named bin estimators need the data's "
             "percentiles; pass a number of bins or the edges, or compute the array first"
         )
+    if isinstance(bins, Array):
+        bins = bins.compute()
     none = np.zeros(0, dtype=x.dtype)
     if np.ndim(bins) == 0 and range is None and x.size:
         from ._compute import compute
@@ -147,12 +156,14 @@ def _edges(x: Array, bins: Any, range: Any, memory_limit: Any, n_jobs: Any) -> t
         from ._functions import min as amin
 
         lo, hi = compute(amin(x), amax(x), memory_limit=memory_limit, n_jobs=n_jobs)
+        range = (np.asarray(lo)[()], np.asarray(hi)[()])  # noqa: A001
         # NumPy's edges from the data's range (its checks and its widening of
         # an empty range included).
-        edges = np.histogram_bin_edges(np.array([lo, hi], dtype=x.dtype), bins)
+        edges = np.histogram_bin_edges(np.array(range, dtype=x.dtype), bins)
     else:
         edges = np.histogram_bin_edges(none, bins, range=range)
-    return edges, (int(bins) if np.ndim(bins) == 0 else None)
+    per_piece = {"bins": bins, "range": range} if np.ndim(bins) == 0 else {"bins": edges}
+    return edges, per_piece
 
 
 def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, weights: Any = None, *, memory_limit: Any = None, n_jobs: Any = None) -> tuple:  # noqa: A002
@@ -189,13 +200,15 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
         w = operand(weights)
         if w.shape != x.shape:
             raise ValueError("weights should have the same shape as a.")
-    edges, n_equal = _edges(x, bins, range, memory_limit, n_jobs)
-    bins_of_piece = edges if n_equal is None else n_equal
-    span = (edges[0], edges[-1])
-    counts = np.zeros(edges.size - 1, dtype=np.intp if w is None else np.result_type(w.dtype, np.float64))
+    edges, per_piece = _edges(x, bins, range, memory_limit, n_jobs)
+    if edges.size < 2:
+        return np.histogram(np.zeros(0, dtype=x.dtype), bins=edges, density=density)
+    # NumPy's count dtype (the weights'); it bins in blocks of 65,536 values,
+    # as the pieces are, adding each block's counts in that dtype.
+    counts = np.zeros(edges.size - 1, dtype=np.intp if w is None else w.dtype)
     sums = _pieces(w, memory_limit, n_jobs) if w is not None else None
     for piece in _pieces(x, memory_limit, n_jobs):
-        part, _ = np.histogram(piece, bins=bins_of_piece, range=span, weights=None if sums is None else next(sums))
+        part, _ = np.histogram(piece, weights=None if sums is None else next(sums), **per_piece)
         counts += part
     if density:
         db = np.diff(edges).astype(np.float64)
@@ -252,13 +265,21 @@ def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, retu
     offset = 0
 
     def merge(values, first, counts, parts):
-        all_values = np.concatenate([values, *(p[0] for p in parts)])
-        merged, inverse = np.unique(all_values, return_inverse=True, equal_nan=bool(equal_nan))
-        new_first = np.full(merged.size, np.iinfo(np.intp).max, dtype=np.intp)
-        np.minimum.at(new_first, inverse, np.concatenate([first, *(p[1] for p in parts)]))
-        new_counts = np.zeros(merged.size, dtype=np.intp)
-        np.add.at(new_counts, inverse, np.concatenate([counts, *(p[2] for p in parts)]))
-        return merged, new_first, new_counts
+        # Sorted by value, equal values by first index (a stable order, as
+        # NumPy's): each group's first entry is its first occurrence.
+        v = np.concatenate([values, *(p[0] for p in parts)])
+        i = np.concatenate([first, *(p[1] for p in parts)])
+        c = np.concatenate([counts, *(p[2] for p in parts)])
+        order = np.lexsort((i, v))
+        v, i, c = v[order], i[order], c[order]
+        if v.size == 0:
+            return v, i, c
+        new = np.ones(v.size, dtype=bool)
+        new[1:] = v[1:] != v[:-1]
+        if equal_nan and v.dtype.kind == "f":
+            new[1:] &= ~(np.isnan(v[1:]) & np.isnan(v[:-1]))
+        starts = np.flatnonzero(new)
+        return v[starts], i[starts], np.add.reduceat(c, starts).astype(np.intp)
 
     for block in _blocks(x, memory_limit, n_jobs):
         u, i, c = np.unique(block, return_index=True, return_counts=True, equal_nan=bool(equal_nan))
