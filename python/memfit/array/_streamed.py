@@ -41,11 +41,19 @@ def _pieces(x: Array, memory_limit: Any, n_jobs: Any) -> Iterator[np.ndarray]:
     elements (the last one shorter), whatever the blocks read."""
     carry = np.empty(0, dtype=x.dtype)
     for block in _blocks(x, memory_limit, n_jobs):
-        flat = np.concatenate([carry, block]) if carry.size else block
-        full = flat.size // PIECE * PIECE
-        for start in range(0, full, PIECE):
-            yield flat[start:start + PIECE]
-        carry = flat[full:].copy()
+        start = 0
+        if carry.size:
+            # Complete the piece begun in the block before (a copy of at
+            # most one piece, never of the block).
+            start = min(PIECE - carry.size, block.size)
+            carry = np.concatenate([carry, block[:start]])
+            if carry.size < PIECE:
+                continue
+            yield carry
+        end = start + (block.size - start) // PIECE * PIECE
+        for s in range(start, end, PIECE):
+            yield block[s:s + PIECE]
+        carry = block[end:].copy()
     if carry.size:
         yield carry
 

@@ -38,6 +38,9 @@ pub struct ExprRows {
 /// in the rest (see [`ExprRows::for_job`]).
 const JOB_SHARE: u64 = 4;
 
+/// Most bytes of one block of [`ExprRows::block_rows`].
+const MAX_BLOCK_BYTES: u64 = 64 << 20;
+
 impl std::fmt::Debug for ExprRows {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "ExprRows({:?})", self.shape())
@@ -136,11 +139,13 @@ impl ExprRows {
 
     /// Rows per block of a reader that holds one block's bytes
     /// ([`ExprRows::read_bytes`]) and a copy of them while it evaluates the
-    /// next, within `limit` bytes beside [`RowSource::held_bytes`]: at least
-    /// one.
+    /// next, within `limit` bytes beside [`RowSource::held_bytes`] and at
+    /// most `MAX_BLOCK_BYTES` (64 MiB) a block (larger blocks save nothing): at
+    /// least one.
     pub fn block_rows(&self, limit: u64) -> usize {
         let per_row = (self.bytes_per_row() + 2 * self.n_cols() * self.dtype().itemsize()).max(1) as u64;
-        (limit.saturating_sub(self.held) / per_row).clamp(1, self.n_rows().max(1) as u64) as usize
+        let room = limit.saturating_sub(self.held).min(MAX_BLOCK_BYTES);
+        (room / per_row).clamp(1, self.n_rows().max(1) as u64) as usize
     }
 
     /// Warnings of the evaluation so far.
