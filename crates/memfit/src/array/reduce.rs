@@ -190,6 +190,22 @@ fn fold_runs<T: Copy, A: Copy>(
     }
 }
 
+/// Whether integer `v` replaces `best` for `argmin` (`min = true`) or
+/// `argmax`: strictly better (compared exactly).
+fn exact<T: PartialOrd>(min: bool) -> impl Fn(T, T) -> bool {
+    move |v, best| if min { v < best } else { v > best }
+}
+
+/// Folds the next chunk's best values and indices (`bv`, `bi`) into
+/// `av`, `ai`: the earlier one wins unless the later is `better`.
+fn fold_best<T: Copy>(av: &mut [T], ai: &mut [i64], bv: &[T], bi: &[i64], better: impl Fn(T, T) -> bool) {
+    for k in 0..av.len() {
+        if better(bv[k], av[k]) {
+            (av[k], ai[k]) = (bv[k], bi[k]);
+        }
+    }
+}
+
 /// Each output's best value (`better(v, best)`) over its reduced elements
 /// and its flat index (`index[r]`), the first of equal ones.
 fn arg_runs<T: Copy>(
@@ -333,11 +349,11 @@ fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64]) 
             let min = op == ArgMin;
             match col {
                 Col::I(v) => {
-                    let (vals, idx) = arg_runs(o_at, r_at, index, |i| v[i], |a, b| if min { a < b } else { a > b });
+                    let (vals, idx) = arg_runs(o_at, r_at, index, |i| v[i], exact(min));
                     Acc::ArgI(vals, idx)
                 }
                 Col::U(v) => {
-                    let (vals, idx) = arg_runs(o_at, r_at, index, |i| v[i], |a, b| if min { a < b } else { a > b });
+                    let (vals, idx) = arg_runs(o_at, r_at, index, |i| v[i], exact(min));
                     Acc::ArgU(vals, idx)
                 }
                 _ => {
@@ -390,27 +406,9 @@ impl Acc {
                 .zip(b.iter().copied())
                 .for_each(|(x, y)| *x = if matches!(op, Any | Max) { *x | y } else { *x & y }),
             (Acc::M(a), Acc::M(b)) => a.iter_mut().zip(b).for_each(|(x, y)| x.merge(y)),
-            (Acc::ArgI(av, ai), Acc::ArgI(bv, bi)) => {
-                for k in 0..av.len() {
-                    if if op == ArgMin { bv[k] < av[k] } else { bv[k] > av[k] } {
-                        (av[k], ai[k]) = (bv[k], bi[k]);
-                    }
-                }
-            }
-            (Acc::ArgU(av, ai), Acc::ArgU(bv, bi)) => {
-                for k in 0..av.len() {
-                    if if op == ArgMin { bv[k] < av[k] } else { bv[k] > av[k] } {
-                        (av[k], ai[k]) = (bv[k], bi[k]);
-                    }
-                }
-            }
-            (Acc::Arg(av, ai), Acc::Arg(bv, bi)) => {
-                for k in 0..av.len() {
-                    if better(bv[k], av[k], op == ArgMin) {
-                        (av[k], ai[k]) = (bv[k], bi[k]);
-                    }
-                }
-            }
+            (Acc::ArgI(av, ai), Acc::ArgI(bv, bi)) => fold_best(av, ai, bv, bi, exact(op == ArgMin)),
+            (Acc::ArgU(av, ai), Acc::ArgU(bv, bi)) => fold_best(av, ai, bv, bi, exact(op == ArgMin)),
+            (Acc::Arg(av, ai), Acc::Arg(bv, bi)) => fold_best(av, ai, bv, bi, |v, b| better(v, b, op == ArgMin)),
             _ => panic!("accumulators of different kinds"),
         }
     }
