@@ -61,7 +61,8 @@ The peer memfit-base runs the memfit package found on MEMFIT_BASELINE_PYTHONPATH
 Cases: sum (N = 50, 500), full (N = 50 to .npy and Zarr), sqrt, minimum,
 rowsum, einsum (two), stdz, transpose; issue 23's: the seed report's three
 published forms (a tile per array stacked and swapped, a Python sum() of
-lazy tiles, repeat -> reshape -> sum), Newton's iteration (reuse), the
+lazy tiles, repeat -> reshape -> sum with the copies inner or outer, where N
+need not divide the number of arrays), Newton's iteration (reuse), the
 GMM E-step as plain NumPy (sum(X.dot(Q) * X, axis=1)) and as einsum, the
 M-step (X.T * w).dot(X), and compute(mean, std) of one file (--cases
 seed,newton,estep,mstep,meanstd). --small shrinks every size about 8x
@@ -225,7 +226,7 @@ def case_list(small):
     out.append(("einsum ji,j,jk->ik", "einsum", {"subs": "ji,j,jk->ik"}))
     out.append(("stdz mean/var", "stdz", {}))
     out.append(("transpose .npy", "transpose", {}))
-    for form in ("stack", "pysum", "repeat"):
+    for form in ("stack", "pysum", "repeat", "repeat-outer"):
         out.append((f"seed {form} N={z['seed_n']}", "seed", {"form": form, "N": z["seed_n"]}))
     out.append(("newton x18", "newton", {}))
     out.append(("E-step X.dot(Q)*X", "estep", {"form": "dot"}))
@@ -628,6 +629,10 @@ def child(peer, family, params, small, files, out_dir, limit, threads, work_dir)
             if params["form"] == "pysum":
                 return sum(lib.tile(d * s[:, None, None], (N, 1, 1, 1))[k] for k in range(N))
             r = lib.repeat(d * s[:, None, None], N, axis=0)
+            if params["form"] == "repeat-outer":
+                # The Dask answer's own form: the copies outermost (N need
+                # not divide the number of arrays).
+                return lib.sum(lib.reshape(r, (N, n, 76, 76)), axis=0)
             return lib.sum(lib.reshape(r, (n, N, 76, 76)), axis=1)
         if family == "newton":
             e = leaf_mem(np.full(sizes(small)["newton"][0], 3.0))

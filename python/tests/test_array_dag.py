@@ -150,6 +150,42 @@ def test_t3_11_seed_stack_form_reads_only_the_input(n):
     np.testing.assert_allclose(same_everywhere(lazy), want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("n", [4, 5, 7, 30])
+def test_seed_repeat_reshape_form_needs_no_intermediate_whether_or_not_n_divides(n):
+    """The Dask answer's form: repeat n times, reshape to (n, rows, ...),
+    sum over the copies. When n does not divide the rows, the reshape does
+    not separate; it is read through a joint index, never materialised."""
+    rng = np.random.default_rng(7)
+    d, s = rng.random((200, 9, 8)), rng.random(200)
+    lazy = ma.repeat(ma.asarray(d) * s[:, None, None], n, axis=0).reshape(n, 200, 9, 8).sum(0)
+    want = np.repeat(d * s[:, None, None], n, axis=0).reshape(n, 200, 9, 8).sum(0)
+    plan = lazy.explain(memory_limit="64MiB")
+    assert plan["scratch_bytes"] == 0 and len(plan["stages"]) == 1, plan
+    np.testing.assert_allclose(same_everywhere(lazy), want, rtol=1e-12)
+
+
+RESHAPES = {
+    "transposed": lambda a: a.T.reshape(4, 30),
+    "repeat-split": lambda a: np.repeat(a, 7, axis=0).reshape(7, 12, 10),
+    "tile-split": lambda a: np.tile(a, (1, 3)).reshape(9, 40),
+    "slice-then": lambda a: a[::-2, 1:9].reshape(4, 12),
+    "after-joint": lambda a: a.T.reshape(4, 30)[1:3, ::-4].T,
+    "joint-split": lambda a: a.T.reshape(8, 15).reshape(2, 4, 15)[:, 1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESHAPES))
+def test_reshapes_that_do_not_separate_match_numpy_without_scratch(tmp_path, name):
+    x = np.random.default_rng(8).random((12, 10))
+    np.save(tmp_path / "x.npy", x)
+    for a in (ma.asarray(x), ma.from_npy(tmp_path / "x.npy")):
+        lazy, want = RESHAPES[name](a), RESHAPES[name](x)
+        assert lazy.shape == want.shape
+        assert lazy.explain(memory_limit="64MiB")["scratch_bytes"] == 0
+        np.testing.assert_array_equal(same_everywhere(lazy), want)
+        np.testing.assert_array_equal(same_everywhere(lazy.sum(axis=-1)), want.sum(axis=-1))
+
+
 VIEWS = {
     "transpose": lambda c: c.T,
     "swapaxes": lambda c: c.swapaxes(0, 2),

@@ -26,18 +26,31 @@ pub struct Ctx<'a> {
 
 /// Element offsets of the box `lo..hi` through `map`, in C order.
 pub fn offsets(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Vec<i64> {
-    let n: usize = lo.iter().zip(hi).map(|(a, b)| b - a).product();
-    let mut out = Vec::with_capacity(n);
-    out.push(map.base);
-    for k in 0..lo.len() {
-        let c = map.contributions(k, lo[k], hi[k]);
-        if c.iter().all(|&x| x == 0) && c.len() == 1 {
-            continue;
+    let table = |joint: Option<usize>| {
+        let n: usize = lo.iter().zip(hi).map(|(a, b)| b - a).product();
+        let mut out = Vec::with_capacity(n);
+        out.push(0);
+        for k in 0..lo.len() {
+            let c = map.contributions(k, lo[k], hi[k], joint);
+            if c.iter().all(|&x| x == 0) && c.len() == 1 {
+                continue;
+            }
+            let prev = std::mem::take(&mut out);
+            out.reserve(prev.len() * c.len());
+            for p in prev {
+                out.extend(c.iter().map(|&x| p + x));
+            }
         }
-        let prev = std::mem::take(&mut out);
-        out.reserve(prev.len() * c.len());
-        for p in prev {
-            out.extend(c.iter().map(|&x| p + x));
+        out
+    };
+    let mut out = table(None);
+    for o in &mut out {
+        *o += map.base;
+    }
+    // Parts that do not separate: one chain per element.
+    for (j, joint) in map.joints.iter().enumerate() {
+        for (o, x) in out.iter_mut().zip(table(Some(j))) {
+            *o += joint.eval(x);
         }
     }
     out
@@ -55,7 +68,7 @@ fn contiguous_start(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Option<i64> {
         let ext = hi[k] - lo[k];
         let coef = match map.axes[k].as_slice() {
             [] => 0,
-            [t] if t.chain.is_empty() => t.coef,
+            [t] if t.chain.is_empty() && t.joint.is_none() => t.coef,
             _ => return None,
         };
         start += coef * lo[k] as i64;
@@ -78,12 +91,14 @@ const MIN_RUN: usize = 32;
 /// (one unit-stride term), with at least [`MIN_RUN`] elements.
 fn run_axis(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Option<usize> {
     (0..lo.len()).rev().find(|&k| {
-        hi[k] - lo[k] >= MIN_RUN && matches!(map.axes[k].as_slice(), [t] if t.coef == 1 && t.chain.is_empty())
+        hi[k] - lo[k] >= MIN_RUN
+            && matches!(map.axes[k].as_slice(), [t] if t.coef == 1 && t.chain.is_empty() && t.joint.is_none())
     })
 }
 
-/// Reads the box as runs along axis `k`: one positioned read per run into
-/// `buf` (the box's bytes), then the values in the box's C order.
+/// Reads the box as runs along axis `k` into `buf` (the box's bytes, nearby
+/// runs in one request: [`Stored::read_runs`]), then the values in the
+/// box's C order.
 fn read_runs(
     s: &Stored,
     map: &ViewMap,
@@ -100,11 +115,7 @@ fn read_runs(
     let starts = offsets(map, &rlo, &rhi);
     rlo[k] = 0;
     let n = starts.len() * run;
-    let size = s.dtype.itemsize();
-    buf.resize(n * size, 0);
-    for (r, &start) in starts.iter().enumerate() {
-        s.read_into(start, &mut buf[r * run * size..(r + 1) * run * size])?;
-    }
+    s.read_runs(&starts, run, buf)?;
     let mut out = Col::with_capacity(dtype, n);
     if k == lo.len() - 1 {
         out.decode_all(buf, s.dtype);

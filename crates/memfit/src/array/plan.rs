@@ -192,7 +192,7 @@ fn hot_axes(ir: &Ir) -> Vec<usize> {
     let mut out = Vec::new();
     for (_, map) in ir.leaf_maps() {
         for (k, terms) in map.axes.iter().enumerate() {
-            if terms.iter().any(|t| t.coef.abs() == 1 && t.chain.is_empty()) && !out.contains(&k) {
+            if terms.iter().any(|t| t.coef.abs() == 1 && t.chain.is_empty() && t.joint.is_none()) && !out.contains(&k) {
                 out.push(k);
             }
         }

@@ -650,6 +650,7 @@ impl<'a> ReduceUnits<'a> {
             base: 0,
             shape: ax.iter().map(|&k| ext[k]).collect(),
             axes: ax.iter().map(|&k| bmap.axes[k].clone()).collect(),
+            joints: Vec::new(),
         };
         let zeros = |ax: &[usize]| vec![0usize; ax.len()];
         let ends = |ax: &[usize]| ax.iter().map(|&k| ext[k]).collect::<Vec<_>>();

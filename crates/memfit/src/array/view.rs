@@ -7,9 +7,16 @@
 //! `coef · chain(i_k)` and a chain is a short list of integer steps (affine,
 //! modulo for tiles, division for repeats). Composing views keeps this form,
 //! so any stack of views over a stored array costs one table of
-//! `Σ_k extent_k` integers per tile, whatever the stack. Reshapes that
-//! cannot stay separable (e.g. `(6, 4) → (4, 6)` of a transposed array)
-//! return `None` and the planner materialises the array below them.
+//! `Σ_k extent_k` integers per tile, whatever the stack.
+//!
+//! A reshape that cannot stay separable (`(6, 4) → (4, 6)` of a transposed
+//! array; `repeat(x, 7, axis=0).reshape(7, n, …)` when 7 does not divide
+//! `n`) makes a [`Joint`] part: `coef · chain(x)` of the flat index `x` of
+//! the axes it merged, which is itself a separable sum (terms tagged with
+//! the joint). A tile's offsets then cost one chain per element instead of
+//! per axis, and nothing is materialised; only a reshape of a joint's own
+//! terms that does not separate returns `None` (the planner materialises
+//! the array below it).
 
 use std::sync::Arc;
 
@@ -45,13 +52,43 @@ impl Step {
     }
 }
 
-/// `coef · chain(i)`: one axis's contribution to an element offset.
+/// `coef · chain(i)`: one axis's contribution to an element offset, or to
+/// the flat index of a [`Joint`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Term {
     /// Elements per unit of the chain's result (a stride).
     pub coef: i64,
     /// Steps applied to the coordinate, first to last.
     pub chain: Vec<Step>,
+    /// The joint (index into [`ViewMap::joints`]) whose flat index this
+    /// term adds to, or `None` for the offset itself.
+    pub joint: Option<usize>,
+}
+
+impl Term {
+    fn linear(coef: i64, chain: Vec<Step>, joint: Option<usize>) -> Term {
+        Term { coef, chain, joint }
+    }
+}
+
+/// A part of the offset that does not separate: `Σ coef · chain(base + x)`
+/// over its parts, `x` the sum of the terms tagged with it (over their
+/// axes: the flat index of the axes a reshape merged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joint {
+    /// Constant part of the flat index.
+    pub base: i64,
+    /// `(coef, chain)`: elements per unit of the chain's result, and the
+    /// steps applied to the flat index.
+    pub parts: Vec<(i64, Vec<Step>)>,
+}
+
+impl Joint {
+    /// The joint's part of the offset for flat index `x` (its terms' sum).
+    #[inline]
+    pub fn eval(&self, x: i64) -> i64 {
+        self.parts.iter().map(|(coef, chain)| coef * chain.iter().fold(self.base + x, |x, s| s.eval(x))).sum()
+    }
 }
 
 impl Term {
@@ -95,6 +132,8 @@ pub struct ViewMap {
     pub shape: Vec<usize>,
     /// The terms of each axis (empty for broadcast axes).
     pub axes: Vec<Vec<Term>>,
+    /// Parts that do not separate (empty for most views).
+    pub joints: Vec<Joint>,
 }
 
 /// An index-map operation on an array (see the module docs).
@@ -327,9 +366,9 @@ impl ViewMap {
         let axes = shape
             .iter()
             .zip(strides)
-            .map(|(&n, &s)| if n == 1 || s == 0 { Vec::new() } else { vec![Term { coef: s, chain: Vec::new() }] })
+            .map(|(&n, &s)| if n == 1 || s == 0 { Vec::new() } else { vec![Term::linear(s, Vec::new(), None)] })
             .collect();
-        ViewMap { base, shape: shape.to_vec(), axes }
+        ViewMap { base, shape: shape.to_vec(), axes, joints: Vec::new() }
     }
 
     /// The map of a C-contiguous array of `shape` starting at offset 0.
@@ -343,14 +382,18 @@ impl ViewMap {
         ViewMap::strided(shape, &strides, 0)
     }
 
-    /// Axis `k`'s contribution to the offset for coordinates `lo..hi`.
-    pub fn contributions(&self, k: usize, lo: usize, hi: usize) -> Vec<i64> {
-        (lo..hi).map(|i| self.axes[k].iter().map(|t| t.eval(i as i64)).sum()).collect()
+    /// Axis `k`'s contribution for coordinates `lo..hi` to the offset
+    /// (`joint` `None`) or to the flat index of joint `joint`.
+    pub fn contributions(&self, k: usize, lo: usize, hi: usize, joint: Option<usize>) -> Vec<i64> {
+        (lo..hi).map(|i| self.axes[k].iter().filter(|t| t.joint == joint).map(|t| t.eval(i as i64)).sum()).collect()
     }
 
     /// How the offsets depend on axis `k`.
     pub fn dependence(&self, k: usize) -> Dependence {
         let mut dep = Dependence::None;
+        if self.axes[k].iter().any(|t| t.joint.is_some()) {
+            return Dependence::Full;
+        }
         for t in &self.axes[k] {
             dep = dep.and(match t.chain.first() {
                 Some(Step::Mod(m)) => Dependence::Periodic(*m),
@@ -377,8 +420,12 @@ impl ViewMap {
     }
 
     fn fold(&mut self, k: usize, at: i64) {
-        let terms = std::mem::take(&mut self.axes[k]);
-        self.base += terms.iter().map(|t| t.eval(at)).sum::<i64>();
+        for t in std::mem::take(&mut self.axes[k]) {
+            match t.joint {
+                None => self.base += t.eval(at),
+                Some(j) => self.joints[j].base += t.eval(at),
+            }
+        }
     }
 
     /// Puts `step` before axis `k`'s chains; two affine steps compose into
@@ -512,20 +559,23 @@ impl ViewMap {
             // axis) is one linear axis: its offset is flat index × stride.
             let group = &src[i0..i];
             let last = group[group.len() - 1];
-            let contiguous = group.iter().all(|&s| matches!(m.axes[s].as_slice(), [t] if t.chain.is_empty()))
-                && group.iter().enumerate().all(|(n, &s)| {
-                    let later: usize = group[n + 1..].iter().map(|&q| m.shape[q]).product();
-                    m.axes[s][0].coef == m.axes[last][0].coef * later as i64
-                });
+            let contiguous =
+                group.iter().all(|&s| matches!(m.axes[s].as_slice(), [t] if t.chain.is_empty() && t.joint.is_none()))
+                    && group.iter().enumerate().all(|(n, &s)| {
+                        let later: usize = group[n + 1..].iter().map(|&q| m.shape[q]).product();
+                        m.axes[s][0].coef == m.axes[last][0].coef * later as i64
+                    });
             if contiguous {
                 let coef = m.axes[last][0].coef;
                 let (parts, _) = split_chain(&[], &dims, 0, dims.len())?;
                 for (d, c) in parts {
-                    axes[dst[j0 + d]].push(Term { coef, chain: c });
+                    axes[dst[j0 + d]].push(Term::linear(coef, c, None));
                 }
                 continue;
             }
             let mut inner = ps;
+            // The group's joint, made for its first term that does not separate.
+            let mut joint_of_group: Option<usize> = None;
             for (n, &s) in src[i0..i].iter().enumerate() {
                 let len = m.shape[s];
                 inner /= len;
@@ -538,15 +588,35 @@ impl ViewMap {
                         chain.push(Step::Mod(len as u64));
                     }
                     chain.extend_from_slice(&term.chain);
-                    let (parts, constant) = split_chain(&chain, &dims, 0, dims.len())?;
-                    m.base += term.coef * constant;
-                    for (d, c) in parts {
-                        axes[dst[j0 + d]].push(Term { coef: term.coef, chain: c });
+                    match (split_chain(&chain, &dims, 0, dims.len()), term.joint) {
+                        (Some((parts, constant)), joint) => {
+                            match joint {
+                                None => m.base += term.coef * constant,
+                                Some(j) => m.joints[j].base += term.coef * constant,
+                            }
+                            for (d, c) in parts {
+                                axes[dst[j0 + d]].push(Term::linear(term.coef, c, joint));
+                            }
+                        }
+                        // Not separable: the term's part of the offset
+                        // becomes a joint of the group's flat index.
+                        (None, None) => {
+                            let j = *joint_of_group.get_or_insert_with(|| {
+                                for (d, _) in dims.iter().enumerate().filter(|(_, &n)| n > 1) {
+                                    let w = dims[d + 1..].iter().product::<usize>() as i64;
+                                    axes[dst[j0 + d]].push(Term::linear(w, Vec::new(), Some(m.joints.len())));
+                                }
+                                m.joints.push(Joint { base: 0, parts: Vec::new() });
+                                m.joints.len() - 1
+                            });
+                            m.joints[j].parts.push((term.coef, chain));
+                        }
+                        (None, Some(_)) => return None,
                     }
                 }
             }
         }
-        Some(ViewMap { base: m.base, shape: t.to_vec(), axes })
+        Some(ViewMap { base: m.base, shape: t.to_vec(), axes, joints: m.joints })
     }
 }
 
@@ -627,19 +697,24 @@ fn split_chain(chain: &[Step], dims: &[usize], lo: usize, hi: usize) -> Option<S
 mod tests {
     use super::*;
 
-    /// Offsets of every element in C order.
+    /// Offsets of every element in C order, element by element.
     fn offsets(m: &ViewMap) -> Vec<i64> {
         let n: usize = m.shape.iter().product();
         let mut out = Vec::with_capacity(n);
         for flat in 0..n {
             let mut rem = flat;
-            let mut off = m.base;
+            let (mut off, mut xs) = (m.base, vec![0i64; m.joints.len()]);
             for k in (0..m.shape.len()).rev() {
-                let i = rem % m.shape[k];
+                let i = (rem % m.shape[k]) as i64;
                 rem /= m.shape[k];
-                off += m.contributions(k, i, i + 1)[0];
+                for t in &m.axes[k] {
+                    match t.joint {
+                        None => off += t.eval(i),
+                        Some(j) => xs[j] += t.eval(i),
+                    }
+                }
             }
-            out.push(off);
+            out.push(off + m.joints.iter().zip(xs).map(|(jt, x)| jt.eval(x)).sum::<i64>());
         }
         out
     }
@@ -668,8 +743,93 @@ mod tests {
         assert_eq!(offsets(&back), (0..24).collect::<Vec<_>>());
         let odd = ViewMap::c_order(&[4, 6]).apply(&ViewOp::Reshape(vec![3, 8])).unwrap();
         assert_eq!(offsets(&odd), (0..24).collect::<Vec<_>>());
-        // (6, 4) of a transpose into (4, 6) does not separate.
-        assert!(merged.apply(&ViewOp::Reshape(vec![4, 6])).is_none());
+        // (6, 4) of a transpose into (4, 6) does not separate: a joint.
+        let joint = merged.apply(&ViewOp::Reshape(vec![4, 6])).unwrap();
+        assert_eq!(joint.joints.len(), 1);
+        assert_eq!(offsets(&joint), want);
+        assert_eq!(joint.dependence(0), Dependence::Full);
+    }
+
+    /// The views of `ops` applied to explicit offsets (the reference).
+    fn by_hand(shape: &[usize], values: Vec<i64>, op: &ViewOp) -> (Vec<usize>, Vec<i64>) {
+        let out = op.out_shape(shape).unwrap();
+        let n: usize = out.iter().product();
+        let strides = |s: &[usize]| (0..s.len()).map(|k| s[k + 1..].iter().product::<usize>()).collect::<Vec<_>>();
+        let (si, so) = (strides(shape), strides(&out));
+        let v = (0..n)
+            .map(|flat| {
+                let idx: Vec<usize> = (0..out.len()).map(|k| flat / so[k] % out[k]).collect();
+                let src: Vec<usize> = match op {
+                    ViewOp::Reshape(_) => return values[flat],
+                    ViewOp::Transpose(perm) => {
+                        let mut s = vec![0; shape.len()];
+                        for (k, &p) in perm.iter().enumerate() {
+                            s[p] = idx[k];
+                        }
+                        s
+                    }
+                    ViewOp::Repeat { repeats, axis } => {
+                        let mut s = idx.clone();
+                        s[*axis] /= repeats;
+                        s
+                    }
+                    ViewOp::Slice(items) => {
+                        idx.iter().zip(items).map(|(&i, &(a, st, _))| (a + st * i as i64) as usize).collect()
+                    }
+                    _ => unreachable!("not used here"),
+                };
+                values[src.iter().zip(&si).map(|(i, s)| i * s).sum::<usize>()]
+            })
+            .collect();
+        (out, v)
+    }
+
+    #[test]
+    fn reshapes_that_do_not_separate_read_through_joints() {
+        use ViewOp::*;
+        let cases: Vec<(Vec<usize>, Vec<ViewOp>)> = vec![
+            // The seed's repeat -> reshape when 7 does not divide 10.
+            (vec![10, 3], vec![Repeat { repeats: 7, axis: 0 }, Reshape(vec![7, 10, 3])]),
+            (vec![10, 3], vec![Repeat { repeats: 4, axis: 0 }, Reshape(vec![4, 10, 3]), Transpose(vec![1, 0, 2])]),
+            // Views on top of a joint: slices, one index, a split of it.
+            (
+                vec![6, 4],
+                vec![
+                    Transpose(vec![1, 0]),
+                    Reshape(vec![6, 4]),
+                    Slice(vec![(5, -2, 3), (1, 1, 3)]),
+                    Slice(vec![(1, 1, 1), (0, 1, 3)]),
+                ],
+            ),
+            (vec![6, 4], vec![Transpose(vec![1, 0]), Reshape(vec![3, 8]), Reshape(vec![3, 2, 4])]),
+            (vec![5, 3], vec![Repeat { repeats: 3, axis: 1 }, Reshape(vec![9, 5]), Repeat { repeats: 2, axis: 0 }]),
+        ];
+        for (shape, ops) in cases {
+            let mut m = ViewMap::c_order(&shape);
+            let (mut s, mut v) = (shape.clone(), (0..shape.iter().product::<usize>() as i64).collect::<Vec<_>>());
+            for op in &ops {
+                m = m.apply(op).unwrap_or_else(|| panic!("{op:?} of {ops:?}"));
+                (s, v) = by_hand(&s, v, op);
+                assert_eq!(m.shape, s);
+                assert_eq!(offsets(&m), v, "{ops:?}");
+                let lo: Vec<usize> = s.iter().map(|&n| n / 3).collect();
+                let hi: Vec<usize> = s.iter().map(|&n| n - n / 4).collect();
+                let got = crate::array::eval::offsets(&m, &lo, &hi);
+                let strides: Vec<usize> = (0..s.len()).map(|k| s[k + 1..].iter().product()).collect();
+                let mut want = Vec::new();
+                let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
+                for flat in 0..ext.iter().product::<usize>() {
+                    let mut rem = flat;
+                    let mut at = 0;
+                    for k in (0..s.len()).rev() {
+                        at += (lo[k] + rem % ext[k]) * strides[k];
+                        rem /= ext[k];
+                    }
+                    want.push(v[at]);
+                }
+                assert_eq!(got, want, "box {lo:?}..{hi:?} of {ops:?}");
+            }
+        }
     }
 
     #[test]
