@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use memfit::estimator::ComputeDtype;
-use memfit::Warning;
-use pyo3::exceptions::PyValueError;
+use memfit::{FpException, Warning};
+use pyo3::exceptions::{PyFloatingPointError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -144,6 +144,10 @@ pub fn warning_tuples(warnings: &[Warning]) -> Vec<(&'static str, &'static str, 
 pub fn warn(py: Python<'_>, warnings: &[Warning]) -> PyResult<()> {
     for w in warnings {
         let (_, category, message) = errors::warning(w);
+        if let Warning::FloatingPoint { exception, .. } = w {
+            floating_point(py, *exception, &message)?;
+            continue;
+        }
         let message = std::ffi::CString::new(message).unwrap_or_default();
         let class = if category == "convergence" {
             py.import("sklearn.exceptions")?.getattr("ConvergenceWarning")?
@@ -155,6 +159,34 @@ pub fn warn(py: Python<'_>, warnings: &[Warning]) -> PyResult<()> {
         PyErr::warn(py, &class, &message, 1)?;
     }
     Ok(())
+}
+
+/// A floating-point exception of array evaluation handled as NumPy's error
+/// state (`np.geterr()`, set by `np.errstate`) asks for its kind: ignored,
+/// a `RuntimeWarning` (the default), a `FloatingPointError` raised (after
+/// the evaluation: the result is dropped), passed to `np.geterrcall()`'s
+/// function (`"call"`, with NumPy's error name and flag), written to its
+/// object (`"log"`) or printed (`"print"`).
+fn floating_point(py: Python<'_>, e: FpException, message: &str) -> PyResult<()> {
+    let numpy = py.import("numpy")?;
+    // np.errstate's key, NumPy's name for the error and its flag bit.
+    let (key, name, flag) = match e {
+        FpException::DivideByZero => ("divide", "divide by zero", 1),
+        FpException::Overflow => ("over", "overflow", 2),
+        FpException::Invalid => ("invalid", "invalid value", 8),
+    };
+    let mode: String = numpy.call_method0("geterr")?.get_item(key)?.extract()?;
+    match mode.as_str() {
+        "ignore" => Ok(()),
+        "raise" => Err(PyFloatingPointError::new_err(message.to_string())),
+        "call" => numpy.call_method0("geterrcall")?.call1((name, flag)).map(drop),
+        "log" => numpy.call_method0("geterrcall")?.call_method1("write", (format!("Warning: {message}\n"),)).map(drop),
+        "print" => py.import("builtins")?.getattr("print")?.call1((format!("Warning: {message}"),)).map(drop),
+        _ => {
+            let message = std::ffi::CString::new(message).unwrap_or_default();
+            PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>().into_any(), &message, 1)
+        }
+    }
 }
 
 /// A label as the `int32` Python receives.

@@ -57,4 +57,4 @@ pub mod warning;
 pub use dtype::Real;
 pub use error::{common_remedy, for_example, hint, join, Count, Error, Neutral, Remedy, Rendered, Result, Spelling};
 pub use error::{shape_text, ExpressionFault};
-pub use warning::Warning;
+pub use warning::{FpException, Warning};

@@ -101,20 +101,47 @@ pub enum Warning {
         /// Bytes of memory available.
         available_bytes: u64,
     },
-    /// Array evaluation turned finite operands into NaN or infinite values
-    /// (overflow, division by zero, a logarithm of 0, a cast to a smaller
-    /// float).
-    NonFiniteProduced {
+    /// Array evaluation turned finite operands into NaN or infinite values:
+    /// `count` values raised `exception`.
+    FloatingPoint {
+        /// Which IEEE 754 exception.
+        exception: FpException,
         /// How many values.
         count: u64,
     },
+}
+
+/// The IEEE 754 floating-point exceptions that array evaluation counts
+/// (those NumPy reports and `np.errstate` controls; underflow is not
+/// counted, as NumPy ignores it by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum FpException {
+    /// A finite result too large for its dtype became infinite (products,
+    /// sums, powers, exponentials, casts to a smaller float).
+    Overflow,
+    /// A finite nonzero value divided by zero, or a logarithm of zero; for
+    /// integers, a division or remainder by zero (whose result is 0).
+    DivideByZero,
+    /// An operation without a defined result gave NaN (0 / 0, a remainder
+    /// by zero, the square root or logarithm of a negative number).
+    Invalid,
+}
+
+impl FpException {
+    /// Every exception, in the order of [`FpException::index`].
+    pub const ALL: [FpException; 3] = [FpException::Overflow, FpException::DivideByZero, FpException::Invalid];
+
+    /// Position in [`FpException::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
 }
 
 impl Warning {
     /// The kind as a stable snake-case name (`"not_converged"`,
     /// `"fewer_clusters"`, `"init_sample_cut"`, `"ill_conditioned"`,
     /// `"init_centers_with_n_init"`, `"warm_start_with_n_init"`,
-    /// `"inexact_integers"`, `"kmeans_init"`, `"non_finite_produced"`,
+    /// `"inexact_integers"`, `"kmeans_init"`, `"floating_point"`,
     /// `"limit_above_memory"`), for front-ends that treat
     /// some kinds apart.
     pub fn kind(&self) -> &'static str {
@@ -127,7 +154,7 @@ impl Warning {
             Warning::WarmStartWithNInit { .. } => "warm_start_with_n_init",
             Warning::InexactIntegers { .. } => "inexact_integers",
             Warning::InKMeansInit(_) => "kmeans_init",
-            Warning::NonFiniteProduced { .. } => "non_finite_produced",
+            Warning::FloatingPoint { .. } => "floating_point",
             Warning::LimitAboveMemory { .. } => "limit_above_memory",
         }
     }
@@ -138,7 +165,7 @@ impl Warning {
         match self {
             Warning::NotConverged { .. } | Warning::FewerClusters { .. } => Category::Convergence,
             Warning::InKMeansInit(w) => w.category(),
-            Warning::NonFiniteProduced { .. } => Category::Numeric,
+            Warning::FloatingPoint { .. } => Category::Numeric,
             _ => Category::User,
         }
     }
@@ -230,9 +257,17 @@ impl Warning {
                     fb(*needed_bytes)
                 )
             }
-            Warning::NonFiniteProduced { count } => write!(
+            Warning::FloatingPoint { exception: FpException::Overflow, count } => write!(
                 f,
-                "{count} values became NaN or infinite during evaluation although their operands were finite (overflow, division by zero, log of 0, or a cast to a smaller float); hint: compute in a wider dtype or check the operands' ranges"
+                "overflow encountered in {count} values during evaluation: finite operands gave an infinite result (a product, sum, power or exponential too large for the dtype, or a cast to a smaller float); hint: compute in a wider dtype or check the operands' ranges"
+            ),
+            Warning::FloatingPoint { exception: FpException::DivideByZero, count } => write!(
+                f,
+                "divide by zero encountered in {count} values during evaluation (a division, integer floor division or remainder by zero, or a logarithm of zero); hint: check the divisors, or mask them with where"
+            ),
+            Warning::FloatingPoint { exception: FpException::Invalid, count } => write!(
+                f,
+                "invalid value encountered in {count} values during evaluation: finite operands gave NaN (0 / 0, a remainder by zero, the square root or logarithm of a negative number); hint: check the operands' domains"
             ),
         }
     }

@@ -208,7 +208,9 @@ fn overflow_from_finite_operands_is_reported() {
     let twice = Array::ufunc(Op::Multiply, &[big, Array::scalar(Scalar::Float(1e10), None, true)]).unwrap();
     let opts = Options { threads: Some(1), ..Options::with_limit(16 * MIB) };
     let (_, report) = run(&twice, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap();
-    assert!(matches!(report.warnings.as_slice(), [Warning::NonFiniteProduced { count }] if *count > 0));
+    assert!(
+        matches!(report.warnings.as_slice(), [Warning::FloatingPoint { exception: memfit::FpException::Overflow, count }] if *count > 0)
+    );
 }
 
 #[test]

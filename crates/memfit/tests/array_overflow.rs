@@ -8,21 +8,31 @@
 use memfit::array::{run, Array, Computed, Op, Options, Output, Reduction, Scalar, ViewOp};
 use memfit::dtype::Dtype;
 use memfit::exec::Context;
-use memfit::Warning;
+use memfit::{FpException, Warning};
 
 const MIB: u64 = 1 << 20;
 
-/// The result and the overflow count, the same for every (limit, threads).
+/// Counts by exception (overflow, divide by zero, invalid) of `warnings`,
+/// which hold nothing else.
+fn exceptions(warnings: &[Warning]) -> [u64; 3] {
+    let mut c = [0; 3];
+    for w in warnings {
+        match w {
+            Warning::FloatingPoint { exception, count } => c[exception.index()] += count,
+            other => panic!("unexpected warning {other:?}"),
+        }
+    }
+    c
+}
+
+/// The result and the count of floating-point exceptions, the same for
+/// every (limit, threads).
 fn computed(a: &Array) -> (Computed, u64) {
     let mut first: Option<(Computed, u64)> = None;
     for (limit, threads) in [(64 * MIB, 1), (3 * MIB, 2)] {
         let opts = Options { threads: Some(threads), ..Options::with_limit(limit) };
         let (got, report) = run(a, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap();
-        let count = match report.warnings.as_slice() {
-            [] => 0,
-            [Warning::NonFiniteProduced { count }] => *count,
-            other => panic!("unexpected warnings {other:?}"),
-        };
+        let count = exceptions(&report.warnings).iter().sum();
         let got = (got.unwrap(), count);
         match &first {
             None => first = Some(got),
@@ -154,5 +164,44 @@ fn zero_d_results_are_written_to_zarr_and_npy() {
         let npy = dir.path().join(format!("x{i}.npy"));
         run(a, &Output::Npy { path: npy.clone(), overwrite: false }, &opts, &mut Context::new(&mut ())).unwrap();
         assert_eq!(computed(&Array::from_npy(&npy).unwrap()).0.bytes, want.bytes);
+    }
+}
+
+/// Each exception counted as NumPy names it: `1 / 0` and `log(0)` divide
+/// by zero, `0 / 0` and `sqrt(-1)` are invalid, `1e300 * 1e10` and
+/// `1e300 / 1e-300` overflow; integer `// 0` and `% 0` divide by zero
+/// (giving 0, as NumPy does).
+#[test]
+fn exceptions_are_counted_by_kind() {
+    let kinds = |a: &Array| {
+        let opts = Options { threads: Some(2), ..Options::with_limit(64 * MIB) };
+        let (_, report) = run(a, &Output::Memory, &opts, &mut Context::new(&mut ())).unwrap();
+        exceptions(&report.warnings)
+    };
+    let x = floats(&[1.0, 0.0, -1.0, 1e300], Dtype::F64);
+    let over = FpException::Overflow.index();
+    let (div, inv) = (FpException::DivideByZero.index(), FpException::Invalid.index());
+    let zero = floats(&[0.0; 4], Dtype::F64);
+    let mut want = [0; 3];
+    (want[div], want[inv]) = (3, 1);
+    assert_eq!(kinds(&Array::ufunc(Op::TrueDivide, &[x.clone(), zero]).unwrap()), want);
+    let mut want = [0; 3];
+    (want[div], want[inv]) = (1, 1);
+    assert_eq!(kinds(&Array::ufunc(Op::Log, std::slice::from_ref(&x)).unwrap()), want);
+    let mut want = [0; 3];
+    want[inv] = 1;
+    assert_eq!(kinds(&Array::ufunc(Op::Sqrt, std::slice::from_ref(&x)).unwrap()), want);
+    let mut want = [0; 3];
+    want[over] = 1;
+    assert_eq!(kinds(&Array::ufunc(Op::Multiply, &[x.clone(), weak(1e10)]).unwrap()), want);
+    assert_eq!(kinds(&Array::ufunc(Op::TrueDivide, &[x, weak(1e-300)]).unwrap()), want);
+    let (ints, divisors) = (floats(&[7.0, 8.0, 9.0], Dtype::I64), floats(&[0.0, 3.0, 0.0], Dtype::I64));
+    let mut want = [0; 3];
+    want[div] = 2;
+    for op in [Op::FloorDivide, Op::Remainder] {
+        let a = Array::ufunc(op, &[ints.clone(), divisors.clone()]).unwrap();
+        assert_eq!(kinds(&a), want, "{op:?}");
+        let want: Vec<u8> = [0i64, 2, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(computed(&a).0.bytes, want, "{op:?}");
     }
 }

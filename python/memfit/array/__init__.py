@@ -24,7 +24,8 @@ plan: pipelines, block shape, every buffer with its bytes, scratch on disk.
 NumPy's names, dtypes (bool, int8-int64, uint8-uint64, float16-float64),
 promotion rules (NumPy 2, NEP 50: Python scalars are weak), broadcasting and
 error messages apply. Values that become inf or NaN from finite inputs
-(e.g. float16 overflow) are counted and reported as a RuntimeWarning.
+(e.g. float16 overflow, division by zero) are counted by kind and reported
+as NumPy's error state (``np.errstate``) asks: a RuntimeWarning by default.
 
 Leaves
     :func:`asarray` (no copy), :func:`from_npy`, :func:`from_zarr`,

@@ -48,7 +48,9 @@ def compute(*args: Any, memory_limit: Any = None, n_jobs: Any = None) -> tuple:
     Warns
     -----
     RuntimeWarning
-        Values that became inf or NaN from finite inputs, with their count.
+        Values that became inf or NaN from finite inputs, one warning per kind
+        (overflow, divide by zero, invalid value) with its count, as
+        ``np.errstate`` asks (``"raise"``: ``FloatingPointError``).
     """
     at = [i for i, a in enumerate(args) if isinstance(a, Array)]
     if not at:

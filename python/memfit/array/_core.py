@@ -688,8 +688,9 @@ class Array:
         Warns
         -----
         RuntimeWarning
-            Values that became inf or NaN from finite inputs (overflow, e.g. in
-            float16), with their count.
+            Values that became inf or NaN from finite inputs, one warning per
+            kind (overflow, divide by zero, invalid value) with its count, as
+            ``np.errstate`` asks (``"raise"``: ``FloatingPointError``).
         """
         from . import _cluster
 

@@ -1,27 +1,26 @@
 //! Evaluation of a fused expression ([`Ir`]) over one tile: a box
 //! `lo..hi` of the stage's iteration space, values in C order.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::lower::{Ir, IrKind, Src};
 use super::node::Distribution;
 use super::store::Stored;
 use super::types::{kind, round_float, Kind, Scalar};
-use super::values::{apply, fresh_non_finite, settle, Col};
+use super::values::{apply, fresh_exceptions, settle, Col, FpCounts};
 use super::view::ViewMap;
 use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::exec::row_unit;
 
 /// What evaluation needs besides the expression: the filled intermediate
-/// slots and a count of values that became NaN or infinite from finite
+/// slots and the counts of values that became NaN or infinite from finite
 /// operands.
 pub struct Ctx<'a> {
     /// Intermediate results, filled stage by stage.
     pub slots: &'a [OnceLock<Arc<Stored>>],
-    /// Non-finite values produced from finite operands.
-    pub overflow: &'a AtomicU64,
+    /// Non-finite values produced from finite operands, by exception.
+    pub fp: &'a FpCounts,
 }
 
 /// Element offsets of the box `lo..hi` through `map`, in C order.
@@ -181,7 +180,7 @@ pub fn eval_all(
                     })
                     .collect();
                 let out = apply(*op, *loop_dtype, node.dtype, &cols)?;
-                ctx.overflow.fetch_add(fresh_non_finite(&cols, &out), Ordering::Relaxed);
+                ctx.fp.add_all(fresh_exceptions(*op, &cols, &out));
                 out
             }
             IrKind::Concat { axis, parts } => concat(*axis, parts, node.dtype, lo, hi, n, ctx, buf)?,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::node::{Array, Distribution, NodeKind, Reduction};
 use super::store::Stored;
 use super::types::Scalar;
-use super::values::{apply, fresh_non_finite, Col, Op};
+use super::values::{apply, fresh_exceptions, Col, Op};
 use super::view::{Dependence, ViewMap, ViewOp};
 use crate::dtype::Dtype;
 use crate::linalg::einsum::{Path, Subscripts};
@@ -1040,12 +1040,12 @@ fn ir_len(a: &Array, views: &[ViewOp], axis: usize) -> usize {
 }
 
 /// Folds an operation of constant operands to a constant; not when it
-/// turns finite operands non-finite (a cast of `1e5` to float16, `1e300 *
-/// 1e300`): evaluated, that is counted as overflow.
+/// raises a floating-point exception (a cast of `1e5` to float16, `1e300 *
+/// 1e300`, `1 // 0`): evaluated, that is counted.
 fn fold(op: Op, loop_dtype: Dtype, out: Dtype, args: &[(Scalar, Dtype)]) -> Option<Scalar> {
     let cols: Vec<Col> = args.iter().map(|&(v, dtype)| Col::splat(v, dtype, 1)).collect();
     let col = apply(op, loop_dtype, out, &cols).ok()?;
-    if fresh_non_finite(&cols, &col) > 0 {
+    if fresh_exceptions(op, &cols, &col).iter().any(|&c| c > 0) {
         return None;
     }
     match col {

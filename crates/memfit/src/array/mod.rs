@@ -27,7 +27,7 @@
 //!   broadcast reads one period, one of each repeat or one element
 //!   (`sum(tile(a, (n, 1)), axis=0)` costs O(a), not O(n · a)).
 //! - Values that turn NaN or infinite from finite operands are counted and
-//!   reported as [`crate::Warning::NonFiniteProduced`].
+//!   reported as [`crate::Warning::FloatingPoint`] (by IEEE 754 exception).
 //!
 //! Outputs are written under a temporary name and renamed when complete;
 //! an error or cancellation leaves no partial file.

@@ -15,7 +15,6 @@
 //! associatively, so only the sending side folds across ranges).
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::eval::Ctx;
@@ -27,6 +26,7 @@ use super::reduce::{acc_bytes, Stats};
 use super::run::{fold_reduce, lowered_for, reductions, ReduceUnits, Slots};
 use super::store::Stored;
 use super::tiling::{n_tiles, volume};
+use super::values::FpCounts;
 use crate::error::{Error, ExpressionFault, Result};
 use crate::exec::{decode, encode, run_grid, Cancel, Merge, Remote, Task, TaskRunner};
 use crate::io::Dtype;
@@ -78,7 +78,7 @@ struct ReduceTask {
 struct ChunkStats {
     chunks: Range<usize>,
     tile: Vec<usize>,
-    overflow: u64,
+    fp: [u64; 3],
     tiles: Vec<Vec<Stats>>,
 }
 
@@ -313,7 +313,7 @@ pub(crate) fn run_stage(
                 })
             }
         }
-        ctx.overflow.fetch_add(got.overflow, Ordering::Relaxed);
+        ctx.fp.add_all(got.fp);
     }
     let tile = tile.expect("at least one range");
     let n_units = tiles.first().map_or(0, Vec::len);
@@ -365,8 +365,8 @@ impl TaskRunner for ReduceRunner {
             })?;
             let _ = cells[i].set(Arc::new(Stored::owned(bytes, s.dtype, s.shape.clone())));
         }
-        let slots = Slots { cells, scratch: None, overflow: AtomicU64::new(0) };
-        let ctx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
+        let slots = Slots { cells, scratch: None, fp: FpCounts::default() };
+        let ctx = Ctx { slots: &slots.cells, fp: &slots.fp };
         let units = ReduceUnits::new(ir, axes, &ops, reduced, &stage.shape, &sp.tile, &sp.chunk);
         let n_o = n_tiles(&stage.shape, &sp.tile);
         let tiles = Mutex::new(vec![Vec::new(); n_o]);
@@ -384,8 +384,7 @@ impl TaskRunner for ReduceRunner {
             },
         )?;
         let tiles = tiles.into_inner().unwrap_or_else(PoisonError::into_inner);
-        let overflow = slots.overflow.load(Ordering::Relaxed);
-        let out = ChunkStats { chunks, tile: sp.tile.clone(), overflow, tiles };
+        let out = ChunkStats { chunks, tile: sp.tile.clone(), fp: slots.fp.get(), tiles };
         Ok((the_plan, Some(encode(&out))))
     }
 }
@@ -414,7 +413,7 @@ pub fn run_task(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
     use crate::array::{run, run_on, Distribution, Op, Options, Reduction};

@@ -132,7 +132,7 @@ impl ExprRows {
         let Work::Map { ir } = &self.lowered.stages.last().expect("a final stage").work else {
             unreachable!("rows end in an elementwise stage")
         };
-        let ctx = Ctx { slots: &self.slots.cells, overflow: &self.slots.overflow };
+        let ctx = Ctx { slots: &self.slots.cells, fp: &self.slots.fp };
         let mut buf = Vec::new();
         eval(ir, &[start, 0], &[start + rows, self.n_cols()], &ctx, &mut buf)
     }

@@ -18,14 +18,14 @@ use super::reduce::{Acc, Partials, Stats, Sums};
 use super::remote::{OnCluster, Placed};
 use super::store::Stored;
 use super::tiling::{n_tiles, tile_box, volume};
-use super::values::Col;
+use super::values::{Col, FpCounts};
 use super::view::ViewMap;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::exec::{install, run_grid, run_tiles, Cancel, Context, MemorySink, NpySink, Progress, Sink, ZarrSink};
 use crate::linalg::einsum::{contract, Dense};
 use crate::plan::Plan;
-use crate::Warning;
+use crate::{FpException, Warning};
 
 /// How to run a job: every job's [`crate::exec::RunOptions`] (array jobs
 /// read its memory limit and threads).
@@ -135,7 +135,7 @@ pub(crate) struct Slots {
     /// Scratch folder (deleted when dropped).
     pub scratch: Option<tempfile::TempDir>,
     /// Values that became NaN or infinite from finite operands.
-    pub overflow: AtomicU64,
+    pub fp: FpCounts,
 }
 
 impl Slots {
@@ -163,18 +163,13 @@ impl Slots {
         Ok(Slots {
             cells: (0..lowered.slots.len()).map(|_| OnceLock::new()).collect(),
             scratch,
-            overflow: AtomicU64::new(0),
+            fp: FpCounts::default(),
         })
     }
 
     /// The warnings so far.
     pub fn warnings(&self) -> Vec<Warning> {
-        let count = self.overflow.load(Ordering::Relaxed);
-        if count > 0 {
-            vec![Warning::NonFiniteProduced { count }]
-        } else {
-            Vec::new()
-        }
+        self.fp.warnings()
     }
 }
 
@@ -203,7 +198,7 @@ fn run_one(
     cancel: &Cancel,
 ) -> Result<()> {
     let stage = &lowered.stages[si];
-    let ectx = Ctx { slots: &slots.cells, overflow: &slots.overflow };
+    let ectx = Ctx { slots: &slots.cells, fp: &slots.fp };
     match placed {
         Some(p) if !p.ranges[si].is_empty() => super::remote::run_stage(lowered, si, sp, sinks, &ectx, p, cancel),
         _ => install(threads, || run_stage(stage, sp, sinks, &ectx, threads, cancel))?,
@@ -534,7 +529,7 @@ fn run_stage(
                     let col = eval_limited(ir, &lo, &hi, sp.eval_elems, ctx, buf)?;
                     let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
                     let (col, last, fresh) = super::scan::scan_box(col, *op, dtype, &ext, ax, carry.take());
-                    ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
+                    ctx.fp.add(FpException::Overflow, fresh);
                     put(sink, &lo, &hi, &col, dtype)?;
                     carry = Some(last);
                     s = hi[ax];
@@ -575,7 +570,7 @@ fn run_stage(
             };
             run_grid(n_o, n_c, threads, cancel, Vec::new, unit, finish)?;
             if bad_in.load(Ordering::Relaxed) == 0 {
-                ctx.overflow.fetch_add(bad_out.load(Ordering::Relaxed), Ordering::Relaxed);
+                ctx.fp.add(FpException::Overflow, bad_out.load(Ordering::Relaxed));
             }
             Ok(())
         }
@@ -692,7 +687,7 @@ pub(crate) fn fold_reduce(
         let (lo, hi) = tile_box(shape, tile, o);
         for ((p, sink), &dtype) in stats.0.into_iter().zip(sinks).zip(&dtypes) {
             let (col, fresh) = p.finish(dtype, *multiplier, count);
-            ctx.overflow.fetch_add(fresh, Ordering::Relaxed);
+            ctx.fp.add(FpException::Overflow, fresh);
             put(*sink, &lo, &hi, &col, dtype)?;
         }
         Ok(())

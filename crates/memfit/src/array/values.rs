@@ -9,9 +9,13 @@
 //! `f64` is exact for these), for the transcendental functions within an
 //! ulp of NumPy's own float32/float16 loops.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::types::{float_of_int, float_of_uint, kind, round_float, to_f16, wrap_signed, wrap_unsigned, Kind, Scalar};
+
 use crate::dtype::Dtype;
 use crate::error::{Error, ExpressionFault, Result};
+use crate::warning::{FpException, Warning};
 
 /// One tile's values of one node.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,15 +183,81 @@ impl Col {
     }
 }
 
-/// Values of `out` that are NaN or infinite although every operand in
-/// `args` (columns of `out`'s length) is finite at the same position: the
-/// overflows, divisions by zero, invalid operations and casts to a smaller
-/// float of one elementwise step, which NumPy reports with a
-/// `RuntimeWarning` ("overflow encountered in multiply", "... in cast").
-/// NaN or infinite operands that propagate are not counted.
-pub fn fresh_non_finite(args: &[Col], out: &Col) -> u64 {
-    let Col::F(v) = out else { return 0 };
-    (0..v.len()).filter(|&i| !v[i].is_finite() && !args.iter().any(|c| c.non_finite_at(i))).count() as u64
+/// Values that became NaN or infinite from finite operands during an
+/// evaluation, by exception ([`FpException::index`]); shared by threads.
+#[derive(Debug, Default)]
+pub struct FpCounts([AtomicU64; 3]);
+
+impl FpCounts {
+    /// Counts `n` more values that raised `e`.
+    pub fn add(&self, e: FpException, n: u64) {
+        if n > 0 {
+            self.0[e.index()].fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts `c[k]` more values for each exception `k`.
+    pub fn add_all(&self, c: [u64; 3]) {
+        for e in FpException::ALL {
+            self.add(e, c[e.index()]);
+        }
+    }
+
+    /// The counts so far.
+    pub fn get(&self) -> [u64; 3] {
+        FpException::ALL.map(|e| self.0[e.index()].load(Ordering::Relaxed))
+    }
+
+    /// One warning per exception raised so far.
+    pub fn warnings(&self) -> Vec<Warning> {
+        let c = self.get();
+        FpException::ALL
+            .into_iter()
+            .filter(|e| c[e.index()] > 0)
+            .map(|exception| Warning::FloatingPoint { exception, count: c[exception.index()] })
+            .collect()
+    }
+}
+
+/// The floating-point exceptions one elementwise step `op` raised, by
+/// [`FpException::index`]: values of `out` that are NaN (invalid) or
+/// infinite (a division by zero when the divisor — or a logarithm's, a
+/// reciprocal's, a negative power's operand — is zero; else an overflow)
+/// although every operand in `args` (columns of `out`'s length) is finite
+/// there, as NumPy reports them ("overflow encountered in multiply", "...
+/// in cast"); NaN or infinite operands that propagate are not counted. For
+/// integer results, divisions and remainders by zero (NumPy gives 0 and
+/// reports a division by zero).
+pub fn fresh_exceptions(op: Op, args: &[Col], out: &Col) -> [u64; 3] {
+    let mut c = [0u64; 3];
+    let zero = |k: usize, i: usize| args.get(k).is_some_and(|a| a.get_f64(i) == 0.0);
+    match out {
+        Col::F(v) => {
+            for i in (0..v.len()).filter(|&i| !v[i].is_finite() && !args.iter().any(|c| c.non_finite_at(i))) {
+                let e = if v[i].is_nan() {
+                    FpException::Invalid
+                } else {
+                    let by_zero = match op {
+                        Op::TrueDivide | Op::FloorDivide | Op::Remainder => zero(1, i),
+                        Op::Log | Op::Log2 | Op::Log10 | Op::Reciprocal => zero(0, i),
+                        Op::Power => zero(0, i) && args.get(1).is_some_and(|a| a.get_f64(i) < 0.0),
+                        _ => false,
+                    };
+                    if by_zero {
+                        FpException::DivideByZero
+                    } else {
+                        FpException::Overflow
+                    }
+                };
+                c[e.index()] += 1;
+            }
+        }
+        Col::I(_) | Col::U(_) if matches!(op, Op::FloorDivide | Op::Remainder) => {
+            c[FpException::DivideByZero.index()] = (0..out.len()).filter(|&i| zero(1, i)).count() as u64;
+        }
+        _ => {}
+    }
+    c
 }
 
 /// An elementwise operation.
@@ -725,20 +795,28 @@ mod tests {
 
     #[test]
     fn only_values_that_turn_non_finite_from_finite_operands_are_fresh() {
+        let over = |n| [n, 0, 0];
         // numpy: float32([1e300, inf, nan, 1]) cast: only the first is an overflow
         let a = Col::F(vec![1e300, f64::INFINITY, f64::NAN, 1.0]);
         let out = cast(a.clone(), Dtype::F32);
-        assert_eq!(fresh_non_finite(std::slice::from_ref(&a), &out), 1);
+        assert_eq!(fresh_exceptions(Op::Cast, std::slice::from_ref(&a), &out), over(1));
         // 1e5 (a Python float) cast to float16: inf from a finite value
         let c = Col::splat(Scalar::Float(1e5), Dtype::F64, 3);
-        assert_eq!(fresh_non_finite(std::slice::from_ref(&c), &cast(c.clone(), Dtype::F16)), 3);
+        assert_eq!(fresh_exceptions(Op::Cast, std::slice::from_ref(&c), &cast(c.clone(), Dtype::F16)), over(3));
         // integers to float16 overflow too: numpy array([100000]).astype(float16) -> inf
         let i = Col::I(vec![100_000, 7]);
-        assert_eq!(fresh_non_finite(std::slice::from_ref(&i), &cast(i.clone(), Dtype::F16)), 1);
-        // 0 / 0 and 1 / 0 from finite operands; inf - inf propagates an operand
-        let (x, y) = (Col::F(vec![0.0, 1.0, f64::INFINITY]), Col::F(vec![0.0, 0.0, f64::INFINITY]));
+        assert_eq!(fresh_exceptions(Op::Cast, std::slice::from_ref(&i), &cast(i.clone(), Dtype::F16)), over(1));
+        // 0 / 0 (invalid) and 1 / 0 (divide by zero) from finite operands;
+        // inf / inf propagates an operand; 1e300 / 1e-300 overflows.
+        let (x, y) = (Col::F(vec![0.0, 1.0, f64::INFINITY, 1e300]), Col::F(vec![0.0, 0.0, f64::INFINITY, 1e-300]));
         let q = apply(Op::TrueDivide, Dtype::F64, Dtype::F64, &[x.clone(), y.clone()]).unwrap();
-        assert_eq!(fresh_non_finite(&[x, y], &q), 2);
-        assert_eq!(fresh_non_finite(&[Col::I(vec![1])], &Col::I(vec![1])), 0);
+        assert_eq!(fresh_exceptions(Op::TrueDivide, &[x, y], &q), [1, 1, 1]);
+        assert_eq!(fresh_exceptions(Op::Add, &[Col::I(vec![1])], &Col::I(vec![1])), [0; 3]);
+        // integer division and remainder by zero (NumPy gives 0)
+        let (n, d) = (Col::I(vec![7, 8, 9]), Col::I(vec![0, 3, 0]));
+        for op in [Op::FloorDivide, Op::Remainder] {
+            let r = apply(op, Dtype::I64, Dtype::I64, &[n.clone(), d.clone()]).unwrap();
+            assert_eq!(fresh_exceptions(op, &[n.clone(), d.clone()], &r), [0, 2, 0], "{op:?}");
+        }
     }
 }
