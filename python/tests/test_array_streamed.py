@@ -109,10 +109,26 @@ def test_unique_matches_numpy():
     np.testing.assert_array_equal(ma.unique(ma.asarray(many), memory_limit="1MiB"), np.unique(many))
     assert ma.unique(ma.asarray(np.array(3))).tolist() == [3]
     assert ma.unique(ma.asarray(np.zeros((0, 4), np.int32))).dtype == np.int32
-    with pytest.raises(TypeError, match="return_inverse"):
-        np.unique(a, return_inverse=True)
     with pytest.raises(TypeError, match="axis"):
         np.unique(a, axis=0)
+
+
+def test_unique_inverse_matches_numpy():
+    g = np.round(np.random.default_rng(5).standard_normal((300, 70)) * 20)
+    g[5, 7] = g[9, 1] = g[299, 69] = np.nan
+    for data in [g, g.astype(np.float32)[:, ::-2], np.arange(7)[::-1] % 3, np.array(5.0), np.zeros((0, 3))]:
+        a = ma.asarray(data) if data.ndim == 0 or data.flags.c_contiguous else ma.asarray(np.ascontiguousarray(data))
+        for equal_nan in (True, False):
+            got = everywhere(
+                lambda m, j: ma.unique(a, return_index=True, return_inverse=True, return_counts=True,
+                                       equal_nan=equal_nan, memory_limit=m, n_jobs=j))
+            want = np.unique(data, return_index=True, return_inverse=True, return_counts=True, equal_nan=equal_nan)
+            assert len(got) == len(want) == 4
+            for p, q in zip(got, want):
+                assert p.shape == q.shape and p.dtype == q.dtype
+                np.testing.assert_array_equal(p, q)
+    u, inv = np.unique(ma.asarray(g) * 2, return_inverse=True)
+    np.testing.assert_array_equal(u[inv], g * 2)
 
 
 def test_streamed_results_of_expressions_with_reductions(tmp_path):

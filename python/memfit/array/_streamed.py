@@ -226,7 +226,8 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
 
 def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, return_counts: Any = False, axis: Any = None, *, equal_nan: Any = True, sorted: Any = True, memory_limit: Any = None, n_jobs: Any = None) -> Any:  # noqa: A002
     """``numpy.unique`` of a lazy array (flattened), in one pass: each block's
-    distinct values, merged; the state is the distinct values found so far.
+    distinct values, merged; the state is the distinct values found so far
+    (and a second pass for ``return_inverse``).
 
     Parameters
     ----------
@@ -235,8 +236,10 @@ def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, retu
         Also the index (in the flattened array) of each value's first
         occurrence.
     return_inverse : bool, default=False
-        Not supported (the inverse is as large as the array: take
-        ``searchsorted`` of the values on the computed array).
+        Also, for each element, the index of its value among the distinct
+        values (``ar``'s shape, intp), by a second pass; it is a result as
+        large as the array, held in memory (8 bytes per element) beside the
+        limit's working memory.
     return_counts : bool, default=False
         Also the number of occurrences of each value.
     axis : None
@@ -250,19 +253,18 @@ def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, retu
     Returns
     -------
     numpy.ndarray or tuple of numpy.ndarray
-        The sorted distinct values (``ar``'s dtype), then the first indices
-        and the counts (int64) when asked for.
+        The sorted distinct values (``ar``'s dtype), then the first indices,
+        the inverse and the counts (intp) when asked for, in NumPy's order.
 
     Raises
     ------
     TypeError
-        ``return_inverse`` or ``axis``.
+        ``axis`` (unique slices).
     """
-    if axis is not None or return_inverse:
-        what = "axis" if axis is not None else "return_inverse"
+    if axis is not None:
         raise TypeError(
-            f"memfit.array.unique does not support {what}= (its result would be as large as the array, or "
-            "per-slice); compute the array first (np.asarray(x) or x.compute(), within the memory limit)"
+            "memfit.array.unique does not support axis= (unique slices); compute the array first "
+            "(np.asarray(x) or x.compute(), within the memory limit)"
         )
     x = operand(ar)
     values = np.zeros(0, dtype=x.dtype)
@@ -303,6 +305,29 @@ def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, retu
     out = [values]
     if return_index:
         out.append(first)
+    if return_inverse:
+        out.append(_inverse(x, values, bool(equal_nan), memory_limit, n_jobs))
     if return_counts:
         out.append(counts)
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def _inverse(x: Array, values: np.ndarray, equal_nan: bool, memory_limit: Any, n_jobs: Any) -> np.ndarray:
+    """Each element's index in the sorted distinct ``values``, in ``x``'s
+    shape: one more pass, block by block into the result. NaNs (sorted
+    last) go to the first NaN's index, or with ``equal_nan=False`` each to
+    its own, in order of occurrence."""
+    inverse = np.empty(x.size, dtype=np.intp)
+    nan_at = int(np.searchsorted(values, np.nan)) if values.dtype.kind in "fc" else values.size
+    seen_nans = 0
+    at = 0
+    for block in _blocks(x, memory_limit, n_jobs):
+        flat = block.reshape(-1)
+        idx = np.searchsorted(values, flat)
+        if nan_at < values.size:
+            nans = np.flatnonzero(np.isnan(flat))
+            idx[nans] = nan_at if equal_nan else nan_at + seen_nans + np.arange(nans.size)
+            seen_nans += nans.size
+        inverse[at:at + flat.size] = idx
+        at += flat.size
+    return inverse.reshape(x.shape)
