@@ -222,6 +222,20 @@ def test_sums_through_stacked_tiles_use_the_tile_rewrite():
     np.testing.assert_allclose(lazy.compute(), 1000 * d, rtol=1e-12)
 
 
+def test_compute_traverses_containers_as_dask_does():
+    import collections
+
+    x = ma.asarray(np.arange(6.0))
+    pair = collections.namedtuple("pair", "a b")
+    got = ma.compute({"m": x.mean(), "l": [x.sum(), (x.max(), 3)], "p": pair(x.min(), "k")}, x * 2, 5)
+    assert got[0]["m"] == 2.5 and got[0]["l"][0] == 15.0 and got[0]["l"][1] == (5.0, 3)
+    assert got[0]["p"] == pair(0.0, "k") and isinstance(got[0]["p"], pair)
+    np.testing.assert_array_equal(got[1], np.arange(6.0) * 2)
+    assert got[2] == 5
+    lazy = [x.sum()]
+    assert ma.compute(lazy, traverse=False)[0] is lazy
+
+
 def test_many_results_share_a_shared_input_once(tmp_path):
     path = tmp_path / "x.npy"
     np.save(path, np.arange(24.0).reshape(6, 4))

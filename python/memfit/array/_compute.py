@@ -11,7 +11,7 @@ from .._options import check_memory_limit, check_n_jobs
 from ._core import Array, Plan, _zarr_path, zarr_chunks
 
 
-def compute(*args: Any, memory_limit: Any = None, n_jobs: Any = None) -> tuple:
+def compute(*args: Any, traverse: bool = True, memory_limit: Any = None, n_jobs: Any = None) -> tuple:
     """Evaluates several lazy arrays together, as ``dask.compute`` does.
 
     The arrays are evaluated in one job: a subexpression they share (equal
@@ -24,7 +24,11 @@ def compute(*args: Any, memory_limit: Any = None, n_jobs: Any = None) -> tuple:
     Parameters
     ----------
     *args : Array or any object
-        Lazy arrays to evaluate; other arguments are returned unchanged.
+        Lazy arrays to evaluate, also inside lists, tuples and dicts
+        (rebuilt with the computed arrays, as Dask does); other arguments
+        are returned unchanged.
+    traverse : bool, default=True
+        Look inside those containers (False: only top-level arrays).
     memory_limit : int, str or None, default=None
         Bytes for every buffer of the evaluation, all results included
         (None: half of the available memory).
@@ -34,8 +38,8 @@ def compute(*args: Any, memory_limit: Any = None, n_jobs: Any = None) -> tuple:
     Returns
     -------
     tuple
-        One item per argument: a NumPy array for each lazy array, the
-        argument itself otherwise.
+        One item per argument: a NumPy array for each lazy array (in
+        containers too), the argument itself otherwise.
 
     Raises
     ------
@@ -52,15 +56,40 @@ def compute(*args: Any, memory_limit: Any = None, n_jobs: Any = None) -> tuple:
         (overflow, divide by zero, invalid value) with its count, as
         ``np.errstate`` asks (``"raise"``: ``FloatingPointError``).
     """
-    at = [i for i, a in enumerate(args) if isinstance(a, Array)]
-    if not at:
+    found: list = []
+
+    def collect(a: Any, depth: int) -> None:
+        if isinstance(a, Array):
+            found.append(a)
+        elif traverse and depth < _MAX_DEPTH and isinstance(a, (list, tuple)):
+            for b in a:
+                collect(b, depth + 1)
+        elif traverse and depth < _MAX_DEPTH and isinstance(a, dict):
+            for b in a.values():
+                collect(b, depth + 1)
+
+    for a in args:
+        collect(a, 0)
+    if not found:
         return tuple(args)
-    exprs = [args[i]._expr for i in at]
-    values = _memfit.compute_all(exprs, [None] * len(exprs), check_memory_limit(memory_limit), check_n_jobs(n_jobs))
-    out = list(args)
-    for i, v in zip(at, values):
-        out[i] = v
-    return tuple(out)
+    exprs = [a._expr for a in found]
+    values = iter(_memfit.compute_all(exprs, [None] * len(exprs), check_memory_limit(memory_limit), check_n_jobs(n_jobs)))
+
+    def rebuild(a: Any, depth: int) -> Any:
+        if isinstance(a, Array):
+            return next(values)
+        if traverse and depth < _MAX_DEPTH and isinstance(a, (list, tuple)):
+            items = [rebuild(b, depth + 1) for b in a]
+            return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)
+        if traverse and depth < _MAX_DEPTH and isinstance(a, dict):
+            return type(a)((k, rebuild(b, depth + 1)) for k, b in a.items())
+        return a
+
+    return tuple(rebuild(a, 0) for a in args)
+
+
+#: Containers nested deeper than this are returned as they are.
+_MAX_DEPTH = 100
 
 
 def _destination(target: Any, source: Array, overwrite: bool, chunks: Any) -> tuple:
