@@ -401,6 +401,11 @@ def reference(family, params, small, files, idx):
         return np.load(files["X"], mmap_mode="r")[idx[1], idx[0]]
     if family == "seed":
         data, scales = sum_data(small)
+        if params["form"] == "repeat-outer":
+            # Output row b sums the repeated rows (a n + b) // N, a < N.
+            N, n = params["N"], len(scales)
+            rows = (np.arange(N)[:, None] * n + idx[0][None, :]) // N
+            return sum(data[r, idx[1], idx[2]] * scales[r] for r in rows)
         return params["N"] * (data[idx] * scales[idx[0]])
     if family == "newton":
         e = np.full(sizes(small)["newton"][0], 3.0)

@@ -348,6 +348,9 @@ KIND_CASES = {
     "overflow": (lambda a: a * 1e300, ["overflow"]),
     "int_floor_divide": (lambda a: a.astype(np.int64) // np.array([0, 1, 0, 2]), ["divide by zero"]),
     "int_remainder": (lambda a: a.astype(np.int64) % np.array([0, 1, 0, 2]), ["divide by zero"]),
+    # NaN from operands that are not NaN (infinities): invalid, as NumPy.
+    "inf_minus_inf": (lambda a: (a * 1e300) - (a * 1e300), ["overflow", "invalid value"]),
+    "sin_inf": (lambda a: np.sin(a / 0.0), ["divide by zero", "invalid value"]),
 }
 
 

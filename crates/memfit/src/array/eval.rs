@@ -59,6 +59,9 @@ pub fn offsets(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Vec<i64> {
 /// contiguous ascending run through `map` (a C-order block of a C-order
 /// array), else `None`.
 fn contiguous_start(map: &ViewMap, lo: &[usize], hi: &[usize]) -> Option<i64> {
+    if !map.joints.is_empty() {
+        return None;
+    }
     let nd = lo.len();
     let mut expect = 1i64; // the stride the next axis out must have
     let mut outer_only = false; // an axis inside was partial: outer axes must be length 1

@@ -181,6 +181,11 @@ impl Col {
     fn non_finite_at(&self, i: usize) -> bool {
         matches!(self, Col::F(v) if !v[i].is_finite())
     }
+
+    /// Whether value `i` is NaN (never for non-float columns).
+    fn nan_at(&self, i: usize) -> bool {
+        matches!(self, Col::F(v) if v[i].is_nan())
+    }
 }
 
 /// Values that became NaN or infinite from finite operands during an
@@ -220,23 +225,31 @@ impl FpCounts {
 }
 
 /// The floating-point exceptions one elementwise step `op` raised, by
-/// [`FpException::index`]: values of `out` that are NaN (invalid) or
-/// infinite (a division by zero when the divisor — or a logarithm's, a
-/// reciprocal's, a negative power's operand — is zero; else an overflow)
-/// although every operand in `args` (columns of `out`'s length) is finite
-/// there, as NumPy reports them ("overflow encountered in multiply", "...
-/// in cast"); NaN or infinite operands that propagate are not counted. For
-/// integer results, divisions and remainders by zero (NumPy gives 0 and
-/// reports a division by zero).
+/// [`FpException::index`], as IEEE 754 (and NumPy: "overflow encountered
+/// in multiply", "invalid value encountered in subtract") raises them:
+/// values of `out` (operands `args`, columns of `out`'s length) that are
+/// NaN although no operand is NaN there (invalid: `0 / 0`, `inf - inf`,
+/// `0 * inf`, `sin(inf)`), or infinite although every operand is finite (a
+/// division by zero when the divisor — or a logarithm's, a reciprocal's, a
+/// negative power's operand — is zero; else an overflow). NaN or infinite
+/// operands that merely propagate are not counted. For integer results,
+/// divisions and remainders by zero (NumPy gives 0 and reports a division
+/// by zero).
 pub fn fresh_exceptions(op: Op, args: &[Col], out: &Col) -> [u64; 3] {
     let mut c = [0u64; 3];
     let zero = |k: usize, i: usize| args.get(k).is_some_and(|a| a.get_f64(i) == 0.0);
     match out {
         Col::F(v) => {
-            for i in (0..v.len()).filter(|&i| !v[i].is_finite() && !args.iter().any(|c| c.non_finite_at(i))) {
+            for i in (0..v.len()).filter(|&i| !v[i].is_finite()) {
                 let e = if v[i].is_nan() {
+                    if args.iter().any(|c| c.nan_at(i)) {
+                        continue;
+                    }
                     FpException::Invalid
                 } else {
+                    if args.iter().any(|c| c.non_finite_at(i)) {
+                        continue;
+                    }
                     let by_zero = match op {
                         Op::TrueDivide | Op::FloorDivide | Op::Remainder => zero(1, i),
                         Op::Log | Op::Log2 | Op::Log10 | Op::Reciprocal => zero(0, i),
@@ -806,11 +819,13 @@ mod tests {
         // integers to float16 overflow too: numpy array([100000]).astype(float16) -> inf
         let i = Col::I(vec![100_000, 7]);
         assert_eq!(fresh_exceptions(Op::Cast, std::slice::from_ref(&i), &cast(i.clone(), Dtype::F16)), over(1));
-        // 0 / 0 (invalid) and 1 / 0 (divide by zero) from finite operands;
-        // inf / inf propagates an operand; 1e300 / 1e-300 overflows.
-        let (x, y) = (Col::F(vec![0.0, 1.0, f64::INFINITY, 1e300]), Col::F(vec![0.0, 0.0, f64::INFINITY, 1e-300]));
+        // 0 / 0 and inf / inf (invalid: NaN from operands that are not),
+        // 1 / 0 (divide by zero), 1e300 / 1e-300 (overflow); inf / 1 and
+        // NaN / 1 propagate an operand.
+        let inf = f64::INFINITY;
+        let (x, y) = (Col::F(vec![0.0, 1.0, inf, 1e300, inf, f64::NAN]), Col::F(vec![0.0, 0.0, inf, 1e-300, 1.0, 1.0]));
         let q = apply(Op::TrueDivide, Dtype::F64, Dtype::F64, &[x.clone(), y.clone()]).unwrap();
-        assert_eq!(fresh_exceptions(Op::TrueDivide, &[x, y], &q), [1, 1, 1]);
+        assert_eq!(fresh_exceptions(Op::TrueDivide, &[x, y], &q), [1, 1, 2]);
         assert_eq!(fresh_exceptions(Op::Add, &[Col::I(vec![1])], &Col::I(vec![1])), [0; 3]);
         // integer division and remainder by zero (NumPy gives 0)
         let (n, d) = (Col::I(vec![7, 8, 9]), Col::I(vec![0, 3, 0]));

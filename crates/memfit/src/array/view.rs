@@ -45,8 +45,10 @@ impl Step {
     fn eval(&self, x: i64) -> i64 {
         match self {
             Step::Affine { mul, add } => x * mul + add,
-            Step::Mod(m) => x.rem_euclid(*m as i64),
-            Step::Div(r) => x.div_euclid(*r as i64),
+            // Periods and repeats of 0 belong to empty axes, whose
+            // coordinates are never read: any value will do.
+            Step::Mod(m) => x.checked_rem_euclid(*m as i64).unwrap_or(0),
+            Step::Div(r) => x.checked_div_euclid(*r as i64).unwrap_or(0),
             Step::Take(indices) => indices[x as usize],
         }
     }
@@ -419,6 +421,24 @@ impl ViewMap {
         }
     }
 
+    /// Terms whose chain is one affine step become plain strides (`c ·
+    /// (m x + a)` is `(c m) x` plus `c a` in the base), so that layouts
+    /// stay recognisably contiguous through slices and reshapes.
+    fn normalize(&mut self) {
+        for k in 0..self.axes.len() {
+            for t in &mut self.axes[k] {
+                if let [Step::Affine { mul, add }] = t.chain[..] {
+                    let constant = t.coef * add;
+                    (t.coef, t.chain) = (t.coef * mul, Vec::new());
+                    match t.joint {
+                        None => self.base += constant,
+                        Some(j) => self.joints[j].base += constant,
+                    }
+                }
+            }
+        }
+    }
+
     fn fold(&mut self, k: usize, at: i64) {
         for t in std::mem::take(&mut self.axes[k]) {
             match t.joint {
@@ -518,6 +538,7 @@ impl ViewMap {
             ViewOp::Reshape(t) => return self.reshape(t),
         }
         m.shape = out;
+        m.normalize();
         Some(m)
     }
 
@@ -616,7 +637,9 @@ impl ViewMap {
                 }
             }
         }
-        Some(ViewMap { base: m.base, shape: t.to_vec(), axes, joints: m.joints })
+        let mut out = ViewMap { base: m.base, shape: t.to_vec(), axes, joints: m.joints };
+        out.normalize();
+        Some(out)
     }
 }
 
