@@ -187,10 +187,20 @@ fn ir_fixed_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
         .unwrap_or(0)
 }
 
-/// Axes along which the expression's file leaves are contiguous.
-fn hot_axes(ir: &Ir) -> Vec<usize> {
+/// Axes along which the expression's large leaves are contiguous: those
+/// of at least an eighth of the largest leaf's elements (a small vector
+/// broadcast against a large array must not pull the tiles across the
+/// large array's rows: `d * s[:, None, None]` reads `d` in C-order blocks).
+fn hot_axes(ir: &Ir, lowered: &Lowered) -> Vec<usize> {
+    let size = |src: &Src| match src {
+        Src::Stored(s) => volume(&s.shape),
+        Src::Slot(i) => volume(&lowered.slots[*i].shape),
+        _ => 0,
+    };
+    let leaves = ir.leaf_maps();
+    let largest = leaves.iter().map(|(src, _)| size(src)).max().unwrap_or(0);
     let mut out = Vec::new();
-    for (_, map) in ir.leaf_maps() {
+    for (_, map) in leaves.iter().filter(|(src, _)| size(src) >= largest / 8) {
         for (k, terms) in map.axes.iter().enumerate() {
             if terms.iter().any(|t| t.coef.abs() == 1 && t.chain.is_empty() && t.joint.is_none()) && !out.contains(&k) {
                 out.push(k);
@@ -289,7 +299,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
             Work::Map { ir } => {
                 let per = elem_bytes(ir, lowered) + item;
                 let fixed = ir_fixed_bytes(ir, lowered);
-                let mut hot = hot_axes(ir);
+                let mut hot = hot_axes(ir, lowered);
                 hot.push(stage.shape.len().saturating_sub(1));
                 hot.sort_unstable();
                 hot.dedup();
@@ -352,7 +362,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 // the line of values carried to the next tile along the axis.
                 let per = elem_bytes(ir, lowered) + 2 * item;
                 let fixed = ir_fixed_bytes(ir, lowered);
-                let mut hot = hot_axes(ir);
+                let mut hot = hot_axes(ir, lowered);
                 hot.push(stage.shape.len().saturating_sub(1));
                 hot.sort_unstable();
                 hot.dedup();
@@ -392,7 +402,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 let kept = &stage.shape;
                 let kept_axes: Vec<usize> = (0..kept.len() + axes.len()).filter(|k| !axes.contains(k)).collect();
                 let hot: Vec<usize> =
-                    hot_axes(ir).into_iter().filter_map(|k| kept_axes.iter().position(|&a| a == k)).collect();
+                    hot_axes(ir, lowered).into_iter().filter_map(|k| kept_axes.iter().position(|&a| a == k)).collect();
                 let tile = tile_shape(kept, e, &hot);
                 let bytes = fixed + volume(&tile) as u64 * per_out;
                 required = required.max(held + t * (fixed + per_out));
