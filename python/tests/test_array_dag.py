@@ -4,6 +4,7 @@ concatenate / swapaxes / reshape (issue 23, cases T3-09 to T3-11)."""
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -262,3 +263,19 @@ def test_many_results_share_a_shared_input_once(tmp_path):
     np.testing.assert_array_equal(hi, [20, 21, 22, 23])
     assert total == 276.0
     assert os.listdir(tmp_path) == ["x.npy"]
+
+
+def test_a_limit_too_small_for_every_thread_runs_on_fewer(tmp_path):
+    """A job whose per-thread buffers fit one thread but not two runs on
+    one (the same bits on any number); the plan says so. Too small even
+    for one: refused with one thread's requirement."""
+    np.save(tmp_path / "a.npy", np.ones((300, 421)))
+    x = ma.from_npy(tmp_path / "a.npy")
+    for jobs in (1, 2, 8):
+        assert x.sum().compute(memory_limit="1MiB", n_jobs=jobs) == 126300.0
+    assert "threads: 1" in str(x.sum().explain(memory_limit="1MiB", n_jobs=2))
+    assert "threads: 2" in str(x.sum().explain(memory_limit="64MiB", n_jobs=2))
+    with pytest.raises(MemoryError, match="needs at least") as refused:
+        x.sum().compute(memory_limit="100KiB", n_jobs=2)
+    needed = int(re.search(r"needs at least (\d+) bytes", str(refused.value)).group(1))
+    assert x.sum().compute(memory_limit=needed, n_jobs=2) == 126300.0

@@ -86,13 +86,27 @@ pub(crate) fn lowered_for(root: &Array, output: &Output, limit: u64, share: bool
 /// operands and statistics per tile).
 fn plan_shared(lower: impl Fn(bool) -> Lowered, output: &Output, opts: &Options) -> Result<(Lowered, Plan<Stages>)> {
     let shared = lower(true);
-    match plan(&shared, output, opts.memory_limit, threads_of(opts)) {
+    match plan_threads(&shared, output, opts) {
         Err(Error::DoesNotFit { .. }) if shared.shared => {
             let plain = lower(false);
-            let the_plan = plan(&plain, output, opts.memory_limit, threads_of(opts))?;
+            let the_plan = plan_threads(&plain, output, opts)?;
             Ok((plain, the_plan))
         }
         planned => Ok((shared, planned?)),
+    }
+}
+
+/// Plans `lowered` on the threads `opts` asks for or, when their buffers
+/// do not fit the limit, on fewer (halving; results are the same bits on
+/// any number): the plan's `threads` are those the job runs on. Fails as
+/// one thread fails.
+fn plan_threads(lowered: &Lowered, output: &Output, opts: &Options) -> Result<Plan<Stages>> {
+    let mut threads = threads_of(opts);
+    loop {
+        match plan(lowered, output, opts.memory_limit, threads) {
+            Err(Error::DoesNotFit { .. }) if threads > 1 => threads = threads.div_ceil(2).min(threads - 1),
+            planned => return planned,
+        }
     }
 }
 
@@ -308,7 +322,7 @@ pub fn run_all(
         }
     }
     let slots = Slots::new(&lowered, outputs.first().unwrap_or(&Output::Memory))?;
-    run_slots(&lowered, &the_plan, &slots, threads_of(opts), None, &mut results, ctx)?;
+    run_slots(&lowered, &the_plan, &slots, the_plan.threads, None, &mut results, ctx)?;
     let warnings = slots.warnings();
     let mut cells: Vec<Option<Arc<Stored>>> = slots.cells.into_iter().map(OnceLock::into_inner).collect();
     let mut computed = Vec::with_capacity(roots.len());
@@ -418,8 +432,8 @@ fn run_placed(
     cluster: Option<&OnCluster<'_>>,
     ctx: &mut Context<'_>,
 ) -> Result<(Option<Computed>, Report)> {
-    let threads = threads_of(opts);
     let (lowered, the_plan) = prepare(root, output, opts)?;
+    let threads = the_plan.threads;
     let placed = cluster.map(|c| super::remote::place(root, &lowered, &the_plan, c)).transpose()?;
     let last = lowered.stages.last().expect("a final stage");
     let sp = the_plan.schedule.stages.last().expect("a final stage");
