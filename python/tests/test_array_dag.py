@@ -198,7 +198,8 @@ def test_reshapes_that_do_not_separate_match_numpy_without_scratch(tmp_path, nam
 def test_views_of_empty_files_read_nothing(tmp_path):
     np.save(tmp_path / "e.npy", np.zeros((0,), np.int32))
     x = ma.from_npy(tmp_path / "e.npy")
-    for f in (lambda a: np.tile(a, (3, 2))[1], lambda a: np.tile(a, (3, 2))[:1], lambda a: np.repeat(a, 0)):
+    for f in (lambda a: np.tile(a, (3, 2))[1], lambda a: np.tile(a, (3, 2))[:1], lambda a: np.repeat(a, 0),
+              lambda a: np.repeat(a, 3, axis=0).sum(), lambda a: np.repeat(a, 3).prod(axis=0)):
         want = f(np.zeros((0,), np.int32))
         got = f(x).compute()
         assert got.shape == want.shape and got.dtype == want.dtype

@@ -760,7 +760,8 @@ impl Lowering {
                 if !matches!(op, Reduction::ArgMin | Reduction::ArgMax) {
                     for (r, len) in reduced.iter_mut().enumerate() {
                         let k = axes[r];
-                        loop {
+                        // An empty axis has nothing to rewrite.
+                        while *len > 0 {
                             let dep = ir.dependence(k);
                             let new_len = match dep {
                                 Dependence::None if *len > 1 => 1,
