@@ -6,6 +6,7 @@ killed mid-fit costing only its tasks, errors naming the global row."""
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -563,19 +564,32 @@ def test_a_killed_worker_costs_only_its_tasks_for_every_input_kind(fault_cluster
     want = run(X)
     x = _inputs(kind, X, tmp_path, c)
     pid = sorted(c.run(os.getpid).values())[0]
-    calls, original = [], _dask.Cluster.__call__
+    calls, original, timers = [], _dask.Cluster.__call__, []
 
     def call(self, task, ranges):
         calls.append(1)
         if len(calls) == (1 if job == "scatter" else 3):  # while this pass's tasks run
-            threading.Timer(0.02, os.kill, (pid, signal.SIGKILL)).start()
+            timers.append(threading.Timer(0.02, os.kill, (pid, signal.SIGKILL)))
+            timers[-1].start()
         return original(self, task, ranges)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_dask.Cluster, "__call__", call)
         got = run(x)
     assert np.array_equal(want, got)
-    assert pid not in c.run(os.getpid).values()
+    # A pass that ends before the kill lands races it: wait for the worker
+    # to go (a broadcast may meet it dying) before asking who is left.
+    for t in timers:
+        t.join()
+    for _ in range(300):
+        try:
+            if pid not in c.run(os.getpid).values():
+                break
+        except distributed.comm.core.CommClosedError:
+            pass
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"worker {pid} still answers after its kill")
 
 
 def test_memmap_values_of_a_graph_are_passed_as_plain_arrays(tmp_path, X):
