@@ -67,12 +67,6 @@ pub struct Term {
     pub joint: Option<usize>,
 }
 
-impl Term {
-    fn linear(coef: i64, chain: Vec<Step>, joint: Option<usize>) -> Term {
-        Term { coef, chain, joint }
-    }
-}
-
 /// A part of the offset that does not separate: `Σ coef · chain(base + x)`
 /// over its parts, `x` the sum of the terms tagged with it (over their
 /// axes: the flat index of the axes a reshape merged).
@@ -368,7 +362,15 @@ impl ViewMap {
         let axes = shape
             .iter()
             .zip(strides)
-            .map(|(&n, &s)| if n == 1 || s == 0 { Vec::new() } else { vec![Term::linear(s, Vec::new(), None)] })
+            .map(
+                |(&n, &s)| {
+                    if n == 1 || s == 0 {
+                        Vec::new()
+                    } else {
+                        vec![Term { coef: s, chain: Vec::new(), joint: None }]
+                    }
+                },
+            )
             .collect();
         ViewMap { base, shape: shape.to_vec(), axes, joints: Vec::new() }
     }
@@ -590,7 +592,7 @@ impl ViewMap {
                 let coef = m.axes[last][0].coef;
                 let (parts, _) = split_chain(&[], &dims, 0, dims.len())?;
                 for (d, c) in parts {
-                    axes[dst[j0 + d]].push(Term::linear(coef, c, None));
+                    axes[dst[j0 + d]].push(Term { coef, chain: c, joint: None });
                 }
                 continue;
             }
@@ -616,7 +618,7 @@ impl ViewMap {
                                 Some(j) => m.joints[j].base += term.coef * constant,
                             }
                             for (d, c) in parts {
-                                axes[dst[j0 + d]].push(Term::linear(term.coef, c, joint));
+                                axes[dst[j0 + d]].push(Term { coef: term.coef, chain: c, joint });
                             }
                         }
                         // Not separable: the term's part of the offset
@@ -625,7 +627,11 @@ impl ViewMap {
                             let j = *joint_of_group.get_or_insert_with(|| {
                                 for (d, _) in dims.iter().enumerate().filter(|(_, &n)| n > 1) {
                                     let w = dims[d + 1..].iter().product::<usize>() as i64;
-                                    axes[dst[j0 + d]].push(Term::linear(w, Vec::new(), Some(m.joints.len())));
+                                    axes[dst[j0 + d]].push(Term {
+                                        coef: w,
+                                        chain: Vec::new(),
+                                        joint: Some(m.joints.len()),
+                                    });
                                 }
                                 m.joints.push(Joint { base: 0, parts: Vec::new() });
                                 m.joints.len() - 1
