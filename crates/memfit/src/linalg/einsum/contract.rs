@@ -6,8 +6,9 @@
 
 use std::collections::BTreeMap;
 use std::mem::size_of;
+use std::ops::Range;
 
-use super::gemm::{gemm, outer, tile};
+use super::gemm::{gemm, outer, tile, RowPanels};
 use super::path::{distinct, kept, PairLayout};
 use super::{elements, label_sizes, Dense, Path, Subscripts};
 
@@ -109,6 +110,13 @@ fn input_view<'a>(labels: &[u8], op: &'a Dense, sizes: &BTreeMap<u8, usize>) -> 
     view
 }
 
+fn term_view<'a>(t: &'a Term, sub: &Subscripts, operands: &'a [Dense], sizes: &BTreeMap<u8, usize>) -> View<'a> {
+    match t {
+        Term::Input(i) => input_view(&sub.inputs[*i], &operands[*i], sizes),
+        Term::Owned(labels, data) => owned_view(labels, data, sizes),
+    }
+}
+
 fn owned_view<'a>(labels: &[u8], data: &'a [f64], sizes: &BTreeMap<u8, usize>) -> View<'a> {
     let mut strides = vec![1usize; labels.len()];
     for d in (0..labels.len().saturating_sub(1)).rev() {
@@ -180,8 +188,9 @@ thread_local! {
 /// and an intermediate).
 const SPARES: usize = 3;
 
-/// `len` zeros, in a spare buffer when one is large enough.
-fn zeros(len: usize) -> Vec<f64> {
+/// A buffer of `len` values for the caller to overwrite whole (a spare
+/// one's old values stay), in a spare buffer when one is large enough.
+fn buffer(len: usize) -> Vec<f64> {
     let spare = SPARE.with(|s| {
         let mut s = s.borrow_mut();
         let i = s.iter().position(|v| v.capacity() >= len)?;
@@ -189,7 +198,7 @@ fn zeros(len: usize) -> Vec<f64> {
     });
     match spare {
         Some(mut v) => {
-            v.clear();
+            v.truncate(len);
             v.resize(len, 0.0);
             v
         }
@@ -197,7 +206,7 @@ fn zeros(len: usize) -> Vec<f64> {
     }
 }
 
-/// Keeps `v` for [`zeros`] (up to [`SPARES`] buffers, the largest).
+/// Keeps `v` for [`buffer`] (up to [`SPARES`] buffers, the largest).
 fn recycle(v: Vec<f64>) {
     SPARE.with(|s| {
         let mut s = s.borrow_mut();
@@ -218,32 +227,85 @@ fn offsets(view: &View<'_>, labels: &[u8], sizes: &BTreeMap<u8, usize>) -> Vec<u
     v
 }
 
-/// Packs `view` as `batch` × (`panel` labels in panels of `width`) × `depth`
-/// labels, the layout [`gemm`] reads (zero past the panel labels' extent).
-fn pack(
-    view: &View<'_>,
-    batch: &[u8],
-    panel: &[u8],
-    depth: &[u8],
-    width: usize,
-    sizes: &BTreeMap<u8, usize>,
-) -> Vec<f64> {
-    let (tb, tp, td) = (offsets(view, batch, sizes), offsets(view, panel, sizes), offsets(view, depth, sizes));
-    let panels = tp.len().div_ceil(width);
-    // Zeros past the panel labels' extent stay.
-    let mut out = zeros(tb.len() * panels * width * td.len());
-    let mut groups = out.chunks_exact_mut(width);
-    for &ob in &tb {
-        for rows in tp.chunks(width) {
-            for &od in &td {
-                let group = groups.next().expect("sized for every group");
-                for (v, &op) in group.iter_mut().zip(rows) {
-                    *v = view.data[ob + op + od];
+/// The element offsets of `view` in (`batch`, `panel`, `depth`) label
+/// groups, from which [`Panels::fill`] copies any panel of any slice of
+/// depth: the packing of [`gemm`]'s operands, done panel by panel where the
+/// kernel uses them (in cache) rather than for the whole operand first.
+struct Panels<'a> {
+    data: &'a [f64],
+    batch: Vec<usize>,
+    panel: Vec<usize>,
+    depth: Vec<usize>,
+    /// The depth offsets' common step, when they have one (then read as a
+    /// strided slice).
+    step: Option<usize>,
+}
+
+impl<'a> Panels<'a> {
+    fn new(view: &View<'a>, batch: &[u8], panel: &[u8], depth: &[u8], sizes: &BTreeMap<u8, usize>) -> Self {
+        let depth = offsets(view, depth, sizes);
+        let step = match depth[..] {
+            [first, second, ..] => second.checked_sub(first),
+            _ => Some(1),
+        }
+        .filter(|&s| depth.iter().enumerate().all(|(g, &o)| o == depth[0] + g * s));
+        Panels { data: view.data, batch: offsets(view, batch, sizes), panel: offsets(view, panel, sizes), depth, step }
+    }
+
+    /// Everything, as `batch` × (panels of `width`) × depth groups: the
+    /// layout [`gemm`] reads for `B` (zero past the panel labels' extent).
+    fn all(&self, width: usize) -> Vec<f64> {
+        let (k, panels) = (self.depth.len(), self.panel.len().div_ceil(width));
+        let mut out = buffer(self.batch.len() * panels * width * k);
+        if k > 0 {
+            for (i, block) in out.chunks_exact_mut(width * k).enumerate() {
+                self.fill(i / panels, i % panels, 0..k, width, block);
+            }
+        }
+        out
+    }
+}
+
+impl RowPanels for Panels<'_> {
+    fn fill(&self, t: usize, panel: usize, depth: Range<usize>, width: usize, out: &mut [f64]) {
+        let rows = self.panel.get(panel * width..).unwrap_or_default();
+        let rows = &rows[..rows.len().min(width)];
+        let out = &mut out[..width * depth.len()];
+        if rows.len() < width {
+            out.fill(0.0);
+        }
+        let (ob, len) = (self.batch[t], depth.len());
+        let contiguous_rows = rows.iter().enumerate().all(|(r, &op)| op == rows[0] + r);
+        if contiguous_rows && self.step != Some(1) && !rows.is_empty() {
+            // Rows side by side in memory (`B`'s columns): a run per depth.
+            for (group, &od) in out.chunks_exact_mut(width).zip(&self.depth[depth]) {
+                group[..rows.len()].copy_from_slice(&self.data[ob + rows[0] + od..][..rows.len()]);
+            }
+            return;
+        }
+        for (r, &op) in rows.iter().enumerate() {
+            let base = ob + op;
+            match self.step {
+                Some(1) => {
+                    let start = base + self.depth.first().map_or(0, |&d| d + depth.start);
+                    for (group, &x) in out.chunks_exact_mut(width).zip(&self.data[start..][..len]) {
+                        group[r] = x;
+                    }
+                }
+                Some(step) => {
+                    let start = base + self.depth.first().map_or(0, |&d| d + depth.start * step);
+                    for (g, group) in out.chunks_exact_mut(width).enumerate() {
+                        group[r] = self.data[start + g * step];
+                    }
+                }
+                None => {
+                    for (group, &od) in out.chunks_exact_mut(width).zip(&self.depth[depth.clone()]) {
+                        group[r] = self.data[base + od];
+                    }
                 }
             }
         }
     }
-    out
 }
 
 /// Contracts `operands` (dense C-order arrays, one per `sub.inputs`, each
@@ -283,37 +345,35 @@ pub fn contract(sub: &Subscripts, operands: &[Dense], path: &Path) -> Dense {
         let lay = &step.lay;
         let [nb, m, n, k] =
             [&lay.batch[..], &lay.free_x, &lay.free_y, &lay.contracted].map(|ls| elements(ls, &sizes) as usize);
-        // Depth 1 (nothing summed): outer products of unpadded rows.
-        let (mr, nr) = if k == 1 { (1, 1) } else { tile(m as u64, n as u64) };
-        let packed = |t: &Term, reduce_to: &Option<Vec<u8>>, free: &[u8], is_a: bool| {
-            let view = match t {
-                Term::Input(i) => input_view(&sub.inputs[*i], &operands[*i], &sizes),
-                Term::Owned(labels, data) => owned_view(labels, data, &sizes),
-            };
-            let reduced;
-            let view = match reduce_to {
-                Some(keep) => {
-                    reduced = reduce(&view, keep, &sizes);
-                    owned_view(keep, &reduced, &sizes)
-                }
-                None => view,
-            };
-            if is_a {
-                pack(&view, &lay.batch, free, &lay.contracted, mr, &sizes)
-            } else {
-                pack(&view, &lay.batch, free, &lay.contracted, nr, &sizes)
-            }
+        // Labels needed neither later nor by the other operand, summed first.
+        let reduced = |t: usize, keep: &Option<Vec<u8>>| {
+            keep.as_ref().map(|keep| reduce(&term_view(&terms[t], sub, operands, &sizes), keep, &sizes))
         };
-        let pa = packed(&terms[step.a], &step.reduce_a, &lay.free_x, true);
-        let pb = packed(&terms[step.b], &step.reduce_b, &lay.free_y, false);
-        let mut c = zeros(nb * m * n);
+        let (ra, rb) = (reduced(step.a, &step.reduce_a), reduced(step.b, &step.reduce_b));
+        let (va, vb) = [(step.a, &step.reduce_a, &ra), (step.b, &step.reduce_b, &rb)]
+            .map(|(t, keep, r)| match (keep, r) {
+                (Some(keep), Some(r)) => owned_view(keep, r, &sizes),
+                _ => term_view(&terms[t], sub, operands, &sizes),
+            })
+            .into();
+        let pa = Panels::new(&va, &lay.batch, &lay.free_x, &lay.contracted, &sizes);
+        let pb = Panels::new(&vb, &lay.batch, &lay.free_y, &lay.contracted, &sizes);
+        let mut c = buffer(nb * m * n);
         if k == 1 {
-            outer(nb, m, n, &pa, &pb, &mut c);
+            // Depth 1 (nothing summed): outer products of unpadded rows.
+            let (a, b) = (pa.all(1), pb.all(1));
+            outer(nb, m, n, &a, &b, &mut c);
+            recycle(a);
+            recycle(b);
         } else {
-            gemm(nb, m, n, k, &pa, &pb, &mut c);
+            let b = pb.all(tile(m as u64, n as u64).1);
+            gemm(nb, m, n, k, &pa, &b, &mut c);
+            recycle(b);
         }
-        recycle(pa);
-        recycle(pb);
+        drop((pa, pb, va, vb));
+        for r in [ra, rb].into_iter().flatten() {
+            recycle(r);
+        }
         if step.direct {
             return Dense { shape: out_shape, data: c };
         }

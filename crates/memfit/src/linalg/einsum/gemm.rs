@@ -8,11 +8,15 @@
 //! the accumulator is stored to `C` and reloaded between `KC` slices, which
 //! is exact, and padding rows and columns of a panel only meet padding.
 
+use std::mem::size_of;
+use std::ops::Range;
+
 /// Most depth of one slice of the packed panels (a `k` deeper is cut into
 /// slices of equal depth).
 const KC: usize = 384;
-/// Column panels per block of `B` (`KC × COLS_PER_BLOCK × NR` doubles, for L2).
-const PANELS_PER_BLOCK: usize = 16;
+/// Bytes of a block of `B`'s column panels at one depth slice: the block
+/// stays in L2 while each row panel of `A` (packed once per block) meets it.
+const B_BLOCK_BYTES: usize = 768 << 10;
 
 /// Register tile (rows `MR`, columns `NR`) of the kernel this CPU runs for
 /// an `m × n` product: `(1, 1)` for batched dot products (`m == n == 1`);
@@ -56,20 +60,34 @@ fn isa() -> Isa {
     Isa::Portable
 }
 
+/// `A`'s row panels, copied where the kernel needs them (so that a panel
+/// is in cache when it meets `B`, and `A` is never packed whole).
+pub(super) trait RowPanels {
+    /// Writes rows `panel · width ..` of product `t` at depths `depth`
+    /// into `out` as `depth.len()` groups of `width` values (zero past the
+    /// last row).
+    fn fill(&self, t: usize, panel: usize, depth: Range<usize>, width: usize, out: &mut [f64]);
+}
+
 /// `C_b = A_b B_b` for each of `batch` products of `(m × k)` by `(k × n)`.
 ///
-/// `a` holds, per batch, `⌈m/MR⌉` row panels, each `k` groups of `MR`
-/// values (`A[r, p]` for the panel's rows, zero past row `m`); `b` holds, per
-/// batch, `⌈n/NR⌉` column panels, each `k` groups of `NR` values; `c` is
-/// `batch` row-major `m × n` blocks, overwritten. `(MR, NR)` is [`tile`].
+/// `a` gives `A`'s row panels of `MR` rows; `b` holds, per batch,
+/// `⌈n/NR⌉` column panels, each `k` groups of `NR` values (zero past column
+/// `n`); `c` is `batch` row-major `m × n` blocks, overwritten. `(MR, NR)`
+/// is [`tile`]. With `m == n == 1` (batched dot products) the panels are
+/// `(1, 1)`: `b` is `batch` rows of `k` values.
 ///
 /// # Panics
 /// If a slice is shorter than stated.
-/// With `m == n == 1` (batched dot products) the panels are unpadded:
-/// `a` and `b` are `batch` rows of `k` values and call [`tile`]'s `(1, 1)`.
-pub(super) fn gemm(batch: usize, m: usize, n: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+pub(super) fn gemm(batch: usize, m: usize, n: usize, k: usize, a: &impl RowPanels, b: &[f64], c: &mut [f64]) {
     if m == 1 && n == 1 {
-        return dots(batch, k, a, b, c);
+        let mut rows = vec![0.0; batch * k];
+        if k > 0 {
+            for (t, row) in rows.chunks_exact_mut(k).enumerate() {
+                a.fill(t, 0, 0..k, 1, row);
+            }
+        }
+        return dots(batch, k, &rows, b, c);
     }
     match (isa(), tile(m as u64, n as u64)) {
         // SAFETY: `isa()` checked the CPU features the target functions enable.
@@ -102,7 +120,7 @@ unsafe fn gemm_avx512<const MR: usize, const NR: usize>(
     m: usize,
     n: usize,
     k: usize,
-    a: &[f64],
+    a: &impl RowPanels,
     b: &[f64],
     c: &mut [f64],
 ) {
@@ -120,7 +138,7 @@ unsafe fn gemm_avx2<const MR: usize, const NR: usize>(
     m: usize,
     n: usize,
     k: usize,
-    a: &[f64],
+    a: &impl RowPanels,
     b: &[f64],
     c: &mut [f64],
 ) {
@@ -214,16 +232,17 @@ fn gemm_tiled<const MR: usize, const NR: usize>(
     m: usize,
     n: usize,
     k: usize,
-    a: &[f64],
+    a: &impl RowPanels,
     b: &[f64],
     c: &mut [f64],
 ) {
     let (row_panels, col_panels) = (m.div_ceil(MR), n.div_ceil(NR));
-    let (a_len, b_len) = (row_panels * MR * k, col_panels * NR * k);
+    let b_len = col_panels * NR * k;
     // Slices of equal depth, at most `KC` deep.
     let kc = k.div_ceil(k.div_ceil(KC).max(1)).max(1);
+    let panels_per_block = (B_BLOCK_BYTES / (kc * NR * size_of::<f64>())).max(1);
+    let mut ap = vec![0.0; kc * MR];
     for t in 0..batch {
-        let a = &a[t * a_len..][..a_len];
         let b = &b[t * b_len..][..b_len];
         let c = &mut c[t * m * n..][..m * n];
         if k == 0 {
@@ -232,11 +251,13 @@ fn gemm_tiled<const MR: usize, const NR: usize>(
         }
         for pc in (0..k).step_by(kc) {
             let kc = kc.min(k - pc);
-            for jc in (0..col_panels).step_by(PANELS_PER_BLOCK) {
+            for jc in (0..col_panels).step_by(panels_per_block) {
                 for ir in 0..row_panels {
-                    let ap = &a[(ir * k + pc) * MR..][..kc * MR];
+                    let ap = &mut ap[..kc * MR];
+                    a.fill(t, ir, pc..pc + kc, MR, ap);
+                    let ap = &*ap;
                     let rows = MR.min(m - ir * MR);
-                    for jr in jc..col_panels.min(jc + PANELS_PER_BLOCK) {
+                    for jr in jc..col_panels.min(jc + panels_per_block) {
                         let bp = &b[(jr * k + pc) * NR..][..kc * NR];
                         let cols = NR.min(n - jr * NR);
                         let at = ir * MR * n + jr * NR;
