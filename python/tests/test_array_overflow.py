@@ -390,3 +390,45 @@ def test_errstate_ignores_raises_calls_and_prints_as_numpy(capsys):
     with np.errstate(over="print"):
         (x * 1e300).compute()
     assert capsys.readouterr().out.startswith("Warning: overflow encountered in 1 values")
+
+
+def _reduction_input():
+    """Rows enough to cut into chunks at the small limit; column 0 meets
+    +inf and -inf far apart (NaN by ``inf - inf``), column 1 two 1e308
+    (overflow), column 2 a NaN (propagates, silent), column 3 0 and inf
+    (``0 · inf`` in a product)."""
+    x = np.ones((200_000, 4))
+    x[10, 0], x[150_000, 0] = np.inf, -np.inf
+    x[20, 1], x[160_000, 1] = 1e308, 1e308
+    x[30, 2] = np.nan
+    x[40, 3], x[170_000, 3] = 0.0, np.inf
+    return x
+
+
+REDUCTION_KINDS = {
+    # NumPy's message for each: "... encountered in reduce" / "accumulate" / "subtract".
+    "sum": lambda m, a: m.sum(a, axis=0),
+    "mean": lambda m, a: m.mean(a, axis=0),
+    "prod": lambda m, a: m.prod(a[:, [0, 3]], axis=0),
+    "var": lambda m, a: m.var(a, axis=0),
+    "std_ddof1": lambda m, a: m.std(a, axis=0, ddof=1),
+    "cumsum": lambda m, a: m.cumsum(a, axis=0)[-1],
+}
+
+
+@pytest.mark.parametrize("case", sorted(REDUCTION_KINDS))
+@pytest.mark.parametrize("limit,n_jobs", LIMITS)
+def test_reductions_and_scans_report_nan_from_infinities_as_invalid(case, limit, n_jobs):
+    # NumPy: "invalid value encountered in reduce" (accumulate, subtract);
+    # before, only overflow was counted in reductions and scans.
+    f, x = REDUCTION_KINDS[case], _reduction_input()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        want = f(np, x)
+    numpy_kinds = sorted({str(m.message).split(" encountered")[0] for m in w})
+    got, messages = computed(f(ma, ma.asarray(x)), memory_limit=limit, n_jobs=n_jobs)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert sorted({m.split(" encountered")[0] for m in messages}) == numpy_kinds, (messages, numpy_kinds)
+    if "invalid value" in numpy_kinds:
+        with np.errstate(invalid="raise"), pytest.raises(FloatingPointError, match="invalid value"):
+            f(ma, ma.asarray(x)).compute(memory_limit=limit, n_jobs=n_jobs)

@@ -5,6 +5,7 @@ use super::node::Reduction;
 use super::types::{kind, Kind};
 use super::values::{pow_wrapping, settle, Col};
 use crate::dtype::Dtype;
+use crate::warning::FpException;
 
 /// Partial or accumulated results for a tile of output elements.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -483,10 +484,26 @@ pub struct Partials {
     pub op: Reduction,
     /// The accumulated results, once a chunk is in.
     pub acc: Option<Acc>,
-    /// Per output element of the tile: whether a value it reduced was NaN
-    /// or infinite (empty while none was), so that a non-finite result from
-    /// finite values counts as overflow whatever the other outputs read.
-    pub non_finite_in: Vec<bool>,
+    /// Per output element of the tile: which non-finite values it reduced
+    /// ([`SEEN_INF`], [`SEEN_NAN`] bits; empty while none were), so that a
+    /// fresh inf or NaN is reported whatever the other outputs read.
+    pub non_finite_in: Vec<u8>,
+}
+
+/// A [`Partials::non_finite_in`] bit: an infinite value was reduced.
+pub const SEEN_INF: u8 = 1;
+/// A [`Partials::non_finite_in`] bit: a NaN was reduced.
+pub const SEEN_NAN: u8 = 2;
+
+/// The [`Partials::non_finite_in`] bits of one value.
+fn seen(x: f64) -> u8 {
+    if x.is_nan() {
+        SEEN_NAN
+    } else if x.is_infinite() {
+        SEEN_INF
+    } else {
+        0
+    }
 }
 
 impl Partials {
@@ -494,29 +511,34 @@ impl Partials {
     /// [`partial`] for `o_at`, `r_at` and `index`.
     pub fn of_chunk(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64]) -> Partials {
         let non_finite_in = match col {
-            Col::F(v) if v.iter().any(|x| !x.is_finite()) => {
-                fold_runs(v, o_at, r_at, |x| !x.is_finite(), |a, x| a | !x.is_finite())
-            }
+            Col::F(v) if v.iter().any(|x| !x.is_finite()) => fold_runs(v, o_at, r_at, seen, |a, x| a | seen(x)),
             _ => Vec::new(),
         };
         Partials { op, acc: Some(partial(op, col, o_at, r_at, index)), non_finite_in }
     }
 
     /// The finished results in `dtype` (see [`Acc::finish`]) and how many
-    /// of them are NaN or infinite although every value they reduced was
-    /// finite (overflow).
+    /// of them raised each floating-point exception (indexed by
+    /// [`FpException::index`]): infinite although every value they reduced
+    /// was finite (overflow), NaN although none was NaN (invalid: `inf -
+    /// inf`, `0 · inf`, the variance of an infinite value), as NumPy's
+    /// "encountered in reduce".
     ///
     /// # Panics
     /// Before any chunk.
-    pub fn finish(self, dtype: Dtype, multiplier: u128, count: u64) -> (Col, u64) {
+    pub fn finish(self, dtype: Dtype, multiplier: u128, count: u64) -> (Col, [u64; 3]) {
         let col = self.acc.expect("a chunk").finish(self.op, dtype, multiplier, count);
-        let fresh = match &col {
-            Col::F(v) => {
-                let seen = |i: usize| self.non_finite_in.get(i).copied().unwrap_or(false);
-                (0..v.len()).filter(|&i| !v[i].is_finite() && !seen(i)).count() as u64
+        let mut fresh = [0u64; 3];
+        if let Col::F(v) = &col {
+            let seen = |i: usize| self.non_finite_in.get(i).copied().unwrap_or(0);
+            for (i, x) in v.iter().enumerate().filter(|(_, x)| !x.is_finite()) {
+                if x.is_nan() && seen(i) & SEEN_NAN == 0 {
+                    fresh[FpException::Invalid.index()] += 1;
+                } else if x.is_infinite() && seen(i) == 0 {
+                    fresh[FpException::Overflow.index()] += 1;
+                }
             }
-            _ => 0,
-        };
+        }
         (col, fresh)
     }
 }
@@ -531,7 +553,7 @@ impl crate::exec::Merge for Partials {
         if self.non_finite_in.is_empty() {
             self.non_finite_in.clone_from(&next.non_finite_in);
         } else {
-            self.non_finite_in.iter_mut().zip(&next.non_finite_in).for_each(|(a, b)| *a |= b);
+            self.non_finite_in.iter_mut().zip(&next.non_finite_in).for_each(|(a, b)| *a |= *b);
         }
     }
     fn clear(&mut self) {
@@ -627,9 +649,9 @@ mod tests {
         let col = Col::F(vec![1e308, 1e308, f64::NAN, 1.0, 1.0, 2.0]);
         let (o_at, r_at) = ([0, 2, 4], [0, 1]);
         let p = Partials::of_chunk(Reduction::Sum, &col, &o_at, &r_at, &[]);
-        assert_eq!(p.non_finite_in, [false, true, false]);
+        assert_eq!(p.non_finite_in, [0, SEEN_NAN, 0]);
         let (out, fresh) = p.clone().finish(Dtype::F64, 1, 2);
-        assert_eq!(fresh, 1);
+        assert_eq!(fresh, [1, 0, 0]);
         let Col::F(v) = out else { panic!("floats") };
         assert!(v[0].is_infinite() && v[1].is_nan() && v[2] == 3.0);
         // Folded with a finite chunk, the NaN stays seen; on its own a
@@ -638,13 +660,24 @@ mod tests {
         assert!(finite.non_finite_in.is_empty());
         let mut merged = finite.clone();
         merged.merge(&p);
-        assert_eq!(merged.non_finite_in, [false, true, false]);
-        assert_eq!(merged.finish(Dtype::F64, 1, 4).1, 1);
+        assert_eq!(merged.non_finite_in, [0, SEEN_NAN, 0]);
+        assert_eq!(merged.finish(Dtype::F64, 1, 4).1, [1, 0, 0]);
         let mut merged = p;
         merged.merge(&finite);
-        assert_eq!(merged.non_finite_in, [false, true, false]);
+        assert_eq!(merged.non_finite_in, [0, SEEN_NAN, 0]);
         // float32 results that overflow only when rounded are fresh too.
         let p = Partials::of_chunk(Reduction::Sum, &Col::F(vec![3e38, 3e38]), &[0], &[0, 1], &[]);
-        assert_eq!(p.finish(Dtype::F32, 1, 2).1, 1);
+        assert_eq!(p.finish(Dtype::F32, 1, 2).1, [1, 0, 0]);
+    }
+
+    #[test]
+    fn nan_from_infinities_is_invalid() {
+        // Outputs: [inf + -inf, 0 * inf (prod), nan + inf, inf + 1]
+        let col = Col::F(vec![f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::INFINITY, f64::INFINITY, 1.0]);
+        let p = Partials::of_chunk(Reduction::Sum, &col, &[0, 2, 4], &[0, 1], &[]);
+        assert_eq!(p.non_finite_in, [SEEN_INF, SEEN_NAN | SEEN_INF, SEEN_INF]);
+        assert_eq!(p.finish(Dtype::F64, 1, 2).1, [0, 0, 1]);
+        let p = Partials::of_chunk(Reduction::Prod, &Col::F(vec![0.0, f64::INFINITY]), &[0], &[0, 1], &[]);
+        assert_eq!(p.finish(Dtype::F64, 1, 2).1, [0, 0, 1]);
     }
 }

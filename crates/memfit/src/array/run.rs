@@ -543,7 +543,7 @@ fn run_stage(
                     let col = eval_limited(ir, &lo, &hi, sp.eval_elems, ctx, buf)?;
                     let ext: Vec<usize> = lo.iter().zip(&hi).map(|(a, b)| b - a).collect();
                     let (col, last, fresh) = super::scan::scan_box(col, *op, dtype, &ext, ax, carry.take());
-                    ctx.fp.add(FpException::Overflow, fresh);
+                    ctx.fp.add_all(fresh);
                     put(sink, &lo, &hi, &col, dtype)?;
                     carry = Some(last);
                     s = hi[ax];
@@ -680,8 +680,8 @@ impl<'a> ReduceUnits<'a> {
 /// output tile of extent `tile` with [`run_grid`]: `unit(buffer, tile, i)`
 /// gives the statistics of the tile's `i`-th unit (computed here, or
 /// received from tasks), folded in order, finished and written to `sinks`
-/// (one per result). Results that turn non-finite although every value
-/// they reduced was finite are counted as overflow in `ctx`.
+/// (one per result). Fresh infinities and NaNs of the results are counted
+/// in `ctx` (see [`Partials::finish`](super::reduce::Partials::finish)).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fold_reduce(
     stage: &super::lower::Stage,
@@ -701,7 +701,7 @@ pub(crate) fn fold_reduce(
         let (lo, hi) = tile_box(shape, tile, o);
         for ((p, sink), &dtype) in stats.0.into_iter().zip(sinks).zip(&dtypes) {
             let (col, fresh) = p.finish(dtype, *multiplier, count);
-            ctx.fp.add(FpException::Overflow, fresh);
+            ctx.fp.add_all(fresh);
             put(*sink, &lo, &hi, &col, dtype)?;
         }
         Ok(())

@@ -8,6 +8,7 @@ use super::node::Reduction;
 use super::types::round_float;
 use super::values::Col;
 use crate::dtype::Dtype;
+use crate::warning::FpException;
 
 /// One step of the accumulation in `dtype`.
 fn step_f(op: Reduction, dtype: Dtype) -> impl Fn(f64, f64) -> f64 {
@@ -51,8 +52,10 @@ fn run<T: Copy>(v: &mut [T], ext: &[usize], axis: usize, carry: Option<Vec<T>>, 
 
 /// Accumulates the box `col` (extents `ext`, in `dtype`) along `axis`
 /// with `op`, continuing from `carry`; returns the accumulated box, the
-/// carry for the next box along `axis` and how many steps turned finite
-/// values non-finite (overflow).
+/// carry for the next box along `axis` and how many steps raised each
+/// floating-point exception (indexed by `FpException::index`): finite
+/// values that gave inf (overflow), non-NaN values that gave NaN (invalid:
+/// `inf - inf`, `0 · inf`), as NumPy's "encountered in accumulate".
 pub fn scan_box(
     mut col: Col,
     op: Reduction,
@@ -60,9 +63,9 @@ pub fn scan_box(
     ext: &[usize],
     axis: usize,
     carry: Option<Col>,
-) -> (Col, Col, u64) {
+) -> (Col, Col, [u64; 3]) {
     let prod = op == Reduction::Prod;
-    let fresh = std::cell::Cell::new(0u64);
+    let fresh = std::cell::Cell::new([0u64; 3]);
 
     let last = match (&mut col, carry) {
         (Col::F(v), c) => {
@@ -70,8 +73,15 @@ pub fn scan_box(
             let step = step_f(op, dtype);
             Col::F(run(v, ext, axis, c, |a, x| {
                 let next = step(a, x);
-                if !next.is_finite() && a.is_finite() && x.is_finite() {
-                    fresh.set(fresh.get() + 1);
+                let e = if next.is_nan() && !a.is_nan() && !x.is_nan() {
+                    Some(FpException::Invalid)
+                } else {
+                    (next.is_infinite() && a.is_finite() && x.is_finite()).then_some(FpException::Overflow)
+                };
+                if let Some(e) = e {
+                    let mut f = fresh.get();
+                    f[e.index()] += 1;
+                    fresh.set(f);
                 }
                 next
             }))
