@@ -87,3 +87,26 @@ def test_numpy_quirks_of_reductions():
     x = np.arange(5.0)
     assert ma.var(ma.asarray(x), ddof=True).compute() == np.var(x, ddof=True)
     assert np.isnan(ma.var(ma.asarray(x), ddof=np.nan).compute())
+
+
+@pytest.mark.parametrize("columns", [2, 7, 13])
+@pytest.mark.parametrize("form", ["sum", "mean", "square", "nanvar", "keepdims3d"])
+def test_outer_axis_sums_have_the_same_bits_for_any_limit_and_threads(columns, form):
+    # A tile of one output column made its reduced elements adjacent, and
+    # its sum pairwise where wider tiles summed in order: the last column's
+    # bits changed with the limit and the threads. The order now follows
+    # the operand (NumPy's: in order over an outer axis).
+    x = np.random.default_rng(columns).normal(size=(60_000, columns))
+    x[::97, 0] = np.nan
+    a = ma.asarray(x)
+    e = {
+        "sum": lambda: a.sum(0),
+        "mean": lambda: a.mean(0),
+        "square": lambda: ((a - 0.5) ** 2).sum(0),
+        "nanvar": lambda: np.nanvar(a, axis=0),
+        "keepdims3d": lambda: ma.sum(a.reshape(600, 100, columns) * 2.0, axis=(0, 1), keepdims=True),
+    }[form]()
+    runs = [e.compute(memory_limit=limit, n_jobs=n_jobs) for limit, n_jobs in
+            [("64MiB", 1), ("4MiB", 2), ("4MiB", 1), ("64MiB", 2), ("2MiB", 1), ("2MiB", 2)]]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r, runs[0])

@@ -48,7 +48,9 @@ Reductions
     :func:`sum`, :func:`prod`, :func:`mean`, :func:`var`, :func:`std`,
     :func:`min`, :func:`max`, :func:`argmin`, :func:`argmax`, :func:`any`,
     :func:`all`, over any axes with ``keepdims``; float inputs accumulate in
-    float64. Running sums and products: :func:`cumsum`, :func:`cumprod`
+    float64. NaN-ignoring ones: :func:`nansum`, :func:`nanprod`,
+    :func:`nanmean`, :func:`nanvar`, :func:`nanstd`, :func:`nanmin`,
+    :func:`nanmax`, :func:`nancumsum`, :func:`nancumprod`. Running sums and products: :func:`cumsum`, :func:`cumprod`
     (NumPy's values bit for bit).
 Contractions
     :func:`matmul`/``@``, :func:`tensordot`, :func:`einsum`, :func:`dot`.
@@ -79,11 +81,13 @@ from ._compute import compute, explain, store
 from ._core import DTYPES, Array, Plan
 from ._functions import *  # noqa: F401,F403
 from ._functions import __all__ as _function_names
+from ._nanfunctions import *  # noqa: F401,F403
+from ._nanfunctions import __all__ as _nan_names
 from ._streamed import bincount, histogram, histogram_bin_edges, unique
 
 newaxis = None
 
 __all__ = [
     "Array", "DTYPES", "Plan", "compute", "explain", "newaxis", "random", "store", *_function_names,
-    "bincount", "histogram", "histogram_bin_edges", "unique",
+    *_nan_names, "bincount", "histogram", "histogram_bin_edges", "unique",
 ]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from . import _functions as F
+from . import _nanfunctions as N
 from . import _streamed as S
 from ._core import Array, reject, write_out
 
@@ -89,6 +90,7 @@ def _function_table() -> dict:
         "count_nonzero": F.count_nonzero,
         "cumsum": F.cumsum,
         "cumprod": F.cumprod,
+        **{name: getattr(N, name) for name in N.__all__},
         "bincount": S.bincount,
         "histogram": S.histogram,
         "histogram_bin_edges": S.histogram_bin_edges,

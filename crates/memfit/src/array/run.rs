@@ -615,6 +615,12 @@ pub(crate) struct ReduceUnits<'a> {
     kept: Vec<usize>,
     /// Flat indices over the reduced axes (for `argmin` / `argmax`).
     rmap: ViewMap,
+    /// Whether each output's reduced elements are adjacent in the operand
+    /// (every kept axis after the first reduced one has extent 1): float
+    /// sums are then pairwise, as NumPy's along a contiguous axis, and
+    /// sequential otherwise. Decided by the operand's shape, never by a
+    /// tile's, so the bits do not depend on the limit or the threads.
+    pairwise: bool,
 }
 
 impl<'a> ReduceUnits<'a> {
@@ -632,9 +638,11 @@ impl<'a> ReduceUnits<'a> {
         chunk: &'a [usize],
     ) -> Self {
         let nd = shape.len() + axes.len();
-        let kept = (0..nd).filter(|k| !axes.contains(k)).collect();
+        let kept: Vec<usize> = (0..nd).filter(|k| !axes.contains(k)).collect();
         let rmap = ViewMap::c_order(reduced);
-        ReduceUnits { ir, axes, ops, shape, tile, reduced, chunk, kept, rmap }
+        let first = axes.iter().copied().min().unwrap_or(nd);
+        let pairwise = kept.iter().zip(shape).all(|(&k, &len)| k < first || len == 1);
+        ReduceUnits { ir, axes, ops, shape, tile, reduced, chunk, kept, rmap, pairwise }
     }
 
     /// The statistics of accumulation chunk `c` of output tile `o`.
@@ -671,7 +679,11 @@ impl<'a> ReduceUnits<'a> {
             Vec::new()
         };
         Ok(Stats(
-            self.ops.iter().zip(at).map(|(&op, k)| Partials::of_chunk(op, &cols[k], &o_at, &r_at, &index)).collect(),
+            self.ops
+                .iter()
+                .zip(at)
+                .map(|(&op, k)| Partials::of_chunk(op, &cols[k], &o_at, &r_at, &index, self.pairwise))
+                .collect(),
         ))
     }
 }

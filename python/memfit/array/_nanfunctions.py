@@ -1,0 +1,184 @@
+"""NumPy's NaN-ignoring reductions and scans (``numpy.nansum`` ...), lazily.
+
+Each is NumPy's own definition (``numpy/lib/_nanfunctions_impl.py``)
+written with :func:`~memfit.array.where`, :func:`~memfit.array.isnan` and
+the reductions, so the engine fuses it into the same passes as any other
+expression: NaNs are replaced by the operation's identity (0 for sums,
+1 for products, +inf/-inf for min/max) and counted where the mean needs
+the count. Integer and boolean inputs have no NaN: the plain reduction.
+
+Where NumPy warns on an all-NaN slice, the result here is the same NaN;
+``nanmean``, ``nanvar`` and ``nanstd`` report it as an invalid value
+(``0 / 0``, NumPy: "Mean of empty slice", "Degrees of freedom <= 0"),
+``nanmin``/``nanmax`` give NaN without a warning (NumPy: "All-NaN slice
+encountered"), as the warning would need the values before the graph runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _functions as F
+from ._core import Array
+
+__all__ = [
+    "nansum",
+    "nanprod",
+    "nanmean",
+    "nanvar",
+    "nanstd",
+    "nanmin",
+    "nanmax",
+    "nancumsum",
+    "nancumprod",
+]
+
+
+def _replace_nan(a: Any, value: float) -> tuple[Array, Any]:
+    """``a`` with NaNs replaced by ``value`` and the NaN mask (None for
+    dtypes without NaN), as NumPy's ``_replace_nan``."""
+    x = F.asarray(a)
+    if x.dtype.kind != "f":
+        return x, None
+    mask = F.isnan(x)
+    return F.where(mask, value, x), mask
+
+
+def _check_dtype(dtype: Any) -> None:
+    if dtype is not None and not np.issubdtype(np.dtype(dtype), np.inexact):
+        raise TypeError("If a is inexact, then dtype must be inexact")
+
+
+def _divide(total: Array, count: Array) -> Array:
+    """``total / count`` in ``total``'s dtype, as NumPy's in-place
+    ``_divide_by_count``."""
+    return F.astype(total / count, total.dtype)
+
+
+def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:
+    arr, _ = _replace_nan(a, 0)
+    return F.sum(arr, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial, where=where)
+
+
+def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:
+    arr, _ = _replace_nan(a, 1)
+    return F.prod(arr, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial, where=where)
+
+
+def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Array:
+    arr, _ = _replace_nan(a, 0)
+    return F.cumsum(arr, axis=axis, dtype=dtype, out=out)
+
+
+def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Array:
+    arr, _ = _replace_nan(a, 1)
+    return F.cumprod(arr, axis=axis, dtype=dtype, out=out)
+
+
+@F._with_out("unsafe", reduction=True)
+def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, *, where: Any = None) -> Array:
+    arr, mask = _replace_nan(a, 0)
+    if mask is None:
+        return F.mean(arr, axis=axis, dtype=dtype, out=out, keepdims=keepdims, where=where)
+    _check_dtype(dtype)
+    F._reject_out(out)
+    F._reject_where(where)
+    count = F.sum(~mask, axis=axis, dtype=np.intp, keepdims=keepdims)
+    total = F.sum(arr, axis=axis, dtype=dtype, keepdims=keepdims)
+    return _divide(total, count)
+
+
+@F._with_out("unsafe", reduction=True)
+def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
+    arr, mask = _replace_nan(a, 0)
+    if mask is None:
+        return F.var(arr, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where, mean=mean, correction=correction)
+    _check_dtype(dtype)
+    F._reject_out(out)
+    F._reject_where(where)
+    if F._given(mean):
+        F.reject("mean", mean)
+    ddof = F._ddof(ddof, correction)
+    count = F.sum(~mask, axis=axis, dtype=np.intp, keepdims=True)
+    average = _divide(F.sum(arr, axis=axis, dtype=dtype, keepdims=True), count)
+    deviation = F.where(mask, 0, arr - average)
+    total = F.sum(deviation * deviation, axis=axis, dtype=dtype, keepdims=keepdims)
+    dof = F.sum(~mask, axis=axis, dtype=np.intp, keepdims=keepdims) - ddof
+    return F.where(dof <= 0, np.nan, _divide(total, dof))
+
+
+@F._with_out("unsafe", reduction=True)
+def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
+    if F.asarray(a).dtype.kind != "f":
+        return F.std(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where, mean=mean, correction=correction)
+    var = nanvar(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, where=where, mean=mean, correction=correction)
+    return F.sqrt(var)
+
+
+def _nanextreme(reduction: Any, fill: float, a: Any, axis: Any, out: Any, keepdims: Any, initial: Any, where: Any) -> Array:
+    arr, mask = _replace_nan(a, fill)
+    if mask is None:
+        return reduction(arr, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
+    result = reduction(arr, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
+    return F.where(F.all(mask, axis=axis, keepdims=keepdims), np.nan, result)
+
+
+@F._with_out("unsafe", reduction=True)
+def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:
+    return _nanextreme(F.min, np.inf, a, axis, out, keepdims, initial, where)
+
+
+@F._with_out("unsafe", reduction=True)
+def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:
+    return _nanextreme(F.max, -np.inf, a, axis, out, keepdims, initial, where)
+
+
+_DOC = """{what}, lazily, as ``numpy.{name}``: NaNs replaced by {fill}{after}.
+
+Parameters
+----------
+a : array-like or Array
+axis : None, int or tuple of int, optional
+    Axes to reduce{axis_note}; None: all.
+{extra}out : numpy.ndarray, optional
+    Computed into it.
+
+Returns
+-------
+Array
+    {result}
+
+Raises
+------
+numpy.exceptions.AxisError
+    An axis out of range.
+TypeError
+    {raises}
+"""
+
+_KEEPDIMS = "keepdims : bool, default=False\n    Keep the reduced axes with length 1.\n"
+_DTYPE = "dtype : dtype-like, optional\n    The result dtype (a float dtype for float input).\n"
+_DDOF = "ddof : int or float, default=0\n    Divide by ``count - ddof``; NaN where that is not positive.\n"
+_SPECS = {
+    "nansum": ("The sum over ``axis``", "0", "", _DTYPE + _KEEPDIMS, "As :func:`~memfit.array.sum` (an all-NaN slice sums to 0)."),
+    "nanprod": ("The product over ``axis``", "1", "", _DTYPE + _KEEPDIMS, "As :func:`~memfit.array.prod`."),
+    "nancumsum": ("The running sum along ``axis``", "0", "", _DTYPE, "``a``'s shape (1-d when ``axis`` is None)."),
+    "nancumprod": ("The running product along ``axis``", "1", "", _DTYPE, "``a``'s shape (1-d when ``axis`` is None)."),
+    "nanmean": ("The mean over ``axis`` of the values that are not NaN", "0", " and counted", _DTYPE + _KEEPDIMS,
+                "As :func:`~memfit.array.mean`; NaN for an all-NaN slice (an invalid-value warning)."),
+    "nanvar": ("The variance over ``axis`` of the values that are not NaN", "0", " and counted (two passes: the mean, then the squared deviations)",
+               _DTYPE + _DDOF + _KEEPDIMS, "As :func:`~memfit.array.var`; NaN for an all-NaN slice."),
+    "nanstd": ("The standard deviation over ``axis`` of the values that are not NaN", "0", " and counted (the square root of :func:`nanvar`)",
+               _DTYPE + _DDOF + _KEEPDIMS, "As :func:`~memfit.array.std`; NaN for an all-NaN slice."),
+    "nanmin": ("The minimum over ``axis`` ignoring NaN", "+inf", "", _KEEPDIMS, "The input's dtype; NaN for an all-NaN slice (no warning)."),
+    "nanmax": ("The maximum over ``axis`` ignoring NaN", "-inf", "", _KEEPDIMS, "The input's dtype; NaN for an all-NaN slice (no warning)."),
+}
+for _name, (_what, _fill, _after, _extra, _result) in _SPECS.items():
+    globals()[_name].__doc__ = _DOC.format(
+        what=_what, name=_name, fill=_fill, after=_after, extra=_extra, result=_result,
+        axis_note=" (one int for the running ones)" if "cum" in _name else "",
+        raises="``dtype`` not a float dtype for float input; ``out`` not a NumPy array, ``initial``, ``where`` or ``mean`` given.",
+    )
+del _name, _what, _fill, _after, _extra, _result
