@@ -68,9 +68,11 @@ def kmeans_fit(
     remote: Optional[_Remote] = None,
     row_bounds: list[int] = [],
     dry_run: bool = False,
+    algorithm: str = "auto",
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
-    n_iter, converged, n_nonempty_clusters, warnings (list of _Warning), plan
+    n_iter, converged, n_nonempty_clusters, skip_share (per iteration),
+    warnings (list of _Warning), plan
     (the plan as data: a dict of the engine's plan fields) and plan_text (the
     plan, printable). With dry_run, only plans (returns plan and plan_text)
     and reads nothing."""

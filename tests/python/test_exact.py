@@ -2,6 +2,8 @@
 the float64 means of their rows rounded once (case N3), and a summary inertia that agrees with
 the written centres and labels. Expected values come from float64 brute force in NumPy."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -97,3 +99,26 @@ def test_n3_summary_inertia_matches_written_centres(tmp_path):
         m = fit(tmp_path, X, 7, tag=dtype, seed=0, dtype=dtype)
         assert rel_err(m.summary["inertia"], inertia(X, m.centers, m.labels)) <= 1e-12
         np.testing.assert_array_equal(m.labels, nearest(X, m.centers)[0])
+
+
+def test_cli_algorithms_give_the_same_bits_and_report_skipped_distances(tmp_path, memfit):
+    # issue 24: --algorithm auto|lloyd|bounded (elkan an alias of bounded).
+    rng = np.random.default_rng(24)
+    X = np.concatenate([rng.normal(size=(4000, 8)) + 6 * c for c in range(10)])
+    x, init = save(tmp_path, "x.npy", X), save(tmp_path, "init.npy", X[::4000][:10] + 0.5)
+    got = {}
+    for algorithm in ["lloyd", "bounded", "elkan", "auto"]:
+        labels, summary = tmp_path / f"{algorithm}.labels.npy", tmp_path / f"{algorithm}.json"
+        memfit("kmeans", x, "-k", 10, "--init", init, "--tol", 0, "--algorithm", algorithm,
+               "--labels", labels, "--summary", summary)
+        s = json.loads(summary.read_text())
+        got[algorithm] = (np.load(labels), s)
+        assert len(s["skip_share"]) == s["n_iter"]
+    lloyd_labels, lloyd = got.pop("lloyd")
+    assert lloyd["distances_skipped"] == 0 and lloyd["algorithm"] == "lloyd"
+    for algorithm, (labels, s) in got.items():
+        np.testing.assert_array_equal(labels, lloyd_labels)
+        assert (s["inertia"], s["n_iter"]) == (lloyd["inertia"], lloyd["n_iter"]), algorithm
+    assert got["bounded"][1]["algorithm"] == "bounded" and got["elkan"][1]["algorithm"] == "bounded"
+    assert max(got["bounded"][1]["skip_share"]) > 0.3
+    memfit("kmeans", x, "-k", 10, "--algorithm", "hamerly", expect=2)

@@ -99,6 +99,28 @@ pub enum ComputeDtype {
     Float64,
 }
 
+/// How k-means iterations assign rows (the same bits whichever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KmeansAlgorithm {
+    /// Bounded while a bounded pass is clearly faster than a full one, plain Lloyd otherwise.
+    Auto,
+    /// Every row against every centre, every iteration.
+    Lloyd,
+    /// Hamerly's bounds every iteration (`elkan` is accepted as an alias).
+    #[value(alias = "elkan")]
+    Bounded,
+}
+
+impl From<KmeansAlgorithm> for memfit::cluster::Algorithm {
+    fn from(a: KmeansAlgorithm) -> Self {
+        match a {
+            KmeansAlgorithm::Auto => memfit::cluster::Algorithm::Auto,
+            KmeansAlgorithm::Lloyd => memfit::cluster::Algorithm::Lloyd,
+            KmeansAlgorithm::Bounded => memfit::cluster::Algorithm::Bounded,
+        }
+    }
+}
+
 /// `memfit kmeans`.
 #[derive(Debug, Args)]
 pub struct KmeansArgs {
@@ -126,6 +148,12 @@ pub struct KmeansArgs {
     /// Random seed; the same seed gives identical results for any thread count.
     #[arg(long, default_value_t = 0, value_name = "S")]
     pub seed: u64,
+    /// How iterations assign rows: bounded (Hamerly's bounds skip the
+    /// distances that cannot change a label), lloyd (all distances), or
+    /// auto (bounded while it pays). All give the same labels, centres and
+    /// inertia, bit for bit.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub algorithm: KmeansAlgorithm,
     /// Per-sample weights, a 1-D .npy of shape (n_samples,) (as scikit-learn's sample_weight).
     #[arg(long, value_name = "FILE.npy")]
     pub sample_weight: Option<PathBuf>,

@@ -110,6 +110,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         random_state: args.seed,
         init_sample_rows: None,
         plot_sample_rows: if args.plot.is_some() { plot_rows(x.n_features()) } else { 0 },
+        algorithm: args.algorithm.into(),
     };
     let job = KMeansJob {
         params,
@@ -172,13 +173,14 @@ fn fit_and_write(args: &KmeansArgs, job: &KMeansJob<'_>, plan: &Plan, started: I
     let peak = memfit::memory::peak_rss_bytes();
     let summary = summary_json(args, job, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
     let line = format!(
-        "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={} converged={} seconds={:.3} peak_rss={}",
+        "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={} converged={} distances_skipped={:.1}% seconds={:.3} peak_rss={}",
         model.n_samples,
         model.n_features,
         model.n_clusters,
         model.inertia,
         model.n_iter,
         model.converged,
+        100.0 * mean_share(&model.skip_share),
         started.elapsed().as_secs_f64(),
         peak.map_or("unknown".into(), memfit::plan::format_bytes),
     );
@@ -186,6 +188,15 @@ fn fit_and_write(args: &KmeansArgs, job: &KMeansJob<'_>, plan: &Plan, started: I
     let saved = args.labels.is_some() || args.centers.is_some() || args.summary.is_some() || args.plot.is_some();
     crate::note_nothing_saved(saved, "--labels, --centers, --summary or --plot");
     Ok(())
+}
+
+/// The share of all iterations' distances that bounds skipped.
+fn mean_share(per_iteration: &[f64]) -> f64 {
+    if per_iteration.is_empty() {
+        0.0
+    } else {
+        per_iteration.iter().sum::<f64>() / per_iteration.len() as f64
+    }
 }
 
 fn summary_json(
@@ -207,6 +218,9 @@ fn summary_json(
         "inertia": m.inertia,
         "n_iter": m.n_iter,
         "converged": m.converged,
+        "algorithm": memfit::cluster::Algorithm::from(args.algorithm).name(),
+        "skip_share": m.skip_share,
+        "distances_skipped": mean_share(&m.skip_share),
         "timings": timings,
         "peak_rss_bytes": peak,
         "plan": plan,

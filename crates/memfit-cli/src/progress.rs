@@ -77,11 +77,12 @@ impl Observer for Bar {
         let Some(b) = &self.bar else { return };
         match event {
             Progress::Phase(p) => b.set_message((*p).to_string()),
-            Progress::Iteration { run, n_init, iteration, max_iter, inertia, rows_per_sec, .. } => {
+            Progress::Iteration { run, n_init, iteration, max_iter, inertia, rows_per_sec, skip_share, .. } => {
                 b.set_message(format!(
-                    "init {}/{n_init}  iteration {iteration}/{max_iter}  inertia {inertia:.6e}  {:.1} Mrows/s",
+                    "init {}/{n_init}  iteration {iteration}/{max_iter}  inertia {inertia:.6e}  {:.1} Mrows/s  {:.0}% distances skipped",
                     run + 1,
-                    rows_per_sec / 1e6
+                    rows_per_sec / 1e6,
+                    100.0 * skip_share
                 ))
             }
             Progress::EmIteration { run, n_init, iteration, max_iter, lower_bound, change, rows_per_sec } => b

@@ -1,6 +1,6 @@
 //! k-means: the fit, and assigning or measuring rows against centres.
 
-use memfit::cluster::{KMeansParams, LabelSink};
+use memfit::cluster::{Algorithm, KMeansParams, LabelSink};
 use memfit::estimator::{parse_init, CentersJob, KMeansJob};
 use numpy::ndarray::Array;
 use numpy::{IntoPyArray, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
@@ -26,7 +26,7 @@ use crate::shared::{
 #[pyfunction]
 #[pyo3(signature = (x, *, n_clusters, memory_limit, sample_weight=None, init="k-means++", init_centers=None,
     n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None,
-    remote=None, row_bounds=vec![], dry_run=false))]
+    remote=None, row_bounds=vec![], dry_run=false, algorithm="auto"))]
 #[allow(clippy::too_many_arguments)]
 pub fn kmeans_fit<'py>(
     py: Python<'py>,
@@ -47,7 +47,18 @@ pub fn kmeans_fit<'py>(
     remote: Option<Py<PyAny>>,
     row_bounds: Vec<usize>,
     dry_run: bool,
+    algorithm: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let algorithm = match algorithm {
+        "auto" => Algorithm::Auto,
+        "lloyd" => Algorithm::Lloyd,
+        "bounded" => Algorithm::Bounded,
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "algorithm must be 'auto', 'lloyd' or 'bounded', got {other:?}"
+            )))
+        }
+    };
     let inputs = Inputs::hold(x, sample_weight)?;
     let (row_split, remote) = split(remote, row_bounds);
     let centers = init_centers.map(|c| {
@@ -63,6 +74,7 @@ pub fn kmeans_fit<'py>(
         random_state,
         init_sample_rows: None,
         plot_sample_rows: 0,
+        algorithm,
     };
     let opts = run_options(memory_limit, n_jobs, row_split);
     let (src, w) = inputs.open(&opts)?;
@@ -104,6 +116,7 @@ pub fn kmeans_fit<'py>(
     dict.set_item("n_iter", fit.n_iter)?;
     dict.set_item("converged", fit.converged)?;
     dict.set_item("n_nonempty_clusters", fit.n_nonempty_clusters)?;
+    dict.set_item("skip_share", fit.skip_share)?;
     dict.set_item("warnings", warning_tuples(&fit.warnings))?;
     put_plan(&dict, &plan)?;
     Ok(dict)

@@ -19,13 +19,14 @@ use crate::errors::to_py_for;
 /// A progress event as the Python callback receives it (a tuple whose first
 /// item names the kind; `t` is seconds since the work started):
 /// `("phase", name, t)`,
-/// `("iteration", run, iteration, max_iter, inertia, center_shift, tol, t)`
-/// for a Lloyd iteration (`tol` absolute), and
+/// `("iteration", run, iteration, max_iter, inertia, center_shift, tol, t,
+/// skip_share)` for a Lloyd iteration (`tol` absolute; `skip_share` the
+/// share of distances bounds skipped), and
 /// `("em_iteration", run, iteration, max_iter, lower_bound, change, t)` for
 /// an EM iteration; `run` counts from 0, `iteration` from 1.
 enum Event {
     Phase(String, f64),
-    Iteration(usize, usize, usize, f64, f64, f64, f64),
+    Iteration(usize, usize, usize, f64, f64, f64, f64, f64),
     EmIteration(usize, usize, usize, f64, f64, f64),
 }
 
@@ -33,8 +34,8 @@ impl Event {
     fn to_tuple<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         match self {
             Event::Phase(name, t) => ("phase", name, t).into_pyobject(py),
-            Event::Iteration(run, it, max, inertia, shift, tol, t) => {
-                ("iteration", run, it, max, inertia, shift, tol, t).into_pyobject(py)
+            Event::Iteration(run, it, max, inertia, shift, tol, t, skip) => {
+                ("iteration", run, it, max, inertia, shift, tol, t, skip).into_pyobject(py)
             }
             Event::EmIteration(run, it, max, lb, change, t) => {
                 ("em_iteration", run, it, max, lb, change, t).into_pyobject(py)
@@ -62,8 +63,8 @@ impl Observer for Watch {
         let t = self.started.elapsed().as_secs_f64();
         let event = match *event {
             Progress::Phase(p) => Event::Phase(p.to_string(), t),
-            Progress::Iteration { run, iteration, max_iter, inertia, center_shift, tol, .. } => {
-                Event::Iteration(run, iteration, max_iter, inertia, center_shift, tol, t)
+            Progress::Iteration { run, iteration, max_iter, inertia, center_shift, tol, skip_share, .. } => {
+                Event::Iteration(run, iteration, max_iter, inertia, center_shift, tol, t, skip_share)
             }
             Progress::EmIteration { run, iteration, max_iter, lower_bound, change, .. } => {
                 Event::EmIteration(run, iteration, max_iter, lower_bound, change, t)

@@ -27,13 +27,14 @@ use std::time::Instant;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::bounds::{Bounds, WIDTH};
 use super::init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
-use super::params::{Init, KMeansParams};
+use super::params::{Algorithm, Init, KMeansParams};
 use super::pass::{AssignPass, Assignment, Mode};
 use super::plan::default_init_sample_rows;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{run_split, scan, KeyedSample, Observer, Progress, RowSplit, RunOptions, Scan};
+use crate::exec::{run_split, scan, KeyedSample, Observer, Progress, RowSplit, RowStates, RunOptions, Scan};
 use crate::io::{BlockReader, Source};
 use crate::kernels::PreparedCenters;
 use crate::plan::Plan;
@@ -93,6 +94,10 @@ pub struct KMeansFit<T> {
     pub warnings: Vec<crate::warning::Warning>,
     /// Sampled rows and labels when `plot_sample_rows > 0`.
     pub plot_sample: Option<PlotSample>,
+    /// Per iteration of the kept initialisation: the share of the
+    /// `n_samples × n_clusters` distances that bounds skipped (0 for plain
+    /// Lloyd passes; see [`Algorithm`]).
+    pub skip_share: Vec<f64>,
 }
 
 /// One initialisation's outcome.
@@ -102,6 +107,7 @@ struct Run {
     n_iter: usize,
     converged: bool,
     nonempty: usize,
+    skip_share: Vec<f64>,
 }
 
 /// Fits k-means to `x` (shape `(n_samples, n_features)`, any supported dtype,
@@ -187,7 +193,7 @@ pub fn fit<T: Real>(
     for (run, init) in inits.into_iter().enumerate() {
         let t = Instant::now();
         observer.event(&Progress::Phase("iterating"));
-        let mut r = lloyd(params, run, n_init, tol_abs, init, &mut blocks, split, &mut asg, observer)?;
+        let mut r = lloyd(params, plan, opts, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?;
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
         if !r.1 || finish_here {
@@ -261,6 +267,7 @@ pub fn fit<T: Real>(
         timings,
         warnings,
         plot_sample: plot,
+        skip_share: best.skip_share,
     })
 }
 
@@ -321,33 +328,77 @@ fn initial_centers<T: Real>(
 
 /// Runs Lloyd iterations from `centers`; returns the run and whether it
 /// converged strictly (no centre moved, hence no label changed), in which
-/// case its inertia and cluster counts are final.
+/// case its inertia and cluster counts are final. With bounds planned (and
+/// the rows read here, not by remote tasks) the passes are bounded (see
+/// [`super::bounds`]): the same bits, fewer distances.
 #[allow(clippy::too_many_arguments)]
 fn lloyd<T: Real>(
     params: &KMeansParams,
+    plan: &Plan,
+    opts: &RunOptions,
     run: usize,
     n_init: usize,
     tol_abs: f64,
     mut centers: Vec<f64>,
     blocks: &mut BlockReader<'_, '_, T>,
-    split: &RowSplit,
     asg: &mut Assignment<T>,
     observer: &mut dyn Observer,
 ) -> Result<(Run, bool)> {
     let (n, d, k) = (blocks.x().n_samples(), blocks.x().n_features(), params.n_clusters);
+    let split = &opts.row_split;
     let zero = vec![0.0; d];
     // Centres live in the compute type (as scikit-learn's `cluster_centers_`
     // has X's dtype): each is rounded once from its f64 value.
     for c in centers.iter_mut() {
         *c = T::from_f64(*c).to_f64();
     }
-    let mut out = Run { centers: Vec::new(), inertia: f64::INFINITY, n_iter: 0, converged: false, nonempty: 0 };
+    let mut bounds = match plan.schedule.bounds_on_disk {
+        Some(on_disk) if !split.is_remote() => {
+            let first = blocks.x().first_row();
+            let states = if on_disk {
+                RowStates::on_disk(first, n - first, WIDTH, &opts.scratch_dir(), plan.schedule.block_rows)?
+            } else {
+                RowStates::in_memory(first, n - first, WIDTH)
+            };
+            Some(Bounds::<T>::new(states, k, d, plan.threads, asg.tile_rows, n - first))
+        }
+        _ => None,
+    };
+    let mut out = Run {
+        centers: Vec::new(),
+        inertia: f64::INFINITY,
+        n_iter: 0,
+        converged: false,
+        nonempty: 0,
+        skip_share: Vec::new(),
+    };
     let mut strict = false;
+    let mut plain_secs = f64::INFINITY;
     for it in 0..params.max_iter {
         let t = Instant::now();
         let prepared = PreparedCenters::<T>::new(&centers, k, d);
-        let mut pass = AssignPass { centers: &prepared, asg: &mut *asg, mode: Mode::Lloyd, weights_name: None };
+        // `auto` times plain passes first (the second, warm, is the
+        // reference); the bounds start with the third.
+        let mut bounded = bounds.as_mut().filter(|_| it > 1 || params.algorithm != Algorithm::Auto);
+        if let Some(b) = bounded.as_deref_mut() {
+            b.moved_to(&centers);
+        }
+        let mut pass =
+            AssignPass { centers: &prepared, asg: &mut *asg, mode: Mode::Lloyd, weights_name: None, bounds: bounded };
         let s = run_split(&mut pass, blocks, split, &zero, &observer.cancel())?;
+        if let Some(b) = pass.bounds {
+            b.passed();
+        }
+        let skip_share = if k > 1 { s.skipped as f64 * (k - 1) as f64 / (n as f64 * k as f64) } else { 0.0 };
+        // `auto`: from the fifth pass on (the third bounded one), plain
+        // passes once a bounded one is not clearly faster than the warm
+        // plain one (the bits are the same either way).
+        let secs = t.elapsed().as_secs_f64();
+        if it == 1 {
+            plain_secs = secs;
+        } else if params.algorithm == Algorithm::Auto && it >= 4 && secs > 0.9 * plain_secs {
+            bounds = None;
+        }
         let (mut sums, mut cw) = (s.sums, s.weights);
         let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
@@ -378,6 +429,7 @@ fn lloyd<T: Real>(
         out.n_iter = it + 1;
         out.inertia = s.inertia;
         out.nonempty = nonempty;
+        out.skip_share.push(skip_share);
         observer.event(&Progress::Iteration {
             run,
             n_init,
@@ -387,6 +439,7 @@ fn lloyd<T: Real>(
             center_shift,
             tol: tol_abs,
             rows_per_sec: n as f64 / t.elapsed().as_secs_f64().max(1e-9),
+            skip_share,
         });
         if center_shift == 0.0 {
             strict = true;
@@ -419,7 +472,13 @@ fn final_pass<T: Real>(
     let (n, d) = (blocks.x().n_samples(), blocks.x().n_features());
     let prepared = PreparedCenters::<T>::new(centers, k, d);
     let sample = plot.as_ref().map(|&(_, rows, seed)| KeyedSample::new(rows.min(n), d, seed));
-    let mut pass = AssignPass { centers: &prepared, asg, mode: Mode::Final { sink, plot: sample }, weights_name: None };
+    let mut pass = AssignPass {
+        centers: &prepared,
+        asg,
+        mode: Mode::Final { sink, plot: sample },
+        weights_name: None,
+        bounds: None,
+    };
     let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
     if let (Some((out, _, _)), Mode::Final { plot: Some(sample), .. }) = (plot, pass.mode) {
         let (values, labels, _) = sample.into_rows();

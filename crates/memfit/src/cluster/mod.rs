@@ -1,6 +1,7 @@
 //! K-means clustering: parameters, memory plan, initialisation, Lloyd
 //! iterations and prediction.
 
+mod bounds;
 mod init;
 mod kmeans;
 mod params;
@@ -14,7 +15,7 @@ pub use crate::exec::{Observer, Progress};
 pub use init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 pub(crate) use kmeans::overflow;
 pub use kmeans::{fit, KMeansFit, LabelSink, PlotSample, Timings};
-pub use params::{Init, KMeansParams};
+pub use params::{Algorithm, Init, KMeansParams};
 pub use pass::AssignSink;
 pub(crate) use plan::kernel_tile_rows;
 pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};

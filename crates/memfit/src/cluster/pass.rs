@@ -98,6 +98,10 @@ pub(crate) struct AssignStats {
     pub(crate) weights: Vec<f64>,
     /// Rows farthest from their centres (Lloyd passes only).
     pub(crate) farthest: Farthest,
+    /// Rows that kept their label without the other distances (bounded
+    /// passes only).
+    #[serde(default)]
+    pub(crate) skipped: u64,
 }
 
 impl AssignStats {
@@ -128,6 +132,7 @@ impl AssignStats {
 impl Merge for AssignStats {
     fn merge(&mut self, next: &Self) {
         self.inertia += next.inertia;
+        self.skipped += next.skipped;
         self.sums.iter_mut().zip(&next.sums).for_each(|(a, b)| *a += b);
         self.weights.iter_mut().zip(&next.weights).for_each(|(a, b)| *a += b);
         for Reverse(r) in &next.farthest.heap {
@@ -137,6 +142,7 @@ impl Merge for AssignStats {
 
     fn clear(&mut self) {
         self.inertia = 0.0;
+        self.skipped = 0;
         self.sums.fill(0.0);
         self.weights.fill(0.0);
         self.farthest.heap.clear();
@@ -148,7 +154,7 @@ pub(crate) struct Assignment<T> {
     labels: Vec<u32>,
     dist: Vec<f64>,
     tiles: Vec<Scratch<T>>,
-    tile_rows: usize,
+    pub(super) tile_rows: usize,
     k_tile: usize,
 }
 
@@ -197,6 +203,9 @@ pub(crate) struct AssignPass<'p, 'f, T> {
     /// The weights' name, for errors about new data's weights (fits
     /// validate them in their validation pass).
     pub(crate) weights_name: Option<std::path::PathBuf>,
+    /// A Lloyd pass's bounds (see [`super::bounds`]): rows they clear keep
+    /// their labels without the other distances.
+    pub(crate) bounds: Option<&'p mut super::bounds::Bounds<T>>,
 }
 
 impl<T: Real> AssignPass<'_, '_, T> {
@@ -219,6 +228,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
             sums: vec![0.0; if lloyd { k * d } else { 0 }],
             weights: vec![0.0; if matches!(self.mode, Mode::Predict(_)) { 0 } else { k }],
             farthest: Farthest { cap: if lloyd { k } else { 0 }, heap: BinaryHeap::new() },
+            skipped: 0,
         }
     }
 
@@ -233,6 +243,10 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
     }
 
     fn task(&self) -> Option<(&'static str, Vec<u8>)> {
+        // Bounds live with the rows: a bounded pass runs where they are.
+        if self.bounds.is_some() {
+            return None;
+        }
         super::task::AssignTask::of(self).map(|p| (super::task::ASSIGN, p))
     }
 
@@ -246,7 +260,18 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
         let at_once = self.chunks_at_once();
         let a = &mut *self.asg;
         let (labels, dist) = (&mut a.labels[..rows], &mut a.dist[..rows]);
-        assign_block(block.x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist);
+        let skipped = match self.bounds.as_deref_mut() {
+            Some(b) => {
+                b.assign_block(block.x, block.start, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist)?
+            }
+            None => {
+                assign_block(block.x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist);
+                0
+            }
+        };
+        if let Some(leaf) = leaves.first_mut() {
+            leaf.stats.skipped += skipped;
+        }
         let (labels, dist) = (&a.labels[..rows], &a.dist[..rows]);
         let kind = match &self.mode {
             Mode::Lloyd => Kind::Lloyd,

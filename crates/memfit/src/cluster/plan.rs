@@ -1,10 +1,11 @@
 //! The k-means memory plan: which buffers a fit allocates and how many rows
 //! each read block holds.
 
-use super::params::{Init, KMeansParams};
+use super::bounds::{centre_bytes, Compact, WIDTH};
+use super::params::{Algorithm, Init, KMeansParams};
 use super::pass::{AssignStats, Assignment};
 use crate::error::{Count, Remedy, Result};
-use crate::exec::{KeyedSample, ScanStats};
+use crate::exec::{KeyedSample, RowStates, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, RowSchedule, CHUNK_ROWS, TILE_ROWS};
@@ -67,8 +68,21 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let part = AssignStats::lloyd_bytes(params.n_clusters, job.n_features);
     let held = |rows: u64| AssignStats::held(params.n_clusters, job.n_features, rows as usize) * part;
     let chunk_share = (held(CHUNK_ROWS as u64) - held(0)).div_ceil(CHUNK_ROWS as u64);
-    let iter_row = scan_row + Assignment::<f64>::BYTES_PER_ROW + chunk_share;
+    let mut iter_row = scan_row + Assignment::<f64>::BYTES_PER_ROW + chunk_share;
     let min_rows = (TILE_ROWS as u64).min(n);
+    // Bounded iterations: the centres the bounds refer to with drifts and
+    // half gaps, per thread a tile of the rows the bounds do not clear,
+    // and per row a label and a lower bound, in memory when they fit.
+    let bounded = params.algorithm != Algorithm::Lloyd;
+    let state_row = RowStates::bytes_per_row(WIDTH);
+    let bounds_fixed = |rows: usize| {
+        if bounded {
+            centre_bytes(params.n_clusters, job.n_features)
+                + threads * Compact::<f64>::bytes(rows, job.n_features, job.compute_bytes)
+        } else {
+            0
+        }
+    };
 
     // Validation and init phase.
     let kpp = matches!(params.init, Init::KMeansPlusPlus);
@@ -78,11 +92,22 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // shrink (results do not depend on them) before the job is refused.
     let init_need = init_min * init_per + min_rows * scan_row + 2 * ScanStats::bytes(job.n_features);
     let tile = |rows: usize| Scratch::<f64>::bytes(rows, params.n_clusters, k_tile, job.n_features, job.compute_bytes);
-    let iter_fixed = |rows: usize| threads * tile(rows) + held(0) + part;
-    let needed = |rows: usize| always + init_need.max(iter_fixed(rows) + min_rows * iter_row);
-    let tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(rows) <= limit);
-    let iter_fixed = iter_fixed(tile_rows);
-    let required = needed(tile_rows);
+    let iter_fixed = |rows: usize| threads * tile(rows) + held(0) + part + bounds_fixed(rows);
+    let needed = |rows: usize, per_row: u64| always + init_need.max(iter_fixed(rows) + min_rows * per_row);
+    let bounds_disk_row = if bounded { state_row } else { 0 };
+    let tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(rows, iter_row + bounds_disk_row) <= limit);
+    let mut iter_fixed = iter_fixed(tile_rows);
+    // The bounds in memory when they leave room for the smallest blocks.
+    let bounds_on_disk = bounded.then(|| needed(tile_rows, iter_row) + n * state_row > limit);
+    match bounds_on_disk {
+        Some(false) => iter_fixed += n * state_row,
+        Some(true) => iter_row += state_row,
+        None => {}
+    }
+    let required = match bounds_on_disk {
+        Some(false) => needed(tile_rows, iter_row) + n * state_row,
+        _ => needed(tile_rows, iter_row),
+    };
     check_fits(
         required,
         limit,
@@ -141,6 +166,31 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         block_row,
         format!("{rows} rows × {block_row} B (scratch, values, label, distance, weight)"),
     );
+    if let Some(on_disk) = bounds_on_disk {
+        led.add_in(
+            phase,
+            "bounds of the centres",
+            centre_bytes(params.n_clusters, job.n_features),
+            1,
+            format!("{k} × {d} × 8 B centres the bounds refer to + {k} × 16 B drifts and half gaps"),
+        );
+        let compact = Compact::<f64>::bytes(tile_rows, job.n_features, job.compute_bytes);
+        led.add_in(
+            phase,
+            "rows to assign in full",
+            threads * compact,
+            1,
+            format!("{threads} threads × {compact} B ({tile_rows} rows: values, index, label, distances)"),
+        );
+        let (state_rows, what) = if on_disk { (rows, "per block, read from a scratch file") } else { (n, "all rows") };
+        led.add_in(
+            phase,
+            "row bounds",
+            state_rows,
+            state_row,
+            format!("{state_rows} rows × {state_row} B (label, lower bound; {what})"),
+        );
+    }
     let extra_label_pass = u64::from(n_init > 1 && (job.n_outputs > 0 || plot > 0));
     let schedule = RowSchedule {
         block_rows: rows as usize,
@@ -157,8 +207,13 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             if extra_label_pass > 0 { " + 1 to write labels" } else { "" }
         ),
         component_groups: None,
+        bounds_on_disk,
     };
-    Ok(Plan::new("kmeans", limit, job.threads, led, schedule))
+    let mut plan = Plan::new("kmeans", limit, job.threads, led, schedule);
+    if bounds_on_disk == Some(true) {
+        plan.disk.push(crate::io::PlannedWrite::inside("scratch files", job.scratch_dir.clone(), n * state_row));
+    }
+    Ok(plan)
 }
 
 /// Rows per assignment-kernel tile: [`TILE_ROWS`], at most `n_samples`,

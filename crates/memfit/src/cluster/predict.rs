@@ -129,6 +129,7 @@ pub fn predict<T: Real>(
         asg: &mut asg,
         mode: Mode::Predict(out),
         weights_name: sample_weight.map(Source::name),
+        bounds: None,
     };
     let inertia = run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &observer.cancel())?.inertia;
     if !inertia.is_finite() {

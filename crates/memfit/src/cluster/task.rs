@@ -56,6 +56,8 @@ impl AssignTask {
             n_clusters: self.k,
             init: Init::Centers { values: Vec::new(), n_rows: self.k, n_cols: self.d },
             n_init: Some(1),
+            // A task assigns its rows in full: bounds stay with the client's passes.
+            algorithm: super::Algorithm::Lloyd,
             ..KMeansParams::default()
         };
         plan_kmeans(&params, &Job::new(x, w, compute_bytes, 0, &RunOptions::with_limit(limit_bytes)))
@@ -75,7 +77,7 @@ impl AssignTask {
         let centers = PreparedCenters::<T>::new(&self.centers, self.k, self.d);
         let mut asg = Assignment::<T>::new(plan, self.k, self.d);
         let mode = if self.lloyd { Mode::Lloyd } else { Mode::Final { sink: None, plot: None } };
-        let mut pass = AssignPass { centers: &centers, asg: &mut asg, mode, weights_name: None };
+        let mut pass = AssignPass { centers: &centers, asg: &mut asg, mode, weights_name: None, bounds: None };
         let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
         let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
         Ok(task_result(&pass, partial))

@@ -90,6 +90,7 @@ fn widen(f: KMeansFit<f32>) -> KMeansFit<f64> {
         timings: f.timings,
         warnings: f.warnings,
         plot_sample: f.plot_sample,
+        skip_share: f.skip_share,
     }
 }
 

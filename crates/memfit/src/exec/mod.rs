@@ -441,6 +441,11 @@ impl RowSplit {
         RowSplit { bounds: boundaries, remote: Some(remote) }
     }
 
+    /// Whether passes that describe themselves run on a cluster.
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
+    }
+
     /// The ranges of a pass over rows `first..n`.
     fn ranges(&self, first: usize, n: usize) -> Vec<Range<usize>> {
         let mut bounds = vec![first];

@@ -43,6 +43,9 @@ pub enum Progress<'a> {
         tol: f64,
         /// Rows processed per second in this pass.
         rows_per_sec: f64,
+        /// Share of the pass's `n_samples × n_clusters` distances that
+        /// bounds skipped (0 for a plain Lloyd pass).
+        skip_share: f64,
     },
 }
 

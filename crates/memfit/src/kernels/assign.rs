@@ -223,7 +223,7 @@ impl<T: Real> PreparedCenters<T> {
 
     /// Centre `j`'s `f64` values.
     #[inline]
-    fn center(&self, j: usize) -> &[f64] {
+    pub fn center(&self, j: usize) -> &[f64] {
         &self.centers[j * self.n_features..(j + 1) * self.n_features]
     }
 
@@ -295,7 +295,9 @@ impl<T: Real> Scratch<T> {
 
 /// Assigns each row of `x` (row-major `(rows, d)`, `rows <= tile_rows`) to its
 /// nearest centre (see the module docs for the guarantee). Writes `labels[i]`
-/// and `min_dist[i]` = Σ_f (x_if − c_lf)² computed in `f64`.
+/// and `min_dist[i]` = Σ_f (x_if − c_lf)² computed in `f64`; with `second`,
+/// also `second[i]`: a lower bound on the true squared distance from row `i`
+/// to every other centre (see [`second_bound`]), for bounded k-means.
 ///
 /// `scratch` must come from [`Scratch::new`] with at least `rows` tile rows
 /// and the same `k_tile`.
@@ -309,6 +311,7 @@ pub fn assign_rows<T: Real>(
     scratch: &mut Scratch<T>,
     labels: &mut [u32],
     min_dist: &mut [f64],
+    second: Option<&mut [f64]>,
 ) {
     let (d, k) = (c.n_features, c.n_clusters);
     let rows = labels.len();
@@ -316,7 +319,7 @@ pub fn assign_rows<T: Real>(
     if d <= DIRECT_MAX_FEATURES {
         let (gaps, buf) = scratch.narrow.split_at_mut(rows);
         direct_argmin(x, d, &c.origin, &c.transposed, &c.padded_norms, labels, gaps);
-        certify(x, c, labels, gaps, min_dist, &mut |row, x_norm| refine_narrow(row, c, x_norm, buf));
+        certify(x, c, labels, gaps, min_dist, second, &mut |row, x_norm| refine_narrow(row, c, x_norm, buf));
     } else {
         let (best, rest) = scratch.wide.split_at_mut(rows);
         let (gaps, rest) = rest.split_at_mut(rows);
@@ -341,7 +344,7 @@ pub fn assign_rows<T: Real>(
         for (g, b) in gaps.iter_mut().zip(best.iter()) {
             *g -= *b;
         }
-        certify(x, c, labels, gaps, min_dist, &mut |row, x_norm| refine_wide(row, c, x_norm, buf));
+        certify(x, c, labels, gaps, min_dist, second, &mut |row, x_norm| refine_wide(row, c, x_norm, buf));
     }
 }
 
@@ -358,14 +361,15 @@ fn certify<T: Real, G: Real>(
     labels: &mut [u32],
     gaps: &[G],
     out: &mut [f64],
+    second: Option<&mut [f64]>,
     refine: Refine<'_, T>,
 ) {
     // A const width lets the compiler unroll the per-row loops of narrow data.
     macro_rules! fixed {
         ($($n:literal)*) => {
             match c.n_features {
-                $($n => certify_rows::<T, G, $n>(x, c, labels, gaps, out, refine),)*
-                _ => certify_rows::<T, G, 0>(x, c, labels, gaps, out, refine),
+                $($n => certify_rows::<T, G, $n>(x, c, labels, gaps, out, second, refine),)*
+                _ => certify_rows::<T, G, 0>(x, c, labels, gaps, out, second, refine),
             }
         };
     }
@@ -380,6 +384,7 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
     labels: &mut [u32],
     gaps: &[G],
     out: &mut [f64],
+    mut second: Option<&mut [f64]>,
     refine: Refine<'_, T>,
 ) {
     let d = if D == 0 { c.n_features } else { D };
@@ -394,11 +399,41 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
         let gap = gaps[i].to_f64();
         // First the uniform τ with (C + X)² ≤ 2(C² + X²), which needs no
         // square root; then the row's own τ. NaN (overflow) fails both.
-        let certified =
-            gap > c.tau_uniform(2.0 * (c.radius * c.radius + x_sq)) || gap > c.tau(x_sq.sqrt(), *label as usize, *o);
+        let tau = c.tau_uniform(2.0 * (c.radius * c.radius + x_sq));
+        let certified = gap > tau || gap > c.tau(x_sq.sqrt(), *label as usize, *o);
         if !certified {
             (*label, *o) = refine(row, x_sq.sqrt());
         }
+        if let Some(s) = second.as_deref_mut() {
+            // The gap's own rounding (one subtraction in G) taken off.
+            let margin = if certified { gap * (1.0 - 2.0 * G::UNIT_ROUNDOFF) - tau } else { f64::NEG_INFINITY };
+            s[i] = second_bound(*o, margin, d);
+        }
+    }
+}
+
+/// A lower bound on the true squared distance from a row to every centre
+/// but its label, from the label's exact distance `dist` (D̃_b, the
+/// [`exact_sq_dist`] minimum over centres) and, for a row the fast path
+/// certified, `margin` ≤ (g₂ − g_b) − τ: its runner-up's g minus the best's
+/// (its rounding taken off) minus the uniform τ = 2 max_j β_j (−∞ or NaN
+/// otherwise); `d` features.
+///
+/// With F_j ≤ γ₆₄(d + 6) D_j (the module docs), every centre has
+/// D_j ≥ D̃_j / (1 + γ₆₄) ≥ D̃_b / (1 + γ₆₄) (b minimises D̃); a certified
+/// row also has D_j − D_b = t_j − t_b ≥ (g_j − g_b) − (E_j + E_b) ≥ margin
+/// for j ≠ b, so D_j ≥ D̃_b / (1 + γ₆₄) + margin. Each result is lowered by
+/// the `f64` roundings that made it.
+pub fn second_bound(dist: f64, margin: f64, d: usize) -> f64 {
+    let own = dist / (1.0 + gamma(d + 6, f64::EPSILON / 2.0)) * (1.0 - 4.0 * f64::EPSILON);
+    if own.is_nan() {
+        return 0.0;
+    }
+    let own = own.max(0.0);
+    if margin > 0.0 && margin.is_finite() {
+        own.max((own + margin) * (1.0 - 4.0 * f64::EPSILON))
+    } else {
+        own
     }
 }
 
@@ -540,7 +575,7 @@ pub fn assign_block<T: Real>(
             let base = w * per_worker;
             for (t, (l, m)) in lab.chunks_mut(tile_rows).zip(dist.chunks_mut(tile_rows)).enumerate() {
                 let r0 = base + t * tile_rows;
-                assign_rows(&x[r0 * d..], c, k_tile, s, l, m);
+                assign_rows(&x[r0 * d..], c, k_tile, s, l, m, None);
             }
         });
 }
@@ -731,8 +766,35 @@ mod tests {
             let (mut l, mut m) = (vec![0u32; n], vec![0f64; n]);
             let (mut g, mut buf) = (vec![0f32; n], vec![0f32; PreparedCenters::<f64>::padded_k(k)]);
             super::super::argmin::direct_fixed::<f64, 3>(&x, &c.origin, &c.transposed, &c.padded_norms, &mut l, &mut g);
-            certify(&x, &c, &mut l, &g, &mut m, &mut |row, x_norm| refine_narrow(row, &c, x_norm, &mut buf));
+            certify(&x, &c, &mut l, &g, &mut m, None, &mut |row, x_norm| refine_narrow(row, &c, x_norm, &mut buf));
             assert_eq!((l, m.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), reference(&x, &c));
+        }
+    }
+
+    #[test]
+    fn second_bound_is_below_every_other_centre_and_useful() {
+        // Narrow (f32 fast path) and wide data, near and far from the origin.
+        for (d, offset) in [(3, 0.0), (3, 1e5), (40, 0.0), (40, 1e4)] {
+            let (n, k) = (700, 23);
+            let x: Vec<f64> = random(n * d, 11, 10.0).iter().map(|v| v + offset).collect();
+            let centers: Vec<f64> = random(k * d, 12, 10.0).iter().map(|v| v + offset).collect();
+            let c = PreparedCenters::<f64>::new(&centers, k, d);
+            let mut scratch = Scratch::new(n, k, k, d);
+            let (mut l, mut m, mut second) = (vec![0u32; n], vec![0f64; n], vec![0f64; n]);
+            assign_rows(&x, &c, k, &mut scratch, &mut l, &mut m, Some(&mut second));
+            let mut useful = 0;
+            for i in 0..n {
+                let row = &x[i * d..(i + 1) * d];
+                let other = (0..k)
+                    .filter(|&j| j != l[i] as usize)
+                    .map(|j| exact_sq_dist(row, c.center(j)))
+                    .fold(f64::INFINITY, f64::min);
+                // Below every other centre's distance (with room for its rounding).
+                assert!(second[i] <= other * (1.0 + 1e-12), "d={d} row {i}: {} > {other}", second[i]);
+                assert!(second[i] >= m[i] * (1.0 - 1e-9), "at least the label's own distance");
+                useful += usize::from(second[i] > m[i] + 0.5 * (other - m[i]));
+            }
+            assert!(useful > n / 2, "d={d} offset={offset}: {useful} of {n} rows bound tightly");
         }
     }
 

@@ -32,6 +32,10 @@ pub struct RowSchedule {
     /// how they are grouped (`None`: all in memory).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub component_groups: Option<ComponentGroups>,
+    /// Bounded k-means: where the per-row bounds live (`Some(true)`: an
+    /// unnamed scratch file; `None`: plain Lloyd passes, no bounds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounds_on_disk: Option<bool>,
 }
 
 /// A mixture's components processed in groups, their parameters on disk.
@@ -65,6 +69,7 @@ impl RowSchedule {
             max_passes: 1,
             passes_detail: "1 pass".into(),
             component_groups: None,
+            bounds_on_disk: None,
         }
     }
 }
@@ -80,6 +85,10 @@ impl Schedule for RowSchedule {
         )?;
         if self.init_sample_rows > 0 {
             writeln!(f, "init sample: {} rows", self.init_sample_rows)?;
+        }
+        if let Some(on_disk) = self.bounds_on_disk {
+            let at = if on_disk { "in an unnamed scratch file" } else { "in memory" };
+            writeln!(f, "bounded iterations: per-row label and lower bound {at} (Hamerly; rows they clear skip the other distances)")?;
         }
         let Some(g) = &self.component_groups else { return Ok(()) };
         let s = if g.size == 1 { "" } else { "s" };

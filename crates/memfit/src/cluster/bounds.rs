@@ -1,0 +1,310 @@
+//! Bounded Lloyd iterations with exactly Lloyd's labels: Hamerly's bounds
+//! (G. Hamerly, "Making k-means even faster", SDM 2010) widened by proven
+//! rounding margins, so a row keeps its label without the other distances
+//! only when no other centre could be the exact nearest one.
+//!
+//! # Per-row state
+//! Each row holds its label `a` and `l`, a lower bound on the true distance
+//! ‖x − c_j‖ to every other centre `j ≠ a` (two `f64` per row, in memory or
+//! in an unnamed scratch file through [`RowStates`]). When the centres move,
+//! `l` drops by the largest drift of the other centres (the triangle
+//! inequality: ‖x − c′_j‖ ≥ ‖x − c_j‖ − ‖c_j − c′_j‖).
+//!
+//! # The test
+//! Every pass computes D̃_a = [`exact_sq_dist`]`(x, c_a)` (O(d), needed for the
+//! inertia anyway): the bits the full assignment reports for the label.
+//! With `s_a` ≤ half the true distance from `c_a` to its nearest other centre
+//! and U ≥ √D_a (D̃ errs by at most γ₆₄(d + 6) D, see
+//! [`crate::kernels`]), every other centre has
+//! √D_j ≥ L = max(l, 2 s_a − U), so D̃_j ≥ L² (1 − γ₆₄). The row keeps `a`
+//! when D̃_a < L² (1 − γ₆₄) (lowered by its roundings): then D̃_a is the
+//! unique minimum over all centres, which is the label and distance the full
+//! assignment gives (lowest index on ties is moot: there is no tie). Every
+//! other row goes through [`assign_rows`] (the exact, certified kernel),
+//! which also returns a lower bound on its second-nearest distance
+//! ([`crate::kernels::second_bound`]) for the new `l`. Labels and distances
+//! being Lloyd's, the sums, inertia, empty-cluster refills and iteration
+//! count are too, bit for bit.
+
+use rayon::prelude::*;
+
+use crate::dtype::Real;
+use crate::error::Result;
+use crate::exec::RowStates;
+use crate::kernels::{assign_rows, exact_sq_dist, PreparedCenters, Scratch};
+
+/// `f64` values of state per row: the label (−1 before the first full
+/// assignment) and the lower bound.
+pub(crate) const WIDTH: usize = 2;
+
+/// A state that has no bounds yet: assigned in full.
+const FRESH: [f64; WIDTH] = [-1.0, 0.0];
+
+/// Rounding allowance of a few `f64` operations.
+const ROUND: f64 = 8.0 * f64::EPSILON;
+
+/// γ₆₄(n) = n u / (1 − n u), with u = 2⁻⁵³.
+fn gamma64(n: usize) -> f64 {
+    let nu = n as f64 * f64::EPSILON / 2.0;
+    nu / (1.0 - nu)
+}
+
+/// Per-thread buffers of the bounded pass: the rows of a tile that need the
+/// full assignment, copied together, with their results.
+pub(crate) struct Compact<T> {
+    x: Vec<T>,
+    index: Vec<u32>,
+    labels: Vec<u32>,
+    dist: Vec<f64>,
+    second: Vec<f64>,
+}
+
+impl<T: Real> Compact<T> {
+    fn new(tile_rows: usize, d: usize) -> Self {
+        Compact {
+            x: vec![T::default(); tile_rows * d],
+            index: vec![0; tile_rows],
+            labels: vec![0; tile_rows],
+            dist: vec![0.0; tile_rows],
+            second: vec![0.0; tile_rows],
+        }
+    }
+
+    /// Bytes of one thread's buffers for tiles of `tile_rows` rows of `d`
+    /// features in a compute type of `compute_bytes`.
+    pub(crate) fn bytes(tile_rows: usize, d: usize, compute_bytes: usize) -> u64 {
+        (tile_rows * (d * compute_bytes + 4 + 4 + 8 + 8)) as u64
+    }
+}
+
+/// Bytes of the centre-side bounds of `k` centres of `d` features: the
+/// centres the row bounds refer to, each centre's drift and half gap.
+pub(crate) fn centre_bytes(k: usize, d: usize) -> u64 {
+    (k * d * 8 + 2 * k * 8) as u64
+}
+
+/// The bounds of one run: per-row states, the centres they refer to, and
+/// per centre the drift since then and half the gap to its nearest other
+/// centre.
+pub(crate) struct Bounds<T> {
+    states: RowStates,
+    /// Every row needs a full assignment (the run's first pass).
+    fresh: bool,
+    /// The centres the states refer to (row-major `(k, d)`).
+    referred: Vec<f64>,
+    /// The largest drift, its centre, and the second largest.
+    drift: (f64, usize, f64),
+    /// Per centre: at most half the true distance to its nearest other centre.
+    half_gap: Vec<f64>,
+    /// Whether the half gaps are computed (k² d work): when k ≤ √n.
+    use_gaps: bool,
+    compact: Vec<Compact<T>>,
+    k: usize,
+    d: usize,
+}
+
+impl<T: Real> Bounds<T> {
+    /// Bounds for `n_rows` rows from `first_row` on, `k` centres of `d`
+    /// features, `threads` workers with tiles of `tile_rows` rows; `states`
+    /// from [`RowStates::in_memory`] or [`RowStates::on_disk`] of
+    /// [`WIDTH`].
+    pub(crate) fn new(states: RowStates, k: usize, d: usize, threads: usize, tile_rows: usize, n_rows: usize) -> Self {
+        Bounds {
+            states,
+            fresh: true,
+            referred: Vec::new(),
+            drift: (0.0, 0, 0.0),
+            half_gap: vec![0.0; k],
+            use_gaps: k.saturating_mul(k) <= n_rows,
+            compact: (0..threads.max(1)).map(|_| Compact::new(tile_rows, d)).collect(),
+            k,
+            d,
+        }
+    }
+
+    /// Records that the centres are now `centers` (row-major `(k, d)`):
+    /// their drifts from the centres the states refer to (upper bounds on
+    /// the true distances) and their half gaps (lower bounds).
+    pub(crate) fn moved_to(&mut self, centers: &[f64]) {
+        let (k, d) = (self.k, self.d);
+        if self.referred.is_empty() {
+            self.referred = centers.to_vec();
+        }
+        let widen = (1.0 + gamma64(2 * d + 4)) * (1.0 + ROUND);
+        let (mut m1, mut a1, mut m2) = (0.0f64, 0usize, 0.0f64);
+        for j in 0..k {
+            let (old, new) = (&self.referred[j * d..(j + 1) * d], &centers[j * d..(j + 1) * d]);
+            let sq: f64 = old.iter().zip(new).map(|(a, b)| (a - b) * (a - b)).sum();
+            let drift = sq.sqrt() * widen;
+            if drift > m1 {
+                (m2, m1, a1) = (m1, drift, j);
+            } else if drift > m2 {
+                m2 = drift;
+            }
+        }
+        // Composed with the drifts not yet applied to the rows (none: every
+        // pass applies them), so the latest move replaces them.
+        self.drift = (m1, a1, m2);
+        self.referred.copy_from_slice(centers);
+        if self.use_gaps && k > 1 {
+            let lower = (1.0 - gamma64(2 * d + 4)) * (1.0 - ROUND);
+            for j in 0..k {
+                let cj = &centers[j * d..(j + 1) * d];
+                let nearest = (0..k)
+                    .filter(|&i| i != j)
+                    .map(|i| centers[i * d..(i + 1) * d].iter().zip(cj).map(|(a, b)| (a - b) * (a - b)).sum::<f64>())
+                    .fold(f64::INFINITY, f64::min);
+                self.half_gap[j] = 0.5 * nearest.sqrt() * lower;
+            }
+        }
+    }
+
+    /// Assigns the rows `start..start + rows` of a block (`x` row-major) to
+    /// `centers` (the centres of the last [`Self::moved_to`]), writing the
+    /// labels and exact distances that [`crate::kernels::assign_block`]
+    /// writes, in parallel over `scratch`; returns how many rows kept
+    /// their label without the other distances.
+    ///
+    /// # Errors
+    /// Scratch-file errors of the states on disk.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn assign_block(
+        &mut self,
+        x: &[T],
+        start: usize,
+        centers: &PreparedCenters<T>,
+        tile_rows: usize,
+        k_tile: usize,
+        scratch: &mut [Scratch<T>],
+        labels: &mut [u32],
+        dist: &mut [f64],
+    ) -> Result<u64> {
+        let (d, rows) = (self.d, labels.len());
+        let fresh = self.fresh;
+        let states = self.states.rows(start, rows, fresh.then_some(&FRESH[..]))?;
+        let workers = scratch.len().min(self.compact.len()).max(1);
+        let n_tiles = rows.div_ceil(tile_rows);
+        let per_worker = n_tiles.div_ceil(workers).max(1) * tile_rows;
+        let shared = Shared {
+            centers,
+            drift: self.drift,
+            half_gap: &self.half_gap,
+            use_gaps: self.use_gaps,
+            k_tile,
+            d,
+            tile_rows,
+        };
+        let skipped: u64 = scratch[..workers]
+            .par_iter_mut()
+            .zip(self.compact[..workers].par_iter_mut())
+            .zip(labels.par_chunks_mut(per_worker))
+            .zip(dist.par_chunks_mut(per_worker))
+            .zip(states.par_chunks_mut(per_worker * WIDTH))
+            .enumerate()
+            .map(|(w, ((((s, c), lab), dis), st))| {
+                let base = w * per_worker;
+                let mut skipped = 0;
+                for (t, ((l, m), st)) in lab
+                    .chunks_mut(tile_rows)
+                    .zip(dis.chunks_mut(tile_rows))
+                    .zip(st.chunks_mut(tile_rows * WIDTH))
+                    .enumerate()
+                {
+                    let r0 = base + t * tile_rows;
+                    skipped += shared.tile(&x[r0 * d..(r0 + l.len()) * d], s, c, l, m, st);
+                }
+                skipped
+            })
+            .sum();
+        self.states.store(start, rows)?;
+        Ok(skipped)
+    }
+
+    /// Called after each full pass over the rows: the states now refer to
+    /// the centres of the last [`Self::moved_to`].
+    pub(crate) fn passed(&mut self) {
+        self.fresh = false;
+        self.drift = (0.0, 0, 0.0);
+    }
+}
+
+/// What every worker of a bounded pass reads.
+struct Shared<'a, T> {
+    centers: &'a PreparedCenters<T>,
+    drift: (f64, usize, f64),
+    half_gap: &'a [f64],
+    use_gaps: bool,
+    k_tile: usize,
+    d: usize,
+    tile_rows: usize,
+}
+
+impl<T: Real> Shared<'_, T> {
+    /// One tile: the test for every row, the full assignment for the rows
+    /// that fail it (copied together); returns the rows that passed.
+    fn tile(
+        &self,
+        x: &[T],
+        scratch: &mut Scratch<T>,
+        c: &mut Compact<T>,
+        labels: &mut [u32],
+        dist: &mut [f64],
+        states: &mut [f64],
+    ) -> u64 {
+        let d = self.d;
+        let k = self.centers.n_clusters;
+        let g = gamma64(d + 6);
+        // D̃_j ≥ L² (1 − γ₆₄) for every other centre: `own` below `keep · L²`
+        // (lowered for its own roundings) keeps the label.
+        let keep = (1.0 - g) * (1.0 - ROUND);
+        let (m1, a1, m2) = self.drift;
+        let mut full = 0;
+        for (i, st) in states.chunks_exact_mut(WIDTH).enumerate() {
+            let row = &x[i * d..(i + 1) * d];
+            if st[0] >= 0.0 {
+                let a = st[0] as usize;
+                let dropped = st[1] - if a == a1 { m2 } else { m1 };
+                let l = if dropped > 0.0 { dropped * (1.0 - ROUND) } else { 0.0 };
+                let own = exact_sq_dist(row, self.centers.center(a));
+                // The stored bound first (no square root), then the half gap.
+                let cleared = k == 1
+                    || own < keep * l * l
+                    || self.use_gaps && {
+                        let upper = (own / (1.0 - g)).sqrt() * (1.0 + ROUND);
+                        let by_gap = (2.0 * self.half_gap[a] - upper) * (1.0 - ROUND);
+                        // A negative bound says nothing (and must not square to one).
+                        by_gap > 0.0 && own < keep * by_gap * by_gap
+                    };
+                if cleared {
+                    labels[i] = a as u32;
+                    dist[i] = own;
+                    st[1] = l;
+                    continue;
+                }
+            }
+            c.x[full * d..(full + 1) * d].copy_from_slice(row);
+            c.index[full] = i as u32;
+            full += 1;
+        }
+        if full > 0 {
+            assign_rows(
+                &c.x[..full * d],
+                self.centers,
+                self.k_tile,
+                scratch,
+                &mut c.labels[..full],
+                &mut c.dist[..full],
+                Some(&mut c.second[..full]),
+            );
+            for q in 0..full {
+                let i = c.index[q] as usize;
+                labels[i] = c.labels[q];
+                dist[i] = c.dist[q];
+                states[i * WIDTH] = f64::from(c.labels[q]);
+                states[i * WIDTH + 1] = c.second[q].sqrt() * (1.0 - ROUND);
+            }
+        }
+        debug_assert!(labels.len() <= self.tile_rows);
+        (labels.len() - full) as u64
+    }
+}
