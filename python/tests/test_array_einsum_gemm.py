@@ -76,3 +76,32 @@ def test_t3_12_plan_keeps_contracted_labels_whole(tmp_path):
     got = e.compute(memory_limit="64MiB", n_jobs=2)
     want = np.einsum("ij,jk,ik->i", x, q, x)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+INTEGER_CONTRACTIONS = {
+    # (lazy/eager function, operands): integer and boolean results are NumPy's
+    # exactly (float64 lost integers above 2**53 and saturated instead of wrapping).
+    "dot_above_2_53": (lambda m, a, b: m.dot(a, b), np.array([2**53 + 1, 1]), np.array([1, 0])),
+    "sum_einsum_above_2_53": (lambda m, a, b: m.einsum("i->", a), np.array([2**53 + 1, 1]), None),
+    "matmul_cancelling": (lambda m, a, b: a @ b, np.array([[3037000500, 3037000500]]), np.array([[3037000500], [-3037000500]])),
+    "matmul_wraps_int64": (lambda m, a, b: a @ b, np.array([[2**62]]), np.array([[4]])),
+    "matmul_wraps_int32": (lambda m, a, b: a @ b, np.array([[2**31 - 1, 3]], np.int32), np.array([[2**31 - 1], [5]], np.int32)),
+    "uint8": (lambda m, a, b: a @ b, np.arange(35, dtype=np.uint8).reshape(5, 7) * 7, np.arange(63, dtype=np.uint8).reshape(7, 9)),
+    "bool": (lambda m, a, b: m.einsum("ij,jk->ik", a, b), np.eye(5, 7, dtype=bool), np.ones((7, 3), dtype=bool)),
+    "quadratic_form": (lambda m, a, b: m.einsum("ij,jk,ik->i", a, b, a), np.arange(-20, 15).reshape(5, 7), np.arange(49).reshape(7, 7)),
+    "trace": (lambda m, a, b: m.einsum("ii", a), np.arange(49).reshape(7, 7) * 10**15, None),
+    "batched": (lambda m, a, b: m.einsum("bij,bjk->bik", a, b), np.arange(24).reshape(2, 3, 4), np.arange(40).reshape(2, 4, 5)),
+    "tensordot": (lambda m, a, b: m.tensordot(a, b, axes=([0, 1], [1, 0])), np.arange(12).reshape(3, 4), np.arange(12).reshape(4, 3)),
+    "vdot": (lambda m, a, b: m.vdot(a, b), np.arange(10) * 2**50, np.arange(10)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INTEGER_CONTRACTIONS))
+@pytest.mark.parametrize("limit,n_jobs", [("64MiB", 1), ("1MiB", 2)])
+def test_integer_contractions_are_exact_and_wrap_as_numpy(name, limit, n_jobs):
+    f, a, b = INTEGER_CONTRACTIONS[name]
+    want = np.asarray(f(np, a, b))
+    lazy = f(ma, ma.asarray(a), None if b is None else ma.asarray(b))
+    got = lazy.compute(memory_limit=limit, n_jobs=n_jobs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)

@@ -1468,7 +1468,11 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = False, dtype: Any = 
 
     The engine picks the contraction order with the smallest peak bytes
     under the memory limit and slices shared free indices instead of
-    building large intermediates.
+    building large intermediates. Float results are contracted in float64
+    by fixed-order GEMM tiles and cast to the result dtype; integer and
+    boolean results are exact as NumPy's (products and sums wrap in the
+    result dtype), as a reduction of the broadcast products (slower than
+    the float path).
 
     Parameters
     ----------

@@ -7,6 +7,7 @@
 //! Nothing here recurses over the graph: dropping a chain of any length,
 //! and listing a graph's nodes ([`Array::post_order`]), are loops.
 
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -659,8 +660,11 @@ impl Array {
         Ok(v.astype(out))
     }
 
-    /// `numpy.einsum(subscripts, *args)`, computed in float64 and cast to
-    /// the operands' result type.
+    /// `numpy.einsum(subscripts, *args)` in the operands' result type:
+    /// float results are contracted in float64 (GEMM tiles) and cast;
+    /// integer and boolean results exactly, as NumPy's (products and sums
+    /// wrapping in the result type; booleans: any of the products), as a
+    /// reduction of the broadcast products.
     ///
     /// # Errors
     /// [`Error::Expression`] for bad subscripts or mismatched sizes.
@@ -669,11 +673,13 @@ impl Array {
         let sub = crate::linalg::einsum::parse(subscripts, &shapes).map_err(|e| value_error(e.to_string()))?;
         let sizes = crate::linalg::einsum::label_sizes(&sub, &shapes);
         let dtype = result_type(&args.iter().map(|a| Operand { dtype: a.dtype(), weak: a.0.weak }).collect::<Vec<_>>());
+        // float64 loses integers above 2^53 and does not wrap.
+        let exact = kind(dtype) != Kind::Float;
         let mut inputs = Vec::with_capacity(args.len());
         let mut labels = Vec::with_capacity(args.len());
         for (a, l) in args.iter().zip(&sub.inputs) {
             // Diagonals of repeated labels, then broadcasts of length-1 axes.
-            let (mut a, mut l) = (a.astype(Dtype::F64), l.clone());
+            let (mut a, mut l) = (a.astype(if exact { dtype } else { Dtype::F64 }), l.clone());
             while let Some((i, j)) = repeated(&l) {
                 a = a.view(ViewOp::Diagonal(i, j))?;
                 l.remove(j);
@@ -686,11 +692,59 @@ impl Array {
             labels.push(l);
         }
         let shape: Vec<usize> = sub.output.iter().map(|c| sizes[c]).collect();
+        if exact {
+            return exact_einsum(&sub.output, &labels, inputs, &sizes, dtype);
+        }
         let sub = Subscripts { inputs: labels, output: sub.output };
         let (sub, inputs) = super::rewrite::split_products(sub, inputs);
         let f64_out = Array::new(NodeKind::Einsum { sub, args: inputs }, shape, Dtype::F64);
         Ok(f64_out.astype(dtype))
     }
+}
+
+/// An integer or boolean einsum as NumPy computes it: each operand (distinct
+/// `labels`, extents `sizes`) viewed over every label (output labels first,
+/// then the summed ones, absent labels broadcast), their product in
+/// `dtype`, summed over the summed labels and cast back to `dtype`
+/// (sums of narrow integers wrap to the same values; booleans become any).
+fn exact_einsum(
+    output: &[u8],
+    labels: &[Vec<u8>],
+    inputs: Vec<Array>,
+    sizes: &BTreeMap<u8, usize>,
+    dtype: Dtype,
+) -> Result<Array> {
+    let mut all: Vec<u8> = output.to_vec();
+    for l in labels.iter().flatten() {
+        if !all.contains(l) {
+            all.push(*l);
+        }
+    }
+    let full: Vec<usize> = all.iter().map(|c| sizes[c]).collect();
+    let mut product: Option<Array> = None;
+    for (a, l) in inputs.into_iter().zip(labels) {
+        // Its axes in the order of `all`, then length-1 axes for the labels it lacks.
+        let mut order: Vec<usize> = (0..l.len()).collect();
+        order.sort_by_key(|&i| all.iter().position(|c| *c == l[i]));
+        let mut a = if order.iter().enumerate().all(|(k, &i)| k == i) { a } else { a.view(ViewOp::Transpose(order))? };
+        let missing: Vec<usize> = (0..all.len()).filter(|&p| !l.contains(&all[p])).collect();
+        if !missing.is_empty() {
+            a = a.view(ViewOp::ExpandDims(missing))?;
+        }
+        if a.shape() != full.as_slice() {
+            a = a.view(ViewOp::BroadcastTo(full.clone()))?;
+        }
+        product = Some(match product {
+            None => a,
+            Some(p) => Array::ufunc(Op::Multiply, &[p, a])?.astype(dtype),
+        });
+    }
+    let product = product.ok_or_else(|| value_error("einsum needs at least one operand".into()))?;
+    let summed: Vec<usize> = (output.len()..all.len()).collect();
+    if summed.is_empty() {
+        return Ok(product.astype(dtype));
+    }
+    Ok(product.reduce(Reduction::Sum, &summed, false, None)?.astype(dtype))
 }
 
 /// The values an integer dtype holds, or `None` for other dtypes.
