@@ -432,3 +432,26 @@ def test_reductions_and_scans_report_nan_from_infinities_as_invalid(case, limit,
     if "invalid value" in numpy_kinds:
         with np.errstate(invalid="raise"), pytest.raises(FloatingPointError, match="invalid value"):
             f(ma, ma.asarray(x)).compute(memory_limit=limit, n_jobs=n_jobs)
+
+
+@pytest.mark.parametrize("shape", [(2000, 64), (1000, 100), (500, 100), (2000, 16)])
+@pytest.mark.parametrize("fill", ["overflow", "opposite_infinities", "one_infinity"])
+@pytest.mark.parametrize("limit,n_jobs", [("64MiB", 1), ("2MiB", 2)])
+def test_var_of_a_column_whose_mean_overflows_is_numpys(shape, fill, limit, n_jobs):
+    # A mean that overflowed met another chunk's finite mean: the merged
+    # moments were NaN (inf - inf) where NumPy's two passes give inf.
+    x = np.zeros(shape)
+    if fill == "overflow":
+        x[100, 0] = x[101, 0] = 1e308
+    elif fill == "opposite_infinities":
+        x[100, 0], x[-5, 0] = np.inf, -np.inf
+    else:
+        x[100, 0] = np.inf
+    for f in (np.var, np.std):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            want = f(x, axis=0)
+        numpy_kinds = {str(m.message).split(" encountered")[0] for m in w}
+        got, messages = computed(f(ma.asarray(x), axis=0), memory_limit=limit, n_jobs=n_jobs)
+        np.testing.assert_array_equal(got, want)
+        assert {m.split(" encountered")[0] for m in messages} == numpy_kinds, (messages, numpy_kinds)

@@ -82,6 +82,15 @@ impl Moments {
         let n = self.count + b.count;
         let (hi, lo) = two_sum(b.mean, -self.mean);
         let delta = hi + (lo + (b.mean_lo - self.mean_lo));
+        if !delta.is_finite() {
+            // A mean that overflowed (or infinite values): NumPy's two
+            // passes give an infinite mean and inf for the squares of
+            // x − mean; NaN where the data or opposite infinities make it.
+            let mean = self.mean + b.mean;
+            let m2 = if mean.is_nan() || self.m2.is_nan() || b.m2.is_nan() { f64::NAN } else { f64::INFINITY };
+            *self = Moments { count: n, mean, mean_lo: 0.0, m2 };
+            return;
+        }
         let m2 = self.m2 + b.m2 + delta * delta * (self.count * b.count / n);
         let (mean, err) = two_sum(self.mean, delta * (b.count / n));
         *self = Moments { count: n, mean, mean_lo: err + self.mean_lo, m2 };
