@@ -44,7 +44,7 @@ class _Verbose:
             print("Initialization complete")
         i = iteration - 1
         print(f"Iteration {i}, inertia {inertia}.")
-        if self.verbose > 1:
+        if self.verbose > 1 and skip_share > 0:
             print(f"  bounds skipped {100 * skip_share:.1f}% of the distances")
         # scikit-learn's strict convergence (labels unchanged) is a shift of
         # 0 after the first iteration; its tolerance is 0 (an int) for tol=0.
@@ -109,10 +109,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         bounds); ``"lloyd"`` computes every distance every iteration;
         ``"auto"`` times two plain iterations, then bounded ones, and from the
         fifth on runs plain iterations once a bounded one is not clearly
-        faster than the second plain one
-        (narrow data whose full assignment is already cheap, wide data with
-        centres that keep moving). On a Dask cluster the iterations are plain
-        Lloyd (the bounds stay on the client).
+        faster than the second plain one (narrow data whose full assignment
+        is already cheap, centres that keep moving), and runs plain when the
+        bounds do not fit ``memory_limit``. A Dask array X runs plain Lloyd
+        iterations (its passes are tasks on the chunks).
     memory_limit : int, str or None, default=None
         Bytes every buffer of a run must fit in: an int (bytes) or a string
         such as ``"2GiB"`` (powers of 1024) or ``"2GB"`` (powers of 1000);

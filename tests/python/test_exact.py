@@ -115,7 +115,7 @@ def test_cli_algorithms_give_the_same_bits_and_report_skipped_distances(tmp_path
         got[algorithm] = (np.load(labels), s)
         assert len(s["skip_share"]) == s["n_iter"]
     lloyd_labels, lloyd = got.pop("lloyd")
-    assert lloyd["distances_skipped"] == 0 and lloyd["algorithm"] == "lloyd"
+    assert lloyd["mean_skip_share"] == 0 and lloyd["algorithm"] == "lloyd"
     for algorithm, (labels, s) in got.items():
         np.testing.assert_array_equal(labels, lloyd_labels)
         assert (s["inertia"], s["n_iter"]) == (lloyd["inertia"], lloyd["n_iter"]), algorithm

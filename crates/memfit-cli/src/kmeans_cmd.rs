@@ -220,7 +220,7 @@ fn summary_json(
         "converged": m.converged,
         "algorithm": memfit::cluster::Algorithm::from(args.algorithm).name(),
         "skip_share": m.skip_share,
-        "distances_skipped": mean_share(&m.skip_share),
+        "mean_skip_share": mean_share(&m.skip_share),
         "timings": timings,
         "peak_rss_bytes": peak,
         "plan": plan,

@@ -49,8 +49,13 @@ fn gamma64(n: usize) -> f64 {
     nu / (1.0 - nu)
 }
 
-/// Per-thread buffers of the bounded pass: the rows of a tile that need the
-/// full assignment, copied together, with their results.
+/// Most rows assigned in full together (a tile's rows that need it are
+/// copied in batches of this many; a row's result does not depend on the
+/// batch), so that the buffers stay small whatever the tile.
+const COMPACT_ROWS: usize = 64;
+
+/// Per-thread buffers of the bounded pass: rows that need the full
+/// assignment, copied together, with their results.
 pub(crate) struct Compact<T> {
     x: Vec<T>,
     index: Vec<u32>,
@@ -61,6 +66,7 @@ pub(crate) struct Compact<T> {
 
 impl<T: Real> Compact<T> {
     fn new(tile_rows: usize, d: usize) -> Self {
+        let tile_rows = tile_rows.min(COMPACT_ROWS);
         Compact {
             x: vec![T::default(); tile_rows * d],
             index: vec![0; tile_rows],
@@ -73,7 +79,40 @@ impl<T: Real> Compact<T> {
     /// Bytes of one thread's buffers for tiles of `tile_rows` rows of `d`
     /// features in a compute type of `compute_bytes`.
     pub(crate) fn bytes(tile_rows: usize, d: usize, compute_bytes: usize) -> u64 {
-        (tile_rows * (d * compute_bytes + 4 + 4 + 8 + 8)) as u64
+        (tile_rows.min(COMPACT_ROWS) * (d * compute_bytes + 4 + 4 + 8 + 8)) as u64
+    }
+
+    /// Assigns the `full` rows held in full (see [`assign_rows`]) and
+    /// writes their labels, distances and new states at their indices.
+    fn flush(
+        &mut self,
+        full: usize,
+        shared: &Shared<'_, T>,
+        scratch: &mut Scratch<T>,
+        labels: &mut [u32],
+        dist: &mut [f64],
+        states: &mut [f64],
+    ) {
+        if full == 0 {
+            return;
+        }
+        let d = shared.d;
+        assign_rows(
+            &self.x[..full * d],
+            shared.centers,
+            shared.k_tile,
+            scratch,
+            &mut self.labels[..full],
+            &mut self.dist[..full],
+            Some(&mut self.second[..full]),
+        );
+        for q in 0..full {
+            let i = self.index[q] as usize;
+            labels[i] = self.labels[q];
+            dist[i] = self.dist[q];
+            states[i * WIDTH] = f64::from(self.labels[q]);
+            states[i * WIDTH + 1] = self.second[q].sqrt() * (1.0 - ROUND);
+        }
     }
 }
 
@@ -258,9 +297,10 @@ impl<T: Real> Shared<'_, T> {
         // (lowered for its own roundings) keeps the label.
         let keep = (1.0 - g) * (1.0 - ROUND);
         let (m1, a1, m2) = self.drift;
-        let mut full = 0;
-        for (i, st) in states.chunks_exact_mut(WIDTH).enumerate() {
+        let (mut full, mut passed) = (0, labels.len());
+        for i in 0..labels.len() {
             let row = &x[i * d..(i + 1) * d];
+            let st = &mut states[i * WIDTH..(i + 1) * WIDTH];
             if st[0] >= 0.0 {
                 let a = st[0] as usize;
                 let dropped = st[1] - if a == a1 { m2 } else { m1 };
@@ -285,26 +325,15 @@ impl<T: Real> Shared<'_, T> {
             c.x[full * d..(full + 1) * d].copy_from_slice(row);
             c.index[full] = i as u32;
             full += 1;
-        }
-        if full > 0 {
-            assign_rows(
-                &c.x[..full * d],
-                self.centers,
-                self.k_tile,
-                scratch,
-                &mut c.labels[..full],
-                &mut c.dist[..full],
-                Some(&mut c.second[..full]),
-            );
-            for q in 0..full {
-                let i = c.index[q] as usize;
-                labels[i] = c.labels[q];
-                dist[i] = c.dist[q];
-                states[i * WIDTH] = f64::from(c.labels[q]);
-                states[i * WIDTH + 1] = c.second[q].sqrt() * (1.0 - ROUND);
+            if full == c.index.len() {
+                c.flush(full, self, scratch, labels, dist, states);
+                passed -= full;
+                full = 0;
             }
         }
+        c.flush(full, self, scratch, labels, dist, states);
+        passed -= full;
         debug_assert!(labels.len() <= self.tile_rows);
-        (labels.len() - full) as u64
+        passed as u64
     }
 }

@@ -71,11 +71,10 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let mut iter_row = scan_row + Assignment::<f64>::BYTES_PER_ROW + chunk_share;
     let min_rows = (TILE_ROWS as u64).min(n);
     // Bounded iterations: the centres the bounds refer to with drifts and
-    // half gaps, per thread a tile of the rows the bounds do not clear,
+    // half gaps, per thread a batch of the rows the bounds do not clear,
     // and per row a label and a lower bound, in memory when they fit.
-    let bounded = params.algorithm != Algorithm::Lloyd;
     let state_row = RowStates::bytes_per_row(WIDTH);
-    let bounds_fixed = |rows: usize| {
+    let bounds_fixed = |bounded: bool, rows: usize| {
         if bounded {
             centre_bytes(params.n_clusters, job.n_features)
                 + threads * Compact::<f64>::bytes(rows, job.n_features, job.compute_bytes)
@@ -92,21 +91,35 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // shrink (results do not depend on them) before the job is refused.
     let init_need = init_min * init_per + min_rows * scan_row + 2 * ScanStats::bytes(job.n_features);
     let tile = |rows: usize| Scratch::<f64>::bytes(rows, params.n_clusters, k_tile, job.n_features, job.compute_bytes);
-    let iter_fixed = |rows: usize| threads * tile(rows) + held(0) + part + bounds_fixed(rows);
-    let needed = |rows: usize, per_row: u64| always + init_need.max(iter_fixed(rows) + min_rows * per_row);
-    let bounds_disk_row = if bounded { state_row } else { 0 };
-    let tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(rows, iter_row + bounds_disk_row) <= limit);
-    let mut iter_fixed = iter_fixed(tile_rows);
+    let iter_fixed = |bounded: bool, rows: usize| threads * tile(rows) + held(0) + part + bounds_fixed(bounded, rows);
+    let needed = |bounded: bool, rows: usize, per_row: u64| {
+        always + init_need.max(iter_fixed(bounded, rows) + min_rows * per_row)
+    };
+    // Kernel tiles as plain Lloyd's; `auto` keeps them and runs plain when
+    // the bounds (at least one block's, from a scratch file) do not fit
+    // beside them; `bounded` shrinks them for the bounds first.
+    let plain_tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(false, rows, iter_row) <= limit);
+    let bounded = match params.algorithm {
+        Algorithm::Lloyd => false,
+        Algorithm::Auto => needed(true, plain_tile_rows, iter_row + state_row) <= limit,
+        Algorithm::Bounded => true,
+    };
+    let tile_rows = if bounded {
+        kernel_tile_rows(job.n_samples, |rows| needed(true, rows, iter_row + state_row) <= limit)
+    } else {
+        plain_tile_rows
+    };
+    let mut iter_fixed = iter_fixed(bounded, tile_rows);
     // The bounds in memory when they leave room for the smallest blocks.
-    let bounds_on_disk = bounded.then(|| needed(tile_rows, iter_row) + n * state_row > limit);
+    let bounds_on_disk = bounded.then(|| needed(true, tile_rows, iter_row) + n * state_row > limit);
     match bounds_on_disk {
         Some(false) => iter_fixed += n * state_row,
         Some(true) => iter_row += state_row,
         None => {}
     }
     let required = match bounds_on_disk {
-        Some(false) => needed(tile_rows, iter_row) + n * state_row,
-        _ => needed(tile_rows, iter_row),
+        Some(false) => needed(true, tile_rows, iter_row) + n * state_row,
+        _ => needed(bounded, tile_rows, iter_row),
     };
     check_fits(
         required,
@@ -292,6 +305,6 @@ mod tests {
             assert!(plan.total_bytes <= mib << 20);
             seen.push((plan.schedule.block_rows, plan.schedule.tile_rows, plan.schedule.k_tile));
         }
-        assert!(seen.windows(2).all(|w| w[0].1 == w[1].1 && w[0].2 == w[1].2 && w[0].0 <= w[1].0));
+        assert!(seen.windows(2).all(|w| w[0].1 == w[1].1 && w[0].2 == w[1].2 && w[0].0 <= w[1].0), "{seen:?}");
     }
 }
