@@ -14,7 +14,14 @@ cost in the same run (BENCHMARKS.md uses it for the exact-argmin refinement).
 Each peer runs --repeat times (default 3) and its fastest run is reported,
 so that a background hiccup on a shared machine does not decide a ratio.
 
+With --algorithms, memfit also runs as "memfit-lloyd" (--algorithm lloyd)
+and "memfit-bounded" (--algorithm bounded) beside "memfit" (the default,
+auto): the bounded iterations' speed-up in the same run, their share of
+skipped distances, and the same inertia. --features sets the generated
+blobs' width (default 3; bounds pay most on wider data).
+
 Usage: python bench/kmeans_bench.py [--iters 10] [--k 200] [--threads 2] [--repeat 3] [--baseline-bin PATH]
+       [--algorithms] [--features 3] [--no-flights]
 Needs: numpy, scikit-learn, faiss-cpu (pip), and target/release/memfit.
 """
 import argparse
@@ -37,17 +44,21 @@ def child(peer, data, init, iters, threads):
     import numpy as np
 
     if peer.startswith("memfit"):
-        binary = MEMFIT if peer == "memfit" else os.environ["MEMFIT_BASELINE_BIN"]
+        binary = os.environ["MEMFIT_BASELINE_BIN"] if peer == "memfit-base" else MEMFIT
+        algorithm = peer.split("-", 1)[1] if peer in ("memfit-lloyd", "memfit-bounded") else None
         summary = Path(tempfile.mkdtemp()) / "s.json"
         cmd = [binary, "kmeans", data, "--n-clusters", str(np.load(init).shape[0]), "--init", init,
                "--max-iter", str(iters), "--tol", "0", "--threads", str(threads), "--quiet",
                "--summary", str(summary), "--memory-limit", "2GiB"]
+        if algorithm:
+            cmd += ["--algorithm", algorithm]
         t = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - t
         s = json.loads(summary.read_text())
         print(json.dumps({"secs": wall, "n_iter": s["n_iter"], "inertia": s["inertia"],
-                          "lloyd_secs_per_iter": s["timings"]["iterations_secs"] / s["n_iter"]}))
+                          "lloyd_secs_per_iter": s["timings"]["iterations_secs"] / s["n_iter"],
+                          "skip": s.get("mean_skip_share", 0.0)}))
         return
     X = np.load(data)
     C = np.load(init).astype(X.dtype)
@@ -100,9 +111,14 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=3, help="runs per peer; the fastest is reported")
     ap.add_argument("--baseline-bin", help="another memfit binary to run as the peer memfit-base")
+    ap.add_argument("--algorithms", action="store_true", help="also memfit --algorithm lloyd and bounded")
+    ap.add_argument("--features", type=int, default=3, help="columns of the generated blobs")
+    ap.add_argument("--no-flights", action="store_true", help="only the generated blobs")
     ap.add_argument("--child", nargs=5)
     a = ap.parse_args()
     peers = ["memfit", "sklearn", "faiss"]
+    if a.algorithms:
+        peers[1:1] = ["memfit-lloyd", "memfit-bounded"]
     if a.baseline_bin:
         os.environ["MEMFIT_BASELINE_BIN"] = a.baseline_bin
         peers.insert(1, "memfit-base")
@@ -113,17 +129,19 @@ def main():
 
     tmp = Path(tempfile.mkdtemp(prefix="memfit-bench-"))
     blobs = tmp / "blobs1m_f64.npy"
-    subprocess.run([MEMFIT, "generate", "blobs", "--n-samples", "1000000", "--n-features", "3", "--centers",
-                    str(a.k), "--seed", "7", "--out", str(blobs)], check=True, stdout=subprocess.DEVNULL)
-    sets = [("blobs 1,000,000 × 3", blobs)]
+    subprocess.run([MEMFIT, "generate", "blobs", "--n-samples", "1000000", "--n-features", str(a.features),
+                    "--centers", str(a.k), "--seed", "7", "--out", str(blobs)], check=True, stdout=subprocess.DEVNULL)
+    sets = [(f"blobs 1,000,000 × {a.features}", blobs)]
     flights = SHARED / "flights3m_f64.npy"
-    if flights.exists():
+    if a.no_flights:
+        pass
+    elif flights.exists():
         sets.append(("flights3m 3,000,000 × 3", flights))
     else:
         print(f"skipping flights3m: {flights} not found")
     print(f"k = {a.k}, {a.iters} iterations, {a.threads} threads, same initial centres for every peer")
     print("s/iter = whole fit / iterations; 'peer/memfit' = the peer's s/iter over memfit's")
-    print(f"{'data':<26}{'dtype':<9}{'peer':<12}{'s/iter':>9}{'peer/memfit':>12}{'peak RSS':>11}{'inertia':>18}")
+    print(f"{'data':<26}{'dtype':<9}{'peer':<15}{'s/iter':>9}{'peer/memfit':>12}{'peak RSS':>11}{'inertia':>18}")
     for name, path in sets:
         X = np.load(path, mmap_mode="r")
         rng = np.random.default_rng(0)
@@ -142,12 +160,13 @@ def main():
             m = res["memfit"]["secs"] / res["memfit"]["n_iter"]
             for peer, r in res.items():
                 if "error" in r:
-                    print(f"{name:<26}{dtype:<9}{peer:<12}  failed: {r['error']}")
+                    print(f"{name:<26}{dtype:<9}{peer:<15}  failed: {r['error']}")
                     continue
                 s = r["secs"] / r["n_iter"]
                 ratio = "" if peer == "memfit" else f"{s / m:.2f}x"
-                note = f"  (Lloyd passes alone: {r['lloyd_secs_per_iter']:.4f} s/iter)" if "lloyd_secs_per_iter" in r else ""
-                print(f"{name:<26}{dtype:<9}{peer:<12}{s:>9.4f}{ratio:>12}{r['peak_rss_bytes'] / 2**20:>8.0f} MiB{r['inertia']:>18.10e}{note}")
+                note = f"  (Lloyd passes alone: {r['lloyd_secs_per_iter']:.4f} s/iter" if "lloyd_secs_per_iter" in r else ""
+                note += f", {100 * r['skip']:.0f} % of distances skipped)" if "skip" in r else (")" if note else "")
+                print(f"{name:<26}{dtype:<9}{peer:<15}{s:>9.4f}{ratio:>12}{r['peak_rss_bytes'] / 2**20:>8.0f} MiB{r['inertia']:>18.10e}{note}")
             if dtype == "float32":
                 os.remove(data)
 
