@@ -296,33 +296,34 @@ impl<T: Real> Shared<'_, T> {
         // D̃_j ≥ L² (1 − γ₆₄) for every other centre: `own` below `keep · L²`
         // (lowered for its own roundings) keeps the label.
         let keep = (1.0 - g) * (1.0 - ROUND);
+        let inv = 1.0 / (1.0 - g) * (1.0 + ROUND);
         let (m1, a1, m2) = self.drift;
-        let (mut full, mut passed) = (0, labels.len());
-        for i in 0..labels.len() {
+        let rows = labels.len();
+        // First every row's test, without branches (its outcome is data
+        // dependent: mispredicted branches cost more than the arithmetic),
+        // then the rows that fail it, assigned in full in batches.
+        let mut cleared = [false; crate::plan::TILE_ROWS];
+        let cleared = &mut cleared[..rows];
+        for i in 0..rows {
             let row = &x[i * d..(i + 1) * d];
             let st = &mut states[i * WIDTH..(i + 1) * WIDTH];
-            if st[0] >= 0.0 {
-                let a = st[0] as usize;
-                let dropped = st[1] - if a == a1 { m2 } else { m1 };
-                let l = if dropped > 0.0 { dropped * (1.0 - ROUND) } else { 0.0 };
-                let own = exact_sq_dist(row, self.centers.center(a));
-                // The stored bound first (no square root), then the half gap.
-                let cleared = k == 1
-                    || own < keep * l * l
-                    || self.use_gaps && {
-                        let upper = (own / (1.0 - g)).sqrt() * (1.0 + ROUND);
-                        let by_gap = (2.0 * self.half_gap[a] - upper) * (1.0 - ROUND);
-                        // A negative bound says nothing (and must not square to one).
-                        by_gap > 0.0 && own < keep * by_gap * by_gap
-                    };
-                if cleared {
-                    labels[i] = a as u32;
-                    dist[i] = own;
-                    st[1] = l;
-                    continue;
-                }
-            }
-            c.x[full * d..(full + 1) * d].copy_from_slice(row);
+            let known = st[0] >= 0.0;
+            let a = if known { st[0] as usize } else { 0 };
+            let dropped = st[1] - if a == a1 { m2 } else { m1 };
+            let l = if dropped > 0.0 { dropped * (1.0 - ROUND) } else { 0.0 };
+            let own = exact_sq_dist(row, self.centers.center(a));
+            let upper = (own * inv).sqrt() * (1.0 + ROUND);
+            let by_gap = (2.0 * self.half_gap[a] - upper) * (1.0 - ROUND);
+            // A negative bound says nothing (and must not square to one).
+            let lower = l.max(if self.use_gaps { by_gap } else { 0.0 }).max(0.0);
+            cleared[i] = known & ((k == 1) | (own < keep * lower * lower));
+            labels[i] = a as u32;
+            dist[i] = own;
+            st[1] = l;
+        }
+        let (mut full, mut passed) = (0, rows);
+        for i in (0..rows).filter(|&i| !cleared[i]) {
+            c.x[full * d..(full + 1) * d].copy_from_slice(&x[i * d..(i + 1) * d]);
             c.index[full] = i as u32;
             full += 1;
             if full == c.index.len() {
