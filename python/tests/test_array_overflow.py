@@ -455,3 +455,22 @@ def test_var_of_a_column_whose_mean_overflows_is_numpys(shape, fill, limit, n_jo
         got, messages = computed(f(ma.asarray(x), axis=0), memory_limit=limit, n_jobs=n_jobs)
         np.testing.assert_array_equal(got, want)
         assert {m.split(" encountered")[0] for m in messages} == numpy_kinds, (messages, numpy_kinds)
+
+
+@pytest.mark.parametrize("limit,n_jobs", LIMITS)
+def test_contractions_report_nan_from_infinities_as_invalid(limit, n_jobs):
+    # inf · 0 in a matmul or dot: NaN from operands without NaN, NumPy's
+    # "invalid value encountered in matmul" (memfit was silent).
+    inf = np.inf
+    for a, b, f in [
+        (np.array([[inf, 1], [2, 3]]), np.array([[0, 1], [1, -inf]]), lambda a, b: a @ b),
+        (np.array([inf, 1.0]), np.array([0, 1.0]), lambda a, b: np.dot(a, b)),
+        (np.array([[np.nan, 1.0]]), np.array([[1.0], [1.0]]), lambda a, b: a @ b),
+    ]:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            want = f(a, b)
+        numpy_kinds = {str(m.message).split(" encountered")[0] for m in w}
+        got, messages = computed(f(ma.asarray(a), ma.asarray(b)), memory_limit=limit, n_jobs=n_jobs)
+        np.testing.assert_array_equal(got, want)
+        assert {m.split(" encountered")[0] for m in messages} == numpy_kinds, (messages, numpy_kinds)

@@ -555,7 +555,13 @@ fn run_stage(
             let contracted: Vec<u8> = sizes.keys().copied().filter(|c| !sub.output.contains(c)).collect();
             let csizes: Vec<usize> = contracted.iter().map(|c| sizes[c]).collect();
             let (n_o, n_c) = (n_tiles(shape, &sp.tile), n_tiles(&csizes, &sp.chunk).max(1));
-            let (bad_in, bad_out) = (AtomicU64::new(0), AtomicU64::new(0));
+            // Non-finite and NaN inputs; infinite and NaN outputs.
+            let (bad_in, nan_in) = (AtomicU64::new(0), AtomicU64::new(0));
+            let (inf_out, nan_out) = (AtomicU64::new(0), AtomicU64::new(0));
+            let nans = |col: &Col| match col {
+                Col::F(v) => v.iter().filter(|x| x.is_nan()).count() as u64,
+                _ => 0,
+            };
             let unit = |buf: &mut Vec<u8>, o: usize, c: usize| -> Result<Sums> {
                 let (olo, ohi) = tile_box(shape, &sp.tile, o);
                 let (clo, chi) = tile_box(&csizes, &sp.chunk, c);
@@ -571,6 +577,7 @@ fn run_stage(
                     let (lo, hi): (Vec<usize>, Vec<usize>) = labels.iter().map(range).unzip();
                     let col = eval(ir, &lo, &hi, ctx, buf)?;
                     bad_in.fetch_add(col.count_non_finite(), Ordering::Relaxed);
+                    nan_in.fetch_add(nans(&col), Ordering::Relaxed);
                     let Col::F(data) = col else { unreachable!("einsum operands are float64") };
                     dense.push(Dense { shape: lo.iter().zip(&hi).map(|(a, b)| b - a).collect(), data });
                 }
@@ -579,12 +586,19 @@ fn run_stage(
             let finish = |o: usize, s: Sums| -> Result<()> {
                 let (lo, hi) = tile_box(shape, &sp.tile, o);
                 let col = Col::F(s.0);
-                bad_out.fetch_add(col.count_non_finite(), Ordering::Relaxed);
+                let nan = nans(&col);
+                nan_out.fetch_add(nan, Ordering::Relaxed);
+                inf_out.fetch_add(col.count_non_finite() - nan, Ordering::Relaxed);
                 put(sink, &lo, &hi, &col, dtype)
             };
             run_grid(n_o, n_c, threads, cancel, Vec::new, unit, finish)?;
+            // NaN from operands without NaN (inf · 0, inf − inf) is invalid,
+            // inf from finite operands overflow, as NumPy's matmul reports.
+            if nan_in.load(Ordering::Relaxed) == 0 {
+                ctx.fp.add(FpException::Invalid, nan_out.load(Ordering::Relaxed));
+            }
             if bad_in.load(Ordering::Relaxed) == 0 {
-                ctx.fp.add(FpException::Overflow, bad_out.load(Ordering::Relaxed));
+                ctx.fp.add(FpException::Overflow, inf_out.load(Ordering::Relaxed));
             }
             Ok(())
         }
