@@ -474,3 +474,15 @@ def test_contractions_report_nan_from_infinities_as_invalid(limit, n_jobs):
         got, messages = computed(f(ma.asarray(a), ma.asarray(b)), memory_limit=limit, n_jobs=n_jobs)
         np.testing.assert_array_equal(got, want)
         assert {m.split(" encountered")[0] for m in messages} == numpy_kinds, (messages, numpy_kinds)
+
+
+def test_mean_of_an_empty_array_reports_the_invalid_division():
+    # NumPy: "Mean of empty slice" and "invalid value encountered in divide";
+    # memfit's mean of nothing was a silent NaN.
+    x = np.zeros((0, 3))
+    for f in (lambda m, a: m.mean(a, axis=0), lambda m, a: m.mean(a)):
+        got, messages = computed(f(ma, ma.asarray(x)))
+        assert np.isnan(got).all() and [m.split(" encountered")[0] for m in messages] == ["invalid value"]
+        with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+            f(ma, ma.asarray(x)).compute()
+    assert computed(ma.sum(ma.asarray(x), axis=0))[1] == []

@@ -518,6 +518,10 @@ fn run_stage(
                     let n = lo.iter().zip(&hi).map(|(a, b)| b - a).product();
                     for ((op, input, dtype), sink) in ops.iter().zip(sinks) {
                         let col = Acc::empty(*op, *input, n).finish(*op, *dtype, 1, 0);
+                        // The mean of nothing: 0 / 0, NumPy's invalid value.
+                        if let Col::F(v) = &col {
+                            ctx.fp.add(FpException::Invalid, v.iter().filter(|x| x.is_nan()).count() as u64);
+                        }
                         put(*sink, &lo, &hi, &col, *dtype)?;
                     }
                 }
