@@ -1,7 +1,7 @@
 //! The k-means memory plan: which buffers a fit allocates and how many rows
 //! each read block holds.
 
-use super::bounds::{centre_bytes, Compact, WIDTH};
+use super::bounds::{centre_bytes, Compact, COMPACT_ROWS, WIDTH};
 use super::params::{Algorithm, Init, KMeansParams};
 use super::pass::{AssignStats, Assignment};
 use crate::error::{Count, Remedy, Result};
@@ -193,7 +193,10 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             "rows to assign in full",
             threads * compact,
             1,
-            format!("{threads} threads × {compact} B ({tile_rows} rows: values, index, label, distances)"),
+            format!(
+                "{threads} threads × {compact} B ({} rows: values, index, label, distances)",
+                tile_rows.min(COMPACT_ROWS)
+            ),
         );
         let (state_rows, what) = if on_disk { (rows, "per block, read from a scratch file") } else { (n, "all rows") };
         led.add_in(
