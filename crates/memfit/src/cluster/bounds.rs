@@ -224,15 +224,8 @@ impl<T: Real> Bounds<T> {
         let workers = scratch.len().min(self.compact.len()).max(1);
         let n_tiles = rows.div_ceil(tile_rows);
         let per_worker = n_tiles.div_ceil(workers).max(1) * tile_rows;
-        let shared = Shared {
-            centers,
-            drift: self.drift,
-            half_gap: &self.half_gap,
-            use_gaps: self.use_gaps,
-            k_tile,
-            d,
-            tile_rows,
-        };
+        let shared =
+            Shared { centers, drift: self.drift, half_gap: &self.half_gap, use_gaps: self.use_gaps, k_tile, d };
         let skipped: u64 = scratch[..workers]
             .par_iter_mut()
             .zip(self.compact[..workers].par_iter_mut())
@@ -263,7 +256,6 @@ impl<T: Real> Bounds<T> {
     /// the centres of the last [`Self::moved_to`].
     pub(crate) fn passed(&mut self) {
         self.fresh = false;
-        self.drift = (0.0, 0, 0.0);
     }
 }
 
@@ -275,7 +267,6 @@ struct Shared<'a, T> {
     use_gaps: bool,
     k_tile: usize,
     d: usize,
-    tile_rows: usize,
 }
 
 impl<T: Real> Shared<'_, T> {
@@ -334,7 +325,6 @@ impl<T: Real> Shared<'_, T> {
         }
         c.flush(full, self, scratch, labels, dist, states);
         passed -= full;
-        debug_assert!(labels.len() <= self.tile_rows);
         passed as u64
     }
 }

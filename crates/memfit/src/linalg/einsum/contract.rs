@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::mem::size_of;
 use std::ops::Range;
 
-use super::gemm::{gemm, outer, tile, RowPanels};
+use super::gemm::{dots, gemm, outer, tile, RowPanels};
 use super::path::{distinct, kept, PairLayout};
 use super::{elements, label_sizes, Dense, Path, Subscripts};
 
@@ -363,6 +363,12 @@ pub fn contract(sub: &Subscripts, operands: &[Dense], path: &Path) -> Dense {
             // Depth 1 (nothing summed): outer products of unpadded rows.
             let (a, b) = (pa.all(1), pb.all(1));
             outer(nb, m, n, &a, &b, &mut c);
+            recycle(a);
+            recycle(b);
+        } else if m == 1 && n == 1 {
+            // Batched dot products: unpadded rows, from the spare buffers.
+            let (a, b) = (pa.all(1), pb.all(1));
+            dots(nb, k, &a, &b, &mut c);
             recycle(a);
             recycle(b);
         } else {

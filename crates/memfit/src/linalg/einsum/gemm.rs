@@ -74,21 +74,12 @@ pub(super) trait RowPanels {
 /// `a` gives `A`'s row panels of `MR` rows; `b` holds, per batch,
 /// `⌈n/NR⌉` column panels, each `k` groups of `NR` values (zero past column
 /// `n`); `c` is `batch` row-major `m × n` blocks, overwritten. `(MR, NR)`
-/// is [`tile`]. With `m == n == 1` (batched dot products) the panels are
-/// `(1, 1)`: `b` is `batch` rows of `k` values.
+/// is [`tile`]. Batched dot products (`m == n == 1`) go to [`dots`].
 ///
 /// # Panics
-/// If a slice is shorter than stated.
+/// If a slice is shorter than stated, or for `m == n == 1`.
 pub(super) fn gemm(batch: usize, m: usize, n: usize, k: usize, a: &impl RowPanels, b: &[f64], c: &mut [f64]) {
-    if m == 1 && n == 1 {
-        let mut rows = vec![0.0; batch * k];
-        if k > 0 {
-            for (t, row) in rows.chunks_exact_mut(k).enumerate() {
-                a.fill(t, 0, 0..k, 1, row);
-            }
-        }
-        return dots(batch, k, &rows, b, c);
-    }
+    assert!(m != 1 || n != 1, "batched dot products go to dots");
     match (isa(), tile(m as u64, n as u64)) {
         // SAFETY: `isa()` checked the CPU features the target functions enable.
         #[cfg(target_arch = "x86_64")]
@@ -183,8 +174,9 @@ fn outer_portable(batch: usize, m: usize, n: usize, a: &[f64], b: &[f64], c: &mu
     }
 }
 
-/// `c[t] = Σ_p a[t k + p] b[t k + p]`, one fused-multiply-add chain from +0.0 each.
-fn dots(batch: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+/// `c[t] = Σ_p a[t k + p] b[t k + p]`, one fused-multiply-add chain from +0.0 each
+/// (`a`, `b`: `batch` rows of `k` values): [`gemm`]'s bits at `m == n == 1`.
+pub(super) fn dots(batch: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
     match isa() {
         // SAFETY: `isa()` checked the CPU features the target function enables.
         #[cfg(target_arch = "x86_64")]
