@@ -476,10 +476,17 @@ def test_memory_limit_bitwise_identical(big, init):
     assert_array_equal(fits[0].predict(big[:5000]), fits[1].predict(big[:5000]))
 
 
-def test_kmeans_plusplus_sample_cut_by_limit_warns(big):
-    """When the limit cannot hold the full k-means++ sample, fit says so (UserWarning naming memory_limit)."""
-    with pytest.warns(UserWarning, match="memory_limit"):
-        KMeans(n_clusters=5, random_state=0, memory_limit="2MiB", max_iter=5).fit(big)
+def test_kmeans_plusplus_sample_spilled_by_a_small_limit_gives_the_same_fit(big):
+    """A limit too small for the k-means++ sample's values spills them to a scratch file: the same rows,
+    the same fit as a large limit, no warning."""
+    params = dict(n_clusters=5, random_state=0, max_iter=5, n_init=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        small = KMeans(memory_limit="6MiB", **params).fit(big)
+    large = KMeans(memory_limit="1GiB", **params).fit(big)
+    assert "values in an unnamed scratch file" in str(small.memory_plan_)
+    assert "values in an unnamed scratch file" not in str(large.memory_plan_)
+    _assert_same_fit(small, large)
 
 
 # ---------------------------------------------------------------------------
@@ -688,3 +695,24 @@ def test_readonly_input_not_copied_or_modified(small):
     km.transform(Z)
     assert_array_equal(Z, X)
     assert not Z.flags.writeable
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_too_few_distinct_points_stop_as_soon_as_scikit_learn(seed):
+    """More clusters than distinct points: rows that sit on their centres (within the rounding of a mean
+    of identical rows) are not moved into empty clusters, so the fit stops as soon as scikit-learn's does
+    or sooner (no endless trading of rows between coincident centres), with as many distinct clusters
+    and labels_ that are the nearest of the final centres."""
+    rng = np.random.RandomState(seed)
+    m = rng.randint(2, 6)
+    k = m + rng.randint(1, 4)
+    X = (rng.randn(m, 2) * rng.choice([1, 100]))[rng.randint(0, m, 300)]
+    init = X[rng.choice(300, k, replace=False)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = KMeans(k, n_init=1, init=init, max_iter=300).fit(X)
+        ref = SkKMeans(k, n_init=1, init=init, max_iter=300).fit(X)
+    assert ours.n_iter_ <= ref.n_iter_ < 300
+    assert len(np.unique(ours.labels_)) == len(np.unique(ref.labels_)) == m
+    assert_array_equal(ours.labels_, ours.predict(X))
+    assert ours.inertia_ <= 1e-20 * max(1.0, float(np.abs(X).max()) ** 2)

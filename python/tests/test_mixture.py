@@ -1017,17 +1017,19 @@ def test_threads_and_memory_limit_do_not_change_results(big3, covariance_type, s
         "random_from_data",
     ],
 )
-def test_memory_limit_changes_results_only_with_a_warning(big3, init_params):
-    """A fit under 4MiB equals the 1GiB fit bitwise unless memfit warns that
-    the limit changed the initialisation."""
+def test_memory_limit_never_changes_results(big3, init_params):
+    """A fit under 6MiB (k-means++: its sample's values spilled to a scratch
+    file) equals the 1GiB fit bitwise, without a warning, for every init."""
     kw = dict(n_components=3, init_params=init_params, tol=1e-4, random_state=0, n_jobs=1)
     ref = GaussianMixture(memory_limit="1GiB", **kw).fit(big3)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        small = GaussianMixture(memory_limit="4MiB", **kw).fit(big3)
-    warned = any("memory limit" in str(w.message) for w in caught)
-    same = all(np.array_equal(getattr(small, name), getattr(ref, name)) for name in FITTED)
-    assert same or warned
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        small = GaussianMixture(memory_limit="6MiB", **kw).fit(big3)
+    if init_params == "k-means++":
+        assert "values in an unnamed scratch file" in small.memory_plan_
+    for name in FITTED:
+        assert_array_equal(getattr(small, name), getattr(ref, name), err_msg=name)
+    assert small.lower_bounds_ == ref.lower_bounds_
 
 
 def test_clone_and_refit_same_result(truth):

@@ -68,12 +68,43 @@ def test_memory_limit_invariance(tmp_path, medium, init, limit):
     assert small.summary["n_iter"] == large.summary["n_iter"]
 
 
-def test_shrunk_init_sample_is_announced(tmp_path, medium):
-    # At 2 MiB the limit cannot hold the default k-means++ sample (100,000 rows
-    # here): memfit shrinks it, so the result may change, and it says so.
-    r = fit(tmp_path, medium, 20, tag="shrunk", memory_limit="2MiB")
+def test_cut_init_sample_is_announced(tmp_path, medium):
+    # At 2 MiB the limit cannot hold even the keys of the default k-means++
+    # sample (100,000 rows here): memfit cuts it, so the result may change,
+    # and it says so.
+    r = fit(tmp_path, medium, 20, tag="cut", memory_limit="2MiB")
     assert "k-means++ sample" in r.proc.stderr and "raise --memory-limit" in r.proc.stderr
     assert any("k-means++ sample" in w for w in r.summary["warnings"])
+
+
+def test_init_sample_spilled_to_disk_gives_the_same_fit(tmp_path, medium):
+    # At 6 MiB the limit cannot hold the default k-means++ sample (100,000 rows
+    # here): its values go to a scratch file, the same rows are drawn, and the
+    # fit is the one a large limit gives, without a warning.
+    small, large = (fit(tmp_path, medium, 20, tag=lim, memory_limit=lim) for lim in ("6MiB", "1GiB"))
+    assert small.summary["plan"]["init_sample"]["rows"] == 100_000
+    assert "piece_rows" in small.summary["plan"]["init_sample"]
+    assert "piece_rows" not in large.summary["plan"]["init_sample"]
+    assert small.summary["warnings"] == [] and "k-means++" not in small.proc.stderr
+    assert small.labels_path.read_bytes() == large.labels_path.read_bytes()
+    assert small.centers_path.read_bytes() == large.centers_path.read_bytes()
+    assert small.summary["inertia"] == large.summary["inertia"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss is in KiB only on Linux")
+def test_spilled_init_sample_is_not_resident(tmp_path):
+    """A k-means++ sample of 32 MiB of values at a 16 MiB limit: the peak RSS is
+    that of a random init at the same limit (no sample), give or take 8 MiB."""
+    X = save(tmp_path, "wide.npy", np.random.RandomState(0).rand(2048, 4096).astype(np.float32))
+    common = ["kmeans", X, "--n-clusters", 8, "--max-iter", 2, "--memory-limit", SMALL_LIMIT,
+              "--threads", 2, "--quiet"]
+    out = run_memfit(*common, "--dry-run").stdout
+    assert re.search(r"init sample: 1024 rows, values in an unnamed scratch file", out), out
+    with_sample = peak_rss(common)
+    without = peak_rss([*common, "--init", "random"])
+    print(f"peak RSS: k-means++ (spilled sample) {with_sample / MiB:.1f} MiB, random init {without / MiB:.1f} MiB")
+    assert with_sample <= without + 8 * MiB
+    assert planned_total(common) <= 16 * MiB
 
 
 def test_thread_invariance_bitwise(tmp_path, medium):

@@ -51,8 +51,9 @@ pub enum Warning {
         /// Clusters asked for.
         n_clusters: usize,
     },
-    /// The memory limit cut the k-means++ sample, so the result depends on
-    /// the limit.
+    /// The memory limit cannot hold even the keys and weights of the
+    /// k-means++ sample (its values are spilled to disk), so the sample is
+    /// cut and the result depends on the limit.
     InitSampleCut {
         /// Rows the sample would hold with room enough.
         wanted_rows: usize,
@@ -221,7 +222,7 @@ impl Warning {
             ),
             Warning::InitSampleCut { wanted_rows, used_rows, .. } => write!(
                 f,
-                "the memory limit cannot hold the k-means++ sample of {wanted_rows} rows, so {used_rows} rows are used and the result differs from runs with a larger limit; hint: {h} to make it limit-independent"
+                "the memory limit cannot hold the keys and weights of the k-means++ sample of {wanted_rows} rows (its values go to a scratch file), so {used_rows} rows are used and the result differs from runs with a larger limit; hint: {h} to make it limit-independent"
             ),
             Warning::IllConditioned { component, condition, dtype } => write!(
                 f,

@@ -129,3 +129,42 @@ fn bounds_on_disk_threads_and_row_ranges_change_no_bit() {
         same(&lloyd, &b, &format!("limit {limit} threads {threads}"));
     }
 }
+
+#[test]
+fn a_strictly_converged_bounded_fit_writes_lloyds_labels() {
+    let (_, x, n, d) = datasets().remove(0);
+    let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
+    let init: Vec<f64> = (0..12).flat_map(|j| x[(j * 7919 % n) * d..][..d].to_vec()).collect();
+    // In memory, and below the bounds of every row (a scratch file).
+    for (algorithm, limit) in
+        [(Algorithm::Lloyd, 1 << 30), (Algorithm::Bounded, 1 << 30), (Algorithm::Bounded, 1 << 20)]
+    {
+        let params = KMeansParams {
+            n_clusters: 12,
+            init: Init::Centers { values: init.clone(), n_rows: 12, n_cols: d },
+            max_iter: 100,
+            tol: 0.0,
+            algorithm,
+            ..Default::default()
+        };
+        let opts = RunOptions::with_limit(limit);
+        let plan = plan_kmeans(&params, &Job::new(&src, None, 8, 1, &opts)).unwrap();
+        let mut labels = Vec::new();
+        let mut sink = |l: &[u32]| {
+            labels.extend_from_slice(l);
+            Ok(())
+        };
+        let f = fit::<f64>(&params, &src, None, &plan, &opts, Some(&mut sink), &mut ()).unwrap();
+        assert!(f.converged && f.n_iter < 100, "{algorithm:?}");
+        assert_eq!(labels.len(), n);
+        // The labels are the exact nearest centres of the final centres.
+        let c = &f.cluster_centers;
+        let sq = |i: usize, j: usize| (0..d).map(|q| (x[i * d + q] - c[j * d + q]).powi(2)).sum::<f64>();
+        for (i, &l) in labels.iter().enumerate() {
+            let best = (0..12).min_by(|&a, &b| sq(i, a).total_cmp(&sq(i, b))).unwrap();
+            assert_eq!(sq(i, l as usize), sq(i, best), "row {i}");
+        }
+        let inertia: f64 = labels.iter().enumerate().map(|(i, &l)| sq(i, l as usize)).sum();
+        assert!((inertia - f.inertia).abs() <= 1e-9 * inertia);
+    }
+}

@@ -257,6 +257,36 @@ impl<T: Real> Bounds<T> {
     pub(crate) fn passed(&mut self) {
         self.fresh = false;
     }
+
+    /// Feeds the labels of the last pass (rows `first_row..first_row +
+    /// n_rows`, in row order) to `sink`, through `labels` (at most the
+    /// states' block of rows at a time): a run whose last pass moved no
+    /// centre has its final labels here, without reading the data again.
+    ///
+    /// # Errors
+    /// Scratch read errors; the sink's errors.
+    pub(crate) fn labels_to(
+        &mut self,
+        first_row: usize,
+        n_rows: usize,
+        labels: &mut [u32],
+        sink: &mut dyn FnMut(&[u32]) -> Result<()>,
+    ) -> Result<()> {
+        debug_assert!(!self.fresh, "a pass has set every label");
+        let step = labels.len().max(1);
+        let end = first_row + n_rows;
+        let mut start = first_row;
+        while start < end {
+            let rows = step.min(end - start);
+            let states = self.states.rows(start, rows, None)?;
+            for (l, s) in labels.iter_mut().zip(states.chunks_exact(WIDTH)) {
+                *l = s[0] as u32;
+            }
+            sink(&labels[..rows])?;
+            start += rows;
+        }
+        Ok(())
+    }
 }
 
 /// What every worker of a bounded pass reads.

@@ -10,21 +10,24 @@ use rayon::prelude::*;
 
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{row_unit, Block, Leaf, Pass};
+use crate::exec::{row_unit, Block, InitSample, Leaf, Pass};
 
 /// Rows per chunk of the k-means++ potential sums. Fixed so that the sums,
 /// reduced chunk by chunk in order, do not depend on the thread count.
 const CHUNK: usize = 4096;
 
-/// Greedy k-means++ seeding over `x` (row-major `(n, d)`, `f64`) with weights
-/// `w` (length `n`, not all zero): the first centre is drawn with probability
-/// ∝ `w`; each further one is the best (lowest resulting potential) of
-/// `2 + ⌊ln k⌋` candidates drawn with probability ∝ `w · D²`, where `D` is the
-/// distance to the nearest chosen centre. Rows at distance 0 are never drawn
-/// while rows at positive distance remain.
+/// Greedy k-means++ seeding over the rows of `sample` (in memory or in a
+/// scratch file, `n` rows, not all weights zero): the first centre is drawn
+/// with probability ∝ `w`; each further one is the best (lowest resulting
+/// potential) of `2 + ⌊ln k⌋` candidates drawn with probability ∝ `w · D²`,
+/// where `D` is the distance to the nearest chosen centre. Rows at distance
+/// 0 are never drawn while rows at positive distance remain.
 ///
-/// Returns the chosen row indices. Work is O(n · k · d · trials); memory is `n`
-/// doubles beyond the input.
+/// Returns the chosen positions in the sample. Work is O(n · k · d · trials);
+/// memory is `n` doubles beyond the sample, and for a spilled sample one read
+/// piece per thread and the candidates' values. The result does not depend
+/// on how the sample is held or on the thread count: potentials are summed
+/// row by row within fixed chunks, the chunks' sums in order.
 ///
 /// Reference: Arthur & Vassilvitskii, "k-means++: the advantages of careful
 /// seeding" (SODA 2007); the greedy variant follows scikit-learn's
@@ -33,33 +36,37 @@ const CHUNK: usize = 4096;
 /// `cancel` is checked once per centre.
 ///
 /// # Errors
-/// [`Error::Cancelled`] when `cancel` is cancelled.
+/// [`Error::Cancelled`] when `cancel` is cancelled; scratch read errors.
 ///
 /// # Panics
-/// If `k == 0`, `k > n` or the slices disagree in length.
+/// If `k == 0` or `k > n`.
 pub fn kmeans_plusplus(
-    x: &[f64],
-    d: usize,
-    w: &[f64],
+    sample: &InitSample,
     k: usize,
     rng: &mut ChaCha8Rng,
     cancel: &crate::exec::Cancel,
 ) -> Result<Vec<usize>> {
-    let n = w.len();
-    assert!(k >= 1 && k <= n && x.len() == n * d);
+    let (n, w) = (sample.len(), &sample.weights[..]);
+    assert!(k >= 1 && k <= n);
     let trials = 2 + (k as f64).ln() as usize;
-    let row = |i: usize| &x[i * d..(i + 1) * d];
     let sq = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| (p - q) * (p - q)).sum::<f64>();
+    let chunk_rows = |c: usize| c * CHUNK..((c + 1) * CHUNK).min(n);
     let mut chosen = Vec::with_capacity(k);
     let total_w: f64 = w.iter().sum();
     let first = pick(n, &[total_w], rng.random::<f64>() * total_w, |i| w[i]);
     chosen.push(first);
     let mut closest: Vec<f64> = vec![0.0; n];
-    closest.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = sq(row(c * CHUNK + j), row(first));
-        }
-    });
+    // `closest` lowered to the distances to `centre`, chunk by chunk.
+    let lower = |closest: &mut [f64], centre: &[f64], fresh: bool| -> Result<()> {
+        closest.par_chunks_mut(CHUNK).enumerate().try_for_each_init(Vec::new, |buf, (c, out)| {
+            sample.for_each_row(chunk_rows(c), buf, |i, row| {
+                let o = &mut out[i - c * CHUNK];
+                let dist = sq(row, centre);
+                *o = if fresh { dist } else { o.min(dist) };
+            })
+        })
+    };
+    lower(&mut closest, &sample.gather(&[first])?, true)?;
     let n_chunks = n.div_ceil(CHUNK);
     let chunk_pot = |closest: &[f64]| -> Vec<f64> {
         closest
@@ -80,19 +87,21 @@ pub fn kmeans_plusplus(
             let r = rng.random::<f64>() * pot;
             cand.push(if pot > 0.0 { pick(n, &pots, r, |i| w[i] * closest[i]) } else { rng.random_range(0..n) });
         }
+        let values = sample.gather(&cand)?;
+        let d = sample.n_features();
         // Potential each candidate would leave, summed per chunk in order.
         let per_chunk: Vec<Vec<f64>> = (0..n_chunks)
             .into_par_iter()
-            .map(|c| {
+            .map_init(Vec::new, |buf, c| {
                 let mut acc = vec![0.0; cand.len()];
-                for i in c * CHUNK..((c + 1) * CHUNK).min(n) {
-                    for (t, &ci) in cand.iter().enumerate() {
-                        acc[t] += w[i] * closest[i].min(sq(row(i), row(ci)));
+                sample.for_each_row(chunk_rows(c), buf, |i, row| {
+                    for (t, a) in acc.iter_mut().enumerate() {
+                        *a += w[i] * closest[i].min(sq(row, &values[t * d..(t + 1) * d]));
                     }
-                }
-                acc
+                })?;
+                Ok(acc)
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let mut best = (f64::INFINITY, 0);
         for t in 0..cand.len() {
             let p: f64 = per_chunk.iter().map(|a| a[t]).sum();
@@ -100,13 +109,8 @@ pub fn kmeans_plusplus(
                 best = (p, t);
             }
         }
-        let b = cand[best.1];
-        chosen.push(b);
-        closest.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
-            for (j, o) in out.iter_mut().enumerate() {
-                *o = o.min(sq(row(c * CHUNK + j), row(b)));
-            }
-        });
+        chosen.push(cand[best.1]);
+        lower(&mut closest, &values[best.1 * d..(best.1 + 1) * d], false)?;
         pots = chunk_pot(&closest);
     }
     Ok(chosen)
@@ -244,7 +248,8 @@ mod tests {
         let w = vec![1.0; 17];
         for seed in 0..20 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let idx = kmeans_plusplus(&x, 2, &w, 9, &mut rng, &crate::exec::Cancel::new()).unwrap();
+            let sample = InitSample::from_rows(x.clone(), 2, w.clone());
+            let idx = kmeans_plusplus(&sample, 9, &mut rng, &crate::exec::Cancel::new()).unwrap();
             let mut distinct: Vec<(u64, u64)> =
                 idx.iter().map(|&i| (x[2 * i].to_bits(), x[2 * i + 1].to_bits())).collect();
             distinct.sort_unstable();
@@ -258,7 +263,8 @@ mod tests {
         let x: Vec<f64> = (0..200).map(f64::from).collect();
         let w: Vec<f64> = (0..200).map(|i| f64::from(u8::from(i % 2 == 0))).collect();
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let idx = kmeans_plusplus(&x, 1, &w, 20, &mut rng, &crate::exec::Cancel::new()).unwrap();
+        let sample = InitSample::from_rows(x, 1, w.clone());
+        let idx = kmeans_plusplus(&sample, 20, &mut rng, &crate::exec::Cancel::new()).unwrap();
         assert!(idx.iter().all(|i| i % 2 == 0));
         let mut draw = WeightedDraw::new(20, 9);
         for (i, &wi) in w.iter().enumerate() {
@@ -267,6 +273,30 @@ mod tests {
         let got = draw.finish();
         assert_eq!(got.len(), 20);
         assert!(got.iter().all(|i| i % 2 == 0));
+    }
+
+    #[test]
+    fn a_spilled_sample_seeds_the_same_centres() {
+        // Several potential chunks, pieces that do not divide them, weights.
+        let (n, d, k) = (3 * CHUNK + 123, 3, 40);
+        let row = |r: usize| (0..d).map(move |j| ((r * 7 + j * 13) % 1000) as f64 * 0.01 + (r % 5) as f64);
+        let weight = |r: usize| 1.0 + (r % 3) as f64;
+        let dir = tempfile::tempdir().unwrap();
+        let mut spilled = crate::exec::KeyedSample::spilled(n, d, 4, dir.path()).unwrap();
+        for r in 0..n {
+            spilled.offer(r, row(r), weight(r)).unwrap();
+        }
+        let spilled = spilled.into_sample(1000).unwrap();
+        assert!(spilled.is_on_disk());
+        let memory = InitSample::from_rows((0..n).flat_map(row).collect(), d, (0..n).map(weight).collect());
+        let seed = |s: &InitSample, threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let mut rng = ChaCha8Rng::seed_from_u64(11);
+            pool.install(|| kmeans_plusplus(s, k, &mut rng, &crate::exec::Cancel::new())).unwrap()
+        };
+        let want = seed(&memory, 1);
+        assert_eq!(seed(&spilled, 2), want);
+        assert_eq!(seed(&memory, 2), want);
     }
 
     #[test]

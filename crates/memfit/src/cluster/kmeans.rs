@@ -30,7 +30,7 @@ use rand_chacha::ChaCha8Rng;
 use super::bounds::{Bounds, WIDTH};
 use super::init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 use super::params::{Algorithm, Init, KMeansParams};
-use super::pass::{AssignPass, Assignment, Mode};
+use super::pass::{AssignPass, Assignment, FarRow, Mode};
 use super::plan::default_init_sample_rows;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
@@ -147,13 +147,7 @@ pub fn fit<T: Real>(
     }
     if matches!(params.init, Init::KMeansPlusPlus) {
         let wanted = params.init_sample_rows.unwrap_or_else(|| default_init_sample_rows(n, d, k)).min(n);
-        if plan.schedule.init_sample_rows < wanted {
-            warnings.push(crate::warning::Warning::InitSampleCut {
-                wanted_rows: wanted,
-                used_rows: plan.schedule.init_sample_rows,
-                more_bytes: (wanted - plan.schedule.init_sample_rows) as u64 * KeyedSample::bytes_per_row(d),
-            });
-        }
+        warnings.extend(plan.schedule.init_sample.cut_below(wanted));
     }
     let mut timings = Timings::default();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
@@ -167,7 +161,7 @@ pub fn fit<T: Real>(
         let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.scan_block_rows);
         observer.event(&Progress::Phase("validating"));
         let t = Instant::now();
-        let scan = scan(&mut blocks, split, plan.schedule.init_sample_rows, sample_seed, &*observer)?;
+        let scan = scan(&mut blocks, split, plan.schedule.init_sample, &opts.scratch_dir(), sample_seed, &*observer)?;
         timings.validate_secs = t.elapsed().as_secs_f64();
         observer.event(&Progress::Phase("init"));
         let t = Instant::now();
@@ -193,16 +187,32 @@ pub fn fit<T: Real>(
     for (run, init) in inits.into_iter().enumerate() {
         let t = Instant::now();
         observer.event(&Progress::Phase("iterating"));
-        let mut r = lloyd(params, plan, opts, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?;
+        let (mut r, strict, held) =
+            lloyd(params, plan, opts, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?;
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
-        if !r.1 || finish_here {
+        // A strictly converged bounded run holds its final labels in the
+        // bounds: no final pass (unless a plot sample needs the rows).
+        let from_bounds = match held {
+            Some(mut b) if strict && finish_here && params.plot_sample_rows == 0 => {
+                observer.event(&Progress::Phase("labels"));
+                let t = Instant::now();
+                if let Some(sink) = reborrow(&mut labels_out) {
+                    let first = blocks.x().first_row();
+                    b.labels_to(first, n - first, asg.labels_mut(), sink)?;
+                }
+                timings.final_pass_secs += t.elapsed().as_secs_f64();
+                true
+            }
+            _ => false,
+        };
+        if !from_bounds && (!strict || finish_here) {
             observer.event(&Progress::Phase("labels"));
             let t = Instant::now();
             let sink = if finish_here { reborrow(&mut labels_out) } else { None };
             let p = if finish_here && params.plot_sample_rows > 0 { Some(&mut plot) } else { None };
             let (inertia, nonempty) = final_pass(
-                &r.0.centers,
+                &r.centers,
                 k,
                 &mut blocks,
                 &mut asg,
@@ -211,13 +221,13 @@ pub fn fit<T: Real>(
                 p.map(|p| (p, params.plot_sample_rows, plot_seed)),
                 &*observer,
             )?;
-            r.0.inertia = inertia;
-            r.0.nonempty = nonempty;
+            r.inertia = inertia;
+            r.nonempty = nonempty;
             timings.final_pass_secs += t.elapsed().as_secs_f64();
         }
-        inertia_per_init.push(r.0.inertia);
-        if best.as_ref().is_none_or(|(_, b)| r.0.inertia < b.inertia) {
-            best = Some((run, r.0));
+        inertia_per_init.push(r.inertia);
+        if best.as_ref().is_none_or(|(_, b)| r.inertia < b.inertia) {
+            best = Some((run, r));
         }
     }
     let (best_init, mut best) = best.expect("n_init >= 1");
@@ -295,8 +305,8 @@ fn initial_centers<T: Real>(
     match &params.init {
         Init::Centers { values, .. } => Ok(values.clone()),
         Init::KMeansPlusPlus => {
-            let idx = kmeans_plusplus(&scan.sample, d, &scan.sample_weight, k, rng, &obs.cancel())?;
-            Ok(idx.iter().flat_map(|&i| scan.sample[i * d..(i + 1) * d].iter().copied()).collect())
+            let idx = kmeans_plusplus(&scan.sample, k, rng, &obs.cancel())?;
+            scan.sample.gather(&idx)
         }
         Init::Random => {
             let rows = match blocks.weights() {
@@ -326,11 +336,12 @@ fn initial_centers<T: Real>(
     }
 }
 
-/// Runs Lloyd iterations from `centers`; returns the run and whether it
+/// Runs Lloyd iterations from `centers`; returns the run, whether it
 /// converged strictly (no centre moved, hence no label changed), in which
-/// case its inertia and cluster counts are final. With bounds planned (and
-/// the rows read here, not by remote tasks) the passes are bounded (see
-/// [`super::bounds`]): the same bits, fewer distances.
+/// case its inertia and cluster counts are final, and then, when its last
+/// pass was bounded, the bounds holding its final labels. With bounds
+/// planned (and the rows read here, not by remote tasks) the passes are
+/// bounded (see [`super::bounds`]): the same bits, fewer distances.
 #[allow(clippy::too_many_arguments)]
 fn lloyd<T: Real>(
     params: &KMeansParams,
@@ -343,7 +354,7 @@ fn lloyd<T: Real>(
     blocks: &mut BlockReader<'_, '_, T>,
     asg: &mut Assignment<T>,
     observer: &mut dyn Observer,
-) -> Result<(Run, bool)> {
+) -> Result<(Run, bool, Option<Bounds<T>>)> {
     let (n, d, k) = (blocks.x().n_samples(), blocks.x().n_features(), params.n_clusters);
     let split = &opts.row_split;
     let zero = vec![0.0; d];
@@ -373,6 +384,8 @@ fn lloyd<T: Real>(
         skip_share: Vec::new(),
     };
     let mut strict = false;
+    let mut last_bounded = false;
+    let mut last_digest = None;
     let mut plain_secs = f64::INFINITY;
     for it in 0..params.max_iter {
         let t = Instant::now();
@@ -386,6 +399,7 @@ fn lloyd<T: Real>(
         let mut pass =
             AssignPass { centers: &prepared, asg: &mut *asg, mode: Mode::Lloyd, weights_name: None, bounds: bounded };
         let s = run_split(&mut pass, blocks, split, &zero, &observer.cancel())?;
+        last_bounded = pass.bounds.is_some();
         if let Some(b) = pass.bounds {
             b.passed();
         }
@@ -403,10 +417,16 @@ fn lloyd<T: Real>(
         let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
         // (scikit-learn's `_relocate_empty_clusters_dense`); the pass kept
-        // their values.
+        // their values. A row within the rounding of its centre (a mean of
+        // identical rows can miss them by a few ulps) is on it: moving a
+        // centre there would only trade rows between coincident centres,
+        // pass after pass; such rows are not taken, and the cluster stays
+        // empty (too few distinct points, which the fit reports).
         if nonempty < k {
             let empty: Vec<usize> = (0..k).filter(|&j| cw[j] == 0.0).collect();
-            for (&j, f) in empty.iter().zip(s.farthest.into_sorted()) {
+            let u = n as f64 * f64::EPSILON / 2.0 + T::UNIT_ROUNDOFF;
+            let off_centre = |f: &FarRow| f.dist > 4.0 * u * u * f.values.iter().map(|v| v * v).sum::<f64>();
+            for (&j, f) in empty.iter().zip(s.farthest.into_sorted().into_iter().filter(off_centre)) {
                 let (old, wi) = (f.label as usize, f.weight);
                 for q in 0..d {
                     sums[old * d + q] -= wi * f.values[q];
@@ -446,13 +466,21 @@ fn lloyd<T: Real>(
             out.converged = true;
             break;
         }
+        // No label changed (scikit-learn's strict convergence) while an
+        // empty cluster's refill moved its centre: converged, and the final
+        // pass labels the rows for the moved centres.
+        if last_digest.replace(s.label_digest) == Some(s.label_digest) {
+            out.converged = true;
+            break;
+        }
         if center_shift <= tol_abs {
             out.converged = true;
             break;
         }
     }
     out.centers = centers;
-    Ok((out, strict))
+    let held = if strict && last_bounded { bounds } else { None };
+    Ok((out, strict, held))
 }
 
 /// Assigns every row to the final centres (values of the compute type, as
@@ -471,7 +499,12 @@ fn final_pass<T: Real>(
 ) -> Result<(f64, usize)> {
     let (n, d) = (blocks.x().n_samples(), blocks.x().n_features());
     let prepared = PreparedCenters::<T>::new(centers, k, d);
-    let sample = plot.as_ref().map(|&(_, rows, seed)| KeyedSample::new(rows.min(n), d, seed));
+    let first = blocks.x().first_row();
+    let sample = plot.as_ref().map(|&(_, rows, seed)| {
+        let mut s = KeyedSample::new(rows.min(n - first), d, seed);
+        s.settle(first..n);
+        s
+    });
     let mut pass = AssignPass {
         centers: &prepared,
         asg,

@@ -8,6 +8,7 @@ use crate::error::{Count, Remedy, Result};
 use crate::exec::{KeyedSample, RowStates, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::{PreparedCenters, Scratch};
+use crate::plan::SampleLayout;
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, RowSchedule, CHUNK_ROWS, TILE_ROWS};
 
 /// Most centres per compute tile.
@@ -52,7 +53,15 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     led.add("initial centers", n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));
     let plot = params.plot_sample_rows.min(job.n_samples) as u64;
     let plot_per = KeyedSample::bytes_per_row(job.n_features);
-    led.add("plot sample", plot, plot_per, format!("{plot} rows × {plot_per} B"));
+    if plot > 0 {
+        let select = SampleLayout::select_bytes(job.threads);
+        led.add(
+            "plot sample",
+            plot * plot_per + select,
+            1,
+            format!("{plot} rows × {plot_per} B + {select} B to select its rows"),
+        );
+    }
     if job.n_outputs > 0 {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
@@ -85,11 +94,24 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
 
     // Validation and init phase.
     let kpp = matches!(params.init, Init::KMeansPlusPlus);
-    let init_per = if kpp { KeyedSample::bytes_per_row(job.n_features) } else { d * 8 };
-    let init_min = k.min(n);
+    // The k-means++ sample's size is fixed by the data and k; its values
+    // are spilled to a scratch file when they do not fit. The candidates of
+    // a step are read one by one.
+    let sample_rows = if kpp {
+        params.init_sample_rows.map_or_else(
+            || default_init_sample_rows(job.n_samples, job.n_features, params.n_clusters),
+            |s| s.min(job.n_samples),
+        )
+    } else {
+        0
+    };
+    let candidates = 2 + (params.n_clusters as f64).ln() as usize;
+    let (dd, nt) = (job.n_features, job.threads);
+    let init_min =
+        if kpp { SampleLayout::least_bytes(k.min(n) as usize, dd, nt, candidates) } else { k.min(n) * d * 8 };
     // Iteration phase, fixed part. Kernel tiles hold at most n rows and
     // shrink (results do not depend on them) before the job is refused.
-    let init_need = init_min * init_per + min_rows * scan_row + 2 * ScanStats::bytes(job.n_features);
+    let init_need = init_min + min_rows * scan_row + 2 * ScanStats::bytes(job.n_features);
     let tile = |rows: usize| Scratch::<f64>::bytes(rows, params.n_clusters, k_tile, job.n_features, job.compute_bytes);
     let iter_fixed = |bounded: bool, rows: usize| threads * tile(rows) + held(0) + part + bounds_fixed(bounded, rows);
     let needed = |bounded: bool, rows: usize, per_row: u64| {
@@ -130,28 +152,20 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     )?;
     let room = limit - always;
     let scan_stats = 2 * ScanStats::bytes(job.n_features);
-    let init_rows = if kpp {
-        let wanted = params.init_sample_rows.map_or_else(
-            || default_init_sample_rows(job.n_samples, job.n_features, params.n_clusters),
-            |s| s.min(job.n_samples),
-        ) as u64;
-        wanted.min((room - scan_stats - min_rows * scan_row) / init_per).max(init_min)
+    let sample = if kpp {
+        let least = params.n_clusters.min(job.n_samples);
+        SampleLayout::within(sample_rows, least, dd, nt, candidates, room - scan_stats - min_rows * scan_row)
     } else {
-        k
+        SampleLayout::default()
     };
-    let scan_rows = pick_block_rows(room - scan_stats - init_rows * init_per, scan_row, n, d * c, threads);
+    let init_bytes = if kpp { sample.bytes(dd, nt, candidates) } else { k * d * 8 };
+    let scan_rows = pick_block_rows(room - scan_stats - init_bytes, scan_row, n, d * c, threads);
     let rows = pick_block_rows(room - iter_fixed, iter_row, n, d * c, threads);
     let phase = "validation and init";
     if kpp {
-        led.add_in(
-            phase,
-            "init sample (k-means++)",
-            init_rows,
-            init_per,
-            format!("{init_rows} rows × {init_per} B (values, weight, key)"),
-        );
+        led.add_in(phase, "init sample (k-means++)", init_bytes, 1, sample.describe(dd, nt, candidates));
     } else {
-        led.add_in(phase, "init rows", k, init_per, format!("{k} × {d} × 8 B"));
+        led.add_in(phase, "init rows", k, d * 8, format!("{k} × {d} × 8 B"));
     }
     led.add_in(phase, "read blocks", scan_rows, scan_row, format!("{scan_rows} rows × {scan_row} B"));
     led.add_in(phase, "column statistics", scan_stats, 1, "folded chunks + open chunk".into());
@@ -215,7 +229,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         tile_rows,
         assign_tile_rows: tile_rows,
         k_tile,
-        init_sample_rows: if kpp { init_rows as usize } else { 0 },
+        init_sample: sample,
         max_passes: 1 + n_init * (params.max_iter as u64 + 1) + extra_label_pass,
         passes_detail: format!(
             "1 to validate and sample + {n_init} init(s) × ({} iterations + 1 final assignment){}",
@@ -228,6 +242,13 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let mut plan = Plan::new("kmeans", limit, job.threads, led, schedule);
     if bounds_on_disk == Some(true) {
         plan.disk.push(crate::io::PlannedWrite::inside("scratch files", job.scratch_dir.clone(), n * state_row));
+    }
+    if sample.piece_rows.is_some() {
+        plan.disk.push(crate::io::PlannedWrite::inside(
+            "init sample (scratch files)",
+            job.scratch_dir.clone(),
+            sample.disk_bytes(dd),
+        ));
     }
     Ok(plan)
 }
@@ -245,8 +266,9 @@ pub(crate) fn kernel_tile_rows(n_samples: usize, fits: impl Fn(usize) -> bool) -
 
 /// The default k-means++ sample: `max(256 × n_clusters, 100_000)` rows, at
 /// most 2^22 values (32 MiB as `f64`) but at least `n_clusters` rows, and at
-/// most `n_samples`. It depends only on the data's shape, so results do not
-/// change with the memory limit unless the limit cannot hold the sample.
+/// most `n_samples`. It depends only on the data's shape (a limit that
+/// cannot hold it spills its values to a scratch file), so results do not
+/// change with the memory limit.
 pub fn default_init_sample_rows(n_samples: usize, n_features: usize, n_clusters: usize) -> usize {
     (256 * n_clusters).max(100_000).min((1 << 22) / n_features.max(1)).max(n_clusters).min(n_samples)
 }
@@ -270,7 +292,7 @@ mod tests {
         assert!(plan.total_bytes <= 64 << 20, "{plan}");
         assert_eq!(plan.schedule.block_rows % TILE_ROWS, 0);
         assert!(plan.schedule.block_rows > 100_000);
-        assert_eq!(plan.schedule.init_sample_rows, 100_000);
+        assert_eq!(plan.schedule.init_sample, SampleLayout { rows: 100_000, piece_rows: None });
         assert_eq!(default_init_sample_rows(10, 3, 2), 10);
         assert_eq!(default_init_sample_rows(10_000_000, 784, 10), (1 << 22) / 784);
         // Always-held buffers plus the larger phase.
@@ -286,7 +308,7 @@ mod tests {
     fn small_data_is_one_block() {
         let p = KMeansParams { n_clusters: 3, ..Default::default() };
         let plan = plan_kmeans(&p, &job(1000, 4, 1 << 30)).unwrap();
-        assert_eq!((plan.schedule.block_rows, plan.schedule.n_blocks, plan.schedule.init_sample_rows), (1000, 1, 1000));
+        assert_eq!((plan.schedule.block_rows, plan.schedule.n_blocks, plan.schedule.init_sample.rows), (1000, 1, 1000));
     }
 
     #[test]
@@ -309,5 +331,22 @@ mod tests {
             seen.push((plan.schedule.block_rows, plan.schedule.tile_rows, plan.schedule.k_tile));
         }
         assert!(seen.windows(2).all(|w| w[0].1 == w[1].1 && w[0].2 == w[1].2 && w[0].0 <= w[1].0), "{seen:?}");
+    }
+
+    #[test]
+    fn the_init_sample_keeps_its_rows_and_spills_when_the_limit_is_small() {
+        let p = KMeansParams { n_clusters: 64, ..Default::default() };
+        let rows = default_init_sample_rows(1_000_000, 512, 64);
+        let mut spilled = 0;
+        for mib in [8u64, 16, 32, 64, 1024] {
+            let plan = plan_kmeans(&p, &job(1_000_000, 512, mib << 20)).unwrap();
+            assert!(plan.total_bytes <= mib << 20, "{plan}");
+            assert_eq!(plan.schedule.init_sample.rows, rows);
+            if plan.schedule.init_sample.piece_rows.is_some() {
+                spilled += 1;
+                assert!(plan.disk.iter().any(|w| w.name.contains("init sample")), "{plan}");
+            }
+        }
+        assert!((1..5).contains(&spilled), "{spilled}");
     }
 }

@@ -8,12 +8,14 @@
 //! variances", 1979): no `E[x²] − E[x]²` cancellation, and the same bits
 //! for any split of the rows into chunk-aligned ranges.
 
-use super::sample::KeyedSample;
+use rayon::prelude::*;
+
+use super::sample::{InitSample, KeyedSample};
 use super::{decode, encode, run_pass, run_split, task_result, Block, Cancel, Leaf, Merge, Observer, Pass, RowSplit};
 use crate::dtype::Real;
 use crate::error::{Error, Remedy, Result};
 use crate::io::{BlockReader, Dtype, Source};
-use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, SampleLayout, TILE_ROWS};
 
 /// What the validation pass learns.
 #[derive(Debug)]
@@ -22,13 +24,8 @@ pub struct Scan {
     pub mean: Vec<f64>,
     /// Mean of the column variances (population variances, over rows).
     pub mean_variance: f64,
-    /// The initialisation sample, row-major `(rows, n_features)` in `f64`,
-    /// in row order.
-    pub sample: Vec<f64>,
-    /// Weights of the sampled rows (1 without weights).
-    pub sample_weight: Vec<f64>,
-    /// Row indices of the sampled rows, increasing.
-    pub sample_rows: Vec<usize>,
+    /// The initialisation sample, in row order.
+    pub sample: InitSample,
     /// Sum of the sample weights (`n_samples` without weights).
     pub weight_sum: f64,
 }
@@ -92,6 +89,10 @@ impl Merge for ScanStats {
     }
 }
 
+/// Most rows a leaf of the validation pass lists for the sample (8 bytes
+/// each); a leaf with more offers its rows one by one afterwards.
+const CANDIDATES: usize = 256;
+
 /// The validation pass over a source (and its weights).
 /// The sample is the pass's own (it does not depend on the order rows
 /// come in, so it needs no per-chunk copy).
@@ -120,42 +121,73 @@ impl<T: Real> Pass<T> for ScanPass {
 
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, ScanStats>]) -> Result<()> {
         let d = self.d;
-        for leaf in leaves.iter_mut() {
-            let b = block.sub(leaf.rows.clone());
-            let s = &mut *leaf.stats;
-            if let Some(wb) = b.w {
-                for (i, &wi) in wb.iter().enumerate() {
-                    if !(wi.is_finite() && wi >= 0.0) {
-                        return Err(Error::InvalidWeight {
-                            path: self.weights_name.clone().unwrap_or_default(),
-                            row: b.start + i,
-                            value: wi,
-                        });
+        // The leaves in parallel; each lists the rows that the sample would
+        // take now (at most CANDIDATES, else it marks itself to be offered
+        // row by row), and they are offered afterwards (the sample keeps the
+        // smallest keys whatever the order, so the result is the same as
+        // offering every row in order).
+        let sample = &self.sample;
+        let weights_name = &self.weights_name;
+        let wanted = leaves
+            .par_iter_mut()
+            .map(|leaf| {
+                let b = block.sub(leaf.rows.clone());
+                let s = &mut *leaf.stats;
+                if let Some(wb) = b.w {
+                    for (i, &wi) in wb.iter().enumerate() {
+                        if !(wi.is_finite() && wi >= 0.0) {
+                            return Err(Error::InvalidWeight {
+                                path: weights_name.clone().unwrap_or_default(),
+                                row: b.start + i,
+                                value: wi,
+                            });
+                        }
+                        s.weight_sum += wi;
                     }
-                    s.weight_sum += wi;
+                } else {
+                    s.weight_sum += b.rows() as f64;
                 }
-            } else {
-                s.weight_sum += b.rows() as f64;
-            }
-            for (i, row) in b.x.chunks_exact(d).enumerate() {
-                // Welford's update (Chan et al.'s with a one-row second part).
-                s.rows += 1.0;
-                let inv = 1.0 / s.rows;
-                for (j, &v) in row.iter().enumerate() {
-                    let v = v.to_f64();
-                    if !v.is_finite() {
-                        s.bad_count += 1;
-                        s.bad.get_or_insert((b.start + i, j));
-                        continue;
+                let mut wanted = Some(Vec::new());
+                for (i, row) in b.x.chunks_exact(d).enumerate() {
+                    // Welford's update (Chan et al.'s with a one-row second part).
+                    s.rows += 1.0;
+                    let inv = 1.0 / s.rows;
+                    for (j, &v) in row.iter().enumerate() {
+                        let v = v.to_f64();
+                        if !v.is_finite() {
+                            s.bad_count += 1;
+                            s.bad.get_or_insert((b.start + i, j));
+                            continue;
+                        }
+                        let delta = v - s.mean[j];
+                        s.mean[j] += delta * inv;
+                        s.m2[j] += delta * (v - s.mean[j]);
+                        s.lo[j] = s.lo[j].min(v);
+                        s.hi[j] = s.hi[j].max(v);
                     }
-                    let delta = v - s.mean[j];
-                    s.mean[j] += delta * inv;
-                    s.m2[j] += delta * (v - s.mean[j]);
-                    s.lo[j] = s.lo[j].min(v);
-                    s.hi[j] = s.hi[j].max(v);
+                    if let Some(list) = wanted.as_mut().filter(|_| sample.wants(b.start + i)) {
+                        if list.len() == CANDIDATES {
+                            wanted = None;
+                        } else {
+                            list.push(b.start + i);
+                        }
+                    }
                 }
-                if self.sample.wants(b.start + i) {
-                    self.sample.offer(b.start + i, row.iter().map(|v| v.to_f64()), b.w.map_or(1.0, |w| w[i]));
+                Ok((b.start..b.start + b.rows(), wanted))
+            })
+            .collect::<Vec<Result<_>>>();
+        // The first leaf's error, as a pass in one piece reports it.
+        let wanted = wanted.into_iter().collect::<Result<Vec<_>>>()?;
+        for (rows, list) in wanted {
+            let offered: Box<dyn Iterator<Item = usize>> = match list {
+                Some(list) => Box::new(list.into_iter()),
+                None => Box::new(rows),
+            };
+            for row in offered {
+                if self.sample.wants(row) {
+                    let i = row - block.start;
+                    let w = block.w.map_or(1.0, |w| w[i]);
+                    self.sample.offer(row, block.x[i * d..(i + 1) * d].iter().map(|v| v.to_f64()), w)?;
                 }
             }
         }
@@ -172,8 +204,7 @@ impl<T: Real> Pass<T> for ScanPass {
 
     fn merge_side(&mut self, side: &[u8]) -> Result<()> {
         let s: KeyedSample = decode(side, "initialisation sample")?;
-        self.sample.merge(&s);
-        Ok(())
+        self.sample.merge_from(&s)
     }
 }
 
@@ -244,7 +275,8 @@ pub(crate) fn run_scan_task<T: Real>(
 /// negative or non-finite weight, on weights that sum to zero or overflow,
 /// and on a column range whose squared distances overflow the compute type
 /// `T`; returns the column moments and a keyed uniform sample of
-/// `sample_rows` rows under `seed`.
+/// `sample.rows` rows under `seed`, held as `sample` says (spilled into
+/// `scratch_dir`).
 ///
 /// # Errors
 /// As described ([`Error::NonFinite`], [`Error::InvalidWeight`],
@@ -252,18 +284,17 @@ pub(crate) fn run_scan_task<T: Real>(
 pub fn scan<T: Real>(
     blocks: &mut BlockReader<'_, '_, T>,
     split: &RowSplit,
-    sample_rows: usize,
+    sample: SampleLayout,
+    scratch_dir: &std::path::Path,
     seed: u64,
     obs: &dyn Observer,
 ) -> Result<Scan> {
     let x: &Source<'_> = blocks.x();
     let (n, d) = (x.n_samples(), x.n_features());
     let weighted = blocks.weights().is_some();
-    let mut pass = ScanPass {
-        d,
-        sample: KeyedSample::new(sample_rows.min(n), d, seed),
-        weights_name: blocks.weights().map(Source::name),
-    };
+    let mut kept = KeyedSample::for_layout(&SampleLayout { rows: sample.rows.min(n), ..sample }, d, seed, scratch_dir)?;
+    kept.settle(x.first_row()..n);
+    let mut pass = ScanPass { d, sample: kept, weights_name: blocks.weights().map(Source::name) };
     let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
     if let Some((row, column)) = s.bad {
         let value = x.value(row, column)?;
@@ -313,6 +344,6 @@ pub fn scan<T: Real>(
     }
     let nf = s.rows.max(1.0);
     let mean_variance = s.m2.iter().map(|m| m / nf).sum::<f64>() / d as f64;
-    let (sample, sample_weight, sample_rows) = pass.sample.into_rows();
-    Ok(Scan { mean: s.mean, mean_variance, sample, sample_weight, sample_rows, weight_sum: s.weight_sum })
+    let sample = pass.sample.into_sample(sample.piece_rows.unwrap_or(1))?;
+    Ok(Scan { mean: s.mean, mean_variance, sample, weight_sum: s.weight_sum })
 }

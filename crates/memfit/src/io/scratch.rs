@@ -64,6 +64,11 @@ impl ScratchFile {
         })
     }
 
+    /// The folder the file was created in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Writes `v` at value offset `at`.
     ///
     /// # Errors

@@ -29,7 +29,7 @@ use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{scan, Observer, Progress, RunOptions};
 use crate::io::{BlockReader, Source};
-use crate::plan::{Job, Plan};
+use crate::plan::{Job, Plan, SampleLayout};
 
 /// Fits a Gaussian mixture to `x` (shape `(n_samples, n_features)`, any
 /// supported dtype, converted block by block to the compute type `T`), with
@@ -70,22 +70,14 @@ pub fn fit<T: Real>(
     let needs_init = !params.fully_initialised();
     let kpp = needs_init && params.init_params == InitMethod::KMeansPlusPlus;
     if kpp {
-        let wanted = crate::cluster::default_init_sample_rows(n, d, k).min(n);
-        if plan.schedule.init_sample_rows < wanted {
-            warnings.push(crate::warning::Warning::InitSampleCut {
-                wanted_rows: wanted,
-                used_rows: plan.schedule.init_sample_rows,
-                more_bytes: (wanted - plan.schedule.init_sample_rows) as u64
-                    * crate::exec::KeyedSample::bytes_per_row(d),
-            });
-        }
+        warnings.extend(plan.schedule.init_sample.cut_below(crate::cluster::default_init_sample_rows(n, d, k).min(n)));
     }
 
     observer.event(&Progress::Phase("validating"));
     let clock = Instant::now();
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.scan_block_rows);
-    let scanned =
-        scan(&mut blocks, split, if kpp { plan.schedule.init_sample_rows } else { 0 }, sample_seed, &*observer)?;
+    let sample = if kpp { plan.schedule.init_sample } else { SampleLayout::default() };
+    let scanned = scan(&mut blocks, split, sample, &opts.scratch_dir(), sample_seed, &*observer)?;
     // The scan's blocks are released before the initialisation: a k-means
     // initialisation plans against the whole limit.
     drop(blocks);
@@ -119,13 +111,10 @@ pub fn fit<T: Real>(
                     InitResp::Nearest(centres.flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v.to_f64() - s)).collect())
                 }
                 InitMethod::KMeansPlusPlus => {
-                    let idx =
-                        kmeans_plusplus(&scanned.sample, d, &scanned.sample_weight, k, &mut rng, &observer.cancel())?;
-                    let means = idx
-                        .iter()
-                        .flat_map(|&i| scanned.sample[i * d..(i + 1) * d].iter().zip(&shift).map(|(v, s)| v - s))
-                        .collect();
-                    one_hot_rows(idx.iter().map(|&i| scanned.sample_rows[i]).collect(), means)
+                    let idx = kmeans_plusplus(&scanned.sample, k, &mut rng, &observer.cancel())?;
+                    let means = scanned.sample.gather(&idx)?;
+                    let means = means.chunks(d).flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v - s)).collect();
+                    one_hot_rows(idx.iter().map(|&i| scanned.sample.rows[i]).collect(), means)
                 }
                 InitMethod::Random => InitResp::Uniform(rng.next_u64()),
                 InitMethod::RandomFromData => {

@@ -7,10 +7,10 @@ use super::pass::{Stats, Workspace};
 use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
 use crate::dtype::Dtype;
 use crate::error::{Count, Remedy, Result};
-use crate::exec::{KeyedSample, ScanStats};
+use crate::exec::ScanStats;
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::Scratch;
-use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, SampleLayout, TILE_ROWS};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
 /// for one E-step pass over the data with a fitted model).
@@ -233,8 +233,12 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         scan_row + Workspace::<f64>::bytes_per_row(gu) + 12 + if state_on_disk { RowState::BYTES_PER_ROW } else { 0 };
     let min_rows = (TILE_ROWS as u64).min(n);
     let kpp = params.init_params == InitMethod::KMeansPlusPlus && !params.fully_initialised() && !predict_only;
-    let sample_per = KeyedSample::bytes_per_row(du);
-    let sample_min = if kpp { k.min(n) * sample_per } else { 0 };
+    // The k-means++ sample's size is fixed by the data and K; its values are
+    // spilled to a scratch file when they do not fit.
+    let sample_rows = if kpp { default_init_sample_rows(job.n_samples, du, ku) } else { 0 };
+    let candidates = 2 + (ku as f64).ln() as usize;
+    let nt = job.threads;
+    let sample_min = if kpp { SampleLayout::least_bytes(ku.min(job.n_samples), du, nt, candidates) } else { 0 };
     let rows_min = (min_rows * em_row).max(sample_min + min_rows * scan_row);
     // The k-means initialisation assigns rows to its centres with the
     // nearest-centre kernel, whose tiles shrink to fit (its labels do not
@@ -282,13 +286,9 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         || format!("Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {threads} threads", t.name());
     check_fits(required, limit, &led, what, also)?;
     let room = limit - always;
-    let init_rows = if kpp {
-        let wanted = default_init_sample_rows(job.n_samples, job.n_features, params.n_components) as u64;
-        wanted.min((room - min_rows * scan_row) / sample_per).max(k.min(n))
-    } else {
-        0
-    };
-    let scan_rows = pick_block_rows(room - init_rows * sample_per, scan_row, n, d * c, threads);
+    let sample = SampleLayout::within(sample_rows, ku, du, nt, candidates, room - min_rows * scan_row);
+    let sample_bytes = if kpp { sample.bytes(du, nt, candidates) } else { 0 };
+    let scan_rows = pick_block_rows(room - sample_bytes, scan_row, n, d * c, threads);
     let rows = pick_block_rows(room, em_row, n, d * c, threads);
     led.add_in(
         "iterations",
@@ -300,9 +300,9 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
     led.add_in(
         "validation",
         "read blocks and k-means++ sample",
-        scan_rows * scan_row + init_rows * sample_per,
+        scan_rows * scan_row + sample_bytes,
         1,
-        format!("{scan_rows} rows × {scan_row} B + {init_rows} sample rows × {sample_per} B"),
+        format!("{scan_rows} rows × {scan_row} B + sample: {}", sample.describe(du, nt, candidates)),
     );
     let mut plan = Plan::blocked(
         if predict_only { "gmm-predict" } else { "gmm" },
@@ -313,7 +313,14 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         threads as usize,
     );
     plan.schedule.scan_block_rows = scan_rows as usize;
-    plan.schedule.init_sample_rows = init_rows as usize;
+    plan.schedule.init_sample = sample;
+    if sample.piece_rows.is_some() {
+        plan.disk.push(crate::io::PlannedWrite::inside(
+            "init sample (scratch files)",
+            job.scratch_dir.clone(),
+            sample.disk_bytes(du),
+        ));
+    }
     plan.schedule.k_tile = params.n_components;
     plan.schedule.tile_rows = tile_rows;
     plan.schedule.assign_tile_rows = assign_tile_rows;

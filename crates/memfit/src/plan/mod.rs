@@ -11,10 +11,12 @@ mod job;
 
 pub use budget::{available_memory_bytes, default_limit_bytes, DEFAULT_LIMIT_FRACTION};
 pub use job::{Job, INPUT_HELD};
+mod sample;
 mod schedule;
 mod size;
 mod threads;
 pub use crate::units::format_bytes;
+pub use sample::SampleLayout;
 pub use schedule::{ComponentGroups, RowSchedule};
 pub use threads::{available_cpus, default_threads};
 

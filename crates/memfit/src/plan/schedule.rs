@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::{Schedule, TILE_ROWS};
+use super::{SampleLayout, Schedule, TILE_ROWS};
 
 /// The schedule of a job over rows (k-means, mixtures, the kernels): read
 /// blocks, compute tiles and passes.
@@ -22,8 +22,9 @@ pub struct RowSchedule {
     pub assign_tile_rows: usize,
     /// Centres per compute tile.
     pub k_tile: usize,
-    /// Rows in the initialisation sample (0 when none is drawn).
-    pub init_sample_rows: usize,
+    /// The initialisation sample: its rows (0 when none is drawn), in
+    /// memory or spilled to a scratch file.
+    pub init_sample: SampleLayout,
     /// Upper bound on passes over the data.
     pub max_passes: u64,
     /// How `max_passes` is made up.
@@ -65,7 +66,7 @@ impl RowSchedule {
             tile_rows: TILE_ROWS,
             assign_tile_rows: 0,
             k_tile: 0,
-            init_sample_rows: 0,
+            init_sample: SampleLayout::default(),
             max_passes: 1,
             passes_detail: "1 pass".into(),
             component_groups: None,
@@ -83,8 +84,13 @@ impl Schedule for RowSchedule {
             "rows per block: {} ({} blocks per pass); tile: {} rows × {} centres; threads: {}",
             self.block_rows, self.n_blocks, self.tile_rows, self.k_tile, threads
         )?;
-        if self.init_sample_rows > 0 {
-            writeln!(f, "init sample: {} rows", self.init_sample_rows)?;
+        match self.init_sample {
+            SampleLayout { rows: 0, .. } => {}
+            SampleLayout { rows, piece_rows: None } => writeln!(f, "init sample: {rows} rows in memory")?,
+            SampleLayout { rows, piece_rows: Some(p) } => writeln!(
+                f,
+                "init sample: {rows} rows, values in an unnamed scratch file read {p} rows at a time (the same rows as in memory)"
+            )?,
         }
         if let Some(on_disk) = self.bounds_on_disk {
             let at = if on_disk { "in an unnamed scratch file" } else { "in memory" };

@@ -1,0 +1,126 @@
+//! The initialisation sample's layout: how many rows (fixed by the data
+//! and the fit, never by the memory limit) and whether their values are
+//! held in memory or spilled to a scratch file.
+
+/// How a fit holds its initialisation sample: its size, fixed by the data
+/// and the fit's parameters (never by the memory limit), and whether its
+/// values are in memory or spilled to a scratch file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SampleLayout {
+    /// Rows in the sample (0 when none is drawn).
+    pub rows: usize,
+    /// Rows per read piece when the values are in a scratch file (`None`:
+    /// in memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub piece_rows: Option<usize>,
+}
+
+impl SampleLayout {
+    /// Bytes in memory per row of a spilled sample: the heap entry while it
+    /// is drawn (key, row, slot), weights, and the row indices, weights and
+    /// a running distance while it is used.
+    pub const BYTES_PER_ROW_SPILLED: u64 = 48;
+
+    /// Bytes in memory per row of a sample held in memory, with `d` features.
+    pub const fn bytes_per_row(d: usize) -> u64 {
+        Self::BYTES_PER_ROW_SPILLED + (d * 8) as u64
+    }
+
+    /// Bytes of the buffers a spilled sample's reader holds besides its rows
+    /// (`threads` readers and one more for the rearrangement, `piece_rows`
+    /// rows each, and `extra_rows` rows read one by one, such as the
+    /// candidates of a k-means++ step).
+    pub const fn spilled_buffer_bytes(d: usize, threads: usize, piece_rows: usize, extra_rows: usize) -> u64 {
+        (((threads + 1) * piece_rows + extra_rows) * d * 8) as u64
+    }
+
+    /// Largest read piece of a spilled sample (k-means++ sums its
+    /// potentials over chunks of this many rows).
+    const MAX_PIECE_ROWS: usize = 4096;
+
+    /// Bytes of the selection of the kept rows' largest key before the
+    /// pass (`crate::exec::nth_smallest_key`): a histogram of 2¹² counts per
+    /// thread, and at most 2¹² keys with their rows.
+    pub const fn select_bytes(threads: usize) -> u64 {
+        ((threads * 8 + 16) << 12) as u64
+    }
+
+    /// Bytes the layout holds in memory for `d` features, `threads` readers
+    /// and `extra_rows` rows read one by one.
+    pub fn bytes(&self, d: usize, threads: usize, extra_rows: usize) -> u64 {
+        let rows = self.rows as u64;
+        Self::select_bytes(threads)
+            + match self.piece_rows {
+                None => rows * Self::bytes_per_row(d),
+                Some(p) => rows * Self::BYTES_PER_ROW_SPILLED + Self::spilled_buffer_bytes(d, threads, p, extra_rows),
+            }
+    }
+
+    /// The layout of a sample of `rows` rows within `room` bytes: in memory
+    /// when it fits, else spilled with the largest read pieces that fit
+    /// (halved down to one row). When not even that fits, a spilled sample
+    /// of as many rows as fit, but at least `least_rows`: the only case in
+    /// which the sample, hence the result, depends on the limit (the caller
+    /// warns).
+    pub fn within(rows: usize, least_rows: usize, d: usize, threads: usize, extra_rows: usize, room: u64) -> Self {
+        let memory = SampleLayout { rows, piece_rows: None };
+        if rows == 0 || memory.bytes(d, threads, extra_rows) <= room {
+            return memory;
+        }
+        let mut piece = Self::MAX_PIECE_ROWS.min(rows);
+        loop {
+            let l = SampleLayout { rows, piece_rows: Some(piece) };
+            if l.bytes(d, threads, extra_rows) <= room {
+                return l;
+            }
+            if piece == 1 {
+                break;
+            }
+            piece /= 2;
+        }
+        let buffers = Self::spilled_buffer_bytes(d, threads, 1, extra_rows) + Self::select_bytes(threads);
+        let fit = room.saturating_sub(buffers) / Self::BYTES_PER_ROW_SPILLED;
+        SampleLayout { rows: (fit as usize).clamp(least_rows.min(rows), rows), piece_rows: Some(1) }
+    }
+
+    /// The fewest bytes a sample of `rows` rows can be held in (spilled, one
+    /// row per piece, or in memory if that is less).
+    pub fn least_bytes(rows: usize, d: usize, threads: usize, extra_rows: usize) -> u64 {
+        let spilled = SampleLayout { rows, piece_rows: Some(1) }.bytes(d, threads, extra_rows);
+        SampleLayout { rows, piece_rows: None }.bytes(d, threads, extra_rows).min(spilled)
+    }
+
+    /// The warning a fit gives when the limit cut this sample below the
+    /// `wanted` rows (see [`Self::within`]).
+    pub fn cut_below(&self, wanted: usize) -> Option<crate::warning::Warning> {
+        (self.rows < wanted).then(|| crate::warning::Warning::InitSampleCut {
+            wanted_rows: wanted,
+            used_rows: self.rows,
+            more_bytes: (wanted - self.rows) as u64 * Self::BYTES_PER_ROW_SPILLED,
+        })
+    }
+
+    /// What the layout holds, for a plan's ledger.
+    pub fn describe(&self, d: usize, threads: usize, extra_rows: usize) -> String {
+        let rows = self.rows;
+        match self.piece_rows {
+            None => format!("{rows} rows × {} B (values, weight, key)", Self::bytes_per_row(d)),
+            Some(p) => format!(
+                "{rows} rows × {} B (key, weight; values in a scratch file) + {} B ({} × {p} rows read at a time, {extra_rows} candidates)",
+                Self::BYTES_PER_ROW_SPILLED,
+                Self::spilled_buffer_bytes(d, threads, p, extra_rows),
+                threads + 1,
+            ),
+        }
+    }
+
+    /// Bytes the sample puts in scratch files at most (the values twice
+    /// while they are rearranged into row order).
+    pub fn disk_bytes(&self, d: usize) -> u64 {
+        if self.piece_rows.is_some() {
+            2 * (self.rows * d * 8) as u64
+        } else {
+            0
+        }
+    }
+}
