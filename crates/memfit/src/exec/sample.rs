@@ -67,8 +67,8 @@ const RADIX_BITS: u32 = 12;
 
 /// The `m`-th smallest `(row_key(seed, r), r)` over the rows `rows`
 /// (`1 ≤ m ≤ rows.len()`), by a most-significant-digit radix selection on
-/// the keys, recomputed each pass: [`RADIX_BITS`] bits per pass (one
-/// histogram per thread, summed), until at most 2^[`RADIX_BITS`] rows share
+/// the keys, recomputed each pass: 12 bits per pass (one
+/// histogram per thread, summed), until at most 2^12 rows share
 /// the digits found so far; those are collected and ordered. About
 /// `log₄₀₉₆(n)` hashes per row in all, no data read; memory as planned by
 /// [`SampleLayout::select_bytes`].

@@ -77,8 +77,24 @@ impl<T: Real> LaneMin<T> {
     }
 }
 
+/// How rows enter the direct kernel: x̂_f = fl₃₂(σ (x_f − m_f)), with the
+/// origin `m` and σ = `scale`, a power of two (see `assign.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Shift<'a> {
+    pub(super) origin: &'a [f64],
+    pub(super) scale: f64,
+}
+
+impl Shift<'_> {
+    /// x̂_f for the value `v` of feature `f`.
+    #[inline(always)]
+    pub(super) fn apply(&self, f: usize, v: f64) -> f32 {
+        ((v - self.origin[f]) * self.scale) as f32
+    }
+}
+
 /// Direct kernel for narrow data: for each row of `x` (row-major `(rows,
-/// d)`), shifted to `origin` and rounded to `f32` (x̂), `‖ĉ‖² − 2x̂·ĉ` for [`LANES`]
+/// d)`), shifted and scaled by `shift` and rounded to `f32` (x̂), `‖ĉ‖² − 2x̂·ĉ` for [`LANES`]
 /// centres at a time from the transposed centres (`d` rows of `norms.len()`
 /// values, norms padded with `+inf`), with a lane-wise running minimum and
 /// runner-up; writes labels (lowest index on ties) and gaps (runner-up −
@@ -91,14 +107,14 @@ impl<T: Real> LaneMin<T> {
 pub(super) fn direct_argmin<T: Real>(
     x: &[T],
     d: usize,
-    origin: &[f64],
+    shift: Shift<'_>,
     transposed: &[f32],
     norms: &[f32],
     labels: &mut [u32],
     gaps: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if super::argmin_avx512::run(x, d, origin, transposed, norms, labels, gaps) {
+    if super::argmin_avx512::run(x, d, shift, transposed, norms, labels, gaps) {
         return;
     }
     // A const number of features lets the compiler keep every accumulator
@@ -106,7 +122,7 @@ pub(super) fn direct_argmin<T: Real>(
     macro_rules! fixed {
         ($($n:literal)*) => {
             match d {
-                $($n => direct_fixed::<T, $n>(x, origin, transposed, norms, labels, gaps),)*
+                $($n => direct_fixed::<T, $n>(x, shift, transposed, norms, labels, gaps),)*
                 _ => unreachable!("direct kernel used for d = {d}"),
             }
         };
@@ -118,7 +134,7 @@ pub(super) fn direct_argmin<T: Real>(
 #[inline(always)]
 pub(super) fn direct_fixed<T: Real, const D: usize>(
     x: &[T],
-    origin: &[f64],
+    shift: Shift<'_>,
     transposed: &[f32],
     norms: &[f32],
     labels: &mut [u32],
@@ -127,14 +143,14 @@ pub(super) fn direct_fixed<T: Real, const D: usize>(
     let rows = labels.len();
     let pairs = rows / 2 * 2;
     for r0 in (0..pairs).step_by(2) {
-        let ((la, ga), (lb, gb)) = direct_two::<T, D>(&x[r0 * D..(r0 + 2) * D], origin, transposed, norms);
+        let ((la, ga), (lb, gb)) = direct_two::<T, D>(&x[r0 * D..(r0 + 2) * D], shift, transposed, norms);
         (labels[r0], gaps[r0], labels[r0 + 1], gaps[r0 + 1]) = (la, ga, lb, gb);
     }
     if pairs < rows {
         let mut pad = [T::default(); 32];
         pad[..D].copy_from_slice(&x[pairs * D..(pairs + 1) * D]);
         pad[D..2 * D].copy_from_slice(&x[pairs * D..(pairs + 1) * D]);
-        (labels[pairs], gaps[pairs]) = direct_two::<T, D>(&pad[..2 * D], origin, transposed, norms).0;
+        (labels[pairs], gaps[pairs]) = direct_two::<T, D>(&pad[..2 * D], shift, transposed, norms).0;
     }
 }
 
@@ -144,7 +160,7 @@ pub(super) fn direct_fixed<T: Real, const D: usize>(
 #[allow(clippy::needless_range_loop)] // lane loops index several arrays in step
 fn direct_two<T: Real, const D: usize>(
     x: &[T],
-    origin: &[f64],
+    shift: Shift<'_>,
     transposed: &[f32],
     norms: &[f32],
 ) -> ((u32, f32), (u32, f32)) {
@@ -152,8 +168,8 @@ fn direct_two<T: Real, const D: usize>(
     let mut xa = [0.0f32; D];
     let mut xb = [0.0f32; D];
     for f in 0..D {
-        xa[f] = -2.0 * ((x[f].to_f64() - origin[f]) as f32);
-        xb[f] = -2.0 * ((x[D + f].to_f64() - origin[f]) as f32);
+        xa[f] = -2.0 * shift.apply(f, x[f].to_f64());
+        xb[f] = -2.0 * shift.apply(f, x[D + f].to_f64());
     }
     let mut ma = LaneMin::<f32>::new();
     let mut mb = LaneMin::<f32>::new();

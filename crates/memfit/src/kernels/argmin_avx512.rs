@@ -6,6 +6,7 @@
 
 use std::arch::x86_64::*;
 
+use super::argmin::Shift;
 use crate::dtype::Real;
 
 /// Centres per vector.
@@ -24,7 +25,7 @@ macro_rules! dispatch {
         pub fn run<T: Real>(
             x: &[T],
             d: usize,
-            origin: &[f64],
+            shift: Shift<'_>,
             transposed: &[f32],
             norms: &[f32],
             labels: &mut [u32],
@@ -35,7 +36,7 @@ macro_rules! dispatch {
             }
             match d {
                 // SAFETY: `available()` checked AVX-512F and AVX-512VL.
-                $($d => unsafe { argmin::<T, $d>(x, origin, transposed, norms, labels, gaps) },)*
+                $($d => unsafe { argmin::<T, $d>(x, shift, transposed, norms, labels, gaps) },)*
                 _ => return false,
             }
             true
@@ -46,7 +47,7 @@ macro_rules! dispatch {
 dispatch!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
 
 /// Best centre of each row of `x` (row-major, `D` features), shifted to
-/// `origin` and rounded to `f32`, among the transposed centres (`D` rows of `norms.len()`
+/// `shift` (see [`Shift`]), among the transposed centres (`D` rows of `norms.len()`
 /// values) with squared norms `norms` (padded with `+inf`), by ‖c‖² − 2x̂·c
 /// with fused multiply-adds; ties go to the lowest index. `gaps[i]` receives
 /// the runner-up's value minus the best. Four rows go together so that their
@@ -61,7 +62,7 @@ dispatch!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
 #[target_feature(enable = "avx512f,avx512vl")]
 unsafe fn argmin<T: Real, const D: usize>(
     x: &[T],
-    origin: &[f64],
+    shift: Shift<'_>,
     transposed: &[f32],
     norms: &[f32],
     labels: &mut [u32],
@@ -72,19 +73,19 @@ unsafe fn argmin<T: Real, const D: usize>(
         kp.is_multiple_of(WIDTH)
             && transposed.len() >= D * kp
             && x.len() >= labels.len() * D
-            && origin.len() >= D
+            && shift.origin.len() >= D
             && gaps.len() >= labels.len()
     );
     let full = labels.len() / 4 * 4;
     for r0 in (0..full).step_by(4) {
         // SAFETY: same CPU features; bounds asserted above.
         unsafe {
-            rows::<T, D, 4>(&x[r0 * D..], origin, transposed, norms, &mut labels[r0..r0 + 4], &mut gaps[r0..r0 + 4])
+            rows::<T, D, 4>(&x[r0 * D..], shift, transposed, norms, &mut labels[r0..r0 + 4], &mut gaps[r0..r0 + 4])
         };
     }
     for r in full..labels.len() {
         // SAFETY: as above.
-        unsafe { rows::<T, D, 1>(&x[r * D..], origin, transposed, norms, &mut labels[r..=r], &mut gaps[r..=r]) };
+        unsafe { rows::<T, D, 1>(&x[r * D..], shift, transposed, norms, &mut labels[r..=r], &mut gaps[r..=r]) };
     }
 }
 
@@ -97,7 +98,7 @@ unsafe fn argmin<T: Real, const D: usize>(
 #[allow(clippy::needless_range_loop)] // row and feature loops index several arrays in step
 unsafe fn rows<T: Real, const D: usize, const R: usize>(
     x: &[T],
-    origin: &[f64],
+    shift: Shift<'_>,
     transposed: &[f32],
     norms: &[f32],
     labels: &mut [u32],
@@ -115,7 +116,7 @@ unsafe fn rows<T: Real, const D: usize, const R: usize>(
     let mut xs = [[_mm512_set1_ps(0.0); D]; R];
     for r in 0..R {
         for f in 0..D {
-            xs[r][f] = _mm512_set1_ps(-2.0 * ((x[r * D + f].to_f64() - origin[f]) as f32));
+            xs[r][f] = _mm512_set1_ps(-2.0 * shift.apply(f, x[r * D + f].to_f64()));
         }
     }
     let mut c0 = 0;

@@ -50,6 +50,16 @@
 //!
 //! Rows where (C + X)² could overflow K are always decided exactly.
 //!
+//! # Scale
+//! Rows and centres enter the fast path shifted and then multiplied by a
+//! power of two σ chosen so that σC is near 1: x̂ = fl(σ(x − m)), ĉ_j =
+//! fl(σ(c_j − m)). Multiplying by σ is exact, so every statement above holds
+//! for the scaled values with t_j, R_j, X, C, D̃ and the bounds all in
+//! scaled units (σ² t_j, σR_j, …): data of any magnitude (1e−30 or 1e30 as
+//! well as 1) stay far from K's underflow and overflow, and the certificate
+//! works as it does for data near 1. The exact distances are computed and
+//! reported unscaled.
+//!
 //! References: scikit-learn's `_k_means_lloyd.pyx` (chunked GEMM + argmin);
 //! scikit-learn #9354 (the identity's error far from the origin).
 
@@ -58,7 +68,7 @@ use faer::{Accum, MatMut, MatRef, Par};
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::argmin::{direct_argmin, tile_argmin, LANES};
+use super::argmin::{direct_argmin, tile_argmin, Shift, LANES};
 use crate::dtype::Real;
 
 /// Widest data (in features) assigned by the direct register kernel; wider
@@ -132,22 +142,23 @@ pub struct PreparedCenters<T> {
     pub n_features: usize,
     /// The origin `m`, `(n_features,)`, a value of the kernel type.
     origin: Vec<f64>,
+    /// σ, a power of two: the fast path works on σ(x − m) (see the module
+    /// docs).
+    scale: f64,
     /// Narrow data: `(n_features, padded_k)` row-major values `fl(c − m)`
     /// in `f32`; else empty.
     transposed: Vec<f32>,
     /// Narrow data: `fl(‖ĉ_j‖²)` in `f32`, padded with `+inf` (never
     /// chosen); else empty.
     padded_norms: Vec<f32>,
-    /// Wide data: the origin in the compute type; else empty.
-    origin_t: Vec<T>,
     /// Wide data: row-major `(n_clusters, n_features)` values `fl(c − m)`;
     /// else empty.
     values: Vec<T>,
     /// Wide data: `fl(‖ĉ_j‖²)`; else empty.
     sq_norms: Vec<T>,
-    /// R_j = ‖c_j − m‖ per centre, in `f64`.
+    /// σR_j = σ‖c_j − m‖ per centre, in `f64`.
     radii: Vec<f64>,
-    /// C = max_j R_j.
+    /// σC = max_j σR_j.
     radius: f64,
     bound: Bound,
 }
@@ -166,11 +177,17 @@ impl<T: Real> PreparedCenters<T> {
             .map(|f| round(centers.iter().skip(f).step_by(d.max(1)).sum::<f64>() / k as f64))
             .map(|m| if m.is_finite() { m } else { 0.0 })
             .collect();
-        let rows = || centers.chunks(d.max(1)).map(|c| c.iter().zip(&origin).map(|(v, m)| v - m));
+        let spread = centers
+            .chunks(d.max(1))
+            .map(|c| c.iter().zip(&origin).map(|(v, m)| (v - m).abs()).fold(0.0, f64::max))
+            .fold(0.0, f64::max);
+        let scale = scale_for(spread);
+        let origin = &origin;
+        let rows = || centers.chunks(d.max(1)).map(move |c| c.iter().zip(origin).map(move |(v, m)| (v - m) * scale));
         let radii: Vec<f64> = rows().map(|s| s.map(|v| v * v).sum::<f64>().sqrt()).collect();
         let kp = Self::padded_k(k);
-        let (mut transposed, mut padded_norms, mut origin_t, mut values, mut sq_norms) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut transposed, mut padded_norms, mut values, mut sq_norms) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let bound = if narrow {
             transposed = vec![0.0; d * kp];
             padded_norms = vec![f32::INFINITY; kp];
@@ -185,7 +202,6 @@ impl<T: Real> PreparedCenters<T> {
             }
             Bound::new(d, f64::from(f32::EPSILON) / 2.0, f64::from(f32::MIN_POSITIVE), f64::from(f32::MAX))
         } else {
-            origin_t = origin.iter().map(|&m| T::from_f64(m)).collect();
             values = rows().flatten().map(T::from_f64).collect();
             sq_norms = values.chunks(d).map(|v| T::from_f64(v.iter().map(|v| v.to_f64().powi(2)).sum())).collect();
             Bound::new(d, T::UNIT_ROUNDOFF, T::MIN_POSITIVE, T::MAX)
@@ -194,10 +210,10 @@ impl<T: Real> PreparedCenters<T> {
             centers: centers.to_vec(),
             n_clusters: k,
             n_features: d,
-            origin,
+            origin: origin.clone(),
+            scale,
             transposed,
             padded_norms,
-            origin_t,
             values,
             sq_norms,
             radius: radii.iter().copied().fold(0.0, f64::max),
@@ -255,6 +271,18 @@ impl<T: Real> PreparedCenters<T> {
         let local = self.beta(best, x_norm) + self.bound.beta(reach, x_norm);
         uniform.min(local)
     }
+}
+
+/// The power of two σ that brings a centre spread (largest coordinate
+/// distance from the origin) near 1: 2^−e with 2^(e−1) ≤ spread < 2^e,
+/// clamped so that σ and σ² stay normal `f64` values; 1 for a zero or
+/// non-finite spread.
+fn scale_for(spread: f64) -> f64 {
+    if !(spread.is_finite() && spread > 0.0) {
+        return 1.0;
+    }
+    let e = spread.log2().floor() as i32 + 1;
+    2f64.powi(-e.clamp(-500, 500))
 }
 
 /// Per-thread buffers of [`assign_rows`] for tiles of up to `tile_rows` rows:
@@ -318,7 +346,7 @@ pub fn assign_rows<T: Real>(
     let x = &x[..rows * d];
     if d <= DIRECT_MAX_FEATURES {
         let (gaps, buf) = scratch.narrow.split_at_mut(rows);
-        direct_argmin(x, d, &c.origin, &c.transposed, &c.padded_norms, labels, gaps);
+        direct_argmin(x, d, Shift { origin: &c.origin, scale: c.scale }, &c.transposed, &c.padded_norms, labels, gaps);
         certify(x, c, labels, gaps, min_dist, second, &mut |row, x_norm| refine_narrow(row, c, x_norm, buf));
     } else {
         let (best, rest) = scratch.wide.split_at_mut(rows);
@@ -326,8 +354,8 @@ pub fn assign_rows<T: Real>(
         let (xhat, rest) = rest.split_at_mut(rows * d);
         let (buf, tile) = rest.split_at_mut(k);
         for (o, row) in xhat.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-            for ((o, &v), &m) in o.iter_mut().zip(row).zip(&c.origin_t) {
-                *o = v - m;
+            for ((o, &v), &m) in o.iter_mut().zip(row).zip(&c.origin) {
+                *o = T::from_f64((v.to_f64() - m) * c.scale);
             }
         }
         let lhs_t = MatRef::from_row_major_slice(xhat, rows, d).transpose();
@@ -390,9 +418,10 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
     let d = if D == 0 { c.n_features } else { D };
     for (i, (label, o)) in labels.iter_mut().zip(out.iter_mut()).enumerate() {
         let row = &x[i * d..(i + 1) * d];
+        // Scaled units (see the module docs) but for the reported distance.
         let mut x_sq = 0.0;
         for (v, m) in row.iter().zip(&c.origin) {
-            let t = v.to_f64() - m;
+            let t = (v.to_f64() - m) * c.scale;
             x_sq += t * t;
         }
         *o = exact_sq_dist(row, c.center(*label as usize));
@@ -400,14 +429,17 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
         // First the uniform τ with (C + X)² ≤ 2(C² + X²), which needs no
         // square root; then the row's own τ. NaN (overflow) fails both.
         let tau = c.tau_uniform(2.0 * (c.radius * c.radius + x_sq));
-        let certified = gap > tau || gap > c.tau(x_sq.sqrt(), *label as usize, *o);
+        let certified = gap > tau || gap > c.tau(x_sq.sqrt(), *label as usize, *o * c.scale * c.scale);
         if !certified {
             (*label, *o) = refine(row, x_sq.sqrt());
         }
         if let Some(s) = second.as_deref_mut() {
             // The gap's own rounding (one subtraction in G) taken off.
+            // Back to unscaled units (an exact division unless it
+            // underflows, when the margin is dropped).
             let margin = if certified { gap * (1.0 - 2.0 * G::UNIT_ROUNDOFF) - tau } else { f64::NEG_INFINITY };
-            s[i] = second_bound(*o, margin, d);
+            let margin = margin / (c.scale * c.scale);
+            s[i] = second_bound(*o, if margin >= f64::MIN_POSITIVE { margin } else { f64::NEG_INFINITY }, d);
         }
     }
 }
@@ -446,7 +478,7 @@ fn refine_narrow<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &
     let kp = g.len();
     g.copy_from_slice(&c.padded_norms);
     for ((&v, &m), col) in row.iter().zip(&c.origin).zip(c.transposed.chunks_exact(kp)) {
-        let a = -2.0 * ((v.to_f64() - m) as f32);
+        let a = -2.0 * (((v.to_f64() - m) * c.scale) as f32);
         for (gv, &cv) in g.iter_mut().zip(col) {
             *gv += a * cv;
         }
@@ -462,8 +494,8 @@ fn refine_wide<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mu
     let d = c.n_features;
     for (j, g) in buf[..c.n_clusters].iter_mut().enumerate() {
         let mut dot = T::default();
-        for ((&v, &m), &cv) in row.iter().zip(&c.origin_t).zip(&c.values[j * d..(j + 1) * d]) {
-            dot += (v - m) * cv;
+        for ((&v, &m), &cv) in row.iter().zip(&c.origin).zip(&c.values[j * d..(j + 1) * d]) {
+            dot += T::from_f64((v.to_f64() - m) * c.scale) * cv;
         }
         *g = c.sq_norms[j] + T::from_f64(-2.0) * dot;
     }
@@ -675,6 +707,28 @@ mod tests {
         check::<f32>(600, 24, 50, 256, 20, 2);
     }
 
+    /// Data of any magnitude: rows and centres scaled by powers of ten (not of
+    /// two, so the scaled values round anew), with exact ties from a grid.
+    #[test]
+    fn tiny_and_huge_data_match_reference() {
+        for scale in [1e-150, 1e-30, 1e-12, 1.0, 1e12, 1e30, 1e150] {
+            for d in [3, 40] {
+                let grid: Vec<f64> = (0..600 * d).map(|i| ((i * 7) % 5) as f64 * scale).collect();
+                let noisy: Vec<f64> = random(600 * d, 3, 10.0).iter().map(|v| v * scale).collect();
+                let centres: Vec<f64> = random(12 * d, 4, 10.0).iter().map(|v| (v.round() / 2.0) * scale).collect();
+                for x in [&grid, &noisy] {
+                    let c = PreparedCenters::<f64>::new(&centres, 12, d);
+                    assert_eq!(run(x, &c, 64, 8, 2), reference(x, &c), "scale {scale} d {d}");
+                    if (1e-30..=1e30).contains(&scale) {
+                        let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+                        let c32 = PreparedCenters::<f32>::new(&centres, 12, d);
+                        assert_eq!(run(&x32, &c32, 64, 8, 2), reference(&x32, &c32), "f32 scale {scale} d {d}");
+                    }
+                }
+            }
+        }
+    }
+
     /// Case N1 (scikit-learn #9354): float32 rows 1e4 from the origin, centres
     /// 0.01 apart; the GEMM identity alone gave [0 0 2 2 0 2].
     #[test]
@@ -765,7 +819,14 @@ mod tests {
             let c = PreparedCenters::<f64>::new(&centers, k, d);
             let (mut l, mut m) = (vec![0u32; n], vec![0f64; n]);
             let (mut g, mut buf) = (vec![0f32; n], vec![0f32; PreparedCenters::<f64>::padded_k(k)]);
-            super::super::argmin::direct_fixed::<f64, 3>(&x, &c.origin, &c.transposed, &c.padded_norms, &mut l, &mut g);
+            super::super::argmin::direct_fixed::<f64, 3>(
+                &x,
+                Shift { origin: &c.origin, scale: c.scale },
+                &c.transposed,
+                &c.padded_norms,
+                &mut l,
+                &mut g,
+            );
             certify(&x, &c, &mut l, &g, &mut m, None, &mut |row, x_norm| refine_narrow(row, &c, x_norm, &mut buf));
             assert_eq!((l, m.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), reference(&x, &c));
         }
