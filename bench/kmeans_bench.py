@@ -18,10 +18,13 @@ With --algorithms, memfit also runs as "memfit-lloyd" (--algorithm lloyd)
 and "memfit-bounded" (--algorithm bounded) beside "memfit" (the default,
 auto): the bounded iterations' speed-up in the same run, their share of
 skipped distances, and the same inertia. --features sets the generated
-blobs' width (default 3; bounds pay most on wider data).
+blobs' width (default 3; bounds pay most on wider data). --scale S
+multiplies the generated blobs by S (e.g. 1e-20 or 1e20: data far from
+1 in magnitude, which memfit's certified fast path handles by an exact
+power-of-two scaling).
 
 Usage: python bench/kmeans_bench.py [--iters 10] [--k 200] [--threads 2] [--repeat 3] [--baseline-bin PATH]
-       [--algorithms] [--features 3] [--no-flights]
+       [--algorithms] [--features 3] [--no-flights] [--scale 1]
 Needs: numpy, scikit-learn, faiss-cpu (pip), and target/release/memfit.
 """
 import argparse
@@ -114,6 +117,7 @@ def main():
     ap.add_argument("--algorithms", action="store_true", help="also memfit --algorithm lloyd and bounded")
     ap.add_argument("--features", type=int, default=3, help="columns of the generated blobs")
     ap.add_argument("--no-flights", action="store_true", help="only the generated blobs")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the generated blobs by this")
     ap.add_argument("--child", nargs=5)
     a = ap.parse_args()
     peers = ["memfit", "sklearn", "faiss"]
@@ -131,7 +135,11 @@ def main():
     blobs = tmp / "blobs1m_f64.npy"
     subprocess.run([MEMFIT, "generate", "blobs", "--n-samples", "1000000", "--n-features", str(a.features),
                     "--centers", str(a.k), "--seed", "7", "--out", str(blobs)], check=True, stdout=subprocess.DEVNULL)
-    sets = [(f"blobs 1,000,000 × {a.features}", blobs)]
+    label = f"blobs 1,000,000 × {a.features}"
+    if a.scale != 1.0:
+        np.save(blobs, np.load(blobs) * a.scale)
+        label += f" × {a.scale:g}"
+    sets = [(label, blobs)]
     flights = SHARED / "flights3m_f64.npy"
     if a.no_flights:
         pass

@@ -30,7 +30,7 @@ use rand_chacha::ChaCha8Rng;
 use super::bounds::{Bounds, WIDTH};
 use super::init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 use super::params::{Algorithm, Init, KMeansParams};
-use super::pass::{AssignPass, Assignment, FarRow, Mode};
+use super::pass::{AssignPass, Assignment, Mode};
 use super::plan::default_init_sample_rows;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
@@ -385,7 +385,6 @@ fn lloyd<T: Real>(
     };
     let mut strict = false;
     let mut last_bounded = false;
-    let mut last_digest = None;
     let mut plain_secs = f64::INFINITY;
     for it in 0..params.max_iter {
         let t = Instant::now();
@@ -417,16 +416,10 @@ fn lloyd<T: Real>(
         let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
         // (scikit-learn's `_relocate_empty_clusters_dense`); the pass kept
-        // their values. A row within the rounding of its centre (a mean of
-        // identical rows can miss them by a few ulps) is on it: moving a
-        // centre there would only trade rows between coincident centres,
-        // pass after pass; such rows are not taken, and the cluster stays
-        // empty (too few distinct points, which the fit reports).
+        // their values.
         if nonempty < k {
             let empty: Vec<usize> = (0..k).filter(|&j| cw[j] == 0.0).collect();
-            let u = n as f64 * f64::EPSILON / 2.0 + T::UNIT_ROUNDOFF;
-            let off_centre = |f: &FarRow| f.dist > 4.0 * u * u * f.values.iter().map(|v| v * v).sum::<f64>();
-            for (&j, f) in empty.iter().zip(s.farthest.into_sorted().into_iter().filter(off_centre)) {
+            for (&j, f) in empty.iter().zip(s.farthest.into_sorted()) {
                 let (old, wi) = (f.label as usize, f.weight);
                 for q in 0..d {
                     sums[old * d + q] -= wi * f.values[q];
@@ -463,13 +456,6 @@ fn lloyd<T: Real>(
         });
         if center_shift == 0.0 {
             strict = true;
-            out.converged = true;
-            break;
-        }
-        // No label changed (scikit-learn's strict convergence) while an
-        // empty cluster's refill moved its centre: converged, and the final
-        // pass labels the rows for the moved centres.
-        if last_digest.replace(s.label_digest) == Some(s.label_digest) {
             out.converged = true;
             break;
         }

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::{row_key, Block, KeyedSample, Leaf, Merge, Pass};
+use crate::exec::{Block, KeyedSample, Leaf, Merge, Pass};
 use crate::kernels::{accumulate_block, accumulate_rows, assign_block, PreparedCenters, Scratch, MAX_PARTIAL_BYTES};
 use crate::plan::{Plan, TILE_ROWS};
 
@@ -102,12 +102,6 @@ pub(crate) struct AssignStats {
     /// passes only).
     #[serde(default)]
     pub(crate) skipped: u64,
-    /// A digest of the labels (Lloyd passes): the wrapping sum over rows
-    /// of a hash of the row and its label, so equal digests of two passes
-    /// mean unchanged labels (up to a 2⁻⁶⁴ chance), whatever the rows'
-    /// split.
-    #[serde(default)]
-    pub(crate) label_digest: u64,
 }
 
 impl AssignStats {
@@ -139,7 +133,6 @@ impl Merge for AssignStats {
     fn merge(&mut self, next: &Self) {
         self.inertia += next.inertia;
         self.skipped += next.skipped;
-        self.label_digest = self.label_digest.wrapping_add(next.label_digest);
         self.sums.iter_mut().zip(&next.sums).for_each(|(a, b)| *a += b);
         self.weights.iter_mut().zip(&next.weights).for_each(|(a, b)| *a += b);
         for Reverse(r) in &next.farthest.heap {
@@ -150,7 +143,6 @@ impl Merge for AssignStats {
     fn clear(&mut self) {
         self.inertia = 0.0;
         self.skipped = 0;
-        self.label_digest = 0;
         self.sums.fill(0.0);
         self.weights.fill(0.0);
         self.farthest.heap.clear();
@@ -242,7 +234,6 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
             weights: vec![0.0; if matches!(self.mode, Mode::Predict(_)) { 0 } else { k }],
             farthest: Farthest { cap: if lloyd { k } else { 0 }, heap: BinaryHeap::new() },
             skipped: 0,
-            label_digest: 0,
         }
     }
 
@@ -313,8 +304,6 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                         accumulate_rows(x, d, &labels[r.clone()], w, &mut s.sums, &mut s.weights);
                     }
                     for i in r {
-                        let digest = row_key(u64::from(labels[i]), block.start + i);
-                        s.label_digest = s.label_digest.wrapping_add(digest);
                         let wi = block.w.map_or(1.0, |w| w[i]);
                         if wi > 0.0 && s.farthest.would_take(dist[i], block.start + i) {
                             s.farthest.offer(FarRow {

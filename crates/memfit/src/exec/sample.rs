@@ -63,14 +63,14 @@ pub struct KeyedSample {
 }
 
 /// Bits of the key histogrammed per pass of [`nth_smallest_key`].
-const RADIX_BITS: u32 = 12;
+const RADIX_BITS: u32 = 8;
 
 /// The `m`-th smallest `(row_key(seed, r), r)` over the rows `rows`
 /// (`1 ≤ m ≤ rows.len()`), by a most-significant-digit radix selection on
-/// the keys, recomputed each pass: 12 bits per pass (one
-/// histogram per thread, summed), until at most 2^12 rows share
+/// the keys, recomputed each pass: 8 bits per pass (one
+/// histogram per thread, summed), until at most 2^8 rows share
 /// the digits found so far; those are collected and ordered. About
-/// `log₄₀₉₆(n)` hashes per row in all, no data read; memory as planned by
+/// `log₂₅₆(n)` hashes per row in all, no data read; memory as planned by
 /// [`SampleLayout::select_bytes`].
 pub fn nth_smallest_key(seed: u64, rows: Range<usize>, m: usize) -> (u64, usize) {
     assert!(m >= 1 && m <= rows.len(), "1 <= m <= rows");
@@ -195,7 +195,8 @@ impl KeyedSample {
     /// row at most once instead of about `m · ln(n / m)` heap updates.
     pub fn settle(&mut self, rows: Range<usize>) {
         let m = self.m.min(rows.len());
-        if m > 0 {
+        // A sample of every row needs no selection.
+        if m > 0 && m < rows.len() {
             self.last = Some(nth_smallest_key(self.seed, rows, m));
         }
     }

@@ -39,10 +39,10 @@ impl SampleLayout {
     const MAX_PIECE_ROWS: usize = 4096;
 
     /// Bytes of the selection of the kept rows' largest key before the
-    /// pass (`crate::exec::nth_smallest_key`): a histogram of 2¹² counts per
-    /// thread, and at most 2¹² keys with their rows.
+    /// pass (`crate::exec::nth_smallest_key`): a histogram of 2⁸ counts per
+    /// thread, and at most 2⁸ keys with their rows.
     pub const fn select_bytes(threads: usize) -> u64 {
-        ((threads * 8 + 16) << 12) as u64
+        ((threads * 8 + 16) << 8) as u64
     }
 
     /// Bytes the layout holds in memory for `d` features, `threads` readers
