@@ -149,7 +149,7 @@ def main():
         print(f"skipping flights3m: {flights} not found")
     print(f"k = {a.k}, {a.iters} iterations, {a.threads} threads, same initial centres for every peer")
     print("s/iter = whole fit / iterations; 'peer/memfit' = the peer's s/iter over memfit's")
-    print(f"{'data':<26}{'dtype':<9}{'peer':<15}{'s/iter':>9}{'peer/memfit':>12}{'peak RSS':>11}{'inertia':>18}")
+    print(f"{'data':<34}{'dtype':<9}{'peer':<15}{'s/iter':>9}{'peer/memfit':>12}{'peak RSS':>11}{'inertia':>18}")
     for name, path in sets:
         X = np.load(path, mmap_mode="r")
         rng = np.random.default_rng(0)
@@ -168,13 +168,13 @@ def main():
             m = res["memfit"]["secs"] / res["memfit"]["n_iter"]
             for peer, r in res.items():
                 if "error" in r:
-                    print(f"{name:<26}{dtype:<9}{peer:<15}  failed: {r['error']}")
+                    print(f"{name:<34}{dtype:<9}{peer:<15}  failed: {r['error']}")
                     continue
                 s = r["secs"] / r["n_iter"]
                 ratio = "" if peer == "memfit" else f"{s / m:.2f}x"
                 note = f"  (Lloyd passes alone: {r['lloyd_secs_per_iter']:.4f} s/iter" if "lloyd_secs_per_iter" in r else ""
                 note += f", {100 * r['skip']:.0f} % of distances skipped)" if "skip" in r else (")" if note else "")
-                print(f"{name:<26}{dtype:<9}{peer:<15}{s:>9.4f}{ratio:>12}{r['peak_rss_bytes'] / 2**20:>8.0f} MiB{r['inertia']:>18.10e}{note}")
+                print(f"{name:<34}{dtype:<9}{peer:<15}{s:>9.4f}{ratio:>12}{r['peak_rss_bytes'] / 2**20:>8.0f} MiB{r['inertia']:>18.10e}{note}")
             if dtype == "float32":
                 os.remove(data)
 
