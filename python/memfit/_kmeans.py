@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _memfit
 from . import _dask
 from ._dask import is_dask_array
-from ._options import check_memory_limit, check_n_jobs
+from ._options import check_memory_limit, check_n_jobs, check_scratch_dir
 from ._validation import (
     c_float64,
     on_cluster,
@@ -130,6 +130,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         sets in its workers) and the OpenMP limit of a
         ``threadpoolctl.threadpool_limits`` context; -1 all those CPUs, -2
         all but one.
+    scratch_dir : str, path or None, default=None
+        Folder for scratch files (``None``: the system's temporary folder,
+        ``TMPDIR``): the k-means++ sample when its values do not fit
+        ``memory_limit`` (its size never depends on the limit) and the
+        bounds of ``algorithm="bounded"`` when they do not. The files have
+        no name there and vanish when the fit ends, however it ends.
+        ``memory_plan_`` shows the bytes on disk; a folder that cannot hold
+        them raises ``OSError`` before any work.
 
     Attributes
     ----------
@@ -188,6 +196,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         # memfit's own, checked when used.
         "memory_limit": "no_validation",
         "n_jobs": "no_validation",
+        "scratch_dir": "no_validation",
     }
 
     def __init__(
@@ -204,6 +213,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         algorithm="auto",
         memory_limit=None,
         n_jobs=None,
+        scratch_dir=None,
     ):
         self.n_clusters = n_clusters
         self.init = init
@@ -216,6 +226,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         self.algorithm = algorithm
         self.memory_limit = memory_limit
         self.n_jobs = n_jobs
+        self.scratch_dir = scratch_dir
 
     @property
     def labels_(self):
@@ -315,6 +326,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         seed = seed_from(self.random_state)
         init, centers, n_init = self._init_centers(data, seed)
         limit = check_memory_limit(self.memory_limit)
+        scratch = check_scratch_dir(self.scratch_dir)
         params = dict(
             n_clusters=int(self.n_clusters),
             init=init,
@@ -336,6 +348,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             n_jobs=check_n_jobs(self.n_jobs),
             labels=labels,
             progress=_Verbose(self.verbose) if self.verbose else None,
+            scratch_dir=scratch,
             **params,
             **cluster,
         )

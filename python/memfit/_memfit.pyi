@@ -69,6 +69,7 @@ def kmeans_fit(
     row_bounds: list[int] = [],
     dry_run: bool = False,
     algorithm: str = "auto",
+    scratch_dir: Optional[str] = None,
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
     n_iter, converged, n_nonempty_clusters, skip_share (per iteration),

@@ -489,6 +489,19 @@ def test_kmeans_plusplus_sample_spilled_by_a_small_limit_gives_the_same_fit(big)
     _assert_same_fit(small, large)
 
 
+def test_scratch_dir_holds_the_spilled_sample(big, tmp_path):
+    """scratch_dir names the folder of the spilled k-means++ sample (the plan shows it, nothing is left
+    there) and gives the same fit; a folder that cannot hold it raises OSError before any work."""
+    params = dict(n_clusters=5, random_state=0, max_iter=5, memory_limit="6MiB")
+    km = KMeans(scratch_dir=tmp_path, **params).fit(big)
+    assert f"init sample (scratch files) in {tmp_path}" in km.memory_plan_
+    assert list(tmp_path.iterdir()) == []
+    _assert_same_fit(km, KMeans(**params).fit(big))
+    with pytest.raises(OSError, match="scratch folder.*does not exist"):
+        KMeans(scratch_dir=tmp_path / "missing", **params).fit(big)
+    assert not hasattr(KMeans(), "labels_")
+
+
 # ---------------------------------------------------------------------------
 # errors and warnings
 
@@ -713,6 +726,39 @@ def test_too_few_distinct_points_find_every_distinct_point(seed):
     assert_array_equal(ours.labels_, ours.predict(X))
     assert len(np.unique(ours.labels_)) == len(np.unique(ref.labels_)) == m
     assert ours.inertia_ <= 1e-20 * max(1.0, float(np.abs(X).max()) ** 2)
+
+
+@pytest.mark.parametrize("offset", [1e14, -3e15, 1e9])
+def test_far_from_the_origin_centres_are_as_exact_as_centred_data_give(offset):
+    """Values far from the origin (offset + integers): the centres are the exact means rounded once
+    (scikit-learn centres its data; memfit's sums carry their rounding errors), so k distinct points give
+    inertia 0 and every centre is its rows' mean to the last bit."""
+    rng = np.random.RandomState(0)
+    ints = rng.randint(0, 5, size=(3000, 2)) * np.array([1, 7])
+    X = offset + ints.astype(np.float64)
+    km = KMeans(25, random_state=0, n_init=1).fit(X)
+    ref = SkKMeans(25, random_state=0, n_init=1).fit(X)
+    assert km.inertia_ == 0.0 and ref.inertia_ < 1e-20
+    assert_array_equal(np.sort(km.cluster_centers_, axis=0), np.sort(np.unique(X, axis=0), axis=0))
+    # Clusters of many different values: each centre is offset + the exact mean of its integers.
+    X1 = offset + rng.randint(0, 1000, size=(5000, 1)).astype(np.float64)
+    km = KMeans(3, init=offset + np.array([[100.0], [500.0], [900.0]]), n_init=1, tol=0).fit(X1)
+    assert km.n_iter_ < km.max_iter
+    for j in range(3):
+        exact = np.mean(X1[km.labels_ == j] - offset, dtype=np.longdouble) + np.longdouble(offset)
+        assert km.cluster_centers_[j, 0] == np.float64(exact), (j, km.cluster_centers_[j, 0] - offset)
+
+
+def test_duplicated_rows_with_inexact_means_converge():
+    """More clusters than distinct points whose values (0.1, 0.3, ...) have inexact float64 sums: each
+    distinct point is its cluster's mean exactly, so the refills stop and the fit converges in a few
+    iterations, as scikit-learn's does."""
+    X = np.repeat(np.array([[0.1, 0.7], [0.3, 1.1], [1e-3, 5.3], [2.2, 0.9]]), [97, 100, 333, 7], axis=0)
+    for init in ("k-means++", "random"):
+        with pytest.warns(ConvergenceWarning, match="distinct clusters"):
+            km = KMeans(6, init=init, random_state=0, n_init=1, tol=0).fit(X)
+        assert km.n_iter_ < 10 and km.inertia_ == 0.0
+        assert_array_equal(np.unique(km.cluster_centers_, axis=0), np.unique(X, axis=0))
 
 
 def test_refilled_clusters_end_as_means_of_their_rows():

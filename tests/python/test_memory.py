@@ -3,6 +3,7 @@ planned total, and results that do not depend on the memory limit or the
 thread count."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -89,6 +90,29 @@ def test_init_sample_spilled_to_disk_gives_the_same_fit(tmp_path, medium):
     assert small.labels_path.read_bytes() == large.labels_path.read_bytes()
     assert small.centers_path.read_bytes() == large.centers_path.read_bytes()
     assert small.summary["inertia"] == large.summary["inertia"]
+
+
+def test_scratch_dir_receives_the_spilled_sample_and_is_checked_before_work(tmp_path, medium):
+    # --scratch-dir names where the spilled k-means++ sample goes (the plan
+    # says so); a folder that cannot hold it, or a missing TMPDIR when none
+    # is named, is refused by the dry run and before any output is written.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    r = fit(tmp_path, medium, 20, tag="s", memory_limit="6MiB", scratch_dir=scratch)
+    disk = [w for w in r.summary["plan"]["disk"] if w["name"].startswith("init sample")]
+    assert [w["path"] for w in disk] == [str(scratch)], r.summary["plan"]["disk"]
+    assert list(scratch.iterdir()) == []
+    base = ["kmeans", medium, "-k", 20, "--memory-limit", "6MiB", "--quiet"]
+    for extra, env in [(["--scratch-dir", tmp_path / "missing"], None),
+                       ([], {**os.environ, "TMPDIR": str(tmp_path / "gone")})]:
+        for dry in (["--dry-run"], ["--labels", tmp_path / "l.npy"]):
+            p = subprocess.run([str(MEMFIT_BIN), *map(str, base + extra + dry)], capture_output=True, text=True, env=env)
+            assert p.returncode != 0 and "scratch folder" in p.stderr and "does not exist" in p.stderr, p.stderr
+            assert not (tmp_path / "l.npy").exists()
+    # A limit that holds the sample needs no scratch folder at all.
+    p = subprocess.run([str(MEMFIT_BIN), *map(str, ["kmeans", medium, "-k", 20, "--dry-run"])], capture_output=True,
+                       text=True, env={**os.environ, "TMPDIR": str(tmp_path / "gone")})
+    assert p.returncode == 0, p.stderr
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss is in KiB only on Linux")

@@ -174,6 +174,12 @@ pub struct KmeansArgs {
     /// of plotting features 0 and 1.
     #[arg(long, requires = "plot")]
     pub plot_pca: bool,
+    /// Folder for scratch files: the k-means++ sample when it exceeds the
+    /// memory limit, the bounds when they do (default: the system's
+    /// temporary folder, TMPDIR). The files have no name there and vanish
+    /// when the run ends, however it ends.
+    #[arg(long, value_name = "DIR")]
+    pub scratch_dir: Option<PathBuf>,
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,
@@ -264,10 +270,11 @@ pub struct GmmArgs {
     /// Plot the lower bound per iteration.
     #[arg(long, value_name = "OUT.png")]
     pub plot: Option<PathBuf>,
-    /// Folder for the scratch files of a mixture whose components'
-    /// parameters exceed the memory limit and are processed in groups
-    /// (default: the system's temporary folder, TMPDIR). The files have no
-    /// name there and vanish when the run ends, however it ends.
+    /// Folder for scratch files: the components' parameters of a mixture
+    /// that exceed the memory limit and are processed in groups, the
+    /// k-means++ sample when it exceeds the limit (default: the system's
+    /// temporary folder, TMPDIR). The files have no name there and vanish
+    /// when the run ends, however it ends.
     #[arg(long, value_name = "DIR")]
     pub scratch_dir: Option<PathBuf>,
     /// Print the memory plan and exit without reading data.

@@ -77,7 +77,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         }
     }
     check_outputs_distinct(&paths, &inputs, &[])?;
-    let run = args.common.run_options()?;
+    let run = memfit::exec::RunOptions { scratch_dir: args.scratch_dir.clone(), ..args.common.run_options()? };
     let default_data: Vec<f64>;
     let (x, n_clusters, extra) = match &args.input {
         Some(p) => (open_data(p, "cluster")?, args.n_clusters.unwrap_or(8), vec![]),

@@ -2,6 +2,7 @@
 
 use memfit::cluster::{Algorithm, KMeansParams, LabelSink};
 use memfit::estimator::{parse_init, CentersJob, KMeansJob};
+use memfit::exec::RunOptions;
 use numpy::ndarray::Array;
 use numpy::{IntoPyArray, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
 use pyo3::prelude::*;
@@ -26,7 +27,7 @@ use crate::shared::{
 #[pyfunction]
 #[pyo3(signature = (x, *, n_clusters, memory_limit, sample_weight=None, init="k-means++", init_centers=None,
     n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None,
-    remote=None, row_bounds=vec![], dry_run=false, algorithm="auto"))]
+    remote=None, row_bounds=vec![], dry_run=false, algorithm="auto", scratch_dir=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn kmeans_fit<'py>(
     py: Python<'py>,
@@ -48,6 +49,7 @@ pub fn kmeans_fit<'py>(
     row_bounds: Vec<usize>,
     dry_run: bool,
     algorithm: &str,
+    scratch_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let algorithm = match algorithm {
         "auto" => Algorithm::Auto,
@@ -76,7 +78,7 @@ pub fn kmeans_fit<'py>(
         plot_sample_rows: 0,
         algorithm,
     };
-    let opts = run_options(memory_limit, n_jobs, row_split);
+    let opts = RunOptions { scratch_dir, ..run_options(memory_limit, n_jobs, row_split) };
     let (src, w) = inputs.open(&opts)?;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();

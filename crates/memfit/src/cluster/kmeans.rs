@@ -5,18 +5,19 @@
 //! ([`crate::kernels::assign_block`]: GEMM-identity candidates certified by
 //! an error bound, exact `f64` differences where it cannot decide), inertia
 //! from exact differences in `f64`, and per-cluster weighted sums of the
-//! rows' values in `f64` accumulated in row order
-//! ([`crate::kernels::accumulate_block`]). No `n_samples × n_clusters`
+//! rows' values in `f64` accumulated in row order with their rounding
+//! errors ([`crate::kernels::accumulate_block`]). No `n_samples × n_clusters`
 //! matrix and no per-sample label array is ever held: labels are streamed
 //! to the caller in a final pass.
 //!
 //! Centres are held in `f64` but always rounded to the compute type: each
-//! update is the `f64` weighted mean of the cluster's rows (their values
-//! summed in `f64`, a function of the labels alone, so that unchanged labels
-//! give unchanged centres), rounded once; so the centres a fit returns are
-//! exactly the ones its labels and inertia were computed against, and a
-//! cluster of identical `float32` (or integer) points gets that point, whose
-//! sums are exact in `f64`.
+//! update is the weighted mean of the cluster's rows (their values summed
+//! in `f64` with compensation, a function of the labels alone, so that
+//! unchanged labels give unchanged centres), rounded once to the compute
+//! type; so the centres a fit returns are exactly the ones its labels and
+//! inertia were computed against, a cluster of identical points gets that
+//! point, and data far from the origin (`1e14 + i`) keep means as accurate
+//! as centred data would give.
 //!
 //! Reference: S. Lloyd, "Least squares quantization in PCM" (1982);
 //! scikit-learn's `_kmeans_single_lloyd` for the iteration, tolerance,
@@ -412,28 +413,22 @@ fn lloyd<T: Real>(
         } else if params.algorithm == Algorithm::Auto && it >= 4 && secs > 0.9 * plain_secs {
             bounds = None;
         }
-        let (mut sums, mut cw) = (s.sums, s.weights);
-        let nonempty = cw.iter().filter(|&&w| w > 0.0).count();
+        let mut sums = s.sums;
+        let nonempty = (0..k).filter(|&j| sums.weight(j) > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
         // (scikit-learn's `_relocate_empty_clusters_dense`); the pass kept
         // their values.
         if nonempty < k {
-            let empty: Vec<usize> = (0..k).filter(|&j| cw[j] == 0.0).collect();
+            let empty: Vec<usize> = (0..k).filter(|&j| sums.weight(j) <= 0.0).collect();
             for (&j, f) in empty.iter().zip(s.farthest.into_sorted()) {
-                let (old, wi) = (f.label as usize, f.weight);
-                for q in 0..d {
-                    sums[old * d + q] -= wi * f.values[q];
-                    sums[j * d + q] = wi * f.values[q];
-                }
-                cw[old] -= wi;
-                cw[j] = wi;
+                sums.move_row(f.label as usize, j, &f.values, f.weight);
             }
         }
         let mut center_shift = 0.0;
         for j in 0..k {
-            if cw[j] > 0.0 {
+            if sums.weight(j) > 0.0 {
                 for q in 0..d {
-                    let c = T::from_f64(sums[j * d + q] / cw[j]).to_f64();
+                    let c = T::from_f64(sums.mean(j, q, d)).to_f64();
                     center_shift += (c - centers[j * d + q]).powi(2);
                     centers[j * d + q] = c;
                 }
@@ -503,7 +498,7 @@ fn final_pass<T: Real>(
         let (values, labels, _) = sample.into_rows();
         *out = Some(PlotSample { values, labels: labels.into_iter().map(|l| l as u32).collect() });
     }
-    Ok((s.inertia, s.weights.iter().filter(|&&c| c > 0.0).count()))
+    Ok((s.inertia, s.counts.iter().filter(|&&c| c > 0.0).count()))
 }
 
 /// The error for a weighted sum that overflowed float64 (`what` = `value`),

@@ -16,7 +16,9 @@ use rayon::prelude::*;
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{Block, KeyedSample, Leaf, Merge, Pass};
-use crate::kernels::{accumulate_block, accumulate_rows, assign_block, PreparedCenters, Scratch, MAX_PARTIAL_BYTES};
+use crate::kernels::{
+    accumulate_block, accumulate_rows, assign_block, ClusterSums, PreparedCenters, Scratch, MAX_PARTIAL_BYTES,
+};
 use crate::plan::{Plan, TILE_ROWS};
 
 /// Receives each block's labels and squared distances, in row order.
@@ -92,10 +94,10 @@ impl Farthest {
 pub(crate) struct AssignStats {
     /// `Σ w_i ‖x_i − c_{l_i}‖²`, from exact differences.
     pub(crate) inertia: f64,
-    /// Per-cluster `Σ w_i x_i`, row-major `(k, d)` (Lloyd passes only).
-    pub(crate) sums: Vec<f64>,
-    /// Per-cluster `Σ w_i` (Lloyd passes) or row counts (final passes).
-    pub(crate) weights: Vec<f64>,
+    /// Per-cluster compensated `Σ w_i x_i` and `Σ w_i` (Lloyd passes only).
+    pub(crate) sums: ClusterSums,
+    /// Per-cluster row counts (final passes only).
+    pub(crate) counts: Vec<f64>,
     /// Rows farthest from their centres (Lloyd passes only).
     pub(crate) farthest: Farthest,
     /// Rows that kept their label without the other distances (bounded
@@ -108,13 +110,13 @@ impl AssignStats {
     /// Bytes of the statistics of a Lloyd pass over `k` clusters of `d`
     /// features (sums, weights, `k` farthest rows with their values).
     pub(crate) fn lloyd_bytes(k: usize, d: usize) -> u64 {
-        (k * (d + 1) * 8) as u64 + Farthest::bytes(k, d)
+        ClusterSums::bytes(k, d) as u64 + Farthest::bytes(k, d)
     }
 
     /// Whether chunks are summed in parallel (small per-cluster sums) rather
     /// than one at a time with the clusters split between threads.
     fn parallel_chunks(k: usize, d: usize) -> bool {
-        k * (d + 1) * 8 <= MAX_PARTIAL_BYTES
+        ClusterSums::bytes(k, d) <= MAX_PARTIAL_BYTES
     }
 
     /// How many statistics a pass holds at once: the folded prefix and the
@@ -133,8 +135,8 @@ impl Merge for AssignStats {
     fn merge(&mut self, next: &Self) {
         self.inertia += next.inertia;
         self.skipped += next.skipped;
-        self.sums.iter_mut().zip(&next.sums).for_each(|(a, b)| *a += b);
-        self.weights.iter_mut().zip(&next.weights).for_each(|(a, b)| *a += b);
+        self.sums.merge(&next.sums);
+        self.counts.iter_mut().zip(&next.counts).for_each(|(a, b)| *a += b);
         for Reverse(r) in &next.farthest.heap {
             self.farthest.offer(r.clone());
         }
@@ -143,8 +145,8 @@ impl Merge for AssignStats {
     fn clear(&mut self) {
         self.inertia = 0.0;
         self.skipped = 0;
-        self.sums.fill(0.0);
-        self.weights.fill(0.0);
+        self.sums.clear();
+        self.counts.fill(0.0);
         self.farthest.heap.clear();
     }
 }
@@ -230,8 +232,8 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
         let lloyd = matches!(self.mode, Mode::Lloyd);
         AssignStats {
             inertia: 0.0,
-            sums: vec![0.0; if lloyd { k * d } else { 0 }],
-            weights: vec![0.0; if matches!(self.mode, Mode::Predict(_)) { 0 } else { k }],
+            sums: if lloyd { ClusterSums::new(k, d) } else { ClusterSums::default() },
+            counts: vec![0.0; if matches!(self.mode, Mode::Final { .. }) { k } else { 0 }],
             farthest: Farthest { cap: if lloyd { k } else { 0 }, heap: BinaryHeap::new() },
             skipped: 0,
         }
@@ -299,9 +301,9 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                 Kind::Lloyd => {
                     let x = &block.x[r.start * d..r.end * d];
                     if parallel_sums {
-                        accumulate_block(x, d, &labels[r.clone()], w, &mut s.sums, &mut s.weights);
+                        accumulate_block(x, d, &labels[r.clone()], w, &mut s.sums);
                     } else {
-                        accumulate_rows(x, d, &labels[r.clone()], w, &mut s.sums, &mut s.weights);
+                        accumulate_rows(x, d, &labels[r.clone()], w, &mut s.sums);
                     }
                     for i in r {
                         let wi = block.w.map_or(1.0, |w| w[i]);
@@ -318,7 +320,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                 }
                 Kind::Final => {
                     for &l in &labels[r] {
-                        s.weights[l as usize] += 1.0;
+                        s.counts[l as usize] += 1.0;
                     }
                 }
                 Kind::Predict => {}

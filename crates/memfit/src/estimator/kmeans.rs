@@ -45,14 +45,22 @@ pub fn parse_init(name: &str, centers: Option<(Vec<f64>, usize, usize)>) -> Resu
 }
 
 impl KMeansJob<'_> {
-    /// Validates the parameters against the data and plans the fit.
+    /// Checks a given scratch folder, validates the parameters against the
+    /// data and plans the fit; when the plan puts scratch files (the
+    /// k-means++ sample, the bounds) in a folder, checks that folder.
     ///
     /// # Errors
-    /// As [`KMeansParams::validate`] and [`cluster::plan_kmeans`].
+    /// As [`crate::io::ScratchFile::check_dir`], [`KMeansParams::validate`]
+    /// and [`cluster::plan_kmeans`].
     pub fn plan(&self) -> Result<Plan> {
+        if let Some(dir) = &self.run.scratch_dir {
+            crate::io::ScratchFile::check_dir(dir)?;
+        }
         self.params.validate(self.x.n_samples(), self.x.n_features())?;
         let job = planned_job(self.x, self.sample_weight, self.compute, self.n_outputs, &self.extra, &self.run);
-        cluster::plan_kmeans(&self.params, &job)
+        let plan = cluster::plan_kmeans(&self.params, &job)?;
+        plan.check_scratch_dirs()?;
+        Ok(plan)
     }
 
     /// Fits within `plan` (from [`KMeansJob::plan`]); final labels go to

@@ -75,7 +75,8 @@ impl<'a> GmmJob<'a> {
     }
 
     /// Checks a given scratch folder (see [`crate::io::ScratchFile::check_dir`]),
-    /// validates the parameters against the data and plans the fit.
+    /// validates the parameters against the data and plans the fit; when
+    /// the plan puts scratch files in a folder, checks that folder.
     ///
     /// # Errors
     /// As [`crate::io::ScratchFile::check_dir`], [`GmmParams::validate`] and
@@ -87,7 +88,9 @@ impl<'a> GmmJob<'a> {
         }
         self.params.validate(self.x.n_samples(), self.x.n_features())?;
         let job = planned_job(self.x, self.sample_weight, self.compute, self.n_outputs, &self.extra, &self.run);
-        mixture::plan_gmm(&self.params, &job, false)
+        let plan = mixture::plan_gmm(&self.params, &job, false)?;
+        plan.check_scratch_dirs()?;
+        Ok(plan)
     }
 
     /// Fits within `plan` (from [`GmmJob::plan`]); the final E-step's

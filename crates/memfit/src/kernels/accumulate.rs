@@ -1,21 +1,136 @@
-//! Per-cluster weighted sums for the centre update. Each cluster's sum is
-//! accumulated in `f64` in row order, so the result does not depend on how
-//! the work is split between threads (the pass folds these per-chunk sums
-//! in order, see [`crate::exec`]).
+//! Per-cluster weighted sums for the centre update, accumulated in `f64` in
+//! row order with the rounding error of every addition and product kept
+//! beside them, so the result does not depend on how the work is split
+//! between threads (the pass folds these per-chunk sums in order, see
+//! [`crate::exec`]) nor on how far the data lie from the origin.
+//!
+//! # Compensated sums
+//! `sums` is the plain `f64` sum `Σ w_i x_i` in row order and `sums_err` the
+//! sum of the exact rounding errors of its additions (Knuth's TwoSum) and
+//! products (by a fused multiply-add), as in the `Sum2`/`Dot2` algorithms of
+//! Ogita, Rump and Oishi, "Accurate sum and dot product", SIAM J. Sci.
+//! Comput. 26(6), 2005: `sums + sums_err` is the sum as if accumulated in
+//! twice the working precision. A mean is then exact wherever it is
+//! representable (a cluster of identical rows gets that row; `1e14 + i`
+//! integers keep their integer means), which plain sums of values far from
+//! the origin lose (scikit-learn centres its data instead; memfit cannot,
+//! as its data are read once per pass).
 
 use multiversion::multiversion;
 use rayon::prelude::*;
 
 use crate::dtype::Real;
 
-/// Largest set of per-cluster sums (`n_clusters × (n_features + 1)` values,
-/// in bytes) for which accumulation chunks are summed in parallel, each row
-/// by row; larger sets split the clusters between threads instead.
-pub const MAX_PARTIAL_BYTES: usize = 256 << 10;
+/// Largest set of per-cluster sums (`n_clusters × (n_features + 1)` values
+/// and their errors, in bytes) for which accumulation chunks are summed in
+/// parallel, each row by row; larger sets split the clusters between
+/// threads instead.
+pub const MAX_PARTIAL_BYTES: usize = 512 << 10;
 
-/// Adds `w_i · x_i` to `sums[labels[i]]` (row-major `(n_clusters, d)`, `f64`)
-/// and `w_i` to `weights[labels[i]]` for every row of the block `x`
-/// (row-major `(rows, d)`); `w_i = 1` when `sample_weight` is `None`.
+/// `a + b` and its exact rounding error (Knuth's TwoSum, branch-free).
+#[inline(always)]
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// Per-cluster compensated sums `Σ w_i x_i` (row-major `(n_clusters,
+/// n_features)`) and weights `Σ w_i` (see the module docs).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct ClusterSums {
+    /// Plain `f64` sums in row order, `(n_clusters, n_features)`.
+    pub sums: Vec<f64>,
+    /// Sums of the rounding errors of `sums`.
+    pub sums_err: Vec<f64>,
+    /// Plain `f64` weights in row order, `(n_clusters,)`.
+    pub weights: Vec<f64>,
+    /// Sums of the rounding errors of `weights`.
+    pub weights_err: Vec<f64>,
+}
+
+impl ClusterSums {
+    /// Zero sums for `n_clusters` clusters of `n_features` features.
+    pub fn new(n_clusters: usize, n_features: usize) -> Self {
+        ClusterSums {
+            sums: vec![0.0; n_clusters * n_features],
+            sums_err: vec![0.0; n_clusters * n_features],
+            weights: vec![0.0; n_clusters],
+            weights_err: vec![0.0; n_clusters],
+        }
+    }
+
+    /// Bytes of the sums of `n_clusters` clusters of `n_features` features.
+    pub const fn bytes(n_clusters: usize, n_features: usize) -> usize {
+        n_clusters * (n_features + 1) * 16
+    }
+
+    /// Number of clusters.
+    pub fn n_clusters(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Adds `next` (the sums of later rows) to these.
+    pub fn merge(&mut self, next: &Self) {
+        fn add(hi: &mut [f64], lo: &mut [f64], nhi: &[f64], nlo: &[f64]) {
+            for (((h, l), nh), nl) in hi.iter_mut().zip(lo.iter_mut()).zip(nhi).zip(nlo) {
+                let (s, e) = two_sum(*h, *nh);
+                *h = s;
+                *l += e + nl;
+            }
+        }
+        add(&mut self.sums, &mut self.sums_err, &next.sums, &next.sums_err);
+        add(&mut self.weights, &mut self.weights_err, &next.weights, &next.weights_err);
+    }
+
+    /// Zeroes every sum.
+    pub fn clear(&mut self) {
+        for v in [&mut self.sums, &mut self.sums_err, &mut self.weights, &mut self.weights_err] {
+            v.fill(0.0);
+        }
+    }
+
+    /// Cluster `j`'s weight `Σ w_i`.
+    pub fn weight(&self, j: usize) -> f64 {
+        self.weights[j] + self.weights_err[j]
+    }
+
+    /// Cluster `j`'s mean of feature `q` (of `d`): the compensated sum over
+    /// the compensated weight, a double-word division (the exact remainder
+    /// of the plain quotient corrects it), so a representable mean, such as
+    /// that of identical rows, comes out exactly.
+    pub fn mean(&self, j: usize, q: usize, d: usize) -> f64 {
+        let (wh, wl) = two_sum(self.weights[j], self.weights_err[j]);
+        let (hi, lo) = two_sum(self.sums[j * d + q], self.sums_err[j * d + q]);
+        let m = hi / wh;
+        let r = (-m).mul_add(wh, hi);
+        m + ((-m).mul_add(wl, r + lo)) / wh
+    }
+
+    /// Moves a row of values `v` and weight `w` from cluster `from` to the
+    /// (empty) cluster `to`, which then holds only that row.
+    pub fn move_row(&mut self, from: usize, to: usize, v: &[f64], w: f64) {
+        let d = v.len();
+        for (q, &x) in v.iter().enumerate() {
+            let p = w * x;
+            let pe = w.mul_add(x, -p);
+            let (s, e) = two_sum(self.sums[from * d + q], -p);
+            self.sums[from * d + q] = s;
+            self.sums_err[from * d + q] += e - pe;
+            self.sums[to * d + q] = p;
+            self.sums_err[to * d + q] = pe;
+        }
+        let (s, e) = two_sum(self.weights[from], -w);
+        self.weights[from] = s;
+        self.weights_err[from] += e;
+        self.weights[to] = w;
+        self.weights_err[to] = 0.0;
+    }
+}
+
+/// Adds `w_i · x_i` to the sums of cluster `labels[i]` and `w_i` to its
+/// weight for every row of the block `x` (row-major `(rows, d)`); `w_i = 1`
+/// when `sample_weight` is `None`. The clusters are split between threads.
 ///
 /// # Panics
 /// If a label is `>= n_clusters` or buffers are smaller than stated.
@@ -24,20 +139,24 @@ pub fn accumulate_block<T: Real>(
     d: usize,
     labels: &[u32],
     sample_weight: Option<&[f64]>,
-    sums: &mut [f64],
-    weights: &mut [f64],
+    sums: &mut ClusterSums,
 ) {
-    let k = weights.len();
+    let k = sums.n_clusters();
     let parts = rayon::current_num_threads().clamp(1, k);
     let per = k.div_ceil(parts);
-    sums.par_chunks_mut(per * d).zip(weights.par_chunks_mut(per)).enumerate().for_each(|(p, (s, w))| {
-        accumulate_range(x, d, labels, sample_weight, (p * per) as u32, s, w);
-    });
+    let ClusterSums { sums, sums_err, weights, weights_err } = sums;
+    sums.par_chunks_mut(per * d)
+        .zip(sums_err.par_chunks_mut(per * d))
+        .zip(weights.par_chunks_mut(per))
+        .zip(weights_err.par_chunks_mut(per))
+        .enumerate()
+        .for_each(|(p, (((s, se), w), we))| {
+            accumulate_range(x, d, labels, sample_weight, (p * per) as u32, Range { s, se, w, we });
+        });
 }
 
-/// Adds `w_i · x_i` to `sums[labels[i]]` and `w_i` to `weights[labels[i]]`
-/// for every row, one thread, in row order (the same bits as
-/// [`accumulate_block`]).
+/// Adds `w_i · x_i` and `w_i` to the sums of cluster `labels[i]` for every
+/// row, one thread, in row order (the same bits as [`accumulate_block`]).
 ///
 /// # Panics
 /// If a label is `>= n_clusters` or buffers are smaller than stated.
@@ -46,35 +165,56 @@ pub fn accumulate_rows<T: Real>(
     d: usize,
     labels: &[u32],
     sample_weight: Option<&[f64]>,
-    sums: &mut [f64],
-    weights: &mut [f64],
+    sums: &mut ClusterSums,
 ) {
-    accumulate_range(x, d, labels, sample_weight, 0, sums, weights);
+    let ClusterSums { sums: s, sums_err: se, weights: w, weights_err: we } = sums;
+    accumulate_range(x, d, labels, sample_weight, 0, Range { s, se, w, we });
 }
 
-/// Adds the rows of `x` whose label lies in `[lo, lo + weights.len())`, in
-/// row order, to `sums` and `weights` (indexed from `lo`).
+/// The sums of a range of clusters.
+struct Range<'a> {
+    s: &'a mut [f64],
+    se: &'a mut [f64],
+    w: &'a mut [f64],
+    we: &'a mut [f64],
+}
+
+/// Adds the rows of `x` whose label lies in `[lo, lo + r.w.len())`, in row
+/// order, to the sums `r` (indexed from `lo`).
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn accumulate_range<T: Real>(
-    x: &[T],
-    d: usize,
-    labels: &[u32],
-    sample_weight: Option<&[f64]>,
-    lo: u32,
-    sums: &mut [f64],
-    weights: &mut [f64],
-) {
-    let hi = lo + weights.len() as u32;
+fn accumulate_range<T: Real>(x: &[T], d: usize, labels: &[u32], sample_weight: Option<&[f64]>, lo: u32, r: Range<'_>) {
+    let Range { s, se, w, we } = r;
+    let hi = lo + w.len() as u32;
     for (i, &l) in labels.iter().enumerate() {
         if l < lo || l >= hi {
             continue;
         }
-        let wi = sample_weight.map_or(1.0, |sw| sw[i]);
         let j = (l - lo) as usize;
-        weights[j] += wi;
         let row = &x[i * d..(i + 1) * d];
-        for (a, v) in sums[j * d..(j + 1) * d].iter_mut().zip(row) {
-            *a += wi * v.to_f64();
+        let (hs, es) = (&mut s[j * d..(j + 1) * d], &mut se[j * d..(j + 1) * d]);
+        match sample_weight {
+            None => {
+                let (a, e) = two_sum(w[j], 1.0);
+                (w[j], we[j]) = (a, we[j] + e);
+                for ((h, er), v) in hs.iter_mut().zip(es.iter_mut()).zip(row) {
+                    let (a, e) = two_sum(*h, v.to_f64());
+                    *h = a;
+                    *er += e;
+                }
+            }
+            Some(sw) => {
+                let wi = sw[i];
+                let (a, e) = two_sum(w[j], wi);
+                (w[j], we[j]) = (a, we[j] + e);
+                for ((h, er), v) in hs.iter_mut().zip(es.iter_mut()).zip(row) {
+                    let v = v.to_f64();
+                    let p = wi * v;
+                    let pe = wi.mul_add(v, -p);
+                    let (a, e) = two_sum(*h, p);
+                    *h = a;
+                    *er += e + pe;
+                }
+            }
         }
     }
 }
@@ -83,26 +223,65 @@ fn accumulate_range<T: Real>(
 mod tests {
     use super::*;
 
+    fn naive(x: &[f32], d: usize, labels: &[u32], w: &[f64], k: usize) -> (Vec<f64>, Vec<f64>) {
+        let (mut s, mut c) = (vec![0.0; k * d], vec![0.0; k]);
+        for (i, &l) in labels.iter().enumerate() {
+            let l = l as usize;
+            c[l] += w[i];
+            for f in 0..d {
+                s[l * d + f] += w[i] * f64::from(x[i * d + f]);
+            }
+        }
+        (s, c)
+    }
+
     #[test]
-    fn matches_naive_sums() {
+    fn plain_part_is_the_row_order_sum_and_splits_agree() {
         let (n, d, k) = (500, 3, 7);
         let x: Vec<f32> = (0..n * d).map(|i| (i as f32 * 0.37).sin()).collect();
         let labels: Vec<u32> = (0..n).map(|i| ((i * 31) % k) as u32).collect();
-        let w: Vec<f64> = (0..n).map(|i| (i % 5) as f64).collect();
-        let (mut s, mut c) = (vec![0.0; k * d], vec![0.0; k]);
-        accumulate_block(&x, d, &labels, Some(&w), &mut s, &mut c);
-        let (mut s2, mut c2) = (vec![0.0; k * d], vec![0.0; k]);
-        for i in 0..n {
-            let l = labels[i] as usize;
-            c2[l] += w[i];
-            for f in 0..d {
-                s2[l * d + f] += w[i] * f64::from(x[i * d + f]);
+        let w: Vec<f64> = (0..n).map(|i| (i % 5) as f64 * 0.3).collect();
+        let mut a = ClusterSums::new(k, d);
+        accumulate_block(&x, d, &labels, Some(&w), &mut a);
+        let (s, c) = naive(&x, d, &labels, &w, k);
+        assert_eq!((&a.sums, &a.weights), (&s, &c));
+        let mut b = ClusterSums::new(k, d);
+        accumulate_rows(&x, d, &labels, Some(&w), &mut b);
+        assert_eq!((a.sums, a.sums_err, a.weights, a.weights_err), (b.sums, b.sums_err, b.weights, b.weights_err));
+    }
+
+    #[test]
+    fn means_are_exact_far_from_the_origin() {
+        // 1e14 + small integers: plain float64 sums of n rows lose the units.
+        let vals: Vec<f64> = (0..3000).map(|i| 1e14 + f64::from(i % 7)).collect();
+        let labels = vec![0u32; vals.len()];
+        let mut a = ClusterSums::new(1, 1);
+        accumulate_rows(&vals, 1, &labels, None, &mut a);
+        let exact = vals.iter().map(|v| v - 1e14).sum::<f64>() / vals.len() as f64 + 1e14;
+        assert_eq!(a.mean(0, 0, 1), exact);
+        assert_ne!(a.sums[0] / a.weights[0], exact, "the plain mean should miss (else the test proves nothing)");
+        // Identical rows get exactly that row, weighted or not, split or not.
+        for v in [0.1f64, -3.3e-7, 1e14 + 0.5, 0.0] {
+            let x = vec![v; 1001];
+            let labels = vec![0u32; 1001];
+            let w: Vec<f64> = (0..1001).map(|i| 0.1 + f64::from(i % 3)).collect();
+            for sw in [None, Some(&w[..])] {
+                let (mut a, mut b) = (ClusterSums::new(1, 1), ClusterSums::new(1, 1));
+                accumulate_rows(&x[..500], 1, &labels[..500], sw.map(|w| &w[..500]), &mut a);
+                accumulate_rows(&x[500..], 1, &labels[500..], sw.map(|w| &w[500..]), &mut b);
+                a.merge(&b);
+                assert_eq!(a.mean(0, 0, 1), v, "{v} {}", sw.is_some());
             }
         }
-        assert_eq!(s, s2);
-        assert_eq!(c, c2);
-        let (mut s3, mut c3) = (vec![0.0; k * d], vec![0.0; k]);
-        accumulate_rows(&x, d, &labels, Some(&w), &mut s3, &mut c3);
-        assert_eq!((s3, c3), (s2, c2));
+    }
+
+    #[test]
+    fn moving_a_row_leaves_the_exact_remainder() {
+        let x = [1e14 + 1.0, 1e14 + 2.0, 1e14 + 6.0];
+        let mut a = ClusterSums::new(2, 1);
+        accumulate_rows(&x, 1, &[0, 0, 0], None, &mut a);
+        a.move_row(0, 1, &[1e14 + 6.0], 1.0);
+        assert_eq!((a.mean(0, 0, 1), a.weight(0)), (1e14 + 1.5, 2.0));
+        assert_eq!((a.mean(1, 0, 1), a.weight(1)), (1e14 + 6.0, 1.0));
     }
 }

@@ -8,7 +8,7 @@ mod assign;
 mod gaussian;
 mod scatter;
 
-pub use accumulate::{accumulate_block, accumulate_rows, MAX_PARTIAL_BYTES};
+pub use accumulate::{accumulate_block, accumulate_rows, ClusterSums, MAX_PARTIAL_BYTES};
 pub use argmin::LANES;
 pub use assign::{
     assign_block, assign_reference, assign_rows, exact_sq_dist, second_bound, sq_distances_block, PreparedCenters,

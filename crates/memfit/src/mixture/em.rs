@@ -24,7 +24,7 @@ use super::memory::InMemory;
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::passes::InitResp;
 use super::strategy::{Data, Final, Strategy};
-use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct, Init, KMeansParams};
+use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct};
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{scan, Observer, Progress, RunOptions};
@@ -97,13 +97,7 @@ pub fn fit<T: Real>(
         } else {
             Some(match params.init_params {
                 InitMethod::KMeans => {
-                    let kp = KMeansParams {
-                        n_clusters: k,
-                        init: Init::KMeansPlusPlus,
-                        n_init: Some(1),
-                        random_state: seed,
-                        ..KMeansParams::default()
-                    };
+                    let kp = params.kmeans_init(seed);
                     let kplan = plan_kmeans(&kp, &Job::new(x, sample_weight, size_of::<T>(), 0, opts))?;
                     let m = crate::cluster::fit::<T>(&kp, x, sample_weight, &kplan, opts, None, observer)?;
                     warnings.extend(m.warnings.into_iter().map(|w| crate::warning::Warning::InKMeansInit(Box::new(w))));

@@ -204,6 +204,18 @@ impl GmmParams<'_> {
         self.weights_init.is_some() && self.means_init.is_some() && self.precisions_init.is_some()
     }
 
+    /// The k-means fit that initialises the responsibilities when
+    /// `init_params` is `kmeans` (one k-means++ run seeded by `seed`).
+    pub(crate) fn kmeans_init(&self, seed: u64) -> crate::cluster::KMeansParams {
+        crate::cluster::KMeansParams {
+            n_clusters: self.n_components,
+            init: crate::cluster::Init::KMeansPlusPlus,
+            n_init: Some(1),
+            random_state: seed,
+            ..crate::cluster::KMeansParams::default()
+        }
+    }
+
     /// Checks every rule against data of shape `(n_samples, n_features)`.
     ///
     /// # Errors

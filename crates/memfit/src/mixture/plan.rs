@@ -6,7 +6,7 @@ use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::{Stats, Workspace};
 use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
 use crate::dtype::Dtype;
-use crate::error::{Count, Remedy, Result};
+use crate::error::{Count, Error, Remedy, Result};
 use crate::exec::ScanStats;
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::Scratch;
@@ -40,6 +40,38 @@ use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, Sampl
 /// per-row states on disk) and one tile of rows exceed the limit, with the
 /// smallest limit that would work.
 pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result<Plan> {
+    let own = plan_mixture(params, job, predict_only);
+    // A k-means initialisation runs first, planned within the same limit
+    // (see `em::fit`): the mixture needs what it needs too.
+    if predict_only || params.init_params != InitMethod::KMeans || params.fully_initialised() {
+        return own;
+    }
+    let mut kjob = job.clone();
+    kjob.n_outputs = 0;
+    let kmeans = match crate::cluster::plan_kmeans(&params.kmeans_init(0), &kjob) {
+        Err(Error::DoesNotFit { required_bytes, limit_bytes, what, remedies }) => Error::DoesNotFit {
+            required_bytes,
+            limit_bytes,
+            what: format!("the mixture's k-means initialisation ({what})"),
+            remedies,
+        },
+        _ => return own,
+    };
+    match (own, kmeans) {
+        (
+            Err(Error::DoesNotFit { required_bytes, limit_bytes, what, remedies }),
+            Error::DoesNotFit { required_bytes: kmeans_bytes, .. },
+        ) => {
+            let also = remedies.into_iter().filter(|r| !matches!(r, Remedy::RaiseMemoryLimit { .. })).collect();
+            Err(Error::does_not_fit(required_bytes.max(kmeans_bytes), limit_bytes, what, also))
+        }
+        (Err(e), _) => Err(e),
+        (Ok(_), kmeans) => Err(kmeans),
+    }
+}
+
+/// [`plan_gmm`] for the mixture's own passes.
+fn plan_mixture(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result<Plan> {
     let whole = plan_layout(params, job, predict_only, None);
     if whole.is_ok() || params.covariance_type == CovarianceType::Tied || params.n_components == 1 {
         return whole;

@@ -152,6 +152,23 @@ impl<S> Plan<S> {
         crate::io::check_disk_space(&self.disk)
     }
 
+    /// Checks that every folder the plan puts scratch files in can hold
+    /// them (see [`crate::io::ScratchFile::check_dir`]): planning calls it,
+    /// so that a dry run finds out too, before any work.
+    ///
+    /// # Errors
+    /// As [`crate::io::ScratchFile::check_dir`].
+    pub fn check_scratch_dirs(&self) -> Result<()> {
+        let mut seen: Vec<&std::path::Path> = Vec::new();
+        for w in self.disk.iter().filter(|w| w.inside && w.bytes > 0) {
+            if !seen.contains(&w.path.as_path()) {
+                crate::io::ScratchFile::check_dir(&w.path)?;
+                seen.push(&w.path);
+            }
+        }
+        Ok(())
+    }
+
     /// A warning when the memory limit is above the memory available to
     /// the process ([`available_memory_bytes`]) and the plan needs more
     /// than that; `None` otherwise (and when that memory cannot be read).
