@@ -109,6 +109,13 @@ def test_scratch_dir_receives_the_spilled_sample_and_is_checked_before_work(tmp_
             p = subprocess.run([str(MEMFIT_BIN), *map(str, base + extra + dry)], capture_output=True, text=True, env=env)
             assert p.returncode != 0 and "scratch folder" in p.stderr and "does not exist" in p.stderr, p.stderr
             assert not (tmp_path / "l.npy").exists()
+    # A mixture initialised by k-means plans that fit's spilled sample too.
+    gmm = ["gmm", medium, "--n-components", 20, "--covariance-type", "diag", "--memory-limit", "6MiB", "--dry-run"]
+    out = run_memfit(*gmm, "--scratch-dir", scratch).stdout
+    assert f"disk: k-means initialisation: init sample (scratch files) in {scratch}" in out, out
+    p = subprocess.run([str(MEMFIT_BIN), *map(str, gmm)], capture_output=True, text=True,
+                       env={**os.environ, "TMPDIR": str(tmp_path / "gone")})
+    assert p.returncode != 0 and "scratch folder" in p.stderr, p.stderr
     # A limit that holds the sample needs no scratch folder at all.
     p = subprocess.run([str(MEMFIT_BIN), *map(str, ["kmeans", medium, "-k", 20, "--dry-run"])], capture_output=True,
                        text=True, env={**os.environ, "TMPDIR": str(tmp_path / "gone")})

@@ -8,7 +8,7 @@ use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
 use crate::dtype::Dtype;
 use crate::error::{Count, Error, Remedy, Result};
 use crate::exec::ScanStats;
-use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
+use crate::io::{BlockReader, PlannedWrite, WRITE_BUFFER_BYTES};
 use crate::kernels::Scratch;
 use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, SampleLayout, TILE_ROWS};
 
@@ -42,13 +42,24 @@ use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, Sampl
 pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result<Plan> {
     let own = plan_mixture(params, job, predict_only);
     // A k-means initialisation runs first, planned within the same limit
-    // (see `em::fit`): the mixture needs what it needs too.
+    // (see `em::fit`): the mixture needs what it needs too, and writes its
+    // scratch files (a spilled k-means++ sample).
     if predict_only || params.init_params != InitMethod::KMeans || params.fully_initialised() {
         return own;
     }
     let mut kjob = job.clone();
     kjob.n_outputs = 0;
     let kmeans = match crate::cluster::plan_kmeans(&params.kmeans_init(0), &kjob) {
+        Ok(kplan) => {
+            let mut plan = own?;
+            plan.disk.extend(
+                kplan
+                    .disk
+                    .into_iter()
+                    .map(|w| PlannedWrite { name: format!("k-means initialisation: {}", w.name), ..w }),
+            );
+            return Ok(plan);
+        }
         Err(Error::DoesNotFit { required_bytes, limit_bytes, what, remedies }) => Error::DoesNotFit {
             required_bytes,
             limit_bytes,
@@ -329,13 +340,17 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         em_row,
         format!("{rows} rows × {em_row} B (scratch, values, {g} responsibilities, log p(x), weights)"),
     );
-    led.add_in(
-        "validation",
-        "read blocks and k-means++ sample",
-        scan_rows * scan_row + sample_bytes,
-        1,
-        format!("{scan_rows} rows × {scan_row} B + sample: {}", sample.describe(du, nt, candidates)),
-    );
+    if kpp {
+        led.add_in(
+            "validation",
+            "read blocks and k-means++ sample",
+            scan_rows * scan_row + sample_bytes,
+            1,
+            format!("{scan_rows} rows × {scan_row} B + sample: {}", sample.describe(du, nt, candidates)),
+        );
+    } else {
+        led.add_in("validation", "read blocks", scan_rows, scan_row, format!("{scan_rows} rows × {scan_row} B"));
+    }
     let mut plan = Plan::blocked(
         if predict_only { "gmm-predict" } else { "gmm" },
         limit,
