@@ -21,10 +21,12 @@ skipped distances, and the same inertia. --features sets the generated
 blobs' width (default 3; bounds pay most on wider data). --scale S
 multiplies the generated blobs by S (e.g. 1e-20 or 1e20: data far from
 1 in magnitude, which memfit's certified fast path handles by an exact
-power-of-two scaling).
+power-of-two scaling). --embeddings replaces the data sets by an
+embeddings-like float32 set: 100,000 × 128 unit rows around 200 random
+directions (use with --k 1000: issue 24's float32 target).
 
 Usage: python bench/kmeans_bench.py [--iters 10] [--k 200] [--threads 2] [--repeat 3] [--baseline-bin PATH]
-       [--algorithms] [--features 3] [--no-flights] [--scale 1]
+       [--algorithms] [--features 3] [--no-flights] [--scale 1] [--embeddings]
 Needs: numpy, scikit-learn, faiss-cpu (pip), and target/release/memfit.
 """
 import argparse
@@ -118,6 +120,7 @@ def main():
     ap.add_argument("--features", type=int, default=3, help="columns of the generated blobs")
     ap.add_argument("--no-flights", action="store_true", help="only the generated blobs")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the generated blobs by this")
+    ap.add_argument("--embeddings", action="store_true", help="only 100,000 x 128 float32 unit rows")
     ap.add_argument("--child", nargs=5)
     a = ap.parse_args()
     peers = ["memfit", "sklearn", "faiss"]
@@ -139,25 +142,32 @@ def main():
     if a.scale != 1.0:
         np.save(blobs, np.load(blobs) * a.scale)
         label += f" × {a.scale:g}"
-    sets = [(label, blobs)]
+    sets = [(label, blobs, ("float64", "float32"))]
     flights = SHARED / "flights3m_f64.npy"
-    if a.no_flights:
+    if a.embeddings:
+        rng = np.random.default_rng(0)
+        directions = rng.standard_normal((200, 128)).astype(np.float32)
+        E = directions[rng.integers(0, 200, 100_000)] + 0.5 * rng.standard_normal((100_000, 128)).astype(np.float32)
+        E /= np.linalg.norm(E, axis=1, keepdims=True)
+        np.save(tmp / "embeddings.npy", E)
+        sets = [("embeddings 100,000 × 128 (unit)", tmp / "embeddings.npy", ("float32",))]
+    elif a.no_flights:
         pass
     elif flights.exists():
-        sets.append(("flights3m 3,000,000 × 3", flights))
+        sets.append(("flights3m 3,000,000 × 3", flights, ("float64", "float32")))
     else:
         print(f"skipping flights3m: {flights} not found")
     print(f"k = {a.k}, {a.iters} iterations, {a.threads} threads, same initial centres for every peer")
     print("s/iter = whole fit / iterations; 'peer/memfit' = the peer's s/iter over memfit's")
     print(f"{'data':<34}{'dtype':<9}{'peer':<15}{'s/iter':>9}{'peer/memfit':>12}{'peak RSS':>11}{'inertia':>18}")
-    for name, path in sets:
+    for name, path, dtypes in sets:
         X = np.load(path, mmap_mode="r")
         rng = np.random.default_rng(0)
         init = tmp / f"init_{path.stem}.npy"
         np.save(init, np.asarray(X[np.sort(rng.choice(X.shape[0], a.k, replace=False))], dtype=np.float64))
-        for dtype in ["float64", "float32"]:
+        for dtype in dtypes:
             data = path
-            if dtype == "float32":
+            if dtype == "float32" and X.dtype != np.float32:
                 data = tmp / f"{path.stem}_f32.npy"
                 np.save(data, np.asarray(X, dtype=np.float32))
             runs = {p: [] for p in peers}
@@ -175,7 +185,7 @@ def main():
                 note = f"  (Lloyd passes alone: {r['lloyd_secs_per_iter']:.4f} s/iter" if "lloyd_secs_per_iter" in r else ""
                 note += f", {100 * r['skip']:.0f} % of distances skipped)" if "skip" in r else (")" if note else "")
                 print(f"{name:<34}{dtype:<9}{peer:<15}{s:>9.4f}{ratio:>12}{r['peak_rss_bytes'] / 2**20:>8.0f} MiB{r['inertia']:>18.10e}{note}")
-            if dtype == "float32":
+            if data != path:
                 os.remove(data)
 
 
