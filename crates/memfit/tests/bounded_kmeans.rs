@@ -131,18 +131,24 @@ fn bounds_on_disk_threads_and_row_ranges_change_no_bit() {
 }
 
 #[test]
-fn a_strictly_converged_bounded_fit_writes_lloyds_labels() {
+fn a_bounded_fit_writes_lloyds_labels_converged_or_stopped() {
     let (_, x, n, d) = datasets().remove(0);
     let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
     let init: Vec<f64> = (0..12).flat_map(|j| x[(j * 7919 % n) * d..][..d].to_vec()).collect();
-    // In memory, and below the bounds of every row (a scratch file).
-    for (algorithm, limit) in
-        [(Algorithm::Lloyd, 1 << 30), (Algorithm::Bounded, 1 << 30), (Algorithm::Bounded, 1 << 20)]
-    {
+    // In memory, and below the bounds of every row (a scratch file);
+    // strictly converged (labels from the bounds) and stopped by max_iter
+    // (a bounded final pass).
+    for (algorithm, limit, max_iter) in [
+        (Algorithm::Lloyd, 1 << 30, 100),
+        (Algorithm::Bounded, 1 << 30, 100),
+        (Algorithm::Bounded, 1 << 20, 100),
+        (Algorithm::Bounded, 1 << 30, 1),
+        (Algorithm::Bounded, 1 << 20, 1),
+    ] {
         let params = KMeansParams {
             n_clusters: 12,
             init: Init::Centers { values: init.clone(), n_rows: 12, n_cols: d },
-            max_iter: 100,
+            max_iter,
             tol: 0.0,
             algorithm,
             ..Default::default()
@@ -155,7 +161,7 @@ fn a_strictly_converged_bounded_fit_writes_lloyds_labels() {
             Ok(())
         };
         let f = fit::<f64>(&params, &src, None, &plan, &opts, Some(&mut sink), &mut ()).unwrap();
-        assert!(f.converged && f.n_iter < 100, "{algorithm:?}");
+        assert_eq!(f.converged, max_iter == 100, "{algorithm:?} {max_iter} {}", f.n_iter);
         assert_eq!(labels.len(), n);
         // The labels are the exact nearest centres of the final centres.
         let c = &f.cluster_centers;

@@ -193,9 +193,11 @@ pub fn fit<T: Real>(
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
         // A strictly converged bounded run holds its final labels in the
-        // bounds: no final pass (unless a plot sample needs the rows).
-        let from_bounds = match held {
-            Some(mut b) if strict && finish_here && params.plot_sample_rows == 0 => {
+        // bounds: no final pass (unless a plot sample needs the rows). Any
+        // other bounded run's final pass is a bounded one.
+        let mut held = held;
+        let from_bounds = match held.as_mut() {
+            Some(b) if strict && finish_here && params.plot_sample_rows == 0 => {
                 observer.event(&Progress::Phase("labels"));
                 let t = Instant::now();
                 if let Some(sink) = reborrow(&mut labels_out) {
@@ -218,7 +220,7 @@ pub fn fit<T: Real>(
                 &mut blocks,
                 &mut asg,
                 split,
-                sink,
+                (sink, held.as_mut()),
                 p.map(|p| (p, params.plot_sample_rows, plot_seed)),
                 &*observer,
             )?;
@@ -242,7 +244,7 @@ pub fn fit<T: Real>(
             &mut blocks,
             &mut asg,
             split,
-            reborrow(&mut labels_out),
+            (reborrow(&mut labels_out), None),
             p.map(|p| (p, params.plot_sample_rows, plot_seed)),
             &*observer,
         )?;
@@ -460,13 +462,15 @@ fn lloyd<T: Real>(
         }
     }
     out.centers = centers;
-    let held = if strict && last_bounded { bounds } else { None };
+    let held = if last_bounded { bounds } else { None };
     Ok((out, strict, held))
 }
 
 /// Assigns every row to the final centres (values of the compute type, as
 /// `f64`): inertia and non-empty clusters, labels to `sink`, and with `plot`
-/// a keyed sample of rows and labels (`(out, rows, seed)`).
+/// a keyed sample of rows and labels (`(out, rows, seed)`). With the bounds
+/// of the run's last pass, rows they clear keep their labels without the
+/// other distances (the same labels and inertia).
 #[allow(clippy::too_many_arguments)]
 fn final_pass<T: Real>(
     centers: &[f64],
@@ -474,7 +478,7 @@ fn final_pass<T: Real>(
     blocks: &mut BlockReader<'_, '_, T>,
     asg: &mut Assignment<T>,
     split: &RowSplit,
-    sink: LabelSink<'_>,
+    (sink, bounds): (LabelSink<'_>, Option<&mut Bounds<T>>),
     plot: Option<(&mut Option<PlotSample>, usize, u64)>,
     obs: &dyn Observer,
 ) -> Result<(f64, usize)> {
@@ -491,7 +495,10 @@ fn final_pass<T: Real>(
         asg,
         mode: Mode::Final { sink, plot: sample },
         weights_name: None,
-        bounds: None,
+        bounds: bounds.map(|b| {
+            b.moved_to(centers);
+            b
+        }),
     };
     let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
     if let (Some((out, _, _)), Mode::Final { plot: Some(sample), .. }) = (plot, pass.mode) {
