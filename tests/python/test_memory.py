@@ -78,6 +78,21 @@ def test_cut_init_sample_is_announced(tmp_path, medium):
     assert any("k-means++ sample" in w for w in r.summary["warnings"])
 
 
+def test_a_cut_init_sample_depends_on_the_limit_alone(tmp_path, medium):
+    # A cut sample has the rows whose keys fill a quarter of the limit: the
+    # same for any thread count and whether labels are written or not.
+    runs = [fit(tmp_path, medium, 20, tag=f"t{t}", memory_limit="1MiB", threads=t, max_iter=3) for t in (1, 2)]
+    assert runs[0].summary["plan"]["init_sample"]["rows"] == (1 << 20) // 4 // 48
+    assert runs[0].summary["plan"]["init_sample"]["cut_from"] == 100_000
+    assert runs[0].centers_path.read_bytes() == runs[1].centers_path.read_bytes()
+    assert runs[0].labels_path.read_bytes() == runs[1].labels_path.read_bytes()
+    out = tmp_path / "c.npy"
+    run_memfit("kmeans", medium, "-k", 20, "--memory-limit", "1MiB", "--max-iter", 3, "--quiet", "--centers", out)
+    assert out.read_bytes() == runs[0].centers_path.read_bytes()
+    plan = run_memfit("kmeans", medium, "-k", 20, "--memory-limit", "1MiB", "--dry-run").stdout
+    assert "cut from 100000 by the memory limit" in plan, plan
+
+
 def test_init_sample_spilled_to_disk_gives_the_same_fit(tmp_path, medium):
     # At 6 MiB the limit cannot hold the default k-means++ sample (100,000 rows
     # here): its values go to a scratch file, the same rows are drawn, and the

@@ -154,7 +154,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let scan_stats = 2 * ScanStats::bytes(job.n_features);
     let sample = if kpp {
         let least = params.n_clusters.min(job.n_samples);
-        SampleLayout::within(sample_rows, least, dd, nt, candidates, room - scan_stats - min_rows * scan_row)
+        SampleLayout::within(sample_rows, least, dd, nt, candidates, room - scan_stats - min_rows * scan_row, limit)
     } else {
         SampleLayout::default()
     };
@@ -292,7 +292,7 @@ mod tests {
         assert!(plan.total_bytes <= 64 << 20, "{plan}");
         assert_eq!(plan.schedule.block_rows % TILE_ROWS, 0);
         assert!(plan.schedule.block_rows > 100_000);
-        assert_eq!(plan.schedule.init_sample, SampleLayout { rows: 100_000, piece_rows: None });
+        assert_eq!(plan.schedule.init_sample, SampleLayout { rows: 100_000, piece_rows: None, cut_from: None });
         assert_eq!(default_init_sample_rows(10, 3, 2), 10);
         assert_eq!(default_init_sample_rows(10_000_000, 784, 10), (1 << 22) / 784);
         // Always-held buffers plus the larger phase.

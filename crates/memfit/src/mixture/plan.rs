@@ -329,7 +329,7 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         || format!("Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {threads} threads", t.name());
     check_fits(required, limit, &led, what, also)?;
     let room = limit - always;
-    let sample = SampleLayout::within(sample_rows, ku, du, nt, candidates, room - min_rows * scan_row);
+    let sample = SampleLayout::within(sample_rows, ku, du, nt, candidates, room - min_rows * scan_row, limit);
     let sample_bytes = if kpp { sample.bytes(du, nt, candidates) } else { 0 };
     let scan_rows = pick_block_rows(room - sample_bytes, scan_row, n, d * c, threads);
     let rows = pick_block_rows(room, em_row, n, d * c, threads);

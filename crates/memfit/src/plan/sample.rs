@@ -13,6 +13,10 @@ pub struct SampleLayout {
     /// in memory).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub piece_rows: Option<usize>,
+    /// The rows wanted when the memory limit cut the sample to `rows`
+    /// (`None`: not cut).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_from: Option<usize>,
 }
 
 impl SampleLayout {
@@ -58,20 +62,31 @@ impl SampleLayout {
 
     /// The layout of a sample of `rows` rows within `room` bytes: in memory
     /// when it fits, else spilled with the largest read pieces that fit
-    /// (halved down to one row). When not even that fits, a spilled sample
-    /// of as many rows as fit, but at least `least_rows`: the only case in
-    /// which the sample, hence the result, depends on the limit (the caller
-    /// warns). Its read pieces are then the largest whose buffers take at
-    /// most a quarter of `room` (rows read one at a time make k-means++
-    /// ten times slower), or one row when the rows need more.
-    pub fn within(rows: usize, least_rows: usize, d: usize, threads: usize, extra_rows: usize, room: u64) -> Self {
-        let memory = SampleLayout { rows, piece_rows: None };
+    /// (halved down to one row). When not even that fits, the sample is cut,
+    /// the only case in which it, hence the result, depends on the memory
+    /// limit (the caller warns): to the rows whose keys fill a quarter of
+    /// `limit` (at least `least_rows`), a number that depends on the limit
+    /// alone, not on the threads or the other buffers, so that a cut fit is
+    /// still the same for any thread count; to as many rows as `room` holds
+    /// when even that does not fit. Its read pieces are then the largest
+    /// whose buffers take at most a quarter of `room` (rows read one at a
+    /// time make k-means++ ten times slower), or one row.
+    pub fn within(
+        rows: usize,
+        least_rows: usize,
+        d: usize,
+        threads: usize,
+        extra_rows: usize,
+        room: u64,
+        limit: u64,
+    ) -> Self {
+        let memory = SampleLayout { rows, piece_rows: None, cut_from: None };
         if rows == 0 || memory.bytes(d, threads, extra_rows) <= room {
             return memory;
         }
         let mut piece = Self::MAX_PIECE_ROWS.min(rows);
         loop {
-            let l = SampleLayout { rows, piece_rows: Some(piece) };
+            let l = SampleLayout { rows, piece_rows: Some(piece), cut_from: None };
             if l.bytes(d, threads, extra_rows) <= room {
                 return l;
             }
@@ -80,27 +95,30 @@ impl SampleLayout {
             }
             piece /= 2;
         }
-        let cut = |piece: usize| {
-            let buffers = Self::spilled_buffer_bytes(d, threads, piece, extra_rows) + Self::select_bytes(threads);
-            let fit = room.saturating_sub(buffers) / Self::BYTES_PER_ROW_SPILLED;
-            (buffers, SampleLayout { rows: (fit as usize).clamp(least_rows.min(rows), rows), piece_rows: Some(piece) })
-        };
+        let least = least_rows.min(rows);
+        let share = (limit / 4 / Self::BYTES_PER_ROW_SPILLED) as usize;
         let mut piece = Self::MAX_PIECE_ROWS.min(rows);
-        while piece > 1 {
-            let (buffers, l) = cut(piece);
-            if buffers <= room / 4 && l.bytes(d, threads, extra_rows) <= room {
+        loop {
+            let l = SampleLayout { rows: share.clamp(least, rows), piece_rows: Some(piece), cut_from: Some(rows) };
+            let buffers = Self::spilled_buffer_bytes(d, threads, piece, extra_rows);
+            if (piece == 1 || buffers <= room / 4) && l.bytes(d, threads, extra_rows) <= room {
                 return l;
+            }
+            if piece == 1 {
+                break;
             }
             piece /= 2;
         }
-        cut(1).1
+        let buffers = Self::spilled_buffer_bytes(d, threads, 1, extra_rows) + Self::select_bytes(threads);
+        let fit = room.saturating_sub(buffers) / Self::BYTES_PER_ROW_SPILLED;
+        SampleLayout { rows: (fit as usize).clamp(least, rows), piece_rows: Some(1), cut_from: Some(rows) }
     }
 
     /// The fewest bytes a sample of `rows` rows can be held in (spilled, one
     /// row per piece, or in memory if that is less).
     pub fn least_bytes(rows: usize, d: usize, threads: usize, extra_rows: usize) -> u64 {
-        let spilled = SampleLayout { rows, piece_rows: Some(1) }.bytes(d, threads, extra_rows);
-        SampleLayout { rows, piece_rows: None }.bytes(d, threads, extra_rows).min(spilled)
+        let spilled = SampleLayout { rows, piece_rows: Some(1), cut_from: None }.bytes(d, threads, extra_rows);
+        SampleLayout { rows, piece_rows: None, cut_from: None }.bytes(d, threads, extra_rows).min(spilled)
     }
 
     /// The warning a fit gives when the limit cut this sample below the
@@ -147,13 +165,18 @@ mod tests {
         // 115,200 wanted rows of 3 features, 2 threads, 8 candidates, 1 MiB
         // of room: cut, but read in large pieces rather than row by row.
         let (d, threads, extra) = (3, 2, 8);
-        let l = SampleLayout::within(115_200, 450, d, threads, extra, 1 << 20);
-        assert!(l.rows < 115_200 && l.rows >= 450, "{l:?}");
+        let l = SampleLayout::within(115_200, 450, d, threads, extra, 700 << 10, 1 << 20);
+        assert_eq!(l.rows, (1 << 20) / 4 / 48, "{l:?}");
         assert!(l.piece_rows.is_some_and(|p| p >= 1024), "{l:?}");
-        assert!(l.bytes(d, threads, extra) <= 1 << 20);
+        assert!(l.bytes(d, threads, extra) <= 700 << 10);
+        // The cut depends on the limit alone: not on the threads or the room
+        // the other buffers leave.
+        for (t, room) in [(1, 900 << 10), (2, 500 << 10), (8, 400 << 10)] {
+            assert_eq!(SampleLayout::within(115_200, 450, d, t, extra, room, 1 << 20).rows, l.rows);
+        }
         // A room that holds only the least rows reads them one at a time.
         let least = SampleLayout::least_bytes(450, d, threads, extra);
-        let l = SampleLayout::within(115_200, 450, d, threads, extra, least);
+        let l = SampleLayout::within(115_200, 450, d, threads, extra, least, 1 << 20);
         assert_eq!((l.rows, l.piece_rows), (450, Some(1)));
     }
 }
