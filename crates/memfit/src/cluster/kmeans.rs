@@ -490,15 +490,16 @@ fn final_pass<T: Real>(
         s.settle(first..n);
         s
     });
+    let mut bounds = bounds;
+    if let Some(b) = bounds.as_deref_mut() {
+        b.moved_to(centers);
+    }
     let mut pass = AssignPass {
         centers: &prepared,
         asg,
         mode: Mode::Final { sink, plot: sample },
         weights_name: None,
-        bounds: bounds.map(|b| {
-            b.moved_to(centers);
-            b
-        }),
+        bounds,
     };
     let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
     if let (Some((out, _, _)), Mode::Final { plot: Some(sample), .. }) = (plot, pass.mode) {
