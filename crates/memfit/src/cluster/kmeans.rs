@@ -494,13 +494,8 @@ fn final_pass<T: Real>(
     if let Some(b) = bounds.as_deref_mut() {
         b.moved_to(centers);
     }
-    let mut pass = AssignPass {
-        centers: &prepared,
-        asg,
-        mode: Mode::Final { sink, plot: sample },
-        weights_name: None,
-        bounds,
-    };
+    let mut pass =
+        AssignPass { centers: &prepared, asg, mode: Mode::Final { sink, plot: sample }, weights_name: None, bounds };
     let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
     if let (Some((out, _, _)), Mode::Final { plot: Some(sample), .. }) = (plot, pass.mode) {
         let (values, labels, _) = sample.into_rows();
