@@ -6,6 +6,7 @@ sample weights, dtypes, method consistency, ``n_init``, parity with
 scikit-learn from the same initial centres, determinism across ``n_jobs``
 and ``memory_limit``, errors and input layouts."""
 
+import errno
 import pathlib
 import re
 import warnings
@@ -497,8 +498,13 @@ def test_scratch_dir_holds_the_spilled_sample(big, tmp_path):
     assert f"init sample (scratch files) in {tmp_path}" in km.memory_plan_
     assert list(tmp_path.iterdir()) == []
     _assert_same_fit(km, KMeans(**params).fit(big))
-    with pytest.raises(OSError, match="scratch folder.*does not exist"):
+    with pytest.raises(FileNotFoundError, match="scratch folder.*does not exist") as e:
         KMeans(scratch_dir=tmp_path / "missing", **params).fit(big)
+    assert e.value.errno == errno.ENOENT
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError, match="not a folder"):
+        KMeans(scratch_dir=tmp_path / "file", **params).fit(big)
+    (tmp_path / "file").unlink()
     assert not hasattr(KMeans(), "labels_")
 
 

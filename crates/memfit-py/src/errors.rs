@@ -16,8 +16,8 @@ use memfit::io::Dtype;
 use memfit::warning::Category;
 use memfit::{common_remedy, for_example, Error, Remedy, Spelling, Warning};
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIndexError, PyKeyboardInterrupt, PyMemoryError, PyOSError,
-    PyOverflowError, PyPermissionError, PyRuntimeError, PyTypeError, PyValueError,
+    PyFileExistsError, PyIndexError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyOverflowError, PyRuntimeError,
+    PyTypeError, PyValueError,
 };
 use pyo3::PyErr;
 
@@ -70,11 +70,13 @@ increase reg_covar, or scale the input data.";
 pub fn to_py_for(e: Error, float32: bool) -> PyErr {
     let (class, msg) = message(&e, float32);
     match class {
-        Class::Os(ErrorKind::NotFound) => PyFileNotFoundError::new_err(msg),
-        Class::Os(ErrorKind::PermissionDenied) => PyPermissionError::new_err(msg),
-        // errno ENOSPC (Linux's 28), as Python's own writes raise it.
-        Class::Os(ErrorKind::StorageFull) => PyOSError::new_err((28, msg)),
-        Class::Os(_) => PyOSError::new_err(msg),
+        // With the errno, as Python's own file functions raise them: OSError
+        // then picks the subclass (FileNotFoundError, NotADirectoryError,
+        // ...). The numbers are the same on Linux and macOS.
+        Class::Os(kind) => match errno_of(kind) {
+            Some(errno) => PyOSError::new_err((errno, msg)),
+            None => PyOSError::new_err(msg),
+        },
         Class::Memory => PyMemoryError::new_err(msg),
         Class::Interrupt => PyKeyboardInterrupt::new_err(msg),
         Class::Value => PyValueError::new_err(msg),
@@ -83,6 +85,20 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
         Class::Overflow => PyOverflowError::new_err(msg),
         Class::Index => PyIndexError::new_err(msg),
     }
+}
+
+/// The errno of an I/O error kind, where it has one.
+fn errno_of(kind: ErrorKind) -> Option<i32> {
+    Some(match kind {
+        ErrorKind::NotFound => 2,
+        ErrorKind::PermissionDenied => 13,
+        ErrorKind::AlreadyExists => 17,
+        ErrorKind::NotADirectory => 20,
+        ErrorKind::IsADirectory => 21,
+        ErrorKind::StorageFull => 28,
+        ErrorKind::ReadOnlyFilesystem => 30,
+        _ => return None,
+    })
 }
 
 /// The Python exception class of an engine error.
