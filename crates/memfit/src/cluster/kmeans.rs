@@ -32,7 +32,6 @@ use super::bounds::{Bounds, WIDTH};
 use super::init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 use super::params::{Algorithm, Init, KMeansParams};
 use super::pass::{AssignPass, Assignment, Mode};
-use super::plan::default_init_sample_rows;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{run_split, scan, KeyedSample, Observer, Progress, RowSplit, RowStates, RunOptions, Scan};
@@ -146,10 +145,7 @@ pub fn fit<T: Real>(
     if matches!(params.init, Init::Centers { .. }) && params.n_init.is_some_and(|m| m > 1) {
         warnings.push(crate::warning::Warning::InitCentersWithNInit { n_init: params.n_init.unwrap_or(1) });
     }
-    if matches!(params.init, Init::KMeansPlusPlus) {
-        let wanted = params.init_sample_rows.unwrap_or_else(|| default_init_sample_rows(n, d, k)).min(n);
-        warnings.extend(plan.schedule.init_sample.cut_below(wanted));
-    }
+    warnings.extend(plan.schedule.init_sample.cut_warning());
     let mut timings = Timings::default();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
     let sample_seed = master.next_u64();
@@ -188,14 +184,13 @@ pub fn fit<T: Real>(
     for (run, init) in inits.into_iter().enumerate() {
         let t = Instant::now();
         observer.event(&Progress::Phase("iterating"));
-        let (mut r, strict, held) =
+        let (mut r, strict, mut held) =
             lloyd(params, plan, opts, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?;
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
         // A strictly converged bounded run holds its final labels in the
         // bounds: no final pass (unless a plot sample needs the rows). Any
         // other bounded run's final pass is a bounded one.
-        let mut held = held;
         let from_bounds = match held.as_mut() {
             Some(b) if strict && finish_here && params.plot_sample_rows == 0 => {
                 observer.event(&Progress::Phase("labels"));
@@ -220,7 +215,8 @@ pub fn fit<T: Real>(
                 &mut blocks,
                 &mut asg,
                 split,
-                (sink, held.as_mut()),
+                sink,
+                held.as_mut(),
                 p.map(|p| (p, params.plot_sample_rows, plot_seed)),
                 &*observer,
             )?;
@@ -244,7 +240,8 @@ pub fn fit<T: Real>(
             &mut blocks,
             &mut asg,
             split,
-            (reborrow(&mut labels_out), None),
+            reborrow(&mut labels_out),
+            None,
             p.map(|p| (p, params.plot_sample_rows, plot_seed)),
             &*observer,
         )?;
@@ -478,7 +475,8 @@ fn final_pass<T: Real>(
     blocks: &mut BlockReader<'_, '_, T>,
     asg: &mut Assignment<T>,
     split: &RowSplit,
-    (sink, bounds): (LabelSink<'_>, Option<&mut Bounds<T>>),
+    sink: LabelSink<'_>,
+    mut bounds: Option<&mut Bounds<T>>,
     plot: Option<(&mut Option<PlotSample>, usize, u64)>,
     obs: &dyn Observer,
 ) -> Result<(f64, usize)> {
@@ -490,7 +488,6 @@ fn final_pass<T: Real>(
         s.settle(first..n);
         s
     });
-    let mut bounds = bounds;
     if let Some(b) = bounds.as_deref_mut() {
         b.moved_to(centers);
     }

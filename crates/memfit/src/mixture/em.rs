@@ -69,9 +69,7 @@ pub fn fit<T: Real>(
     let split = &opts.row_split;
     let needs_init = !params.fully_initialised();
     let kpp = needs_init && params.init_params == InitMethod::KMeansPlusPlus;
-    if kpp {
-        warnings.extend(plan.schedule.init_sample.cut_below(crate::cluster::default_init_sample_rows(n, d, k).min(n)));
-    }
+    warnings.extend(plan.schedule.init_sample.cut_warning());
 
     observer.event(&Progress::Phase("validating"));
     let clock = Instant::now();

@@ -99,7 +99,7 @@ impl SampleLayout {
         let share = (limit / 4 / Self::BYTES_PER_ROW_SPILLED) as usize;
         let mut piece = Self::MAX_PIECE_ROWS.min(rows);
         loop {
-            let l = SampleLayout { rows: share.clamp(least, rows), piece_rows: Some(piece), cut_from: Some(rows) };
+            let l = Self::cut(rows, share.clamp(least, rows), piece);
             let buffers = Self::spilled_buffer_bytes(d, threads, piece, extra_rows);
             if (piece == 1 || buffers <= room / 4) && l.bytes(d, threads, extra_rows) <= room {
                 return l;
@@ -111,7 +111,13 @@ impl SampleLayout {
         }
         let buffers = Self::spilled_buffer_bytes(d, threads, 1, extra_rows) + Self::select_bytes(threads);
         let fit = room.saturating_sub(buffers) / Self::BYTES_PER_ROW_SPILLED;
-        SampleLayout { rows: (fit as usize).clamp(least, rows), piece_rows: Some(1), cut_from: Some(rows) }
+        Self::cut(rows, (fit as usize).clamp(least, rows), 1)
+    }
+
+    /// A spilled sample of `kept` of the `wanted` rows, read `piece` rows at
+    /// a time.
+    fn cut(wanted: usize, kept: usize, piece: usize) -> Self {
+        SampleLayout { rows: kept, piece_rows: Some(piece), cut_from: (kept < wanted).then_some(wanted) }
     }
 
     /// The fewest bytes a sample of `rows` rows can be held in (spilled, one
@@ -121,10 +127,10 @@ impl SampleLayout {
         SampleLayout { rows, piece_rows: None, cut_from: None }.bytes(d, threads, extra_rows).min(spilled)
     }
 
-    /// The warning a fit gives when the limit cut this sample below the
-    /// `wanted` rows (see [`Self::within`]).
-    pub fn cut_below(&self, wanted: usize) -> Option<crate::warning::Warning> {
-        (self.rows < wanted).then(|| crate::warning::Warning::InitSampleCut {
+    /// The warning a fit gives when the limit cut this sample (see
+    /// [`Self::within`]).
+    pub fn cut_warning(&self) -> Option<crate::warning::Warning> {
+        self.cut_from.map(|wanted| crate::warning::Warning::InitSampleCut {
             wanted_rows: wanted,
             used_rows: self.rows,
             more_bytes: (wanted - self.rows) as u64 * Self::BYTES_PER_ROW_SPILLED,
