@@ -79,3 +79,18 @@ def test_centres_are_float64_means_rounded_once_and_inertia_agrees():
     sq = sq_distances(X, km.cluster_centers_)
     assert_array_equal(km.labels_, sq.argmin(axis=1))
     assert km.inertia_ == pytest.approx(sq.min(axis=1).sum(), rel=1e-12)
+
+
+def test_float32_centres_round_the_exact_mean_once():
+    # The weighted mean of 1 and 1 + 2^-23 with weights 1 and 1 + 2^-40 lies
+    # just above the float32 midpoint 1 + 2^-24; float64 rounds it onto the
+    # midpoint, so rounding the float64 mean to float32 (ties to even) gives
+    # 1.0 while the mean rounded once gives 1 + 2^-23.
+    X = np.array([[1.0], [1.0 + 2.0**-23]], dtype=np.float32)
+    w = np.array([1.0, 1.0 + 2.0**-40])
+    exact = (1.0 + w[1] * (1.0 + 2.0**-23)) / w.sum()
+    assert np.float32(exact) == 1.0  # rounded twice (else the test proves nothing)
+    km = KMeans(n_clusters=1, init=X[:1], n_init=1).fit(X, sample_weight=w)
+    assert km.cluster_centers_.tolist() == [[np.float32(1.0 + 2.0**-23)]]
+    km = KMeans(n_clusters=1, init=X[:1], n_init=1).fit(X, sample_weight=w[::-1].copy())
+    assert km.cluster_centers_.tolist() == [[1.0]]

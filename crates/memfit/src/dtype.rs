@@ -212,6 +212,11 @@ pub trait Real:
     const MAX: f64;
     /// Rounds an `f64` to this type (round to nearest).
     fn from_f64(v: f64) -> Self;
+    /// Rounds the double word `hi + lo` (`hi` the `f64` rounding of the
+    /// value, `lo` the sign and size of what it dropped) once to this type:
+    /// where `hi` lies exactly halfway between two values of this type,
+    /// `lo` breaks the tie instead of ties-to-even (which would round twice).
+    fn from_double_word(hi: f64, lo: f64) -> Self;
     /// Widens to `f64` (exact).
     fn to_f64(self) -> f64;
     /// Little-endian bytes of the value, for `.npy` output.
@@ -226,6 +231,18 @@ impl Real for f32 {
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v as f32
+    }
+    fn from_double_word(hi: f64, lo: f64) -> Self {
+        let t = hi as f32;
+        let dropped = hi - f64::from(t);
+        if dropped != 0.0 && lo != 0.0 && (dropped > 0.0) == (lo > 0.0) {
+            // `hi` is past `t`; a tie (the other neighbour as far) goes on.
+            let other = if dropped > 0.0 { t.next_up() } else { t.next_down() };
+            if f64::from(other) - hi == dropped {
+                return other;
+            }
+        }
+        t
     }
     #[inline(always)]
     fn to_f64(self) -> f64 {
@@ -244,6 +261,9 @@ impl Real for f64 {
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v
+    }
+    fn from_double_word(hi: f64, _lo: f64) -> Self {
+        hi
     }
     #[inline(always)]
     fn to_f64(self) -> f64 {

@@ -427,7 +427,7 @@ fn lloyd<T: Real>(
         for j in 0..k {
             if sums.weight(j) > 0.0 {
                 for q in 0..d {
-                    let c = T::from_f64(sums.mean(j, q, d)).to_f64();
+                    let c = sums.mean_as::<T>(j, q, d).to_f64();
                     center_shift += (c - centers[j * d + q]).powi(2);
                     centers[j * d + q] = c;
                 }

@@ -100,11 +100,25 @@ impl ClusterSums {
     /// of the plain quotient corrects it), so a representable mean, such as
     /// that of identical rows, comes out exactly.
     pub fn mean(&self, j: usize, q: usize, d: usize) -> f64 {
+        self.mean_double(j, q, d).0
+    }
+
+    /// [`Self::mean`] as a double word `(hi, lo)`: `hi` is the mean rounded
+    /// to `f64` and `lo` (the division's remainder over the weight) the
+    /// sign and size of what that rounding dropped, so that a narrower
+    /// type can round the mean once ([`Real::from_double_word`]).
+    pub fn mean_double(&self, j: usize, q: usize, d: usize) -> (f64, f64) {
         let (wh, wl) = two_sum(self.weights[j], self.weights_err[j]);
         let (hi, lo) = two_sum(self.sums[j * d + q], self.sums_err[j * d + q]);
         let m = hi / wh;
         let r = (-m).mul_add(wh, hi);
-        m + ((-m).mul_add(wl, r + lo)) / wh
+        two_sum(m, ((-m).mul_add(wl, r + lo)) / wh)
+    }
+
+    /// Cluster `j`'s mean of feature `q` (of `d`) rounded once to `T`.
+    pub fn mean_as<T: Real>(&self, j: usize, q: usize, d: usize) -> T {
+        let (hi, lo) = self.mean_double(j, q, d);
+        T::from_double_word(hi, lo)
     }
 
     /// Moves a row of values `v` and weight `w` from cluster `from` to the
@@ -283,5 +297,29 @@ mod tests {
         a.move_row(0, 1, &[1e14 + 6.0], 1.0);
         assert_eq!((a.mean(0, 0, 1), a.weight(0)), (1e14 + 1.5, 2.0));
         assert_eq!((a.mean(1, 0, 1), a.weight(1)), (1e14 + 6.0, 1.0));
+    }
+
+    /// A float32 mean just above a midpoint of float32 values that float64
+    /// rounds onto the midpoint: rounding twice (to float64, then to
+    /// float32, ties to even) gives the lower neighbour; once, the upper.
+    #[test]
+    fn float32_means_are_rounded_once() {
+        let x = [1.0f32, 1.0 + f32::EPSILON];
+        let w = [1.0, 1.0 + 2f64.powi(-40)];
+        let mut a = ClusterSums::new(1, 1);
+        accumulate_rows(&x, 1, &[0, 0], Some(&w), &mut a);
+        let (hi, lo) = a.mean_double(0, 0, 1);
+        assert_eq!(hi, 1.0 + 2f64.powi(-24), "float64 rounds onto the midpoint");
+        assert!(lo > 0.0);
+        assert_eq!(hi as f32, 1.0, "rounding twice gives the lower neighbour (else the test proves nothing)");
+        assert_eq!(a.mean_as::<f32>(0, 0, 1), 1.0 + f32::EPSILON);
+        assert_eq!(a.mean_as::<f64>(0, 0, 1), hi);
+        // Below the midpoint, and exactly on it (equal weights), stay down.
+        let mut b = ClusterSums::new(1, 1);
+        accumulate_rows(&x, 1, &[0, 0], Some(&[1.0 + 2f64.powi(-40), 1.0]), &mut b);
+        assert_eq!(b.mean_as::<f32>(0, 0, 1), 1.0);
+        let mut c = ClusterSums::new(1, 1);
+        accumulate_rows(&x, 1, &[0, 0], None, &mut c);
+        assert_eq!(c.mean_as::<f32>(0, 0, 1), 1.0);
     }
 }
