@@ -41,9 +41,9 @@ pub(crate) const SMALL_FILE_BYTES: u64 = 1 << 20;
 
 /// The last step before a command's work: declares its output files in
 /// `plan` (flag, path, bytes; `None` and `--summary -` are skipped), then
-/// with `dry_run` prints the plan and returns `false`; otherwise returns
-/// `true` once every file system the command writes to has room for all it
-/// writes there. Either way a memory limit above the memory there is, when
+/// checks that every file system the command writes to has room for all it
+/// writes there (with `dry_run` after printing the plan) and returns
+/// whether to go on (`false` for a dry run). Either way a memory limit above the memory there is, when
 /// the plan needs more, is warned about first.
 ///
 /// # Errors
@@ -64,10 +64,9 @@ pub(crate) fn ready(
     }
     if dry_run {
         println!("{plan}");
-        return Ok(false);
     }
     plan.check_disk()?;
-    Ok(true)
+    Ok(!dry_run)
 }
 
 /// Writes the JSON `summary` to `path` atomically (`-`: to stdout), then

@@ -927,8 +927,8 @@ fn scratch_and_outputs_are_checked_together_per_file_system() {
     let x = p(t.path(), "x.npy");
     let o = memfit(&["generate", "blobs", "--n-samples", "3000", "--n-features", "48", "--centers", "12", "--out", &x]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let fit = |scratch: &Path, model: &Path| {
-        memfit(&[
+    let fit = |scratch: &Path, model: &Path, dry_run: bool| {
+        let mut args = vec![
             "gmm",
             &x,
             "-k",
@@ -944,20 +944,28 @@ fn scratch_and_outputs_are_checked_together_per_file_system() {
             scratch.to_str().unwrap(),
             "--model",
             model.to_str().unwrap(),
-        ])
+        ];
+        if dry_run {
+            args.push("--dry-run");
+        }
+        memfit(&args)
     };
-    // Scratch files 220.50 KiB and the model 442.59 KiB: not both in 512 KiB.
-    let o = fit(&a.0, &a.0.join("m"));
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(
-        e.contains("not enough free disk space: the files written on its file system (scratch files 220.50 KiB, --model 442.59 KiB) need ")
-            && e.contains("but 524288 bytes (512.00 KiB) are available; nothing was written"),
-        "{e}"
-    );
-    assert!(!e.contains("iteration"), "{e}");
-    assert!(entries(&a.0).is_empty());
-    let o = fit(&a.0, &b.0.join("m"));
+    // Scratch files 220.50 KiB and the model 442.59 KiB: not both in 512 KiB;
+    // a dry run prints the plan and says so too.
+    for dry_run in [false, true] {
+        let o = fit(&a.0, &a.0.join("m"), dry_run);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.contains("not enough free disk space: the files written on its file system (scratch files 220.50 KiB, --model 442.59 KiB) need ")
+                && e.contains("but 524288 bytes (512.00 KiB) are available; nothing was written"),
+            "{e}"
+        );
+        assert!(!e.contains("iteration"), "{e}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout).starts_with("memory plan for gmm"), dry_run);
+        assert!(entries(&a.0).is_empty());
+    }
+    let o = fit(&a.0, &b.0.join("m"), false);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(b.0.join("m/model.json").is_file());
     // Outputs of kmeans alike: labels and centres add up.
