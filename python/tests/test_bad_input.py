@@ -19,6 +19,8 @@ X = np.random.RandomState(0).randn(200, 3)
         (lambda: GaussianMixture(2, random_state=0).fit(X, sample_weight=np.full(200, 1e308)), ValueError,
          "sample_weight"),
         (lambda: KMeans(3, random_state=0).fit(X, sample_weight=np.full(200, 1e306)), ValueError, "sample_weight"),
+        # Every squared distance underflows: all rows would tie for every centre.
+        (lambda: KMeans(3, random_state=0).fit(X * 1e-170), ValueError, "squared distances underflow float64"),
         (lambda: GaussianMixture(3, random_state=0).fit(X, sample_weight=np.r_[1e308, np.ones(199)]), ValueError,
          "overflow"),
         (lambda: KMeans(2).fit(pd.DataFrame({"a": pd.array([1, 2, None, 10, 11, 12], dtype="Int64"),

@@ -274,6 +274,8 @@ fn bad_input_fails_cleanly_without_outputs() {
     std::fs::create_dir(&subdir).unwrap();
     let huge = p(t.path(), "huge.npy");
     write_f64(&huge, &[100, 2], &blobs(100).iter().map(|v| v * 1e160).collect::<Vec<_>>());
+    let tiny = p(t.path(), "tiny.npy");
+    write_f64(&tiny, &[100, 2], &blobs(100).iter().map(|v| v * 1e-170).collect::<Vec<_>>());
     let (c_out, s_out) = (p(t.path(), "c_out.npy"), p(t.path(), "s_out.json"));
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec![&missing, "-k", "2"], "No such file"),
@@ -300,6 +302,7 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&good, "-k", "-1"], "unexpected argument"),
         (vec![&good, "-k", "3", "--plot-pca"], "--plot"),
         (vec![&huge, "-k", "3"], "squared distances overflow float64"),
+        (vec![&tiny, "-k", "3"], "so squared distances underflow float64; hint: rescale"),
     ];
     let before = entries(t.path());
     for (args, needle) in cases {

@@ -330,6 +330,19 @@ pub fn scan<T: Real>(
             },
         ));
     }
+    // And they must not all underflow `f64` (the exact distances' type),
+    // which would make every row equally near every centre.
+    let widest = s.lo.iter().zip(&s.hi).map(|(l, h)| h - l).fold(0.0, f64::max);
+    if widest > 0.0 && widest * widest < f64::MIN_POSITIVE {
+        return Err(Error::param_with(
+            "X",
+            format!(
+                "{}: no column spans more than {widest:.3e}, so squared distances underflow float64",
+                x.name().display()
+            ),
+            vec![Remedy::RescaleData],
+        ));
+    }
     if !s.weight_sum.is_finite() {
         return Err(Error::param(
             "sample_weight",
