@@ -1,8 +1,9 @@
 """memfit: k-means, Gaussian mixtures and blocked kernels on arrays larger
 than memory, within a memory limit you set.
 
-- :class:`KMeans`, :class:`GaussianMixture`: scikit-learn estimators that
-  also take ``memory_limit`` and ``n_jobs`` and accept a ``.npy`` path.
+- :class:`KMeans`, :class:`MiniBatchKMeans`, :class:`GaussianMixture`:
+  scikit-learn estimators that also take ``memory_limit`` and ``n_jobs`` and
+  accept a ``.npy`` path.
 - :func:`row_quadratic_form`, :func:`weighted_scatter`, :func:`assign`:
   blocked kernels without ``n × d`` or ``n × k`` temporaries.
 - :func:`parse_size`: ``"2GiB"`` → bytes.
@@ -11,8 +12,8 @@ than memory, within a memory limit you set.
 
 The work runs in the Rust engine (``memfit._memfit``) with the GIL released.
 ``import memfit`` imports neither scikit-learn nor Dask: the estimators (and
-scikit-learn with them) are imported on first use of ``memfit.KMeans`` or
-``memfit.GaussianMixture``.
+scikit-learn with them) are imported on first use of ``memfit.KMeans``,
+``memfit.MiniBatchKMeans`` or ``memfit.GaussianMixture``.
 """
 
 import importlib
@@ -24,14 +25,16 @@ from . import array  # noqa: E402  (memfit.array)
 
 if TYPE_CHECKING:
     from ._kmeans import KMeans
+    from ._minibatch import MiniBatchKMeans
     from ._mixture import GaussianMixture
 
 #: The module of each attribute imported on first use (PEP 562).
-_LAZY = {"KMeans": "._kmeans", "GaussianMixture": "._mixture"}
+_LAZY = {"KMeans": "._kmeans", "MiniBatchKMeans": "._minibatch", "GaussianMixture": "._mixture"}
 
 __all__ = [
     "GaussianMixture",
     "KMeans",
+    "MiniBatchKMeans",
     "__version__",
     "assign",
     "parse_size",
@@ -41,8 +44,8 @@ __all__ = [
 
 
 def __getattr__(name):
-    """``memfit.KMeans`` and ``memfit.GaussianMixture``, imported with
-    scikit-learn the first time they are asked for."""
+    """The estimators, imported with scikit-learn the first time they are
+    asked for."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -54,7 +54,161 @@ class _Verbose:
             print(f"Converged at iteration {i}: center shift {shift} within tolerance {tol if tol else 0}.")
 
 
-class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
+class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
+    """What every k-means estimator does with its fitted ``cluster_centers_``
+    (``predict``, ``score``, ``transform``; the engine's exact assignment
+    within ``memory_limit`` on ``n_jobs`` threads) and how it keeps
+    ``labels_``."""
+
+    @property
+    def labels_(self):
+        try:
+            labels = self._labels
+        except AttributeError:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'labels_'") from None
+        return _dask.check_live(labels, "labels_")
+
+    @labels_.setter
+    def labels_(self, labels):
+        self._labels = labels
+
+    def __getstate__(self):
+        # Lazy labels (a Dask input) are computed: a pickle holds 4 bytes
+        # per row, as scikit-learn's, never the input's graph or data.
+        return _dask.computed_state(super().__getstate__(), lambda name: name.lstrip("_") + "_")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit and return the label of each row (``labels_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), dtype int32
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
+        """
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    def _dask_labels(self, data):
+        """Labels of a Dask input's rows: a lazy Dask array."""
+        return data.dask.map_estimator(self, "predict", None, np.int32)
+
+    def _assign(self, X, sample_weight=None):
+        """(labels, inertia) of X against the centres; the inertia weighted
+        by ``sample_weight`` when given. For a Dask X the inertia is computed
+        here (X's chunks read one at a time) and the labels are not kept."""
+        check_is_fitted(self)
+        data = check_data(X, self, reset=False)
+        w = check_sample_weight(sample_weight, data)
+        labels = np.empty(data.n_samples, dtype=np.int32)
+        inertia = _memfit.assign(
+            data.engine,
+            centers=c_float64(self.cluster_centers_),
+            memory_limit=check_memory_limit(self.memory_limit),
+            labels=labels,
+            sample_weight=w,
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=data.float32,
+        )
+        return labels, inertia
+
+    def predict(self, X):
+        """Nearest centre of each row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), dtype int32
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
+        """
+        if is_dask_array(X):
+            check_is_fitted(self)
+            return self._dask_labels(check_data(X, self, reset=False))
+        return self._assign(X)[0]
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the (weighted) inertia of X on the fitted centres.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), scalar or None, default=None
+
+        Returns
+        -------
+        score : float
+            ``-sum_i w_i * min_k ||x_i - c_k||^2`` (higher is better).
+        """
+        return -float(self._assign(X, sample_weight)[1])
+
+    def transform(self, X):
+        """Euclidean distance of each row to every centre.
+
+        Computed in row blocks within ``memory_limit`` (the result itself,
+        ``n_samples × n_clusters``, is the caller's), each from exact float64
+        differences (the square roots of the squared distances ``predict``
+        minimises, so ``transform(X).argmin(axis=1)`` is ``predict(X)`` unless
+        two distances round to the same value).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
+            float32 for float32 X, else float64.
+        """
+        check_is_fitted(self)
+        data = check_data(X, self, reset=False)
+        # float32 only for float32 data on float32 centres, as scikit-learn's.
+        dtype = np.float32 if data.float32 and self.cluster_centers_.dtype == np.float32 else np.float64
+        if data.dask is not None:
+            return data.dask.map_estimator(self, "transform", self.cluster_centers_.shape[0], dtype)
+        out = np.empty((data.n_samples, self.cluster_centers_.shape[0]), dtype=dtype)
+        _memfit.transform(
+            data.engine,
+            centers=c_float64(self.cluster_centers_),
+            memory_limit=check_memory_limit(self.memory_limit),
+            out=out,
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=data.float32,
+        )
+        return out
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit, then return :meth:`transform` of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+            A lazy dask.array.Array with X's row chunks when X is a Dask array.
+        """
+        return self.fit(X, sample_weight=sample_weight).transform(X)
+
+
+class KMeans(_Centers):
     """K-means clustering (Lloyd's algorithm) on data larger than memory.
 
     A drop-in for :class:`sklearn.cluster.KMeans` that reads X in row blocks
@@ -228,29 +382,6 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         self.n_jobs = n_jobs
         self.scratch_dir = scratch_dir
 
-    @property
-    def labels_(self):
-        try:
-            labels = self._labels
-        except AttributeError:
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'labels_'") from None
-        return _dask.check_live(labels, "labels_")
-
-    @labels_.setter
-    def labels_(self, labels):
-        self._labels = labels
-
-    def __getstate__(self):
-        # Lazy labels (a Dask input) are computed: a pickle holds 4 bytes
-        # per row, as scikit-learn's, never the input's graph or data.
-        return _dask.computed_state(super().__getstate__(), lambda name: name.lstrip("_") + "_")
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        return tags
-
     def _check_params(self, data):
         if data.n_samples < self.n_clusters:
             raise ValueError(f"n_samples={data.n_samples} should be >= n_clusters={self.n_clusters}.")
@@ -372,127 +503,3 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         self.memory_plan_ = result["plan_text"]
         self._n_features_out = self.cluster_centers_.shape[0]
         return self
-
-    def fit_predict(self, X, y=None, sample_weight=None):
-        """Fit and return the label of each row (``labels_``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
-        y : Ignored
-        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,), dtype int32
-            A lazy dask.array.Array with X's row chunks when X is a Dask array.
-        """
-        return self.fit(X, sample_weight=sample_weight).labels_
-
-    def _dask_labels(self, data):
-        """Labels of a Dask input's rows: a lazy Dask array."""
-        return data.dask.map_estimator(self, "predict", None, np.int32)
-
-    def _assign(self, X, sample_weight=None):
-        """(labels, inertia) of X against the centres; the inertia weighted
-        by ``sample_weight`` when given. For a Dask X the inertia is computed
-        here (X's chunks read one at a time) and the labels are not kept."""
-        check_is_fitted(self)
-        data = check_data(X, self, reset=False)
-        w = check_sample_weight(sample_weight, data)
-        labels = np.empty(data.n_samples, dtype=np.int32)
-        inertia = _memfit.assign(
-            data.engine,
-            centers=c_float64(self.cluster_centers_),
-            memory_limit=check_memory_limit(self.memory_limit),
-            labels=labels,
-            sample_weight=w,
-            n_jobs=check_n_jobs(self.n_jobs),
-            float32=data.float32,
-        )
-        return labels, inertia
-
-    def predict(self, X):
-        """Nearest centre of each row.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,), dtype int32
-            A lazy dask.array.Array with X's row chunks when X is a Dask array.
-        """
-        if is_dask_array(X):
-            check_is_fitted(self)
-            return self._dask_labels(check_data(X, self, reset=False))
-        return self._assign(X)[0]
-
-    def score(self, X, y=None, sample_weight=None):
-        """Opposite of the (weighted) inertia of X on the fitted centres.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
-        y : Ignored
-        sample_weight : array-like of shape (n_samples,), scalar or None, default=None
-
-        Returns
-        -------
-        score : float
-            ``-sum_i w_i * min_k ||x_i - c_k||^2`` (higher is better).
-        """
-        return -float(self._assign(X, sample_weight)[1])
-
-    def transform(self, X):
-        """Euclidean distance of each row to every centre.
-
-        Computed in row blocks within ``memory_limit`` (the result itself,
-        ``n_samples × n_clusters``, is the caller's), each from exact float64
-        differences (the square roots of the squared distances ``predict``
-        minimises, so ``transform(X).argmin(axis=1)`` is ``predict(X)`` unless
-        two distances round to the same value).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
-
-        Returns
-        -------
-        distances : ndarray of shape (n_samples, n_clusters)
-            A lazy dask.array.Array with X's row chunks when X is a Dask array.
-            float32 for float32 X, else float64.
-        """
-        check_is_fitted(self)
-        data = check_data(X, self, reset=False)
-        # float32 only for float32 data on float32 centres, as scikit-learn's.
-        dtype = np.float32 if data.float32 and self.cluster_centers_.dtype == np.float32 else np.float64
-        if data.dask is not None:
-            return data.dask.map_estimator(self, "transform", self.cluster_centers_.shape[0], dtype)
-        out = np.empty((data.n_samples, self.cluster_centers_.shape[0]), dtype=dtype)
-        _memfit.transform(
-            data.engine,
-            centers=c_float64(self.cluster_centers_),
-            memory_limit=check_memory_limit(self.memory_limit),
-            out=out,
-            n_jobs=check_n_jobs(self.n_jobs),
-            float32=data.float32,
-        )
-        return out
-
-    def fit_transform(self, X, y=None, sample_weight=None):
-        """Fit, then return :meth:`transform` of X.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
-        y : Ignored
-        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
-
-        Returns
-        -------
-        distances : ndarray of shape (n_samples, n_clusters)
-            A lazy dask.array.Array with X's row chunks when X is a Dask array.
-        """
-        return self.fit(X, sample_weight=sample_weight).transform(X)

@@ -92,6 +92,31 @@ def assign(
     """Nearest centre (labels, squared distances, (n_samples,)); returns the
     inertia, weighted by sample_weight when given. Warnings are issued."""
 
+def gather_rows(
+    x: _Input,
+    *,
+    rows: npt.NDArray[np.int64],
+    memory_limit: int,
+    float32: bool = False,
+) -> Union[_F64, npt.NDArray[np.float32]]:
+    """Rows of x (any order, repeats allowed) as a new (len(rows), n_features)
+    array, float32 when float32 else float64, read with positioned reads."""
+
+def minibatch_step(
+    batch: Union[_F64, npt.NDArray[np.float32]],
+    *,
+    centers: _F64,
+    counts: _F64,
+    n_since_last_reassign: int,
+    seen: int,
+    reassignment_ratio: float,
+    memory_limit: int,
+    sample_weight: Optional[_F64] = None,
+    n_jobs: Optional[int] = None,
+) -> tuple[float, float, list[int], int]:
+    """One mini-batch k-means step, moving centers and counts in place; returns
+    (inertia, centers_squared_diff, to_reassign, n_since_last_reassign)."""
+
 def transform(
     x: _Input,
     *,

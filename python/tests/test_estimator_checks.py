@@ -4,7 +4,7 @@ scikit-learn lists its own."""
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from memfit import GaussianMixture, KMeans
+from memfit import GaussianMixture, KMeans, MiniBatchKMeans
 
 #: Checks expected to fail, per estimator class, with the reason.
 EXPECTED_FAILED_CHECKS = {
@@ -18,6 +18,15 @@ EXPECTED_FAILED_CHECKS = {
             "for a random k-means++ seeding (same as scikit-learn's KMeans)"
         ),
     },
+    "MiniBatchKMeans": {
+        # scikit-learn lists the same failure for its own MiniBatchKMeans:
+        # batches draw rows at random, so weights equal repeated rows in
+        # distribution only.
+        "check_sample_weight_equivalence_on_dense_data": (
+            "sample_weight is not equivalent to removing/repeating samples (same as scikit-learn's "
+            "MiniBatchKMeans)"
+        ),
+    },
     "GaussianMixture": {},
 }
 
@@ -28,7 +37,12 @@ def expected_failed_checks(estimator):
 
 
 @parametrize_with_checks(
-    [KMeans(n_clusters=2, n_init=2, max_iter=5), GaussianMixture(n_init=2, max_iter=5)],
+    [
+        KMeans(n_clusters=2, n_init=2, max_iter=5),
+        # scikit-learn's own test parameters for its MiniBatchKMeans.
+        MiniBatchKMeans(n_clusters=2, n_init=2, max_iter=5, batch_size=10),
+        GaussianMixture(n_init=2, max_iter=5),
+    ],
     expected_failed_checks=expected_failed_checks,
 )
 def test_sklearn_compatible_estimator(estimator, check):

@@ -13,6 +13,7 @@ mod errors;
 mod inputs;
 mod kernels;
 mod kmeans;
+mod minibatch;
 mod mixture;
 mod remote;
 mod runner;
@@ -27,6 +28,8 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kmeans::kmeans_fit, m)?)?;
     m.add_function(wrap_pyfunction!(kmeans::assign, m)?)?;
     m.add_function(wrap_pyfunction!(kmeans::transform, m)?)?;
+    m.add_function(wrap_pyfunction!(minibatch::gather_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(minibatch::minibatch_step, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::gmm_fit, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::gmm_predict, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::row_quadratic_form, m)?)?;

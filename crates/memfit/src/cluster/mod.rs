@@ -4,6 +4,7 @@
 mod bounds;
 mod init;
 mod kmeans;
+mod minibatch;
 mod params;
 mod pass;
 mod plan;
@@ -15,6 +16,7 @@ pub use crate::exec::{Observer, Progress};
 pub use init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 pub(crate) use kmeans::overflow;
 pub use kmeans::{fit, KMeansFit, LabelSink, PlotSample, Timings};
+pub use minibatch::{MiniBatch, Step};
 pub use params::{Algorithm, Init, KMeansParams};
 pub use pass::AssignSink;
 pub(crate) use plan::kernel_tile_rows;

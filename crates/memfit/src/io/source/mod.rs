@@ -338,6 +338,43 @@ impl<'a> Source<'a> {
         Ok(())
     }
 
+    /// Reads the rows `rows` (any order, repeats allowed) into `out`
+    /// (row-major, `rows.len() × n_features` values of `T`), each run of
+    /// consecutive rows with one positioned read; holds one row's raw bytes
+    /// per row of the longest run.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] for a row outside the array;
+    /// [`Error::NonFinite`] for a row with a value that is not finite in
+    /// `T`, naming its row in the array; as [`Source::read_rows`].
+    ///
+    /// # Panics
+    /// If `out` is smaller than stated.
+    pub fn gather_rows<T: Real>(&self, rows: &[usize], out: &mut [T]) -> Result<()> {
+        let (n, d) = (self.n_samples(), self.n_features());
+        if let Some(&r) = rows.iter().find(|&&r| r < self.first_row || r >= n) {
+            return Err(Error::param("rows", format!("row {r} is outside the array's {n} rows")));
+        }
+        let shift = vec![0.0; d];
+        let mut scratch = Vec::new();
+        let mut i = 0;
+        while i < rows.len() {
+            let mut len = 1;
+            while i + len < rows.len() && rows[i + len] == rows[i] + len {
+                len += 1;
+            }
+            scratch.resize(len * self.scratch_bytes_per_row(), 0);
+            self.read_rows(rows[i], len, &shift, &mut scratch, &mut out[i * d..(i + len) * d])?;
+            i += len;
+        }
+        if let Some(k) = out[..rows.len() * d].iter().position(|v| !v.to_f64().is_finite()) {
+            let (row, column) = (rows[k / d], k % d);
+            let value = self.value(row, column)?;
+            return Err(Error::NonFinite { path: self.name(), row, column, value, count: 1 });
+        }
+        Ok(())
+    }
+
     /// The first integer of this source, in row-major order over the rows
     /// read so far as `compute` (`float32` or `float64`), whose magnitude
     /// exceeds what `compute` holds exactly (2^24 or 2^53): `None` when there

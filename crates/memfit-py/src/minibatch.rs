@@ -1,0 +1,128 @@
+//! Mini-batch k-means: rows drawn from any input, and one step on a batch.
+
+use memfit::cluster::MiniBatch;
+use memfit::Real;
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
+use pyo3::prelude::*;
+
+use crate::errors::to_py;
+use crate::runner::run;
+use crate::shared::{run_options, Inputs};
+
+/// The rows `rows` (int64 indices, any order, repeats allowed) of `x` (an
+/// array, `.npy` path or expression) as a new C-contiguous
+/// `(len(rows), n_features)` array, float32 when `float32` else float64,
+/// read with positioned reads (never mapped). The array counts against
+/// `memory_limit` (bytes).
+#[pyfunction]
+#[pyo3(signature = (x, *, rows, memory_limit, float32=false))]
+pub fn gather_rows<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    rows: PyReadonlyArray1<'py, i64>,
+    memory_limit: u64,
+    float32: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let rows: Vec<usize> = rows
+        .as_array()
+        .iter()
+        .map(|&r| {
+            usize::try_from(r).map_err(|_| pyo3::exceptions::PyIndexError::new_err(format!("row {r} is negative")))
+        })
+        .collect::<PyResult<_>>()?;
+    let inputs = Inputs::hold(x, None)?;
+    let (src, _) = inputs.open(&run_options(memory_limit, Some(1), Default::default()))?;
+    let d = src.n_features();
+    let bytes = (rows.len() * d * if float32 { 4 } else { 8 }) as u64;
+    if bytes > memory_limit {
+        return Err(to_py(memfit::Error::does_not_fit(
+            bytes,
+            memory_limit,
+            format!("{} rows of {d} features drawn from the data", rows.len()),
+            Vec::new(),
+        )));
+    }
+    fn read<'py, T: Real + numpy::Element>(
+        py: Python<'py>,
+        src: &memfit::io::Source<'_>,
+        rows: &[usize],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let d = src.n_features();
+        let mut out = vec![T::default(); rows.len() * d];
+        src.gather_rows(rows, &mut out).map_err(to_py)?;
+        let a = Array2::from_shape_vec((rows.len(), d), out).map_err(crate::errors::shape)?;
+        Ok(a.into_pyarray(py).into_any())
+    }
+    if float32 {
+        read::<f32>(py, &src, &rows)
+    } else {
+        read::<f64>(py, &src, &rows)
+    }
+}
+
+/// One mini-batch k-means step (see `memfit::cluster::MiniBatch::step`) on
+/// `batch` (C-contiguous `(rows, n_features)`, float32 or float64: the
+/// compute type) with optional `sample_weight` (`(rows,)` float64), moving
+/// `centers` (`(n_clusters, n_features)` float64) and `counts`
+/// (`(n_clusters,)` float64) in place. `seen` rows count towards the
+/// reassignment check, whose counter is `n_since_last_reassign`. Returns
+/// `(inertia, centers_squared_diff, to_reassign, n_since_last_reassign)`,
+/// `to_reassign` the centres (increasing) the caller replaces by rows of
+/// the batch. The step's buffers count against `memory_limit` (bytes).
+#[pyfunction]
+#[pyo3(signature = (batch, *, centers, counts, n_since_last_reassign, seen, reassignment_ratio, memory_limit,
+    sample_weight=None, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn minibatch_step<'py>(
+    py: Python<'py>,
+    batch: &Bound<'py, PyAny>,
+    mut centers: PyReadwriteArray2<'py, f64>,
+    mut counts: PyReadwriteArray1<'py, f64>,
+    n_since_last_reassign: usize,
+    seen: usize,
+    reassignment_ratio: f64,
+    memory_limit: u64,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    n_jobs: Option<usize>,
+) -> PyResult<(f64, f64, Vec<usize>, usize)> {
+    let (k, d) = (centers.as_array().nrows(), centers.as_array().ncols());
+    let mut state = MiniBatch {
+        n_clusters: k,
+        n_features: d,
+        centers: centers.as_slice()?.to_vec(),
+        counts: counts.as_slice()?.to_vec(),
+        n_since_last_reassign,
+    };
+    if state.counts.len() != k {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!("{} counts for {k} centres", state.counts.len())));
+    }
+    let w = sample_weight.as_ref().map(|w| w.as_slice()).transpose()?;
+    let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
+    fn step_on<T: Real>(
+        py: Python<'_>,
+        state: &mut MiniBatch,
+        b: &[T],
+        w: Option<&[f64]>,
+        threads: usize,
+        seen: usize,
+        reassignment_ratio: f64,
+        memory_limit: u64,
+    ) -> PyResult<memfit::cluster::Step> {
+        let rows = b.len() / state.n_features.max(1);
+        run(py, Some(threads), T::DTYPE == memfit::io::Dtype::F32, None, move |_| {
+            state.check_step_fits(rows, threads, size_of::<T>(), memory_limit)?;
+            state.step(b, w, seen, reassignment_ratio)
+        })
+    }
+    let step = if let Ok(b) = batch.cast::<numpy::PyArray2<f32>>() {
+        let b = b.readonly();
+        step_on(py, &mut state, b.as_slice()?, w, threads, seen, reassignment_ratio, memory_limit)?
+    } else {
+        let b = batch.extract::<PyReadonlyArray2<'py, f64>>()?;
+        step_on(py, &mut state, b.as_slice()?, w, threads, seen, reassignment_ratio, memory_limit)?
+    };
+    centers.as_slice_mut()?.copy_from_slice(&state.centers);
+    counts.as_slice_mut()?.copy_from_slice(&state.counts);
+    Ok((step.inertia, step.centers_squared_diff, step.to_reassign, state.n_since_last_reassign))
+}

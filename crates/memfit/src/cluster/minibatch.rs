@@ -1,0 +1,272 @@
+//! Mini-batch k-means: one step on a batch of rows held in memory.
+//!
+//! A step assigns every row of the batch to its exact nearest centre (the
+//! kernel of the Lloyd passes, [`crate::kernels::assign_block`]), then moves
+//! each centre that received rows to the weighted mean of the rows it has
+//! absorbed so far: with `W_j` the weight it had absorbed before and `S_j`,
+//! `s_j` the batch's weighted sum and weight for it,
+//! `c_j ← (c_j W_j + S_j) / (W_j + s_j)` and `W_j ← W_j + s_j`. `S_j` is a
+//! compensated `f64` sum ([`ClusterSums`]), so a step does not depend on the
+//! thread count; the centres are rounded to the compute type, as Lloyd's.
+//! Centres whose absorbed weight falls below a share of the largest are
+//! named for reassignment (the caller draws the rows that replace them,
+//! from its own random stream) and their weights are raised to the
+//! smallest kept one.
+//!
+//! Reference: D. Sculley, "Web-scale k-means clustering", WWW 2010;
+//! scikit-learn's `_mini_batch_step` and `_minibatch_update_dense` for the
+//! update, the reassignment rule and when it is checked.
+
+use crate::dtype::Real;
+use crate::error::{Error, Result};
+use crate::kernels::{accumulate_block, assign_block, ClusterSums, PreparedCenters, Scratch};
+use crate::plan::{check_fits, Ledger, TILE_ROWS};
+
+use super::plan::MAX_K_TILE;
+
+/// What a mini-batch fit carries from step to step (scikit-learn's
+/// `cluster_centers_`, `_counts` and `_n_since_last_reassign`).
+#[derive(Debug, Clone)]
+pub struct MiniBatch {
+    /// Number of clusters `k`.
+    pub n_clusters: usize,
+    /// Number of features `d`.
+    pub n_features: usize,
+    /// Row-major `(n_clusters, n_features)` centres (values of the compute
+    /// type, held in `f64`).
+    pub centers: Vec<f64>,
+    /// Weight absorbed by each centre, `(n_clusters,)`.
+    pub counts: Vec<f64>,
+    /// Rows seen since reassignment was last checked.
+    pub n_since_last_reassign: usize,
+}
+
+/// What one [`MiniBatch::step`] measured.
+#[derive(Debug, Clone, Default)]
+pub struct Step {
+    /// `Σ w_i ‖x_i − c_{label_i}‖²` over the batch, against the centres
+    /// before the step, from exact `f64` differences.
+    pub inertia: f64,
+    /// `Σ ‖c_new − c_old‖²` over the centres the update moved (before any
+    /// reassignment).
+    pub centers_squared_diff: f64,
+    /// Centres to replace by rows of the batch, in increasing order (empty
+    /// unless reassignment was checked this step).
+    pub to_reassign: Vec<usize>,
+}
+
+impl MiniBatch {
+    /// Bytes a step on `rows` rows of `n_features` holds beyond the batch,
+    /// the centres and the counts, with `threads` threads computing in a
+    /// type of `compute_bytes`: the prepared centres, per-thread distance
+    /// tiles, labels and distances per row, and the per-cluster sums.
+    pub fn step_ledger(
+        n_clusters: usize,
+        n_features: usize,
+        rows: usize,
+        threads: usize,
+        compute_bytes: usize,
+    ) -> Ledger {
+        let (k, d) = (n_clusters, n_features);
+        let k_tile = k.min(MAX_K_TILE);
+        let tile_rows = rows.clamp(1, TILE_ROWS);
+        let mut led = Ledger::default();
+        led.add(
+            "centers for kernels",
+            PreparedCenters::<f64>::bytes_for(k, d, compute_bytes),
+            1,
+            "values, radii, norms".into(),
+        );
+        led.add(
+            "distance tiles (per thread)",
+            threads as u64 * Scratch::<f64>::bytes(tile_rows, k, k_tile, d, compute_bytes),
+            1,
+            format!("{threads} threads × {tile_rows} rows × {k_tile} centres"),
+        );
+        led.add("labels and distances", rows as u64, 12, format!("{rows} rows × (4 + 8) B"));
+        led.add("per-cluster sums", ClusterSums::bytes(k, d) as u64, 1, format!("{k} × ({d} + 1) × 16 B"));
+        led
+    }
+
+    /// Checks that a step on `rows` rows fits `limit_bytes` with the
+    /// centres and counts.
+    ///
+    /// # Errors
+    /// [`Error::DoesNotFit`] naming the largest buffer.
+    pub fn check_step_fits(&self, rows: usize, threads: usize, compute_bytes: usize, limit_bytes: u64) -> Result<()> {
+        let (k, d) = (self.n_clusters, self.n_features);
+        let mut led = Self::step_ledger(k, d, rows, threads, compute_bytes);
+        led.add("centers and counts (float64)", (k * (d + 1)) as u64, 8, format!("{k} × ({d} + 1) × 8 B"));
+        check_fits(
+            led.total(),
+            limit_bytes,
+            &led,
+            || format!("a mini-batch step on {rows} rows with {k} centres of {d} features on {threads} threads; "),
+            Vec::new,
+        )
+    }
+
+    /// One step on `batch` (row-major `(rows, n_features)`) with optional
+    /// `sample_weight` (`(rows,)`, finite, non-negative): see the module
+    /// docs. `seen` rows are added to the count since the last
+    /// reassignment check; reassignment is checked when that count reaches
+    /// `10 × n_clusters` or a centre has absorbed nothing (before the
+    /// update), and then names
+    /// the centres whose weight is below `reassignment_ratio` times the
+    /// largest (at most half the batch, the lightest first).
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] for a batch whose width differs from the
+    /// centres', a non-finite value or an invalid weight.
+    pub fn step<T: Real>(
+        &mut self,
+        batch: &[T],
+        sample_weight: Option<&[f64]>,
+        seen: usize,
+        reassignment_ratio: f64,
+    ) -> Result<Step> {
+        let (k, d) = (self.n_clusters, self.n_features);
+        if d == 0 || !batch.len().is_multiple_of(d) {
+            return Err(Error::param("X", format!("a batch of {} values is not rows of {d} features", batch.len())));
+        }
+        let rows = batch.len() / d;
+        // Whether to check for reassignment, decided before the update.
+        self.n_since_last_reassign += seen;
+        let check = self.counts.contains(&0.0) || self.n_since_last_reassign >= 10 * k;
+        if let Some(i) = batch.iter().position(|v| !v.to_f64().is_finite()) {
+            return Err(Error::param("X", format!("row {}, column {} of the batch is not finite", i / d, i % d)));
+        }
+        if let Some(w) = sample_weight {
+            if w.len() != rows {
+                return Err(Error::param("sample_weight", format!("{} weights for {rows} rows", w.len())));
+            }
+            if let Some((i, v)) = w.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
+                return Err(Error::param(
+                    "sample_weight",
+                    format!("weight {i} is {v}; weights must be finite and >= 0"),
+                ));
+            }
+        }
+        // The exact nearest centres and their distances.
+        let prepared = PreparedCenters::<T>::new(&self.centers, k, d);
+        let k_tile = k.min(MAX_K_TILE);
+        let tile_rows = rows.clamp(1, TILE_ROWS);
+        let threads = rayon::current_num_threads().max(1);
+        let mut scratch: Vec<Scratch<T>> = (0..threads).map(|_| Scratch::new(tile_rows, k, k_tile, d)).collect();
+        let (mut labels, mut dist) = (vec![0u32; rows], vec![0.0f64; rows]);
+        assign_block(batch, &prepared, tile_rows, k_tile, &mut scratch, &mut labels, &mut dist);
+        drop(scratch);
+        let inertia = match sample_weight {
+            Some(w) => dist.iter().zip(w).map(|(v, w)| v * w).sum::<f64>(),
+            None => dist.iter().sum::<f64>(),
+        };
+        // The update: c ← (c W + S) / (W + s) for every centre with rows.
+        let mut sums = ClusterSums::new(k, d);
+        accumulate_block(batch, d, &labels, sample_weight, &mut sums);
+        let mut centers_squared_diff = 0.0;
+        for j in 0..k {
+            let s = sums.weight(j);
+            if s <= 0.0 {
+                continue;
+            }
+            let before = self.counts[j];
+            let after = before + s;
+            for q in 0..d {
+                let old = self.centers[j * d + q];
+                let total = old.mul_add(before, sums.sums[j * d + q]) + sums.sums_err[j * d + q];
+                let new = T::from_f64(total / after).to_f64();
+                centers_squared_diff += (new - old) * (new - old);
+                self.centers[j * d + q] = new;
+            }
+            self.counts[j] = after;
+        }
+        // Reassignment of the centres that absorbed the least.
+        let mut to_reassign = Vec::new();
+        if check {
+            self.n_since_last_reassign = 0;
+            if reassignment_ratio > 0.0 {
+                to_reassign = self.lightest(reassignment_ratio, rows);
+            }
+        }
+        Ok(Step { inertia, centers_squared_diff, to_reassign })
+    }
+
+    /// The centres whose weight is below `ratio` times the largest, at most
+    /// `rows / 2` of them (the lightest, ties by index), in increasing
+    /// order; their weights are raised to the smallest weight kept.
+    fn lightest(&mut self, ratio: f64, rows: usize) -> Vec<usize> {
+        let max = self.counts.iter().copied().fold(0.0, f64::max);
+        let mut light: Vec<usize> = (0..self.n_clusters).filter(|&j| self.counts[j] < ratio * max).collect();
+        let cap = rows / 2;
+        if light.len() > cap {
+            light.sort_by(|&a, &b| self.counts[a].total_cmp(&self.counts[b]).then(a.cmp(&b)));
+            light.truncate(cap);
+            light.sort_unstable();
+        }
+        let kept_min = (0..self.n_clusters)
+            .filter(|j| light.binary_search(j).is_err())
+            .map(|j| self.counts[j])
+            .fold(f64::INFINITY, f64::min);
+        if kept_min.is_finite() {
+            for &j in &light {
+                self.counts[j] = kept_min;
+            }
+        }
+        light
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(centers: Vec<f64>, k: usize) -> MiniBatch {
+        let d = centers.len() / k;
+        MiniBatch { n_clusters: k, n_features: d, centers, counts: vec![0.0; k], n_since_last_reassign: 0 }
+    }
+
+    /// From fresh counts a step moves each centre to the mean of its rows;
+    /// the next step weighs the old centre by what it absorbed.
+    #[test]
+    fn centres_are_running_weighted_means() {
+        let mut m = state(vec![0.0, 10.0], 2);
+        let s = m.step(&[1.0f64, 2.0, 9.0], None, 3, 0.0).unwrap();
+        assert_eq!(m.centers, vec![1.5, 9.0]);
+        assert_eq!(m.counts, vec![2.0, 1.0]);
+        assert_eq!(s.inertia, 1.0 + 4.0 + 1.0);
+        assert_eq!(s.centers_squared_diff, 1.5 * 1.5 + 1.0);
+        let s = m.step(&[3.0f64, 11.0], Some(&[2.0, 1.0]), 2, 0.0).unwrap();
+        assert_eq!(m.centers, vec![(1.5 * 2.0 + 6.0) / 4.0, 10.0]);
+        assert_eq!(m.counts, vec![4.0, 2.0]);
+        assert_eq!(s.inertia, 2.0 * 1.5 * 1.5 + 4.0);
+        assert!(s.to_reassign.is_empty());
+    }
+
+    /// A centre that absorbed nothing triggers the check; light centres are
+    /// named (at most half the batch) and their weights raised.
+    #[test]
+    fn light_centres_are_named_for_reassignment() {
+        let mut m = state(vec![0.0, 100.0, 200.0, 300.0], 4);
+        let batch: Vec<f64> = (0..10).map(|i| f64::from(i % 2) * 0.5).chain([100.0]).collect();
+        let s = m.step(&batch, None, 11, 0.5).unwrap();
+        assert_eq!(m.counts, vec![10.0; 4]);
+        assert_eq!(s.to_reassign, vec![1, 2, 3]);
+        assert_eq!(m.n_since_last_reassign, 0);
+        // Two rows: at most one centre, the lightest (lowest index on ties).
+        let mut m = state(vec![0.0, 100.0, 200.0], 3);
+        m.counts = vec![10.0, 2.0, 1.0];
+        m.n_since_last_reassign = 28;
+        let s = m.step(&[0.0f64, 0.0], None, 2, 0.5).unwrap();
+        assert_eq!(s.to_reassign, vec![2]);
+        assert_eq!(m.counts, vec![12.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn bad_batches_are_errors() {
+        let mut m = state(vec![0.0, 0.0, 1.0, 1.0], 2);
+        assert!(m.step(&[1.0f64, 2.0, 3.0], None, 1, 0.0).is_err());
+        assert!(m.step(&[1.0f64, f64::NAN], None, 1, 0.0).is_err());
+        assert!(m.step(&[1.0f64, 2.0], Some(&[-1.0]), 1, 0.0).is_err());
+        assert!(m.step(&[1.0f64, 2.0], Some(&[1.0, 1.0]), 1, 0.0).is_err());
+    }
+}

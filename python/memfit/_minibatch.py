@@ -1,0 +1,484 @@
+"""Mini-batch k-means within a memory limit (scikit-learn's ``MiniBatchKMeans`` API)."""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import _fit_context
+from sklearn.cluster import kmeans_plusplus
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from . import _memfit
+from . import array as ma
+from ._kmeans import _Centers
+from ._options import check_memory_limit, check_n_jobs
+from ._validation import c_float64, check_data, check_sample_weight, small_array
+
+
+def _lazy(data):
+    """X as a :class:`memfit.array.Array` read block by block (a path with
+    positioned reads, never mapped)."""
+    if isinstance(data.engine, str):
+        return ma.from_npy(data.engine)
+    if isinstance(data.engine, _memfit.Expr):
+        return data.keep
+    return ma.asarray(data.engine)
+
+
+class MiniBatchKMeans(_Centers):
+    """Mini-batch k-means (Sculley 2010) on data larger than memory.
+
+    A drop-in for :class:`sklearn.cluster.MiniBatchKMeans`: the same
+    parameters, attributes, random stream and stopping rules, so that the same
+    ``random_state`` draws the same batches, initial centres and reassignments
+    as scikit-learn. Each step runs in the engine: every row of the batch goes
+    to its exact nearest centre (the kernel of :class:`memfit.KMeans`), and
+    each centre that received rows moves to the weighted mean of all the rows
+    it has absorbed, ``c ← (c·W + Σ w x) / (W + Σ w)`` with the batch's sums
+    in compensated float64 (so steps do not depend on ``n_jobs``), rounded to
+    X's dtype. Batches are read from X (an array, a ``.npy`` path, a lazy
+    :class:`memfit.array.Array` or a Dask array) with positioned reads, never
+    a copy of X; ``labels_`` and ``inertia_`` come from one exact pass over X
+    within ``memory_limit``.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters.
+    init : {"k-means++", "random"}, array-like of shape (n_clusters, n_features) or callable, default="k-means++"
+        As scikit-learn's: k-means++ (its ``kmeans_plusplus``) or
+        ``n_clusters`` distinct rows drawn with probability proportional to
+        ``sample_weight``, on ``init_size`` rows drawn from X; an array gives
+        the centres; a callable ``init(X_sample, n_clusters, random_state)``
+        returns them.
+    max_iter : int, default=100
+        Passes over X's size: ``max_iter * n_samples // batch_size`` steps at
+        most.
+    batch_size : int, default=1024
+        Rows per step (at most n_samples).
+    verbose : int, default=0
+        Print scikit-learn's lines per initialisation and step.
+    compute_labels : bool, default=True
+        Compute ``labels_`` and ``inertia_`` over all of X once the steps end
+        (else ``inertia_`` is the smoothed batch inertia times the weight sum).
+    random_state : int, RandomState instance or None, default=None
+        Seeds every draw: batches, initialisation, reassignments.
+    tol : float, default=0.0
+        Stop when the squared change of the centres in a step is at most
+        ``tol * mean(var(X, axis=0))`` (0 disables it; else one pass over X
+        computes the variances).
+    max_no_improvement : int or None, default=10
+        Stop after this many steps without improvement of the smoothed batch
+        inertia (None disables it).
+    init_size : int or None, default=None
+        Rows drawn for the initialisation (default ``3 * batch_size``, at
+        least ``3 * n_clusters``, at most n_samples).
+    n_init : "auto" or int, default="auto"
+        Initialisations tried, the best kept by inertia on ``init_size``
+        drawn rows; ``"auto"``: 1 for k-means++ or an array, 3 for
+        ``"random"`` or a callable.
+    reassignment_ratio : float, default=0.01
+        Centres whose absorbed weight is below this share of the largest are
+        moved to random rows of the batch (at most half the batch), checked
+        every ``10 * n_clusters`` rows or when a centre has absorbed nothing.
+    memory_limit : int, str or None, default=None
+        Bytes a step, a drawn batch and the final assignment must fit in (see
+        :class:`memfit.KMeans`); too small raises ``MemoryError``.
+    n_jobs : int or None, default=None
+        Worker threads (see :class:`memfit.KMeans`).
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        Centres, float32 for float32 X, else float64.
+    labels_ : ndarray of shape (n_samples,), dtype int32
+        Label of each row (when ``compute_labels``).
+    inertia_ : float
+        Weighted sum of squared distances of rows to their centre.
+    n_iter_ : int
+        Passes over the data's size the steps made.
+    n_steps_ : int
+        Steps run.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names when X has them.
+
+    Notes
+    -----
+    ``fit`` draws batch rows with probability proportional to
+    ``sample_weight`` and steps them with unit weights, as scikit-learn
+    does; ``partial_fit`` steps its rows with their weights. Unlike
+    scikit-learn, labels are exact nearest centres (its GEMM-identity
+    distances can lose a close call) and float32 sums are float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from memfit import MiniBatchKMeans
+    >>> X = np.array([[1, 2], [1, 4], [1, 0], [4, 2], [4, 0], [4, 4],
+    ...               [4, 5], [0, 1], [2, 2], [3, 2], [5, 5], [1, -1]], dtype=float)
+    >>> km = MiniBatchKMeans(n_clusters=2, random_state=0, batch_size=6, n_init="auto").fit(X)
+    >>> km.cluster_centers_.shape
+    (2, 2)
+    """
+
+    _parameter_constraints: dict = {
+        # scikit-learn 1.9's MiniBatchKMeans constraints (same errors, same messages).
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"k-means++", "random"}), callable, "array-like"],
+        "n_init": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "verbose": ["verbose"],
+        "compute_labels": ["boolean"],
+        "random_state": ["random_state"],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_no_improvement": [Interval(Integral, 0, None, closed="left"), None],
+        "init_size": [Interval(Integral, 1, None, closed="left"), None],
+        "reassignment_ratio": [Interval(Real, 0, None, closed="left")],
+        # memfit's own, checked when used.
+        "memory_limit": "no_validation",
+        "n_jobs": "no_validation",
+    }
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        init="k-means++",
+        max_iter=100,
+        batch_size=1024,
+        verbose=0,
+        compute_labels=True,
+        random_state=None,
+        tol=0.0,
+        max_no_improvement=10,
+        init_size=None,
+        n_init="auto",
+        reassignment_ratio=0.01,
+        memory_limit=None,
+        n_jobs=None,
+    ):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.verbose = verbose
+        self.compute_labels = compute_labels
+        self.random_state = random_state
+        self.tol = tol
+        self.max_no_improvement = max_no_improvement
+        self.init_size = init_size
+        self.n_init = n_init
+        self.reassignment_ratio = reassignment_ratio
+        self.memory_limit = memory_limit
+        self.n_jobs = n_jobs
+
+    # -- checks (scikit-learn's _check_params_vs_input) -------------------
+
+    def _check_params_vs_input(self, data):
+        n, k = data.n_samples, self.n_clusters
+        if n < k:
+            raise ValueError(f"n_samples={n} should be >= n_clusters={k}.")
+        self._tol = self._tolerance(data) if self.tol else 0.0
+        self._n_init = self.n_init
+        if self._n_init == "auto":
+            # scikit-learn's rule: 3 for "random" and a callable, else 1.
+            random = callable(self.init) or (isinstance(self.init, str) and self.init == "random")
+            self._n_init = 3 if random else 1
+        if not (isinstance(self.init, str) or callable(self.init)) and self._n_init != 1:
+            warnings.warn(
+                f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
+                f"instead of n_init={self._n_init}.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self._n_init = 1
+        self._batch_size = min(self.batch_size, n)
+        self._init_size = self.init_size
+        if self._init_size is None:
+            self._init_size = 3 * self._batch_size
+            if self._init_size < k:
+                self._init_size = 3 * k
+        elif self._init_size < k:
+            warnings.warn(
+                f"init_size={self._init_size} should be larger than n_clusters={k}. Setting it to "
+                "min(3*n_clusters, n_samples)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self._init_size = 3 * k
+        self._init_size = min(self._init_size, n)
+
+    def _tolerance(self, data):
+        """``tol * mean(var(X, axis=0))`` (scikit-learn's ``_tolerance``), X read
+        in blocks for a path or an expression."""
+        if isinstance(data.engine, np.ndarray):
+            variances = np.var(data.engine, axis=0, dtype=np.float64)
+        else:
+            variances = (data.dask.input if data.dask is not None else _lazy(data)).var(axis=0)
+            variances = np.asarray(variances.compute())
+        return float(np.mean(variances)) * self.tol
+
+    @staticmethod
+    def _check_finite(data):
+        """scikit-learn's ``check_array`` finiteness check, X read in blocks."""
+        if data.dask is not None:
+            import dask.array as da
+
+            x, lib = data.dask.input, da
+        else:
+            x, lib = _lazy(data), ma
+        if not bool(lib.isfinite(x).all().compute()):
+            if bool(lib.isnan(x).any().compute()):
+                raise ValueError("Input X contains NaN.")
+            raise ValueError(f"Input X contains infinity or a value too large for dtype('{data.out_dtype}').")
+
+    # -- drawing rows ------------------------------------------------------
+
+    def _rows(self, data, idx):
+        """Rows ``idx`` of X as a C-contiguous array of the compute dtype."""
+        idx = np.asarray(idx, dtype=np.int64)
+        if data.dask is not None:
+            return np.ascontiguousarray(np.asarray(data.dask.input[idx]), dtype=data.out_dtype)
+        return _memfit.gather_rows(
+            data.engine, rows=idx, memory_limit=check_memory_limit(self.memory_limit), float32=data.float32
+        )
+
+    @staticmethod
+    def _weights(w, n):
+        """The weights as a float64 vector of ``n`` values."""
+        if w is None:
+            return np.ones(n)
+        if isinstance(w, str):
+            w = np.load(w)
+        elif not isinstance(w, np.ndarray):
+            w = np.asarray(w.array if hasattr(w, "array") else w)
+        w = np.asarray(w, dtype=np.float64).reshape(-1)
+        if (w < 0).any():
+            raise ValueError(f"sample_weight[{int(np.argmax(w < 0))}] is negative; weights must be >= 0")
+        return w
+
+    def _init_centroids(self, data, sample, w_sample, random_state):
+        """scikit-learn's ``_init_centroids`` on the drawn rows ``sample``."""
+        init, k = self.init, self.n_clusters
+        if isinstance(init, str) and init == "k-means++":
+            centers, _ = kmeans_plusplus(sample, k, random_state=random_state, sample_weight=w_sample)
+        elif isinstance(init, str) and init == "random":
+            seeds = random_state.choice(sample.shape[0], size=k, replace=False, p=w_sample / w_sample.sum())
+            centers = sample[seeds]
+        else:
+            if callable(init):
+                centers = init(sample, k, random_state=random_state)
+            else:
+                centers = init
+            centers = small_array(centers, "init", 2)
+            if centers.shape[0] != k:
+                raise ValueError(
+                    f"The shape of the initial centers {centers.shape} does not match the number of clusters {k}."
+                )
+            if centers.shape[1] != data.n_features:
+                raise ValueError(
+                    f"The shape of the initial centers {centers.shape} does not match the number of features of "
+                    f"the data {data.n_features}."
+                )
+        return np.array(centers, dtype=data.out_dtype, order="C")
+
+    def _draw_init(self, data, w, random_state):
+        """Initial centres from ``init_size`` rows drawn from X (all rows when
+        X has no more)."""
+        n = data.n_samples
+        if self._init_size < n:
+            idx = random_state.randint(0, n, self._init_size)
+            return self._init_centroids(data, self._rows(data, idx), w[idx], random_state)
+        return self._init_centroids(data, self._rows(data, np.arange(n)), w, random_state)
+
+    # -- the step ----------------------------------------------------------
+
+    def _step(self, batch, w, centers, random_state):
+        """One engine step on ``batch``; ``centers`` (float64) and the counts
+        move in place; light centres are replaced by rows of the batch drawn
+        from ``random_state``. Returns (batch inertia, squared centre change)."""
+        inertia, diff, to_reassign, self._n_since_last_reassign = _memfit.minibatch_step(
+            batch,
+            centers=centers,
+            counts=self._counts,
+            n_since_last_reassign=self._n_since_last_reassign,
+            seen=self._batch_size,
+            reassignment_ratio=float(self.reassignment_ratio),
+            memory_limit=check_memory_limit(self.memory_limit),
+            sample_weight=w,
+            n_jobs=check_n_jobs(self.n_jobs),
+        )
+        if to_reassign:
+            rows = random_state.choice(batch.shape[0], replace=False, size=len(to_reassign))
+            if self.verbose:
+                print(f"[MiniBatchKMeans] Reassigning {len(to_reassign)} cluster centers.")
+            centers[to_reassign] = batch[rows]
+        return inertia, diff
+
+    def _converged(self, step, n_steps, n_samples, centers_squared_diff, batch_inertia):
+        """scikit-learn's ``_mini_batch_convergence``: early stopping on the
+        centres' change and on the smoothed batch inertia."""
+        batch_inertia /= self._batch_size
+        step = step + 1
+        if step == 1:
+            if self.verbose:
+                print(f"Minibatch step {step}/{n_steps}: mean batch inertia: {batch_inertia}")
+            return False
+        if self._ewa_inertia is None:
+            self._ewa_inertia = batch_inertia
+        else:
+            alpha = min(self._batch_size * 2.0 / (n_samples + 1), 1)
+            self._ewa_inertia = self._ewa_inertia * (1 - alpha) + batch_inertia * alpha
+        if self.verbose:
+            print(
+                f"Minibatch step {step}/{n_steps}: mean batch inertia: {batch_inertia}, "
+                f"ewa inertia: {self._ewa_inertia}"
+            )
+        if self._tol > 0.0 and centers_squared_diff <= self._tol:
+            if self.verbose:
+                print(f"Converged (small centers change) at step {step}/{n_steps}")
+            return True
+        if self._ewa_inertia_min is None or self._ewa_inertia < self._ewa_inertia_min:
+            self._no_improvement = 0
+            self._ewa_inertia_min = self._ewa_inertia
+        else:
+            self._no_improvement += 1
+        if self.max_no_improvement is not None and self._no_improvement >= self.max_no_improvement:
+            if self.verbose:
+                print(f"Converged (lack of improvement in inertia) at step {step}/{n_steps}")
+            return True
+        return False
+
+    def _validation_inertia(self, sample, w, centers):
+        labels = np.empty(sample.shape[0], dtype=np.int32)
+        return _memfit.assign(
+            sample,
+            centers=c_float64(centers),
+            memory_limit=check_memory_limit(self.memory_limit),
+            labels=labels,
+            sample_weight=w.reshape(-1, 1),
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=sample.dtype == np.float32,
+        )
+
+    # -- public API --------------------------------------------------------
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute the centres on X by mini-batches.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+            Training data.
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
+            Non-negative weight of each row: batches draw rows with
+            probability proportional to it.
+
+        Returns
+        -------
+        self : MiniBatchKMeans
+        """
+        data = check_data(X, self, reset=True)
+        self._check_params_vs_input(data)
+        if not self.compute_labels:
+            # Else the final pass over X finds them (and drawn rows always).
+            self._check_finite(data)
+        random_state = check_random_state(self.random_state)
+        w_engine = check_sample_weight(sample_weight, data)
+        w = self._weights(w_engine, data.n_samples)
+        n = data.n_samples
+        valid = random_state.randint(0, n, self._init_size)
+        X_valid, w_valid = self._rows(data, valid), w[valid]
+        best = None
+        for i in range(self._n_init):
+            if self.verbose:
+                print(f"Init {i + 1}/{self._n_init} with method {self.init}")
+            centers = self._draw_init(data, w, random_state)
+            inertia = self._validation_inertia(X_valid, w_valid, centers)
+            if self.verbose:
+                print(f"Inertia for init {i + 1}/{self._n_init}: {inertia}")
+            if best is None or inertia < best[0]:
+                best = (inertia, centers)
+        centers = c_float64(best[1]).copy()
+        self._counts = np.zeros(self.n_clusters)
+        self._ewa_inertia = self._ewa_inertia_min = None
+        self._no_improvement = 0
+        self._n_since_last_reassign = 0
+        weight_sum = float(w.sum())
+        n_steps = (self.max_iter * n) // self._batch_size
+        # RandomState.choice(n, size, p=w / w.sum()) draws, without its O(n)
+        # cumulative sum per step: the same uniform draws and search.
+        cdf = np.cumsum(w / weight_sum)
+        cdf /= cdf[-1]
+        i = -1
+        for i in range(n_steps):
+            idx = cdf.searchsorted(random_state.random_sample(self._batch_size), side="right")
+            batch = self._rows(data, idx)
+            previous = centers.copy() if self._tol > 0 else None
+            inertia, _ = self._step(batch, None, centers, random_state)
+            diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
+            if self._converged(i, n_steps, n, diff, inertia):
+                break
+        self.cluster_centers_ = centers.astype(data.out_dtype)
+        self._n_features_out = self.cluster_centers_.shape[0]
+        self.n_steps_ = i + 1
+        self.n_iter_ = int(np.ceil(((i + 1) * self._batch_size) / n))
+        if self.compute_labels:
+            self.labels_, self.inertia_ = self._assign(X, sample_weight)
+            self.inertia_ = float(self.inertia_)
+        else:
+            self.inertia_ = float(self._ewa_inertia * weight_sum) if self._ewa_inertia is not None else np.nan
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """Update the centres with one mini-batch X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+            The batch (read whole: it must fit ``memory_limit``).
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
+            Non-negative weight of each row.
+
+        Returns
+        -------
+        self : MiniBatchKMeans
+        """
+        has_centers = hasattr(self, "cluster_centers_")
+        data = check_data(X, self, reset=not has_centers)
+        self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
+        w = self._weights(check_sample_weight(sample_weight, data), data.n_samples)
+        self.n_steps_ = getattr(self, "n_steps_", 0)
+        batch = self._rows(data, np.arange(data.n_samples))
+        if not has_centers:
+            self._check_params_vs_input(data)
+            self.cluster_centers_ = self._partial_init(data, batch, w)
+            self._counts = np.zeros(self.n_clusters)
+            self._n_since_last_reassign = 0
+        centers = c_float64(self.cluster_centers_).copy()
+        self._step(batch, w, centers, self._random_state)
+        self.cluster_centers_ = centers.astype(data.out_dtype)
+        if self.compute_labels:
+            self.labels_, self.inertia_ = self._assign(batch, w)
+            self.inertia_ = float(self.inertia_)
+        self.n_steps_ += 1
+        self._n_features_out = self.cluster_centers_.shape[0]
+        return self
+
+    def _partial_init(self, data, batch, w):
+        """Initial centres for ``partial_fit`` from its first batch."""
+        n = batch.shape[0]
+        if self._init_size < n:
+            idx = self._random_state.randint(0, n, self._init_size)
+            return self._init_centroids(data, batch[idx], w[idx], self._random_state)
+        return self._init_centroids(data, batch, w, self._random_state)

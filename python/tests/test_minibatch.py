@@ -1,0 +1,145 @@
+"""memfit.MiniBatchKMeans against scikit-learn's MiniBatchKMeans: the same
+random stream gives the same batches, initial centres, reassignments and
+stopping step, so fits agree to rounding (memfit's batch sums are
+compensated float64); the same result for every kind of input, thread
+count and memory limit; partial_fit; errors."""
+
+import pickle
+
+import dask.array as da
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.cluster import MiniBatchKMeans as SkMiniBatchKMeans
+from sklearn.datasets import make_blobs
+from sklearn.utils._param_validation import InvalidParameterError
+
+import memfit
+from memfit import MiniBatchKMeans
+
+X, _ = make_blobs(6000, 4, centers=8, random_state=0)
+
+
+def _same_fit(a, b, rtol=1e-12):
+    assert a.n_steps_ == b.n_steps_ and a.n_iter_ == b.n_iter_
+    assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=rtol, atol=rtol * 10)
+    assert a.inertia_ == pytest.approx(b.inertia_, rel=rtol)
+    if hasattr(b, "labels_"):
+        assert_array_equal(a.labels_, b.labels_)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"init": "random"},  # three initialisations and many reassignments
+        {"tol": 1e-3},
+        {"compute_labels": False},
+        {"max_no_improvement": None, "max_iter": 2, "batch_size": 500},
+        {"reassignment_ratio": 0.3, "batch_size": 100, "n_clusters": 20},
+        {"init_size": 50, "n_init": 2},
+    ],
+)
+def test_fit_matches_sklearn_from_the_same_random_state(params):
+    params = {"n_clusters": 8, "random_state": 3, **params}
+    a = MiniBatchKMeans(**params).fit(X)
+    b = SkMiniBatchKMeans(**params).fit(X)
+    _same_fit(a, b)
+
+
+def test_weighted_and_float32_fits_match_sklearn():
+    w = np.random.RandomState(0).uniform(0.1, 3, size=len(X))
+    _same_fit(MiniBatchKMeans(8, random_state=1).fit(X, sample_weight=w),
+              SkMiniBatchKMeans(8, random_state=1).fit(X, sample_weight=w))
+    a = MiniBatchKMeans(8, random_state=1).fit(X.astype(np.float32))
+    b = SkMiniBatchKMeans(8, random_state=1).fit(X.astype(np.float32))
+    assert a.cluster_centers_.dtype == np.float32 and a.n_steps_ == b.n_steps_
+    # scikit-learn sums float32 batches in float32.
+    assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=1e-4, atol=1e-4)
+    assert (a.labels_ == b.labels_).mean() > 0.999
+
+
+def test_partial_fit_matches_sklearn_on_the_same_batches():
+    w = np.random.RandomState(1).uniform(0.5, 2, size=len(X))
+    a, b = MiniBatchKMeans(8, random_state=0), SkMiniBatchKMeans(8, random_state=0)
+    for start in range(0, len(X), 700):
+        rows = slice(start, start + 700)
+        a.partial_fit(X[rows], sample_weight=w[rows])
+        b.partial_fit(X[rows], sample_weight=w[rows])
+        assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=1e-12, atol=1e-11)
+        assert_array_equal(a.labels_, b.labels_)
+        assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-12)
+    assert a.n_steps_ == b.n_steps_ == 9
+    assert_allclose(a._counts, b._counts, rtol=1e-14)
+
+
+def test_every_input_kind_gives_the_same_bits(tmp_path):
+    # tol > 0: the variances come from a pass over each kind of input too.
+    ref = MiniBatchKMeans(5, random_state=0, batch_size=256, tol=1e-4).fit(X)
+    path = tmp_path / "x.npy"
+    np.save(path, X)
+    inputs = [
+        str(path),
+        np.load(path, mmap_mode="r"),
+        memfit.array.asarray(X) * 1.0,
+        da.from_array(X, chunks=1000),
+        np.asfortranarray(X),
+    ]
+    for x in inputs:
+        km = MiniBatchKMeans(5, random_state=0, batch_size=256, tol=1e-4).fit(x)
+        assert_array_equal(km.cluster_centers_, ref.cluster_centers_)
+        assert km.inertia_ == ref.inertia_
+        assert_array_equal(np.asarray(km.labels_), ref.labels_)
+
+
+def test_threads_and_memory_limits_give_the_same_bits():
+    ref = MiniBatchKMeans(30, random_state=0, n_jobs=1).fit(X)
+    for params in ({"n_jobs": 2}, {"memory_limit": "4MiB"}, {"n_jobs": 2, "memory_limit": "2MiB"}):
+        km = MiniBatchKMeans(30, random_state=0, **params).fit(X)
+        assert_array_equal(km.cluster_centers_, ref.cluster_centers_)
+        assert km.inertia_ == ref.inertia_
+
+
+def test_integer_input_is_float64():
+    Xi = np.rint(X * 10).astype(np.int32)
+    km = MiniBatchKMeans(4, random_state=0).fit(Xi)
+    ref = MiniBatchKMeans(4, random_state=0).fit(Xi.astype(np.float64))
+    assert km.cluster_centers_.dtype == np.float64
+    assert_array_equal(km.cluster_centers_, ref.cluster_centers_)
+
+
+def test_fitted_model_predicts_transforms_scores_and_pickles():
+    km = MiniBatchKMeans(8, random_state=0).fit(X)
+    assert_array_equal(km.predict(X), km.labels_)
+    assert km.score(X) == pytest.approx(-km.inertia_, rel=1e-12)
+    d = km.transform(X[:10])
+    assert d.shape == (10, 8)
+    assert_array_equal(d.argmin(axis=1), km.labels_[:10])
+    again = pickle.loads(pickle.dumps(km))
+    assert_array_equal(again.predict(X[:50]), km.labels_[:50])
+    assert len(pickle.dumps(km)) < 200_000
+
+
+def test_errors():
+    with pytest.raises(InvalidParameterError, match="reassignment_ratio"):
+        MiniBatchKMeans(reassignment_ratio=-1).fit(X)
+    with pytest.raises(ValueError, match="n_samples=5 should be >= n_clusters=8"):
+        MiniBatchKMeans(8).fit(X[:5])
+    with pytest.raises(ValueError, match="negative"):
+        MiniBatchKMeans(3).fit(X, sample_weight=np.r_[-1.0, np.ones(len(X) - 1)])
+    bad = X.copy()
+    bad[7, 2] = np.nan
+    for seed in range(4):  # found in a drawn row or by the final pass
+        with pytest.raises(ValueError, match="^Input X contains NaN"):
+            MiniBatchKMeans(3, random_state=seed).fit(bad)
+    with pytest.raises(ValueError, match="^Input X contains NaN. X: row 7, column 2 is NaN \\(not finite\\)"):
+        MiniBatchKMeans(3, batch_size=len(X)).fit(bad)
+    with pytest.raises(ValueError, match="^Input X contains NaN.$"):
+        MiniBatchKMeans(3, compute_labels=False, random_state=0).fit(np.r_[bad[7:8], X[:100]])
+    bad[7, 2] = np.inf
+    with pytest.raises(ValueError, match=r"^Input X contains infinity or a value too large for dtype\('float64'\)"):
+        MiniBatchKMeans(3, compute_labels=False, random_state=0, max_iter=1).fit(bad)
+    with pytest.raises(MemoryError, match="memory_limit"):
+        MiniBatchKMeans(3, memory_limit=1000).fit(X)
+    with pytest.warns(RuntimeWarning, match="init_size=10 should be larger than n_clusters=20"):
+        MiniBatchKMeans(20, init_size=10).fit(X)
