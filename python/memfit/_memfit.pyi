@@ -117,6 +117,25 @@ def minibatch_step(
     """One mini-batch k-means step, moving centers and counts in place; returns
     (inertia, centers_squared_diff, to_reassign, n_since_last_reassign)."""
 
+class MiniBatchEarlyStop:
+    """scikit-learn's early stopping of a mini-batch fit, as the engine's."""
+
+    ewa_inertia: Optional[float]
+
+    def __init__(self) -> None: ...
+    def update(
+        self,
+        step: int,
+        batch_inertia: float,
+        *,
+        batch_size: int,
+        n_samples: int,
+        centers_squared_diff: float,
+        tol: float,
+        max_no_improvement: Optional[int] = None,
+    ) -> Optional[str]:
+        """Takes step `step` (zero-based); returns why the fit stops or None."""
+
 def transform(
     x: _Input,
     *,

@@ -321,39 +321,25 @@ class MiniBatchKMeans(_Centers):
             centers[to_reassign] = batch[rows]
         return inertia, diff
 
-    def _converged(self, step, n_steps, n_samples, centers_squared_diff, batch_inertia):
-        """scikit-learn's ``_mini_batch_convergence``: early stopping on the
-        centres' change and on the smoothed batch inertia."""
-        batch_inertia /= self._batch_size
-        step = step + 1
-        if step == 1:
-            if self.verbose:
-                print(f"Minibatch step {step}/{n_steps}: mean batch inertia: {batch_inertia}")
-            return False
-        if self._ewa_inertia is None:
-            self._ewa_inertia = batch_inertia
-        else:
-            alpha = min(self._batch_size * 2.0 / (n_samples + 1), 1)
-            self._ewa_inertia = self._ewa_inertia * (1 - alpha) + batch_inertia * alpha
+    def _converged(self, stop, step, n_steps, n_samples, centers_squared_diff, batch_inertia):
+        """Early stopping (scikit-learn's ``_mini_batch_convergence``, kept
+        by the engine's ``stop``) with scikit-learn's verbose messages."""
+        why = stop.update(
+            step,
+            batch_inertia,
+            batch_size=self._batch_size,
+            n_samples=n_samples,
+            centers_squared_diff=centers_squared_diff,
+            tol=self._tol,
+            max_no_improvement=self.max_no_improvement,
+        )
         if self.verbose:
-            print(
-                f"Minibatch step {step}/{n_steps}: mean batch inertia: {batch_inertia}, "
-                f"ewa inertia: {self._ewa_inertia}"
-            )
-        if self._tol > 0.0 and centers_squared_diff <= self._tol:
-            if self.verbose:
-                print(f"Converged (small centers change) at step {step}/{n_steps}")
-            return True
-        if self._ewa_inertia_min is None or self._ewa_inertia < self._ewa_inertia_min:
-            self._no_improvement = 0
-            self._ewa_inertia_min = self._ewa_inertia
-        else:
-            self._no_improvement += 1
-        if self.max_no_improvement is not None and self._no_improvement >= self.max_no_improvement:
-            if self.verbose:
-                print(f"Converged (lack of improvement in inertia) at step {step}/{n_steps}")
-            return True
-        return False
+            mean = batch_inertia / self._batch_size
+            ewa = "" if stop.ewa_inertia is None else f", ewa inertia: {stop.ewa_inertia}"
+            print(f"Minibatch step {step + 1}/{n_steps}: mean batch inertia: {mean}{ewa}")
+            if why is not None:
+                print(f"Converged ({why}) at step {step + 1}/{n_steps}")
+        return why is not None
 
     def _validation_inertia(self, sample, w, centers):
         labels = np.empty(sample.shape[0], dtype=np.int32)
@@ -409,8 +395,7 @@ class MiniBatchKMeans(_Centers):
                 best = (inertia, centers)
         centers = c_float64(best[1]).copy()
         self._counts = np.zeros(self.n_clusters)
-        self._ewa_inertia = self._ewa_inertia_min = None
-        self._no_improvement = 0
+        stop = _memfit.MiniBatchEarlyStop()
         self._n_since_last_reassign = 0
         weight_sum = float(w.sum())
         n_steps = (self.max_iter * n) // self._batch_size
@@ -425,7 +410,7 @@ class MiniBatchKMeans(_Centers):
             previous = centers.copy() if self._tol > 0 else None
             inertia, _ = self._step(batch, None, centers, random_state)
             diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
-            if self._converged(i, n_steps, n, diff, inertia):
+            if self._converged(stop, i, n_steps, n, diff, inertia):
                 break
         self.cluster_centers_ = centers.astype(data.out_dtype)
         self._n_features_out = self.cluster_centers_.shape[0]
@@ -435,7 +420,7 @@ class MiniBatchKMeans(_Centers):
             self.labels_, self.inertia_ = self._assign(X, sample_weight)
             self.inertia_ = float(self.inertia_)
         else:
-            self.inertia_ = float(self._ewa_inertia * weight_sum) if self._ewa_inertia is not None else np.nan
+            self.inertia_ = float(stop.ewa_inertia * weight_sum) if stop.ewa_inertia is not None else np.nan
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)

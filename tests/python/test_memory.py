@@ -209,6 +209,10 @@ JOBS = {
                                  "--proba", o / "proba.npy", "--log-likelihood", o / "ll.npy"],
     "row_quadratic_form": lambda f, o: ["quadratic-form", f.X, "--q", f.Q, "--out", o / "q.npy"],
     "weighted_scatter": lambda f, o: ["scatter", f.X, "--weights", f.w, "--out", o / "S.npy"],
+    "kmeans-mini-batch": lambda f, o: ["kmeans", f.X, "-k", 8, "--mini-batch", 2048, "--max-iter", 3,
+                                       "--max-no-improvement", 0, "--labels", o / "labels.npy"],
+    "kmeans-mini-batch-weighted": lambda f, o: ["kmeans", f.X, "-k", 8, "--mini-batch", 2048, "--max-iter", 2,
+                                                "--sample-weight", f.w, "--labels", o / "labels.npy"],
 }
 
 

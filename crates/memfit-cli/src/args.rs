@@ -154,6 +154,21 @@ pub struct KmeansArgs {
     /// inertia, bit for bit.
     #[arg(long, value_enum, default_value = "auto")]
     pub algorithm: KmeansAlgorithm,
+    /// Mini-batch k-means (scikit-learn's MiniBatchKMeans) with batches of
+    /// SIZE rows drawn at random (by weight with --sample-weight) and read
+    /// where they lie: up to max-iter × n_samples / SIZE steps, then one
+    /// pass for the labels and inertia. Faster than full passes on large
+    /// data, at a slightly higher inertia.
+    #[arg(long, value_name = "SIZE")]
+    pub mini_batch: Option<usize>,
+    /// With --mini-batch: stop after N steps without a new minimum of the
+    /// smoothed batch inertia (0: never).
+    #[arg(long, default_value_t = 10, value_name = "N", requires = "mini_batch")]
+    pub max_no_improvement: usize,
+    /// With --mini-batch: move centres that absorbed less than R times the
+    /// heaviest centre's weight to rows of the batch.
+    #[arg(long, default_value_t = 0.01, value_name = "R", requires = "mini_batch")]
+    pub reassignment_ratio: f64,
     /// Per-sample weights, a 1-D .npy of shape (n_samples,) (as scikit-learn's sample_weight).
     #[arg(long, value_name = "FILE.npy")]
     pub sample_weight: Option<PathBuf>,

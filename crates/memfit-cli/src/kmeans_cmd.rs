@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
-use memfit::cluster::{Init, KMeansFit, KMeansParams, LabelSink};
+use memfit::cluster::{Init, KMeansFit, KMeansParams, LabelSink, MiniBatchParams};
 use memfit::estimator::{parse_init, ComputeDtype, KMeansJob};
 use memfit::generate::Blobs;
 use memfit::io::{
@@ -111,6 +111,11 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         init_sample_rows: None,
         plot_sample_rows: if args.plot.is_some() { plot_rows(x.n_features()) } else { 0 },
         algorithm: args.algorithm.into(),
+        mini_batch: args.mini_batch.map(|batch_size| MiniBatchParams {
+            batch_size,
+            max_no_improvement: (args.max_no_improvement > 0).then_some(args.max_no_improvement),
+            reassignment_ratio: args.reassignment_ratio,
+        }),
     };
     let job = KMeansJob {
         params,
@@ -173,12 +178,13 @@ fn fit_and_write(args: &KmeansArgs, job: &KMeansJob<'_>, plan: &Plan, started: I
     let peak = memfit::memory::peak_rss_bytes();
     let summary = summary_json(args, job, &model, plan, write_secs, started.elapsed().as_secs_f64(), peak);
     let line = format!(
-        "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={} converged={} distances_skipped={:.1}% seconds={:.3} peak_rss={}",
+        "kmeans: n_samples={} n_features={} n_clusters={} inertia={:.10e} n_iter={}{} converged={} distances_skipped={:.1}% seconds={:.3} peak_rss={}",
         model.n_samples,
         model.n_features,
         model.n_clusters,
         model.inertia,
         model.n_iter,
+        if args.mini_batch.is_some() { format!(" n_steps={}", model.n_steps) } else { String::new() },
         model.converged,
         100.0 * mean_share(&model.skip_share),
         started.elapsed().as_secs_f64(),
@@ -217,8 +223,10 @@ fn summary_json(
         "n_clusters": m.n_clusters,
         "inertia": m.inertia,
         "n_iter": m.n_iter,
+        "n_steps": m.n_steps,
         "converged": m.converged,
         "algorithm": memfit::cluster::Algorithm::from(args.algorithm).name(),
+        "batch_size": args.mini_batch,
         "skip_share": m.skip_share,
         "mean_skip_share": mean_share(&m.skip_share),
         "timings": timings,

@@ -39,6 +39,8 @@ impl Spelling for Flags {
             "X" => "INPUT".into(),
             "random_state" => "--seed".into(),
             "init_params" => "--init".into(),
+            "batch_size" => "--mini-batch".into(),
+            "reassignment_ratio" => "--reassignment-ratio".into(),
             "Q" => "--q".into(),
             "n_clusters" | "n_components" | "n_init" | "max_iter" | "tol" | "reg_covar" | "init"
             | "covariance_type" | "memory_limit" | "sample_weight" | "dtype" | "model" | "centers" | "means_init"

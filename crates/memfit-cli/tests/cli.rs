@@ -164,6 +164,56 @@ fn results_do_not_depend_on_threads_or_memory_limit() {
     assert!(one == small, "memory limit changed the result");
 }
 
+/// `--mini-batch`: steps on batches drawn by the seed, then one pass for
+/// labels that are the written centres' nearest; the same bits for any
+/// thread count and memory limit, weighted or not.
+#[test]
+fn mini_batch_runs_are_reproducible_and_labels_match_centres() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    let args = ["generate", "blobs", "--n-samples", "30000", "--n-features", "4", "--centers", "12", "--seed", "5"];
+    let o = memfit(&[&args[..], &["--out", &x]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let w = p(t.path(), "w.npy");
+    write_f64(&w, &[30000], &(0..30000).map(|i| f64::from(i % 4)).collect::<Vec<_>>());
+    let run = |tag: &str, extra: &[&str]| {
+        let (l, c, s) =
+            (p(t.path(), &format!("l{tag}.npy")), p(t.path(), &format!("c{tag}.npy")), p(t.path(), "s.json"));
+        let mut args = vec!["kmeans", &x, "-k", "12", "--mini-batch", "256", "--quiet", "--labels", &l];
+        args.extend_from_slice(&["--centers", &c, "--summary", &s]);
+        args.extend_from_slice(extra);
+        let o = memfit(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(s).unwrap()).unwrap();
+        (std::fs::read(l).unwrap(), std::fs::read(c).unwrap(), summary)
+    };
+    let one = run("1", &["--threads", "1"]);
+    let two = run("2", &["--threads", "2", "--memory-limit", "3MiB"]);
+    assert!(one.0 == two.0 && one.1 == two.1, "threads or the limit changed the result");
+    let steps = one.2["n_steps"].as_u64().unwrap();
+    assert!(steps > 1 && steps <= 300 * 30000 / 256, "{steps}");
+    assert_eq!(one.2["batch_size"], 256);
+    // The labels are the nearest written centres.
+    let read = |path: &[u8], skip_to: usize| path[skip_to..].to_vec();
+    let header = |b: &[u8]| 10 + u16::from_le_bytes([b[8], b[9]]) as usize;
+    let (lb, cb) = (&one.0, &one.1);
+    let labels: Vec<i32> = read(lb, header(lb)).chunks(4).map(|b| i32::from_le_bytes(b.try_into().unwrap())).collect();
+    let centres: Vec<f64> = read(cb, header(cb)).chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
+    let xb = std::fs::read(&x).unwrap();
+    let values: Vec<f64> =
+        read(&xb, header(&xb)).chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
+    for (row, &label) in values.chunks(4).zip(&labels).step_by(97) {
+        let d = |c: &[f64]| row.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum::<f64>();
+        let best = centres.chunks(4).map(d).fold(f64::INFINITY, f64::min);
+        assert_eq!(d(&centres[label as usize * 4..][..4]), best);
+    }
+    // Weighted, float32: reproducible too, and a different run.
+    let a = run("w1", &["--sample-weight", &w, "--dtype", "float32", "--threads", "1"]);
+    let b = run("w2", &["--sample-weight", &w, "--dtype", "float32", "--threads", "2", "--memory-limit", "3MiB"]);
+    assert!(a.0 == b.0 && a.1 == b.1, "threads or the limit changed a weighted result");
+    assert!(a.1 != one.1);
+}
+
 #[test]
 fn reads_every_dtype_and_fortran_order() {
     let t = tempfile::tempdir().unwrap();
@@ -266,6 +316,8 @@ fn bad_input_fails_cleanly_without_outputs() {
     let mut w = vec![1.0; 100];
     w[7] = -1.0;
     write_f64(&neg_w, &[100], &w);
+    let zero_w = p(t.path(), "w0.npy");
+    write_f64(&zero_w, &[100], &[0.0; 100]);
     let short_w = p(t.path(), "w2.npy");
     write_f64(&short_w, &[99], &[1.0; 99]);
     let missing = p(t.path(), "missing.npy");
@@ -303,6 +355,12 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&good, "-k", "3", "--plot-pca"], "--plot"),
         (vec![&huge, "-k", "3"], "squared distances overflow float64"),
         (vec![&tiny, "-k", "3"], "so squared distances underflow float64; hint: rescale"),
+        (vec![&good, "-k", "3", "--mini-batch", "0"], "invalid --mini-batch"),
+        (vec![&good, "-k", "3", "--mini-batch", "8", "--reassignment-ratio=-1"], "--reassignment-ratio"),
+        (vec![&good, "-k", "3", "--max-no-improvement", "3"], "--mini-batch"),
+        (vec![&nanf, "-k", "2", "--mini-batch", "10"], "row 42, column 1 is NaN"),
+        (vec![&good, "-k", "3", "--mini-batch", "10", "--sample-weight", &neg_w], "sample_weight[7] = -1"),
+        (vec![&good, "-k", "3", "--mini-batch", "10", "--sample-weight", &zero_w], "positive"),
     ];
     let before = entries(t.path());
     for (args, needle) in cases {

@@ -77,6 +77,7 @@ pub fn kmeans_fit<'py>(
         init_sample_rows: None,
         plot_sample_rows: 0,
         algorithm,
+        mini_batch: None,
     };
     let opts = RunOptions { scratch_dir, ..run_options(memory_limit, n_jobs, row_split) };
     let (src, w) = inputs.open(&opts)?;

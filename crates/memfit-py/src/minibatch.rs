@@ -1,6 +1,6 @@
 //! Mini-batch k-means: rows drawn from any input, and one step on a batch.
 
-use memfit::cluster::MiniBatch;
+use memfit::cluster::{EarlyStop, MiniBatch, Stop};
 use memfit::Real;
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
@@ -125,4 +125,50 @@ pub fn minibatch_step<'py>(
     centers.as_slice_mut()?.copy_from_slice(&state.centers);
     counts.as_slice_mut()?.copy_from_slice(&state.counts);
     Ok((step.inertia, step.centers_squared_diff, step.to_reassign, state.n_since_last_reassign))
+}
+
+/// scikit-learn's early stopping of a mini-batch fit, as the engine's
+/// (`memfit::cluster::EarlyStop`): the smoothed batch inertia and the steps
+/// since its last new minimum.
+#[pyclass(module = "memfit._memfit")]
+#[derive(Default)]
+pub struct MiniBatchEarlyStop(EarlyStop);
+
+#[pymethods]
+impl MiniBatchEarlyStop {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes step `step` (zero-based): its batch inertia (the sum over the
+    /// batch) and squared centre change. Returns why the fit stops
+    /// (`"small centers change"`, `"lack of improvement in inertia"`) or
+    /// None.
+    #[pyo3(signature = (step, batch_inertia, *, batch_size, n_samples, centers_squared_diff, tol,
+        max_no_improvement=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn update(
+        &mut self,
+        step: usize,
+        batch_inertia: f64,
+        batch_size: usize,
+        n_samples: usize,
+        centers_squared_diff: f64,
+        tol: f64,
+        max_no_improvement: Option<usize>,
+    ) -> Option<&'static str> {
+        let stop =
+            self.0.update(step, batch_inertia, batch_size, n_samples, centers_squared_diff, tol, max_no_improvement)?;
+        Some(match stop {
+            Stop::SmallCentersChange => "small centers change",
+            Stop::NoImprovement => "lack of improvement in inertia",
+        })
+    }
+
+    /// The smoothed mean batch inertia (None before the second step).
+    #[getter]
+    fn ewa_inertia(&self) -> Option<f64> {
+        self.0.ewa_inertia
+    }
 }

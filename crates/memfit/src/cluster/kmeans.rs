@@ -30,6 +30,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::bounds::{Bounds, WIDTH};
 use super::init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
+use super::minibatch_run::{run_steps, Draw};
 use super::params::{Algorithm, Init, KMeansParams};
 use super::pass::{AssignPass, Assignment, Mode};
 use crate::dtype::Real;
@@ -75,8 +76,11 @@ pub struct KMeansFit<T> {
     /// Sum of (weighted) squared distances of rows to their centre, in `f64`,
     /// from exact differences.
     pub inertia: f64,
-    /// Iterations run by the kept initialisation.
+    /// Iterations run by the kept initialisation (mini-batch: passes' worth
+    /// of steps, rounded up).
     pub n_iter: usize,
+    /// Mini-batch steps run by the kept initialisation (0 for Lloyd).
+    pub n_steps: usize,
     /// Whether the kept initialisation met `tol` (or had no label change)
     /// before `max_iter`.
     pub converged: bool,
@@ -105,6 +109,7 @@ struct Run {
     centers: Vec<f64>,
     inertia: f64,
     n_iter: usize,
+    n_steps: usize,
     converged: bool,
     nonempty: usize,
     skip_share: Vec<f64>,
@@ -174,6 +179,13 @@ pub fn fit<T: Real>(
         (scan.mean_variance, inits)
     };
     let tol_abs = params.tol * mean_variance;
+    // Mini-batch runs draw their rows from a stream of their own (after the
+    // initialisations', which it leaves as Lloyd's).
+    let mini_batch = match &params.mini_batch {
+        Some(mb) if !split.is_remote() => Some((mb, master.next_u64())),
+        Some(_) => return Err(Error::param("mini_batch", "mini-batch runs read rows anywhere: not on a cluster")),
+        None => None,
+    };
 
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
     let mut asg = Assignment::<T>::new(plan, k, d);
@@ -184,8 +196,40 @@ pub fn fit<T: Real>(
     for (run, init) in inits.into_iter().enumerate() {
         let t = Instant::now();
         observer.event(&Progress::Phase("iterating"));
-        let (mut r, strict, mut held) =
-            lloyd(params, plan, opts, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?;
+        let (mut r, strict, mut held) = match &mini_batch {
+            Some((mb, seed)) => {
+                // The draw's cumulative weights are freed before the final
+                // pass allocates its blocks.
+                let draw = Draw::new(x, sample_weight)?;
+                let mut rng = ChaCha8Rng::seed_from_u64(*seed);
+                rng.set_stream(run as u64);
+                let s = run_steps::<T>(
+                    params,
+                    mb,
+                    x,
+                    &draw,
+                    init,
+                    tol_abs,
+                    &mut rng,
+                    plan.threads,
+                    (run, n_init),
+                    observer,
+                )?;
+                let rows = n - x.first_row();
+                let n_iter = (s.n_steps * mb.batch_size.min(rows)).div_ceil(rows);
+                let r = Run {
+                    centers: s.centers,
+                    inertia: f64::INFINITY,
+                    n_iter,
+                    n_steps: s.n_steps,
+                    converged: s.converged,
+                    nonempty: 0,
+                    skip_share: Vec::new(),
+                };
+                (r, false, None)
+            }
+            None => lloyd(params, plan, opts, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?,
+        };
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
         // A strictly converged bounded run holds its final labels in the
@@ -269,6 +313,7 @@ pub fn fit<T: Real>(
         n_samples: n,
         inertia: best.inertia,
         n_iter: best.n_iter,
+        n_steps: best.n_steps,
         converged: best.converged,
         n_nonempty_clusters: best.nonempty,
         inertia_per_init,
@@ -379,6 +424,7 @@ fn lloyd<T: Real>(
         centers: Vec::new(),
         inertia: f64::INFINITY,
         n_iter: 0,
+        n_steps: 0,
         converged: false,
         nonempty: 0,
         skip_share: Vec::new(),

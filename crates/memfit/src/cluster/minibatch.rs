@@ -216,6 +216,68 @@ impl MiniBatch {
     }
 }
 
+/// Why a mini-batch fit stopped before its last step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// A step moved the centres by at most the tolerance.
+    SmallCentersChange,
+    /// The smoothed batch inertia found no new minimum for the allowed
+    /// number of steps.
+    NoImprovement,
+}
+
+/// Early stopping of a mini-batch fit: scikit-learn's
+/// `_mini_batch_convergence`, on the batch inertia smoothed by an
+/// exponentially weighted average with `α = min(2 · batch_size / (n_samples
+/// + 1), 1)`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EarlyStop {
+    /// The smoothed mean batch inertia (from the second step on).
+    pub ewa_inertia: Option<f64>,
+    /// Its smallest value so far.
+    pub ewa_inertia_min: Option<f64>,
+    /// Steps since `ewa_inertia_min` last decreased.
+    pub no_improvement: usize,
+}
+
+impl EarlyStop {
+    /// Takes step `step` (zero-based) of a fit on `n_samples` rows in
+    /// batches of `batch_size`: its batch inertia (the sum over the batch)
+    /// and squared centre change. Returns why the fit stops, if it does:
+    /// never after the first step; when `tol_abs > 0` and the change is at
+    /// most `tol_abs`; when `max_no_improvement` steps in a row found no new
+    /// minimum.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update(
+        &mut self,
+        step: usize,
+        batch_inertia: f64,
+        batch_size: usize,
+        n_samples: usize,
+        centers_squared_diff: f64,
+        tol_abs: f64,
+        max_no_improvement: Option<usize>,
+    ) -> Option<Stop> {
+        if step == 0 {
+            return None;
+        }
+        let mean = batch_inertia / batch_size as f64;
+        let alpha = (batch_size as f64 * 2.0 / (n_samples as f64 + 1.0)).min(1.0);
+        let ewa = self.ewa_inertia.map_or(mean, |e| e * (1.0 - alpha) + mean * alpha);
+        self.ewa_inertia = Some(ewa);
+        if tol_abs > 0.0 && centers_squared_diff <= tol_abs {
+            return Some(Stop::SmallCentersChange);
+        }
+        if self.ewa_inertia_min.is_none_or(|m| ewa < m) {
+            self.no_improvement = 0;
+            self.ewa_inertia_min = Some(ewa);
+        } else {
+            self.no_improvement += 1;
+        }
+        max_no_improvement.filter(|&m| self.no_improvement >= m).map(|_| Stop::NoImprovement)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,6 +321,23 @@ mod tests {
         let s = m.step(&[0.0f64, 0.0], None, 2, 0.5).unwrap();
         assert_eq!(s.to_reassign, vec![2]);
         assert_eq!(m.counts, vec![12.0, 2.0, 2.0]);
+    }
+
+    /// scikit-learn's rule: nothing on the first step, the smoothed inertia
+    /// from the second, a stop on a small change or after the allowed steps
+    /// without a new minimum.
+    #[test]
+    fn early_stop_is_scikit_learns() {
+        let mut e = EarlyStop::default();
+        assert_eq!(e.update(0, 100.0, 10, 99, 0.0, 1.0, Some(2)), None);
+        assert_eq!(e.ewa_inertia, None);
+        assert_eq!(e.update(1, 100.0, 10, 99, 5.0, 1.0, Some(2)), None);
+        assert_eq!(e.ewa_inertia, Some(10.0));
+        assert_eq!(e.update(2, 200.0, 10, 99, 5.0, 1.0, Some(2)), None);
+        assert_eq!(e.ewa_inertia, Some(10.0 * 0.8 + 20.0 * 0.2));
+        assert_eq!(e.update(3, 200.0, 10, 99, 5.0, 1.0, Some(2)), Some(Stop::NoImprovement));
+        assert_eq!(e.update(4, 0.0, 10, 99, 0.5, 1.0, None), Some(Stop::SmallCentersChange));
+        assert_eq!(e.update(5, 300.0, 10, 99, 0.5, 0.0, None), None);
     }
 
     #[test]

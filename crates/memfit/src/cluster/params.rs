@@ -77,9 +77,10 @@ pub struct KMeansParams {
     pub init: Init,
     /// Number of initialisations; the run with the lowest inertia is kept.
     /// `None` is scikit-learn's `"auto"`: 1 for k-means++ and given centres,
-    /// 10 for random.
+    /// 10 for random (3 for mini-batch, as scikit-learn's `MiniBatchKMeans`).
     pub n_init: Option<usize>,
-    /// Maximum Lloyd iterations per initialisation. Default 300.
+    /// Maximum Lloyd iterations (mini-batch: passes' worth of steps) per
+    /// initialisation. Default 300.
     pub max_iter: usize,
     /// Relative tolerance: a run stops when the sum of squared centre shifts
     /// is at most `tol × mean(var(X, axis=0))` (scikit-learn's meaning), or
@@ -96,6 +97,37 @@ pub struct KMeansParams {
     pub plot_sample_rows: usize,
     /// How iterations assign rows. Default [`Algorithm::Auto`].
     pub algorithm: Algorithm,
+    /// Mini-batch steps instead of Lloyd iterations (see
+    /// [`MiniBatchParams`]); `None`, the default, is Lloyd.
+    pub mini_batch: Option<MiniBatchParams>,
+}
+
+/// Mini-batch k-means (D. Sculley, "Web-scale k-means clustering", WWW
+/// 2010; scikit-learn's `MiniBatchKMeans`): each step draws `batch_size`
+/// rows uniformly with replacement (with probability proportional to
+/// `sample_weight` when given), assigns them to their exact nearest centres
+/// and moves each centre to the running mean of the rows it has absorbed
+/// ([`super::MiniBatch::step`]). A fit runs `max_iter × n_samples /
+/// batch_size` steps at most and stops early as scikit-learn's
+/// ([`super::EarlyStop`]); `tol` applies to the squared centre change of a
+/// step. Rows are drawn by a seeded generator, so a fit does not depend on
+/// threads, the memory limit or how the data are stored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MiniBatchParams {
+    /// Rows per batch (≥ 1; at most `n_samples` are used). Default 1024.
+    pub batch_size: usize,
+    /// Consecutive steps without a new minimum of the smoothed batch
+    /// inertia before stopping; `None` never stops on it. Default 10.
+    pub max_no_improvement: Option<usize>,
+    /// Centres that absorbed less than this share of the heaviest centre's
+    /// weight are moved to rows of the batch (≥ 0). Default 0.01.
+    pub reassignment_ratio: f64,
+}
+
+impl Default for MiniBatchParams {
+    fn default() -> Self {
+        MiniBatchParams { batch_size: 1024, max_no_improvement: Some(10), reassignment_ratio: 0.01 }
+    }
 }
 
 impl Default for KMeansParams {
@@ -110,6 +142,7 @@ impl Default for KMeansParams {
             init_sample_rows: None,
             plot_sample_rows: 0,
             algorithm: Algorithm::Auto,
+            mini_batch: None,
         }
     }
 }
@@ -120,6 +153,7 @@ impl KMeansParams {
         match (&self.init, self.n_init) {
             (Init::Centers { .. }, _) => 1,
             (_, Some(n)) => n,
+            (Init::Random, None) if self.mini_batch.is_some() => 3,
             (Init::Random, None) => 10,
             (_, None) => 1,
         }
@@ -180,6 +214,17 @@ impl KMeansParams {
                         i % n_features,
                         c[i]
                     ),
+                ));
+            }
+        }
+        if let Some(mb) = &self.mini_batch {
+            if mb.batch_size == 0 {
+                return Err(Error::param("batch_size", "must be at least 1, got 0"));
+            }
+            if !(mb.reassignment_ratio.is_finite() && mb.reassignment_ratio >= 0.0) {
+                return Err(Error::param(
+                    "reassignment_ratio",
+                    format!("must be finite and >= 0, got {}", mb.reassignment_ratio),
                 ));
             }
         }

@@ -2,6 +2,8 @@
 //! each read block holds.
 
 use super::bounds::{centre_bytes, Compact, COMPACT_ROWS, WIDTH};
+use super::minibatch::MiniBatch;
+use super::minibatch_run::Draw;
 use super::params::{Algorithm, Init, KMeansParams};
 use super::pass::{AssignStats, Assignment};
 use crate::error::{Count, Remedy, Result};
@@ -26,7 +28,12 @@ pub const MAX_K_TILE: usize = 512;
 ///   reads) and read blocks (raw scratch, converted values, weights);
 /// - iterations: per-thread distance
 ///   tiles and farthest-point lists, and read blocks (raw scratch, converted
-///   values, label, distance, tile sums, weights per row).
+///   values, label, distance, tile sums, weights per row); the final
+///   assignment of a mini-batch fit runs in them too;
+/// - mini-batch steps (instead of the iterations' passes): the batch's row
+///   indices, read scratch and values, a step's buffers
+///   ([`MiniBatch::step_ledger`]), the centres' weights and previous values,
+///   and with weights their cumulative sums (8 B per row).
 ///
 /// # Errors
 /// [`crate::Error::DoesNotFit`] when the always-held buffers plus the smallest
@@ -121,7 +128,9 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // the bounds (at least one block's, from a scratch file) do not fit
     // beside them; `bounded` shrinks them for the bounds first.
     let plain_tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(false, rows, iter_row) <= limit);
+    // A mini-batch fit's one full pass (its last) needs no bounds.
     let bounded = match params.algorithm {
+        _ if params.mini_batch.is_some() => false,
         Algorithm::Lloyd => false,
         Algorithm::Auto => needed(true, plain_tile_rows, iter_row + state_row) <= limit,
         Algorithm::Bounded => true,
@@ -221,6 +230,29 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             format!("{state_rows} rows × {state_row} B (label, lower bound; {what})"),
         );
     }
+    if let Some(mb) = &params.mini_batch {
+        let phase = "mini-batch steps";
+        let b = mb.batch_size.min(job.n_samples) as u64;
+        let per_row = 8 + job.x_scratch_per_row as u64 + d * c;
+        led.add_in(phase, "batch", b, per_row, format!("{b} rows × {per_row} B (index, read scratch, values)"));
+        for buf in MiniBatch::step_ledger(params.n_clusters, job.n_features, b as usize, job.threads, job.compute_bytes)
+            .into_buffers()
+        {
+            led.add_in(phase, &buf.name, buf.bytes, 1, buf.detail);
+        }
+        led.add_in(phase, "centre weights and previous centres", k * (d + 1), 8, format!("{k} × ({d} + 1) × 8 B"));
+        let draw = Draw::bytes(job.n_samples, job.w_scratch_per_row.is_some());
+        led.add_in(phase, "cumulative weights", draw, 1, format!("{n} rows × 8 B + a piece of weights being read"));
+        check_fits(
+            led.total(),
+            limit,
+            &led,
+            || {
+                format!("mini-batch k-means with batches of {b} rows, n_clusters = {k}, n_features = {d} on {threads} threads")
+            },
+            || vec![Remedy::UseFewer(vec![Count::Threads, Count::Clusters])],
+        )?;
+    }
     let extra_label_pass = u64::from(n_init > 1 && (job.n_outputs > 0 || plot > 0));
     let schedule = RowSchedule {
         block_rows: rows as usize,
@@ -230,10 +262,21 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         assign_tile_rows: tile_rows,
         k_tile,
         init_sample: sample,
-        max_passes: 1 + n_init * (params.max_iter as u64 + 1) + extra_label_pass,
+        max_passes: 1
+            + n_init * (if params.mini_batch.is_some() { 0 } else { params.max_iter as u64 } + 1)
+            + extra_label_pass,
         passes_detail: format!(
-            "1 to validate and sample + {n_init} init(s) × ({} iterations + 1 final assignment){}",
-            params.max_iter,
+            "1 to validate and sample + {n_init} init(s) × ({} + 1 final assignment){}",
+            match &params.mini_batch {
+                Some(mb) => {
+                    let b = mb.batch_size.clamp(1, job.n_samples.max(1));
+                    format!(
+                        "up to {} steps of {b} rows read where they lie",
+                        params.max_iter.saturating_mul(job.n_samples) / b
+                    )
+                }
+                None => format!("{} iterations", params.max_iter),
+            },
             if extra_label_pass > 0 { " + 1 to write labels" } else { "" }
         ),
         component_groups: None,

@@ -90,6 +90,7 @@ fn widen(f: KMeansFit<f32>) -> KMeansFit<f64> {
         n_samples: f.n_samples,
         inertia: f.inertia,
         n_iter: f.n_iter,
+        n_steps: f.n_steps,
         converged: f.converged,
         n_nonempty_clusters: f.n_nonempty_clusters,
         inertia_per_init: f.inertia_per_init,
