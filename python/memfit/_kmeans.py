@@ -99,6 +99,9 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         """
         return self.fit(X, sample_weight=sample_weight).labels_
 
+    #: How rows are compared with the centres ("euclidean"; KMeans also "cosine").
+    _metric = "euclidean"
+
     def _dask_labels(self, data):
         """Labels of a Dask input's rows: a lazy Dask array."""
         return data.dask.map_estimator(self, "predict", None, np.int32)
@@ -119,6 +122,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
             sample_weight=w,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
+            metric=self._metric,
         )
         return labels, inertia
 
@@ -188,6 +192,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
             out=out,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
+            metric=self._metric,
         )
         return out
 
@@ -267,6 +272,18 @@ class KMeans(_Centers):
         is already cheap, centres that keep moving), and runs plain when the
         bounds do not fit ``memory_limit``. A Dask array X runs plain Lloyd
         iterations (its passes are tasks on the chunks).
+    metric : {"euclidean", "cosine"}, default="euclidean"
+        memfit's own. ``"cosine"`` is spherical k-means (Dhillon and Modha,
+        "Concept decompositions for large sparse text data using
+        clustering", Machine Learning 2001; faiss's ``spherical=True``): rows
+        are scaled to unit norm as they are read (never copied; rows of
+        zeros stay zero), each goes to the centre of largest cosine
+        similarity (the nearest unit centre, exactly as for ``"euclidean"``),
+        and each centre is its rows' weighted mean scaled to unit norm
+        (given ``init`` centres are scaled too). ``inertia_`` and ``score``
+        are then ``Σ w ‖x/‖x‖ − c‖² = 2 Σ w (1 − cos(x, c))``; ``predict``,
+        ``transform`` and ``score`` scale the rows they read the same way.
+        Fits on Dask arrays are Euclidean only.
     memory_limit : int, str or None, default=None
         Bytes every buffer of a run must fit in: an int (bytes) or a string
         such as ``"2GiB"`` (powers of 1024) or ``"2GB"`` (powers of 1000);
@@ -348,6 +365,7 @@ class KMeans(_Centers):
         "copy_x": ["boolean"],
         "algorithm": [StrOptions({"auto", "lloyd", "bounded", "elkan"})],
         # memfit's own, checked when used.
+        "metric": [StrOptions({"euclidean", "cosine"})],
         "memory_limit": "no_validation",
         "n_jobs": "no_validation",
         "scratch_dir": "no_validation",
@@ -365,6 +383,7 @@ class KMeans(_Centers):
         random_state=None,
         copy_x=True,
         algorithm="auto",
+        metric="euclidean",
         memory_limit=None,
         n_jobs=None,
         scratch_dir=None,
@@ -378,11 +397,21 @@ class KMeans(_Centers):
         self.random_state = random_state
         self.copy_x = copy_x
         self.algorithm = algorithm
+        self.metric = metric
         self.memory_limit = memory_limit
         self.n_jobs = n_jobs
         self.scratch_dir = scratch_dir
 
+    @property
+    def _metric(self):
+        return self.metric
+
     def _check_params(self, data):
+        if self.metric == "cosine" and data.dask is not None:
+            raise ValueError(
+                "metric='cosine' fits do not run on Dask arrays yet; fit a NumPy array, memory map, .npy path "
+                "or memfit.array expression (predict and transform do take Dask arrays)"
+            )
         if data.n_samples < self.n_clusters:
             raise ValueError(f"n_samples={data.n_samples} should be >= n_clusters={self.n_clusters}.")
 
@@ -469,6 +498,7 @@ class KMeans(_Centers):
             float32=data.float32,
             # On a cluster every pass runs as tasks on the chunks: plain Lloyd.
             algorithm="lloyd" if data.dask is not None else "bounded" if self.algorithm == "elkan" else self.algorithm,
+            metric=self.metric,
         )
         labels = np.empty(data.n_samples, dtype=np.int32) if data.dask is None else None
         cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit, _memfit.kmeans_fit, params)

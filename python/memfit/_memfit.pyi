@@ -70,6 +70,7 @@ def kmeans_fit(
     dry_run: bool = False,
     algorithm: str = "auto",
     scratch_dir: Optional[str] = None,
+    metric: str = "euclidean",
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
     n_iter, converged, n_nonempty_clusters, skip_share (per iteration),
@@ -88,6 +89,7 @@ def assign(
     distances: Optional[_F64] = None,
     n_jobs: Optional[int] = None,
     float32: bool = False,
+    metric: str = "euclidean",
 ) -> float:
     """Nearest centre (labels, squared distances, (n_samples,)); returns the
     inertia, weighted by sample_weight when given. Warnings are issued."""
@@ -144,6 +146,7 @@ def transform(
     out: Union[_F64, npt.NDArray[np.float32]],
     n_jobs: Optional[int] = None,
     float32: bool = False,
+    metric: str = "euclidean",
 ) -> None:
     """Euclidean distances to every centre into out, (n_samples, n_clusters)."""
 

@@ -121,6 +121,25 @@ impl From<KmeansAlgorithm> for memfit::cluster::Algorithm {
     }
 }
 
+/// How k-means measures distance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KmeansMetric {
+    /// Squared Euclidean distance (Lloyd's k-means).
+    Euclidean,
+    /// Cosine: spherical k-means (rows scaled to unit norm as they are read,
+    /// centres scaled to unit norm each iteration, as faiss's spherical=True).
+    Cosine,
+}
+
+impl From<KmeansMetric> for memfit::cluster::Metric {
+    fn from(m: KmeansMetric) -> Self {
+        match m {
+            KmeansMetric::Euclidean => memfit::cluster::Metric::Euclidean,
+            KmeansMetric::Cosine => memfit::cluster::Metric::Cosine,
+        }
+    }
+}
+
 /// `memfit kmeans`.
 #[derive(Debug, Args)]
 pub struct KmeansArgs {
@@ -154,6 +173,10 @@ pub struct KmeansArgs {
     /// inertia, bit for bit.
     #[arg(long, value_enum, default_value = "auto")]
     pub algorithm: KmeansAlgorithm,
+    /// The distance: euclidean, or cosine (spherical k-means; the inertia is
+    /// then Σ ‖x/‖x‖ − c‖² = 2 Σ (1 − cos)).
+    #[arg(long, value_enum, default_value = "euclidean")]
+    pub metric: KmeansMetric,
     /// Mini-batch k-means (scikit-learn's MiniBatchKMeans) with batches of
     /// SIZE rows drawn at random (by weight with --sample-weight) and read
     /// where they lie: up to max-iter × n_samples / SIZE steps, then one
@@ -215,6 +238,10 @@ pub struct PredictArgs {
     /// Where to write the labels (int32, shape (n_samples,)).
     #[arg(long, value_name = "OUT.npy")]
     pub labels: PathBuf,
+    /// The distance the centres were fitted with (cosine: rows are scaled to
+    /// unit norm as they are read).
+    #[arg(long, value_enum, default_value = "euclidean")]
+    pub metric: KmeansMetric,
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,

@@ -13,7 +13,7 @@ use memfit::io::{
 };
 use memfit::plan::Plan;
 
-use crate::args::KmeansArgs;
+use crate::args::{KmeansArgs, KmeansMetric};
 use crate::inputs::{check_output, open_data, open_weights};
 use crate::plot;
 use crate::progress::Bar;
@@ -100,6 +100,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
             (src, args.n_clusters.unwrap_or(blobs.centers), vec![("default input (in memory)".to_string(), bytes)])
         }
     };
+    let x = x.unit_rows(args.metric == KmeansMetric::Cosine);
     let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
     let params = KMeansParams {
         n_clusters,
@@ -111,6 +112,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         init_sample_rows: None,
         plot_sample_rows: if args.plot.is_some() { plot_rows(x.n_features()) } else { 0 },
         algorithm: args.algorithm.into(),
+        metric: args.metric.into(),
         mini_batch: args.mini_batch.map(|batch_size| MiniBatchParams {
             batch_size,
             max_no_improvement: (args.max_no_improvement > 0).then_some(args.max_no_improvement),
@@ -226,6 +228,7 @@ fn summary_json(
         "n_steps": m.n_steps,
         "converged": m.converged,
         "algorithm": memfit::cluster::Algorithm::from(args.algorithm).name(),
+        "metric": memfit::cluster::Metric::from(args.metric).name(),
         "batch_size": args.mini_batch,
         "skip_share": m.skip_share,
         "mean_skip_share": mean_share(&m.skip_share),

@@ -6,7 +6,7 @@ use anyhow::Result;
 use memfit::estimator::CentersJob;
 use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, Dtype, NpyWriter};
 
-use crate::args::PredictArgs;
+use crate::args::{KmeansMetric, PredictArgs};
 use crate::inputs::{check_output, open_data};
 use crate::progress::Bar;
 use crate::render::{about_input, print_warnings};
@@ -21,7 +21,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         &[],
     )?;
     let run = args.common.run_options()?;
-    let x = open_data(&args.input, "predict")?;
+    let x = open_data(&args.input, "predict")?.unit_rows(args.metric == KmeansMetric::Cosine);
     let (centers, k, _) = read_matrix_f64(&args.centers)?;
     let job = CentersJob {
         x: &x,

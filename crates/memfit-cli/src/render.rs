@@ -40,6 +40,7 @@ impl Spelling for Flags {
             "random_state" => "--seed".into(),
             "init_params" => "--init".into(),
             "batch_size" => "--mini-batch".into(),
+            "metric" => "--metric".into(),
             "reassignment_ratio" => "--reassignment-ratio".into(),
             "Q" => "--q".into(),
             "n_clusters" | "n_components" | "n_init" | "max_iter" | "tol" | "reg_covar" | "init"

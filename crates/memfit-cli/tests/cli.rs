@@ -214,6 +214,69 @@ fn mini_batch_runs_are_reproducible_and_labels_match_centres() {
     assert!(a.1 != one.1);
 }
 
+/// `--metric cosine`: unit centres, labels of the largest cosine that
+/// `predict --metric cosine` repeats, scale-free rows, the summary names it.
+#[test]
+fn cosine_runs_spherical_k_means() {
+    let t = tempfile::tempdir().unwrap();
+    let (x, x2) = (p(t.path(), "x.npy"), p(t.path(), "x2.npy"));
+    let rows: Vec<f64> = (0..3000)
+        .flat_map(|i| {
+            let s = 1.0 + (i % 13) as f64;
+            let a = ((i as f64) * 0.618_033_988_749).fract() * 0.3;
+            match i % 3 {
+                0 => [s, s * a, 0.1 * s],
+                1 => [s * a, s, -0.2 * s],
+                _ => [-s, 0.3 * s * a, s],
+            }
+        })
+        .collect();
+    write_f64(&x, &[3000, 3], &rows);
+    write_f64(&x2, &[3000, 3], &rows.iter().map(|v| v * 1024.0).collect::<Vec<_>>());
+    let fit = |input: &str, tag: &str| {
+        let (l, c, s) =
+            (p(t.path(), &format!("l{tag}.npy")), p(t.path(), &format!("c{tag}.npy")), p(t.path(), "s.json"));
+        let o = memfit(&[
+            "kmeans",
+            input,
+            "-k",
+            "3",
+            "--metric",
+            "cosine",
+            "--quiet",
+            "--labels",
+            &l,
+            "--centers",
+            &c,
+            "--summary",
+            &s,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(s).unwrap()).unwrap();
+        (std::fs::read(&l).unwrap(), std::fs::read(&c).unwrap(), summary, c)
+    };
+    let a = fit(&x, "a");
+    let b = fit(&x2, "b");
+    assert!(a.0 == b.0 && a.1 == b.1, "a power-of-two scale changed a cosine fit");
+    assert_eq!(a.2["metric"], "cosine");
+    let centres: Vec<f64> =
+        a.1[a.1.len() - 72..].chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
+    for c in centres.chunks(3) {
+        assert!((c.iter().map(|v| v * v).sum::<f64>() - 1.0).abs() < 1e-15, "{c:?}");
+    }
+    let l = p(t.path(), "pl.npy");
+    let o = memfit(&["predict", &x2, "--centers", &a.3, "--labels", &l, "--metric", "cosine", "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read(l).unwrap() == a.0, "predict --metric cosine gave other labels");
+    let o = memfit(&["kmeans", &x, "-k", "3", "--metric", "cosine", "--mini-batch", "100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("invalid --metric: mini-batch runs measure Euclidean distances only"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn reads_every_dtype_and_fortran_order() {
     let t = tempfile::tempdir().unwrap();

@@ -1,6 +1,6 @@
 //! k-means: the fit, and assigning or measuring rows against centres.
 
-use memfit::cluster::{Algorithm, KMeansParams, LabelSink};
+use memfit::cluster::{Algorithm, KMeansParams, LabelSink, Metric};
 use memfit::estimator::{parse_init, CentersJob, KMeansJob};
 use memfit::exec::RunOptions;
 use numpy::ndarray::Array;
@@ -27,7 +27,7 @@ use crate::shared::{
 #[pyfunction]
 #[pyo3(signature = (x, *, n_clusters, memory_limit, sample_weight=None, init="k-means++", init_centers=None,
     n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None,
-    remote=None, row_bounds=vec![], dry_run=false, algorithm="auto", scratch_dir=None))]
+    remote=None, row_bounds=vec![], dry_run=false, algorithm="auto", scratch_dir=None, metric="euclidean"))]
 #[allow(clippy::too_many_arguments)]
 pub fn kmeans_fit<'py>(
     py: Python<'py>,
@@ -50,7 +50,9 @@ pub fn kmeans_fit<'py>(
     dry_run: bool,
     algorithm: &str,
     scratch_dir: Option<std::path::PathBuf>,
+    metric: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let metric = parse_metric(metric)?;
     let algorithm = match algorithm {
         "auto" => Algorithm::Auto,
         "lloyd" => Algorithm::Lloyd,
@@ -78,9 +80,11 @@ pub fn kmeans_fit<'py>(
         plot_sample_rows: 0,
         algorithm,
         mini_batch: None,
+        metric,
     };
     let opts = RunOptions { scratch_dir, ..run_options(memory_limit, n_jobs, row_split) };
     let (src, w) = inputs.open(&opts)?;
+    let src = src.unit_rows(metric == Metric::Cosine);
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -125,6 +129,17 @@ pub fn kmeans_fit<'py>(
     Ok(dict)
 }
 
+/// `"euclidean"` or `"cosine"` (rows read scaled to unit norm).
+fn parse_metric(metric: &str) -> PyResult<Metric> {
+    match metric {
+        "euclidean" => Ok(Metric::Euclidean),
+        "cosine" => Ok(Metric::Cosine),
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "metric must be 'euclidean' or 'cosine', got {other:?}"
+        ))),
+    }
+}
+
 /// Nearest of `centers` (`(n_clusters, n_features)` float64, C-contiguous)
 /// for each row of `x` (array or `.npy` path), computed in float32 when
 /// `float32`: labels go to `labels` (int32, `(n_samples,)`) and squared
@@ -133,7 +148,8 @@ pub fn kmeans_fit<'py>(
 /// `sample_weight` when given (`(n_samples, 1)` or a path). Warnings are
 /// issued.
 #[pyfunction]
-#[pyo3(signature = (x, *, centers, memory_limit, labels, sample_weight=None, distances=None, n_jobs=None, float32=false))]
+#[pyo3(signature = (x, *, centers, memory_limit, labels, sample_weight=None, distances=None, n_jobs=None, float32=false,
+    metric="euclidean"))]
 #[allow(clippy::too_many_arguments)]
 pub fn assign<'py>(
     py: Python<'py>,
@@ -145,10 +161,13 @@ pub fn assign<'py>(
     mut distances: Option<PyReadwriteArray1<'py, f64>>,
     n_jobs: Option<usize>,
     float32: bool,
+    metric: &str,
 ) -> PyResult<f64> {
+    let metric = parse_metric(metric)?;
     let inputs = Inputs::hold(x, sample_weight)?;
     let opts = run_options(memory_limit, n_jobs, Default::default());
     let (src, w) = inputs.open(&opts)?;
+    let src = src.unit_rows(metric == Metric::Cosine);
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let mut fill_labels = Fill::new(Some(labels.as_slice_mut()?));
@@ -179,7 +198,8 @@ pub fn assign<'py>(
 /// from `x` converted to float32 when `float32`, into `out` (C-contiguous
 /// `(n_samples, n_clusters)`, float32 or float64). Warnings are issued.
 #[pyfunction]
-#[pyo3(signature = (x, *, centers, memory_limit, out, n_jobs=None, float32=false))]
+#[pyo3(signature = (x, *, centers, memory_limit, out, n_jobs=None, float32=false, metric="euclidean"))]
+#[allow(clippy::too_many_arguments)]
 pub fn transform<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
@@ -188,10 +208,13 @@ pub fn transform<'py>(
     out: &Bound<'py, PyAny>,
     n_jobs: Option<usize>,
     float32: bool,
+    metric: &str,
 ) -> PyResult<()> {
+    let metric = parse_metric(metric)?;
     let inputs = Inputs::hold(x, None)?;
     let opts = run_options(memory_limit, n_jobs, Default::default());
     let (src, _) = inputs.open(&opts)?;
+    let src = src.unit_rows(metric == Metric::Cosine);
     let k = centers.as_array().nrows();
     let centers = centers.as_slice()?;
     let (mut out64, mut out32) = (out.extract::<PyReadwriteArray2<'py, f64>>().ok(), None);

@@ -31,13 +31,13 @@ use rand_chacha::ChaCha8Rng;
 use super::bounds::{Bounds, WIDTH};
 use super::init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 use super::minibatch_run::{run_steps, Draw};
-use super::params::{Algorithm, Init, KMeansParams};
+use super::params::{Algorithm, Init, KMeansParams, Metric};
 use super::pass::{AssignPass, Assignment, Mode};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{run_split, scan, KeyedSample, Observer, Progress, RowSplit, RowStates, RunOptions, Scan};
 use crate::io::{BlockReader, Source};
-use crate::kernels::PreparedCenters;
+use crate::kernels::{unit_row, PreparedCenters};
 use crate::plan::Plan;
 
 /// Seconds spent per phase.
@@ -145,6 +145,9 @@ pub fn fit<T: Real>(
     let (n, d, k) = (x.n_samples(), x.n_features(), params.n_clusters);
     params.validate(n, d)?;
     x.check_weights(sample_weight)?;
+    if (params.metric == Metric::Cosine) != x.has_unit_rows() {
+        return Err(Error::param("metric", "cosine k-means reads its rows scaled to unit norm, and only it does"));
+    }
     let n_init = params.effective_n_init();
     let mut warnings = Vec::new();
     if matches!(params.init, Init::Centers { .. }) && params.n_init.is_some_and(|m| m > 1) {
@@ -404,9 +407,16 @@ fn lloyd<T: Real>(
     let split = &opts.row_split;
     let zero = vec![0.0; d];
     // Centres live in the compute type (as scikit-learn's `cluster_centers_`
-    // has X's dtype): each is rounded once from its f64 value.
-    for c in centers.iter_mut() {
-        *c = T::from_f64(*c).to_f64();
+    // has X's dtype): each is rounded once from its f64 value (cosine: from
+    // its value scaled to unit norm).
+    let cosine = params.metric == Metric::Cosine;
+    for c in centers.chunks_exact_mut(d) {
+        if cosine {
+            unit_row(c);
+        }
+        for v in c.iter_mut() {
+            *v = T::from_f64(*v).to_f64();
+        }
     }
     let mut bounds = match plan.schedule.bounds_on_disk {
         Some(on_disk) if !split.is_remote() => {
@@ -470,10 +480,19 @@ fn lloyd<T: Real>(
             }
         }
         let mut center_shift = 0.0;
+        let mut unit = vec![0.0; if cosine { d } else { 0 }];
         for j in 0..k {
             if sums.weight(j) > 0.0 {
+                if cosine {
+                    // The mean's direction: its float64 value scaled to
+                    // unit norm, rounded once.
+                    for (q, u) in unit.iter_mut().enumerate() {
+                        *u = sums.mean_double(j, q, d).0;
+                    }
+                    unit_row(&mut unit);
+                }
                 for q in 0..d {
-                    let c = sums.mean_as::<T>(j, q, d).to_f64();
+                    let c = if cosine { T::from_f64(unit[q]) } else { sums.mean_as::<T>(j, q, d) }.to_f64();
                     center_shift += (c - centers[j * d + q]).powi(2);
                     centers[j * d + q] = c;
                 }

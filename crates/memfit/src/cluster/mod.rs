@@ -18,7 +18,7 @@ pub use init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 pub(crate) use kmeans::overflow;
 pub use kmeans::{fit, KMeansFit, LabelSink, PlotSample, Timings};
 pub use minibatch::{EarlyStop, MiniBatch, Step, Stop};
-pub use params::{Algorithm, Init, KMeansParams, MiniBatchParams};
+pub use params::{Algorithm, Init, KMeansParams, Metric, MiniBatchParams};
 pub use pass::AssignSink;
 pub(crate) use plan::kernel_tile_rows;
 pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};

@@ -66,6 +66,32 @@ impl Algorithm {
     }
 }
 
+/// How k-means measures how far a row is from a centre.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Metric {
+    /// Squared Euclidean distance (Lloyd's k-means).
+    #[default]
+    Euclidean,
+    /// Cosine: spherical k-means (I. S. Dhillon and D. S. Modha, "Concept
+    /// decompositions for large sparse text data using clustering", Machine
+    /// Learning 2001; faiss's `spherical=True`). Rows are read scaled to unit
+    /// norm ([`crate::io::Source::unit_rows`]), each is assigned to the centre
+    /// of largest cosine similarity (the nearest unit centre), and each centre
+    /// is its rows' weighted mean scaled to unit norm. The inertia is
+    /// `Σ w ‖x/‖x‖ − c‖² = 2 Σ w (1 − cos(x, c))`.
+    Cosine,
+}
+
+impl Metric {
+    /// The name fronts show (`"euclidean"`, `"cosine"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Euclidean => "euclidean",
+            Metric::Cosine => "cosine",
+        }
+    }
+}
+
 /// K-means hyperparameters, named and defaulted as scikit-learn's `KMeans`
 /// (how the fit runs, its memory limit included, is the job's
 /// [`crate::exec::RunOptions`]).
@@ -100,6 +126,8 @@ pub struct KMeansParams {
     /// Mini-batch steps instead of Lloyd iterations (see
     /// [`MiniBatchParams`]); `None`, the default, is Lloyd.
     pub mini_batch: Option<MiniBatchParams>,
+    /// The distance. Default [`Metric::Euclidean`].
+    pub metric: Metric,
 }
 
 /// Mini-batch k-means (D. Sculley, "Web-scale k-means clustering", WWW
@@ -143,6 +171,7 @@ impl Default for KMeansParams {
             plot_sample_rows: 0,
             algorithm: Algorithm::Auto,
             mini_batch: None,
+            metric: Metric::Euclidean,
         }
     }
 }
@@ -218,6 +247,9 @@ impl KMeansParams {
             }
         }
         if let Some(mb) = &self.mini_batch {
+            if self.metric != Metric::Euclidean {
+                return Err(Error::param("metric", "mini-batch runs measure Euclidean distances only"));
+            }
             if mb.batch_size == 0 {
                 return Err(Error::param("batch_size", "must be at least 1, got 0"));
             }

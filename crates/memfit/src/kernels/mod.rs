@@ -7,6 +7,7 @@ mod argmin_avx512;
 mod assign;
 mod gaussian;
 mod scatter;
+mod unit;
 
 pub use accumulate::{accumulate_block, accumulate_rows, ClusterSums, MAX_PARTIAL_BYTES};
 pub use argmin::LANES;
@@ -19,3 +20,4 @@ pub(crate) use gaussian::{
     clear_upper_vector_state, exp_or_zero, log_prob_tile, log_sum_exp_rows, stacked_group, Estep, Prec,
 };
 pub use scatter::add_tile_scatter;
+pub use unit::unit_row;

@@ -40,6 +40,8 @@ pub struct Source<'a> {
     first_row: usize,
     /// The first inexact integer seen per compute type: float32, float64.
     inexact: [Mutex<Option<InexactInteger>>; 2],
+    /// Whether rows are read scaled to unit norm (see [`Source::unit_rows`]).
+    unit_rows: bool,
 }
 
 #[derive(Debug)]
@@ -54,7 +56,21 @@ enum Data<'a> {
 
 impl<'a> Source<'a> {
     fn new(data: Data<'a>) -> Self {
-        Source { data, first_row: 0, inexact: Default::default() }
+        Source { data, first_row: 0, inexact: Default::default(), unit_rows: false }
+    }
+
+    /// The same rows, each read scaled to unit Euclidean norm when `on`
+    /// ([`crate::kernels::unit_row`], after the conversion to the compute
+    /// type): cosine (spherical) k-means reads its data so, never holding a
+    /// normalised copy. Rows of zeros stay zero.
+    pub fn unit_rows(mut self, on: bool) -> Self {
+        self.unit_rows = on;
+        self
+    }
+
+    /// Whether rows are read scaled to unit norm (see [`Source::unit_rows`]).
+    pub fn has_unit_rows(&self) -> bool {
+        self.unit_rows
     }
 
     /// The same rows, numbered from `first_row`: a piece of a larger array
@@ -324,6 +340,10 @@ impl<'a> Source<'a> {
                 }
             }
         };
+        if self.unit_rows {
+            debug_assert!(shift.iter().all(|&s| s == 0.0), "unit rows are read unshifted");
+            out.chunks_exact_mut(d.max(1)).for_each(crate::kernels::unit_row);
+        }
         if let Some((k, value)) = found {
             let dtype = self.dtype();
             self.note_inexact(InexactInteger {

@@ -1,0 +1,107 @@
+"""Spherical (cosine) k-means: KMeans(metric="cosine") against faiss's
+spherical mode from the same initial centres, and its own contract (unit
+rows read on the fly, unit centres, the same bits for any n_jobs and
+memory_limit, every input kind)."""
+
+import faiss
+import numpy as np
+import pytest
+from sklearn.utils._param_validation import InvalidParameterError
+
+from memfit import KMeans
+
+
+def directions(n=20_000, d=64, k=20, seed=0, dtype=np.float32):
+    """Rows around k directions, each scaled by its own positive factor (not
+    unit rows), and the index of one row per direction."""
+    rng = np.random.RandomState(seed)
+    dirs = rng.randn(k, d)
+    which = np.arange(n) % k
+    X = (dirs[which] + 0.4 * rng.randn(n, d)) * rng.uniform(0.5, 3.0, size=(n, 1))
+    return X.astype(dtype), np.arange(k)
+
+
+def faiss_spherical(X_unit, init, n_iter):
+    """faiss's spherical k-means (Clustering with spherical=True on an inner
+    product index), every row used, from `init`: (labels, centroids)."""
+    k, d = init.shape
+    cp = faiss.ClusteringParameters()
+    cp.niter, cp.spherical, cp.verbose = n_iter, True, False
+    cp.max_points_per_centroid, cp.min_points_per_centroid = 1 << 30, 1
+    clus = faiss.Clustering(d, k, cp)
+    clus.centroids.resize(init.size)
+    faiss.copy_array_to_vector(np.ascontiguousarray(init, dtype=np.float32).ravel(), clus.centroids)
+    index = faiss.IndexFlatIP(d)
+    clus.train(X_unit, index)
+    _, labels = index.search(X_unit, 1)
+    return labels.ravel(), faiss.vector_to_array(clus.centroids).reshape(k, d)
+
+
+@pytest.mark.parametrize("n_iter", [1, 8])
+def test_matches_faiss_spherical_from_the_same_centres(n_iter):
+    X, seeds = directions()
+    X_unit = X.copy()
+    faiss.normalize_L2(X_unit)
+    init = X_unit[seeds]
+    labels, centroids = faiss_spherical(X_unit, init, n_iter)
+    km = KMeans(len(seeds), init=init, n_init=1, max_iter=n_iter, tol=0, metric="cosine", n_jobs=2).fit(X)
+    assert km.cluster_centers_.dtype == np.float32
+    np.testing.assert_array_equal(km.labels_, labels)
+    np.testing.assert_allclose(km.cluster_centers_, centroids, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(km.cluster_centers_.astype(np.float64), axis=1), 1, atol=1e-6)
+    # inertia = sum ||x/|x| - c||^2 = 2 sum (1 - cos).
+    Xu = X.astype(np.float64) / np.linalg.norm(X.astype(np.float64), axis=1, keepdims=True)
+    C = km.cluster_centers_.astype(np.float64)
+    expected = ((Xu - C[km.labels_]) ** 2).sum()
+    assert km.inertia_ == pytest.approx(expected, rel=1e-6)
+
+
+def test_rows_are_read_as_unit_rows_with_the_same_bits_everywhere(tmp_path):
+    X, seeds = directions(n=6_000, d=16, k=6, dtype=np.float64)
+    ref = KMeans(6, init="k-means++", n_init=2, random_state=3, metric="cosine").fit(X)
+    # Power-of-two scales change no unit row: the same bits.
+    scaled = KMeans(6, init="k-means++", n_init=2, random_state=3, metric="cosine").fit(X * 2.0**-40)
+    np.testing.assert_array_equal(scaled.cluster_centers_, ref.cluster_centers_)
+    assert scaled.inertia_ == ref.inertia_
+    path = tmp_path / "x.npy"
+    np.save(path, np.asfortranarray(X))
+    for other in (
+        KMeans(6, init="k-means++", n_init=2, random_state=3, metric="cosine", n_jobs=1, memory_limit="2MiB").fit(X),
+        KMeans(6, init="k-means++", n_init=2, random_state=3, metric="cosine", algorithm="bounded").fit(str(path)),
+        KMeans(6, init="k-means++", n_init=2, random_state=3, metric="cosine").fit(np.load(path, mmap_mode="r")),
+    ):
+        np.testing.assert_array_equal(other.cluster_centers_, ref.cluster_centers_)
+        np.testing.assert_array_equal(other.labels_, ref.labels_)
+        assert other.inertia_ == ref.inertia_
+    # predict, transform and score read unit rows too.
+    np.testing.assert_array_equal(ref.predict(X), ref.labels_)
+    assert -ref.score(X) == pytest.approx(ref.inertia_, rel=1e-12)
+    Xu = X / np.linalg.norm(X, axis=1, keepdims=True)
+    dist = np.sqrt(((Xu[:, None, :] - ref.cluster_centers_[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(ref.transform(X), dist, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(np.argmax(Xu @ ref.cluster_centers_.T, axis=1), ref.labels_)
+
+
+def test_zero_rows_stay_zero_and_given_centres_are_scaled():
+    X, _ = directions(n=300, d=4, k=3, dtype=np.float64)
+    X[::7] = 0.0
+    init = X[[1, 2, 3]] * 5.0
+    km = KMeans(3, init=init, n_init=1, metric="cosine").fit(X)
+    assert np.isfinite(km.cluster_centers_).all() and np.isfinite(km.inertia_)
+    np.testing.assert_allclose(np.linalg.norm(km.cluster_centers_, axis=1), 1, atol=1e-15)
+    one = KMeans(3, init=init, n_init=1, max_iter=1, metric="cosine").fit(X)
+    unit = KMeans(3, init=init / np.linalg.norm(init, axis=1, keepdims=True), n_init=1, max_iter=1,
+                  metric="cosine").fit(X)
+    np.testing.assert_array_equal(one.labels_, unit.labels_)
+
+
+def test_bad_metric_and_dask_fit_are_refused():
+    X, _ = directions(n=100, d=3, k=2, dtype=np.float64)
+    with pytest.raises(InvalidParameterError, match="'metric' parameter of KMeans must be"):
+        KMeans(2, metric="manhattan").fit(X)
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(ValueError, match="metric='cosine' fits do not run on Dask arrays"):
+        KMeans(2, metric="cosine").fit(da.from_array(X, chunks=50))
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        KMeans(2, metric="cosine").fit(X)
