@@ -8,34 +8,49 @@ use crate::dtype::Real;
 const BIG: f64 = 3.273_390_607_896_142e150; // 2^500
 const SMALL: f64 = 1.0 / BIG;
 
-/// Divides `row` by its Euclidean norm: each value becomes `x / ‖x‖` computed
-/// in `f64` (the norm from the values as `f64`, with an exact power-of-two
-/// scale when they are very large or very small) and rounded once to `T`.
+/// Divides `row` by its Euclidean norm: each value `x` becomes `x · (1 / ‖x‖)`
+/// computed in `f64` and rounded to `T`, the squared norm summed in `f64` in
+/// a fixed order (eight interleaved partial sums, so the result does not
+/// depend on the machine). Rows whose squared norm leaves `[2^-1000,
+/// 2^1000]` are first scaled by an exact power of two, which changes no
+/// result: a row and its multiples by powers of two give the same values.
 /// A row of zeros, and a row holding a value that is not finite (for the
 /// non-finite check to name), are left as they are.
 pub fn unit_row<T: Real>(row: &mut [T]) {
-    let mut largest = 0.0f64;
-    for v in row.iter() {
-        let a = v.to_f64().abs();
-        if !a.is_finite() {
-            return;
-        }
-        largest = largest.max(a);
-    }
-    if largest == 0.0 {
-        return;
-    }
-    let scale = if largest > BIG {
-        1.0 / BIG / BIG
-    } else if largest < SMALL {
-        BIG * BIG
-    } else {
+    let s = sum_sq(row, 1.0);
+    let scale = if (SMALL * SMALL..=BIG * BIG).contains(&s) {
         1.0
+    } else if row.iter().any(|v| !v.to_f64().is_finite()) {
+        return;
+    } else if s > 1.0 {
+        1.0 / BIG / BIG
+    } else if row.iter().all(|v| v.to_f64() == 0.0) {
+        return;
+    } else {
+        BIG * BIG
     };
-    let norm = row.iter().map(|v| (v.to_f64() * scale).powi(2)).sum::<f64>().sqrt();
+    let r = 1.0 / if scale == 1.0 { s } else { sum_sq(row, scale) }.sqrt();
     for v in row.iter_mut() {
-        *v = T::from_f64(v.to_f64() * scale / norm);
+        *v = T::from_f64(v.to_f64() * scale * r);
     }
+}
+
+/// `Σ (x · scale)²` in a fixed order: eight interleaved partial sums, then
+/// their sum.
+fn sum_sq<T: Real>(row: &[T], scale: f64) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            let x = v.to_f64() * scale;
+            *a += x * x;
+        }
+    }
+    for (a, v) in acc.iter_mut().zip(chunks.remainder()) {
+        let x = v.to_f64() * scale;
+        *a += x * x;
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
 }
 
 #[cfg(test)]
