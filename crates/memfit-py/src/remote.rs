@@ -163,9 +163,11 @@ pub fn run_task<'py>(
     let inputs = crate::shared::Inputs::hold(x, sample_weight)?;
     let opts = crate::shared::run_options(memory_limit, n_jobs, memfit::exec::RowSplit::default());
     let (src, w) = inputs.open(&opts)?;
-    let src: Source<'_> = src.starting_at(first_row);
+    let decoded = Task::decode(task).ok();
+    let float32 = decoded.as_ref().is_some_and(|t| t.compute == Dtype::F32);
+    let unit_rows = decoded.as_ref().is_some_and(|t| t.unit_rows);
+    let src: Source<'_> = src.starting_at(first_row).unit_rows(unit_rows);
     let w = w.map(|w| w.starting_at(first_row));
-    let float32 = Task::decode(task).map(|t| t.compute == Dtype::F32).unwrap_or(false);
     let (plan, out) = run(py, n_jobs, float32, None, move |obs| {
         use memfit::cluster::Observer;
         memfit::estimator::run_task(task, &src, w.as_ref(), memory_limit, execute, &obs.cancel())

@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use memfit::cluster::{plan_kmeans, KMeansParams};
+use memfit::cluster::{plan_kmeans, KMeansParams, Metric};
 use memfit::estimator::run_task;
 use memfit::exec::{Cancel, Remote, RowSplit, RunOptions, Task};
 use memfit::io::{write_matrix, ArrayRef, Source, Values};
@@ -60,9 +60,13 @@ impl Remote for Loopback {
                 let mut rows = vec![0.0f64; r.len() * d];
                 let mut scratch = vec![0u8; r.len() * x.scratch_bytes_per_row()];
                 x.read_rows(r.start, r.len(), &vec![0.0; d], &mut scratch, &mut rows)?;
-                let piece = Source::memory(ArrayRef::c_order(Values::F64(&rows), r.len(), d)?).starting_at(r.start);
+                let piece = Source::memory(ArrayRef::c_order(Values::F64(&rows), r.len(), d)?)
+                    .starting_at(r.start)
+                    .unit_rows(task.unit_rows);
                 if self.empty_too {
-                    let empty = Source::memory(ArrayRef::c_order(Values::F64(&[]), 0, d)?).starting_at(r.start);
+                    let empty = Source::memory(ArrayRef::c_order(Values::F64(&[]), 0, d)?)
+                        .starting_at(r.start)
+                        .unit_rows(task.unit_rows);
                     let _ = run_task(&bytes, &empty, None, 8 << 20, true, &Cancel::new());
                 }
                 Ok(run_task(&bytes, &piece, None, 8 << 20, true, &Cancel::new())?.1.expect("run"))
@@ -90,10 +94,17 @@ fn splits(path: &std::path::Path) -> Vec<RowSplit> {
 fn kmeans_over_ranges_is_bitwise_the_whole_fit() {
     let dir = tempfile::tempdir().unwrap();
     let path = data_file(dir.path());
-    let x = Source::open_matrix(&path).unwrap();
+    for metric in [Metric::Euclidean, Metric::Cosine] {
+        kmeans_over_ranges(&path, metric);
+    }
+}
+
+/// Euclidean or spherical k-means (whose tasks read unit rows) over every split.
+fn kmeans_over_ranges(path: &std::path::Path, metric: Metric) {
+    let x = Source::open_matrix(path).unwrap().unit_rows(metric == Metric::Cosine);
     let mut fits = Vec::new();
-    for split in splits(&path) {
-        let params = KMeansParams { n_clusters: 4, n_init: Some(2), max_iter: 20, ..Default::default() };
+    for split in splits(path) {
+        let params = KMeansParams { n_clusters: 4, n_init: Some(2), max_iter: 20, metric, ..Default::default() };
         let run = RunOptions { row_split: split, ..RunOptions::with_limit(8 << 20) };
         let plan = plan_kmeans(&params, &Job::new(&x, None, 8, 0, &run)).unwrap();
         let mut labels = Vec::new();

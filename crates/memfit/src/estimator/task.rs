@@ -243,6 +243,15 @@ pub fn run_task(
         });
     }
     x.check_weights(w)?;
+    if task.unit_rows != x.has_unit_rows() {
+        return Err(Error::Remote {
+            reason: format!(
+                "a task {} rows scaled to unit norm was given rows {} so",
+                if task.unit_rows { "on" } else { "not on" },
+                if x.has_unit_rows() { "read" } else { "not read" }
+            ),
+        });
+    }
     runner.plan_and_run(&task, x, w, limit_bytes, run, cancel)
 }
 
@@ -270,7 +279,7 @@ mod tests {
         let values = [0.0; 4];
         let x = Source::memory(crate::io::ArrayRef::c_order(crate::io::Values::F64(&values), 2, 2).unwrap());
         for (kind, compute) in [("no-such-pass", Dtype::F64), (SCATTER, Dtype::F32)] {
-            let task = Task { kind: kind.into(), compute, shift: vec![0.0; 2], payload: Vec::new() };
+            let task = Task { kind: kind.into(), compute, shift: vec![0.0; 2], payload: Vec::new(), unit_rows: false };
             let e = run_task(&task.encode(), &x, None, 1 << 20, false, &crate::exec::Cancel::new()).unwrap_err();
             assert!(matches!(&e, Error::Remote { reason } if reason.contains(kind)), "{e}");
         }

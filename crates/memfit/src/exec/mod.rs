@@ -486,7 +486,8 @@ pub fn run_split<T: Real, P: Pass<T>>(
             if cancel.is_cancelled() {
                 return Err(Error::Cancelled);
             }
-            let task = Task { kind: kind.to_string(), compute: T::DTYPE, shift: shift.to_vec(), payload };
+            let unit_rows = blocks.x().has_unit_rows();
+            let task = Task { kind: kind.to_string(), compute: T::DTYPE, shift: shift.to_vec(), payload, unit_rows };
             return remote::merge_encoded(pass, remote.as_ref(), &task, &ranges);
         }
     }

@@ -40,6 +40,10 @@ pub struct Task {
     pub shift: Vec<f64>,
     /// The pass's parameters, encoded by its module.
     pub payload: Vec<u8>,
+    /// Whether rows are read scaled to unit norm
+    /// ([`crate::io::Source::unit_rows`]): the receiving side opens its rows
+    /// so.
+    pub unit_rows: bool,
 }
 
 impl Task {
