@@ -119,6 +119,19 @@ def minibatch_step(
     """One mini-batch k-means step, moving centers and counts in place; returns
     (inertia, centers_squared_diff, to_reassign, n_since_last_reassign)."""
 
+def minibatch_check(
+    n_clusters: int,
+    n_features: int,
+    batch_size: int,
+    *,
+    memory_limit: int,
+    held: list[tuple[str, int]],
+    n_jobs: Optional[int] = None,
+    float32: bool = False,
+) -> None:
+    """Raises MemoryError unless mini-batch steps fit memory_limit beside the
+    (name, bytes) buffers held for the whole fit."""
+
 class MiniBatchEarlyStop:
     """scikit-learn's early stopping of a mini-batch fit, as the engine's."""
 

@@ -18,6 +18,11 @@ from ._options import check_memory_limit, check_n_jobs
 from ._validation import c_float64, check_data, check_sample_weight, small_array
 
 
+def _take(w, idx):
+    """The weights of rows ``idx`` (ones when ``w`` is None)."""
+    return np.ones(len(idx)) if w is None else w[idx]
+
+
 def _lazy(data):
     """X as a :class:`memfit.array.Array` read block by block (a path with
     positioned reads, never mapped)."""
@@ -294,8 +299,8 @@ class MiniBatchKMeans(_Centers):
         n = data.n_samples
         if self._init_size < n:
             idx = random_state.randint(0, n, self._init_size)
-            return self._init_centroids(data, self._rows(data, idx), w[idx], random_state)
-        return self._init_centroids(data, self._rows(data, np.arange(n)), w, random_state)
+            return self._init_centroids(data, self._rows(data, idx), _take(w, idx), random_state)
+        return self._init_centroids(data, self._rows(data, np.arange(n)), _take(w, np.arange(n)), random_state)
 
     # -- the step ----------------------------------------------------------
 
@@ -379,10 +384,27 @@ class MiniBatchKMeans(_Centers):
             self._check_finite(data)
         random_state = check_random_state(self.random_state)
         w_engine = check_sample_weight(sample_weight, data)
-        w = self._weights(w_engine, data.n_samples)
         n = data.n_samples
+        # What the fit holds per row (the steps' own buffers are the
+        # engine's): the draws' cumulative weights, the weights, labels_.
+        held = [("cumulative weights of the rows (float64)", 8 * n)]
+        if w_engine is not None:
+            held.append(("sample_weight (float64)", 8 * n))
+        if self.compute_labels:
+            held.append(("labels_ (int32, returned to Python)", 4 * n))
+        _memfit.minibatch_check(
+            self.n_clusters,
+            data.n_features,
+            self._batch_size,
+            memory_limit=check_memory_limit(self.memory_limit),
+            held=held,
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=data.float32,
+        )
+        # No weights: unit weights, never held.
+        w = None if w_engine is None else self._weights(w_engine, n)
         valid = random_state.randint(0, n, self._init_size)
-        X_valid, w_valid = self._rows(data, valid), w[valid]
+        X_valid, w_valid = self._rows(data, valid), _take(w, valid)
         best = None
         for i in range(self._n_init):
             if self.verbose:
@@ -397,11 +419,16 @@ class MiniBatchKMeans(_Centers):
         self._counts = np.zeros(self.n_clusters)
         stop = _memfit.MiniBatchEarlyStop()
         self._n_since_last_reassign = 0
-        weight_sum = float(w.sum())
+        weight_sum = float(n) if w is None else float(w.sum())
         n_steps = (self.max_iter * n) // self._batch_size
         # RandomState.choice(n, size, p=w / w.sum()) draws, without its O(n)
         # cumulative sum per step: the same uniform draws and search.
-        cdf = np.cumsum(w / weight_sum)
+        cdf = np.empty(n)
+        if w is None:
+            cdf.fill(1.0 / weight_sum)
+        else:
+            np.divide(w, weight_sum, out=cdf)
+        np.cumsum(cdf, out=cdf)
         cdf /= cdf[-1]
         i = -1
         for i in range(n_steps):

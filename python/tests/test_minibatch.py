@@ -141,5 +141,18 @@ def test_errors():
         MiniBatchKMeans(3, compute_labels=False, random_state=0, max_iter=1).fit(bad)
     with pytest.raises(MemoryError, match="memory_limit"):
         MiniBatchKMeans(3, memory_limit=1000).fit(X)
+
+
+def test_per_row_buffers_count_against_the_limit(tmp_path):
+    """The draws' cumulative weights (8 B per row) and labels_ (4 B) are
+    checked against memory_limit before any work, naming the largest."""
+    path = tmp_path / "tall.npy"
+    np.save(path, np.random.RandomState(0).rand(1_000_000, 2))
+    with pytest.raises(MemoryError, match=r"largest buffer: cumulative weights of the rows \(float64\) = 7.63 MiB"):
+        MiniBatchKMeans(8, batch_size=256, memory_limit="8MiB").fit(str(path))
+    with pytest.raises(MemoryError, match=r"raise memory_limit to at least 11.45 MiB"):
+        MiniBatchKMeans(8, batch_size=256, memory_limit="11MiB").fit(str(path))
+    fitted = MiniBatchKMeans(8, batch_size=256, memory_limit="12MiB", max_iter=1, random_state=0).fit(str(path))
+    assert fitted.labels_.shape == (1_000_000,)
     with pytest.warns(RuntimeWarning, match="init_size=10 should be larger than n_clusters=20"):
         MiniBatchKMeans(20, init_size=10).fit(X)

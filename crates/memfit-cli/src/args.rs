@@ -182,15 +182,15 @@ pub struct KmeansArgs {
     /// where they lie: up to max-iter × n_samples / SIZE steps, then one
     /// pass for the labels and inertia. Faster than full passes on large
     /// data, at a slightly higher inertia.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
     pub mini_batch: Option<usize>,
     /// With --mini-batch: stop after N steps without a new minimum of the
     /// smoothed batch inertia (0: never).
-    #[arg(long, default_value_t = 10, value_name = "N", requires = "mini_batch")]
+    #[arg(long, default_value_t = 10, value_name = "N", requires = "mini_batch", allow_negative_numbers = true)]
     pub max_no_improvement: usize,
     /// With --mini-batch: move centres that absorbed less than R times the
     /// heaviest centre's weight to rows of the batch.
-    #[arg(long, default_value_t = 0.01, value_name = "R", requires = "mini_batch")]
+    #[arg(long, default_value_t = 0.01, value_name = "R", requires = "mini_batch", allow_negative_numbers = true)]
     pub reassignment_ratio: f64,
     /// Per-sample weights, a 1-D .npy of shape (n_samples,) (as scikit-learn's sample_weight).
     #[arg(long, value_name = "FILE.npy")]

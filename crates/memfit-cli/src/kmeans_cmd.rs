@@ -227,7 +227,7 @@ fn summary_json(
         "n_iter": m.n_iter,
         "n_steps": m.n_steps,
         "converged": m.converged,
-        "algorithm": memfit::cluster::Algorithm::from(args.algorithm).name(),
+        "algorithm": if args.mini_batch.is_some() { "mini-batch" } else { memfit::cluster::Algorithm::from(args.algorithm).name() },
         "metric": memfit::cluster::Metric::from(args.metric).name(),
         "batch_size": args.mini_batch,
         "skip_share": m.skip_share,

@@ -207,6 +207,17 @@ fn mini_batch_runs_are_reproducible_and_labels_match_centres() {
         let best = centres.chunks(4).map(d).fold(f64::INFINITY, f64::min);
         assert_eq!(d(&centres[label as usize * 4..][..4]), best);
     }
+    // Unit weights draw the rows no weights draw.
+    let ones = p(t.path(), "ones.npy");
+    write_f64(&ones, &[30000], &[1.0; 30000]);
+    let unit = run("u", &["--sample-weight", &ones, "--threads", "1"]);
+    assert!(unit.0 == one.0 && unit.1 == one.1, "unit weights changed a mini-batch fit");
+    // The smallest limit a refusal names works.
+    let o = memfit(&["kmeans", &x, "-k", "12", "--mini-batch", "4096", "--memory-limit", "1"]);
+    let e = stderr(&o);
+    let needed = e.split("needs at least ").nth(1).and_then(|s| s.split(' ').next()).expect("a size").to_string();
+    let o = memfit(&["kmeans", &x, "-k", "12", "--mini-batch", "4096", "--max-iter", "1", "--memory-limit", &needed]);
+    assert!(o.status.success(), "{needed}: {}", stderr(&o));
     // Weighted, float32: reproducible too, and a different run.
     let a = run("w1", &["--sample-weight", &w, "--dtype", "float32", "--threads", "1"]);
     let b = run("w2", &["--sample-weight", &w, "--dtype", "float32", "--threads", "2", "--memory-limit", "3MiB"]);
@@ -267,7 +278,13 @@ fn cosine_runs_spherical_k_means() {
     let l = p(t.path(), "pl.npy");
     let o = memfit(&["predict", &x2, "--centers", &a.3, "--labels", &l, "--metric", "cosine", "--quiet"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(std::fs::read(l).unwrap() == a.0, "predict --metric cosine gave other labels");
+    assert!(std::fs::read(&l).unwrap() == a.0, "predict --metric cosine gave other labels");
+    // Centres of any length are scaled to unit norm first.
+    let long = p(t.path(), "long.npy");
+    write_f64(&long, &[3, 3], &centres.iter().map(|v| v * 7.0).collect::<Vec<_>>());
+    let o = memfit(&["predict", &x, "--centers", &long, "--labels", &l, "--metric", "cosine", "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read(&l).unwrap() == a.0, "predict --metric cosine did not scale its centres");
     let o = memfit(&["kmeans", &x, "-k", "3", "--metric", "cosine", "--mini-batch", "100"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(

@@ -5,7 +5,9 @@
 //! each centre that received rows to the weighted mean of the rows it has
 //! absorbed so far: with `W_j` the weight it had absorbed before and `S_j`,
 //! `s_j` the batch's weighted sum and weight for it,
-//! `c_j ← (c_j W_j + S_j) / (W_j + s_j)` and `W_j ← W_j + s_j`. `S_j` is a
+//! `c_j ← (c_j W_j + S_j) / (W_j + s_j)`, computed as
+//! `c_j + (S_j − s_j c_j) / (W_j + s_j)` (a centre whose rows all equal it
+//! does not move), and `W_j ← W_j + s_j`. `S_j` is a
 //! compensated `f64` sum ([`ClusterSums`]), so a step does not depend on the
 //! thread count; the centres are rounded to the compute type, as Lloyd's.
 //! Centres whose absorbed weight falls below a share of the largest are
@@ -89,19 +91,30 @@ impl MiniBatch {
     }
 
     /// Checks that a step on `rows` rows fits `limit_bytes` with the
-    /// centres and counts.
+    /// centres and counts, beside the buffers `held` (name, bytes) that the
+    /// caller holds for the whole fit.
     ///
     /// # Errors
     /// [`Error::DoesNotFit`] naming the largest buffer.
-    pub fn check_step_fits(&self, rows: usize, threads: usize, compute_bytes: usize, limit_bytes: u64) -> Result<()> {
+    pub fn check_step_fits(
+        &self,
+        rows: usize,
+        threads: usize,
+        compute_bytes: usize,
+        held: &[(String, u64)],
+        limit_bytes: u64,
+    ) -> Result<()> {
         let (k, d) = (self.n_clusters, self.n_features);
         let mut led = Self::step_ledger(k, d, rows, threads, compute_bytes);
         led.add("centers and counts (float64)", (k * (d + 1)) as u64, 8, format!("{k} × ({d} + 1) × 8 B"));
+        for (name, bytes) in held {
+            led.add(name, *bytes, 1, "held by the caller".into());
+        }
         check_fits(
             led.total(),
             limit_bytes,
             &led,
-            || format!("a mini-batch step on {rows} rows with {k} centres of {d} features on {threads} threads; "),
+            || format!("a mini-batch step on {rows} rows with {k} centres of {d} features on {threads} threads"),
             Vec::new,
         )
     }
@@ -173,8 +186,11 @@ impl MiniBatch {
             let after = before + s;
             for q in 0..d {
                 let old = self.centers[j * d + q];
-                let total = old.mul_add(before, sums.sums[j * d + q]) + sums.sums_err[j * d + q];
-                let new = T::from_f64(total / after).to_f64();
+                // c + (S − s c) / (W + s): S − s c from the compensated
+                // sum with one fused rounding, so a centre whose rows all
+                // equal it stays exactly where it is.
+                let residual = (-s).mul_add(old, sums.sums[j * d + q]) + sums.sums_err[j * d + q];
+                let new = T::from_f64(old + residual / after).to_f64();
                 centers_squared_diff += (new - old) * (new - old);
                 self.centers[j * d + q] = new;
             }
@@ -338,6 +354,20 @@ mod tests {
         assert_eq!(e.update(3, 200.0, 10, 99, 5.0, 1.0, Some(2)), Some(Stop::NoImprovement));
         assert_eq!(e.update(4, 0.0, 10, 99, 0.5, 1.0, None), Some(Stop::SmallCentersChange));
         assert_eq!(e.update(5, 300.0, 10, 99, 0.5, 0.0, None), None);
+    }
+
+    /// A centre whose rows all equal it does not move, however much it has
+    /// absorbed.
+    #[test]
+    fn centres_on_their_rows_stay_exact() {
+        let x = 0.1f64 + 1e-3 / 7.0;
+        let mut m = state(vec![x, x * 3.0], 2);
+        m.counts = vec![0.0, 0.0];
+        for step in 0..50 {
+            m.step(&vec![x; 1 + step % 7], None, 1, 0.0).unwrap();
+            assert_eq!(m.centers[0], x, "step {step}");
+        }
+        assert_eq!(m.counts[0], (0..50).map(|s| (1 + s % 7) as f64).sum::<f64>());
     }
 
     #[test]

@@ -20,7 +20,8 @@ use crate::io::Source;
 
 /// How batch rows are drawn from rows `first..n_samples` of the data.
 pub(super) enum Draw {
-    /// Uniformly, with replacement.
+    /// Uniformly, with replacement: the rows unit weights would give
+    /// ([`uniform_index`]).
     Uniform { first: usize, n: usize },
     /// With probability proportional to the rows' weights: the cumulative
     /// weights over the total (the last is 1), searched as NumPy's
@@ -84,7 +85,9 @@ impl Draw {
     fn rows(&self, rng: &mut ChaCha8Rng, count: usize, out: &mut Vec<usize>) {
         out.clear();
         match self {
-            Draw::Uniform { first, n } => out.extend((0..count).map(|_| rng.random_range(*first..*n))),
+            Draw::Uniform { first, n } => {
+                out.extend((0..count).map(|_| first + uniform_index(rng.random(), n - first)))
+            }
             Draw::Weighted { first, cdf } => out.extend((0..count).map(|_| {
                 let u: f64 = rng.random();
                 first + cdf.partition_point(|&c| c <= u).min(cdf.len() - 1)
@@ -92,6 +95,23 @@ impl Draw {
         }
         out.sort_unstable();
     }
+}
+
+/// The row a draw `u` in `[0, 1)` picks among `m` rows of unit weight: the
+/// first `i` whose cumulative share `fl((i + 1) / m)` exceeds `u`, as
+/// searching [`Draw::Weighted`]'s cumulative weights of `m` ones gives
+/// (so unit weights and no weights draw the same rows), without holding
+/// them.
+fn uniform_index(u: f64, m: usize) -> usize {
+    let share = |i: usize| i as f64 / m as f64;
+    let mut i = ((u * m as f64) as usize).min(m - 1);
+    while i > 0 && share(i) > u {
+        i -= 1;
+    }
+    while i + 1 < m && share(i + 1) <= u {
+        i += 1;
+    }
+    i
 }
 
 /// Where a run of steps ended.
@@ -243,9 +263,20 @@ mod tests {
         let threes = rows.iter().filter(|&&r| r == 3).count();
         assert_eq!(rows.iter().filter(|&&r| r == 1).count() + threes, 4000);
         assert!((2800..3200).contains(&threes), "{threes}");
-        let uniform = Draw::new(&src, None).unwrap();
-        uniform.rows(&mut rng, 100, &mut rows);
-        assert!(rows.iter().all(|&r| r < 8) && rows.len() == 100);
+        // No weights draw the rows unit weights draw.
+        let ones = Source::memory(ArrayRef::c_order(Values::F64(&[1.0; 8]), 8, 1).unwrap());
+        let (uniform, unit) = (Draw::new(&src, None).unwrap(), Draw::new(&src, Some(&ones)).unwrap());
+        let mut again = Vec::new();
+        uniform.rows(&mut ChaCha8Rng::seed_from_u64(2), 5000, &mut rows);
+        unit.rows(&mut ChaCha8Rng::seed_from_u64(2), 5000, &mut again);
+        assert!(rows.iter().all(|&r| r < 8) && rows.len() == 5000 && rows == again);
+        for m in [1, 3, 7, 1000, 1 << 40] {
+            for u in [0.0, 1e-300, 0.5, 0.999_999_999_999, 1.0 - f64::EPSILON / 2.0, 1.0 / 3.0, 2.0 / 3.0] {
+                let i = uniform_index(u, m);
+                let share = |i: usize| i as f64 / m as f64;
+                assert!(i < m && share(i + 1) > u.min(share(m)) && (i == 0 || share(i) <= u), "{u} {m} {i}");
+            }
+        }
         let zero = Source::memory(ArrayRef::c_order(Values::F64(&[0.0; 8]), 8, 1).unwrap());
         assert!(Draw::new(&src, Some(&zero)).is_err());
     }

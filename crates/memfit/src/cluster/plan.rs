@@ -4,14 +4,14 @@
 use super::bounds::{centre_bytes, Compact, COMPACT_ROWS, WIDTH};
 use super::minibatch::MiniBatch;
 use super::minibatch_run::Draw;
-use super::params::{Algorithm, Init, KMeansParams};
+use super::params::{Algorithm, Init, KMeansParams, MiniBatchParams};
 use super::pass::{AssignStats, Assignment};
 use crate::error::{Count, Remedy, Result};
 use crate::exec::{KeyedSample, RowStates, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
 use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::SampleLayout;
-use crate::plan::{check_fits, pick_block_rows, Job, Plan, RowSchedule, CHUNK_ROWS, TILE_ROWS};
+use crate::plan::{check_fits, pick_block_rows, Job, Plan, PlannedBuffer, RowSchedule, CHUNK_ROWS, TILE_ROWS};
 
 /// Most centres per compute tile.
 pub const MAX_K_TILE: usize = 512;
@@ -152,6 +152,9 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         Some(false) => needed(true, tile_rows, iter_row) + n * state_row,
         _ => needed(bounded, tile_rows, iter_row),
     };
+    // Mini-batch steps: a phase of their own.
+    let mini_batch = params.mini_batch.map_or_else(Vec::new, |mb| mini_batch_buffers(params, &mb, job));
+    let required = required.max(always + mini_batch.iter().map(|b| b.bytes).sum::<u64>());
     check_fits(
         required,
         limit,
@@ -230,28 +233,8 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             format!("{state_rows} rows × {state_row} B (label, lower bound; {what})"),
         );
     }
-    if let Some(mb) = &params.mini_batch {
-        let phase = "mini-batch steps";
-        let b = mb.batch_size.min(job.n_samples) as u64;
-        let per_row = 8 + job.x_scratch_per_row as u64 + d * c;
-        led.add_in(phase, "batch", b, per_row, format!("{b} rows × {per_row} B (index, read scratch, values)"));
-        for buf in MiniBatch::step_ledger(params.n_clusters, job.n_features, b as usize, job.threads, job.compute_bytes)
-            .into_buffers()
-        {
-            led.add_in(phase, &buf.name, buf.bytes, 1, buf.detail);
-        }
-        led.add_in(phase, "centre weights and previous centres", k * (d + 1), 8, format!("{k} × ({d} + 1) × 8 B"));
-        let draw = Draw::bytes(job.n_samples, job.w_scratch_per_row.is_some());
-        led.add_in(phase, "cumulative weights", draw, 1, format!("{n} rows × 8 B + a piece of weights being read"));
-        check_fits(
-            led.total(),
-            limit,
-            &led,
-            || {
-                format!("mini-batch k-means with batches of {b} rows, n_clusters = {k}, n_features = {d} on {threads} threads")
-            },
-            || vec![Remedy::UseFewer(vec![Count::Threads, Count::Clusters])],
-        )?;
+    for buf in mini_batch {
+        led.add_in("mini-batch steps", &buf.name, buf.bytes, 1, buf.detail);
     }
     let extra_label_pass = u64::from(n_init > 1 && (job.n_outputs > 0 || plot > 0));
     let schedule = RowSchedule {
@@ -294,6 +277,20 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         ));
     }
     Ok(plan)
+}
+
+/// The buffers of a mini-batch run's steps (see [`plan_kmeans`]).
+fn mini_batch_buffers(params: &KMeansParams, mb: &MiniBatchParams, job: &Job) -> Vec<PlannedBuffer> {
+    let (k, d, n, c) =
+        (params.n_clusters as u64, job.n_features as u64, job.n_samples as u64, job.compute_bytes as u64);
+    let b = mb.batch_size.min(job.n_samples) as u64;
+    let per_row = 8 + job.x_scratch_per_row as u64 + d * c;
+    let mut led = MiniBatch::step_ledger(params.n_clusters, job.n_features, b as usize, job.threads, job.compute_bytes);
+    led.add("batch", b, per_row, format!("{b} rows × {per_row} B (index, read scratch, values)"));
+    led.add("centre weights and previous centres", k * (d + 1), 8, format!("{k} × ({d} + 1) × 8 B"));
+    let draw = Draw::bytes(job.n_samples, job.w_scratch_per_row.is_some());
+    led.add("cumulative weights", draw, 1, format!("{n} rows × 8 B + a piece of weights being read"));
+    led.into_buffers()
 }
 
 /// Rows per assignment-kernel tile: [`TILE_ROWS`], at most `n_samples`,

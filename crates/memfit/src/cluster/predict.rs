@@ -120,7 +120,7 @@ pub fn predict<T: Real>(
     observer: &dyn Observer,
 ) -> Result<f64> {
     let d = x.n_features();
-    let prepared = prepare::<T>(centers, n_clusters, d)?;
+    let prepared = prepare::<T>(centers, n_clusters, d, x.has_unit_rows())?;
     x.check_weights(sample_weight)?;
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
     let mut asg = Assignment::<T>::new(plan, n_clusters, d);
@@ -175,7 +175,7 @@ pub fn transform<T: Real>(
     observer: &dyn Observer,
 ) -> Result<()> {
     let d = x.n_features();
-    let prepared = prepare::<T>(centers, n_clusters, d)?;
+    let prepared = prepare::<T>(centers, n_clusters, d, x.has_unit_rows())?;
     let mut blocks = BlockReader::<T>::new(x, None, plan.schedule.block_rows);
     let mut pass = TransformPass { centers: &prepared, dist: vec![0.0; plan.schedule.block_rows * n_clusters], out };
     run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &observer.cancel())
@@ -207,7 +207,10 @@ impl<T: Real> Pass<T> for TransformPass<'_, '_, T> {
 }
 
 /// Checks `centers` (row-major `(n_clusters, d)`) and prepares them.
-fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize) -> Result<PreparedCenters<T>> {
+/// The centres checked and prepared for the kernels; for data read as unit
+/// rows (cosine), each scaled to unit norm first (as a fit's initial
+/// centres are), so that the nearest centre is the one of largest cosine.
+fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, unit: bool) -> Result<PreparedCenters<T>> {
     if n_clusters == 0 {
         return Err(Error::param("centers", "no centres (0 rows); hint: give at least one centre"));
     }
@@ -227,6 +230,11 @@ fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize) -> Result<Prep
             value: centers[i],
             count: 1,
         });
+    }
+    if unit {
+        let mut scaled = centers.to_vec();
+        scaled.chunks_exact_mut(d.max(1)).for_each(crate::kernels::unit_row);
+        return Ok(PreparedCenters::new(&scaled, n_clusters, d));
     }
     Ok(PreparedCenters::new(centers, n_clusters, d))
 }

@@ -8,8 +8,9 @@ use crate::dtype::Real;
 const BIG: f64 = 3.273_390_607_896_142e150; // 2^500
 const SMALL: f64 = 1.0 / BIG;
 
-/// Divides `row` by its Euclidean norm: each value `x` becomes `x · (1 / ‖x‖)`
-/// computed in `f64` and rounded to `T`, the squared norm summed in `f64` in
+/// Divides `row` by its Euclidean norm: each value `x` becomes `x / ‖x‖`
+/// correctly rounded in `f64`, then rounded to `T` (so a row of one nonzero
+/// value becomes exactly ±1), the squared norm summed in `f64` in
 /// a fixed order (eight interleaved partial sums, so the result does not
 /// depend on the machine). Rows whose squared norm leaves `[2^-1000,
 /// 2^1000]` are first scaled by an exact power of two, which changes no
@@ -29,9 +30,9 @@ pub fn unit_row<T: Real>(row: &mut [T]) {
     } else {
         BIG * BIG
     };
-    let r = 1.0 / if scale == 1.0 { s } else { sum_sq(row, scale) }.sqrt();
+    let norm = if scale == 1.0 { s } else { sum_sq(row, scale) }.sqrt();
     for v in row.iter_mut() {
-        *v = T::from_f64(v.to_f64() * scale * r);
+        *v = T::from_f64(v.to_f64() * scale / norm);
     }
 }
 
