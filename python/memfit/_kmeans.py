@@ -282,8 +282,9 @@ class KMeans(_Centers):
         and each centre is its rows' weighted mean scaled to unit norm
         (given ``init`` centres are scaled too). ``inertia_`` and ``score``
         are then ``Σ w ‖x/‖x‖ − c‖² = 2 Σ w (1 − cos(x, c))``; ``predict``,
-        ``transform`` and ``score`` scale the rows they read the same way.
-        Fits on Dask arrays are Euclidean only.
+        ``transform`` and ``score`` scale the rows they read the same way
+        (and the centres to unit norm). On a Dask cluster the workers read
+        their chunks' rows so.
     memory_limit : int, str or None, default=None
         Bytes every buffer of a run must fit in: an int (bytes) or a string
         such as ``"2GiB"`` (powers of 1024) or ``"2GB"`` (powers of 1000);
@@ -407,11 +408,6 @@ class KMeans(_Centers):
         return self.metric
 
     def _check_params(self, data):
-        if self.metric == "cosine" and data.dask is not None:
-            raise ValueError(
-                "metric='cosine' fits do not run on Dask arrays yet; fit a NumPy array, memory map, .npy path "
-                "or memfit.array expression (predict and transform do take Dask arrays)"
-            )
         if data.n_samples < self.n_clusters:
             raise ValueError(f"n_samples={data.n_samples} should be >= n_clusters={self.n_clusters}.")
 

@@ -83,6 +83,16 @@ def test_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client, dtype):
     assert dist.cluster_centers_.dtype == dtype
 
 
+def test_spherical_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client):
+    X = blobs(dtype=np.float32) * np.random.default_rng(2).uniform(0.5, 4.0, (len(blobs()), 1)).astype(np.float32)
+    local = KMeans(6, random_state=1, n_init=2, max_iter=20, metric="cosine").fit(X)
+    fit = lambda: KMeans(6, random_state=1, n_init=2, max_iter=20, metric="cosine").fit(chunked(X), client=client)
+    dist, n_tasks = tasks_run(client, fit)
+    assert n_tasks >= 2 * dist.n_iter_
+    same_kmeans(local, dist)
+    np.testing.assert_allclose(np.linalg.norm(dist.cluster_centers_, axis=1), 1, atol=1e-6)
+
+
 def test_unaligned_chunks_are_rechunked_and_weights_follow(client, X):
     w = np.random.default_rng(1).uniform(0.5, 2.0, len(X))
     local = KMeans(6, random_state=0, n_init=1).fit(X, sample_weight=w)

@@ -95,13 +95,14 @@ def test_zero_rows_stay_zero_and_given_centres_are_scaled():
     np.testing.assert_array_equal(one.labels_, unit.labels_)
 
 
-def test_bad_metric_and_dask_fit_are_refused():
+def test_bad_metric_is_refused_and_dask_input_is_read_as_unit_rows():
     X, _ = directions(n=100, d=3, k=2, dtype=np.float64)
     with pytest.raises(InvalidParameterError, match="'metric' parameter of KMeans must be"):
         KMeans(2, metric="manhattan").fit(X)
     da = pytest.importorskip("dask.array")
-    with pytest.raises(ValueError, match="metric='cosine' fits do not run on Dask arrays"):
-        KMeans(2, metric="cosine").fit(da.from_array(X, chunks=50))
+    local = KMeans(2, metric="cosine", random_state=0).fit(X)
+    chunks = KMeans(2, metric="cosine", random_state=0).fit(da.from_array(X, chunks=(50, 3)))
+    np.testing.assert_array_equal(local.cluster_centers_, chunks.cluster_centers_)
     X[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         KMeans(2, metric="cosine").fit(X)
