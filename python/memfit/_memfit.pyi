@@ -119,7 +119,7 @@ def minibatch_step(
     """One mini-batch k-means step, moving centers and counts in place; returns
     (inertia, centers_squared_diff, to_reassign, n_since_last_reassign)."""
 
-def minibatch_check(
+def minibatch_plan(
     n_clusters: int,
     n_features: int,
     batch_size: int,
@@ -128,9 +128,9 @@ def minibatch_check(
     held: list[tuple[str, int]],
     n_jobs: Optional[int] = None,
     float32: bool = False,
-) -> None:
-    """Raises MemoryError unless mini-batch steps fit memory_limit beside the
-    (name, bytes) buffers held for the whole fit."""
+) -> str:
+    """The plan (text) of mini-batch steps beside the (name, bytes) buffers
+    held for the whole fit; MemoryError when it does not fit memory_limit."""
 
 class MiniBatchEarlyStop:
     """scikit-learn's early stopping of a mini-batch fit, as the engine's."""

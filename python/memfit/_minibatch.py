@@ -107,6 +107,9 @@ class MiniBatchKMeans(_Centers):
         Passes over the data's size the steps made.
     n_steps_ : int
         Steps run.
+    memory_plan_ : str
+        The last ``fit``'s plan of its steps' buffers and of what it holds
+        per row (the draws' cumulative weights, the weights, ``labels_``).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -392,7 +395,7 @@ class MiniBatchKMeans(_Centers):
             held.append(("sample_weight (float64)", 8 * n))
         if self.compute_labels:
             held.append(("labels_ (int32, returned to Python)", 4 * n))
-        _memfit.minibatch_check(
+        self.memory_plan_ = _memfit.minibatch_plan(
             self.n_clusters,
             data.n_features,
             self._batch_size,

@@ -154,5 +154,7 @@ def test_per_row_buffers_count_against_the_limit(tmp_path):
         MiniBatchKMeans(8, batch_size=256, memory_limit="11MiB").fit(str(path))
     fitted = MiniBatchKMeans(8, batch_size=256, memory_limit="12MiB", max_iter=1, random_state=0).fit(str(path))
     assert fitted.labels_.shape == (1_000_000,)
+    assert "cumulative weights of the rows (float64)" in fitted.memory_plan_
+    assert fitted.memory_plan_.startswith("memory plan for mini-batch k-means steps (limit 12.00 MiB")
     with pytest.warns(RuntimeWarning, match="init_size=10 should be larger than n_clusters=20"):
         MiniBatchKMeans(20, init_size=10).fit(X)

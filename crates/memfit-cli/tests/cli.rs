@@ -285,13 +285,31 @@ fn cosine_runs_spherical_k_means() {
     let o = memfit(&["predict", &x, "--centers", &long, "--labels", &l, "--metric", "cosine", "--quiet"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(std::fs::read(&l).unwrap() == a.0, "predict --metric cosine did not scale its centres");
-    let o = memfit(&["kmeans", &x, "-k", "3", "--metric", "cosine", "--mini-batch", "100"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stderr(&o).contains("invalid --metric: mini-batch runs measure Euclidean distances only"),
-        "{}",
-        stderr(&o)
-    );
+    // Mini-batch steps keep unit centres too, and find the same three directions.
+    let (mc, ml) = (p(t.path(), "mc.npy"), p(t.path(), "ml.npy"));
+    let o = memfit(&[
+        "kmeans",
+        &x,
+        "-k",
+        "3",
+        "--metric",
+        "cosine",
+        "--mini-batch",
+        "100",
+        "--quiet",
+        "--centers",
+        &mc,
+        "--labels",
+        &ml,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mb = std::fs::read(&mc).unwrap();
+    let mb: Vec<f64> = mb[mb.len() - 72..].chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
+    for c in mb.chunks(3) {
+        assert!((c.iter().map(|v| v * v).sum::<f64>() - 1.0).abs() < 1e-15, "{c:?}");
+        let nearest = centres.chunks(3).map(|f| c.iter().zip(f).map(|(a, b)| a * b).sum::<f64>()).fold(-1.0, f64::max);
+        assert!(nearest > 0.99, "{c:?} is no full fit's direction");
+    }
 }
 
 #[test]

@@ -93,6 +93,7 @@ pub fn minibatch_step<'py>(
         centers: centers.as_slice()?.to_vec(),
         counts: counts.as_slice()?.to_vec(),
         n_since_last_reassign,
+        unit_centers: false,
     };
     if state.counts.len() != k {
         return Err(pyo3::exceptions::PyValueError::new_err(format!("{} counts for {k} centres", state.counts.len())));
@@ -111,7 +112,7 @@ pub fn minibatch_step<'py>(
     ) -> PyResult<memfit::cluster::Step> {
         let rows = b.len() / state.n_features.max(1);
         run(py, Some(threads), T::DTYPE == memfit::io::Dtype::F32, None, move |_| {
-            state.check_step_fits(rows, threads, size_of::<T>(), &[], memory_limit)?;
+            state.plan_steps(rows, threads, size_of::<T>(), &[], memory_limit)?;
             state.step(b, w, seen, reassignment_ratio)
         })
     }
@@ -127,14 +128,14 @@ pub fn minibatch_step<'py>(
     Ok((step.inertia, step.centers_squared_diff, step.to_reassign, state.n_since_last_reassign))
 }
 
-/// Raises `MemoryError` unless steps on batches of `batch_size` rows
+/// The plan (as text) of steps on batches of `batch_size` rows
 /// (`n_clusters` centres of `n_features`, on `n_jobs` threads, computing in
-/// float32 when `float32`) fit `memory_limit` bytes beside `held`, the
-/// `(name, bytes)` buffers the caller holds for the whole fit: called
-/// before they are allocated.
+/// float32 when `float32`) beside `held`, the `(name, bytes)` buffers the
+/// caller holds for the whole fit; raises `MemoryError` when it does not
+/// fit `memory_limit` bytes. Called before those buffers are allocated.
 #[pyfunction]
 #[pyo3(signature = (n_clusters, n_features, batch_size, *, memory_limit, held, n_jobs=None, float32=false))]
-pub fn minibatch_check(
+pub fn minibatch_plan(
     n_clusters: usize,
     n_features: usize,
     batch_size: usize,
@@ -142,10 +143,19 @@ pub fn minibatch_check(
     held: Vec<(String, u64)>,
     n_jobs: Option<usize>,
     float32: bool,
-) -> PyResult<()> {
-    let state = MiniBatch { n_clusters, n_features, centers: Vec::new(), counts: Vec::new(), n_since_last_reassign: 0 };
+) -> PyResult<String> {
+    let state = MiniBatch {
+        n_clusters,
+        n_features,
+        centers: Vec::new(),
+        counts: Vec::new(),
+        n_since_last_reassign: 0,
+        unit_centers: false,
+    };
     let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
-    state.check_step_fits(batch_size, threads, if float32 { 4 } else { 8 }, &held, memory_limit).map_err(to_py)
+    let plan =
+        state.plan_steps(batch_size, threads, if float32 { 4 } else { 8 }, &held, memory_limit).map_err(to_py)?;
+    Ok(plan.to_string())
 }
 
 /// scikit-learn's early stopping of a mini-batch fit, as the engine's

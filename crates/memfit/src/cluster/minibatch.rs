@@ -21,8 +21,8 @@
 
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::kernels::{accumulate_block, assign_block, ClusterSums, PreparedCenters, Scratch};
-use crate::plan::{check_fits, Ledger, TILE_ROWS};
+use crate::kernels::{accumulate_block, assign_block, unit_row, ClusterSums, PreparedCenters, Scratch};
+use crate::plan::{check_fits, Ledger, Plan, TILE_ROWS};
 
 use super::plan::MAX_K_TILE;
 
@@ -41,6 +41,9 @@ pub struct MiniBatch {
     pub counts: Vec<f64>,
     /// Rows seen since reassignment was last checked.
     pub n_since_last_reassign: usize,
+    /// Spherical k-means: each moved centre is scaled to unit norm (its
+    /// rows are unit rows; see [`super::Metric::Cosine`]).
+    pub unit_centers: bool,
 }
 
 /// What one [`MiniBatch::step`] measured.
@@ -90,25 +93,25 @@ impl MiniBatch {
         led
     }
 
-    /// Checks that a step on `rows` rows fits `limit_bytes` with the
-    /// centres and counts, beside the buffers `held` (name, bytes) that the
-    /// caller holds for the whole fit.
+    /// The plan of steps on `rows` rows: the centres and counts, a step's
+    /// buffers ([`MiniBatch::step_ledger`]) and the buffers `held` (name,
+    /// bytes) that the caller holds for the whole fit, within `limit_bytes`.
     ///
     /// # Errors
     /// [`Error::DoesNotFit`] naming the largest buffer.
-    pub fn check_step_fits(
+    pub fn plan_steps(
         &self,
         rows: usize,
         threads: usize,
         compute_bytes: usize,
         held: &[(String, u64)],
         limit_bytes: u64,
-    ) -> Result<()> {
+    ) -> Result<Plan> {
         let (k, d) = (self.n_clusters, self.n_features);
         let mut led = Self::step_ledger(k, d, rows, threads, compute_bytes);
         led.add("centers and counts (float64)", (k * (d + 1)) as u64, 8, format!("{k} × ({d} + 1) × 8 B"));
         for (name, bytes) in held {
-            led.add(name, *bytes, 1, "held by the caller".into());
+            led.add(name, *bytes, 1, "held by the caller for the fit".into());
         }
         check_fits(
             led.total(),
@@ -116,7 +119,8 @@ impl MiniBatch {
             &led,
             || format!("a mini-batch step on {rows} rows with {k} centres of {d} features on {threads} threads"),
             Vec::new,
-        )
+        )?;
+        Ok(Plan::blocked("mini-batch k-means steps", limit_bytes, led, rows, rows, threads))
     }
 
     /// One step on `batch` (row-major `(rows, n_features)`) with optional
@@ -177,6 +181,7 @@ impl MiniBatch {
         let mut sums = ClusterSums::new(k, d);
         accumulate_block(batch, d, &labels, sample_weight, &mut sums);
         let mut centers_squared_diff = 0.0;
+        let mut moved = vec![0.0; d];
         for j in 0..k {
             let s = sums.weight(j);
             if s <= 0.0 {
@@ -184,13 +189,19 @@ impl MiniBatch {
             }
             let before = self.counts[j];
             let after = before + s;
-            for q in 0..d {
+            for (q, m) in moved.iter_mut().enumerate() {
                 let old = self.centers[j * d + q];
                 // c + (S − s c) / (W + s): S − s c from the compensated
                 // sum with one fused rounding, so a centre whose rows all
                 // equal it stays exactly where it is.
                 let residual = (-s).mul_add(old, sums.sums[j * d + q]) + sums.sums_err[j * d + q];
-                let new = T::from_f64(old + residual / after).to_f64();
+                *m = old + residual / after;
+            }
+            if self.unit_centers {
+                unit_row(&mut moved);
+            }
+            for (q, &m) in moved.iter().enumerate() {
+                let (old, new) = (self.centers[j * d + q], T::from_f64(m).to_f64());
                 centers_squared_diff += (new - old) * (new - old);
                 self.centers[j * d + q] = new;
             }
@@ -300,7 +311,14 @@ mod tests {
 
     fn state(centers: Vec<f64>, k: usize) -> MiniBatch {
         let d = centers.len() / k;
-        MiniBatch { n_clusters: k, n_features: d, centers, counts: vec![0.0; k], n_since_last_reassign: 0 }
+        MiniBatch {
+            n_clusters: k,
+            n_features: d,
+            centers,
+            counts: vec![0.0; k],
+            n_since_last_reassign: 0,
+            unit_centers: false,
+        }
     }
 
     /// From fresh counts a step moves each centre to the mean of its rows;

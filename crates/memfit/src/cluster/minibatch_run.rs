@@ -12,11 +12,12 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use super::minibatch::{EarlyStop, MiniBatch};
-use super::params::{KMeansParams, MiniBatchParams};
+use super::params::{KMeansParams, Metric, MiniBatchParams};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{install, Observer, Progress};
 use crate::io::Source;
+use crate::kernels::unit_row;
 
 /// How batch rows are drawn from rows `first..n_samples` of the data.
 pub(super) enum Draw {
@@ -153,9 +154,22 @@ pub(super) fn run_steps<T: Real>(
     let n = x.n_samples() - x.first_row();
     let batch = mb.batch_size.min(n);
     let n_steps = params.max_iter.saturating_mul(n) / batch;
-    let mut state = MiniBatch { n_clusters: k, n_features: d, centers, counts: vec![0.0; k], n_since_last_reassign: 0 };
-    for c in state.centers.iter_mut() {
-        *c = T::from_f64(*c).to_f64();
+    let unit_centers = params.metric == Metric::Cosine;
+    let mut state = MiniBatch {
+        n_clusters: k,
+        n_features: d,
+        centers,
+        counts: vec![0.0; k],
+        n_since_last_reassign: 0,
+        unit_centers,
+    };
+    for c in state.centers.chunks_exact_mut(d) {
+        if unit_centers {
+            unit_row(c);
+        }
+        for v in c.iter_mut() {
+            *v = T::from_f64(*v).to_f64();
+        }
     }
     let mut stop = EarlyStop::default();
     let mut buffers =

@@ -247,9 +247,6 @@ impl KMeansParams {
             }
         }
         if let Some(mb) = &self.mini_batch {
-            if self.metric != Metric::Euclidean {
-                return Err(Error::param("metric", "mini-batch runs measure Euclidean distances only"));
-            }
             if mb.batch_size == 0 {
                 return Err(Error::param("batch_size", "must be at least 1, got 0"));
             }
