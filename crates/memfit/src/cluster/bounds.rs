@@ -52,7 +52,7 @@ fn gamma64(n: usize) -> f64 {
 /// Most rows assigned in full together (a tile's rows that need it are
 /// copied in batches of this many; a row's result does not depend on the
 /// batch), so that the buffers stay small whatever the tile.
-pub(crate) const COMPACT_ROWS: usize = 64;
+pub(crate) const COMPACT_ROWS: usize = 256;
 
 /// Per-thread buffers of the bounded pass: rows that need the full
 /// assignment, copied together, with their results.

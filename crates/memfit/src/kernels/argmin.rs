@@ -202,19 +202,53 @@ pub(super) fn tile_argmin<T: Real>(
     second: &mut [T],
     labels: &mut [u32],
 ) {
+    const ROWS: usize = crate::plan::TILE_ROWS;
     let kt = norms.len();
-    let full = kt / LANES * LANES;
-    for (i, ((b, s), label)) in best.iter_mut().zip(second.iter_mut()).zip(labels.iter_mut()).enumerate() {
+    for (q, ((b, s), l)) in best.chunks_mut(ROWS).zip(second.chunks_mut(ROWS)).zip(labels.chunks_mut(ROWS)).enumerate()
+    {
+        tile_argmin_rows(&tile[q * ROWS * kt..], norms, j0, b, s, l);
+    }
+}
+
+/// Per row of a GEMM tile (`norms.len()` products per row), over its first
+/// `full` products plus `norms`: the minimum, the lowest index `j0 + j`
+/// holding it, and the runner-up (portable twin of
+/// `argmin_avx512::tile_mins`).
+#[inline(always)]
+fn lane_mins<T: Real>(tile: &[T], norms: &[T], full: usize, j0: usize, mins: &mut [(T, u32, T)]) {
+    let kt = norms.len();
+    for (i, m) in mins.iter_mut().enumerate() {
         let prods = &tile[i * kt..(i + 1) * kt];
-        let mut m = LaneMin::<T>::new();
+        let mut lanes = LaneMin::<T>::new();
         for c0 in (0..full).step_by(LANES) {
             let mut v: [T; LANES] = prods[c0..c0 + LANES].try_into().expect("LANES elements");
             for (a, &b) in v.iter_mut().zip(&norms[c0..c0 + LANES]) {
                 *a += b;
             }
-            m.update(&v, (j0 + c0) as u32);
+            lanes.update(&v, (j0 + c0) as u32);
         }
-        let (mut bv, mut bj, mut sv) = m.reduce();
+        *m = lanes.reduce();
+    }
+}
+
+/// [`tile_argmin`] for at most [`crate::plan::TILE_ROWS`] rows.
+#[inline(always)]
+fn tile_argmin_rows<T: Real>(tile: &[T], norms: &[T], j0: usize, best: &mut [T], second: &mut [T], labels: &mut [u32]) {
+    let kt = norms.len();
+    let full = kt / LANES * LANES;
+    let rows = labels.len();
+    let mut mins = [(T::default(), 0u32, T::default()); crate::plan::TILE_ROWS];
+    let mins = &mut mins[..rows];
+    #[cfg(target_arch = "x86_64")]
+    let done = super::argmin_avx512::tile_mins(tile, norms, full, j0, mins);
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = false;
+    if !done {
+        lane_mins(tile, norms, full, j0, mins);
+    }
+    for (i, ((b, s), label)) in best.iter_mut().zip(second.iter_mut()).zip(labels.iter_mut()).enumerate() {
+        let prods = &tile[i * kt..(i + 1) * kt];
+        let (mut bv, mut bj, mut sv) = mins[i];
         bj = if full == 0 { j0 as u32 } else { bj };
         for j in full..kt {
             let v = prods[j] + norms[j];
@@ -234,6 +268,43 @@ pub(super) fn tile_argmin<T: Real>(
             (*b, *label) = (bv, bj);
         } else if bv < *s {
             *s = bv;
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    /// The AVX-512 lane minima give the portable ones' bits: random tiles,
+    /// many ties (small integers), infinities and NaNs, any tile width.
+    #[test]
+    fn avx512_tile_mins_match_the_portable_twin() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        for case in 0..400 {
+            let kt = rng.random_range(1..300);
+            let rows = rng.random_range(1..20);
+            let full = kt / LANES * LANES;
+            let j0 = rng.random_range(0..2000);
+            let value = |rng: &mut rand_chacha::ChaCha8Rng| match (case % 4, rng.random_range(0..50)) {
+                (_, 0) => f32::INFINITY,
+                (3, 1) => f32::NAN,
+                (1, _) => rng.random_range(0..4) as f32,
+                _ => rng.random::<f32>() - 0.5,
+            };
+            let tile: Vec<f32> = (0..rows * kt).map(|_| value(&mut rng)).collect();
+            let norms: Vec<f32> = (0..kt).map(|_| value(&mut rng)).collect();
+            let mut fast = vec![(0.0f32, 0u32, 0.0f32); rows];
+            let mut slow = fast.clone();
+            if !crate::kernels::argmin_avx512::tile_mins(&tile, &norms, full, j0, &mut fast) {
+                return; // no AVX-512 here: nothing to compare
+            }
+            lane_mins(&tile, &norms, full, j0, &mut slow);
+            for (f, s) in fast.iter().zip(&slow) {
+                assert_eq!((f.0.to_bits(), f.1, f.2.to_bits()), (s.0.to_bits(), s.1, s.2.to_bits()), "case {case}");
+            }
         }
     }
 }

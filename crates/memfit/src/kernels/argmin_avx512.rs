@@ -156,3 +156,121 @@ unsafe fn rows<T: Real, const D: usize, const R: usize>(
         gaps[r] = runner_up - min;
     }
 }
+
+/// Rows of a GEMM tile per group: their running minima form independent
+/// chains.
+const TILE_GROUP: usize = 4;
+
+/// AVX-512 twin of the lane minima in `argmin.rs`'s `tile_argmin`, for
+/// `f32` tiles: for each row `i` of `out.len()` rows of `tile` (`kt =
+/// norms.len()` products per row, contiguous), over its first `full`
+/// products plus `norms` (`full` a multiple of the vector width), writes
+/// the minimum, the lowest index `j0 + j` holding it, and the runner-up
+/// (equal to the minimum when two centres share it). Returns whether it
+/// ran (an AVX-512 CPU and `T = f32`).
+pub fn tile_mins<T: Real>(tile: &[T], norms: &[T], full: usize, j0: usize, out: &mut [(T, u32, T)]) -> bool {
+    if !available() || std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return false;
+    }
+    let kt = norms.len();
+    assert!(full.is_multiple_of(WIDTH) && full <= kt && tile.len() >= out.len() * kt);
+    // SAFETY: `T` is `f32` (checked above), so these are the same slices.
+    let (tile, norms, out) = unsafe {
+        (
+            std::slice::from_raw_parts(tile.as_ptr().cast::<f32>(), tile.len()),
+            std::slice::from_raw_parts(norms.as_ptr().cast::<f32>(), norms.len()),
+            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<(f32, u32, f32)>(), out.len()),
+        )
+    };
+    let rows = out.len();
+    let grouped = rows / TILE_GROUP * TILE_GROUP;
+    for r0 in (0..grouped).step_by(TILE_GROUP) {
+        // SAFETY: `available()` checked AVX-512F and AVX-512VL; bounds
+        // asserted above.
+        unsafe { tile_rows::<TILE_GROUP>(&tile[r0 * kt..], kt, norms, full, j0, &mut out[r0..r0 + TILE_GROUP]) };
+    }
+    for r in grouped..rows {
+        // SAFETY: as above.
+        unsafe { tile_rows::<1>(&tile[r * kt..], kt, norms, full, j0, &mut out[r..=r]) };
+    }
+    true
+}
+
+/// `R` rows of [`tile_mins`].
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512VL; `tile` holds `R` rows of
+/// `kt` values, `norms` at least `full` values.
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+#[allow(clippy::needless_range_loop)] // row loops index several arrays in step
+unsafe fn tile_rows<const R: usize>(
+    tile: &[f32],
+    kt: usize,
+    norms: &[f32],
+    full: usize,
+    j0: usize,
+    out: &mut [(f32, u32, f32)],
+) {
+    let mut best = [_mm512_set1_ps(f32::INFINITY); R];
+    let mut second = [_mm512_set1_ps(f32::INFINITY); R];
+    let mut best_idx = [_mm512_set1_epi32(0); R];
+    let base = j0 as i32;
+    let mut idx = _mm512_setr_epi32(
+        base,
+        base + 1,
+        base + 2,
+        base + 3,
+        base + 4,
+        base + 5,
+        base + 6,
+        base + 7,
+        base + 8,
+        base + 9,
+        base + 10,
+        base + 11,
+        base + 12,
+        base + 13,
+        base + 14,
+        base + 15,
+    );
+    let step = _mm512_set1_epi32(WIDTH as i32);
+    let mut c0 = 0;
+    while c0 < full {
+        // SAFETY: c0 + WIDTH <= full <= kt, and row r's values lie at
+        // r * kt.. within `tile` (the caller's contract).
+        let n = unsafe { _mm512_loadu_ps(norms.as_ptr().add(c0)) };
+        for r in 0..R {
+            let v = _mm512_add_ps(unsafe { _mm512_loadu_ps(tile.as_ptr().add(r * kt + c0)) }, n);
+            let lt = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, best[r]);
+            // min(max(best, v), second): a NaN `v` leaves `second` as it is.
+            second[r] = _mm512_min_ps(_mm512_max_ps(best[r], v), second[r]);
+            best[r] = _mm512_mask_mov_ps(best[r], lt, v);
+            best_idx[r] = _mm512_mask_mov_epi32(best_idx[r], lt, idx);
+        }
+        idx = _mm512_add_epi32(idx, step);
+        c0 += WIDTH;
+    }
+    for r in 0..R {
+        let min = _mm512_reduce_min_ps(best[r]);
+        let at_min = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(best[r], _mm512_set1_ps(min));
+        let mut lanes = [0u32; WIDTH];
+        let mut index = u32::MAX;
+        // SAFETY: `lanes` holds exactly one vector of u32.
+        unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), best_idx[r]) };
+        for (l, &j) in lanes.iter().enumerate() {
+            if at_min & (1 << l) != 0 && j < index {
+                index = j;
+            }
+        }
+        if index == u32::MAX {
+            // Every value is NaN: no minimum, and no certified gap.
+            out[r] = (min, j0 as u32, min);
+            continue;
+        }
+        // Runner-up: the winning lane's own, or any other lane's best.
+        let win = at_min & _mm512_cmpeq_epi32_mask(best_idx[r], _mm512_set1_epi32(index as i32));
+        let runner_up = _mm512_reduce_min_ps(_mm512_mask_mov_ps(best[r], win, second[r]));
+        out[r] = (min, index, runner_up);
+    }
+}

@@ -69,7 +69,15 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::argmin::{direct_argmin, tile_argmin, Shift, LANES};
+#[cfg(target_arch = "x86_64")]
+use super::sq_avx512::sq_diff_lanes;
 use crate::dtype::Real;
+
+/// Elsewhere the portable loops run.
+#[cfg(not(target_arch = "x86_64"))]
+fn sq_diff_lanes<T>(_: &[T], _: &[f64], _: f64, _: &mut [f64; 8]) -> bool {
+    false
+}
 
 /// Widest data (in features) assigned by the direct register kernel; wider
 /// data go through faer's GEMM on tiles. Measured on 1,000,000 × d rows,
@@ -347,7 +355,7 @@ pub fn assign_rows<T: Real>(
     if d <= DIRECT_MAX_FEATURES {
         let (gaps, buf) = scratch.narrow.split_at_mut(rows);
         direct_argmin(x, d, Shift { origin: &c.origin, scale: c.scale }, &c.transposed, &c.padded_norms, labels, gaps);
-        certify(x, c, labels, gaps, min_dist, second, &mut |row, x_norm| refine_narrow(row, c, x_norm, buf));
+        certify(x, c, labels, gaps, min_dist, second, &mut |_, row, x_norm| refine_narrow(row, c, x_norm, buf));
     } else {
         let (best, rest) = scratch.wide.split_at_mut(rows);
         let (gaps, rest) = rest.split_at_mut(rows);
@@ -372,13 +380,16 @@ pub fn assign_rows<T: Real>(
         for (g, b) in gaps.iter_mut().zip(best.iter()) {
             *g -= *b;
         }
-        certify(x, c, labels, gaps, min_dist, second, &mut |row, x_norm| refine_wide(row, c, x_norm, buf));
+        let xhat = &*xhat;
+        certify(x, c, labels, gaps, min_dist, second, &mut |i, row, x_norm| {
+            refine_wide(row, &xhat[i * d..(i + 1) * d], c, x_norm, buf)
+        });
     }
 }
 
-/// What decides a row the bound cannot certify: `(row, x_norm)` to
-/// `(label, distance)`.
-type Refine<'a, T> = &'a mut dyn FnMut(&[T], f64) -> (u32, f64);
+/// What decides a row the bound cannot certify: `(index in the tile, row,
+/// x_norm)` to `(label, distance)`.
+type Refine<'a, T> = &'a mut dyn FnMut(usize, &[T], f64) -> (u32, f64);
 
 /// Checks each row's gap against τ, decides the rows it cannot certify with
 /// `refine`, and writes the exact squared distance to the label.
@@ -425,10 +436,12 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
             let mut acc = [0.0f64; 8];
             let (rows8, origin8) = (row.chunks_exact(8), c.origin.chunks_exact(8));
             let (rest, origin_rest) = (rows8.remainder(), origin8.remainder());
-            for (p, q) in rows8.zip(origin8) {
-                for l in 0..8 {
-                    let t = (p[l].to_f64() - q[l]) * c.scale;
-                    acc[l] += t * t;
+            if !sq_diff_lanes(row, &c.origin, c.scale, &mut acc) {
+                for (p, q) in rows8.zip(origin8) {
+                    for l in 0..8 {
+                        let t = (p[l].to_f64() - q[l]) * c.scale;
+                        acc[l] += t * t;
+                    }
                 }
             }
             for (l, (v, m)) in rest.iter().zip(origin_rest).enumerate() {
@@ -451,7 +464,7 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
         let tau = c.tau_uniform(2.0 * (c.radius * c.radius + x_sq));
         let certified = gap > tau || gap > c.tau(x_sq.sqrt(), *label as usize, *o * c.scale * c.scale);
         if !certified {
-            (*label, *o) = refine(row, x_sq.sqrt());
+            (*label, *o) = refine(i, row, x_sq.sqrt());
         }
         if let Some(s) = second.as_deref_mut() {
             // The gap's own rounding (one subtraction in G) taken off.
@@ -507,19 +520,44 @@ fn refine_narrow<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &
 }
 
 /// The exact decision for one row of wide data at distance `x_norm` from
-/// the origin: g' for every centre (in the compute type), then [`decide`].
-/// `buf` holds `n_clusters` values.
+/// the origin, `xhat` its shifted and scaled values in the compute type (as
+/// the GEMM tile had them): g' for every centre, then [`decide`]. `buf`
+/// holds `n_clusters` values.
 #[inline(never)]
-fn refine_wide<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]) -> (u32, f64) {
-    let d = c.n_features;
-    for (j, g) in buf[..c.n_clusters].iter_mut().enumerate() {
-        let mut dot = T::default();
-        for ((&v, &m), &cv) in row.iter().zip(&c.origin).zip(&c.values[j * d..(j + 1) * d]) {
-            dot += T::from_f64((v.to_f64() - m) * c.scale) * cv;
-        }
-        *g = c.sq_norms[j] + T::from_f64(-2.0) * dot;
-    }
+fn refine_wide<T: Real>(row: &[T], xhat: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]) -> (u32, f64) {
+    products(xhat, &c.values, &c.sq_norms, &mut buf[..c.n_clusters]);
     decide(row, c, x_norm, &buf[..c.n_clusters])
+}
+
+/// g'_j = n̂_j − 2 x̂·ĉ_j for every centre (`values` row-major, one row of
+/// `xhat.len()` per entry of `g`), each dot product in [`LANES`] interleaved
+/// partial sums so that it vectorises: the bound holds for any order of
+/// the sum (see the module docs).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn products<T: Real>(xhat: &[T], values: &[T], norms: &[T], g: &mut [T]) {
+    let d = xhat.len();
+    let (head, tail) = xhat.split_at(d / LANES * LANES);
+    for ((g, cj), &n) in g.iter_mut().zip(values.chunks_exact(d)).zip(norms) {
+        let (c_head, c_tail) = cj.split_at(head.len());
+        let mut acc = [T::default(); LANES];
+        for (p, q) in head.chunks_exact(LANES).zip(c_head.chunks_exact(LANES)) {
+            for l in 0..LANES {
+                acc[l] += p[l] * q[l];
+            }
+        }
+        for (l, (&p, &q)) in tail.iter().zip(c_tail).enumerate() {
+            acc[l] += p * q;
+        }
+        let mut width = LANES;
+        while width > 1 {
+            width /= 2;
+            for l in 0..width {
+                let v = acc[l + width];
+                acc[l] += v;
+            }
+        }
+        *g = n + T::from_f64(-2.0) * acc[0];
+    }
 }
 
 /// From g' of every centre (see the module docs): the candidates j with
@@ -585,10 +623,13 @@ pub fn exact_sq_dist<T: Real>(x: &[T], c: &[f64]) -> f64 {
     let mut acc = [0.0f64; 8];
     let (ca, cb) = (x.chunks_exact(8), c.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (p, q) in ca.zip(cb) {
-        for l in 0..8 {
-            let t = p[l].to_f64() - q[l];
-            acc[l] += t * t;
+    // (x − c) · 1 is x − c exactly: the same bits as the loop below.
+    if !sq_diff_lanes(x, c, 1.0, &mut acc) {
+        for (p, q) in ca.zip(cb) {
+            for l in 0..8 {
+                let t = p[l].to_f64() - q[l];
+                acc[l] += t * t;
+            }
         }
     }
     for (l, (p, q)) in ra.iter().zip(rb).enumerate() {
@@ -847,7 +888,7 @@ mod tests {
                 &mut l,
                 &mut g,
             );
-            certify(&x, &c, &mut l, &g, &mut m, None, &mut |row, x_norm| refine_narrow(row, &c, x_norm, &mut buf));
+            certify(&x, &c, &mut l, &g, &mut m, None, &mut |_, row, x_norm| refine_narrow(row, &c, x_norm, &mut buf));
             assert_eq!((l, m.iter().map(|v| v.to_bits()).collect::<Vec<_>>()), reference(&x, &c));
         }
     }

@@ -7,6 +7,8 @@ mod argmin_avx512;
 mod assign;
 mod gaussian;
 mod scatter;
+#[cfg(target_arch = "x86_64")]
+mod sq_avx512;
 mod unit;
 
 pub use accumulate::{accumulate_block, accumulate_rows, ClusterSums, MAX_PARTIAL_BYTES};
