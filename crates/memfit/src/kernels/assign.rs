@@ -361,11 +361,7 @@ pub fn assign_rows<T: Real>(
         let (gaps, rest) = rest.split_at_mut(rows);
         let (xhat, rest) = rest.split_at_mut(rows * d);
         let (buf, tile) = rest.split_at_mut(k);
-        for (o, row) in xhat.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-            for ((o, &v), &m) in o.iter_mut().zip(row).zip(&c.origin) {
-                *o = T::from_f64((v.to_f64() - m) * c.scale);
-            }
-        }
+        shift_rows(x, &c.origin, c.scale, xhat);
         let lhs_t = MatRef::from_row_major_slice(xhat, rows, d).transpose();
         let mut j0 = 0;
         while j0 < k {
@@ -384,6 +380,17 @@ pub fn assign_rows<T: Real>(
         certify(x, c, labels, gaps, min_dist, second, &mut |i, row, x_norm| {
             refine_wide(row, &xhat[i * d..(i + 1) * d], c, x_norm, buf)
         });
+    }
+}
+
+/// `out = fl(σ(x − m))` row by row (`x` row-major with rows of
+/// `origin.len()` values): the rows as the fast path sees them.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn shift_rows<T: Real>(x: &[T], origin: &[f64], scale: f64, out: &mut [T]) {
+    for (o, row) in out.chunks_exact_mut(origin.len()).zip(x.chunks_exact(origin.len())) {
+        for ((o, &v), &m) in o.iter_mut().zip(row).zip(origin) {
+            *o = T::from_f64((v.to_f64() - m) * scale);
+        }
     }
 }
 
