@@ -305,6 +305,16 @@ mod tests {
             for (f, s) in fast.iter().zip(&slow) {
                 assert_eq!((f.0.to_bits(), f.1, f.2.to_bits()), (s.0.to_bits(), s.1, s.2.to_bits()), "case {case}");
             }
+            // The same values in f64 (eight lanes per vector there).
+            let tile: Vec<f64> = tile.iter().map(|&v| f64::from(v)).collect();
+            let norms: Vec<f64> = norms.iter().map(|&v| f64::from(v)).collect();
+            let mut fast = vec![(0.0f64, 0u32, 0.0f64); rows];
+            let mut slow = fast.clone();
+            assert!(crate::kernels::argmin_avx512::tile_mins(&tile, &norms, full, j0, &mut fast));
+            lane_mins(&tile, &norms, full, j0, &mut slow);
+            for (f, s) in fast.iter().zip(&slow) {
+                assert_eq!((f.0.to_bits(), f.1, f.2.to_bits()), (s.0.to_bits(), s.1, s.2.to_bits()), "f64 case {case}");
+            }
         }
     }
 }

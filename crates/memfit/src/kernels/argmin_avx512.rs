@@ -161,19 +161,45 @@ unsafe fn rows<T: Real, const D: usize, const R: usize>(
 /// chains.
 const TILE_GROUP: usize = 4;
 
-/// AVX-512 twin of the lane minima in `argmin.rs`'s `tile_argmin`, for
-/// `f32` tiles: for each row `i` of `out.len()` rows of `tile` (`kt =
-/// norms.len()` products per row, contiguous), over its first `full`
-/// products plus `norms` (`full` a multiple of the vector width), writes
-/// the minimum, the lowest index `j0 + j` holding it, and the runner-up
-/// (equal to the minimum when two centres share it). Returns whether it
-/// ran (an AVX-512 CPU and `T = f32`).
+/// AVX-512 twin of the lane minima in `argmin.rs`'s `tile_argmin`: for
+/// each row `i` of `out.len()` rows of `tile` (`kt = norms.len()` products
+/// per row, contiguous), over its first `full` products plus `norms` (`full`
+/// a multiple of 16), writes the minimum, the lowest index `j0 + j` holding
+/// it, and the runner-up (equal to the minimum when two centres share it):
+/// values that do not depend on how the centres are split into lanes.
+/// Returns whether it ran (an AVX-512 CPU and `T` is `f32` or `f64`).
 pub fn tile_mins<T: Real>(tile: &[T], norms: &[T], full: usize, j0: usize, out: &mut [(T, u32, T)]) -> bool {
-    if !available() || std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
-        return false;
-    }
     let kt = norms.len();
     assert!(full.is_multiple_of(WIDTH) && full <= kt && tile.len() >= out.len() * kt);
+    if !available() {
+        return false;
+    }
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
+        // SAFETY: `T` is `f64` (checked above), so these are the same slices.
+        let (tile, norms, out) = unsafe {
+            (
+                std::slice::from_raw_parts(tile.as_ptr().cast::<f64>(), tile.len()),
+                std::slice::from_raw_parts(norms.as_ptr().cast::<f64>(), norms.len()),
+                std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<(f64, u32, f64)>(), out.len()),
+            )
+        };
+        let grouped = out.len() / TILE_GROUP * TILE_GROUP;
+        for r0 in (0..grouped).step_by(TILE_GROUP) {
+            // SAFETY: `available()` checked AVX-512F and AVX-512VL; bounds
+            // asserted above.
+            unsafe {
+                tile_rows_f64::<TILE_GROUP>(&tile[r0 * kt..], kt, norms, full, j0, &mut out[r0..r0 + TILE_GROUP])
+            };
+        }
+        for r in grouped..out.len() {
+            // SAFETY: as above.
+            unsafe { tile_rows_f64::<1>(&tile[r * kt..], kt, norms, full, j0, &mut out[r..=r]) };
+        }
+        return true;
+    }
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return false;
+    }
     // SAFETY: `T` is `f32` (checked above), so these are the same slices.
     let (tile, norms, out) = unsafe {
         (
@@ -265,12 +291,71 @@ unsafe fn tile_rows<const R: usize>(
         }
         if index == u32::MAX {
             // Every value is NaN: no minimum, and no certified gap.
-            out[r] = (min, j0 as u32, min);
+            out[r] = (min, 0, min);
             continue;
         }
         // Runner-up: the winning lane's own, or any other lane's best.
         let win = at_min & _mm512_cmpeq_epi32_mask(best_idx[r], _mm512_set1_epi32(index as i32));
         let runner_up = _mm512_reduce_min_ps(_mm512_mask_mov_ps(best[r], win, second[r]));
+        out[r] = (min, index, runner_up);
+    }
+}
+
+/// [`tile_rows`] for `f64` tiles (eight centres per vector).
+///
+/// # Safety
+/// As [`tile_rows`].
+#[target_feature(enable = "avx512f,avx512vl")]
+#[inline]
+#[allow(clippy::needless_range_loop)] // row loops index several arrays in step
+unsafe fn tile_rows_f64<const R: usize>(
+    tile: &[f64],
+    kt: usize,
+    norms: &[f64],
+    full: usize,
+    j0: usize,
+    out: &mut [(f64, u32, f64)],
+) {
+    const W: usize = 8;
+    let mut best = [_mm512_set1_pd(f64::INFINITY); R];
+    let mut second = [_mm512_set1_pd(f64::INFINITY); R];
+    let mut best_idx = [_mm256_set1_epi32(0); R];
+    let base = j0 as i32;
+    let mut idx = _mm256_setr_epi32(base, base + 1, base + 2, base + 3, base + 4, base + 5, base + 6, base + 7);
+    let step = _mm256_set1_epi32(W as i32);
+    let mut c0 = 0;
+    while c0 < full {
+        // SAFETY: c0 + W <= full <= kt, and row r's values lie at r * kt..
+        // within `tile` (the caller's contract).
+        let n = unsafe { _mm512_loadu_pd(norms.as_ptr().add(c0)) };
+        for r in 0..R {
+            let v = _mm512_add_pd(unsafe { _mm512_loadu_pd(tile.as_ptr().add(r * kt + c0)) }, n);
+            let lt = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(v, best[r]);
+            second[r] = _mm512_min_pd(_mm512_max_pd(best[r], v), second[r]);
+            best[r] = _mm512_mask_mov_pd(best[r], lt, v);
+            best_idx[r] = _mm256_mask_mov_epi32(best_idx[r], lt, idx);
+        }
+        idx = _mm256_add_epi32(idx, step);
+        c0 += W;
+    }
+    for r in 0..R {
+        let min = _mm512_reduce_min_pd(best[r]);
+        let at_min = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(best[r], _mm512_set1_pd(min));
+        let mut lanes = [0u32; W];
+        let mut index = u32::MAX;
+        // SAFETY: `lanes` holds exactly one 256-bit vector of u32.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), best_idx[r]) };
+        for (l, &j) in lanes.iter().enumerate() {
+            if at_min & (1 << l) != 0 && j < index {
+                index = j;
+            }
+        }
+        if index == u32::MAX {
+            out[r] = (min, 0, min);
+            continue;
+        }
+        let win = at_min & _mm256_cmpeq_epi32_mask(best_idx[r], _mm256_set1_epi32(index as i32));
+        let runner_up = _mm512_reduce_min_pd(_mm512_mask_mov_pd(best[r], win, second[r]));
         out[r] = (min, index, runner_up);
     }
 }
