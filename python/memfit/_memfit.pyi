@@ -100,9 +100,11 @@ def gather_rows(
     rows: npt.NDArray[np.int64],
     memory_limit: int,
     float32: bool = False,
+    metric: str = "euclidean",
 ) -> Union[_F64, npt.NDArray[np.float32]]:
     """Rows of x (any order, repeats allowed) as a new (len(rows), n_features)
-    array, float32 when float32 else float64, read with positioned reads."""
+    array, float32 when float32 else float64, read with positioned reads;
+    scaled to unit norm for metric="cosine"."""
 
 def minibatch_step(
     batch: Union[_F64, npt.NDArray[np.float32]],
@@ -115,9 +117,15 @@ def minibatch_step(
     memory_limit: int,
     sample_weight: Optional[_F64] = None,
     n_jobs: Optional[int] = None,
+    metric: str = "euclidean",
 ) -> tuple[float, float, list[int], int]:
     """One mini-batch k-means step, moving centers and counts in place; returns
-    (inertia, centers_squared_diff, to_reassign, n_since_last_reassign)."""
+    (inertia, centers_squared_diff, to_reassign, n_since_last_reassign).
+    metric="cosine": unit batch rows, moved centres scaled to unit norm."""
+
+def minibatch_start_centers(centers: _F64, *, float32: bool = False, metric: str = "euclidean") -> None:
+    """Initial centres made in place what the steps hold: unit norm for
+    metric="cosine", then rounded to float32 when float32."""
 
 def minibatch_plan(
     n_clusters: int,

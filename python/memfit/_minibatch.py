@@ -89,6 +89,12 @@ class MiniBatchKMeans(_Centers):
         Centres whose absorbed weight is below this share of the largest are
         moved to random rows of the batch (at most half the batch), checked
         every ``10 * n_clusters`` rows or when a centre has absorbed nothing.
+    metric : {"euclidean", "cosine"}, default="euclidean"
+        ``"cosine"``: spherical mini-batch k-means, as :class:`memfit.KMeans`'s
+        ``metric="cosine"``: rows are scaled to unit norm as they are read
+        (never copied), the initial centres and every moved centre too, and
+        rows go to the centre of largest cosine similarity (the nearest unit
+        centre). ``inertia_`` is then the sum of ``||x/||x|| - c||^2``.
     memory_limit : int, str or None, default=None
         Bytes a step, a drawn batch and the final assignment must fit in (see
         :class:`memfit.KMeans`); too small raises ``MemoryError``.
@@ -148,6 +154,7 @@ class MiniBatchKMeans(_Centers):
         "max_no_improvement": [Interval(Integral, 0, None, closed="left"), None],
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "reassignment_ratio": [Interval(Real, 0, None, closed="left")],
+        "metric": [StrOptions({"euclidean", "cosine"})],
         # memfit's own, checked when used.
         "memory_limit": "no_validation",
         "n_jobs": "no_validation",
@@ -168,6 +175,7 @@ class MiniBatchKMeans(_Centers):
         init_size=None,
         n_init="auto",
         reassignment_ratio=0.01,
+        metric="euclidean",
         memory_limit=None,
         n_jobs=None,
     ):
@@ -183,8 +191,13 @@ class MiniBatchKMeans(_Centers):
         self.init_size = init_size
         self.n_init = n_init
         self.reassignment_ratio = reassignment_ratio
+        self.metric = metric
         self.memory_limit = memory_limit
         self.n_jobs = n_jobs
+
+    @property
+    def _metric(self):
+        return self.metric
 
     # -- checks (scikit-learn's _check_params_vs_input) -------------------
 
@@ -249,12 +262,21 @@ class MiniBatchKMeans(_Centers):
     # -- drawing rows ------------------------------------------------------
 
     def _rows(self, data, idx):
-        """Rows ``idx`` of X as a C-contiguous array of the compute dtype."""
+        """Rows ``idx`` of X as a C-contiguous array of the compute dtype
+        (unit rows for ``metric="cosine"``)."""
         idx = np.asarray(idx, dtype=np.int64)
+        x = data.engine
         if data.dask is not None:
-            return np.ascontiguousarray(np.asarray(data.dask.input[idx]), dtype=data.out_dtype)
+            x = np.ascontiguousarray(np.asarray(data.dask.input[idx]))
+            if self.metric == "euclidean":
+                return np.asarray(x, dtype=data.out_dtype)
+            idx = np.arange(x.shape[0])
         return _memfit.gather_rows(
-            data.engine, rows=idx, memory_limit=check_memory_limit(self.memory_limit), float32=data.float32
+            x,
+            rows=idx,
+            memory_limit=check_memory_limit(self.memory_limit),
+            float32=data.float32,
+            metric=self.metric,
         )
 
     @staticmethod
@@ -294,7 +316,9 @@ class MiniBatchKMeans(_Centers):
                     f"The shape of the initial centers {centers.shape} does not match the number of features of "
                     f"the data {data.n_features}."
                 )
-        return np.array(centers, dtype=data.out_dtype, order="C")
+        centers = np.array(centers, dtype=np.float64, order="C")
+        _memfit.minibatch_start_centers(centers, float32=data.float32, metric=self.metric)
+        return centers.astype(data.out_dtype)
 
     def _draw_init(self, data, w, random_state):
         """Initial centres from ``init_size`` rows drawn from X (all rows when
@@ -321,6 +345,7 @@ class MiniBatchKMeans(_Centers):
             memory_limit=check_memory_limit(self.memory_limit),
             sample_weight=w,
             n_jobs=check_n_jobs(self.n_jobs),
+            metric=self.metric,
         )
         if to_reassign:
             rows = random_state.choice(batch.shape[0], replace=False, size=len(to_reassign))
@@ -350,6 +375,8 @@ class MiniBatchKMeans(_Centers):
         return why is not None
 
     def _validation_inertia(self, sample, w, centers):
+        # Drawn rows and centres are already unit rows for "cosine": the
+        # Euclidean assignment is the spherical one.
         labels = np.empty(sample.shape[0], dtype=np.int32)
         return _memfit.assign(
             sample,
@@ -484,7 +511,8 @@ class MiniBatchKMeans(_Centers):
         self._step(batch, w, centers, self._random_state)
         self.cluster_centers_ = centers.astype(data.out_dtype)
         if self.compute_labels:
-            self.labels_, self.inertia_ = self._assign(batch, w)
+            # The batch holds unit rows for "cosine": Euclidean is spherical.
+            self.labels_, self.inertia_ = self._assign(batch, w, metric="euclidean")
             self.inertia_ = float(self.inertia_)
         self.n_steps_ += 1
         self._n_features_out = self.cluster_centers_.shape[0]

@@ -106,3 +106,41 @@ def test_bad_metric_is_refused_and_dask_input_is_read_as_unit_rows():
     X[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         KMeans(2, metric="cosine").fit(X)
+
+
+def test_mini_batch_spherical_keeps_unit_centres_with_the_same_bits_everywhere(tmp_path):
+    """MiniBatchKMeans(metric="cosine"): unit centres (initial, moved and
+    given), labels_ are predict's and the largest cosine similarity, the same
+    bits for any thread count, for a path or a Dask array, and for rows
+    scaled by powers of two."""
+    import dask.array as da
+
+    from memfit import MiniBatchKMeans
+
+    X, _ = directions(n=6_000, d=40, k=6)
+    kw = dict(n_clusters=6, metric="cosine", random_state=0, batch_size=256)
+    km = MiniBatchKMeans(**kw).fit(X)
+    C = km.cluster_centers_
+    assert C.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(C.astype(np.float64), axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(km.labels_, km.predict(X))
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    assert (np.argmax(U @ C.T, axis=1) == km.labels_).mean() > 0.999
+    np.save(tmp_path / "x.npy", X)
+    scales = np.exp2(np.random.default_rng(1).integers(-20, 20, (X.shape[0], 1))).astype(np.float32)
+    for other in (
+        MiniBatchKMeans(**kw, n_jobs=1).fit(X),
+        MiniBatchKMeans(**kw).fit(str(tmp_path / "x.npy")),
+        MiniBatchKMeans(**kw).fit(da.from_array(X, chunks=1_000)),
+        MiniBatchKMeans(**kw).fit(X * scales),
+    ):
+        assert np.array_equal(other.cluster_centers_, C)
+    given = MiniBatchKMeans(n_clusters=6, metric="cosine", init=X[:6] * 5, max_iter=1).fit(X)
+    np.testing.assert_allclose(np.linalg.norm(given.cluster_centers_.astype(np.float64), axis=1), 1.0, rtol=1e-6)
+    partial = MiniBatchKMeans(n_clusters=6, metric="cosine", random_state=0)
+    for i in range(0, 6_000, 1_500):
+        partial.partial_fit(X[i : i + 1_500])
+    np.testing.assert_allclose(np.linalg.norm(partial.cluster_centers_.astype(np.float64), axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(partial.labels_, partial.predict(X[4_500:]))
+    with pytest.raises(InvalidParameterError, match="'metric' parameter of MiniBatchKMeans"):
+        MiniBatchKMeans(n_clusters=2, metric="cos").fit(X)

@@ -130,7 +130,7 @@ pub fn kmeans_fit<'py>(
 }
 
 /// `"euclidean"` or `"cosine"` (rows read scaled to unit norm).
-fn parse_metric(metric: &str) -> PyResult<Metric> {
+pub(crate) fn parse_metric(metric: &str) -> PyResult<Metric> {
     match metric {
         "euclidean" => Ok(Metric::Euclidean),
         "cosine" => Ok(Metric::Cosine),

@@ -1,29 +1,33 @@
 //! Mini-batch k-means: rows drawn from any input, and one step on a batch.
 
-use memfit::cluster::{EarlyStop, MiniBatch, Stop};
+use memfit::cluster::{EarlyStop, Metric, MiniBatch, Stop};
 use memfit::Real;
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
+use crate::kmeans::parse_metric;
 use crate::runner::run;
 use crate::shared::{run_options, Inputs};
 
 /// The rows `rows` (int64 indices, any order, repeats allowed) of `x` (an
 /// array, `.npy` path or expression) as a new C-contiguous
 /// `(len(rows), n_features)` array, float32 when `float32` else float64,
-/// read with positioned reads (never mapped). The array counts against
-/// `memory_limit` (bytes).
+/// read with positioned reads (never mapped); with `metric="cosine"` each
+/// row scaled to unit norm as the engine reads rows for spherical k-means.
+/// The array counts against `memory_limit` (bytes).
 #[pyfunction]
-#[pyo3(signature = (x, *, rows, memory_limit, float32=false))]
+#[pyo3(signature = (x, *, rows, memory_limit, float32=false, metric="euclidean"))]
 pub fn gather_rows<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     rows: PyReadonlyArray1<'py, i64>,
     memory_limit: u64,
     float32: bool,
+    metric: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let metric = parse_metric(metric)?;
     let rows: Vec<usize> = rows
         .as_array()
         .iter()
@@ -33,6 +37,7 @@ pub fn gather_rows<'py>(
         .collect::<PyResult<_>>()?;
     let inputs = Inputs::hold(x, None)?;
     let (src, _) = inputs.open(&run_options(memory_limit, Some(1), Default::default()))?;
+    let src = src.unit_rows(metric == Metric::Cosine);
     let d = src.n_features();
     let bytes = (rows.len() * d * if float32 { 4 } else { 8 }) as u64;
     if bytes > memory_limit {
@@ -69,10 +74,12 @@ pub fn gather_rows<'py>(
 /// reassignment check, whose counter is `n_since_last_reassign`. Returns
 /// `(inertia, centers_squared_diff, to_reassign, n_since_last_reassign)`,
 /// `to_reassign` the centres (increasing) the caller replaces by rows of
-/// the batch. The step's buffers count against `memory_limit` (bytes).
+/// the batch. The step's buffers count against `memory_limit` (bytes). With
+/// `metric="cosine"` the batch's rows are unit rows (from [`gather_rows`])
+/// and each moved centre is scaled to unit norm (spherical mini-batch).
 #[pyfunction]
 #[pyo3(signature = (batch, *, centers, counts, n_since_last_reassign, seen, reassignment_ratio, memory_limit,
-    sample_weight=None, n_jobs=None))]
+    sample_weight=None, n_jobs=None, metric="euclidean"))]
 #[allow(clippy::too_many_arguments)]
 pub fn minibatch_step<'py>(
     py: Python<'py>,
@@ -85,7 +92,9 @@ pub fn minibatch_step<'py>(
     memory_limit: u64,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     n_jobs: Option<usize>,
+    metric: &str,
 ) -> PyResult<(f64, f64, Vec<usize>, usize)> {
+    let unit_centers = parse_metric(metric)? == Metric::Cosine;
     let (k, d) = (centers.as_array().nrows(), centers.as_array().ncols());
     let mut state = MiniBatch {
         n_clusters: k,
@@ -93,7 +102,7 @@ pub fn minibatch_step<'py>(
         centers: centers.as_slice()?.to_vec(),
         counts: counts.as_slice()?.to_vec(),
         n_since_last_reassign,
-        unit_centers: false,
+        unit_centers,
     };
     if state.counts.len() != k {
         return Err(pyo3::exceptions::PyValueError::new_err(format!("{} counts for {k} centres", state.counts.len())));
@@ -126,6 +135,24 @@ pub fn minibatch_step<'py>(
     centers.as_slice_mut()?.copy_from_slice(&state.centers);
     counts.as_slice_mut()?.copy_from_slice(&state.counts);
     Ok((step.inertia, step.centers_squared_diff, step.to_reassign, state.n_since_last_reassign))
+}
+
+/// Initial centres (`(n_clusters, n_features)` float64, C-contiguous) made
+/// in place what the steps hold (see `memfit::cluster::MiniBatch::start_centers`):
+/// scaled to unit norm for `metric="cosine"`, then rounded to float32 when
+/// `float32`.
+#[pyfunction]
+#[pyo3(signature = (centers, *, float32=false, metric="euclidean"))]
+pub fn minibatch_start_centers(mut centers: PyReadwriteArray2<'_, f64>, float32: bool, metric: &str) -> PyResult<()> {
+    let unit = parse_metric(metric)? == Metric::Cosine;
+    let d = centers.as_array().ncols();
+    let c = centers.as_slice_mut()?;
+    if float32 {
+        MiniBatch::start_centers::<f32>(c, d, unit);
+    } else {
+        MiniBatch::start_centers::<f64>(c, d, unit);
+    }
+    Ok(())
 }
 
 /// The plan (as text) of steps on batches of `batch_size` rows

@@ -61,6 +61,20 @@ pub struct Step {
 }
 
 impl MiniBatch {
+    /// Initial centres (row-major, rows of `d` values) as the steps hold
+    /// them: each scaled to unit norm when `unit` (spherical k-means, see
+    /// [`unit_row`]), then rounded to `T` (kept as `f64`).
+    pub fn start_centers<T: Real>(centers: &mut [f64], d: usize, unit: bool) {
+        for c in centers.chunks_exact_mut(d.max(1)) {
+            if unit {
+                unit_row(c);
+            }
+            for v in c.iter_mut() {
+                *v = T::from_f64(*v).to_f64();
+            }
+        }
+    }
+
     /// Bytes a step on `rows` rows of `n_features` holds beyond the batch,
     /// the centres and the counts, with `threads` threads computing in a
     /// type of `compute_bytes`: the prepared centres, per-thread distance

@@ -17,7 +17,6 @@ use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{install, Observer, Progress};
 use crate::io::Source;
-use crate::kernels::unit_row;
 
 /// How batch rows are drawn from rows `first..n_samples` of the data.
 pub(super) enum Draw {
@@ -163,14 +162,7 @@ pub(super) fn run_steps<T: Real>(
         n_since_last_reassign: 0,
         unit_centers,
     };
-    for c in state.centers.chunks_exact_mut(d) {
-        if unit_centers {
-            unit_row(c);
-        }
-        for v in c.iter_mut() {
-            *v = T::from_f64(*v).to_f64();
-        }
-    }
+    MiniBatch::start_centers::<T>(&mut state.centers, d, unit_centers);
     let mut stop = EarlyStop::default();
     let mut buffers =
         StepBuffers { idx: Vec::with_capacity(batch), values: vec![T::zero(); batch * d], previous: Vec::new() };
