@@ -475,6 +475,23 @@ fn bad_input_fails_cleanly_without_outputs() {
     }
 }
 
+/// `predict --dtype float32` names a finite value float32 cannot hold as an
+/// overflow (not as a non-finite value) and writes nothing.
+#[test]
+fn predict_names_a_float32_overflow() {
+    let t = tempfile::tempdir().unwrap();
+    let (x, c, l) = (p(t.path(), "x.npy"), p(t.path(), "c.npy"), p(t.path(), "l.npy"));
+    let mut v = blobs(100);
+    v[2 * 10 + 1] = 1e39;
+    write_f64(&x, &[100, 2], &v);
+    write_f64(&c, &[2, 2], &[0.0, 0.0, 1.0, 1.0]);
+    let o = memfit(&["predict", &x, "--centers", &c, "--labels", &l, "--dtype", "float32"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("row 10, column 1 holds 1e39, which overflows float32; hint: use --dtype float64"), "{e}");
+    assert!(!Path::new(&l).exists());
+}
+
 #[test]
 fn full_disk_leaves_no_partial_output() {
     // Needs root to mount a tiny tmpfs; skipped elsewhere.

@@ -550,6 +550,26 @@ impl Error {
         Error::InvalidParameter { name, rule: rule.into(), remedies }
     }
 
+    /// The error for a value that read as a non-finite `compute` value:
+    /// `value` as stored at (`row`, `column`) of `path`, `count` such values
+    /// (0 when not counted). A finite stored value overflowed `compute`
+    /// (an invalid `dtype`, computing in `float64` fixes it); else
+    /// [`Error::NonFinite`].
+    pub fn bad_value(path: PathBuf, row: usize, column: usize, value: f64, count: u64, compute: Dtype) -> Self {
+        if value.is_finite() {
+            return Error::param_with(
+                "dtype",
+                format!(
+                    "{}: row {row}, column {column} holds {value:e}, which overflows {}",
+                    path.display(),
+                    compute.name()
+                ),
+                vec![Remedy::ComputeIn(Dtype::F64)],
+            );
+        }
+        Error::NonFinite { path, row, column, value, count }
+    }
+
     /// Builds [`Error::DoesNotFit`]: the job needs `required_bytes` but the
     /// limit is `limit_bytes`; raising the limit is the first remedy, then
     /// `also`.

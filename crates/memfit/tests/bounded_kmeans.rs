@@ -9,6 +9,7 @@ use memfit::cluster::{fit, plan_kmeans, Algorithm, Init, KMeansFit, KMeansParams
 use memfit::dtype::Real;
 use memfit::exec::{RowSplit, RunOptions};
 use memfit::io::{ArrayRef, Source, Values};
+use memfit::kernels::exact_sq_dist;
 use memfit::plan::{Job, CHUNK_ROWS};
 
 /// A deterministic uniform in [0, 1).
@@ -172,5 +173,54 @@ fn a_bounded_fit_writes_lloyds_labels_converged_or_stopped() {
         }
         let inertia: f64 = labels.iter().enumerate().map(|(i, &l)| sq(i, l as usize)).sum();
         assert!((inertia - f.inertia).abs() <= 1e-9 * inertia);
+    }
+}
+
+/// Centres that move by less than `f64` can square (1e-161 apart: every
+/// squared move underflows to zero) have not converged strictly: their
+/// labels are not those of the last pass. Lloyd, bounded and auto write the
+/// same labels, each the exact nearest of the final centres.
+#[test]
+fn moves_whose_squares_underflow_are_not_strict_convergence() {
+    let (n, d, k) = (20_000, 17, 10);
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let x: Vec<f64> = (0..n)
+        .flat_map(|_| {
+            let first = if uniform(&mut s) < 0.5 { 0.0 } else { 3e-154 };
+            let rest: Vec<f64> = (1..d).map(|_| (uniform(&mut s) - 0.5) * 1e-161).collect();
+            std::iter::once(first).chain(rest)
+        })
+        .collect();
+    let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
+    let init: Vec<f64> = (0..k).flat_map(|j| x[(j * 7919 % n) * d..][..d].to_vec()).collect();
+    let mut first: Option<Vec<u32>> = None;
+    for algorithm in [Algorithm::Lloyd, Algorithm::Bounded, Algorithm::Auto] {
+        let params = KMeansParams {
+            n_clusters: k,
+            init: Init::Centers { values: init.clone(), n_rows: k, n_cols: d },
+            max_iter: 10,
+            tol: 0.0,
+            algorithm,
+            ..Default::default()
+        };
+        let opts = RunOptions::with_limit(1 << 30);
+        let plan = plan_kmeans(&params, &Job::new(&src, None, 8, 1, &opts)).unwrap();
+        let mut labels = Vec::new();
+        let mut sink = |l: &[u32]| {
+            labels.extend_from_slice(l);
+            Ok(())
+        };
+        let f = fit::<f64>(&params, &src, None, &plan, &opts, Some(&mut sink), &mut ()).unwrap();
+        let c = &f.cluster_centers;
+        for (i, &l) in labels.iter().enumerate() {
+            let row = &x[i * d..(i + 1) * d];
+            let dist: Vec<f64> = (0..k).map(|j| exact_sq_dist(row, &c[j * d..(j + 1) * d])).collect();
+            let best = (0..k).min_by(|&a, &b| dist[a].total_cmp(&dist[b]).then(a.cmp(&b))).unwrap();
+            assert_eq!(l as usize, best, "{algorithm:?} row {i}");
+        }
+        match &first {
+            None => first = Some(labels),
+            Some(want) => assert_eq!(&labels, want, "{algorithm:?}"),
+        }
     }
 }

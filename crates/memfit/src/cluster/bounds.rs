@@ -14,10 +14,10 @@
 //! Every pass computes D̃_a = [`exact_sq_dist`]`(x, c_a)` (O(d), needed for the
 //! inertia anyway): the bits the full assignment reports for the label.
 //! With `s_a` ≤ half the true distance from `c_a` to its nearest other centre
-//! and U ≥ √D_a (D̃ errs by at most γ₆₄(d + 6) D, see
-//! [`crate::kernels`]), every other centre has
-//! √D_j ≥ L = max(l, 2 s_a − U), so D̃_j ≥ L² (1 − γ₆₄). The row keeps `a`
-//! when D̃_a < L² (1 − γ₆₄) (lowered by its roundings): then D̃_a is the
+//! and U ≥ √D_a (D̃ errs by at most γ₆₄(d + 6) D + η, η the squares'
+//! underflow, see [`crate::kernels`]), every other centre has
+//! √D_j ≥ L = max(l, 2 s_a − U), so D̃_j ≥ L² (1 − γ₆₄) − η. The row keeps `a`
+//! when D̃_a + η < L² (1 − γ₆₄) (lowered by its roundings): then D̃_a is the
 //! unique minimum over all centres, which is the label and distance the full
 //! assignment gives (lowest index on ties is moot: there is no tie). Every
 //! other row goes through [`assign_rows`] (the exact, certified kernel),
@@ -31,7 +31,7 @@ use rayon::prelude::*;
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::RowStates;
-use crate::kernels::{assign_rows, exact_sq_dist, PreparedCenters, Scratch};
+use crate::kernels::{assign_rows, exact_sq_dist, underflow_slack, PreparedCenters, Scratch};
 
 /// `f64` values of state per row: the label (−1 before the first full
 /// assignment) and the lower bound.
@@ -174,7 +174,8 @@ impl<T: Real> Bounds<T> {
         for j in 0..k {
             let (old, new) = (&self.referred[j * d..(j + 1) * d], &centers[j * d..(j + 1) * d]);
             let sq: f64 = old.iter().zip(new).map(|(a, b)| (a - b) * (a - b)).sum();
-            let drift = sq.sqrt() * widen;
+            // Squares below f64's smallest normal lose up to η in all.
+            let drift = (sq + underflow_slack(d)).sqrt() * widen;
             if drift > m1 {
                 (m2, m1, a1) = (m1, drift, j);
             } else if drift > m2 {
@@ -193,7 +194,7 @@ impl<T: Real> Bounds<T> {
                     .filter(|&i| i != j)
                     .map(|i| centers[i * d..(i + 1) * d].iter().zip(cj).map(|(a, b)| (a - b) * (a - b)).sum::<f64>())
                     .fold(f64::INFINITY, f64::min);
-                self.half_gap[j] = 0.5 * nearest.sqrt() * lower;
+                self.half_gap[j] = 0.5 * (nearest - underflow_slack(d)).max(0.0).sqrt() * lower;
             }
         }
     }
@@ -318,6 +319,7 @@ impl<T: Real> Shared<'_, T> {
         // (lowered for its own roundings) keeps the label.
         let keep = (1.0 - g) * (1.0 - ROUND);
         let inv = 1.0 / (1.0 - g) * (1.0 + ROUND);
+        let eta = underflow_slack(d);
         let (m1, a1, m2) = self.drift;
         let rows = labels.len();
         // First every row's test, without branches (its outcome is data
@@ -333,11 +335,11 @@ impl<T: Real> Shared<'_, T> {
             let dropped = st[1] - if a == a1 { m2 } else { m1 };
             let l = if dropped > 0.0 { dropped * (1.0 - ROUND) } else { 0.0 };
             let own = exact_sq_dist(row, self.centers.center(a));
-            let upper = (own * inv).sqrt() * (1.0 + ROUND);
+            let upper = ((own + eta) * inv).sqrt() * (1.0 + ROUND);
             let by_gap = (2.0 * self.half_gap[a] - upper) * (1.0 - ROUND);
             // A negative bound says nothing (and must not square to one).
             let lower = l.max(if self.use_gaps { by_gap } else { 0.0 }).max(0.0);
-            cleared[i] = known & ((k == 1) | (own < keep * lower * lower));
+            cleared[i] = known & ((k == 1) | (own + eta < keep * lower * lower));
             labels[i] = a as u32;
             dist[i] = own;
             st[1] = l;

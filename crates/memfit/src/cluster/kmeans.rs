@@ -480,6 +480,9 @@ fn lloyd<T: Real>(
             }
         }
         let mut center_shift = 0.0;
+        // Strict convergence is no centre moving at all: a sum of squared
+        // moves can underflow to zero while centres still move.
+        let mut moved = false;
         let mut unit = vec![0.0; if cosine { d } else { 0 }];
         for j in 0..k {
             if sums.weight(j) > 0.0 {
@@ -494,6 +497,7 @@ fn lloyd<T: Real>(
                 for q in 0..d {
                     let c = if cosine { T::from_f64(unit[q]) } else { sums.mean_as::<T>(j, q, d) }.to_f64();
                     center_shift += (c - centers[j * d + q]).powi(2);
+                    moved |= c != centers[j * d + q];
                     centers[j * d + q] = c;
                 }
             }
@@ -513,7 +517,7 @@ fn lloyd<T: Real>(
             rows_per_sec: n as f64 / t.elapsed().as_secs_f64().max(1e-9),
             skip_share,
         });
-        if center_shift == 0.0 {
+        if !moved {
             strict = true;
             out.converged = true;
             break;

@@ -517,7 +517,7 @@ pub fn check_finite<T: Real>(x: &Source<'_>, block: Block<'_, T>) -> Result<()> 
         None => Ok(()),
         Some(p) => {
             let (row, column) = (block.start + p / d, p % d);
-            Err(Error::NonFinite { path: x.name(), row, column, value: x.value(row, column)?, count: 1 })
+            Err(Error::bad_value(x.name(), row, column, x.value(row, column)?, 1, T::DTYPE))
         }
     }
 }

@@ -298,18 +298,7 @@ pub fn scan<T: Real>(
     let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
     if let Some((row, column)) = s.bad {
         let value = x.value(row, column)?;
-        if value.is_finite() {
-            return Err(Error::param_with(
-                "dtype",
-                format!(
-                    "{}: row {row}, column {column} holds {value:e}, which overflows {}",
-                    x.name().display(),
-                    T::DTYPE.name()
-                ),
-                vec![Remedy::ComputeIn(Dtype::F64)],
-            ));
-        }
-        return Err(Error::NonFinite { path: x.name(), row, column, value, count: s.bad_count });
+        return Err(Error::bad_value(x.name(), row, column, value, s.bad_count, T::DTYPE));
     }
     // Squared distances between any two points must stay finite in the
     // compute type, with room for the GEMM identity's ‖c‖² − 2x·c.

@@ -33,10 +33,12 @@
 //!   Algorithms*, §3.1), with γ(n) = nu / (1 − nu).
 //!
 //! Summed and rounded up: |g_j − t_j| ≤ E_j = (γ(d + 6) + γ₆₄(d + 6))·(R_j + X)².
-//! The `f64` distance D̃_j = [`exact_sq_dist`] errs by F_j ≤ γ₆₄(d + 6)·D_j
-//! and D_j ≤ (R_j + X)². Let β_j = E_j + F_j (inflated by 10⁻⁶ relative for
-//! the rounding of X, R and the bound itself, plus an absolute 2(d + 6)
-//! times K's smallest normal for underflow) and τ = 2 max_j β_j:
+//! The `f64` distance D̃_j = [`exact_sq_dist`] errs by F_j ≤ γ₆₄(d + 6)·D_j + η
+//! (η = [`underflow_slack`], what squares below `f64`'s smallest normal
+//! lose) and D_j ≤ (R_j + X)². Let β_j = E_j + F_j (inflated by 10⁻⁶
+//! relative for the rounding of X, R and the bound itself, plus an absolute
+//! 2(d + 6) times K's smallest normal for the fast path's underflow) and
+//! τ = 2 max_j β_j:
 //! - if the runner-up's g exceeds the best g_b by more than τ, then for
 //!   every other centre D_j − D_b > F_j + F_b, so b is also the unique
 //!   minimiser of D̃: the label is certified. A tighter τ for the row uses
@@ -196,7 +198,7 @@ impl<T: Real> PreparedCenters<T> {
         let kp = Self::padded_k(k);
         let (mut transposed, mut padded_norms, mut values, mut sq_norms) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let bound = if narrow {
+        let mut bound = if narrow {
             transposed = vec![0.0; d * kp];
             padded_norms = vec![f32::INFINITY; kp];
             for (j, s) in rows().enumerate() {
@@ -214,6 +216,8 @@ impl<T: Real> PreparedCenters<T> {
             sq_norms = values.chunks(d).map(|v| T::from_f64(v.iter().map(|v| v.to_f64().powi(2)).sum())).collect();
             Bound::new(d, T::UNIT_ROUNDOFF, T::MIN_POSITIVE, T::MAX)
         };
+        // The exact distances' own underflow, in scaled units.
+        bound.floor += underflow_slack(d) * scale * scale;
         PreparedCenters {
             centers: centers.to_vec(),
             n_clusters: k,
@@ -279,6 +283,16 @@ impl<T: Real> PreparedCenters<T> {
         let local = self.beta(best, x_norm) + self.bound.beta(reach, x_norm);
         uniform.min(local)
     }
+}
+
+/// An absolute bound on what underflow adds to the error of an
+/// [`exact_sq_dist`] of `d` features: each square that falls below the
+/// smallest normal `f64` errs by at most half the smallest subnormal,
+/// 2⁻¹⁰⁷⁵ (sums of subnormals are exact), so `F ≤ γ₆₄(d + 6) D + d 2⁻¹⁰⁷⁵`;
+/// rounded up to `2 (d + 6) 2⁻¹⁰⁷⁴`. Negligible unless the distances are
+/// themselves near `f64`'s smallest values.
+pub fn underflow_slack(d: usize) -> f64 {
+    2.0 * (d + 6) as f64 * f64::from_bits(1)
 }
 
 /// The power of two σ that brings a centre spread (largest coordinate
@@ -491,13 +505,13 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
 /// (its rounding taken off) minus the uniform τ = 2 max_j β_j (−∞ or NaN
 /// otherwise); `d` features.
 ///
-/// With F_j ≤ γ₆₄(d + 6) D_j (the module docs), every centre has
-/// D_j ≥ D̃_j / (1 + γ₆₄) ≥ D̃_b / (1 + γ₆₄) (b minimises D̃); a certified
-/// row also has D_j − D_b = t_j − t_b ≥ (g_j − g_b) − (E_j + E_b) ≥ margin
-/// for j ≠ b, so D_j ≥ D̃_b / (1 + γ₆₄) + margin. Each result is lowered by
+/// With F_j ≤ γ₆₄(d + 6) D_j + η (the module docs), every centre has
+/// D_j ≥ (D̃_j − η) / (1 + γ₆₄) ≥ (D̃_b − η) / (1 + γ₆₄) (b minimises D̃); a
+/// certified row also has D_j − D_b = t_j − t_b ≥ (g_j − g_b) − (E_j + E_b)
+/// ≥ margin for j ≠ b, so D_j ≥ (D̃_b − η) / (1 + γ₆₄) + margin. Each result is lowered by
 /// the `f64` roundings that made it.
 pub fn second_bound(dist: f64, margin: f64, d: usize) -> f64 {
-    let own = dist / (1.0 + gamma(d + 6, f64::EPSILON / 2.0)) * (1.0 - 4.0 * f64::EPSILON);
+    let own = (dist - underflow_slack(d)) / (1.0 + gamma(d + 6, f64::EPSILON / 2.0)) * (1.0 - 4.0 * f64::EPSILON);
     if own.is_nan() {
         return 0.0;
     }
@@ -793,6 +807,28 @@ mod tests {
                         assert_eq!(run(&x32, &c32, 64, 8, 2), reference(&x32, &c32), "f32 scale {scale} d {d}");
                     }
                 }
+            }
+        }
+    }
+
+    /// Distances that underflow `f64`: rows and centres within 1e-200 of each
+    /// other (every exact distance is 0, so the lowest index wins) or 1e-161
+    /// apart (distances of a few hundred subnormal units), narrow and wide:
+    /// the fast path, whose scaled values are near 1, must not decide them.
+    #[test]
+    fn underflowing_distances_match_reference() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(29);
+        for (scale, spread) in [(1e-200, 0.3e-200), (1e-161, 1e-161), (1e-162, 1e-162)] {
+            for d in [3, 16, 17, 40] {
+                let k = 10;
+                let centres: Vec<f64> = (0..k * d).map(|_| rng.random_range(-1.0..1.0) * scale).collect();
+                let mut x = Vec::new();
+                for _ in 0..500 {
+                    let j = rng.random_range(0..k);
+                    x.extend((0..d).map(|f| centres[j * d + f] + spread * rng.random_range(-1.0..1.0)));
+                }
+                let c = PreparedCenters::<f64>::new(&centres, k, d);
+                assert_eq!(run(&x, &c, 64, 8, 2), reference(&x, &c), "scale {scale} d {d}");
             }
         }
     }

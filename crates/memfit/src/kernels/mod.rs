@@ -14,8 +14,8 @@ mod unit;
 pub use accumulate::{accumulate_block, accumulate_rows, ClusterSums, MAX_PARTIAL_BYTES};
 pub use argmin::LANES;
 pub use assign::{
-    assign_block, assign_reference, assign_rows, exact_sq_dist, second_bound, sq_distances_block, PreparedCenters,
-    Scratch, DIRECT_MAX_FEATURES,
+    assign_block, assign_reference, assign_rows, exact_sq_dist, second_bound, sq_distances_block, underflow_slack,
+    PreparedCenters, Scratch, DIRECT_MAX_FEATURES,
 };
 pub use gaussian::STACKED_MAX_FEATURES;
 pub(crate) use gaussian::{

@@ -390,7 +390,7 @@ impl<'a> Source<'a> {
         if let Some(k) = out[..rows.len() * d].iter().position(|v| !v.to_f64().is_finite()) {
             let (row, column) = (rows[k / d], k % d);
             let value = self.value(row, column)?;
-            return Err(Error::NonFinite { path: self.name(), row, column, value, count: 1 });
+            return Err(Error::bad_value(self.name(), row, column, value, 1, T::DTYPE));
         }
         Ok(())
     }
