@@ -442,6 +442,7 @@ fn lloyd<T: Real>(
     let mut strict = false;
     let mut last_bounded = false;
     let mut plain_secs = f64::INFINITY;
+    let mut last_skip = 0.0;
     for it in 0..params.max_iter {
         let t = Instant::now();
         let prepared = PreparedCenters::<T>::new(&centers, k, d);
@@ -460,14 +461,19 @@ fn lloyd<T: Real>(
         }
         let skip_share = if k > 1 { s.skipped as f64 * (k - 1) as f64 / (n as f64 * k as f64) } else { 0.0 };
         // `auto`: from the fifth pass on (the third bounded one), plain
-        // passes once a bounded one is not clearly faster than the warm
-        // plain one (the bits are the same either way).
+        // passes once a bounded one is slower than the warm plain one, or
+        // not clearly faster while its skip share has stopped rising (the
+        // bits are the same either way).
         let secs = t.elapsed().as_secs_f64();
         if it == 1 {
             plain_secs = secs;
-        } else if params.algorithm == Algorithm::Auto && it >= 4 && secs > 0.9 * plain_secs {
+        } else if params.algorithm == Algorithm::Auto
+            && it >= 4
+            && (secs > plain_secs || (secs > 0.9 * plain_secs && skip_share < last_skip + 0.05))
+        {
             bounds = None;
         }
+        last_skip = skip_share;
         let mut sums = s.sums;
         let nonempty = (0..k).filter(|&j| sums.weight(j) > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
