@@ -106,11 +106,10 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         """Labels of a Dask input's rows: a lazy Dask array."""
         return data.dask.map_estimator(self, "predict", None, np.int32)
 
-    def _assign(self, X, sample_weight=None, metric=None):
+    def _assign(self, X, sample_weight=None):
         """(labels, inertia) of X against the centres; the inertia weighted
         by ``sample_weight`` when given. For a Dask X the inertia is computed
-        here (X's chunks read one at a time) and the labels are not kept.
-        ``metric`` overrides the estimator's (for rows already unit)."""
+        here (X's chunks read one at a time) and the labels are not kept."""
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
         w = check_sample_weight(sample_weight, data)
@@ -123,7 +122,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
             sample_weight=w,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
-            metric=self._metric if metric is None else metric,
+            metric=self._metric,
         )
         return labels, inertia
 

@@ -11,7 +11,7 @@ from sklearn.cluster import kmeans_plusplus
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from . import _memfit
+from . import _dask, _memfit
 from . import array as ma
 from ._kmeans import _Centers
 from ._options import check_memory_limit, check_n_jobs
@@ -237,13 +237,32 @@ class MiniBatchKMeans(_Centers):
 
     def _tolerance(self, data):
         """``tol * mean(var(X, axis=0))`` (scikit-learn's ``_tolerance``), X read
-        in blocks for a path or an expression."""
+        in blocks for a path or an expression; for ``"cosine"`` the variances
+        of the unit rows the steps see."""
+        if self.metric == "cosine":
+            return self._unit_variance(data) * self.tol
         if isinstance(data.engine, np.ndarray):
             variances = np.var(data.engine, axis=0, dtype=np.float64)
         else:
             variances = (data.dask.input if data.dask is not None else _lazy(data)).var(axis=0)
             variances = np.asarray(variances.compute())
         return float(np.mean(variances)) * self.tol
+
+    def _unit_variance(self, data, block=8192):
+        """Mean over columns of the variances of X's unit rows, read in
+        blocks of ``block`` rows (block means and sums of squared deviations
+        combined as Chan, Golub and LeVeque 1979)."""
+        n, mean, m2 = 0, 0.0, 0.0
+        for start in range(0, data.n_samples, block):
+            rows = self._rows(data, np.arange(start, min(start + block, data.n_samples)))
+            b = rows.shape[0]
+            b_mean = rows.mean(axis=0, dtype=np.float64)
+            b_m2 = ((rows - b_mean) ** 2).sum(axis=0)
+            delta = b_mean - mean
+            mean = mean + delta * (b / (n + b))
+            m2 = m2 + b_m2 + delta**2 * (n * b / (n + b))
+            n += b
+        return float(np.mean(m2 / n))
 
     @staticmethod
     def _check_finite(data):
@@ -286,6 +305,8 @@ class MiniBatchKMeans(_Centers):
             return np.ones(n)
         if isinstance(w, str):
             w = np.load(w)
+        elif isinstance(w, _dask.Rows):
+            w = w.x.compute()
         elif not isinstance(w, np.ndarray):
             w = np.asarray(w.array if hasattr(w, "array") else w)
         w = np.asarray(w, dtype=np.float64).reshape(-1)
@@ -348,7 +369,13 @@ class MiniBatchKMeans(_Centers):
             metric=self.metric,
         )
         if to_reassign:
-            rows = random_state.choice(batch.shape[0], replace=False, size=len(to_reassign))
+            # Unit centres ("cosine") move to rows that have a direction: a
+            # row of zeros would make a zero centre.
+            pool = np.arange(batch.shape[0])
+            if self.metric == "cosine":
+                pool = np.flatnonzero(np.any(batch != 0, axis=1))
+                to_reassign = to_reassign[: len(pool)]
+            rows = pool[random_state.choice(len(pool), replace=False, size=len(to_reassign))]
             if self.verbose:
                 print(f"[MiniBatchKMeans] Reassigning {len(to_reassign)} cluster centers.")
             centers[to_reassign] = batch[rows]
@@ -511,8 +538,8 @@ class MiniBatchKMeans(_Centers):
         self._step(batch, w, centers, self._random_state)
         self.cluster_centers_ = centers.astype(data.out_dtype)
         if self.compute_labels:
-            # The batch holds unit rows for "cosine": Euclidean is spherical.
-            self.labels_, self.inertia_ = self._assign(batch, w, metric="euclidean")
+            # As predict(X) labels them.
+            self.labels_, self.inertia_ = self._assign(X, sample_weight)
             self.inertia_ = float(self.inertia_)
         self.n_steps_ += 1
         self._n_features_out = self.cluster_centers_.shape[0]

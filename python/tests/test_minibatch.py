@@ -90,6 +90,11 @@ def test_every_input_kind_gives_the_same_bits(tmp_path):
         assert_array_equal(km.cluster_centers_, ref.cluster_centers_)
         assert km.inertia_ == ref.inertia_
         assert_array_equal(np.asarray(km.labels_), ref.labels_)
+    # Weights, given as an array, for an in-memory and a Dask X.
+    w = np.random.default_rng(2).uniform(0.5, 2.0, X.shape[0])
+    ref = MiniBatchKMeans(5, random_state=0, batch_size=256).fit(X, sample_weight=w)
+    km = MiniBatchKMeans(5, random_state=0, batch_size=256).fit(da.from_array(X, chunks=1000), sample_weight=w)
+    assert_array_equal(km.cluster_centers_, ref.cluster_centers_)
 
 
 def test_threads_and_memory_limits_give_the_same_bits():

@@ -144,3 +144,29 @@ def test_mini_batch_spherical_keeps_unit_centres_with_the_same_bits_everywhere(t
     np.testing.assert_array_equal(partial.labels_, partial.predict(X[4_500:]))
     with pytest.raises(InvalidParameterError, match="'metric' parameter of MiniBatchKMeans"):
         MiniBatchKMeans(n_clusters=2, metric="cos").fit(X)
+
+
+def test_mini_batch_spherical_zero_rows_tol_and_partial_labels():
+    """Reassigned centres never become rows of zeros; tol is relative to the
+    unit rows (the same steps for rows scaled by 1024); partial_fit's labels_
+    are predict's, zero rows included."""
+    from memfit import MiniBatchKMeans
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 4))
+    X[rng.random(600) < 0.8] = 0
+    km = MiniBatchKMeans(n_clusters=6, metric="cosine", reassignment_ratio=5.0, batch_size=64, random_state=0).fit(X)
+    np.testing.assert_allclose(np.linalg.norm(km.cluster_centers_, axis=1), 1.0, rtol=1e-12)
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(2_000, 5))
+    X[:, 0] += 3 * rng.integers(0, 2, 2_000)
+    kw = dict(n_clusters=4, metric="cosine", batch_size=64, random_state=1, tol=1e-4)
+    a, b = MiniBatchKMeans(**kw).fit(X), MiniBatchKMeans(**kw).fit(X * 1024)
+    assert a.n_steps_ == b.n_steps_ and np.array_equal(a.cluster_centers_, b.cluster_centers_)
+    X = np.random.default_rng(1).normal(size=(300, 4))
+    X[::4] = 0
+    pk = MiniBatchKMeans(n_clusters=5, metric="cosine", random_state=0, reassignment_ratio=2.0)
+    for i in range(0, 90, 30):
+        pk.partial_fit(X[i : i + 30])
+        np.testing.assert_array_equal(pk.labels_, pk.predict(X[i : i + 30]))
+    np.testing.assert_allclose(np.linalg.norm(pk.cluster_centers_, axis=1), 1.0, rtol=1e-12)
