@@ -77,6 +77,18 @@ fn run<T: Real>(
     fit::<T>(&params, &src, ws.as_ref(), &plan, &opts, None, &mut ()).unwrap()
 }
 
+/// Fits `params` on `src` (float64) under `opts`, with the labels it writes.
+fn fit_with_labels(params: &KMeansParams, src: &Source<'_>, opts: &RunOptions) -> (KMeansFit<f64>, Vec<u32>) {
+    let plan = plan_kmeans(params, &Job::new(src, None, 8, 1, opts)).unwrap();
+    let mut labels = Vec::new();
+    let mut sink = |l: &[u32]| {
+        labels.extend_from_slice(l);
+        Ok(())
+    };
+    let f = fit::<f64>(params, src, None, &plan, opts, Some(&mut sink), &mut ()).unwrap();
+    (f, labels)
+}
+
 fn same<T: Real + PartialEq + std::fmt::Debug>(a: &KMeansFit<T>, b: &KMeansFit<T>, what: &str) {
     assert_eq!(a.cluster_centers, b.cluster_centers, "{what}: centres");
     assert_eq!(a.inertia.to_bits(), b.inertia.to_bits(), "{what}: inertia");
@@ -155,13 +167,7 @@ fn a_bounded_fit_writes_lloyds_labels_converged_or_stopped() {
             ..Default::default()
         };
         let opts = RunOptions::with_limit(limit);
-        let plan = plan_kmeans(&params, &Job::new(&src, None, 8, 1, &opts)).unwrap();
-        let mut labels = Vec::new();
-        let mut sink = |l: &[u32]| {
-            labels.extend_from_slice(l);
-            Ok(())
-        };
-        let f = fit::<f64>(&params, &src, None, &plan, &opts, Some(&mut sink), &mut ()).unwrap();
+        let (f, labels) = fit_with_labels(&params, &src, &opts);
         assert_eq!(f.converged, max_iter == 100, "{algorithm:?} {max_iter} {}", f.n_iter);
         assert_eq!(labels.len(), n);
         // The labels are the exact nearest centres of the final centres.
@@ -204,13 +210,7 @@ fn moves_whose_squares_underflow_are_not_strict_convergence() {
             ..Default::default()
         };
         let opts = RunOptions::with_limit(1 << 30);
-        let plan = plan_kmeans(&params, &Job::new(&src, None, 8, 1, &opts)).unwrap();
-        let mut labels = Vec::new();
-        let mut sink = |l: &[u32]| {
-            labels.extend_from_slice(l);
-            Ok(())
-        };
-        let f = fit::<f64>(&params, &src, None, &plan, &opts, Some(&mut sink), &mut ()).unwrap();
+        let (f, labels) = fit_with_labels(&params, &src, &opts);
         let c = &f.cluster_centers;
         for (i, &l) in labels.iter().enumerate() {
             let row = &x[i * d..(i + 1) * d];

@@ -161,6 +161,10 @@ unsafe fn rows<T: Real, const D: usize, const R: usize>(
 /// chains.
 const TILE_GROUP: usize = 4;
 
+/// A kernel of [`tile_mins`] for `R` rows of element type `E` (`R` fixed
+/// by the function): `(tile, kt, norms, full, j0, out)`.
+type TileKernel<E> = unsafe fn(&[E], usize, &[E], usize, usize, &mut [(E, u32, E)]);
+
 /// AVX-512 twin of the lane minima in `argmin.rs`'s `tile_argmin`: for
 /// each row `i` of `out.len()` rows of `tile` (`kt = norms.len()` products
 /// per row, contiguous), over its first `full` products plus `norms` (`full`
@@ -174,188 +178,174 @@ pub fn tile_mins<T: Real>(tile: &[T], norms: &[T], full: usize, j0: usize, out: 
     if !available() {
         return false;
     }
-    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>() {
-        // SAFETY: `T` is `f64` (checked above), so these are the same slices.
-        let (tile, norms, out) = unsafe {
-            (
-                std::slice::from_raw_parts(tile.as_ptr().cast::<f64>(), tile.len()),
-                std::slice::from_raw_parts(norms.as_ptr().cast::<f64>(), norms.len()),
-                std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<(f64, u32, f64)>(), out.len()),
-            )
-        };
-        let grouped = out.len() / TILE_GROUP * TILE_GROUP;
-        for r0 in (0..grouped).step_by(TILE_GROUP) {
-            // SAFETY: `available()` checked AVX-512F and AVX-512VL; bounds
-            // asserted above.
-            unsafe {
-                tile_rows_f64::<TILE_GROUP>(&tile[r0 * kt..], kt, norms, full, j0, &mut out[r0..r0 + TILE_GROUP])
-            };
-        }
-        for r in grouped..out.len() {
-            // SAFETY: as above.
-            unsafe { tile_rows_f64::<1>(&tile[r * kt..], kt, norms, full, j0, &mut out[r..=r]) };
-        }
-        return true;
+    /// `s` as a slice of `B`.
+    ///
+    /// # Safety
+    /// `A` must be `B`.
+    unsafe fn same<A, B>(s: &[A]) -> &[B] {
+        // SAFETY: `A` is `B` (the contract): the same slice.
+        unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<B>(), s.len()) }
     }
-    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+    /// `s` as a mutable slice of `B`.
+    ///
+    /// # Safety
+    /// `A` must be `B`.
+    unsafe fn same_mut<A, B>(s: &mut [A]) -> &mut [B] {
+        // SAFETY: as in `same`.
+        unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<B>(), s.len()) }
+    }
+    let t = std::any::TypeId::of::<T>();
+    if t == std::any::TypeId::of::<f32>() {
+        // SAFETY: `T` is `f32`.
+        let (tile, norms, out) =
+            unsafe { (same::<T, f32>(tile), same::<T, f32>(norms), same_mut::<_, (f32, u32, f32)>(out)) };
+        by_groups(tile, norms, full, j0, out, tile_rows_f32::<TILE_GROUP>, tile_rows_f32::<1>);
+    } else if t == std::any::TypeId::of::<f64>() {
+        // SAFETY: `T` is `f64`.
+        let (tile, norms, out) =
+            unsafe { (same::<T, f64>(tile), same::<T, f64>(norms), same_mut::<_, (f64, u32, f64)>(out)) };
+        by_groups(tile, norms, full, j0, out, tile_rows_f64::<TILE_GROUP>, tile_rows_f64::<1>);
+    } else {
         return false;
-    }
-    // SAFETY: `T` is `f32` (checked above), so these are the same slices.
-    let (tile, norms, out) = unsafe {
-        (
-            std::slice::from_raw_parts(tile.as_ptr().cast::<f32>(), tile.len()),
-            std::slice::from_raw_parts(norms.as_ptr().cast::<f32>(), norms.len()),
-            std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<(f32, u32, f32)>(), out.len()),
-        )
-    };
-    let rows = out.len();
-    let grouped = rows / TILE_GROUP * TILE_GROUP;
-    for r0 in (0..grouped).step_by(TILE_GROUP) {
-        // SAFETY: `available()` checked AVX-512F and AVX-512VL; bounds
-        // asserted above.
-        unsafe { tile_rows::<TILE_GROUP>(&tile[r0 * kt..], kt, norms, full, j0, &mut out[r0..r0 + TILE_GROUP]) };
-    }
-    for r in grouped..rows {
-        // SAFETY: as above.
-        unsafe { tile_rows::<1>(&tile[r * kt..], kt, norms, full, j0, &mut out[r..=r]) };
     }
     true
 }
 
-/// `R` rows of [`tile_mins`].
-///
-/// # Safety
-/// The CPU must support AVX-512F and AVX-512VL; `tile` holds `R` rows of
-/// `kt` values, `norms` at least `full` values.
-#[target_feature(enable = "avx512f,avx512vl")]
-#[inline]
-#[allow(clippy::needless_range_loop)] // row loops index several arrays in step
-unsafe fn tile_rows<const R: usize>(
-    tile: &[f32],
-    kt: usize,
-    norms: &[f32],
+/// Runs `group` on each [`TILE_GROUP`] rows of `out`, `one` on the rest
+/// (the arguments of [`tile_mins`], checked there).
+fn by_groups<E>(
+    tile: &[E],
+    norms: &[E],
     full: usize,
     j0: usize,
-    out: &mut [(f32, u32, f32)],
+    out: &mut [(E, u32, E)],
+    group: TileKernel<E>,
+    one: TileKernel<E>,
 ) {
-    let mut best = [_mm512_set1_ps(f32::INFINITY); R];
-    let mut second = [_mm512_set1_ps(f32::INFINITY); R];
-    let mut best_idx = [_mm512_set1_epi32(0); R];
-    let base = j0 as i32;
-    let mut idx = _mm512_setr_epi32(
-        base,
-        base + 1,
-        base + 2,
-        base + 3,
-        base + 4,
-        base + 5,
-        base + 6,
-        base + 7,
-        base + 8,
-        base + 9,
-        base + 10,
-        base + 11,
-        base + 12,
-        base + 13,
-        base + 14,
-        base + 15,
-    );
-    let step = _mm512_set1_epi32(WIDTH as i32);
-    let mut c0 = 0;
-    while c0 < full {
-        // SAFETY: c0 + WIDTH <= full <= kt, and row r's values lie at
-        // r * kt.. within `tile` (the caller's contract).
-        let n = unsafe { _mm512_loadu_ps(norms.as_ptr().add(c0)) };
-        for r in 0..R {
-            let v = _mm512_add_ps(unsafe { _mm512_loadu_ps(tile.as_ptr().add(r * kt + c0)) }, n);
-            let lt = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(v, best[r]);
-            // min(max(best, v), second): a NaN `v` leaves `second` as it is.
-            second[r] = _mm512_min_ps(_mm512_max_ps(best[r], v), second[r]);
-            best[r] = _mm512_mask_mov_ps(best[r], lt, v);
-            best_idx[r] = _mm512_mask_mov_epi32(best_idx[r], lt, idx);
-        }
-        idx = _mm512_add_epi32(idx, step);
-        c0 += WIDTH;
+    let kt = norms.len();
+    let grouped = out.len() / TILE_GROUP * TILE_GROUP;
+    for r0 in (0..grouped).step_by(TILE_GROUP) {
+        // SAFETY: the caller checked AVX-512F and AVX-512VL and the bounds.
+        unsafe { group(&tile[r0 * kt..], kt, norms, full, j0, &mut out[r0..r0 + TILE_GROUP]) };
     }
-    for r in 0..R {
-        let min = _mm512_reduce_min_ps(best[r]);
-        let at_min = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(best[r], _mm512_set1_ps(min));
-        let mut lanes = [0u32; WIDTH];
-        let mut index = u32::MAX;
-        // SAFETY: `lanes` holds exactly one vector of u32.
-        unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), best_idx[r]) };
-        for (l, &j) in lanes.iter().enumerate() {
-            if at_min & (1 << l) != 0 && j < index {
-                index = j;
-            }
-        }
-        if index == u32::MAX {
-            // Every value is NaN: no minimum, and no certified gap.
-            out[r] = (min, 0, min);
-            continue;
-        }
-        // Runner-up: the winning lane's own, or any other lane's best.
-        let win = at_min & _mm512_cmpeq_epi32_mask(best_idx[r], _mm512_set1_epi32(index as i32));
-        let runner_up = _mm512_reduce_min_ps(_mm512_mask_mov_ps(best[r], win, second[r]));
-        out[r] = (min, index, runner_up);
+    for r in grouped..out.len() {
+        // SAFETY: as above.
+        unsafe { one(&tile[r * kt..], kt, norms, full, j0, &mut out[r..=r]) };
     }
 }
 
-/// [`tile_rows`] for `f64` tiles (eight centres per vector).
-///
-/// # Safety
-/// As [`tile_rows`].
-#[target_feature(enable = "avx512f,avx512vl")]
-#[inline]
-#[allow(clippy::needless_range_loop)] // row loops index several arrays in step
-unsafe fn tile_rows_f64<const R: usize>(
-    tile: &[f64],
-    kt: usize,
-    norms: &[f64],
-    full: usize,
-    j0: usize,
-    out: &mut [(f64, u32, f64)],
-) {
-    const W: usize = 8;
-    let mut best = [_mm512_set1_pd(f64::INFINITY); R];
-    let mut second = [_mm512_set1_pd(f64::INFINITY); R];
-    let mut best_idx = [_mm256_set1_epi32(0); R];
-    let base = j0 as i32;
-    let mut idx = _mm256_setr_epi32(base, base + 1, base + 2, base + 3, base + 4, base + 5, base + 6, base + 7);
-    let step = _mm256_set1_epi32(W as i32);
-    let mut c0 = 0;
-    while c0 < full {
-        // SAFETY: c0 + W <= full <= kt, and row r's values lie at r * kt..
-        // within `tile` (the caller's contract).
-        let n = unsafe { _mm512_loadu_pd(norms.as_ptr().add(c0)) };
-        for r in 0..R {
-            let v = _mm512_add_pd(unsafe { _mm512_loadu_pd(tile.as_ptr().add(r * kt + c0)) }, n);
-            let lt = _mm512_cmp_pd_mask::<_CMP_LT_OQ>(v, best[r]);
-            second[r] = _mm512_min_pd(_mm512_max_pd(best[r], v), second[r]);
-            best[r] = _mm512_mask_mov_pd(best[r], lt, v);
-            best_idx[r] = _mm256_mask_mov_epi32(best_idx[r], lt, idx);
-        }
-        idx = _mm256_add_epi32(idx, step);
-        c0 += W;
-    }
-    for r in 0..R {
-        let min = _mm512_reduce_min_pd(best[r]);
-        let at_min = _mm512_cmp_pd_mask::<_CMP_EQ_OQ>(best[r], _mm512_set1_pd(min));
-        let mut lanes = [0u32; W];
-        let mut index = u32::MAX;
-        // SAFETY: `lanes` holds exactly one 256-bit vector of u32.
-        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), best_idx[r]) };
-        for (l, &j) in lanes.iter().enumerate() {
-            if at_min & (1 << l) != 0 && j < index {
-                index = j;
+/// Defines `$name::<R>`, the kernel of [`tile_mins`] for `R` rows of `$t`
+/// tiles, `$w` centres per vector of type `$v` (indices in `$iv`), from
+/// that width's intrinsics.
+macro_rules! tile_rows {
+    ($name:ident, $t:ty, $w:literal, $v:ty, $iv:ty, $set1:ident, $load:ident, $add:ident, $cmp:ident, $min:ident,
+     $max:ident, $mov:ident, $reduce_min:ident, $iset1:ident, $iload:ident, $iadd:ident, $imov:ident, $icmpeq:ident,
+     $istore:ident) => {
+        /// A kernel of [`tile_mins`] (see [`TileKernel`]).
+        ///
+        /// # Safety
+        /// The CPU must support AVX-512F and AVX-512VL; `tile` holds `R`
+        /// rows of `kt` values, `norms` at least `full` values, `out` `R`.
+        #[target_feature(enable = "avx512f,avx512vl")]
+        #[allow(clippy::needless_range_loop)] // row loops index several arrays in step
+        unsafe fn $name<const R: usize>(
+            tile: &[$t],
+            kt: usize,
+            norms: &[$t],
+            full: usize,
+            j0: usize,
+            out: &mut [($t, u32, $t)],
+        ) {
+            let mut best: [$v; R] = [$set1(<$t>::INFINITY); R];
+            let mut second: [$v; R] = [$set1(<$t>::INFINITY); R];
+            let mut best_idx: [$iv; R] = [$iset1(0); R];
+            let mut first = [0i32; $w];
+            for (l, v) in first.iter_mut().enumerate() {
+                *v = (j0 + l) as i32;
+            }
+            // SAFETY: `first` holds exactly one index vector.
+            let mut idx = unsafe { $iload(first.as_ptr().cast()) };
+            let step = $iset1($w);
+            let mut c0 = 0;
+            while c0 < full {
+                // SAFETY: c0 + $w <= full <= kt, and row r's values lie at
+                // r * kt.. within `tile` (the caller's contract).
+                let n = unsafe { $load(norms.as_ptr().add(c0)) };
+                for r in 0..R {
+                    let v = $add(unsafe { $load(tile.as_ptr().add(r * kt + c0)) }, n);
+                    let lt = $cmp::<_CMP_LT_OQ>(v, best[r]);
+                    // min(max(best, v), second): a NaN `v` leaves `second`.
+                    second[r] = $min($max(best[r], v), second[r]);
+                    best[r] = $mov(best[r], lt, v);
+                    best_idx[r] = $imov(best_idx[r], lt, idx);
+                }
+                idx = $iadd(idx, step);
+                c0 += $w;
+            }
+            for r in 0..R {
+                let min = $reduce_min(best[r]);
+                let at_min = $cmp::<_CMP_EQ_OQ>(best[r], $set1(min));
+                let mut lanes = [0u32; $w];
+                // SAFETY: `lanes` holds exactly one index vector.
+                unsafe { $istore(lanes.as_mut_ptr().cast(), best_idx[r]) };
+                let mut index = u32::MAX;
+                for (l, &j) in lanes.iter().enumerate() {
+                    if (at_min >> l) & 1 != 0 && j < index {
+                        index = j;
+                    }
+                }
+                if index == u32::MAX {
+                    // Every value is NaN: no minimum, and no certified gap.
+                    out[r] = (min, 0, min);
+                    continue;
+                }
+                // Runner-up: the winning lane's own, or any other lane's best.
+                let win = at_min & $icmpeq(best_idx[r], $iset1(index as i32));
+                out[r] = (min, index, $reduce_min($mov(best[r], win, second[r])));
             }
         }
-        if index == u32::MAX {
-            out[r] = (min, 0, min);
-            continue;
-        }
-        let win = at_min & _mm256_cmpeq_epi32_mask(best_idx[r], _mm256_set1_epi32(index as i32));
-        let runner_up = _mm512_reduce_min_pd(_mm512_mask_mov_pd(best[r], win, second[r]));
-        out[r] = (min, index, runner_up);
-    }
+    };
 }
+
+tile_rows!(
+    tile_rows_f32,
+    f32,
+    16,
+    __m512,
+    __m512i,
+    _mm512_set1_ps,
+    _mm512_loadu_ps,
+    _mm512_add_ps,
+    _mm512_cmp_ps_mask,
+    _mm512_min_ps,
+    _mm512_max_ps,
+    _mm512_mask_mov_ps,
+    _mm512_reduce_min_ps,
+    _mm512_set1_epi32,
+    _mm512_loadu_si512,
+    _mm512_add_epi32,
+    _mm512_mask_mov_epi32,
+    _mm512_cmpeq_epi32_mask,
+    _mm512_storeu_si512
+);
+tile_rows!(
+    tile_rows_f64,
+    f64,
+    8,
+    __m512d,
+    __m256i,
+    _mm512_set1_pd,
+    _mm512_loadu_pd,
+    _mm512_add_pd,
+    _mm512_cmp_pd_mask,
+    _mm512_min_pd,
+    _mm512_max_pd,
+    _mm512_mask_mov_pd,
+    _mm512_reduce_min_pd,
+    _mm256_set1_epi32,
+    _mm256_loadu_si256,
+    _mm256_add_epi32,
+    _mm256_mask_mov_epi32,
+    _mm256_cmpeq_epi32_mask,
+    _mm256_storeu_si256
+);
