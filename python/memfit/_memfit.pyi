@@ -118,9 +118,10 @@ def minibatch_step(
     sample_weight: Optional[_F64] = None,
     n_jobs: Optional[int] = None,
     metric: str = "euclidean",
-) -> tuple[float, float, list[int], int]:
+) -> tuple[float, float, list[int], list[int], int]:
     """One mini-batch k-means step, moving centers and counts in place; returns
-    (inertia, centers_squared_diff, to_reassign, n_since_last_reassign).
+    (inertia, centers_squared_diff, to_reassign, pool, n_since_last_reassign),
+    pool the batch rows the centres to_reassign may move to.
     metric="cosine": unit batch rows, moved centres scaled to unit norm."""
 
 def minibatch_start_centers(centers: _F64, *, float32: bool = False, metric: str = "euclidean") -> None:

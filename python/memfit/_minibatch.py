@@ -356,7 +356,7 @@ class MiniBatchKMeans(_Centers):
         """One engine step on ``batch``; ``centers`` (float64) and the counts
         move in place; light centres are replaced by rows of the batch drawn
         from ``random_state``. Returns (batch inertia, squared centre change)."""
-        inertia, diff, to_reassign, self._n_since_last_reassign = _memfit.minibatch_step(
+        inertia, diff, to_reassign, pool, self._n_since_last_reassign = _memfit.minibatch_step(
             batch,
             centers=centers,
             counts=self._counts,
@@ -369,13 +369,8 @@ class MiniBatchKMeans(_Centers):
             metric=self.metric,
         )
         if to_reassign:
-            # Unit centres ("cosine") move to rows that have a direction: a
-            # row of zeros would make a zero centre.
-            pool = np.arange(batch.shape[0])
-            if self.metric == "cosine":
-                pool = np.flatnonzero(np.any(batch != 0, axis=1))
-                to_reassign = to_reassign[: len(pool)]
-            rows = pool[random_state.choice(len(pool), replace=False, size=len(to_reassign))]
+            # The engine's pool: every row, or the rows with a direction.
+            rows = np.asarray(pool)[random_state.choice(len(pool), replace=False, size=len(to_reassign))]
             if self.verbose:
                 print(f"[MiniBatchKMeans] Reassigning {len(to_reassign)} cluster centers.")
             centers[to_reassign] = batch[rows]

@@ -66,14 +66,18 @@ pub fn gather_rows<'py>(
     }
 }
 
+/// What [`minibatch_step`] returns to Python (see its docs).
+type StepOutcome = (f64, f64, Vec<usize>, Vec<usize>, usize);
+
 /// One mini-batch k-means step (see `memfit::cluster::MiniBatch::step`) on
 /// `batch` (C-contiguous `(rows, n_features)`, float32 or float64: the
 /// compute type) with optional `sample_weight` (`(rows,)` float64), moving
 /// `centers` (`(n_clusters, n_features)` float64) and `counts`
 /// (`(n_clusters,)` float64) in place. `seen` rows count towards the
 /// reassignment check, whose counter is `n_since_last_reassign`. Returns
-/// `(inertia, centers_squared_diff, to_reassign, n_since_last_reassign)`,
-/// `to_reassign` the centres (increasing) the caller replaces by rows of
+/// `(inertia, centers_squared_diff, to_reassign, pool, n_since_last_reassign)`,
+/// `pool` the batch rows they may move to (one each, see
+/// `memfit::cluster::Step::pool`), `to_reassign` the centres (increasing) the caller replaces by rows of
 /// the batch. The step's buffers count against `memory_limit` (bytes). With
 /// `metric="cosine"` the batch's rows are unit rows (from [`gather_rows`])
 /// and each moved centre is scaled to unit norm (spherical mini-batch).
@@ -93,7 +97,7 @@ pub fn minibatch_step<'py>(
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     n_jobs: Option<usize>,
     metric: &str,
-) -> PyResult<(f64, f64, Vec<usize>, usize)> {
+) -> PyResult<StepOutcome> {
     let unit_centers = parse_metric(metric)? == Metric::Cosine;
     let (k, d) = (centers.as_array().nrows(), centers.as_array().ncols());
     let mut state = MiniBatch {
@@ -134,7 +138,7 @@ pub fn minibatch_step<'py>(
     };
     centers.as_slice_mut()?.copy_from_slice(&state.centers);
     counts.as_slice_mut()?.copy_from_slice(&state.counts);
-    Ok((step.inertia, step.centers_squared_diff, step.to_reassign, state.n_since_last_reassign))
+    Ok((step.inertia, step.centers_squared_diff, step.to_reassign, step.pool, state.n_since_last_reassign))
 }
 
 /// Initial centres (`(n_clusters, n_features)` float64, C-contiguous) made

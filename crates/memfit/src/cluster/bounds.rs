@@ -170,12 +170,13 @@ impl<T: Real> Bounds<T> {
             self.referred = centers.to_vec();
         }
         let widen = (1.0 + gamma64(2 * d + 4)) * (1.0 + ROUND);
+        // Squares below f64's smallest normal lose up to η in all.
+        let eta = underflow_slack(d);
         let (mut m1, mut a1, mut m2) = (0.0f64, 0usize, 0.0f64);
         for j in 0..k {
             let (old, new) = (&self.referred[j * d..(j + 1) * d], &centers[j * d..(j + 1) * d]);
             let sq: f64 = old.iter().zip(new).map(|(a, b)| (a - b) * (a - b)).sum();
-            // Squares below f64's smallest normal lose up to η in all.
-            let drift = (sq + underflow_slack(d)).sqrt() * widen;
+            let drift = (sq + eta).sqrt() * widen;
             if drift > m1 {
                 (m2, m1, a1) = (m1, drift, j);
             } else if drift > m2 {
@@ -194,7 +195,7 @@ impl<T: Real> Bounds<T> {
                     .filter(|&i| i != j)
                     .map(|i| centers[i * d..(i + 1) * d].iter().zip(cj).map(|(a, b)| (a - b) * (a - b)).sum::<f64>())
                     .fold(f64::INFINITY, f64::min);
-                self.half_gap[j] = 0.5 * (nearest - underflow_slack(d)).max(0.0).sqrt() * lower;
+                self.half_gap[j] = 0.5 * (nearest - eta).max(0.0).sqrt() * lower;
             }
         }
     }

@@ -56,8 +56,13 @@ pub struct Step {
     /// reassignment).
     pub centers_squared_diff: f64,
     /// Centres to replace by rows of the batch, in increasing order (empty
-    /// unless reassignment was checked this step).
+    /// unless reassignment was checked this step), at most `pool.len()`.
     pub to_reassign: Vec<usize>,
+    /// The batch rows (increasing) those centres may move to, one each,
+    /// empty when there are none to move: every row, or for unit centres
+    /// the rows with a nonzero value (a row of zeros would make a zero
+    /// centre).
+    pub pool: Vec<usize>,
 }
 
 impl MiniBatch {
@@ -222,14 +227,20 @@ impl MiniBatch {
             self.counts[j] = after;
         }
         // Reassignment of the centres that absorbed the least.
-        let mut to_reassign = Vec::new();
+        let (mut to_reassign, mut pool) = (Vec::new(), Vec::new());
         if check {
             self.n_since_last_reassign = 0;
             if reassignment_ratio > 0.0 {
                 to_reassign = self.lightest(reassignment_ratio, rows);
             }
         }
-        Ok(Step { inertia, centers_squared_diff, to_reassign })
+        if !to_reassign.is_empty() {
+            pool = (0..rows)
+                .filter(|&r| !self.unit_centers || batch[r * d..(r + 1) * d].iter().any(|v| v.to_f64() != 0.0))
+                .collect();
+            to_reassign.truncate(pool.len());
+        }
+        Ok(Step { inertia, centers_squared_diff, to_reassign, pool })
     }
 
     /// The centres whose weight is below `ratio` times the largest, at most
@@ -350,6 +361,22 @@ mod tests {
         assert_eq!(m.counts, vec![4.0, 2.0]);
         assert_eq!(s.inertia, 2.0 * 1.5 * 1.5 + 4.0);
         assert!(s.to_reassign.is_empty());
+    }
+
+    /// Unit centres are only moved to rows with a direction: rows of zeros
+    /// leave the pool, and no more centres are named than it holds.
+    #[test]
+    fn unit_centres_are_reassigned_to_nonzero_rows_only() {
+        let batch = [0.0f64, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let mut m = state(vec![1.0, 0.0, 0.0, 1.0, -1.0, 0.0], 3);
+        m.unit_centers = true;
+        let s = m.step(&batch, None, 5, 5.0).unwrap();
+        assert_eq!(s.pool, vec![1]);
+        assert_eq!(s.to_reassign.len(), 1);
+        let mut m = state(vec![1.0, 0.0, 0.0, 1.0, -1.0, 0.0], 3);
+        let s = m.step(&batch, None, 5, 5.0).unwrap();
+        assert_eq!(s.pool, (0..5).collect::<Vec<_>>());
+        assert_eq!(s.to_reassign.len(), 2);
     }
 
     /// A centre that absorbed nothing triggers the check; light centres are

@@ -234,17 +234,10 @@ fn one_step<T: Real>(
     }
     let s = state.step(&buf.values, None, batch, mb.reassignment_ratio)?;
     if !s.to_reassign.is_empty() {
-        // Unit centres are moved to rows that have a direction: a row of
-        // zeros would make a zero centre.
-        let pool: Vec<usize> = if state.unit_centers {
-            (0..batch).filter(|&r| buf.values[r * d..(r + 1) * d].iter().any(|v| v.to_f64() != 0.0)).collect()
-        } else {
-            (0..batch).collect()
-        };
-        let rows = sample(rng, pool.len(), s.to_reassign.len().min(pool.len()));
+        let rows = sample(rng, s.pool.len(), s.to_reassign.len());
         for (&j, r) in s.to_reassign.iter().zip(rows.iter()) {
             for q in 0..d {
-                state.centers[j * d + q] = buf.values[pool[r] * d + q].to_f64();
+                state.centers[j * d + q] = buf.values[s.pool[r] * d + q].to_f64();
             }
         }
     }
