@@ -118,11 +118,13 @@ def minibatch_step(
     sample_weight: Optional[_F64] = None,
     n_jobs: Optional[int] = None,
     metric: str = "euclidean",
+    work: Optional["MiniBatchWork"] = None,
 ) -> tuple[float, float, list[int], list[int], int]:
     """One mini-batch k-means step, moving centers and counts in place; returns
     (inertia, centers_squared_diff, to_reassign, pool, n_since_last_reassign),
     pool the batch rows the centres to_reassign may move to.
-    metric="cosine": unit batch rows, moved centres scaled to unit norm."""
+    metric="cosine": unit batch rows, moved centres scaled to unit norm.
+    work: the fit's step buffers, kept for its next steps."""
 
 def minibatch_start_centers(centers: _F64, *, float32: bool = False, metric: str = "euclidean") -> None:
     """Initial centres made in place what the steps hold: unit norm for
@@ -140,6 +142,11 @@ def minibatch_plan(
 ) -> str:
     """The plan (text) of mini-batch steps beside the (name, bytes) buffers
     held for the whole fit; MemoryError when it does not fit memory_limit."""
+
+class MiniBatchWork:
+    """A mini-batch fit's step buffers, made by its first step and reused."""
+
+    def __init__(self) -> None: ...
 
 class MiniBatchEarlyStop:
     """scikit-learn's early stopping of a mini-batch fit, as the engine's."""

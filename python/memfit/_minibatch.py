@@ -352,7 +352,7 @@ class MiniBatchKMeans(_Centers):
 
     # -- the step ----------------------------------------------------------
 
-    def _step(self, batch, w, centers, random_state):
+    def _step(self, batch, w, centers, random_state, work=None):
         """One engine step on ``batch``; ``centers`` (float64) and the counts
         move in place; light centres are replaced by rows of the batch drawn
         from ``random_state``. Returns (batch inertia, squared centre change)."""
@@ -367,6 +367,7 @@ class MiniBatchKMeans(_Centers):
             sample_weight=w,
             n_jobs=check_n_jobs(self.n_jobs),
             metric=self.metric,
+            work=work,
         )
         if to_reassign:
             # The engine's pool: every row, or the rows with a direction.
@@ -470,6 +471,7 @@ class MiniBatchKMeans(_Centers):
         centers = c_float64(best[1]).copy()
         self._counts = np.zeros(self.n_clusters)
         stop = _memfit.MiniBatchEarlyStop()
+        work = _memfit.MiniBatchWork()
         self._n_since_last_reassign = 0
         weight_sum = float(n) if w is None else float(w.sum())
         n_steps = (self.max_iter * n) // self._batch_size
@@ -487,7 +489,7 @@ class MiniBatchKMeans(_Centers):
             idx = cdf.searchsorted(random_state.random_sample(self._batch_size), side="right")
             batch = self._rows(data, idx)
             previous = centers.copy() if self._tol > 0 else None
-            inertia, _ = self._step(batch, None, centers, random_state)
+            inertia, _ = self._step(batch, None, centers, random_state, work)
             diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
             if self._converged(stop, i, n_steps, n, diff, inertia):
                 break

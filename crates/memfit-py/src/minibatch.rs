@@ -1,9 +1,8 @@
 //! Mini-batch k-means: rows drawn from any input, and one step on a batch.
 
-use memfit::cluster::{EarlyStop, Metric, MiniBatch, Stop};
+use memfit::cluster::{EarlyStop, Metric, MiniBatch, StepWork, Stop};
 use memfit::Real;
-use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
+use numpy::{PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
@@ -54,15 +53,52 @@ pub fn gather_rows<'py>(
         rows: &[usize],
     ) -> PyResult<Bound<'py, PyAny>> {
         let d = src.n_features();
-        let mut out = vec![T::default(); rows.len() * d];
-        src.gather_rows(rows, &mut out).map_err(to_py)?;
-        let a = Array2::from_shape_vec((rows.len(), d), out).map_err(crate::errors::shape)?;
-        Ok(a.into_pyarray(py).into_any())
+        // SAFETY: `gather_rows` writes every value before the array is
+        // read (on an error it is dropped unread); any bits are a valid `T`.
+        let out = unsafe { numpy::PyArray2::<T>::new(py, [rows.len(), d], false) };
+        {
+            let mut view = out.readwrite();
+            src.gather_rows(rows, view.as_slice_mut()?).map_err(to_py)?;
+        }
+        Ok(out.into_any())
     }
     if float32 {
         read::<f32>(py, &src, &rows)
     } else {
         read::<f64>(py, &src, &rows)
+    }
+}
+
+/// A fit's step buffers (`memfit::cluster::StepWork`), made by its first
+/// step and reused by the next ones: pass the same object as `work=` to
+/// each [`minibatch_step`] of a fit. Holds nothing until then.
+#[pyclass(module = "memfit._memfit")]
+#[derive(Default)]
+pub struct MiniBatchWork {
+    f32: Option<StepWork<f32>>,
+    f64: Option<StepWork<f64>>,
+}
+
+#[pymethods]
+impl MiniBatchWork {
+    #[new]
+    fn new() -> Self {
+        MiniBatchWork::default()
+    }
+}
+
+/// The buffers of `work` for compute type `T`.
+trait WorkOf<T> {
+    fn of(&mut self) -> &mut Option<StepWork<T>>;
+}
+impl WorkOf<f32> for MiniBatchWork {
+    fn of(&mut self) -> &mut Option<StepWork<f32>> {
+        &mut self.f32
+    }
+}
+impl WorkOf<f64> for MiniBatchWork {
+    fn of(&mut self) -> &mut Option<StepWork<f64>> {
+        &mut self.f64
     }
 }
 
@@ -81,9 +117,11 @@ type StepOutcome = (f64, f64, Vec<usize>, Vec<usize>, usize);
 /// the batch. The step's buffers count against `memory_limit` (bytes). With
 /// `metric="cosine"` the batch's rows are unit rows (from [`gather_rows`])
 /// and each moved centre is scaled to unit norm (spherical mini-batch).
+/// `work` ([`MiniBatchWork`]) keeps the step's buffers for the fit's next
+/// steps; without it they are made and freed here.
 #[pyfunction]
 #[pyo3(signature = (batch, *, centers, counts, n_since_last_reassign, seen, reassignment_ratio, memory_limit,
-    sample_weight=None, n_jobs=None, metric="euclidean"))]
+    sample_weight=None, n_jobs=None, metric="euclidean", work=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn minibatch_step<'py>(
     py: Python<'py>,
@@ -97,6 +135,7 @@ pub fn minibatch_step<'py>(
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     n_jobs: Option<usize>,
     metric: &str,
+    work: Option<PyRefMut<'py, MiniBatchWork>>,
 ) -> PyResult<StepOutcome> {
     let unit_centers = parse_metric(metric)? == Metric::Cosine;
     let (k, d) = (centers.as_array().nrows(), centers.as_array().ncols());
@@ -113,6 +152,13 @@ pub fn minibatch_step<'py>(
     }
     let w = sample_weight.as_ref().map(|w| w.as_slice()).transpose()?;
     let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
+    let mut own = MiniBatchWork::default();
+    let mut work = work;
+    let work: &mut MiniBatchWork = match work.as_deref_mut() {
+        Some(w) => w,
+        None => &mut own,
+    };
+    #[allow(clippy::too_many_arguments)]
     fn step_on<T: Real>(
         py: Python<'_>,
         state: &mut MiniBatch,
@@ -122,19 +168,22 @@ pub fn minibatch_step<'py>(
         seen: usize,
         reassignment_ratio: f64,
         memory_limit: u64,
+        work: &mut Option<StepWork<T>>,
     ) -> PyResult<memfit::cluster::Step> {
         let rows = b.len() / state.n_features.max(1);
         run(py, Some(threads), T::DTYPE == memfit::io::Dtype::F32, None, move |_| {
             state.plan_steps(rows, threads, size_of::<T>(), &[], memory_limit)?;
-            state.step(b, w, seen, reassignment_ratio)
+            state.step(b, w, seen, reassignment_ratio, work)
         })
     }
     let step = if let Ok(b) = batch.cast::<numpy::PyArray2<f32>>() {
         let b = b.readonly();
-        step_on(py, &mut state, b.as_slice()?, w, threads, seen, reassignment_ratio, memory_limit)?
+        let work = WorkOf::<f32>::of(work);
+        step_on(py, &mut state, b.as_slice()?, w, threads, seen, reassignment_ratio, memory_limit, work)?
     } else {
         let b = batch.extract::<PyReadonlyArray2<'py, f64>>()?;
-        step_on(py, &mut state, b.as_slice()?, w, threads, seen, reassignment_ratio, memory_limit)?
+        let work = WorkOf::<f64>::of(work);
+        step_on(py, &mut state, b.as_slice()?, w, threads, seen, reassignment_ratio, memory_limit, work)?
     };
     centers.as_slice_mut()?.copy_from_slice(&state.centers);
     counts.as_slice_mut()?.copy_from_slice(&state.counts);

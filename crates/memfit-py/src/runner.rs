@@ -78,9 +78,9 @@ impl Observer for Watch {
     }
 }
 
-/// Runs `work` with the GIL released on a worker thread, in a rayon pool of
-/// `n_jobs` threads (`None`: [`memfit::plan::default_threads`]; the global
-/// pool when it has that many); calls
+/// Runs `work` with the GIL released on a worker thread, in the calling
+/// thread's rayon pool of `n_jobs` threads ([`memfit::exec::thread_pool`];
+/// `None`: [`memfit::plan::default_threads`]); calls
 /// `progress` with each event (see [`Event`]) when given. `float32` says
 /// whether the work computes in float32, for error messages.
 ///
@@ -102,13 +102,14 @@ pub fn run<R: Send>(
     // A receiver is not `Sync`; the lock lets the GIL-free wait borrow it.
     let rx = Mutex::new(rx);
     let listening = progress.is_some();
+    // The calling thread's pool: kept between its calls, so a loop of short
+    // calls (mini-batch steps) starts no threads.
+    let pool = memfit::exec::thread_pool(n).map_err(|e| to_py_for(e, float32))?;
     std::thread::scope(|s| {
         let token = stop.clone();
         let handle = s.spawn(move || {
             let mut watch = Watch { stop: token, events: tx, listening, started: Instant::now() };
-            // The engine's one way to its threads (the current pool when it
-            // has `n`).
-            memfit::exec::install(n, || work(&mut watch)).and_then(|r| r)
+            pool.install(|| work(&mut watch))
         });
         let mut interrupt: Option<PyErr> = None;
         loop {

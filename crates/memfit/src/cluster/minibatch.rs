@@ -19,9 +19,13 @@
 //! scikit-learn's `_mini_batch_step` and `_minibatch_update_dense` for the
 //! update, the reassignment rule and when it is checked.
 
+use multiversion::multiversion;
+
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::kernels::{accumulate_block, assign_block, unit_row, ClusterSums, PreparedCenters, Scratch};
+use crate::kernels::{
+    accumulate_block, assign_block, first_non_finite, unit_row, ClusterSums, PreparedCenters, Scratch,
+};
 use crate::plan::{check_fits, Ledger, Plan, TILE_ROWS};
 
 use super::plan::MAX_K_TILE;
@@ -63,6 +67,53 @@ pub struct Step {
     /// the rows with a nonzero value (a row of zeros would make a zero
     /// centre).
     pub pool: Vec<usize>,
+}
+
+/// A step's working buffers ([`MiniBatch::step_ledger`]: per-thread
+/// distance tiles, labels and distances per row, per-cluster sums), made
+/// once for a fit's batches and reused by each step: steps on batches of a
+/// few thousand rows otherwise spend as long allocating and zeroing these
+/// as computing.
+#[derive(Debug)]
+pub struct StepWork<T> {
+    n_clusters: usize,
+    n_features: usize,
+    rows: usize,
+    tile_rows: usize,
+    tiles: Vec<Scratch<T>>,
+    labels: Vec<u32>,
+    dist: Vec<f64>,
+    sums: ClusterSums,
+    moved: Vec<f64>,
+}
+
+impl<T: Real> StepWork<T> {
+    /// Buffers for steps on up to `rows` rows with `n_clusters` centres of
+    /// `n_features` on `threads` threads (the bytes
+    /// [`MiniBatch::step_ledger`] counts).
+    pub fn new(n_clusters: usize, n_features: usize, rows: usize, threads: usize) -> Self {
+        let (k, d) = (n_clusters, n_features);
+        let tile_rows = rows.clamp(1, TILE_ROWS);
+        StepWork {
+            n_clusters: k,
+            n_features: d,
+            rows,
+            tile_rows,
+            tiles: (0..threads.max(1)).map(|_| Scratch::new(tile_rows, k, k.min(MAX_K_TILE), d)).collect(),
+            labels: vec![0; rows],
+            dist: vec![0.0; rows],
+            sums: ClusterSums::new(k, d),
+            moved: vec![0.0; d],
+        }
+    }
+
+    /// Whether these buffers serve a step on `rows` rows of `state`'s
+    /// shape with the current thread count.
+    fn serves(&self, state: &MiniBatch, rows: usize) -> bool {
+        (self.n_clusters, self.n_features) == (state.n_clusters, state.n_features)
+            && rows <= self.rows
+            && self.tiles.len() >= rayon::current_num_threads().max(1)
+    }
 }
 
 impl MiniBatch {
@@ -108,6 +159,12 @@ impl MiniBatch {
             format!("{threads} threads × {tile_rows} rows × {k_tile} centres"),
         );
         led.add("labels and distances", rows as u64, 12, format!("{rows} rows × (4 + 8) B"));
+        led.add(
+            "reassignment pool",
+            rows as u64,
+            8,
+            format!("{rows} rows × 8 B (the batch rows a light centre may move to)"),
+        );
         led.add("per-cluster sums", ClusterSums::bytes(k, d) as u64, 1, format!("{k} × ({d} + 1) × 16 B"));
         led
     }
@@ -149,7 +206,10 @@ impl MiniBatch {
     /// `10 × n_clusters` or a centre has absorbed nothing (before the
     /// update), and then names
     /// the centres whose weight is below `reassignment_ratio` times the
-    /// largest (at most half the batch, the lightest first).
+    /// largest (at most half the batch, the lightest first). `work` holds
+    /// the step's buffers: made for the fit's batches ([`StepWork::new`]),
+    /// or replaced here by buffers for this batch when it has none or they
+    /// do not serve it.
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] for a batch whose width differs from the
@@ -160,6 +220,7 @@ impl MiniBatch {
         sample_weight: Option<&[f64]>,
         seen: usize,
         reassignment_ratio: f64,
+        work: &mut Option<StepWork<T>>,
     ) -> Result<Step> {
         let (k, d) = (self.n_clusters, self.n_features);
         if d == 0 || !batch.len().is_multiple_of(d) {
@@ -169,7 +230,7 @@ impl MiniBatch {
         // Whether to check for reassignment, decided before the update.
         self.n_since_last_reassign += seen;
         let check = self.counts.contains(&0.0) || self.n_since_last_reassign >= 10 * k;
-        if let Some(i) = batch.iter().position(|v| !v.to_f64().is_finite()) {
+        if let Some(i) = first_non_finite(batch) {
             return Err(Error::param("X", format!("row {}, column {} of the batch is not finite", i / d, i % d)));
         }
         if let Some(w) = sample_weight {
@@ -183,24 +244,24 @@ impl MiniBatch {
                 ));
             }
         }
+        if !work.as_ref().is_some_and(|w| w.serves(self, rows)) {
+            *work = Some(StepWork::new(k, d, rows, rayon::current_num_threads()));
+        }
+        let Some(StepWork { tile_rows, tiles, labels, dist, sums, moved, .. }) = work.as_mut() else {
+            unreachable!("made above")
+        };
+        let (labels, dist) = (&mut labels[..rows], &mut dist[..rows]);
         // The exact nearest centres and their distances.
         let prepared = PreparedCenters::<T>::new(&self.centers, k, d);
-        let k_tile = k.min(MAX_K_TILE);
-        let tile_rows = rows.clamp(1, TILE_ROWS);
-        let threads = rayon::current_num_threads().max(1);
-        let mut scratch: Vec<Scratch<T>> = (0..threads).map(|_| Scratch::new(tile_rows, k, k_tile, d)).collect();
-        let (mut labels, mut dist) = (vec![0u32; rows], vec![0.0f64; rows]);
-        assign_block(batch, &prepared, tile_rows, k_tile, &mut scratch, &mut labels, &mut dist);
-        drop(scratch);
+        assign_block(batch, &prepared, *tile_rows, k.min(MAX_K_TILE), tiles, labels, dist);
         let inertia = match sample_weight {
             Some(w) => dist.iter().zip(w).map(|(v, w)| v * w).sum::<f64>(),
             None => dist.iter().sum::<f64>(),
         };
         // The update: c ← (c W + S) / (W + s) for every centre with rows.
-        let mut sums = ClusterSums::new(k, d);
-        accumulate_block(batch, d, &labels, sample_weight, &mut sums);
+        sums.clear();
+        accumulate_block(batch, d, labels, sample_weight, sums);
         let mut centers_squared_diff = 0.0;
-        let mut moved = vec![0.0; d];
         for j in 0..k {
             let s = sums.weight(j);
             if s <= 0.0 {
@@ -208,16 +269,10 @@ impl MiniBatch {
             }
             let before = self.counts[j];
             let after = before + s;
-            for (q, m) in moved.iter_mut().enumerate() {
-                let old = self.centers[j * d + q];
-                // c + (S − s c) / (W + s): S − s c from the compensated
-                // sum with one fused rounding, so a centre whose rows all
-                // equal it stays exactly where it is.
-                let residual = (-s).mul_add(old, sums.sums[j * d + q]) + sums.sums_err[j * d + q];
-                *m = old + residual / after;
-            }
+            let row = j * d..(j + 1) * d;
+            moved_center(&self.centers[row.clone()], &sums.sums[row.clone()], &sums.sums_err[row], s, after, moved);
             if self.unit_centers {
-                unit_row(&mut moved);
+                unit_row(moved);
             }
             for (q, &m) in moved.iter().enumerate() {
                 let (old, new) = (self.centers[j * d + q], T::from_f64(m).to_f64());
@@ -265,6 +320,16 @@ impl MiniBatch {
             }
         }
         light
+    }
+}
+
+/// `out = c + (S − s c) / (W + s)` per feature, with `S − s c` from the
+/// compensated sum `S + S_err` with one fused rounding, so that a centre
+/// whose rows all equal it stays exactly where it is (`after = W + s`).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn moved_center(old: &[f64], sums: &[f64], sums_err: &[f64], s: f64, after: f64, out: &mut [f64]) {
+    for (((o, &c), &sum), &err) in out.iter_mut().zip(old).zip(sums).zip(sums_err) {
+        *o = c + ((-s).mul_add(c, sum) + err) / after;
     }
 }
 
@@ -351,12 +416,12 @@ mod tests {
     #[test]
     fn centres_are_running_weighted_means() {
         let mut m = state(vec![0.0, 10.0], 2);
-        let s = m.step(&[1.0f64, 2.0, 9.0], None, 3, 0.0).unwrap();
+        let s = m.step(&[1.0f64, 2.0, 9.0], None, 3, 0.0, &mut None).unwrap();
         assert_eq!(m.centers, vec![1.5, 9.0]);
         assert_eq!(m.counts, vec![2.0, 1.0]);
         assert_eq!(s.inertia, 1.0 + 4.0 + 1.0);
         assert_eq!(s.centers_squared_diff, 1.5 * 1.5 + 1.0);
-        let s = m.step(&[3.0f64, 11.0], Some(&[2.0, 1.0]), 2, 0.0).unwrap();
+        let s = m.step(&[3.0f64, 11.0], Some(&[2.0, 1.0]), 2, 0.0, &mut None).unwrap();
         assert_eq!(m.centers, vec![(1.5 * 2.0 + 6.0) / 4.0, 10.0]);
         assert_eq!(m.counts, vec![4.0, 2.0]);
         assert_eq!(s.inertia, 2.0 * 1.5 * 1.5 + 4.0);
@@ -370,11 +435,11 @@ mod tests {
         let batch = [0.0f64, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
         let mut m = state(vec![1.0, 0.0, 0.0, 1.0, -1.0, 0.0], 3);
         m.unit_centers = true;
-        let s = m.step(&batch, None, 5, 5.0).unwrap();
+        let s = m.step(&batch, None, 5, 5.0, &mut None).unwrap();
         assert_eq!(s.pool, vec![1]);
         assert_eq!(s.to_reassign.len(), 1);
         let mut m = state(vec![1.0, 0.0, 0.0, 1.0, -1.0, 0.0], 3);
-        let s = m.step(&batch, None, 5, 5.0).unwrap();
+        let s = m.step(&batch, None, 5, 5.0, &mut None).unwrap();
         assert_eq!(s.pool, (0..5).collect::<Vec<_>>());
         assert_eq!(s.to_reassign.len(), 2);
     }
@@ -385,7 +450,7 @@ mod tests {
     fn light_centres_are_named_for_reassignment() {
         let mut m = state(vec![0.0, 100.0, 200.0, 300.0], 4);
         let batch: Vec<f64> = (0..10).map(|i| f64::from(i % 2) * 0.5).chain([100.0]).collect();
-        let s = m.step(&batch, None, 11, 0.5).unwrap();
+        let s = m.step(&batch, None, 11, 0.5, &mut None).unwrap();
         assert_eq!(m.counts, vec![10.0; 4]);
         assert_eq!(s.to_reassign, vec![1, 2, 3]);
         assert_eq!(m.n_since_last_reassign, 0);
@@ -393,7 +458,7 @@ mod tests {
         let mut m = state(vec![0.0, 100.0, 200.0], 3);
         m.counts = vec![10.0, 2.0, 1.0];
         m.n_since_last_reassign = 28;
-        let s = m.step(&[0.0f64, 0.0], None, 2, 0.5).unwrap();
+        let s = m.step(&[0.0f64, 0.0], None, 2, 0.5, &mut None).unwrap();
         assert_eq!(s.to_reassign, vec![2]);
         assert_eq!(m.counts, vec![12.0, 2.0, 2.0]);
     }
@@ -422,19 +487,40 @@ mod tests {
         let x = 0.1f64 + 1e-3 / 7.0;
         let mut m = state(vec![x, x * 3.0], 2);
         m.counts = vec![0.0, 0.0];
+        let mut work = None;
         for step in 0..50 {
-            m.step(&vec![x; 1 + step % 7], None, 1, 0.0).unwrap();
+            m.step(&vec![x; 1 + step % 7], None, 1, 0.0, &mut work).unwrap();
             assert_eq!(m.centers[0], x, "step {step}");
         }
         assert_eq!(m.counts[0], (0..50).map(|s| (1 + s % 7) as f64).sum::<f64>());
     }
 
+    /// Buffers kept from step to step (grown when a batch outgrows them)
+    /// give the same bits as buffers made for each step.
+    #[test]
+    fn kept_buffers_give_the_same_steps() {
+        let (k, d) = (5, 40);
+        let value = |i: usize| ((i * 7919) % 1013) as f64 / 101.0 - 5.0;
+        let centers: Vec<f64> = (0..k * d).map(|i| value(i * 3 + 1)).collect();
+        let (mut kept, mut fresh) = (state(centers.clone(), k), state(centers, k));
+        let mut work = Some(StepWork::new(k, d, 8, 2));
+        for step in 0..12 {
+            let rows = [8, 3, 20, 1][step % 4];
+            let batch: Vec<f32> = (0..rows * d).map(|i| value(i + step * 1000) as f32).collect();
+            let a = kept.step(&batch, None, rows, 0.01, &mut work).unwrap();
+            let b = fresh.step(&batch, None, rows, 0.01, &mut None).unwrap();
+            assert_eq!((a.inertia.to_bits(), a.to_reassign), (b.inertia.to_bits(), b.to_reassign));
+            assert_eq!(kept.centers, fresh.centers);
+            assert_eq!(kept.counts, fresh.counts);
+        }
+    }
+
     #[test]
     fn bad_batches_are_errors() {
         let mut m = state(vec![0.0, 0.0, 1.0, 1.0], 2);
-        assert!(m.step(&[1.0f64, 2.0, 3.0], None, 1, 0.0).is_err());
-        assert!(m.step(&[1.0f64, f64::NAN], None, 1, 0.0).is_err());
-        assert!(m.step(&[1.0f64, 2.0], Some(&[-1.0]), 1, 0.0).is_err());
-        assert!(m.step(&[1.0f64, 2.0], Some(&[1.0, 1.0]), 1, 0.0).is_err());
+        assert!(m.step(&[1.0f64, 2.0, 3.0], None, 1, 0.0, &mut None).is_err());
+        assert!(m.step(&[1.0f64, f64::NAN], None, 1, 0.0, &mut None).is_err());
+        assert!(m.step(&[1.0f64, 2.0], Some(&[-1.0]), 1, 0.0, &mut None).is_err());
+        assert!(m.step(&[1.0f64, 2.0], Some(&[1.0, 1.0]), 1, 0.0, &mut None).is_err());
     }
 }

@@ -11,7 +11,7 @@ use rand::seq::index::sample;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::minibatch::{EarlyStop, MiniBatch};
+use super::minibatch::{EarlyStop, MiniBatch, StepWork};
 use super::params::{KMeansParams, Metric, MiniBatchParams};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
@@ -164,8 +164,12 @@ pub(super) fn run_steps<T: Real>(
     };
     MiniBatch::start_centers::<T>(&mut state.centers, d, unit_centers);
     let mut stop = EarlyStop::default();
-    let mut buffers =
-        StepBuffers { idx: Vec::with_capacity(batch), values: vec![T::zero(); batch * d], previous: Vec::new() };
+    let mut buffers = StepBuffers {
+        idx: Vec::with_capacity(batch),
+        values: vec![T::zero(); batch * d],
+        previous: Vec::new(),
+        work: Some(StepWork::new(k, d, batch, threads)),
+    };
     let cancel = observer.cancel();
     let steps_per_pass = n.div_ceil(batch);
     let mut step = 0;
@@ -204,12 +208,14 @@ pub(super) fn run_steps<T: Real>(
     Ok(Steps { centers: state.centers, n_steps: step, converged: ended.is_some() })
 }
 
-/// Buffers a step reuses: the batch's row indices and values, and the
-/// centres before the step (for the change, when a tolerance is set).
+/// Buffers a step reuses: the batch's row indices and values, the centres
+/// before the step (for the change, when a tolerance is set), and the
+/// step's own.
 struct StepBuffers<T> {
     idx: Vec<usize>,
     values: Vec<T>,
     previous: Vec<f64>,
+    work: Option<StepWork<T>>,
 }
 
 /// One step: draw and read a batch, assign and update, move light centres
@@ -232,7 +238,7 @@ fn one_step<T: Real>(
     if want_change {
         buf.previous.clone_from(&state.centers);
     }
-    let s = state.step(&buf.values, None, batch, mb.reassignment_ratio)?;
+    let s = state.step(&buf.values, None, batch, mb.reassignment_ratio, &mut buf.work)?;
     if !s.to_reassign.is_empty() {
         let rows = sample(rng, s.pool.len(), s.to_reassign.len());
         for (&j, r) in s.to_reassign.iter().zip(rows.iter()) {

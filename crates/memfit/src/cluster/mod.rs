@@ -17,7 +17,7 @@ pub use crate::exec::{Observer, Progress};
 pub use init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 pub(crate) use kmeans::overflow;
 pub use kmeans::{fit, KMeansFit, LabelSink, PlotSample, Timings};
-pub use minibatch::{EarlyStop, MiniBatch, Step, Stop};
+pub use minibatch::{EarlyStop, MiniBatch, Step, StepWork, Stop};
 pub use params::{Algorithm, Init, KMeansParams, Metric, MiniBatchParams};
 pub use pass::AssignSink;
 pub(crate) use plan::kernel_tile_rows;

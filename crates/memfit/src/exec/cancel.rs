@@ -45,9 +45,9 @@ impl Cancel {
 }
 
 /// Runs `f` on `threads` worker threads (at least one): in the rayon pool
-/// the caller runs in when it has that many, else in a pool started for the
-/// call and ended after it (never rayon's global pool, which a process
-/// embedding the engine may use for its own work). The CLI, the Python
+/// the caller runs in when it has that many, else in the calling thread's
+/// pool of that many ([`thread_pool`]; never rayon's global pool, which a
+/// process embedding the engine may use for its own work). The CLI, the Python
 /// binding and the array stages all obtain their threads here.
 ///
 /// # Errors
@@ -58,11 +58,41 @@ pub fn install<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> Result<
     if rayon::current_thread_index().is_some() && threads == rayon::current_num_threads() {
         return Ok(f());
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::param("threads", format!("cannot start {threads} threads: {e}")))?;
-    Ok(pool.install(f))
+    Ok(thread_pool(threads)?.install(f))
+}
+
+thread_local! {
+    /// The calling thread's pool, kept between runs (see [`thread_pool`]).
+    static POOL: std::cell::RefCell<Option<Arc<rayon::ThreadPool>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The calling thread's pool of `threads` worker threads (at least one):
+/// started on first use and kept for the thread's next runs until one asks
+/// for another count (it then replaces it) or the thread ends. Many short
+/// runs from one thread (mini-batch steps from Python, tasks on a Dask
+/// worker) so start their threads once, and their buffers are reused by the
+/// same threads' allocator; runs from different threads never share a pool,
+/// so they never wait on each other's work.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`threads`) when the operating system cannot
+/// start the threads.
+pub fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
+    let threads = threads.max(1);
+    POOL.with(|cell| {
+        let mut held = cell.borrow_mut();
+        if let Some(p) = held.as_ref().filter(|p| p.current_num_threads() == threads) {
+            return Ok(Arc::clone(p));
+        }
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .map_err(|e| Error::param("threads", format!("cannot start {threads} threads: {e}")))?,
+        );
+        *held = Some(Arc::clone(&pool));
+        Ok(pool)
+    })
 }
 
 #[cfg(test)]
@@ -87,5 +117,16 @@ mod tests {
         // Inside a pool of that many threads: that pool.
         let outer = install(2, || install(2, || rayon::current_thread_index().is_some())).unwrap();
         assert!(outer.unwrap());
+    }
+
+    #[test]
+    fn a_thread_keeps_its_pool_and_threads_do_not_share_one() {
+        let a = thread_pool(2).unwrap();
+        assert!(Arc::ptr_eq(&a, &thread_pool(2).unwrap()));
+        let other = std::thread::spawn(|| thread_pool(2).unwrap()).join().unwrap();
+        assert!(!Arc::ptr_eq(&a, &other));
+        let three = thread_pool(3).unwrap();
+        assert_eq!(three.current_num_threads(), 3);
+        assert!(!Arc::ptr_eq(&a, &thread_pool(2).unwrap()), "another count replaces the kept pool");
     }
 }

@@ -29,7 +29,7 @@ mod select;
 mod sink;
 mod state;
 
-pub use cancel::{install, Cancel};
+pub use cancel::{install, thread_pool, Cancel};
 pub use context::{Backend, Context};
 pub use grid::{run_grid, run_tiles};
 pub use options::RunOptions;
@@ -513,7 +513,7 @@ pub fn run_split<T: Real, P: Pass<T>>(
 /// As described; read errors while fetching the value as stored.
 pub fn check_finite<T: Real>(x: &Source<'_>, block: Block<'_, T>) -> Result<()> {
     let d = block.n_features.max(1);
-    match block.x.iter().position(|v| !v.to_f64().is_finite()) {
+    match crate::kernels::first_non_finite(block.x) {
         None => Ok(()),
         Some(p) => {
             let (row, column) = (block.start + p / d, p % d);

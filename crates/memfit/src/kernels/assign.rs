@@ -182,11 +182,14 @@ impl<T: Real> PreparedCenters<T> {
         assert!(k > 0 && centers.len() == k * d);
         let narrow = d <= DIRECT_MAX_FEATURES;
         let round = |v: f64| if narrow { f64::from(v as f32) } else { T::from_f64(v).to_f64() };
-        // Any origin is valid; one that overflows the kernel type is not useful.
-        let origin: Vec<f64> = (0..d)
-            .map(|f| round(centers.iter().skip(f).step_by(d.max(1)).sum::<f64>() / k as f64))
-            .map(|m| if m.is_finite() { m } else { 0.0 })
-            .collect();
+        // Any origin is valid; one that overflows the kernel type is not
+        // useful. Each column summed over the centres in order, row by row.
+        let mut origin = vec![-0.0f64; d];
+        for c in centers.chunks_exact(d.max(1)) {
+            origin.iter_mut().zip(c).for_each(|(o, v)| *o += v);
+        }
+        let origin: Vec<f64> =
+            origin.into_iter().map(|s| round(s / k as f64)).map(|m| if m.is_finite() { m } else { 0.0 }).collect();
         let spread = centers
             .chunks(d.max(1))
             .map(|c| c.iter().zip(&origin).map(|(v, m)| (v - m).abs()).fold(0.0, f64::max))

@@ -5,6 +5,7 @@ mod argmin;
 #[cfg(target_arch = "x86_64")]
 mod argmin_avx512;
 mod assign;
+mod finite;
 mod gaussian;
 mod scatter;
 #[cfg(target_arch = "x86_64")]
@@ -17,6 +18,7 @@ pub use assign::{
     assign_block, assign_reference, assign_rows, exact_sq_dist, second_bound, sq_distances_block, underflow_slack,
     PreparedCenters, Scratch, DIRECT_MAX_FEATURES,
 };
+pub use finite::first_non_finite;
 pub use gaussian::STACKED_MAX_FEATURES;
 pub(crate) use gaussian::{
     clear_upper_vector_state, exp_or_zero, log_prob_tile, log_sum_exp_rows, stacked_group, Estep, Prec,

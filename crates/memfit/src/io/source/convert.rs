@@ -60,22 +60,23 @@ pub(super) fn convert_rows<T: Real>(
     get: impl Fn(usize) -> f64 + Sync,
     check: Option<Check<'_>>,
 ) -> Option<(usize, i128)> {
-    out[..rows * d]
-        .par_chunks_mut(CONVERT_CHUNK_ROWS * d)
-        .enumerate()
-        .filter_map(|(c, o)| {
-            let first_row = c * CONVERT_CHUNK_ROWS;
-            let Some(check) = check else {
-                convert_chunk::<T, false>(first_row, d, row_step, col_step, shift, o, &get, 0.0);
-                return None;
-            };
-            let limit = check.bound as f64;
-            if !convert_chunk::<T, true>(first_row, d, row_step, col_step, shift, o, &get, limit) {
-                return None;
-            }
-            first_beyond(&check, first_row, o.len() / d, d, |i, j| i * row_step + j * col_step)
-        })
-        .min_by_key(|&(k, _)| k)
+    let one = |(c, o): (usize, &mut [T])| {
+        let first_row = c * CONVERT_CHUNK_ROWS;
+        let Some(check) = check else {
+            convert_chunk::<T, false>(first_row, d, row_step, col_step, shift, o, &get, 0.0);
+            return None;
+        };
+        let limit = check.bound as f64;
+        if !convert_chunk::<T, true>(first_row, d, row_step, col_step, shift, o, &get, limit) {
+            return None;
+        }
+        first_beyond(&check, first_row, o.len() / d, d, |i, j| i * row_step + j * col_step)
+    };
+    // One chunk (a row gathered alone, say): no threads to hand it to.
+    if rows <= CONVERT_CHUNK_ROWS {
+        return one((0, &mut out[..rows * d]));
+    }
+    out[..rows * d].par_chunks_mut(CONVERT_CHUNK_ROWS * d).enumerate().filter_map(one).min_by_key(|&(k, _)| k)
 }
 
 /// Converts one chunk; with `CHECK`, returns whether any `|x|` reaches `limit`.
@@ -127,19 +128,24 @@ fn convert_c<T: Real, const N: usize>(
     check: Option<Check<'_>>,
 ) -> Option<(usize, i128)> {
     let rows = out.len() / d;
+    let one = |(c, (o, r)): (usize, (&mut [T], &[u8]))| {
+        let Some(check) = check else {
+            convert_c_chunk::<T, N, false>(r, d, shift, o, &dec, 0.0);
+            return None;
+        };
+        if !convert_c_chunk::<T, N, true>(r, d, shift, o, &dec, check.bound as f64) {
+            return None;
+        }
+        first_beyond(&check, c * CONVERT_CHUNK_ROWS, o.len() / d, d, |i, j| i * d + j)
+    };
+    // One chunk (a row gathered alone, say): no threads to hand it to.
+    if rows <= CONVERT_CHUNK_ROWS {
+        return one((0, (out, &raw[..rows * d * N])));
+    }
     out.par_chunks_mut(CONVERT_CHUNK_ROWS * d)
         .zip(raw[..rows * d * N].par_chunks(CONVERT_CHUNK_ROWS * d * N))
         .enumerate()
-        .filter_map(|(c, (o, r))| {
-            let Some(check) = check else {
-                convert_c_chunk::<T, N, false>(r, d, shift, o, &dec, 0.0);
-                return None;
-            };
-            if !convert_c_chunk::<T, N, true>(r, d, shift, o, &dec, check.bound as f64) {
-                return None;
-            }
-            first_beyond(&check, c * CONVERT_CHUNK_ROWS, o.len() / d, d, |i, j| i * d + j)
-        })
+        .filter_map(one)
         .min_by_key(|&(k, _)| k)
 }
 

@@ -387,7 +387,7 @@ impl<'a> Source<'a> {
             self.read_rows(rows[i], len, &shift, &mut scratch, &mut out[i * d..(i + len) * d])?;
             i += len;
         }
-        if let Some(k) = out[..rows.len() * d].iter().position(|v| !v.to_f64().is_finite()) {
+        if let Some(k) = crate::kernels::first_non_finite(&out[..rows.len() * d]) {
             let (row, column) = (rows[k / d], k % d);
             let value = self.value(row, column)?;
             return Err(Error::bad_value(self.name(), row, column, value, 1, T::DTYPE));
