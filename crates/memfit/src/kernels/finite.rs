@@ -31,6 +31,7 @@ pub fn first_non_finite<T: Real>(x: &[T]) -> Option<usize> {
 }
 
 /// [`first_non_finite`] on one thread.
+#[allow(clippy::eq_op, reason = "v − v is the test: 0 when v is finite, NaN otherwise")]
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn first_in<T: Real>(x: &[T]) -> Option<usize> {
     for (c, chunk) in x.chunks(CHUNK).enumerate() {
