@@ -236,33 +236,22 @@ class MiniBatchKMeans(_Centers):
         self._init_size = min(self._init_size, n)
 
     def _tolerance(self, data):
-        """``tol * mean(var(X, axis=0))`` (scikit-learn's ``_tolerance``), X read
-        in blocks for a path or an expression; for ``"cosine"`` the variances
-        of the unit rows the steps see."""
+        """``tol * mean(var(X, axis=0))`` (scikit-learn's ``_tolerance``); for
+        ``"cosine"`` the variances of the unit rows the steps see (rows of
+        zeros stay zero). The engine reads X in blocks within
+        ``memory_limit`` (a Dask X: Dask computes it), never holding a
+        float64 copy of X."""
+        x = (data.dask.input if data.dask is not None else _lazy(data)).astype(np.float64)
         if self.metric == "cosine":
-            return self._unit_variance(data) * self.tol
-        if isinstance(data.engine, np.ndarray):
-            variances = np.var(data.engine, axis=0, dtype=np.float64)
+            norms = np.sqrt((x * x).sum(axis=1, keepdims=True))
+            x = x / np.where(norms > 0, norms, 1.0)
+        if data.dask is not None:
+            variances = x.var(axis=0).compute()
         else:
-            variances = (data.dask.input if data.dask is not None else _lazy(data)).var(axis=0)
-            variances = np.asarray(variances.compute())
-        return float(np.mean(variances)) * self.tol
-
-    def _unit_variance(self, data, block=8192):
-        """Mean over columns of the variances of X's unit rows, read in
-        blocks of ``block`` rows (block means and sums of squared deviations
-        combined as Chan, Golub and LeVeque 1979)."""
-        n, mean, m2 = 0, 0.0, 0.0
-        for start in range(0, data.n_samples, block):
-            rows = self._rows(data, np.arange(start, min(start + block, data.n_samples)))
-            b = rows.shape[0]
-            b_mean = rows.mean(axis=0, dtype=np.float64)
-            b_m2 = ((rows - b_mean) ** 2).sum(axis=0)
-            delta = b_mean - mean
-            mean = mean + delta * (b / (n + b))
-            m2 = m2 + b_m2 + delta**2 * (n * b / (n + b))
-            n += b
-        return float(np.mean(m2 / n))
+            variances = x.var(axis=0).compute(
+                memory_limit=check_memory_limit(self.memory_limit), n_jobs=check_n_jobs(self.n_jobs)
+            )
+        return float(np.mean(np.asarray(variances))) * self.tol
 
     @staticmethod
     def _check_finite(data):
