@@ -191,3 +191,32 @@ def test_lazy_attributes():
     assert "KMeans" in dir(memfit)
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
         memfit.Nope  # noqa: B018
+
+
+def test_a_forked_child_starts_its_own_threads():
+    """Each calling thread keeps its engine threads between calls; a child
+    forked after a fit has none of them and must start its own (not wait
+    forever on threads that do not exist in it)."""
+    out = run_child(
+        """
+        import multiprocessing as mp
+        import numpy as np
+        from memfit import KMeans, MiniBatchKMeans
+
+        X = np.random.RandomState(0).rand(2000, 3)
+        parent = KMeans(4, random_state=0, n_init=1, n_jobs=2).fit(X).inertia_
+
+        def child(q):
+            q.put(KMeans(4, random_state=0, n_init=1, n_jobs=2).fit(X).inertia_)
+
+        q = mp.get_context("fork").Queue()
+        p = mp.get_context("fork").Process(target=child, args=(q,), daemon=True)
+        p.start()
+        got = q.get(timeout=60)
+        p.join(60)
+        MiniBatchKMeans(4, random_state=0, n_jobs=2).fit(X)
+        print(got == parent, p.exitcode)
+        """,
+        timeout=120,
+    )
+    assert out.split()[-2:] == ["True", "0"]

@@ -61,9 +61,15 @@ pub fn install<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> Result<
     Ok(thread_pool(threads)?.install(f))
 }
 
+/// A kept pool and the process that started it.
+struct Kept {
+    pid: u32,
+    pool: Arc<rayon::ThreadPool>,
+}
+
 thread_local! {
     /// The calling thread's pool, kept between runs (see [`thread_pool`]).
-    static POOL: std::cell::RefCell<Option<Arc<rayon::ThreadPool>>> = const { std::cell::RefCell::new(None) };
+    static POOL: std::cell::RefCell<Option<Kept>> = const { std::cell::RefCell::new(None) };
 }
 
 /// The calling thread's pool of `threads` worker threads (at least one):
@@ -72,17 +78,27 @@ thread_local! {
 /// runs from one thread (mini-batch steps from Python, tasks on a Dask
 /// worker) so start their threads once, and their buffers are reused by the
 /// same threads' allocator; runs from different threads never share a pool,
-/// so they never wait on each other's work.
+/// so they never wait on each other's work. A process forked after the
+/// pool started (Python's `multiprocessing`, say) has none of its threads:
+/// it starts its own, leaving the copy it inherited untouched.
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] (`threads`) when the operating system cannot
 /// start the threads.
 pub fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
     let threads = threads.max(1);
+    let pid = std::process::id();
     POOL.with(|cell| {
         let mut held = cell.borrow_mut();
-        if let Some(p) = held.as_ref().filter(|p| p.current_num_threads() == threads) {
-            return Ok(Arc::clone(p));
+        match held.take() {
+            Some(k) if k.pid == pid && k.pool.current_num_threads() == threads => {
+                let pool = Arc::clone(&k.pool);
+                *held = Some(k);
+                return Ok(pool);
+            }
+            // Another process's threads: never signalled, never joined.
+            Some(k) if k.pid != pid => std::mem::forget(k),
+            _ => {}
         }
         let pool = Arc::new(
             rayon::ThreadPoolBuilder::new()
@@ -90,7 +106,7 @@ pub fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
                 .build()
                 .map_err(|e| Error::param("threads", format!("cannot start {threads} threads: {e}")))?,
         );
-        *held = Some(Arc::clone(&pool));
+        *held = Some(Kept { pid, pool: Arc::clone(&pool) });
         Ok(pool)
     })
 }

@@ -22,7 +22,7 @@ const PIECE: usize = 64 * CHUNK;
 /// `v − v` is `0` for every finite `v` and NaN for the others, and a sum of
 /// zeros is zero: a chunk's sixteen lanes of such sums vectorise, and only a
 /// chunk that holds a non-finite value has a lane that is not zero. Pieces
-/// of [`PIECE`] values are scanned by the current pool's threads.
+/// of 32,768 values are scanned by the current pool's threads.
 pub fn first_non_finite<T: Real>(x: &[T]) -> Option<usize> {
     if x.len() <= PIECE {
         return first_in(x);
