@@ -101,10 +101,13 @@ def gather_rows(
     memory_limit: int,
     float32: bool = False,
     metric: str = "euclidean",
+    out: Optional[Union[_F64, npt.NDArray[np.float32]]] = None,
+    n_jobs: Optional[int] = None,
 ) -> Union[_F64, npt.NDArray[np.float32]]:
     """Rows of x (any order, repeats allowed) as a new (len(rows), n_features)
-    array, float32 when float32 else float64, read with positioned reads;
-    scaled to unit norm for metric="cosine"."""
+    array (or written into out, then returned), float32 when float32 else
+    float64, read with positioned reads; scaled to unit norm for
+    metric="cosine"."""
 
 def minibatch_step(
     batch: Union[_F64, npt.NDArray[np.float32]],

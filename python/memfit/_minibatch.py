@@ -269,9 +269,10 @@ class MiniBatchKMeans(_Centers):
 
     # -- drawing rows ------------------------------------------------------
 
-    def _rows(self, data, idx):
+    def _rows(self, data, idx, out=None):
         """Rows ``idx`` of X as a C-contiguous array of the compute dtype
-        (unit rows for ``metric="cosine"``)."""
+        (unit rows for ``metric="cosine"``), written into ``out`` (the
+        previous batch) when given and the engine reads X."""
         idx = np.asarray(idx, dtype=np.int64)
         x = data.engine
         if data.dask is not None:
@@ -285,6 +286,8 @@ class MiniBatchKMeans(_Centers):
             memory_limit=check_memory_limit(self.memory_limit),
             float32=data.float32,
             metric=self.metric,
+            out=out,
+            n_jobs=check_n_jobs(self.n_jobs),
         )
 
     @staticmethod
@@ -473,10 +476,10 @@ class MiniBatchKMeans(_Centers):
             np.divide(w, weight_sum, out=cdf)
         np.cumsum(cdf, out=cdf)
         cdf /= cdf[-1]
-        i = -1
+        i, batch = -1, None
         for i in range(n_steps):
             idx = cdf.searchsorted(random_state.random_sample(self._batch_size), side="right")
-            batch = self._rows(data, idx)
+            batch = self._rows(data, idx, out=batch)
             previous = centers.copy() if self._tol > 0 else None
             inertia, _ = self._step(batch, None, centers, random_state, work)
             diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0

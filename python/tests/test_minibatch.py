@@ -144,6 +144,11 @@ def test_errors():
     bad[7, 2] = np.inf
     with pytest.raises(ValueError, match=r"^Input X contains infinity or a value too large for dtype\('float64'\)"):
         MiniBatchKMeans(3, compute_labels=False, random_state=0, max_iter=1).fit(bad)
+    # Found in a drawn batch of float32 rows: the message names float32.
+    bad32 = bad.astype(np.float32)
+    for fit in (MiniBatchKMeans(3, random_state=0).fit, MiniBatchKMeans(3, random_state=0).partial_fit):
+        with pytest.raises(ValueError, match=r"^Input X contains infinity or a value too large for dtype\('float32'\)"):
+            fit(bad32)
     with pytest.raises(MemoryError, match="memory_limit"):
         MiniBatchKMeans(3, memory_limit=1000).fit(X)
 

@@ -203,18 +203,25 @@ def test_a_forked_child_starts_its_own_threads():
         import numpy as np
         from memfit import KMeans, MiniBatchKMeans
 
-        X = np.random.RandomState(0).rand(2000, 3)
-        parent = KMeans(4, random_state=0, n_init=1, n_jobs=2).fit(X).inertia_
+        # Wide enough that the drawn rows are scanned and converted in
+        # parallel pieces.
+        X = np.random.RandomState(0).rand(5000, 33)
+
+        def fits():
+            km = KMeans(4, random_state=0, n_init=1, n_jobs=2).fit(X).inertia_
+            mb = MiniBatchKMeans(4, random_state=0, n_jobs=2, batch_size=4096).fit(X)
+            return km, mb.cluster_centers_.tolist()
+
+        parent = fits()
 
         def child(q):
-            q.put(KMeans(4, random_state=0, n_init=1, n_jobs=2).fit(X).inertia_)
+            q.put(fits())
 
         q = mp.get_context("fork").Queue()
         p = mp.get_context("fork").Process(target=child, args=(q,), daemon=True)
         p.start()
         got = q.get(timeout=60)
         p.join(60)
-        MiniBatchKMeans(4, random_state=0, n_jobs=2).fit(X)
         print(got == parent, p.exitcode)
         """,
         timeout=120,

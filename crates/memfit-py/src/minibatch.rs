@@ -2,7 +2,9 @@
 
 use memfit::cluster::{EarlyStop, Metric, MiniBatch, StepWork, Stop};
 use memfit::Real;
-use numpy::{PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
+use numpy::{
+    PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 
 use crate::errors::to_py;
@@ -15,9 +17,14 @@ use crate::shared::{run_options, Inputs};
 /// `(len(rows), n_features)` array, float32 when `float32` else float64,
 /// read with positioned reads (never mapped); with `metric="cosine"` each
 /// row scaled to unit norm as the engine reads rows for spherical k-means.
-/// The array counts against `memory_limit` (bytes).
+/// The array counts against `memory_limit` (bytes). With `out` (a
+/// C-contiguous array of that shape and dtype, such as the previous
+/// batch's) the rows are written there and `out` is returned: a loop of
+/// batches then reuses one array. Reads on `n_jobs` threads (the calling
+/// thread's pool, as every engine call).
 #[pyfunction]
-#[pyo3(signature = (x, *, rows, memory_limit, float32=false, metric="euclidean"))]
+#[pyo3(signature = (x, *, rows, memory_limit, float32=false, metric="euclidean", out=None, n_jobs=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn gather_rows<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
@@ -25,6 +32,8 @@ pub fn gather_rows<'py>(
     memory_limit: u64,
     float32: bool,
     metric: &str,
+    out: Option<Bound<'py, PyAny>>,
+    n_jobs: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let metric = parse_metric(metric)?;
     let rows: Vec<usize> = rows
@@ -51,21 +60,44 @@ pub fn gather_rows<'py>(
         py: Python<'py>,
         src: &memfit::io::Source<'_>,
         rows: &[usize],
+        out: Option<Bound<'py, PyAny>>,
+        n_jobs: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let d = src.n_features();
-        // SAFETY: `gather_rows` writes every value before the array is
-        // read (on an error it is dropped unread); any bits are a valid `T`.
-        let out = unsafe { numpy::PyArray2::<T>::new(py, [rows.len(), d], false) };
+        let out = match out {
+            Some(o) => {
+                let a = o.cast_into::<numpy::PyArray2<T>>().map_err(|_| {
+                    pyo3::exceptions::PyValueError::new_err(format!(
+                        "out must be a C-contiguous {} array of shape ({}, {d})",
+                        T::DTYPE.name(),
+                        rows.len()
+                    ))
+                })?;
+                if a.shape() != [rows.len(), d] || !a.is_c_contiguous() {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "out must be a C-contiguous {} array of shape ({}, {d}), not of shape {:?}",
+                        T::DTYPE.name(),
+                        rows.len(),
+                        a.shape()
+                    )));
+                }
+                a
+            }
+            // SAFETY: `gather_rows` writes every value before the array is
+            // read (on an error it is dropped unread); any bits are a valid `T`.
+            None => unsafe { numpy::PyArray2::<T>::new(py, [rows.len(), d], false) },
+        };
         {
-            let mut view = out.readwrite();
-            src.gather_rows(rows, view.as_slice_mut()?).map_err(to_py)?;
+            let mut view = out.try_readwrite()?;
+            let values = view.as_slice_mut()?;
+            run(py, n_jobs, T::DTYPE == memfit::io::Dtype::F32, None, move |_| src.gather_rows(rows, values))?;
         }
         Ok(out.into_any())
     }
     if float32 {
-        read::<f32>(py, &src, &rows)
+        read::<f32>(py, &src, &rows, out, n_jobs)
     } else {
-        read::<f64>(py, &src, &rows)
+        read::<f64>(py, &src, &rows, out, n_jobs)
     }
 }
 
