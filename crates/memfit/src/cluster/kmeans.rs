@@ -460,15 +460,15 @@ fn lloyd<T: Real>(
             b.passed();
         }
         let skip_share = if k > 1 { s.skipped as f64 * (k - 1) as f64 / (n as f64 * k as f64) } else { 0.0 };
-        // `auto`: from the fifth pass on (the third bounded one), plain
-        // passes once a bounded one is slower than the warm plain one, or
-        // not clearly faster while its skip share has stopped rising (the
-        // bits are the same either way).
+        // `auto`: from the fourth pass on (the second bounded one, the
+        // first that can skip), plain passes once a bounded one is slower
+        // than the warm plain one, or not clearly faster while its skip
+        // share has stopped rising (the bits are the same either way).
         let secs = t.elapsed().as_secs_f64();
         if it == 1 {
             plain_secs = secs;
         } else if params.algorithm == Algorithm::Auto
-            && it >= 4
+            && it >= 3
             && (secs > plain_secs || (secs > 0.9 * plain_secs && skip_share < last_skip + 0.05))
         {
             bounds = None;
