@@ -134,7 +134,8 @@ impl MiniBatch {
     /// Bytes a step on `rows` rows of `n_features` holds beyond the batch,
     /// the centres and the counts, with `threads` threads computing in a
     /// type of `compute_bytes`: the prepared centres, per-thread distance
-    /// tiles, labels and distances per row, and the per-cluster sums.
+    /// tiles, labels and distances per row, the reassignment pool, and the
+    /// per-cluster sums with the moved centre: the buffers of [`StepWork`].
     pub fn step_ledger(
         n_clusters: usize,
         n_features: usize,
@@ -165,7 +166,12 @@ impl MiniBatch {
             8,
             format!("{rows} rows × 8 B (the batch rows a light centre may move to)"),
         );
-        led.add("per-cluster sums", ClusterSums::bytes(k, d) as u64, 1, format!("{k} × ({d} + 1) × 16 B"));
+        led.add(
+            "per-cluster sums",
+            (ClusterSums::bytes(k, d) + d * 8) as u64,
+            1,
+            format!("{k} × ({d} + 1) × 16 B, and one moved centre, {d} × 8 B"),
+        );
         led
     }
 
@@ -245,11 +251,10 @@ impl MiniBatch {
             }
         }
         if !work.as_ref().is_some_and(|w| w.serves(self, rows)) {
-            *work = Some(StepWork::new(k, d, rows, rayon::current_num_threads()));
+            *work = None;
         }
-        let Some(StepWork { tile_rows, tiles, labels, dist, sums, moved, .. }) = work.as_mut() else {
-            unreachable!("made above")
-        };
+        let StepWork { tile_rows, tiles, labels, dist, sums, moved, .. } =
+            work.get_or_insert_with(|| StepWork::new(k, d, rows, rayon::current_num_threads()));
         let (labels, dist) = (&mut labels[..rows], &mut dist[..rows]);
         // The exact nearest centres and their distances.
         let prepared = PreparedCenters::<T>::new(&self.centers, k, d);
