@@ -30,6 +30,13 @@ task.
   Dask input are lazy Dask arrays with the input's row chunks, computed by
   the engine block by block where the chunks are. An estimator pickles
   them computed (:func:`computed_state`), never the input's graph.
+- **Bounded k-means** keeps each chunk's bounds (16 bytes per row) on the
+  worker that ran its task: a task returns its statistics and its chunk's
+  new bounds, the client fetches only the statistics and keeps a future of
+  the bounds, and the next pass's task for the same chunk is asked to run
+  there and reads them from that worker's memory (:class:`Kept`). A chunk
+  whose bounds are not there (its task ran elsewhere, or the worker was
+  lost) is assigned in full, with the same results.
 
 Results are bitwise identical to the single-process fit on the same data,
 seed and ``memory_limit`` semantics: statistics merge in the same order
@@ -41,6 +48,7 @@ from __future__ import annotations
 import bisect
 import collections
 import copy
+import operator
 import sys
 from typing import Any, Iterator, Optional
 
@@ -323,17 +331,45 @@ class Rows:
         return out
 
 
-def _run_chunk(task: bytes, x: np.ndarray, w: Optional[np.ndarray], first_row: int, memory_limit: int) -> bytes:
+class Kept:
+    """Names the result of a chunk's previous stateful task (its Dask key)
+    without making it a dependency of the next one: Dask would move it to
+    wherever the next task runs, and recompute every earlier pass to rebuild
+    it after a lost worker. The next task reads it where it is
+    (:meth:`state`), or starts afresh."""
+
+    def __init__(self, key: Any):
+        self.key = key
+
+    def state(self) -> Optional[np.ndarray]:
+        """The row state the task of :attr:`key` left, when this worker
+        holds its result; else None."""
+        distributed = distributed_module()
+        try:
+            held = distributed.get_worker().data.get(self.key)
+        except Exception:  # not on a worker, or its store is busy: start afresh
+            return None
+        return held[1] if isinstance(held, tuple) and len(held) == 2 else None
+
+
+def _run_chunk(
+    task: bytes, x: np.ndarray, w: Optional[np.ndarray], first_row: int, memory_limit: int, kept: Any = False
+) -> Any:
     """A pass's task over one chunk, on a worker (one thread, the GIL
     released), within ``memory_limit`` bytes (the budget planned for the
-    tightest worker)."""
+    tightest worker). Returns the encoded statistics; a task with per-row
+    state (``kept`` is a :class:`Kept`, or None on a run's first pass)
+    returns them with its chunk's new state."""
     x = np.asarray(x)
     if x.dtype.byteorder == ">" or not x.flags.aligned:
         x = x.astype(x.dtype.newbyteorder("="))
     # Arrays unpickled on a worker may be misaligned: the engine borrows aligned ones.
     w2 = None if w is None else np.require(np.asarray(w, dtype=np.float64).reshape(-1, 1), requirements=["C", "A"])
-    _, out = _memfit.run_task(task, x, first_row=first_row, memory_limit=memory_limit, sample_weight=w2, n_jobs=1)
-    return out
+    state = kept.state() if isinstance(kept, Kept) else None
+    _, out, left = _memfit.run_task(
+        task, x, first_row=first_row, memory_limit=memory_limit, sample_weight=w2, n_jobs=1, row_state=state
+    )
+    return out if kept is False else (out, left)
 
 
 def _lost_worker_errors() -> tuple:
@@ -386,6 +422,8 @@ class Cluster:
             self.budget, self.budget_text = budget, self.worker
         if probe is not None:
             self._refuse_unless(lambda xp, wp: probe(xp, wp, self.budget))
+        # The state id and, per chunk, the future of its last stateful task.
+        self._kept: Optional[tuple] = None
 
     @property
     def row_bounds(self) -> list:
@@ -409,13 +447,15 @@ class Cluster:
                 f"or use smaller chunks when the rows' blocks are what does not fit. The plan: {e}"
             ) from None
 
-    def __call__(self, task: bytes, ranges: list) -> Iterator[bytes]:
+    def __call__(self, task: bytes, ranges: list, row_state: Optional[tuple] = None) -> Iterator[bytes]:
         """Submits ``task`` over every chunk of ``ranges`` and returns the
         chunks' results (encoded statistics) in row order, fetched a round of
         tasks at a time as the engine asks for them: the engine merges each
         result before asking for the next, so this process holds at most a
         round's results (a k-means++ sample comes back from every chunk),
-        not all of them."""
+        not all of them. A task with per-row state (``row_state=(id,
+        fresh)``) runs where its chunk's last task of that id left its state
+        (see :class:`Kept`)."""
         import dask
 
         if [r[0] for r in ranges] != self.starts:
@@ -430,16 +470,47 @@ class Cluster:
         # holder died, never scattered data).
         spec = dask.delayed(task, pure=True)
         run = dask.delayed(_run_chunk, pure=False)
-        tasks = [
-            run(spec, xp, wp, start, self.budget) for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
-        ]
+        previous = self._kept
+        if row_state is None or previous is None or previous[0] != row_state[0] or row_state[1]:
+            previous = None
+        if row_state is None:
+            self._kept = None
         try:
-            # The graph is optimised already (see in_row_order).
-            futures = self.client.compute(tasks, optimize_graph=False)
+            if row_state is None:
+                tasks = [
+                    run(spec, xp, wp, start, self.budget)
+                    for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
+                ]
+                # The graph is optimised already (see in_row_order).
+                futures = self.client.compute(tasks, optimize_graph=False)
+            else:
+                futures = self._stateful(spec, run, row_state[0], previous)
         except Exception as e:
             self._explain(e)
             raise
         return self._in_order(futures, max(1, sum(self.client.nthreads().values())))
+
+    def _stateful(self, spec: Any, run: Any, state_id: int, previous: Optional[tuple]) -> list:
+        """Submits the tasks of a pass with per-row state, each asked to run
+        where its chunk's previous state is (``previous``: the id and the
+        futures of the last pass's tasks), and returns the futures of their
+        statistics; the futures of their states replace ``previous``, which
+        is released once this pass's results are in (see :meth:`_in_order`)."""
+        import dask
+
+        where = self.client.who_has(previous[1]) if previous is not None else {}
+        tasks = []
+        for i, (xp, wp, start) in enumerate(zip(self.x_parts, self.w_parts, self.starts)):
+            kept = None if previous is None else Kept(previous[1][i].key)
+            holders = list(where.get(kept.key, ())) if kept is not None else []
+            if holders:
+                with dask.annotate(workers=holders, allow_other_workers=True):
+                    tasks.append(run(spec, xp, wp, start, self.budget, kept))
+            else:
+                tasks.append(run(spec, xp, wp, start, self.budget, kept))
+        futures = self.client.compute(tasks, optimize_graph=False)
+        self._kept = (state_id, futures, previous)
+        return [self.client.submit(operator.getitem, f, 0) for f in futures]
 
     def _in_order(self, futures: list, batch: int) -> Iterator[bytes]:
         """The results of ``futures`` in order, fetched ``batch`` at a time
@@ -455,6 +526,9 @@ class Cluster:
                     futures[i] = None
                 while outs:
                     yield outs.pop(0)
+            # Every task of the pass has run: the states they read can go.
+            if self._kept is not None and self._kept[2] is not None:
+                self._kept = self._kept[:2] + (None,)
         except Exception as e:
             self._explain(e)
             raise

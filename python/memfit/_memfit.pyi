@@ -295,10 +295,13 @@ def run_task(
     sample_weight: Optional[_Input] = None,
     n_jobs: Optional[int] = None,
     execute: bool = True,
-) -> tuple[dict[str, Any], Optional[bytes]]:
+    row_state: Optional[_F64] = None,
+) -> tuple[dict[str, Any], Optional[bytes], Optional[_F64]]:
     """Plans (and with execute, runs) an encoded pass task over x, the rows
-    first_row .. first_row + len(x) of the data; returns the plan as data and
-    the encoded statistics (None when not executed)."""
+    first_row .. first_row + len(x) of the data; returns the plan as data,
+    the encoded statistics (None when not executed) and, for a task with
+    per-row state, the rows' state it leaves (pass it as row_state to the
+    next task of that state over the same rows; None: start afresh)."""
 
 def run_array_task(
     task: bytes,

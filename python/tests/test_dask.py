@@ -83,6 +83,49 @@ def test_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client, dtype):
     assert dist.cluster_centers_.dtype == dtype
 
 
+def _forget_every_third_state():
+    """On a worker: every third chunk's kept bounds are not found (as
+    after a lost worker)."""
+    from memfit import _dask as d
+
+    read, calls = d.Kept.state, []
+
+    def state(self):
+        calls.append(1)
+        return None if len(calls) % 3 == 0 else read(self)
+
+    d.Kept.kept_state, d.Kept.state = read, state
+
+
+def _find_states_again():
+    from memfit import _dask as d
+
+    d.Kept.state = d.Kept.kept_state
+
+
+@pytest.mark.parametrize("lose", [False, True])
+def test_bounded_kmeans_keeps_each_chunks_bounds_on_its_worker(client, lose):
+    X = blobs(d=3)
+    params = dict(n_clusters=12, random_state=3, n_init=2, max_iter=25, tol=0, algorithm="bounded")
+    local = KMeans(**params).fit(X)
+    if lose:
+        client.run(_forget_every_third_state)
+    try:
+        dist = KMeans(**params).fit(chunked(X), client=client)
+    finally:
+        if lose:
+            client.run(_find_states_again)
+    same_kmeans(local, dist)
+    assert local.skip_share_[1:].mean() > 0.5
+    if lose:
+        # Chunks without their bounds were assigned in full (their next pass
+        # starts from fresh, tight bounds): fewer skips in all, the same bits.
+        assert dist.skip_share_.sum() < local.skip_share_.sum()
+    else:
+        # The bounds stayed with their chunks: every pass skipped what the single-process fit skipped.
+        np.testing.assert_array_equal(local.skip_share_, dist.skip_share_)
+
+
 def test_spherical_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client):
     X = blobs(dtype=np.float32) * np.random.default_rng(2).uniform(0.5, 4.0, (len(blobs()), 1)).astype(np.float32)
     local = KMeans(6, random_state=1, n_init=2, max_iter=20, metric="cosine").fit(X)
@@ -185,11 +228,11 @@ def test_a_killed_worker_costs_only_its_tasks():
         calls = []
         original = _dask.Cluster.__call__
 
-        def call(self, task, ranges):
+        def call(self, task, ranges, **kw):
             calls.append(1)
             if len(calls) == 4:  # mid-fit: while the 4th pass's tasks run
                 threading.Timer(0.02, os.kill, (pids[0], signal.SIGKILL)).start()
-            return original(self, task, ranges)
+            return original(self, task, ranges, **kw)
 
         _dask.Cluster.__call__ = call
         try:
@@ -455,11 +498,11 @@ def test_closing_the_client_during_a_fit_says_so():
         c = distributed.Client(cl)  # closed by the timer below
         calls, original = [], _dask.Cluster.__call__
 
-        def call(self, task, ranges):
+        def call(self, task, ranges, **kw):
             calls.append(1)
             if len(calls) == 3:
                 threading.Timer(0.01, c.close).start()
-            return original(self, task, ranges)
+            return original(self, task, ranges, **kw)
 
         _dask.Cluster.__call__ = call
         try:
@@ -576,12 +619,12 @@ def test_a_killed_worker_costs_only_its_tasks_for_every_input_kind(fault_cluster
     pid = sorted(c.run(os.getpid).values())[0]
     calls, original, timers = [], _dask.Cluster.__call__, []
 
-    def call(self, task, ranges):
+    def call(self, task, ranges, **kw):
         calls.append(1)
         if len(calls) == (1 if job == "scatter" else 3):  # while this pass's tasks run
             timers.append(threading.Timer(0.02, os.kill, (pid, signal.SIGKILL)))
             timers[-1].start()
-        return original(self, task, ranges)
+        return original(self, task, ranges, **kw)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_dask.Cluster, "__call__", call)

@@ -50,7 +50,7 @@ def test_tasks_hand_the_plan_as_data():
     seen = []
 
     def remote(task, ranges):
-        plan, _ = _memfit.run_task(task, X, first_row=0, memory_limit=1 << 26, execute=False)
+        plan, _, _ = _memfit.run_task(task, X, first_row=0, memory_limit=1 << 26, execute=False)
         seen.append(plan)
         return [_memfit.run_task(task, X[a:b], first_row=a, memory_limit=1 << 26)[1] for a, b in ranges]
 

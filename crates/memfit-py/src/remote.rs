@@ -9,15 +9,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use memfit::exec::{Remote, RowSplit, Task};
 use memfit::io::{Dtype, RowSource, Source};
-use numpy::PyReadonlyArray2;
+use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{IntoPyDict, PyBytes};
 
 use crate::runner::run;
 
 /// Runs tasks by calling `run(task: bytes, ranges: list[tuple[int, int]])`
 /// (ranges of rows, or of an array reduction's chunks), which returns an
-/// iterable of each range's result (`bytes`), in order; keeps the Python
+/// iterable of each range's result (`bytes`), in order; a task with per-row
+/// state is also given `row_state=(id, fresh)` (see
+/// [`memfit::exec::RowStateUse`]: the callable keeps each range's state, as
+/// `run_task` returns it, for the next task of that id). Keeps the Python
 /// exception a call (or the iteration) raised, so that the
 /// caller sees it unchanged (a worker's `ValueError` naming a row, say).
 #[derive(Debug)]
@@ -70,9 +73,16 @@ impl Remote for PyRemote {
     ) -> memfit::Result<()> {
         Python::attach(|py| {
             let ranges: Vec<(usize, usize)> = ranges.iter().map(|r| (r.start, r.end)).collect();
+            let args = (PyBytes::new(py, &task.encode()), ranges);
+            // Only tasks with per-row state name it (array reductions' callables take none).
+            let kwargs = task
+                .row_state
+                .map(|s| [("row_state", (s.id, s.fresh))].into_py_dict(py))
+                .transpose()
+                .map_err(|e| self.keep(e))?;
             let parts = self
                 .run
-                .call1(py, (PyBytes::new(py, &task.encode()), ranges))
+                .call(py, args, kwargs.as_ref())
                 .and_then(|parts| parts.into_bound(py).try_iter())
                 .map_err(|e| self.keep(e))?;
             for part in parts {
@@ -145,11 +155,14 @@ impl RowSource for PyRows {
 /// rows `first_row..first_row + len(x)` of the data, with optional
 /// per-row weights `sample_weight` (the same rows), within `memory_limit`
 /// bytes on `n_jobs` threads (the GIL released). Returns the plan as data
-/// (a dict, see [`crate::shared::to_data`]) and, when run, the encoded
-/// statistics.
+/// (a dict, see [`crate::shared::to_data`]), when run the encoded
+/// statistics, and the rows' state after the task when it keeps one (a
+/// float64 array to pass as `row_state` to the next task of the same
+/// state id over the same rows; `row_state=None`: there is none, and the
+/// task starts afresh with the same statistics).
 #[pyfunction]
-#[pyo3(signature = (task, x, *, first_row, memory_limit, sample_weight=None, n_jobs=None, execute=true))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (task, x, *, first_row, memory_limit, sample_weight=None, n_jobs=None, execute=true, row_state=None))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 pub fn run_task<'py>(
     py: Python<'py>,
     task: &[u8],
@@ -159,7 +172,9 @@ pub fn run_task<'py>(
     sample_weight: Option<&Bound<'py, PyAny>>,
     n_jobs: Option<usize>,
     execute: bool,
-) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyBytes>>)> {
+    row_state: Option<PyReadonlyArray1<'py, f64>>,
+) -> PyResult<(Bound<'py, PyAny>, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyArray1<f64>>>)> {
+    let mut state = row_state.map(|s| s.as_array().to_vec());
     let inputs = crate::shared::Inputs::hold(x, sample_weight)?;
     let opts = crate::shared::run_options(memory_limit, n_jobs, memfit::exec::RowSplit::default());
     let (src, w) = inputs.open(&opts)?;
@@ -168,11 +183,17 @@ pub fn run_task<'py>(
     let unit_rows = decoded.as_ref().is_some_and(|t| t.unit_rows);
     let src: Source<'_> = src.starting_at(first_row).unit_rows(unit_rows);
     let w = w.map(|w| w.starting_at(first_row));
-    let (plan, out) = run(py, n_jobs, float32, None, move |obs| {
+    let (plan, out, state) = run(py, n_jobs, float32, None, move |obs| {
         use memfit::cluster::Observer;
-        memfit::estimator::run_task(task, &src, w.as_ref(), memory_limit, execute, &obs.cancel())
+        let (plan, out) =
+            memfit::estimator::run_task(task, &src, w.as_ref(), memory_limit, execute, &obs.cancel(), &mut state)?;
+        Ok((plan, out, state))
     })?;
-    Ok((crate::shared::to_data(py, &plan)?, out.map(|b| PyBytes::new(py, &b))))
+    Ok((
+        crate::shared::to_data(py, &plan)?,
+        out.map(|b| PyBytes::new(py, &b)),
+        state.map(|s| PyArray1::from_vec(py, s)),
+    ))
 }
 
 /// Plans (and with `execute`, runs) the array reduction task encoded in

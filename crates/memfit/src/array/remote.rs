@@ -284,7 +284,14 @@ pub(crate) fn run_stage(
         })
         .collect();
     let payload = encode(&ReduceTask { stage: si, n_chunks, slots, shared: lowered.shared });
-    let task = Task { kind: REDUCE_TASK.into(), compute: Dtype::F64, shift: Vec::new(), payload, unit_rows: false };
+    let task = Task {
+        kind: REDUCE_TASK.into(),
+        compute: Dtype::F64,
+        shift: Vec::new(),
+        payload,
+        unit_rows: false,
+        row_state: None,
+    };
     cancel.check()?;
     let parts = placed.cluster.remote.run(&task, ranges)?;
     if parts.len() != ranges.len() {

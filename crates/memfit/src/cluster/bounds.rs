@@ -25,12 +25,25 @@
 //! ([`crate::kernels::second_bound`]) for the new `l`. Labels and distances
 //! being Lloyd's, the sums, inertia, empty-cluster refills and iteration
 //! count are too, bit for bit.
+//!
+//! # On a cluster
+//! A pass over rows held elsewhere (see [`crate::exec::Remote`]) runs as
+//! one task per range: the client keeps the centre side (the centres the
+//! states refer to, drifts, half gaps) and ships it in the task
+//! ([`BoundsTask`]); each range's row states stay where its task ran, kept
+//! by the remote between passes ([`crate::exec::RowStateUse`]). A range
+//! whose states were lost starts afresh (a full assignment of its rows):
+//! the statistics are the same either way.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use multiversion::multiversion;
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::dtype::Real;
 use crate::error::Result;
-use crate::exec::RowStates;
+use crate::exec::{RowStateUse, RowStates};
 use crate::kernels::{assign_rows, exact_sq_dist, underflow_slack, PreparedCenters, Scratch};
 
 /// `f64` values of state per row: the label (−1 before the first full
@@ -126,6 +139,8 @@ pub(crate) fn centre_bytes(k: usize, d: usize) -> u64 {
 /// per centre the drift since then and half the gap to its nearest other
 /// centre.
 pub(crate) struct Bounds<T> {
+    /// Names these bounds' row states when they are kept elsewhere.
+    id: u64,
     states: RowStates,
     /// Every row needs a full assignment (the run's first pass).
     fresh: bool,
@@ -146,9 +161,12 @@ impl<T: Real> Bounds<T> {
     /// Bounds for `n_rows` rows from `first_row` on, `k` centres of `d`
     /// features, `threads` workers with tiles of `tile_rows` rows; `states`
     /// from [`RowStates::in_memory`] or [`RowStates::on_disk`] of
-    /// [`WIDTH`].
+    /// [`WIDTH`] (of no rows when the rows' states are kept by the tasks of
+    /// a remote split, see the module docs).
     pub(crate) fn new(states: RowStates, k: usize, d: usize, threads: usize, tile_rows: usize, n_rows: usize) -> Self {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Bounds {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             states,
             fresh: true,
             referred: Vec::new(),
@@ -260,6 +278,49 @@ impl<T: Real> Bounds<T> {
         self.fresh = false;
     }
 
+    /// The row states a pass's tasks keep where they run.
+    pub(crate) fn row_state(&self) -> RowStateUse {
+        RowStateUse { id: self.id, fresh: self.fresh }
+    }
+
+    /// The centre side a task over some of the rows needs (see the module
+    /// docs).
+    pub(crate) fn task(&self) -> BoundsTask {
+        BoundsTask { drift: self.drift, half_gap: self.half_gap.clone(), use_gaps: self.use_gaps }
+    }
+
+    /// The bounds of a task over `n_rows` rows from `first_row` on (the
+    /// range's `states` kept from its last task, of [`WIDTH`] values per
+    /// row, or `None`: a full assignment of every row), with the client's
+    /// centre side `task` for `k` centres of `d` features, `threads`
+    /// workers and tiles of `tile_rows` rows.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn of_task(
+        task: BoundsTask,
+        states: Option<Vec<f64>>,
+        first_row: usize,
+        n_rows: usize,
+        k: usize,
+        d: usize,
+        threads: usize,
+        tile_rows: usize,
+    ) -> Self {
+        let kept = states.filter(|s| s.len() == n_rows * WIDTH);
+        let fresh = kept.is_none();
+        let states = match kept {
+            Some(v) => RowStates::from_values(first_row, n_rows, WIDTH, v),
+            None => RowStates::in_memory(first_row, n_rows, WIDTH),
+        };
+        let mut b = Bounds::new(states, k, d, threads, tile_rows, n_rows);
+        (b.fresh, b.drift, b.half_gap, b.use_gaps) = (fresh, task.drift, task.half_gap, task.use_gaps);
+        b
+    }
+
+    /// The row states after the task's pass, to keep for the next one.
+    pub(crate) fn into_states(self) -> Option<Vec<f64>> {
+        self.states.into_values()
+    }
+
     /// Feeds the labels of the last pass (rows `first_row..first_row +
     /// n_rows`, in row order) to `sink`, through `labels` (at most the
     /// states' block of rows at a time): a run whose last pass moved no
@@ -291,6 +352,15 @@ impl<T: Real> Bounds<T> {
     }
 }
 
+/// The centre side of the bounds, for a task over some of the rows: see
+/// [`Bounds::task`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct BoundsTask {
+    drift: (f64, usize, f64),
+    half_gap: Vec<f64>,
+    use_gaps: bool,
+}
+
 /// What every worker of a bounded pass reads.
 struct Shared<'a, T> {
     centers: &'a PreparedCenters<T>,
@@ -314,37 +384,12 @@ impl<T: Real> Shared<'_, T> {
         states: &mut [f64],
     ) -> u64 {
         let d = self.d;
-        let k = self.centers.n_clusters;
-        let g = gamma64(d + 6);
-        // D̃_j ≥ L² (1 − γ₆₄) for every other centre: `own` below `keep · L²`
-        // (lowered for its own roundings) keeps the label.
-        let keep = (1.0 - g) * (1.0 - ROUND);
-        let inv = 1.0 / (1.0 - g) * (1.0 + ROUND);
-        let eta = underflow_slack(d);
-        let (m1, a1, m2) = self.drift;
         let rows = labels.len();
-        // First every row's test, without branches (its outcome is data
-        // dependent: mispredicted branches cost more than the arithmetic),
-        // then the rows that fail it, assigned in full in batches.
+        // First every row's test, then the rows that fail it, assigned in
+        // full in batches.
         let mut cleared = [false; crate::plan::TILE_ROWS];
         let cleared = &mut cleared[..rows];
-        for i in 0..rows {
-            let row = &x[i * d..(i + 1) * d];
-            let st = &mut states[i * WIDTH..(i + 1) * WIDTH];
-            let known = st[0] >= 0.0;
-            let a = if known { st[0] as usize } else { 0 };
-            let dropped = st[1] - if a == a1 { m2 } else { m1 };
-            let l = if dropped > 0.0 { dropped * (1.0 - ROUND) } else { 0.0 };
-            let own = exact_sq_dist(row, self.centers.center(a));
-            let upper = ((own + eta) * inv).sqrt() * (1.0 + ROUND);
-            let by_gap = (2.0 * self.half_gap[a] - upper) * (1.0 - ROUND);
-            // A negative bound says nothing (and must not square to one).
-            let lower = l.max(if self.use_gaps { by_gap } else { 0.0 }).max(0.0);
-            cleared[i] = known & ((k == 1) | (own + eta < keep * lower * lower));
-            labels[i] = a as u32;
-            dist[i] = own;
-            st[1] = l;
-        }
+        test_rows(x, self, labels, dist, states, cleared);
         let (mut full, mut passed) = (0, rows);
         for i in (0..rows).filter(|&i| !cleared[i]) {
             c.x[full * d..(full + 1) * d].copy_from_slice(&x[i * d..(i + 1) * d]);
@@ -359,5 +404,72 @@ impl<T: Real> Shared<'_, T> {
         c.flush(full, self, scratch, labels, dist, states);
         passed -= full;
         passed as u64
+    }
+}
+
+/// Hamerly's test for each row of a tile (see the module docs): writes the
+/// row's label, its exact distance [`exact_sq_dist`] to it and its dropped
+/// lower bound, and whether the test clears it.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn test_rows<T: Real>(
+    x: &[T],
+    s: &Shared<'_, T>,
+    labels: &mut [u32],
+    dist: &mut [f64],
+    states: &mut [f64],
+    cleared: &mut [bool],
+) {
+    // A const width lets the compiler unroll the distance of narrow rows.
+    macro_rules! fixed {
+        ($($n:literal)*) => {
+            match s.d {
+                $($n => test_rows_of::<T, $n>(x, s, labels, dist, states, cleared),)*
+                _ => test_rows_of::<T, 0>(x, s, labels, dist, states, cleared),
+            }
+        };
+    }
+    fixed!(1 2 3 4 5 6 7 8);
+}
+
+/// [`test_rows`] for rows of `D` features (`D = 0`: any width).
+#[inline(always)]
+fn test_rows_of<T: Real, const D: usize>(
+    x: &[T],
+    s: &Shared<'_, T>,
+    labels: &mut [u32],
+    dist: &mut [f64],
+    states: &mut [f64],
+    cleared: &mut [bool],
+) {
+    let d = if D == 0 { s.d } else { D };
+    let k = s.centers.n_clusters;
+    let g = gamma64(d + 6);
+    // D̃_j ≥ L² (1 − γ₆₄) for every other centre: `own` below `keep · L²`
+    // (lowered for its own roundings) keeps the label.
+    let keep = (1.0 - g) * (1.0 - ROUND);
+    let inv = 1.0 / (1.0 - g) * (1.0 + ROUND);
+    let eta = underflow_slack(d);
+    let (m1, a1, m2) = s.drift;
+    let gap_weight = if s.use_gaps { 2.0 } else { 0.0 };
+    // Without branches (the outcome is data dependent: mispredicted
+    // branches cost more than the arithmetic).
+    for (i, (((label, own_out), st), clear)) in
+        labels.iter_mut().zip(dist.iter_mut()).zip(states.chunks_exact_mut(WIDTH)).zip(cleared.iter_mut()).enumerate()
+    {
+        let row = &x[i * d..(i + 1) * d];
+        let known = st[0] >= 0.0;
+        let a = if known { st[0] as usize } else { 0 };
+        let dropped = st[1] - if a == a1 { m2 } else { m1 };
+        let l = if dropped > 0.0 { dropped * (1.0 - ROUND) } else { 0.0 };
+        let own = exact_sq_dist(row, s.centers.center(a));
+        let upper = ((own + eta) * inv).sqrt() * (1.0 + ROUND);
+        // Without the gaps: −upper, below zero, which says nothing.
+        let by_gap = (gap_weight * s.half_gap[a] - upper) * (1.0 - ROUND);
+        // A negative bound says nothing (and must not square to one).
+        let lower = l.max(by_gap).max(0.0);
+        *clear = known & ((k == 1) | (own + eta < keep * lower * lower));
+        *label = a as u32;
+        *own_out = own;
+        st[1] = l;
     }
 }

@@ -387,9 +387,10 @@ fn initial_centers<T: Real>(
 /// Runs Lloyd iterations from `centers`; returns the run, whether it
 /// converged strictly (no centre moved, hence no label changed), in which
 /// case its inertia and cluster counts are final, and then, when its last
-/// pass was bounded, the bounds holding its final labels. With bounds
-/// planned (and the rows read here, not by remote tasks) the passes are
-/// bounded (see [`super::bounds`]): the same bits, fewer distances.
+/// pass was bounded and ran here, the bounds holding its final labels.
+/// With bounds planned the passes are bounded (see [`super::bounds`]): the
+/// same bits, fewer distances; on a remote split each range's bounds stay
+/// where its tasks run.
 #[allow(clippy::too_many_arguments)]
 fn lloyd<T: Real>(
     params: &KMeansParams,
@@ -418,9 +419,14 @@ fn lloyd<T: Real>(
             *v = T::from_f64(*v).to_f64();
         }
     }
+    let first = blocks.x().first_row();
+    let remote = split.is_remote();
     let mut bounds = match plan.schedule.bounds_on_disk {
-        Some(on_disk) if !split.is_remote() => {
-            let first = blocks.x().first_row();
+        // The rows' states stay where their tasks run (see `super::bounds`).
+        Some(_) if remote => {
+            Some(Bounds::<T>::new(RowStates::in_memory(first, 0, WIDTH), k, d, plan.threads, asg.tile_rows, n - first))
+        }
+        Some(on_disk) => {
             let states = if on_disk {
                 RowStates::on_disk(first, n - first, WIDTH, &opts.scratch_dir(), plan.schedule.block_rows)?
             } else {
@@ -534,7 +540,8 @@ fn lloyd<T: Real>(
         }
     }
     out.centers = centers;
-    let held = if last_bounded { bounds } else { None };
+    // Bounds kept elsewhere do not hold the labels here.
+    let held = if last_bounded && !remote { bounds } else { None };
     Ok((out, strict, held))
 }
 

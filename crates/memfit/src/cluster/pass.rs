@@ -250,11 +250,12 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
     }
 
     fn task(&self) -> Option<(&'static str, Vec<u8>)> {
-        // Bounds live with the rows: a bounded pass runs where they are.
-        if self.bounds.is_some() {
-            return None;
-        }
         super::task::AssignTask::of(self).map(|p| (super::task::ASSIGN, p))
+    }
+
+    /// A bounded pass's rows keep their bounds where their tasks run.
+    fn row_state(&self) -> Option<crate::exec::RowStateUse> {
+        self.bounds.as_deref().map(super::bounds::Bounds::row_state)
     }
 
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, AssignStats>]) -> Result<()> {

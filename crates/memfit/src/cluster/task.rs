@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::bounds::{Bounds, BoundsTask};
 use super::params::{Init, KMeansParams};
 use super::pass::{AssignPass, Assignment, Mode};
 use super::plan::plan_kmeans;
@@ -29,6 +30,9 @@ pub(crate) struct AssignTask {
     /// A Lloyd iteration (sums, weights, farthest rows); else a final pass
     /// (row counts and inertia).
     pub(crate) lloyd: bool,
+    /// A bounded pass's centre side; its rows' bounds come with the task
+    /// (see [`super::bounds`]).
+    pub(crate) bounds: Option<BoundsTask>,
 }
 
 impl AssignTask {
@@ -40,11 +44,15 @@ impl AssignTask {
             _ => return None,
         };
         let c = pass.centers;
-        Some(encode(&AssignTask { centers: c.centers.clone(), k: c.n_clusters, d: c.n_features, lloyd }))
+        let bounds = pass.bounds.as_deref().map(Bounds::task);
+        Some(encode(&AssignTask { centers: c.centers.clone(), k: c.n_clusters, d: c.n_features, lloyd, bounds }))
     }
 
     /// The memory plan for `x`'s rows within `limit_bytes`: a k-means fit's
-    /// from given centres.
+    /// from given centres; a bounded pass's with its rows' bounds in memory
+    /// (where the task's caller keeps them between passes), or a plain
+    /// one's when they do not fit (the same statistics, its rows then
+    /// keeping no bounds).
     pub(crate) fn plan(
         &self,
         x: &Source<'_>,
@@ -56,30 +64,43 @@ impl AssignTask {
             n_clusters: self.k,
             init: Init::Centers { values: Vec::new(), n_rows: self.k, n_cols: self.d },
             n_init: Some(1),
-            // A task assigns its rows in full: bounds stay with the client's passes.
-            algorithm: super::Algorithm::Lloyd,
+            algorithm: if self.bounds.is_some() { super::Algorithm::Bounded } else { super::Algorithm::Lloyd },
             ..KMeansParams::default()
         };
-        plan_kmeans(&params, &Job::new(x, w, compute_bytes, 0, &RunOptions::with_limit(limit_bytes)))
+        let job = Job::new(x, w, compute_bytes, 0, &RunOptions::with_limit(limit_bytes));
+        let plan = plan_kmeans(&params, &job)?;
+        if plan.schedule.bounds_on_disk == Some(true) {
+            return plan_kmeans(&KMeansParams { algorithm: super::Algorithm::Lloyd, ..params }, &job);
+        }
+        Ok(plan)
     }
 
     /// Runs the pass over `rows` of `x` within `plan` and returns its
-    /// encoded statistics.
+    /// encoded statistics and, for a bounded pass planned with its bounds,
+    /// the rows' bounds after it, from those `kept` after the rows' last
+    /// task (`None`, or states of other rows: a full assignment).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run<T: Real>(
-        &self,
+        self,
         plan: &Plan,
         x: &Source<'_>,
         w: Option<&Source<'_>>,
         rows: Range<usize>,
         shift: &[f64],
+        kept: Option<Vec<f64>>,
         cancel: &crate::exec::Cancel,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<(Vec<u8>, Option<Vec<f64>>)> {
         let centers = PreparedCenters::<T>::new(&self.centers, self.k, self.d);
         let mut asg = Assignment::<T>::new(plan, self.k, self.d);
+        let mut bounds = self.bounds.filter(|_| plan.schedule.bounds_on_disk == Some(false)).map(|b| {
+            Bounds::<T>::of_task(b, kept, rows.start, rows.len(), self.k, self.d, plan.threads, asg.tile_rows)
+        });
         let mode = if self.lloyd { Mode::Lloyd } else { Mode::Final { sink: None, plot: None } };
-        let mut pass = AssignPass { centers: &centers, asg: &mut asg, mode, weights_name: None, bounds: None };
+        let mut pass =
+            AssignPass { centers: &centers, asg: &mut asg, mode, weights_name: None, bounds: bounds.as_mut() };
         let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
         let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
-        Ok(task_result(&pass, partial))
+        let out = task_result(&pass, partial);
+        Ok((out, bounds.and_then(Bounds::into_states)))
     }
 }

@@ -3,6 +3,7 @@
 //! of that process, returning the statistics to merge. Each kind of task is
 //! one [`TaskRunner`], listed once in [`TASK_RUNNERS`].
 
+use std::cell::RefCell;
 use std::ops::Range;
 
 use serde::de::DeserializeOwned;
@@ -10,7 +11,9 @@ use serde::de::DeserializeOwned;
 use crate::cluster::{AssignTask, ASSIGN};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{decode, plan_scan_task, run_scan_task, Cancel, RunOptions, ScanTask, Task, TaskRunner, SCAN};
+use crate::exec::{
+    decode, plan_scan_task, run_scan_task, Cancel, RowStateUse, RunOptions, ScanTask, Task, TaskRunner, SCAN,
+};
 use crate::io::{Dtype, Source};
 use crate::linalg::{plan_weighted_scatter, run_scatter_task, SCATTER};
 use crate::mixture::{MixtureTask, EM_TASK, E_TASK};
@@ -77,13 +80,17 @@ trait RowTask: Sync {
 /// The rows a process was given for a task: a piece of the data `x` (see
 /// [`Source::starting_at`]) and its optional per-row weights `w`, all of
 /// the piece's `rows`, the `shift` subtracted from each ([`Task::shift`],
-/// one value per feature) and the run's cancellation token.
+/// one value per feature), the run's cancellation token, and the rows'
+/// state when the task keeps one ([`Task::row_state`]): what the range's
+/// last task left (`None`: none), replaced by what this one leaves.
 struct Piece<'p, 's> {
     x: &'p Source<'s>,
     w: Option<&'p Source<'s>>,
     rows: Range<usize>,
     shift: &'p [f64],
     cancel: &'p Cancel,
+    row_state: Option<RowStateUse>,
+    state: &'p RefCell<Option<Vec<f64>>>,
 }
 
 impl<R: RowTask> TaskRunner for R {
@@ -95,6 +102,7 @@ impl<R: RowTask> TaskRunner for R {
         RowTask::computes(self, compute)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn plan_and_run(
         &self,
         task: &Task,
@@ -103,11 +111,24 @@ impl<R: RowTask> TaskRunner for R {
         limit_bytes: u64,
         run: bool,
         cancel: &Cancel,
+        state: &mut Option<Vec<f64>>,
     ) -> Result<(Plan, Option<Vec<u8>>)> {
-        match task.compute {
-            Dtype::F32 => plan_and_run_in::<f32, R>(self, task, x, w, limit_bytes, run, cancel),
-            _ => plan_and_run_in::<f64, R>(self, task, x, w, limit_bytes, run, cancel),
-        }
+        let cell = RefCell::new(state.take());
+        let at = Piece {
+            x,
+            w,
+            rows: x.first_row()..x.n_samples(),
+            shift: &task.shift,
+            cancel,
+            row_state: task.row_state,
+            state: &cell,
+        };
+        let out = match task.compute {
+            Dtype::F32 => plan_and_run_in::<f32, R>(self, task, &at, limit_bytes, run),
+            _ => plan_and_run_in::<f64, R>(self, task, &at, limit_bytes, run),
+        };
+        *state = cell.into_inner();
+        out
     }
 }
 
@@ -115,16 +136,13 @@ impl<R: RowTask> TaskRunner for R {
 fn plan_and_run_in<T: Real, R: RowTask>(
     runner: &R,
     task: &Task,
-    x: &Source<'_>,
-    w: Option<&Source<'_>>,
+    at: &Piece<'_, '_>,
     limit_bytes: u64,
     run: bool,
-    cancel: &Cancel,
 ) -> Result<(Plan, Option<Vec<u8>>)> {
-    let at = Piece { x, w, rows: x.first_row()..x.n_samples(), shift: &task.shift, cancel };
     let params: R::Params<T> = decode(&task.payload, R::PAYLOAD)?;
-    let plan = runner.plan(&params, &at, limit_bytes)?;
-    let out = run.then(|| runner.run(params, &plan, &at)).transpose()?;
+    let plan = runner.plan(&params, at, limit_bytes)?;
+    let out = run.then(|| runner.run(params, &plan, at)).transpose()?;
     Ok((plan, out))
 }
 
@@ -164,8 +182,14 @@ impl RowTask for AssignRunner {
         a.plan(at.x, at.w, size_of::<T>(), limit_bytes)
     }
 
+    /// A bounded pass's task reads and leaves its rows' bounds in
+    /// `at.state`.
     fn run<T: Real>(&self, a: AssignTask, plan: &Plan, at: &Piece<'_, '_>) -> Result<Vec<u8>> {
-        a.run::<T>(plan, at.x, at.w, at.rows.clone(), at.shift, at.cancel)
+        let mut state = at.state.borrow_mut();
+        let kept = if at.row_state.is_some_and(|s| !s.fresh) { state.take() } else { None };
+        let (out, left) = a.run::<T>(plan, at.x, at.w, at.rows.clone(), at.shift, kept, at.cancel)?;
+        *state = left;
+        Ok(out)
     }
 }
 
@@ -227,6 +251,11 @@ impl RowTask for MixtureRunner {
 /// [`Error::DoesNotFit`] when one block of the pass does not fit the limit;
 /// when run, the pass's errors ([`Error::NonFinite`] naming the row in the
 /// whole data, read errors, [`Error::Cancelled`]).
+///
+/// A task that keeps per-row state ([`Task::row_state`]) reads the state
+/// its range's last task left from `state` (`None`: there is none, as after
+/// losing it with a worker: the task then starts from none, with the same
+/// results) and leaves its own there.
 pub fn run_task(
     task: &[u8],
     x: &Source<'_>,
@@ -234,6 +263,7 @@ pub fn run_task(
     limit_bytes: u64,
     run: bool,
     cancel: &Cancel,
+    state: &mut Option<Vec<f64>>,
 ) -> Result<(Plan, Option<Vec<u8>>)> {
     let task = Task::decode(task)?;
     let runner = runner_of(&task)?;
@@ -252,7 +282,7 @@ pub fn run_task(
             ),
         });
     }
-    runner.plan_and_run(&task, x, w, limit_bytes, run, cancel)
+    runner.plan_and_run(&task, x, w, limit_bytes, run, cancel, state)
 }
 
 #[cfg(test)]
@@ -279,8 +309,16 @@ mod tests {
         let values = [0.0; 4];
         let x = Source::memory(crate::io::ArrayRef::c_order(crate::io::Values::F64(&values), 2, 2).unwrap());
         for (kind, compute) in [("no-such-pass", Dtype::F64), (SCATTER, Dtype::F32)] {
-            let task = Task { kind: kind.into(), compute, shift: vec![0.0; 2], payload: Vec::new(), unit_rows: false };
-            let e = run_task(&task.encode(), &x, None, 1 << 20, false, &crate::exec::Cancel::new()).unwrap_err();
+            let task = Task {
+                kind: kind.into(),
+                compute,
+                shift: vec![0.0; 2],
+                payload: Vec::new(),
+                unit_rows: false,
+                row_state: None,
+            };
+            let e =
+                run_task(&task.encode(), &x, None, 1 << 20, false, &crate::exec::Cancel::new(), &mut None).unwrap_err();
             assert!(matches!(&e, Error::Remote { reason } if reason.contains(kind)), "{e}");
         }
     }

@@ -34,7 +34,7 @@ pub use context::{Backend, Context};
 pub use grid::{run_grid, run_tiles};
 pub use options::RunOptions;
 pub use progress::{Observer, Progress};
-pub use remote::{decode, encode, task_result, Remote, Task, TaskRunner};
+pub use remote::{decode, encode, task_result, Remote, RowStateUse, Task, TaskRunner};
 pub use sample::{nth_smallest_key, row_key, row_unit, InitSample, KeyedSample};
 pub(crate) use scan::{plan_scan_task, run_scan_task, ScanTask, SCAN};
 pub use scan::{scan, Scan, ScanStats};
@@ -207,6 +207,12 @@ pub trait Pass<T: Real> {
     /// outputs and its statistics are all it computes. `None` (the default)
     /// runs it here even when its split is [`RowSplit::remote`].
     fn task(&self) -> Option<(&'static str, Vec<u8>)> {
+        None
+    }
+
+    /// The per-row state [`Pass::task`]'s runs keep where they run, if any
+    /// (see [`RowStateUse`]).
+    fn row_state(&self) -> Option<RowStateUse> {
         None
     }
 
@@ -487,7 +493,14 @@ pub fn run_split<T: Real, P: Pass<T>>(
                 return Err(Error::Cancelled);
             }
             let unit_rows = blocks.x().has_unit_rows();
-            let task = Task { kind: kind.to_string(), compute: T::DTYPE, shift: shift.to_vec(), payload, unit_rows };
+            let task = Task {
+                kind: kind.to_string(),
+                compute: T::DTYPE,
+                shift: shift.to_vec(),
+                payload,
+                unit_rows,
+                row_state: pass.row_state(),
+            };
             return remote::merge_encoded(pass, remote.as_ref(), &task, &ranges);
         }
     }

@@ -44,6 +44,26 @@ pub struct Task {
     /// ([`crate::io::Source::unit_rows`]): the receiving side opens its rows
     /// so.
     pub unit_rows: bool,
+    /// The per-row state the task reads and updates, which stays where its
+    /// range runs between passes (see [`RowStateUse`]); `None` for a
+    /// stateless task.
+    pub row_state: Option<RowStateUse>,
+}
+
+/// A task's per-row state (k-means bounds, say) that stays with its range
+/// between passes: the [`Remote`] keeps what each range's task returned
+/// under `id` and hands it to the next task of that id over the same range
+/// (see [`crate::estimator::run_task`]). A range whose state is not there
+/// (the first pass, `fresh`, or a state lost with a worker) starts from
+/// none, which gives the same results: a task's statistics never depend on
+/// whether its state was kept, only its speed does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowStateUse {
+    /// Names the states of one run (a new id: none of the states kept so far
+    /// serve it).
+    pub id: u64,
+    /// Whether every range starts from no state (this run's first pass).
+    pub fresh: bool,
 }
 
 impl Task {
@@ -78,6 +98,8 @@ pub trait TaskRunner: Sync {
     /// [`Source::starting_at`]) and optional per-row weights `w` (the same
     /// rows) within `limit_bytes`; with `run`, also runs it and returns its
     /// [`task_result`]. `task.shift` has one value per feature of `x`.
+    /// A task with per-row state ([`Task::row_state`]) reads its range's
+    /// last state from `state` and leaves its own there.
     ///
     /// # Errors
     /// [`Error::Remote`] for a payload of another kind;
@@ -85,6 +107,7 @@ pub trait TaskRunner: Sync {
     /// pass's errors (read errors, [`Error::NonFinite`] naming the row in
     /// the whole data, [`Error::Cancelled`]); [`Error::Remote`] for a kind
     /// that runs over chunks of an expression (the default).
+    #[allow(clippy::too_many_arguments)]
     fn plan_and_run(
         &self,
         task: &Task,
@@ -93,8 +116,9 @@ pub trait TaskRunner: Sync {
         limit_bytes: u64,
         run: bool,
         cancel: &crate::exec::Cancel,
+        state: &mut Option<Vec<f64>>,
     ) -> Result<(Plan, Option<Vec<u8>>)> {
-        let _ = (task, x, w, limit_bytes, run, cancel);
+        let _ = (task, x, w, limit_bytes, run, cancel, state);
         Err(Error::Remote {
             reason: format!("task {:?} runs over chunks of an array expression, not rows", self.kind()),
         })

@@ -50,6 +50,23 @@ impl RowStates {
         })
     }
 
+    /// States in memory holding `values` (row-major `(n_rows, width)`), as
+    /// [`Self::into_values`] gave them: a range's states kept by another
+    /// process between passes (see [`crate::exec::RowStateUse`]).
+    ///
+    /// # Panics
+    /// When `values` does not hold `n_rows × width` values (a caller bug).
+    pub fn from_values(first_row: usize, n_rows: usize, width: usize, values: Vec<f64>) -> Self {
+        assert_eq!(values.len(), n_rows * width, "a state per row");
+        RowStates { width, first_row, n_rows, memory: values, file: None, block: Vec::new() }
+    }
+
+    /// The states in memory, row-major `(n_rows, width)`; `None` for states
+    /// on disk.
+    pub fn into_values(self) -> Option<Vec<f64>> {
+        self.file.is_none().then_some(self.memory)
+    }
+
     /// Values per row.
     pub fn width(&self) -> usize {
         self.width
