@@ -343,13 +343,23 @@ class Kept:
 
     def state(self) -> Optional[np.ndarray]:
         """The row state the task of :attr:`key` left, when this worker
-        holds its result; else None."""
+        holds its result in memory; else None.
+
+        A worker's store is not safe to change from a task's thread: its
+        in-memory dict is only read (a plain ``dict`` without a memory
+        limit, or the dict under a spilling buffer's ``fast`` LRU); a result
+        spilled to disk is left there and the chunk starts afresh."""
         distributed = distributed_module()
         try:
-            held = distributed.get_worker().data.get(self.key)
-        except Exception:  # not on a worker, or its store is busy: start afresh
+            data = distributed.get_worker().data
+        except ValueError:  # not on a worker
             return None
-        return held[1] if isinstance(held, tuple) and len(held) == 2 else None
+        fast = getattr(data, "fast", None)
+        for store in (data, fast, getattr(fast, "d", None)):
+            if type(store) is dict:
+                held = store.get(self.key)
+                return held[1] if isinstance(held, tuple) and len(held) == 2 else None
+        return None
 
 
 def _run_chunk(
