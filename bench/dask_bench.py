@@ -61,6 +61,13 @@ Every peer runs --repeat times (default 2, interleaved) and its fastest fit
 is reported (the machine is shared; equality is checked on the last run's
 results, which are deterministic).
 
+With --algorithms, the k-means case also runs ``memfit cluster lloyd``
+and ``memfit cluster bounded`` (``algorithm="lloyd"`` / ``"bounded"``;
+the plain ``memfit cluster`` is the default, ``"auto"``): bounded passes
+on the cluster keep each chunk's bounds on its worker (issue 24), and
+``skip`` gives the mean share of distances they skipped. --no-daskml
+leaves dask-ml out (when it is not installed).
+
 With MEMFIT_BASELINE_PYTHONPATH set, a peer ``memfit-base cluster`` runs the
 cluster fit with the memfit package found first there (a build from before a
 change), for before-and-after runs in one run.
@@ -81,6 +88,7 @@ import time
 from pathlib import Path
 
 KMEANS_D, KMEANS_K = 8, 100
+ALGORITHM_PEERS = ("km-memfit-lloyd-cluster", "km-memfit-bounded-cluster")
 GMM_D, GMM_K = 20, 10
 
 
@@ -170,12 +178,12 @@ def pass_recorder():
     calls = []
     orig = _dask.Cluster.__call__
 
-    def timed(self, task, ranges):
+    def timed(self, task, ranges, **kw):
         # The pass ends when its last result has been handed on: a runner
         # returns a list (memfit before issue 22) or an iterator consumed as
         # the results arrive.
         t = time.time()
-        out = orig(self, task, ranges)
+        out = orig(self, task, ranges, **kw)
         if isinstance(out, list):
             calls.append((t, time.time()))
             return out
@@ -266,15 +274,17 @@ def child(peer, tmp, a):
     else:
         X = np.load(xpath)
 
-    if peer in ("km-memfit-cluster", "gmm-memfit-cluster", "km-memfit-base-cluster", "gmm-memfit-base-cluster"):
+    if peer in ("km-memfit-cluster", "gmm-memfit-cluster", "km-memfit-base-cluster", "gmm-memfit-base-cluster",
+                *ALGORITHM_PEERS):
         import memfit
         from memfit import _kmeans, _mixture
 
         calls = pass_recorder()
         events = event_recorder(_kmeans if task == "kmeans" else _mixture)
         if task == "kmeans":
+            algorithm = peer.split("-")[2] if peer in ALGORITHM_PEERS else "auto"
             est = memfit.KMeans(KMEANS_K, init=C, n_init=1, max_iter=a.iters, tol=0, verbose=1,
-                                memory_limit=a.memfit_memory)
+                                memory_limit=a.memfit_memory, algorithm=algorithm)
         else:
             est = memfit.GaussianMixture(GMM_K, covariance_type="full", weights_init=init["weights"],
                                          means_init=init["means"], precisions_init=init["precisions"],
@@ -290,6 +300,8 @@ def child(peer, tmp, a):
         out["overhead_ms"] = 1000 * statistics.median(p["wall"] - p["busiest_worker"] for p in passes)
         out["overhead_ms_task"] = 1000 * statistics.median(p["wall"] - p["longest_task"] for p in passes)
         out["in_passes_s"] = sum(walls)
+        if task == "kmeans":
+            out["skip"] = float(np.mean(est.skip_share_))
     elif peer == "km-daskml":
         import dask_ml
         import dask_ml.cluster.k_means as dkm
@@ -441,6 +453,8 @@ def main():
     ap.add_argument("--daskml-python", default=sys.executable, help="interpreter for the dask-ml run")
     ap.add_argument("--repeat", type=int, default=2, help="runs per peer, interleaved; the fastest fit is reported")
     ap.add_argument("--json", help="write all results here")
+    ap.add_argument("--algorithms", action="store_true", help="k-means on the cluster with each algorithm too")
+    ap.add_argument("--no-daskml", action="store_true", help="leave dask-ml out")
     ap.add_argument("--child", nargs=2, metavar=("PEER", "TMP"))
     a = ap.parse_args()
     if a.child:
@@ -473,8 +487,9 @@ def main():
         plan = []
         if a.only in (None, "kmeans"):
             make_kmeans(a.n, tmp)
-            plan += [("kmeans", f"k-means {a.n:,} x {KMEANS_D}, k={KMEANS_K}", p)
-                     for p in ("km-memfit-cluster", *base("km"), "km-daskml", "km-memfit-local")]
+            peers = ("km-memfit-cluster", *(ALGORITHM_PEERS if a.algorithms else ()), *base("km"),
+                     *(() if a.no_daskml else ("km-daskml",)), "km-memfit-local")
+            plan += [("kmeans", f"k-means {a.n:,} x {KMEANS_D}, k={KMEANS_K}", p) for p in peers]
         if a.only in (None, "gmm"):
             make_gmm(a.gmm_n, tmp)
             plan += [("gmm", f"GMM full {a.gmm_n:,} x {GMM_D}, K={GMM_K}", p)
@@ -494,6 +509,7 @@ def main():
             if "error" not in res and res["peer"] != ref:
                 res["equality"] = compare(tmp, res["peer"], ref, res["task"])
     names = {"km-memfit-cluster": "memfit cluster", "km-memfit-base-cluster": "memfit-base cluster",
+             "km-memfit-lloyd-cluster": "memfit cluster lloyd", "km-memfit-bounded-cluster": "memfit cluster bounded",
              "gmm-memfit-base-cluster": "memfit-base cluster", "km-daskml": "dask-ml cluster", "km-memfit-local": "memfit local",
              "gmm-memfit-cluster": "memfit cluster", "gmm-sklearn": "scikit-learn local",
              "gmm-memfit-local": "memfit local"}
@@ -506,7 +522,8 @@ def main():
             print(f"| {r['case']} | {names[r['peer']]} | failed: {r['error']} |||||||||")
             continue
         wp = "-" if "worker_peak" not in r else f"{r['worker_peak'] / 2**20:.0f} (+{r['worker_growth'] / 2**20:.0f})"
-        print(f"| {r['case']} | {names[r['peer']]} | {r['n_iter']} | {r['fit_s']:.2f} | {r['fit_s'] / r['n_iter']:.3f} "
+        skip = f" (skipped {100 * r['skip']:.0f} %)" if r.get("skip") else ""
+        print(f"| {r['case']} | {names[r['peer']]}{skip} | {r['n_iter']} | {r['fit_s']:.2f} | {r['fit_s'] / r['n_iter']:.3f} "
               f"| {fmt(r.get('first_s'), '.3f')} | {fmt(r.get('later_s'), '.3f')} "
               f"| {fmt(r.get('overhead_ms'), '.1f')} | {wp} | {r['driver_peak'] / 2**20:.0f} "
               f"| {r.get('equality', 'reference')} |")
