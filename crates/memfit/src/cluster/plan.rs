@@ -89,7 +89,8 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // Bounded iterations: the centres the bounds refer to with drifts and
     // half gaps, per thread a batch of the rows the bounds do not clear,
     // and per row a label and a lower bound, in memory when they fit.
-    let state_row = RowStates::bytes_per_row(WIDTH);
+    // On a remote split the rows' bounds stay with the tasks that read them.
+    let state_row = if job.rows_elsewhere { 0 } else { RowStates::bytes_per_row(WIDTH) };
     let bounds_fixed = |bounded: bool, rows: usize| {
         if bounded {
             centre_bytes(params.n_clusters, job.n_features)
@@ -224,14 +225,19 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
                 tile_rows.min(COMPACT_ROWS)
             ),
         );
-        let (state_rows, what) = if on_disk { (rows, "per block, read from a scratch file") } else { (n, "all rows") };
-        led.add_in(
-            phase,
-            "row bounds",
-            state_rows,
-            state_row,
-            format!("{state_rows} rows × {state_row} B (label, lower bound; {what})"),
-        );
+        if job.rows_elsewhere {
+            led.add_in(phase, "row bounds", 0, 1, "kept with the rows by the tasks that read them".into());
+        } else {
+            let (state_rows, what) =
+                if on_disk { (rows, "per block, read from a scratch file") } else { (n, "all rows") };
+            led.add_in(
+                phase,
+                "row bounds",
+                state_rows,
+                state_row,
+                format!("{state_rows} rows × {state_row} B (label, lower bound; {what})"),
+            );
+        }
     }
     for buf in mini_batch {
         led.add_in("mini-batch steps", &buf.name, buf.bytes, 1, buf.detail);

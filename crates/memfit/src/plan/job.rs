@@ -39,6 +39,10 @@ pub struct Job {
     pub limit_bytes: u64,
     /// The folder scratch files go to ([`RunOptions::scratch_dir`]).
     pub scratch_dir: PathBuf,
+    /// Whether passes over the rows run as tasks elsewhere (a remote
+    /// [`RunOptions::row_split`]): per-row state stays with those tasks,
+    /// not in this process.
+    pub rows_elsewhere: bool,
     /// Buffers held through the run: first what the input holds, then the
     /// caller's (name, bytes).
     held: Vec<(String, u64)>,
@@ -70,6 +74,7 @@ impl Job {
             n_outputs,
             limit_bytes: run.memory_limit,
             scratch_dir: run.scratch_dir(),
+            rows_elsewhere: run.row_split.is_remote(),
             held: vec![(INPUT_HELD.to_string(), input_held)],
         }
     }
@@ -115,6 +120,7 @@ impl Job {
             n_outputs: 0,
             limit_bytes: run.memory_limit,
             scratch_dir: run.scratch_dir(),
+            rows_elsewhere: false,
             held: vec![(INPUT_HELD.to_string(), 0)],
         }
     }
