@@ -389,7 +389,7 @@ impl<T: Real> Shared<'_, T> {
         // full in batches.
         let mut cleared = [false; crate::plan::TILE_ROWS];
         let cleared = &mut cleared[..rows];
-        test_rows(x, self, labels, dist, states, cleared);
+        test_rows(x, self, TestOut { labels, dist, states, cleared });
         let (mut full, mut passed) = (0, rows);
         for i in (0..rows).filter(|&i| !cleared[i]) {
             c.x[full * d..(full + 1) * d].copy_from_slice(&x[i * d..(i + 1) * d]);
@@ -411,36 +411,31 @@ impl<T: Real> Shared<'_, T> {
 /// row's label, its exact distance [`exact_sq_dist`] to it and its dropped
 /// lower bound, and whether the test clears it.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn test_rows<T: Real>(
-    x: &[T],
-    s: &Shared<'_, T>,
-    labels: &mut [u32],
-    dist: &mut [f64],
-    states: &mut [f64],
-    cleared: &mut [bool],
-) {
+fn test_rows<T: Real>(x: &[T], s: &Shared<'_, T>, out: TestOut<'_>) {
     // A const width lets the compiler unroll the distance of narrow rows.
     macro_rules! fixed {
         ($($n:literal)*) => {
             match s.d {
-                $($n => test_rows_of::<T, $n>(x, s, labels, dist, states, cleared),)*
-                _ => test_rows_of::<T, 0>(x, s, labels, dist, states, cleared),
+                $($n => test_rows_of::<T, $n>(x, s, out),)*
+                _ => test_rows_of::<T, 0>(x, s, out),
             }
         };
     }
     fixed!(1 2 3 4 5 6 7 8);
 }
 
+/// What [`test_rows`] writes for each row of a tile.
+struct TestOut<'a> {
+    labels: &'a mut [u32],
+    dist: &'a mut [f64],
+    states: &'a mut [f64],
+    cleared: &'a mut [bool],
+}
+
 /// [`test_rows`] for rows of `D` features (`D = 0`: any width).
 #[inline(always)]
-fn test_rows_of<T: Real, const D: usize>(
-    x: &[T],
-    s: &Shared<'_, T>,
-    labels: &mut [u32],
-    dist: &mut [f64],
-    states: &mut [f64],
-    cleared: &mut [bool],
-) {
+fn test_rows_of<T: Real, const D: usize>(x: &[T], s: &Shared<'_, T>, out: TestOut<'_>) {
+    let TestOut { labels, dist, states, cleared } = out;
     let d = if D == 0 { s.d } else { D };
     let k = s.centers.n_clusters;
     let g = gamma64(d + 6);
