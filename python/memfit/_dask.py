@@ -33,10 +33,11 @@ task.
 - **Bounded k-means** keeps each chunk's bounds (16 bytes per row) on the
   worker that ran its task: a task returns its statistics and its chunk's
   new bounds, the client fetches only the statistics and keeps a future of
-  the bounds, and the next pass's task for the same chunk is asked to run
-  there and reads them from that worker's memory (:class:`Kept`). A chunk
-  whose bounds are not there (its task ran elsewhere, or the worker was
-  lost) is assigned in full, with the same results.
+  the bounds, and the next pass's task for the same chunk reads them from
+  the memory of the worker it runs on (:class:`Kept`). Dask runs it where
+  its chunk is: for a persisted input, where the last one ran. A chunk
+  whose bounds are not there (its task ran elsewhere, the worker was lost,
+  the bounds were spilled) is assigned in full, with the same results.
 
 Results are bitwise identical to the single-process fit on the same data,
 seed and ``memory_limit`` semantics: statistics merge in the same order
@@ -501,23 +502,23 @@ class Cluster:
         return self._in_order(futures, max(1, sum(self.client.nthreads().values())))
 
     def _stateful(self, spec: Any, run: Any, state_id: int, previous: Optional[tuple]) -> list:
-        """Submits the tasks of a pass with per-row state, each asked to run
-        where its chunk's previous state is (``previous``: the id and the
-        futures of the last pass's tasks), and returns the futures of their
+        """Submits the tasks of a pass with per-row state, each told where
+        its chunk's previous state is (``previous``: the id and the futures
+        of the last pass's tasks), and returns the futures of their
         statistics; the futures of their states replace ``previous``, which
-        is released once this pass's results are in (see :meth:`_in_order`)."""
-        import dask
+        is released once this pass's results are in (see :meth:`_in_order`).
 
-        where = self.client.who_has(previous[1]) if previous is not None else {}
-        tasks = []
-        for i, (xp, wp, start) in enumerate(zip(self.x_parts, self.w_parts, self.starts)):
-            kept = None if previous is None else Kept(previous[1][i].key)
-            holders = list(where.get(kept.key, ())) if kept is not None else []
-            if holders:
-                with dask.annotate(workers=holders, allow_other_workers=True):
-                    tasks.append(run(spec, xp, wp, start, self.budget, kept))
-            else:
-                tasks.append(run(spec, xp, wp, start, self.budget, kept))
+        The tasks are not restricted to the workers that hold the states:
+        a task restricted to a worker that is lost before it runs waits for
+        that worker forever when no other worker is there at that moment
+        (``distributed`` reconsiders such tasks only for the workers they
+        name). Dask places a chunk's task where its chunk is, which is where
+        the chunk's last task ran; a task placed elsewhere assigns its chunk
+        in full."""
+        tasks = [
+            run(spec, xp, wp, start, self.budget, None if previous is None else Kept(previous[1][i].key))
+            for i, (xp, wp, start) in enumerate(zip(self.x_parts, self.w_parts, self.starts))
+        ]
         futures = self.client.compute(tasks, optimize_graph=False)
         self._kept = (state_id, futures, previous)
         return [self.client.submit(operator.getitem, f, 0) for f in futures]

@@ -108,10 +108,13 @@ def test_bounded_kmeans_keeps_each_chunks_bounds_on_its_worker(client, lose):
     X = blobs(d=3)
     params = dict(n_clusters=12, random_state=3, n_init=2, max_iter=25, tol=0, algorithm="bounded")
     local = KMeans(**params).fit(X)
+    # Persisted: each chunk's task runs where its chunk is, where its bounds were left.
+    x = client.persist(chunked(X))
+    distributed.wait(x)
     if lose:
         client.run(_forget_every_third_state)
     try:
-        dist = KMeans(**params).fit(chunked(X), client=client)
+        dist = KMeans(**params).fit(x, client=client)
     finally:
         if lose:
             client.run(_find_states_again)
@@ -589,6 +592,45 @@ def _inputs(kind, X, tmp_path, c):
         chunked(X).to_zarr(str(tmp_path / "x.zarr"))
         return da.from_zarr(str(tmp_path / "x.zarr"))
     return ma.from_npy(tmp_path / "x.npy") * 1.0  # an expression, computed by the workers
+
+
+def test_bounded_kmeans_survives_losing_its_only_worker():
+    """The only worker, holding every chunk's bounds, is killed while a
+    bounded pass runs; its nanny starts a new one. The fit goes on there
+    (its chunks assigned in full) with the same bits: no task waits for the
+    lost worker."""
+    X = blobs(n=4 * CHUNK, d=4, seed=5)
+    params = dict(n_clusters=8, random_state=0, n_init=1, max_iter=20, tol=0, algorithm="bounded")
+    local = KMeans(**params).fit(X)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, memory_limit=WORKER_LIMIT,
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        x = c.persist(chunked(X))
+        distributed.wait(x)
+        pid = next(iter(c.run(os.getpid).values()))
+        calls, original, out = [], _dask.Cluster.__call__, {}
+
+        def call(self, task, ranges, **kw):
+            calls.append(1)
+            if len(calls) == 5:  # a bounded pass whose chunks' bounds are all on that worker
+                threading.Timer(0.05, os.kill, (pid, signal.SIGKILL)).start()
+            return original(self, task, ranges, **kw)
+
+        def fit():
+            try:
+                out["fit"] = KMeans(**params).fit(x, client=c)
+            except Exception as e:  # the persisted chunks died with the worker: said so, never a hang
+                out["error"] = e
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_dask.Cluster, "__call__", call)
+            t = threading.Thread(target=fit, daemon=True)
+            t.start()
+            t.join(120)
+        assert not t.is_alive(), "the fit waits for a lost worker"
+        if "fit" in out:
+            same_kmeans(local, out["fit"])
+        else:
+            assert isinstance(out["error"], RuntimeError) and "lost a worker" in str(out["error"]), out["error"]
 
 
 @pytest.fixture(scope="module")
