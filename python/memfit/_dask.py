@@ -433,8 +433,10 @@ class Cluster:
             self.budget, self.budget_text = budget, self.worker
         if probe is not None:
             self._refuse_unless(lambda xp, wp: probe(xp, wp, self.budget))
-        # The state id and, per chunk, the future of its last stateful task.
-        self._kept: Optional[tuple] = None
+        # The id of the per-row states kept and, per chunk, the future of
+        # its last stateful task's result (statistics and state).
+        self._state_id: Optional[int] = None
+        self._states: list = []
 
     @property
     def row_bounds(self) -> list:
@@ -481,11 +483,10 @@ class Cluster:
         # holder died, never scattered data).
         spec = dask.delayed(task, pure=True)
         run = dask.delayed(_run_chunk, pure=False)
-        previous = self._kept
-        if row_state is None or previous is None or previous[0] != row_state[0] or row_state[1]:
-            previous = None
-        if row_state is None:
-            self._kept = None
+        # The states this pass's tasks read (none on a run's first pass),
+        # held until they have run.
+        reading = self._states if row_state is not None and row_state == (self._state_id, False) else []
+        self._state_id, self._states = (None, []) if row_state is None else (row_state[0], [])
         try:
             if row_state is None:
                 tasks = [
@@ -495,18 +496,18 @@ class Cluster:
                 # The graph is optimised already (see in_row_order).
                 futures = self.client.compute(tasks, optimize_graph=False)
             else:
-                futures = self._stateful(spec, run, row_state[0], previous)
+                futures = self._stateful(spec, run, reading)
         except Exception as e:
             self._explain(e)
             raise
-        return self._in_order(futures, max(1, sum(self.client.nthreads().values())))
+        return self._in_order(futures, max(1, sum(self.client.nthreads().values())), reading)
 
-    def _stateful(self, spec: Any, run: Any, state_id: int, previous: Optional[tuple]) -> list:
-        """Submits the tasks of a pass with per-row state, each told where
-        its chunk's previous state is (``previous``: the id and the futures
-        of the last pass's tasks), and returns the futures of their
-        statistics; the futures of their states replace ``previous``, which
-        is released once this pass's results are in (see :meth:`_in_order`).
+    def _stateful(self, spec: Any, run: Any, reading: list) -> list:
+        """Submits the tasks of a pass with per-row state, each told the key
+        of its chunk's previous result (``reading``, the last pass's futures;
+        empty on a run's first pass), and returns the futures of their
+        statistics; the futures of their results (statistics and states)
+        become :attr:`_states`, for the next pass.
 
         The tasks are not restricted to the workers that hold the states:
         a task restricted to a worker that is lost before it runs waits for
@@ -516,19 +517,19 @@ class Cluster:
         the chunk's last task ran; a task placed elsewhere assigns its chunk
         in full."""
         tasks = [
-            run(spec, xp, wp, start, self.budget, None if previous is None else Kept(previous[1][i].key))
+            run(spec, xp, wp, start, self.budget, Kept(reading[i].key) if reading else None)
             for i, (xp, wp, start) in enumerate(zip(self.x_parts, self.w_parts, self.starts))
         ]
-        futures = self.client.compute(tasks, optimize_graph=False)
-        self._kept = (state_id, futures, previous)
-        return [self.client.submit(operator.getitem, f, 0) for f in futures]
+        self._states = self.client.compute(tasks, optimize_graph=False)
+        return [self.client.submit(operator.getitem, f, 0) for f in self._states]
 
-    def _in_order(self, futures: list, batch: int) -> Iterator[bytes]:
+    def _in_order(self, futures: list, batch: int, reading: list) -> Iterator[bytes]:
         """The results of ``futures`` in order, fetched ``batch`` at a time
         (the tasks the cluster runs at once: one round trip each, and this
         process holds at most that many results, not every chunk's), each
         released once fetched; the rest released when the engine stops
-        early (an error)."""
+        early (an error). ``reading`` (the states the pass's tasks read) is
+        released with them: once every result is in, every task has run."""
         try:
             for a in range(0, len(futures), batch):
                 outs = self.client.gather(futures[a:a + batch])
@@ -537,9 +538,6 @@ class Cluster:
                     futures[i] = None
                 while outs:
                     yield outs.pop(0)
-            # Every task of the pass has run: the states they read can go.
-            if self._kept is not None and self._kept[2] is not None:
-                self._kept = self._kept[:2] + (None,)
         except Exception as e:
             self._explain(e)
             raise
@@ -547,6 +545,7 @@ class Cluster:
             for f in futures:
                 if f is not None:
                     f.release()
+            reading.clear()
 
     def _explain(self, e: Exception) -> None:
         """Raises an error saying what happened when ``e`` is the client
