@@ -43,7 +43,7 @@ _Remote = Callable[[bytes, list[tuple[int, int]]], Iterable[bytes]]
 __version__: str
 
 #: An engine warning: (kind, category, message); kind names it
-#: ("not_converged", "fewer_clusters", "init_sample_cut", "ill_conditioned",
+#: ("not_converged", "fewer_clusters", "ill_conditioned",
 #: "init_centers_with_n_init", "warm_start_with_n_init", "inexact_integers",
 #: "kmeans_init"), category is "convergence" (scikit-learn's
 #: ConvergenceWarning) or "user" (UserWarning).

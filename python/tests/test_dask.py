@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -69,6 +70,19 @@ def test_without_a_client_chunks_are_read_in_process(X):
     km = KMeans(4, random_state=0, n_init=1).fit(X)
     assert np.array_equal(km.transform(X), km.transform(chunked(X)).compute())
     assert km.score(X) == km.score(chunked(X))
+
+
+def test_a_small_limit_keeps_the_whole_kmeans_plusplus_sample_on_the_cluster(client, X):
+    # At 6 MiB the client holds a chunk (5 MiB) beside the k-means++ sample of
+    # 100,000 rows, which cannot keep even its keys in memory: the sample goes
+    # to scratch files, so the fit is the NumPy fit at a large limit.
+    params = dict(n_clusters=6, random_state=2, n_init=1, max_iter=4)
+    ref = KMeans(memory_limit="1GiB", **params).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        small = KMeans(memory_limit="6MiB", **params).fit(chunked(X), client=client)
+    assert "100000 rows in unnamed scratch files" in str(small.memory_plan_)
+    same_kmeans(small, ref)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

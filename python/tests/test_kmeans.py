@@ -485,8 +485,8 @@ def test_kmeans_plusplus_sample_spilled_by_a_small_limit_gives_the_same_fit(big)
         warnings.simplefilter("error")
         small = KMeans(memory_limit="6MiB", **params).fit(big)
     large = KMeans(memory_limit="1GiB", **params).fit(big)
-    assert "values in an unnamed scratch file" in str(small.memory_plan_)
-    assert "values in an unnamed scratch file" not in str(large.memory_plan_)
+    assert "rows in unnamed scratch files" in str(small.memory_plan_)
+    assert "rows in unnamed scratch files" not in str(large.memory_plan_)
     _assert_same_fit(small, large)
 
 

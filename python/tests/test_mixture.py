@@ -1026,7 +1026,7 @@ def test_memory_limit_never_changes_results(big3, init_params):
         warnings.simplefilter("error")
         small = GaussianMixture(memory_limit="6MiB", **kw).fit(big3)
     if init_params == "k-means++":
-        assert "values in an unnamed scratch file" in small.memory_plan_
+        assert "rows in unnamed scratch files" in small.memory_plan_
     for name in FITTED:
         assert_array_equal(getattr(small, name), getattr(ref, name), err_msg=name)
     assert small.lower_bounds_ == ref.lower_bounds_

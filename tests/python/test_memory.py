@@ -69,28 +69,24 @@ def test_memory_limit_invariance(tmp_path, medium, init, limit):
     assert small.summary["n_iter"] == large.summary["n_iter"]
 
 
-def test_cut_init_sample_is_announced(tmp_path, medium):
-    # At 2 MiB the limit cannot hold even the keys of the default k-means++
-    # sample (100,000 rows here): memfit cuts it, so the result may change,
-    # and it says so.
-    r = fit(tmp_path, medium, 20, tag="cut", memory_limit="2MiB")
-    assert "k-means++ sample" in r.proc.stderr and "raise --memory-limit" in r.proc.stderr
-    assert any("k-means++ sample" in w for w in r.summary["warnings"])
-
-
-def test_a_cut_init_sample_depends_on_the_limit_alone(tmp_path, medium):
-    # A cut sample has the rows whose keys fill a quarter of the limit: the
-    # same for any thread count and whether labels are written or not.
-    runs = [fit(tmp_path, medium, 20, tag=f"t{t}", memory_limit="1MiB", threads=t, max_iter=3) for t in (1, 2)]
-    assert runs[0].summary["plan"]["init_sample"]["rows"] == (1 << 20) // 4 // 48
-    assert runs[0].summary["plan"]["init_sample"]["cut_from"] == 100_000
-    assert runs[0].centers_path.read_bytes() == runs[1].centers_path.read_bytes()
-    assert runs[0].labels_path.read_bytes() == runs[1].labels_path.read_bytes()
-    out = tmp_path / "c.npy"
-    run_memfit("kmeans", medium, "-k", 20, "--memory-limit", "1MiB", "--max-iter", 3, "--quiet", "--centers", out)
-    assert out.read_bytes() == runs[0].centers_path.read_bytes()
-    plan = run_memfit("kmeans", medium, "-k", 20, "--memory-limit", "1MiB", "--dry-run").stdout
-    assert "cut from 100000 by the memory limit" in plan, plan
+@pytest.mark.parametrize("limit", ["1MiB", "2MiB"])
+def test_init_sample_is_never_cut_by_the_limit(tmp_path, medium, limit):
+    # At 1-2 MiB the limit cannot hold even 48 bytes per row of the default
+    # k-means++ sample (100,000 rows here): the whole sample goes to scratch
+    # files, with nothing per row in memory, and the fit is the one a large
+    # limit gives, for any thread count and without a warning.
+    runs = [fit(tmp_path, medium, 20, tag=f"{limit}-t{t}", memory_limit=limit, threads=t, max_iter=3)
+            for t in (1, 2)]
+    large = fit(tmp_path, medium, 20, tag="large", memory_limit="1GiB", max_iter=3)
+    for r in runs:
+        assert r.summary["plan"]["init_sample"]["rows"] == 100_000
+        assert "piece_rows" in r.summary["plan"]["init_sample"]
+        assert r.summary["warnings"] == [] and "k-means++" not in r.proc.stderr
+        assert r.centers_path.read_bytes() == large.centers_path.read_bytes()
+        assert r.labels_path.read_bytes() == large.labels_path.read_bytes()
+        assert r.summary["inertia"] == large.summary["inertia"]
+    plan = run_memfit("kmeans", medium, "-k", 20, "--memory-limit", limit, "--dry-run").stdout
+    assert "init sample: 100000 rows in unnamed scratch files" in plan, plan
 
 
 def test_init_sample_spilled_to_disk_gives_the_same_fit(tmp_path, medium):
@@ -145,7 +141,7 @@ def test_spilled_init_sample_is_not_resident(tmp_path):
     common = ["kmeans", X, "--n-clusters", 8, "--max-iter", 2, "--memory-limit", SMALL_LIMIT,
               "--threads", 2, "--quiet"]
     out = run_memfit(*common, "--dry-run").stdout
-    assert re.search(r"init sample: 1024 rows, values in an unnamed scratch file", out), out
+    assert re.search(r"init sample: 1024 rows in unnamed scratch files", out), out
     with_sample = peak_rss(common)
     without = peak_rss([*common, "--init", "random"])
     print(f"peak RSS: k-means++ (spilled sample) {with_sample / MiB:.1f} MiB, random init {without / MiB:.1f} MiB")

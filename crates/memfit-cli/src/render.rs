@@ -137,9 +137,6 @@ mod tests {
             warning_line(&w),
             "k-means did not converge within max_iter = 5 iterations; hint: raise --max-iter or raise --tol"
         );
-        let w = Warning::InitSampleCut { wanted_rows: 100, used_rows: 10, more_bytes: 4096 };
-        assert!(warning_line(&w)
-            .ends_with("hint: raise --memory-limit by about 4.00 KiB (4096 bytes) to make it limit-independent"));
         let found = InexactInteger {
             row: 0,
             column: 1,

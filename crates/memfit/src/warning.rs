@@ -51,17 +51,6 @@ pub enum Warning {
         /// Clusters asked for.
         n_clusters: usize,
     },
-    /// The memory limit cannot hold even the keys and weights of the
-    /// k-means++ sample (its values are spilled to disk), so the sample is
-    /// cut and the result depends on the limit.
-    InitSampleCut {
-        /// Rows the sample would hold with room enough.
-        wanted_rows: usize,
-        /// Rows it holds.
-        used_rows: usize,
-        /// About this many more bytes of limit would hold all of it.
-        more_bytes: u64,
-    },
     /// A component's covariance is so ill-conditioned that its
     /// log-densities lose accuracy in the compute dtype.
     IllConditioned {
@@ -140,7 +129,7 @@ impl FpException {
 
 impl Warning {
     /// The kind as a stable snake-case name (`"not_converged"`,
-    /// `"fewer_clusters"`, `"init_sample_cut"`, `"ill_conditioned"`,
+    /// `"fewer_clusters"`, `"ill_conditioned"`,
     /// `"init_centers_with_n_init"`, `"warm_start_with_n_init"`,
     /// `"inexact_integers"`, `"kmeans_init"`, `"floating_point"`,
     /// `"limit_above_memory"`), for front-ends that treat
@@ -149,7 +138,6 @@ impl Warning {
         match self {
             Warning::NotConverged { .. } => "not_converged",
             Warning::FewerClusters { .. } => "fewer_clusters",
-            Warning::InitSampleCut { .. } => "init_sample_cut",
             Warning::IllConditioned { .. } => "ill_conditioned",
             Warning::InitCentersWithNInit { .. } => "init_centers_with_n_init",
             Warning::WarmStartWithNInit { .. } => "warm_start_with_n_init",
@@ -178,7 +166,6 @@ impl Warning {
             Warning::NotConverged { estimator: Estimator::GaussianMixture, .. } => {
                 vec![Remedy::OtherInit, Remedy::RaiseMaxIter, Remedy::RaiseTol]
             }
-            Warning::InitSampleCut { more_bytes, .. } => vec![Remedy::RaiseMemoryLimitBy { by_bytes: *more_bytes }],
             Warning::IllConditioned { dtype, .. } => {
                 let mut r = Vec::new();
                 if *dtype == Dtype::F32 {
@@ -219,10 +206,6 @@ impl Warning {
                 f,
                 "number of distinct clusters ({found}) found smaller than n_clusters ({n_clusters}); possibly due to duplicate points in X: {} centres are duplicates or have no rows",
                 n_clusters - found
-            ),
-            Warning::InitSampleCut { wanted_rows, used_rows, .. } => write!(
-                f,
-                "the memory limit cannot hold the keys and weights of the k-means++ sample of {wanted_rows} rows (its values go to a scratch file), so {used_rows} rows are used and the result differs from runs with a larger limit; hint: {h} to make it limit-independent"
             ),
             Warning::IllConditioned { component, condition, dtype } => write!(
                 f,
@@ -301,7 +284,6 @@ mod tests {
         let all = [
             Warning::NotConverged { estimator: Estimator::KMeans, max_iter: 3 },
             Warning::NotConverged { estimator: Estimator::GaussianMixture, max_iter: 3 },
-            Warning::InitSampleCut { wanted_rows: 10, used_rows: 5, more_bytes: 1 << 20 },
             Warning::IllConditioned { component: 1, condition: 1e7, dtype: Dtype::F32 },
             Warning::InKMeansInit(Box::new(Warning::FewerClusters { found: 2, n_clusters: 3 })),
         ];
@@ -313,12 +295,9 @@ mod tests {
             all[0].to_string(),
             "k-means did not converge within max_iter = 3 iterations; hint: raise max_iter or raise tol"
         );
-        assert!(all[2]
-            .to_string()
-            .ends_with("hint: raise the memory limit by about 1.00 MiB (1048576 bytes) to make it limit-independent"));
-        assert!(all[3].to_string().ends_with("hint: compute in float64 or raise reg_covar"), "{}", all[3]);
-        assert_eq!(all[4].category(), Category::Convergence);
-        assert_eq!(all[4].kind(), "kmeans_init");
+        assert!(all[2].to_string().ends_with("hint: compute in float64 or raise reg_covar"), "{}", all[2]);
+        assert_eq!(all[3].category(), Category::Convergence);
+        assert_eq!(all[3].kind(), "kmeans_init");
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! and covariances to 1e-12 relative, for full, diag and spherical, every
 //! initialisation, `n_init > 1`, given precisions and warm starts; and
 //! prediction (labels, probabilities by columns, log-likelihoods) from a
-//! saved model read one group at a time. (`k-means++`, and k-means for
-//! diagonal mixtures whose grouping limit is tiny, are left out: their
-//! sample shrinks with the limit, with a warning, in memory as in groups.)
+//! saved model read one group at a time. The k-means++ sample has the same
+//! rows at any limit (spilled to scratch files when the limit is small), so
+//! `k-means++` mixtures are grouped too.
 
 use memfit::exec::RunOptions;
 use memfit::io::{ArrayRef, Source, Values};
@@ -109,6 +109,8 @@ fn grouped_fits_equal_in_memory_fits() {
     let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
     for (t, init, n_init) in [
         (CovarianceType::Full, InitMethod::KMeans, 1),
+        (CovarianceType::Full, InitMethod::KMeansPlusPlus, 1),
+        (CovarianceType::Diag, InitMethod::KMeansPlusPlus, 2),
         (CovarianceType::Full, InitMethod::Random, 2),
         (CovarianceType::Full, InitMethod::RandomFromData, 1),
         (CovarianceType::Diag, InitMethod::Random, 2),

@@ -10,24 +10,25 @@ use rayon::prelude::*;
 
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{row_unit, Block, InitSample, Leaf, Pass};
+use crate::exec::{row_unit, Block, Column, InitSample, Leaf, Pass, SAMPLE_CHUNK};
 
-/// Rows per chunk of the k-means++ potential sums. Fixed so that the sums,
-/// reduced chunk by chunk in order, do not depend on the thread count.
-const CHUNK: usize = 4096;
+/// Rows per chunk of the k-means++ potential sums.
+const CHUNK: usize = SAMPLE_CHUNK;
 
-/// Greedy k-means++ seeding over the rows of `sample` (in memory or in a
-/// scratch file, `n` rows, not all weights zero): the first centre is drawn
+/// Greedy k-means++ seeding over the rows of `sample` (in memory or in
+/// scratch files, `n` rows, not all weights zero): the first centre is drawn
 /// with probability ∝ `w`; each further one is the best (lowest resulting
 /// potential) of `2 + ⌊ln k⌋` candidates drawn with probability ∝ `w · D²`,
 /// where `D` is the distance to the nearest chosen centre. Rows at distance
 /// 0 are never drawn while rows at positive distance remain.
 ///
 /// Returns the chosen positions in the sample. Work is O(n · k · d · trials);
-/// memory is `n` doubles beyond the sample, and for a spilled sample one read
-/// piece per thread and the candidates' values. The result does not depend
-/// on how the sample is held or on the thread count: potentials are summed
-/// row by row within fixed chunks, the chunks' sums in order.
+/// memory is `n` doubles beyond an in-memory sample (the running distances),
+/// and for a spilled sample, whose running distances go to a scratch file
+/// beside it, one read piece and two [`SAMPLE_CHUNK`]s per thread, the
+/// candidates' values and `trials + 1` doubles per chunk. The result does
+/// not depend on how the sample is held or on the thread count: potentials
+/// are summed row by row within fixed chunks, the chunks' sums in order.
 ///
 /// Reference: Arthur & Vassilvitskii, "k-means++: the advantages of careful
 /// seeding" (SODA 2007); the greedy variant follows scikit-learn's
@@ -36,7 +37,8 @@ const CHUNK: usize = 4096;
 /// `cancel` is checked once per centre.
 ///
 /// # Errors
-/// [`Error::Cancelled`] when `cancel` is cancelled; scratch read errors.
+/// [`Error::Cancelled`] when `cancel` is cancelled; scratch read and write
+/// errors.
 ///
 /// # Panics
 /// If `k == 0` or `k > n`.
@@ -46,19 +48,26 @@ pub fn kmeans_plusplus(
     rng: &mut ChaCha8Rng,
     cancel: &crate::exec::Cancel,
 ) -> Result<Vec<usize>> {
-    let (n, w) = (sample.len(), &sample.weights[..]);
+    let n = sample.len();
     assert!(k >= 1 && k <= n);
     let trials = 2 + (k as f64).ln() as usize;
     let sq = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(p, q)| (p - q) * (p - q)).sum::<f64>();
     let chunk_rows = |c: usize| c * CHUNK..((c + 1) * CHUNK).min(n);
+    let n_chunks = n.div_ceil(CHUNK);
     let mut chosen = Vec::with_capacity(k);
-    let total_w: f64 = w.iter().sum();
-    let first = pick(n, &[total_w], rng.random::<f64>() * total_w, |i| w[i]);
+    // The weights' sum in row order (as `Iterator::sum`, from -0.0).
+    let mut total_w = -0.0;
+    let mut buf = Vec::new();
+    for c in 0..n_chunks {
+        total_w = sample.weights(c, &mut buf)?.iter().fold(total_w, |a, w| a + w);
+    }
+    let weights = |c: usize| -> Result<Vec<f64>> { Ok(sample.weights(c, &mut Vec::new())?.to_vec()) };
+    let first = pick(n, None, rng.random::<f64>() * total_w, weights)?;
     chosen.push(first);
-    let mut closest: Vec<f64> = vec![0.0; n];
+    let mut closest = Column::zeros(n, sample.scratch_dir())?;
     // `closest` lowered to the distances to `centre`, chunk by chunk.
-    let lower = |closest: &mut [f64], centre: &[f64], fresh: bool| -> Result<()> {
-        closest.par_chunks_mut(CHUNK).enumerate().try_for_each_init(Vec::new, |buf, (c, out)| {
+    let lower = |closest: &mut Column, centre: &[f64], fresh: bool| -> Result<()> {
+        closest.update_chunks(n, |buf, c, out| {
             sample.for_each_row(chunk_rows(c), buf, |i, row| {
                 let o = &mut out[i - c * CHUNK];
                 let dist = sq(row, centre);
@@ -67,15 +76,16 @@ pub fn kmeans_plusplus(
         })
     };
     lower(&mut closest, &sample.gather(&[first])?, true)?;
-    let n_chunks = n.div_ceil(CHUNK);
-    let chunk_pot = |closest: &[f64]| -> Vec<f64> {
-        closest
-            .par_chunks(CHUNK)
-            .enumerate()
-            .map(|(c, ch)| ch.iter().enumerate().map(|(j, v)| w[c * CHUNK + j] * v).sum())
-            .collect()
+    // `w · closest` of chunk `c`.
+    let mass = |closest: &Column, c: usize| -> Result<Vec<f64>> {
+        let (mut wb, mut cb) = (Vec::new(), Vec::new());
+        let (w, v) = (sample.weights(c, &mut wb)?, closest.chunk(c, n, &mut cb)?);
+        Ok(w.iter().zip(v).map(|(w, v)| w * v).collect())
     };
-    let mut pots = chunk_pot(&closest);
+    let chunk_pot = |closest: &Column| -> Result<Vec<f64>> {
+        (0..n_chunks).into_par_iter().map(|c| Ok(mass(closest, c)?.iter().sum())).collect()
+    };
+    let mut pots = chunk_pot(&closest)?;
     let mut cand = Vec::with_capacity(trials);
     for _ in 1..k {
         if cancel.is_cancelled() {
@@ -85,22 +95,27 @@ pub fn kmeans_plusplus(
         cand.clear();
         for _ in 0..trials {
             let r = rng.random::<f64>() * pot;
-            cand.push(if pot > 0.0 { pick(n, &pots, r, |i| w[i] * closest[i]) } else { rng.random_range(0..n) });
+            cand.push(if pot > 0.0 { pick(n, Some(&pots), r, |c| mass(&closest, c))? } else { rng.random_range(0..n) });
         }
         let values = sample.gather(&cand)?;
         let d = sample.n_features();
         // Potential each candidate would leave, summed per chunk in order.
         let per_chunk: Vec<Vec<f64>> = (0..n_chunks)
             .into_par_iter()
-            .map_init(Vec::new, |buf, c| {
-                let mut acc = vec![0.0; cand.len()];
-                sample.for_each_row(chunk_rows(c), buf, |i, row| {
-                    for (t, a) in acc.iter_mut().enumerate() {
-                        *a += w[i] * closest[i].min(sq(row, &values[t * d..(t + 1) * d]));
-                    }
-                })?;
-                Ok(acc)
-            })
+            .map_init(
+                || (Vec::new(), Vec::new(), Vec::new()),
+                |(buf, wb, cb), c| {
+                    let mut acc = vec![0.0; cand.len()];
+                    let (w, near) = (sample.weights(c, wb)?, closest.chunk(c, n, cb)?);
+                    sample.for_each_row(chunk_rows(c), buf, |i, row| {
+                        let j = i - c * CHUNK;
+                        for (t, a) in acc.iter_mut().enumerate() {
+                            *a += w[j] * near[j].min(sq(row, &values[t * d..(t + 1) * d]));
+                        }
+                    })?;
+                    Ok(acc)
+                },
+            )
             .collect::<Result<_>>()?;
         let mut best = (f64::INFINITY, 0);
         for t in 0..cand.len() {
@@ -111,30 +126,41 @@ pub fn kmeans_plusplus(
         }
         chosen.push(cand[best.1]);
         lower(&mut closest, &values[best.1 * d..(best.1 + 1) * d], false)?;
-        pots = chunk_pot(&closest);
+        pots = chunk_pot(&closest)?;
     }
     Ok(chosen)
 }
 
-/// Index `i` where the running sum of `mass(i)` first exceeds `r`, walking
-/// whole chunks by their precomputed sums `pots`. Falls back to the last index
+/// Index `i` where the running sum of the masses first exceeds `r`, the
+/// masses of chunk `c` given by `mass(c)`; with `pots` (the chunks' sums)
+/// whole chunks are skipped by their sums. Falls back to the last index
 /// with positive mass when rounding leaves `r` beyond the total.
-fn pick(n: usize, pots: &[f64], r: f64, mass: impl Fn(usize) -> f64) -> usize {
-    let chunk = if pots.len() == 1 { n } else { CHUNK };
+///
+/// # Errors
+/// The errors of `mass`.
+fn pick(n: usize, pots: Option<&[f64]>, r: f64, mass: impl Fn(usize) -> Result<Vec<f64>>) -> Result<usize> {
+    let n_chunks = n.div_ceil(CHUNK);
     let mut acc = 0.0;
-    for (c, &p) in pots.iter().enumerate() {
-        if acc + p > r {
-            for i in c * chunk..((c + 1) * chunk).min(n) {
-                acc += mass(i);
-                if acc > r && mass(i) > 0.0 {
-                    return i;
-                }
+    for c in 0..n_chunks {
+        if let Some(&p) = pots.and_then(|p| p.get(c)) {
+            if acc + p <= r {
+                acc += p;
+                continue;
             }
-        } else {
-            acc += p;
+        }
+        for (j, &m) in mass(c)?.iter().enumerate() {
+            acc += m;
+            if acc > r && m > 0.0 {
+                return Ok(c * CHUNK + j);
+            }
         }
     }
-    (0..n).rev().find(|&i| mass(i) > 0.0).unwrap_or(0)
+    for c in (0..n_chunks).rev() {
+        if let Some(j) = mass(c)?.iter().rposition(|&m| m > 0.0) {
+            return Ok(c * CHUNK + j);
+        }
+    }
+    Ok(0)
 }
 
 /// `k` distinct indices drawn uniformly from `0..n` (Floyd's algorithm), in
@@ -282,12 +308,12 @@ mod tests {
         let row = |r: usize| (0..d).map(move |j| ((r * 7 + j * 13) % 1000) as f64 * 0.01 + (r % 5) as f64);
         let weight = |r: usize| 1.0 + (r % 3) as f64;
         let dir = tempfile::tempdir().unwrap();
-        let mut spilled = crate::exec::KeyedSample::spilled(n, d, 4, dir.path()).unwrap();
+        let mut spilled = crate::exec::KeyedSample::spilled(n, d, 4, dir.path(), 1000).unwrap();
         for r in 0..n {
             spilled.offer(r, row(r), weight(r)).unwrap();
         }
-        let spilled = spilled.into_sample(1000).unwrap();
-        assert!(spilled.is_on_disk());
+        let spilled = spilled.into_sample().unwrap();
+        assert!(spilled.scratch_dir().is_some());
         let memory = InitSample::from_rows((0..n).flat_map(row).collect(), d, (0..n).map(weight).collect());
         let seed = |s: &InitSample, threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();

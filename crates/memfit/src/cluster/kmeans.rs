@@ -153,7 +153,6 @@ pub fn fit<T: Real>(
     if matches!(params.init, Init::Centers { .. }) && params.n_init.is_some_and(|m| m > 1) {
         warnings.push(crate::warning::Warning::InitCentersWithNInit { n_init: params.n_init.unwrap_or(1) });
     }
-    warnings.extend(plan.schedule.init_sample.cut_warning());
     let mut timings = Timings::default();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
     let sample_seed = master.next_u64();

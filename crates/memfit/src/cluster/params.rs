@@ -117,7 +117,8 @@ pub struct KMeansParams {
     pub random_state: u64,
     /// Rows in the k-means++ sample; `None` picks
     /// [`super::default_init_sample_rows`] (all rows when `n_samples` is
-    /// smaller). The sample shrinks only when the memory limit cannot hold it.
+    /// smaller), whatever the memory limit (a limit too small for it spills it
+    /// to scratch files).
     pub init_sample_rows: Option<usize>,
     /// Rows to keep (with their labels) for a scatter plot; 0 for none.
     pub plot_sample_rows: usize,

@@ -115,8 +115,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     };
     let candidates = 2 + (params.n_clusters as f64).ln() as usize;
     let (dd, nt) = (job.n_features, job.threads);
-    let init_min =
-        if kpp { SampleLayout::least_bytes(k.min(n) as usize, dd, nt, candidates) } else { k.min(n) * d * 8 };
+    let init_min = if kpp { SampleLayout::least_bytes(sample_rows, dd, nt, candidates) } else { k.min(n) * d * 8 };
     // Iteration phase, fixed part. Kernel tiles hold at most n rows and
     // shrink (results do not depend on them) before the job is refused.
     let init_need = init_min + min_rows * scan_row + 2 * ScanStats::bytes(job.n_features);
@@ -166,8 +165,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let room = limit - always;
     let scan_stats = 2 * ScanStats::bytes(job.n_features);
     let sample = if kpp {
-        let least = params.n_clusters.min(job.n_samples);
-        SampleLayout::within(sample_rows, least, dd, nt, candidates, room - scan_stats - min_rows * scan_row, limit)
+        SampleLayout::within(sample_rows, dd, nt, candidates, room - scan_stats - min_rows * scan_row)
     } else {
         SampleLayout::default()
     };
@@ -338,7 +336,7 @@ mod tests {
         assert!(plan.total_bytes <= 64 << 20, "{plan}");
         assert_eq!(plan.schedule.block_rows % TILE_ROWS, 0);
         assert!(plan.schedule.block_rows > 100_000);
-        assert_eq!(plan.schedule.init_sample, SampleLayout { rows: 100_000, piece_rows: None, cut_from: None });
+        assert_eq!(plan.schedule.init_sample, SampleLayout { rows: 100_000, piece_rows: None });
         assert_eq!(default_init_sample_rows(10, 3, 2), 10);
         assert_eq!(default_init_sample_rows(10_000_000, 784, 10), (1 << 22) / 784);
         // Always-held buffers plus the larger phase.

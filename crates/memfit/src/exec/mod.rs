@@ -35,7 +35,7 @@ pub use grid::{run_grid, run_tiles};
 pub use options::RunOptions;
 pub use progress::{Observer, Progress};
 pub use remote::{decode, encode, task_result, Remote, RowStateUse, Task, TaskRunner};
-pub use sample::{nth_smallest_key, row_key, row_unit, InitSample, KeyedSample};
+pub use sample::{nth_smallest_key, row_key, row_unit, Column, InitSample, KeyedSample, SAMPLE_CHUNK};
 pub(crate) use scan::{plan_scan_task, run_scan_task, ScanTask, SCAN};
 pub use scan::{scan, Scan, ScanStats};
 pub use select::{run_selected, Selection};

@@ -11,9 +11,8 @@
 use std::collections::BinaryHeap;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use rayon::prelude::*;
 
 use crate::io::ScratchFile;
@@ -38,28 +37,62 @@ fn mix(z: u64) -> u64 {
 }
 
 /// A uniform sample without replacement of at most `m` rows (their values
-/// in `f64` and their weights), kept by smallest [`row_key`]. The values are
-/// held in memory, or in an unnamed scratch file when the sample is
-/// [`KeyedSample::spilled`] (its keys and weights stay in memory).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+/// in `f64` and their weights), kept by smallest [`row_key`]. The sample is
+/// held in memory, or [`KeyedSample::spilled`] into unnamed scratch files
+/// with nothing per row in memory.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct KeyedSample {
     m: usize,
     seed: u64,
     d: usize,
-    /// `(key, row, slot)`: the largest kept key on top.
+    /// `(key, row, slot)`: the largest kept key on top (in memory).
     heap: BinaryHeap<(u64, usize, usize)>,
     values: Vec<f64>,
     weights: Vec<f64>,
-    /// The values by slot, when they are on disk (never sent to a task:
-    /// a task's sample is [`KeyedSample::emptied`], in memory).
+    /// The rows on disk (never sent to a task: a task's sample is
+    /// [`KeyedSample::emptied`], in memory).
     #[serde(skip)]
-    disk: Option<Arc<ScratchFile>>,
-    /// One row's values on their way to the scratch file.
-    #[serde(skip)]
-    row: Vec<f64>,
+    disk: Option<Box<Spill>>,
     /// The largest `(key, row)` kept, when settled in advance
     /// ([`KeyedSample::settle`]).
     last: Option<(u64, usize)>,
+}
+
+/// A spilled sample's rows, appended in increasing row order: the sample is
+/// settled (or keeps every row), so each row offered is kept for good and
+/// its place is the count of rows before it.
+#[derive(Debug)]
+struct Spill {
+    /// Values, row-major `(m, d)`.
+    values: ScratchFile,
+    /// Weights, one per row.
+    weights: ScratchFile,
+    /// Row indices (as `f64`, exact below 2^53), one per row.
+    rows: ScratchFile,
+    /// Rows written.
+    len: usize,
+    /// The last row appended.
+    last_row: Option<usize>,
+    /// Rows waiting to be written (at most `piece_rows`).
+    pending_values: Vec<f64>,
+    pending_weights: Vec<f64>,
+    pending_rows: Vec<f64>,
+    piece_rows: usize,
+    /// The rows read at a time once the sample is used.
+    read_rows: usize,
+}
+
+impl Spill {
+    fn flush(&mut self, d: usize) -> Result<()> {
+        let start = self.len - self.pending_weights.len();
+        self.values.write((start * d) as u64, &self.pending_values)?;
+        self.weights.write(start as u64, &self.pending_weights)?;
+        self.rows.write(start as u64, &self.pending_rows)?;
+        self.pending_values.clear();
+        self.pending_weights.clear();
+        self.pending_rows.clear();
+        Ok(())
+    }
 }
 
 /// Bits of the key histogrammed per pass of [`nth_smallest_key`].
@@ -136,20 +169,33 @@ impl KeyedSample {
             values: Vec::new(),
             weights: Vec::new(),
             disk: None,
-            row: Vec::new(),
             last: None,
         }
     }
 
-    /// An empty sample like [`Self::new`] whose values go to an unnamed
-    /// scratch file in `dir` (`m × d × 8` bytes on disk); in memory it holds
-    /// [`SampleLayout::BYTES_PER_ROW_SPILLED`] bytes per row.
+    /// An empty sample like [`Self::new`] whose rows go to unnamed scratch
+    /// files in `dir` (`m × (d + 2) × 8` bytes on disk), written
+    /// `piece_rows` rows at a time. It must be [`Self::settle`]d over the
+    /// rows offered unless it keeps them all, and rows are offered in
+    /// increasing order; in memory it holds one piece of rows.
     ///
     /// # Errors
     /// As [`ScratchFile::create`].
-    pub fn spilled(m: usize, d: usize, seed: u64, dir: &Path) -> Result<Self> {
-        let file = ScratchFile::create(dir, (m * d) as u64)?;
-        Ok(KeyedSample { disk: Some(Arc::new(file)), row: vec![0.0; d], ..KeyedSample::new(m, d, seed) })
+    pub fn spilled(m: usize, d: usize, seed: u64, dir: &Path, piece_rows: usize) -> Result<Self> {
+        let piece_rows = piece_rows.max(1);
+        let spill = Spill {
+            values: ScratchFile::create(dir, (m * d) as u64)?,
+            weights: ScratchFile::create(dir, m as u64)?,
+            rows: ScratchFile::create(dir, m as u64)?,
+            len: 0,
+            last_row: None,
+            pending_values: Vec::with_capacity(piece_rows * d),
+            pending_weights: Vec::with_capacity(piece_rows),
+            pending_rows: Vec::with_capacity(piece_rows),
+            piece_rows,
+            read_rows: piece_rows,
+        };
+        Ok(KeyedSample { disk: Some(Box::new(spill)), ..KeyedSample::new(m, d, seed) })
     }
 
     /// An empty sample of `layout` under `seed`, spilled into `dir` when the
@@ -160,7 +206,7 @@ impl KeyedSample {
     pub fn for_layout(layout: &SampleLayout, d: usize, seed: u64, dir: &Path) -> Result<Self> {
         match layout.piece_rows {
             None => Ok(KeyedSample::new(layout.rows, d, seed)),
-            Some(_) => KeyedSample::spilled(layout.rows, d, seed, dir),
+            Some(p) => KeyedSample::spilled(layout.rows, d, seed, dir, p),
         }
     }
 
@@ -175,12 +221,25 @@ impl KeyedSample {
         self.m
     }
 
+    /// How many of the rows `rows` the sample keeps when it is settled (an
+    /// upper bound, `min(capacity, rows)`, when it is not), from the keys
+    /// alone.
+    pub fn kept_in(&self, rows: Range<usize>) -> usize {
+        match self.last {
+            None => self.m.min(rows.len()),
+            Some(last) => rows.into_par_iter().filter(|&r| (row_key(self.seed, r), r) <= last).count(),
+        }
+    }
+
     /// Whether row `row` would enter the sample now (call before
     /// converting its values).
     #[inline]
     pub fn wants(&self, row: usize) -> bool {
         if let Some(last) = self.last {
             return (row_key(self.seed, row), row) <= last;
+        }
+        if let Some(spill) = &self.disk {
+            return spill.len < self.m;
         }
         self.m > 0
             && (self.heap.len() < self.m
@@ -204,82 +263,98 @@ impl KeyedSample {
     /// Offers row `row` with `values` and `weight`.
     ///
     /// # Errors
-    /// Scratch write errors (a spilled sample only).
+    /// Scratch write errors (a spilled sample); [`Error::Remote`] when a
+    /// spilled sample is offered a row at or before the last one it kept
+    /// (rows merged from tasks out of order).
     pub fn offer(&mut self, row: usize, values: impl Iterator<Item = f64>, weight: f64) -> Result<()> {
         if !self.wants(row) {
             return Ok(());
         }
+        let d = self.d;
+        if let Some(spill) = &mut self.disk {
+            if let Some(last) = spill.last_row.filter(|&last| row <= last) {
+                return Err(Error::Remote { reason: format!("sampled row {row} came after row {last}") });
+            }
+            let at = spill.pending_values.len();
+            spill.pending_values.extend(values.take(d));
+            spill.pending_values.resize(at + d, 0.0);
+            spill.pending_weights.push(weight);
+            spill.pending_rows.push(row as f64);
+            spill.len += 1;
+            spill.last_row = Some(row);
+            if spill.pending_weights.len() == spill.piece_rows {
+                spill.flush(d)?;
+            }
+            return Ok(());
+        }
         let key = row_key(self.seed, row);
         let slot = if self.heap.len() < self.m {
-            if self.disk.is_none() {
-                self.values.resize(self.values.len() + self.d, 0.0);
-            }
+            self.values.resize(self.values.len() + d, 0.0);
             self.weights.push(0.0);
             self.weights.len() - 1
         } else {
             self.heap.pop().expect("full").2
         };
-        let d = self.d;
-        let dst = match &self.disk {
-            Some(_) => &mut self.row[..],
-            None => &mut self.values[slot * d..(slot + 1) * d],
-        };
-        for (dst, v) in dst.iter_mut().zip(values) {
+        for (dst, v) in self.values[slot * d..(slot + 1) * d].iter_mut().zip(values) {
             *dst = v;
-        }
-        if let Some(file) = &self.disk {
-            file.write((slot * d) as u64, &self.row)?;
         }
         self.weights[slot] = weight;
         self.heap.push((key, row, slot));
         Ok(())
     }
 
-    /// Folds in `next` (an in-memory sample of other rows, same seed).
+    /// Folds in `next` (an in-memory sample of other rows, same seed), its
+    /// rows in increasing order.
     ///
     /// # Errors
-    /// Scratch write errors (a spilled sample only).
+    /// As [`Self::offer`].
     pub fn merge_from(&mut self, next: &Self) -> Result<()> {
         let d = self.d;
-        for &(_, row, slot) in &next.heap {
-            self.offer(row, next.values[slot * d..(slot + 1) * d].iter().copied(), next.weights[slot])?;
+        let mut order: Vec<(usize, usize)> = next.heap.iter().map(|&(_, row, slot)| (row, slot)).collect();
+        order.sort_unstable();
+        for (row, slot) in order {
+            let values = next
+                .values
+                .get(slot * d..(slot + 1) * d)
+                .ok_or_else(|| Error::Remote { reason: format!("a sampled row's values are missing (slot {slot})") })?;
+            self.offer(row, values.iter().copied(), next.weights.get(slot).copied().unwrap_or(0.0))?;
         }
         Ok(())
     }
 
-    /// The sample in row order as an [`InitSample`], its values rearranged
-    /// in place in memory, or copied into a second scratch file in row order
-    /// through a buffer of `piece_rows` rows when spilled.
+    /// The sample in row order as an [`InitSample`]: in memory, its values
+    /// rearranged in place; spilled, its files as written, read
+    /// `piece_rows` rows at a time.
     ///
     /// # Errors
-    /// Scratch read and write errors.
-    pub fn into_sample(self, piece_rows: usize) -> Result<InitSample> {
+    /// Scratch write errors.
+    pub fn into_sample(self) -> Result<InitSample> {
         let d = self.d;
+        if let Some(mut spill) = self.disk {
+            spill.flush(d)?;
+            let n = spill.len;
+            return Ok(InitSample {
+                d,
+                n,
+                weights: Column::Disk(spill.weights),
+                rows: Column::Disk(spill.rows),
+                values: SampleValues::Disk { file: spill.values, piece_rows: spill.read_rows },
+            });
+        }
         let mut order = self.heap.into_vec();
         order.sort_unstable_by_key(|&(_, row, _)| row);
-        let rows: Vec<usize> = order.iter().map(|&(_, row, _)| row).collect();
         let weights: Vec<f64> = order.iter().map(|&(_, _, slot)| self.weights[slot]).collect();
+        let rows: Vec<f64> = order.iter().map(|&(_, row, _)| row as f64).collect();
         let mut slots: Vec<usize> = order.into_iter().map(|(_, _, slot)| slot).collect();
-        let values = match self.disk {
-            None => {
-                let mut values = self.values;
-                permute_rows(&mut values, d, &mut slots);
-                SampleValues::Memory(values)
-            }
-            Some(from) => {
-                let file = ScratchFile::create(from.dir(), (rows.len() * d) as u64)?;
-                let piece_rows = piece_rows.max(1);
-                let mut buf = vec![0.0; piece_rows * d];
-                for (p, piece) in slots.chunks(piece_rows).enumerate() {
-                    for (dst, &slot) in buf.chunks_exact_mut(d.max(1)).zip(piece) {
-                        from.read((slot * d) as u64, dst)?;
-                    }
-                    file.write((p * piece_rows * d) as u64, &buf[..piece.len() * d])?;
-                }
-                SampleValues::Disk { file, piece_rows }
-            }
-        };
-        Ok(InitSample { d, rows, weights, values })
+        let mut values = self.values;
+        permute_rows(&mut values, d, &mut slots);
+        Ok(InitSample {
+            d,
+            n: weights.len(),
+            weights: Column::Memory(weights),
+            rows: Column::Memory(rows),
+            values: SampleValues::Memory(values),
+        })
     }
 
     /// The sample in row order: row-major values `(rows, d)`, weights and
@@ -327,17 +402,96 @@ enum SampleValues {
     Disk { file: ScratchFile, piece_rows: usize },
 }
 
-/// An initialisation sample in row order: its rows' indices, weights and
-/// values (`f64`), the values in memory or in a scratch file. Its rows are
-/// the same whichever way it is held, so an initialisation drawn from it does
-/// not depend on the memory limit.
+/// One `f64` per row of an [`InitSample`] (a weight, a running distance), in
+/// memory or in an unnamed scratch file, used [`SAMPLE_CHUNK`] rows at a
+/// time.
+#[derive(Debug)]
+pub enum Column {
+    /// All values.
+    Memory(Vec<f64>),
+    /// All values in a scratch file.
+    Disk(ScratchFile),
+}
+
+/// Rows per chunk of an [`InitSample`]'s columns: the unit in which they
+/// are read, updated and summed, fixed so that sums reduced chunk by chunk
+/// do not depend on the thread count or on where the column is held.
+pub const SAMPLE_CHUNK: usize = 4096;
+
+impl Column {
+    /// `n` zeros, in a scratch file in `dir` when `on_disk`.
+    ///
+    /// # Errors
+    /// As [`ScratchFile::create`].
+    pub fn zeros(n: usize, on_disk: Option<&Path>) -> Result<Self> {
+        Ok(match on_disk {
+            None => Column::Memory(vec![0.0; n]),
+            Some(dir) => Column::Disk(ScratchFile::create(dir, n as u64)?),
+        })
+    }
+
+    /// Values of chunk `c` (rows `c · SAMPLE_CHUNK ..`, at most `n`):
+    /// borrowed in memory, read into `buf` from disk.
+    ///
+    /// # Errors
+    /// Scratch read errors.
+    pub fn chunk<'a>(&'a self, c: usize, n: usize, buf: &'a mut Vec<f64>) -> Result<&'a [f64]> {
+        let rows = c * SAMPLE_CHUNK..((c + 1) * SAMPLE_CHUNK).min(n);
+        match self {
+            Column::Memory(v) => Ok(&v[rows]),
+            Column::Disk(file) => {
+                buf.resize(rows.len(), 0.0);
+                file.read(rows.start as u64, buf)?;
+                Ok(buf)
+            }
+        }
+    }
+
+    /// Calls `f(scratch, c, values)` on every chunk of `n` rows in parallel,
+    /// `values` mutable (read from and written back to disk), `scratch` a
+    /// buffer of the thread's own.
+    ///
+    /// # Errors
+    /// The first error of `f`; scratch read and write errors.
+    pub fn update_chunks(
+        &mut self,
+        n: usize,
+        f: impl Fn(&mut Vec<f64>, usize, &mut [f64]) -> Result<()> + Sync + Send,
+    ) -> Result<()> {
+        match self {
+            Column::Memory(v) => v[..n]
+                .par_chunks_mut(SAMPLE_CHUNK)
+                .enumerate()
+                .try_for_each_init(Vec::new, |buf, (c, out)| f(buf, c, out)),
+            Column::Disk(file) => {
+                let file = &*file;
+                (0..n.div_ceil(SAMPLE_CHUNK)).into_par_iter().try_for_each_init(
+                    || (Vec::new(), Vec::new()),
+                    |(buf, out), c| {
+                        let rows = c * SAMPLE_CHUNK..((c + 1) * SAMPLE_CHUNK).min(n);
+                        out.resize(rows.len(), 0.0);
+                        file.read(rows.start as u64, out)?;
+                        f(buf, c, out)?;
+                        file.write(rows.start as u64, out)
+                    },
+                )
+            }
+        }
+    }
+}
+
+/// An initialisation sample in row order: its rows' weights and values
+/// (`f64`), in memory or in scratch files. Its rows are the same whichever
+/// way it is held, so an initialisation drawn from it does not depend on
+/// the memory limit.
 #[derive(Debug)]
 pub struct InitSample {
     d: usize,
-    /// Row indices of the sampled rows, increasing.
-    pub rows: Vec<usize>,
+    n: usize,
     /// Weights of the sampled rows (1 without weights).
-    pub weights: Vec<f64>,
+    weights: Column,
+    /// Row indices of the sampled rows, increasing (as `f64`).
+    rows: Column,
     values: SampleValues,
 }
 
@@ -349,17 +503,19 @@ impl InitSample {
     /// If the lengths disagree.
     pub fn from_rows(values: Vec<f64>, d: usize, weights: Vec<f64>) -> Self {
         assert_eq!(values.len(), weights.len() * d, "one weight per row");
-        InitSample { d, rows: (0..weights.len()).collect(), weights, values: SampleValues::Memory(values) }
+        let n = weights.len();
+        let rows = Column::Memory((0..n).map(|r| r as f64).collect());
+        InitSample { d, n, weights: Column::Memory(weights), rows, values: SampleValues::Memory(values) }
     }
 
     /// Sampled rows.
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.n
     }
 
     /// Whether no row was sampled.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.n == 0
     }
 
     /// Features per row.
@@ -367,9 +523,32 @@ impl InitSample {
         self.d
     }
 
-    /// Whether the values are in a scratch file.
-    pub fn is_on_disk(&self) -> bool {
-        matches!(self.values, SampleValues::Disk { .. })
+    /// The scratch folder of a sample held on disk (`None`: in memory).
+    pub fn scratch_dir(&self) -> Option<&Path> {
+        match &self.values {
+            SampleValues::Memory(_) => None,
+            SampleValues::Disk { file, .. } => Some(file.dir()),
+        }
+    }
+
+    /// The weights of chunk `c` (see [`Column::chunk`]).
+    ///
+    /// # Errors
+    /// Scratch read errors.
+    pub fn weights<'a>(&'a self, c: usize, buf: &'a mut Vec<f64>) -> Result<&'a [f64]> {
+        self.weights.chunk(c, self.n, buf)
+    }
+
+    /// The row indices (in the data) of the sample's rows `idx` (positions
+    /// in the sample).
+    ///
+    /// # Errors
+    /// Scratch read errors.
+    pub fn rows_of(&self, idx: &[usize]) -> Result<Vec<usize>> {
+        let mut buf = Vec::new();
+        idx.iter()
+            .map(|&i| Ok(self.rows.chunk(i / SAMPLE_CHUNK, self.n, &mut buf)?[i % SAMPLE_CHUNK] as usize))
+            .collect()
     }
 
     /// The values of the sample's rows `idx` (positions in the sample),
@@ -455,33 +634,81 @@ mod tests {
 
     #[test]
     fn a_spilled_sample_holds_the_same_rows_in_the_same_order() {
-        let (n, d, m) = (5_000, 3, 700);
+        // Settled (most rows offered are refused) and keeping every row;
+        // rows offered one by one and merged from a task's in-memory sample.
+        for (n, m) in [(5_000, 700), (9_000, 9_000)] {
+            let d = 3;
+            let dir = tempfile::tempdir().unwrap();
+            let row = |r: usize| (0..d).map(move |j| (r * d + j) as f64 * 0.37 - 11.0);
+            let mut mem = KeyedSample::new(m, d, 9);
+            let mut disk = KeyedSample::spilled(m, d, 9, dir.path(), 64).unwrap();
+            disk.settle(0..n);
+            for r in (0..n).rev() {
+                mem.offer(r, row(r), r as f64 * 0.5).unwrap();
+            }
+            let mut part = disk.emptied();
+            assert_eq!(part.kept_in(0..2_000) + part.kept_in(2_000..n), m);
+            for r in 0..2_000 {
+                disk.offer(r, row(r), r as f64 * 0.5).unwrap();
+            }
+            for r in (2_000..n).rev() {
+                part.offer(r, row(r), r as f64 * 0.5).unwrap();
+            }
+            disk.merge_from(&part).unwrap();
+            let (a, b) = (mem.into_sample().unwrap(), disk.into_sample().unwrap());
+            assert!(a.scratch_dir().is_none() && b.scratch_dir().is_some());
+            assert_eq!(a.len(), m);
+            assert_eq!(b.len(), m);
+            let all: Vec<usize> = (0..a.len()).collect();
+            let rows = a.rows_of(&all).unwrap();
+            assert!(rows.windows(2).all(|w| w[0] < w[1]));
+            assert_eq!(b.rows_of(&all).unwrap(), rows);
+            let weights = |s: &InitSample| {
+                (0..m.div_ceil(SAMPLE_CHUNK))
+                    .flat_map(|c| s.weights(c, &mut Vec::new()).unwrap().to_vec())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(weights(&a), weights(&b));
+            assert_eq!(weights(&a), rows.iter().map(|&r| r as f64 * 0.5).collect::<Vec<_>>());
+            assert_eq!(a.gather(&all).unwrap(), b.gather(&all).unwrap());
+            let mut seen = Vec::new();
+            b.for_each_row(10..300, &mut Vec::new(), |i, v| seen.push((i, v.to_vec()))).unwrap();
+            assert_eq!(seen.len(), 290);
+            for (i, v) in seen {
+                assert_eq!(v, row(rows[i]).collect::<Vec<_>>());
+            }
+        }
+    }
+
+    #[test]
+    fn a_spilled_sample_refuses_rows_out_of_order() {
         let dir = tempfile::tempdir().unwrap();
-        let row = |r: usize| (0..d).map(move |j| (r * d + j) as f64 * 0.37 - 11.0);
-        let mut mem = KeyedSample::new(m, d, 9);
-        let mut disk = KeyedSample::spilled(m, d, 9, dir.path()).unwrap();
-        for r in (0..n).rev() {
-            mem.offer(r, row(r), r as f64 * 0.5).unwrap();
+        let mut disk = KeyedSample::spilled(10, 1, 9, dir.path(), 4).unwrap();
+        disk.offer(5, std::iter::once(1.0), 1.0).unwrap();
+        let err = disk.offer(3, std::iter::once(1.0), 1.0).unwrap_err();
+        assert!(err.to_string().contains("sampled row 3 came after row 5"), "{err}");
+    }
+
+    #[test]
+    fn a_column_on_disk_updates_as_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 2 * SAMPLE_CHUNK + 17;
+        let (mut mem, mut disk) = (Column::zeros(n, None).unwrap(), Column::zeros(n, Some(dir.path())).unwrap());
+        for col in [&mut mem, &mut disk] {
+            col.update_chunks(n, |_, c, out| {
+                out.iter_mut().enumerate().for_each(|(j, v)| *v = (c * SAMPLE_CHUNK + j) as f64);
+                Ok(())
+            })
+            .unwrap();
         }
-        let mut part = KeyedSample::new(m, d, 9);
-        for r in 0..2_000 {
-            disk.offer(r, row(r), r as f64 * 0.5).unwrap();
+        for c in 0..3 {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            assert_eq!(mem.chunk(c, n, &mut a).unwrap(), disk.chunk(c, n, &mut b).unwrap());
         }
-        for r in 2_000..n {
-            part.offer(r, row(r), r as f64 * 0.5).unwrap();
-        }
-        disk.merge_from(&part).unwrap();
-        let (a, b) = (mem.into_sample(64).unwrap(), disk.into_sample(64).unwrap());
-        assert!(!a.is_on_disk() && b.is_on_disk());
-        assert_eq!((&a.rows, &a.weights), (&b.rows, &b.weights));
-        let all: Vec<usize> = (0..a.len()).collect();
-        assert_eq!(a.gather(&all).unwrap(), b.gather(&all).unwrap());
-        let mut seen = Vec::new();
-        b.for_each_row(10..300, &mut Vec::new(), |i, v| seen.push((i, v.to_vec()))).unwrap();
-        assert_eq!(seen.len(), 290);
-        for (i, v) in seen {
-            assert_eq!(v, row(a.rows[i]).collect::<Vec<_>>());
-        }
+        assert_eq!(
+            disk.chunk(2, n, &mut Vec::new()).unwrap(),
+            (2 * SAMPLE_CHUNK..n).map(|r| r as f64).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -232,7 +232,8 @@ pub(crate) fn plan_scan_task(
     let n = (x.n_samples() - x.first_row()) as u64;
     let threads = rayon::current_num_threads() as u64;
     let mut led = Ledger::default();
-    let m = sample.capacity() as u64;
+    // The rows of this piece the settled sample keeps, from their keys.
+    let m = sample.kept_in(x.first_row()..x.n_samples()) as u64;
     let per = KeyedSample::bytes_per_row(d);
     led.add("initialisation sample", m, per, format!("{m} rows × {per} B"));
     led.add("statistics: folded chunks + open chunk", 2, ScanStats::bytes(d), "column moments and ranges".into());
@@ -346,6 +347,6 @@ pub fn scan<T: Real>(
     }
     let nf = s.rows.max(1.0);
     let mean_variance = s.m2.iter().map(|m| m / nf).sum::<f64>() / d as f64;
-    let sample = pass.sample.into_sample(sample.piece_rows.unwrap_or(1))?;
+    let sample = pass.sample.into_sample()?;
     Ok(Scan { mean: s.mean, mean_variance, sample, weight_sum: s.weight_sum })
 }

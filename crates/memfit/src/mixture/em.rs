@@ -69,7 +69,6 @@ pub fn fit<T: Real>(
     let split = &opts.row_split;
     let needs_init = !params.fully_initialised();
     let kpp = needs_init && params.init_params == InitMethod::KMeansPlusPlus;
-    warnings.extend(plan.schedule.init_sample.cut_warning());
 
     observer.event(&Progress::Phase("validating"));
     let clock = Instant::now();
@@ -106,7 +105,7 @@ pub fn fit<T: Real>(
                     let idx = kmeans_plusplus(&scanned.sample, k, &mut rng, &observer.cancel())?;
                     let means = scanned.sample.gather(&idx)?;
                     let means = means.chunks(d).flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v - s)).collect();
-                    one_hot_rows(idx.iter().map(|&i| scanned.sample.rows[i]).collect(), means)
+                    one_hot_rows(scanned.sample.rows_of(&idx)?, means)
                 }
                 InitMethod::Random => InitResp::Uniform(rng.next_u64()),
                 InitMethod::RandomFromData => {

@@ -281,7 +281,7 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
     let sample_rows = if kpp { default_init_sample_rows(job.n_samples, du, ku) } else { 0 };
     let candidates = 2 + (ku as f64).ln() as usize;
     let nt = job.threads;
-    let sample_min = if kpp { SampleLayout::least_bytes(ku.min(job.n_samples), du, nt, candidates) } else { 0 };
+    let sample_min = if kpp { SampleLayout::least_bytes(sample_rows, du, nt, candidates) } else { 0 };
     let rows_min = (min_rows * em_row).max(sample_min + min_rows * scan_row);
     // The k-means initialisation assigns rows to its centres with the
     // nearest-centre kernel, whose tiles shrink to fit (its labels do not
@@ -329,7 +329,7 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         || format!("Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {threads} threads", t.name());
     check_fits(required, limit, &led, what, also)?;
     let room = limit - always;
-    let sample = SampleLayout::within(sample_rows, ku, du, nt, candidates, room - min_rows * scan_row, limit);
+    let sample = SampleLayout::within(sample_rows, du, nt, candidates, room - min_rows * scan_row);
     let sample_bytes = if kpp { sample.bytes(du, nt, candidates) } else { 0 };
     let scan_rows = pick_block_rows(room - sample_bytes, scan_row, n, d * c, threads);
     let rows = pick_block_rows(room, em_row, n, d * c, threads);

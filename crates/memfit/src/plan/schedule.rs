@@ -87,13 +87,9 @@ impl Schedule for RowSchedule {
         match self.init_sample {
             SampleLayout { rows: 0, .. } => {}
             SampleLayout { rows, piece_rows: None, .. } => writeln!(f, "init sample: {rows} rows in memory")?,
-            SampleLayout { rows, piece_rows: Some(p), cut_from: None } => writeln!(
+            SampleLayout { rows, piece_rows: Some(p) } => writeln!(
                 f,
-                "init sample: {rows} rows, values in an unnamed scratch file read {p} rows at a time (the same rows as in memory)"
-            )?,
-            SampleLayout { rows, piece_rows: Some(p), cut_from: Some(wanted) } => writeln!(
-                f,
-                "init sample: {rows} rows, cut from {wanted} by the memory limit (the result depends on it), values in an unnamed scratch file read {p} rows at a time"
+                "init sample: {rows} rows in unnamed scratch files read {p} rows at a time (the same rows as in memory)"
             )?,
         }
         if let Some(on_disk) = self.bounds_on_disk {
