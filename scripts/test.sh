@@ -40,4 +40,14 @@ step "pytest tests/python (the CLI, against scikit-learn)"
 "$VENV/bin/python" -m pytest -q tests/python
 step "pytest python/tests (the Python package memfit, the README's code blocks)"
 "$VENV/bin/python" -m pytest -q python/tests
+step "the cuda feature: lints, the no-driver errors, and NVRTC compiles every kernel source"
+# No GPU or driver is needed: NVIDIA's NVRTC wheel provides the run-time
+# compiler, and MEMFIT_REQUIRE_NVRTC makes the compile test fail, not pass
+# with a note, when it cannot load it.
+"$VENV/bin/pip" install --disable-pip-version-check --progress-bar off -q nvidia-cuda-nvrtc-cu12
+NVRTC_LIB="$("$VENV/bin/python" -c 'import nvidia.cuda_nvrtc, os; print(os.path.join(list(nvidia.cuda_nvrtc.__path__)[0], "lib"))')"
+cargo clippy --release --all-targets -p memfit -p memfit-cli --features memfit/cuda,memfit-cli/cuda -- -D warnings
+export LD_LIBRARY_PATH="$NVRTC_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" MEMFIT_REQUIRE_NVRTC=1
+cargo test --release -p memfit --features cuda --lib -- device
+cargo test --release -p memfit-cli --features cuda --test cli -- cuda
 step "all tests passed"

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _memfit
 from . import _dask
 from ._dask import is_dask_array
-from ._options import check_memory_limit, check_n_jobs, check_scratch_dir
+from ._options import check_device, check_memory_limit, check_n_jobs, check_scratch_dir
 from ._validation import (
     c_float64,
     on_cluster,
@@ -113,6 +113,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
         w = check_sample_weight(sample_weight, data)
+        check_device(self, data, "kmeans", self.cluster_centers_.shape[0], w is not None)
         labels = np.empty(data.n_samples, dtype=np.int32)
         inertia = _memfit.assign(
             data.engine,
@@ -180,6 +181,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         """
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
+        check_device(self, data, "kmeans", self.cluster_centers_.shape[0], False)
         # float32 only for float32 data on float32 centres, as scikit-learn's.
         dtype = np.float32 if data.float32 and self.cluster_centers_.dtype == np.float32 else np.float64
         if data.dask is not None:
@@ -312,6 +314,17 @@ class KMeans(_Centers):
         no name there and vanish when the fit ends, however it ends.
         ``memory_plan_`` shows the bytes on disk; a folder that cannot hold
         them raises ``OSError`` before any work.
+    device : str, default="cpu"
+        Where the kernels run: ``"cpu"``, ``"cuda"`` (device 0) or
+        ``"cuda:N"``. CUDA needs memfit built with its ``cuda`` feature and an
+        NVIDIA driver; the job is then planned within
+        ``device_memory_limit``. The CUDA execution path is not there yet:
+        such a job raises ``RuntimeError`` after planning, as it does on a
+        machine without a driver (saying why), before any work.
+    device_memory_limit : int, str or None, default=None
+        Bytes of device memory a CUDA job may use (as ``memory_limit``);
+        ``None`` is 90 % of the device's memory. A job that cannot fit raises
+        ``MemoryError`` saying the smallest limit that works.
 
     Attributes
     ----------
@@ -372,6 +385,8 @@ class KMeans(_Centers):
         "memory_limit": "no_validation",
         "n_jobs": "no_validation",
         "scratch_dir": "no_validation",
+        "device": "no_validation",
+        "device_memory_limit": "no_validation",
     }
 
     def __init__(
@@ -390,6 +405,8 @@ class KMeans(_Centers):
         memory_limit=None,
         n_jobs=None,
         scratch_dir=None,
+        device="cpu",
+        device_memory_limit=None,
     ):
         self.n_clusters = n_clusters
         self.init = init
@@ -404,6 +421,8 @@ class KMeans(_Centers):
         self.memory_limit = memory_limit
         self.n_jobs = n_jobs
         self.scratch_dir = scratch_dir
+        self.device = device
+        self.device_memory_limit = device_memory_limit
 
     @property
     def _metric(self):
@@ -481,6 +500,7 @@ class KMeans(_Centers):
         data = check_data(on_cluster(X, client), self, reset=True)
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
+        check_device(self, data, "kmeans", self.n_clusters, w is not None)
         seed = seed_from(self.random_state)
         init, centers, n_init = self._init_centers(data, seed)
         limit = check_memory_limit(self.memory_limit)

@@ -277,6 +277,21 @@ def default_memory_limit() -> int:
 def check_scratch_dir(path: str) -> None:
     """Raise OSError unless path is an existing folder where files can be created."""
 
+def check_device(
+    device: str,
+    device_memory_limit: int | None,
+    job: str,
+    n_samples: int,
+    n_features: int,
+    float32: bool,
+    weighted: bool,
+    n_components: int,
+    covariance_type: str | None = None,
+) -> None:
+    """Pass for device "cpu"; for "cuda" / "cuda:N" open the device (RuntimeError saying why it cannot be
+    used), plan the job ("kmeans" or "gmm") within device_memory_limit (MemoryError when it cannot fit), then
+    raise RuntimeError: no CUDA execution path runs jobs yet."""
+
 def default_threads() -> int:
     """Worker threads when n_jobs is None: the CPUs this process may use, at most OMP_NUM_THREADS."""
 

@@ -21,7 +21,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
-from ._options import check_memory_limit, check_n_jobs, check_scratch_dir
+from ._options import check_device, check_memory_limit, check_n_jobs, check_scratch_dir
 from ._validation import (
     c_float64,
     on_cluster,
@@ -260,6 +260,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         covariances read-only ``numpy.memmap`` arrays of ``.npy`` files in a
         temporary folder there, removed with the estimator. ``memory_plan_``
         shows the groups and the bytes on disk.
+    device : str, default="cpu"
+        Where the kernels run, as for :class:`memfit.KMeans`: ``"cpu"``,
+        ``"cuda"`` or ``"cuda:N"`` (CUDA jobs are planned and then refused
+        with ``RuntimeError``: the CUDA execution path is not there yet).
+    device_memory_limit : int, str or None, default=None
+        Bytes of device memory a CUDA job may use (``None``: 90 % of the
+        device's memory), as for :class:`memfit.KMeans`.
 
     Attributes
     ----------
@@ -325,6 +332,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         "memory_limit": "no_validation",
         "n_jobs": "no_validation",
         "scratch_dir": "no_validation",
+        "device": "no_validation",
+        "device_memory_limit": "no_validation",
     }
 
     def __init__(
@@ -347,6 +356,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         memory_limit=None,
         n_jobs=None,
         scratch_dir=None,
+        device="cpu",
+        device_memory_limit=None,
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -365,6 +376,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.memory_limit = memory_limit
         self.n_jobs = n_jobs
         self.scratch_dir = scratch_dir
+        self.device = device
+        self.device_memory_limit = device_memory_limit
 
     def __getstate__(self):
         # Parameters on disk pickle as arrays; the folder stays with this
@@ -470,6 +483,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         )
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
+        check_device(self, data, "gmm", self.n_components, w is not None, self.covariance_type)
         weights, means, precisions, cholesky, n_init, lower_bound = self._initial_parameters(data.n_features)
         limit = check_memory_limit(self.memory_limit)
         labels = np.empty(data.n_samples, dtype=np.int64) if want_labels and data.dask is None else None
@@ -619,6 +633,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     def _e_pass(self, X, labels=False, proba=False, log_likelihood=False):
         check_is_fitted(self)
         data = check_data(X, self, reset=False)
+        check_device(self, data, "gmm", self.weights_.shape[0], False, self.covariance_type)
         if data.dask is not None and (labels or proba or log_likelihood):
             what = "labels" if labels else "proba" if proba else "log_likelihood"
             out = self._dask_rows(data, what)

@@ -26,19 +26,44 @@ def check_memory_limit(memory_limit: Any) -> int:
     malformed sizes (``"1e"``) raise ``ValueError``."""
     if memory_limit is None:
         return _resources.default_memory_limit()
-    if isinstance(memory_limit, str):
-        return int(_memfit.parse_size(memory_limit))
-    if isinstance(memory_limit, numbers.Real) and not isinstance(memory_limit, numbers.Integral):
+    return _size(memory_limit, "memory_limit")
+
+
+def _size(value: Any, name: str) -> int:
+    """A byte size given as ``name`` (see :func:`check_memory_limit`)."""
+    if isinstance(value, str):
+        return int(_memfit.parse_size(value))
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
         # 1e9 as NumPy users write sizes: a whole number of bytes.
-        if not (math.isfinite(memory_limit) and float(memory_limit).is_integer()):
-            raise ValueError(f"memory_limit must be a whole number of bytes, got {memory_limit!r}")
-        memory_limit = int(memory_limit)
-    if isinstance(memory_limit, numbers.Integral) and not isinstance(memory_limit, bool):
-        if not 1 <= memory_limit < 1 << 64:
-            raise ValueError(f"memory_limit must be a positive number of bytes below 2**64, got {memory_limit}")
-        return int(memory_limit)
-    raise TypeError(
-        f"memory_limit must be None, an int or whole float (bytes) or a str such as '2GiB', got {memory_limit!r}"
+        if not (math.isfinite(value) and float(value).is_integer()):
+            raise ValueError(f"{name} must be a whole number of bytes, got {value!r}")
+        value = int(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if not 1 <= value < 1 << 64:
+            raise ValueError(f"{name} must be a positive number of bytes below 2**64, got {value}")
+        return int(value)
+    raise TypeError(f"{name} must be None, an int or whole float (bytes) or a str such as '2GiB', got {value!r}")
+
+
+def check_device(estimator: Any, data: Any, job: str, n_components: int, weighted: bool, covariance_type=None) -> None:
+    """Checks where ``estimator`` runs (its ``device`` and
+    ``device_memory_limit``; the CPU for estimators without them) before any
+    work: the engine opens a CUDA device and plans the job on it, and
+    raises ``RuntimeError`` saying why it cannot run there."""
+    device = getattr(estimator, "device", "cpu")
+    limit = getattr(estimator, "device_memory_limit", None)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str ('cpu', 'cuda' or 'cuda:N'), got {device!r}")
+    _memfit.check_device(
+        device,
+        None if limit is None else _size(limit, "device_memory_limit"),
+        job,
+        int(data.n_samples),
+        int(data.n_features),
+        bool(data.float32),
+        bool(weighted),
+        int(n_components),
+        covariance_type,
     )
 
 

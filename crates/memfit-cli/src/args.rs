@@ -81,6 +81,22 @@ impl Common {
     }
 }
 
+/// Where a job's kernels run (k-means and Gaussian mixtures).
+#[derive(Debug, Args)]
+pub struct DeviceArgs {
+    /// Where the kernels run: cpu, cuda (device 0) or cuda:N. CUDA needs a
+    /// memfit built with the `cuda` cargo feature and an NVIDIA driver; the
+    /// job is planned within --device-memory-limit, and the dry run shows
+    /// that plan. (The CUDA execution path is not there yet: a CUDA job is
+    /// refused after planning.)
+    #[arg(long, value_name = "cpu|cuda|cuda:N", default_value = "cpu")]
+    pub device: String,
+    /// Device memory limit for a CUDA job, in the units of --memory-limit.
+    /// Default: 90 % of the device's memory.
+    #[arg(long, value_name = "SIZE")]
+    pub device_memory_limit: Option<String>,
+}
+
 impl From<ComputeDtype> for memfit::estimator::ComputeDtype {
     fn from(d: ComputeDtype) -> Self {
         match d {
@@ -222,6 +238,9 @@ pub struct KmeansArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Shared options.
+    /// Where the kernels run.
+    #[command(flatten)]
+    pub device: DeviceArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -246,6 +265,9 @@ pub struct PredictArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Shared options.
+    /// Where the kernels run.
+    #[command(flatten)]
+    pub device: DeviceArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -323,6 +345,9 @@ pub struct GmmArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Shared options.
+    /// Where the kernels run.
+    #[command(flatten)]
+    pub device: DeviceArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -349,6 +374,9 @@ pub struct GmmPredictArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Shared options.
+    /// Where the kernels run.
+    #[command(flatten)]
+    pub device: DeviceArgs,
     #[command(flatten)]
     pub common: Common,
 }

@@ -47,7 +47,13 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
         ("--proba", args.proba.as_deref(), npy_file_bytes(Dtype::F64, &[n, k])),
         ("--log-likelihood", args.log_likelihood.as_deref(), npy_file_bytes(Dtype::F64, &[n])),
     ];
-    if !crate::ready(&mut plan, &outputs, args.dry_run)? {
+    let (d, t) = (x.n_features(), model.covariance_type);
+    let (params, stats) = memfit::device::plan::gmm_values_per_component(t, d);
+    let shape = (n, d, job.compute.bytes(), false);
+    let device =
+        crate::device_plan(&args.device, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
+    let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
+    if !crate::on_device(device.as_ref(), go)? {
         return Ok(());
     }
     let score = stream(args, &job, &plan)?.score;

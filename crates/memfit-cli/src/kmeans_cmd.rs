@@ -136,7 +136,10 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         ("--summary", args.summary.as_deref(), crate::SMALL_FILE_BYTES),
         ("--plot", args.plot.as_deref(), plot::PNG_BYTES),
     ];
-    if !crate::ready(&mut plan, &outputs, args.dry_run)? {
+    let shape = (n, d, job.compute.bytes(), job.sample_weight.is_some());
+    let device = crate::device_plan(&args.device, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
+    let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
+    if !crate::on_device(device.as_ref(), go)? {
         return Ok(());
     }
     fit_and_write(args, &job, &plan, started)

@@ -186,3 +186,53 @@ where
         }
     }
 }
+
+/// The device plan of a job run with `--device` (`None` on the CPU): opens
+/// the device, then plans the job (`plan_on`) for `n_samples × n_features`
+/// rows of `compute_bytes` values within `--device-memory-limit` (default
+/// 90 % of the device's memory). Refuses before any work.
+///
+/// # Errors
+/// A `--device` or `--device-memory-limit` that does not parse; a device
+/// that cannot be used; a job that does not fit the device limit.
+pub(crate) fn device_plan(
+    args: &args::DeviceArgs,
+    (n_samples, n_features, compute_bytes, weighted): (usize, usize, usize, bool),
+    plan_on: impl FnOnce(&memfit::device::plan::DeviceJob) -> memfit::Result<DevicePlan>,
+) -> Result<Option<DevicePlan>> {
+    let device: memfit::device::Device = args.device.parse()?;
+    if device.is_cpu() {
+        if args.device_memory_limit.is_some() {
+            anyhow::bail!("--device-memory-limit needs --device cuda (the job runs on the CPU)");
+        }
+        return Ok(None);
+    }
+    let info = memfit::device::open(device)?;
+    let limit_bytes = match args.device_memory_limit.as_deref() {
+        Some(t) => memfit::plan::parse_size(t)?,
+        None => info.total_bytes / 10 * 9,
+    };
+    let job = memfit::device::plan::DeviceJob { device, n_samples, n_features, compute_bytes, weighted, limit_bytes };
+    Ok(Some(plan_on(&job)?))
+}
+
+/// A plan for a job's device side.
+pub(crate) type DevicePlan = memfit::plan::Plan<memfit::device::plan::DeviceSchedule>;
+
+/// After the host plan: prints the device plan on a dry run (`go` false),
+/// and refuses a device job that would run (no execution path yet).
+/// Returns whether to go on.
+///
+/// # Errors
+/// [`memfit::Error::DeviceUnavailable`] for a device job that would run.
+pub(crate) fn on_device(device: Option<&DevicePlan>, go: bool) -> Result<bool> {
+    match device {
+        Some(p) if !go => println!("{p}"),
+        Some(p) => {
+            let d: memfit::device::Device = p.schedule.device.parse()?;
+            return Err(memfit::device::execution_unavailable(d).into());
+        }
+        None => {}
+    }
+    Ok(go)
+}

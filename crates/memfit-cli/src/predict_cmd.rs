@@ -34,7 +34,10 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     };
     let mut plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
     let labels_bytes = npy_file_bytes(Dtype::I32, &[x.n_samples()]);
-    if !crate::ready(&mut plan, &[("--labels", Some(&args.labels), labels_bytes)], args.dry_run)? {
+    let shape = (x.n_samples(), x.n_features(), job.compute.bytes(), false);
+    let device = crate::device_plan(&args.device, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
+    let go = crate::ready(&mut plan, &[("--labels", Some(&args.labels), labels_bytes)], args.dry_run)?;
+    if !crate::on_device(device.as_ref(), go)? {
         return Ok(());
     }
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;

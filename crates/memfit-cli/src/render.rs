@@ -27,6 +27,11 @@ impl Spelling for Flags {
             Remedy::RaiseMaxIter => "raise --max-iter".into(),
             Remedy::RaiseTol => "raise --tol".into(),
             Remedy::OtherInit => "try a different --init or --seed".into(),
+            Remedy::RunOnCpu => "use --device cpu".into(),
+            Remedy::RaiseDeviceMemoryLimit { to_bytes } => format!(
+                "raise --device-memory-limit to at least {} ({to_bytes} bytes)",
+                memfit::plan::format_bytes(*to_bytes)
+            ),
             Remedy::SubtractColumnOffset => {
                 "subtract a per-column offset (such as the column's minimum) in the integer type before saving".into()
             }
@@ -45,7 +50,7 @@ impl Spelling for Flags {
             "Q" => "--q".into(),
             "n_clusters" | "n_components" | "n_init" | "max_iter" | "tol" | "reg_covar" | "init"
             | "covariance_type" | "memory_limit" | "sample_weight" | "dtype" | "model" | "centers" | "means_init"
-            | "weights_init" | "precisions_init" | "cluster_std" | "n_samples" | "n_features" => {
+            | "weights_init" | "precisions_init" | "cluster_std" | "n_samples" | "n_features" | "device" => {
                 format!("--{}", name.replace('_', "-"))
             }
             other => other.into(),

@@ -1221,3 +1221,42 @@ fn a_named_pipe_input_is_refused_without_waiting() {
     assert_eq!(status.code(), Some(2), "{err}");
     assert!(err.contains("not a regular file"), "{err}");
 }
+
+#[test]
+fn a_cuda_device_without_a_driver_is_a_clear_error_before_any_output() {
+    // CI has no GPU: every job asked to run on CUDA says why it cannot, with
+    // the remedy, writes nothing, and a bad device name is refused alike.
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[300, 2], &blobs(300));
+    let c = p(t.path(), "c.npy");
+    write_f64(&c, &[3, 2], &blobs(3));
+    let l = p(t.path(), "l.npy");
+    let why = if cfg!(feature = "cuda") { "no CUDA driver library" } else { "built without CUDA support" };
+    let before = entries(t.path());
+    for args in [
+        vec!["kmeans", &x, "-k", "3", "--labels", &l, "--device", "cuda"],
+        vec!["kmeans", &x, "-k", "3", "--device", "cuda:1", "--device-memory-limit", "256MiB", "--dry-run"],
+        vec!["predict", &x, "--centers", &c, "--labels", &l, "--device", "cuda"],
+        vec!["gmm", &x, "--n-components", "3", "--labels", &l, "--device", "CUDA"],
+    ] {
+        let o = memfit(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(": cannot be used: ") && err.contains(why), "{args:?}: {err}");
+        assert!(err.trim_end().ends_with("hint: use --device cpu"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    for (args, says) in [
+        (vec!["kmeans", &x, "-k", "3", "--device", "gpu"], "invalid --device: must be 'cpu', 'cuda' or 'cuda:N'"),
+        (vec!["kmeans", &x, "-k", "3", "--device-memory-limit", "1GiB"], "--device-memory-limit needs --device cuda"),
+    ] {
+        let o = memfit(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+    }
+    assert_eq!(entries(t.path()), before);
+    // `--device cpu` is the default.
+    let o = memfit(&["kmeans", &x, "-k", "3", "--device", "cpu", "--labels", &l, "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -49,6 +49,11 @@ impl Spelling for Params {
             Remedy::RaiseRegCovar { example } => format!("raise reg_covar{}", for_example(*example)),
             Remedy::RaiseMaxIter => "raise max_iter".into(),
             Remedy::RaiseTol => "raise tol".into(),
+            Remedy::RunOnCpu => "use device='cpu'".into(),
+            Remedy::RaiseDeviceMemoryLimit { to_bytes } => format!(
+                "raise device_memory_limit to at least {} ({to_bytes} bytes)",
+                memfit::plan::format_bytes(*to_bytes)
+            ),
             other => common_remedy(other),
         }
     }
@@ -84,6 +89,7 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
         Class::Exists => PyFileExistsError::new_err(msg),
         Class::Overflow => PyOverflowError::new_err(msg),
         Class::Index => PyIndexError::new_err(msg),
+        Class::Runtime => pyo3::exceptions::PyRuntimeError::new_err(msg),
     }
 }
 
@@ -112,6 +118,7 @@ enum Class {
     Exists,
     Overflow,
     Index,
+    Runtime,
 }
 
 /// The class and message of `e` in Python (see [`to_py_for`]).
@@ -148,8 +155,9 @@ fn message(e: &Error, float32: bool) -> (Class, String) {
     };
     let class = match e {
         Error::Io { cause, .. } => Class::Os(cause.kind()),
-        Error::DoesNotFit { .. } => Class::Memory,
+        Error::DoesNotFit { .. } | Error::DeviceDoesNotFit { .. } => Class::Memory,
         Error::Cancelled => Class::Interrupt,
+        Error::DeviceUnavailable { .. } => Class::Runtime,
         Error::Expression { kind: memfit::ExpressionFault::Type, .. } => Class::Type,
         Error::OutputExists { .. } => Class::Exists,
         Error::NoDiskSpace { .. } => Class::Os(ErrorKind::StorageFull),

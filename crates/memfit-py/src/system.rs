@@ -18,6 +18,58 @@ pub fn check_scratch_dir(path: std::path::PathBuf) -> PyResult<()> {
     memfit::io::ScratchFile::check_dir(&path).map_err(to_py)
 }
 
+/// Checks where a job is to run (`device`: `"cpu"`, `"cuda"` or
+/// `"cuda:N"`) before any work: the CPU passes; a CUDA device is opened
+/// and the job (`"kmeans"` with `n_components` clusters, or `"gmm"` with
+/// `n_components` components of `covariance_type`) planned within
+/// `device_memory_limit` bytes (default 90 % of the device's memory), and
+/// then refused, as no CUDA execution path runs jobs yet.
+#[pyfunction]
+#[pyo3(signature = (device, device_memory_limit, job, n_samples, n_features, float32, weighted, n_components, covariance_type=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn check_device(
+    device: &str,
+    device_memory_limit: Option<u64>,
+    job: &str,
+    n_samples: usize,
+    n_features: usize,
+    float32: bool,
+    weighted: bool,
+    n_components: usize,
+    covariance_type: Option<&str>,
+) -> PyResult<()> {
+    use memfit::device::{plan, Device};
+    let device: Device = device.parse().map_err(to_py)?;
+    if device.is_cpu() {
+        if device_memory_limit.is_some() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "device_memory_limit needs device='cuda' (the job runs on the CPU)",
+            ));
+        }
+        return Ok(());
+    }
+    let info = memfit::device::open(device).map_err(to_py)?;
+    let job_shape = plan::DeviceJob {
+        device,
+        n_samples,
+        n_features,
+        compute_bytes: if float32 { 4 } else { 8 },
+        weighted,
+        limit_bytes: device_memory_limit.unwrap_or(info.total_bytes / 10 * 9),
+    };
+    match (job, covariance_type) {
+        ("gmm", Some(t)) => {
+            let t = memfit::mixture::CovarianceType::parse(t).map_err(to_py)?;
+            let (params, stats) = plan::gmm_values_per_component(t, n_features);
+            plan::plan_gmm_device(n_components, params, stats, &job_shape).map_err(to_py)?;
+        }
+        _ => {
+            plan::plan_kmeans_device(n_components, &job_shape).map_err(to_py)?;
+        }
+    }
+    Err(to_py(memfit::device::execution_unavailable(device)))
+}
+
 /// The default memory limit in bytes: half of the available memory.
 #[pyfunction]
 pub fn default_memory_limit() -> u64 {

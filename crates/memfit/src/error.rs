@@ -63,6 +63,13 @@ pub enum Remedy {
         /// The memory available, in bytes.
         to_bytes: u64,
     },
+    /// Run the job on the CPU instead of a device.
+    RunOnCpu,
+    /// Raise the device memory limit to at least `to_bytes`.
+    RaiseDeviceMemoryLimit {
+        /// The smallest device limit that works, in bytes.
+        to_bytes: u64,
+    },
 }
 
 /// A quantity a job can use fewer of (see [`Remedy::UseFewer`]).
@@ -138,6 +145,11 @@ impl Spelling for Neutral {
             Remedy::WriteToFile => "write the result to a .npy or Zarr file instead of returning it in memory".into(),
             Remedy::LowerMemoryLimit { to_bytes } => format!(
                 "lower the memory limit to at most {} ({to_bytes} bytes) or free memory",
+                crate::units::format_bytes(*to_bytes)
+            ),
+            Remedy::RunOnCpu => "run on the CPU".into(),
+            Remedy::RaiseDeviceMemoryLimit { to_bytes } => format!(
+                "raise the device memory limit to at least {} ({to_bytes} bytes)",
                 crate::units::format_bytes(*to_bytes)
             ),
         }
@@ -350,6 +362,29 @@ pub enum Error {
         /// What went wrong, as the other side reported it.
         reason: String,
     },
+    /// The job cannot run within a device's memory limit.
+    DeviceDoesNotFit {
+        /// The device as named (`cuda:0`).
+        device: String,
+        /// The smallest device limit that would work, in bytes.
+        required_bytes: u64,
+        /// The device limit given, in bytes.
+        limit_bytes: u64,
+        /// Which buffers could not fit.
+        what: String,
+        /// What to do about it: first [`Remedy::RaiseDeviceMemoryLimit`].
+        remedies: Vec<Remedy>,
+    },
+    /// A device (see [`crate::device`]) that cannot be used.
+    DeviceUnavailable {
+        /// The device as named (`cuda:0`).
+        device: String,
+        /// Why: a build without CUDA, no driver, no such device, a driver
+        /// error.
+        reason: String,
+        /// What to do about it ([`Remedy::RunOnCpu`]).
+        remedies: Vec<Remedy>,
+    },
 }
 
 /// What is at fault in an [`Error::Expression`].
@@ -396,7 +431,10 @@ impl Error {
     /// fixed text).
     pub fn remedies(&self) -> Vec<Remedy> {
         match self {
-            Error::InvalidParameter { remedies, .. } | Error::DoesNotFit { remedies, .. } => remedies.clone(),
+            Error::InvalidParameter { remedies, .. }
+            | Error::DoesNotFit { remedies, .. }
+            | Error::DeviceDoesNotFit { remedies, .. }
+            | Error::DeviceUnavailable { remedies, .. } => remedies.clone(),
             Error::IllDefinedCovariance { .. } => vec![
                 Remedy::RaiseRegCovar { example: Some(1e-3) },
                 Remedy::UseFewer(vec![Count::Components]),
@@ -471,6 +509,16 @@ impl Error {
             ),
             Error::Cancelled => f.write_str("cancelled"),
             Error::Remote { reason } => write!(f, "a task run in another process failed: {reason}"),
+            Error::DeviceDoesNotFit { device, required_bytes, limit_bytes, what, remedies } => write!(
+                f,
+                "the job needs at least {required_bytes} bytes ({}) of {device}'s memory but the device memory limit is {limit_bytes} bytes ({}): {what}; hint: {}",
+                crate::units::format_bytes(*required_bytes),
+                crate::units::format_bytes(*limit_bytes),
+                hint(remedies, s)
+            ),
+            Error::DeviceUnavailable { device, reason, remedies } => {
+                write!(f, "{device}: cannot be used: {reason}; hint: {}", hint(remedies, s))
+            }
             Error::Broadcast { shapes } => {
                 f.write_str("operands could not be broadcast together with shapes")?;
                 for shape in shapes {

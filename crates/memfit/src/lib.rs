@@ -40,6 +40,7 @@
 
 pub mod array;
 pub mod cluster;
+pub mod device;
 pub mod dtype;
 mod error;
 pub mod estimator;

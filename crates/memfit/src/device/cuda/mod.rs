@@ -1,0 +1,122 @@
+//! The CUDA side of [`crate::device`] (the `cuda` feature): probing the
+//! driver without crashing, and the kernels' CUDA C sources, compiled at run
+//! time by NVRTC.
+//!
+//! `cudarc` loads the driver (`libcuda`) and NVRTC (`libnvrtc`) when first
+//! used and panics when they are missing, so [`probe`] and [`compile`] ask
+//! whether each library is present first.
+
+use cudarc::driver::CudaContext;
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+
+/// A kernel source: its name (the file it comes from) and its CUDA C text.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelSource {
+    /// The source's name, `kmeans.cu`.
+    pub name: &'static str,
+    /// The CUDA C text.
+    pub text: &'static str,
+    /// The kernels it defines (`extern "C"` names).
+    pub kernels: &'static [&'static str],
+}
+
+/// Every kernel source of the backend.
+pub const SOURCES: &[KernelSource] = &[KernelSource {
+    name: "kmeans.cu",
+    text: include_str!("kmeans.cu"),
+    kernels: &["assign_float", "assign_double", "cluster_sums_float", "cluster_sums_double"],
+}];
+
+/// Whether NVRTC's library can be loaded.
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only loads the library and looks its symbols up.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// Compiles `source` to PTX with the options that keep the host's bits: no
+/// contraction of multiplies and adds into fused multiply-adds, IEEE
+/// division and square roots, denormals kept.
+///
+/// # Errors
+/// Why it could not be compiled: NVRTC missing, or the compiler's log.
+pub fn compile(source: &KernelSource) -> std::result::Result<Ptx, String> {
+    if !nvrtc_present() {
+        return Err("no NVRTC library (libnvrtc) found".into());
+    }
+    let opts = CompileOptions {
+        fmad: Some(false),
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        ftz: Some(false),
+        name: Some(source.name.into()),
+        ..Default::default()
+    };
+    compile_ptx_with_opts(source.text, opts).map_err(|e| format!("{}: {e}", source.name))
+}
+
+/// Opens CUDA device `ordinal` and returns its name and total memory in
+/// bytes.
+///
+/// # Errors
+/// Why it cannot be used, in words: no driver library, no device at that
+/// ordinal, or the driver's error.
+pub fn probe(ordinal: usize) -> std::result::Result<(String, u64), String> {
+    // SAFETY: only loads the library and looks its symbols up.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err("no CUDA driver library (libcuda) was found: no NVIDIA driver is installed".into());
+    }
+    let count = CudaContext::device_count().map_err(|e| format!("the CUDA driver failed: {e}"))?;
+    if ordinal >= count.max(0) as usize {
+        return Err(format!("no CUDA device {ordinal} (the driver sees {count})"));
+    }
+    let ctx = CudaContext::new(ordinal).map_err(|e| format!("the CUDA driver failed: {e}"))?;
+    let name = ctx.name().map_err(|e| format!("the CUDA driver failed: {e}"))?;
+    let total = ctx.total_mem().map_err(|e| format!("the CUDA driver failed: {e}"))?;
+    Ok((name, total as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel source compiles with NVRTC, and defines its kernels.
+    /// Without NVRTC the test passes with a note, unless
+    /// `MEMFIT_REQUIRE_NVRTC` is set (CI installs NVRTC and sets it).
+    #[test]
+    fn kernel_sources_compile_with_nvrtc() {
+        if !nvrtc_present() {
+            assert!(
+                std::env::var_os("MEMFIT_REQUIRE_NVRTC").is_none(),
+                "MEMFIT_REQUIRE_NVRTC is set but no NVRTC library loads (check LD_LIBRARY_PATH)"
+            );
+            eprintln!("note: no NVRTC library: kernel sources not compiled");
+            return;
+        }
+        for s in SOURCES {
+            let ptx = compile(s).unwrap_or_else(|e| panic!("{e}"));
+            let text = ptx.to_src();
+            for k in s.kernels {
+                assert!(text.contains(&format!(".entry {k}(")), "{}: no kernel {k}", s.name);
+            }
+            // No contraction: the distance kernels hold no fused
+            // multiply-add (the sums' are written as fma()).
+            for entry in text.split(".visible .entry ").skip(1).filter(|e| e.starts_with("assign_")) {
+                assert!(!entry.contains("fma.rn"), "{}: a fused multiply-add in {}", s.name, &entry[..20]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_bad_source_reports_the_compilers_log() {
+        if !nvrtc_present() {
+            return;
+        }
+        let bad = KernelSource {
+            name: "bad.cu",
+            text: "extern \"C\" __global__ void k() { undefined_name(); }",
+            kernels: &[],
+        };
+        let e = compile(&bad).unwrap_err();
+        assert!(e.starts_with("bad.cu: ") && e.contains("undefined_name"), "{e}");
+    }
+}
