@@ -237,10 +237,10 @@ pub struct KmeansArgs {
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,
-    /// Shared options.
     /// Where the kernels run.
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// Shared options.
     #[command(flatten)]
     pub common: Common,
 }
@@ -264,10 +264,10 @@ pub struct PredictArgs {
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,
-    /// Shared options.
     /// Where the kernels run.
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// Shared options.
     #[command(flatten)]
     pub common: Common,
 }
@@ -344,10 +344,10 @@ pub struct GmmArgs {
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,
-    /// Shared options.
     /// Where the kernels run.
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// Shared options.
     #[command(flatten)]
     pub common: Common,
 }
@@ -373,10 +373,10 @@ pub struct GmmPredictArgs {
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,
-    /// Shared options.
     /// Where the kernels run.
     #[command(flatten)]
     pub device: DeviceArgs,
+    /// Shared options.
     #[command(flatten)]
     pub common: Common,
 }

@@ -199,7 +199,7 @@ pub(crate) fn device_plan(
     args: &args::DeviceArgs,
     (n_samples, n_features, compute_bytes, weighted): (usize, usize, usize, bool),
     plan_on: impl FnOnce(&memfit::device::plan::DeviceJob) -> memfit::Result<DevicePlan>,
-) -> Result<Option<DevicePlan>> {
+) -> Result<Option<(memfit::device::Device, DevicePlan)>> {
     let device: memfit::device::Device = args.device.parse()?;
     if device.is_cpu() {
         if args.device_memory_limit.is_some() {
@@ -207,13 +207,9 @@ pub(crate) fn device_plan(
         }
         return Ok(None);
     }
-    let info = memfit::device::open(device)?;
-    let limit_bytes = match args.device_memory_limit.as_deref() {
-        Some(t) => memfit::plan::parse_size(t)?,
-        None => info.total_bytes / 10 * 9,
-    };
-    let job = memfit::device::plan::DeviceJob { device, n_samples, n_features, compute_bytes, weighted, limit_bytes };
-    Ok(Some(plan_on(&job)?))
+    let limit = args.device_memory_limit.as_deref().map(memfit::plan::parse_size).transpose()?;
+    let job = memfit::device::plan::DeviceJob::open(device, limit, (n_samples, n_features, compute_bytes, weighted))?;
+    Ok(Some((device, plan_on(&job)?)))
 }
 
 /// A plan for a job's device side.
@@ -225,13 +221,10 @@ pub(crate) type DevicePlan = memfit::plan::Plan<memfit::device::plan::DeviceSche
 ///
 /// # Errors
 /// [`memfit::Error::DeviceUnavailable`] for a device job that would run.
-pub(crate) fn on_device(device: Option<&DevicePlan>, go: bool) -> Result<bool> {
+pub(crate) fn on_device(device: Option<&(memfit::device::Device, DevicePlan)>, go: bool) -> Result<bool> {
     match device {
-        Some(p) if !go => println!("{p}"),
-        Some(p) => {
-            let d: memfit::device::Device = p.schedule.device.parse()?;
-            return Err(memfit::device::execution_unavailable(d).into());
-        }
+        Some((_, p)) if !go => println!("{p}"),
+        Some((d, _)) => return Err(memfit::device::execution_unavailable(*d).into()),
         None => {}
     }
     Ok(go)

@@ -48,15 +48,8 @@ pub fn check_device(
         }
         return Ok(());
     }
-    let info = memfit::device::open(device).map_err(to_py)?;
-    let job_shape = plan::DeviceJob {
-        device,
-        n_samples,
-        n_features,
-        compute_bytes: if float32 { 4 } else { 8 },
-        weighted,
-        limit_bytes: device_memory_limit.unwrap_or(info.total_bytes / 10 * 9),
-    };
+    let shape = (n_samples, n_features, if float32 { 4 } else { 8 }, weighted);
+    let job_shape = plan::DeviceJob::open(device, device_memory_limit, shape).map_err(to_py)?;
     match (job, covariance_type) {
         ("gmm", Some(t)) => {
             let t = memfit::mixture::CovarianceType::parse(t).map_err(to_py)?;

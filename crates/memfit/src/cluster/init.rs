@@ -83,7 +83,16 @@ pub fn kmeans_plusplus(
         Ok(w.iter().zip(v).map(|(w, v)| w * v).collect())
     };
     let chunk_pot = |closest: &Column| -> Result<Vec<f64>> {
-        (0..n_chunks).into_par_iter().map(|c| Ok(mass(closest, c)?.iter().sum())).collect()
+        (0..n_chunks)
+            .into_par_iter()
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(wb, cb), c| {
+                    let (w, v) = (sample.weights(c, wb)?, closest.chunk(c, n, cb)?);
+                    Ok(w.iter().zip(v).map(|(w, v)| w * v).sum())
+                },
+            )
+            .collect()
     };
     let mut pots = chunk_pot(&closest)?;
     let mut cand = Vec::with_capacity(trials);

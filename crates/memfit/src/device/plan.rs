@@ -67,6 +67,28 @@ pub struct DeviceJob {
     pub limit_bytes: u64,
 }
 
+/// The share of a device's memory a job may use when no device limit is
+/// given: 90 %, leaving room for the driver's own allocations.
+pub const DEFAULT_LIMIT_TENTHS: u64 = 9;
+
+impl DeviceJob {
+    /// Opens `device` (see [`super::open`]) for a job over `n_samples ×
+    /// n_features` rows of `compute_bytes` values (weighted or not) within
+    /// `limit_bytes`, or [`DEFAULT_LIMIT_TENTHS`] of the device's memory.
+    ///
+    /// # Errors
+    /// As [`super::open`].
+    pub fn open(
+        device: Device,
+        limit_bytes: Option<u64>,
+        (n_samples, n_features, compute_bytes, weighted): (usize, usize, usize, bool),
+    ) -> Result<Self> {
+        let info = super::open(device)?;
+        let limit_bytes = limit_bytes.unwrap_or(info.total_bytes / 10 * DEFAULT_LIMIT_TENTHS);
+        Ok(DeviceJob { device, n_samples, n_features, compute_bytes, weighted, limit_bytes })
+    }
+}
+
 /// The device plan of k-means with `n_clusters` clusters (Lloyd passes):
 /// float64 centres held; per tile the rows (and weights), labels, distances
 /// and compensated per-cluster sums.
