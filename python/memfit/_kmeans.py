@@ -141,7 +141,9 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         """
         if is_dask_array(X):
             check_is_fitted(self)
-            return self._dask_labels(check_data(X, self, reset=False))
+            data = check_data(X, self, reset=False)
+            check_device(self, data, "kmeans", self.cluster_centers_.shape[0], False)
+            return self._dask_labels(data)
         return self._assign(X)[0]
 
     def score(self, X, y=None, sample_weight=None):

@@ -268,8 +268,10 @@ def n_parameters(*, covariance_type: str, n_components: int, n_features: int) ->
 def cli_main(argv: list[str]) -> int:
     """Runs the memfit command-line tool on argv (program name first); returns its exit status."""
 
-def parse_size(text: str) -> int:
-    """A byte size such as "2GiB", "512MiB", "2GB" or "1000", in bytes."""
+def parse_size(text: str, name: str = "memory_limit") -> int:
+    """A byte size such as "2GiB", "512MiB", "2GB" or "1000", in bytes; its
+    errors name the parameter ``name`` ("memory_limit" or
+    "device_memory_limit")."""
 
 def default_memory_limit() -> int:
     """Half of the available memory, in bytes."""

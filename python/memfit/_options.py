@@ -32,7 +32,7 @@ def check_memory_limit(memory_limit: Any) -> int:
 def _size(value: Any, name: str) -> int:
     """A byte size given as ``name`` (see :func:`check_memory_limit`)."""
     if isinstance(value, str):
-        return int(_memfit.parse_size(value))
+        return int(_memfit.parse_size(value, name))
     if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
         # 1e9 as NumPy users write sizes: a whole number of bytes.
         if not (math.isfinite(value) and float(value).is_integer()):

@@ -48,3 +48,26 @@ def test_bad_device_values_raise_before_any_work(X):
         KMeans(3, device_memory_limit="1GiB").fit(X)
     with pytest.raises(ValueError, match="device_memory_limit must be a positive number of bytes"):
         GaussianMixture(2, device="cuda", device_memory_limit=0).fit(X)
+    # A malformed size is named as the parameter it was given to.
+    for est in (KMeans(3, device="cuda", device_memory_limit="abc"), GaussianMixture(2, device="cuda", device_memory_limit="1e")):
+        with pytest.raises(ValueError, match=r"^invalid device_memory_limit: "):
+            est.fit(X)
+    # Ordinals are digits, and a long name is quoted cut.
+    with pytest.raises(ValueError, match=r"invalid device: .* got 'cuda:\+1'|invalid device: .* got \"cuda:\+1\""):
+        KMeans(3, device="cuda:+1").fit(X)
+    with pytest.raises(ValueError) as e:
+        KMeans(3, device="cuda:" + "9" * 5000).fit(X)
+    assert len(str(e.value)) < 300 and str(e.value).endswith("…")
+
+
+def test_a_dask_input_is_refused_on_a_device_as_numpy_is(X):
+    da = pytest.importorskip("dask.array")
+    dX = da.from_array(X, chunks=500)
+    km = KMeans(3, n_init=1, random_state=0).fit(X).set_params(device="cuda")
+    g = GaussianMixture(2, random_state=0).fit(X).set_params(device="cuda")
+    for method in (km.predict, km.transform, km.score, g.predict, g.predict_proba, g.score_samples, g.score):
+        with pytest.raises(RuntimeError, match="cannot be used"):
+            method(dX)
+    for est in (KMeans(3, device="cuda"), GaussianMixture(2, device="cuda")):
+        with pytest.raises(RuntimeError, match="cannot be used"):
+            est.fit(dX)

@@ -97,6 +97,33 @@ pub struct DeviceArgs {
     pub device_memory_limit: Option<String>,
 }
 
+/// A CUDA device and its memory limit in bytes (`None`: the default).
+pub type DeviceTarget = (memfit::device::Device, Option<u64>);
+
+impl DeviceArgs {
+    /// Where the job runs: `None` on the CPU, else the device and its
+    /// limit. Read before any work, so a bad flag is refused first.
+    ///
+    /// # Errors
+    /// A `--device` or `--device-memory-limit` that does not parse, or a
+    /// device memory limit for a CPU job.
+    pub fn target(&self) -> anyhow::Result<Option<DeviceTarget>> {
+        let device: memfit::device::Device = self.device.parse()?;
+        let limit = self
+            .device_memory_limit
+            .as_deref()
+            .map(|t| memfit::plan::parse_size_as("device_memory_limit", t))
+            .transpose()?;
+        if device.is_cpu() {
+            if limit.is_some() {
+                anyhow::bail!("--device-memory-limit needs --device cuda (the job runs on the CPU)");
+            }
+            return Ok(None);
+        }
+        Ok(Some((device, limit)))
+    }
+}
+
 impl From<ComputeDtype> for memfit::estimator::ComputeDtype {
     fn from(d: ComputeDtype) -> Self {
         match d {

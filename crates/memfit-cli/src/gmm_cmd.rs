@@ -56,6 +56,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     }
     check_outputs_distinct(&paths, &inputs, &folders)?;
     let run = args.common.run_options()?;
+    let target = args.device.target()?;
     let x = open_data(&args.input, "fit")?;
     let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
     let covariance_type = CovarianceType::parse(&args.covariance_type)?;
@@ -104,8 +105,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     ];
     let shape = (n, d, job.compute.bytes(), job.sample_weight.is_some());
     let (params, stats) = memfit::device::plan::gmm_values_per_component(covariance_type, d);
-    let device =
-        crate::device_plan(&args.device, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
+    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
     if !crate::on_device(device.as_ref(), go)? {
         return Ok(());

@@ -31,6 +31,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
     }
     check_outputs_distinct(&paths, &[("INPUT", &args.input)], &[("--model", &args.model, false)])?;
     let run = args.common.run_options()?;
+    let target = args.device.target()?;
     let x = open_data(&args.input, "predict")?;
     let model = load_model(&args.model)?;
     let job = GmmPredictJob {
@@ -50,8 +51,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
     let (d, t) = (x.n_features(), model.covariance_type);
     let (params, stats) = memfit::device::plan::gmm_values_per_component(t, d);
     let shape = (n, d, job.compute.bytes(), false);
-    let device =
-        crate::device_plan(&args.device, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
+    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
     if !crate::on_device(device.as_ref(), go)? {
         return Ok(());

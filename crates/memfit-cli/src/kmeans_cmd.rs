@@ -78,6 +78,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     }
     check_outputs_distinct(&paths, &inputs, &[])?;
     let run = memfit::exec::RunOptions { scratch_dir: args.scratch_dir.clone(), ..args.common.run_options()? };
+    let target = args.device.target()?;
     let default_data: Vec<f64>;
     let (x, n_clusters, extra) = match &args.input {
         Some(p) => (open_data(p, "cluster")?, args.n_clusters.unwrap_or(8), vec![]),
@@ -137,7 +138,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         ("--plot", args.plot.as_deref(), plot::PNG_BYTES),
     ];
     let shape = (n, d, job.compute.bytes(), job.sample_weight.is_some());
-    let device = crate::device_plan(&args.device, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
+    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
     if !crate::on_device(device.as_ref(), go)? {
         return Ok(());

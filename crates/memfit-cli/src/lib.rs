@@ -187,27 +187,19 @@ where
     }
 }
 
-/// The device plan of a job run with `--device` (`None` on the CPU): opens
-/// the device, then plans the job (`plan_on`) for `n_samples × n_features`
-/// rows of `compute_bytes` values within `--device-memory-limit` (default
-/// 90 % of the device's memory). Refuses before any work.
+/// The device plan of a job run on `target` (`None`: the CPU, no plan):
+/// opens the device, then plans the job (`plan_on`) for `n_samples ×
+/// n_features` rows of `compute_bytes` values within the device memory
+/// limit (default 90 % of the device's memory). Refuses before any work.
 ///
 /// # Errors
-/// A `--device` or `--device-memory-limit` that does not parse; a device
-/// that cannot be used; a job that does not fit the device limit.
+/// A device that cannot be used; a job that does not fit the device limit.
 pub(crate) fn device_plan(
-    args: &args::DeviceArgs,
+    target: Option<args::DeviceTarget>,
     (n_samples, n_features, compute_bytes, weighted): (usize, usize, usize, bool),
     plan_on: impl FnOnce(&memfit::device::plan::DeviceJob) -> memfit::Result<DevicePlan>,
 ) -> Result<Option<(memfit::device::Device, DevicePlan)>> {
-    let device: memfit::device::Device = args.device.parse()?;
-    if device.is_cpu() {
-        if args.device_memory_limit.is_some() {
-            anyhow::bail!("--device-memory-limit needs --device cuda (the job runs on the CPU)");
-        }
-        return Ok(None);
-    }
-    let limit = args.device_memory_limit.as_deref().map(memfit::plan::parse_size).transpose()?;
+    let Some((device, limit)) = target else { return Ok(None) };
     let job = memfit::device::plan::DeviceJob::open(device, limit, (n_samples, n_features, compute_bytes, weighted))?;
     Ok(Some((device, plan_on(&job)?)))
 }

@@ -21,6 +21,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         &[],
     )?;
     let run = args.common.run_options()?;
+    let target = args.device.target()?;
     let x = open_data(&args.input, "predict")?.unit_rows(args.metric == KmeansMetric::Cosine);
     let (centers, k, _) = read_matrix_f64(&args.centers)?;
     let job = CentersJob {
@@ -35,7 +36,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let mut plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
     let labels_bytes = npy_file_bytes(Dtype::I32, &[x.n_samples()]);
     let shape = (x.n_samples(), x.n_features(), job.compute.bytes(), false);
-    let device = crate::device_plan(&args.device, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
+    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
     let go = crate::ready(&mut plan, &[("--labels", Some(&args.labels), labels_bytes)], args.dry_run)?;
     if !crate::on_device(device.as_ref(), go)? {
         return Ok(());

@@ -48,9 +48,27 @@ impl Spelling for Flags {
             "metric" => "--metric".into(),
             "reassignment_ratio" => "--reassignment-ratio".into(),
             "Q" => "--q".into(),
-            "n_clusters" | "n_components" | "n_init" | "max_iter" | "tol" | "reg_covar" | "init"
-            | "covariance_type" | "memory_limit" | "sample_weight" | "dtype" | "model" | "centers" | "means_init"
-            | "weights_init" | "precisions_init" | "cluster_std" | "n_samples" | "n_features" | "device" => {
+            "n_clusters"
+            | "n_components"
+            | "n_init"
+            | "max_iter"
+            | "tol"
+            | "reg_covar"
+            | "init"
+            | "covariance_type"
+            | "memory_limit"
+            | "sample_weight"
+            | "dtype"
+            | "model"
+            | "centers"
+            | "means_init"
+            | "weights_init"
+            | "precisions_init"
+            | "cluster_std"
+            | "n_samples"
+            | "n_features"
+            | "device"
+            | "device_memory_limit" => {
                 format!("--{}", name.replace('_', "-"))
             }
             other => other.into(),

@@ -1223,6 +1223,31 @@ fn a_named_pipe_input_is_refused_without_waiting() {
 }
 
 #[test]
+#[cfg(feature = "cuda")]
+fn a_stub_cuda_driver_library_is_a_clear_error_not_a_panic() {
+    // A libcuda that loads but lacks the driver's functions (a stub, or a
+    // driver older than memfit's CUDA): an error with the remedy, exit 2.
+    let t = tempfile::tempdir().unwrap();
+    let src = p(t.path(), "stub.c");
+    std::fs::write(&src, "int memfit_stub_only;\n").unwrap();
+    let lib = p(t.path(), "libcuda.so");
+    let cc = Command::new("cc").args(["-shared", "-fPIC", "-o", &lib, &src]).status().expect("run cc");
+    assert!(cc.success(), "cc failed");
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[300, 2], &blobs(300));
+    let o = Command::new(env!("CARGO_BIN_EXE_memfit"))
+        .args(["kmeans", &x, "-k", "3", "--device", "cuda", "--dry-run"])
+        .env("LD_LIBRARY_PATH", t.path())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("cuda:0: cannot be used: the CUDA driver library is incomplete or older"), "{err}");
+    assert!(err.contains("Missing symbol") && !err.contains("panicked"), "{err}");
+    assert!(err.trim_end().ends_with("hint: use --device cpu"), "{err}");
+}
+
+#[test]
 fn a_cuda_device_without_a_driver_is_a_clear_error_before_any_output() {
     // CI has no GPU: every job asked to run on CUDA says why it cannot, with
     // the remedy, writes nothing, and a bad device name is refused alike.
@@ -1249,12 +1274,30 @@ fn a_cuda_device_without_a_driver_is_a_clear_error_before_any_output() {
     }
     for (args, says) in [
         (vec!["kmeans", &x, "-k", "3", "--device", "gpu"], "invalid --device: must be 'cpu', 'cuda' or 'cuda:N'"),
+        (vec!["kmeans", &x, "-k", "3", "--device", "cuda:+1"], "invalid --device: must be 'cpu', 'cuda' or 'cuda:N'"),
         (vec!["kmeans", &x, "-k", "3", "--device-memory-limit", "1GiB"], "--device-memory-limit needs --device cuda"),
+        // The limit is read before the device is opened, and named as given.
+        (
+            vec!["kmeans", &x, "-k", "3", "--device", "cuda", "--device-memory-limit", "abc"],
+            "invalid --device-memory-limit: no number in \"abc\"",
+        ),
+        (
+            vec!["gmm", &x, "--n-components", "3", "--device", "cuda", "--device-memory-limit", "0"],
+            "invalid --device-memory-limit: the size must be at least 1 byte",
+        ),
+        (
+            vec!["predict", &x, "--centers", &c, "--labels", &l, "--device", "cuda", "--device-memory-limit", "1e"],
+            "invalid --device-memory-limit: an exponent without digits",
+        ),
     ] {
         let o = memfit(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(stderr(&o).contains(says), "{}", stderr(&o));
     }
+    // A long device name is quoted cut, not echoed whole.
+    let long = format!("cuda:{}", "9".repeat(5000));
+    let o = memfit(&["kmeans", &x, "-k", "3", "--device", &long]);
+    assert!(stderr(&o).len() < 400 && stderr(&o).contains("…"), "{}", stderr(&o));
     assert_eq!(entries(t.path()), before);
     // `--device cpu` is the default.
     let o = memfit(&["kmeans", &x, "-k", "3", "--device", "cpu", "--labels", &l, "--quiet"]);

@@ -5,10 +5,18 @@ use pyo3::prelude::*;
 
 use crate::errors::to_py;
 
-/// Parses a byte size (`"2GiB"`, `"512MiB"`, `"2GB"`, `"1000"`) into bytes.
+/// Parses a byte size (`"2GiB"`, `"512MiB"`, `"2GB"`, `"1000"`) into bytes;
+/// its errors name the parameter `name` (`"memory_limit"` or
+/// `"device_memory_limit"`).
 #[pyfunction]
-pub fn parse_size(text: &str) -> PyResult<u64> {
-    memfit::plan::parse_size(text).map_err(to_py)
+#[pyo3(signature = (text, name="memory_limit"))]
+pub fn parse_size(text: &str, name: &str) -> PyResult<u64> {
+    let name = match name {
+        "device_memory_limit" => "device_memory_limit",
+        "memory_limit" => "memory_limit",
+        other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown size parameter {other:?}"))),
+    };
+    memfit::plan::parse_size_as(name, text).map_err(to_py)
 }
 
 /// Checks that `path` can hold scratch files (an existing, writable

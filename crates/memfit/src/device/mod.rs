@@ -50,21 +50,33 @@ impl fmt::Display for Device {
 impl FromStr for Device {
     type Err = Error;
 
-    /// `cpu`, `cuda` (ordinal 0) or `cuda:N`, in any case.
+    /// `cpu`, `cuda` (ordinal 0) or `cuda:N` (N decimal digits), in any
+    /// case.
     ///
     /// # Errors
-    /// [`Error::InvalidParameter`] (`device`) for anything else.
+    /// [`Error::InvalidParameter`] (`device`) for anything else; the name
+    /// is quoted in it, cut to its first [`SHOWN_CHARS`] characters.
     fn from_str(s: &str) -> Result<Self> {
         let lower = s.trim().to_ascii_lowercase();
-        let bad =
-            || Error::param("device", format!("must be 'cpu', 'cuda' or 'cuda:N' (N a device ordinal), got {s:?}"));
+        let bad = || {
+            let shown: String = s.chars().take(SHOWN_CHARS).collect();
+            let more = if shown.len() < s.len() { "…" } else { "" };
+            Error::param(
+                "device",
+                format!("must be 'cpu', 'cuda' or 'cuda:N' (N a device ordinal), got {shown:?}{more}"),
+            )
+        };
+        let ordinal = |n: &str| n.bytes().all(|b| b.is_ascii_digit()).then(|| n.parse().ok()).flatten();
         match lower.as_str() {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
-            other => other.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(Device::Cuda).ok_or_else(bad),
+            other => other.strip_prefix("cuda:").and_then(ordinal).map(Device::Cuda).ok_or_else(bad),
         }
     }
 }
+
+/// The characters of a bad device name an error quotes.
+pub const SHOWN_CHARS: usize = 40;
 
 /// What [`open`] found: the device's name and its memory.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -130,10 +142,13 @@ mod tests {
             assert_eq!(s.parse::<Device>().unwrap(), d);
         }
         assert_eq!(Device::Cuda(2).to_string(), "cuda:2");
-        for bad in ["gpu", "cuda:", "cuda:-1", "cuda:x", ""] {
+        for bad in ["gpu", "cuda:", "cuda:-1", "cuda:+1", "cuda: 1", "cuda:x", "cuda:99999999999999999999999", ""] {
             let e = bad.parse::<Device>().unwrap_err().to_string();
             assert!(e.starts_with("invalid device: must be 'cpu', 'cuda' or 'cuda:N'"), "{e}");
         }
+        // A long name is quoted cut.
+        let e = "x".repeat(10_000).parse::<Device>().unwrap_err().to_string();
+        assert!(e.ends_with(&format!("got \"{}\"…", "x".repeat(SHOWN_CHARS))), "{e}");
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //! per-component) float64 sums. A tile is a power of two of rows between
 //! [`MIN_TILE_ROWS`] and [`crate::plan::CHUNK_ROWS`], so tiles never straddle
 //! an accumulation chunk and the sums are folded in the host's order.
+//!
+//! Byte counts saturate at `u64::MAX`: an absurd shape is refused as not
+//! fitting, never wrapped round into one that seems to fit.
 
 use std::fmt;
 
@@ -99,13 +102,14 @@ impl DeviceJob {
 pub fn plan_kmeans_device(n_clusters: usize, job: &DeviceJob) -> Result<Plan<DeviceSchedule>> {
     let (k, d) = (n_clusters as u64, job.n_features as u64);
     let mut held = Ledger::default();
-    held.add("centres", k * d, 8, format!("{k} × {d} × 8 B (float64)"));
+    held.add("centres", k.saturating_mul(d), 8, format!("{k} × {d} × 8 B (float64)"));
     held.add("centre norms", k, 8, format!("{k} × 8 B"));
-    let sums = k * (d + 1) * 16;
-    let per_row = d * job.compute_bytes as u64 + 4 + 8 + if job.weighted { 8 } else { 0 };
+    let sums = k.saturating_mul(d.saturating_add(1)).saturating_mul(16);
+    let row_bytes = d.saturating_mul(job.compute_bytes as u64);
+    let per_row = row_bytes.saturating_add(4 + 8 + if job.weighted { 8 } else { 0 });
     let tiles = |led: &mut Ledger, rows: u64| {
         let t = TILES_IN_FLIGHT as u64;
-        led.add("row tiles", t * rows, d * job.compute_bytes as u64, format!("{t} × {rows} rows × {d} values"));
+        led.add("row tiles", t * rows, row_bytes, format!("{t} × {rows} rows × {d} values"));
         led.add("labels and distances", t * rows, 12, format!("{t} × {rows} rows × (4 + 8) B"));
         if job.weighted {
             led.add("sample weights", t * rows, 8, format!("{t} × {rows} rows × 8 B"));
@@ -133,16 +137,23 @@ pub fn plan_gmm_device(
     let (k, d) = (n_components as u64, job.n_features as u64);
     let mut held = Ledger::default();
     let p = params_per_component as u64;
-    held.add("parameters", k * p, 8, format!("{k} components × {p} values × 8 B (means, precision factors)"));
-    let stats = k * (stats_per_component as u64 + 1) * 16;
-    let per_row = d * job.compute_bytes as u64 + k * 8 + 8 + if job.weighted { 8 } else { 0 };
+    held.add(
+        "parameters",
+        k.saturating_mul(p),
+        8,
+        format!("{k} components × {p} values × 8 B (means, precision factors)"),
+    );
+    let stats = k.saturating_mul((stats_per_component as u64).saturating_add(1)).saturating_mul(16);
+    let row_bytes = d.saturating_mul(job.compute_bytes as u64);
+    let out_bytes = k.saturating_add(1).saturating_mul(8);
+    let per_row = row_bytes.saturating_add(out_bytes).saturating_add(if job.weighted { 8 } else { 0 });
     let tiles = |led: &mut Ledger, rows: u64| {
         let t = TILES_IN_FLIGHT as u64;
-        led.add("row tiles", t * rows, d * job.compute_bytes as u64, format!("{t} × {rows} rows × {d} values"));
+        led.add("row tiles", t * rows, row_bytes, format!("{t} × {rows} rows × {d} values"));
         led.add(
             "log-densities and responsibilities",
             t * rows,
-            k * 8 + 8,
+            out_bytes,
             format!("{t} × {rows} rows × ({k} + 1) × 8 B"),
         );
         if job.weighted {
@@ -163,11 +174,11 @@ pub fn gmm_values_per_component(covariance_type: crate::mixture::CovarianceType,
     use crate::mixture::CovarianceType as C;
     let d = n_features;
     let per = match covariance_type {
-        C::Full | C::Tied => d * d,
+        C::Full | C::Tied => d.saturating_mul(d),
         C::Diag => d,
         C::Spherical => 1,
     };
-    (d + per, d + per)
+    (d.saturating_add(per), d.saturating_add(per))
 }
 
 /// The largest power-of-two tile (at most [`CHUNK_ROWS`], and no more than
@@ -183,8 +194,10 @@ fn plan_tiles(
     what: impl FnOnce() -> String,
 ) -> Result<Plan<DeviceSchedule>> {
     let t = TILES_IN_FLIGHT as u64;
-    let need = |rows: u64| held.total() + t * (rows * per_row + per_tile);
-    let most = job.n_samples.next_power_of_two().clamp(MIN_TILE_ROWS, CHUNK_ROWS) as u64;
+    let need = |rows: u64| {
+        held.total().saturating_add(rows.saturating_mul(per_row).saturating_add(per_tile).saturating_mul(t))
+    };
+    let most = job.n_samples.checked_next_power_of_two().unwrap_or(CHUNK_ROWS).clamp(MIN_TILE_ROWS, CHUNK_ROWS) as u64;
     let mut rows = most;
     while rows > MIN_TILE_ROWS as u64 && need(rows) > job.limit_bytes {
         rows /= 2;
@@ -274,5 +287,16 @@ mod tests {
             plan_gmm_device(k, params, stats, &job(200_000, d, 1 << 20)),
             Err(Error::DeviceDoesNotFit { .. })
         ));
+    }
+
+    #[test]
+    fn absurd_shapes_are_refused_not_wrapped() {
+        for (n, d, k) in [(usize::MAX, usize::MAX, usize::MAX), (1 << 40, 1 << 40, 1 << 40), (10, 1 << 33, 1 << 33)] {
+            let e = plan_kmeans_device(k, &job(n, d, u64::MAX - 1)).unwrap_err();
+            assert!(matches!(e, Error::DeviceDoesNotFit { required_bytes: u64::MAX, .. }), "{e}");
+            let (params, stats) = gmm_values_per_component(crate::mixture::CovarianceType::Full, d);
+            let e = plan_gmm_device(k, params, stats, &job(n, d, u64::MAX - 1)).unwrap_err();
+            assert!(matches!(e, Error::DeviceDoesNotFit { required_bytes: u64::MAX, .. }), "{e}");
+        }
     }
 }

@@ -22,7 +22,7 @@ pub use threads::{available_cpus, default_threads};
 
 use crate::error::{Error, Remedy, Result};
 pub use crate::io::PlannedWrite;
-pub use size::parse_size;
+pub use size::{parse_size, parse_size_as};
 
 use std::fmt;
 
@@ -272,13 +272,13 @@ impl Ledger {
     /// Declares a buffer held throughout the run: `count` elements of
     /// `elem_bytes` bytes each.
     pub fn add(&mut self, name: &str, count: u64, elem_bytes: u64, detail: String) {
-        self.push(None, name, count * elem_bytes, detail);
+        self.push(None, name, count.saturating_mul(elem_bytes), detail);
     }
 
     /// Declares a buffer of phase `phase`: `count` elements of `elem_bytes`
     /// bytes each. Its name is shown as `"phase: name"`.
     pub fn add_in(&mut self, phase: &str, name: &str, count: u64, elem_bytes: u64, detail: String) {
-        self.push(Some(phase), &format!("{phase}: {name}"), count * elem_bytes, detail);
+        self.push(Some(phase), &format!("{phase}: {name}"), count.saturating_mul(elem_bytes), detail);
     }
 
     fn push(&mut self, phase: Option<&str>, name: &str, bytes: u64, detail: String) {
@@ -292,20 +292,21 @@ impl Ledger {
         }
     }
 
-    /// Bytes the run needs: the held buffers plus the largest phase.
+    /// Bytes the run needs: the held buffers plus the largest phase
+    /// (saturating at `u64::MAX` for absurd shapes, which no limit holds).
     pub fn total(&self) -> u64 {
         let mut phases: Vec<(&str, u64)> = Vec::new();
         let mut held = 0;
         for b in &self.buffers {
             match &b.phase {
-                None => held += b.bytes,
+                None => held = b.bytes.saturating_add(held),
                 Some(p) => match phases.iter_mut().find(|(q, _)| q == p) {
-                    Some((_, sum)) => *sum += b.bytes,
+                    Some((_, sum)) => *sum = sum.saturating_add(b.bytes),
                     None => phases.push((p, b.bytes)),
                 },
             }
         }
-        held + phases.iter().map(|&(_, b)| b).max().unwrap_or(0)
+        held.saturating_add(phases.iter().map(|&(_, b)| b).max().unwrap_or(0))
     }
 
     /// `"; largest buffer: NAME = SIZE"` for error messages, or empty.

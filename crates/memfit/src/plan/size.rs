@@ -21,11 +21,17 @@ use crate::units::format_bytes;
 /// malformed number, an unknown unit, a zero or fractional number of bytes,
 /// or 8 EiB or more.
 pub fn parse_size(text: &str) -> Result<u64> {
+    parse_size_as("memory_limit", text)
+}
+
+/// [`parse_size`] for the size given as parameter `name` (such as
+/// `device_memory_limit`), which its errors name.
+///
+/// # Errors
+/// As [`parse_size`], naming `name`.
+pub fn parse_size_as(name: &'static str, text: &str) -> Result<u64> {
     let bad = |why: &str| {
-        Error::param(
-            "memory_limit",
-            format!("{why} in {text:?}; hint: write e.g. 512MiB, 2GB, 1.5GiB, 1e9 or a number of bytes"),
-        )
+        Error::param(name, format!("{why} in {text:?}; hint: write e.g. 512MiB, 2GB, 1.5GiB, 1e9 or a number of bytes"))
     };
     let t = text.trim();
     let (num, unit) = split_number(t);
@@ -172,6 +178,8 @@ mod tests {
         assert_eq!(parse_size("1 EiB").unwrap(), 1 << 60);
         assert_eq!(parse_size("9007199254740993").unwrap(), 9_007_199_254_740_993);
         assert_eq!(parse_size("1_048_576 B").unwrap(), 1 << 20);
+        let e = parse_size_as("device_memory_limit", "abc").unwrap_err().to_string();
+        assert!(e.starts_with("invalid device_memory_limit: no number in \"abc\""), "{e}");
     }
 
     #[test]

@@ -4,9 +4,16 @@
 //!
 //! `cudarc` loads the driver (`libcuda`) and NVRTC (`libnvrtc`) when first
 //! used and panics when they are missing, so [`probe`] and [`compile`] ask
-//! whether each library is present first.
+//! whether each library is present first. It also panics when a library
+//! loads but lacks a function it calls (a stub or a driver older than the
+//! CUDA version memfit is built for): [`probe`] runs the driver's calls
+//! under [`without_panics`], which turns such a panic into an error.
 
-use cudarc::driver::CudaContext;
+use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
+
+use cudarc::driver::{CudaContext, DriverError};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
 /// A kernel source: its name (the file it comes from) and its CUDA C text.
@@ -65,14 +72,63 @@ pub fn probe(ordinal: usize) -> std::result::Result<(String, u64), String> {
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err("no CUDA driver library (libcuda) was found: no NVIDIA driver is installed".into());
     }
-    let count = CudaContext::device_count().map_err(|e| format!("the CUDA driver failed: {e}"))?;
-    if ordinal >= count.max(0) as usize {
-        return Err(format!("no CUDA device {ordinal} (the driver sees {count})"));
+    without_panics(|| {
+        let count = CudaContext::device_count().map_err(driver_failed)?;
+        if ordinal >= count.max(0) as usize {
+            return Err(format!("no CUDA device {ordinal} (the driver sees {count})"));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver_failed)?;
+        let name = ctx.name().map_err(driver_failed)?;
+        let total = ctx.total_mem().map_err(driver_failed)?;
+        Ok((name, total as u64))
+    })
+}
+
+/// A driver error in words: the driver's own description and its code
+/// (`the CUDA driver failed: no CUDA-capable device is detected
+/// (CUDA_ERROR_NO_DEVICE)`).
+fn driver_failed(e: DriverError) -> String {
+    let text = |r: std::result::Result<&std::ffi::CStr, DriverError>| r.ok().map(|s| s.to_string_lossy().into_owned());
+    match (text(e.error_string()), text(e.error_name())) {
+        (Some(what), Some(code)) => format!("the CUDA driver failed: {what} ({code})"),
+        (Some(what), None) => format!("the CUDA driver failed: {what} (error {})", e.0 as u32),
+        _ => format!("the CUDA driver failed with error {}", e.0 as u32),
     }
-    let ctx = CudaContext::new(ordinal).map_err(|e| format!("the CUDA driver failed: {e}"))?;
-    let name = ctx.name().map_err(|e| format!("the CUDA driver failed: {e}"))?;
-    let total = ctx.total_mem().map_err(|e| format!("the CUDA driver failed: {e}"))?;
-    Ok((name, total as u64))
+}
+
+thread_local! {
+    /// Whether this thread's panics are being caught by [`without_panics`]
+    /// (and so not printed).
+    static CATCHING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, turning a panic inside it (`cudarc`'s, for a function missing
+/// from the driver library) into an error, without printing it. The panic
+/// hook is wrapped once: other threads' panics, and this thread's outside
+/// `f`, are printed as before.
+fn without_panics<T>(f: impl FnOnce() -> std::result::Result<T, String>) -> std::result::Result<T, String> {
+    static WRAP_HOOK: Once = Once::new();
+    WRAP_HOOK.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if !CATCHING.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was = CATCHING.with(|c| c.replace(true));
+    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    CATCHING.with(|c| c.set(was));
+    result.unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic in the driver bindings");
+        Err(format!(
+            "the CUDA driver library is incomplete or older than this memfit needs (CUDA 12.8 or later): {why}"
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -104,6 +160,14 @@ mod tests {
                 assert!(!entry.contains("fma.rn"), "{}: a fused multiply-add in {}", s.name, &entry[..20]);
             }
         }
+    }
+
+    #[test]
+    fn a_panic_in_the_driver_bindings_is_an_error() {
+        let e = without_panics::<()>(|| panic!("Missing symbol cuDeviceGetCount: undefined symbol")).unwrap_err();
+        assert!(e.starts_with("the CUDA driver library is incomplete or older than this memfit needs"), "{e}");
+        assert!(e.ends_with("Missing symbol cuDeviceGetCount: undefined symbol"), "{e}");
+        assert_eq!(without_panics(|| Ok(3)), Ok(3));
     }
 
     #[test]
