@@ -39,6 +39,7 @@
 //! ```
 
 pub mod array;
+mod backend;
 pub mod cluster;
 pub mod device;
 pub mod dtype;

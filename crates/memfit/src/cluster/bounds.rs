@@ -20,7 +20,7 @@
 //! when D̃_a + η < L² (1 − γ₆₄) (lowered by its roundings): then D̃_a is the
 //! unique minimum over all centres, which is the label and distance the full
 //! assignment gives (lowest index on ties is moot: there is no tie). Every
-//! other row goes through [`assign_rows`] (the exact, certified kernel),
+//! other row goes through [`crate::kernels::assign_rows`] (the exact, certified kernel),
 //! which also returns a lower bound on its second-nearest distance
 //! ([`crate::kernels::second_bound`]) for the new `l`. Labels and distances
 //! being Lloyd's, the sums, inertia, empty-cluster refills and iteration
@@ -41,10 +41,11 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::backend::Ops;
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{RowStateUse, RowStates};
-use crate::kernels::{assign_rows, exact_sq_dist, underflow_slack, PreparedCenters, Scratch};
+use crate::kernels::{exact_sq_dist, underflow_slack, PreparedCenters, Scratch};
 
 /// `f64` values of state per row: the label (−1 before the first full
 /// assignment) and the lower bound.
@@ -95,7 +96,7 @@ impl<T: Real> Compact<T> {
         (tile_rows.min(COMPACT_ROWS) * (d * compute_bytes + 4 + 4 + 8 + 8)) as u64
     }
 
-    /// Assigns the `full` rows held in full (see [`assign_rows`]) and
+    /// Assigns the `full` rows held in full (see [`crate::kernels::assign_rows`]) and
     /// writes their labels, distances and new states at their indices.
     fn flush(
         &mut self,
@@ -110,7 +111,7 @@ impl<T: Real> Compact<T> {
             return;
         }
         let d = shared.d;
-        assign_rows(
+        shared.backend.assign_rows(
             &self.x[..full * d],
             shared.centers,
             shared.k_tile,
@@ -219,9 +220,10 @@ impl<T: Real> Bounds<T> {
     }
 
     /// Assigns the rows `start..start + rows` of a block (`x` row-major) to
-    /// `centers` (the centres of the last [`Self::moved_to`]), writing the
-    /// labels and exact distances that [`crate::kernels::assign_block`]
-    /// writes, in parallel over `scratch`; returns how many rows kept
+    /// `centers` (the centres of the last [`Self::moved_to`]) on `backend`,
+    /// writing the labels and exact distances that its assignment writes,
+    /// in tiles of `tile_rows` rows and `k_tile` centres in parallel over
+    /// `scratch`; returns how many rows kept
     /// their label without the other distances.
     ///
     /// # Errors
@@ -229,11 +231,11 @@ impl<T: Real> Bounds<T> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assign_block(
         &mut self,
+        backend: &dyn Ops<T>,
         x: &[T],
         start: usize,
         centers: &PreparedCenters<T>,
-        tile_rows: usize,
-        k_tile: usize,
+        (tile_rows, k_tile): (usize, usize),
         scratch: &mut [Scratch<T>],
         labels: &mut [u32],
         dist: &mut [f64],
@@ -244,8 +246,15 @@ impl<T: Real> Bounds<T> {
         let workers = scratch.len().min(self.compact.len()).max(1);
         let n_tiles = rows.div_ceil(tile_rows);
         let per_worker = n_tiles.div_ceil(workers).max(1) * tile_rows;
-        let shared =
-            Shared { centers, drift: self.drift, half_gap: &self.half_gap, use_gaps: self.use_gaps, k_tile, d };
+        let shared = Shared {
+            backend,
+            centers,
+            drift: self.drift,
+            half_gap: &self.half_gap,
+            use_gaps: self.use_gaps,
+            k_tile,
+            d,
+        };
         let skipped: u64 = scratch[..workers]
             .par_iter_mut()
             .zip(self.compact[..workers].par_iter_mut())
@@ -362,7 +371,8 @@ pub(crate) struct BoundsTask {
 }
 
 /// What every worker of a bounded pass reads.
-struct Shared<'a, T> {
+struct Shared<'a, T: Real> {
+    backend: &'a dyn Ops<T>,
     centers: &'a PreparedCenters<T>,
     drift: (f64, usize, f64),
     half_gap: &'a [f64],

@@ -23,9 +23,8 @@ use multiversion::multiversion;
 
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::kernels::{
-    accumulate_block, assign_block, first_non_finite, unit_row, ClusterSums, PreparedCenters, Scratch,
-};
+use crate::exec::Backend;
+use crate::kernels::{first_non_finite, unit_row, ClusterSums, PreparedCenters, Scratch};
 use crate::plan::{check_fits, Ledger, Plan, TILE_ROWS};
 
 use super::plan::MAX_K_TILE;
@@ -76,6 +75,7 @@ pub struct Step {
 /// as computing.
 #[derive(Debug)]
 pub struct StepWork<T> {
+    backend: Backend,
     n_clusters: usize,
     n_features: usize,
     rows: usize,
@@ -95,6 +95,7 @@ impl<T: Real> StepWork<T> {
         let (k, d) = (n_clusters, n_features);
         let tile_rows = rows.clamp(1, TILE_ROWS);
         StepWork {
+            backend: Backend::Cpu,
             n_clusters: k,
             n_features: d,
             rows,
@@ -155,7 +156,7 @@ impl MiniBatch {
         );
         led.add(
             "distance tiles (per thread)",
-            threads as u64 * Scratch::<f64>::bytes(tile_rows, k, k_tile, d, compute_bytes),
+            threads as u64 * Backend::Cpu.assign_bytes(tile_rows, k, k_tile, d, compute_bytes).host,
             1,
             format!("{threads} threads × {tile_rows} rows × {k_tile} centres"),
         );
@@ -253,19 +254,20 @@ impl MiniBatch {
         if !work.as_ref().is_some_and(|w| w.serves(self, rows)) {
             *work = None;
         }
-        let StepWork { tile_rows, tiles, labels, dist, sums, moved, .. } =
+        let StepWork { backend, tile_rows, tiles, labels, dist, sums, moved, .. } =
             work.get_or_insert_with(|| StepWork::new(k, d, rows, rayon::current_num_threads()));
         let (labels, dist) = (&mut labels[..rows], &mut dist[..rows]);
         // The exact nearest centres and their distances.
         let prepared = PreparedCenters::<T>::new(&self.centers, k, d);
-        assign_block(batch, &prepared, *tile_rows, k.min(MAX_K_TILE), tiles, labels, dist);
+        let backend = backend.ops::<T>();
+        backend.assign_block(batch, &prepared, *tile_rows, k.min(MAX_K_TILE), tiles, labels, dist);
         let inertia = match sample_weight {
             Some(w) => dist.iter().zip(w).map(|(v, w)| v * w).sum::<f64>(),
             None => dist.iter().sum::<f64>(),
         };
         // The update: c ← (c W + S) / (W + s) for every centre with rows.
         sums.clear();
-        accumulate_block(batch, d, labels, sample_weight, sums);
+        backend.cluster_sums(batch, d, labels, sample_weight, sums, true);
         let mut centers_squared_diff = 0.0;
         for j in 0..k {
             let s = sums.weight(j);

@@ -15,10 +15,9 @@ use rayon::prelude::*;
 
 use crate::dtype::Real;
 use crate::error::Result;
+use crate::exec::Backend;
 use crate::exec::{Block, KeyedSample, Leaf, Merge, Pass};
-use crate::kernels::{
-    accumulate_block, accumulate_rows, assign_block, ClusterSums, PreparedCenters, Scratch, MAX_PARTIAL_BYTES,
-};
+use crate::kernels::{ClusterSums, PreparedCenters, Scratch, MAX_PARTIAL_BYTES};
 use crate::plan::{Plan, TILE_ROWS};
 
 /// Receives each block's labels and squared distances, in row order.
@@ -151,8 +150,10 @@ impl Merge for AssignStats {
     }
 }
 
-/// Per-block labels and distances, and the per-thread tiles of the kernel.
+/// Per-block labels and distances, the per-thread tiles of the kernel, and
+/// the backend that runs it.
 pub(crate) struct Assignment<T> {
+    backend: Backend,
     labels: Vec<u32>,
     dist: Vec<f64>,
     tiles: Vec<Scratch<T>>,
@@ -170,6 +171,7 @@ impl<T: Real> Assignment<T> {
     /// of labels and distances and one tile per thread.
     pub(crate) fn new(plan: &Plan, n_clusters: usize, n_features: usize) -> Self {
         Assignment {
+            backend: Backend::Cpu,
             labels: vec![0; plan.schedule.block_rows],
             dist: vec![0.0; plan.schedule.block_rows],
             tiles: (0..plan.threads.max(1))
@@ -267,13 +269,15 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
         }
         let at_once = self.chunks_at_once();
         let a = &mut *self.asg;
+        let backend = a.backend.ops::<T>();
         let (labels, dist) = (&mut a.labels[..rows], &mut a.dist[..rows]);
         let skipped = match self.bounds.as_deref_mut() {
             Some(b) => {
-                b.assign_block(block.x, block.start, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist)?
+                let tiles = (a.tile_rows, a.k_tile);
+                b.assign_block(backend, block.x, block.start, self.centers, tiles, &mut a.tiles, labels, dist)?
             }
             None => {
-                assign_block(block.x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist);
+                backend.assign_block(block.x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist);
                 0
             }
         };
@@ -301,11 +305,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
             match kind {
                 Kind::Lloyd => {
                     let x = &block.x[r.start * d..r.end * d];
-                    if parallel_sums {
-                        accumulate_block(x, d, &labels[r.clone()], w, &mut s.sums);
-                    } else {
-                        accumulate_rows(x, d, &labels[r.clone()], w, &mut s.sums);
-                    }
+                    backend.cluster_sums(x, d, &labels[r.clone()], w, &mut s.sums, parallel_sums);
                     for i in r {
                         let wi = block.w.map_or(1.0, |w| w[i]);
                         if wi > 0.0 && s.farthest.would_take(dist[i], block.start + i) {

@@ -7,9 +7,10 @@ use super::minibatch_run::Draw;
 use super::params::{Algorithm, Init, KMeansParams, MiniBatchParams};
 use super::pass::{AssignStats, Assignment};
 use crate::error::{Count, Remedy, Result};
+use crate::exec::Backend;
 use crate::exec::{KeyedSample, RowStates, ScanStats};
 use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
-use crate::kernels::{PreparedCenters, Scratch};
+use crate::kernels::PreparedCenters;
 use crate::plan::SampleLayout;
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, PlannedBuffer, RowSchedule, CHUNK_ROWS, TILE_ROWS};
 
@@ -119,7 +120,9 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // Iteration phase, fixed part. Kernel tiles hold at most n rows and
     // shrink (results do not depend on them) before the job is refused.
     let init_need = init_min + min_rows * scan_row + 2 * ScanStats::bytes(job.n_features);
-    let tile = |rows: usize| Scratch::<f64>::bytes(rows, params.n_clusters, k_tile, job.n_features, job.compute_bytes);
+    let tile = |rows: usize| {
+        Backend::Cpu.assign_bytes(rows, params.n_clusters, k_tile, job.n_features, job.compute_bytes).host
+    };
     let iter_fixed = |bounded: bool, rows: usize| threads * tile(rows) + held(0) + part + bounds_fixed(bounded, rows);
     let needed = |bounded: bool, rows: usize, per_row: u64| {
         always + init_need.max(iter_fixed(bounded, rows) + min_rows * per_row)

@@ -6,9 +6,10 @@ use super::pass::{AssignPass, AssignSink, Assignment, Mode};
 use super::plan::{kernel_tile_rows, MAX_K_TILE};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::Backend;
 use crate::exec::{run_split, Block, Leaf, Observer, Pass, RowSplit};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
-use crate::kernels::{sq_distances_block, PreparedCenters, Scratch};
+use crate::kernels::PreparedCenters;
 use crate::plan::{check_fits, pick_block_rows, TILE_ROWS};
 use crate::plan::{Job, Ledger, Plan, RowSchedule};
 
@@ -30,7 +31,7 @@ pub fn plan_predict(job: &Job, n_clusters: usize, labels_file: bool) -> Result<P
     // Per row: label, distance, a share of the per-tile distance sums, and
     // the weight's raw scratch and value.
     let extra = Assignment::<f64>::BYTES_PER_ROW + 1 + job.w_scratch_per_row.map_or(0, |w| w as u64 + 8);
-    let tile = |rows: usize| threads as u64 * Scratch::<f64>::bytes(rows, k, k_tile, d, job.compute_bytes);
+    let tile = |rows: usize| threads as u64 * Backend::Cpu.assign_bytes(rows, k, k_tile, d, job.compute_bytes).host;
     let fits = |rows: usize| led.total() + tile(rows) + min_rows_bytes(job, extra) <= job.limit_bytes;
     let tile_rows = kernel_tile_rows(job.n_samples, fits);
     led.add(
@@ -177,12 +178,18 @@ pub fn transform<T: Real>(
     let d = x.n_features();
     let prepared = prepare::<T>(centers, n_clusters, d, x.has_unit_rows())?;
     let mut blocks = BlockReader::<T>::new(x, None, plan.schedule.block_rows);
-    let mut pass = TransformPass { centers: &prepared, dist: vec![0.0; plan.schedule.block_rows * n_clusters], out };
+    let mut pass = TransformPass {
+        backend: Backend::Cpu,
+        centers: &prepared,
+        dist: vec![0.0; plan.schedule.block_rows * n_clusters],
+        out,
+    };
     run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &observer.cancel())
 }
 
 /// The pass of [`transform`]: distances of each block to every centre.
 struct TransformPass<'p, 'f, T> {
+    backend: Backend,
     centers: &'p PreparedCenters<T>,
     /// Row-major `(block_rows, n_clusters)` distances.
     dist: Vec<f64>,
@@ -197,7 +204,7 @@ impl<T: Real> Pass<T> for TransformPass<'_, '_, T> {
     }
     fn block(&mut self, block: Block<'_, T>, _: &mut [Leaf<'_, ()>]) -> Result<()> {
         let dist = &mut self.dist[..block.rows() * self.centers.n_clusters];
-        sq_distances_block(block.x, self.centers, dist);
+        self.backend.ops::<T>().sq_distances_block(block.x, self.centers, dist);
         if let Some(v) = dist.iter().find(|v| !v.is_finite()) {
             return Err(overflow(*v));
         }

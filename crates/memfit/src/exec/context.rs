@@ -2,8 +2,12 @@
 //! progress stream and the backend that computes ([`Context`]).
 
 use super::{Cancel, Observer, Progress};
+use crate::backend::{Cpu, OpBytes, Ops};
+use crate::Real;
 
-/// Where a run's arithmetic happens.
+/// Where a run's arithmetic happens: the passes hold it and call its
+/// operations (assignment, per-cluster sums, log-density tiles,
+/// log-sum-exp, weighted scatter) through the engine's backend seam.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
     /// The CPU threads of the run's pool ([`super::install`]).
@@ -17,6 +21,26 @@ impl Backend {
         match self {
             Backend::Cpu => "cpu",
         }
+    }
+
+    /// The backend's operations on rows of `T`.
+    pub(crate) fn ops<T: Real>(self) -> &'static dyn Ops<T> {
+        match self {
+            Backend::Cpu => &Cpu,
+        }
+    }
+
+    /// [`Ops::assign_bytes`] for a compute type of `compute_bytes` bytes
+    /// (as planners count it, before the compute type is a Rust type).
+    pub(crate) fn assign_bytes(
+        self,
+        tile_rows: usize,
+        n_clusters: usize,
+        k_tile: usize,
+        n_features: usize,
+        compute_bytes: usize,
+    ) -> OpBytes {
+        self.ops::<f64>().assign_bytes(tile_rows, n_clusters, k_tile, n_features, compute_bytes)
     }
 }
 

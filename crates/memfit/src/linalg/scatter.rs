@@ -3,9 +3,9 @@
 use faer::Par;
 
 use crate::error::{Error, Result};
+use crate::exec::Backend;
 use crate::exec::{encode, run_pass, run_split, task_result, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
-use crate::kernels::add_tile_scatter;
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
 
 /// Plans [`weighted_scatter`] of `job`'s data (shape `(n_samples,
@@ -78,12 +78,7 @@ pub fn weighted_scatter_split(
         }
     }
     let mut blocks = BlockReader::<f64>::new(x, w, plan.schedule.block_rows);
-    let mut pass = ScatterPass {
-        d,
-        weighted: vec![0.0; TILE_ROWS * d],
-        weights_name: w.map(Source::name).unwrap_or_default(),
-        par: Par::rayon(plan.threads.max(1)),
-    };
+    let mut pass = ScatterPass::new(d, w, plan);
     let s = run_split(&mut pass, &mut blocks, split, &vec![0.0; d], cancel)?.0;
     if let Some(i) = s.iter().position(|v| !v.is_finite()) {
         return Err(Error::param(
@@ -118,12 +113,7 @@ pub(crate) fn run_scatter_task(
     cancel: &crate::exec::Cancel,
 ) -> Result<Vec<u8>> {
     let mut blocks = BlockReader::<f64>::new(x, w, plan.schedule.block_rows);
-    let mut pass = ScatterPass {
-        d,
-        weighted: vec![0.0; TILE_ROWS * d],
-        weights_name: w.map(Source::name).unwrap_or_default(),
-        par: Par::rayon(plan.threads.max(1)),
-    };
+    let mut pass = ScatterPass::new(d, w, plan);
     let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancel)?;
     Ok(task_result(&pass, partial))
 }
@@ -144,12 +134,27 @@ impl Merge for Scatter {
 /// The pass of [`weighted_scatter`]: one GEMM per tile of 256 rows, tiles
 /// added in row order within a chunk.
 struct ScatterPass {
+    backend: Backend,
     d: usize,
     /// One weighted tile, `(256, d)`.
     weighted: Vec<f64>,
     /// The weights' name, for errors.
     weights_name: std::path::PathBuf,
     par: Par,
+}
+
+impl ScatterPass {
+    /// The pass over rows of `d` features weighted by `w`, on `plan`'s
+    /// threads.
+    fn new(d: usize, w: Option<&Source<'_>>, plan: &Plan) -> Self {
+        ScatterPass {
+            backend: Backend::Cpu,
+            d,
+            weighted: vec![0.0; TILE_ROWS * d],
+            weights_name: w.map(Source::name).unwrap_or_default(),
+            par: Par::rayon(plan.threads.max(1)),
+        }
+    }
 }
 
 impl Pass<f64> for ScatterPass {
@@ -182,7 +187,7 @@ impl Pass<f64> for ScatterPass {
             let b = block.sub(leaf.rows.clone());
             for (t, xt) in b.x.chunks(TILE_ROWS * d).enumerate() {
                 let w = b.w.map(|w| &w[t * TILE_ROWS..]);
-                add_tile_scatter(xt, w, d, &mut self.weighted, &mut leaf.stats.0, self.par);
+                self.backend.ops::<f64>().scatter_tile(xt, w, d, &mut self.weighted, &mut leaf.stats.0, self.par);
             }
         }
         Ok(())

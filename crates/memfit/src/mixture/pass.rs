@@ -27,9 +27,10 @@ use super::components::packed_len;
 use super::params::CovarianceType;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
+use crate::exec::Backend;
 use crate::exec::Merge;
 use crate::io::Source;
-use crate::kernels::{add_tile_scatter, log_prob_tile, log_sum_exp_rows, stacked_group, Estep, STACKED_MAX_FEATURES};
+use crate::kernels::{stacked_group, Estep, STACKED_MAX_FEATURES};
 use crate::plan::TILE_ROWS;
 
 /// Responsibilities (times the sample weight) below this are skipped in the
@@ -138,8 +139,9 @@ struct MTile {
     g: Vec<f64>,
 }
 
-/// Buffers for one block's E- and M-steps.
+/// Buffers for one block's E- and M-steps, and the backend that runs them.
 pub(crate) struct Workspace<T> {
+    backend: Backend,
     t: CovarianceType,
     k: usize,
     d: usize,
@@ -205,6 +207,7 @@ impl<T: Real> Workspace<T> {
     ) -> Self {
         let threads = threads.max(1);
         Workspace {
+            backend: Backend::Cpu,
             t,
             k,
             d,
@@ -224,13 +227,14 @@ impl<T: Real> Workspace<T> {
         let rows = xb.len() / d;
         let n_tiles = rows.div_ceil(TILE_ROWS);
         let per = n_tiles.div_ceil(self.e_tiles.len()).max(1) * TILE_ROWS;
+        let backend = self.backend.ops::<T>();
         self.e_tiles.par_iter_mut().zip(self.resp[..rows * k].par_chunks_mut(per * k)).enumerate().for_each(
             |(w, (buf, out))| {
                 let step = if es.takes_many_tiles() { out.len() } else { TILE_ROWS * k };
                 for (t, o) in out.chunks_mut(step.max(1)).enumerate() {
                     let r0 = w * per + t * step / k.max(1);
                     let r = o.len() / k;
-                    log_prob_tile(&xb[r0 * d..(r0 + r) * d], es, buf, o);
+                    backend.log_prob_tile(&xb[r0 * d..(r0 + r) * d], es, buf, o);
                 }
             },
         );
@@ -265,13 +269,14 @@ impl<T: Real> Workspace<T> {
         let n_tiles = rows.div_ceil(TILE_ROWS);
         self.log_densities(xb, es);
         let (resp, log_norm) = (&mut self.resp[..rows * k], &mut self.log_norm[..rows]);
+        let backend = self.backend.ops::<T>();
         self.tile_ll[..n_tiles]
             .par_iter_mut()
             .zip(resp.par_chunks_mut(TILE_ROWS * k))
             .zip(log_norm.par_chunks_mut(TILE_ROWS))
             .enumerate()
             .for_each(|(t, ((ll, r), ln))| {
-                *ll = log_sum_exp_rows(r, k, ln, wb.map(|w| &w[t * TILE_ROWS..]));
+                *ll = backend.log_sum_exp_rows(r, k, ln, wb.map(|w| &w[t * TILE_ROWS..]));
             });
         if let Some(i) = self.log_norm[..rows].iter().position(|v| !v.is_finite()) {
             return Err(zero_density(x, start + i, self.log_norm[i]));
@@ -378,7 +383,7 @@ impl<T: Real> Workspace<T> {
                     *g = v.to_f64();
                 }
                 let (xt, weighted) = mt.g.split_at_mut((t1 - t0) * d);
-                add_tile_scatter(xt, wb.map(|w| &w[t0..t1]), d, weighted, &mut stats.scatter, par);
+                self.backend.ops::<T>().scatter_tile(xt, wb.map(|w| &w[t0..t1]), d, weighted, &mut stats.scatter, par);
             }
         }
     }

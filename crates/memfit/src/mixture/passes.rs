@@ -12,9 +12,10 @@ use super::task::{MixtureTask, E, EM};
 use crate::cluster::MAX_K_TILE;
 use crate::dtype::Real;
 use crate::error::Result;
+use crate::exec::Backend;
 use crate::exec::{row_key, row_unit, Block, Leaf, Pass};
 use crate::io::Source;
-use crate::kernels::{assign_block, PreparedCenters, Scratch};
+use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::Plan;
 
 /// Initial responsibilities of one run.
@@ -42,6 +43,7 @@ impl InitResp {
 
 /// Nearest-centre assignment buffers of a k-means initialisation.
 pub(crate) struct Nearest<T> {
+    backend: Backend,
     pub(crate) centers: PreparedCenters<T>,
     pub(crate) labels: Vec<u32>,
     pub(crate) dist: Vec<f64>,
@@ -56,6 +58,7 @@ impl<T: Real> Nearest<T> {
     pub(crate) fn of(init: &InitResp, plan: &Plan, k: usize, d: usize) -> Option<Self> {
         match init {
             InitResp::Nearest(c) => Some(Nearest {
+                backend: Backend::Cpu,
                 centers: PreparedCenters::<T>::new(c, k, d),
                 labels: vec![0; plan.schedule.block_rows],
                 dist: vec![0.0; plan.schedule.block_rows],
@@ -111,7 +114,15 @@ impl<T: Real> InitPass<'_, T> {
             InitResp::Nearest(_) => {
                 let a = self.nearest.as_deref_mut().expect("set for Nearest");
                 let (labels, dist) = (&mut a.labels[..rows], &mut a.dist[..rows]);
-                assign_block(block.x, &a.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist);
+                a.backend.ops::<T>().assign_block(
+                    block.x,
+                    &a.centers,
+                    a.tile_rows,
+                    a.k_tile,
+                    &mut a.tiles,
+                    labels,
+                    dist,
+                );
                 resp.fill(0.0);
                 for (i, &l) in labels.iter().enumerate() {
                     if own.contains(&(l as usize)) {

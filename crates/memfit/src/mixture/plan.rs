@@ -7,9 +7,9 @@ use super::pass::{Stats, Workspace};
 use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
 use crate::dtype::Dtype;
 use crate::error::{Count, Error, Remedy, Result};
+use crate::exec::Backend;
 use crate::exec::ScanStats;
 use crate::io::{BlockReader, PlannedWrite, WRITE_BUFFER_BYTES};
-use crate::kernels::Scratch;
 use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, SampleLayout, TILE_ROWS};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
@@ -288,7 +288,7 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
     // depend on them).
     let nearest_init = params.init_params == InitMethod::KMeans && !params.fully_initialised() && !predict_only;
     let assign_tile =
-        |rows: usize| threads * Scratch::<f64>::bytes(rows, ku, ku.min(MAX_K_TILE), du, job.compute_bytes);
+        |rows: usize| threads * Backend::Cpu.assign_bytes(rows, ku, ku.min(MAX_K_TILE), du, job.compute_bytes).host;
     let base = led.total();
     let assign_tile_rows = if nearest_init {
         kernel_tile_rows(job.n_samples, |rows| base + assign_tile(rows) + rows_min <= limit)

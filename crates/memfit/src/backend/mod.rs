@@ -1,0 +1,160 @@
+//! The backend seam: the kernel-level operations the algorithms' passes
+//! call, and the bytes each holds in host and in device memory. k-means,
+//! mini-batch k-means, the Gaussian mixtures and the weighted scatter call
+//! these operations ([`Ops`]) of the run's [`crate::exec::Backend`]
+//! (`Backend::ops`), never a kernel, faer or a device library directly, so
+//! that a device backend (CUDA, issue 26) slots in under the same passes,
+//! plans and runner.
+//!
+//! Every operation keeps the contract of the CPU kernel it names:
+//! - [`Ops::assign_block`]: the exact nearest centre of every row
+//!   (first index on float64 ties) and its exact float64 squared distance,
+//!   for any tile size and worker count;
+//! - [`Ops::cluster_sums`]: compensated float64 per-cluster sums in row
+//!   order;
+//! - [`Ops::log_prob_tile`] and [`Ops::log_sum_exp_rows`]: a
+//!   mixture's log-densities and responsibilities of one tile, in row order;
+//! - [`Ops::scatter_tile`]: one tile's weighted scatter `Xᵀ diag(w) X`.
+//!
+//! So a backend gives the CPU's bits, or is not a backend. [`Cpu`] is the
+//! host's: today's kernels, unchanged.
+
+mod cpu;
+
+pub(crate) use cpu::Cpu;
+
+use faer::Par;
+
+use crate::kernels::{ClusterSums, Estep, PreparedCenters, Scratch};
+use crate::Real;
+
+/// Bytes an operation's buffers hold: in host memory (counted by the host
+/// planner) and in device memory (counted by the device planner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct OpBytes {
+    /// Host bytes.
+    pub host: u64,
+    /// Device bytes (0 on the CPU).
+    pub device: u64,
+}
+
+/// The operations of the passes over rows of `T`, on one device.
+pub(crate) trait Ops<T: Real>: Sync {
+    /// The bytes of one worker's assignment buffers ([`Scratch`] on the
+    /// CPU) for tiles of `tile_rows` rows, `n_clusters` centres taken
+    /// `k_tile` at a time, `n_features` features and a compute type of
+    /// `compute_bytes` bytes.
+    fn assign_bytes(
+        &self,
+        tile_rows: usize,
+        n_clusters: usize,
+        k_tile: usize,
+        n_features: usize,
+        compute_bytes: usize,
+    ) -> OpBytes;
+
+    /// The nearest centre of every row of the block `x` (row-major
+    /// `(rows, d)`, `rows = labels.len()`) into `labels`, and its exact
+    /// squared distance into `min_dist`; tiles of `tile_rows` rows dealt to
+    /// the workers of `scratch`. Results depend on neither.
+    #[allow(clippy::too_many_arguments)]
+    fn assign_block(
+        &self,
+        x: &[T],
+        centers: &PreparedCenters<T>,
+        tile_rows: usize,
+        k_tile: usize,
+        scratch: &mut [Scratch<T>],
+        labels: &mut [u32],
+        min_dist: &mut [f64],
+    );
+
+    /// [`Ops::assign_block`] for one tile on one worker, with each
+    /// row's lower bound on its second-nearest distance into `second`.
+    #[allow(clippy::too_many_arguments)]
+    fn assign_rows(
+        &self,
+        x: &[T],
+        centers: &PreparedCenters<T>,
+        k_tile: usize,
+        scratch: &mut Scratch<T>,
+        labels: &mut [u32],
+        min_dist: &mut [f64],
+        second: Option<&mut [f64]>,
+    );
+
+    /// Exact squared distances of every row of `x` to every centre into
+    /// `out` (row-major `(rows, n_clusters)`).
+    fn sq_distances_block(&self, x: &[T], centers: &PreparedCenters<T>, out: &mut [f64]);
+
+    /// Adds `w_i · x_i` and `w_i` to the sums of cluster `labels[i]` for
+    /// every row of `x` (row-major `(rows, d)`), in row order; with
+    /// `split_clusters` the clusters are shared out between workers (the
+    /// same bits).
+    fn cluster_sums(
+        &self,
+        x: &[T],
+        d: usize,
+        labels: &[u32],
+        sample_weight: Option<&[f64]>,
+        sums: &mut ClusterSums,
+        split_clusters: bool,
+    );
+
+    /// Weighted log-densities of the rows of the tile `xt` into `out`
+    /// (row-major `(rows, n_components)`); `buf` is the worker's E-step
+    /// buffer.
+    fn log_prob_tile(&self, xt: &[T], estep: &Estep<T>, buf: &mut [T], out: &mut [f64]);
+
+    /// Turns a tile's log-densities `r` (row-major `(rows, k)`) into
+    /// responsibilities in place, writes each row's `log p(x_i)` into
+    /// `log_norm`, and returns `Σ_i w_i log p(x_i)` in row order.
+    fn log_sum_exp_rows(&self, r: &mut [f64], k: usize, log_norm: &mut [f64], w: Option<&[f64]>) -> f64;
+
+    /// Adds one tile's `X_tᵀ diag(w) X_t` (`xt` row-major `(rows, d)`) to
+    /// `s` (row-major `(d, d)`); `weighted` holds the weighted tile.
+    fn scatter_tile(&self, xt: &[f64], w: Option<&[f64]>, d: usize, weighted: &mut [f64], s: &mut [f64], par: Par);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::Backend;
+
+    #[test]
+    fn the_cpu_backend_declares_host_bytes_only() {
+        let bytes = Backend::Cpu.assign_bytes(256, 200, 200, 3, 8);
+        assert_eq!(bytes, OpBytes { host: Scratch::<f64>::bytes(256, 200, 200, 3, 8), device: 0 });
+        assert!(bytes.host > 0);
+    }
+
+    #[test]
+    fn the_cpu_backend_gives_the_kernels_bits() {
+        // Through the seam or straight to the kernel: the same labels,
+        // distances and sums.
+        let (n, d, k) = (1000, 5, 7);
+        let x: Vec<f64> = (0..n * d).map(|i| ((i * 7919) % 1013) as f64 / 17.0).collect();
+        let c: Vec<f64> = x[..k * d].to_vec();
+        let p = PreparedCenters::<f64>::new(&c, k, d);
+        let b = Backend::Cpu.ops::<f64>();
+        let mut tiles = vec![Scratch::new(128, k, k, d); 2];
+        let (mut l1, mut d1) = (vec![0; n], vec![0.0; n]);
+        b.assign_block(&x, &p, 128, k, &mut tiles, &mut l1, &mut d1);
+        let (mut l2, mut d2) = (vec![0; n], vec![0.0; n]);
+        crate::kernels::assign_reference(&x, &p, &mut l2, &mut d2);
+        assert_eq!(l1, l2);
+        assert_eq!(
+            d1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            d2.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+        let (mut s1, mut s2) = (ClusterSums::new(k, d), ClusterSums::new(k, d));
+        b.cluster_sums(&x, d, &l1, None, &mut s1, true);
+        b.cluster_sums(&x, d, &l1, None, &mut s2, false);
+        for j in 0..k {
+            assert_eq!(s1.weight(j).to_bits(), s2.weight(j).to_bits());
+            for q in 0..d {
+                assert_eq!(s1.mean(j, q, d).to_bits(), s2.mean(j, q, d).to_bits());
+            }
+        }
+    }
+}
