@@ -120,7 +120,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
             reassignment_ratio: args.reassignment_ratio,
         }),
     };
-    let job = KMeansJob {
+    let mut job = KMeansJob {
         params,
         x: &x,
         sample_weight: weights.as_ref(),
@@ -140,9 +140,10 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     let shape = (n, d, job.compute.bytes(), job.sample_weight.is_some());
     let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    if !crate::on_device(device.as_ref(), go)? {
+    let Some(backend) = crate::kmeans_backend(device.as_ref(), go)? else {
         return Ok(());
-    }
+    };
+    job.run.backend = backend;
     fit_and_write(args, &job, &plan, started)
 }
 

@@ -207,9 +207,9 @@ pub(crate) fn device_plan(
 /// A plan for a job's device side.
 pub(crate) type DevicePlan = memfit::plan::Plan<memfit::device::plan::DeviceSchedule>;
 
-/// After the host plan: prints the device plan on a dry run (`go` false),
-/// and refuses a device job that would run (no execution path yet).
-/// Returns whether to go on.
+/// After the host plan of a mixture: prints the device plan on a dry run
+/// (`go` false), and refuses a device job that would run (mixtures have no
+/// device execution path yet). Returns whether to go on.
 ///
 /// # Errors
 /// [`memfit::Error::DeviceUnavailable`] for a device job that would run.
@@ -220,4 +220,23 @@ pub(crate) fn on_device(device: Option<&(memfit::device::Device, DevicePlan)>, g
         None => {}
     }
     Ok(go)
+}
+
+/// After the host plan of a k-means job: prints the device plan on a dry
+/// run (`go` false) and returns `None`; for a run, the backend it runs on
+/// (the CPU without a device).
+///
+/// # Errors
+/// [`memfit::Error::DeviceUnavailable`] for a device this build cannot run
+/// on.
+pub(crate) fn kmeans_backend(
+    device: Option<&(memfit::device::Device, DevicePlan)>,
+    go: bool,
+) -> Result<Option<memfit::exec::Backend>> {
+    match device {
+        Some((_, p)) if !go => println!("{p}"),
+        Some((d, p)) => return Ok(Some(memfit::device::backend(*d, &p.schedule)?)),
+        None => {}
+    }
+    Ok(go.then_some(memfit::exec::Backend::Cpu))
 }

@@ -24,7 +24,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let target = args.device.target()?;
     let x = open_data(&args.input, "predict")?.unit_rows(args.metric == KmeansMetric::Cosine);
     let (centers, k, _) = read_matrix_f64(&args.centers)?;
-    let job = CentersJob {
+    let mut job = CentersJob {
         x: &x,
         centers: &centers,
         n_clusters: k,
@@ -38,9 +38,10 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let shape = (x.n_samples(), x.n_features(), job.compute.bytes(), false);
     let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
     let go = crate::ready(&mut plan, &[("--labels", Some(&args.labels), labels_bytes)], args.dry_run)?;
-    if !crate::on_device(device.as_ref(), go)? {
+    let Some(backend) = crate::kmeans_backend(device.as_ref(), go)? else {
         return Ok(());
-    }
+    };
+    job.run.backend = backend;
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;
     let mut sink = |labels: &[u32], _: &[f64]| out.write_with(labels, crate::put_label);
     let bar = Bar::new(args.common.quiet);

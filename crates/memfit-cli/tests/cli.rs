@@ -1222,6 +1222,57 @@ fn a_named_pipe_input_is_refused_without_waiting() {
     assert!(err.contains("not a regular file"), "{err}");
 }
 
+/// On a machine with a CUDA driver and device (`MEMFIT_HAS_CUDA_DRIVER`
+/// set, as `bench/device_run.sh` sets it): k-means fits and predictions on
+/// the device have the CPU's labels, centres and inertia, bit for bit, in
+/// float64 and float32, with whole tiles and with tiles smaller than a
+/// block. Elsewhere the test has nothing to run on and passes.
+#[test]
+#[cfg(feature = "cuda")]
+fn a_cuda_kmeans_fit_has_the_cpu_bits() {
+    if std::env::var_os("MEMFIT_HAS_CUDA_DRIVER").is_none() {
+        eprintln!("note: no CUDA driver (MEMFIT_HAS_CUDA_DRIVER unset): nothing to compare");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let (n, d, k) = (50_000, 3, 64);
+    // Rows with ties and duplicates: a grid, with a spread-out second half.
+    let values: Vec<f64> =
+        (0..n * d).map(|i| ((i * 7919) % 1009) as f64 * if i < n * d / 2 { 1.0 } else { 0.37 }).collect();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[n, d], &values);
+    let c = p(t.path(), "c.npy");
+    write_f64(&c, &[k, d], &values[..k * d]);
+    let read = |name: &str| std::fs::read(p(t.path(), name)).unwrap();
+    for dtype in ["float64", "float32"] {
+        let mut outs = Vec::new();
+        for device in
+            [&["--device", "cpu"][..], &["--device", "cuda"], &["--device", "cuda", "--device-memory-limit", "1MiB"]]
+        {
+            let tag = format!("{dtype}{}", outs.len());
+            let (l, cc) = (p(t.path(), &format!("l{tag}.npy")), p(t.path(), &format!("c{tag}.npy")));
+            let mut args = vec!["kmeans", &x, "-k", "64", "--init", &c, "--max-iter", "20", "--dtype", dtype];
+            args.extend(["--labels", &l, "--centers", &cc, "--quiet"]);
+            args.extend(device);
+            let o = memfit(&args);
+            assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+            let inertia = String::from_utf8_lossy(&o.stdout).split("inertia=").nth(1).map(|s| s[..20].to_string());
+            let pl = p(t.path(), &format!("p{tag}.npy"));
+            let mut args = vec!["predict", &x, "--centers", &cc, "--labels", &pl, "--quiet"];
+            args.extend(device);
+            let o = memfit(&args);
+            assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+            outs.push((
+                read(&format!("l{tag}.npy")),
+                read(&format!("c{tag}.npy")),
+                inertia,
+                read(&format!("p{tag}.npy")),
+            ));
+        }
+        assert!(outs.iter().all(|o| *o == outs[0]), "{dtype}: a device fit differs from the CPU's");
+    }
+}
+
 #[test]
 #[cfg(feature = "cuda")]
 fn a_stub_cuda_driver_library_is_a_clear_error_not_a_panic() {

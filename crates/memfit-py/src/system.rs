@@ -31,7 +31,9 @@ pub fn check_scratch_dir(path: std::path::PathBuf) -> PyResult<()> {
 /// and the job (`"kmeans"` with `n_components` clusters, or `"gmm"` with
 /// `n_components` components of `covariance_type`) planned within
 /// `device_memory_limit` bytes (default 90 % of the device's memory), and
-/// then refused, as no CUDA execution path runs jobs yet.
+/// then refused: the Python estimators do not run on CUDA devices yet (the
+/// `memfit kmeans` and `memfit predict` commands do, in a build with the
+/// `cuda` feature).
 #[pyfunction]
 #[pyo3(signature = (device, device_memory_limit, job, n_samples, n_features, float32, weighted, n_components, covariance_type=None))]
 #[allow(clippy::too_many_arguments)]
@@ -66,6 +68,12 @@ pub fn check_device(
         }
         _ => {
             plan::plan_kmeans_device(n_components, &job_shape).map_err(to_py)?;
+            return Err(to_py(memfit::Error::DeviceUnavailable {
+                device: device.to_string(),
+                reason: "memfit's Python estimators do not run k-means on CUDA devices yet (the memfit command does)"
+                    .into(),
+                remedies: vec![memfit::Remedy::RunOnCpu],
+            }));
         }
     }
     Err(to_py(memfit::device::execution_unavailable(device)))

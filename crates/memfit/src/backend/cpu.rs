@@ -3,6 +3,7 @@
 use faer::Par;
 
 use super::{OpBytes, Ops};
+use crate::error::Result;
 use crate::kernels::{self, ClusterSums, Estep, PreparedCenters, Scratch};
 use crate::Real;
 
@@ -31,8 +32,9 @@ impl<T: Real> Ops<T> for Cpu {
         scratch: &mut [Scratch<T>],
         labels: &mut [u32],
         min_dist: &mut [f64],
-    ) {
+    ) -> Result<()> {
         kernels::assign_block(x, centers, tile_rows, k_tile, scratch, labels, min_dist);
+        Ok(())
     }
 
     fn assign_rows(

@@ -25,6 +25,7 @@ pub(crate) use cpu::Cpu;
 
 use faer::Par;
 
+use crate::error::Result;
 use crate::kernels::{ClusterSums, Estep, PreparedCenters, Scratch};
 use crate::Real;
 
@@ -57,6 +58,9 @@ pub(crate) trait Ops<T: Real>: Sync {
     /// `(rows, d)`, `rows = labels.len()`) into `labels`, and its exact
     /// squared distance into `min_dist`; tiles of `tile_rows` rows dealt to
     /// the workers of `scratch`. Results depend on neither.
+    ///
+    /// # Errors
+    /// A device backend's device errors (the CPU's never fails).
     #[allow(clippy::too_many_arguments)]
     fn assign_block(
         &self,
@@ -67,7 +71,7 @@ pub(crate) trait Ops<T: Real>: Sync {
         scratch: &mut [Scratch<T>],
         labels: &mut [u32],
         min_dist: &mut [f64],
-    );
+    ) -> Result<()>;
 
     /// [`Ops::assign_block`] for one tile on one worker, with each
     /// row's lower bound on its second-nearest distance into `second`.
@@ -139,7 +143,7 @@ mod tests {
         let b = Backend::Cpu.ops::<f64>();
         let mut tiles = vec![Scratch::new(128, k, k, d); 2];
         let (mut l1, mut d1) = (vec![0; n], vec![0.0; n]);
-        b.assign_block(&x, &p, 128, k, &mut tiles, &mut l1, &mut d1);
+        b.assign_block(&x, &p, 128, k, &mut tiles, &mut l1, &mut d1).unwrap();
         let (mut l2, mut d2) = (vec![0; n], vec![0.0; n]);
         crate::kernels::assign_reference(&x, &p, &mut l2, &mut d2);
         assert_eq!(l1, l2);

@@ -190,7 +190,7 @@ pub fn fit<T: Real>(
     };
 
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
-    let mut asg = Assignment::<T>::new(plan, k, d);
+    let mut asg = Assignment::<T>::new(plan, k, d, opts.backend);
     let mut best: Option<(usize, Run)> = None;
     let mut inertia_per_init = Vec::with_capacity(n_init);
     let want_output = labels_out.is_some() || params.plot_sample_rows > 0;
@@ -421,6 +421,8 @@ fn lloyd<T: Real>(
     let first = blocks.x().first_row();
     let remote = split.is_remote();
     let mut bounds = match plan.schedule.bounds_on_disk {
+        // A device assigns whole tiles: plain passes (the same bits).
+        Some(_) if !opts.backend.is_cpu() => None,
         // The rows' states stay where their tasks run (see `super::bounds`).
         Some(_) if remote => {
             Some(Bounds::<T>::new(RowStates::in_memory(first, 0, WIDTH), k, d, plan.threads, asg.tile_rows, n - first))

@@ -260,7 +260,7 @@ impl MiniBatch {
         // The exact nearest centres and their distances.
         let prepared = PreparedCenters::<T>::new(&self.centers, k, d);
         let backend = backend.ops::<T>();
-        backend.assign_block(batch, &prepared, *tile_rows, k.min(MAX_K_TILE), tiles, labels, dist);
+        backend.assign_block(batch, &prepared, *tile_rows, k.min(MAX_K_TILE), tiles, labels, dist)?;
         let inertia = match sample_weight {
             Some(w) => dist.iter().zip(w).map(|(v, w)| v * w).sum::<f64>(),
             None => dist.iter().sum::<f64>(),

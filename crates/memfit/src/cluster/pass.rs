@@ -168,10 +168,10 @@ impl<T: Real> Assignment<T> {
     }
 
     /// Buffers for `plan` and `n_clusters` centres of `n_features`: one block
-    /// of labels and distances and one tile per thread.
-    pub(crate) fn new(plan: &Plan, n_clusters: usize, n_features: usize) -> Self {
+    /// of labels and distances and one tile per thread, for `backend`.
+    pub(crate) fn new(plan: &Plan, n_clusters: usize, n_features: usize, backend: Backend) -> Self {
         Assignment {
-            backend: Backend::Cpu,
+            backend,
             labels: vec![0; plan.schedule.block_rows],
             dist: vec![0.0; plan.schedule.block_rows],
             tiles: (0..plan.threads.max(1))
@@ -277,7 +277,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                 b.assign_block(backend, block.x, block.start, self.centers, tiles, &mut a.tiles, labels, dist)?
             }
             None => {
-                backend.assign_block(block.x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist);
+                backend.assign_block(block.x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist)?;
                 0
             }
         };

@@ -6,8 +6,7 @@ use super::pass::{AssignPass, AssignSink, Assignment, Mode};
 use super::plan::{kernel_tile_rows, MAX_K_TILE};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::Backend;
-use crate::exec::{run_split, Block, Leaf, Observer, Pass, RowSplit};
+use crate::exec::{run_split, Backend, Block, Leaf, Observer, Pass, RowSplit};
 use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
 use crate::kernels::PreparedCenters;
 use crate::plan::{check_fits, pick_block_rows, TILE_ROWS};
@@ -100,8 +99,9 @@ fn add_blocks(job: &Job, led: &mut Ledger, extra: u64, extra_what: &str, what: S
 /// Assigns each row of `x` (shape `(n_samples, n_features)`, converted to `T`)
 /// to the nearest of `centers` (row-major `(n_clusters, n_features)`, `f64`)
 /// and hands labels and the squared distances to the assigned centres (`f64`,
-/// from exact differences) to `out` in row order, one block at a time.
-/// Returns the inertia (their sum, in `f64`).
+/// from exact differences) to `out` in row order, one block at a time, the
+/// assignments on `backend`. Returns the inertia (their sum, in `f64`).
+/// Every backend gives the same labels and distances.
 ///
 /// The label is the exact nearest centre unless two centres are tied within
 /// `f64` rounding of the squared distances (see [`crate::kernels`]'s
@@ -111,12 +111,14 @@ fn add_blocks(job: &Job, led: &mut Ledger, extra: u64, extra_what: &str, what: S
 /// [`Error::ShapeMismatch`] when the centres' width differs from the data's;
 /// [`Error::NonFinite`] for a non-finite value in the data or the centres;
 /// read errors, [`Error::Cancelled`], and whatever `out` returns.
+#[allow(clippy::too_many_arguments)]
 pub fn predict<T: Real>(
     x: &Source<'_>,
     sample_weight: Option<&Source<'_>>,
     centers: &[f64],
     n_clusters: usize,
     plan: &Plan,
+    backend: Backend,
     out: AssignSink<'_>,
     observer: &dyn Observer,
 ) -> Result<f64> {
@@ -124,7 +126,7 @@ pub fn predict<T: Real>(
     let prepared = prepare::<T>(centers, n_clusters, d, x.has_unit_rows())?;
     x.check_weights(sample_weight)?;
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
-    let mut asg = Assignment::<T>::new(plan, n_clusters, d);
+    let mut asg = Assignment::<T>::new(plan, n_clusters, d, backend);
     let mut pass = AssignPass {
         centers: &prepared,
         asg: &mut asg,

@@ -112,14 +112,38 @@ fn open_cuda(device: Device, ordinal: usize) -> Result<DeviceInfo> {
 
 #[cfg(not(feature = "cuda"))]
 fn open_cuda(device: Device, _ordinal: usize) -> Result<DeviceInfo> {
-    Err(unavailable(device, "this memfit was built without CUDA support (the `cuda` cargo feature)".into()))
+    Err(built_without_cuda(device))
 }
 
-/// The refusal of a job planned for `device` when it would run: the device
-/// planner and the kernels' sources are built, the execution path that
-/// streams tiles through them is not yet.
+#[cfg(not(feature = "cuda"))]
+fn built_without_cuda(device: Device) -> Error {
+    unavailable(device, "this memfit was built without CUDA support (the `cuda` cargo feature)".into())
+}
+
+/// The backend a k-means job planned for `device` (its device plan's
+/// `schedule`) runs on: the CPU, or with the `cuda` feature the CUDA device,
+/// streaming tiles of the plan's rows through its assignment kernel.
+///
+/// # Errors
+/// [`Error::DeviceUnavailable`] for a CUDA device in a build without the
+/// `cuda` feature.
+pub fn backend(device: Device, schedule: &plan::DeviceSchedule) -> Result<crate::exec::Backend> {
+    match device {
+        Device::Cpu => Ok(crate::exec::Backend::Cpu),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(ordinal) => Ok(crate::exec::Backend::Cuda { ordinal, tile_rows: schedule.tile_rows }),
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda(_) => {
+            let _ = schedule;
+            Err(built_without_cuda(device))
+        }
+    }
+}
+
+/// The refusal of a job planned for `device` that has no execution path
+/// there yet (Gaussian mixtures: their kernels are not on devices yet).
 pub fn execution_unavailable(device: Device) -> Error {
-    unavailable(device, "memfit plans jobs for CUDA devices but does not run them on one yet".into())
+    unavailable(device, "memfit plans Gaussian mixtures for CUDA devices but does not run them on one yet".into())
 }
 
 /// The error for a device that cannot be used, and why.

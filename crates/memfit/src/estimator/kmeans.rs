@@ -172,8 +172,8 @@ impl CentersJob<'_> {
         let (x, w, c, k) = (self.x, self.sample_weight, self.centers, self.n_clusters);
         prepare(plan, x, w, observer)?;
         let inertia = match self.compute {
-            ComputeDtype::Float32 => cluster::predict::<f32>(x, w, c, k, plan, out, observer)?,
-            ComputeDtype::Float64 => cluster::predict::<f64>(x, w, c, k, plan, out, observer)?,
+            ComputeDtype::Float32 => cluster::predict::<f32>(x, w, c, k, plan, self.run.backend, out, observer)?,
+            ComputeDtype::Float64 => cluster::predict::<f64>(x, w, c, k, plan, self.run.backend, out, observer)?,
         };
         Ok(Done { value: AssignResult { inertia }, warnings: job_warnings(plan, x, self.compute.dtype(), None) })
     }

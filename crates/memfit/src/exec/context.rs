@@ -13,6 +13,17 @@ pub enum Backend {
     /// The CPU threads of the run's pool ([`super::install`]).
     #[default]
     Cpu,
+    /// A CUDA device (the `cuda` feature): nearest-centre assignments run
+    /// on it, streamed in tiles of `tile_rows` rows (its device plan's);
+    /// the other operations run on the host, with the host's bits. Made by
+    /// [`crate::device::backend`].
+    #[cfg(feature = "cuda")]
+    Cuda {
+        /// The device's ordinal.
+        ordinal: usize,
+        /// Rows per streamed tile.
+        tile_rows: usize,
+    },
 }
 
 impl Backend {
@@ -20,13 +31,22 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Cpu => "cpu",
+            #[cfg(feature = "cuda")]
+            Backend::Cuda { .. } => "cuda",
         }
+    }
+
+    /// Whether the arithmetic happens on the host.
+    pub fn is_cpu(self) -> bool {
+        self == Backend::Cpu
     }
 
     /// The backend's operations on rows of `T`.
     pub(crate) fn ops<T: Real>(self) -> &'static dyn Ops<T> {
         match self {
             Backend::Cpu => &Cpu,
+            #[cfg(feature = "cuda")]
+            Backend::Cuda { ordinal, tile_rows } => crate::device::cuda::ops(ordinal, tile_rows),
         }
     }
 

@@ -36,6 +36,9 @@ pub struct RunOptions {
     /// (the default) is the system's temporary folder (`TMPDIR`). The files have
     /// no name there and vanish when the run ends, however it ends.
     pub scratch_dir: Option<PathBuf>,
+    /// Where the passes' arithmetic happens: the CPU (the default), or a
+    /// device opened and planned by [`crate::device::backend`].
+    pub backend: super::Backend,
 }
 
 impl Default for RunOptions {
@@ -48,7 +51,13 @@ impl RunOptions {
     /// Options with a memory limit of `memory_limit` bytes and the defaults
     /// for the rest.
     pub fn with_limit(memory_limit: u64) -> Self {
-        RunOptions { memory_limit, threads: None, row_split: RowSplit::default(), scratch_dir: None }
+        RunOptions {
+            memory_limit,
+            threads: None,
+            row_split: RowSplit::default(),
+            scratch_dir: None,
+            backend: super::Backend::Cpu,
+        }
     }
 
     /// The worker threads: [`RunOptions::threads`], or the current rayon

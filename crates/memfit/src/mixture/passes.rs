@@ -96,7 +96,7 @@ impl<T: Real> Pass<T> for InitPass<'_, T> {
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Stats>]) -> Result<()> {
         for leaf in leaves.iter_mut() {
             let b = block.sub(leaf.rows.clone());
-            self.responsibilities(b);
+            self.responsibilities(b)?;
             self.ws.m_step(b.x, b.w, leaf.stats, self.mats);
         }
         Ok(())
@@ -106,7 +106,10 @@ impl<T: Real> Pass<T> for InitPass<'_, T> {
 impl<T: Real> InitPass<'_, T> {
     /// The initial responsibilities of `block`'s rows for this pass's
     /// components, into the workspace (`(rows, g)`).
-    fn responsibilities(&mut self, block: Block<'_, T>) {
+    ///
+    /// # Errors
+    /// The backend's errors.
+    fn responsibilities(&mut self, block: Block<'_, T>) -> Result<()> {
         let (k, g, first, rows, start) = (self.k, self.g, self.first, block.rows(), block.start);
         let own = first..first + g;
         let resp = &mut self.ws.resp[..rows * g];
@@ -122,7 +125,7 @@ impl<T: Real> InitPass<'_, T> {
                     &mut a.tiles,
                     labels,
                     dist,
-                );
+                )?;
                 resp.fill(0.0);
                 for (i, &l) in labels.iter().enumerate() {
                     if own.contains(&(l as usize)) {
@@ -155,6 +158,7 @@ impl<T: Real> InitPass<'_, T> {
                 }
             }
         }
+        Ok(())
     }
 }
 

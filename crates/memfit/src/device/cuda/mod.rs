@@ -13,6 +13,10 @@ use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
+mod ops;
+
+pub(crate) use ops::ops;
+
 use cudarc::driver::{CudaContext, DriverError};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
