@@ -1310,12 +1310,17 @@ fn a_cuda_device_without_a_driver_is_a_clear_error_before_any_output() {
     let l = p(t.path(), "l.npy");
     let why = if cfg!(feature = "cuda") { "no CUDA driver library" } else { "built without CUDA support" };
     let before = entries(t.path());
+    // On a machine with a driver (the device run) these jobs can run.
+    let driver = cfg!(feature = "cuda") && std::env::var_os("MEMFIT_HAS_CUDA_DRIVER").is_some();
     for args in [
         vec!["kmeans", &x, "-k", "3", "--labels", &l, "--device", "cuda"],
         vec!["kmeans", &x, "-k", "3", "--device", "cuda:1", "--device-memory-limit", "256MiB", "--dry-run"],
         vec!["predict", &x, "--centers", &c, "--labels", &l, "--device", "cuda"],
         vec!["gmm", &x, "--n-components", "3", "--labels", &l, "--device", "CUDA"],
-    ] {
+    ]
+    .into_iter()
+    .filter(|_| !driver)
+    {
         let o = memfit(&args);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
@@ -1349,7 +1354,9 @@ fn a_cuda_device_without_a_driver_is_a_clear_error_before_any_output() {
     let long = format!("cuda:{}", "9".repeat(5000));
     let o = memfit(&["kmeans", &x, "-k", "3", "--device", &long]);
     assert!(stderr(&o).len() < 400 && stderr(&o).contains("…"), "{}", stderr(&o));
-    assert_eq!(entries(t.path()), before);
+    if !driver {
+        assert_eq!(entries(t.path()), before);
+    }
     // `--device cpu` is the default.
     let o = memfit(&["kmeans", &x, "-k", "3", "--device", "cpu", "--labels", &l, "--quiet"]);
     assert!(o.status.success(), "{}", stderr(&o));
