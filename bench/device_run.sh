@@ -55,23 +55,28 @@ run)
   [ -e "$want" ] || { mkdir -p "$(dirname "$want")" && ln -s "$(pwd)/.device/memfit" "$want"; }
   export MEMFIT_HAS_CUDA_DRIVER=1 MEMFIT_REQUIRE_NVRTC=1
   status=0
+  m=.device/memfit
+  d=$(mktemp -d)
+  echo "== pre-flight: a tiny fit on the device (driver, NVRTC and PTX loading)"
+  $m generate blobs --n-samples 1000 --n-features 3 --centers 4 --seed 1 --out "$d/tiny.npy" >/dev/null
+  $m kmeans "$d/tiny.npy" -k 4 --max-iter 3 --device cuda --quiet --labels "$d/tiny_l.npy" || status=1
   echo "== engine device tests"
   .device/engine_tests device || status=1
   echo "== CLI CUDA tests"
   .device/cli_tests cuda || status=1
   echo "== benchmark: 2,000,000 x 3, k = 200, 30 iterations"
-  m=.device/memfit
-  d=$(mktemp -d)
   $m generate blobs --n-samples 2000000 --n-features 3 --centers 200 --seed 42 --out "$d/x.npy" >/dev/null
   $m generate blobs --n-samples 200 --n-features 3 --centers 200 --seed 7 --out "$d/init.npy" >/dev/null
   common=(kmeans "$d/x.npy" -k 200 --init "$d/init.npy" --max-iter 30 --tol 0 --algorithm lloyd --quiet)
   for dtype in float64 float32; do
-    $m "${common[@]}" --dtype $dtype --device cpu --labels "$d/cpu.npy"
+    $m "${common[@]}" --dtype $dtype --device cpu --labels "$d/cpu.npy" || { status=1; continue; }
     $m "${common[@]}" --dtype $dtype --device cuda --device-memory-limit 256MiB --dry-run | grep -E "device cuda|limit" || true
     $m "${common[@]}" --dtype $dtype --device cuda --device-memory-limit 256MiB --labels "$d/gpu.npy" ||
       { echo "$dtype: the CUDA fit failed"; status=1; continue; }
     if cmp -s "$d/cpu.npy" "$d/gpu.npy"; then echo "$dtype: labels equal"; else echo "$dtype: LABELS DIFFER"; status=1; fi
   done
+  echo "== done: status $status"
+  sleep 1
   exit $status
   ;;
 *)

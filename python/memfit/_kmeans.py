@@ -320,9 +320,10 @@ class KMeans(_Centers):
         Where the kernels run: ``"cpu"``, ``"cuda"`` (device 0) or
         ``"cuda:N"``. CUDA needs memfit built with its ``cuda`` feature and an
         NVIDIA driver; the job is then planned within
-        ``device_memory_limit``. The CUDA execution path is not there yet:
-        such a job raises ``RuntimeError`` after planning, as it does on a
-        machine without a driver (saying why), before any work.
+        ``device_memory_limit``. The Python estimators do not run on CUDA
+        devices yet (the ``memfit kmeans`` command does): such a job raises
+        ``RuntimeError`` after planning, as it does on a machine without a
+        driver (saying why), before any work.
     device_memory_limit : int, str or None, default=None
         Bytes of device memory a CUDA job may use (as ``memory_limit``);
         ``None`` is 90 % of the device's memory. A job that cannot fit raises

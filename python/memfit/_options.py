@@ -39,8 +39,8 @@ def _size(value: Any, name: str) -> int:
             raise ValueError(f"{name} must be a whole number of bytes, got {value!r}")
         value = int(value)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        if not 1 <= value < 1 << 64:
-            raise ValueError(f"{name} must be a positive number of bytes below 2**64, got {value}")
+        if not 1 <= value < 1 << 63:
+            raise ValueError(f"{name} must be a positive number of bytes below 2**63 (8 EiB), got {value}")
         return int(value)
     raise TypeError(f"{name} must be None, an int or whole float (bytes) or a str such as '2GiB', got {value!r}")
 

@@ -71,3 +71,13 @@ def test_a_dask_input_is_refused_on_a_device_as_numpy_is(X):
     for est in (KMeans(3, device="cuda"), GaussianMixture(2, device="cuda")):
         with pytest.raises(RuntimeError, match="cannot be used"):
             est.fit(dX)
+
+
+def test_sizes_are_quoted_cut_and_bounded_as_the_engine_bounds_them(X):
+    with pytest.raises(ValueError, match=r"^invalid device_memory_limit: no number in \"x{40}\"…") as e:
+        KMeans(3, device="cuda", device_memory_limit="x" * 10_000).fit(X)
+    assert len(str(e.value)) < 300
+    for est, name in ((KMeans(3, memory_limit=2**63), "memory_limit"),
+                      (KMeans(3, device="cuda", device_memory_limit=2**63), "device_memory_limit")):
+        with pytest.raises(ValueError, match=rf"{name} must be a positive number of bytes below 2\*\*63"):
+            est.fit(X)

@@ -87,8 +87,9 @@ pub struct DeviceArgs {
     /// Where the kernels run: cpu, cuda (device 0) or cuda:N. CUDA needs a
     /// memfit built with the `cuda` cargo feature and an NVIDIA driver; the
     /// job is planned within --device-memory-limit, and the dry run shows
-    /// that plan. (The CUDA execution path is not there yet: a CUDA job is
-    /// refused after planning.)
+    /// that plan. k-means (kmeans, predict) then runs its assignments on the
+    /// device, with the CPU's bits; mixtures (gmm, gmm-predict) are refused
+    /// after planning: their device path is not there yet.
     #[arg(long, value_name = "cpu|cuda|cuda:N", default_value = "cpu")]
     pub device: String,
     /// Device memory limit for a CUDA job, in the units of --memory-limit.

@@ -15,3 +15,26 @@ pub fn format_bytes(bytes: u64) -> String {
         format!("{v:.2} {}", UNITS[u])
     }
 }
+
+/// The characters of a user's text an error quotes ([`quoted`]).
+pub const SHOWN_CHARS: usize = 40;
+
+/// `text` quoted as Rust debug-formats a string, cut to its first
+/// [`SHOWN_CHARS`] characters (then `…`), so an error never echoes a huge
+/// argument whole.
+pub fn quoted(text: &str) -> String {
+    let shown: String = text.chars().take(SHOWN_CHARS).collect();
+    let more = if shown.len() < text.len() { "…" } else { "" };
+    format!("{shown:?}{more}")
+}
+
+#[cfg(test)]
+mod quoted_tests {
+    use super::*;
+
+    #[test]
+    fn long_texts_are_quoted_cut() {
+        assert_eq!(quoted("abc"), "\"abc\"");
+        assert_eq!(quoted(&"é".repeat(100)), format!("{:?}…", "é".repeat(SHOWN_CHARS)));
+    }
+}

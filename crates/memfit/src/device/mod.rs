@@ -55,16 +55,12 @@ impl FromStr for Device {
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] (`device`) for anything else; the name
-    /// is quoted in it, cut to its first [`SHOWN_CHARS`] characters.
+    /// is quoted in it, cut ([`crate::units::quoted`]).
     fn from_str(s: &str) -> Result<Self> {
         let lower = s.trim().to_ascii_lowercase();
         let bad = || {
-            let shown: String = s.chars().take(SHOWN_CHARS).collect();
-            let more = if shown.len() < s.len() { "…" } else { "" };
-            Error::param(
-                "device",
-                format!("must be 'cpu', 'cuda' or 'cuda:N' (N a device ordinal), got {shown:?}{more}"),
-            )
+            let got = crate::units::quoted(s);
+            Error::param("device", format!("must be 'cpu', 'cuda' or 'cuda:N' (N a device ordinal), got {got}"))
         };
         let ordinal = |n: &str| n.bytes().all(|b| b.is_ascii_digit()).then(|| n.parse().ok()).flatten();
         match lower.as_str() {
@@ -74,9 +70,6 @@ impl FromStr for Device {
         }
     }
 }
-
-/// The characters of a bad device name an error quotes.
-pub const SHOWN_CHARS: usize = 40;
 
 /// What [`open`] found: the device's name and its memory.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -172,7 +165,7 @@ mod tests {
         }
         // A long name is quoted cut.
         let e = "x".repeat(10_000).parse::<Device>().unwrap_err().to_string();
-        assert!(e.ends_with(&format!("got \"{}\"…", "x".repeat(SHOWN_CHARS))), "{e}");
+        assert!(e.ends_with(&format!("got \"{}\"…", "x".repeat(crate::units::SHOWN_CHARS))), "{e}");
     }
 
     #[test]

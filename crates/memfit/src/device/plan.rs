@@ -6,8 +6,9 @@
 //! and streams the rows through two tiles (one copied in while the other is
 //! computed), each with its per-row outputs and its per-cluster (or
 //! per-component) float64 sums. A tile is a power of two of rows between
-//! [`MIN_TILE_ROWS`] and [`crate::plan::CHUNK_ROWS`], so tiles never straddle
-//! an accumulation chunk and the sums are folded in the host's order.
+//! [`MIN_TILE_ROWS`] and [`crate::plan::CHUNK_ROWS`] (or all the rows, when
+//! there are fewer), so tiles never straddle an accumulation chunk and the
+//! sums are folded in the host's order.
 //!
 //! Byte counts saturate at `u64::MAX`: an absurd shape is refused as not
 //! fitting, never wrapped round into one that seems to fit.
@@ -197,10 +198,15 @@ fn plan_tiles(
     let need = |rows: u64| {
         held.total().saturating_add(rows.saturating_mul(per_row).saturating_add(per_tile).saturating_mul(t))
     };
+    // Tiles of a power of two rows (whole accumulation chunks or parts of
+    // one), but never more rows than the data have: one tile of all of them.
+    let n = job.n_samples.max(1) as u64;
     let most = job.n_samples.checked_next_power_of_two().unwrap_or(CHUNK_ROWS).clamp(MIN_TILE_ROWS, CHUNK_ROWS) as u64;
-    let mut rows = most;
+    let mut rows = most.min(n);
     while rows > MIN_TILE_ROWS as u64 && need(rows) > job.limit_bytes {
-        rows /= 2;
+        // The next power of two down (from a tile of all `n` rows, the
+        // largest below `n`).
+        rows = if rows.is_power_of_two() { rows / 2 } else { rows.next_power_of_two() / 2 };
     }
     if need(rows) > job.limit_bytes {
         return Err(Error::DeviceDoesNotFit {
@@ -214,6 +220,7 @@ fn plan_tiles(
     let mut led = held;
     add_tiles(&mut led, rows);
     let tile_rows = rows as usize;
+    debug_assert!(tile_rows <= job.n_samples.max(1));
     let schedule = DeviceSchedule {
         device: job.device.to_string(),
         tile_rows,
@@ -249,9 +256,12 @@ mod tests {
         let p = plan_kmeans_device(200, &job(2_000_000, 3, 1 << 20)).unwrap();
         assert!(p.schedule.tile_rows < CHUNK_ROWS && p.schedule.tile_rows.is_power_of_two(), "{p}");
         assert!(p.total_bytes <= 1 << 20, "{p}");
-        // A small input gets a tile no larger than it needs.
-        assert_eq!(plan_kmeans_device(8, &job(1000, 3, 1 << 30)).unwrap().schedule.tile_rows, 1024);
-        assert_eq!(plan_kmeans_device(8, &job(10, 3, 1 << 30)).unwrap().schedule.tile_rows, MIN_TILE_ROWS);
+        // A small input gets one tile of its rows.
+        assert_eq!(plan_kmeans_device(8, &job(1000, 3, 1 << 30)).unwrap().schedule.tile_rows, 1000);
+        assert_eq!(plan_kmeans_device(8, &job(10, 3, 1 << 30)).unwrap().schedule.tile_rows, 10);
+        // Wide rows, few of them: the tile holds only the rows there are.
+        let p = plan_kmeans_device(2, &job(100, 50_000_000, 80 << 30)).unwrap();
+        assert_eq!(p.schedule.tile_rows, 100);
         // The explanation names the device and the tiles.
         let text = plan_kmeans_device(200, &job(2_000_000, 3, 256 << 20)).unwrap().to_string();
         assert!(text.contains("memory plan for kmeans on cuda:0 (limit 256.00 MiB"), "{text}");

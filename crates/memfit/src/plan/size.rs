@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 #[cfg(test)]
 use crate::units::format_bytes;
+use crate::units::quoted;
 
 /// Parses a memory size: a number, then optionally a unit. Binary units
 /// (`KiB`, `MiB`, `GiB`, `TiB`, `PiB`, `EiB`) are powers of 1024; decimal
@@ -31,7 +32,10 @@ pub fn parse_size(text: &str) -> Result<u64> {
 /// As [`parse_size`], naming `name`.
 pub fn parse_size_as(name: &'static str, text: &str) -> Result<u64> {
     let bad = |why: &str| {
-        Error::param(name, format!("{why} in {text:?}; hint: write e.g. 512MiB, 2GB, 1.5GiB, 1e9 or a number of bytes"))
+        Error::param(
+            name,
+            format!("{why} in {}; hint: write e.g. 512MiB, 2GB, 1.5GiB, 1e9 or a number of bytes", quoted(text)),
+        )
     };
     let t = text.trim();
     let (num, unit) = split_number(t);

@@ -76,7 +76,7 @@ pub fn probe(ordinal: usize) -> std::result::Result<(String, u64), String> {
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err("no CUDA driver library (libcuda) was found: no NVIDIA driver is installed".into());
     }
-    without_panics(|| {
+    without_panics(INCOMPLETE_DRIVER, || {
         let count = CudaContext::device_count().map_err(driver_failed)?;
         if ordinal >= count.max(0) as usize {
             return Err(format!("no CUDA device {ordinal} (the driver sees {count})"));
@@ -106,11 +106,19 @@ thread_local! {
     static CATCHING: Cell<bool> = const { Cell::new(false) };
 }
 
+/// What a panic of the driver bindings while probing means.
+const INCOMPLETE_DRIVER: &str =
+    "the CUDA driver library is incomplete or older than this memfit needs (CUDA 12.8 or later)";
+
 /// Runs `f`, turning a panic inside it (`cudarc`'s, for a function missing
-/// from the driver library) into an error, without printing it. The panic
-/// hook is wrapped once: other threads' panics, and this thread's outside
-/// `f`, are printed as before.
-fn without_panics<T>(f: impl FnOnce() -> std::result::Result<T, String>) -> std::result::Result<T, String> {
+/// from the driver library, or a bug) into the error `"{meaning}: {the
+/// panic's message}"`, without printing it. The panic hook is wrapped once:
+/// other threads' panics, and this thread's outside `f`, are printed as
+/// before.
+fn without_panics<T>(
+    meaning: &str,
+    f: impl FnOnce() -> std::result::Result<T, String>,
+) -> std::result::Result<T, String> {
     static WRAP_HOOK: Once = Once::new();
     WRAP_HOOK.call_once(|| {
         let previous = panic::take_hook();
@@ -129,9 +137,7 @@ fn without_panics<T>(f: impl FnOnce() -> std::result::Result<T, String>) -> std:
             .map(String::as_str)
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or("a panic in the driver bindings");
-        Err(format!(
-            "the CUDA driver library is incomplete or older than this memfit needs (CUDA 12.8 or later): {why}"
-        ))
+        Err(format!("{meaning}: {why}"))
     })
 }
 
@@ -168,10 +174,11 @@ mod tests {
 
     #[test]
     fn a_panic_in_the_driver_bindings_is_an_error() {
-        let e = without_panics::<()>(|| panic!("Missing symbol cuDeviceGetCount: undefined symbol")).unwrap_err();
+        let e = without_panics::<()>(INCOMPLETE_DRIVER, || panic!("Missing symbol cuDeviceGetCount: undefined symbol"))
+            .unwrap_err();
         assert!(e.starts_with("the CUDA driver library is incomplete or older than this memfit needs"), "{e}");
         assert!(e.ends_with("Missing symbol cuDeviceGetCount: undefined symbol"), "{e}");
-        assert_eq!(without_panics(|| Ok(3)), Ok(3));
+        assert_eq!(without_panics("x", || Ok(3)), Ok(3));
     }
 
     #[test]

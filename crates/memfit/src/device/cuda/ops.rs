@@ -37,7 +37,11 @@ const BLOCK_THREADS: u32 = 256;
 
 /// The operations on CUDA device `ordinal`, streaming tiles of `tile_rows`
 /// rows: one per device and tile size for the process (the device's
-/// context is the process's primary context).
+/// context is the process's primary context). Each keeps its device
+/// buffers (one tile of rows of one compute type, its labels and distances,
+/// the last centres) until the process ends: a process running jobs of
+/// several tile sizes on one device holds each size's (at most the
+/// power-of-two sizes of the device planner, and one below 256 rows).
 pub(crate) fn ops<T: Real>(ordinal: usize, tile_rows: usize) -> &'static dyn Ops<T> {
     static ALL: OnceLock<Mutex<Vec<&'static CudaOps>>> = OnceLock::new();
     let mut all = ALL.get_or_init(Mutex::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -86,7 +90,7 @@ impl CudaOps {
         super::probe(ordinal)?;
         let source = SOURCES.iter().find(|s| s.name == "kmeans.cu").ok_or("no kmeans.cu kernel source")?;
         let ptx = compile(source)?;
-        without_panics(|| {
+        without_panics(super::INCOMPLETE_DRIVER, || {
             let ctx = CudaContext::new(ordinal).map_err(driver_failed)?;
             let stream = ctx.default_stream();
             let module = ctx.load_module(ptx).map_err(driver_failed)?;
@@ -120,7 +124,9 @@ impl CudaOps {
         let s = guard.as_mut().ok_or("the device did not open")?;
         let (k, d) = (centers.n_clusters, centers.n_features);
         let tile = self.tile_rows;
-        without_panics(|| {
+        // A panic here (cudarc's length checks, a slice out of range) is a
+        // bug in this path, reported as such with its message.
+        without_panics("memfit's CUDA assignment failed (a bug: please report it)", || {
             let stream = s.stream.clone();
             let host: Vec<f64> = (0..k).flat_map(|j| centers.center(j).iter().copied()).collect();
             if s.centers.as_ref().is_none_or(|(held, _)| *held != host) {
@@ -144,7 +150,9 @@ impl CudaOps {
                     shared_mem_bytes: 0,
                 };
                 if let Some(xt) = as_f32(xt) {
-                    if s.rows_f32.is_none() {
+                    // Reallocated when a job of wider rows comes.
+                    if s.rows_f32.as_ref().is_none_or(|b| b.len() < tile * d) {
+                        s.rows_f64 = None;
                         s.rows_f32 = Some(stream.alloc_zeros::<f32>(tile * d).map_err(driver_failed)?);
                     }
                     let buf = s.rows_f32.as_mut().ok_or("no row tile")?;
@@ -155,7 +163,8 @@ impl CudaOps {
                     // parameters, and every buffer holds `rows` rows.
                     unsafe { b.launch(cfg) }.map_err(driver_failed)?;
                 } else if let Some(xt) = as_f64(xt) {
-                    if s.rows_f64.is_none() {
+                    if s.rows_f64.as_ref().is_none_or(|b| b.len() < tile * d) {
+                        s.rows_f32 = None;
                         s.rows_f64 = Some(stream.alloc_zeros::<f64>(tile * d).map_err(driver_failed)?);
                     }
                     let buf = s.rows_f64.as_mut().ok_or("no row tile")?;
