@@ -1,10 +1,9 @@
-//! The host's backend: the blocked CPU kernels of [`crate::kernels`].
-
-use faer::Par;
+//! The host's backend: the blocked CPU kernels of [`crate::kernels`] (the
+//! operations it does not name here are [`Ops`]'s provided ones, the host's).
 
 use super::{OpBytes, Ops};
 use crate::error::Result;
-use crate::kernels::{self, ClusterSums, Estep, PreparedCenters, Scratch};
+use crate::kernels::{self, PreparedCenters, Scratch};
 use crate::Real;
 
 /// The CPU backend (the rayon pool of the run).
@@ -35,50 +34,5 @@ impl<T: Real> Ops<T> for Cpu {
     ) -> Result<()> {
         kernels::assign_block(x, centers, tile_rows, k_tile, scratch, labels, min_dist);
         Ok(())
-    }
-
-    fn assign_rows(
-        &self,
-        x: &[T],
-        centers: &PreparedCenters<T>,
-        k_tile: usize,
-        scratch: &mut Scratch<T>,
-        labels: &mut [u32],
-        min_dist: &mut [f64],
-        second: Option<&mut [f64]>,
-    ) {
-        kernels::assign_rows(x, centers, k_tile, scratch, labels, min_dist, second);
-    }
-
-    fn sq_distances_block(&self, x: &[T], centers: &PreparedCenters<T>, out: &mut [f64]) {
-        kernels::sq_distances_block(x, centers, out);
-    }
-
-    fn cluster_sums(
-        &self,
-        x: &[T],
-        d: usize,
-        labels: &[u32],
-        sample_weight: Option<&[f64]>,
-        sums: &mut ClusterSums,
-        split_clusters: bool,
-    ) {
-        if split_clusters {
-            kernels::accumulate_block(x, d, labels, sample_weight, sums);
-        } else {
-            kernels::accumulate_rows(x, d, labels, sample_weight, sums);
-        }
-    }
-
-    fn log_prob_tile(&self, xt: &[T], estep: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
-        kernels::log_prob_tile(xt, estep, buf, out);
-    }
-
-    fn log_sum_exp_rows(&self, r: &mut [f64], k: usize, log_norm: &mut [f64], w: Option<&[f64]>) -> f64 {
-        kernels::log_sum_exp_rows(r, k, log_norm, w)
-    }
-
-    fn scatter_tile(&self, xt: &[f64], w: Option<&[f64]>, d: usize, weighted: &mut [f64], s: &mut [f64], par: Par) {
-        kernels::add_tile_scatter(xt, w, d, weighted, s, par);
     }
 }

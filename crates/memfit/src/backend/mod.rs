@@ -26,7 +26,7 @@ pub(crate) use cpu::Cpu;
 use faer::Par;
 
 use crate::error::Result;
-use crate::kernels::{ClusterSums, Estep, PreparedCenters, Scratch};
+use crate::kernels::{self, ClusterSums, Estep, PreparedCenters, Scratch};
 use crate::Real;
 
 /// Bytes an operation's buffers hold: in host memory (counted by the host
@@ -39,7 +39,9 @@ pub(crate) struct OpBytes {
     pub device: u64,
 }
 
-/// The operations of the passes over rows of `T`, on one device.
+/// The operations of the passes over rows of `T`, on one device. The
+/// provided methods run on the host (the CPU's kernels): a device backend
+/// overrides those it runs on its device.
 pub(crate) trait Ops<T: Real>: Sync {
     /// The bytes of one worker's assignment buffers ([`Scratch`] on the
     /// CPU) for tiles of `tile_rows` rows, `n_clusters` centres taken
@@ -85,11 +87,15 @@ pub(crate) trait Ops<T: Real>: Sync {
         labels: &mut [u32],
         min_dist: &mut [f64],
         second: Option<&mut [f64]>,
-    );
+    ) {
+        kernels::assign_rows(x, centers, k_tile, scratch, labels, min_dist, second);
+    }
 
     /// Exact squared distances of every row of `x` to every centre into
     /// `out` (row-major `(rows, n_clusters)`).
-    fn sq_distances_block(&self, x: &[T], centers: &PreparedCenters<T>, out: &mut [f64]);
+    fn sq_distances_block(&self, x: &[T], centers: &PreparedCenters<T>, out: &mut [f64]) {
+        kernels::sq_distances_block(x, centers, out);
+    }
 
     /// Adds `w_i · x_i` and `w_i` to the sums of cluster `labels[i]` for
     /// every row of `x` (row-major `(rows, d)`), in row order; with
@@ -103,21 +109,33 @@ pub(crate) trait Ops<T: Real>: Sync {
         sample_weight: Option<&[f64]>,
         sums: &mut ClusterSums,
         split_clusters: bool,
-    );
+    ) {
+        if split_clusters {
+            kernels::accumulate_block(x, d, labels, sample_weight, sums);
+        } else {
+            kernels::accumulate_rows(x, d, labels, sample_weight, sums);
+        }
+    }
 
     /// Weighted log-densities of the rows of the tile `xt` into `out`
     /// (row-major `(rows, n_components)`); `buf` is the worker's E-step
     /// buffer.
-    fn log_prob_tile(&self, xt: &[T], estep: &Estep<T>, buf: &mut [T], out: &mut [f64]);
+    fn log_prob_tile(&self, xt: &[T], estep: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
+        kernels::log_prob_tile(xt, estep, buf, out);
+    }
 
     /// Turns a tile's log-densities `r` (row-major `(rows, k)`) into
     /// responsibilities in place, writes each row's `log p(x_i)` into
     /// `log_norm`, and returns `Σ_i w_i log p(x_i)` in row order.
-    fn log_sum_exp_rows(&self, r: &mut [f64], k: usize, log_norm: &mut [f64], w: Option<&[f64]>) -> f64;
+    fn log_sum_exp_rows(&self, r: &mut [f64], k: usize, log_norm: &mut [f64], w: Option<&[f64]>) -> f64 {
+        kernels::log_sum_exp_rows(r, k, log_norm, w)
+    }
 
     /// Adds one tile's `X_tᵀ diag(w) X_t` (`xt` row-major `(rows, d)`) to
     /// `s` (row-major `(d, d)`); `weighted` holds the weighted tile.
-    fn scatter_tile(&self, xt: &[f64], w: Option<&[f64]>, d: usize, weighted: &mut [f64], s: &mut [f64], par: Par);
+    fn scatter_tile(&self, xt: &[f64], w: Option<&[f64]>, d: usize, weighted: &mut [f64], s: &mut [f64], par: Par) {
+        kernels::add_tile_scatter(xt, w, d, weighted, s, par);
+    }
 }
 
 #[cfg(test)]

@@ -23,13 +23,12 @@ use std::any::TypeId;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use faer::Par;
 
 use super::{compile, driver_failed, without_panics, SOURCES};
 use crate::backend::{Cpu, OpBytes, Ops};
 use crate::device::{unavailable, Device};
 use crate::error::Result;
-use crate::kernels::{ClusterSums, Estep, PreparedCenters, Scratch};
+use crate::kernels::{PreparedCenters, Scratch};
 use crate::Real;
 
 /// Threads per block of the assignment kernels.
@@ -203,6 +202,8 @@ fn as_f64<T: Real>(x: &[T]) -> Option<&[f64]> {
         .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast(), x.len()) })
 }
 
+/// The assignments run on the device; the other operations (the bounds'
+/// rows, sums, mixtures) are [`Ops`]'s provided ones, on the host.
 impl<T: Real> Ops<T> for CudaOps {
     /// The host keeps [`Scratch`] for the bounds' rows; the device one tile
     /// of rows, labels and distances (the centres are the plan's).
@@ -230,47 +231,6 @@ impl<T: Real> Ops<T> for CudaOps {
         min_dist: &mut [f64],
     ) -> Result<()> {
         self.assign(x, centers, labels, min_dist).map_err(|why| self.failed(why))
-    }
-
-    fn assign_rows(
-        &self,
-        x: &[T],
-        centers: &PreparedCenters<T>,
-        k_tile: usize,
-        scratch: &mut Scratch<T>,
-        labels: &mut [u32],
-        min_dist: &mut [f64],
-        second: Option<&mut [f64]>,
-    ) {
-        Cpu.assign_rows(x, centers, k_tile, scratch, labels, min_dist, second);
-    }
-
-    fn sq_distances_block(&self, x: &[T], centers: &PreparedCenters<T>, out: &mut [f64]) {
-        Cpu.sq_distances_block(x, centers, out);
-    }
-
-    fn cluster_sums(
-        &self,
-        x: &[T],
-        d: usize,
-        labels: &[u32],
-        sample_weight: Option<&[f64]>,
-        sums: &mut ClusterSums,
-        split_clusters: bool,
-    ) {
-        Cpu.cluster_sums(x, d, labels, sample_weight, sums, split_clusters);
-    }
-
-    fn log_prob_tile(&self, xt: &[T], estep: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
-        Cpu.log_prob_tile(xt, estep, buf, out);
-    }
-
-    fn log_sum_exp_rows(&self, r: &mut [f64], k: usize, log_norm: &mut [f64], w: Option<&[f64]>) -> f64 {
-        <Cpu as Ops<T>>::log_sum_exp_rows(&Cpu, r, k, log_norm, w)
-    }
-
-    fn scatter_tile(&self, xt: &[f64], w: Option<&[f64]>, d: usize, weighted: &mut [f64], s: &mut [f64], par: Par) {
-        <Cpu as Ops<T>>::scatter_tile(&Cpu, xt, w, d, weighted, s, par);
     }
 }
 
