@@ -252,6 +252,11 @@ impl<T: Real> PreparedCenters<T> {
         ((k * (d + 1) + d) * 8 + fast) as u64
     }
 
+    /// The `f64` centres, row-major `(n_clusters, n_features)`.
+    pub fn centers(&self) -> &[f64] {
+        &self.centers
+    }
+
     /// Centre `j`'s `f64` values.
     #[inline]
     pub fn center(&self, j: usize) -> &[f64] {

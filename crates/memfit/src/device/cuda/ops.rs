@@ -127,10 +127,12 @@ impl CudaOps {
         // bug in this path, reported as such with its message.
         without_panics("memfit's CUDA assignment failed (a bug: please report it)", || {
             let stream = s.stream.clone();
-            let host: Vec<f64> = (0..k).flat_map(|j| centers.center(j).iter().copied()).collect();
-            if s.centers.as_ref().is_none_or(|(held, _)| *held != host) {
-                let dev = stream.clone_htod(&host).map_err(driver_failed)?;
-                s.centers = Some((host, dev));
+            // Uploaded when they change (once per iteration), compared in
+            // place: no copy per block.
+            let host = centers.centers();
+            if s.centers.as_ref().is_none_or(|(held, _)| held.as_slice() != host) {
+                let dev = stream.clone_htod(host).map_err(driver_failed)?;
+                s.centers = Some((host.to_vec(), dev));
             }
             let c = &s.centers.as_ref().ok_or("no centres on the device")?.1;
             if s.labels.is_none() {
