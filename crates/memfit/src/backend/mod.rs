@@ -14,7 +14,9 @@
 //!   order;
 //! - [`Ops::log_prob_tile`] and [`Ops::log_sum_exp_rows`]: a
 //!   mixture's log-densities and responsibilities of one tile, in row order;
-//! - [`Ops::scatter_tile`]: one tile's weighted scatter `Xᵀ diag(w) X`.
+//! - [`Ops::scatter_tile`]: one tile's weighted scatter `Xᵀ diag(w) X`;
+//! - [`Ops::assign_sparse`], [`Ops::sparse_sums`], [`Ops::sq_distances_sparse`]:
+//!   the same for sparse (CSR) rows (see `kernels::assign_csr`).
 //!
 //! So a backend gives the CPU's bits, or is not a backend. [`Cpu`] is the
 //! host's: today's kernels, unchanged.
@@ -26,7 +28,8 @@ pub(crate) use cpu::Cpu;
 use faer::Par;
 
 use crate::error::Result;
-use crate::kernels::{self, ClusterSums, Estep, PreparedCenters, Scratch};
+use crate::exec::CsrIndex;
+use crate::kernels::{self, ClusterSums, Estep, PreparedCenters, Scratch, SparseScratch};
 use crate::Real;
 
 /// Bytes an operation's buffers hold: in host memory (counted by the host
@@ -135,6 +138,45 @@ pub(crate) trait Ops<T: Real>: Sync {
     /// `s` (row-major `(d, d)`); `weighted` holds the weighted tile.
     fn scatter_tile(&self, xt: &[f64], w: Option<&[f64]>, d: usize, weighted: &mut [f64], s: &mut [f64], par: Par) {
         kernels::add_tile_scatter(xt, w, d, weighted, s, par);
+    }
+
+    /// [`Ops::assign_block`] for the rows of a CSR block (values `x`,
+    /// structure `csr`): the dense kernel's labels, each row's distance
+    /// from its stored values (see `kernels::assign_csr`); rows dealt to
+    /// the workers of `scratch`.
+    ///
+    /// # Errors
+    /// A device backend's device errors (the CPU's never fails).
+    #[allow(clippy::too_many_arguments)]
+    fn assign_sparse(
+        &self,
+        x: &[T],
+        csr: CsrIndex<'_>,
+        centers: &PreparedCenters<T>,
+        scratch: &mut [SparseScratch<T>],
+        labels: &mut [u32],
+        min_dist: &mut [f64],
+    ) -> Result<()> {
+        kernels::assign_csr(x, csr, centers, scratch, labels, min_dist);
+        Ok(())
+    }
+
+    /// [`Ops::cluster_sums`] for the rows of a CSR block, in row order (the
+    /// dense sums' bits).
+    fn sparse_sums(
+        &self,
+        x: &[T],
+        csr: CsrIndex<'_>,
+        labels: &[u32],
+        sample_weight: Option<&[f64]>,
+        sums: &mut ClusterSums,
+    ) {
+        kernels::accumulate_csr(x, csr, labels, sample_weight, sums);
+    }
+
+    /// [`Ops::sq_distances_block`] for the rows of a CSR block.
+    fn sq_distances_sparse(&self, x: &[T], csr: CsrIndex<'_>, centers: &PreparedCenters<T>, out: &mut [f64]) {
+        kernels::sq_distances_csr(x, csr, centers, out);
     }
 }
 

@@ -17,7 +17,7 @@ use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::Backend;
 use crate::exec::{Block, KeyedSample, Leaf, Merge, Pass};
-use crate::kernels::{ClusterSums, PreparedCenters, Scratch, MAX_PARTIAL_BYTES};
+use crate::kernels::{ClusterSums, PreparedCenters, Scratch, SparseScratch, MAX_PARTIAL_BYTES};
 use crate::plan::{Plan, TILE_ROWS};
 
 /// Receives each block's labels and squared distances, in row order.
@@ -157,6 +157,8 @@ pub(crate) struct Assignment<T> {
     labels: Vec<u32>,
     dist: Vec<f64>,
     tiles: Vec<Scratch<T>>,
+    /// Per-thread buffers for sparse rows (empty for dense data).
+    sparse: Vec<SparseScratch<T>>,
     pub(super) tile_rows: usize,
     k_tile: usize,
 }
@@ -168,15 +170,18 @@ impl<T: Real> Assignment<T> {
     }
 
     /// Buffers for `plan` and `n_clusters` centres of `n_features`: one block
-    /// of labels and distances and one tile per thread, for `backend`.
-    pub(crate) fn new(plan: &Plan, n_clusters: usize, n_features: usize, backend: Backend) -> Self {
+    /// of labels and distances and one tile per thread (for `sparse` rows,
+    /// one [`SparseScratch`] per thread), for `backend`.
+    pub(crate) fn new(plan: &Plan, n_clusters: usize, n_features: usize, backend: Backend, sparse: bool) -> Self {
+        let threads = plan.threads.max(1);
         Assignment {
             backend,
             labels: vec![0; plan.schedule.block_rows],
             dist: vec![0.0; plan.schedule.block_rows],
-            tiles: (0..plan.threads.max(1))
+            tiles: (0..if sparse { 0 } else { threads })
                 .map(|_| Scratch::new(plan.schedule.assign_tile_rows, n_clusters, plan.schedule.k_tile, n_features))
                 .collect(),
+            sparse: (0..if sparse { threads } else { 0 }).map(|_| SparseScratch::new(n_clusters, n_features)).collect(),
             tile_rows: plan.schedule.assign_tile_rows,
             k_tile: plan.schedule.k_tile,
         }
@@ -271,12 +276,17 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
         let a = &mut *self.asg;
         let backend = a.backend.ops::<T>();
         let (labels, dist) = (&mut a.labels[..rows], &mut a.dist[..rows]);
-        let skipped = match self.bounds.as_deref_mut() {
-            Some(b) => {
+        let skipped = match (self.bounds.as_deref_mut(), block.csr) {
+            (_, Some(csr)) => {
+                debug_assert!(self.bounds.is_none(), "sparse rows are assigned without bounds");
+                backend.assign_sparse(block.x, csr, self.centers, &mut a.sparse, labels, dist)?;
+                0
+            }
+            (Some(b), None) => {
                 let tiles = (a.tile_rows, a.k_tile);
                 b.assign_block(backend, block.x, block.start, self.centers, tiles, &mut a.tiles, labels, dist)?
             }
-            None => {
+            (None, None) => {
                 backend.assign_block(block.x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist)?;
                 0
             }
@@ -304,8 +314,17 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
             }
             match kind {
                 Kind::Lloyd => {
-                    let x = &block.x[r.start * d..r.end * d];
-                    backend.cluster_sums(x, d, &labels[r.clone()], w, &mut s.sums, parallel_sums);
+                    match block.csr {
+                        Some(csr) => {
+                            let rows =
+                                crate::exec::CsrIndex { indptr: &csr.indptr[r.start..=r.end], indices: csr.indices };
+                            backend.sparse_sums(block.x, rows, &labels[r.clone()], w, &mut s.sums);
+                        }
+                        None => {
+                            let x = &block.x[r.start * d..r.end * d];
+                            backend.cluster_sums(x, d, &labels[r.clone()], w, &mut s.sums, parallel_sums);
+                        }
+                    }
                     for i in r {
                         let wi = block.w.map_or(1.0, |w| w[i]);
                         if wi > 0.0 && s.farthest.would_take(dist[i], block.start + i) {
@@ -314,7 +333,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                                 row: block.start + i,
                                 label: labels[i],
                                 weight: wi,
-                                values: block.x[i * d..(i + 1) * d].iter().map(|v| v.to_f64()).collect(),
+                                values: block.dense_row(i),
                             });
                         }
                     }
@@ -338,11 +357,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                 if let Some(p) = plot.as_mut() {
                     for (i, &l) in labels.iter().enumerate() {
                         if p.wants(block.start + i) {
-                            p.offer(
-                                block.start + i,
-                                block.x[i * d..(i + 1) * d].iter().map(|v| v.to_f64()),
-                                f64::from(l),
-                            )?;
+                            p.offer(block.start + i, block.dense_row(i).into_iter(), f64::from(l))?;
                         }
                     }
                 }

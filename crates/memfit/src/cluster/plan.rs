@@ -9,8 +9,8 @@ use super::pass::{AssignStats, Assignment};
 use crate::error::{Count, Remedy, Result};
 use crate::exec::Backend;
 use crate::exec::{KeyedSample, RowStates, ScanStats};
-use crate::io::{BlockReader, WRITE_BUFFER_BYTES};
-use crate::kernels::PreparedCenters;
+use crate::io::WRITE_BUFFER_BYTES;
+use crate::kernels::{PreparedCenters, SparseCenters, SparseScratch};
 use crate::plan::SampleLayout;
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, PlannedBuffer, RowSchedule, CHUNK_ROWS, TILE_ROWS};
 
@@ -42,7 +42,6 @@ pub const MAX_K_TILE: usize = 512;
 /// smallest limit that would work.
 pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let (n, d, k) = (job.n_samples as u64, job.n_features as u64, params.n_clusters as u64);
-    let c = job.compute_bytes as u64;
     let limit = job.limit_bytes;
     let n_init = params.effective_n_init() as u64;
     let threads = job.threads as u64;
@@ -58,6 +57,14 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         1,
         "float64 values, radii + shifted values and norms for the fast path".into(),
     );
+    if job.sparse_row_nnz.is_some() {
+        led.add(
+            "centers for sparse rows",
+            SparseCenters::bytes_for(params.n_clusters, job.n_features),
+            1,
+            format!("{d} × {k} × 8 B transposed + norms and radii"),
+        );
+    }
     led.add("initial centers", n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));
     let plot = params.plot_sample_rows.min(job.n_samples) as u64;
     let plot_per = KeyedSample::bytes_per_row(job.n_features);
@@ -74,12 +81,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
     }
     let always = led.total();
-    let scan_row = BlockReader::<f64>::bytes_per_row(
-        job.x_scratch_per_row,
-        job.n_features,
-        job.compute_bytes,
-        job.w_scratch_per_row,
-    );
+    let scan_row = job.read_bytes_per_row(job.w_scratch_per_row);
     // Per row: label and distance, and a share of the per-chunk statistics
     // (those held for a block of `rows` rows: 2 + rows / CHUNK_ROWS, or 2).
     let part = AssignStats::lloyd_bytes(params.n_clusters, job.n_features);
@@ -120,9 +122,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // Iteration phase, fixed part. Kernel tiles hold at most n rows and
     // shrink (results do not depend on them) before the job is refused.
     let init_need = init_min + min_rows * scan_row + 2 * ScanStats::bytes(job.n_features);
-    let tile = |rows: usize| {
-        Backend::Cpu.assign_bytes(rows, params.n_clusters, k_tile, job.n_features, job.compute_bytes).host
-    };
+    let tile = |rows: usize| assign_tile_bytes(job, rows, params.n_clusters, k_tile);
     let iter_fixed = |bounded: bool, rows: usize| threads * tile(rows) + held(0) + part + bounds_fixed(bounded, rows);
     let needed = |bounded: bool, rows: usize, per_row: u64| {
         always + init_need.max(iter_fixed(bounded, rows) + min_rows * per_row)
@@ -131,9 +131,21 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // the bounds (at least one block's, from a scratch file) do not fit
     // beside them; `bounded` shrinks them for the bounds first.
     let plain_tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(false, rows, iter_row) <= limit);
-    // A mini-batch fit's one full pass (its last) needs no bounds.
+    if job.sparse_row_nnz.is_some() {
+        if params.algorithm == Algorithm::Bounded {
+            return Err(crate::Error::param(
+                "algorithm",
+                "the bounded algorithm does not take sparse data yet; use the plain Lloyd passes (lloyd or auto)",
+            ));
+        }
+        if params.mini_batch.is_some() {
+            return Err(crate::Error::param("X", "mini-batch k-means does not take sparse data yet"));
+        }
+    }
+    // A mini-batch fit's one full pass (its last) needs no bounds; nor
+    // does a fit of sparse rows (plain Lloyd passes).
     let bounded = match params.algorithm {
-        _ if params.mini_batch.is_some() => false,
+        _ if params.mini_batch.is_some() || job.sparse_row_nnz.is_some() => false,
         Algorithm::Lloyd => false,
         Algorithm::Auto => needed(true, plain_tile_rows, iter_row + state_row) <= limit,
         Algorithm::Bounded => true,
@@ -173,8 +185,8 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         SampleLayout::default()
     };
     let init_bytes = if kpp { sample.bytes(dd, nt, candidates) } else { k * d * 8 };
-    let scan_rows = pick_block_rows(room - scan_stats - init_bytes, scan_row, n, d * c, threads);
-    let rows = pick_block_rows(room - iter_fixed, iter_row, n, d * c, threads);
+    let scan_rows = pick_block_rows(room - scan_stats - init_bytes, scan_row, n, job.row_value_bytes(), threads);
+    let rows = pick_block_rows(room - iter_fixed, iter_row, n, job.row_value_bytes(), threads);
     let phase = "validation and init";
     if kpp {
         led.add_in(phase, "init sample (k-means++)", init_bytes, 1, sample.describe(dd, nt, candidates));
@@ -298,6 +310,16 @@ fn mini_batch_buffers(params: &KMeansParams, mb: &MiniBatchParams, job: &Job) ->
     let draw = Draw::bytes(job.n_samples, job.w_scratch_per_row.is_some());
     led.add("cumulative weights", draw, 1, format!("{n} rows × 8 B + a piece of weights being read"));
     led.into_buffers()
+}
+
+/// Bytes of one thread's assignment buffers for tiles of `rows` rows and
+/// `n_clusters` centres taken `k_tile` at a time: the CPU backend's tiles,
+/// or for sparse data its products and one dense row.
+pub(crate) fn assign_tile_bytes(job: &Job, rows: usize, n_clusters: usize, k_tile: usize) -> u64 {
+    match job.sparse_row_nnz {
+        Some(_) => SparseScratch::<f64>::bytes(n_clusters, job.n_features, job.compute_bytes),
+        None => Backend::Cpu.assign_bytes(rows, n_clusters, k_tile, job.n_features, job.compute_bytes).host,
+    }
 }
 
 /// Rows per assignment-kernel tile: [`TILE_ROWS`], at most `n_samples`,

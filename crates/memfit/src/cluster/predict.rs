@@ -30,7 +30,7 @@ pub fn plan_predict(job: &Job, n_clusters: usize, labels_file: bool) -> Result<P
     // Per row: label, distance, a share of the per-tile distance sums, and
     // the weight's raw scratch and value.
     let extra = Assignment::<f64>::BYTES_PER_ROW + 1 + job.w_scratch_per_row.map_or(0, |w| w as u64 + 8);
-    let tile = |rows: usize| threads as u64 * Backend::Cpu.assign_bytes(rows, k, k_tile, d, job.compute_bytes).host;
+    let tile = |rows: usize| threads as u64 * super::plan::assign_tile_bytes(job, rows, k, k_tile);
     let fits = |rows: usize| led.total() + tile(rows) + min_rows_bytes(job, extra) <= job.limit_bytes;
     let tile_rows = kernel_tile_rows(job.n_samples, fits);
     led.add(
@@ -64,12 +64,20 @@ fn centre_ledger(job: &Job, n_clusters: usize) -> Ledger {
         1,
         "float64 values, radii + shifted values and norms for the fast path".into(),
     );
+    if job.sparse_row_nnz.is_some() {
+        led.add(
+            "centers for sparse rows",
+            crate::kernels::SparseCenters::bytes_for(n_clusters, job.n_features),
+            1,
+            format!("{d} × {k} × 8 B transposed + norms and radii"),
+        );
+    }
     led
 }
 
 /// Bytes of a block row: raw read scratch, converted values and `extra`.
 fn row_bytes(job: &Job, extra: u64) -> u64 {
-    BlockReader::<f64>::bytes_per_row(job.x_scratch_per_row, job.n_features, job.compute_bytes, None) + extra
+    job.read_bytes_per_row(None) + extra
 }
 
 /// Bytes of the smallest block: one tile of rows (or every row, if fewer).
@@ -88,10 +96,21 @@ fn add_blocks(job: &Job, led: &mut Ledger, extra: u64, extra_what: &str, what: S
     let limit_bytes = job.limit_bytes;
     let required = led.total() + min_rows_bytes(job, extra);
     check_fits(required, limit_bytes, led, || what, Vec::new)?;
-    let rows = pick_block_rows(limit_bytes - led.total(), row_bytes(job, extra), n, d * c, job.threads as u64);
-    let scratch = job.x_scratch_per_row as u64;
-    led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
-    led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
+    let rows =
+        pick_block_rows(limit_bytes - led.total(), row_bytes(job, extra), n, job.row_value_bytes(), job.threads as u64);
+    if job.sparse_row_nnz.is_some() {
+        let per = job.read_bytes_per_row(None);
+        led.add(
+            "block values (sparse rows)",
+            rows,
+            per,
+            format!("{rows} rows × {per} B (offset, stored values and columns)"),
+        );
+    } else {
+        let scratch = job.x_scratch_per_row as u64;
+        led.add("read scratch (raw bytes)", rows, scratch, format!("{rows} rows × {scratch} B"));
+        led.add("block values (compute dtype)", rows * d, c, format!("{rows} rows × {d} × {c} B"));
+    }
     led.add(&format!("block {extra_what}"), rows, extra, format!("{rows} rows × {extra} B"));
     Ok(rows as usize)
 }
@@ -126,7 +145,7 @@ pub fn predict<T: Real>(
     let prepared = prepare::<T>(centers, n_clusters, d, x.has_unit_rows())?;
     x.check_weights(sample_weight)?;
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
-    let mut asg = Assignment::<T>::new(plan, n_clusters, d, backend);
+    let mut asg = Assignment::<T>::new(plan, n_clusters, d, backend, x.sparse().is_some());
     let mut pass = AssignPass {
         centers: &prepared,
         asg: &mut asg,
@@ -206,7 +225,10 @@ impl<T: Real> Pass<T> for TransformPass<'_, '_, T> {
     }
     fn block(&mut self, block: Block<'_, T>, _: &mut [Leaf<'_, ()>]) -> Result<()> {
         let dist = &mut self.dist[..block.rows() * self.centers.n_clusters];
-        self.backend.ops::<T>().sq_distances_block(block.x, self.centers, dist);
+        match block.csr {
+            Some(csr) => self.backend.ops::<T>().sq_distances_sparse(block.x, csr, self.centers, dist),
+            None => self.backend.ops::<T>().sq_distances_block(block.x, self.centers, dist),
+        }
         if let Some(v) = dist.iter().find(|v| !v.is_finite()) {
             return Err(overflow(*v));
         }

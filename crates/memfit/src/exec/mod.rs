@@ -106,10 +106,24 @@ impl<S: Merge> Merge for Vec<S> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Layout {
-    /// Row-major `(rows, n_features)` values, every value stored (the only
-    /// layout sources give today; sparse rows come later).
+    /// Row-major `(rows, n_features)` values, every value stored.
     #[default]
     Dense,
+    /// Compressed sparse rows: row `i`'s stored values are
+    /// `x[indptr[i]..indptr[i + 1]]`, in the strictly increasing columns
+    /// `indices[indptr[i]..indptr[i + 1]]` ([`Block::csr`]); the others
+    /// are zero.
+    Csr,
+}
+
+/// The structure of a [`Layout::Csr`] block: `rows + 1` offsets into the
+/// block's values and one column per stored value.
+#[derive(Debug, Clone, Copy)]
+pub struct CsrIndex<'b> {
+    /// Offsets of each row's first value (and one past the last row's).
+    pub indptr: &'b [usize],
+    /// The column of each stored value.
+    pub indices: &'b [u32],
 }
 
 /// One read block handed to a pass: rows `start..start + rows()` of the
@@ -131,17 +145,41 @@ pub struct Block<'b, T> {
     /// block (increasing, the first is `start`); `None` when the rows are
     /// consecutive.
     pub index: Option<&'b [usize]>,
+    /// For a [`Layout::Csr`] block, where each row's values lie.
+    pub csr: Option<CsrIndex<'b>>,
 }
 
 impl<'b, T> Block<'b, T> {
     /// A dense block of consecutive rows from row `start`.
     pub fn dense(start: usize, x: &'b [T], w: Option<&'b [f64]>, n_features: usize) -> Self {
-        Block { start, x, w, n_features, layout: Layout::Dense, index: None }
+        Block { start, x, w, n_features, layout: Layout::Dense, index: None, csr: None }
+    }
+
+    /// A sparse block of consecutive rows from row `start`: the stored
+    /// values `x` of rows laid out as `csr` says.
+    pub fn sparse(start: usize, x: &'b [T], csr: CsrIndex<'b>, w: Option<&'b [f64]>, n_features: usize) -> Self {
+        Block { start, x, w, n_features, layout: Layout::Csr, index: None, csr: Some(csr) }
     }
 
     /// Rows in the block.
     pub fn rows(&self) -> usize {
-        self.x.len() / self.n_features.max(1)
+        match self.csr {
+            Some(c) => c.indptr.len() - 1,
+            None => self.x.len() / self.n_features.max(1),
+        }
+    }
+
+    /// Row `i`'s stored values and their columns: every value of a dense
+    /// block (columns `None`), the nonzeros of a sparse one.
+    #[inline]
+    pub fn row_values(&self, i: usize) -> (&'b [T], Option<&'b [u32]>) {
+        match self.csr {
+            Some(c) => {
+                let r = c.indptr[i]..c.indptr[i + 1];
+                (&self.x[r.clone()], Some(&c.indices[r]))
+            }
+            None => (&self.x[i * self.n_features..(i + 1) * self.n_features], None),
+        }
     }
 
     /// The source index of the block's row `i`.
@@ -153,13 +191,34 @@ impl<'b, T> Block<'b, T> {
     pub fn sub(&self, r: Range<usize>) -> Block<'b, T> {
         let d = self.n_features;
         let index = self.index.map(|ix| &ix[r.clone()]);
+        // A sparse block keeps its values; its offsets are cut.
+        let (x, csr) = match self.csr {
+            Some(c) => (self.x, Some(CsrIndex { indptr: &c.indptr[r.start..=r.end], indices: c.indices })),
+            None => (&self.x[r.start * d..r.end * d], None),
+        };
         Block {
             start: index.map_or(self.start + r.start, |ix| ix.first().copied().unwrap_or(self.start)),
-            x: &self.x[r.start * d..r.end * d],
+            x,
             w: self.w.map(|w| &w[r]),
             n_features: d,
             layout: self.layout,
             index,
+            csr,
+        }
+    }
+}
+
+impl<T: Real> Block<'_, T> {
+    /// Row `i`'s `n_features` values as `f64` (zeros filled in for a
+    /// sparse block).
+    pub fn dense_row(&self, i: usize) -> Vec<f64> {
+        match self.row_values(i) {
+            (v, None) => v.iter().map(|v| v.to_f64()).collect(),
+            (v, Some(cols)) => {
+                let mut out = vec![0.0; self.n_features];
+                cols.iter().zip(v).for_each(|(&j, v)| out[j as usize] = v.to_f64());
+                out
+            }
         }
     }
 }
@@ -317,7 +376,7 @@ pub fn run_pass<T: Real, P: Pass<T>>(
     cancel: &Cancel,
 ) -> Result<Partial<P::Stats>> {
     let x = blocks.x();
-    let (n, d) = (x.n_samples(), x.n_features());
+    let n = x.n_samples();
     let rows = rows.unwrap_or(0..n);
     if rows.start > rows.end || rows.end > n || !rows.start.is_multiple_of(CHUNK_ROWS) {
         return Err(Error::param(
@@ -334,8 +393,8 @@ pub fn run_pass<T: Real, P: Pass<T>>(
     let end = rows.end;
     let at_once = pass.chunks_at_once();
     let check = pass.checks_finite();
-    blocks.for_each_in(rows.clone(), shift, cancel, |start, xb, wb| {
-        let block = Block::dense(start, xb, wb, d);
+    blocks.for_each_in(rows.clone(), shift, cancel, |block| {
+        let start = block.start;
         if check {
             check_finite(x, block)?;
         }
@@ -526,10 +585,17 @@ pub fn run_split<T: Real, P: Pass<T>>(
 /// As described; read errors while fetching the value as stored.
 pub fn check_finite<T: Real>(x: &Source<'_>, block: Block<'_, T>) -> Result<()> {
     let d = block.n_features.max(1);
-    match crate::kernels::first_non_finite(block.x) {
+    let at = |p: usize| match block.csr {
+        // The stored value's row: the last whose first value is at or before it.
+        Some(c) => (block.start + c.indptr.partition_point(|&a| a <= p) - 1, c.indices[p] as usize),
+        None => (block.start + p / d, p % d),
+    };
+    let values = block.csr.map_or(block.x, |c| &block.x[c.indptr[0]..c.indptr[c.indptr.len() - 1]]);
+    let first = block.csr.map_or(0, |c| c.indptr[0]);
+    match crate::kernels::first_non_finite(values) {
         None => Ok(()),
         Some(p) => {
-            let (row, column) = (block.start + p / d, p % d);
+            let (row, column) = at(first + p);
             Err(Error::bad_value(x.name(), row, column, x.value(row, column)?, 1, T::DTYPE))
         }
     }
@@ -657,7 +723,8 @@ mod tests {
         let mut blocks = BlockReader::<f64>::new(&piece, None, 1000);
         let mut failed = None;
         blocks
-            .for_each_in(c..n, &[0.0; 2], &Cancel::new(), |start, xb, _| {
+            .for_each_in(c..n, &[0.0; 2], &Cancel::new(), |b| {
+                let (start, xb) = (b.start, b.x);
                 let b = Block::dense(start, xb, None, 2);
                 if let Err(e) = check_finite(&piece, b) {
                     failed.get_or_insert(e.to_string());

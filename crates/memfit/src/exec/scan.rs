@@ -42,9 +42,33 @@ pub struct ScanStats {
     bad: Option<(usize, usize)>,
     bad_count: u64,
     weight_sum: f64,
+    /// Sparse rows: per column, how many values are stored; `mean`, `m2`,
+    /// `lo` and `hi` then describe the stored values only, and the zeros
+    /// join them once the pass is done ([`ScanStats::with_zeros`]). Empty
+    /// for dense rows.
+    #[serde(default)]
+    stored: Vec<f64>,
 }
 
 impl ScanStats {
+    /// Folds each column's zeros (the rows that store no value in it) into
+    /// the moments and ranges of its stored values, by Chan et al.'s
+    /// pairwise update with a group of zeros (mean 0, no spread).
+    fn with_zeros(mut self) -> Self {
+        let rows = self.rows;
+        for (j, &m) in std::mem::take(&mut self.stored).iter().enumerate() {
+            let zeros = rows - m;
+            if zeros > 0.0 {
+                let delta = -self.mean[j];
+                self.m2[j] += delta * delta * m * (zeros / rows);
+                self.mean[j] += delta * (zeros / rows);
+                self.lo[j] = self.lo[j].min(0.0);
+                self.hi[j] = self.hi[j].max(0.0);
+            }
+        }
+        self
+    }
+
     /// Bytes of the statistics of `d` columns.
     pub fn bytes(d: usize) -> u64 {
         (4 * d * 8 + size_of::<ScanStats>()) as u64
@@ -53,7 +77,21 @@ impl ScanStats {
 
 impl Merge for ScanStats {
     fn merge(&mut self, next: &Self) {
-        if next.rows > 0.0 {
+        if !self.stored.is_empty() {
+            // Per column, the stored values' groups.
+            for j in 0..self.mean.len() {
+                let (a, b) = (self.stored[j], next.stored[j]);
+                if b > 0.0 {
+                    let n = a + b;
+                    let fb = b / n;
+                    let delta = next.mean[j] - self.mean[j];
+                    self.mean[j] += delta * fb;
+                    self.m2[j] += next.m2[j] + delta * delta * a * fb;
+                    self.stored[j] = n;
+                }
+            }
+            self.rows += next.rows;
+        } else if next.rows > 0.0 {
             let n = self.rows + next.rows;
             let fb = next.rows / n;
             for j in 0..self.mean.len() {
@@ -86,6 +124,7 @@ impl Merge for ScanStats {
         self.bad = None;
         self.bad_count = 0;
         self.weight_sum = 0.0;
+        self.stored.fill(0.0);
     }
 }
 
@@ -98,6 +137,8 @@ const CANDIDATES: usize = 256;
 /// come in, so it needs no per-chunk copy).
 struct ScanPass {
     d: usize,
+    /// Whether the rows are sparse (CSR blocks).
+    sparse: bool,
     sample: KeyedSample,
     weights_name: Option<std::path::PathBuf>,
 }
@@ -116,6 +157,7 @@ impl<T: Real> Pass<T> for ScanPass {
             bad: None,
             bad_count: 0,
             weight_sum: 0.0,
+            stored: vec![0.0; if self.sparse { d } else { 0 }],
         }
     }
 
@@ -148,6 +190,34 @@ impl<T: Real> Pass<T> for ScanPass {
                     s.weight_sum += b.rows() as f64;
                 }
                 let mut wanted = Some(Vec::new());
+                if let Some(csr) = b.csr {
+                    // Welford's update per column over its stored values.
+                    s.rows += b.rows() as f64;
+                    for i in 0..b.rows() {
+                        for p in csr.indptr[i]..csr.indptr[i + 1] {
+                            let (j, v) = (csr.indices[p] as usize, b.x[p].to_f64());
+                            if !v.is_finite() {
+                                s.bad_count += 1;
+                                s.bad.get_or_insert((b.start + i, j));
+                                continue;
+                            }
+                            s.stored[j] += 1.0;
+                            let delta = v - s.mean[j];
+                            s.mean[j] += delta / s.stored[j];
+                            s.m2[j] += delta * (v - s.mean[j]);
+                            s.lo[j] = s.lo[j].min(v);
+                            s.hi[j] = s.hi[j].max(v);
+                        }
+                        if let Some(list) = wanted.as_mut().filter(|_| sample.wants(b.start + i)) {
+                            if list.len() == CANDIDATES {
+                                wanted = None;
+                            } else {
+                                list.push(b.start + i);
+                            }
+                        }
+                    }
+                    return Ok((b.start..b.start + b.rows(), wanted));
+                }
                 for (i, row) in b.x.chunks_exact(d).enumerate() {
                     // Welford's update (Chan et al.'s with a one-row second part).
                     s.rows += 1.0;
@@ -187,7 +257,10 @@ impl<T: Real> Pass<T> for ScanPass {
                 if self.sample.wants(row) {
                     let i = row - block.start;
                     let w = block.w.map_or(1.0, |w| w[i]);
-                    self.sample.offer(row, block.x[i * d..(i + 1) * d].iter().map(|v| v.to_f64()), w)?;
+                    match block.csr {
+                        Some(_) => self.sample.offer(row, block.dense_row(i).into_iter(), w)?,
+                        None => self.sample.offer(row, block.x[i * d..(i + 1) * d].iter().map(|v| v.to_f64()), w)?,
+                    }
                 }
             }
         }
@@ -195,7 +268,7 @@ impl<T: Real> Pass<T> for ScanPass {
     }
 
     fn task(&self) -> Option<(&'static str, Vec<u8>)> {
-        Some((SCAN, encode(&(self.d, self.sample.emptied()))))
+        (!self.sparse).then(|| (SCAN, encode(&(self.d, self.sample.emptied()))))
     }
 
     fn side(&self) -> Vec<u8> {
@@ -265,7 +338,7 @@ pub(crate) fn run_scan_task<T: Real>(
     rows: std::ops::Range<usize>,
     cancel: &Cancel,
 ) -> Result<Vec<u8>> {
-    let mut pass = ScanPass { d, sample, weights_name: w.map(Source::name) };
+    let mut pass = ScanPass { d, sparse: x.sparse().is_some(), sample, weights_name: w.map(Source::name) };
     let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
     let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancel)?;
     Ok(task_result::<T, _>(&pass, partial))
@@ -295,8 +368,10 @@ pub fn scan<T: Real>(
     let weighted = blocks.weights().is_some();
     let mut kept = KeyedSample::for_layout(&SampleLayout { rows: sample.rows.min(n), ..sample }, d, seed, scratch_dir)?;
     kept.settle(x.first_row()..n);
-    let mut pass = ScanPass { d, sample: kept, weights_name: blocks.weights().map(Source::name) };
+    let sparse = x.sparse().is_some();
+    let mut pass = ScanPass { d, sparse, sample: kept, weights_name: blocks.weights().map(Source::name) };
     let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
+    let s = if sparse { s.with_zeros() } else { s };
     if let Some((row, column)) = s.bad {
         let value = x.value(row, column)?;
         return Err(Error::bad_value(x.name(), row, column, value, s.bad_count, T::DTYPE));

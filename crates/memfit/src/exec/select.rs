@@ -97,6 +97,7 @@ impl<T: Real, P: Pass<T>> Pass<T> for Selected<'_, '_, T, P> {
             n_features: d,
             layout: block.layout,
             index: Some(index),
+            csr: None,
         };
         let n = picked.rows();
         self.pass.block(picked, &mut [Leaf { rows: 0..n, stats: &mut *leaves[0].stats }])

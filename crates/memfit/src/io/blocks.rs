@@ -3,12 +3,15 @@
 use super::source::Source;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::Cancel;
+use crate::exec::{Block, Cancel, CsrIndex};
 
 /// Reads the rows of a [`Source`] (and optionally per-row weights) block by
 /// block, converted to `T` and shifted, into buffers of `block_rows` rows
 /// allocated once: `block_rows × (n_features × size_of::<T>() + raw bytes
-/// per row)` for the data, `block_rows × (8 + raw bytes)` for weights.
+/// per row)` for the data, `block_rows × (8 + raw bytes)` for weights. A
+/// sparse source's blocks are CSR ([`crate::exec::Layout::Csr`]): for each
+/// row an offset and up to its most stored values with their columns
+/// ([`BlockReader::sparse_bytes_per_row`]); they are not shifted.
 #[derive(Debug)]
 pub struct BlockReader<'s, 'a, T> {
     x: &'s Source<'a>,
@@ -18,6 +21,8 @@ pub struct BlockReader<'s, 'a, T> {
     w_scratch: Vec<u8>,
     values: Vec<T>,
     weights: Vec<f64>,
+    indptr: Vec<usize>,
+    indices: Vec<u32>,
 }
 
 impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
@@ -25,15 +30,28 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
     /// (shape `(n_samples, 1)`).
     pub fn new(x: &'s Source<'a>, w: Option<&'s Source<'a>>, block_rows: usize) -> Self {
         let d = x.n_features();
+        let sparse = x.sparse().map(|c| block_rows.min(c.n_rows()) * c.max_row_nnz());
         BlockReader {
             x,
             w,
             block_rows,
             x_scratch: vec![0; block_rows * x.scratch_bytes_per_row()],
             w_scratch: vec![0; w.map_or(0, |w| block_rows * w.scratch_bytes_per_row())],
-            values: vec![T::default(); block_rows * d],
+            values: match sparse {
+                Some(nnz) => Vec::with_capacity(nnz),
+                None => vec![T::default(); block_rows * d],
+            },
             weights: vec![0.0; if w.is_some() { block_rows } else { 0 }],
+            indptr: Vec::with_capacity(if sparse.is_some() { block_rows + 1 } else { 0 }),
+            indices: Vec::with_capacity(sparse.unwrap_or(0)),
         }
+    }
+
+    /// Bytes a reader of a sparse source holds per block row in place of
+    /// [`BlockReader::bytes_per_row`]'s values: an offset, and for the most
+    /// values a row stores (`max_row_nnz`) each value and its column.
+    pub fn sparse_bytes_per_row(max_row_nnz: usize, compute_bytes: usize, w_scratch: Option<usize>) -> u64 {
+        (8 + max_row_nnz * (compute_bytes + 4) + w_scratch.map_or(0, |s| s + 8)) as u64
     }
 
     /// Bytes a reader holds per block row: the raw scratch of `x`
@@ -59,9 +77,10 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
         self.block_rows
     }
 
-    /// Calls `f(start, values, weights)` for each block in row order:
-    /// `values` is row-major `(rows, n_features)` with column `j` shifted by
-    /// `shift[j]`. `cancel` is checked before each block.
+    /// Calls `f(block)` for each block in row order: a dense block's values
+    /// are row-major `(rows, n_features)` with column `j` shifted by
+    /// `shift[j]`; a sparse source's blocks are CSR, unshifted (`shift`
+    /// must be zero). `cancel` is checked before each block.
     ///
     /// # Errors
     /// Read errors, [`Error::Cancelled`], and whatever `f` returns.
@@ -69,7 +88,7 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
         &mut self,
         shift: &[f64],
         cancel: &Cancel,
-        f: impl FnMut(usize, &[T], Option<&[f64]>) -> Result<()>,
+        f: impl FnMut(Block<'_, T>) -> Result<()>,
     ) -> Result<()> {
         self.for_each_in(0..self.x.n_samples(), shift, cancel, f)
     }
@@ -84,7 +103,7 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
         rows: std::ops::Range<usize>,
         shift: &[f64],
         cancel: &Cancel,
-        mut f: impl FnMut(usize, &[T], Option<&[f64]>) -> Result<()>,
+        mut f: impl FnMut(Block<'_, T>) -> Result<()>,
     ) -> Result<()> {
         let d = self.x.n_features();
         let mut start = rows.start;
@@ -93,7 +112,12 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
                 return Err(Error::Cancelled);
             }
             let n = self.block_rows.min(rows.end - start);
-            self.x.read_rows(start, n, shift, &mut self.x_scratch, &mut self.values)?;
+            if self.x.sparse().is_some() {
+                debug_assert!(shift.iter().all(|&s| s == 0.0), "sparse rows are read unshifted");
+                self.x.read_csr(start, n, &mut self.indptr, &mut self.indices, &mut self.values);
+            } else {
+                self.x.read_rows(start, n, shift, &mut self.x_scratch, &mut self.values)?;
+            }
             let w = match self.w {
                 Some(ws) => {
                     ws.read_rows::<f64>(start, n, &[0.0], &mut self.w_scratch, &mut self.weights)?;
@@ -101,7 +125,12 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
                 }
                 None => None,
             };
-            f(start, &self.values[..n * d], w)?;
+            f(if self.x.sparse().is_some() {
+                let csr = CsrIndex { indptr: &self.indptr, indices: &self.indices };
+                Block::sparse(start, &self.values, csr, w, d)
+            } else {
+                Block::dense(start, &self.values[..n * d], w, d)
+            })?;
             start += n;
         }
         Ok(())
@@ -114,6 +143,12 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
     /// Read errors.
     pub fn read_row(&mut self, i: usize, shift: &[f64], out: &mut [f64]) -> Result<()> {
         let d = out.len();
+        if self.x.sparse().is_some() {
+            let mut row = vec![T::default(); d];
+            self.x.read_rows(i, 1, shift, &mut [], &mut row)?;
+            out.iter_mut().zip(&row).for_each(|(o, v)| *o = v.to_f64());
+            return Ok(());
+        }
         self.x.read_rows(i, 1, shift, &mut self.x_scratch, &mut self.values[..d])?;
         for (o, v) in out.iter_mut().zip(&self.values[..d]) {
             *o = v.to_f64();

@@ -29,7 +29,7 @@ pub const MAX_PARTIAL_BYTES: usize = 512 << 10;
 
 /// `a + b` and its exact rounding error (Knuth's TwoSum, branch-free).
 #[inline(always)]
-fn two_sum(a: f64, b: f64) -> (f64, f64) {
+pub(super) fn two_sum(a: f64, b: f64) -> (f64, f64) {
     let s = a + b;
     let bb = s - a;
     (s, (a - (s - bb)) + (b - bb))

@@ -90,7 +90,7 @@ pub const DIRECT_MAX_FEATURES: usize = 16;
 
 /// `γ(n) = n u / (1 − n u)`, Higham's bound on `n` roundings of unit
 /// roundoff `u`; infinite when `n u ≥ 1/2`.
-fn gamma(n: usize, u: f64) -> f64 {
+pub(super) fn gamma(n: usize, u: f64) -> f64 {
     let nu = n as f64 * u;
     if nu < 0.5 {
         nu / (1.0 - nu)
@@ -101,17 +101,17 @@ fn gamma(n: usize, u: f64) -> f64 {
 
 /// The constants of the error bound for the fast path's kernel type.
 #[derive(Debug, Clone, Copy)]
-struct Bound {
+pub(super) struct Bound {
     /// (γ(d + 6) + 2γ₆₄(d + 6)) · (1 + 10⁻⁶): β_j = coef · (R_j + X)² + floor.
     coef: f64,
     /// The absolute term of β for underflow.
-    floor: f64,
+    pub(super) floor: f64,
     /// Above this, (R + X)² could overflow the kernel type.
     max: f64,
 }
 
 impl Bound {
-    fn new(d: usize, unit_roundoff: f64, min_positive: f64, max: f64) -> Self {
+    pub(super) fn new(d: usize, unit_roundoff: f64, min_positive: f64, max: f64) -> Self {
         Bound {
             coef: (gamma(d + 6, unit_roundoff) + 2.0 * gamma(d + 6, f64::EPSILON / 2.0)) * (1.0 + 1e-6),
             floor: 2.0 * (d + 6) as f64 * min_positive,
@@ -122,7 +122,7 @@ impl Bound {
     /// coef · s + floor for s ≥ (R + X)²; infinite where the fast path
     /// could overflow.
     #[inline]
-    fn at(&self, s: f64) -> f64 {
+    pub(super) fn at(&self, s: f64) -> f64 {
         if s > self.max {
             f64::INFINITY
         } else {
@@ -132,7 +132,7 @@ impl Bound {
 
     /// β for a centre at `radius` and a row at `x_norm` from the origin.
     #[inline]
-    fn beta(&self, radius: f64, x_norm: f64) -> f64 {
+    pub(super) fn beta(&self, radius: f64, x_norm: f64) -> f64 {
         self.at((radius + x_norm) * (radius + x_norm))
     }
 }
@@ -171,6 +171,8 @@ pub struct PreparedCenters<T> {
     /// σC = max_j σR_j.
     radius: f64,
     bound: Bound,
+    /// The centres prepared for sparse rows, made on first use.
+    sparse: std::sync::OnceLock<super::SparseCenters>,
 }
 
 impl<T: Real> PreparedCenters<T> {
@@ -234,7 +236,14 @@ impl<T: Real> PreparedCenters<T> {
             radius: radii.iter().copied().fold(0.0, f64::max),
             radii,
             bound,
+            sparse: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The centres prepared for sparse rows ([`super::assign_csr`]), made
+    /// on first use ([`super::SparseCenters::bytes_for`] more bytes).
+    pub fn sparse(&self) -> &super::SparseCenters {
+        self.sparse.get_or_init(|| super::SparseCenters::new(&self.centers, self.n_clusters, self.n_features))
     }
 
     /// `k` rounded up to a multiple of [`LANES`].
@@ -307,7 +316,7 @@ pub fn underflow_slack(d: usize) -> f64 {
 /// distance from the origin) near 1: 2^−e with 2^(e−1) ≤ spread < 2^e,
 /// clamped so that σ and σ² stay normal `f64` values; 1 for a zero or
 /// non-finite spread.
-fn scale_for(spread: f64) -> f64 {
+pub(super) fn scale_for(spread: f64) -> f64 {
     if !(spread.is_finite() && spread > 0.0) {
         return 1.0;
     }

@@ -8,6 +8,7 @@ mod assign;
 mod finite;
 mod gaussian;
 mod scatter;
+mod sparse;
 #[cfg(target_arch = "x86_64")]
 mod sq_avx512;
 mod unit;
@@ -24,4 +25,5 @@ pub(crate) use gaussian::{
     clear_upper_vector_state, exp_or_zero, log_prob_tile, log_sum_exp_rows, stacked_group, Estep, Prec,
 };
 pub use scatter::add_tile_scatter;
+pub use sparse::{accumulate_csr, assign_csr, sq_distances_csr, SparseCenters, SparseScratch};
 pub use unit::unit_row;

@@ -28,6 +28,10 @@ pub struct Job {
     pub x_scratch_per_row: usize,
     /// Bytes per row of read scratch for the weights; `None` without weights.
     pub w_scratch_per_row: Option<usize>,
+    /// For sparse (CSR) data, the most values one row stores: read blocks
+    /// hold that many values and columns per row instead of `n_features`
+    /// values. `None` for dense data.
+    pub sparse_row_nnz: Option<usize>,
     /// Bytes per element of the compute type (4 or 8).
     pub compute_bytes: usize,
     /// Worker threads ([`RunOptions::threads`]).
@@ -69,6 +73,7 @@ impl Job {
             n_features: x.n_features(),
             x_scratch_per_row: x.scratch_bytes_per_row(),
             w_scratch_per_row: weights.map(Source::scratch_bytes_per_row),
+            sparse_row_nnz: x.sparse().map(crate::io::CsrRef::max_row_nnz),
             compute_bytes,
             threads: run.threads(),
             n_outputs,
@@ -85,6 +90,32 @@ impl Job {
     pub fn holding(mut self, name: impl Into<String>, bytes: u64) -> Self {
         self.held.push((name.into(), bytes));
         self
+    }
+
+    /// Bytes a read block holds per row of the data (and, with
+    /// `w_scratch`, of the weights): raw scratch and converted values for
+    /// dense data, an offset and the most stored values with their columns
+    /// for sparse data (see [`crate::io::BlockReader`]).
+    pub fn read_bytes_per_row(&self, w_scratch: Option<usize>) -> u64 {
+        use crate::io::BlockReader;
+        match self.sparse_row_nnz {
+            Some(nnz) => BlockReader::<f64>::sparse_bytes_per_row(nnz, self.compute_bytes, w_scratch),
+            None => BlockReader::<f64>::bytes_per_row(
+                self.x_scratch_per_row,
+                self.n_features,
+                self.compute_bytes,
+                w_scratch,
+            ),
+        }
+    }
+
+    /// Bytes of one row's converted values in a read block (what caps a
+    /// block's size, see [`super::pick_block_rows`]).
+    pub fn row_value_bytes(&self) -> u64 {
+        match self.sparse_row_nnz {
+            Some(nnz) => (nnz * (self.compute_bytes + 4) + 8) as u64,
+            None => (self.n_features * self.compute_bytes) as u64,
+        }
     }
 
     /// Bytes the input holds through the run.
@@ -115,6 +146,7 @@ impl Job {
             n_features,
             x_scratch_per_row: n_features * 8,
             w_scratch_per_row: None,
+            sparse_row_nnz: None,
             compute_bytes: 8,
             threads: 2,
             n_outputs: 0,

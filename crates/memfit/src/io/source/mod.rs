@@ -7,6 +7,7 @@
 //! (unlike an mmap), and the file never has to fit in RAM.
 
 mod convert;
+mod csr;
 mod memory;
 mod npy;
 mod rows;
@@ -20,6 +21,7 @@ use super::dtype::{decode, decode_integer, Dtype, InexactInteger};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use convert::{convert, convert_rows, Check};
+pub use csr::{CsrRef, Index, SparseValues};
 pub use memory::{ArrayRef, Values};
 use npy::read_exact;
 pub use npy::NpyFile;
@@ -52,6 +54,8 @@ enum Data<'a> {
     Memory(ArrayRef<'a>),
     /// Rows computed on demand.
     Rows(Box<dyn RowSource + 'a>),
+    /// A borrowed sparse matrix in CSR form.
+    Csr(CsrRef<'a>),
 }
 
 impl<'a> Source<'a> {
@@ -181,6 +185,48 @@ impl<'a> Source<'a> {
         Source::new(Data::Memory(array))
     }
 
+    /// Wraps a borrowed sparse matrix: passes read its rows as CSR blocks
+    /// ([`Source::read_csr`]); [`Source::read_rows`] densifies them (for
+    /// the few rows a sample or a refill takes).
+    pub fn csr(matrix: CsrRef<'a>) -> Self {
+        Source::new(Data::Csr(matrix))
+    }
+
+    /// The sparse matrix, when the rows are sparse.
+    pub fn sparse(&self) -> Option<&CsrRef<'a>> {
+        match &self.data {
+            Data::Csr(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Reads rows `[start, start + rows)` of a sparse source as a CSR block:
+    /// `indptr` (`rows + 1` offsets from 0) and each stored value's column
+    /// and value converted to `T` (scaled to unit row norm with
+    /// [`Source::unit_rows`]). The buffers are cleared and refilled (their
+    /// capacity is the reader's planned block).
+    ///
+    /// # Panics
+    /// If the source is not sparse or the rows lie outside it (programming
+    /// errors, never user input).
+    pub fn read_csr<T: Real>(
+        &self,
+        start: usize,
+        rows: usize,
+        indptr: &mut Vec<usize>,
+        indices: &mut Vec<u32>,
+        values: &mut Vec<T>,
+    ) {
+        let Data::Csr(c) = &self.data else { panic!("read_csr on a dense source") };
+        assert!(start >= self.first_row && start + rows <= self.n_samples());
+        c.read(start - self.first_row, rows, indptr, indices, values);
+        if self.unit_rows {
+            for r in 0..rows {
+                crate::kernels::unit_row(&mut values[indptr[r]..indptr[r + 1]]);
+            }
+        }
+    }
+
     /// Wraps rows computed on demand.
     pub fn rows(rows: Box<dyn RowSource + 'a>) -> Self {
         Source::new(Data::Rows(rows))
@@ -214,6 +260,7 @@ impl<'a> Source<'a> {
                 Data::Npy(f) => f.header.shape[0],
                 Data::Memory(a) => a.n_rows,
                 Data::Rows(r) => r.n_rows(),
+                Data::Csr(c) => c.n_rows(),
             }
     }
 
@@ -223,6 +270,7 @@ impl<'a> Source<'a> {
             Data::Npy(f) => f.header.shape[1],
             Data::Memory(a) => a.n_cols,
             Data::Rows(r) => r.n_cols(),
+            Data::Csr(c) => c.n_cols(),
         }
     }
 
@@ -232,6 +280,7 @@ impl<'a> Source<'a> {
             Data::Npy(f) => f.header.dtype,
             Data::Memory(a) => a.values.dtype(),
             Data::Rows(r) => r.dtype(),
+            Data::Csr(c) => c.dtype(),
         }
     }
 
@@ -239,7 +288,7 @@ impl<'a> Source<'a> {
     pub fn name(&self) -> PathBuf {
         match &self.data {
             Data::Npy(f) => f.path.clone(),
-            Data::Memory(_) => PathBuf::from("<memory>"),
+            Data::Memory(_) | Data::Csr(_) => PathBuf::from("<memory>"),
             Data::Rows(r) => r.name(),
         }
     }
@@ -249,7 +298,7 @@ impl<'a> Source<'a> {
     pub fn scratch_bytes_per_row(&self) -> usize {
         match &self.data {
             Data::Npy(f) => f.header.shape[1] * f.header.dtype.itemsize(),
-            Data::Memory(_) => 0,
+            Data::Memory(_) | Data::Csr(_) => 0,
             Data::Rows(r) => r.bytes_per_row(),
         }
     }
@@ -308,6 +357,10 @@ impl<'a> Source<'a> {
                 let exact = |k: usize| decode_integer(raw, k, h.dtype, h.endian).unwrap_or_default();
                 let check = bound.map(|bound| Check { bound, exact: &exact });
                 convert(h.dtype, h.endian, raw, rows, d, row_step, col_step, shift, out, check)
+            }
+            Data::Csr(c) => {
+                c.densify(at, rows, shift, out);
+                None
             }
             Data::Rows(r) => {
                 let values = r.read(at, rows)?;
@@ -451,6 +504,7 @@ impl<'a> Source<'a> {
                 Ok(decode(&b, 0, h.dtype, h.endian))
             }
             Data::Rows(r) => Ok(r.read(row, 1)?[column]),
+            Data::Csr(c) => Ok(c.value(row, column)),
             Data::Memory(a) => {
                 let i = row * a.row_stride + column * a.col_stride;
                 Ok(match a.values {

@@ -1,0 +1,356 @@
+//! Nearest centres and per-cluster sums for sparse (CSR) rows, with the
+//! exact answer of the dense kernels.
+//!
+//! # The guarantee
+//! Each row's label is the one [`super::assign_rows`] gives for the row
+//! with its zeros filled in: the index `j` minimising [`exact_sq_dist`] of
+//! the dense row and `c_j`, the lowest index on ties. The reported distance
+//! is the label's squared distance from the stored values alone,
+//! ‖c‖² + Σ_{stored f} ((x_f − c_f)² − c_f²) (clamped at 0), in `f64`
+//! (‖c‖² summed over all features in order): O(nnz) work, within
+//! γ₆₄(d + 6)·(‖x‖ + ‖c‖)² of the dense distance (Higham, *Accuracy and
+//! Stability of Numerical Algorithms*, §3.1), so a sparse fit's inertia
+//! may differ from the dense fit's in its last bits while its labels and
+//! centres are the same.
+//!
+//! # The bound
+//! The fast path computes g_j = fl(σ²‖c_j‖² − 2 Σ_{stored f} σx_f·σc_jf) in
+//! `f64` with σ a power of two that brings the centres near 1 (exact, as in
+//! the dense kernel; no origin shift, which would fill in the zeros). The
+//! exact t_j = ‖σc_j‖² − 2σx·σc_j errs from g_j by at most
+//! γ₆₄(d + 2)(R_j² + 2XR_j) ≤ β_j, the dense kernel's β with unit roundoff
+//! `u₆₄`, R_j = ‖σc_j‖ and X = ‖σx‖ (the norm is a sum of `d` squares, the
+//! product of at most `d` stored terms; nothing is rounded before them).
+//! So, as in the dense kernel, a runner-up more than τ = 2 max_j β_j above
+//! the best certifies the label; otherwise every centre with
+//! g_j − β_j ≤ min_i (g_i + β_i) is a candidate and the smallest
+//! [`exact_sq_dist`] of the densified row, lowest index first, decides.
+//!
+//! Work per row: O(nnz · k) for the products (each stored value adds a
+//! multiple of one row of the transposed centres), the O(d · candidates)
+//! exact decision only where the bound cannot certify. Memory: the
+//! transposed centres (d × k `f64`) and per worker k products and one
+//! dense row.
+//!
+//! Reference: scikit-learn's `_k_means_lloyd.pyx` and
+//! `_euclidean_sparse_dense` (sparse rows against dense centres with the
+//! same identity).
+
+use multiversion::multiversion;
+use rayon::prelude::*;
+
+use super::accumulate::two_sum;
+use super::assign::{scale_for, underflow_slack, Bound};
+use super::{exact_sq_dist, ClusterSums, PreparedCenters};
+use crate::dtype::Real;
+use crate::exec::CsrIndex;
+
+/// Centres prepared for sparse rows (see the module docs).
+#[derive(Debug, Clone)]
+pub struct SparseCenters {
+    k: usize,
+    /// σ, a power of two.
+    scale: f64,
+    /// `(n_features, n_clusters)` row-major σc_jf.
+    transposed: Vec<f64>,
+    /// ‖σc_j‖², summed over the features in order.
+    sq_norms: Vec<f64>,
+    /// ‖c_j‖², summed over the features in order (for the distances).
+    norms: Vec<f64>,
+    /// R_j = ‖σc_j‖.
+    radii: Vec<f64>,
+    /// max_j R_j.
+    radius: f64,
+    bound: Bound,
+}
+
+impl SparseCenters {
+    /// Prepares `k` centres of `d` features (row-major `f64`).
+    pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
+        let spread = centers.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let scale = scale_for(spread);
+        let mut transposed = vec![0.0; d * k];
+        let (mut sq_norms, mut norms) = (vec![0.0; k], vec![0.0; k]);
+        for (j, c) in centers.chunks_exact(d.max(1)).enumerate().take(k) {
+            for (f, &v) in c.iter().enumerate() {
+                let s = v * scale;
+                transposed[f * k + j] = s;
+                sq_norms[j] += s * s;
+                norms[j] += v * v;
+            }
+        }
+        let radii: Vec<f64> = sq_norms.iter().map(|s| s.sqrt()).collect();
+        let mut bound = Bound::new(d, f64::EPSILON / 2.0, f64::MIN_POSITIVE, f64::MAX);
+        bound.floor += underflow_slack(d) * scale * scale;
+        SparseCenters {
+            k,
+            scale,
+            transposed,
+            sq_norms,
+            norms,
+            radius: radii.iter().copied().fold(0.0, f64::max),
+            radii,
+            bound,
+        }
+    }
+
+    /// Bytes of the prepared centres for `k` centres of `d` features.
+    pub fn bytes_for(k: usize, d: usize) -> u64 {
+        ((d + 4) * k * 8) as u64
+    }
+}
+
+/// Per-worker buffers of [`assign_csr`]: `k` products and one dense row.
+#[derive(Debug, Clone)]
+pub struct SparseScratch<T> {
+    g: Vec<f64>,
+    row: Vec<T>,
+}
+
+impl<T: Real> SparseScratch<T> {
+    /// Buffers for `k` centres of `d` features.
+    pub fn new(k: usize, d: usize) -> Self {
+        SparseScratch { g: vec![0.0; k], row: vec![T::default(); d] }
+    }
+
+    /// Bytes of [`SparseScratch::new`]'s buffers in a compute type of
+    /// `compute_bytes` bytes.
+    pub fn bytes(k: usize, d: usize, compute_bytes: usize) -> u64 {
+        (k * 8 + d * compute_bytes) as u64
+    }
+}
+
+/// Rows per parallel work item.
+const ROWS_PER_ITEM: usize = 256;
+
+/// Assigns every row of a CSR block (values `x`, structure `csr`) to its
+/// nearest centre (see the module docs), in parallel over `scratch.len()`
+/// workers; the result does not depend on them. Writes `labels` and
+/// `min_dist` (one per row).
+///
+/// # Panics
+/// If buffers are smaller than stated.
+pub fn assign_csr<T: Real>(
+    x: &[T],
+    csr: CsrIndex<'_>,
+    c: &PreparedCenters<T>,
+    scratch: &mut [SparseScratch<T>],
+    labels: &mut [u32],
+    min_dist: &mut [f64],
+) {
+    let s = c.sparse();
+    let rows = labels.len();
+    let items = rows.div_ceil(ROWS_PER_ITEM);
+    let per_worker = items.div_ceil(scratch.len().max(1)).max(1) * ROWS_PER_ITEM;
+    scratch
+        .par_iter_mut()
+        .zip(labels.par_chunks_mut(per_worker))
+        .zip(min_dist.par_chunks_mut(per_worker))
+        .enumerate()
+        .for_each(|(w, ((buf, lab), dist))| {
+            let base = w * per_worker;
+            for (r, (l, o)) in lab.iter_mut().zip(dist.iter_mut()).enumerate() {
+                let p = csr.indptr[base + r]..csr.indptr[base + r + 1];
+                (*l, *o) = assign_one(&x[p.clone()], &csr.indices[p], c, s, buf);
+            }
+        });
+}
+
+/// g_j for every centre: σ²‖c_j‖² − 2 Σ σx_f σc_jf over the stored values.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn products<T: Real>(values: &[T], cols: &[u32], s: &SparseCenters, g: &mut [f64]) {
+    let k = s.k;
+    g.copy_from_slice(&s.sq_norms);
+    for (&v, &f) in values.iter().zip(cols) {
+        let a = -2.0 * (v.to_f64() * s.scale);
+        let ct = &s.transposed[f as usize * k..(f as usize + 1) * k];
+        for (gj, &cj) in g.iter_mut().zip(ct) {
+            *gj += a * cj;
+        }
+    }
+}
+
+/// One row's label and reported distance.
+fn assign_one<T: Real>(
+    values: &[T],
+    cols: &[u32],
+    c: &PreparedCenters<T>,
+    s: &SparseCenters,
+    buf: &mut SparseScratch<T>,
+) -> (u32, f64) {
+    let g = &mut buf.g[..s.k];
+    products(values, cols, s, g);
+    let x_sq: f64 = values.iter().map(|v| (v.to_f64() * s.scale).powi(2)).sum();
+    let (mut best, mut b, mut second) = (f64::INFINITY, 0usize, f64::INFINITY);
+    for (j, &v) in g.iter().enumerate() {
+        if v < best {
+            second = best;
+            (best, b) = (v, j);
+        } else if v < second {
+            second = v;
+        }
+    }
+    // τ with (C + X)² ≤ 2(C² + X²); NaN (overflow) fails the test.
+    let tau = 2.0 * s.bound.at(2.0 * (s.radius * s.radius + x_sq));
+    let label = if second - best > tau { b } else { decide(values, cols, c, s, x_sq.sqrt(), buf) };
+    (label as u32, sparse_sq_dist(values, cols, c.center(label), s.norms[label]))
+}
+
+/// The exact decision (see the module docs) from the products in `buf.g`.
+#[inline(never)]
+fn decide<T: Real>(
+    values: &[T],
+    cols: &[u32],
+    c: &PreparedCenters<T>,
+    s: &SparseCenters,
+    x_norm: f64,
+    buf: &mut SparseScratch<T>,
+) -> usize {
+    let beta = |j: usize| s.bound.beta(s.radii[j], x_norm);
+    let upper = (0..s.k).map(|j| buf.g[j] + beta(j)).filter(|v| v.is_finite()).fold(f64::INFINITY, f64::min);
+    for (&v, &f) in values.iter().zip(cols) {
+        buf.row[f as usize] = v;
+    }
+    let (mut best, mut label) = (f64::INFINITY, 0);
+    for j in 0..s.k {
+        // NaN (overflow) keeps a centre among the candidates.
+        if buf.g[j] - beta(j) > upper {
+            continue;
+        }
+        let dist = exact_sq_dist(&buf.row, c.center(j));
+        if dist < best {
+            (best, label) = (dist, j);
+        }
+    }
+    for &f in cols {
+        buf.row[f as usize] = T::default();
+    }
+    label
+}
+
+/// ‖c‖² + Σ_{stored f} ((x_f − c_f)² − c_f²), at least 0, with `norm` = ‖c‖².
+#[inline]
+fn sparse_sq_dist<T: Real>(values: &[T], cols: &[u32], c: &[f64], norm: f64) -> f64 {
+    let mut acc = norm;
+    for (&v, &f) in values.iter().zip(cols) {
+        let cf = c[f as usize];
+        let t = v.to_f64() - cf;
+        acc += t * t - cf * cf;
+    }
+    acc.max(0.0)
+}
+
+/// Squared distances of every row of a CSR block to every centre: `out`
+/// (row-major `(rows, n_clusters)`) receives each pair's distance from the
+/// stored values (as [`assign_csr`] reports its label's).
+///
+/// # Panics
+/// If `out` holds fewer than `rows × n_clusters` values.
+pub fn sq_distances_csr<T: Real>(x: &[T], csr: CsrIndex<'_>, c: &PreparedCenters<T>, out: &mut [f64]) {
+    let (k, s) = (c.n_clusters, c.sparse());
+    let rows = csr.indptr.len() - 1;
+    out[..rows * k].par_chunks_mut(k).enumerate().for_each(|(i, o)| {
+        let p = csr.indptr[i]..csr.indptr[i + 1];
+        for (j, v) in o.iter_mut().enumerate() {
+            *v = sparse_sq_dist(&x[p.clone()], &csr.indices[p.clone()], c.center(j), s.norms[j]);
+        }
+    });
+}
+
+/// Adds `w_i · x_i` and `w_i` to the sums of cluster `labels[i]` for every
+/// row of a CSR block, in row order: the same bits as the dense
+/// accumulation of the rows with their zeros (adding a zero changes
+/// neither a sum nor its error term).
+///
+/// # Panics
+/// If a label is `>= n_clusters` or buffers are smaller than stated.
+pub fn accumulate_csr<T: Real>(
+    x: &[T],
+    csr: CsrIndex<'_>,
+    labels: &[u32],
+    sample_weight: Option<&[f64]>,
+    sums: &mut ClusterSums,
+) {
+    let d = if sums.n_clusters() == 0 { 0 } else { sums.sums.len() / sums.n_clusters() };
+    let ClusterSums { sums, sums_err, weights, weights_err } = sums;
+    for (i, &l) in labels.iter().enumerate() {
+        let j = l as usize;
+        let wi = sample_weight.map_or(1.0, |w| w[i]);
+        let (a, e) = two_sum(weights[j], wi);
+        (weights[j], weights_err[j]) = (a, weights_err[j] + e);
+        for p in csr.indptr[i]..csr.indptr[i + 1] {
+            let q = j * d + csr.indices[p] as usize;
+            let v = x[p].to_f64();
+            let (prod, pe) = match sample_weight {
+                None => (v, 0.0),
+                Some(_) => {
+                    let prod = wi * v;
+                    (prod, wi.mul_add(v, -prod))
+                }
+            };
+            let (a, e) = two_sum(sums[q], prod);
+            sums[q] = a;
+            sums_err[q] += e + pe;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::{accumulate_rows, assign_reference};
+    use rand::{Rng, SeedableRng};
+
+    /// A random CSR matrix with about `density` of its values stored, some
+    /// rows empty, and its dense twin.
+    fn random_csr(n: usize, d: usize, density: f64, seed: u64) -> (Vec<usize>, Vec<u32>, Vec<f64>, Vec<f64>) {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let (mut indptr, mut indices, mut values, mut dense) = (vec![0], Vec::new(), Vec::new(), vec![0.0; n * d]);
+        for i in 0..n {
+            for f in 0..d {
+                if rng.random::<f64>() < density {
+                    // Integers: many exact ties between centres.
+                    let v = f64::from(rng.random_range(1..4u8));
+                    indices.push(f as u32);
+                    values.push(v);
+                    dense[i * d + f] = v;
+                }
+            }
+            indptr.push(values.len());
+        }
+        (indptr, indices, values, dense)
+    }
+
+    #[test]
+    fn labels_and_sums_are_the_dense_kernels() {
+        for (n, d, k, density) in [(700, 40, 9, 0.1), (300, 5, 4, 0.5), (200, 300, 30, 0.02)] {
+            let (indptr, indices, values, dense) = random_csr(n, d, density, n as u64);
+            // Centres: some rows of the data (exact ties), some shifted.
+            let mut centers: Vec<f64> = dense[..k * d].to_vec();
+            centers[..d].iter_mut().for_each(|v| *v += 0.5);
+            let c = PreparedCenters::<f64>::new(&centers, k, d);
+            let csr = CsrIndex { indptr: &indptr, indices: &indices };
+            let (mut labels, mut dist) = (vec![0; n], vec![0.0; n]);
+            for workers in [1, 3] {
+                let mut scratch: Vec<_> = (0..workers).map(|_| SparseScratch::new(k, d)).collect();
+                assign_csr(&values, csr, &c, &mut scratch, &mut labels, &mut dist);
+                let (mut want, mut want_dist) = (vec![0; n], vec![0.0; n]);
+                assign_reference(&dense, &c, &mut want, &mut want_dist);
+                assert_eq!(labels, want, "n {n} d {d} k {k}");
+                for (a, b) in dist.iter().zip(&want_dist) {
+                    assert!((a - b).abs() <= 1e-12 * (1.0 + b), "{a} {b}");
+                }
+            }
+            let mut all = vec![0.0; n * k];
+            sq_distances_csr(&values, csr, &c, &mut all);
+            assert_eq!(all[..k].iter().position(|&v| v == dist[0]), Some(labels[0] as usize));
+            let w: Vec<f64> = (0..n).map(|i| (i % 4) as f64 * 0.7).collect();
+            for weights in [None, Some(&w[..])] {
+                let (mut a, mut b) = (ClusterSums::new(k, d), ClusterSums::new(k, d));
+                accumulate_csr(&values, csr, &labels, weights, &mut a);
+                accumulate_rows(&dense, d, &labels, weights, &mut b);
+                assert_eq!((a.sums, a.sums_err, a.weights), (b.sums, b.sums_err, b.weights));
+            }
+        }
+    }
+}

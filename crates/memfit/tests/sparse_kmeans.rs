@@ -1,0 +1,139 @@
+//! k-means on sparse (CSR) rows gives the dense fit's labels, centres and
+//! iteration count, for float32 and float64, weighted or not, with the
+//! k-means++ and random inits, many exact ties (integer values), empty
+//! rows, several block sizes and thread counts; its inertia agrees to
+//! rounding; predict and transform agree with the dense ones.
+
+use memfit::cluster::{fit, plan_kmeans, plan_predict, predict, Algorithm, Init, KMeansFit, KMeansParams};
+use memfit::dtype::Real;
+use memfit::exec::{Backend, RunOptions};
+use memfit::io::{ArrayRef, CsrRef, Index, Source, SparseValues, Values};
+use memfit::plan::{Job, CHUNK_ROWS};
+
+/// A deterministic uniform in [0, 1).
+fn uniform(state: &mut u64) -> f64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    (*state >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A bag-of-words-like matrix: `n` rows of `d` columns, each row a topic's
+/// columns with small integer counts (many exact ties), some rows empty;
+/// CSR arrays (int32 offsets and columns) and the dense twin.
+fn corpus(n: usize, d: usize, seed: u64) -> (Vec<i32>, Vec<i32>, Vec<f64>, Vec<f64>) {
+    let mut s = seed;
+    let (mut indptr, mut indices, mut data, mut dense) = (vec![0i32], Vec::new(), Vec::new(), vec![0.0; n * d]);
+    for i in 0..n {
+        let topic = (uniform(&mut s) * 6.0) as usize;
+        if i % 97 != 0 {
+            for f in 0..d {
+                let p = if f % 6 == topic { 0.5 } else { 0.03 };
+                if uniform(&mut s) < p {
+                    let v = (1 + (uniform(&mut s) * 3.0) as usize) as f64;
+                    indices.push(f as i32);
+                    data.push(v);
+                    dense[i * d + f] = v;
+                }
+            }
+        }
+        indptr.push(data.len() as i32);
+    }
+    (indptr, indices, data, dense)
+}
+
+fn params(k: usize, init: Init) -> KMeansParams {
+    KMeansParams { n_clusters: k, init, max_iter: 50, tol: 0.0, algorithm: Algorithm::Auto, ..Default::default() }
+}
+
+fn run<T: Real>(
+    src: &Source<'_>,
+    w: Option<&Source<'_>>,
+    p: &KMeansParams,
+    limit: u64,
+    threads: usize,
+) -> (KMeansFit<T>, Vec<u32>) {
+    let mut opts = RunOptions::with_limit(limit);
+    opts.threads = Some(threads);
+    let plan = plan_kmeans(p, &Job::new(src, w, size_of::<T>(), 0, &opts)).unwrap();
+    let mut labels = Vec::new();
+    let mut sink = |l: &[u32]| {
+        labels.extend_from_slice(l);
+        Ok(())
+    };
+    let f = memfit::exec::install(threads, || fit::<T>(p, src, w, &plan, &opts, Some(&mut sink), &mut ()))
+        .unwrap()
+        .unwrap();
+    (f, labels)
+}
+
+fn same<T: Real>(what: &str, a: &(KMeansFit<T>, Vec<u32>), b: &(KMeansFit<T>, Vec<u32>)) {
+    assert_eq!(a.1, b.1, "{what}: labels");
+    assert_eq!(a.0.n_iter, b.0.n_iter, "{what}: n_iter");
+    let bits = |f: &KMeansFit<T>| f.cluster_centers.iter().map(|v| v.to_f64().to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a.0), bits(&b.0), "{what}: centres");
+    let (x, y) = (a.0.inertia, b.0.inertia);
+    assert!((x - y).abs() <= 1e-12 * y, "{what}: inertia {x} against {y}");
+}
+
+#[test]
+fn sparse_fits_have_the_dense_fits_labels_and_centres() {
+    let (n, d) = (CHUNK_ROWS + 3_001, 24);
+    let (indptr, indices, data, dense) = corpus(n, d, 7);
+    let w: Vec<f64> = (0..n).map(|i| ((i * 13) % 5) as f64 * 0.25).collect();
+    let data32: Vec<f32> = data.iter().map(|&v| v as f32).collect();
+    for (name, init) in [
+        ("k-means++", Init::KMeansPlusPlus),
+        ("random", Init::Random),
+        ("rows", Init::Centers { values: dense[..9 * d].to_vec(), n_rows: 9, n_cols: d }),
+    ] {
+        let p = params(9, init);
+        for weighted in [false, true] {
+            let ws = weighted.then(|| Source::memory(ArrayRef::c_order(Values::F64(&w), n, 1).unwrap()));
+            let dense_src = Source::memory(ArrayRef::c_order(Values::F64(&dense), n, d).unwrap());
+            let csr = CsrRef::new(Index::I32(&indptr), Index::I32(&indices), SparseValues::F64(&data), n, d).unwrap();
+            let sparse_src = Source::csr(csr);
+            let want = run::<f64>(&dense_src, ws.as_ref(), &p, 1 << 30, 2);
+            for (limit, threads) in [(1 << 30, 2), (3 << 20, 1), (3 << 20, 3)] {
+                let got = run::<f64>(&sparse_src, ws.as_ref(), &p, limit, threads);
+                same(&format!("{name} weighted {weighted} float64 limit {limit} threads {threads}"), &got, &want);
+            }
+            let csr32 =
+                CsrRef::new(Index::I32(&indptr), Index::I32(&indices), SparseValues::F32(&data32), n, d).unwrap();
+            let want = run::<f32>(&dense_src, ws.as_ref(), &p, 1 << 30, 2);
+            let got = run::<f32>(&Source::csr(csr32), ws.as_ref(), &p, 1 << 30, 2);
+            same(&format!("{name} weighted {weighted} float32"), &got, &want);
+        }
+    }
+}
+
+#[test]
+fn sparse_predict_is_the_dense_predict_and_bounded_is_refused() {
+    let (n, d, k) = (5_000, 40, 12);
+    let (indptr, indices, data, dense) = corpus(n, d, 11);
+    let centers: Vec<f64> = dense[..k * d].iter().map(|v| v * 0.9 + 0.05).collect();
+    let csr = CsrRef::new(Index::I32(&indptr), Index::I32(&indices), SparseValues::F64(&data), n, d).unwrap();
+    let sparse_src = Source::csr(csr);
+    let dense_src = Source::memory(ArrayRef::c_order(Values::F64(&dense), n, d).unwrap());
+    let opts = RunOptions::with_limit(8 << 20);
+    let out = |src: &Source<'_>| {
+        let plan = plan_predict(&Job::new(src, None, 8, 0, &opts), k, false).unwrap();
+        let (mut labels, mut dist) = (Vec::new(), Vec::new());
+        let mut sink = |l: &[u32], v: &[f64]| {
+            labels.extend_from_slice(l);
+            dist.extend_from_slice(v);
+            Ok(())
+        };
+        let inertia = predict::<f64>(src, None, &centers, k, &plan, Backend::Cpu, &mut sink, &()).unwrap();
+        (labels, dist, inertia)
+    };
+    let (a, b) = (out(&sparse_src), out(&dense_src));
+    assert_eq!(a.0, b.0);
+    for (x, y) in a.1.iter().zip(&b.1) {
+        assert!((x - y).abs() <= 1e-12 * (1.0 + y), "{x} {y}");
+    }
+    let mut p = params(k, Init::KMeansPlusPlus);
+    p.algorithm = Algorithm::Bounded;
+    let e = plan_kmeans(&p, &Job::new(&sparse_src, None, 8, 0, &opts)).unwrap_err().to_string();
+    assert!(e.contains("bounded algorithm does not take sparse data"), "{e}");
+}
