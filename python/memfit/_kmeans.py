@@ -77,9 +77,13 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         # per row, as scikit-learn's, never the input's graph or data.
         return _dask.computed_state(super().__getstate__(), lambda name: name.lstrip("_") + "_")
 
+    #: Whether ``fit`` takes scipy.sparse input (``predict``, ``score`` and
+    #: ``transform`` always do).
+    _accepts_sparse = False
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = self._accepts_sparse
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
 
@@ -111,7 +115,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         by ``sample_weight`` when given. For a Dask X the inertia is computed
         here (X's chunks read one at a time) and the labels are not kept."""
         check_is_fitted(self)
-        data = check_data(X, self, reset=False)
+        data = check_data(X, self, reset=False, accept_sparse=True)
         w = check_sample_weight(sample_weight, data)
         check_device(self, data, "kmeans", self.cluster_centers_.shape[0], w is not None)
         labels = np.empty(data.n_samples, dtype=np.int32)
@@ -141,7 +145,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         """
         if is_dask_array(X):
             check_is_fitted(self)
-            data = check_data(X, self, reset=False)
+            data = check_data(X, self, reset=False, accept_sparse=True)
             check_device(self, data, "kmeans", self.cluster_centers_.shape[0], False)
             return self._dask_labels(data)
         return self._assign(X)[0]
@@ -182,7 +186,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
             float32 for float32 X, else float64.
         """
         check_is_fitted(self)
-        data = check_data(X, self, reset=False)
+        data = check_data(X, self, reset=False, accept_sparse=True)
         check_device(self, data, "kmeans", self.cluster_centers_.shape[0], False)
         # float32 only for float32 data on float32 centres, as scikit-learn's.
         dtype = np.float32 if data.float32 and self.cluster_centers_.dtype == np.float32 else np.float64
@@ -362,6 +366,20 @@ class KMeans(_Centers):
     converted to float64 one block at a time; float32 data are computed in float32. A long fit stops
     within about a second on Ctrl-C (``KeyboardInterrupt``).
 
+    Sparse X (a ``scipy.sparse`` matrix or array: TF-IDF, one-hot, bag of
+    words) is read as CSR in place, never densified: a canonical CSR matrix
+    of float32 or float64 is borrowed; other formats and dtypes are
+    converted once (as scikit-learn's ``check_array(accept_sparse="csr")``),
+    a non-canonical one is copied with its duplicates summed. Distances come
+    from O(nnz · n_clusters) sparse × dense products, certified as for dense
+    data, so the labels, centres and ``n_iter_`` are those of the same fit on
+    ``X.toarray()``, bit for bit; ``inertia_`` sums each row's distance from
+    its stored values alone and may differ from the dense one in its last
+    bits. Read blocks hold at most the densest row's values per row, the
+    centres a transposed copy (``n_features × n_clusters`` float64) and each
+    thread one dense row. Sparse fits run plain Lloyd passes whatever
+    ``algorithm`` says (the same results), in this process on the CPU.
+
     Examples
     --------
     >>> import numpy as np
@@ -391,6 +409,8 @@ class KMeans(_Centers):
         "device": "no_validation",
         "device_memory_limit": "no_validation",
     }
+
+    _accepts_sparse = True
 
     def __init__(
         self,
@@ -500,7 +520,7 @@ class KMeans(_Centers):
         OSError
             A path that cannot be read.
         """
-        data = check_data(on_cluster(X, client), self, reset=True)
+        data = check_data(on_cluster(X, client), self, reset=True, accept_sparse=self._accepts_sparse)
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
         check_device(self, data, "kmeans", self.n_clusters, w is not None)

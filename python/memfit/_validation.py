@@ -35,10 +35,12 @@ class Data:
 
     Attributes
     ----------
-    engine : str, numpy.ndarray or memfit._memfit.Expr
+    engine : str, numpy.ndarray, scipy.sparse CSR matrix or memfit._memfit.Expr
         What the engine reads: a ``.npy`` path, a 2-D array of a dtype in
         ``NATIVE_DTYPES`` with non-negative strides, aligned and native-endian,
-        or a 2-D array expression whose rows it computes block by block.
+        a canonical CSR matrix of float32 or float64 (see
+        :func:`sparse_input`), or a 2-D array expression whose rows it
+        computes block by block.
     n_samples, n_features : int
         Shape of the data.
     dtype : numpy.dtype
@@ -230,14 +232,69 @@ def on_cluster(X: Any, client: Any) -> Any:
     return X
 
 
-def check_data(X: Any, estimator: Any = None, *, reset: bool = False, name: str = "X", min_samples: int = 1) -> Data:
+def check_data(
+    X: Any,
+    estimator: Any = None,
+    *,
+    reset: bool = False,
+    name: str = "X",
+    min_samples: int = 1,
+    accept_sparse: bool = False,
+) -> Data:
     """:func:`_check_data`; a :class:`memfit._dask.Piece` (a Dask chunk in a
     task) is checked as its array and read by the engine with its rows
-    numbered as in the whole array."""
+    numbered as in the whole array. With ``accept_sparse``, a
+    ``scipy.sparse`` matrix or array is read as CSR (see
+    :func:`sparse_input`); otherwise it raises scikit-learn's TypeError."""
     if isinstance(X, _dask.Piece):
         data = _check_data(X.array, estimator, reset=reset, name=name, min_samples=min_samples)
         return replace(data, engine=_dask.Piece(data.engine, X.first_row))
+    if accept_sparse and _is_sparse(X):
+        csr = sparse_input(X, name)
+        if estimator is not None:
+            from sklearn.utils.validation import validate_data
+
+            validate_data(estimator, X, reset=reset, skip_check_array=True)
+        n, d = csr.shape
+        _too_few(csr.shape, n, d, min_samples, estimator)
+        return Data(csr, n, d, csr.dtype, csr.dtype == np.float32)
     return _check_data(X, estimator, reset=reset, name=name, min_samples=min_samples)
+
+
+def sparse_input(X: Any, name: str = "X") -> Any:
+    """A ``scipy.sparse`` matrix or array as the engine reads it in place:
+    CSR in canonical form (sorted column indices, no duplicates) with
+    float32 or float64 values and offsets and columns of one integer dtype.
+    As scikit-learn's ``check_array(accept_sparse="csr", dtype=[float64,
+    float32])``, other formats are converted to CSR and other dtypes to
+    float64 (copies); a non-canonical CSR matrix is copied and its
+    duplicates summed (``sum_duplicates``), never changed in place. A
+    canonical CSR matrix of those dtypes is borrowed, not copied.
+
+    Raises
+    ------
+    ValueError
+        For complex values or another number of dimensions than 2.
+    """
+    if len(X.shape) != 2:
+        raise ValueError(f"Expected 2D array, got {len(X.shape)}D array instead ({name} has shape {X.shape}).")
+    if np.iscomplexobj(X.data if hasattr(X, "data") else np.empty(0, X.dtype)):
+        raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
+    if X.format != "csr":
+        X = X.tocsr()
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    index = np.int32 if X.indptr.dtype == X.indices.dtype == np.int32 else np.int64
+    arrays = (X.data, X.indices, X.indptr)
+    if X.indptr.dtype != index or X.indices.dtype != index or not all(a.flags.c_contiguous for a in arrays):
+        X = type(X)(
+            (np.ascontiguousarray(X.data), np.ascontiguousarray(X.indices, dtype=index), np.ascontiguousarray(X.indptr, dtype=index)),
+            shape=X.shape,
+        )
+    return X
 
 
 def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_samples: int) -> Data:

@@ -3,9 +3,9 @@
 //! order, read-only or not), never copied whole.
 
 use memfit::exec::RunOptions;
-use memfit::io::{ArrayRef, Source, Values};
+use memfit::io::{ArrayRef, CsrRef, Index, Source, SparseValues, Values};
 use numpy::ndarray::ArrayView2;
-use numpy::{Element, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{Element, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -60,6 +60,61 @@ pub enum Held<'py> {
     /// The rows of a larger array from its row `first_row` on (a Dask
     /// chunk): errors name rows as in the whole array.
     Piece(Box<Held<'py>>, usize),
+    /// A `scipy.sparse` CSR matrix's arrays, borrowed in place, and its
+    /// shape.
+    Csr(CsrArrays<'py>, (usize, usize)),
+}
+
+/// The three arrays of a CSR matrix: offsets and columns of one integer
+/// dtype (int32 or int64), values of float32 or float64.
+pub enum CsrArrays<'py> {
+    /// int32 offsets and columns, float64 values.
+    I32F64(PyReadonlyArray1<'py, i32>, PyReadonlyArray1<'py, i32>, PyReadonlyArray1<'py, f64>),
+    /// int32 offsets and columns, float32 values.
+    I32F32(PyReadonlyArray1<'py, i32>, PyReadonlyArray1<'py, i32>, PyReadonlyArray1<'py, f32>),
+    /// int64 offsets and columns, float64 values.
+    I64F64(PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, f64>),
+    /// int64 offsets and columns, float32 values.
+    I64F32(PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, f32>),
+}
+
+impl<'py> CsrArrays<'py> {
+    /// Borrows `obj.indptr`, `obj.indices` and `obj.data` (the Python layer
+    /// gives CSR in canonical form with matching index dtypes).
+    fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let (p, i, d) = (obj.getattr("indptr")?, obj.getattr("indices")?, obj.getattr("data")?);
+        macro_rules! try_kind {
+            ($($variant:ident: $ix:ty, $v:ty);*) => {
+                $(if let (Ok(p), Ok(i), Ok(d)) =
+                    (p.extract::<PyReadonlyArray1<'py, $ix>>(), i.extract::<PyReadonlyArray1<'py, $ix>>(), d.extract::<PyReadonlyArray1<'py, $v>>())
+                {
+                    return Ok(CsrArrays::$variant(p, i, d));
+                })*
+            };
+        }
+        try_kind!(I32F64: i32, f64; I32F32: i32, f32; I64F64: i64, f64; I64F32: i64, f32);
+        Err(PyTypeError::new_err(
+            "memfit: a sparse matrix needs contiguous int32 or int64 indptr and indices of one dtype and float32 or float64 data",
+        ))
+    }
+
+    /// The engine's view.
+    fn matrix(&self, (n, d): (usize, usize)) -> memfit::Result<CsrRef<'_>> {
+        fn slice<'a>(a: &'a PyReadonlyArray1<'_, i32>) -> Result<Index<'a>, numpy::AsSliceError> {
+            a.as_slice().map(Index::I32)
+        }
+        fn slice64<'a>(a: &'a PyReadonlyArray1<'_, i64>) -> Result<Index<'a>, numpy::AsSliceError> {
+            a.as_slice().map(Index::I64)
+        }
+        let bad = |_| memfit::Error::param("X", "the sparse matrix's arrays are not contiguous");
+        let (p, i, v) = match self {
+            CsrArrays::I32F64(p, i, v) => (slice(p), slice(i), v.as_slice().map(SparseValues::F64)),
+            CsrArrays::I32F32(p, i, v) => (slice(p), slice(i), v.as_slice().map(SparseValues::F32)),
+            CsrArrays::I64F64(p, i, v) => (slice64(p), slice64(i), v.as_slice().map(SparseValues::F64)),
+            CsrArrays::I64F32(p, i, v) => (slice64(p), slice64(i), v.as_slice().map(SparseValues::F32)),
+        };
+        CsrRef::new(p.map_err(bad)?, i.map_err(bad)?, v.map_err(bad)?, n, d)
+    }
 }
 
 impl<'py> Held<'py> {
@@ -77,6 +132,10 @@ impl<'py> Held<'py> {
         }
         if obj.hasattr("read_rows")? {
             return Ok(Held::Rows(crate::remote::PyRows::new(obj)?));
+        }
+        if obj.hasattr("indptr")? {
+            let shape: (usize, usize) = obj.getattr("shape")?.extract()?;
+            return Ok(Held::Csr(CsrArrays::new(obj)?, shape));
         }
         if obj.hasattr("first_row")? {
             let first_row: usize = obj.getattr("first_row")?.extract()?;
@@ -140,6 +199,7 @@ impl<'py> Held<'py> {
             Held::Expr(a) => Ok(Source::rows(Box::new(memfit::array::ExprRows::for_job(a, run).map_err(to_py)?))),
             Held::Rows(r) => Ok(Source::rows(Box::new(r.clone()))),
             Held::Piece(inner, first_row) => Ok(inner.source(run)?.starting_at(*first_row)),
+            Held::Csr(arrays, shape) => arrays.matrix(*shape).map(Source::csr).map_err(to_py),
         }
     }
 }

@@ -484,7 +484,8 @@ fn block_reader_visits_every_row_once_with_weights_and_a_short_last_block() {
         assert!(reader.weights().is_some());
         let mut next = 0;
         reader
-            .for_each(&shift, &Cancel::new(), |start, values, weights| {
+            .for_each(&shift, &Cancel::new(), |b| {
+                let (start, values, weights) = (b.start, b.x, b.w);
                 assert_eq!(start, next);
                 let rows = values.len() / d;
                 assert_eq!(rows, block.min(n - start));
@@ -519,13 +520,13 @@ fn block_reader_visits_every_row_once_with_weights_and_a_short_last_block() {
                 c.cancel();
                 c
             },
-            |_, _, _| panic!("no block after cancel"),
+            |_| panic!("no block after cancel"),
         )
         .unwrap_err();
     assert!(matches!(e, Error::Cancelled));
     let mut calls = 0;
     let e = reader
-        .for_each(&[0.0; D], &Cancel::new(), |_, _, _| {
+        .for_each(&[0.0; D], &Cancel::new(), |_| {
             calls += 1;
             Err(Error::Cancelled)
         })
@@ -577,7 +578,8 @@ fn shared_mnist_uint8_reads_to_its_last_row() {
     let mut reader = BlockReader::<f32>::new(&src, None, 8192);
     let (mut max, mut seen) = (0f32, 0);
     reader
-        .for_each(&vec![0.0; d], &Cancel::new(), |_, values, _| {
+        .for_each(&vec![0.0; d], &Cancel::new(), |b| {
+            let values = b.x;
             seen += values.len() / d;
             max = values.iter().fold(max, |m, &v| m.max(v));
             assert!(values.iter().all(|&v| (0.0..=255.0).contains(&v) && v.fract() == 0.0));
@@ -596,7 +598,8 @@ fn shared_nycflights_keeps_its_missing_values() {
     let mut reader = BlockReader::<f64>::new(&src, None, 50_000);
     let (mut nan, mut first) = (0usize, None);
     reader
-        .for_each(&vec![0.0; d], &Cancel::new(), |start, values, _| {
+        .for_each(&vec![0.0; d], &Cancel::new(), |b| {
+            let (start, values) = (b.start, b.x);
             for (k, v) in values.iter().enumerate() {
                 if v.is_nan() {
                     nan += 1;

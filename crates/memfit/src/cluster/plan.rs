@@ -131,19 +131,12 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // the bounds (at least one block's, from a scratch file) do not fit
     // beside them; `bounded` shrinks them for the bounds first.
     let plain_tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(false, rows, iter_row) <= limit);
-    if job.sparse_row_nnz.is_some() {
-        if params.algorithm == Algorithm::Bounded {
-            return Err(crate::Error::param(
-                "algorithm",
-                "the bounded algorithm does not take sparse data yet; use the plain Lloyd passes (lloyd or auto)",
-            ));
-        }
-        if params.mini_batch.is_some() {
-            return Err(crate::Error::param("X", "mini-batch k-means does not take sparse data yet"));
-        }
+    if job.sparse_row_nnz.is_some() && params.mini_batch.is_some() {
+        return Err(crate::Error::param("X", "mini-batch k-means does not take sparse data yet"));
     }
-    // A mini-batch fit's one full pass (its last) needs no bounds; nor
-    // does a fit of sparse rows (plain Lloyd passes).
+    // A mini-batch fit's one full pass (its last) needs no bounds; sparse
+    // rows run plain Lloyd passes whatever the algorithm (the bounds do
+    // not take them yet; every algorithm gives the same bits).
     let bounded = match params.algorithm {
         _ if params.mini_batch.is_some() || job.sparse_row_nnz.is_some() => false,
         Algorithm::Lloyd => false,

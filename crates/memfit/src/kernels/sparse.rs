@@ -278,9 +278,10 @@ pub fn accumulate_csr<T: Real>(
         let wi = sample_weight.map_or(1.0, |w| w[i]);
         let (a, e) = two_sum(weights[j], wi);
         (weights[j], weights_err[j]) = (a, weights_err[j] + e);
-        for p in csr.indptr[i]..csr.indptr[i + 1] {
-            let q = j * d + csr.indices[p] as usize;
-            let v = x[p].to_f64();
+        let r = csr.indptr[i]..csr.indptr[i + 1];
+        for (&f, v) in csr.indices[r.clone()].iter().zip(&x[r]) {
+            let q = j * d + f as usize;
+            let v = v.to_f64();
             let (prod, pe) = match sample_weight {
                 None => (v, 0.0),
                 Some(_) => {
