@@ -26,4 +26,4 @@ pub(crate) use gaussian::{
 };
 pub use scatter::add_tile_scatter;
 pub use sparse::{accumulate_csr, assign_csr, sq_distances_csr, SparseCenters, SparseScratch};
-pub use unit::unit_row;
+pub use unit::{unit_row, unit_sparse_row};

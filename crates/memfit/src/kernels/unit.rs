@@ -18,6 +18,20 @@ const SMALL: f64 = 1.0 / BIG;
 /// A row of zeros, and a row holding a value that is not finite (for the
 /// non-finite check to name), are left as they are.
 pub fn unit_row<T: Real>(row: &mut [T]) {
+    unit_values(row, None);
+}
+
+/// [`unit_row`] for the stored values of a sparse row (`cols` their
+/// strictly increasing columns): the same bits as [`unit_row`] on the
+/// row with its zeros, whose squares change none of the partial sums.
+pub fn unit_sparse_row<T: Real>(values: &mut [T], cols: &[u32]) {
+    unit_values(values, Some(cols));
+}
+
+/// [`unit_row`] of `row`, its values in columns `cols` (all columns in
+/// order when `None`).
+fn unit_values<T: Real>(row: &mut [T], cols: Option<&[u32]>) {
+    let sum_sq = |row: &[T], scale: f64| sum_sq(row, cols, scale);
     let s = sum_sq(row, 1.0);
     let scale = if (SMALL * SMALL..=BIG * BIG).contains(&s) {
         1.0
@@ -36,10 +50,17 @@ pub fn unit_row<T: Real>(row: &mut [T]) {
     }
 }
 
-/// `Σ (x · scale)²` in a fixed order: eight interleaved partial sums, then
-/// their sum.
-fn sum_sq<T: Real>(row: &[T], scale: f64) -> f64 {
+/// `Σ (x · scale)²` in a fixed order: eight interleaved partial sums (the
+/// value of column `j` in sum `j mod 8`, in column order), then their sum.
+fn sum_sq<T: Real>(row: &[T], cols: Option<&[u32]>, scale: f64) -> f64 {
     let mut acc = [0.0f64; 8];
+    if let Some(cols) = cols {
+        for (v, &j) in row.iter().zip(cols) {
+            let x = v.to_f64() * scale;
+            acc[j as usize % 8] += x * x;
+        }
+        return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    }
     let mut chunks = row.chunks_exact(8);
     for c in &mut chunks {
         for (a, v) in acc.iter_mut().zip(c) {
@@ -57,6 +78,21 @@ fn sum_sq<T: Real>(row: &[T], scale: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sparse_rows_get_the_dense_rows_bits() {
+        let cols = [0u32, 3, 8, 9, 17, 30, 31];
+        for s in [1.0, 1e-200, 1e200] {
+            let mut values: Vec<f64> = cols.iter().map(|&j| (f64::from(j) * 0.37 + 0.1).sin() * s).collect();
+            let mut dense = vec![0.0; 33];
+            cols.iter().zip(&values).for_each(|(&j, &v)| dense[j as usize] = v);
+            unit_sparse_row(&mut values, &cols);
+            unit_row(&mut dense);
+            for (&j, v) in cols.iter().zip(&values) {
+                assert_eq!(v.to_bits(), dense[j as usize].to_bits());
+            }
+        }
+    }
 
     #[test]
     fn rows_get_unit_norm_at_any_magnitude() {

@@ -222,7 +222,8 @@ impl<'a> Source<'a> {
         c.read(start - self.first_row, rows, indptr, indices, values);
         if self.unit_rows {
             for r in 0..rows {
-                crate::kernels::unit_row(&mut values[indptr[r]..indptr[r + 1]]);
+                let p = indptr[r]..indptr[r + 1];
+                crate::kernels::unit_sparse_row(&mut values[p.clone()], &indices[p]);
             }
         }
     }

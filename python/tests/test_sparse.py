@@ -1,0 +1,145 @@
+"""k-means on scipy.sparse input: parity with scikit-learn's sparse Lloyd
+from the same initial centres, the same labels and centres as the dense fit
+bit for bit, every sparse format and index dtype, borrowed without changing
+the caller's matrix, and clear refusals where sparse input is not taken."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.cluster import KMeans as SKKMeans
+
+from memfit import GaussianMixture, KMeans, MiniBatchKMeans
+
+
+def tfidf_like(n=6_000, d=3_000, density=0.01, seed=0, dtype=np.float64):
+    """Rows of a few topics: each row's stored columns mostly from its
+    topic's band, values of small integers then scaled to unit norm (so
+    many exact ties in the raw counts, none after scaling); some rows empty."""
+    rng = np.random.default_rng(seed)
+    per_row = rng.poisson(density * d, n) * (np.arange(n) % 53 != 0)
+    topic = rng.integers(8, size=n)
+    rows = np.repeat(np.arange(n), per_row)
+    band = d // 8
+    cols = np.where(rng.random(rows.size) < 0.7, topic[rows] * band + rng.integers(band, size=rows.size),
+                    rng.integers(d, size=rows.size))
+    X = sp.csr_matrix((rng.integers(1, 4, size=rows.size).astype(dtype), (rows, cols)), shape=(n, d))
+    X.sum_duplicates()
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    X = sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X
+    return X.astype(dtype).tocsr()
+
+
+def first_rows(X, k, seed=1):
+    """k initial centres: means of 40 random rows each. (Rows themselves
+    would be unit centres, to which every row sharing no column is at
+    exactly the same distance ‖x‖² + 1 up to rounding: a tie each
+    implementation breaks by its own rounding.)"""
+    rng = np.random.default_rng(seed)
+    return np.stack([np.asarray(X[rng.choice(X.shape[0], 40, replace=False)].mean(axis=0)).ravel() for _ in range(k)])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_parity_with_scikit_learn_sparse_lloyd(dtype, weighted):
+    X = tfidf_like(dtype=dtype)
+    init = first_rows(X, 12)
+    w = np.random.default_rng(3).uniform(0.2, 2.0, X.shape[0]) if weighted else None
+    ours = KMeans(12, init=init, n_init=1, max_iter=100, tol=0).fit(X, sample_weight=w)
+    ref = SKKMeans(12, init=init, n_init=1, max_iter=100, tol=0, algorithm="lloyd").fit(X, sample_weight=w)
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
+    assert ours.n_iter_ == ref.n_iter_
+    assert ours.cluster_centers_.dtype == ref.cluster_centers_.dtype == dtype
+    tol = 1e-12 if dtype == np.float64 else 1e-6
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=0, atol=tol)
+    assert ours.inertia_ == pytest.approx(ref.inertia_, rel=1e-10 if dtype == np.float64 else 1e-5)
+    np.testing.assert_array_equal(ours.predict(X), ref.predict(X))
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_the_dense_fits_labels_and_centres_bit_for_bit(metric):
+    X = tfidf_like(seed=5) * 3.0
+    dense = X.toarray()
+    for init in ["k-means++", "random", first_rows(X, 9)]:
+        a = KMeans(9, init=init, n_init=1, random_state=0, tol=0, metric=metric).fit(X)
+        b = KMeans(9, init=init, n_init=1, random_state=0, tol=0, metric=metric).fit(dense)
+        np.testing.assert_array_equal(a.labels_, b.labels_)
+        np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+        assert a.n_iter_ == b.n_iter_
+        assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-12)
+        np.testing.assert_allclose(a.transform(X), b.transform(dense), rtol=1e-12, atol=1e-12)
+        assert a.score(X) == pytest.approx(b.score(dense), rel=1e-12)
+    # The same bits for any n_jobs and memory_limit.
+    fits = [KMeans(9, random_state=0, n_jobs=j, memory_limit=m, metric=metric).fit(X)
+            for j, m in [(1, "1GiB"), (2, "24MiB"), (3, "24MiB")]]
+    for f in fits[1:]:
+        np.testing.assert_array_equal(f.labels_, fits[0].labels_)
+        np.testing.assert_array_equal(f.cluster_centers_, fits[0].cluster_centers_)
+        assert f.inertia_ == fits[0].inertia_
+
+
+def test_every_sparse_kind_and_the_callers_matrix_untouched():
+    X = tfidf_like(n=2_000, d=500, density=0.03, seed=2)
+    init = first_rows(X, 5)
+    want = KMeans(5, init=init, n_init=1).fit(X)
+    # Duplicates and unsorted columns: summed on a copy, as scipy would.
+    coo = X.tocoo()
+    half = coo.data / 2
+    dup = sp.csr_matrix((np.r_[half, half][::-1], (np.r_[coo.row, coo.row][::-1], np.r_[coo.col, coo.col][::-1])),
+                        shape=X.shape)
+    dup.has_canonical_format = False
+    before = (dup.data.copy(), dup.indices.copy(), dup.indptr.copy())
+    int64 = X.copy()
+    int64.indices, int64.indptr = int64.indices.astype(np.int64), int64.indptr.astype(np.int64)
+    mixed = X.copy()
+    mixed.indptr = mixed.indptr.astype(np.int64)
+    for kind in [sp.csr_array(X), X.tocsc(), X.tocoo(), sp.lil_matrix(X), int64, mixed, dup]:
+        got = KMeans(5, init=init, n_init=1).fit(kind)
+        np.testing.assert_array_equal(got.labels_, want.labels_, err_msg=type(kind).__name__)
+        np.testing.assert_allclose(got.cluster_centers_, want.cluster_centers_, rtol=0, atol=1e-15)
+    for a, b in zip(before, (dup.data, dup.indices, dup.indptr)):
+        np.testing.assert_array_equal(a, b)
+    # Integer counts become float64, as scikit-learn converts them.
+    counts = sp.csr_matrix(np.round(X.toarray() * 4).astype(np.int32))
+    assert KMeans(3, random_state=0).fit(counts).cluster_centers_.dtype == np.float64
+
+
+def test_empty_rows_and_an_all_zero_matrix():
+    Z = sp.csr_matrix((50, 20))
+    with pytest.warns(UserWarning, match="Number of distinct clusters"):
+        km = KMeans(3, n_init=1, random_state=0).fit(Z)
+    assert km.inertia_ == 0.0 and not km.cluster_centers_.any()
+    X = sp.vstack([sp.csr_matrix((5, 20)), sp.random(40, 20, density=0.3, random_state=0, format="csr")]).tocsr()
+    np.testing.assert_array_equal(KMeans(4, random_state=0).fit(X).labels_, KMeans(4, random_state=0).fit(X.toarray()).labels_)
+
+
+def test_bad_sparse_input_is_refused_clearly():
+    X = tfidf_like(n=300, d=40, density=0.2)
+    bad = X.copy()
+    bad.data[7] = np.nan
+    row = int(np.searchsorted(bad.indptr, 7, side="right") - 1)
+    with pytest.raises(ValueError, match=rf"Input X contains NaN. X: row {row}, column {bad.indices[7]} is NaN"):
+        KMeans(3).fit(bad)
+    bad.data[7] = np.inf
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        KMeans(3).fit(bad)
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        KMeans(3).fit(X.astype(np.complex128))
+    with pytest.raises(ValueError, match="X has 41 features, but KMeans is expecting 40 features"):
+        KMeans(3, random_state=0).fit(X).predict(sp.random(5, 41, format="csr"))
+    for est in (MiniBatchKMeans(3), GaussianMixture(3)):
+        with pytest.raises(TypeError, match="Sparse data was passed for X, but dense data is required"):
+            est.fit(X)
+
+
+def test_a_limit_far_below_the_dense_matrix():
+    # 20,000 × 200,000: 32 GB dense; fitted within 64 MiB.
+    rng = np.random.default_rng(0)
+    n, d, per = 20_000, 200_000, 30
+    cols = (rng.zipf(1.3, n * per) - 1) % d
+    X = sp.csr_matrix((rng.random(n * per), (np.repeat(np.arange(n), per), cols)), shape=(n, d))
+    X.sum_duplicates()
+    km = KMeans(10, n_init=1, random_state=0, max_iter=5, memory_limit="64MiB").fit(X)
+    assert km.cluster_centers_.shape == (10, d)
+    assert "centers for sparse rows" in km.memory_plan_
+    with pytest.raises(MemoryError, match="the job needs at least"):
+        KMeans(10, memory_limit="8MiB").fit(X)
