@@ -17,6 +17,10 @@ EXPECTED_FAILED_CHECKS = {
             "sample_weight is not equivalent to removing/repeating samples "
             "for a random k-means++ seeding (same as scikit-learn's KMeans)"
         ),
+        "check_sample_weight_equivalence_on_sparse_data": (
+            "sample_weight is not equivalent to removing/repeating samples "
+            "for a random k-means++ seeding (same as scikit-learn's KMeans)"
+        ),
     },
     "MiniBatchKMeans": {
         # scikit-learn lists the same failure for its own MiniBatchKMeans:

@@ -106,7 +106,7 @@ def test_error_classes(tmp_path, blobs):
     with pytest.raises(ValueError, match=r"row 5, column 1 is NaN"):
         GaussianMixture(2).fit(bad)
     with pytest.raises(TypeError, match="Sparse data was passed for X"):
-        KMeans(2).fit(sp.csr_matrix(X))
+        GaussianMixture(2).fit(sp.csr_matrix(X))
     with pytest.raises(ValueError, match="invalid memory_limit"):
         KMeans(2, memory_limit="lots").fit(X)
     with pytest.raises(ValueError, match="n_jobs"):
