@@ -162,7 +162,8 @@ pub(crate) trait Ops<T: Real>: Sync {
     }
 
     /// [`Ops::cluster_sums`] for the rows of a CSR block, in row order (the
-    /// dense sums' bits).
+    /// dense sums' bits); with `split_clusters` the clusters are shared out
+    /// between workers (the same bits).
     fn sparse_sums(
         &self,
         x: &[T],
@@ -170,8 +171,9 @@ pub(crate) trait Ops<T: Real>: Sync {
         labels: &[u32],
         sample_weight: Option<&[f64]>,
         sums: &mut ClusterSums,
+        split_clusters: bool,
     ) {
-        kernels::accumulate_csr(x, csr, labels, sample_weight, sums);
+        kernels::accumulate_csr(x, csr, labels, sample_weight, sums, split_clusters);
     }
 
     /// [`Ops::sq_distances_block`] for the rows of a CSR block.

@@ -80,6 +80,23 @@ impl Farthest {
         }
     }
 
+    /// Offers a row whose values `fill` writes (into a cleared buffer),
+    /// reusing the values buffer of the row it evicts: a full list takes
+    /// rows without allocating.
+    fn offer_with(&mut self, dist: f64, row: usize, label: u32, weight: f64, fill: impl FnOnce(&mut Vec<f64>)) {
+        if !self.would_take(dist, row) {
+            return;
+        }
+        let mut values = if self.heap.len() == self.cap {
+            self.heap.pop().map(|Reverse(r)| r.values).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        values.clear();
+        fill(&mut values);
+        self.heap.push(Reverse(FarRow { dist, row, label, weight, values }));
+    }
+
     /// The rows, farthest first.
     pub(crate) fn into_sorted(self) -> Vec<FarRow> {
         let mut all: Vec<FarRow> = self.heap.into_iter().map(|Reverse(r)| r).collect();
@@ -318,7 +335,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                         Some(csr) => {
                             let rows =
                                 crate::exec::CsrIndex { indptr: &csr.indptr[r.start..=r.end], indices: csr.indices };
-                            backend.sparse_sums(block.x, rows, &labels[r.clone()], w, &mut s.sums);
+                            backend.sparse_sums(block.x, rows, &labels[r.clone()], w, &mut s.sums, parallel_sums);
                         }
                         None => {
                             let x = &block.x[r.start * d..r.end * d];
@@ -327,14 +344,9 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                     }
                     for i in r {
                         let wi = block.w.map_or(1.0, |w| w[i]);
-                        if wi > 0.0 && s.farthest.would_take(dist[i], block.start + i) {
-                            s.farthest.offer(FarRow {
-                                dist: dist[i],
-                                row: block.start + i,
-                                label: labels[i],
-                                weight: wi,
-                                values: block.dense_row(i),
-                            });
+                        if wi > 0.0 {
+                            s.farthest
+                                .offer_with(dist[i], block.start + i, labels[i], wi, |v| block.dense_row_into(i, v));
                         }
                     }
                 }

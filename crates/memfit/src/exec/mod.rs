@@ -212,12 +212,19 @@ impl<T: Real> Block<'_, T> {
     /// Row `i`'s `n_features` values as `f64` (zeros filled in for a
     /// sparse block).
     pub fn dense_row(&self, i: usize) -> Vec<f64> {
+        let mut out = Vec::new();
+        self.dense_row_into(i, &mut out);
+        out
+    }
+
+    /// [`Block::dense_row`] appended to `out` (cleared by the caller).
+    pub fn dense_row_into(&self, i: usize, out: &mut Vec<f64>) {
         match self.row_values(i) {
-            (v, None) => v.iter().map(|v| v.to_f64()).collect(),
+            (v, None) => out.extend(v.iter().map(|v| v.to_f64())),
             (v, Some(cols)) => {
-                let mut out = vec![0.0; self.n_features];
-                cols.iter().zip(v).for_each(|(&j, v)| out[j as usize] = v.to_f64());
-                out
+                let at = out.len();
+                out.resize(at + self.n_features, 0.0);
+                cols.iter().zip(v).for_each(|(&j, v)| out[at + j as usize] = v.to_f64());
             }
         }
     }

@@ -26,11 +26,24 @@
 //! g_j − β_j ≤ min_i (g_i + β_i) is a candidate and the smallest
 //! [`exact_sq_dist`] of the densified row, lowest index first, decides.
 //!
+//! # A first pass in `f32`
+//! The products are first computed in `f32` from ĉ = fl₃₂(σc) and
+//! â_f = fl₃₂(−2σx_f), summed in `f32` in the row's order, and added to
+//! the `f64` norms: this halves the bytes read per stored value (the
+//! transposed centres' rows), which bounds the kernel's speed. Each of the
+//! `2 nnz` roundings of the inputs and the `nnz` of the sum errs by at most
+//! `u₃₂` relative (with Σ|âĉ| ≤ (1 + u₃₂)²·2XR), the norm and the final
+//! addition as before, so |g_j − t_j| ≤ (γ₃₂(nnz + 3) + γ₆₄(d + 3))(R_j + X)²,
+//! plus 2(nnz + 3) times `f32`'s smallest normal for underflow. A row whose
+//! runner-up clears that τ is certified; the others go through the `f64`
+//! products and, failing those, the exact decision. Rows where
+//! (C + X)² could overflow `f32` never pass the first test.
+//!
 //! Work per row: O(nnz · k) for the products (each stored value adds a
 //! multiple of one row of the transposed centres), the O(d · candidates)
 //! exact decision only where the bound cannot certify. Memory: the
-//! transposed centres (d × k `f64`) and per worker k products and one
-//! dense row.
+//! transposed centres (d × k, `f64` and `f32`) and per worker k products
+//! in each type and one dense row.
 //!
 //! Reference: scikit-learn's `_k_means_lloyd.pyx` and
 //! `_euclidean_sparse_dense` (sparse rows against dense centres with the
@@ -40,7 +53,7 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::accumulate::two_sum;
-use super::assign::{scale_for, underflow_slack, Bound};
+use super::assign::{gamma, scale_for, underflow_slack, Bound};
 use super::{exact_sq_dist, ClusterSums, PreparedCenters};
 use crate::dtype::Real;
 use crate::exec::CsrIndex;
@@ -49,10 +62,13 @@ use crate::exec::CsrIndex;
 #[derive(Debug, Clone)]
 pub struct SparseCenters {
     k: usize,
+    d: usize,
     /// σ, a power of two.
     scale: f64,
     /// `(n_features, n_clusters)` row-major σc_jf.
     transposed: Vec<f64>,
+    /// The same rounded to `f32`.
+    transposed32: Vec<f32>,
     /// ‖σc_j‖², summed over the features in order.
     sq_norms: Vec<f64>,
     /// ‖c_j‖², summed over the features in order (for the distances).
@@ -80,12 +96,15 @@ impl SparseCenters {
             }
         }
         let radii: Vec<f64> = sq_norms.iter().map(|s| s.sqrt()).collect();
+        let transposed32 = transposed.iter().map(|&v| v as f32).collect();
         let mut bound = Bound::new(d, f64::EPSILON / 2.0, f64::MIN_POSITIVE, f64::MAX);
         bound.floor += underflow_slack(d) * scale * scale;
         SparseCenters {
             k,
+            d,
             scale,
             transposed,
+            transposed32,
             sq_norms,
             norms,
             radius: radii.iter().copied().fold(0.0, f64::max),
@@ -96,7 +115,20 @@ impl SparseCenters {
 
     /// Bytes of the prepared centres for `k` centres of `d` features.
     pub fn bytes_for(k: usize, d: usize) -> u64 {
-        ((d + 4) * k * 8) as u64
+        ((d + 4) * k * 8 + d * k * 4) as u64
+    }
+
+    /// τ of the `f32` first pass for a row of `nnz` stored values at
+    /// squared norm `x_sq` (scaled): infinite where `f32` could overflow.
+    fn tau32(&self, nnz: usize, x_sq: f64) -> f64 {
+        // (C + X)² ≤ 2(C² + X²).
+        let s = 2.0 * (self.radius * self.radius + x_sq);
+        if !(s <= f64::from(f32::MAX) / 8.0) {
+            return f64::INFINITY;
+        }
+        let coef = (gamma(nnz + 3, f64::from(f32::EPSILON) / 2.0) + 2.0 * gamma(self.d + 6, f64::EPSILON / 2.0))
+            * (1.0 + 1e-6);
+        2.0 * (coef * s + 2.0 * (nnz + 3) as f64 * f64::from(f32::MIN_POSITIVE) + self.bound.floor)
     }
 }
 
@@ -104,19 +136,20 @@ impl SparseCenters {
 #[derive(Debug, Clone)]
 pub struct SparseScratch<T> {
     g: Vec<f64>,
+    g32: Vec<f32>,
     row: Vec<T>,
 }
 
 impl<T: Real> SparseScratch<T> {
     /// Buffers for `k` centres of `d` features.
     pub fn new(k: usize, d: usize) -> Self {
-        SparseScratch { g: vec![0.0; k], row: vec![T::default(); d] }
+        SparseScratch { g: vec![0.0; k], g32: vec![0.0; k], row: vec![T::default(); d] }
     }
 
     /// Bytes of [`SparseScratch::new`]'s buffers in a compute type of
     /// `compute_bytes` bytes.
     pub fn bytes(k: usize, d: usize, compute_bytes: usize) -> u64 {
-        (k * 8 + d * compute_bytes) as u64
+        (k * 12 + d * compute_bytes) as u64
     }
 }
 
@@ -170,6 +203,37 @@ fn products<T: Real>(values: &[T], cols: &[u32], s: &SparseCenters, g: &mut [f64
     }
 }
 
+/// Σ â_f ĉ_jf in `f32` for every centre (the first pass, see the module docs).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn products32<T: Real>(values: &[T], cols: &[u32], s: &SparseCenters, g: &mut [f32]) {
+    let k = s.k;
+    g.fill(0.0);
+    for (&v, &f) in values.iter().zip(cols) {
+        let a = (-2.0 * (v.to_f64() * s.scale)) as f32;
+        let ct = &s.transposed32[f as usize * k..(f as usize + 1) * k];
+        for (gj, &cj) in g.iter_mut().zip(ct) {
+            *gj += a * cj;
+        }
+    }
+}
+
+/// The best and second-best of `g(j)` over `k` centres: (best, its index,
+/// second).
+#[inline]
+fn best_two(k: usize, g: impl Fn(usize) -> f64) -> (f64, usize, f64) {
+    let (mut best, mut b, mut second) = (f64::INFINITY, 0usize, f64::INFINITY);
+    for j in 0..k {
+        let v = g(j);
+        if v < best {
+            second = best;
+            (best, b) = (v, j);
+        } else if v < second {
+            second = v;
+        }
+    }
+    (best, b, second)
+}
+
 /// One row's label and reported distance.
 fn assign_one<T: Real>(
     values: &[T],
@@ -178,21 +242,24 @@ fn assign_one<T: Real>(
     s: &SparseCenters,
     buf: &mut SparseScratch<T>,
 ) -> (u32, f64) {
-    let g = &mut buf.g[..s.k];
-    products(values, cols, s, g);
     let x_sq: f64 = values.iter().map(|v| (v.to_f64() * s.scale).powi(2)).sum();
-    let (mut best, mut b, mut second) = (f64::INFINITY, 0usize, f64::INFINITY);
-    for (j, &v) in g.iter().enumerate() {
-        if v < best {
-            second = best;
-            (best, b) = (v, j);
-        } else if v < second {
-            second = v;
+    // The f32 pass; NaN (overflow) fails the test.
+    products32(values, cols, s, &mut buf.g32[..s.k]);
+    let (best, b, second) = best_two(s.k, |j| s.sq_norms[j] + f64::from(buf.g32[j]));
+    let label = if second - best > s.tau32(values.len(), x_sq) {
+        b
+    } else {
+        let g = &mut buf.g[..s.k];
+        products(values, cols, s, g);
+        let (best, b, second) = best_two(s.k, |j| g[j]);
+        // τ with (C + X)² ≤ 2(C² + X²).
+        let tau = 2.0 * s.bound.at(2.0 * (s.radius * s.radius + x_sq));
+        if second - best > tau {
+            b
+        } else {
+            decide(values, cols, c, s, x_sq.sqrt(), buf)
         }
-    }
-    // τ with (C + X)² ≤ 2(C² + X²); NaN (overflow) fails the test.
-    let tau = 2.0 * s.bound.at(2.0 * (s.radius * s.radius + x_sq));
-    let label = if second - best > tau { b } else { decide(values, cols, c, s, x_sq.sqrt(), buf) };
+    };
     (label as u32, sparse_sq_dist(values, cols, c.center(label), s.norms[label]))
 }
 
@@ -260,7 +327,8 @@ pub fn sq_distances_csr<T: Real>(x: &[T], csr: CsrIndex<'_>, c: &PreparedCenters
 /// Adds `w_i · x_i` and `w_i` to the sums of cluster `labels[i]` for every
 /// row of a CSR block, in row order: the same bits as the dense
 /// accumulation of the rows with their zeros (adding a zero changes
-/// neither a sum nor its error term).
+/// neither a sum nor its error term). With `split_clusters` the clusters
+/// are shared out between the pool's threads (the same bits).
 ///
 /// # Panics
 /// If a label is `>= n_clusters` or buffers are smaller than stated.
@@ -270,11 +338,41 @@ pub fn accumulate_csr<T: Real>(
     labels: &[u32],
     sample_weight: Option<&[f64]>,
     sums: &mut ClusterSums,
+    split_clusters: bool,
 ) {
-    let d = if sums.n_clusters() == 0 { 0 } else { sums.sums.len() / sums.n_clusters() };
+    let k = sums.n_clusters();
+    let d = if k == 0 { 0 } else { sums.sums.len() / k };
+    let parts = if split_clusters { rayon::current_num_threads().clamp(1, k.max(1)) } else { 1 };
+    let per = k.div_ceil(parts).max(1);
     let ClusterSums { sums, sums_err, weights, weights_err } = sums;
+    sums.par_chunks_mut(per * d.max(1))
+        .zip(sums_err.par_chunks_mut(per * d.max(1)))
+        .zip(weights.par_chunks_mut(per))
+        .zip(weights_err.par_chunks_mut(per))
+        .enumerate()
+        .for_each(|(p, (((s, se), w), we))| {
+            accumulate_csr_range(x, csr, labels, sample_weight, d, p * per, [s, se, w, we]);
+        });
+}
+
+/// [`accumulate_csr`] for the rows labelled `lo..lo + w.len()`, into the
+/// sums `[sums, errors, weights, weight errors]` of those clusters.
+fn accumulate_csr_range<T: Real>(
+    x: &[T],
+    csr: CsrIndex<'_>,
+    labels: &[u32],
+    sample_weight: Option<&[f64]>,
+    d: usize,
+    lo: usize,
+    [sums, sums_err, weights, weights_err]: [&mut [f64]; 4],
+) {
+    let hi = lo + weights.len();
     for (i, &l) in labels.iter().enumerate() {
-        let j = l as usize;
+        let l = l as usize;
+        if l < lo || l >= hi {
+            continue;
+        }
+        let j = l - lo;
         let wi = sample_weight.map_or(1.0, |w| w[i]);
         let (a, e) = two_sum(weights[j], wi);
         (weights[j], weights_err[j]) = (a, weights_err[j] + e);
@@ -348,7 +446,7 @@ mod tests {
             let w: Vec<f64> = (0..n).map(|i| (i % 4) as f64 * 0.7).collect();
             for weights in [None, Some(&w[..])] {
                 let (mut a, mut b) = (ClusterSums::new(k, d), ClusterSums::new(k, d));
-                accumulate_csr(&values, csr, &labels, weights, &mut a);
+                accumulate_csr(&values, csr, &labels, weights, &mut a, weights.is_some());
                 accumulate_rows(&dense, d, &labels, weights, &mut b);
                 assert_eq!((a.sums, a.sums_err, a.weights), (b.sums, b.sums_err, b.weights));
             }
