@@ -456,9 +456,15 @@ fn lloyd<T: Real>(
     let mut last_bounded = false;
     let mut plain_secs = f64::INFINITY;
     let mut last_skip = 0.0;
+    // The centres prepared for the kernels, in the same buffers every
+    // iteration.
+    let mut reuse: Option<PreparedCenters<T>> = None;
     for it in 0..params.max_iter {
         let t = Instant::now();
-        let prepared = PreparedCenters::<T>::new(&centers, k, d);
+        let prepared = match reuse.take() {
+            Some(p) => p.renew(&centers),
+            None => PreparedCenters::<T>::new(&centers, k, d),
+        };
         // `auto` times plain passes first (the second, warm, is the
         // reference); the bounds start with the third.
         let mut bounded = bounds.as_mut().filter(|_| it > 1 || params.algorithm != Algorithm::Auto);
@@ -487,6 +493,7 @@ fn lloyd<T: Real>(
             bounds = None;
         }
         last_skip = skip_share;
+        reuse = Some(prepared);
         let mut sums = s.sums;
         let nonempty = (0..k).filter(|&j| sums.weight(j) > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres

@@ -27,6 +27,17 @@ use crate::dtype::Real;
 /// threads instead.
 pub const MAX_PARTIAL_BYTES: usize = 512 << 10;
 
+/// `n` zeros written into fresh memory (not `vec![0.0; n]`, whose pages
+/// the kernel maps to its shared zero page until each is first written:
+/// sums read before they are written would then fault twice per page, the
+/// second time flushing every thread's TLB, which costs more than the
+/// writes).
+fn written_zeros(n: usize) -> Vec<f64> {
+    let mut v = Vec::with_capacity(n);
+    v.resize(n, 0.0);
+    v
+}
+
 /// `a + b` and its exact rounding error (Knuth's TwoSum, branch-free).
 #[inline(always)]
 pub(super) fn two_sum(a: f64, b: f64) -> (f64, f64) {
@@ -53,8 +64,8 @@ impl ClusterSums {
     /// Zero sums for `n_clusters` clusters of `n_features` features.
     pub fn new(n_clusters: usize, n_features: usize) -> Self {
         ClusterSums {
-            sums: vec![0.0; n_clusters * n_features],
-            sums_err: vec![0.0; n_clusters * n_features],
+            sums: written_zeros(n_clusters * n_features),
+            sums_err: written_zeros(n_clusters * n_features),
             weights: vec![0.0; n_clusters],
             weights_err: vec![0.0; n_clusters],
         }

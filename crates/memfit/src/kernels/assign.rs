@@ -181,31 +181,82 @@ impl<T: Real> PreparedCenters<T> {
     /// # Panics
     /// If `centers.len() != k * d` or `k == 0`.
     pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
+        Self::build(centers, k, d, Self::empty())
+    }
+
+    /// The same as [`PreparedCenters::new`] for new `centers` of the same
+    /// shape, in `self`'s buffers (no allocation: a Lloyd iteration's
+    /// centres of any size are prepared without mapping fresh pages); the
+    /// centres for sparse rows are prepared again if `self` had them.
+    pub fn renew(self, centers: &[f64]) -> Self {
+        let (k, d) = (self.n_clusters, self.n_features);
+        Self::build(centers, k, d, self)
+    }
+
+    /// No centres: buffers for [`PreparedCenters::build`].
+    fn empty() -> Self {
+        PreparedCenters {
+            centers: Vec::new(),
+            n_clusters: 0,
+            n_features: 0,
+            origin: Vec::new(),
+            scale: 1.0,
+            transposed: Vec::new(),
+            padded_norms: Vec::new(),
+            values: Vec::new(),
+            sq_norms: Vec::new(),
+            radii: Vec::new(),
+            radius: 0.0,
+            bound: Bound::new(0, 0.0, 0.0, 0.0),
+            sparse: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Prepares `centers` in the buffers of `old`.
+    fn build(centers: &[f64], k: usize, d: usize, old: Self) -> Self {
         assert!(k > 0 && centers.len() == k * d);
+        let PreparedCenters {
+            centers: mut own,
+            mut origin,
+            mut transposed,
+            mut padded_norms,
+            mut values,
+            mut sq_norms,
+            mut radii,
+            mut sparse,
+            ..
+        } = old;
         let narrow = d <= DIRECT_MAX_FEATURES;
         let round = |v: f64| if narrow { f64::from(v as f32) } else { T::from_f64(v).to_f64() };
         // Any origin is valid; one that overflows the kernel type is not
         // useful. Each column summed over the centres in order, row by row.
-        let mut origin = vec![-0.0f64; d];
+        origin.clear();
+        origin.resize(d, -0.0f64);
         for c in centers.chunks_exact(d.max(1)) {
             origin.iter_mut().zip(c).for_each(|(o, v)| *o += v);
         }
-        let origin: Vec<f64> =
-            origin.into_iter().map(|s| round(s / k as f64)).map(|m| if m.is_finite() { m } else { 0.0 }).collect();
+        for o in origin.iter_mut() {
+            let m = round(*o / k as f64);
+            *o = if m.is_finite() { m } else { 0.0 };
+        }
         let spread = centers
             .chunks(d.max(1))
             .map(|c| c.iter().zip(&origin).map(|(v, m)| (v - m).abs()).fold(0.0, f64::max))
             .fold(0.0, f64::max);
         let scale = scale_for(spread);
-        let origin = &origin;
-        let rows = || centers.chunks(d.max(1)).map(move |c| c.iter().zip(origin).map(move |(v, m)| (v - m) * scale));
-        let radii: Vec<f64> = rows().map(|s| s.map(|v| v * v).sum::<f64>().sqrt()).collect();
+        let o = &origin;
+        let rows = || centers.chunks(d.max(1)).map(move |c| c.iter().zip(o).map(move |(v, m)| (v - m) * scale));
+        radii.clear();
+        radii.extend(rows().map(|s| s.map(|v| v * v).sum::<f64>().sqrt()));
         let kp = Self::padded_k(k);
-        let (mut transposed, mut padded_norms, mut values, mut sq_norms) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for v in [&mut transposed, &mut padded_norms] {
+            v.clear();
+        }
+        values.clear();
+        sq_norms.clear();
         let mut bound = if narrow {
-            transposed = vec![0.0; d * kp];
-            padded_norms = vec![f32::INFINITY; kp];
+            transposed.resize(d * kp, 0.0);
+            padded_norms.resize(kp, f32::INFINITY);
             for (j, s) in rows().enumerate() {
                 let mut norm = 0.0;
                 for (f, v) in s.enumerate() {
@@ -217,17 +268,23 @@ impl<T: Real> PreparedCenters<T> {
             }
             Bound::new(d, f64::from(f32::EPSILON) / 2.0, f64::from(f32::MIN_POSITIVE), f64::from(f32::MAX))
         } else {
-            values = rows().flatten().map(T::from_f64).collect();
-            sq_norms = values.chunks(d).map(|v| T::from_f64(v.iter().map(|v| v.to_f64().powi(2)).sum())).collect();
+            values.extend(rows().flatten().map(T::from_f64));
+            sq_norms.extend(values.chunks(d).map(|v| T::from_f64(v.iter().map(|v| v.to_f64().powi(2)).sum())));
             Bound::new(d, T::UNIT_ROUNDOFF, T::MIN_POSITIVE, T::MAX)
         };
         // The exact distances' own underflow, in scaled units.
         bound.floor += underflow_slack(d) * scale * scale;
+        own.clear();
+        own.extend_from_slice(centers);
+        let sparse = match sparse.take() {
+            Some(s) => std::sync::OnceLock::from(s.renew(centers, k, d)),
+            None => std::sync::OnceLock::new(),
+        };
         PreparedCenters {
-            centers: centers.to_vec(),
+            centers: own,
             n_clusters: k,
             n_features: d,
-            origin: origin.clone(),
+            origin,
             scale,
             transposed,
             padded_norms,
@@ -236,7 +293,7 @@ impl<T: Real> PreparedCenters<T> {
             radius: radii.iter().copied().fold(0.0, f64::max),
             radii,
             bound,
-            sparse: std::sync::OnceLock::new(),
+            sparse,
         }
     }
 

@@ -83,10 +83,34 @@ pub struct SparseCenters {
 impl SparseCenters {
     /// Prepares `k` centres of `d` features (row-major `f64`).
     pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
+        Self::build(centers, k, d, Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new())
+    }
+
+    /// The same as [`SparseCenters::new`], in `self`'s buffers.
+    pub fn renew(self, centers: &[f64], k: usize, d: usize) -> Self {
+        let SparseCenters { transposed, transposed32, sq_norms, norms, radii, .. } = self;
+        Self::build(centers, k, d, transposed, transposed32, sq_norms, norms, radii)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        centers: &[f64],
+        k: usize,
+        d: usize,
+        mut transposed: Vec<f64>,
+        mut transposed32: Vec<f32>,
+        mut sq_norms: Vec<f64>,
+        mut norms: Vec<f64>,
+        mut radii: Vec<f64>,
+    ) -> Self {
         let spread = centers.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         let scale = scale_for(spread);
-        let mut transposed = vec![0.0; d * k];
-        let (mut sq_norms, mut norms) = (vec![0.0; k], vec![0.0; k]);
+        // Every entry is written below.
+        transposed.resize(d * k, 0.0);
+        for v in [&mut sq_norms, &mut norms] {
+            v.clear();
+            v.resize(k, 0.0);
+        }
         for (j, c) in centers.chunks_exact(d.max(1)).enumerate().take(k) {
             for (f, &v) in c.iter().enumerate() {
                 let s = v * scale;
@@ -95,8 +119,10 @@ impl SparseCenters {
                 norms[j] += v * v;
             }
         }
-        let radii: Vec<f64> = sq_norms.iter().map(|s| s.sqrt()).collect();
-        let transposed32 = transposed.iter().map(|&v| v as f32).collect();
+        radii.clear();
+        radii.extend(sq_norms.iter().map(|s| s.sqrt()));
+        transposed32.clear();
+        transposed32.extend(transposed.iter().map(|&v| v as f32));
         let mut bound = Bound::new(d, f64::EPSILON / 2.0, f64::MIN_POSITIVE, f64::MAX);
         bound.floor += underflow_slack(d) * scale * scale;
         SparseCenters {
