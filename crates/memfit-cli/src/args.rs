@@ -188,7 +188,10 @@ impl From<KmeansMetric> for memfit::cluster::Metric {
 #[derive(Debug, Args)]
 pub struct KmeansArgs {
     /// Input .npy file of shape (n_samples, n_features): float16/32/64,
-    /// uint8/32/64, int16/32/64, C or Fortran order. Omit to run the built-in default.
+    /// uint8/32/64, int16/32/64, C or Fortran order; or a sparse (CSR)
+    /// folder of indptr.npy, indices.npy, data.npy and shape.npy (an
+    /// unzipped scipy.sparse.save_npz), read in row blocks. Omit to run the
+    /// built-in default.
     #[arg(value_name = "INPUT.npy")]
     pub input: Option<PathBuf>,
     /// Number of clusters (default 8; 200 for the built-in default input).
@@ -276,7 +279,8 @@ pub struct KmeansArgs {
 /// `memfit predict`.
 #[derive(Debug, Args)]
 pub struct PredictArgs {
-    /// Input .npy file of shape (n_samples, n_features).
+    /// Input .npy file of shape (n_samples, n_features), or a sparse (CSR)
+    /// folder as `memfit kmeans` reads it.
     #[arg(value_name = "INPUT.npy")]
     pub input: PathBuf,
     /// Centres, a .npy of shape (n_clusters, n_features).

@@ -6,13 +6,25 @@ use anyhow::{bail, Context, Result};
 use memfit::io::Source;
 
 /// Opens a command's data file: a 2-D `.npy` with at least one row and one
-/// column (`verb` says what would be done with it: "cluster", "fit", ...).
+/// column (`verb` says what would be done with it: "cluster", "fit", ...),
+/// or with `sparse`, a folder holding a CSR matrix (see
+/// `memfit::io::CsrFiles`: an unzipped `scipy.sparse.save_npz`).
 ///
 /// # Errors
-/// The engine's errors for a missing or malformed file; an empty array,
-/// naming the file.
-pub fn open_data(path: &Path, verb: &str) -> Result<Source<'static>> {
-    let x = Source::open_matrix(path)?;
+/// The engine's errors for a missing or malformed file or folder; an empty
+/// array, naming the file; a folder where sparse input is not taken.
+pub fn open_data(path: &Path, verb: &str, sparse: bool) -> Result<Source<'static>> {
+    let x = if path.is_dir() {
+        if !sparse {
+            bail!(
+                "{}: is a directory; only kmeans and predict read a sparse (CSR) folder; hint: save a dense 2-D .npy",
+                path.display()
+            );
+        }
+        Source::open_csr_dir(path)?
+    } else {
+        Source::open_matrix(path)?
+    };
     if x.n_samples() == 0 || x.n_features() == 0 {
         bail!(
             "{} has shape ({}, {}): nothing to {verb}; hint: give at least one row and one column",

@@ -1361,3 +1361,108 @@ fn a_cuda_device_without_a_driver_is_a_clear_error_before_any_output() {
     let o = memfit(&["kmeans", &x, "-k", "3", "--device", "cpu", "--labels", &l, "--quiet"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// A CSR folder (an unzipped `scipy.sparse.save_npz`: int32 offsets and
+/// columns, float64 values, int64 shape) of `x` (`n × d`), and `x` as a
+/// dense `.npy`.
+fn write_csr(dir: &Path, x: &[f64], n: usize, d: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (mut indptr, mut indices, mut data) = (vec![0i32], Vec::new(), Vec::new());
+    for row in x.chunks(d) {
+        for (j, &v) in row.iter().enumerate() {
+            if v != 0.0 {
+                indices.push(j as i32);
+                data.push(v);
+            }
+        }
+        indptr.push(data.len() as i32);
+    }
+    let le32 = |v: i32| v.to_le_bytes().to_vec();
+    write_ints(&p(dir, "indptr.npy"), Dtype::I32, &[n + 1], &indptr, le32);
+    write_ints(&p(dir, "indices.npy"), Dtype::I32, &[indices.len()], &indices, le32);
+    write_f64(&p(dir, "data.npy"), &[data.len()], &data);
+    write_ints(&p(dir, "shape.npy"), Dtype::I64, &[2], &[n as i64, d as i64], |v: i64| v.to_le_bytes().to_vec());
+}
+
+#[test]
+fn a_sparse_folder_gives_the_dense_files_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let (n, d) = (3_000, 40);
+    // Each row: a few values in its group's band of columns.
+    let x: Vec<f64> = (0..n * d)
+        .map(|k| {
+            let (i, j) = (k / d, k % d);
+            if j / 8 == i % 5 && (i * 7 + j * 3) % 4 != 0 {
+                ((i * 13 + j * 5) % 9) as f64 * 0.5 + 0.5
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let csr = dir.path().join("X");
+    write_csr(&csr, &x, n, d);
+    let dense = p(dir.path(), "x.npy");
+    write_f64(&dense, &[n, d], &x);
+    let run = |input: &str, out: &str| {
+        let o = memfit(&[
+            "kmeans",
+            input,
+            "-k",
+            "5",
+            "--seed",
+            "3",
+            "--memory-limit",
+            "64MiB",
+            "--quiet",
+            "--labels",
+            &p(dir.path(), &format!("{out}.labels.npy")),
+            "--centers",
+            &p(dir.path(), &format!("{out}.centers.npy")),
+            "--summary",
+            &p(dir.path(), &format!("{out}.json")),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let s = summary(&p(dir.path(), &format!("{out}.json")));
+        (
+            read_f64(&p(dir.path(), &format!("{out}.labels.npy"))).0,
+            read_f64(&p(dir.path(), &format!("{out}.centers.npy"))).0,
+            s,
+        )
+    };
+    let (sl, sc, ss) = run(&csr.to_string_lossy(), "sparse");
+    let (dl, dc, ds) = run(&dense, "dense");
+    assert_eq!(sl, dl);
+    assert_eq!(sc, dc);
+    assert_eq!(ss["n_iter"], ds["n_iter"]);
+    let (a, b) = (ss["inertia"].as_f64().unwrap(), ds["inertia"].as_f64().unwrap());
+    assert!((a - b).abs() <= 1e-12 * b, "{a} {b}");
+    // predict reads the folder too.
+    let o = memfit(&[
+        "predict",
+        &csr.to_string_lossy(),
+        "--centers",
+        &p(dir.path(), "dense.centers.npy"),
+        "--labels",
+        &p(dir.path(), "pred.npy"),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_f64(&p(dir.path(), "pred.npy")).0, dl);
+    // A mixture does not read it; a folder missing an array names it; a
+    // row with unsorted columns is refused with its row.
+    let o = memfit(&["gmm", &csr.to_string_lossy(), "-k", "2", "--model", &p(dir.path(), "m")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("only kmeans and predict read a sparse (CSR) folder"), "{}", stderr(&o));
+    std::fs::remove_file(csr.join("shape.npy")).unwrap();
+    let o = memfit(&["kmeans", &csr.to_string_lossy(), "-k", "2"]);
+    assert!(stderr(&o).contains("shape.npy is missing"), "{}", stderr(&o));
+    let bad = dir.path().join("bad");
+    write_csr(&bad, &x[..2 * d], 2, d);
+    let mut indices = read_f64(&p(&bad, "indices.npy")).0;
+    indices.swap(0, 1);
+    let swapped: Vec<i32> = indices.iter().map(|&v| v as i32).collect();
+    write_ints(&p(&bad, "indices.npy"), Dtype::I32, &[swapped.len()], &swapped, |v: i32| v.to_le_bytes().to_vec());
+    let o = memfit(&["kmeans", &bad.to_string_lossy(), "-k", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("row 0's column indices are not strictly increasing"), "{}", stderr(&o));
+}

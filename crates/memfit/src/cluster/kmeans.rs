@@ -158,7 +158,7 @@ pub fn fit<T: Real>(
     let sample_seed = master.next_u64();
     let plot_seed = master.next_u64();
     let split = &opts.row_split;
-    if x.sparse().is_some() && (split.is_remote() || !opts.backend.is_cpu()) {
+    if x.sparse_row_nnz().is_some() && (split.is_remote() || !opts.backend.is_cpu()) {
         return Err(Error::param(
             "X",
             "sparse data are fitted in this process on the CPU only (not on a cluster or a device yet)",
@@ -196,7 +196,7 @@ pub fn fit<T: Real>(
     };
 
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
-    let mut asg = Assignment::<T>::new(plan, k, d, opts.backend, x.sparse().is_some());
+    let mut asg = Assignment::<T>::new(plan, k, d, opts.backend, x.sparse_row_nnz().is_some());
     let mut best: Option<(usize, Run)> = None;
     let mut inertia_per_init = Vec::with_capacity(n_init);
     let want_output = labels_out.is_some() || params.plot_sample_rows > 0;

@@ -145,7 +145,7 @@ pub fn predict<T: Real>(
     let prepared = prepare::<T>(centers, n_clusters, d, x.has_unit_rows())?;
     x.check_weights(sample_weight)?;
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
-    let mut asg = Assignment::<T>::new(plan, n_clusters, d, backend, x.sparse().is_some());
+    let mut asg = Assignment::<T>::new(plan, n_clusters, d, backend, x.sparse_row_nnz().is_some());
     let mut pass = AssignPass {
         centers: &prepared,
         asg: &mut asg,

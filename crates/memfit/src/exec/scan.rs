@@ -338,7 +338,7 @@ pub(crate) fn run_scan_task<T: Real>(
     rows: std::ops::Range<usize>,
     cancel: &Cancel,
 ) -> Result<Vec<u8>> {
-    let mut pass = ScanPass { d, sparse: x.sparse().is_some(), sample, weights_name: w.map(Source::name) };
+    let mut pass = ScanPass { d, sparse: x.sparse_row_nnz().is_some(), sample, weights_name: w.map(Source::name) };
     let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
     let partial = run_pass(&mut pass, &mut blocks, Some(rows), &vec![0.0; d], cancel)?;
     Ok(task_result::<T, _>(&pass, partial))
@@ -368,7 +368,7 @@ pub fn scan<T: Real>(
     let weighted = blocks.weights().is_some();
     let mut kept = KeyedSample::for_layout(&SampleLayout { rows: sample.rows.min(n), ..sample }, d, seed, scratch_dir)?;
     kept.settle(x.first_row()..n);
-    let sparse = x.sparse().is_some();
+    let sparse = x.sparse_row_nnz().is_some();
     let mut pass = ScanPass { d, sparse, sample: kept, weights_name: blocks.weights().map(Source::name) };
     let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
     let s = if sparse { s.with_zeros() } else { s };

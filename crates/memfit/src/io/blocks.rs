@@ -30,7 +30,7 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
     /// (shape `(n_samples, 1)`).
     pub fn new(x: &'s Source<'a>, w: Option<&'s Source<'a>>, block_rows: usize) -> Self {
         let d = x.n_features();
-        let sparse = x.sparse().map(|c| block_rows.min(c.n_rows()) * c.max_row_nnz());
+        let sparse = x.sparse_row_nnz().map(|nnz| block_rows.min(x.n_samples()) * nnz);
         BlockReader {
             x,
             w,
@@ -112,9 +112,16 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
                 return Err(Error::Cancelled);
             }
             let n = self.block_rows.min(rows.end - start);
-            if self.x.sparse().is_some() {
+            if self.x.sparse_row_nnz().is_some() {
                 debug_assert!(shift.iter().all(|&s| s == 0.0), "sparse rows are read unshifted");
-                self.x.read_csr(start, n, &mut self.indptr, &mut self.indices, &mut self.values);
+                self.x.read_csr(
+                    start,
+                    n,
+                    &mut self.indptr,
+                    &mut self.indices,
+                    &mut self.values,
+                    &mut self.x_scratch,
+                )?;
             } else {
                 self.x.read_rows(start, n, shift, &mut self.x_scratch, &mut self.values)?;
             }
@@ -125,7 +132,7 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
                 }
                 None => None,
             };
-            f(if self.x.sparse().is_some() {
+            f(if self.x.sparse_row_nnz().is_some() {
                 let csr = CsrIndex { indptr: &self.indptr, indices: &self.indices };
                 Block::sparse(start, &self.values, csr, w, d)
             } else {
@@ -143,7 +150,7 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
     /// Read errors.
     pub fn read_row(&mut self, i: usize, shift: &[f64], out: &mut [f64]) -> Result<()> {
         let d = out.len();
-        if self.x.sparse().is_some() {
+        if self.x.sparse_row_nnz().is_some() {
             let mut row = vec![T::default(); d];
             self.x.read_rows(i, 1, shift, &mut [], &mut row)?;
             out.iter_mut().zip(&row).for_each(|(o, v)| *o = v.to_f64());

@@ -149,7 +149,7 @@ impl SparseCenters {
     fn tau32(&self, nnz: usize, x_sq: f64) -> f64 {
         // (C + X)² ≤ 2(C² + X²).
         let s = 2.0 * (self.radius * self.radius + x_sq);
-        if !(s <= f64::from(f32::MAX) / 8.0) {
+        if s.is_nan() || s > f64::from(f32::MAX) / 8.0 {
             return f64::INFINITY;
         }
         let coef = (gamma(nnz + 3, f64::from(f32::EPSILON) / 2.0) + 2.0 * gamma(self.d + 6, f64::EPSILON / 2.0))
@@ -367,7 +367,7 @@ pub fn accumulate_csr<T: Real>(
     split_clusters: bool,
 ) {
     let k = sums.n_clusters();
-    let d = if k == 0 { 0 } else { sums.sums.len() / k };
+    let d = sums.sums.len().checked_div(k).unwrap_or(0);
     let parts = if split_clusters { rayon::current_num_threads().clamp(1, k.max(1)) } else { 1 };
     let per = k.div_ceil(parts).max(1);
     let ClusterSums { sums, sums_err, weights, weights_err } = sums;

@@ -73,7 +73,7 @@ impl Job {
             n_features: x.n_features(),
             x_scratch_per_row: x.scratch_bytes_per_row(),
             w_scratch_per_row: weights.map(Source::scratch_bytes_per_row),
-            sparse_row_nnz: x.sparse().map(crate::io::CsrRef::max_row_nnz),
+            sparse_row_nnz: x.sparse_row_nnz(),
             compute_bytes,
             threads: run.threads(),
             n_outputs,
@@ -99,7 +99,10 @@ impl Job {
     pub fn read_bytes_per_row(&self, w_scratch: Option<usize>) -> u64 {
         use crate::io::BlockReader;
         match self.sparse_row_nnz {
-            Some(nnz) => BlockReader::<f64>::sparse_bytes_per_row(nnz, self.compute_bytes, w_scratch),
+            Some(nnz) => {
+                BlockReader::<f64>::sparse_bytes_per_row(nnz, self.compute_bytes, w_scratch)
+                    + self.x_scratch_per_row as u64
+            }
             None => BlockReader::<f64>::bytes_per_row(
                 self.x_scratch_per_row,
                 self.n_features,

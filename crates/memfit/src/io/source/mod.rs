@@ -8,6 +8,7 @@
 
 mod convert;
 mod csr;
+mod csr_files;
 mod memory;
 mod npy;
 mod rows;
@@ -22,6 +23,7 @@ use crate::dtype::Real;
 use crate::error::{Error, Result};
 use convert::{convert, convert_rows, Check};
 pub use csr::{CsrRef, Index, SparseValues};
+pub use csr_files::CsrFiles;
 pub use memory::{ArrayRef, Values};
 use npy::read_exact;
 pub use npy::NpyFile;
@@ -56,6 +58,8 @@ enum Data<'a> {
     Rows(Box<dyn RowSource + 'a>),
     /// A borrowed sparse matrix in CSR form.
     Csr(CsrRef<'a>),
+    /// A CSR matrix in a folder of `.npy` files, read with positioned reads.
+    CsrFiles(CsrFiles),
 }
 
 impl<'a> Source<'a> {
@@ -192,10 +196,21 @@ impl<'a> Source<'a> {
         Source::new(Data::Csr(matrix))
     }
 
-    /// The sparse matrix, when the rows are sparse.
-    pub fn sparse(&self) -> Option<&CsrRef<'a>> {
+    /// Opens a CSR folder (see [`CsrFiles::open`]): rows read in CSR
+    /// blocks, out of core.
+    ///
+    /// # Errors
+    /// As [`CsrFiles::open`].
+    pub fn open_csr_dir(dir: impl AsRef<Path>) -> Result<Source<'static>> {
+        Ok(Source::new(Data::CsrFiles(CsrFiles::open(dir)?)))
+    }
+
+    /// For sparse rows, the most values one row stores (what a read block
+    /// holds per row); `None` for dense rows.
+    pub fn sparse_row_nnz(&self) -> Option<usize> {
         match &self.data {
-            Data::Csr(c) => Some(c),
+            Data::Csr(c) => Some(c.max_row_nnz()),
+            Data::CsrFiles(f) => Some(f.max_row_nnz()),
             _ => None,
         }
     }
@@ -204,7 +219,12 @@ impl<'a> Source<'a> {
     /// `indptr` (`rows + 1` offsets from 0) and each stored value's column
     /// and value converted to `T` (scaled to unit row norm with
     /// [`Source::unit_rows`]). The buffers are cleared and refilled (their
-    /// capacity is the reader's planned block).
+    /// capacity is the reader's planned block); `raw` holds a file's bytes
+    /// (`rows × scratch_bytes_per_row()`).
+    ///
+    /// # Errors
+    /// For a folder: read errors, and [`Error::InvalidParameter`] for a row
+    /// whose columns are not strictly increasing within the matrix.
     ///
     /// # Panics
     /// If the source is not sparse or the rows lie outside it (programming
@@ -216,16 +236,21 @@ impl<'a> Source<'a> {
         indptr: &mut Vec<usize>,
         indices: &mut Vec<u32>,
         values: &mut Vec<T>,
-    ) {
-        let Data::Csr(c) = &self.data else { panic!("read_csr on a dense source") };
+        raw: &mut Vec<u8>,
+    ) -> Result<()> {
         assert!(start >= self.first_row && start + rows <= self.n_samples());
-        c.read(start - self.first_row, rows, indptr, indices, values);
+        match &self.data {
+            Data::Csr(c) => c.read(start - self.first_row, rows, indptr, indices, values),
+            Data::CsrFiles(f) => f.read(start - self.first_row, rows, indptr, indices, values, raw)?,
+            _ => panic!("read_csr on a dense source"),
+        }
         if self.unit_rows {
             for r in 0..rows {
                 let p = indptr[r]..indptr[r + 1];
                 crate::kernels::unit_sparse_row(&mut values[p.clone()], &indices[p]);
             }
         }
+        Ok(())
     }
 
     /// Wraps rows computed on demand.
@@ -262,6 +287,7 @@ impl<'a> Source<'a> {
                 Data::Memory(a) => a.n_rows,
                 Data::Rows(r) => r.n_rows(),
                 Data::Csr(c) => c.n_rows(),
+                Data::CsrFiles(f) => f.n_rows(),
             }
     }
 
@@ -272,6 +298,7 @@ impl<'a> Source<'a> {
             Data::Memory(a) => a.n_cols,
             Data::Rows(r) => r.n_cols(),
             Data::Csr(c) => c.n_cols(),
+            Data::CsrFiles(f) => f.n_cols(),
         }
     }
 
@@ -282,6 +309,7 @@ impl<'a> Source<'a> {
             Data::Memory(a) => a.values.dtype(),
             Data::Rows(r) => r.dtype(),
             Data::Csr(c) => c.dtype(),
+            Data::CsrFiles(f) => f.dtype(),
         }
     }
 
@@ -290,6 +318,7 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Npy(f) => f.path.clone(),
             Data::Memory(_) | Data::Csr(_) => PathBuf::from("<memory>"),
+            Data::CsrFiles(f) => f.path().to_path_buf(),
             Data::Rows(r) => r.name(),
         }
     }
@@ -300,6 +329,7 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Npy(f) => f.header.shape[1] * f.header.dtype.itemsize(),
             Data::Memory(_) | Data::Csr(_) => 0,
+            Data::CsrFiles(f) => f.scratch_bytes_per_row(),
             Data::Rows(r) => r.bytes_per_row(),
         }
     }
@@ -361,6 +391,21 @@ impl<'a> Source<'a> {
             }
             Data::Csr(c) => {
                 c.densify(at, rows, shift, out);
+                None
+            }
+            Data::CsrFiles(f) => {
+                // A few rows (a sample, a refill): their block in buffers of their own.
+                let (mut p, mut j, mut v, mut raw) = (Vec::new(), Vec::new(), Vec::<f64>::new(), Vec::new());
+                f.read(at, rows, &mut p, &mut j, &mut v, &mut raw)?;
+                for (r, o) in out.chunks_exact_mut(d.max(1)).enumerate() {
+                    for (x, s) in o.iter_mut().zip(shift) {
+                        *x = T::from_f64(-s);
+                    }
+                    for q in p[r]..p[r + 1] {
+                        let c = j[q] as usize;
+                        o[c] = T::from_f64(v[q] - shift[c]);
+                    }
+                }
                 None
             }
             Data::Rows(r) => {
@@ -506,6 +551,11 @@ impl<'a> Source<'a> {
             }
             Data::Rows(r) => Ok(r.read(row, 1)?[column]),
             Data::Csr(c) => Ok(c.value(row, column)),
+            Data::CsrFiles(f) => {
+                let (mut p, mut j, mut v, mut raw) = (Vec::new(), Vec::new(), Vec::<f64>::new(), Vec::new());
+                f.read(row, 1, &mut p, &mut j, &mut v, &mut raw)?;
+                Ok(j.iter().position(|&c| c as usize == column).map_or(0.0, |q| v[q]))
+            }
             Data::Memory(a) => {
                 let i = row * a.row_stride + column * a.col_stride;
                 Ok(match a.values {
