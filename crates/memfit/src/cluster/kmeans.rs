@@ -32,7 +32,7 @@ use super::bounds::{Bounds, WIDTH};
 use super::init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 use super::minibatch_run::{run_steps, Draw};
 use super::params::{Algorithm, Init, KMeansParams, Metric};
-use super::pass::{AssignPass, Assignment, Mode};
+use super::pass::{AssignPass, AssignStats, Assignment, Mode};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{run_split, scan, KeyedSample, Observer, Progress, RowSplit, RowStates, RunOptions, Scan};
@@ -528,6 +528,7 @@ fn lloyd<T: Real>(
                 }
             }
         }
+        asg.recycle(AssignStats::of_sums(sums, k));
         out.n_iter = it + 1;
         out.inertia = s.inertia;
         out.nonempty = nonempty;

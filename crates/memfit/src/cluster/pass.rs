@@ -147,6 +147,20 @@ impl AssignStats {
     }
 }
 
+impl AssignStats {
+    /// A Lloyd pass's statistics made of `sums` (of `k` clusters) alone, to
+    /// recycle them ([`Assignment::recycle`]).
+    pub(crate) fn of_sums(sums: ClusterSums, k: usize) -> Self {
+        AssignStats {
+            inertia: 0.0,
+            sums,
+            counts: Vec::new(),
+            farthest: Farthest { cap: k, heap: BinaryHeap::new() },
+            skipped: 0,
+        }
+    }
+}
+
 impl Merge for AssignStats {
     fn merge(&mut self, next: &Self) {
         self.inertia += next.inertia;
@@ -176,6 +190,10 @@ pub(crate) struct Assignment<T> {
     tiles: Vec<Scratch<T>>,
     /// Per-thread buffers for sparse rows (empty for dense data).
     sparse: Vec<SparseScratch<T>>,
+    /// Cleared statistics of earlier Lloyd passes, handed out again (their
+    /// per-cluster sums are the pass's largest buffers: allocating them
+    /// every pass costs fresh pages).
+    spare: std::sync::Mutex<Vec<AssignStats>>,
     pub(super) tile_rows: usize,
     k_tile: usize,
 }
@@ -199,9 +217,17 @@ impl<T: Real> Assignment<T> {
                 .map(|_| Scratch::new(plan.schedule.assign_tile_rows, n_clusters, plan.schedule.k_tile, n_features))
                 .collect(),
             sparse: (0..if sparse { threads } else { 0 }).map(|_| SparseScratch::new(n_clusters, n_features)).collect(),
+            spare: std::sync::Mutex::new(Vec::new()),
             tile_rows: plan.schedule.assign_tile_rows,
             k_tile: plan.schedule.k_tile,
         }
+    }
+
+    /// Takes back a Lloyd pass's statistics (their sums, emptied of their
+    /// farthest rows), cleared, for the next Lloyd pass.
+    pub(crate) fn recycle(&self, mut stats: AssignStats) {
+        stats.clear();
+        self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(stats);
     }
 
     /// Bytes per block row: label and distance.
@@ -254,6 +280,12 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
     fn new_stats(&self) -> AssignStats {
         let (k, d) = (self.k(), self.d());
         let lloyd = matches!(self.mode, Mode::Lloyd);
+        if lloyd {
+            let kept = self.asg.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+            if let Some(s) = kept.filter(|s| s.sums.sums.len() == k * d && s.sums.n_clusters() == k) {
+                return s;
+            }
+        }
         AssignStats {
             inertia: 0.0,
             sums: if lloyd { ClusterSums::new(k, d) } else { ClusterSums::default() },
@@ -278,6 +310,12 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
     }
 
     /// A bounded pass's rows keep their bounds where their tasks run.
+    fn recycle(&mut self, stats: AssignStats) {
+        if matches!(self.mode, Mode::Lloyd) {
+            self.asg.recycle(stats);
+        }
+    }
+
     fn row_state(&self) -> Option<crate::exec::RowStateUse> {
         self.bounds.as_deref().map(super::bounds::Bounds::row_state)
     }

@@ -282,6 +282,11 @@ pub trait Pass<T: Real> {
         None
     }
 
+    /// Takes back cleared statistics the runner no longer needs (the spare
+    /// ones of a pass), for [`Pass::new_stats`] to hand out again instead
+    /// of allocating; dropped by default.
+    fn recycle(&mut self, _stats: Self::Stats) {}
+
     /// What the pass keeps apart from its statistics, encoded: results that
     /// merge in any order (the validation pass's keyed sample). A task
     /// returns them with its statistics ([`task_result`]); empty by default.
@@ -447,6 +452,9 @@ pub fn run_pass<T: Real, P: Pass<T>>(
     })?;
     if parts.is_empty() {
         parts.push(open.map_or_else(|| pass.new_stats(), |(_, s)| s));
+    }
+    for s in spare {
+        pass.recycle(s);
     }
     Ok(Partial { rows, parts })
 }

@@ -111,18 +111,30 @@ impl SparseCenters {
             v.clear();
             v.resize(k, 0.0);
         }
+        // Norms summed over the features in order, per centre.
         for (j, c) in centers.chunks_exact(d.max(1)).enumerate().take(k) {
-            for (f, &v) in c.iter().enumerate() {
+            for &v in c {
                 let s = v * scale;
-                transposed[f * k + j] = s;
                 sq_norms[j] += s * s;
                 norms[j] += v * v;
             }
         }
+        // The transposed copies, features shared out between threads; the
+        // f32 rows padded to a multiple of 16 centres (zeros) so that
+        // every stored value adds whole vectors.
+        let kp = Self::padded(k);
+        transposed32.clear();
+        transposed32.resize(d * kp, 0.0);
+        transposed.par_chunks_mut(k.max(1)).zip(transposed32.par_chunks_mut(kp.max(1))).enumerate().for_each(
+            |(f, (row, row32))| {
+                for (j, (t, t32)) in row.iter_mut().zip(row32.iter_mut()).enumerate() {
+                    *t = centers[j * d + f] * scale;
+                    *t32 = *t as f32;
+                }
+            },
+        );
         radii.clear();
         radii.extend(sq_norms.iter().map(|s| s.sqrt()));
-        transposed32.clear();
-        transposed32.extend(transposed.iter().map(|&v| v as f32));
         let mut bound = Bound::new(d, f64::EPSILON / 2.0, f64::MIN_POSITIVE, f64::MAX);
         bound.floor += underflow_slack(d) * scale * scale;
         SparseCenters {
@@ -141,7 +153,12 @@ impl SparseCenters {
 
     /// Bytes of the prepared centres for `k` centres of `d` features.
     pub fn bytes_for(k: usize, d: usize) -> u64 {
-        ((d + 4) * k * 8 + d * k * 4) as u64
+        ((d + 4) * k * 8 + d * Self::padded(k) * 4) as u64
+    }
+
+    /// `k` rounded up to a multiple of 16 (the `f32` rows' length).
+    fn padded(k: usize) -> usize {
+        k.div_ceil(16) * 16
     }
 
     /// τ of the `f32` first pass for a row of `nnz` stored values at
@@ -169,13 +186,13 @@ pub struct SparseScratch<T> {
 impl<T: Real> SparseScratch<T> {
     /// Buffers for `k` centres of `d` features.
     pub fn new(k: usize, d: usize) -> Self {
-        SparseScratch { g: vec![0.0; k], g32: vec![0.0; k], row: vec![T::default(); d] }
+        SparseScratch { g: vec![0.0; k], g32: vec![0.0; SparseCenters::padded(k)], row: vec![T::default(); d] }
     }
 
     /// Bytes of [`SparseScratch::new`]'s buffers in a compute type of
     /// `compute_bytes` bytes.
     pub fn bytes(k: usize, d: usize, compute_bytes: usize) -> u64 {
-        (k * 12 + d * compute_bytes) as u64
+        (k * 8 + SparseCenters::padded(k) * 4 + d * compute_bytes) as u64
     }
 }
 
@@ -232,11 +249,11 @@ fn products<T: Real>(values: &[T], cols: &[u32], s: &SparseCenters, g: &mut [f64
 /// Σ â_f ĉ_jf in `f32` for every centre (the first pass, see the module docs).
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn products32<T: Real>(values: &[T], cols: &[u32], s: &SparseCenters, g: &mut [f32]) {
-    let k = s.k;
+    let kp = SparseCenters::padded(s.k);
     g.fill(0.0);
     for (&v, &f) in values.iter().zip(cols) {
         let a = (-2.0 * (v.to_f64() * s.scale)) as f32;
-        let ct = &s.transposed32[f as usize * k..(f as usize + 1) * k];
+        let ct = &s.transposed32[f as usize * kp..(f as usize + 1) * kp];
         for (gj, &cj) in g.iter_mut().zip(ct) {
             *gj += a * cj;
         }
@@ -270,7 +287,7 @@ fn assign_one<T: Real>(
 ) -> (u32, f64) {
     let x_sq: f64 = values.iter().map(|v| (v.to_f64() * s.scale).powi(2)).sum();
     // The f32 pass; NaN (overflow) fails the test.
-    products32(values, cols, s, &mut buf.g32[..s.k]);
+    products32(values, cols, s, &mut buf.g32);
     let (best, b, second) = best_two(s.k, |j| s.sq_norms[j] + f64::from(buf.g32[j]));
     let label = if second - best > s.tau32(values.len(), x_sq) {
         b
