@@ -1453,6 +1453,17 @@ fn a_sparse_folder_gives_the_dense_files_labels() {
     let o = memfit(&["gmm", &csr.to_string_lossy(), "-k", "2", "--model", &p(dir.path(), "m")]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("only kmeans and predict read a sparse (CSR) folder"), "{}", stderr(&o));
+    // A CSC matrix saved by scipy (format.npy says so) is not read as its transpose.
+    let csc = dir.path().join("csc");
+    write_csr(&csc, &x[..4 * d], 4, d);
+    let mut format = write_header(Dtype::U8, &[]);
+    let at = format.windows(3).position(|w| w == b"|u1").unwrap();
+    format.splice(at..at + 3, *b"<U3");
+    format.extend(b"c\0\0\0s\0\0\0c\0\0\0");
+    std::fs::write(csc.join("format.npy"), format).unwrap();
+    let o = memfit(&["kmeans", &csc.to_string_lossy(), "-k", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("the folder holds a \"csc\" matrix; only CSR is read"), "{}", stderr(&o));
     std::fs::remove_file(csr.join("shape.npy")).unwrap();
     let o = memfit(&["kmeans", &csr.to_string_lossy(), "-k", "2"]);
     assert!(stderr(&o).contains("shape.npy is missing"), "{}", stderr(&o));

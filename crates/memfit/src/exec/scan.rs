@@ -132,6 +132,37 @@ impl Merge for ScanStats {
 /// each); a leaf with more offers its rows one by one afterwards.
 const CANDIDATES: usize = 256;
 
+/// Lists `row` for the sample, or gives up listing (`None`: the leaf's
+/// rows are offered one by one) once [`CANDIDATES`] are listed.
+fn list_candidate(wanted: &mut Option<Vec<usize>>, row: usize) {
+    if let Some(list) = wanted {
+        if list.len() == CANDIDATES {
+            *wanted = None;
+        } else {
+            list.push(row);
+        }
+    }
+}
+
+impl ScanStats {
+    /// Welford's update of column `j` with the finite value `v`, `inv`
+    /// being one over the values counted in it so far (this one included).
+    #[inline]
+    fn add(&mut self, j: usize, v: f64, inv: f64) {
+        let delta = v - self.mean[j];
+        self.mean[j] += delta * inv;
+        self.m2[j] += delta * (v - self.mean[j]);
+        self.lo[j] = self.lo[j].min(v);
+        self.hi[j] = self.hi[j].max(v);
+    }
+
+    /// Counts a non-finite value at `(row, j)`, keeping the first.
+    fn note_bad(&mut self, row: usize, j: usize) {
+        self.bad_count += 1;
+        self.bad.get_or_insert((row, j));
+    }
+}
+
 /// The validation pass over a source (and its weights).
 /// The sample is the pass's own (it does not depend on the order rows
 /// come in, so it needs no per-chunk copy).
@@ -196,24 +227,15 @@ impl<T: Real> Pass<T> for ScanPass {
                     for i in 0..b.rows() {
                         for p in csr.indptr[i]..csr.indptr[i + 1] {
                             let (j, v) = (csr.indices[p] as usize, b.x[p].to_f64());
-                            if !v.is_finite() {
-                                s.bad_count += 1;
-                                s.bad.get_or_insert((b.start + i, j));
-                                continue;
-                            }
-                            s.stored[j] += 1.0;
-                            let delta = v - s.mean[j];
-                            s.mean[j] += delta / s.stored[j];
-                            s.m2[j] += delta * (v - s.mean[j]);
-                            s.lo[j] = s.lo[j].min(v);
-                            s.hi[j] = s.hi[j].max(v);
-                        }
-                        if let Some(list) = wanted.as_mut().filter(|_| sample.wants(b.start + i)) {
-                            if list.len() == CANDIDATES {
-                                wanted = None;
+                            if v.is_finite() {
+                                s.stored[j] += 1.0;
+                                s.add(j, v, 1.0 / s.stored[j]);
                             } else {
-                                list.push(b.start + i);
+                                s.note_bad(b.start + i, j);
                             }
+                        }
+                        if sample.wants(b.start + i) {
+                            list_candidate(&mut wanted, b.start + i);
                         }
                     }
                     return Ok((b.start..b.start + b.rows(), wanted));
@@ -224,23 +246,14 @@ impl<T: Real> Pass<T> for ScanPass {
                     let inv = 1.0 / s.rows;
                     for (j, &v) in row.iter().enumerate() {
                         let v = v.to_f64();
-                        if !v.is_finite() {
-                            s.bad_count += 1;
-                            s.bad.get_or_insert((b.start + i, j));
-                            continue;
-                        }
-                        let delta = v - s.mean[j];
-                        s.mean[j] += delta * inv;
-                        s.m2[j] += delta * (v - s.mean[j]);
-                        s.lo[j] = s.lo[j].min(v);
-                        s.hi[j] = s.hi[j].max(v);
-                    }
-                    if let Some(list) = wanted.as_mut().filter(|_| sample.wants(b.start + i)) {
-                        if list.len() == CANDIDATES {
-                            wanted = None;
+                        if v.is_finite() {
+                            s.add(j, v, inv);
                         } else {
-                            list.push(b.start + i);
+                            s.note_bad(b.start + i, j);
                         }
+                    }
+                    if sample.wants(b.start + i) {
+                        list_candidate(&mut wanted, b.start + i);
                     }
                 }
                 Ok((b.start..b.start + b.rows(), wanted))

@@ -11,6 +11,32 @@ use super::NpyFile;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::io::dtype::{decode, Dtype};
+use crate::io::header_len;
+
+/// Checks the folder's `format.npy`, when there is one (scipy writes the
+/// format's name, a 0-d unicode or bytes array): only `csr` is read; a
+/// `csc` matrix read as CSR would be its transpose.
+///
+/// # Errors
+/// [`Error::InvalidParameter`] (`X`) for another format; read errors.
+fn check_format(dir: &Path) -> Result<()> {
+    let path = dir.join("format.npy");
+    if !path.exists() {
+        return Ok(());
+    }
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, "read", e))?;
+    let start = header_len(&bytes).unwrap_or(bytes.len()).min(bytes.len());
+    // UTF-32 or bytes: the characters without their zero bytes.
+    let name: String = bytes[start..].iter().filter(|&&b| b != 0).map(|&b| char::from(b)).collect();
+    if name.trim() == "csr" {
+        return Ok(());
+    }
+    let hint = if name.trim() == "csc" { "; save X.tocsr() instead" } else { "; save X.tocsr()" };
+    Err(Error::param(
+        "X",
+        format!("{}: the folder holds a {:?} matrix; only CSR is read{hint}", path.display(), name.trim()),
+    ))
+}
 
 /// Offsets read at a time while the folder is opened (8 bytes each).
 const OFFSET_PIECE: usize = 1 << 16;
@@ -35,11 +61,12 @@ impl CsrFiles {
     /// Columns are checked as blocks are read.
     ///
     /// # Errors
-    /// [`Error::NotNpy`] naming the file that is missing or wrong; those of
+    /// [`Error::InvalidParameter`] (`X`) naming the file that is missing or
+    /// wrong, or a `format.npy` other than `csr`; those of
     /// [`NpyFile::open`].
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
-        let bad = |file: &str, reason: String| Error::NotNpy { path: dir.join(file), reason };
+        let bad = |file: &str, reason: String| Error::param("X", format!("{}: {reason}", dir.join(file).display()));
         let open = |file: &str| -> Result<NpyFile> {
             let path = dir.join(file);
             if !path.exists() {
@@ -60,6 +87,7 @@ impl CsrFiles {
             }
             Ok(h.shape[0])
         };
+        check_format(&dir)?;
         let shape_file = open("shape.npy")?;
         if vector("shape.npy", &shape_file, true)? != 2 {
             return Err(bad("shape.npy", format!("expected 2 values, found shape {:?}", shape_file.header.shape)));
@@ -109,12 +137,13 @@ impl CsrFiles {
     }
 
     fn bad_offsets(&self, row: usize, before: usize, at: usize, nnz: usize) -> Error {
-        Error::NotNpy {
-            path: self.dir.join("indptr.npy"),
-            reason: format!(
-                "offset {row} is {at} after {before}: offsets must run from 0 to len(data) = {nnz} without decreasing"
+        Error::param(
+            "X",
+            format!(
+                "{}: offset {row} is {at} after {before}: offsets must run from 0 to len(data) = {nnz} without decreasing",
+                self.dir.join("indptr.npy").display()
             ),
-        }
+        )
     }
 
     /// Rows.
@@ -192,16 +221,21 @@ impl CsrFiles {
             let mut last = -1.0;
             for p in indptr[r]..indptr[r + 1] {
                 let j = decode(bytes, p, hi.dtype, hi.endian);
-                if !(j > last && j < self.n_cols as f64) {
-                    return Err(Error::param(
-                        "X",
-                        format!(
-                            "{}: row {}'s column indices are not strictly increasing within 0..{} ({last} then {j}); save the matrix after X.sum_duplicates()",
-                            self.dir.display(),
-                            at + r,
-                            self.n_cols
-                        ),
-                    ));
+                let row = at + r;
+                let why = if !(0.0..self.n_cols as f64).contains(&j) {
+                    Some(format!(
+                        "row {row} has column index {j}, outside 0..{} (the columns shape.npy gives)",
+                        self.n_cols
+                    ))
+                } else if j <= last {
+                    Some(format!(
+                        "row {row}'s column indices are not strictly increasing ({last} then {j}); save the matrix after X.sum_duplicates()"
+                    ))
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(Error::param("X", format!("{}: {why}", self.dir.display())));
                 }
                 last = j;
                 indices.push(j as u32);
