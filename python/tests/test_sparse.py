@@ -144,3 +144,55 @@ def test_a_limit_far_below_the_dense_matrix():
     assert "centers for sparse rows" in km.memory_plan_
     with pytest.raises(MemoryError, match="the job needs at least"):
         KMeans(10, memory_limit="64MiB").fit(X)
+
+
+def test_peak_memory_stays_within_the_limit_in_memory_and_from_a_folder(tmp_path):
+    """A sparse fit in a child process adds at most memory_limit + 64 MiB
+    to its resident memory: on a borrowed CSR matrix, and from a CSR
+    folder (over 4× the limit) read by the CLI."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    from test_memory import SLACK, MiB, run_child
+
+    limit = 64 * MiB
+    got = run_child(
+        """
+        import scipy.sparse as sp
+        from memfit import KMeans
+        rng = np.random.default_rng(0)
+        n, d, per = 400_000, 50_000, 30
+        rows = np.repeat(np.arange(n), per)
+        X = sp.csr_matrix((rng.random(rows.size), (rows, (rows % 8) * 6_000 + rng.integers(0, 600, rows.size))),
+                          shape=(n, d))
+        X.sum_duplicates()
+        labels_bytes = 4 * n
+        base = status("VmRSS")
+        reset_peak()
+        km = KMeans(8, n_init=1, max_iter=3, random_state=0, memory_limit=int(sys.argv[1])).fit(X)
+        print({"peak": status("VmHWM") - base, "labels": labels_bytes, "x": X.data.nbytes + X.indices.nbytes})
+        """,
+        limit,
+    )
+    assert got["peak"] <= limit + SLACK, got
+    # The CLI reads a folder whose arrays are several times the limit.
+    rng = np.random.default_rng(1)
+    n, d, per = 1_500_000, 20_000, 16
+    rows = np.repeat(np.arange(n), per)
+    X = sp.csr_matrix((rng.random(rows.size), (rows, (rows % 8) * 2_000 + rng.integers(0, 400, rows.size))), shape=(n, d))
+    X.sum_duplicates()
+    sp.save_npz(tmp_path / "X.npz", X, compressed=False)
+    zipfile.ZipFile(tmp_path / "X.npz").extractall(tmp_path / "X")
+    on_disk = sum(os.path.getsize(tmp_path / "X" / f) for f in os.listdir(tmp_path / "X"))
+    assert on_disk > 4 * limit
+    del X
+    out = subprocess.run(
+        [sys.executable, "-m", "memfit", "kmeans", str(tmp_path / "X"), "-k", "8", "--max-iter", "3", "--seed", "0",
+         "--memory-limit", str(limit), "--summary", str(tmp_path / "s.json"), "--quiet"],
+        capture_output=True, text=True, check=True,
+    )
+    peak = json.loads((tmp_path / "s.json").read_text())["peak_rss_bytes"]
+    assert peak <= limit + SLACK, (peak, out.stdout)

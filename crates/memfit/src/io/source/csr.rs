@@ -189,27 +189,6 @@ impl<'a> CsrRef<'a> {
         values.clear();
         values.extend((a..b).map(|p| T::from_f64(self.data.at(p))));
     }
-
-    /// Rows `at..at + rows` densified into `out` (row-major, `rows ×
-    /// n_cols`), each value `x` of column `j` as `T::from_f64(x − shift[j])`.
-    pub(super) fn densify<T: Real>(&self, at: usize, rows: usize, shift: &[f64], out: &mut [T]) {
-        let d = self.n_cols;
-        for (r, o) in out.chunks_exact_mut(d.max(1)).take(rows).enumerate() {
-            for (v, s) in o.iter_mut().zip(shift) {
-                *v = T::from_f64(-s);
-            }
-            for p in self.indptr.at(at + r)..self.indptr.at(at + r + 1) {
-                let j = self.indices.at(p);
-                o[j] = T::from_f64(self.data.at(p) - shift[j]);
-            }
-        }
-    }
-
-    /// The value at `(row, column)`.
-    pub(super) fn value(&self, row: usize, column: usize) -> f64 {
-        let (a, b) = (self.indptr.at(row), self.indptr.at(row + 1));
-        (a..b).find(|&p| self.indices.at(p) == column).map_or(0.0, |p| self.data.at(p))
-    }
 }
 
 #[cfg(test)]
@@ -226,10 +205,11 @@ mod tests {
         let (mut p, mut j, mut v) = (Vec::new(), Vec::new(), Vec::<f32>::new());
         m.read(1, 2, &mut p, &mut j, &mut v);
         assert_eq!((p, j, v), (vec![0, 0, 1], vec![1], vec![4.0]));
+        let src = crate::io::Source::csr(m);
         let mut dense = vec![0.0f64; 8];
-        m.densify(0, 2, &[0.0, 0.0, 0.0, 1.0], &mut dense);
+        src.read_rows(0, 2, &[0.0, 0.0, 0.0, 1.0], &mut [], &mut dense).unwrap();
         assert_eq!(dense, [1.0, 0.0, 0.0, -3.0, 0.0, 0.0, 0.0, -1.0]);
-        assert_eq!((m.value(0, 3), m.value(1, 3)), (-2.0, 0.0));
+        assert_eq!((src.value(0, 3).unwrap(), src.value(1, 3).unwrap()), (-2.0, 0.0));
         let err = |indptr: &[i64], indices: &[i64], d: usize| {
             CsrRef::new(
                 Index::I64(indptr),

@@ -253,6 +253,20 @@ impl<'a> Source<'a> {
         Ok(())
     }
 
+    /// Rows `at..at + rows` (counted from the first row here) of a sparse
+    /// source as a CSR block of `f64` values, as stored (not unit rows), in
+    /// buffers of their own: for the few rows that are read densified (a
+    /// sample, a refill) or one value.
+    fn sparse_rows(&self, at: usize, rows: usize) -> Result<(Vec<usize>, Vec<u32>, Vec<f64>)> {
+        let (mut p, mut j, mut v, mut raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        match &self.data {
+            Data::Csr(c) => c.read(at, rows, &mut p, &mut j, &mut v),
+            Data::CsrFiles(f) => f.read(at, rows, &mut p, &mut j, &mut v, &mut raw)?,
+            _ => unreachable!("sparse_rows on a dense source"),
+        }
+        Ok((p, j, v))
+    }
+
     /// Wraps rows computed on demand.
     pub fn rows(rows: Box<dyn RowSource + 'a>) -> Self {
         Source::new(Data::Rows(rows))
@@ -389,14 +403,8 @@ impl<'a> Source<'a> {
                 let check = bound.map(|bound| Check { bound, exact: &exact });
                 convert(h.dtype, h.endian, raw, rows, d, row_step, col_step, shift, out, check)
             }
-            Data::Csr(c) => {
-                c.densify(at, rows, shift, out);
-                None
-            }
-            Data::CsrFiles(f) => {
-                // A few rows (a sample, a refill): their block in buffers of their own.
-                let (mut p, mut j, mut v, mut raw) = (Vec::new(), Vec::new(), Vec::<f64>::new(), Vec::new());
-                f.read(at, rows, &mut p, &mut j, &mut v, &mut raw)?;
+            Data::Csr(_) | Data::CsrFiles(_) => {
+                let (p, j, v) = self.sparse_rows(at, rows)?;
                 for (r, o) in out.chunks_exact_mut(d.max(1)).enumerate() {
                     for (x, s) in o.iter_mut().zip(shift) {
                         *x = T::from_f64(-s);
@@ -550,10 +558,8 @@ impl<'a> Source<'a> {
                 Ok(decode(&b, 0, h.dtype, h.endian))
             }
             Data::Rows(r) => Ok(r.read(row, 1)?[column]),
-            Data::Csr(c) => Ok(c.value(row, column)),
-            Data::CsrFiles(f) => {
-                let (mut p, mut j, mut v, mut raw) = (Vec::new(), Vec::new(), Vec::<f64>::new(), Vec::new());
-                f.read(row, 1, &mut p, &mut j, &mut v, &mut raw)?;
+            Data::Csr(_) | Data::CsrFiles(_) => {
+                let (_, j, v) = self.sparse_rows(row, 1)?;
                 Ok(j.iter().position(|&c| c as usize == column).map_or(0.0, |q| v[q]))
             }
             Data::Memory(a) => {
