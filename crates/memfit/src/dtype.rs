@@ -219,6 +219,11 @@ pub trait Real:
     fn from_double_word(hi: f64, lo: f64) -> Self;
     /// Widens to `f64` (exact).
     fn to_f64(self) -> f64;
+    /// `values` as values of this type when it is `f64` (to read them in
+    /// place), else `None`.
+    fn of_f64(values: &[f64]) -> Option<&[Self]>;
+    /// `values` as values of this type when it is `f32`, else `None`.
+    fn of_f32(values: &[f32]) -> Option<&[Self]>;
     /// Little-endian bytes of the value, for `.npy` output.
     fn write_le(self, out: &mut Vec<u8>);
 }
@@ -251,6 +256,12 @@ impl Real for f32 {
     fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
+    fn of_f64(_: &[f64]) -> Option<&[Self]> {
+        None
+    }
+    fn of_f32(values: &[f32]) -> Option<&[Self]> {
+        Some(values)
+    }
 }
 
 impl Real for f64 {
@@ -271,5 +282,11 @@ impl Real for f64 {
     }
     fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn of_f64(values: &[f64]) -> Option<&[Self]> {
+        Some(values)
+    }
+    fn of_f32(_: &[f32]) -> Option<&[Self]> {
+        None
     }
 }

@@ -493,18 +493,27 @@ fn lloyd<T: Real>(
             bounds = None;
         }
         last_skip = skip_share;
-        reuse = Some(prepared);
         let mut sums = s.sums;
         let nonempty = (0..k).filter(|&j| sums.weight(j) > 0.0).count();
         // Refill empty clusters with the rows farthest from their centres
-        // (scikit-learn's `_relocate_empty_clusters_dense`); the pass kept
-        // their values.
+        // (scikit-learn's `_relocate_empty_clusters_dense`), found by a
+        // pass of their own (the same labels and distances: a function of
+        // the centres), run only when a cluster is empty.
         if nonempty < k {
+            let mut pass = AssignPass {
+                centers: &prepared,
+                asg: &mut *asg,
+                mode: Mode::Farthest,
+                weights_name: None,
+                bounds: None,
+            };
+            let far = run_split(&mut pass, blocks, split, &zero, &observer.cancel())?.farthest;
             let empty: Vec<usize> = (0..k).filter(|&j| sums.weight(j) <= 0.0).collect();
-            for (&j, f) in empty.iter().zip(s.farthest.into_sorted()) {
+            for (&j, f) in empty.iter().zip(far.into_sorted()) {
                 sums.move_row(f.label as usize, j, &f.values, f.weight);
             }
         }
+        reuse = Some(prepared);
         let mut center_shift = 0.0;
         // Strict convergence is no centre moving at all: a sum of squared
         // moves can underflow to zero while centres still move.
@@ -528,7 +537,7 @@ fn lloyd<T: Real>(
                 }
             }
         }
-        asg.recycle(AssignStats::of_sums(sums, k));
+        asg.recycle(AssignStats::of_sums(sums));
         out.n_iter = it + 1;
         out.inertia = s.inertia;
         out.nonempty = nonempty;

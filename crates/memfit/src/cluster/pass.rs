@@ -1,12 +1,12 @@
 //! The nearest-centre pass: every row's exact nearest centre
 //! ([`crate::kernels::assign_block`]) and, per accumulation chunk, the
 //! statistics k-means needs from it: inertia, per-cluster weighted sums and
-//! weights, and the rows farthest from their centres (with their values, to
-//! refill empty clusters without reading the data again).
+//! weights, or the rows farthest from their centres (with their values).
 //!
-//! One pass serves the Lloyd iterations (sums), the final assignment of a
-//! fit (labels, row counts, plot sample) and `predict` (labels and
-//! distances of new data).
+//! One pass serves the Lloyd iterations (sums), the refill of clusters an
+//! iteration left empty (farthest rows), the final assignment of a fit
+//! (labels, row counts, plot sample) and `predict` (labels and distances of
+//! new data).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -124,7 +124,8 @@ pub(crate) struct AssignStats {
 
 impl AssignStats {
     /// Bytes of the statistics of a Lloyd pass over `k` clusters of `d`
-    /// features (sums, weights, `k` farthest rows with their values).
+    /// features (sums and weights) or of a farthest pass (`k` rows with
+    /// their values): the larger, counted as both.
     pub(crate) fn lloyd_bytes(k: usize, d: usize) -> u64 {
         ClusterSums::bytes(k, d) as u64 + Farthest::bytes(k, d)
     }
@@ -148,14 +149,14 @@ impl AssignStats {
 }
 
 impl AssignStats {
-    /// A Lloyd pass's statistics made of `sums` (of `k` clusters) alone, to
-    /// recycle them ([`Assignment::recycle`]).
-    pub(crate) fn of_sums(sums: ClusterSums, k: usize) -> Self {
+    /// A Lloyd pass's statistics made of `sums` alone, to recycle them
+    /// ([`Assignment::recycle`]).
+    pub(crate) fn of_sums(sums: ClusterSums) -> Self {
         AssignStats {
             inertia: 0.0,
             sums,
             counts: Vec::new(),
-            farthest: Farthest { cap: k, heap: BinaryHeap::new() },
+            farthest: Farthest { cap: 0, heap: BinaryHeap::new() },
             skipped: 0,
         }
     }
@@ -236,8 +237,11 @@ impl<T: Real> Assignment<T> {
 
 /// What the pass does besides assigning.
 pub(crate) enum Mode<'f> {
-    /// A Lloyd iteration: per-cluster sums and weights, farthest rows.
+    /// A Lloyd iteration: per-cluster sums and weights.
     Lloyd,
+    /// The rows farthest from their centres (with their values), to refill
+    /// the clusters a Lloyd iteration left empty.
+    Farthest,
     /// A fit's last pass: per-cluster row counts, labels to a sink, a plot
     /// sample (values, label in the weight slot).
     Final { sink: crate::cluster::LabelSink<'f>, plot: Option<KeyedSample> },
@@ -248,6 +252,7 @@ pub(crate) enum Mode<'f> {
 #[derive(Clone, Copy)]
 enum Kind {
     Lloyd,
+    Farthest,
     Final,
     Predict,
 }
@@ -290,7 +295,10 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
             inertia: 0.0,
             sums: if lloyd { ClusterSums::new(k, d) } else { ClusterSums::default() },
             counts: vec![0.0; if matches!(self.mode, Mode::Final { .. }) { k } else { 0 }],
-            farthest: Farthest { cap: if lloyd { k } else { 0 }, heap: BinaryHeap::new() },
+            farthest: Farthest {
+                cap: if matches!(self.mode, Mode::Farthest) { k } else { 0 },
+                heap: BinaryHeap::new(),
+            },
             skipped: 0,
         }
     }
@@ -352,6 +360,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
         let (labels, dist) = (&a.labels[..rows], &a.dist[..rows]);
         let kind = match &self.mode {
             Mode::Lloyd => Kind::Lloyd,
+            Mode::Farthest => Kind::Farthest,
             Mode::Final { .. } => Kind::Final,
             Mode::Predict(_) => Kind::Predict,
         };
@@ -368,18 +377,17 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                 };
             }
             match kind {
-                Kind::Lloyd => {
-                    match block.csr {
-                        Some(csr) => {
-                            let rows =
-                                crate::exec::CsrIndex { indptr: &csr.indptr[r.start..=r.end], indices: csr.indices };
-                            backend.sparse_sums(block.x, rows, &labels[r.clone()], w, &mut s.sums, parallel_sums);
-                        }
-                        None => {
-                            let x = &block.x[r.start * d..r.end * d];
-                            backend.cluster_sums(x, d, &labels[r.clone()], w, &mut s.sums, parallel_sums);
-                        }
+                Kind::Lloyd => match block.csr {
+                    Some(csr) => {
+                        let rows = crate::exec::CsrIndex { indptr: &csr.indptr[r.start..=r.end], indices: csr.indices };
+                        backend.sparse_sums(block.x, rows, &labels[r.clone()], w, &mut s.sums, parallel_sums);
                     }
+                    None => {
+                        let x = &block.x[r.start * d..r.end * d];
+                        backend.cluster_sums(x, d, &labels[r.clone()], w, &mut s.sums, parallel_sums);
+                    }
+                },
+                Kind::Farthest => {
                     for i in r {
                         let wi = block.w.map_or(1.0, |w| w[i]);
                         if wi > 0.0 {
@@ -402,7 +410,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
             one(leaf, !at_once);
         }
         match &mut self.mode {
-            Mode::Lloyd => Ok(()),
+            Mode::Lloyd | Mode::Farthest => Ok(()),
             Mode::Final { sink, plot } => {
                 if let Some(p) = plot.as_mut() {
                     for (i, &l) in labels.iter().enumerate() {

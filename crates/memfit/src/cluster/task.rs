@@ -27,25 +27,36 @@ pub(crate) struct AssignTask {
     pub(crate) centers: Vec<f64>,
     pub(crate) k: usize,
     pub(crate) d: usize,
-    /// A Lloyd iteration (sums, weights, farthest rows); else a final pass
-    /// (row counts and inertia).
-    pub(crate) lloyd: bool,
+    /// What the pass computes.
+    pub(crate) kind: TaskKind,
     /// A bounded pass's centre side; its rows' bounds come with the task
     /// (see [`super::bounds`]).
     pub(crate) bounds: Option<BoundsTask>,
 }
 
+/// What an [`AssignTask`] computes (see [`Mode`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(crate) enum TaskKind {
+    /// A Lloyd iteration's sums and weights.
+    Lloyd,
+    /// The rows farthest from their centres.
+    Farthest,
+    /// A final pass's row counts and inertia.
+    Final,
+}
+
 impl AssignTask {
     /// The task of `pass`, when it has no per-row outputs.
     pub(crate) fn of<T: Real>(pass: &AssignPass<'_, '_, T>) -> Option<Vec<u8>> {
-        let lloyd = match &pass.mode {
-            Mode::Lloyd => true,
-            Mode::Final { sink: None, plot: None } => false,
+        let kind = match &pass.mode {
+            Mode::Lloyd => TaskKind::Lloyd,
+            Mode::Farthest => TaskKind::Farthest,
+            Mode::Final { sink: None, plot: None } => TaskKind::Final,
             _ => return None,
         };
         let c = pass.centers;
         let bounds = pass.bounds.as_deref().map(Bounds::task);
-        Some(encode(&AssignTask { centers: c.centers.clone(), k: c.n_clusters, d: c.n_features, lloyd, bounds }))
+        Some(encode(&AssignTask { centers: c.centers.clone(), k: c.n_clusters, d: c.n_features, kind, bounds }))
     }
 
     /// The memory plan for `x`'s rows within `limit_bytes`: a k-means fit's
@@ -95,7 +106,11 @@ impl AssignTask {
         let mut bounds = self.bounds.filter(|_| plan.schedule.bounds_on_disk == Some(false)).map(|b| {
             Bounds::<T>::of_task(b, kept, rows.start, rows.len(), self.k, self.d, plan.threads, asg.tile_rows)
         });
-        let mode = if self.lloyd { Mode::Lloyd } else { Mode::Final { sink: None, plot: None } };
+        let mode = match self.kind {
+            TaskKind::Lloyd => Mode::Lloyd,
+            TaskKind::Farthest => Mode::Farthest,
+            TaskKind::Final => Mode::Final { sink: None, plot: None },
+        };
         let mut pass =
             AssignPass { centers: &centers, asg: &mut asg, mode, weights_name: None, bounds: bounds.as_mut() };
         let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);

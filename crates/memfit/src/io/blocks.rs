@@ -112,6 +112,12 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
                 return Err(Error::Cancelled);
             }
             let n = self.block_rows.min(rows.end - start);
+            // Rows held as the block would hold them are read in place.
+            let held = if shift.iter().all(|&s| s == 0.0) && self.x.sparse_row_nnz().is_none() {
+                self.x.rows_in_place::<T>(start, n)
+            } else {
+                None
+            };
             if self.x.sparse_row_nnz().is_some() {
                 debug_assert!(shift.iter().all(|&s| s == 0.0), "sparse rows are read unshifted");
                 self.x.read_csr(
@@ -122,7 +128,7 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
                     &mut self.values,
                     &mut self.x_scratch,
                 )?;
-            } else {
+            } else if held.is_none() {
                 self.x.read_rows(start, n, shift, &mut self.x_scratch, &mut self.values)?;
             }
             let w = match self.w {
@@ -136,7 +142,7 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
                 let csr = CsrIndex { indptr: &self.indptr, indices: &self.indices };
                 Block::sparse(start, &self.values, csr, w, d)
             } else {
-                Block::dense(start, &self.values[..n * d], w, d)
+                Block::dense(start, held.unwrap_or(&self.values[..n * d]), w, d)
             })?;
             start += n;
         }

@@ -465,6 +465,29 @@ impl<'a> Source<'a> {
         Ok(())
     }
 
+    /// Rows `start..start + rows` as they are held, when that is what
+    /// [`Source::read_rows`] would write unshifted into `T`: a borrowed
+    /// C-order array of `T`'s dtype whose rows are not scaled. `None`
+    /// otherwise.
+    ///
+    /// # Panics
+    /// If the rows lie outside the array (a programming error).
+    pub fn rows_in_place<T: Real>(&self, start: usize, rows: usize) -> Option<&'a [T]> {
+        let d = self.n_features();
+        assert!(start >= self.first_row && start + rows <= self.n_samples());
+        match &self.data {
+            Data::Memory(a) if !self.unit_rows && a.col_stride == 1 && a.row_stride == d => {
+                let at = (start - self.first_row) * d..(start - self.first_row + rows) * d;
+                match a.values {
+                    Values::F64(v) => T::of_f64(&v[at]),
+                    Values::F32(v) => T::of_f32(&v[at]),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// Reads the rows `rows` (any order, repeats allowed) into `out`
     /// (row-major, `rows.len() × n_features` values of `T`), each run of
     /// consecutive rows with one positioned read; holds one row's raw bytes
