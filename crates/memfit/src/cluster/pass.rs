@@ -124,8 +124,9 @@ pub(crate) struct AssignStats {
 
 impl AssignStats {
     /// Bytes of the statistics of a Lloyd pass over `k` clusters of `d`
-    /// features (sums and weights) or of a farthest pass (`k` rows with
-    /// their values): the larger, counted as both.
+    /// features (sums and weights) and of a farthest pass (`k` rows with
+    /// their values), counted together: a farthest pass runs while the
+    /// Lloyd pass's sums are held.
     pub(crate) fn lloyd_bytes(k: usize, d: usize) -> u64 {
         ClusterSums::bytes(k, d) as u64 + Farthest::bytes(k, d)
     }

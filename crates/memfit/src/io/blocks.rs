@@ -106,6 +106,8 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
         mut f: impl FnMut(Block<'_, T>) -> Result<()>,
     ) -> Result<()> {
         let d = self.x.n_features();
+        let sparse = self.x.sparse_row_nnz().is_some();
+        let unshifted = shift.iter().all(|&s| s == 0.0);
         let mut start = rows.start;
         while start < rows.end {
             if cancel.is_cancelled() {
@@ -113,13 +115,9 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
             }
             let n = self.block_rows.min(rows.end - start);
             // Rows held as the block would hold them are read in place.
-            let held = if shift.iter().all(|&s| s == 0.0) && self.x.sparse_row_nnz().is_none() {
-                self.x.rows_in_place::<T>(start, n)
-            } else {
-                None
-            };
-            if self.x.sparse_row_nnz().is_some() {
-                debug_assert!(shift.iter().all(|&s| s == 0.0), "sparse rows are read unshifted");
+            let held = if unshifted && !sparse { self.x.rows_in_place::<T>(start, n) } else { None };
+            if sparse {
+                debug_assert!(unshifted, "sparse rows are read unshifted");
                 self.x.read_csr(
                     start,
                     n,
@@ -138,7 +136,7 @@ impl<'s, 'a, T: Real> BlockReader<'s, 'a, T> {
                 }
                 None => None,
             };
-            f(if self.x.sparse_row_nnz().is_some() {
+            f(if sparse {
                 let csr = CsrIndex { indptr: &self.indptr, indices: &self.indices };
                 Block::sparse(start, &self.values, csr, w, d)
             } else {

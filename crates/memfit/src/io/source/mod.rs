@@ -621,6 +621,29 @@ mod tests {
         out
     }
 
+    /// Only rows held exactly as a block holds them (C order, the compute
+    /// type, not scaled) are read in place, and those give the copied bits.
+    #[test]
+    fn rows_are_read_in_place_only_as_the_block_would_hold_them() {
+        let v: Vec<f64> = (0..24).map(|i| f64::from(i) * 0.5 - 3.0).collect();
+        let c = Source::memory(ArrayRef::c_order(Values::F64(&v), 8, 3).unwrap());
+        let held = c.rows_in_place::<f64>(3, 4).unwrap();
+        assert!(std::ptr::eq(held.as_ptr(), &v[9]));
+        assert_eq!(held, &read_all::<f64>(&c, 8)[9..21]);
+        // Rows held from a first row on: row 3 is the second held.
+        let later = Source::memory(ArrayRef::c_order(Values::F64(&v[6..]), 6, 3).unwrap()).starting_at(2);
+        assert!(std::ptr::eq(later.rows_in_place::<f64>(3, 4).unwrap().as_ptr(), &v[9]));
+        assert!(c.rows_in_place::<f32>(3, 4).is_none(), "another compute type is converted");
+        let f = Source::memory(ArrayRef::strided(Values::F64(&v), 8, 3, 1, 8).unwrap());
+        assert!(f.rows_in_place::<f64>(0, 8).is_none(), "Fortran order is gathered");
+        let unit = Source::memory(ArrayRef::c_order(Values::F64(&v), 8, 3).unwrap()).unit_rows(true);
+        assert!(unit.rows_in_place::<f64>(0, 8).is_none(), "unit rows are scaled");
+        let w: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+        let s = Source::memory(ArrayRef::c_order(Values::F32(&w), 8, 3).unwrap());
+        assert_eq!(s.rows_in_place::<f32>(0, 8), Some(&w[..]));
+        assert!(s.rows_in_place::<f64>(0, 8).is_none());
+    }
+
     #[test]
     fn notes_the_first_inexact_integer_per_compute_type() {
         // 3 columns over several conversion chunks; offenders in later chunks
