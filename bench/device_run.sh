@@ -36,6 +36,9 @@ prepare)
   strip -o .device/cli_tests "$cli"
   # The CLI tests run the binary they were built beside.
   echo "$(pwd)/target/release/memfit" >.device/memfit_path
+  # flights3m (../shared, which does not travel), compressed to about 8 MB.
+  shared=../shared/datasets/flights3m_f64.npy
+  if [ -e "$shared" ]; then xz -T0 -6 -c "$shared" >.device/flights3m_f64.npy.xz; fi
   ls -la .device
   ;;
 run)
@@ -64,17 +67,36 @@ run)
   .device/engine_tests device || status=1
   echo "== CLI CUDA tests"
   .device/cli_tests cuda || status=1
-  echo "== benchmark: 2,000,000 x 3, k = 200, 30 iterations"
+  # One benchmark case: k-means of $2 from the centres $3 (k = $4), 30
+  # Lloyd iterations, on the CPU (all cores, the default algorithm) and on
+  # the GPU (256 MiB device limit), float64 and float32; the labels files
+  # must be identical; seconds per iteration side by side with CuPy's
+  # whole-matrix Lloyd (bench/cupy_kmeans_peer.py) from the same centres.
+  bench_case() {
+    local name=$1 x=$2 init=$3 k=$4
+    echo "== benchmark: $name, k = $k, 30 iterations"
+    local common=(kmeans "$x" -k "$k" --init "$init" --max-iter 30 --tol 0 --quiet)
+    for dtype in float64 float32; do
+      $m "${common[@]}" --dtype $dtype --device cpu --labels "$d/cpu.npy" --summary "$d/cpu.json" || { status=1; continue; }
+      $m "${common[@]}" --dtype $dtype --algorithm lloyd --device cuda --device-memory-limit 256MiB --dry-run | grep -E "device cuda|limit" || true
+      $m "${common[@]}" --dtype $dtype --algorithm lloyd --device cuda --device-memory-limit 256MiB \
+        --labels "$d/gpu.npy" --summary "$d/gpu.json" || { echo "$name $dtype: the CUDA fit failed"; status=1; continue; }
+      if cmp -s "$d/cpu.npy" "$d/gpu.npy"; then echo "$name $dtype: labels equal"; else echo "$name $dtype: LABELS DIFFER"; status=1; fi
+      python3 bench/device_summary.py "$name $dtype" "$d/cpu.json" "$d/gpu.json" || status=1
+      python3 bench/cupy_kmeans_peer.py "$x" "$init" --iters 30 --dtype $dtype || echo "$name $dtype: the CuPy peer failed"
+    done
+  }
   $m generate blobs --n-samples 2000000 --n-features 3 --centers 200 --seed 42 --out "$d/x.npy" >/dev/null
   $m generate blobs --n-samples 200 --n-features 3 --centers 200 --seed 7 --out "$d/init.npy" >/dev/null
-  common=(kmeans "$d/x.npy" -k 200 --init "$d/init.npy" --max-iter 30 --tol 0 --algorithm lloyd --quiet)
-  for dtype in float64 float32; do
-    $m "${common[@]}" --dtype $dtype --device cpu --labels "$d/cpu.npy" || { status=1; continue; }
-    $m "${common[@]}" --dtype $dtype --device cuda --device-memory-limit 256MiB --dry-run | grep -E "device cuda|limit" || true
-    $m "${common[@]}" --dtype $dtype --device cuda --device-memory-limit 256MiB --labels "$d/gpu.npy" ||
-      { echo "$dtype: the CUDA fit failed"; status=1; continue; }
-    if cmp -s "$d/cpu.npy" "$d/gpu.npy"; then echo "$dtype: labels equal"; else echo "$dtype: LABELS DIFFER"; status=1; fi
-  done
+  bench_case "blobs 2,000,000 x 3" "$d/x.npy" "$d/init.npy" 200
+  if [ -e .device/flights3m_f64.npy.xz ]; then
+    python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+      .device/flights3m_f64.npy.xz "$d/flights.npy"
+    python3 -c "import numpy as np, sys; x = np.load(sys.argv[1], mmap_mode='r'); \
+i = np.sort(np.random.default_rng(0).choice(len(x), 200, replace=False)); np.save(sys.argv[2], np.asarray(x[i]))" \
+      "$d/flights.npy" "$d/flights_init.npy"
+    bench_case "flights3m" "$d/flights.npy" "$d/flights_init.npy" 200
+  fi
   echo "== done: status $status"
   sleep 1
   exit $status
