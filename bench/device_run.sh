@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The prepared device run of issue 26: GPU tests and the k-means benchmark,
-# CPU against CUDA from the same initial centres, in one command on a
-# machine with an NVIDIA GPU (under 8 minutes of device time).
+# The prepared device run of issue 26: GPU tests and the benchmarks (k-means
+# and a Gaussian mixture, CPU against CUDA from the same initialisation), in
+# one command on a machine with an NVIDIA GPU (under 8 minutes of device
+# time).
 #
 # The device machine has CUDA but no Rust toolchain, so the binaries are
 # built here and carried there:
@@ -16,10 +17,16 @@
 # - the engine's device tests (`device` filter) and the CLI's CUDA tests,
 #   with MEMFIT_HAS_CUDA_DRIVER=1: a device fit's labels, centres and
 #   inertia equal the CPU's bit for bit, float64 and float32, whole and
-#   small tiles (`a_cuda_kmeans_fit_has_the_cpu_bits`);
+#   small tiles (`a_cuda_kmeans_fit_has_the_cpu_bits`); a mixture's
+#   log-densities and fits are the CPU's to rounding, every covariance type
+#   (`log_densities_on_the_device_are_the_hosts_to_rounding`,
+#   `a_cuda_gmm_fit_is_the_cpu_fit_to_rounding`);
 # - the report's case: 2,000,000 × 3 blobs, k = 200, 30 Lloyd iterations
-#   from the same centres, on the CPU (all cores) and on the GPU with a
-#   256 MiB device memory limit; the labels files must be identical.
+#   from the same centres, and flights3m (when ../shared has it), on the
+#   CPU (all cores) and on the GPU with a 256 MiB device memory limit; the
+#   labels files must be identical; CuPy's whole-matrix Lloyd beside;
+# - a full Gaussian mixture, 200,000 × 50, K = 20, on the CPU and on the
+#   GPU (256 MiB): labels equal, lower bounds within 1e-9 relative.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -97,6 +104,22 @@ i = np.sort(np.random.default_rng(0).choice(len(x), 200, replace=False)); np.sav
       "$d/flights.npy" "$d/flights_init.npy"
     bench_case "flights3m" "$d/flights.npy" "$d/flights_init.npy" 200
   fi
+  # A Gaussian mixture (full covariances, 200,000 x 50, K = 20, 20 EM
+  # iterations, the same k-means initialisation) on the CPU and with its
+  # log-densities on the GPU (256 MiB device limit): labels equal, lower
+  # bounds within 1e-9 relative in float64 (1e-5 in float32).
+  echo "== benchmark: Gaussian mixture, full, 200,000 x 50, K = 20, 20 iterations"
+  $m generate blobs --n-samples 200000 --n-features 50 --centers 20 --seed 5 --out "$d/g.npy" >/dev/null
+  gcommon=(gmm "$d/g.npy" -k 20 --covariance-type full --max-iter 20 --tol 0 --seed 0 --quiet)
+  for dtype in float64 float32; do
+    rtol=$([ $dtype = float64 ] && echo 1e-9 || echo 1e-5)
+    $m "${gcommon[@]}" --dtype $dtype --device cpu --labels "$d/gcpu.npy" --summary "$d/gcpu.json" || { status=1; continue; }
+    $m "${gcommon[@]}" --dtype $dtype --device cuda --device-memory-limit 256MiB --dry-run | grep -E "device cuda|limit" || true
+    $m "${gcommon[@]}" --dtype $dtype --device cuda --device-memory-limit 256MiB \
+      --labels "$d/ggpu.npy" --summary "$d/ggpu.json" || { echo "gmm $dtype: the CUDA fit failed"; status=1; continue; }
+    if cmp -s "$d/gcpu.npy" "$d/ggpu.npy"; then echo "gmm $dtype: labels equal"; else echo "gmm $dtype: LABELS DIFFER"; status=1; fi
+    python3 bench/device_summary.py "gmm full $dtype" "$d/gcpu.json" "$d/ggpu.json" --rtol $rtol || status=1
+  done
   echo "== done: status $status"
   sleep 1
   exit $status

@@ -292,7 +292,7 @@ def check_device(
 ) -> None:
     """Pass for device "cpu"; for "cuda" / "cuda:N" open the device (RuntimeError saying why it cannot be
     used), plan the job ("kmeans" or "gmm") within device_memory_limit (MemoryError when it cannot fit), then
-    raise RuntimeError: no CUDA execution path runs jobs yet."""
+    raise RuntimeError: the Python estimators do not run on CUDA devices yet (the memfit command does)."""
 
 def default_threads() -> int:
     """Worker threads when n_jobs is None: the CPUs this process may use, at most OMP_NUM_THREADS."""

@@ -262,8 +262,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         shows the groups and the bytes on disk.
     device : str, default="cpu"
         Where the kernels run, as for :class:`memfit.KMeans`: ``"cpu"``,
-        ``"cuda"`` or ``"cuda:N"`` (CUDA jobs are planned and then refused
-        with ``RuntimeError``: the CUDA execution path is not there yet).
+        ``"cuda"`` or ``"cuda:N"``. The Python estimators do not run on CUDA
+        devices yet (the ``memfit gmm`` command does): such a job is planned
+        and then refused with ``RuntimeError``, before any work.
     device_memory_limit : int, str or None, default=None
         Bytes of device memory a CUDA job may use (``None``: 90 % of the
         device's memory), as for :class:`memfit.KMeans`.

@@ -107,9 +107,10 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     let (params, stats) = memfit::device::plan::gmm_values_per_component(covariance_type, d);
     let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    if !crate::on_device(device.as_ref(), go)? {
+    let Some(backend) = crate::device_backend(device.as_ref(), go)? else {
         return Ok(());
-    }
+    };
+    job.run.backend = backend;
     fit_and_write(args, &job, &plan, warnings, started)
 }
 

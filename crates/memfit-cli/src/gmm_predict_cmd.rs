@@ -34,7 +34,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
     let target = args.device.target()?;
     let x = open_data(&args.input, "predict", false)?;
     let model = load_model(&args.model)?;
-    let job = GmmPredictJob {
+    let mut job = GmmPredictJob {
         model: &model,
         x: &x,
         compute: args.common.compute_dtype(x.dtype()),
@@ -53,9 +53,10 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
     let shape = (n, d, job.compute.bytes(), false);
     let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    if !crate::on_device(device.as_ref(), go)? {
+    let Some(backend) = crate::device_backend(device.as_ref(), go)? else {
         return Ok(());
-    }
+    };
+    job.run.backend = backend;
     let score = stream(args, &job, &plan)?.score;
     println!(
         "gmm-predict: n_samples={} n_components={} score={score:.10e} seconds={:.3}",

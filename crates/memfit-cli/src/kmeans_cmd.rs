@@ -140,7 +140,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     let shape = (n, d, job.compute.bytes(), job.sample_weight.is_some());
     let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    let Some(backend) = crate::kmeans_backend(device.as_ref(), go)? else {
+    let Some(backend) = crate::device_backend(device.as_ref(), go)? else {
         return Ok(());
     };
     job.run.backend = backend;

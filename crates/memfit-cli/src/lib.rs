@@ -207,29 +207,14 @@ pub(crate) fn device_plan(
 /// A plan for a job's device side.
 pub(crate) type DevicePlan = memfit::plan::Plan<memfit::device::plan::DeviceSchedule>;
 
-/// After the host plan of a mixture: prints the device plan on a dry run
-/// (`go` false), and refuses a device job that would run (mixtures have no
-/// device execution path yet). Returns whether to go on.
-///
-/// # Errors
-/// [`memfit::Error::DeviceUnavailable`] for a device job that would run.
-pub(crate) fn on_device(device: Option<&(memfit::device::Device, DevicePlan)>, go: bool) -> Result<bool> {
-    match device {
-        Some((_, p)) if !go => println!("{p}"),
-        Some((d, _)) => return Err(memfit::device::execution_unavailable(*d).into()),
-        None => {}
-    }
-    Ok(go)
-}
-
-/// After the host plan of a k-means job: prints the device plan on a dry
+/// After the host plan of a job: prints the device plan on a dry
 /// run (`go` false) and returns `None`; for a run, the backend it runs on
 /// (the CPU without a device).
 ///
 /// # Errors
 /// [`memfit::Error::DeviceUnavailable`] for a device this build cannot run
 /// on.
-pub(crate) fn kmeans_backend(
+pub(crate) fn device_backend(
     device: Option<&(memfit::device::Device, DevicePlan)>,
     go: bool,
 ) -> Result<Option<memfit::exec::Backend>> {

@@ -38,7 +38,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let shape = (x.n_samples(), x.n_features(), job.compute.bytes(), false);
     let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
     let go = crate::ready(&mut plan, &[("--labels", Some(&args.labels), labels_bytes)], args.dry_run)?;
-    let Some(backend) = crate::kmeans_backend(device.as_ref(), go)? else {
+    let Some(backend) = crate::device_backend(device.as_ref(), go)? else {
         return Ok(());
     };
     job.run.backend = backend;

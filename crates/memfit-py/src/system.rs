@@ -32,8 +32,8 @@ pub fn check_scratch_dir(path: std::path::PathBuf) -> PyResult<()> {
 /// `n_components` components of `covariance_type`) planned within
 /// `device_memory_limit` bytes (default 90 % of the device's memory), and
 /// then refused: the Python estimators do not run on CUDA devices yet (the
-/// `memfit kmeans` and `memfit predict` commands do, in a build with the
-/// `cuda` feature).
+/// `memfit kmeans`, `predict`, `gmm` and `gmm-predict` commands do, in a
+/// build with the `cuda` feature).
 #[pyfunction]
 #[pyo3(signature = (device, device_memory_limit, job, n_samples, n_features, float32, weighted, n_components, covariance_type=None))]
 #[allow(clippy::too_many_arguments)]
@@ -60,23 +60,19 @@ pub fn check_device(
     }
     let shape = (n_samples, n_features, if float32 { 4 } else { 8 }, weighted);
     let job_shape = plan::DeviceJob::open(device, device_memory_limit, shape).map_err(to_py)?;
-    match (job, covariance_type) {
+    let what = match (job, covariance_type) {
         ("gmm", Some(t)) => {
             let t = memfit::mixture::CovarianceType::parse(t).map_err(to_py)?;
             let (params, stats) = plan::gmm_values_per_component(t, n_features);
             plan::plan_gmm_device(n_components, params, stats, &job_shape).map_err(to_py)?;
+            "Gaussian mixtures from Python (the memfit command does)"
         }
         _ => {
             plan::plan_kmeans_device(n_components, &job_shape).map_err(to_py)?;
-            return Err(to_py(memfit::Error::DeviceUnavailable {
-                device: device.to_string(),
-                reason: "memfit's Python estimators do not run k-means on CUDA devices yet (the memfit command does)"
-                    .into(),
-                remedies: vec![memfit::Remedy::RunOnCpu],
-            }));
+            "k-means from Python (the memfit command does)"
         }
-    }
-    Err(to_py(memfit::device::execution_unavailable(device)))
+    };
+    Err(to_py(memfit::device::execution_unavailable(device, what)))
 }
 
 /// The default memory limit in bytes: half of the available memory.

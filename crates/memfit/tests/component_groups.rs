@@ -215,7 +215,7 @@ fn grouped_prediction_equals_in_memory_prediction() {
         let score = {
             let mut outputs =
                 Outputs { labels: Some(&mut put_l), log_likelihood: Some(&mut put_ll), proba: Some(&mut put_p) };
-            predict::<f64>(&model, &src, &plan, &Default::default(), &mut outputs, &mut ()).unwrap()
+            predict::<f64>(&model, &src, &plan, &Default::default(), Default::default(), &mut outputs, &mut ()).unwrap()
         };
         (plan, score, labels, ll, proba)
     };

@@ -12,8 +12,10 @@
 //!   for any tile size and worker count;
 //! - [`Ops::cluster_sums`]: compensated float64 per-cluster sums in row
 //!   order;
-//! - [`Ops::log_prob_tile`] and [`Ops::log_sum_exp_rows`]: a
-//!   mixture's log-densities and responsibilities of one tile, in row order;
+//! - [`Ops::log_prob_block`] and [`Ops::log_sum_exp_rows`]: a
+//!   mixture's log-densities of a block and the responsibilities of one
+//!   tile, in row order (a device backend's log-densities are the host's to
+//!   rounding, not bit for bit: see `device::cuda`);
 //! - [`Ops::scatter_tile`]: one tile's weighted scatter `Xᵀ diag(w) X`;
 //! - [`Ops::assign_sparse`], [`Ops::sparse_sums`], [`Ops::sq_distances_sparse`]:
 //!   the same for sparse (CSR) rows (see `kernels::assign_csr`).
@@ -120,11 +122,16 @@ pub(crate) trait Ops<T: Real>: Sync {
         }
     }
 
-    /// Weighted log-densities of the rows of the tile `xt` into `out`
-    /// (row-major `(rows, n_components)`); `buf` is the worker's E-step
-    /// buffer.
-    fn log_prob_tile(&self, xt: &[T], estep: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
-        kernels::log_prob_tile(xt, estep, buf, out);
+    /// Weighted log-densities `ln π_k + log N(x_i | μ_k, Σ_k)` of every row
+    /// of the block `xb` (row-major `(rows, d)`) into `out` (row-major
+    /// `(rows, n_components)`); on the CPU, tiles dealt to the workers whose
+    /// E-step buffers are `bufs`.
+    ///
+    /// # Errors
+    /// A device backend's device errors (the CPU's never fails).
+    fn log_prob_block(&self, xb: &[T], estep: &Estep<T>, bufs: &mut [Vec<T>], out: &mut [f64]) -> Result<()> {
+        kernels::log_prob_block(xb, estep, bufs, out);
+        Ok(())
     }
 
     /// Turns a tile's log-densities `r` (row-major `(rows, k)`) into

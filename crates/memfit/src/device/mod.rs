@@ -113,9 +113,10 @@ fn built_without_cuda(device: Device) -> Error {
     unavailable(device, "this memfit was built without CUDA support (the `cuda` cargo feature)".into())
 }
 
-/// The backend a k-means job planned for `device` (its device plan's
-/// `schedule`) runs on: the CPU, or with the `cuda` feature the CUDA device,
-/// streaming tiles of the plan's rows through its assignment kernel.
+/// The backend a job planned for `device` (its device plan's `schedule`)
+/// runs on: the CPU, or with the `cuda` feature the CUDA device, streaming
+/// tiles of the plan's rows through its kernels (k-means assignments, a
+/// mixture's log-densities).
 ///
 /// # Errors
 /// [`Error::DeviceUnavailable`] for a CUDA device in a build without the
@@ -134,9 +135,10 @@ pub fn backend(device: Device, schedule: &plan::DeviceSchedule) -> Result<crate:
 }
 
 /// The refusal of a job planned for `device` that has no execution path
-/// there yet (Gaussian mixtures: their kernels are not on devices yet).
-pub fn execution_unavailable(device: Device) -> Error {
-    unavailable(device, "memfit plans Gaussian mixtures for CUDA devices but does not run them on one yet".into())
+/// there yet: `what` names it (`"Gaussian mixtures held in component
+/// groups"`).
+pub fn execution_unavailable(device: Device, what: &str) -> Error {
+    unavailable(device, format!("memfit does not run {what} on CUDA devices yet"))
 }
 
 /// The error for a device that cannot be used, and why.

@@ -142,7 +142,7 @@ pub fn plan_gmm_device(
         "parameters",
         k.saturating_mul(p),
         8,
-        format!("{k} components × {p} values × 8 B (means, precision factors)"),
+        format!("{k} components × {p} values × 8 B (means, precision factors, log-normaliser)"),
     );
     let stats = k.saturating_mul((stats_per_component as u64).saturating_add(1)).saturating_mul(16);
     let row_bytes = d.saturating_mul(job.compute_bytes as u64);
@@ -168,7 +168,8 @@ pub fn plan_gmm_device(
 }
 
 /// The float64 values per component a mixture of `covariance_type` keeps
-/// on a device (means and precision factors), and the sufficient statistics
+/// on a device (means, precision factors and the log-normaliser), and the
+/// sufficient statistics
 /// per component it sums (a tied mixture's one shared matrix counted in full
 /// for each component, an upper bound).
 pub fn gmm_values_per_component(covariance_type: crate::mixture::CovarianceType, n_features: usize) -> (usize, usize) {
@@ -179,7 +180,7 @@ pub fn gmm_values_per_component(covariance_type: crate::mixture::CovarianceType,
         C::Diag => d,
         C::Spherical => 1,
     };
-    (d.saturating_add(per), d.saturating_add(per))
+    (d.saturating_add(per).saturating_add(1), d.saturating_add(per))
 }
 
 /// The largest power-of-two tile (at most [`CHUNK_ROWS`], and no more than

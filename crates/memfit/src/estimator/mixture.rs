@@ -196,8 +196,8 @@ impl GmmPredictJob<'_> {
         let (m, x, split) = (self.model, self.x, &self.run.row_split);
         prepare(plan, x, None, &*observer)?;
         let score = match self.compute {
-            ComputeDtype::Float32 => mixture::predict::<f32>(m, x, plan, split, outputs, observer)?,
-            ComputeDtype::Float64 => mixture::predict::<f64>(m, x, plan, split, outputs, observer)?,
+            ComputeDtype::Float32 => mixture::predict::<f32>(m, x, plan, split, self.run.backend, outputs, observer)?,
+            ComputeDtype::Float64 => mixture::predict::<f64>(m, x, plan, split, self.run.backend, outputs, observer)?,
         };
         let n_samples = x.n_samples() - x.first_row();
         let p = n_parameters(m.covariance_type, m.n_components(), m.n_features());

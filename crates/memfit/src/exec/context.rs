@@ -13,10 +13,10 @@ pub enum Backend {
     /// The CPU threads of the run's pool ([`super::install`]).
     #[default]
     Cpu,
-    /// A CUDA device (the `cuda` feature): nearest-centre assignments run
-    /// on it, streamed in tiles of `tile_rows` rows (its device plan's);
-    /// the other operations run on the host, with the host's bits. Made by
-    /// [`crate::device::backend`].
+    /// A CUDA device (the `cuda` feature): nearest-centre assignments and
+    /// a mixture's log-densities run on it, streamed in tiles of
+    /// `tile_rows` rows (its device plan's); the other operations run on
+    /// the host. Made by [`crate::device::backend`].
     #[cfg(feature = "cuda")]
     Cuda {
         /// The device's ordinal.
@@ -33,6 +33,15 @@ impl Backend {
             Backend::Cpu => "cpu",
             #[cfg(feature = "cuda")]
             Backend::Cuda { .. } => "cuda",
+        }
+    }
+
+    /// The device the arithmetic happens on.
+    pub fn device(self) -> crate::device::Device {
+        match self {
+            Backend::Cpu => crate::device::Device::Cpu,
+            #[cfg(feature = "cuda")]
+            Backend::Cuda { ordinal, .. } => crate::device::Device::Cuda(ordinal),
         }
     }
 

@@ -10,6 +10,8 @@ use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
 use faer::prelude::ReborrowMut;
 use faer::{Accum, MatMut, MatRef, Par};
 
+use rayon::prelude::*;
+
 use crate::dtype::Real;
 use crate::plan::TILE_ROWS;
 
@@ -172,10 +174,30 @@ pub(crate) fn stacked_group(k: usize, d: usize) -> usize {
 }
 
 /// Weighted log-densities `ln π_k + log N(x_i | μ_k, Σ_k)` of the rows of
+/// block `xb` (row-major `(rows, d)`) into `out` (row-major `(rows, K)`),
+/// [`TILE_ROWS`] rows at a time (or a worker's whole share, when
+/// [`Estep::takes_many_tiles`]) on every worker, one E-step buffer of
+/// `bufs` each: every row's value is the same for any number of workers.
+pub(crate) fn log_prob_block<T: Real>(xb: &[T], es: &Estep<T>, bufs: &mut [Vec<T>], out: &mut [f64]) {
+    let (k, d) = (es.k, es.d);
+    let rows = xb.len() / d.max(1);
+    let n_tiles = rows.div_ceil(TILE_ROWS);
+    let per = n_tiles.div_ceil(bufs.len().max(1)).max(1) * TILE_ROWS;
+    bufs.par_iter_mut().zip(out[..rows * k].par_chunks_mut(per * k)).enumerate().for_each(|(w, (buf, out))| {
+        let step = if es.takes_many_tiles() { out.len() } else { TILE_ROWS * k };
+        for (t, o) in out.chunks_mut(step.max(1)).enumerate() {
+            let r0 = w * per + t * step / k.max(1);
+            let r = o.len() / k;
+            log_prob_tile(&xb[r0 * d..(r0 + r) * d], es, buf, o);
+        }
+    });
+}
+
+/// Weighted log-densities `ln π_k + log N(x_i | μ_k, Σ_k)` of the rows of
 /// `xt` (row-major `(r, d)`; `r ≤ 256` unless [`Estep::takes_many_tiles`])
 /// into `out` (row-major `(r, K)`); `buf` holds the caller's per-thread
 /// E-step buffer (for one tile).
-pub(crate) fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
+fn log_prob_tile<T: Real>(xt: &[T], es: &Estep<T>, buf: &mut [T], out: &mut [f64]) {
     let (k, d) = (es.k, es.d);
     let r = xt.len() / d;
     let c0 = -0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln();

@@ -62,6 +62,10 @@ pub fn fit<T: Real>(
     // Refused before anything is read when the scratch files and outputs
     // cannot fit their disks.
     plan.check_disk()?;
+    if plan.schedule.component_groups.is_some() && !opts.backend.is_cpu() {
+        let what = "Gaussian mixtures whose parameters are held in component groups";
+        return Err(crate::device::execution_unavailable(opts.backend.device(), what));
+    }
     let mut timings = GmmTimings::default();
     let mut warnings = Vec::new();
     let mut master = ChaCha8Rng::seed_from_u64(params.random_state);
@@ -130,7 +134,7 @@ pub fn fit<T: Real>(
         let gw = GroupWork::<T>::new(t, k, x, plan, slots, &opts.scratch_dir())?;
         em(Grouped::new(params, gw, data, plan, n_eff), &run, inits, outputs, observer, &mut timings)?
     } else {
-        em(InMemory::new(params, data, plan, n_eff), &run, inits, outputs, observer, &mut timings)?
+        em(InMemory::new(params, data, plan, n_eff, opts.backend), &run, inits, outputs, observer, &mut timings)?
     };
     let Runs { best_init, best, lower_bounds, converged, lower_bound_per_init, log_likelihood, e_steps, worst, stored } =
         runs;

@@ -284,7 +284,7 @@ impl<T: Real> GroupPass<'_, '_, T> {
         let t0 = Instant::now();
         let (rows, g, first) = (b.rows(), self.gw.es.k, self.first);
         let gw = &mut *self.gw;
-        gw.ws.log_densities(b.x, &gw.es);
+        gw.ws.log_densities(b.x, &gw.es)?;
         let states = gw.state.rows(b.start, rows, self.fresh)?;
         let resp = &mut gw.ws.resp[..rows * g];
         clear_upper_vector_state();

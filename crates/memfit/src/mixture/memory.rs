@@ -38,8 +38,14 @@ pub(crate) struct InMemory<'r, T> {
 
 impl<'r, T: Real> InMemory<'r, T> {
     /// The strategy for `params` over `data` within `plan`, whose sample
-    /// weights sum to `n_eff`.
-    pub(crate) fn new(params: &GmmParams<'_>, data: Data<'r, T>, plan: &'r Plan, n_eff: f64) -> Self {
+    /// weights sum to `n_eff`, with the E-step's log-densities on `backend`.
+    pub(crate) fn new(
+        params: &GmmParams<'_>,
+        data: Data<'r, T>,
+        plan: &'r Plan,
+        n_eff: f64,
+        backend: crate::exec::Backend,
+    ) -> Self {
         let (t, k, d) = (params.covariance_type, params.n_components, data.x().n_features());
         InMemory {
             plan,
@@ -48,7 +54,7 @@ impl<'r, T: Real> InMemory<'r, T> {
             n_eff,
             es: Estep::new(t, k, d),
             work: CholWork::for_fit(t, d, plan.threads),
-            ws: Workspace::new(t, k, d, plan.schedule.block_rows, plan.schedule.tile_rows, plan.threads),
+            ws: Workspace::new(t, k, d, plan.schedule.block_rows, plan.schedule.tile_rows, plan.threads).on(backend),
             tied_scatter: Vec::new(),
             data,
         }

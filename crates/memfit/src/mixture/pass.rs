@@ -219,25 +219,22 @@ impl<T: Real> Workspace<T> {
         }
     }
 
+    /// The workspace with its log-densities computed on `backend` (the CPU
+    /// by default; the other operations run on the host either way).
+    pub(crate) fn on(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
     /// Weighted log-densities `ln π_k + log N(x_i | μ_k, Σ_k)` of block `xb`
     /// (row-major `(rows, d)`) under `es`'s components into
-    /// `resp[..rows × K]`, tile by tile on every thread.
-    pub(crate) fn log_densities(&mut self, xb: &[T], es: &Estep<T>) {
-        let (k, d) = (self.k, self.d);
-        let rows = xb.len() / d;
-        let n_tiles = rows.div_ceil(TILE_ROWS);
-        let per = n_tiles.div_ceil(self.e_tiles.len()).max(1) * TILE_ROWS;
-        let backend = self.backend.ops::<T>();
-        self.e_tiles.par_iter_mut().zip(self.resp[..rows * k].par_chunks_mut(per * k)).enumerate().for_each(
-            |(w, (buf, out))| {
-                let step = if es.takes_many_tiles() { out.len() } else { TILE_ROWS * k };
-                for (t, o) in out.chunks_mut(step.max(1)).enumerate() {
-                    let r0 = w * per + t * step / k.max(1);
-                    let r = o.len() / k;
-                    backend.log_prob_tile(&xb[r0 * d..(r0 + r) * d], es, buf, o);
-                }
-            },
-        );
+    /// `resp[..rows × K]`, on the workspace's backend.
+    ///
+    /// # Errors
+    /// A device backend's device errors.
+    pub(crate) fn log_densities(&mut self, xb: &[T], es: &Estep<T>) -> Result<()> {
+        let rows = xb.len() / self.d;
+        self.backend.ops::<T>().log_prob_block(xb, es, &mut self.e_tiles, &mut self.resp[..rows * self.k])
     }
 
     /// Works on `k` components from now on (at most the number it was
@@ -267,7 +264,7 @@ impl<T: Real> Workspace<T> {
         let (k, d) = (self.k, self.d);
         let rows = xb.len() / d;
         let n_tiles = rows.div_ceil(TILE_ROWS);
-        self.log_densities(xb, es);
+        self.log_densities(xb, es)?;
         let (resp, log_norm) = (&mut self.resp[..rows * k], &mut self.log_norm[..rows]);
         let backend = self.backend.ops::<T>();
         self.tile_ll[..n_tiles]

@@ -63,7 +63,8 @@ pub fn plan_predict(model: &MixtureModel<'_>, job: &Job) -> Result<Plan> {
 
 /// One E-step pass of `model` over `x` (shape `(n_samples, n_features)`,
 /// any supported dtype, computed in `T`) within `plan`, run as `split`
-/// says (a pass without outputs can run on a [`crate::exec::Remote`]): labels,
+/// says (a pass without outputs can run on a [`crate::exec::Remote`]), its
+/// log-densities on `backend`: labels,
 /// probabilities and log-likelihoods go to `outputs`; returns the mean
 /// log-likelihood per sample (scikit-learn's `score`).
 ///
@@ -71,12 +72,14 @@ pub fn plan_predict(model: &MixtureModel<'_>, job: &Job) -> Result<Plan> {
 /// [`Error::ShapeMismatch`] when `x` has another number of features than the
 /// model; `precisions_init` errors for bad factors; [`Error::NonFinite`]
 /// for a non-finite value in `x`; read errors; whatever `outputs` return;
-/// [`Error::Cancelled`].
+/// [`Error::Cancelled`]; [`Error::DeviceUnavailable`] for a device error,
+/// or for a model held in component groups on a device.
 pub fn predict<T: Real>(
     model: &MixtureModel<'_>,
     x: &Source<'_>,
     plan: &Plan,
     split: &RowSplit,
+    backend: crate::exec::Backend,
     outputs: &mut Outputs<'_>,
     observer: &mut dyn Observer,
 ) -> Result<f64> {
@@ -95,6 +98,10 @@ pub fn predict<T: Real>(
     let observer = &*observer;
     let cancel = observer.cancel();
     if plan.schedule.component_groups.is_some() {
+        if !backend.is_cpu() {
+            let what = "Gaussian mixtures whose parameters are held in component groups";
+            return Err(crate::device::execution_unavailable(backend.device(), what));
+        }
         // Factors are read one group at a time; per-row states that do not
         // fit in memory go to the system's temporary folder.
         let mut gw = GroupWork::<T>::new(model.covariance_type, k, x, plan, 0, &std::env::temp_dir())?;
@@ -114,7 +121,8 @@ pub fn predict<T: Real>(
         plan.schedule.block_rows,
         plan.schedule.tile_rows,
         plan.threads,
-    );
+    )
+    .on(backend);
     let mut data = Data { blocks: BlockReader::<T>::new(x, None, plan.schedule.block_rows), split, shift: &shift };
     let total = e_pass(&mut data, &mut ws, &es, outputs, true, &cancel)?;
     Ok(total / (x.n_samples() - x.first_row()) as f64)

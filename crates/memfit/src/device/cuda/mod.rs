@@ -32,11 +32,18 @@ pub struct KernelSource {
 }
 
 /// Every kernel source of the backend.
-pub const SOURCES: &[KernelSource] = &[KernelSource {
-    name: "kmeans.cu",
-    text: include_str!("kmeans.cu"),
-    kernels: &["assign_float", "assign_double", "cluster_sums_float", "cluster_sums_double"],
-}];
+pub const SOURCES: &[KernelSource] = &[
+    KernelSource {
+        name: "kmeans.cu",
+        text: include_str!("kmeans.cu"),
+        kernels: &["assign_float", "assign_double", "cluster_sums_float", "cluster_sums_double"],
+    },
+    KernelSource {
+        name: "gaussian.cu",
+        text: include_str!("gaussian.cu"),
+        kernels: &["log_prob_float", "log_prob_double"],
+    },
+];
 
 /// Whether NVRTC's library can be loaded.
 pub fn nvrtc_present() -> bool {

@@ -1,5 +1,6 @@
 //! The CUDA backend's operations ([`crate::backend::Ops`]): nearest-centre
-//! assignments on the device, everything else on the host.
+//! assignments and a mixture's log-densities on the device, everything else
+//! on the host.
 //!
 //! A block's rows are streamed to the device in tiles of the device plan's
 //! rows; the `assign_float` / `assign_double` kernels of `kmeans.cu` write
@@ -9,15 +10,25 @@
 //! distances come back to the host, which sums the clusters in row order as
 //! on the CPU backend: the same bits.
 //!
-//! The centres are uploaded when they change (once per iteration). The
-//! device buffers (one tile of rows, labels and distances, and the centres)
-//! are those the device planner counts ([`super::super::plan`]). A device
-//! error fails the pass with [`crate::Error::DeviceUnavailable`].
+//! A mixture's E-step streams the rows the same way through the
+//! `log_prob_float` / `log_prob_double` kernels of `gaussian.cu`: each
+//! row's weighted log-density under each component, in float64, back to
+//! the host, which computes the responsibilities and the M-step's sums as
+//! on the CPU. Those log-densities are the host's to rounding (the host
+//! computes them by GEMM tiles, the device one row and component per
+//! thread), so a mixture fitted on the device is the CPU's fit to rounding,
+//! not bit for bit.
+//!
+//! The centres, or the mixture's parameters, are uploaded when they change
+//! (once per iteration). The device buffers (one tile of rows, its labels
+//! and distances or its log-densities, and the parameters) are those the
+//! device planner counts ([`super::super::plan`]). A device error fails the
+//! pass with [`crate::Error::DeviceUnavailable`].
 //!
 //! Not yet: pinned host buffers and a second stream to overlap copies and
 //! compute (the plan already counts two tiles in flight), the per-tile
-//! cluster sums on the device, the bounds' compacted rows (assigned on the
-//! host), and the mixtures' kernels.
+//! cluster sums and the mixtures' M-step sums on the device, and the
+//! bounds' compacted rows (assigned on the host).
 
 use std::any::TypeId;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,10 +39,10 @@ use super::{compile, driver_failed, without_panics, SOURCES};
 use crate::backend::{Cpu, OpBytes, Ops};
 use crate::device::{unavailable, Device};
 use crate::error::Result;
-use crate::kernels::{PreparedCenters, Scratch};
+use crate::kernels::{Estep, Prec, PreparedCenters, Scratch};
 use crate::Real;
 
-/// Threads per block of the assignment kernels.
+/// Threads per block of the kernels.
 const BLOCK_THREADS: u32 = 256;
 
 /// The operations on CUDA device `ordinal`, streaming tiles of `tile_rows`
@@ -65,12 +76,88 @@ struct State {
     stream: Arc<CudaStream>,
     assign_float: CudaFunction,
     assign_double: CudaFunction,
+    log_prob_float: CudaFunction,
+    log_prob_double: CudaFunction,
     /// The centres on the device, and the host's copy of what they hold.
     centers: Option<(Vec<f64>, CudaSlice<f64>)>,
     rows_f32: Option<CudaSlice<f32>>,
     rows_f64: Option<CudaSlice<f64>>,
     labels: Option<CudaSlice<u32>>,
     dist: Option<CudaSlice<f64>>,
+    /// A mixture's parameters on the device, and the host's copies.
+    mixture: Option<MixtureParams>,
+    /// One tile's log-densities, `(tile_rows, K)`.
+    log_prob: Option<CudaSlice<f64>>,
+}
+
+/// A mixture's E-step parameters as the `log_prob_*` kernels take them, in
+/// float64: the means `(K, d)`, the precision factors (by covariance type;
+/// see `gaussian.cu`) and each component's `ln π_c + Σ ln U_jj − d/2 ln 2π`.
+#[derive(PartialEq)]
+struct MixtureHost {
+    kind: i32,
+    means: Vec<f64>,
+    prec: Vec<f64>,
+    base: Vec<f64>,
+}
+
+impl MixtureHost {
+    fn of<T: Real>(es: &Estep<T>) -> Self {
+        let c0 = -0.5 * es.d as f64 * (2.0 * std::f64::consts::PI).ln();
+        let (kind, prec) = match &es.prec {
+            Prec::Full(u, _) => (0, u.iter().map(|v| v.to_f64()).collect()),
+            Prec::Tied(u, _) => (1, u.iter().map(|v| v.to_f64()).collect()),
+            Prec::Diag(p) => (2, p.clone()),
+            Prec::Spherical(p) => (3, p.clone()),
+        };
+        let base = (0..es.k).map(|c| c0 + es.log_det[c] + es.log_weights[c]).collect();
+        MixtureHost { kind, means: es.means[..es.k * es.d].to_vec(), prec, base }
+    }
+}
+
+/// [`MixtureHost`] and its device copies.
+struct MixtureParams {
+    host: MixtureHost,
+    means: CudaSlice<f64>,
+    prec: CudaSlice<f64>,
+    base: CudaSlice<f64>,
+}
+
+/// A tile of rows on the device, in its compute type.
+enum Rows<'a> {
+    F32(&'a CudaSlice<f32>),
+    F64(&'a CudaSlice<f64>),
+}
+
+/// Copies the tile `xt` into the device's row buffer of its type (made, or
+/// remade for a job of wider rows, to hold `len` values; the other type's
+/// is dropped).
+fn upload<'a, T: Real>(
+    stream: &Arc<CudaStream>,
+    xt: &[T],
+    len: usize,
+    f32s: &'a mut Option<CudaSlice<f32>>,
+    f64s: &'a mut Option<CudaSlice<f64>>,
+) -> std::result::Result<Rows<'a>, String> {
+    if let Some(xt) = as_f32(xt) {
+        if f32s.as_ref().is_none_or(|b| b.len() < len) {
+            *f64s = None;
+            *f32s = Some(stream.alloc_zeros::<f32>(len).map_err(driver_failed)?);
+        }
+        let buf = f32s.as_mut().ok_or("no row tile")?;
+        stream.memcpy_htod(xt, buf).map_err(driver_failed)?;
+        Ok(Rows::F32(buf))
+    } else if let Some(xt) = as_f64(xt) {
+        if f64s.as_ref().is_none_or(|b| b.len() < len) {
+            *f32s = None;
+            *f64s = Some(stream.alloc_zeros::<f64>(len).map_err(driver_failed)?);
+        }
+        let buf = f64s.as_mut().ok_or("no row tile")?;
+        stream.memcpy_htod(xt, buf).map_err(driver_failed)?;
+        Ok(Rows::F64(buf))
+    } else {
+        Err("the compute type is neither float32 nor float64".into())
+    }
 }
 
 impl CudaOps {
@@ -87,25 +174,40 @@ impl CudaOps {
     fn open(&self) -> std::result::Result<State, String> {
         let ordinal = self.ordinal;
         super::probe(ordinal)?;
-        let source = SOURCES.iter().find(|s| s.name == "kmeans.cu").ok_or("no kmeans.cu kernel source")?;
-        let ptx = compile(source)?;
+        let ptx = |name: &str| {
+            let source = SOURCES.iter().find(|s| s.name == name).ok_or(format!("no {name} kernel source"))?;
+            compile(source)
+        };
+        let (kmeans, gaussian) = (ptx("kmeans.cu")?, ptx("gaussian.cu")?);
         without_panics(super::INCOMPLETE_DRIVER, || {
             let ctx = CudaContext::new(ordinal).map_err(driver_failed)?;
             let stream = ctx.default_stream();
-            let module = ctx.load_module(ptx).map_err(driver_failed)?;
-            let assign_float = module.load_function("assign_float").map_err(driver_failed)?;
-            let assign_double = module.load_function("assign_double").map_err(driver_failed)?;
+            let kmeans = ctx.load_module(kmeans).map_err(driver_failed)?;
+            let gaussian = ctx.load_module(gaussian).map_err(driver_failed)?;
             Ok(State {
                 stream,
-                assign_float,
-                assign_double,
+                assign_float: kmeans.load_function("assign_float").map_err(driver_failed)?,
+                assign_double: kmeans.load_function("assign_double").map_err(driver_failed)?,
+                log_prob_float: gaussian.load_function("log_prob_float").map_err(driver_failed)?,
+                log_prob_double: gaussian.load_function("log_prob_double").map_err(driver_failed)?,
                 centers: None,
                 rows_f32: None,
                 rows_f64: None,
                 labels: None,
                 dist: None,
+                mixture: None,
+                log_prob: None,
             })
         })
+    }
+
+    /// The device's state, opened on first use.
+    fn state(&self) -> std::result::Result<std::sync::MutexGuard<'_, Option<State>>, String> {
+        let mut guard = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            *guard = Some(self.open()?);
+        }
+        Ok(guard)
     }
 
     /// Assigns the rows of `x` (row-major, `labels.len()` rows of `d`).
@@ -116,10 +218,7 @@ impl CudaOps {
         labels: &mut [u32],
         min_dist: &mut [f64],
     ) -> std::result::Result<(), String> {
-        let mut guard = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if guard.is_none() {
-            *guard = Some(self.open()?);
-        }
+        let mut guard = self.state()?;
         let s = guard.as_mut().ok_or("the device did not open")?;
         let (k, d) = (centers.n_clusters, centers.n_features);
         let tile = self.tile_rows;
@@ -150,40 +249,89 @@ impl CudaOps {
                     block_dim: (BLOCK_THREADS, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                if let Some(xt) = as_f32(xt) {
-                    // Reallocated when a job of wider rows comes.
-                    if s.rows_f32.as_ref().is_none_or(|b| b.len() < tile * d) {
-                        s.rows_f64 = None;
-                        s.rows_f32 = Some(stream.alloc_zeros::<f32>(tile * d).map_err(driver_failed)?);
-                    }
-                    let buf = s.rows_f32.as_mut().ok_or("no row tile")?;
-                    stream.memcpy_htod(xt, buf).map_err(driver_failed)?;
-                    let mut b = stream.launch_builder(&s.assign_float);
-                    b.arg(&*buf).arg(c).arg(&ri).arg(&di).arg(&ki).arg(&mut *dl).arg(&mut *dd);
-                    // SAFETY: the arguments match `assign_float`'s
-                    // parameters, and every buffer holds `rows` rows.
-                    unsafe { b.launch(cfg) }.map_err(driver_failed)?;
-                } else if let Some(xt) = as_f64(xt) {
-                    if s.rows_f64.as_ref().is_none_or(|b| b.len() < tile * d) {
-                        s.rows_f32 = None;
-                        s.rows_f64 = Some(stream.alloc_zeros::<f64>(tile * d).map_err(driver_failed)?);
-                    }
-                    let buf = s.rows_f64.as_mut().ok_or("no row tile")?;
-                    stream.memcpy_htod(xt, buf).map_err(driver_failed)?;
-                    let mut b = stream.launch_builder(&s.assign_double);
-                    b.arg(&*buf).arg(c).arg(&ri).arg(&di).arg(&ki).arg(&mut *dl).arg(&mut *dd);
-                    // SAFETY: as above, for `assign_double`.
-                    unsafe { b.launch(cfg) }.map_err(driver_failed)?;
-                } else {
-                    return Err("the compute type is neither float32 nor float64".into());
-                }
+                let rows_on = upload(&stream, xt, tile * d, &mut s.rows_f32, &mut s.rows_f64)?;
+                let f = if matches!(rows_on, Rows::F32(_)) { &s.assign_float } else { &s.assign_double };
+                let mut b = stream.launch_builder(f);
+                match rows_on {
+                    Rows::F32(r) => b.arg(r),
+                    Rows::F64(r) => b.arg(r),
+                };
+                b.arg(c).arg(&ri).arg(&di).arg(&ki).arg(&mut *dl).arg(&mut *dd);
+                // SAFETY: the arguments match `assign_float`'s (or
+                // `assign_double`'s) parameters, and every buffer holds
+                // `rows` rows.
+                unsafe { b.launch(cfg) }.map_err(driver_failed)?;
                 stream.memcpy_dtoh(&dl.slice(..rows), l).map_err(driver_failed)?;
                 stream.memcpy_dtoh(&dd.slice(..rows), m).map_err(driver_failed)?;
             }
             stream.synchronize().map_err(driver_failed)
         })
     }
+
+    /// The weighted log-densities of the rows of `x` (row-major,
+    /// `out.len() / K` rows of `d`) under `es`'s components into `out`
+    /// (row-major `(rows, K)`).
+    fn log_prob<T: Real>(&self, x: &[T], es: &Estep<T>, out: &mut [f64]) -> std::result::Result<(), String> {
+        let (k, d) = (es.k, es.d);
+        if k == 0 || out.is_empty() {
+            return Ok(());
+        }
+        let mut guard = self.state()?;
+        let s = guard.as_mut().ok_or("the device did not open")?;
+        let tile = self.tile_rows;
+        without_panics("memfit's CUDA log-densities failed (a bug: please report it)", || {
+            let stream = s.stream.clone();
+            // Uploaded when they change (once per iteration), compared with
+            // the host's copy (K·d² values for full covariances).
+            let host = MixtureHost::of(es);
+            if s.mixture.as_ref().is_none_or(|m| m.host != host) {
+                s.mixture = Some(MixtureParams {
+                    means: stream.clone_htod(&host.means).map_err(driver_failed)?,
+                    prec: stream.clone_htod(&host.prec).map_err(driver_failed)?,
+                    base: stream.clone_htod(&host.base).map_err(driver_failed)?,
+                    host,
+                });
+            }
+            let m = s.mixture.as_ref().ok_or("no parameters on the device")?;
+            if s.log_prob.as_ref().is_none_or(|b| b.len() < tile * k) {
+                s.log_prob = None;
+                s.log_prob = Some(stream.alloc_zeros::<f64>(tile * k).map_err(driver_failed)?);
+            }
+            let dout = s.log_prob.as_mut().ok_or("no log-density tile")?;
+            let (ki, di, kind) = (to_i32(k)?, to_i32(d)?, m.host.kind);
+            for (t, o) in out.chunks_mut(tile * k).enumerate() {
+                let rows = o.len() / k;
+                let xt = &x[t * tile * d..(t * tile + rows) * d];
+                let ri = to_i32(rows)?;
+                let cfg = LaunchConfig {
+                    // Components beyond the grid's height are looped over
+                    // by the kernel.
+                    grid_dim: ((rows as u32).div_ceil(BLOCK_THREADS), (k as u32).min(MAX_GRID_Y), 1),
+                    block_dim: (BLOCK_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let rows_on = upload(&stream, xt, tile * d, &mut s.rows_f32, &mut s.rows_f64)?;
+                let f = if matches!(rows_on, Rows::F32(_)) { &s.log_prob_float } else { &s.log_prob_double };
+                let mut b = stream.launch_builder(f);
+                match rows_on {
+                    Rows::F32(r) => b.arg(r),
+                    Rows::F64(r) => b.arg(r),
+                };
+                b.arg(&m.means).arg(&m.prec).arg(&m.base).arg(&ri).arg(&di).arg(&ki).arg(&kind).arg(&mut *dout);
+                // SAFETY: the arguments match `log_prob_float`'s (or
+                // `log_prob_double`'s) parameters; the row tile holds
+                // `rows` rows, the output `rows × K` values, and the
+                // parameters `kind`'s lengths for `K` and `d`.
+                unsafe { b.launch(cfg) }.map_err(driver_failed)?;
+                stream.memcpy_dtoh(&dout.slice(..rows * k), o).map_err(driver_failed)?;
+            }
+            stream.synchronize().map_err(driver_failed)
+        })
+    }
 }
+
+/// The largest grid height of a launch (CUDA's limit).
+const MAX_GRID_Y: u32 = 65_535;
 
 /// `v` as a kernel's `int`.
 fn to_i32(v: usize) -> std::result::Result<i32, String> {
@@ -204,8 +352,9 @@ fn as_f64<T: Real>(x: &[T]) -> Option<&[f64]> {
         .then(|| unsafe { std::slice::from_raw_parts(x.as_ptr().cast(), x.len()) })
 }
 
-/// The assignments run on the device; the other operations (the bounds'
-/// rows, sums, mixtures) are [`Ops`]'s provided ones, on the host.
+/// The assignments and log-densities run on the device; the other
+/// operations (the bounds' rows, sums, log-sum-exp, scatter) are [`Ops`]'s
+/// provided ones, on the host.
 impl<T: Real> Ops<T> for CudaOps {
     /// The host keeps [`Scratch`] for the bounds' rows; the device one tile
     /// of rows, labels and distances (the centres are the plan's).
@@ -234,6 +383,10 @@ impl<T: Real> Ops<T> for CudaOps {
     ) -> Result<()> {
         self.assign(x, centers, labels, min_dist).map_err(|why| self.failed(why))
     }
+
+    fn log_prob_block(&self, xb: &[T], estep: &Estep<T>, _bufs: &mut [Vec<T>], out: &mut [f64]) -> Result<()> {
+        self.log_prob(xb, estep, out).map_err(|why| self.failed(why))
+    }
 }
 
 #[cfg(test)]
@@ -257,6 +410,80 @@ mod tests {
         assert!(std::ptr::eq(a as *const dyn Ops<f64> as *const u8, b as *const dyn Ops<f64> as *const u8));
         let bytes = a.assign_bytes(256, 200, 200, 3, 8);
         assert_eq!(bytes.device, 1024 * (3 * 8 + 12));
+    }
+
+    /// An E-step of `k` components of `d` features of covariance type `t`,
+    /// with well-conditioned factors (full and tied upper triangular).
+    fn estep<T: Real>(t: crate::mixture::CovarianceType, k: usize, d: usize) -> Estep<T> {
+        let mut es = Estep::<T>::new(t, k, d);
+        let v = |i: usize| ((i * 7919) % 101) as f64 / 101.0 - 0.5;
+        for c in 0..k {
+            es.log_det[c] = 0.1 * c as f64;
+        }
+        let factor = |c: usize, a: usize, b: usize| if a == b { 1.0 + 0.1 * c as f64 } else { 0.2 * v(c + a * d + b) };
+        match &mut es.prec {
+            Prec::Full(u, _) => {
+                for c in 0..k {
+                    for a in 0..d {
+                        for b in a..d {
+                            u[a * k * d + c * d + b] = T::from_f64(factor(c, a, b));
+                        }
+                    }
+                }
+            }
+            Prec::Tied(u, _) => {
+                for a in 0..d {
+                    for b in a..d {
+                        u[a * d + b] = T::from_f64(factor(0, a, b));
+                    }
+                }
+            }
+            Prec::Diag(p) => p.iter_mut().enumerate().for_each(|(i, p)| *p = 0.5 + v(i)),
+            Prec::Spherical(p) => p.iter_mut().enumerate().for_each(|(i, p)| *p = 0.7 + 0.1 * i as f64),
+        }
+        let weights: Vec<f64> = (0..k).map(|c| (c + 1) as f64 / (k * (k + 1) / 2) as f64).collect();
+        let means: Vec<f64> = (0..k * d).map(|i| 3.0 * (i / d) as f64 + v(i)).collect();
+        // Sets μ_k U_k too (the CPU's narrow full and tied E-steps use it).
+        es.set_weights_means(&weights, &means);
+        es
+    }
+
+    /// With a CUDA driver and device (`MEMFIT_HAS_CUDA_DRIVER` set): a
+    /// block's log-densities on the device are the CPU's to rounding (1e-12
+    /// relative in float64; the CPU's float32 products leave 1e-4), for
+    /// every covariance type, narrow and wide (stacked and triangular on
+    /// the CPU), with a last tile shorter than the others. Elsewhere the
+    /// test has nothing to run on and passes.
+    #[test]
+    fn log_densities_on_the_device_are_the_hosts_to_rounding() {
+        use crate::mixture::CovarianceType as C;
+        if std::env::var_os("MEMFIT_HAS_CUDA_DRIVER").is_none() {
+            eprintln!("note: no CUDA driver (MEMFIT_HAS_CUDA_DRIVER unset): nothing to compare");
+            return;
+        }
+        fn check<T: Real>(rtol: f64) {
+            for (k, d) in [(5, 3), (3, 150)] {
+                for t in [C::Full, C::Tied, C::Diag, C::Spherical] {
+                    let es = estep::<T>(t, k, d);
+                    let rows = 1000;
+                    let x: Vec<T> =
+                        (0..rows * d).map(|i| T::from_f64((((i * 104_729) % 1013) as f64) / 97.0)).collect();
+                    let mut bufs =
+                        vec![vec![T::default(); 2 * 256 * d.max(crate::kernels::stacked_group(k, d) * d)]; 2];
+                    let (mut cpu, mut dev) = (vec![0.0; rows * k], vec![0.0; rows * k]);
+                    Ops::<T>::log_prob_block(&Cpu, &x, &es, &mut bufs, &mut cpu).unwrap();
+                    ops::<T>(0, 256).log_prob_block(&x, &es, &mut [], &mut dev).unwrap();
+                    for (i, (a, b)) in cpu.iter().zip(&dev).enumerate() {
+                        assert!(
+                            (a - b).abs() <= rtol * a.abs().max(1.0),
+                            "{t:?} k {k} d {d} [{i}]: cpu {a}, device {b}"
+                        );
+                    }
+                }
+            }
+        }
+        check::<f64>(1e-12);
+        check::<f32>(1e-4);
     }
 
     #[test]
