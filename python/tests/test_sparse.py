@@ -196,3 +196,47 @@ def test_peak_memory_stays_within_the_limit_in_memory_and_from_a_folder(tmp_path
     )
     peak = json.loads((tmp_path / "s.json").read_text())["peak_rss_bytes"]
     assert peak <= limit + SLACK, (peak, out.stdout)
+
+
+def test_the_cli_reads_a_npz_as_it_reads_the_unzipped_folder(tmp_path):
+    """`memfit kmeans X.npz` (scipy.sparse.save_npz, deflated or stored)
+    gives the unzipped folder's labels and inertia bit for bit, and
+    `memfit predict` reads it too; a CSC .npz, a file that is not a zip
+    archive and a mixture on a .npz are refused clearly."""
+    import json
+    import subprocess
+    import sys
+    import zipfile
+
+    def memfit(*args, ok=True):
+        out = subprocess.run([sys.executable, "-m", "memfit", *map(str, args)], capture_output=True, text=True)
+        assert (out.returncode == 0) == ok, out.stderr
+        return out
+
+    X = tfidf_like(n=3_000, d=800, density=0.02)
+    X.sum_duplicates()  # sorted columns, as the reader requires
+    sp.save_npz(tmp_path / "X.npz", X)
+    sp.save_npz(tmp_path / "stored.npz", X, compressed=False)
+    zipfile.ZipFile(tmp_path / "X.npz").extractall(tmp_path / "X")
+    fits = {}
+    for name in ["X.npz", "stored.npz", "X"]:
+        s, labels = tmp_path / f"{name}.json", tmp_path / f"{name}.labels.npy"
+        memfit("kmeans", tmp_path / name, "-k", "8", "--seed", "0", "--memory-limit", "64MiB", "--scratch-dir",
+               tmp_path, "--labels", labels, "--summary", s, "--quiet")
+        fits[name] = (np.load(labels), json.loads(s.read_text())["inertia"])
+    for name in ["X.npz", "stored.npz"]:
+        assert np.array_equal(fits[name][0], fits["X"][0]) and fits[name][1] == fits["X"][1], name
+    np.save(tmp_path / "c.npy", np.asarray(X[:8].todense()))
+    memfit("predict", tmp_path / "X.npz", "--centers", tmp_path / "c.npy", "--labels", tmp_path / "p.npy", "--quiet")
+    memfit("predict", tmp_path / "X", "--centers", tmp_path / "c.npy", "--labels", tmp_path / "q.npy", "--quiet")
+    assert np.array_equal(np.load(tmp_path / "p.npy"), np.load(tmp_path / "q.npy"))
+    # No scratch file is left behind (the arrays were unpacked unnamed).
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("tmp")) == []
+    sp.save_npz(tmp_path / "csc.npz", X.tocsc())
+    err = memfit("kmeans", tmp_path / "csc.npz", "-k", "2", ok=False).stderr
+    assert 'csc.npz/format.npy: the matrix is stored as "csc"; only CSR is read; hint: save X.tocsr() instead' in err
+    (tmp_path / "junk.npz").write_bytes(b"not a zip archive")
+    err = memfit("kmeans", tmp_path / "junk.npz", "-k", "2", ok=False).stderr
+    assert "junk.npz: not a .npz (zip) archive" in err and "hint: save it with scipy.sparse.save_npz" in err
+    err = memfit("gmm", tmp_path / "X.npz", "-k", "2", "--model", tmp_path / "m", ok=False).stderr
+    assert "is a .npz; only kmeans and predict read a sparse (CSR) matrix" in err

@@ -189,9 +189,10 @@ impl From<KmeansMetric> for memfit::cluster::Metric {
 pub struct KmeansArgs {
     /// Input .npy file of shape (n_samples, n_features): float16/32/64,
     /// uint8/32/64, int16/32/64, C or Fortran order; or a sparse (CSR)
-    /// folder of indptr.npy, indices.npy, data.npy and shape.npy (an
-    /// unzipped scipy.sparse.save_npz), read in row blocks. Omit to run the
-    /// built-in default.
+    /// matrix, read in row blocks: a .npz of scipy.sparse.save_npz (its
+    /// arrays unpacked into unnamed files in --scratch-dir), or a folder of
+    /// indptr.npy, indices.npy, data.npy and shape.npy (an unzipped .npz).
+    /// Omit to run the built-in default.
     #[arg(value_name = "INPUT.npy")]
     pub input: Option<PathBuf>,
     /// Number of clusters (default 8; 200 for the built-in default input).
@@ -280,7 +281,8 @@ pub struct KmeansArgs {
 #[derive(Debug, Args)]
 pub struct PredictArgs {
     /// Input .npy file of shape (n_samples, n_features), or a sparse (CSR)
-    /// folder as `memfit kmeans` reads it.
+    /// .npz or folder as `memfit kmeans` reads them (a .npz is unpacked into
+    /// the system's temporary folder).
     #[arg(value_name = "INPUT.npy")]
     pub input: PathBuf,
     /// Centres, a .npy of shape (n_clusters, n_features).

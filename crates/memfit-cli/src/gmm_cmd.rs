@@ -57,7 +57,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     check_outputs_distinct(&paths, &inputs, &folders)?;
     let run = args.common.run_options()?;
     let target = args.device.target()?;
-    let x = open_data(&args.input, "fit", false)?;
+    let x = open_data(&args.input, "fit", None)?;
     let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
     let covariance_type = CovarianceType::parse(&args.covariance_type)?;
     let init_params = InitMethod::parse(&args.init)?;

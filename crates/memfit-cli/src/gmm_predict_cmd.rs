@@ -32,7 +32,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
     check_outputs_distinct(&paths, &[("INPUT", &args.input)], &[("--model", &args.model, false)])?;
     let run = args.common.run_options()?;
     let target = args.device.target()?;
-    let x = open_data(&args.input, "predict", false)?;
+    let x = open_data(&args.input, "predict", None)?;
     let model = load_model(&args.model)?;
     let mut job = GmmPredictJob {
         model: &model,

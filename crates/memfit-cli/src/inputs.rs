@@ -7,23 +7,25 @@ use memfit::io::Source;
 
 /// Opens a command's data file: a 2-D `.npy` with at least one row and one
 /// column (`verb` says what would be done with it: "cluster", "fit", ...),
-/// or with `sparse`, a folder holding a CSR matrix (see
-/// `memfit::io::CsrFiles`: an unzipped `scipy.sparse.save_npz`).
+/// or where sparse input is taken (`sparse`: the scratch folder a `.npz` is
+/// unpacked into), a CSR matrix: a folder (see `memfit::io::CsrFiles`: an
+/// unzipped `scipy.sparse.save_npz`) or a `.npz` file itself.
 ///
 /// # Errors
 /// The engine's errors for a missing or malformed file or folder; an empty
-/// array, naming the file; a folder where sparse input is not taken.
-pub fn open_data(path: &Path, verb: &str, sparse: bool) -> Result<Source<'static>> {
-    let x = if path.is_dir() {
-        if !sparse {
-            bail!(
-                "{}: is a directory; only kmeans and predict read a sparse (CSR) folder; hint: save a dense 2-D .npy",
-                path.display()
-            );
-        }
-        Source::open_csr_dir(path)?
-    } else {
-        Source::open_matrix(path)?
+/// array, naming the file; a folder or `.npz` where sparse input is not
+/// taken.
+pub fn open_data(path: &Path, verb: &str, sparse: Option<&Path>) -> Result<Source<'static>> {
+    let npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    let x = match sparse {
+        None if path.is_dir() || npz => bail!(
+            "{}: is a {}; only kmeans and predict read a sparse (CSR) matrix; hint: save a dense 2-D .npy",
+            path.display(),
+            if npz { ".npz" } else { "directory" }
+        ),
+        Some(_) if path.is_dir() => Source::open_csr_dir(path)?,
+        Some(scratch) if npz => Source::open_npz(path, scratch)?,
+        _ => Source::open_matrix(path)?,
     };
     if x.n_samples() == 0 || x.n_features() == 0 {
         bail!(

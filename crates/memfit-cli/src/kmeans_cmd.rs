@@ -81,7 +81,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     let target = args.device.target()?;
     let default_data: Vec<f64>;
     let (x, n_clusters, extra) = match &args.input {
-        Some(p) => (open_data(p, "cluster", true)?, args.n_clusters.unwrap_or(8), vec![]),
+        Some(p) => (open_data(p, "cluster", Some(&run.scratch_dir()))?, args.n_clusters.unwrap_or(8), vec![]),
         None => {
             let blobs = default_blobs();
             eprintln!(

@@ -22,7 +22,8 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     )?;
     let run = args.common.run_options()?;
     let target = args.device.target()?;
-    let x = open_data(&args.input, "predict", true)?.unit_rows(args.metric == KmeansMetric::Cosine);
+    let x =
+        open_data(&args.input, "predict", Some(&std::env::temp_dir()))?.unit_rows(args.metric == KmeansMetric::Cosine);
     let (centers, k, _) = read_matrix_f64(&args.centers)?;
     let mut job = CentersJob {
         x: &x,

@@ -1523,7 +1523,7 @@ fn a_sparse_folder_gives_the_dense_files_labels() {
     // row with unsorted columns is refused with its row.
     let o = memfit(&["gmm", &csr.to_string_lossy(), "-k", "2", "--model", &p(dir.path(), "m")]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("only kmeans and predict read a sparse (CSR) folder"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("only kmeans and predict read a sparse (CSR) matrix"), "{}", stderr(&o));
     // A CSC matrix saved by scipy (format.npy says so) is not read as its transpose.
     let csc = dir.path().join("csc");
     write_csr(&csc, &x[..4 * d], 4, d);
@@ -1534,7 +1534,7 @@ fn a_sparse_folder_gives_the_dense_files_labels() {
     std::fs::write(csc.join("format.npy"), format).unwrap();
     let o = memfit(&["kmeans", &csc.to_string_lossy(), "-k", "2"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("the folder holds a \"csc\" matrix; only CSR is read"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the matrix is stored as \"csc\"; only CSR is read"), "{}", stderr(&o));
     std::fs::remove_file(csr.join("shape.npy")).unwrap();
     let o = memfit(&["kmeans", &csr.to_string_lossy(), "-k", "2"]);
     assert!(stderr(&o).contains("shape.npy is missing"), "{}", stderr(&o));

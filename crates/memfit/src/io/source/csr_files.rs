@@ -1,9 +1,13 @@
 //! A CSR matrix stored as a folder of `.npy` files, read in row blocks
 //! with positioned reads (out of core): the arrays scipy's
 //! `scipy.sparse.save_npz` writes (`indptr.npy`, `indices.npy`,
-//! `data.npy`, `shape.npy`; `format.npy` is ignored), so an unzipped
-//! `.npz` is such a folder.
+//! `data.npy`, `shape.npy`, and `format.npy`, which must say `csr`), so an
+//! unzipped `.npz` is such a folder. A `.npz` itself is unpacked member by
+//! member into unnamed scratch files and read the same way
+//! ([`CsrFiles::open_npz`]).
 
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::npy::read_exact;
@@ -11,35 +15,37 @@ use super::NpyFile;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::io::dtype::{decode, Dtype};
-use crate::io::header_len;
+use crate::io::{check_disk_space, header_len, PlannedWrite};
 
-/// Checks the folder's `format.npy`, when there is one (scipy writes the
-/// format's name, a 0-d unicode or bytes array): only `csr` is read; a
-/// `csc` matrix read as CSR would be its transpose.
+/// Checks the bytes of a `format.npy` (at `path`), when there is one
+/// (scipy writes the format's name, a 0-d unicode or bytes array): only
+/// `csr` is read; a `csc` matrix read as CSR would be its transpose.
 ///
 /// # Errors
-/// [`Error::InvalidParameter`] (`X`) for another format; read errors.
-fn check_format(dir: &Path) -> Result<()> {
-    let path = dir.join("format.npy");
-    if !path.exists() {
-        return Ok(());
-    }
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, "read", e))?;
+/// [`Error::InvalidParameter`] (`X`) for another format.
+fn check_format(path: &Path, bytes: Option<Vec<u8>>) -> Result<()> {
+    let Some(bytes) = bytes else { return Ok(()) };
     let start = header_len(&bytes).unwrap_or(bytes.len()).min(bytes.len());
     // UTF-32 or bytes: the characters without their zero bytes.
     let name: String = bytes[start..].iter().filter(|&&b| b != 0).map(|&b| char::from(b)).collect();
     if name.trim() == "csr" {
         return Ok(());
     }
-    let hint = if name.trim() == "csc" { "; save X.tocsr() instead" } else { "; save X.tocsr()" };
+    let hint = if name.trim() == "csc" { "; hint: save X.tocsr() instead" } else { "; hint: save X.tocsr()" };
     Err(Error::param(
         "X",
-        format!("{}: the folder holds a {:?} matrix; only CSR is read{hint}", path.display(), name.trim()),
+        format!("{}: the matrix is stored as {:?}; only CSR is read{hint}", path.display(), name.trim()),
     ))
 }
 
 /// Offsets read at a time while the folder is opened (8 bytes each).
 const OFFSET_PIECE: usize = 1 << 16;
+
+/// The arrays of a CSR folder or `.npz`, besides `format.npy`.
+const MEMBERS: [&str; 4] = ["shape.npy", "indptr.npy", "indices.npy", "data.npy"];
+
+/// The most bytes of a `format.npy` read (scipy's is about 130).
+const FORMAT_BYTES: u64 = 4096;
 
 /// An opened CSR folder (see the module docs).
 #[derive(Debug)]
@@ -66,16 +72,89 @@ impl CsrFiles {
     /// [`NpyFile::open`].
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
-        let bad = |file: &str, reason: String| Error::param("X", format!("{}: {reason}", dir.join(file).display()));
-        let open = |file: &str| -> Result<NpyFile> {
+        let format_path = dir.join("format.npy");
+        let format = if format_path.exists() {
+            Some(std::fs::read(&format_path).map_err(|e| Error::io(&format_path, "read", e))?)
+        } else {
+            None
+        };
+        check_format(&format_path, format)?;
+        let holds = "a sparse (CSR) folder holds indptr.npy, indices.npy, data.npy and shape.npy, as scipy.sparse.save_npz writes them";
+        Self::from_members(dir.clone(), holds, |file| {
             let path = dir.join(file);
-            if !path.exists() {
-                return Err(bad(
-                    file,
-                    format!("a sparse (CSR) folder holds indptr.npy, indices.npy, data.npy and shape.npy, as scipy.sparse.save_npz writes them (unzip the .npz); {file} is missing"),
-                ));
+            if path.exists() {
+                NpyFile::open(path).map(Some)
+            } else {
+                Ok(None)
             }
-            NpyFile::open(path)
+        })
+    }
+
+    /// Opens the `.npz` file `path` that `scipy.sparse.save_npz` writes (a
+    /// zip archive of the folder's arrays, deflated or stored), unpacking
+    /// each array into an unnamed file in `scratch_dir` (removed when the
+    /// matrix is dropped, however the process ends) with a fixed-size
+    /// buffer, then as [`Self::open`]. The unpacked arrays take the
+    /// disk space of the uncompressed matrix; memory holds none of them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`X`) for a file that is not a zip
+    /// archive, or one whose members are missing, corrupt or not a CSR
+    /// matrix's; [`Error::NoDiskSpace`] when `scratch_dir` cannot hold the
+    /// unpacked arrays (checked before any is written); [`Error::Io`];
+    /// those of [`NpyFile::open`], naming the member (`X.npz/indices.npy`).
+    pub fn open_npz(path: impl AsRef<Path>, scratch_dir: &Path) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
+        let not_npz = |why: String| Error::param("X", format!("{}: {why}", path.display()));
+        let mut zip = zip::ZipArchive::new(file).map_err(|e| {
+            not_npz(format!("not a .npz (zip) archive ({e}); hint: save it with scipy.sparse.save_npz"))
+        })?;
+        let size = |zip: &mut zip::ZipArchive<File>, name: &str| zip.by_name(name).map(|m| m.size()).ok();
+        let total: u64 = MEMBERS.iter().filter_map(|m| size(&mut zip, m)).fold(0, u64::saturating_add);
+        check_disk_space(&[PlannedWrite::inside("the .npz's arrays, unpacked", scratch_dir, total)])?;
+        let format = match size(&mut zip, "format.npy") {
+            None => None,
+            Some(n) if n > FORMAT_BYTES => Some(Vec::new()),
+            Some(_) => {
+                let mut bytes = Vec::new();
+                let mut m = zip.by_name("format.npy").map_err(|e| not_npz(format!("format.npy: {e}")))?;
+                m.read_to_end(&mut bytes).map_err(|e| not_npz(format!("format.npy: {e}")))?;
+                Some(bytes)
+            }
+        };
+        check_format(&path.join("format.npy"), format)?;
+        let holds = "a sparse (CSR) .npz holds indptr.npy, indices.npy, data.npy and shape.npy, as scipy.sparse.save_npz writes them";
+        Self::from_members(path.clone(), holds, |name| {
+            let mut m = match zip.by_name(name) {
+                Ok(m) => m,
+                Err(zip::result::ZipError::FileNotFound) => return Ok(None),
+                Err(e) => return Err(not_npz(format!("{name}: {e}"))),
+            };
+            let expected = m.size();
+            let mut out = tempfile::tempfile_in(scratch_dir)
+                .map_err(|e| Error::io(scratch_dir, "use as the scratch folder", e))?;
+            // At most the size the archive declares (the disk check's).
+            let written = std::io::copy(&mut (&mut m).take(expected), &mut out)
+                .map_err(|e| not_npz(format!("{name}: cannot be unpacked ({e})")))?;
+            if written != expected {
+                return Err(not_npz(format!("{name}: holds {written} bytes but the archive says {expected}")));
+            }
+            NpyFile::from_file(path.join(name), out).map(Some)
+        })
+    }
+
+    /// Opens the matrix whose arrays `member` opens by name (`None` for a
+    /// missing one, reported with what `holds` says), named `dir` in
+    /// messages.
+    fn from_members(
+        dir: PathBuf,
+        holds: &str,
+        mut member: impl FnMut(&str) -> Result<Option<NpyFile>>,
+    ) -> Result<Self> {
+        let bad = |file: &str, reason: String| Error::param("X", format!("{}: {reason}", dir.join(file).display()));
+        let mut open = |file: &str| -> Result<NpyFile> {
+            member(file)?.ok_or_else(|| bad(file, format!("{holds}; {file} is missing")))
         };
         let vector = |file: &str, f: &NpyFile, integer: bool| -> Result<usize> {
             let h = &f.header;
@@ -87,8 +166,7 @@ impl CsrFiles {
             }
             Ok(h.shape[0])
         };
-        check_format(&dir)?;
-        let shape_file = open("shape.npy")?;
+        let shape_file = open(MEMBERS[0])?;
         if vector("shape.npy", &shape_file, true)? != 2 {
             return Err(bad("shape.npy", format!("expected 2 values, found shape {:?}", shape_file.header.shape)));
         }
@@ -104,7 +182,7 @@ impl CsrFiles {
             ));
         }
         let (n_rows, n_cols) = (n as usize, d as usize);
-        let (indptr, indices, data) = (open("indptr.npy")?, open("indices.npy")?, open("data.npy")?);
+        let (indptr, indices, data) = (open(MEMBERS[1])?, open(MEMBERS[2])?, open(MEMBERS[3])?);
         if vector("indptr.npy", &indptr, true)? != n_rows + 1 {
             return Err(bad(
                 "indptr.npy",

@@ -205,6 +205,16 @@ impl<'a> Source<'a> {
         Ok(Source::new(Data::CsrFiles(CsrFiles::open(dir)?)))
     }
 
+    /// Opens a `.npz` of a CSR matrix (see [`CsrFiles::open_npz`]), its
+    /// arrays unpacked into unnamed files in `scratch_dir`: rows read in
+    /// CSR blocks, out of core.
+    ///
+    /// # Errors
+    /// As [`CsrFiles::open_npz`].
+    pub fn open_npz(path: impl AsRef<Path>, scratch_dir: &Path) -> Result<Source<'static>> {
+        Ok(Source::new(Data::CsrFiles(CsrFiles::open_npz(path, scratch_dir)?)))
+    }
+
     /// For sparse rows, the most values one row stores (what a read block
     /// holds per row); `None` for dense rows.
     pub fn sparse_row_nnz(&self) -> Option<usize> {

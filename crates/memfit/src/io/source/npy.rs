@@ -33,6 +33,15 @@ impl NpyFile {
             }
         }
         let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
+        Self::from_file(path, file)
+    }
+
+    /// Parses the header of the `.npy` data in `file`, named `path` in
+    /// messages (an unpacked `.npz` member has no path of its own).
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    pub(super) fn from_file(path: PathBuf, file: File) -> Result<Self> {
         let meta = file.metadata().map_err(|e| Error::io(&path, "stat", e))?;
         if meta.is_dir() {
             return Err(Error::NotNpy { path, reason: "it is a directory".into() });
