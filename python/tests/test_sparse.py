@@ -199,8 +199,9 @@ def test_peak_memory_stays_within_the_limit_in_memory_and_from_a_folder(tmp_path
 
 
 def test_the_cli_reads_a_npz_as_it_reads_the_unzipped_folder(tmp_path):
-    """`memfit kmeans X.npz` (scipy.sparse.save_npz, deflated or stored)
-    gives the unzipped folder's labels and inertia bit for bit, and
+    """`memfit kmeans X.npz` (scipy.sparse.save_npz, deflated: unpacked;
+    or stored: read in place) gives the unzipped folder's labels and
+    inertia bit for bit, and
     `memfit predict` reads it too; a CSC .npz, a file that is not a zip
     archive and a mixture on a .npz are refused clearly."""
     import json

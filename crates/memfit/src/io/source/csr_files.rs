@@ -91,11 +91,13 @@ impl CsrFiles {
     }
 
     /// Opens the `.npz` file `path` that `scipy.sparse.save_npz` writes (a
-    /// zip archive of the folder's arrays, deflated or stored), unpacking
-    /// each array into an unnamed file in `scratch_dir` (removed when the
-    /// matrix is dropped, however the process ends) with a fixed-size
-    /// buffer, then as [`Self::open`]. The unpacked arrays take the
-    /// disk space of the uncompressed matrix; memory holds none of them.
+    /// zip archive of the folder's arrays), then as [`Self::open`]: an
+    /// array stored uncompressed (`save_npz(..., compressed=False)`) is
+    /// read where it lies in the archive; a deflated one (scipy's default)
+    /// is unpacked with a fixed-size buffer into an unnamed file in
+    /// `scratch_dir` (removed when the matrix is dropped, however the
+    /// process ends), taking its uncompressed size on disk. Memory holds
+    /// none of them.
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] (`X`) for a file that is not a zip
@@ -111,7 +113,10 @@ impl CsrFiles {
             not_npz(format!("not a .npz (zip) archive ({e}); hint: save it with scipy.sparse.save_npz"))
         })?;
         let size = |zip: &mut zip::ZipArchive<File>, name: &str| zip.by_name(name).map(|m| m.size()).ok();
-        let total: u64 = MEMBERS.iter().filter_map(|m| size(&mut zip, m)).fold(0, u64::saturating_add);
+        let deflated = |zip: &mut zip::ZipArchive<File>, name: &str| {
+            zip.by_name(name).ok().filter(|m| m.compression() != zip::CompressionMethod::Stored).map(|m| m.size())
+        };
+        let total: u64 = MEMBERS.iter().filter_map(|m| deflated(&mut zip, m)).fold(0, u64::saturating_add);
         check_disk_space(&[PlannedWrite::inside("the .npz's arrays, unpacked", scratch_dir, total)])?;
         let format = match size(&mut zip, "format.npy") {
             None => None,
@@ -132,6 +137,10 @@ impl CsrFiles {
                 Err(e) => return Err(not_npz(format!("{name}: {e}"))),
             };
             let expected = m.size();
+            if let (zip::CompressionMethod::Stored, Some(start)) = (m.compression(), m.data_start()) {
+                let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
+                return NpyFile::from_part(path.join(name), file, start, expected).map(Some);
+            }
             let mut out = tempfile::tempfile_in(scratch_dir)
                 .map_err(|e| Error::io(scratch_dir, "use as the scratch folder", e))?;
             // At most the size the archive declares (the disk check's).
@@ -324,5 +333,97 @@ impl CsrFiles {
         values.clear();
         values.extend((0..b - a).map(|p| T::from_f64(decode(bytes, p, hd.dtype, hd.endian))));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::io::write_header;
+
+    /// The arrays of a 4 × 6 CSR matrix with an empty row, as `.npy`
+    /// bytes: int64 offsets, int32 columns, float64 values, the shape.
+    fn members() -> Vec<(&'static str, Vec<u8>)> {
+        let npy = |dtype: Dtype, n: usize, bytes: Vec<u8>| [write_header(dtype, &[n]), bytes].concat();
+        let indptr: Vec<u8> = [0i64, 2, 3, 3, 5].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let indices: Vec<u8> = [1i32, 4, 0, 2, 5].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let data: Vec<u8> = [1.5f64, -2.0, 3.25, 0.5, 7.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let shape: Vec<u8> = [4i64, 6].iter().flat_map(|v| v.to_le_bytes()).collect();
+        vec![
+            ("indptr.npy", npy(Dtype::I64, 5, indptr)),
+            ("indices.npy", npy(Dtype::I32, 5, indices)),
+            ("data.npy", npy(Dtype::F64, 5, data)),
+            ("shape.npy", npy(Dtype::I64, 2, shape)),
+        ]
+    }
+
+    fn write_npz(path: &Path, method: zip::CompressionMethod, members: &[(&str, Vec<u8>)]) {
+        let mut z = zip::ZipWriter::new(File::create(path).unwrap());
+        let options = zip::write::SimpleFileOptions::default().compression_method(method);
+        for (name, bytes) in members {
+            z.start_file(*name, options).unwrap();
+            z.write_all(bytes).unwrap();
+        }
+        z.finish().unwrap();
+    }
+
+    fn rows(m: &CsrFiles) -> (Vec<usize>, Vec<u32>, Vec<f64>) {
+        let (mut indptr, mut indices, mut values, mut raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        m.read::<f64>(0, m.n_rows(), &mut indptr, &mut indices, &mut values, &mut raw).unwrap();
+        (indptr, indices, values)
+    }
+
+    #[test]
+    fn a_npz_deflated_or_stored_reads_as_its_folder() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("X");
+        std::fs::create_dir(&dir).unwrap();
+        for (name, bytes) in members() {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+        let folder = CsrFiles::open(&dir).unwrap();
+        assert_eq!((folder.n_rows(), folder.n_cols(), folder.max_row_nnz()), (4, 6, 2));
+        let want = rows(&folder);
+        assert_eq!(want, (vec![0, 2, 3, 3, 5], vec![1, 4, 0, 2, 5], vec![1.5, -2.0, 3.25, 0.5, 7.0]));
+        let scratch = t.path().join("scratch");
+        std::fs::create_dir(&scratch).unwrap();
+        for method in [zip::CompressionMethod::Stored, zip::CompressionMethod::Deflated] {
+            let path = t.path().join("X.npz");
+            write_npz(&path, method, &members());
+            let npz = CsrFiles::open_npz(&path, &scratch).unwrap();
+            assert_eq!((npz.n_rows(), npz.n_cols(), npz.max_row_nnz(), npz.dtype()), (4, 6, 2, Dtype::F64));
+            assert_eq!(rows(&npz), want, "{method:?}");
+            // Unpacked arrays are unnamed: nothing in the scratch folder.
+            assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+        }
+    }
+
+    #[test]
+    fn a_bad_npz_names_what_is_wrong() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("X.npz");
+        let err = |path: &Path| CsrFiles::open_npz(path, t.path()).unwrap_err().to_string();
+        std::fs::write(&path, b"not a zip archive").unwrap();
+        assert!(err(&path).contains("X.npz: not a .npz (zip) archive"), "{}", err(&path));
+        // A dense np.savez archive: no CSR arrays.
+        write_npz(&path, zip::CompressionMethod::Deflated, &[("arr_0.npy", members()[2].1.clone())]);
+        assert!(err(&path).contains("X.npz/shape.npy: a sparse (CSR) .npz holds indptr.npy"), "{}", err(&path));
+        // A member whose data are cut short.
+        let mut cut = members();
+        let len = cut[2].1.len();
+        cut[2].1.truncate(len - 8);
+        write_npz(&path, zip::CompressionMethod::Stored, &cut);
+        assert!(matches!(CsrFiles::open_npz(&path, t.path()), Err(Error::Truncated { .. })), "{}", err(&path));
+        // A CSC matrix is refused, not read as its transpose.
+        let mut csc = members();
+        let mut format = write_header(Dtype::U8, &[]);
+        let at = format.windows(3).position(|w| w == b"|u1").unwrap();
+        format.splice(at..at + 3, *b"<U3");
+        format.extend(b"c\0\0\0s\0\0\0c\0\0\0");
+        csc.push(("format.npy", format));
+        write_npz(&path, zip::CompressionMethod::Deflated, &csc);
+        assert!(err(&path).contains("X.npz/format.npy: the matrix is stored as \"csc\""), "{}", err(&path));
     }
 }

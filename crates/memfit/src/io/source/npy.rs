@@ -46,10 +46,21 @@ impl NpyFile {
         if meta.is_dir() {
             return Err(Error::NotNpy { path, reason: "it is a directory".into() });
         }
-        let len = meta.len();
+        Self::from_part(path, file, 0, meta.len())
+    }
+
+    /// Parses the header of the `.npy` data at bytes `base..base + len` of
+    /// `file` (a `.npz` member stored uncompressed), named `path` in
+    /// messages; the header's `data_offset` is then the data's offset in
+    /// `file`.
+    ///
+    /// # Errors
+    /// As [`Self::open`], within those bytes.
+    pub(super) fn from_part(path: PathBuf, file: File, base: u64, len: u64) -> Result<Self> {
         let not_npy = |reason: String| Error::NotNpy { path: path.clone(), reason };
         let mut pre = [0u8; PREAMBLE_BYTES];
-        let got = read_up_to(&file, &mut pre, 0).map_err(|e| Error::io(&path, "read", e))?;
+        let got = read_up_to(&file, &mut pre[..len.min(PREAMBLE_BYTES as u64) as usize], base)
+            .map_err(|e| Error::io(&path, "read", e))?;
         let hlen = match header_len(&pre[..got]) {
             Ok(n) => n,
             Err(HeaderError::Short) => return Err(not_npy(format!("only {got} bytes, too short for a header"))),
@@ -59,8 +70,8 @@ impl NpyFile {
             return Err(not_npy(format!("the header claims {hlen} bytes but the file has {len}")));
         }
         let mut hbuf = vec![0u8; hlen];
-        file.read_exact_at(&mut hbuf, 0).map_err(|e| Error::io(&path, "read", e))?;
-        let header = match parse_header(&hbuf) {
+        file.read_exact_at(&mut hbuf, base).map_err(|e| Error::io(&path, "read", e))?;
+        let mut header = match parse_header(&hbuf) {
             Ok(h) => h,
             Err(HeaderError::Unsupported(descr)) => return Err(Error::UnsupportedDtype { path, descr }),
             Err(HeaderError::Malformed(m)) => return Err(not_npy(m)),
@@ -71,6 +82,7 @@ impl NpyFile {
         if found < expected {
             return Err(Error::Truncated { path, expected_bytes: expected, found_bytes: found });
         }
+        header.data_offset += base;
         Ok(NpyFile { path, file, header })
     }
 
