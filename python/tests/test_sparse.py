@@ -241,3 +241,20 @@ def test_the_cli_reads_a_npz_as_it_reads_the_unzipped_folder(tmp_path):
     assert "junk.npz: not a .npz (zip) archive" in err and "hint: save it with scipy.sparse.save_npz" in err
     err = memfit("gmm", tmp_path / "X.npz", "-k", "2", "--model", tmp_path / "m", ok=False).stderr
     assert "is a .npz; only kmeans and predict read a sparse (CSR) matrix" in err
+    # A value changed inside a stored archive: refused by its checksum, not clustered.
+    raw = bytearray((tmp_path / "stored.npz").read_bytes())
+    at = bytes(raw).rindex(X.data[-1].tobytes())
+    raw[at] ^= 1
+    (tmp_path / "bad.npz").write_bytes(bytes(raw))
+    err = memfit("kmeans", tmp_path / "bad.npz", "-k", "2", ok=False).stderr
+    assert "bad.npz/data.npy: cannot be read from the archive" in err and "hint: " in err
+    # A zip archive is read as one whatever its name.
+    (tmp_path / "X.zip").write_bytes((tmp_path / "X.npz").read_bytes())
+    memfit("kmeans", tmp_path / "X.zip", "-k", "8", "--seed", "0", "--memory-limit", "64MiB",
+           "--labels", tmp_path / "zip.labels.npy", "--quiet")
+    assert np.array_equal(np.load(tmp_path / "zip.labels.npy"), fits["X"][0])
+    # An output is never written among an input folder's arrays.
+    before = (tmp_path / "X" / "data.npy").read_bytes()
+    err = memfit("kmeans", tmp_path / "X", "-k", "2", "--labels", tmp_path / "X" / "data.npy", ok=False).stderr
+    assert "--labels lies inside the folder of INPUT" in err
+    assert (tmp_path / "X" / "data.npy").read_bytes() == before

@@ -16,7 +16,8 @@ use memfit::io::Source;
 /// array, naming the file; a folder or `.npz` where sparse input is not
 /// taken.
 pub fn open_data(path: &Path, verb: &str, sparse: Option<&Path>) -> Result<Source<'static>> {
-    let npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    // A .npz by its name, or any zip archive by its first bytes.
+    let npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz")) || is_zip(path);
     let x = match sparse {
         None if path.is_dir() || npz => bail!(
             "{}: is a {}; only kmeans and predict read a sparse (CSR) matrix; hint: save a dense 2-D .npy",
@@ -36,6 +37,15 @@ pub fn open_data(path: &Path, verb: &str, sparse: Option<&Path>) -> Result<Sourc
         );
     }
     Ok(x)
+}
+
+/// Whether `path` is a regular file that starts as a zip archive does.
+fn is_zip(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    path.is_file()
+        && std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok()
+        && magic == *b"PK\x03\x04"
 }
 
 /// Opens per-row weights given with `flag`: a 1-D `.npy` of shape

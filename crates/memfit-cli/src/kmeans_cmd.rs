@@ -76,7 +76,10 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
             inputs.push((role, p));
         }
     }
-    check_outputs_distinct(&paths, &inputs, &[])?;
+    // A CSR folder's arrays are inputs too: no output may land among them.
+    let folder: Vec<_> =
+        args.input.as_deref().filter(|p| p.is_dir()).map(|p| ("INPUT", p, false)).into_iter().collect();
+    check_outputs_distinct(&paths, &inputs, &folder)?;
     let run = memfit::exec::RunOptions { scratch_dir: args.scratch_dir.clone(), ..args.common.run_options()? };
     let target = args.device.target()?;
     let default_data: Vec<f64>;

@@ -18,7 +18,8 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     check_outputs_distinct(
         &[("--labels", &args.labels)],
         &[("INPUT", &args.input), ("--centers", &args.centers)],
-        &[],
+        // A CSR folder's arrays are inputs too.
+        &[("INPUT", args.input.as_path(), false)][..usize::from(args.input.is_dir())],
     )?;
     let run = args.common.run_options()?;
     let target = args.device.target()?;

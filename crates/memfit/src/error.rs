@@ -477,7 +477,7 @@ impl Error {
             }
             Error::NonFinite { path, row, column, value, count } => write!(
                 f,
-                "{}: row {row}, column {column} is {value} (not finite){}; hint: remove or impute missing values first, e.g. X[~numpy.isfinite(X).all(axis=1)] finds the rows",
+                "{}: row {row}, column {column} is {value} (not finite){}; hint: remove or impute missing values first, e.g. X[~numpy.isfinite(X).all(axis=1)] finds the rows (for a scipy.sparse X, ~numpy.isfinite(X.data) the values)",
                 path.display(),
                 non_finite_more(*count)
             ),

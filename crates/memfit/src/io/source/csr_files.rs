@@ -10,12 +10,14 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::npy::read_exact;
+use std::sync::{Mutex, OnceLock};
+
+use super::npy::{parse_npy, read_exact};
 use super::NpyFile;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::io::dtype::{decode, Dtype};
-use crate::io::{check_disk_space, header_len, PlannedWrite};
+use crate::io::{check_disk_space, header_len, NpyHeader, PlannedWrite};
 
 /// Checks the bytes of a `format.npy` (at `path`), when there is one
 /// (scipy writes the format's name, a 0-d unicode or bytes array): only
@@ -47,13 +49,129 @@ const MEMBERS: [&str; 4] = ["shape.npy", "indptr.npy", "indices.npy", "data.npy"
 /// The most bytes of a `format.npy` read (scipy's is about 130).
 const FORMAT_BYTES: u64 = 4096;
 
+/// Opens `path` as a zip archive.
+///
+/// # Errors
+/// [`Error::Io`] when it cannot be opened; [`Error::InvalidParameter`]
+/// (`X`) when it is not a zip archive.
+fn open_zip(path: &Path) -> Result<zip::ZipArchive<File>> {
+    let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    zip::ZipArchive::new(file).map_err(|e| {
+        let why = match e {
+            zip::result::ZipError::Io(e) => format!("cannot be read ({e})"),
+            _ => "not a .npz (zip) archive, or one cut short".into(),
+        };
+        Error::param("X", format!("{}: {why}; hint: save it with scipy.sparse.save_npz", path.display()))
+    })
+}
+
+/// A member of the `.npz` at `path` that cannot be read: corrupt (its
+/// checksum), cut short, or compressed in a way not read here.
+fn corrupt(path: &Path, name: &str, e: &dyn std::fmt::Display) -> Error {
+    Error::param(
+        "X",
+        format!(
+            "{}: cannot be read from the archive ({e}); hint: save it again with scipy.sparse.save_npz (deflated or stored)",
+            path.join(name).display()
+        ),
+    )
+}
+
+/// An array of the matrix: a `.npy` file open for positioned reads, or a
+/// `.npz` member opened at its first use.
+#[derive(Debug)]
+enum Member {
+    Open(NpyFile),
+    Packed(Box<Packed>),
+}
+
+/// A `.npz` member not yet opened: its header (read through the archive)
+/// and what opening it needs.
+#[derive(Debug)]
+struct Packed {
+    npz: PathBuf,
+    name: &'static str,
+    scratch: PathBuf,
+    header: NpyHeader,
+    opened: OnceLock<NpyFile>,
+    /// Held while the member is opened (by one thread; the others wait).
+    opening: Mutex<()>,
+}
+
+impl Member {
+    fn header(&self) -> &NpyHeader {
+        match self {
+            Member::Open(f) => &f.header,
+            Member::Packed(p) => &p.header,
+        }
+    }
+
+    /// The file, opening a packed member on first use.
+    fn file(&self) -> Result<&NpyFile> {
+        match self {
+            Member::Open(f) => Ok(f),
+            Member::Packed(p) => {
+                if let Some(f) = p.opened.get() {
+                    return Ok(f);
+                }
+                let _one = p.opening.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(f) = p.opened.get() {
+                    return Ok(f);
+                }
+                let f = p.open()?;
+                Ok(p.opened.get_or_init(|| f))
+            }
+        }
+    }
+
+    /// The file, opened now.
+    fn opened(self) -> Result<NpyFile> {
+        match self {
+            Member::Open(f) => Ok(f),
+            Member::Packed(p) => p.open(),
+        }
+    }
+}
+
+impl Packed {
+    /// Opens the member: stored, where it lies (after a read that checks
+    /// its checksum); deflated, unpacked into an unnamed scratch file
+    /// (after a disk-space check), its checksum checked at its end.
+    fn open(&self) -> Result<NpyFile> {
+        let (path, name) = (&self.npz, self.name);
+        let mut zip = open_zip(path)?;
+        let mut m = zip.by_name(name).map_err(|e| corrupt(path, name, &e))?;
+        let len = m.size();
+        if let (zip::CompressionMethod::Stored, Some(start)) = (m.compression(), m.data_start()) {
+            std::io::copy(&mut m, &mut std::io::sink()).map_err(|e| corrupt(path, name, &e))?;
+            let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+            return NpyFile::from_part(path.join(name), file, start, len);
+        }
+        check_disk_space(&[PlannedWrite::inside(
+            format!("{name} of {}, unpacked", path.display()),
+            &self.scratch,
+            len,
+        )])?;
+        let mut out = tempfile::tempfile_in(&self.scratch)
+            .map_err(|e| Error::io(&self.scratch, "use as the scratch folder", e))?;
+        // At most the size the archive declares (the disk check's); then
+        // the end, where the reader checks the checksum.
+        let written = std::io::copy(&mut (&mut m).take(len), &mut out).map_err(|e| corrupt(path, name, &e))?;
+        let mut past = [0u8; 1];
+        if written != len || m.read(&mut past).map_err(|e| corrupt(path, name, &e))? != 0 {
+            return Err(corrupt(path, name, &format!("it holds other than the {len} bytes the archive declares")));
+        }
+        NpyFile::from_file(path.join(name), out)
+    }
+}
+
 /// An opened CSR folder (see the module docs).
 #[derive(Debug)]
 pub struct CsrFiles {
     dir: PathBuf,
     indptr: NpyFile,
-    indices: NpyFile,
-    data: NpyFile,
+    indices: Member,
+    data: Member,
     n_rows: usize,
     n_cols: usize,
     max_row_nnz: usize,
@@ -83,7 +201,7 @@ impl CsrFiles {
         Self::from_members(dir.clone(), holds, |file| {
             let path = dir.join(file);
             if path.exists() {
-                NpyFile::open(path).map(Some)
+                NpyFile::open(path).map(|f| Some(Member::Open(f)))
             } else {
                 Ok(None)
             }
@@ -91,82 +209,84 @@ impl CsrFiles {
     }
 
     /// Opens the `.npz` file `path` that `scipy.sparse.save_npz` writes (a
-    /// zip archive of the folder's arrays), then as [`Self::open`]: an
-    /// array stored uncompressed (`save_npz(..., compressed=False)`) is
-    /// read where it lies in the archive; a deflated one (scipy's default)
-    /// is unpacked with a fixed-size buffer into an unnamed file in
-    /// `scratch_dir` (removed when the matrix is dropped, however the
-    /// process ends), taking its uncompressed size on disk. Memory holds
-    /// none of them.
+    /// zip archive of the folder's arrays), then as [`Self::open`]. Each
+    /// array's header is read through the archive; its data are opened on
+    /// first use ([`Member`]): `shape.npy` and `indptr.npy` here,
+    /// `indices.npy` and `data.npy` at the first block read, so planning,
+    /// a dry run and a refusal read neither. An array stored uncompressed
+    /// (`save_npz(..., compressed=False)`) is read where it lies in the
+    /// archive, after one read that checks its checksum; a deflated one
+    /// (scipy's default) is unpacked with a fixed-size buffer into an
+    /// unnamed file in `scratch_dir` (removed when the matrix is dropped,
+    /// however the process ends), taking its uncompressed size on disk,
+    /// and its checksum checked. Memory holds none of them.
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] (`X`) for a file that is not a zip
     /// archive, or one whose members are missing, corrupt or not a CSR
-    /// matrix's; [`Error::NoDiskSpace`] when `scratch_dir` cannot hold the
-    /// unpacked arrays (checked before any is written); [`Error::Io`];
-    /// those of [`NpyFile::open`], naming the member (`X.npz/indices.npy`).
+    /// matrix's; [`Error::NoDiskSpace`] when `scratch_dir` cannot hold an
+    /// unpacked array (checked before it is written); [`Error::Io`]; those
+    /// of [`NpyFile::open`], naming the member (`X.npz/indices.npy`). The
+    /// same errors for `indices.npy` and `data.npy` come from the first
+    /// block read.
     pub fn open_npz(path: impl AsRef<Path>, scratch_dir: &Path) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
-        let not_npz = |why: String| Error::param("X", format!("{}: {why}", path.display()));
-        let mut zip = zip::ZipArchive::new(file).map_err(|e| {
-            not_npz(format!("not a .npz (zip) archive ({e}); hint: save it with scipy.sparse.save_npz"))
-        })?;
-        let size = |zip: &mut zip::ZipArchive<File>, name: &str| zip.by_name(name).map(|m| m.size()).ok();
-        let deflated = |zip: &mut zip::ZipArchive<File>, name: &str| {
-            zip.by_name(name).ok().filter(|m| m.compression() != zip::CompressionMethod::Stored).map(|m| m.size())
-        };
-        let total: u64 = MEMBERS.iter().filter_map(|m| deflated(&mut zip, m)).fold(0, u64::saturating_add);
-        check_disk_space(&[PlannedWrite::inside("the .npz's arrays, unpacked", scratch_dir, total)])?;
-        let format = match size(&mut zip, "format.npy") {
-            None => None,
-            Some(n) if n > FORMAT_BYTES => Some(Vec::new()),
-            Some(_) => {
+        let mut zip = open_zip(&path)?;
+        let format = match zip.by_name("format.npy") {
+            Err(_) => None,
+            Ok(m) if m.size() > FORMAT_BYTES => Some(Vec::new()),
+            Ok(mut m) => {
                 let mut bytes = Vec::new();
-                let mut m = zip.by_name("format.npy").map_err(|e| not_npz(format!("format.npy: {e}")))?;
-                m.read_to_end(&mut bytes).map_err(|e| not_npz(format!("format.npy: {e}")))?;
+                m.read_to_end(&mut bytes).map_err(|e| corrupt(&path, "format.npy", &e))?;
                 Some(bytes)
             }
         };
         check_format(&path.join("format.npy"), format)?;
-        let holds = "a sparse (CSR) .npz holds indptr.npy, indices.npy, data.npy and shape.npy, as scipy.sparse.save_npz writes them";
+        let holds = "a sparse (CSR) .npz holds indptr.npy, indices.npy, data.npy and shape.npy, as scipy.sparse.save_npz writes them (an np.savez of dense arrays is not one: save a dense 2-D .npy)";
         Self::from_members(path.clone(), holds, |name| {
             let mut m = match zip.by_name(name) {
                 Ok(m) => m,
                 Err(zip::result::ZipError::FileNotFound) => return Ok(None),
-                Err(e) => return Err(not_npz(format!("{name}: {e}"))),
+                Err(e) => return Err(corrupt(&path, name, &e)),
             };
-            let expected = m.size();
-            if let (zip::CompressionMethod::Stored, Some(start)) = (m.compression(), m.data_start()) {
-                let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
-                return NpyFile::from_part(path.join(name), file, start, expected).map(Some);
-            }
-            let mut out = tempfile::tempfile_in(scratch_dir)
-                .map_err(|e| Error::io(scratch_dir, "use as the scratch folder", e))?;
-            // At most the size the archive declares (the disk check's).
-            let written = std::io::copy(&mut (&mut m).take(expected), &mut out)
-                .map_err(|e| not_npz(format!("{name}: cannot be unpacked ({e})")))?;
-            if written != expected {
-                return Err(not_npz(format!("{name}: holds {written} bytes but the archive says {expected}")));
-            }
-            NpyFile::from_file(path.join(name), out).map(Some)
+            let len = m.size();
+            // The header, through the archive: the data stay packed.
+            let mut seen = Vec::new();
+            let header = parse_npy(&path.join(name), len, |buf, at| {
+                let end = at as usize + buf.len();
+                if seen.len() < end {
+                    (&mut m).take((end - seen.len()) as u64).read_to_end(&mut seen)?;
+                }
+                let got = seen.len().saturating_sub(at as usize).min(buf.len());
+                buf[..got].copy_from_slice(&seen[at as usize..at as usize + got]);
+                Ok(got)
+            })
+            .map_err(|e| match e {
+                Error::Io { cause, .. } => corrupt(&path, name, &cause),
+                e => e,
+            })?;
+            let name = MEMBERS.iter().find(|&&m| m == name).copied().unwrap_or("data.npy");
+            Ok(Some(Member::Packed(Box::new(Packed {
+                npz: path.clone(),
+                name,
+                scratch: scratch_dir.to_path_buf(),
+                header,
+                opened: OnceLock::new(),
+                opening: Mutex::new(()),
+            }))))
         })
     }
 
     /// Opens the matrix whose arrays `member` opens by name (`None` for a
     /// missing one, reported with what `holds` says), named `dir` in
     /// messages.
-    fn from_members(
-        dir: PathBuf,
-        holds: &str,
-        mut member: impl FnMut(&str) -> Result<Option<NpyFile>>,
-    ) -> Result<Self> {
+    fn from_members(dir: PathBuf, holds: &str, mut member: impl FnMut(&str) -> Result<Option<Member>>) -> Result<Self> {
         let bad = |file: &str, reason: String| Error::param("X", format!("{}: {reason}", dir.join(file).display()));
-        let mut open = |file: &str| -> Result<NpyFile> {
+        let mut open = |file: &str| -> Result<Member> {
             member(file)?.ok_or_else(|| bad(file, format!("{holds}; {file} is missing")))
         };
-        let vector = |file: &str, f: &NpyFile, integer: bool| -> Result<usize> {
-            let h = &f.header;
+        let vector = |file: &str, f: &Member, integer: bool| -> Result<usize> {
+            let h = f.header();
             if h.shape.len() != 1 {
                 return Err(bad(file, format!("expected a 1-D array, found shape {:?}", h.shape)));
             }
@@ -177,8 +297,9 @@ impl CsrFiles {
         };
         let shape_file = open(MEMBERS[0])?;
         if vector("shape.npy", &shape_file, true)? != 2 {
-            return Err(bad("shape.npy", format!("expected 2 values, found shape {:?}", shape_file.header.shape)));
+            return Err(bad("shape.npy", format!("expected 2 values, found shape {:?}", shape_file.header().shape)));
         }
+        let shape_file = shape_file.opened()?;
         let mut raw = [0u8; 16];
         let item = shape_file.header.dtype.itemsize();
         read_exact(&shape_file, &mut raw[..2 * item], shape_file.header.data_offset)?;
@@ -195,16 +316,17 @@ impl CsrFiles {
         if vector("indptr.npy", &indptr, true)? != n_rows + 1 {
             return Err(bad(
                 "indptr.npy",
-                format!("expected n_samples + 1 = {} offsets, found {}", n_rows + 1, indptr.header.shape[0]),
+                format!("expected n_samples + 1 = {} offsets, found {}", n_rows + 1, indptr.header().shape[0]),
             ));
         }
         let nnz = vector("indices.npy", &indices, true)?;
         if vector("data.npy", &data, false)? != nnz {
             return Err(bad(
                 "data.npy",
-                format!("indices.npy holds {nnz} values but data.npy {}", data.header.shape[0]),
+                format!("indices.npy holds {nnz} values but data.npy {}", data.header().shape[0]),
             ));
         }
+        let indptr = indptr.opened()?;
         let mut files = CsrFiles { dir, indptr, indices, data, n_rows, n_cols, max_row_nnz: 0 };
         // The offsets, piece by piece: from 0 to nnz, never decreasing.
         let (mut offsets, mut raw, mut last) = (Vec::new(), Vec::new(), 0usize);
@@ -227,7 +349,7 @@ impl CsrFiles {
         Error::param(
             "X",
             format!(
-                "{}: offset {row} is {at} after {before}: offsets must run from 0 to len(data) = {nnz} without decreasing",
+                "{}: offset {row} is {at} after {before}: offsets must run from 0 to len(data) = {nnz} without decreasing; hint: save the matrix again with scipy.sparse.save_npz",
                 self.dir.join("indptr.npy").display()
             ),
         )
@@ -250,7 +372,7 @@ impl CsrFiles {
 
     /// The stored values' dtype.
     pub fn dtype(&self) -> Dtype {
-        self.data.header.dtype
+        self.data.header().dtype
     }
 
     /// The folder.
@@ -261,7 +383,7 @@ impl CsrFiles {
     /// Bytes of raw scratch per block row: an offset, and the densest row's
     /// columns and values as stored.
     pub fn scratch_bytes_per_row(&self) -> usize {
-        8 + self.max_row_nnz * (self.indices.header.dtype.itemsize() + self.data.header.dtype.itemsize())
+        8 + self.max_row_nnz * (self.indices.header().dtype.itemsize() + self.data.header().dtype.itemsize())
     }
 
     /// Offsets `at..at + count` into `out`.
@@ -274,7 +396,7 @@ impl CsrFiles {
         for i in 0..count {
             let v = decode(raw, i, h.dtype, h.endian);
             if v < 0.0 {
-                return Err(self.bad_offsets(at + i, 0, 0, self.data.header.shape[0]));
+                return Err(self.bad_offsets(at + i, 0, 0, self.data.header().shape[0]));
             }
             out.push(v as usize);
         }
@@ -299,10 +421,11 @@ impl CsrFiles {
         self.offsets(at, rows + 1, indptr, raw)?;
         let (a, b) = (indptr[0], indptr[rows]);
         indptr.iter_mut().for_each(|o| *o -= a);
-        let (hi, hd) = (&self.indices.header, &self.data.header);
+        let (indices_file, data_file) = (self.indices.file()?, self.data.file()?);
+        let (hi, hd) = (&indices_file.header, &data_file.header);
         raw.resize((b - a) * hi.dtype.itemsize().max(hd.dtype.itemsize()), 0);
         let bytes = &mut raw[..(b - a) * hi.dtype.itemsize()];
-        read_exact(&self.indices, bytes, hi.data_offset + (a * hi.dtype.itemsize()) as u64)?;
+        read_exact(indices_file, bytes, hi.data_offset + (a * hi.dtype.itemsize()) as u64)?;
         indices.clear();
         for r in 0..rows {
             let mut last = -1.0;
@@ -311,12 +434,12 @@ impl CsrFiles {
                 let row = at + r;
                 let why = if !(0.0..self.n_cols as f64).contains(&j) {
                     Some(format!(
-                        "row {row} has column index {j}, outside 0..{} (the columns shape.npy gives)",
+                        "row {row} has column index {j}, outside 0..{} (the columns shape.npy gives); hint: save the matrix again with scipy.sparse.save_npz",
                         self.n_cols
                     ))
                 } else if j <= last {
                     Some(format!(
-                        "row {row}'s column indices are not strictly increasing ({last} then {j}); save the matrix after X.sum_duplicates()"
+                        "row {row}'s column indices are not strictly increasing ({last} then {j}); hint: save the matrix after X.sum_duplicates()"
                     ))
                 } else {
                     None
@@ -329,7 +452,7 @@ impl CsrFiles {
             }
         }
         let bytes = &mut raw[..(b - a) * hd.dtype.itemsize()];
-        read_exact(&self.data, bytes, hd.data_offset + (a * hd.dtype.itemsize()) as u64)?;
+        read_exact(data_file, bytes, hd.data_offset + (a * hd.dtype.itemsize()) as u64)?;
         values.clear();
         values.extend((0..b - a).map(|p| T::from_f64(decode(bytes, p, hd.dtype, hd.endian))));
         Ok(())
@@ -369,10 +492,10 @@ mod tests {
         z.finish().unwrap();
     }
 
-    fn rows(m: &CsrFiles) -> (Vec<usize>, Vec<u32>, Vec<f64>) {
+    fn rows(m: &CsrFiles) -> Result<(Vec<usize>, Vec<u32>, Vec<f64>)> {
         let (mut indptr, mut indices, mut values, mut raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        m.read::<f64>(0, m.n_rows(), &mut indptr, &mut indices, &mut values, &mut raw).unwrap();
-        (indptr, indices, values)
+        m.read::<f64>(0, m.n_rows(), &mut indptr, &mut indices, &mut values, &mut raw)?;
+        Ok((indptr, indices, values))
     }
 
     #[test]
@@ -385,7 +508,7 @@ mod tests {
         }
         let folder = CsrFiles::open(&dir).unwrap();
         assert_eq!((folder.n_rows(), folder.n_cols(), folder.max_row_nnz()), (4, 6, 2));
-        let want = rows(&folder);
+        let want = rows(&folder).unwrap();
         assert_eq!(want, (vec![0, 2, 3, 3, 5], vec![1, 4, 0, 2, 5], vec![1.5, -2.0, 3.25, 0.5, 7.0]));
         let scratch = t.path().join("scratch");
         std::fs::create_dir(&scratch).unwrap();
@@ -394,7 +517,7 @@ mod tests {
             write_npz(&path, method, &members());
             let npz = CsrFiles::open_npz(&path, &scratch).unwrap();
             assert_eq!((npz.n_rows(), npz.n_cols(), npz.max_row_nnz(), npz.dtype()), (4, 6, 2, Dtype::F64));
-            assert_eq!(rows(&npz), want, "{method:?}");
+            assert_eq!(rows(&npz).unwrap(), want, "{method:?}");
             // Unpacked arrays are unnamed: nothing in the scratch folder.
             assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
         }
@@ -416,6 +539,16 @@ mod tests {
         cut[2].1.truncate(len - 8);
         write_npz(&path, zip::CompressionMethod::Stored, &cut);
         assert!(matches!(CsrFiles::open_npz(&path, t.path()), Err(Error::Truncated { .. })), "{}", err(&path));
+        // A value changed inside a stored archive: opening reads only the
+        // headers; the first read checks the checksum and refuses it.
+        write_npz(&path, zip::CompressionMethod::Stored, &members());
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.windows(8).position(|w| w == 7.0f64.to_le_bytes()).unwrap();
+        bytes[at + 7] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let npz = CsrFiles::open_npz(&path, t.path()).unwrap();
+        let e = rows(&npz).unwrap_err().to_string();
+        assert!(e.contains("X.npz/data.npy: cannot be read from the archive") && e.contains("hint: "), "{e}");
         // A CSC matrix is refused, not read as its transpose.
         let mut csc = members();
         let mut format = write_header(Dtype::U8, &[]);

@@ -57,31 +57,7 @@ impl NpyFile {
     /// # Errors
     /// As [`Self::open`], within those bytes.
     pub(super) fn from_part(path: PathBuf, file: File, base: u64, len: u64) -> Result<Self> {
-        let not_npy = |reason: String| Error::NotNpy { path: path.clone(), reason };
-        let mut pre = [0u8; PREAMBLE_BYTES];
-        let got = read_up_to(&file, &mut pre[..len.min(PREAMBLE_BYTES as u64) as usize], base)
-            .map_err(|e| Error::io(&path, "read", e))?;
-        let hlen = match header_len(&pre[..got]) {
-            Ok(n) => n,
-            Err(HeaderError::Short) => return Err(not_npy(format!("only {got} bytes, too short for a header"))),
-            Err(HeaderError::Malformed(m) | HeaderError::Unsupported(m)) => return Err(not_npy(m)),
-        };
-        if hlen as u64 > len || hlen > (1 << 24) {
-            return Err(not_npy(format!("the header claims {hlen} bytes but the file has {len}")));
-        }
-        let mut hbuf = vec![0u8; hlen];
-        file.read_exact_at(&mut hbuf, base).map_err(|e| Error::io(&path, "read", e))?;
-        let mut header = match parse_header(&hbuf) {
-            Ok(h) => h,
-            Err(HeaderError::Unsupported(descr)) => return Err(Error::UnsupportedDtype { path, descr }),
-            Err(HeaderError::Malformed(m)) => return Err(not_npy(m)),
-            Err(HeaderError::Short) => return Err(not_npy("truncated header".into())),
-        };
-        let expected = header.data_bytes().ok_or_else(|| not_npy(format!("shape {:?} overflows", header.shape)))?;
-        let found = len - header.data_offset;
-        if found < expected {
-            return Err(Error::Truncated { path, expected_bytes: expected, found_bytes: found });
-        }
+        let mut header = parse_npy(&path, len, |buf, at| read_up_to(&file, buf, base + at))?;
         header.data_offset += base;
         Ok(NpyFile { path, file, header })
     }
@@ -100,6 +76,49 @@ impl NpyFile {
     pub fn file(&self) -> &File {
         &self.file
     }
+}
+
+/// Parses the header of `.npy` data of `len` bytes, named `path` in
+/// messages, reading its bytes with `read` (up to the buffer's length at an
+/// offset from the data's start; fewer only at their end), and checks that
+/// the data are as long as the shape says.
+///
+/// # Errors
+/// As [`NpyFile::open`] (a read error is [`Error::Io`]).
+pub(super) fn parse_npy(
+    path: &Path,
+    len: u64,
+    mut read: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
+) -> Result<NpyHeader> {
+    let not_npy = |reason: String| Error::NotNpy { path: path.to_path_buf(), reason };
+    let mut pre = [0u8; PREAMBLE_BYTES];
+    let got = read(&mut pre[..len.min(PREAMBLE_BYTES as u64) as usize], 0).map_err(|e| Error::io(path, "read", e))?;
+    let hlen = match header_len(&pre[..got]) {
+        Ok(n) => n,
+        Err(HeaderError::Short) => return Err(not_npy(format!("only {got} bytes, too short for a header"))),
+        Err(HeaderError::Malformed(m) | HeaderError::Unsupported(m)) => return Err(not_npy(m)),
+    };
+    if hlen as u64 > len || hlen > (1 << 24) {
+        return Err(not_npy(format!("the header claims {hlen} bytes but the file has {len}")));
+    }
+    let mut hbuf = vec![0u8; hlen];
+    if read(&mut hbuf, 0).map_err(|e| Error::io(path, "read", e))? < hlen {
+        return Err(not_npy("truncated header".into()));
+    }
+    let header = match parse_header(&hbuf) {
+        Ok(h) => h,
+        Err(HeaderError::Unsupported(descr)) => {
+            return Err(Error::UnsupportedDtype { path: path.to_path_buf(), descr })
+        }
+        Err(HeaderError::Malformed(m)) => return Err(not_npy(m)),
+        Err(HeaderError::Short) => return Err(not_npy("truncated header".into())),
+    };
+    let expected = header.data_bytes().ok_or_else(|| not_npy(format!("shape {:?} overflows", header.shape)))?;
+    let found = len - header.data_offset;
+    if found < expected {
+        return Err(Error::Truncated { path: path.to_path_buf(), expected_bytes: expected, found_bytes: found });
+    }
+    Ok(header)
 }
 
 fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
