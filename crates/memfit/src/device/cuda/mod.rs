@@ -7,7 +7,7 @@
 //! whether each library is present first. It also panics when a library
 //! loads but lacks a function it calls (a stub or a driver older than the
 //! CUDA version memfit is built for): [`probe`] runs the driver's calls
-//! under [`without_panics`], which turns such a panic into an error.
+//! under `without_panics`, which turns such a panic into an error.
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};

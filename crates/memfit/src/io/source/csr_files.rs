@@ -211,7 +211,7 @@ impl CsrFiles {
     /// Opens the `.npz` file `path` that `scipy.sparse.save_npz` writes (a
     /// zip archive of the folder's arrays), then as [`Self::open`]. Each
     /// array's header is read through the archive; its data are opened on
-    /// first use ([`Member`]): `shape.npy` and `indptr.npy` here,
+    /// first use: `shape.npy` and `indptr.npy` here,
     /// `indices.npy` and `data.npy` at the first block read, so planning,
     /// a dry run and a refusal read neither. An array stored uncompressed
     /// (`save_npz(..., compressed=False)`) is read where it lies in the
