@@ -228,7 +228,11 @@ def test_the_cli_reads_a_npz_as_it_reads_the_unzipped_folder(tmp_path):
     for name in ["X.npz", "stored.npz"]:
         assert np.array_equal(fits[name][0], fits["X"][0]) and fits[name][1] == fits["X"][1], name
     np.save(tmp_path / "c.npy", np.asarray(X[:8].todense()))
-    memfit("predict", tmp_path / "X.npz", "--centers", tmp_path / "c.npy", "--labels", tmp_path / "p.npy", "--quiet")
+    memfit("predict", tmp_path / "X.npz", "--centers", tmp_path / "c.npy", "--labels", tmp_path / "p.npy",
+           "--scratch-dir", tmp_path, "--quiet")
+    err = memfit("predict", tmp_path / "X.npz", "--centers", tmp_path / "c.npy", "--labels", tmp_path / "p2.npy",
+                 "--scratch-dir", tmp_path / "missing", ok=False).stderr
+    assert "missing" in err and "scratch folder" in err and not (tmp_path / "p2.npy").exists()
     memfit("predict", tmp_path / "X", "--centers", tmp_path / "c.npy", "--labels", tmp_path / "q.npy", "--quiet")
     assert np.array_equal(np.load(tmp_path / "p.npy"), np.load(tmp_path / "q.npy"))
     # No scratch file is left behind (the arrays were unpacked unnamed).

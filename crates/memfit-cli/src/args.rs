@@ -281,8 +281,7 @@ pub struct KmeansArgs {
 #[derive(Debug, Args)]
 pub struct PredictArgs {
     /// Input .npy file of shape (n_samples, n_features), or a sparse (CSR)
-    /// .npz or folder as `memfit kmeans` reads them (a .npz is unpacked into
-    /// the system's temporary folder).
+    /// .npz or folder as `memfit kmeans` reads them.
     #[arg(value_name = "INPUT.npy")]
     pub input: PathBuf,
     /// Centres, a .npy of shape (n_clusters, n_features).
@@ -295,6 +294,11 @@ pub struct PredictArgs {
     /// unit norm as they are read).
     #[arg(long, value_enum, default_value = "euclidean")]
     pub metric: KmeansMetric,
+    /// Folder where a deflated .npz input's arrays are unpacked (default:
+    /// the system's temporary folder, TMPDIR). The files have no name there
+    /// and vanish when the run ends, however it ends.
+    #[arg(long, value_name = "DIR")]
+    pub scratch_dir: Option<PathBuf>,
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,

@@ -21,10 +21,12 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         // A CSR folder's arrays are inputs too.
         &[("INPUT", args.input.as_path(), false)][..usize::from(args.input.is_dir())],
     )?;
-    let run = args.common.run_options()?;
+    if let Some(dir) = &args.scratch_dir {
+        memfit::io::ScratchFile::check_dir(dir)?;
+    }
+    let run = memfit::exec::RunOptions { scratch_dir: args.scratch_dir.clone(), ..args.common.run_options()? };
     let target = args.device.target()?;
-    let x =
-        open_data(&args.input, "predict", Some(&std::env::temp_dir()))?.unit_rows(args.metric == KmeansMetric::Cosine);
+    let x = open_data(&args.input, "predict", Some(&run.scratch_dir()))?.unit_rows(args.metric == KmeansMetric::Cosine);
     let (centers, k, _) = read_matrix_f64(&args.centers)?;
     let mut job = CentersJob {
         x: &x,
