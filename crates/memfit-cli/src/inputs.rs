@@ -39,6 +39,13 @@ pub fn open_data(path: &Path, verb: &str, sparse: Option<&Path>) -> Result<Sourc
     Ok(x)
 }
 
+/// The input folder entry of `check_outputs_distinct` for an input that
+/// is a sparse (CSR) folder: its arrays are inputs too, so no output may
+/// land among them. `None` for a file.
+pub fn input_folder(path: &Path) -> Option<(&'static str, &Path, bool)> {
+    path.is_dir().then_some(("INPUT", path, false))
+}
+
 /// Whether `path` is a regular file that starts as a zip archive does.
 fn is_zip(path: &Path) -> bool {
     use std::io::Read;

@@ -14,7 +14,7 @@ use memfit::io::{
 use memfit::plan::Plan;
 
 use crate::args::{KmeansArgs, KmeansMetric};
-use crate::inputs::{check_output, open_data, open_weights};
+use crate::inputs::{check_output, input_folder, open_data, open_weights};
 use crate::plot;
 use crate::progress::Bar;
 use crate::render::{print_warnings, warning_lines};
@@ -76,10 +76,8 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
             inputs.push((role, p));
         }
     }
-    // A CSR folder's arrays are inputs too: no output may land among them.
-    let folder: Vec<_> =
-        args.input.as_deref().filter(|p| p.is_dir()).map(|p| ("INPUT", p, false)).into_iter().collect();
-    check_outputs_distinct(&paths, &inputs, &folder)?;
+    let folder = args.input.as_deref().and_then(input_folder);
+    check_outputs_distinct(&paths, &inputs, folder.as_slice())?;
     let run = memfit::exec::RunOptions { scratch_dir: args.scratch_dir.clone(), ..args.common.run_options()? };
     let target = args.device.target()?;
     let default_data: Vec<f64>;

@@ -7,7 +7,7 @@ use memfit::estimator::CentersJob;
 use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, Dtype, NpyWriter};
 
 use crate::args::{KmeansMetric, PredictArgs};
-use crate::inputs::{check_output, open_data};
+use crate::inputs::{check_output, input_folder, open_data};
 use crate::progress::Bar;
 use crate::render::{about_input, print_warnings};
 
@@ -18,8 +18,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     check_outputs_distinct(
         &[("--labels", &args.labels)],
         &[("INPUT", &args.input), ("--centers", &args.centers)],
-        // A CSR folder's arrays are inputs too.
-        &[("INPUT", args.input.as_path(), false)][..usize::from(args.input.is_dir())],
+        input_folder(&args.input).as_slice(),
     )?;
     if let Some(dir) = &args.scratch_dir {
         memfit::io::ScratchFile::check_dir(dir)?;

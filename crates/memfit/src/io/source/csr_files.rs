@@ -2,9 +2,9 @@
 //! with positioned reads (out of core): the arrays scipy's
 //! `scipy.sparse.save_npz` writes (`indptr.npy`, `indices.npy`,
 //! `data.npy`, `shape.npy`, and `format.npy`, which must say `csr`), so an
-//! unzipped `.npz` is such a folder. A `.npz` itself is unpacked member by
-//! member into unnamed scratch files and read the same way
-//! ([`CsrFiles::open_npz`]).
+//! unzipped `.npz` is such a folder. A `.npz` itself is read the same way,
+//! its arrays read in place (stored) or unpacked into unnamed scratch files
+//! (deflated), each at its first use ([`CsrFiles::open_npz`]).
 
 use std::fs::File;
 use std::io::Read;
@@ -265,7 +265,6 @@ impl CsrFiles {
                 Error::Io { cause, .. } => corrupt(&path, name, &cause),
                 e => e,
             })?;
-            let name = MEMBERS.iter().find(|&&m| m == name).copied().unwrap_or("data.npy");
             Ok(Some(Member::Packed(Box::new(Packed {
                 npz: path.clone(),
                 name,
@@ -280,9 +279,13 @@ impl CsrFiles {
     /// Opens the matrix whose arrays `member` opens by name (`None` for a
     /// missing one, reported with what `holds` says), named `dir` in
     /// messages.
-    fn from_members(dir: PathBuf, holds: &str, mut member: impl FnMut(&str) -> Result<Option<Member>>) -> Result<Self> {
+    fn from_members(
+        dir: PathBuf,
+        holds: &str,
+        mut member: impl FnMut(&'static str) -> Result<Option<Member>>,
+    ) -> Result<Self> {
         let bad = |file: &str, reason: String| Error::param("X", format!("{}: {reason}", dir.join(file).display()));
-        let mut open = |file: &str| -> Result<Member> {
+        let mut open = |file: &'static str| -> Result<Member> {
             member(file)?.ok_or_else(|| bad(file, format!("{holds}; {file} is missing")))
         };
         let vector = |file: &str, f: &Member, integer: bool| -> Result<usize> {
