@@ -328,6 +328,12 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
             )
         if any(np.isnan(s) for s in X.shape):
             raise ValueError(f"{name} has unknown chunk sizes {X.shape}; call {name}.compute_chunk_sizes() first")
+        if _is_sparse(getattr(X, "_meta", None)):
+            raise TypeError(
+                f"memfit does not read Dask arrays of scipy.sparse chunks yet ({name}'s chunks are "
+                f"{type(X._meta).__name__}); pass the sparse matrix itself ({name}.compute(): memfit reads it where "
+                "it lies, without densifying it)"
+            )
         if np.issubdtype(X.dtype, np.complexfloating):
             raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
         if np.dtype(X.dtype) not in NATIVE_DTYPES:

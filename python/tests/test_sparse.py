@@ -227,6 +227,17 @@ def test_the_cli_reads_a_npz_as_it_reads_the_unzipped_folder(tmp_path):
         fits[name] = (np.load(labels), json.loads(s.read_text())["inertia"])
     for name in ["X.npz", "stored.npz"]:
         assert np.array_equal(fits[name][0], fits["X"][0]) and fits[name][1] == fits["X"][1], name
+    # The plan shows the deflated arrays' unpacked bytes on disk (checked
+    # against the free space before any work); a stored archive has none.
+    with zipfile.ZipFile(tmp_path / "X.npz") as z:
+        sizes = {i.filename: i.file_size for i in z.infolist()}
+    for cmd in (["kmeans", tmp_path / "X.npz", "-k", "8"], ["predict", tmp_path / "X.npz", "--centers", tmp_path / "c0.npy", "--labels", tmp_path / "l0.npy"]):
+        np.save(tmp_path / "c0.npy", np.zeros((8, 800)))
+        plan = memfit(*cmd, "--scratch-dir", tmp_path, "--dry-run").stdout
+        for member in ("indices.npy", "data.npy"):
+            assert f"disk: {member} of {tmp_path / 'X.npz'}, unpacked in {tmp_path}: {sizes[member]} B" in plan, plan
+    plan = memfit("kmeans", tmp_path / "stored.npz", "-k", "8", "--dry-run").stdout
+    assert "unpacked" not in plan
     np.save(tmp_path / "c.npy", np.asarray(X[:8].todense()))
     memfit("predict", tmp_path / "X.npz", "--centers", tmp_path / "c.npy", "--labels", tmp_path / "p.npy",
            "--scratch-dir", tmp_path, "--quiet")
@@ -262,3 +273,16 @@ def test_the_cli_reads_a_npz_as_it_reads_the_unzipped_folder(tmp_path):
     err = memfit("kmeans", tmp_path / "X", "-k", "2", "--labels", tmp_path / "X" / "data.npy", ok=False).stderr
     assert "--labels lies inside the folder of INPUT" in err
     assert (tmp_path / "X" / "data.npy").read_bytes() == before
+
+
+def test_a_dask_array_of_sparse_chunks_is_refused_clearly():
+    """Dask arrays whose chunks are scipy.sparse matrices are not read yet:
+    fit and predict say so and what to pass instead, with or without a
+    cluster, before any work."""
+    da = pytest.importorskip("dask.array")
+    X = sp.random(400, 30, density=0.1, format="csr", random_state=0)
+    dX = da.from_array(X, chunks=(100, 30), asarray=False)
+    fitted = KMeans(3, n_init=1, random_state=0).fit(X)
+    for call in (lambda: KMeans(3).fit(dX), lambda: fitted.predict(dX), lambda: fitted.transform(dX)):
+        with pytest.raises(TypeError, match=r"does not read Dask arrays of scipy.sparse chunks yet .*csr_matrix.*compute\(\)"):
+            call()

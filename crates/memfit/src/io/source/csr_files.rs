@@ -92,6 +92,9 @@ struct Packed {
     npz: PathBuf,
     name: &'static str,
     scratch: PathBuf,
+    /// Bytes it takes unpacked in `scratch`: its size when deflated, 0
+    /// when stored (read where it lies).
+    unpacked_bytes: u64,
     header: NpyHeader,
     opened: OnceLock<NpyFile>,
     /// Held while the member is opened (by one thread; the others wait).
@@ -250,6 +253,7 @@ impl CsrFiles {
                 Err(e) => return Err(corrupt(&path, name, &e)),
             };
             let len = m.size();
+            let unpacked_bytes = if m.compression() == zip::CompressionMethod::Stored { 0 } else { len };
             // The header, through the archive: the data stay packed.
             let mut seen = Vec::new();
             let header = parse_npy(&path.join(name), len, |buf, at| {
@@ -269,11 +273,30 @@ impl CsrFiles {
                 npz: path.clone(),
                 name,
                 scratch: scratch_dir.to_path_buf(),
+                unpacked_bytes,
                 header,
                 opened: OnceLock::new(),
                 opening: Mutex::new(()),
             }))))
         })
+    }
+
+    /// The scratch files that reading the matrix writes: a `.npz`'s
+    /// deflated `indices.npy` and `data.npy`, unpacked at the first block
+    /// read (for a job's plan, whose disk check runs before any work).
+    /// Empty for a folder and for arrays stored uncompressed.
+    pub fn scratch_disk(&self) -> Vec<PlannedWrite> {
+        [&self.indices, &self.data]
+            .into_iter()
+            .filter_map(|m| match m {
+                Member::Packed(p) if p.unpacked_bytes > 0 => Some(PlannedWrite::inside(
+                    format!("{} of {}, unpacked", p.name, p.npz.display()),
+                    &p.scratch,
+                    p.unpacked_bytes,
+                )),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Opens the matrix whose arrays `member` opens by name (`None` for a

@@ -215,6 +215,16 @@ impl<'a> Source<'a> {
         Ok(Source::new(Data::CsrFiles(CsrFiles::open_npz(path, scratch_dir)?)))
     }
 
+    /// The scratch files reading this source writes (a `.npz`'s deflated
+    /// arrays, unpacked at the first read; see [`CsrFiles::scratch_disk`]),
+    /// for the plan of a job that reads it.
+    pub fn scratch_disk(&self) -> Vec<crate::io::PlannedWrite> {
+        match &self.data {
+            Data::CsrFiles(f) => f.scratch_disk(),
+            _ => Vec::new(),
+        }
+    }
+
     /// For sparse rows, the most values one row stores (what a read block
     /// holds per row); `None` for dense rows.
     pub fn sparse_row_nnz(&self) -> Option<usize> {
