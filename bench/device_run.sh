@@ -8,7 +8,9 @@
 # built here and carried there:
 #
 #   bash bench/device_run.sh prepare      # here: builds with the cuda feature,
-#                                         # strips into .device/ (about 41 MB)
+#                                         # strips into .device/ (about 41 MB),
+#                                         # and the Python wheel (maturin, in
+#                                         # $VIRTUAL_ENV or /work/venv)
 #   bash bench/device_run.sh run          # there (the device tool's `run`,
 #                                         # carry [".device"]): tests + benchmark
 #
@@ -21,6 +23,10 @@
 #   log-densities and fits are the CPU's to rounding, every covariance type
 #   (`log_densities_on_the_device_are_the_hosts_to_rounding`,
 #   `a_cuda_gmm_fit_is_the_cpu_fit_to_rounding`);
+# - the Python estimators with device="cuda" (python/tests/test_device.py's
+#   `on_a_cuda_device` tests, the wheel installed into /tmp/mfpy): k-means
+#   fits, predict and score with the CPU's bits, mixtures of every
+#   covariance type to rounding;
 # - the report's case: 2,000,000 × 3 blobs, k = 200, 30 Lloyd iterations
 #   from the same centres, and flights3m (when ../shared has it), on the
 #   CPU (all cores) and on the GPU with a 256 MiB device memory limit; the
@@ -46,7 +52,11 @@ prepare)
   # flights3m (../shared, which does not travel), compressed to about 8 MB.
   shared=../shared/datasets/flights3m_f64.npy
   if [ -e "$shared" ]; then xz -T0 -6 -c "$shared" >.device/flights3m_f64.npy.xz; fi
-  ls -la .device
+  # The Python extension with the cuda feature (abi3: any CPython >= 3.9).
+  maturin=${VIRTUAL_ENV:-/work/venv}/bin/maturin
+  "$maturin" build --release --strip --features cuda --compatibility linux -o .device/wheels
+  ls -la .device .device/wheels
+  du -sh .device
   ;;
 run)
   out=${OUT:-out}
@@ -74,6 +84,9 @@ run)
   .device/engine_tests device || status=1
   echo "== CLI CUDA tests"
   .device/cli_tests cuda || status=1
+  echo "== Python estimators on the device"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/mfpy .device/wheels/*.whl || status=1
+  PYTHONPATH=/tmp/mfpy python3 -m pytest -q -p no:cacheprovider python/tests/test_device.py -k on_a_cuda_device || status=1
   # One benchmark case: k-means of $2 from the centres $3 (k = $4), 30
   # Lloyd iterations, on the CPU (all cores, the default algorithm) and on
   # the GPU (256 MiB device limit), float64 and float32; the labels files

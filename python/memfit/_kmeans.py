@@ -117,7 +117,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         check_is_fitted(self)
         data = check_data(X, self, reset=False, accept_sparse=True)
         w = check_sample_weight(sample_weight, data)
-        check_device(self, data, "kmeans", self.cluster_centers_.shape[0], w is not None)
+        device = check_device(self, data, "kmeans", self.cluster_centers_.shape[0], w is not None)
         labels = np.empty(data.n_samples, dtype=np.int32)
         inertia = _memfit.assign(
             data.engine,
@@ -128,6 +128,7 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
             metric=self._metric,
+            device=device,
         )
         return labels, inertia
 
@@ -322,12 +323,15 @@ class KMeans(_Centers):
         them raises ``OSError`` before any work.
     device : str, default="cpu"
         Where the kernels run: ``"cpu"``, ``"cuda"`` (device 0) or
-        ``"cuda:N"``. CUDA needs memfit built with its ``cuda`` feature and an
-        NVIDIA driver; the job is then planned within
-        ``device_memory_limit``. The Python estimators do not run on CUDA
-        devices yet (the ``memfit kmeans`` command does): such a job raises
-        ``RuntimeError`` after planning, as it does on a machine without a
-        driver (saying why), before any work.
+        ``"cuda:N"``. CUDA needs memfit built with its ``cuda`` feature
+        (``pip install`` of a wheel built by ``maturin build --features
+        cuda``) and an NVIDIA driver; the job is then planned within
+        ``device_memory_limit`` (shown in ``memory_plan_``). On a device,
+        ``fit``, ``predict`` and ``score`` compute the nearest centres there
+        (the same labels, centres and inertia as on the CPU, bit for bit)
+        and the rest (sums, k-means++) on the host; ``transform`` runs on
+        the host. A machine without a driver or a GPU, or a fit on a Dask
+        cluster, raises ``RuntimeError`` saying why, before any work.
     device_memory_limit : int, str or None, default=None
         Bytes of device memory a CUDA job may use (as ``memory_limit``);
         ``None`` is 90 % of the device's memory. A job that cannot fit raises
@@ -523,7 +527,7 @@ class KMeans(_Centers):
         data = check_data(on_cluster(X, client), self, reset=True, accept_sparse=self._accepts_sparse)
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
-        check_device(self, data, "kmeans", self.n_clusters, w is not None)
+        device = check_device(self, data, "kmeans", self.n_clusters, w is not None)
         seed = seed_from(self.random_state)
         init, centers, n_init = self._init_centers(data, seed)
         limit = check_memory_limit(self.memory_limit)
@@ -550,6 +554,7 @@ class KMeans(_Centers):
             labels=labels,
             progress=_Verbose(self.verbose) if self.verbose else None,
             scratch_dir=scratch,
+            device=device,
             **params,
             **cluster,
         )
@@ -570,6 +575,6 @@ class KMeans(_Centers):
         self.inertia_ = float(result["inertia"])
         self.n_iter_ = int(result["n_iter"])
         self.skip_share_ = np.asarray(result["skip_share"], dtype=np.float64)
-        self.memory_plan_ = result["plan_text"]
+        self.memory_plan_ = result["plan_text"] if device is None else f"{result['plan_text']}\n{device.plan}"
         self._n_features_out = self.cluster_centers_.shape[0]
         return self

@@ -71,6 +71,7 @@ def kmeans_fit(
     algorithm: str = "auto",
     scratch_dir: Optional[str] = None,
     metric: str = "euclidean",
+    device: Optional[DeviceBackend] = None,
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
     n_iter, converged, n_nonempty_clusters, skip_share (per iteration),
@@ -90,6 +91,7 @@ def assign(
     n_jobs: Optional[int] = None,
     float32: bool = False,
     metric: str = "euclidean",
+    device: Optional[DeviceBackend] = None,
 ) -> float:
     """Nearest centre (labels, squared distances, (n_samples,)); returns the
     inertia, weighted by sample_weight when given. Warnings are issued."""
@@ -212,6 +214,7 @@ def gmm_fit(
     scratch_dir: Optional[str] = None,
     model_dir: Optional[str] = None,
     warm_model_dir: Optional[str] = None,
+    device: Optional[DeviceBackend] = None,
 ) -> dict[str, Any]:
     """Gaussian mixture by EM (max_iter=0 returns the initialisation), or the
     continuation of a fitted model (warm_* or the model folder
@@ -240,6 +243,7 @@ def gmm_predict(
     remote: Optional[_Remote] = None,
     row_bounds: list[int] = [],
     model_dir: Optional[str] = None,
+    device: Optional[DeviceBackend] = None,
 ) -> dict[str, Any]:
     """One E-step pass filling the outputs given; returns score (the mean
     log-likelihood), bic, aic and n_parameters on x. With model_dir, the
@@ -289,10 +293,17 @@ def check_device(
     weighted: bool,
     n_components: int,
     covariance_type: str | None = None,
-) -> None:
-    """Pass for device "cpu"; for "cuda" / "cuda:N" open the device (RuntimeError saying why it cannot be
-    used), plan the job ("kmeans" or "gmm") within device_memory_limit (MemoryError when it cannot fit), then
-    raise RuntimeError: the Python estimators do not run on CUDA devices yet (the memfit command does)."""
+) -> DeviceBackend | None:
+    """None for device "cpu"; for "cuda" / "cuda:N" open the device (RuntimeError saying why it cannot be
+    used), plan the job ("kmeans" or "gmm") within device_memory_limit (MemoryError when it cannot fit) and
+    return the backend that kmeans_fit, assign, gmm_fit and gmm_predict take as device=."""
+
+class DeviceBackend:
+    """Where a job's assignments or log-densities run, as check_device planned it."""
+
+    @property
+    def plan(self) -> str:
+        """The job's device plan, as text."""
 
 def default_threads() -> int:
     """Worker threads when n_jobs is None: the CPUs this process may use, at most OMP_NUM_THREADS."""

@@ -45,16 +45,19 @@ def _size(value: Any, name: str) -> int:
     raise TypeError(f"{name} must be None, an int or whole float (bytes) or a str such as '2GiB', got {value!r}")
 
 
-def check_device(estimator: Any, data: Any, job: str, n_components: int, weighted: bool, covariance_type=None) -> None:
+def check_device(estimator: Any, data: Any, job: str, n_components: int, weighted: bool, covariance_type=None) -> Any:
     """Checks where ``estimator`` runs (its ``device`` and
     ``device_memory_limit``; the CPU for estimators without them) before any
-    work: the engine opens a CUDA device and plans the job on it, and
-    raises ``RuntimeError`` saying why it cannot run there."""
+    work. Returns None for the CPU; for a CUDA device, the engine opens it
+    and plans the job on it, and returns the ``_memfit.DeviceBackend`` the
+    fit and predict functions take as ``device=``, or raises
+    ``RuntimeError`` saying why it cannot run there (``MemoryError`` when
+    the job cannot fit the device)."""
     device = getattr(estimator, "device", "cpu")
     limit = getattr(estimator, "device_memory_limit", None)
     if not isinstance(device, str):
         raise TypeError(f"device must be a str ('cpu', 'cuda' or 'cuda:N'), got {device!r}")
-    _memfit.check_device(
+    return _memfit.check_device(
         device,
         None if limit is None else _size(limit, "device_memory_limit"),
         job,

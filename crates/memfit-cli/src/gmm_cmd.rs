@@ -95,22 +95,22 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         print_warnings(warned.as_slice());
         warnings.extend(warned);
     }
-    let mut plan = job.plan()?;
     let (n, k, d) = (x.n_samples(), args.n_components, x.n_features());
+    let shape = (n, d, job.compute.bytes(), job.sample_weight.is_some());
+    let (params, stats) = memfit::device::plan::gmm_values_per_component(covariance_type, d);
+    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
+    job.run.backend = crate::backend_of(device.as_ref())?;
+    let mut plan = job.plan()?;
     let outputs = [
         ("--labels", args.labels.as_deref(), npy_file_bytes(Dtype::I32, &[n])),
         ("--model", args.model.as_deref(), model_dir_bytes(covariance_type, k, d)),
         ("--summary", args.summary.as_deref(), crate::SMALL_FILE_BYTES),
         ("--plot", args.plot.as_deref(), plot::PNG_BYTES),
     ];
-    let shape = (n, d, job.compute.bytes(), job.sample_weight.is_some());
-    let (params, stats) = memfit::device::plan::gmm_values_per_component(covariance_type, d);
-    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    let Some(backend) = crate::device_backend(device.as_ref(), go)? else {
+    if !crate::device_ready(device.as_ref(), go) {
         return Ok(());
-    };
-    job.run.backend = backend;
+    }
     fit_and_write(args, &job, &plan, warnings, started)
 }
 

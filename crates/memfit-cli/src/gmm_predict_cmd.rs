@@ -41,22 +41,22 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
         n_outputs: paths.len(),
         run,
     };
-    let mut plan = job.plan().with_context(|| format!("--model {}", args.model.display()))?;
     let (n, k) = (x.n_samples(), model.n_components());
+    let (d, t) = (x.n_features(), model.covariance_type);
+    let (params, stats) = memfit::device::plan::gmm_values_per_component(t, d);
+    let shape = (n, d, job.compute.bytes(), false);
+    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
+    job.run.backend = crate::backend_of(device.as_ref())?;
+    let mut plan = job.plan().with_context(|| format!("--model {}", args.model.display()))?;
     let outputs = [
         ("--labels", args.labels.as_deref(), npy_file_bytes(Dtype::I32, &[n])),
         ("--proba", args.proba.as_deref(), npy_file_bytes(Dtype::F64, &[n, k])),
         ("--log-likelihood", args.log_likelihood.as_deref(), npy_file_bytes(Dtype::F64, &[n])),
     ];
-    let (d, t) = (x.n_features(), model.covariance_type);
-    let (params, stats) = memfit::device::plan::gmm_values_per_component(t, d);
-    let shape = (n, d, job.compute.bytes(), false);
-    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_gmm_device(k, params, stats, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    let Some(backend) = crate::device_backend(device.as_ref(), go)? else {
+    if !crate::device_ready(device.as_ref(), go) {
         return Ok(());
-    };
-    job.run.backend = backend;
+    }
     let score = stream(args, &job, &plan)?.score;
     println!(
         "gmm-predict: n_samples={} n_components={} score={score:.10e} seconds={:.3}",

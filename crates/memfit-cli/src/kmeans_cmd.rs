@@ -130,21 +130,21 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         extra,
         run,
     };
-    let mut plan = job.plan()?;
     let (n, k, d) = (x.n_samples(), job.params.n_clusters, x.n_features());
+    let shape = (n, d, job.compute.bytes(), job.sample_weight.is_some());
+    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
+    job.run.backend = crate::backend_of(device.as_ref())?;
+    let mut plan = job.plan()?;
     let outputs = [
         ("--labels", args.labels.as_deref(), npy_file_bytes(Dtype::I32, &[n])),
         ("--centers", args.centers.as_deref(), npy_file_bytes(job.compute.dtype(), &[k, d])),
         ("--summary", args.summary.as_deref(), crate::SMALL_FILE_BYTES),
         ("--plot", args.plot.as_deref(), plot::PNG_BYTES),
     ];
-    let shape = (n, d, job.compute.bytes(), job.sample_weight.is_some());
-    let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    let Some(backend) = crate::device_backend(device.as_ref(), go)? else {
+    if !crate::device_ready(device.as_ref(), go) {
         return Ok(());
-    };
-    job.run.backend = backend;
+    }
     fit_and_write(args, &job, &plan, started)
 }
 

@@ -207,21 +207,25 @@ pub(crate) fn device_plan(
 /// A plan for a job's device side.
 pub(crate) type DevicePlan = memfit::plan::Plan<memfit::device::plan::DeviceSchedule>;
 
-/// After the host plan of a job: prints the device plan on a dry
-/// run (`go` false) and returns `None`; for a run, the backend it runs on
-/// (the CPU without a device).
+/// The backend a job runs on: its device's, as `device` planned it (set
+/// before the host plan, which counts the device's pinned host buffers),
+/// or the CPU.
 ///
 /// # Errors
 /// [`memfit::Error::DeviceUnavailable`] for a device this build cannot run
 /// on.
-pub(crate) fn device_backend(
-    device: Option<&(memfit::device::Device, DevicePlan)>,
-    go: bool,
-) -> Result<Option<memfit::exec::Backend>> {
-    match device {
-        Some((_, p)) if !go => println!("{p}"),
-        Some((d, p)) => return Ok(Some(memfit::device::backend(*d, &p.schedule)?)),
-        None => {}
+pub(crate) fn backend_of(device: Option<&(memfit::device::Device, DevicePlan)>) -> Result<memfit::exec::Backend> {
+    Ok(match device {
+        Some((d, p)) => memfit::device::backend(*d, &p.schedule)?,
+        None => memfit::exec::Backend::Cpu,
+    })
+}
+
+/// After the host plan of a job (`go` from [`ready`]): on a dry run prints
+/// the device plan, if any. Returns `go`.
+pub(crate) fn device_ready(device: Option<&(memfit::device::Device, DevicePlan)>, go: bool) -> bool {
+    if let (false, Some((_, p))) = (go, device) {
+        println!("{p}");
     }
-    Ok(go.then_some(memfit::exec::Backend::Cpu))
+    go
 }

@@ -36,15 +36,15 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         labels_file: true,
         run,
     };
-    let mut plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
-    let labels_bytes = npy_file_bytes(Dtype::I32, &[x.n_samples()]);
     let shape = (x.n_samples(), x.n_features(), job.compute.bytes(), false);
     let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
+    job.run.backend = crate::backend_of(device.as_ref())?;
+    let mut plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
+    let labels_bytes = npy_file_bytes(Dtype::I32, &[x.n_samples()]);
     let go = crate::ready(&mut plan, &[("--labels", Some(&args.labels), labels_bytes)], args.dry_run)?;
-    let Some(backend) = crate::device_backend(device.as_ref(), go)? else {
+    if !crate::device_ready(device.as_ref(), go) {
         return Ok(());
-    };
-    job.run.backend = backend;
+    }
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;
     let mut sink = |labels: &[u32], _: &[f64]| out.write_with(labels, crate::put_label);
     let bar = Bar::new(args.common.quiet);

@@ -13,6 +13,7 @@ use crate::runner::run;
 use crate::shared::{
     compute, label, plan_only, put_plan, restore, run_options, split, warn, warning_tuples, Fill, Inputs,
 };
+use crate::system::{on_device, DeviceBackend};
 
 /// Fits k-means. `x` and `sample_weight` are arrays of shape
 /// `(n_samples, n_features)` and `(n_samples, 1)` or `.npy` paths; `init` is
@@ -23,11 +24,12 @@ use crate::shared::{
 /// `float32` else float64), `inertia`, `n_iter`, `converged`,
 /// `n_nonempty_clusters`, `warnings` (`(kind, category, message)` tuples)
 /// and `plan`. `progress`, when given, is called with each progress event
-/// (see `runner::run`).
+/// (see `runner::run`). The assignments run on `device` when given (see
+/// [`crate::system::check_device`]).
 #[pyfunction]
 #[pyo3(signature = (x, *, n_clusters, memory_limit, sample_weight=None, init="k-means++", init_centers=None,
     n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None,
-    remote=None, row_bounds=vec![], dry_run=false, algorithm="auto", scratch_dir=None, metric="euclidean"))]
+    remote=None, row_bounds=vec![], dry_run=false, algorithm="auto", scratch_dir=None, metric="euclidean", device=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn kmeans_fit<'py>(
     py: Python<'py>,
@@ -51,6 +53,7 @@ pub fn kmeans_fit<'py>(
     algorithm: &str,
     scratch_dir: Option<std::path::PathBuf>,
     metric: &str,
+    device: Option<Bound<'py, DeviceBackend>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let metric = parse_metric(metric)?;
     let algorithm = match algorithm {
@@ -83,6 +86,7 @@ pub fn kmeans_fit<'py>(
         metric,
     };
     let opts = RunOptions { scratch_dir, ..run_options(memory_limit, n_jobs, row_split) };
+    let opts = on_device(opts, device.as_ref(), remote.is_some(), "k-means on a Dask cluster")?;
     let (src, w) = inputs.open(&opts)?;
     let src = src.unit_rows(metric == Metric::Cosine);
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
@@ -146,10 +150,11 @@ pub(crate) fn parse_metric(metric: &str) -> PyResult<Metric> {
 /// distances, when given, to `distances` (float64, `(n_samples,)`). Returns
 /// the inertia: the sum of the squared distances, each times its row's
 /// `sample_weight` when given (`(n_samples, 1)` or a path). Warnings are
-/// issued.
+/// issued. The assignment runs on `device` when given (see
+/// [`crate::system::check_device`]).
 #[pyfunction]
 #[pyo3(signature = (x, *, centers, memory_limit, labels, sample_weight=None, distances=None, n_jobs=None, float32=false,
-    metric="euclidean"))]
+    metric="euclidean", device=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn assign<'py>(
     py: Python<'py>,
@@ -162,10 +167,11 @@ pub fn assign<'py>(
     n_jobs: Option<usize>,
     float32: bool,
     metric: &str,
+    device: Option<Bound<'py, DeviceBackend>>,
 ) -> PyResult<f64> {
     let metric = parse_metric(metric)?;
     let inputs = Inputs::hold(x, sample_weight)?;
-    let opts = run_options(memory_limit, n_jobs, Default::default());
+    let opts = on_device(run_options(memory_limit, n_jobs, Default::default()), device.as_ref(), false, "")?;
     let (src, w) = inputs.open(&opts)?;
     let src = src.unit_rows(metric == Metric::Cosine);
     let k = centers.as_array().nrows();

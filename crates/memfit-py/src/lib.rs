@@ -43,6 +43,7 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(system::default_memory_limit, m)?)?;
     m.add_function(wrap_pyfunction!(system::check_scratch_dir, m)?)?;
     m.add_function(wrap_pyfunction!(system::check_device, m)?)?;
+    m.add_class::<system::DeviceBackend>()?;
     m.add_function(wrap_pyfunction!(system::default_threads, m)?)?;
     m.add_function(wrap_pyfunction!(system::available_cpus, m)?)?;
     m.add_function(wrap_pyfunction!(system::npy_info, m)?)?;

@@ -17,6 +17,7 @@ use crate::errors::{self, to_py};
 use crate::inputs::Held;
 use crate::runner::run;
 use crate::shared::{compute, plan_only, put_plan, restore, run_options, split, warn, warning_tuples, Fill, Inputs};
+use crate::system::{on_device, DeviceBackend};
 
 /// Parses a covariance type name.
 fn covariance_type(name: &str) -> PyResult<CovarianceType> {
@@ -36,13 +37,14 @@ fn covariance_type(name: &str) -> PyResult<CovarianceType> {
 /// shapes, float64), `lower_bound` (−inf without iterations),
 /// `lower_bounds`, `n_iter`, `converged`, `score`, `bic`, `aic`,
 /// `n_parameters`, `warnings` (`(kind, category, message)` tuples) and
-/// `plan`.
+/// `plan`. The log-densities run on `device` when given (see
+/// [`crate::system::check_device`]).
 #[pyfunction]
 #[pyo3(signature = (x, *, n_components, memory_limit, sample_weight=None, covariance_type="full", tol=1e-3,
     reg_covar=1e-6, max_iter=100, n_init=1, init_params="kmeans", weights_init=None, means_init=None,
     precisions_init=None, warm_weights=None, warm_means=None, warm_precisions_cholesky=None, warm_lower_bound=None,
     random_state=0, n_jobs=None, float32=false, labels=None, progress=None, remote=None, row_bounds=vec![],
-    dry_run=false, scratch_dir=None, model_dir=None, warm_model_dir=None))]
+    dry_run=false, scratch_dir=None, model_dir=None, warm_model_dir=None, device=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn gmm_fit<'py>(
     py: Python<'py>,
@@ -74,6 +76,7 @@ pub fn gmm_fit<'py>(
     scratch_dir: Option<std::path::PathBuf>,
     model_dir: Option<std::path::PathBuf>,
     warm_model_dir: Option<std::path::PathBuf>,
+    device: Option<Bound<'py, DeviceBackend>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let inputs = Inputs::hold(x, sample_weight)?;
     let (row_split, remote) = split(remote, row_bounds);
@@ -81,6 +84,7 @@ pub fn gmm_fit<'py>(
     let held_warm = warm_precisions_cholesky.map(Held::new).transpose()?;
     let t = self::covariance_type(covariance_type)?;
     let opts = RunOptions { scratch_dir, ..run_options(memory_limit, n_jobs, row_split) };
+    let opts = on_device(opts, device.as_ref(), remote.is_some(), "Gaussian mixtures on a Dask cluster")?;
     let params = GmmParams {
         n_components,
         covariance_type: t,
@@ -235,10 +239,12 @@ fn save_precisions(dir: &std::path::Path, fit: &memfit::mixture::GmmFit) -> memf
 /// responsibilities (float64, `(n_samples, n_components)`) and per-sample
 /// log-likelihoods (float64) go to the arrays given. Returns a dict with
 /// `score` (the mean log-likelihood per sample), `bic`, `aic` and
-/// `n_parameters`. Warnings are issued.
+/// `n_parameters`. Warnings are issued. The log-densities run on `device`
+/// when given (see [`crate::system::check_device`]).
 #[pyfunction]
 #[pyo3(signature = (x, *, covariance_type, weights, means, precisions_cholesky, memory_limit, n_jobs=None,
-    float32=false, labels=None, proba=None, log_likelihood=None, remote=None, row_bounds=vec![], model_dir=None))]
+    float32=false, labels=None, proba=None, log_likelihood=None, remote=None, row_bounds=vec![], model_dir=None,
+    device=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn gmm_predict<'py>(
     py: Python<'py>,
@@ -256,9 +262,11 @@ pub fn gmm_predict<'py>(
     remote: Option<Py<PyAny>>,
     row_bounds: Vec<usize>,
     model_dir: Option<std::path::PathBuf>,
+    device: Option<Bound<'py, DeviceBackend>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (row_split, remote) = split(remote, row_bounds);
     let opts = run_options(memory_limit, n_jobs, row_split);
+    let opts = on_device(opts, device.as_ref(), remote.is_some(), "Gaussian mixtures on a Dask cluster")?;
     let inputs = Inputs::hold(x, None)?;
     let held_p = Held::new(precisions_cholesky)?;
     let model = match model_dir {

@@ -26,14 +26,54 @@ pub fn check_scratch_dir(path: std::path::PathBuf) -> PyResult<()> {
     memfit::io::ScratchFile::check_dir(&path).map_err(to_py)
 }
 
+/// Where a job's arithmetic runs, as [`check_device`] planned it: handed
+/// to the fit and predict functions (`device=`), which run their
+/// assignments or log-densities there.
+#[pyclass(frozen, module = "memfit._memfit")]
+pub struct DeviceBackend {
+    device: memfit::device::Device,
+    backend: memfit::exec::Backend,
+    plan: String,
+}
+
+#[pymethods]
+impl DeviceBackend {
+    /// The job's device plan, as text (the buffers it holds on the device
+    /// and its tile of rows).
+    #[getter]
+    fn plan(&self) -> &str {
+        &self.plan
+    }
+
+    fn __repr__(&self) -> String {
+        format!("DeviceBackend({})", self.device)
+    }
+}
+
+/// `opts` with its arithmetic on `device` (as [`check_device`] planned
+/// it; the CPU when `None`). A job whose passes run on a Dask cluster
+/// (`on_cluster`) is refused on a device: its workers hold no device plan.
+pub fn on_device(
+    opts: memfit::exec::RunOptions,
+    device: Option<&Bound<'_, DeviceBackend>>,
+    on_cluster: bool,
+    what: &str,
+) -> PyResult<memfit::exec::RunOptions> {
+    let Some(d) = device.map(|d| d.get()) else { return Ok(opts) };
+    if on_cluster {
+        return Err(to_py(memfit::device::execution_unavailable(d.device, what)));
+    }
+    Ok(memfit::exec::RunOptions { backend: d.backend, ..opts })
+}
+
 /// Checks where a job is to run (`device`: `"cpu"`, `"cuda"` or
-/// `"cuda:N"`) before any work: the CPU passes; a CUDA device is opened
-/// and the job (`"kmeans"` with `n_components` clusters, or `"gmm"` with
-/// `n_components` components of `covariance_type`) planned within
-/// `device_memory_limit` bytes (default 90 % of the device's memory), and
-/// then refused: the Python estimators do not run on CUDA devices yet (the
-/// `memfit kmeans`, `predict`, `gmm` and `gmm-predict` commands do, in a
-/// build with the `cuda` feature).
+/// `"cuda:N"`) before any work. The CPU returns `None`; a CUDA device is
+/// opened and the job (`"kmeans"` with `n_components` clusters, or
+/// `"gmm"` with `n_components` components of `covariance_type`) planned
+/// within `device_memory_limit` bytes (default 90 % of the device's
+/// memory), and its [`DeviceBackend`] returned. A build without the `cuda`
+/// feature, a machine without a driver or a GPU, and a job that cannot fit
+/// the device are errors.
 #[pyfunction]
 #[pyo3(signature = (device, device_memory_limit, job, n_samples, n_features, float32, weighted, n_components, covariance_type=None))]
 #[allow(clippy::too_many_arguments)]
@@ -47,7 +87,7 @@ pub fn check_device(
     weighted: bool,
     n_components: usize,
     covariance_type: Option<&str>,
-) -> PyResult<()> {
+) -> PyResult<Option<DeviceBackend>> {
     use memfit::device::{plan, Device};
     let device: Device = device.parse().map_err(to_py)?;
     if device.is_cpu() {
@@ -56,23 +96,20 @@ pub fn check_device(
                 "device_memory_limit needs device='cuda' (the job runs on the CPU)",
             ));
         }
-        return Ok(());
+        return Ok(None);
     }
     let shape = (n_samples, n_features, if float32 { 4 } else { 8 }, weighted);
     let job_shape = plan::DeviceJob::open(device, device_memory_limit, shape).map_err(to_py)?;
-    let what = match (job, covariance_type) {
+    let planned = match (job, covariance_type) {
         ("gmm", Some(t)) => {
             let t = memfit::mixture::CovarianceType::parse(t).map_err(to_py)?;
             let (params, stats) = plan::gmm_values_per_component(t, n_features);
-            plan::plan_gmm_device(n_components, params, stats, &job_shape).map_err(to_py)?;
-            "Gaussian mixtures from Python (the memfit command does)"
+            plan::plan_gmm_device(n_components, params, stats, &job_shape).map_err(to_py)?
         }
-        _ => {
-            plan::plan_kmeans_device(n_components, &job_shape).map_err(to_py)?;
-            "k-means from Python (the memfit command does)"
-        }
+        _ => plan::plan_kmeans_device(n_components, &job_shape).map_err(to_py)?,
     };
-    Err(to_py(memfit::device::execution_unavailable(device, what)))
+    let backend = memfit::device::backend(device, &planned.schedule).map_err(to_py)?;
+    Ok(Some(DeviceBackend { device, backend, plan: planned.to_string() }))
 }
 
 /// The default memory limit in bytes: half of the available memory.

@@ -4,8 +4,10 @@
 //!
 //! A device job holds its parameters (centres, or means and precisions)
 //! and streams the rows through two tiles (one copied in while the other is
-//! computed), each with its per-row outputs and its per-cluster (or
-//! per-component) float64 sums. A tile is a power of two of rows between
+//! computed), each with its per-row outputs and room for its per-cluster
+//! (or per-component) float64 sums (summed on the host today: the room is
+//! kept for the device sums to come, so plans do not shrink when they
+//! arrive). A tile is a power of two of rows between
 //! [`MIN_TILE_ROWS`] and [`crate::plan::CHUNK_ROWS`] (or all the rows, when
 //! there are fewer), so tiles never straddle an accumulation chunk and the
 //! sums are folded in the host's order.
@@ -44,7 +46,7 @@ impl Schedule for DeviceSchedule {
     fn explain(&self, _threads: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "device {}: tiles of {} rows, {} in flight (copy and compute overlap), {} tiles per pass",
+            "device {}: tiles of {} rows, {} in flight (each with its stream and pinned host buffers: one tile's copies overlap another's compute), {} tiles per pass",
             self.device, self.tile_rows, self.tiles_in_flight, self.n_tiles
         )
     }

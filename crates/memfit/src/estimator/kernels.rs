@@ -44,7 +44,7 @@ impl QuadraticFormJob<'_> {
     /// [`Error::ShapeMismatch`]; [`Error::DoesNotFit`].
     pub fn plan(&self) -> Result<Plan> {
         self.check()?;
-        linalg::plan_row_quadratic_form(&planned_job(self.x, None, self.compute, 0, &[], &self.run))
+        linalg::plan_row_quadratic_form(&planned_job(self.x, None, self.compute, 0, &[], &self.run, 0))
     }
 
     /// Runs within `plan`, handing `q` to `out` block by block in row order.
@@ -86,7 +86,7 @@ impl ScatterJob<'_> {
     /// [`Error::ShapeMismatch`]; [`Error::DoesNotFit`].
     pub fn plan(&self) -> Result<Plan> {
         self.x.check_weights(self.weights)?;
-        linalg::plan_weighted_scatter(&planned_job(self.x, self.weights, ComputeDtype::Float64, 0, &[], &self.run))
+        linalg::plan_weighted_scatter(&planned_job(self.x, self.weights, ComputeDtype::Float64, 0, &[], &self.run, 0))
     }
 
     /// Runs within `plan`; returns `S`, row-major `(n_features, n_features)`.

@@ -1,7 +1,7 @@
 //! k-means jobs: fit, nearest centres (with the weighted inertia `score`
 //! needs) and distances to the centres.
 
-use super::{job_warnings, planned_job, prepare, ComputeDtype, Done};
+use super::{job_warnings, planned_job, prepare, ComputeDtype, Done, KMEANS_DEVICE_OUT};
 use crate::cluster::{self, AssignSink, Init, KMeansFit, KMeansParams, LabelSink, Observer};
 use crate::error::{Error, Result};
 use crate::exec::RunOptions;
@@ -57,8 +57,10 @@ impl KMeansJob<'_> {
             crate::io::ScratchFile::check_dir(dir)?;
         }
         self.params.validate(self.x.n_samples(), self.x.n_features())?;
-        let job = planned_job(self.x, self.sample_weight, self.compute, self.n_outputs, &self.extra, &self.run);
-        let plan = cluster::plan_kmeans(&self.params, &job)?;
+        let (w, extra) = (self.sample_weight, &self.extra);
+        let job = planned_job(self.x, w, self.compute, self.n_outputs, extra, &self.run, KMEANS_DEVICE_OUT);
+        let mut plan = cluster::plan_kmeans(&self.params, &job)?;
+        plan.disk.extend(self.x.scratch_disk());
         plan.check_scratch_dirs()?;
         Ok(plan)
     }
@@ -157,8 +159,10 @@ impl CentersJob<'_> {
     /// Shape errors; [`Error::DoesNotFit`].
     pub fn plan_assign(&self) -> Result<Plan> {
         self.check()?;
-        let job = planned_job(self.x, self.sample_weight, self.compute, 0, &[], &self.run);
-        cluster::plan_predict(&job, self.n_clusters, self.labels_file)
+        let job = planned_job(self.x, self.sample_weight, self.compute, 0, &[], &self.run, KMEANS_DEVICE_OUT);
+        let mut plan = cluster::plan_predict(&job, self.n_clusters, self.labels_file)?;
+        plan.disk.extend(self.x.scratch_disk());
+        Ok(plan)
     }
 
     /// The nearest centre of each row and its squared distance, handed to
@@ -184,7 +188,10 @@ impl CentersJob<'_> {
     /// Shape errors; [`Error::DoesNotFit`].
     pub fn plan_transform(&self) -> Result<Plan> {
         self.check()?;
-        cluster::plan_transform(&planned_job(self.x, None, self.compute, 0, &[], &self.run), self.n_clusters)
+        let mut plan =
+            cluster::plan_transform(&planned_job(self.x, None, self.compute, 0, &[], &self.run, 0), self.n_clusters)?;
+        plan.disk.extend(self.x.scratch_disk());
+        Ok(plan)
     }
 
     /// Euclidean distances of each row to every centre, handed to `out`

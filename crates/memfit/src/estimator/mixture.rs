@@ -2,7 +2,7 @@
 //! E-step of a fitted model (labels, probabilities, log-likelihoods, score,
 //! BIC and AIC).
 
-use super::{job_warnings, planned_job, prepare, ComputeDtype, Done};
+use super::{gmm_device_out, job_warnings, planned_job, prepare, ComputeDtype, Done};
 use crate::cluster::Observer;
 use crate::error::{Error, Result};
 use crate::exec::RunOptions;
@@ -87,7 +87,8 @@ impl<'a> GmmJob<'a> {
             crate::io::ScratchFile::check_dir(dir)?;
         }
         self.params.validate(self.x.n_samples(), self.x.n_features())?;
-        let job = planned_job(self.x, self.sample_weight, self.compute, self.n_outputs, &self.extra, &self.run);
+        let (w, extra, out) = (self.sample_weight, &self.extra, gmm_device_out(self.params.n_components));
+        let job = planned_job(self.x, w, self.compute, self.n_outputs, extra, &self.run, out);
         let plan = mixture::plan_gmm(&self.params, &job, false)?;
         plan.check_scratch_dirs()?;
         Ok(plan)
@@ -178,7 +179,8 @@ impl GmmPredictJob<'_> {
     /// model's; [`Error::DoesNotFit`].
     pub fn plan(&self) -> Result<Plan> {
         self.check()?;
-        mixture::plan_predict(self.model, &planned_job(self.x, None, self.compute, self.n_outputs, &[], &self.run))
+        let out = gmm_device_out(self.model.n_components());
+        mixture::plan_predict(self.model, &planned_job(self.x, None, self.compute, self.n_outputs, &[], &self.run, out))
     }
 
     /// Runs the pass within `plan`: labels, probabilities and

@@ -93,6 +93,10 @@ pub struct Done<T> {
 /// buffers (name, bytes), run as `run` says. Every job's plan starts here:
 /// [`Job::new`] records what the inputs hold, and every planner starts its
 /// ledger from [`Job::ledger`], which declares it once.
+///
+/// On a device backend the job also holds the backend's pinned host
+/// buffers for its tiles in flight, whose results take `device_out_per_row`
+/// bytes per row (0 for a job that runs on the host alone).
 fn planned_job(
     x: &Source<'_>,
     w: Option<&Source<'_>>,
@@ -100,9 +104,22 @@ fn planned_job(
     n_outputs: usize,
     extra: &[(String, u64)],
     run: &RunOptions,
+    device_out_per_row: usize,
 ) -> Job {
     let job = Job::new(x, w, compute.bytes(), n_outputs, run);
-    extra.iter().fold(job, |job, (name, bytes)| job.holding(name.clone(), *bytes))
+    let pinned = (device_out_per_row > 0)
+        .then(|| run.backend.pinned_host_bytes(x.n_features(), compute.bytes(), device_out_per_row))
+        .flatten();
+    extra.iter().chain(pinned.as_ref()).fold(job, |job, (name, bytes)| job.holding(name.clone(), *bytes))
+}
+
+/// Bytes per row of a device's k-means results: a label and a distance.
+const KMEANS_DEVICE_OUT: usize = 4 + 8;
+
+/// Bytes per row of a device's mixture results with `k` components: the
+/// log-densities, and the k-means initialisation's labels and distances.
+fn gmm_device_out(k: usize) -> usize {
+    k.saturating_mul(8).saturating_add(KMEANS_DEVICE_OUT)
 }
 
 /// What every job does first, within `plan` and before any of its own work:

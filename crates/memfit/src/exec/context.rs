@@ -59,6 +59,33 @@ impl Backend {
         }
     }
 
+    /// The page-locked host buffers a device backend holds for its tiles in
+    /// flight, named, for rows of `n_features` values of `compute_bytes`
+    /// bytes whose results take `out_per_row` bytes: `None` on the CPU.
+    pub(crate) fn pinned_host_bytes(
+        self,
+        n_features: usize,
+        compute_bytes: usize,
+        out_per_row: usize,
+    ) -> Option<(String, u64)> {
+        match self {
+            Backend::Cpu => {
+                let _ = (n_features, compute_bytes, out_per_row);
+                None
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda { tile_rows, .. } => {
+                let t = crate::device::plan::TILES_IN_FLIGHT;
+                let per_row = n_features.saturating_mul(compute_bytes).saturating_add(out_per_row);
+                let bytes = (t as u64).saturating_mul(tile_rows as u64).saturating_mul(per_row as u64);
+                Some((
+                    format!("pinned host buffers of the device's tiles ({t} × {tile_rows} rows × {per_row} B)"),
+                    bytes,
+                ))
+            }
+        }
+    }
+
     /// [`Ops::assign_bytes`] for a compute type of `compute_bytes` bytes
     /// (as planners count it, before the compute type is a Rust type).
     pub(crate) fn assign_bytes(

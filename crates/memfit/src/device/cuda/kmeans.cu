@@ -8,24 +8,10 @@
 // partial sums combined ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)),
 // and for at most eight features the same tree without its +0 terms. The
 // host certifies a fast GEMM candidate to get this same minimiser; the
-// device computes the exact distances directly.
-//
-// cluster_sums_*: the host's `kernels::accumulate` per accumulation chunk:
-// for each cluster, w * x of its rows in row order, with the exact error of
-// every addition (TwoSum) and product (fma) summed beside; one thread per
-// (cluster, feature), walking a tile's rows in order and adding to the sums
-// the previous tiles of the same accumulation chunk left (zeroed at each
-// chunk's start), so tiles smaller than a chunk give the chunk's bits. The
-// host folds the chunks' sums in order.
+// device computes the exact distances directly. The host sums the clusters
+// from the labels (in row order, as on the CPU backend).
 
 #define INF __longlong_as_double(0x7ff0000000000000LL)
-
-__device__ __forceinline__ void two_sum(double a, double b, double* s, double* e) {
-    double t = a + b;
-    double bb = t - a;
-    *s = t;
-    *e = (a - (t - bb)) + (b - bb);
-}
 
 #define DEFINE_EXACT(T)                                                              \
     __device__ double exact_sq_dist_##T(const T* x, const double* c, int d) {        \
@@ -84,54 +70,7 @@ __device__ __forceinline__ void two_sum(double a, double b, double* s, double* e
         dist[r] = best;                                                              \
     }
 
-#define DEFINE_SUMS(T)                                                               \
-    extern "C" __global__ void cluster_sums_##T(const T* __restrict__ x,             \
-                                               const unsigned int* __restrict__ labels, \
-                                               const double* __restrict__ w,         \
-                                               int rows, int d, int k,               \
-                                               double* __restrict__ sums,            \
-                                               double* __restrict__ sums_err,        \
-                                               double* __restrict__ weights,         \
-                                               double* __restrict__ weights_err) {   \
-        int t = blockIdx.x * blockDim.x + threadIdx.x;                               \
-        if (t >= k * (d + 1)) return;                                                \
-        int j = t / (d + 1), f = t % (d + 1) - 1; /* f = -1: the weights */          \
-        size_t at = f < 0 ? (size_t)j : (size_t)j * d + f;                           \
-        double s = f < 0 ? weights[at] : sums[at];                                   \
-        double err = f < 0 ? weights_err[at] : sums_err[at];                         \
-        for (int i = 0; i < rows; ++i) {                                             \
-            if (labels[i] != (unsigned int)j) continue;                              \
-            double wi = w ? w[i] : 1.0;                                              \
-            double a, e;                                                             \
-            if (f < 0) {                                                             \
-                two_sum(s, wi, &a, &e);                                              \
-                s = a;                                                               \
-                err += e;                                                            \
-            } else if (w) {                                                          \
-                double v = (double)x[(size_t)i * d + f];                             \
-                double p = wi * v;                                                   \
-                double pe = fma(wi, v, -p);                                          \
-                two_sum(s, p, &a, &e);                                               \
-                s = a;                                                               \
-                err += e + pe;                                                       \
-            } else {                                                                 \
-                two_sum(s, (double)x[(size_t)i * d + f], &a, &e);                    \
-                s = a;                                                               \
-                err += e;                                                            \
-            }                                                                        \
-        }                                                                            \
-        if (f < 0) {                                                                 \
-            weights[at] = s;                                                         \
-            weights_err[at] = err;                                                   \
-        } else {                                                                     \
-            sums[at] = s;                                                            \
-            sums_err[at] = err;                                                      \
-        }                                                                            \
-    }
-
 DEFINE_EXACT(float)
 DEFINE_EXACT(double)
 DEFINE_ASSIGN(float)
 DEFINE_ASSIGN(double)
-DEFINE_SUMS(float)
-DEFINE_SUMS(double)

@@ -33,11 +33,7 @@ pub struct KernelSource {
 
 /// Every kernel source of the backend.
 pub const SOURCES: &[KernelSource] = &[
-    KernelSource {
-        name: "kmeans.cu",
-        text: include_str!("kmeans.cu"),
-        kernels: &["assign_float", "assign_double", "cluster_sums_float", "cluster_sums_double"],
-    },
+    KernelSource { name: "kmeans.cu", text: include_str!("kmeans.cu"), kernels: &["assign_float", "assign_double"] },
     KernelSource {
         name: "gaussian.cu",
         text: include_str!("gaussian.cu"),
@@ -81,7 +77,7 @@ pub fn compile(source: &KernelSource) -> std::result::Result<Ptx, String> {
 pub fn probe(ordinal: usize) -> std::result::Result<(String, u64), String> {
     // SAFETY: only loads the library and looks its symbols up.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err("no CUDA driver library (libcuda) was found: no NVIDIA driver is installed".into());
+        return Err(driver_library_error());
     }
     without_panics(INCOMPLETE_DRIVER, || {
         let count = CudaContext::device_count().map_err(driver_failed)?;
@@ -93,6 +89,24 @@ pub fn probe(ordinal: usize) -> std::result::Result<(String, u64), String> {
         let total = ctx.total_mem().map_err(driver_failed)?;
         Ok((name, total as u64))
     })
+}
+
+/// Why no driver library loads: none of the names the driver bindings try
+/// is there (no NVIDIA driver is installed), or one is and the loader
+/// refuses it (a broken install, another architecture's library): the
+/// loader's own words for the first refused.
+fn driver_library_error() -> String {
+    let names = ["cuda", "nvcuda"].into_iter().flat_map(cudarc::get_lib_name_candidates);
+    let refused = names
+        // SAFETY: as `is_culib_present`: only loads the library (and
+        // unloads it).
+        .filter_map(|name| unsafe { libloading::Library::new(&name) }.err())
+        .map(|e| e.to_string())
+        .find(|why| !why.contains("No such file or directory"));
+    match refused {
+        None => "no CUDA driver library (libcuda) was found: no NVIDIA driver is installed".into(),
+        Some(why) => format!("the CUDA driver library (libcuda) is there but does not load: {why}"),
+    }
 }
 
 /// A driver error in words: the driver's own description and its code
@@ -186,6 +200,38 @@ mod tests {
         assert!(e.starts_with("the CUDA driver library is incomplete or older than this memfit needs"), "{e}");
         assert!(e.ends_with("Missing symbol cuDeviceGetCount: undefined symbol"), "{e}");
         assert_eq!(without_panics("x", || Ok(3)), Ok(3));
+    }
+
+    /// A `libcuda.so` the loader refuses is reported in the loader's words,
+    /// not as a missing driver: this test runs itself again in a child
+    /// process whose `LD_LIBRARY_PATH` holds a file of that name that is
+    /// not a library. Skipped where a driver loads (a GPU machine's).
+    #[test]
+    fn a_driver_library_that_does_not_load_is_reported_as_such() {
+        const CHILD: &str = "MEMFIT_TEST_PROBE_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            println!("probe: {}", probe(0).unwrap_err());
+            return;
+        }
+        // SAFETY: only loads the library and looks its symbols up.
+        if unsafe { cudarc::driver::sys::is_culib_present() } {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("libcuda.so"), b"not a shared library").unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "device::cuda::tests::a_driver_library_that_does_not_load_is_reported_as_such"])
+            .args(["--nocapture", "--test-threads", "1"])
+            .env(CHILD, "1")
+            .env("LD_LIBRARY_PATH", dir.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().find(|l| l.starts_with("probe: ")).unwrap_or_else(|| panic!("{text}"));
+        assert!(line.contains("the CUDA driver library (libcuda) is there but does not load: "), "{line}");
+        assert!(line.contains("libcuda.so"), "{line}");
+        // And without it: not found.
+        assert!(driver_library_error().starts_with("no CUDA driver library (libcuda) was found"));
     }
 
     #[test]

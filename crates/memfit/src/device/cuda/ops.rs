@@ -19,24 +19,34 @@
 //! thread), so a mixture fitted on the device is the CPU's fit to rounding,
 //! not bit for bit.
 //!
-//! The centres, or the mixture's parameters, are uploaded when they change
-//! (once per iteration). The device buffers (one tile of rows, its labels
-//! and distances or its log-densities, and the parameters) are those the
-//! device planner counts ([`super::super::plan`]). A device error fails the
-//! pass with [`crate::Error::DeviceUnavailable`].
+//! Copies and compute overlap through [`TILES_IN_FLIGHT`] slots, each with
+//! its own stream, device buffers and page-locked (pinned) host buffers:
+//! the runner's workers call the operations concurrently, each takes a free
+//! slot, copies its tile into the slot's pinned buffer, and queues the
+//! upload, the kernel and the download on the slot's stream while another
+//! worker's tile is in flight on the other. The centres, or the mixture's
+//! parameters, are uploaded when they change (once per iteration) and
+//! shared by the slots. The device buffers are those the device planner
+//! counts ([`super::super::plan`]); the pinned ones are declared as host
+//! bytes ([`Ops::assign_bytes`]). A device error fails the pass with
+//! [`crate::Error::DeviceUnavailable`].
 //!
-//! Not yet: pinned host buffers and a second stream to overlap copies and
-//! compute (the plan already counts two tiles in flight), the per-tile
-//! cluster sums and the mixtures' M-step sums on the device, and the
-//! bounds' compacted rows (assigned on the host).
+//! Not yet: the per-tile cluster sums and the mixtures' M-step sums on the
+//! device, rows kept on the device across iterations, and the bounds'
+//! compacted rows (assigned on the host).
 
 use std::any::TypeId;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    ValidAsZeroBits,
+};
 
 use super::{compile, driver_failed, without_panics, SOURCES};
 use crate::backend::{Cpu, OpBytes, Ops};
+use crate::device::plan::TILES_IN_FLIGHT;
 use crate::device::{unavailable, Device};
 use crate::error::Result;
 use crate::kernels::{Estep, Prec, PreparedCenters, Scratch};
@@ -47,19 +57,24 @@ const BLOCK_THREADS: u32 = 256;
 
 /// The operations on CUDA device `ordinal`, streaming tiles of `tile_rows`
 /// rows: one per device and tile size for the process (the device's
-/// context is the process's primary context). Each keeps its device
-/// buffers (one tile of rows of one compute type, its labels and distances,
-/// the last centres) until the process ends: a process running jobs of
+/// context is the process's primary context). Each keeps its slots' buffers
+/// (per slot one tile of rows of one compute type, its labels and
+/// distances or log-densities, on the device and pinned on the host) and
+/// the last centres until the process ends: a process running jobs of
 /// several tile sizes on one device holds each size's (at most the
 /// power-of-two sizes of the device planner, and one below 256 rows).
 pub(crate) fn ops<T: Real>(ordinal: usize, tile_rows: usize) -> &'static dyn Ops<T> {
     static ALL: OnceLock<Mutex<Vec<&'static CudaOps>>> = OnceLock::new();
-    let mut all = ALL.get_or_init(Mutex::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut all = ALL.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(o) = all.iter().find(|o| o.ordinal == ordinal && o.tile_rows == tile_rows) {
         return *o;
     }
-    let o: &'static CudaOps =
-        Box::leak(Box::new(CudaOps { ordinal, tile_rows: tile_rows.max(1), state: Mutex::new(None) }));
+    let o: &'static CudaOps = Box::leak(Box::new(CudaOps {
+        ordinal,
+        tile_rows: tile_rows.max(1),
+        shared: Mutex::new(None),
+        next_slot: AtomicUsize::new(0),
+    }));
     all.push(o);
     o
 }
@@ -68,26 +83,40 @@ pub(crate) fn ops<T: Real>(ordinal: usize, tile_rows: usize) -> &'static dyn Ops
 pub(crate) struct CudaOps {
     ordinal: usize,
     tile_rows: usize,
-    state: Mutex<Option<State>>,
+    shared: Mutex<Option<Arc<Shared>>>,
+    /// The slot a worker waits for when none is free (round robin).
+    next_slot: AtomicUsize,
 }
 
-/// What an opened device holds.
-struct State {
-    stream: Arc<CudaStream>,
+/// What an opened device holds: its kernels, the parameters every slot
+/// reads, and the slots.
+struct Shared {
     assign_float: CudaFunction,
     assign_double: CudaFunction,
     log_prob_float: CudaFunction,
     log_prob_double: CudaFunction,
-    /// The centres on the device, and the host's copy of what they hold.
-    centers: Option<(Vec<f64>, CudaSlice<f64>)>,
-    rows_f32: Option<CudaSlice<f32>>,
-    rows_f64: Option<CudaSlice<f64>>,
-    labels: Option<CudaSlice<u32>>,
-    dist: Option<CudaSlice<f64>>,
-    /// A mixture's parameters on the device, and the host's copies.
-    mixture: Option<MixtureParams>,
-    /// One tile's log-densities, `(tile_rows, K)`.
-    log_prob: Option<CudaSlice<f64>>,
+    params: Mutex<Params>,
+    slots: Vec<Mutex<Slot>>,
+}
+
+/// The parameters on the device, with the host's copies they are compared
+/// with. Held by `Arc` so that a slot still computing with the previous
+/// iteration's keeps them alive.
+#[derive(Default)]
+struct Params {
+    centers: Option<(Vec<f64>, Arc<CudaSlice<f64>>)>,
+    mixture: Option<Arc<MixtureParams>>,
+}
+
+/// One tile in flight: a stream, the tile's device buffers and their
+/// pinned host twins (each made, or remade larger, on first use).
+struct Slot {
+    stream: Arc<CudaStream>,
+    rows_f32: Option<(PinnedHostSlice<f32>, CudaSlice<f32>)>,
+    rows_f64: Option<(PinnedHostSlice<f64>, CudaSlice<f64>)>,
+    labels: Option<(PinnedHostSlice<u32>, CudaSlice<u32>)>,
+    dist: Option<(PinnedHostSlice<f64>, CudaSlice<f64>)>,
+    log_prob: Option<(PinnedHostSlice<f64>, CudaSlice<f64>)>,
 }
 
 /// A mixture's E-step parameters as the `log_prob_*` kernels take them, in
@@ -123,40 +152,54 @@ struct MixtureParams {
     base: CudaSlice<f64>,
 }
 
+/// A pinned host buffer and a device buffer of at least `len` values each
+/// in `pair` (made, or remade larger, here). Pinned memory the host only
+/// writes (`host_writes`: rows going up) is write-combined.
+fn buffers<'a, V: DeviceRepr + ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    pair: &'a mut Option<(PinnedHostSlice<V>, CudaSlice<V>)>,
+    len: usize,
+    host_writes: bool,
+) -> std::result::Result<&'a mut (PinnedHostSlice<V>, CudaSlice<V>), String> {
+    if pair.as_ref().is_none_or(|(h, _)| h.len() < len) {
+        *pair = None;
+        let flags = if host_writes { sys::CU_MEMHOSTALLOC_WRITECOMBINED } else { 0 };
+        // SAFETY: the pinned buffer's values are written (rows) or copied
+        // from the device (results) before they are read.
+        let host = unsafe { stream.context().alloc_pinned_with_flags::<V>(len, flags) }.map_err(driver_failed)?;
+        let dev = stream.alloc_zeros::<V>(len).map_err(driver_failed)?;
+        *pair = Some((host, dev));
+    }
+    pair.as_mut().ok_or_else(|| "no buffer".to_string())
+}
+
 /// A tile of rows on the device, in its compute type.
 enum Rows<'a> {
     F32(&'a CudaSlice<f32>),
     F64(&'a CudaSlice<f64>),
 }
 
-/// Copies the tile `xt` into the device's row buffer of its type (made, or
-/// remade for a job of wider rows, to hold `len` values; the other type's
-/// is dropped).
-fn upload<'a, T: Real>(
-    stream: &Arc<CudaStream>,
-    xt: &[T],
-    len: usize,
-    f32s: &'a mut Option<CudaSlice<f32>>,
-    f64s: &'a mut Option<CudaSlice<f64>>,
-) -> std::result::Result<Rows<'a>, String> {
-    if let Some(xt) = as_f32(xt) {
-        if f32s.as_ref().is_none_or(|b| b.len() < len) {
-            *f64s = None;
-            *f32s = Some(stream.alloc_zeros::<f32>(len).map_err(driver_failed)?);
+impl Slot {
+    /// Copies the tile `xt` into the slot's pinned row buffer of its type
+    /// and queues its upload (buffers of `len` values; the other type's are
+    /// dropped).
+    fn upload<T: Real>(&mut self, xt: &[T], len: usize) -> std::result::Result<Rows<'_>, String> {
+        let stream = self.stream.clone();
+        if let Some(xt) = as_f32(xt) {
+            self.rows_f64 = None;
+            let (host, dev) = buffers(&stream, &mut self.rows_f32, len, true)?;
+            host.as_mut_slice().map_err(driver_failed)?[..xt.len()].copy_from_slice(xt);
+            stream.memcpy_htod(&*host, dev).map_err(driver_failed)?;
+            Ok(Rows::F32(dev))
+        } else if let Some(xt) = as_f64(xt) {
+            self.rows_f32 = None;
+            let (host, dev) = buffers(&stream, &mut self.rows_f64, len, true)?;
+            host.as_mut_slice().map_err(driver_failed)?[..xt.len()].copy_from_slice(xt);
+            stream.memcpy_htod(&*host, dev).map_err(driver_failed)?;
+            Ok(Rows::F64(dev))
+        } else {
+            Err("the compute type is neither float32 nor float64".into())
         }
-        let buf = f32s.as_mut().ok_or("no row tile")?;
-        stream.memcpy_htod(xt, buf).map_err(driver_failed)?;
-        Ok(Rows::F32(buf))
-    } else if let Some(xt) = as_f64(xt) {
-        if f64s.as_ref().is_none_or(|b| b.len() < len) {
-            *f32s = None;
-            *f64s = Some(stream.alloc_zeros::<f64>(len).map_err(driver_failed)?);
-        }
-        let buf = f64s.as_mut().ok_or("no row tile")?;
-        stream.memcpy_htod(xt, buf).map_err(driver_failed)?;
-        Ok(Rows::F64(buf))
-    } else {
-        Err("the compute type is neither float32 nor float64".into())
     }
 }
 
@@ -170,8 +213,9 @@ impl CudaOps {
         unavailable(self.device(), why)
     }
 
-    /// Opens the device: its context, stream and the compiled kernels.
-    fn open(&self) -> std::result::Result<State, String> {
+    /// Opens the device: its context, the compiled kernels and a stream per
+    /// slot.
+    fn open(&self) -> std::result::Result<Shared, String> {
         let ordinal = self.ordinal;
         super::probe(ordinal)?;
         let ptx = |name: &str| {
@@ -181,33 +225,49 @@ impl CudaOps {
         let (kmeans, gaussian) = (ptx("kmeans.cu")?, ptx("gaussian.cu")?);
         without_panics(super::INCOMPLETE_DRIVER, || {
             let ctx = CudaContext::new(ordinal).map_err(driver_failed)?;
-            let stream = ctx.default_stream();
             let kmeans = ctx.load_module(kmeans).map_err(driver_failed)?;
             let gaussian = ctx.load_module(gaussian).map_err(driver_failed)?;
-            Ok(State {
-                stream,
+            let slots = (0..TILES_IN_FLIGHT)
+                .map(|_| {
+                    Ok(Mutex::new(Slot {
+                        stream: ctx.new_stream().map_err(driver_failed)?,
+                        rows_f32: None,
+                        rows_f64: None,
+                        labels: None,
+                        dist: None,
+                        log_prob: None,
+                    }))
+                })
+                .collect::<std::result::Result<Vec<_>, String>>()?;
+            Ok(Shared {
                 assign_float: kmeans.load_function("assign_float").map_err(driver_failed)?,
                 assign_double: kmeans.load_function("assign_double").map_err(driver_failed)?,
                 log_prob_float: gaussian.load_function("log_prob_float").map_err(driver_failed)?,
                 log_prob_double: gaussian.load_function("log_prob_double").map_err(driver_failed)?,
-                centers: None,
-                rows_f32: None,
-                rows_f64: None,
-                labels: None,
-                dist: None,
-                mixture: None,
-                log_prob: None,
+                params: Mutex::default(),
+                slots,
             })
         })
     }
 
-    /// The device's state, opened on first use.
-    fn state(&self) -> std::result::Result<std::sync::MutexGuard<'_, Option<State>>, String> {
-        let mut guard = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// The device's shared state, opened on first use.
+    fn shared(&self) -> std::result::Result<Arc<Shared>, String> {
+        let mut guard = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
         if guard.is_none() {
-            *guard = Some(self.open()?);
+            *guard = Some(Arc::new(self.open()?));
         }
-        Ok(guard)
+        guard.clone().ok_or_else(|| "the device did not open".into())
+    }
+
+    /// A free slot, or (all busy) the next one in turn, waited for.
+    fn slot<'a>(&self, s: &'a Shared) -> MutexGuard<'a, Slot> {
+        for m in &s.slots {
+            if let Ok(g) = m.try_lock() {
+                return g;
+            }
+        }
+        let i = self.next_slot.fetch_add(1, Ordering::Relaxed) % s.slots.len();
+        s.slots[i].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Assigns the rows of `x` (row-major, `labels.len()` rows of `d`).
@@ -218,27 +278,27 @@ impl CudaOps {
         labels: &mut [u32],
         min_dist: &mut [f64],
     ) -> std::result::Result<(), String> {
-        let mut guard = self.state()?;
-        let s = guard.as_mut().ok_or("the device did not open")?;
+        let shared = self.shared()?;
         let (k, d) = (centers.n_clusters, centers.n_features);
         let tile = self.tile_rows;
         // A panic here (cudarc's length checks, a slice out of range) is a
         // bug in this path, reported as such with its message.
         without_panics("memfit's CUDA assignment failed (a bug: please report it)", || {
-            let stream = s.stream.clone();
             // Uploaded when they change (once per iteration), compared in
             // place: no copy per block.
-            let host = centers.centers();
-            if s.centers.as_ref().is_none_or(|(held, _)| held.as_slice() != host) {
-                let dev = stream.clone_htod(host).map_err(driver_failed)?;
-                s.centers = Some((host.to_vec(), dev));
-            }
-            let c = &s.centers.as_ref().ok_or("no centres on the device")?.1;
-            if s.labels.is_none() {
-                s.labels = Some(stream.alloc_zeros::<u32>(tile).map_err(driver_failed)?);
-                s.dist = Some(stream.alloc_zeros::<f64>(tile).map_err(driver_failed)?);
-            }
-            let (dl, dd) = (s.labels.as_mut().ok_or("no labels")?, s.dist.as_mut().ok_or("no distances")?);
+            let c = {
+                let mut p = shared.params.lock().unwrap_or_else(PoisonError::into_inner);
+                let host = centers.centers();
+                if p.centers.as_ref().is_none_or(|(held, _)| held.as_slice() != host) {
+                    let s = self.slot(&shared).stream.clone();
+                    let dev = s.clone_htod(host).map_err(driver_failed)?;
+                    s.synchronize().map_err(driver_failed)?;
+                    p.centers = Some((host.to_vec(), Arc::new(dev)));
+                }
+                p.centers.as_ref().map(|(_, c)| c.clone()).ok_or("no centres on the device")?
+            };
+            let mut slot = self.slot(&shared);
+            let slot = &mut *slot;
             let (ki, di) = (to_i32(k)?, to_i32(d)?);
             for (t, (l, m)) in labels.chunks_mut(tile).zip(min_dist.chunks_mut(tile)).enumerate() {
                 let rows = l.len();
@@ -249,22 +309,34 @@ impl CudaOps {
                     block_dim: (BLOCK_THREADS, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                let rows_on = upload(&stream, xt, tile * d, &mut s.rows_f32, &mut s.rows_f64)?;
-                let f = if matches!(rows_on, Rows::F32(_)) { &s.assign_float } else { &s.assign_double };
+                let stream = slot.stream.clone();
+                let mut dl = slot.labels.take();
+                let mut dd = slot.dist.take();
+                let (hl, devl) = buffers(&stream, &mut dl, tile, false)?;
+                let (hd, devd) = buffers(&stream, &mut dd, tile, false)?;
+                let rows_on = slot.upload(xt, tile * d)?;
+                let f = if matches!(rows_on, Rows::F32(_)) { &shared.assign_float } else { &shared.assign_double };
                 let mut b = stream.launch_builder(f);
                 match rows_on {
                     Rows::F32(r) => b.arg(r),
                     Rows::F64(r) => b.arg(r),
                 };
-                b.arg(c).arg(&ri).arg(&di).arg(&ki).arg(&mut *dl).arg(&mut *dd);
+                b.arg(&*c).arg(&ri).arg(&di).arg(&ki).arg(&mut *devl).arg(&mut *devd);
                 // SAFETY: the arguments match `assign_float`'s (or
                 // `assign_double`'s) parameters, and every buffer holds
                 // `rows` rows.
                 unsafe { b.launch(cfg) }.map_err(driver_failed)?;
-                stream.memcpy_dtoh(&dl.slice(..rows), l).map_err(driver_failed)?;
-                stream.memcpy_dtoh(&dd.slice(..rows), m).map_err(driver_failed)?;
+                stream.memcpy_dtoh(&*devl, hl).map_err(driver_failed)?;
+                stream.memcpy_dtoh(&*devd, hd).map_err(driver_failed)?;
+                // The tile's results are on the host once its stream is
+                // done; the other slot's tile runs meanwhile.
+                stream.synchronize().map_err(driver_failed)?;
+                l.copy_from_slice(&hl.as_slice().map_err(driver_failed)?[..rows]);
+                m.copy_from_slice(&hd.as_slice().map_err(driver_failed)?[..rows]);
+                slot.labels = dl;
+                slot.dist = dd;
             }
-            stream.synchronize().map_err(driver_failed)
+            Ok(())
         })
     }
 
@@ -276,28 +348,29 @@ impl CudaOps {
         if k == 0 || out.is_empty() {
             return Ok(());
         }
-        let mut guard = self.state()?;
-        let s = guard.as_mut().ok_or("the device did not open")?;
+        let shared = self.shared()?;
         let tile = self.tile_rows;
         without_panics("memfit's CUDA log-densities failed (a bug: please report it)", || {
-            let stream = s.stream.clone();
             // Uploaded when they change (once per iteration), compared with
             // the host's copy (K·d² values for full covariances).
-            let host = MixtureHost::of(es);
-            if s.mixture.as_ref().is_none_or(|m| m.host != host) {
-                s.mixture = Some(MixtureParams {
-                    means: stream.clone_htod(&host.means).map_err(driver_failed)?,
-                    prec: stream.clone_htod(&host.prec).map_err(driver_failed)?,
-                    base: stream.clone_htod(&host.base).map_err(driver_failed)?,
-                    host,
-                });
-            }
-            let m = s.mixture.as_ref().ok_or("no parameters on the device")?;
-            if s.log_prob.as_ref().is_none_or(|b| b.len() < tile * k) {
-                s.log_prob = None;
-                s.log_prob = Some(stream.alloc_zeros::<f64>(tile * k).map_err(driver_failed)?);
-            }
-            let dout = s.log_prob.as_mut().ok_or("no log-density tile")?;
+            let m = {
+                let mut p = shared.params.lock().unwrap_or_else(PoisonError::into_inner);
+                let host = MixtureHost::of(es);
+                if p.mixture.as_ref().is_none_or(|m| m.host != host) {
+                    let s = self.slot(&shared).stream.clone();
+                    let params = MixtureParams {
+                        means: s.clone_htod(&host.means).map_err(driver_failed)?,
+                        prec: s.clone_htod(&host.prec).map_err(driver_failed)?,
+                        base: s.clone_htod(&host.base).map_err(driver_failed)?,
+                        host,
+                    };
+                    s.synchronize().map_err(driver_failed)?;
+                    p.mixture = Some(Arc::new(params));
+                }
+                p.mixture.clone().ok_or("no parameters on the device")?
+            };
+            let mut slot = self.slot(&shared);
+            let slot = &mut *slot;
             let (ki, di, kind) = (to_i32(k)?, to_i32(d)?, m.host.kind);
             for (t, o) in out.chunks_mut(tile * k).enumerate() {
                 let rows = o.len() / k;
@@ -310,8 +383,11 @@ impl CudaOps {
                     block_dim: (BLOCK_THREADS, 1, 1),
                     shared_mem_bytes: 0,
                 };
-                let rows_on = upload(&stream, xt, tile * d, &mut s.rows_f32, &mut s.rows_f64)?;
-                let f = if matches!(rows_on, Rows::F32(_)) { &s.log_prob_float } else { &s.log_prob_double };
+                let stream = slot.stream.clone();
+                let mut lp = slot.log_prob.take();
+                let (hout, dout) = buffers(&stream, &mut lp, tile * k, false)?;
+                let rows_on = slot.upload(xt, tile * d)?;
+                let f = if matches!(rows_on, Rows::F32(_)) { &shared.log_prob_float } else { &shared.log_prob_double };
                 let mut b = stream.launch_builder(f);
                 match rows_on {
                     Rows::F32(r) => b.arg(r),
@@ -323,9 +399,12 @@ impl CudaOps {
                 // `rows` rows, the output `rows × K` values, and the
                 // parameters `kind`'s lengths for `K` and `d`.
                 unsafe { b.launch(cfg) }.map_err(driver_failed)?;
-                stream.memcpy_dtoh(&dout.slice(..rows * k), o).map_err(driver_failed)?;
+                stream.memcpy_dtoh(&*dout, hout).map_err(driver_failed)?;
+                stream.synchronize().map_err(driver_failed)?;
+                o.copy_from_slice(&hout.as_slice().map_err(driver_failed)?[..rows * k]);
+                slot.log_prob = lp;
             }
-            stream.synchronize().map_err(driver_failed)
+            Ok(())
         })
     }
 }
