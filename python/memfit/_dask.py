@@ -297,6 +297,29 @@ def _expression_rows(x: Any, start: int, stop: int) -> np.ndarray:
     return x[start:stop].compute(memory_limit=task_limit(None), n_jobs=1)
 
 
+def refuse_sparse_chunks(kind: str, name: str = "X", accept_sparse: bool = True) -> None:
+    """Raises the TypeError for a Dask array whose chunks are ``kind``
+    (scipy.sparse matrices), which memfit does not read yet, saying what to
+    pass instead (the sparse matrix itself where the estimator reads sparse
+    input, else dense rows)."""
+    instead = (
+        f"pass the sparse matrix itself ({name}.compute(): memfit reads it where it lies, without densifying it)"
+        if accept_sparse
+        else f"this estimator needs dense rows: pass {name}.map_blocks(lambda b: b.toarray()) or a dense .npy path"
+    )
+    raise TypeError(f"memfit does not read Dask arrays of scipy.sparse chunks yet ({name}'s chunks are {kind}); {instead}")
+
+
+def dense_chunk(chunk: Any) -> np.ndarray:
+    """A computed chunk as a NumPy array; a scipy.sparse chunk (of an array
+    whose ``meta`` did not say so) is refused as :func:`refuse_sparse_chunks`
+    says, not turned into an object array."""
+    sp = sys.modules.get("scipy.sparse")
+    if sp is not None and sp.issparse(chunk):
+        refuse_sparse_chunks(type(chunk).__name__)
+    return np.asarray(chunk)
+
+
 class Rows:
     """Rows of a 2-D Dask array read one chunk at a time in this process (the
     engine's reader: ``shape``, ``dtype``, ``held_bytes``, ``read_rows``)."""
@@ -314,7 +337,7 @@ class Rows:
     def _get(self, i: int) -> np.ndarray:
         if self._at != i:
             self._chunk = None
-            self._chunk = np.asarray(self.x.blocks[i].compute())
+            self._chunk = dense_chunk(self.x.blocks[i].compute())
             self._at = i
         return self._chunk
 
@@ -371,7 +394,7 @@ def _run_chunk(
     tightest worker). Returns the encoded statistics; a task with per-row
     state (``kept`` is a :class:`Kept`, or None on a run's first pass)
     returns them with its chunk's new state."""
-    x = np.asarray(x)
+    x = dense_chunk(x)
     if x.dtype.byteorder == ">" or not x.flags.aligned:
         x = x.astype(x.dtype.newbyteorder("="))
     # Arrays unpickled on a worker may be misaligned: the engine borrows aligned ones.
@@ -654,7 +677,7 @@ class _RowsBlock:
         if b.shape[0] == 0:
             return np.empty((0,) if self.n_out is None else (0, self.n_out), dtype=self.dtype)
         start = block_info[0]["array-location"][0][0] if block_info else 0
-        return func(task_limit(self.memory_limit), Piece(np.asarray(b), start))
+        return func(task_limit(self.memory_limit), Piece(dense_chunk(b), start))
 
 
 class Piece:

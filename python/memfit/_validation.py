@@ -246,6 +246,8 @@ def check_data(
     numbered as in the whole array. With ``accept_sparse``, a
     ``scipy.sparse`` matrix or array is read as CSR (see
     :func:`sparse_input`); otherwise it raises scikit-learn's TypeError."""
+    if _dask.is_dask_array(X) and _is_sparse(getattr(X, "_meta", None)):
+        _dask.refuse_sparse_chunks(type(X._meta).__name__, name, accept_sparse)
     if isinstance(X, _dask.Piece):
         data = _check_data(X.array, estimator, reset=reset, name=name, min_samples=min_samples)
         return replace(data, engine=_dask.Piece(data.engine, X.first_row))
@@ -328,12 +330,6 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
             )
         if any(np.isnan(s) for s in X.shape):
             raise ValueError(f"{name} has unknown chunk sizes {X.shape}; call {name}.compute_chunk_sizes() first")
-        if _is_sparse(getattr(X, "_meta", None)):
-            raise TypeError(
-                f"memfit does not read Dask arrays of scipy.sparse chunks yet ({name}'s chunks are "
-                f"{type(X._meta).__name__}); pass the sparse matrix itself ({name}.compute(): memfit reads it where "
-                "it lies, without densifying it)"
-            )
         if np.issubdtype(X.dtype, np.complexfloating):
             raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
         if np.dtype(X.dtype) not in NATIVE_DTYPES:

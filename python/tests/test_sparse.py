@@ -286,3 +286,11 @@ def test_a_dask_array_of_sparse_chunks_is_refused_clearly():
     for call in (lambda: KMeans(3).fit(dX), lambda: fitted.predict(dX), lambda: fitted.transform(dX)):
         with pytest.raises(TypeError, match=r"does not read Dask arrays of scipy.sparse chunks yet .*csr_matrix.*compute\(\)"):
             call()
+    # Estimators that need dense rows say so.
+    for est in (MiniBatchKMeans(3), GaussianMixture(2)):
+        with pytest.raises(TypeError, match=r"chunks yet .*needs dense rows: pass X.map_blocks\(lambda b: b.toarray\(\)\)"):
+            est.fit(dX)
+    # Sparse chunks behind a dense meta are found when read, and named.
+    hidden = da.from_array(X, chunks=(100, 30), asarray=False).map_blocks(lambda b: b, meta=np.empty((0, 0)))
+    with pytest.raises(ValueError, match=r"reading rows 0\.\.\d+: .*does not read Dask arrays of scipy.sparse chunks yet"):
+        KMeans(3).fit(hidden)

@@ -88,8 +88,9 @@ pub struct DeviceArgs {
     /// memfit built with the `cuda` cargo feature and an NVIDIA driver; the
     /// job is planned within --device-memory-limit, and the dry run shows
     /// that plan. k-means (kmeans, predict) then runs its assignments on the
-    /// device, with the CPU's bits; mixtures (gmm, gmm-predict) are refused
-    /// after planning: their device path is not there yet.
+    /// device, with the CPU's bits; mixtures (gmm, gmm-predict) their
+    /// E-step's log-densities, the CPU's to rounding (mixtures held in
+    /// component groups are refused).
     #[arg(long, value_name = "cpu|cuda|cuda:N", default_value = "cpu")]
     pub device: String,
     /// Device memory limit for a CUDA job, in the units of --memory-limit.

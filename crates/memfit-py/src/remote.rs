@@ -147,7 +147,8 @@ impl RowSource for PyRows {
             let a: PyReadonlyArray2<'_, f64> = a.extract(py)?;
             Ok::<_, PyErr>(a.as_array().iter().copied().collect())
         })
-        .map_err(|e| memfit::Error::Remote { reason: format!("reading rows {start}..{}: {e}", start + rows) })
+        // Read in this process (no task elsewhere): the input's error.
+        .map_err(|e| memfit::Error::param("X", format!("reading rows {start}..{}: {e}", start + rows)))
     }
 }
 
