@@ -101,7 +101,8 @@ fn driver_library_error() -> String {
         // SAFETY: as `is_culib_present`: only loads the library (and
         // unloads it).
         .filter_map(|name| unsafe { libloading::Library::new(&name) }.err())
-        .map(|e| e.to_string())
+        // The loader's description (`dlerror`'s), not libloading's summary.
+        .map(|e| std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string))
         .find(|why| !why.contains("No such file or directory"));
     match refused {
         None => "no CUDA driver library (libcuda) was found: no NVIDIA driver is installed".into(),
@@ -227,7 +228,8 @@ mod tests {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        let line = text.lines().find(|l| l.starts_with("probe: ")).unwrap_or_else(|| panic!("{text}"));
+        // The harness may print the test's name on the same line first.
+        let line = text.lines().find_map(|l| l.find("probe: ").map(|i| &l[i..])).unwrap_or_else(|| panic!("{text}"));
         assert!(line.contains("the CUDA driver library (libcuda) is there but does not load: "), "{line}");
         assert!(line.contains("libcuda.so"), "{line}");
         // And without it: not found.
