@@ -105,14 +105,15 @@ def gather_rows(
     metric: str = "euclidean",
     out: Optional[Union[_F64, npt.NDArray[np.float32]]] = None,
     n_jobs: Optional[int] = None,
-) -> Union[_F64, npt.NDArray[np.float32]]:
+) -> Union[_F64, npt.NDArray[np.float32], tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.int64]]]:
     """Rows of x (any order, repeats allowed) as a new (len(rows), n_features)
     array (or written into out, then returned), float32 when float32 else
     float64, read with positioned reads; scaled to unit norm for
-    metric="cosine"."""
+    metric="cosine". For a sparse (CSR) x, the rows' (data, indices, indptr)
+    arrays instead."""
 
 def minibatch_step(
-    batch: Union[_F64, npt.NDArray[np.float32]],
+    batch: Union[_F64, npt.NDArray[np.float32], Any],
     *,
     centers: _F64,
     counts: _F64,
@@ -144,9 +145,11 @@ def minibatch_plan(
     held: list[tuple[str, int]],
     n_jobs: Optional[int] = None,
     float32: bool = False,
+    max_row_nnz: Optional[int] = None,
 ) -> str:
     """The plan (text) of mini-batch steps beside the (name, bytes) buffers
-    held for the whole fit; MemoryError when it does not fit memory_limit."""
+    held for the whole fit (of sparse rows storing at most max_row_nnz
+    values when given); MemoryError when it does not fit memory_limit."""
 
 class MiniBatchWork:
     """A mini-batch fit's step buffers, made by its first step and reused."""

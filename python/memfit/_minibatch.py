@@ -15,12 +15,34 @@ from . import _dask, _memfit
 from . import array as ma
 from ._kmeans import _Centers
 from ._options import check_memory_limit, check_n_jobs
-from ._validation import c_float64, check_data, check_sample_weight, small_array
+from ._validation import _is_sparse, c_float64, check_data, check_sample_weight, small_array
 
 
 def _take(w, idx):
     """The weights of rows ``idx`` (ones when ``w`` is None)."""
     return np.ones(len(idx)) if w is None else w[idx]
+
+
+def _dense(rows):
+    """Drawn rows as a dense array (a sparse batch's rows filled in)."""
+    return rows.toarray() if _is_sparse(rows) else rows
+
+
+def _sparse_variances(X, unit, rows=1 << 16):
+    """Column variances of the CSR matrix X (of its rows scaled to unit
+    norm when ``unit``), as scikit-learn's ``mean_variance_axis``; unit rows
+    are made ``rows`` at a time, never a scaled copy of X."""
+    from sklearn.preprocessing import normalize
+    from sklearn.utils.sparsefuncs import incr_mean_variance_axis, mean_variance_axis
+
+    if not unit:
+        return mean_variance_axis(X, axis=0)[1]
+    d = X.shape[1]
+    mean, var, n = np.zeros(d), np.zeros(d), np.zeros(d)
+    for a in range(0, X.shape[0], rows):
+        chunk = normalize(X[a : a + rows].astype(np.float64))
+        mean, var, n = incr_mean_variance_axis(chunk, axis=0, last_mean=mean, last_var=var, last_n=n)
+    return var
 
 
 def _lazy(data):
@@ -48,6 +70,14 @@ class MiniBatchKMeans(_Centers):
     :class:`memfit.array.Array` or a Dask array) with positioned reads, never
     a copy of X; ``labels_`` and ``inertia_`` come from one exact pass over X
     within ``memory_limit``.
+
+    Sparse X (a ``scipy.sparse`` matrix or array) is read as CSR in place,
+    as :class:`memfit.KMeans` reads it: batches are drawn as CSR rows (at
+    most ``batch_size`` times the densest row's values), assigned by the
+    sparse kernel of :class:`memfit.KMeans` (the labels of the rows with
+    their zeros filled in) and summed with the dense sums' bits, so a fit on
+    sparse X gives the centres of the same fit on X densified, as
+    scikit-learn's ``_minibatch_update_sparse`` does.
 
     Parameters
     ----------
@@ -195,6 +225,8 @@ class MiniBatchKMeans(_Centers):
         self.memory_limit = memory_limit
         self.n_jobs = n_jobs
 
+    _accepts_sparse = True
+
     @property
     def _metric(self):
         return self.metric
@@ -235,12 +267,21 @@ class MiniBatchKMeans(_Centers):
             self._init_size = 3 * k
         self._init_size = min(self._init_size, n)
 
+    @staticmethod
+    def _max_row_nnz(data):
+        """The most values a row of sparse X stores (None for dense X)."""
+        if not _is_sparse(data.engine):
+            return None
+        return int(np.diff(data.engine.indptr).max(initial=0))
+
     def _tolerance(self, data):
         """``tol * mean(var(X, axis=0))`` (scikit-learn's ``_tolerance``); for
         ``"cosine"`` the variances of the unit rows the steps see (rows of
         zeros stay zero). The engine reads X in blocks within
         ``memory_limit`` (a Dask X: Dask computes it), never holding a
         float64 copy of X."""
+        if _is_sparse(data.engine):
+            return float(np.mean(_sparse_variances(data.engine, self.metric == "cosine"))) * self.tol
         x = (data.dask.input if data.dask is not None else _lazy(data)).astype(np.float64)
         if self.metric == "cosine":
             norms = np.sqrt((x * x).sum(axis=1, keepdims=True))
@@ -256,6 +297,13 @@ class MiniBatchKMeans(_Centers):
     @staticmethod
     def _check_finite(data):
         """scikit-learn's ``check_array`` finiteness check, X read in blocks."""
+        if _is_sparse(data.engine):
+            values = data.engine.data
+            if not np.isfinite(values).all():
+                if np.isnan(values).any():
+                    raise ValueError("Input X contains NaN.")
+                raise ValueError(f"Input X contains infinity or a value too large for dtype('{data.out_dtype}').")
+            return
         if data.dask is not None:
             import dask.array as da
 
@@ -272,9 +320,22 @@ class MiniBatchKMeans(_Centers):
     def _rows(self, data, idx, out=None):
         """Rows ``idx`` of X as a C-contiguous array of the compute dtype
         (unit rows for ``metric="cosine"``), written into ``out`` (the
-        previous batch) when given and the engine reads X."""
+        previous batch) when given and the engine reads X; a CSR matrix of
+        them for sparse X."""
         idx = np.asarray(idx, dtype=np.int64)
         x = data.engine
+        if _is_sparse(x):
+            import scipy.sparse as sp
+
+            values, indices, indptr = _memfit.gather_rows(
+                x,
+                rows=idx,
+                memory_limit=check_memory_limit(self.memory_limit),
+                float32=data.float32,
+                metric=self.metric,
+                n_jobs=check_n_jobs(self.n_jobs),
+            )
+            return sp.csr_matrix((values, indices, indptr), shape=(len(idx), data.n_features))
         if data.dask is not None:
             x = np.ascontiguousarray(np.asarray(data.dask.input[idx]))
             if self.metric == "euclidean":
@@ -313,13 +374,13 @@ class MiniBatchKMeans(_Centers):
             centers, _ = kmeans_plusplus(sample, k, random_state=random_state, sample_weight=w_sample)
         elif isinstance(init, str) and init == "random":
             seeds = random_state.choice(sample.shape[0], size=k, replace=False, p=w_sample / w_sample.sum())
-            centers = sample[seeds]
+            centers = _dense(sample[seeds])
         else:
             if callable(init):
                 centers = init(sample, k, random_state=random_state)
             else:
                 centers = init
-            centers = small_array(centers, "init", 2)
+            centers = small_array(_dense(centers), "init", 2)
             if centers.shape[0] != k:
                 raise ValueError(
                     f"The shape of the initial centers {centers.shape} does not match the number of clusters {k}."
@@ -366,7 +427,7 @@ class MiniBatchKMeans(_Centers):
             rows = np.asarray(pool)[random_state.choice(len(pool), replace=False, size=len(to_reassign))]
             if self.verbose:
                 print(f"[MiniBatchKMeans] Reassigning {len(to_reassign)} cluster centers.")
-            centers[to_reassign] = batch[rows]
+            centers[to_reassign] = _dense(batch[rows])
         return inertia, diff
 
     def _converged(self, stop, step, n_steps, n_samples, centers_squared_diff, batch_inertia):
@@ -411,7 +472,7 @@ class MiniBatchKMeans(_Centers):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
             Training data.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
@@ -422,7 +483,7 @@ class MiniBatchKMeans(_Centers):
         -------
         self : MiniBatchKMeans
         """
-        data = check_data(X, self, reset=True)
+        data = check_data(X, self, reset=True, accept_sparse=True)
         self._check_params_vs_input(data)
         if not self.compute_labels:
             # Else the final pass over X finds them (and drawn rows always).
@@ -445,6 +506,7 @@ class MiniBatchKMeans(_Centers):
             held=held,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
+            max_row_nnz=self._max_row_nnz(data),
         )
         # No weights: unit weights, never held.
         w = None if w_engine is None else self._weights(w_engine, n)
@@ -502,7 +564,7 @@ class MiniBatchKMeans(_Centers):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
             The batch (read whole: it must fit ``memory_limit``).
         y : Ignored
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
@@ -513,7 +575,7 @@ class MiniBatchKMeans(_Centers):
         self : MiniBatchKMeans
         """
         has_centers = hasattr(self, "cluster_centers_")
-        data = check_data(X, self, reset=not has_centers)
+        data = check_data(X, self, reset=not has_centers, accept_sparse=True)
         self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
         w = self._weights(check_sample_weight(sample_weight, data), data.n_samples)
         self.n_steps_ = getattr(self, "n_steps_", 0)

@@ -30,6 +30,10 @@ EXPECTED_FAILED_CHECKS = {
             "sample_weight is not equivalent to removing/repeating samples (same as scikit-learn's "
             "MiniBatchKMeans)"
         ),
+        "check_sample_weight_equivalence_on_sparse_data": (
+            "sample_weight is not equivalent to removing/repeating samples (same as scikit-learn's "
+            "MiniBatchKMeans)"
+        ),
     },
     "GaussianMixture": {},
 }

@@ -1,7 +1,9 @@
-"""k-means on scipy.sparse input: parity with scikit-learn's sparse Lloyd
-from the same initial centres, the same labels and centres as the dense fit
-bit for bit, every sparse format and index dtype, borrowed without changing
-the caller's matrix, and clear refusals where sparse input is not taken."""
+"""k-means and mini-batch k-means on scipy.sparse input: parity with
+scikit-learn's sparse Lloyd and sparse mini-batch steps from the same
+initial centres and random state, the same labels and centres as the dense
+fit bit for bit, every sparse format and index dtype, borrowed without
+changing the caller's matrix, and clear refusals where sparse input is not
+taken."""
 
 import numpy as np
 import pytest
@@ -126,9 +128,114 @@ def test_bad_sparse_input_is_refused_clearly():
         KMeans(3).fit(X.astype(np.complex128))
     with pytest.raises(ValueError, match="X has 41 features, but KMeans is expecting 40 features"):
         KMeans(3, random_state=0).fit(X).predict(sp.random(5, 41, format="csr"))
-    for est in (MiniBatchKMeans(3), GaussianMixture(3)):
-        with pytest.raises(TypeError, match="Sparse data was passed for X, but dense data is required"):
-            est.fit(X)
+    with pytest.raises(TypeError, match="Sparse data was passed for X, but dense data is required"):
+        GaussianMixture(3).fit(X)
+    for fit in (MiniBatchKMeans(3, batch_size=50).fit, MiniBatchKMeans(3, compute_labels=False).fit,
+                MiniBatchKMeans(3).partial_fit):
+        with pytest.raises(ValueError, match=r"Input X contains (NaN|infinity)|row \d+, column \d+"):
+            fit(bad)
+    with pytest.raises(ValueError, match="X has 41 features, but MiniBatchKMeans is expecting 40 features"):
+        MiniBatchKMeans(3, random_state=0).fit(X).partial_fit(sp.random(5, 41, format="csr"))
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_mini_batches_of_sparse_rows_step_as_the_dense_rows(metric):
+    """A sparse mini-batch fit draws the batches, initial centres and
+    reassignments of the dense fit and moves the centres bit for bit as it
+    does: weighted or not, float32 or float64, every init, partial_fit, any
+    n_jobs and memory_limit; its plan counts the sparse batches."""
+    X = tfidf_like(n=4_000, d=600, density=0.02, seed=2) * 2.0
+    dense = X.toarray()
+    w = np.random.default_rng(4).uniform(0.1, 3.0, X.shape[0])
+    for init, weights, dtype in [("k-means++", None, np.float64), ("random", w, np.float64),
+                                 (first_rows(X, 7), None, np.float32), ("k-means++", w, np.float32)]:
+        kw = dict(init=init, n_init=1, random_state=0, batch_size=300, metric=metric, reassignment_ratio=0.05)
+        a = MiniBatchKMeans(7, **kw).fit(X.astype(dtype), sample_weight=weights)
+        b = MiniBatchKMeans(7, **kw).fit(dense.astype(dtype), sample_weight=weights)
+        np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+        np.testing.assert_array_equal(a.labels_, b.labels_)
+        assert a.cluster_centers_.dtype == dtype and a.n_steps_ == b.n_steps_
+        assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-10 if dtype == np.float64 else 1e-5)
+    fits = [MiniBatchKMeans(7, random_state=1, batch_size=256, metric=metric, n_jobs=j, memory_limit=m).fit(X)
+            for j, m in [(1, "1GiB"), (2, "8MiB"), (3, "8MiB")]]
+    for f in fits[1:]:
+        np.testing.assert_array_equal(f.cluster_centers_, fits[0].cluster_centers_)
+        np.testing.assert_array_equal(f.labels_, fits[0].labels_)
+    assert "sparse products (per thread)" in fits[0].memory_plan_
+    assert "drawn batch (CSR, returned to Python)" in fits[0].memory_plan_
+    a, b = MiniBatchKMeans(7, random_state=0, metric=metric), MiniBatchKMeans(7, random_state=0, metric=metric)
+    for i in range(0, 4_000, 700):
+        a.partial_fit(X[i : i + 700])
+        b.partial_fit(dense[i : i + 700])
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    np.testing.assert_array_equal(a.predict(X), b.predict(dense))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sparse_mini_batches_match_scikit_learn(weighted):
+    """The same random_state gives scikit-learn's sparse MiniBatchKMeans fit
+    (its batches, k-means++ centres, sparse updates and early stop), to
+    rounding; partial_fit too. (Rows of random norms: unit rows tie
+    exactly at ‖x‖² + 1 from every unit centre they share no column with,
+    a tie each implementation breaks by its own rounding.)"""
+    from sklearn.cluster import MiniBatchKMeans as SKMiniBatchKMeans
+
+    X = sp.random(5_000, 800, density=0.02, format="csr", random_state=7)
+    w = np.random.default_rng(5).uniform(0.2, 2.0, X.shape[0]) if weighted else None
+    kw = dict(n_init=1, random_state=3, batch_size=256)
+    ours = MiniBatchKMeans(10, **kw).fit(X, sample_weight=w)
+    ref = SKMiniBatchKMeans(10, **kw).fit(X, sample_weight=w)
+    assert ours.n_steps_ == ref.n_steps_
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=0, atol=1e-12)
+    assert ours.inertia_ == pytest.approx(ref.inertia_, rel=1e-10)
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
+    ours, ref = MiniBatchKMeans(10, random_state=0), SKMiniBatchKMeans(10, random_state=0)
+    for i in range(0, 5_000, 1_000):
+        ours.partial_fit(X[i : i + 1_000], sample_weight=None if w is None else w[i : i + 1_000])
+        ref.partial_fit(X[i : i + 1_000], sample_weight=None if w is None else w[i : i + 1_000])
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=0, atol=1e-12)
+
+
+def test_the_cli_steps_sparse_mini_batches_as_dense_ones(tmp_path):
+    """`memfit kmeans X.npz --mini-batch SIZE` gives the labels, centres
+    and inertia of the same run on X saved dense, and its plan counts the
+    CSR batch."""
+    import json
+    import subprocess
+    import sys
+
+    X = tfidf_like(n=3_000, d=400, density=0.03, seed=9)
+    X.sum_duplicates()  # sorted columns, as the reader requires
+    sp.save_npz(tmp_path / "X.npz", X)
+    np.save(tmp_path / "X.npy", X.toarray())
+    out = {}
+    for name in ["X.npz", "X.npy"]:
+        for metric in ["euclidean", "cosine"]:
+            stem = tmp_path / f"{name}.{metric}"
+            subprocess.run(
+                [sys.executable, "-m", "memfit", "kmeans", str(tmp_path / name), "-k", "6", "--mini-batch", "200",
+                 "--seed", "2", "--metric", metric, "--scratch-dir", str(tmp_path), "--labels", f"{stem}.l.npy",
+                 "--centers", f"{stem}.c.npy", "--summary", f"{stem}.json", "--quiet"],
+                check=True, capture_output=True, text=True,
+            )
+            out[name, metric] = (np.load(f"{stem}.l.npy"), np.load(f"{stem}.c.npy"),
+                                 json.loads(pathlib_read(f"{stem}.json"))["inertia"])
+    for metric in ["euclidean", "cosine"]:
+        a, b = out["X.npz", metric], out["X.npy", metric]
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+        assert a[2] == pytest.approx(b[2], rel=1e-12)
+    plan = subprocess.run(
+        [sys.executable, "-m", "memfit", "kmeans", str(tmp_path / "X.npz"), "-k", "6", "--mini-batch", "200",
+         "--scratch-dir", str(tmp_path), "--dry-run"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    assert "mini-batch steps: batch (CSR)" in plan and "mini-batch steps: sparse products (per thread)" in plan
+
+
+def pathlib_read(path):
+    with open(path) as f:
+        return f.read()
 
 
 def test_a_limit_far_below_the_dense_matrix():
@@ -144,6 +251,9 @@ def test_a_limit_far_below_the_dense_matrix():
     assert "centers for sparse rows" in km.memory_plan_
     with pytest.raises(MemoryError, match="the job needs at least"):
         KMeans(10, memory_limit="64MiB").fit(X)
+    mb = MiniBatchKMeans(10, n_init=1, random_state=0, max_iter=2, memory_limit="256MiB").fit(X)
+    assert mb.cluster_centers_.shape == (10, d) and mb.labels_.shape == (n,)
+    assert "sparse products (per thread)" in mb.memory_plan_
 
 
 def test_peak_memory_stays_within_the_limit_in_memory_and_from_a_folder(tmp_path):
@@ -162,7 +272,7 @@ def test_peak_memory_stays_within_the_limit_in_memory_and_from_a_folder(tmp_path
     got = run_child(
         """
         import scipy.sparse as sp
-        from memfit import KMeans
+        from memfit import KMeans, MiniBatchKMeans
         rng = np.random.default_rng(0)
         n, d, per = 400_000, 50_000, 30
         rows = np.repeat(np.arange(n), per)
@@ -173,11 +283,16 @@ def test_peak_memory_stays_within_the_limit_in_memory_and_from_a_folder(tmp_path
         base = status("VmRSS")
         reset_peak()
         km = KMeans(8, n_init=1, max_iter=3, random_state=0, memory_limit=int(sys.argv[1])).fit(X)
-        print({"peak": status("VmHWM") - base, "labels": labels_bytes, "x": X.data.nbytes + X.indices.nbytes})
+        peak = status("VmHWM") - base
+        reset_peak()
+        base = status("VmRSS")
+        MiniBatchKMeans(8, batch_size=4096, max_iter=2, random_state=0, memory_limit=int(sys.argv[1])).fit(X)
+        print({"peak": peak, "mini-batch peak": status("VmHWM") - base, "labels": labels_bytes})
         """,
         limit,
     )
     assert got["peak"] <= limit + SLACK, got
+    assert got["mini-batch peak"] <= limit + SLACK, got
     # The CLI reads a folder whose arrays are several times the limit.
     rng = np.random.default_rng(1)
     n, d, per = 1_500_000, 20_000, 16
@@ -283,13 +398,13 @@ def test_a_dask_array_of_sparse_chunks_is_refused_clearly():
     X = sp.random(400, 30, density=0.1, format="csr", random_state=0)
     dX = da.from_array(X, chunks=(100, 30), asarray=False)
     fitted = KMeans(3, n_init=1, random_state=0).fit(X)
-    for call in (lambda: KMeans(3).fit(dX), lambda: fitted.predict(dX), lambda: fitted.transform(dX)):
+    for call in (lambda: KMeans(3).fit(dX), lambda: fitted.predict(dX), lambda: fitted.transform(dX),
+                 lambda: MiniBatchKMeans(3).fit(dX), lambda: MiniBatchKMeans(3).partial_fit(dX)):
         with pytest.raises(TypeError, match=r"does not read Dask arrays of scipy.sparse chunks yet .*csr_matrix.*compute\(\)"):
             call()
-    # Estimators that need dense rows say so.
-    for est in (MiniBatchKMeans(3), GaussianMixture(2)):
-        with pytest.raises(TypeError, match=r"chunks yet .*needs dense rows: pass X.map_blocks\(lambda b: b.toarray\(\)\)"):
-            est.fit(dX)
+    # An estimator that needs dense rows says so.
+    with pytest.raises(TypeError, match=r"chunks yet .*needs dense rows: pass X.map_blocks\(lambda b: b.toarray\(\)\)"):
+        GaussianMixture(2).fit(dX)
     # Sparse chunks behind a dense meta are found when read, and named.
     hidden = da.from_array(X, chunks=(100, 30), asarray=False).map_blocks(lambda b: b, meta=np.empty((0, 0)))
     with pytest.raises(ValueError, match=r"reading rows 0\.\.\d+: .*does not read Dask arrays of scipy.sparse chunks yet"):

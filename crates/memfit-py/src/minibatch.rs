@@ -1,9 +1,12 @@
 //! Mini-batch k-means: rows drawn from any input, and one step on a batch.
 
 use memfit::cluster::{EarlyStop, Metric, MiniBatch, StepWork, Stop};
+use memfit::exec::{Block, CsrIndex};
+use memfit::io::Source;
 use memfit::Real;
 use numpy::{
-    PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2, PyUntypedArrayMethods,
+    IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2,
+    PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
 
@@ -22,6 +25,11 @@ use crate::shared::{run_options, Inputs};
 /// batch's) the rows are written there and `out` is returned: a loop of
 /// batches then reuses one array. Reads on `n_jobs` threads (the calling
 /// thread's pool, as every engine call).
+///
+/// A sparse `x` (a CSR matrix) gives its rows as CSR arrays instead,
+/// `(data, indices, indptr)` (values of the compute dtype, int32 columns,
+/// or int64 where the columns need them, int64 offsets from 0), counted at
+/// the densest row's size each; `out` is not used.
 #[pyfunction]
 #[pyo3(signature = (x, *, rows, memory_limit, float32=false, metric="euclidean", out=None, n_jobs=None))]
 #[allow(clippy::too_many_arguments)]
@@ -47,7 +55,24 @@ pub fn gather_rows<'py>(
     let (src, _) = inputs.open(&run_options(memory_limit, Some(1), Default::default()))?;
     let src = src.unit_rows(metric == Metric::Cosine);
     let d = src.n_features();
-    let bytes = (rows.len() * d * if float32 { 4 } else { 8 }) as u64;
+    let value_bytes = if float32 { 4 } else { 8 };
+    if let Some(nnz) = src.sparse_row_nnz() {
+        let bytes = (rows.len() * nnz * (value_bytes + 4) + (rows.len() + 1) * 8) as u64;
+        if bytes > memory_limit {
+            return Err(to_py(memfit::Error::does_not_fit(
+                bytes,
+                memory_limit,
+                format!("{} sparse rows (at most {nnz} stored values each) drawn from the data", rows.len()),
+                Vec::new(),
+            )));
+        }
+        return if float32 {
+            gather_csr::<f32>(py, &src, &rows, n_jobs)
+        } else {
+            gather_csr::<f64>(py, &src, &rows, n_jobs)
+        };
+    }
+    let bytes = (rows.len() * d * value_bytes) as u64;
     if bytes > memory_limit {
         return Err(to_py(memfit::Error::does_not_fit(
             bytes,
@@ -101,6 +126,28 @@ pub fn gather_rows<'py>(
     }
 }
 
+/// Rows `rows` of the sparse `src` as `(data, indices, indptr)` arrays (see
+/// [`gather_rows`]).
+fn gather_csr<'py, T: Real + numpy::Element>(
+    py: Python<'py>,
+    src: &Source<'_>,
+    rows: &[usize],
+    n_jobs: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (indptr, indices, values) = run(py, n_jobs, T::DTYPE == memfit::io::Dtype::F32, None, move |_| {
+        let (mut indptr, mut indices, mut values) = (Vec::new(), Vec::new(), Vec::<T>::new());
+        src.gather_csr(rows, &mut indptr, &mut indices, &mut values)?;
+        Ok((indptr, indices, values))
+    })?;
+    let indptr: Vec<i64> = indptr.into_iter().map(|o| o as i64).collect();
+    let indices = if src.n_features() > i32::MAX as usize {
+        indices.into_iter().map(i64::from).collect::<Vec<_>>().into_pyarray(py).into_any()
+    } else {
+        indices.into_iter().map(|j| j as i32).collect::<Vec<_>>().into_pyarray(py).into_any()
+    };
+    Ok((values.into_pyarray(py), indices, indptr.into_pyarray(py)).into_pyobject(py)?.into_any())
+}
+
 /// A fit's step buffers (`memfit::cluster::StepWork`), made by its first
 /// step and reused by the next ones: pass the same object as `work=` to
 /// each [`minibatch_step`] of a fit. Holds nothing until then.
@@ -139,7 +186,8 @@ type StepOutcome = (f64, f64, Vec<usize>, Vec<usize>, usize);
 
 /// One mini-batch k-means step (see `memfit::cluster::MiniBatch::step`) on
 /// `batch` (C-contiguous `(rows, n_features)`, float32 or float64: the
-/// compute type) with optional `sample_weight` (`(rows,)` float64), moving
+/// compute type; or a CSR matrix of float32 or float64 values, read in
+/// place, copied once into the step's CSR form) with optional `sample_weight` (`(rows,)` float64), moving
 /// `centers` (`(n_clusters, n_features)` float64) and `counts`
 /// (`(n_clusters,)` float64) in place. `seen` rows count towards the
 /// reassignment check, whose counter is `n_since_last_reassign`. Returns
@@ -190,11 +238,16 @@ pub fn minibatch_step<'py>(
         Some(w) => w,
         None => &mut own,
     };
+    /// A batch as the step reads it: dense values, or a CSR matrix.
+    enum Batch<'a, T> {
+        Dense(&'a [T]),
+        Sparse(&'a Source<'a>),
+    }
     #[allow(clippy::too_many_arguments)]
     fn step_on<T: Real>(
         py: Python<'_>,
         state: &mut MiniBatch,
-        b: &[T],
+        b: Batch<'_, T>,
         w: Option<&[f64]>,
         threads: usize,
         seen: usize,
@@ -202,20 +255,56 @@ pub fn minibatch_step<'py>(
         memory_limit: u64,
         work: &mut Option<StepWork<T>>,
     ) -> PyResult<memfit::cluster::Step> {
-        let rows = b.len() / state.n_features.max(1);
-        run(py, Some(threads), T::DTYPE == memfit::io::Dtype::F32, None, move |_| {
-            state.plan_steps(rows, threads, size_of::<T>(), &[], memory_limit)?;
-            state.step(b, w, seen, reassignment_ratio, work)
+        let d = state.n_features;
+        run(py, Some(threads), T::DTYPE == memfit::io::Dtype::F32, None, move |_| match b {
+            Batch::Dense(x) => {
+                state.plan_steps(x.len() / d.max(1), threads, size_of::<T>(), false, &[], memory_limit)?;
+                state.step(&Block::dense(0, x, w, d), seen, reassignment_ratio, work)
+            }
+            Batch::Sparse(src) => {
+                let rows = src.n_samples();
+                if src.n_features() != d {
+                    return Err(memfit::Error::param(
+                        "X",
+                        format!("a batch of {} features for centres of {d}", src.n_features()),
+                    ));
+                }
+                let nnz = src.sparse_row_nnz().unwrap_or(0);
+                let copy = (
+                    "batch as the step reads it (CSR)".to_string(),
+                    ((rows + 1) * 8 + nnz * rows * (4 + size_of::<T>())) as u64,
+                );
+                state.plan_steps(rows, threads, size_of::<T>(), true, &[copy], memory_limit)?;
+                let (mut indptr, mut indices, mut values, mut raw) =
+                    (Vec::new(), Vec::new(), Vec::<T>::new(), Vec::new());
+                src.read_csr(0, rows, &mut indptr, &mut indices, &mut values, &mut raw)?;
+                let csr = CsrIndex { indptr: &indptr, indices: &indices };
+                state.step(&Block::sparse(0, &values, csr, w, d), seen, reassignment_ratio, work)
+            }
         })
     }
-    let step = if let Ok(b) = batch.cast::<numpy::PyArray2<f32>>() {
+    let step = if batch.hasattr("indptr")? {
+        let held = crate::inputs::Held::new(batch)?;
+        let src = held.source(&memfit::exec::RunOptions::default())?;
+        if src.sparse_row_nnz().is_none() {
+            return Err(pyo3::exceptions::PyTypeError::new_err("memfit: a sparse batch must be a CSR matrix"));
+        }
+        let float32 = batch.getattr("data")?.cast::<numpy::PyArray1<f32>>().is_ok();
+        if float32 {
+            let work = WorkOf::<f32>::of(work);
+            step_on(py, &mut state, Batch::Sparse(&src), w, threads, seen, reassignment_ratio, memory_limit, work)?
+        } else {
+            let work = WorkOf::<f64>::of(work);
+            step_on(py, &mut state, Batch::Sparse(&src), w, threads, seen, reassignment_ratio, memory_limit, work)?
+        }
+    } else if let Ok(b) = batch.cast::<numpy::PyArray2<f32>>() {
         let b = b.readonly();
         let work = WorkOf::<f32>::of(work);
-        step_on(py, &mut state, b.as_slice()?, w, threads, seen, reassignment_ratio, memory_limit, work)?
+        step_on(py, &mut state, Batch::Dense(b.as_slice()?), w, threads, seen, reassignment_ratio, memory_limit, work)?
     } else {
         let b = batch.extract::<PyReadonlyArray2<'py, f64>>()?;
         let work = WorkOf::<f64>::of(work);
-        step_on(py, &mut state, b.as_slice()?, w, threads, seen, reassignment_ratio, memory_limit, work)?
+        step_on(py, &mut state, Batch::Dense(b.as_slice()?), w, threads, seen, reassignment_ratio, memory_limit, work)?
     };
     centers.as_slice_mut()?.copy_from_slice(&state.centers);
     counts.as_slice_mut()?.copy_from_slice(&state.counts);
@@ -245,16 +334,22 @@ pub fn minibatch_start_centers(mut centers: PyReadwriteArray2<'_, f64>, float32:
 /// float32 when `float32`) beside `held`, the `(name, bytes)` buffers the
 /// caller holds for the whole fit; raises `MemoryError` when it does not
 /// fit `memory_limit` bytes. Called before those buffers are allocated.
+/// For sparse rows (`max_row_nnz`: the most values a row stores) the plan
+/// counts the step's sparse buffers, the drawn batch in CSR form (as
+/// [`gather_rows`] returns it) and the step's copy of it.
 #[pyfunction]
-#[pyo3(signature = (n_clusters, n_features, batch_size, *, memory_limit, held, n_jobs=None, float32=false))]
+#[pyo3(signature = (n_clusters, n_features, batch_size, *, memory_limit, held, n_jobs=None, float32=false,
+    max_row_nnz=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn minibatch_plan(
     n_clusters: usize,
     n_features: usize,
     batch_size: usize,
     memory_limit: u64,
-    held: Vec<(String, u64)>,
+    mut held: Vec<(String, u64)>,
     n_jobs: Option<usize>,
     float32: bool,
+    max_row_nnz: Option<usize>,
 ) -> PyResult<String> {
     let state = MiniBatch {
         n_clusters,
@@ -265,8 +360,16 @@ pub fn minibatch_plan(
         unit_centers: false,
     };
     let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
-    let plan =
-        state.plan_steps(batch_size, threads, if float32 { 4 } else { 8 }, &held, memory_limit).map_err(to_py)?;
+    let value_bytes = if float32 { 4 } else { 8 };
+    if let Some(nnz) = max_row_nnz {
+        // The drawn batch (int32 columns) and the step's copy (u32 columns).
+        let csr = ((batch_size + 1) * 8 + batch_size * nnz * (4 + value_bytes)) as u64;
+        held.push(("drawn batch (CSR, returned to Python)".into(), csr));
+        held.push(("batch as the step reads it (CSR)".into(), csr));
+    }
+    let plan = state
+        .plan_steps(batch_size, threads, value_bytes, max_row_nnz.is_some(), &held, memory_limit)
+        .map_err(to_py)?;
     Ok(plan.to_string())
 }
 

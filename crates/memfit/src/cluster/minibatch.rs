@@ -1,7 +1,9 @@
 //! Mini-batch k-means: one step on a batch of rows held in memory.
 //!
 //! A step assigns every row of the batch to its exact nearest centre (the
-//! kernel of the Lloyd passes, [`crate::kernels::assign_block`]), then moves
+//! kernel of the Lloyd passes, [`crate::kernels::assign_block`], or for a
+//! batch of sparse (CSR) rows [`crate::kernels::assign_csr`], which gives
+//! the labels of the rows with their zeros filled in), then moves
 //! each centre that received rows to the weighted mean of the rows it has
 //! absorbed so far: with `W_j` the weight it had absorbed before and `S_j`,
 //! `s_j` the batch's weighted sum and weight for it,
@@ -15,16 +17,21 @@
 //! from its own random stream) and their weights are raised to the
 //! smallest kept one.
 //!
+//! A sparse batch's sums have the bits of the same rows' dense sums (a
+//! stored zero or a missing one adds nothing), so a step on sparse rows
+//! moves the centres exactly as the step on the same rows densified.
+//!
 //! Reference: D. Sculley, "Web-scale k-means clustering", WWW 2010;
-//! scikit-learn's `_mini_batch_step` and `_minibatch_update_dense` for the
-//! update, the reassignment rule and when it is checked.
+//! scikit-learn's `_mini_batch_step`, `_minibatch_update_dense` and
+//! `_minibatch_update_sparse` for the update, the reassignment rule and
+//! when it is checked.
 
 use multiversion::multiversion;
 
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::Backend;
-use crate::kernels::{first_non_finite, unit_row, ClusterSums, PreparedCenters, Scratch};
+use crate::exec::{Backend, Block};
+use crate::kernels::{first_non_finite, unit_row, ClusterSums, PreparedCenters, Scratch, SparseCenters, SparseScratch};
 use crate::plan::{check_fits, Ledger, Plan, TILE_ROWS};
 
 use super::plan::MAX_K_TILE;
@@ -69,7 +76,8 @@ pub struct Step {
 }
 
 /// A step's working buffers ([`MiniBatch::step_ledger`]: per-thread
-/// distance tiles, labels and distances per row, per-cluster sums), made
+/// distance tiles, or for sparse batches per-thread products, labels and
+/// distances per row, per-cluster sums), made
 /// once for a fit's batches and reused by each step: steps on batches of a
 /// few thousand rows otherwise spend as long allocating and zeroing these
 /// as computing.
@@ -81,6 +89,7 @@ pub struct StepWork<T> {
     rows: usize,
     tile_rows: usize,
     tiles: Vec<Scratch<T>>,
+    sparse: Vec<SparseScratch<T>>,
     labels: Vec<u32>,
     dist: Vec<f64>,
     sums: ClusterSums,
@@ -89,18 +98,22 @@ pub struct StepWork<T> {
 
 impl<T: Real> StepWork<T> {
     /// Buffers for steps on up to `rows` rows with `n_clusters` centres of
-    /// `n_features` on `threads` threads (the bytes
-    /// [`MiniBatch::step_ledger`] counts).
-    pub fn new(n_clusters: usize, n_features: usize, rows: usize, threads: usize) -> Self {
+    /// `n_features` on `threads` threads, of sparse (CSR) rows when
+    /// `sparse` (the bytes [`MiniBatch::step_ledger`] counts).
+    pub fn new(n_clusters: usize, n_features: usize, rows: usize, threads: usize, sparse: bool) -> Self {
         let (k, d) = (n_clusters, n_features);
         let tile_rows = rows.clamp(1, TILE_ROWS);
+        let threads = threads.max(1);
         StepWork {
             backend: Backend::Cpu,
             n_clusters: k,
             n_features: d,
             rows,
             tile_rows,
-            tiles: (0..threads.max(1)).map(|_| Scratch::new(tile_rows, k, k.min(MAX_K_TILE), d)).collect(),
+            tiles: (0..if sparse { 0 } else { threads })
+                .map(|_| Scratch::new(tile_rows, k, k.min(MAX_K_TILE), d))
+                .collect(),
+            sparse: (0..if sparse { threads } else { 0 }).map(|_| SparseScratch::new(k, d)).collect(),
             labels: vec![0; rows],
             dist: vec![0.0; rows],
             sums: ClusterSums::new(k, d),
@@ -109,11 +122,12 @@ impl<T: Real> StepWork<T> {
     }
 
     /// Whether these buffers serve a step on `rows` rows of `state`'s
-    /// shape with the current thread count.
-    fn serves(&self, state: &MiniBatch, rows: usize) -> bool {
+    /// shape, sparse or not, with the current thread count.
+    fn serves(&self, state: &MiniBatch, rows: usize, sparse: bool) -> bool {
+        let workers = if sparse { self.sparse.len() } else { self.tiles.len() };
         (self.n_clusters, self.n_features) == (state.n_clusters, state.n_features)
             && rows <= self.rows
-            && self.tiles.len() >= rayon::current_num_threads().max(1)
+            && workers >= rayon::current_num_threads().max(1)
     }
 }
 
@@ -134,15 +148,18 @@ impl MiniBatch {
 
     /// Bytes a step on `rows` rows of `n_features` holds beyond the batch,
     /// the centres and the counts, with `threads` threads computing in a
-    /// type of `compute_bytes`: the prepared centres, per-thread distance
-    /// tiles, labels and distances per row, the reassignment pool, and the
-    /// per-cluster sums with the moved centre: the buffers of [`StepWork`].
+    /// type of `compute_bytes`, on sparse (CSR) rows when `sparse`: the
+    /// prepared centres, per-thread distance tiles (sparse: products and
+    /// one dense row), labels and distances per row, the reassignment
+    /// pool, and the per-cluster sums with the moved centre: the buffers of
+    /// [`StepWork`].
     pub fn step_ledger(
         n_clusters: usize,
         n_features: usize,
         rows: usize,
         threads: usize,
         compute_bytes: usize,
+        sparse: bool,
     ) -> Ledger {
         let (k, d) = (n_clusters, n_features);
         let k_tile = k.min(MAX_K_TILE);
@@ -154,12 +171,27 @@ impl MiniBatch {
             1,
             "values, radii, norms".into(),
         );
-        led.add(
-            "distance tiles (per thread)",
-            threads as u64 * Backend::Cpu.assign_bytes(tile_rows, k, k_tile, d, compute_bytes).host,
-            1,
-            format!("{threads} threads × {tile_rows} rows × {k_tile} centres"),
-        );
+        if sparse {
+            led.add(
+                "centers for sparse rows",
+                SparseCenters::bytes_for(k, d),
+                1,
+                format!("{d} × {k} transposed values in float64 and float32, norms"),
+            );
+            led.add(
+                "sparse products (per thread)",
+                threads as u64 * SparseScratch::<f64>::bytes(k, d, compute_bytes),
+                1,
+                format!("{threads} threads × ({k} products + one dense row of {d})"),
+            );
+        } else {
+            led.add(
+                "distance tiles (per thread)",
+                threads as u64 * Backend::Cpu.assign_bytes(tile_rows, k, k_tile, d, compute_bytes).host,
+                1,
+                format!("{threads} threads × {tile_rows} rows × {k_tile} centres"),
+            );
+        }
         led.add("labels and distances", rows as u64, 12, format!("{rows} rows × (4 + 8) B"));
         led.add(
             "reassignment pool",
@@ -176,9 +208,10 @@ impl MiniBatch {
         led
     }
 
-    /// The plan of steps on `rows` rows: the centres and counts, a step's
-    /// buffers ([`MiniBatch::step_ledger`]) and the buffers `held` (name,
-    /// bytes) that the caller holds for the whole fit, within `limit_bytes`.
+    /// The plan of steps on `rows` rows (sparse rows when `sparse`): the
+    /// centres and counts, a step's buffers ([`MiniBatch::step_ledger`])
+    /// and the buffers `held` (name, bytes) that the caller holds for the
+    /// whole fit, within `limit_bytes`.
     ///
     /// # Errors
     /// [`Error::DoesNotFit`] naming the largest buffer.
@@ -187,11 +220,12 @@ impl MiniBatch {
         rows: usize,
         threads: usize,
         compute_bytes: usize,
+        sparse: bool,
         held: &[(String, u64)],
         limit_bytes: u64,
     ) -> Result<Plan> {
         let (k, d) = (self.n_clusters, self.n_features);
-        let mut led = Self::step_ledger(k, d, rows, threads, compute_bytes);
+        let mut led = Self::step_ledger(k, d, rows, threads, compute_bytes, sparse);
         led.add("centers and counts (float64)", (k * (d + 1)) as u64, 8, format!("{k} × ({d} + 1) × 8 B"));
         for (name, bytes) in held {
             led.add(name, *bytes, 1, "held by the caller for the fit".into());
@@ -206,9 +240,9 @@ impl MiniBatch {
         Ok(Plan::blocked("mini-batch k-means steps", limit_bytes, led, rows, rows, threads))
     }
 
-    /// One step on `batch` (row-major `(rows, n_features)`) with optional
-    /// `sample_weight` (`(rows,)`, finite, non-negative): see the module
-    /// docs. `seen` rows are added to the count since the last
+    /// One step on `batch` (dense rows or CSR rows of `n_features`, each
+    /// with its weight in `batch.w` when given: finite, non-negative): see
+    /// the module docs. `seen` rows are added to the count since the last
     /// reassignment check; reassignment is checked when that count reaches
     /// `10 × n_clusters` or a centre has absorbed nothing (before the
     /// update), and then names
@@ -223,22 +257,33 @@ impl MiniBatch {
     /// centres', a non-finite value or an invalid weight.
     pub fn step<T: Real>(
         &mut self,
-        batch: &[T],
-        sample_weight: Option<&[f64]>,
+        batch: &Block<'_, T>,
         seen: usize,
         reassignment_ratio: f64,
         work: &mut Option<StepWork<T>>,
     ) -> Result<Step> {
         let (k, d) = (self.n_clusters, self.n_features);
-        if d == 0 || !batch.len().is_multiple_of(d) {
-            return Err(Error::param("X", format!("a batch of {} values is not rows of {d} features", batch.len())));
+        let sample_weight = batch.w;
+        if d == 0 || batch.n_features != d || (batch.csr.is_none() && !batch.x.len().is_multiple_of(d)) {
+            return Err(Error::param("X", format!("a batch of {} values is not rows of {d} features", batch.x.len())));
         }
-        let rows = batch.len() / d;
+        let rows = batch.rows();
         // Whether to check for reassignment, decided before the update.
         self.n_since_last_reassign += seen;
         let check = self.counts.contains(&0.0) || self.n_since_last_reassign >= 10 * k;
-        if let Some(i) = first_non_finite(batch) {
-            return Err(Error::param("X", format!("row {}, column {} of the batch is not finite", i / d, i % d)));
+        let stored = match batch.csr {
+            Some(c) => &batch.x[c.indptr[0]..c.indptr[rows]],
+            None => batch.x,
+        };
+        if let Some(i) = first_non_finite(stored) {
+            let (row, column) = match batch.csr {
+                Some(c) => {
+                    let at = c.indptr[0] + i;
+                    (c.indptr.partition_point(|&o| o <= at) - 1, c.indices[at] as usize)
+                }
+                None => (i / d, i % d),
+            };
+            return Err(Error::param("X", format!("row {row}, column {column} of the batch is not finite")));
         }
         if let Some(w) = sample_weight {
             if w.len() != rows {
@@ -251,23 +296,30 @@ impl MiniBatch {
                 ));
             }
         }
-        if !work.as_ref().is_some_and(|w| w.serves(self, rows)) {
+        let sparse = batch.csr.is_some();
+        if !work.as_ref().is_some_and(|w| w.serves(self, rows, sparse)) {
             *work = None;
         }
-        let StepWork { backend, tile_rows, tiles, labels, dist, sums, moved, .. } =
-            work.get_or_insert_with(|| StepWork::new(k, d, rows, rayon::current_num_threads()));
+        let StepWork { backend, tile_rows, tiles, sparse: products, labels, dist, sums, moved, .. } =
+            work.get_or_insert_with(|| StepWork::new(k, d, rows, rayon::current_num_threads(), sparse));
         let (labels, dist) = (&mut labels[..rows], &mut dist[..rows]);
         // The exact nearest centres and their distances.
         let prepared = PreparedCenters::<T>::new(&self.centers, k, d);
         let backend = backend.ops::<T>();
-        backend.assign_block(batch, &prepared, *tile_rows, k.min(MAX_K_TILE), tiles, labels, dist)?;
+        match batch.csr {
+            Some(csr) => backend.assign_sparse(batch.x, csr, &prepared, products, labels, dist)?,
+            None => backend.assign_block(batch.x, &prepared, *tile_rows, k.min(MAX_K_TILE), tiles, labels, dist)?,
+        }
         let inertia = match sample_weight {
             Some(w) => dist.iter().zip(w).map(|(v, w)| v * w).sum::<f64>(),
             None => dist.iter().sum::<f64>(),
         };
         // The update: c ← (c W + S) / (W + s) for every centre with rows.
         sums.clear();
-        backend.cluster_sums(batch, d, labels, sample_weight, sums, true);
+        match batch.csr {
+            Some(csr) => backend.sparse_sums(batch.x, csr, labels, sample_weight, sums, true),
+            None => backend.cluster_sums(batch.x, d, labels, sample_weight, sums, true),
+        }
         let mut centers_squared_diff = 0.0;
         for j in 0..k {
             let s = sums.weight(j);
@@ -298,7 +350,7 @@ impl MiniBatch {
         }
         if !to_reassign.is_empty() {
             pool = (0..rows)
-                .filter(|&r| !self.unit_centers || batch[r * d..(r + 1) * d].iter().any(|v| v.to_f64() != 0.0))
+                .filter(|&r| !self.unit_centers || batch.row_values(r).0.iter().any(|v| v.to_f64() != 0.0))
                 .collect();
             to_reassign.truncate(pool.len());
         }
@@ -405,6 +457,7 @@ impl EarlyStop {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::CsrIndex;
 
     fn state(centers: Vec<f64>, k: usize) -> MiniBatch {
         let d = centers.len() / k;
@@ -423,12 +476,12 @@ mod tests {
     #[test]
     fn centres_are_running_weighted_means() {
         let mut m = state(vec![0.0, 10.0], 2);
-        let s = m.step(&[1.0f64, 2.0, 9.0], None, 3, 0.0, &mut None).unwrap();
+        let s = m.step(&Block::dense(0, &[1.0f64, 2.0, 9.0], None, m.n_features), 3, 0.0, &mut None).unwrap();
         assert_eq!(m.centers, vec![1.5, 9.0]);
         assert_eq!(m.counts, vec![2.0, 1.0]);
         assert_eq!(s.inertia, 1.0 + 4.0 + 1.0);
         assert_eq!(s.centers_squared_diff, 1.5 * 1.5 + 1.0);
-        let s = m.step(&[3.0f64, 11.0], Some(&[2.0, 1.0]), 2, 0.0, &mut None).unwrap();
+        let s = m.step(&Block::dense(0, &[3.0f64, 11.0], Some(&[2.0, 1.0]), m.n_features), 2, 0.0, &mut None).unwrap();
         assert_eq!(m.centers, vec![(1.5 * 2.0 + 6.0) / 4.0, 10.0]);
         assert_eq!(m.counts, vec![4.0, 2.0]);
         assert_eq!(s.inertia, 2.0 * 1.5 * 1.5 + 4.0);
@@ -442,11 +495,11 @@ mod tests {
         let batch = [0.0f64, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
         let mut m = state(vec![1.0, 0.0, 0.0, 1.0, -1.0, 0.0], 3);
         m.unit_centers = true;
-        let s = m.step(&batch, None, 5, 5.0, &mut None).unwrap();
+        let s = m.step(&Block::dense(0, &batch, None, m.n_features), 5, 5.0, &mut None).unwrap();
         assert_eq!(s.pool, vec![1]);
         assert_eq!(s.to_reassign.len(), 1);
         let mut m = state(vec![1.0, 0.0, 0.0, 1.0, -1.0, 0.0], 3);
-        let s = m.step(&batch, None, 5, 5.0, &mut None).unwrap();
+        let s = m.step(&Block::dense(0, &batch, None, m.n_features), 5, 5.0, &mut None).unwrap();
         assert_eq!(s.pool, (0..5).collect::<Vec<_>>());
         assert_eq!(s.to_reassign.len(), 2);
     }
@@ -457,7 +510,7 @@ mod tests {
     fn light_centres_are_named_for_reassignment() {
         let mut m = state(vec![0.0, 100.0, 200.0, 300.0], 4);
         let batch: Vec<f64> = (0..10).map(|i| f64::from(i % 2) * 0.5).chain([100.0]).collect();
-        let s = m.step(&batch, None, 11, 0.5, &mut None).unwrap();
+        let s = m.step(&Block::dense(0, &batch, None, m.n_features), 11, 0.5, &mut None).unwrap();
         assert_eq!(m.counts, vec![10.0; 4]);
         assert_eq!(s.to_reassign, vec![1, 2, 3]);
         assert_eq!(m.n_since_last_reassign, 0);
@@ -465,7 +518,7 @@ mod tests {
         let mut m = state(vec![0.0, 100.0, 200.0], 3);
         m.counts = vec![10.0, 2.0, 1.0];
         m.n_since_last_reassign = 28;
-        let s = m.step(&[0.0f64, 0.0], None, 2, 0.5, &mut None).unwrap();
+        let s = m.step(&Block::dense(0, &[0.0f64, 0.0], None, m.n_features), 2, 0.5, &mut None).unwrap();
         assert_eq!(s.to_reassign, vec![2]);
         assert_eq!(m.counts, vec![12.0, 2.0, 2.0]);
     }
@@ -496,7 +549,7 @@ mod tests {
         m.counts = vec![0.0, 0.0];
         let mut work = None;
         for step in 0..50 {
-            m.step(&vec![x; 1 + step % 7], None, 1, 0.0, &mut work).unwrap();
+            m.step(&Block::dense(0, &vec![x; 1 + step % 7], None, m.n_features), 1, 0.0, &mut work).unwrap();
             assert_eq!(m.centers[0], x, "step {step}");
         }
         assert_eq!(m.counts[0], (0..50).map(|s| (1 + s % 7) as f64).sum::<f64>());
@@ -510,12 +563,12 @@ mod tests {
         let value = |i: usize| ((i * 7919) % 1013) as f64 / 101.0 - 5.0;
         let centers: Vec<f64> = (0..k * d).map(|i| value(i * 3 + 1)).collect();
         let (mut kept, mut fresh) = (state(centers.clone(), k), state(centers, k));
-        let mut work = Some(StepWork::new(k, d, 8, 2));
+        let mut work = Some(StepWork::new(k, d, 8, 2, false));
         for step in 0..12 {
             let rows = [8, 3, 20, 1][step % 4];
             let batch: Vec<f32> = (0..rows * d).map(|i| value(i + step * 1000) as f32).collect();
-            let a = kept.step(&batch, None, rows, 0.01, &mut work).unwrap();
-            let b = fresh.step(&batch, None, rows, 0.01, &mut None).unwrap();
+            let a = kept.step(&Block::dense(0, &batch, None, d), rows, 0.01, &mut work).unwrap();
+            let b = fresh.step(&Block::dense(0, &batch, None, d), rows, 0.01, &mut None).unwrap();
             assert_eq!((a.inertia.to_bits(), a.to_reassign), (b.inertia.to_bits(), b.to_reassign));
             assert_eq!(kept.centers, fresh.centers);
             assert_eq!(kept.counts, fresh.counts);
@@ -525,9 +578,56 @@ mod tests {
     #[test]
     fn bad_batches_are_errors() {
         let mut m = state(vec![0.0, 0.0, 1.0, 1.0], 2);
-        assert!(m.step(&[1.0f64, 2.0, 3.0], None, 1, 0.0, &mut None).is_err());
-        assert!(m.step(&[1.0f64, f64::NAN], None, 1, 0.0, &mut None).is_err());
-        assert!(m.step(&[1.0f64, 2.0], Some(&[-1.0]), 1, 0.0, &mut None).is_err());
-        assert!(m.step(&[1.0f64, 2.0], Some(&[1.0, 1.0]), 1, 0.0, &mut None).is_err());
+        assert!(m.step(&Block::dense(0, &[1.0f64, 2.0, 3.0], None, m.n_features), 1, 0.0, &mut None).is_err());
+        assert!(m.step(&Block::dense(0, &[1.0f64, f64::NAN], None, m.n_features), 1, 0.0, &mut None).is_err());
+        assert!(m.step(&Block::dense(0, &[1.0f64, 2.0], Some(&[-1.0]), 2), 1, 0.0, &mut None).is_err());
+        assert!(m.step(&Block::dense(0, &[1.0f64, 2.0], Some(&[1.0, 1.0]), 2), 1, 0.0, &mut None).is_err());
+        assert!(m.step(&Block::dense(0, &[1.0f64, 2.0, 3.0], None, 3), 1, 0.0, &mut None).is_err());
+        // A sparse batch's non-finite value is named by its row and column.
+        let csr = CsrIndex { indptr: &[0, 1, 2], indices: &[1, 0] };
+        let err = m.step(&Block::sparse(0, &[1.0f64, f64::INFINITY], csr, None, 2), 1, 0.0, &mut None).unwrap_err();
+        assert!(err.to_string().contains("row 1, column 0 of the batch is not finite"), "{err}");
+    }
+
+    /// A step on sparse (CSR) rows moves the centres, counts and names the
+    /// centres to reassign exactly as the step on the same rows densified,
+    /// weighted or not, with kept or fresh buffers; unit centres' pool
+    /// leaves out rows without a stored nonzero.
+    #[test]
+    fn sparse_batches_step_as_their_dense_rows() {
+        let (k, d) = (4, 30);
+        let value = |i: usize| ((i * 7919) % 1013) as f64 / 101.0 - 5.0;
+        let centers: Vec<f64> = (0..k * d).map(|i| value(i * 3 + 1)).collect();
+        for (weighted, unit) in [(false, false), (true, false), (false, true)] {
+            let (mut sparse, mut dense) = (state(centers.clone(), k), state(centers.clone(), k));
+            sparse.unit_centers = unit;
+            dense.unit_centers = unit;
+            let mut work = Some(StepWork::new(k, d, 16, 2, true));
+            for step in 0..10 {
+                let rows = [16, 5, 9][step % 3];
+                let (mut indptr, mut indices, mut values) = (vec![0usize], Vec::new(), Vec::new());
+                let mut rows_dense = vec![0.0f64; rows * d];
+                for r in 0..rows {
+                    // Row 2 of each batch stores nothing; others a few columns.
+                    for j in (0..d).filter(|j| r != 2 && (j * 31 + r * 7 + step) % 5 == 0) {
+                        let v = value(r * d + j + step * 977);
+                        indices.push(j as u32);
+                        values.push(v);
+                        rows_dense[r * d + j] = v;
+                    }
+                    indptr.push(values.len());
+                }
+                let w: Vec<f64> = (0..rows).map(|r| 0.5 + (r % 3) as f64).collect();
+                let w = weighted.then_some(&w[..]);
+                let csr = CsrIndex { indptr: &indptr, indices: &indices };
+                let a = sparse.step(&Block::sparse(0, &values, csr, w, d), rows, 0.2, &mut work).unwrap();
+                let b = dense.step(&Block::dense(0, &rows_dense, w, d), rows, 0.2, &mut None).unwrap();
+                assert_eq!((&a.to_reassign, &a.pool), (&b.to_reassign, &b.pool), "step {step}");
+                assert!(!unit || !a.pool.contains(&2));
+                assert!((a.inertia - b.inertia).abs() <= 1e-12 * b.inertia.max(1.0));
+                assert_eq!(sparse.centers, dense.centers, "step {step}");
+                assert_eq!(sparse.counts, dense.counts);
+            }
+        }
     }
 }

@@ -15,7 +15,7 @@ use super::minibatch::{EarlyStop, MiniBatch, StepWork};
 use super::params::{KMeansParams, Metric, MiniBatchParams};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{install, Observer, Progress};
+use crate::exec::{install, Block, CsrIndex, Observer, Progress};
 use crate::io::Source;
 
 /// How batch rows are drawn from rows `first..n_samples` of the data.
@@ -164,11 +164,18 @@ pub(super) fn run_steps<T: Real>(
     };
     MiniBatch::start_centers::<T>(&mut state.centers, d, unit_centers);
     let mut stop = EarlyStop::default();
+    // A sparse batch holds at most its rows' largest count of stored values each.
+    let sparse = x.sparse_row_nnz();
     let mut buffers = StepBuffers {
         idx: Vec::with_capacity(batch),
-        values: vec![T::zero(); batch * d],
+        values: match sparse {
+            Some(nnz) => Vec::with_capacity(batch * nnz),
+            None => vec![T::zero(); batch * d],
+        },
+        indptr: Vec::with_capacity(if sparse.is_some() { batch + 1 } else { 0 }),
+        indices: Vec::with_capacity(sparse.map_or(0, |nnz| batch * nnz)),
         previous: Vec::new(),
-        work: Some(StepWork::new(k, d, batch, threads)),
+        work: Some(StepWork::new(k, d, batch, threads, sparse.is_some())),
     };
     let cancel = observer.cancel();
     let steps_per_pass = n.div_ceil(batch);
@@ -208,12 +215,15 @@ pub(super) fn run_steps<T: Real>(
     Ok(Steps { centers: state.centers, n_steps: step, converged: ended.is_some() })
 }
 
-/// Buffers a step reuses: the batch's row indices and values, the centres
+/// Buffers a step reuses: the batch's row indices and values (for sparse
+/// data its stored values, with their offsets and columns), the centres
 /// before the step (for the change, when a tolerance is set), and the
 /// step's own.
 struct StepBuffers<T> {
     idx: Vec<usize>,
     values: Vec<T>,
+    indptr: Vec<usize>,
+    indices: Vec<u32>,
     previous: Vec<f64>,
     work: Option<StepWork<T>>,
 }
@@ -234,16 +244,31 @@ fn one_step<T: Real>(
 ) -> Result<(f64, f64)> {
     let d = state.n_features;
     draw.rows(rng, batch, &mut buf.idx);
-    x.gather_rows::<T>(&buf.idx, &mut buf.values)?;
+    let sparse = x.sparse_row_nnz().is_some();
+    if sparse {
+        x.gather_csr::<T>(&buf.idx, &mut buf.indptr, &mut buf.indices, &mut buf.values)?;
+    } else {
+        x.gather_rows::<T>(&buf.idx, &mut buf.values)?;
+    }
     if want_change {
         buf.previous.clone_from(&state.centers);
     }
-    let s = state.step(&buf.values, None, batch, mb.reassignment_ratio, &mut buf.work)?;
+    let block = if sparse {
+        Block::sparse(0, &buf.values, CsrIndex { indptr: &buf.indptr, indices: &buf.indices }, None, d)
+    } else {
+        Block::dense(0, &buf.values, None, d)
+    };
+    let s = state.step(&block, batch, mb.reassignment_ratio, &mut buf.work)?;
     if !s.to_reassign.is_empty() {
         let rows = sample(rng, s.pool.len(), s.to_reassign.len());
         for (&j, r) in s.to_reassign.iter().zip(rows.iter()) {
-            for q in 0..d {
-                state.centers[j * d + q] = buf.values[s.pool[r] * d + q].to_f64();
+            let center = &mut state.centers[j * d..(j + 1) * d];
+            match block.row_values(s.pool[r]) {
+                (v, None) => center.iter_mut().zip(v).for_each(|(c, v)| *c = v.to_f64()),
+                (v, Some(cols)) => {
+                    center.fill(0.0);
+                    cols.iter().zip(v).for_each(|(&q, v)| center[q as usize] = v.to_f64());
+                }
             }
         }
     }

@@ -131,9 +131,6 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // the bounds (at least one block's, from a scratch file) do not fit
     // beside them; `bounded` shrinks them for the bounds first.
     let plain_tile_rows = kernel_tile_rows(job.n_samples, |rows| needed(false, rows, iter_row) <= limit);
-    if job.sparse_row_nnz.is_some() && params.mini_batch.is_some() {
-        return Err(crate::Error::param("X", "mini-batch k-means does not take sparse data yet"));
-    }
     // A mini-batch fit's one full pass (its last) needs no bounds; sparse
     // rows run plain Lloyd passes whatever the algorithm (the bounds do
     // not take them yet; every algorithm gives the same bits).
@@ -296,9 +293,32 @@ fn mini_batch_buffers(params: &KMeansParams, mb: &MiniBatchParams, job: &Job) ->
     let (k, d, n, c) =
         (params.n_clusters as u64, job.n_features as u64, job.n_samples as u64, job.compute_bytes as u64);
     let b = mb.batch_size.min(job.n_samples) as u64;
-    let per_row = 8 + job.x_scratch_per_row as u64 + d * c;
-    let mut led = MiniBatch::step_ledger(params.n_clusters, job.n_features, b as usize, job.threads, job.compute_bytes);
-    led.add("batch", b, per_row, format!("{b} rows × {per_row} B (index, read scratch, values)"));
+    let sparse = job.sparse_row_nnz;
+    let mut led = MiniBatch::step_ledger(
+        params.n_clusters,
+        job.n_features,
+        b as usize,
+        job.threads,
+        job.compute_bytes,
+        sparse.is_some(),
+    );
+    match sparse {
+        Some(nnz) => {
+            // Index and offset, and per stored value its column and value
+            // (a read of consecutive rows holds as much again).
+            let per_row = 16 + job.x_scratch_per_row as u64 + 2 * nnz as u64 * (4 + c);
+            led.add(
+                "batch (CSR)",
+                b,
+                per_row,
+                format!("{b} rows × {per_row} B (index, offsets, read scratch, twice {nnz} stored values and columns)"),
+            );
+        }
+        None => {
+            let per_row = 8 + job.x_scratch_per_row as u64 + d * c;
+            led.add("batch", b, per_row, format!("{b} rows × {per_row} B (index, read scratch, values)"));
+        }
+    }
     led.add("centre weights and previous centres", k * (d + 1), 8, format!("{k} × ({d} + 1) × 8 B"));
     let draw = Draw::bytes(job.n_samples, job.w_scratch_per_row.is_some());
     led.add("cumulative weights", draw, 1, format!("{n} rows × 8 B + a piece of weights being read"));

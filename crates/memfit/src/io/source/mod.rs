@@ -545,6 +545,58 @@ impl<'a> Source<'a> {
         Ok(())
     }
 
+    /// The rows `rows` (any order, repeats allowed) of a sparse source as one
+    /// CSR block, as [`Source::read_csr`] reads them (unit rows with
+    /// [`Source::unit_rows`]): `indptr` (`rows.len() + 1` offsets from 0),
+    /// each stored value's column and value. The buffers are cleared and
+    /// refilled; each run of consecutive rows is one read, through buffers
+    /// of the longest run's size.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] for a row outside the matrix;
+    /// [`Error::NonFinite`] for a stored value that is not finite in `T`,
+    /// naming its row in the matrix and its column; as [`Source::read_csr`].
+    ///
+    /// # Panics
+    /// If the source is not sparse (a programming error).
+    pub fn gather_csr<T: Real>(
+        &self,
+        rows: &[usize],
+        indptr: &mut Vec<usize>,
+        indices: &mut Vec<u32>,
+        values: &mut Vec<T>,
+    ) -> Result<()> {
+        assert!(self.sparse_row_nnz().is_some(), "gather_csr on a dense source");
+        let n = self.n_samples();
+        if let Some(&r) = rows.iter().find(|&&r| r < self.first_row || r >= n) {
+            return Err(Error::param("rows", format!("row {r} is outside the array's {n} rows")));
+        }
+        indptr.clear();
+        indices.clear();
+        values.clear();
+        indptr.push(0);
+        let (mut p, mut j, mut v, mut raw) = (Vec::new(), Vec::new(), Vec::<T>::new(), Vec::new());
+        let mut i = 0;
+        while i < rows.len() {
+            let mut len = 1;
+            while i + len < rows.len() && rows[i + len] == rows[i] + len {
+                len += 1;
+            }
+            self.read_csr(rows[i], len, &mut p, &mut j, &mut v, &mut raw)?;
+            let base = values.len();
+            indptr.extend(p[1..].iter().map(|o| base + o));
+            indices.extend_from_slice(&j);
+            values.extend_from_slice(&v);
+            i += len;
+        }
+        if let Some(k) = crate::kernels::first_non_finite(values) {
+            let (row, column) = (rows[indptr.partition_point(|&o| o <= k) - 1], indices[k] as usize);
+            let value = self.value(row, column)?;
+            return Err(Error::bad_value(self.name(), row, column, value, 1, T::DTYPE));
+        }
+        Ok(())
+    }
+
     /// The first integer of this source, in row-major order over the rows
     /// read so far as `compute` (`float32` or `float64`), whose magnitude
     /// exceeds what `compute` holds exactly (2^24 or 2^53): `None` when there
