@@ -13,21 +13,26 @@ Cases:
 - blobs: 1,000,000 × 8 float64, k = 100, batch 1,024.
 - embeddings: 100,000 × 128 float32 unit rows around 200 directions, k = 1,000, batch 4,096.
 - mnist: MNIST 70,000 × 784 uint8 as stored, k = 100, batch 1,024.
+- tfidf: sparse TF-IDF rows (scipy CSR), the synthetic Zipf corpus of
+  bench/sparse_bench.py, 200,000 documents × 100,000 terms, k = 100, batch 1,024
+  (made once into the temporary folder and reused).
 
-Usage: python bench/minibatch_bench.py [--threads 2] [--only blobs|embeddings|mnist] [--steps 300]
-Needs: the memfit package, scikit-learn, threadpoolctl; MNIST from ../shared/datasets (skipped when absent).
+Usage: python bench/minibatch_bench.py [--threads 2] [--only blobs|embeddings|mnist|tfidf] [--steps 300]
+Needs: the memfit package, scikit-learn, scipy, threadpoolctl; MNIST from ../shared/datasets (skipped when absent).
 """
 import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MNIST = ROOT.parent / "shared" / "datasets" / "mnist_X_uint8.npy"
 MiB = 1 << 20
-CASES = {"blobs": (100, 1024), "embeddings": (1000, 4096), "mnist": (100, 1024)}
+CASES = {"blobs": (100, 1024), "embeddings": (1000, 4096), "mnist": (100, 1024), "tfidf": (100, 1024)}
+TFIDF = Path(tempfile.gettempdir()) / "memfit_bench_tfidf_200000x100000.npz"
 
 
 def data(case):
@@ -41,6 +46,14 @@ def data(case):
         dirs = rng.randn(200, 128)
         X = (dirs[rng.randint(200, size=100_000)] + 0.3 * rng.randn(100_000, 128)).astype(np.float32)
         return X / np.linalg.norm(X, axis=1, keepdims=True)
+    if case == "tfidf":
+        import scipy.sparse as sp
+
+        if not TFIDF.exists():
+            from sparse_bench import corpus
+
+            corpus(200_000, 100_000, TFIDF)
+        return sp.load_npz(TFIDF)
     return np.load(MNIST)
 
 

@@ -547,6 +547,9 @@ class MiniBatchKMeans(_Centers):
             diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
             if self._converged(stop, i, n_steps, n, diff, inertia):
                 break
+        # The steps' buffers and the last batch go before the final pass
+        # plans its own within the limit.
+        del work, batch
         self.cluster_centers_ = centers.astype(data.out_dtype)
         self._n_features_out = self.cluster_centers_.shape[0]
         self.n_steps_ = i + 1

@@ -81,7 +81,7 @@ pub enum CsrArrays<'py> {
 impl<'py> CsrArrays<'py> {
     /// Borrows `obj.indptr`, `obj.indices` and `obj.data` (the Python layer
     /// gives CSR in canonical form with matching index dtypes).
-    fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+    pub fn new(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
         let (p, i, d) = (obj.getattr("indptr")?, obj.getattr("indices")?, obj.getattr("data")?);
         macro_rules! try_kind {
             ($($variant:ident: $ix:ty, $v:ty);*) => {
@@ -96,6 +96,29 @@ impl<'py> CsrArrays<'py> {
         Err(PyTypeError::new_err(
             "memfit: a sparse matrix needs contiguous int32 or int64 indptr and indices of one dtype and float32 or float64 data",
         ))
+    }
+
+    /// The rows `rows` of the matrix of shape `shape`, checked and copied
+    /// (see `memfit::io::CsrRef::take_rows`), never checking the others.
+    pub fn take_rows(&self, shape: (usize, usize), rows: &[usize]) -> memfit::Result<(Vec<i64>, Vec<i64>, Vec<f64>)> {
+        let bad = |_| memfit::Error::param("X", "the sparse matrix's arrays are not contiguous");
+        macro_rules! take {
+            ($p:expr, $i:expr, $v:expr, $ix:ident, $val:ident) => {
+                CsrRef::take_rows(
+                    Index::$ix($p.as_slice().map_err(bad)?),
+                    Index::$ix($i.as_slice().map_err(bad)?),
+                    SparseValues::$val($v.as_slice().map_err(bad)?),
+                    shape,
+                    rows,
+                )
+            };
+        }
+        match self {
+            CsrArrays::I32F64(p, i, v) => take!(p, i, v, I32, F64),
+            CsrArrays::I32F32(p, i, v) => take!(p, i, v, I32, F32),
+            CsrArrays::I64F64(p, i, v) => take!(p, i, v, I64, F64),
+            CsrArrays::I64F32(p, i, v) => take!(p, i, v, I64, F32),
+        }
     }
 
     /// The engine's view.

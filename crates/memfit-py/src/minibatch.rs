@@ -2,7 +2,7 @@
 
 use memfit::cluster::{EarlyStop, Metric, MiniBatch, StepWork, Stop};
 use memfit::exec::{Block, CsrIndex};
-use memfit::io::Source;
+use memfit::io::{CsrRef, Index, Source, SparseValues};
 use memfit::Real;
 use numpy::{
     IntoPyArray, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2,
@@ -51,27 +51,34 @@ pub fn gather_rows<'py>(
             usize::try_from(r).map_err(|_| pyo3::exceptions::PyIndexError::new_err(format!("row {r} is negative")))
         })
         .collect::<PyResult<_>>()?;
-    let inputs = Inputs::hold(x, None)?;
-    let (src, _) = inputs.open(&run_options(memory_limit, Some(1), Default::default()))?;
-    let src = src.unit_rows(metric == Metric::Cosine);
-    let d = src.n_features();
     let value_bytes = if float32 { 4 } else { 8 };
-    if let Some(nnz) = src.sparse_row_nnz() {
-        let bytes = (rows.len() * nnz * (value_bytes + 4) + (rows.len() + 1) * 8) as u64;
+    if x.hasattr("indptr")? {
+        // Only the drawn rows are checked and copied, never all of X.
+        let shape: (usize, usize) = x.getattr("shape")?.extract()?;
+        let (p, j, v) = crate::inputs::CsrArrays::new(x)?.take_rows(shape, &rows).map_err(to_py)?;
+        let bytes = ((rows.len() + 1) * 8 + v.len() * (value_bytes + 4)) as u64;
         if bytes > memory_limit {
             return Err(to_py(memfit::Error::does_not_fit(
                 bytes,
                 memory_limit,
-                format!("{} sparse rows (at most {nnz} stored values each) drawn from the data", rows.len()),
+                format!("{} sparse rows ({} stored values) drawn from the data", rows.len(), v.len()),
                 Vec::new(),
             )));
         }
+        let csr =
+            CsrRef::new(Index::I64(&p), Index::I64(&j), SparseValues::F64(&v), rows.len(), shape.1).map_err(to_py)?;
+        let src = Source::csr(csr).unit_rows(metric == Metric::Cosine);
+        let all: Vec<usize> = (0..rows.len()).collect();
         return if float32 {
-            gather_csr::<f32>(py, &src, &rows, n_jobs)
+            gather_csr::<f32>(py, &src, &all, n_jobs)
         } else {
-            gather_csr::<f64>(py, &src, &rows, n_jobs)
+            gather_csr::<f64>(py, &src, &all, n_jobs)
         };
     }
+    let inputs = Inputs::hold(x, None)?;
+    let (src, _) = inputs.open(&run_options(memory_limit, Some(1), Default::default()))?;
+    let src = src.unit_rows(metric == Metric::Cosine);
+    let d = src.n_features();
     let bytes = (rows.len() * d * value_bytes) as u64;
     if bytes > memory_limit {
         return Err(to_py(memfit::Error::does_not_fit(
@@ -219,10 +226,12 @@ pub fn minibatch_step<'py>(
 ) -> PyResult<StepOutcome> {
     let unit_centers = parse_metric(metric)? == Metric::Cosine;
     let (k, d) = (centers.as_array().nrows(), centers.as_array().ncols());
+    // The centres are moved where they lie (a copy would cost as much as a
+    // step on wide sparse rows).
+    let centers = centers.as_slice_mut()?;
     let mut state = MiniBatch {
         n_clusters: k,
         n_features: d,
-        centers: centers.as_slice()?.to_vec(),
         counts: counts.as_slice()?.to_vec(),
         n_since_last_reassign,
         unit_centers,
@@ -247,6 +256,7 @@ pub fn minibatch_step<'py>(
     fn step_on<T: Real>(
         py: Python<'_>,
         state: &mut MiniBatch,
+        centers: &mut [f64],
         b: Batch<'_, T>,
         w: Option<&[f64]>,
         threads: usize,
@@ -259,7 +269,7 @@ pub fn minibatch_step<'py>(
         run(py, Some(threads), T::DTYPE == memfit::io::Dtype::F32, None, move |_| match b {
             Batch::Dense(x) => {
                 state.plan_steps(x.len() / d.max(1), threads, size_of::<T>(), false, &[], memory_limit)?;
-                state.step(&Block::dense(0, x, w, d), seen, reassignment_ratio, work)
+                state.step(centers, &Block::dense(0, x, w, d), seen, reassignment_ratio, work)
             }
             Batch::Sparse(src) => {
                 let rows = src.n_samples();
@@ -279,7 +289,7 @@ pub fn minibatch_step<'py>(
                     (Vec::new(), Vec::new(), Vec::<T>::new(), Vec::new());
                 src.read_csr(0, rows, &mut indptr, &mut indices, &mut values, &mut raw)?;
                 let csr = CsrIndex { indptr: &indptr, indices: &indices };
-                state.step(&Block::sparse(0, &values, csr, w, d), seen, reassignment_ratio, work)
+                state.step(centers, &Block::sparse(0, &values, csr, w, d), seen, reassignment_ratio, work)
             }
         })
     }
@@ -292,21 +302,64 @@ pub fn minibatch_step<'py>(
         let float32 = batch.getattr("data")?.cast::<numpy::PyArray1<f32>>().is_ok();
         if float32 {
             let work = WorkOf::<f32>::of(work);
-            step_on(py, &mut state, Batch::Sparse(&src), w, threads, seen, reassignment_ratio, memory_limit, work)?
+            step_on(
+                py,
+                &mut state,
+                centers,
+                Batch::Sparse(&src),
+                w,
+                threads,
+                seen,
+                reassignment_ratio,
+                memory_limit,
+                work,
+            )?
         } else {
             let work = WorkOf::<f64>::of(work);
-            step_on(py, &mut state, Batch::Sparse(&src), w, threads, seen, reassignment_ratio, memory_limit, work)?
+            step_on(
+                py,
+                &mut state,
+                centers,
+                Batch::Sparse(&src),
+                w,
+                threads,
+                seen,
+                reassignment_ratio,
+                memory_limit,
+                work,
+            )?
         }
     } else if let Ok(b) = batch.cast::<numpy::PyArray2<f32>>() {
         let b = b.readonly();
         let work = WorkOf::<f32>::of(work);
-        step_on(py, &mut state, Batch::Dense(b.as_slice()?), w, threads, seen, reassignment_ratio, memory_limit, work)?
+        step_on(
+            py,
+            &mut state,
+            centers,
+            Batch::Dense(b.as_slice()?),
+            w,
+            threads,
+            seen,
+            reassignment_ratio,
+            memory_limit,
+            work,
+        )?
     } else {
         let b = batch.extract::<PyReadonlyArray2<'py, f64>>()?;
         let work = WorkOf::<f64>::of(work);
-        step_on(py, &mut state, Batch::Dense(b.as_slice()?), w, threads, seen, reassignment_ratio, memory_limit, work)?
+        step_on(
+            py,
+            &mut state,
+            centers,
+            Batch::Dense(b.as_slice()?),
+            w,
+            threads,
+            seen,
+            reassignment_ratio,
+            memory_limit,
+            work,
+        )?
     };
-    centers.as_slice_mut()?.copy_from_slice(&state.centers);
     counts.as_slice_mut()?.copy_from_slice(&state.counts);
     Ok((step.inertia, step.centers_squared_diff, step.to_reassign, step.pool, state.n_since_last_reassign))
 }
@@ -351,14 +404,7 @@ pub fn minibatch_plan(
     float32: bool,
     max_row_nnz: Option<usize>,
 ) -> PyResult<String> {
-    let state = MiniBatch {
-        n_clusters,
-        n_features,
-        centers: Vec::new(),
-        counts: Vec::new(),
-        n_since_last_reassign: 0,
-        unit_centers: false,
-    };
+    let state = MiniBatch { n_clusters, n_features, counts: Vec::new(), n_since_last_reassign: 0, unit_centers: false };
     let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
     let value_bytes = if float32 { 4 } else { 8 };
     if let Some(nnz) = max_row_nnz {

@@ -142,7 +142,7 @@ pub(super) fn run_steps<T: Real>(
     mb: &MiniBatchParams,
     x: &Source<'_>,
     draw: &Draw,
-    centers: Vec<f64>,
+    mut centers: Vec<f64>,
     tol_abs: f64,
     rng: &mut ChaCha8Rng,
     threads: usize,
@@ -154,15 +154,9 @@ pub(super) fn run_steps<T: Real>(
     let batch = mb.batch_size.min(n);
     let n_steps = params.max_iter.saturating_mul(n) / batch;
     let unit_centers = params.metric == Metric::Cosine;
-    let mut state = MiniBatch {
-        n_clusters: k,
-        n_features: d,
-        centers,
-        counts: vec![0.0; k],
-        n_since_last_reassign: 0,
-        unit_centers,
-    };
-    MiniBatch::start_centers::<T>(&mut state.centers, d, unit_centers);
+    let mut state =
+        MiniBatch { n_clusters: k, n_features: d, counts: vec![0.0; k], n_since_last_reassign: 0, unit_centers };
+    MiniBatch::start_centers::<T>(&mut centers, d, unit_centers);
     let mut stop = EarlyStop::default();
     // A sparse batch holds at most its rows' largest count of stored values each.
     let sparse = x.sparse_row_nnz();
@@ -190,7 +184,7 @@ pub(super) fn run_steps<T: Real>(
                 if cancel.is_cancelled() {
                     return Err(Error::Cancelled);
                 }
-                last = one_step(&mut state, mb, x, draw, rng, batch, &mut buffers, tol_abs > 0.0)?;
+                last = one_step(&mut state, &mut centers, mb, x, draw, rng, batch, &mut buffers, tol_abs > 0.0)?;
                 if let Some(why) = stop.update(s, last.0, batch, n, last.1, tol_abs, mb.max_no_improvement) {
                     return Ok((s + 1, Some(why), last.0, last.1));
                 }
@@ -212,7 +206,7 @@ pub(super) fn run_steps<T: Real>(
         });
         step = done;
     }
-    Ok(Steps { centers: state.centers, n_steps: step, converged: ended.is_some() })
+    Ok(Steps { centers, n_steps: step, converged: ended.is_some() })
 }
 
 /// Buffers a step reuses: the batch's row indices and values (for sparse
@@ -234,6 +228,7 @@ struct StepBuffers<T> {
 #[allow(clippy::too_many_arguments)]
 fn one_step<T: Real>(
     state: &mut MiniBatch,
+    centers: &mut [f64],
     mb: &MiniBatchParams,
     x: &Source<'_>,
     draw: &Draw,
@@ -251,18 +246,19 @@ fn one_step<T: Real>(
         x.gather_rows::<T>(&buf.idx, &mut buf.values)?;
     }
     if want_change {
-        buf.previous.clone_from(&state.centers);
+        buf.previous.clear();
+        buf.previous.extend_from_slice(centers);
     }
     let block = if sparse {
         Block::sparse(0, &buf.values, CsrIndex { indptr: &buf.indptr, indices: &buf.indices }, None, d)
     } else {
         Block::dense(0, &buf.values, None, d)
     };
-    let s = state.step(&block, batch, mb.reassignment_ratio, &mut buf.work)?;
+    let s = state.step(centers, &block, batch, mb.reassignment_ratio, &mut buf.work)?;
     if !s.to_reassign.is_empty() {
         let rows = sample(rng, s.pool.len(), s.to_reassign.len());
         for (&j, r) in s.to_reassign.iter().zip(rows.iter()) {
-            let center = &mut state.centers[j * d..(j + 1) * d];
+            let center = &mut centers[j * d..(j + 1) * d];
             match block.row_values(s.pool[r]) {
                 (v, None) => center.iter_mut().zip(v).for_each(|(c, v)| *c = v.to_f64()),
                 (v, Some(cols)) => {
@@ -273,7 +269,7 @@ fn one_step<T: Real>(
         }
     }
     let change =
-        if want_change { state.centers.iter().zip(&buf.previous).map(|(a, b)| (a - b) * (a - b)).sum() } else { 0.0 };
+        if want_change { centers.iter().zip(&buf.previous).map(|(a, b)| (a - b) * (a - b)).sum() } else { 0.0 };
     Ok((s.inertia, change))
 }
 

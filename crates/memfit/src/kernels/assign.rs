@@ -173,6 +173,8 @@ pub struct PreparedCenters<T> {
     bound: Bound,
     /// The centres prepared for sparse rows, made on first use.
     sparse: std::sync::OnceLock<super::SparseCenters>,
+    /// Prepared for sparse rows only ([`PreparedCenters::for_sparse`]).
+    sparse_only: bool,
 }
 
 impl<T: Real> PreparedCenters<T> {
@@ -181,7 +183,19 @@ impl<T: Real> PreparedCenters<T> {
     /// # Panics
     /// If `centers.len() != k * d` or `k == 0`.
     pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
-        Self::build(centers, k, d, Self::empty())
+        Self::build(centers, k, d, Self::empty(), false)
+    }
+
+    /// [`PreparedCenters::new`] for sparse rows only: the `f64` centres and
+    /// [`PreparedCenters::sparse`], made now, without the dense kernels'
+    /// values (for steps on sparse batches, where those would cost as much
+    /// as the step). [`PreparedCenters::renew`] keeps this.
+    ///
+    /// # Panics
+    /// As [`PreparedCenters::new`]; the dense kernels panic on these
+    /// centres (a programming error).
+    pub fn for_sparse(centers: &[f64], k: usize, d: usize) -> Self {
+        Self::build(centers, k, d, Self::empty(), true)
     }
 
     /// The same as [`PreparedCenters::new`] for new `centers` of the same
@@ -189,8 +203,8 @@ impl<T: Real> PreparedCenters<T> {
     /// centres of any size are prepared without mapping fresh pages); the
     /// centres for sparse rows are prepared again if `self` had them.
     pub fn renew(self, centers: &[f64]) -> Self {
-        let (k, d) = (self.n_clusters, self.n_features);
-        Self::build(centers, k, d, self)
+        let (k, d, sparse_only) = (self.n_clusters, self.n_features, self.sparse_only);
+        Self::build(centers, k, d, self, sparse_only)
     }
 
     /// No centres: buffers for [`PreparedCenters::build`].
@@ -209,12 +223,31 @@ impl<T: Real> PreparedCenters<T> {
             radius: 0.0,
             bound: Bound::new(0, 0.0, 0.0, 0.0),
             sparse: std::sync::OnceLock::new(),
+            sparse_only: false,
         }
     }
 
-    /// Prepares `centers` in the buffers of `old`.
-    fn build(centers: &[f64], k: usize, d: usize, old: Self) -> Self {
+    /// Prepares `centers` in the buffers of `old` (for sparse rows only
+    /// when `sparse_only`).
+    fn build(centers: &[f64], k: usize, d: usize, old: Self, sparse_only: bool) -> Self {
         assert!(k > 0 && centers.len() == k * d);
+        if sparse_only {
+            let PreparedCenters { centers: mut own, mut sparse, .. } = old;
+            own.clear();
+            own.extend_from_slice(centers);
+            let s = match sparse.take() {
+                Some(s) => s.renew(centers, k, d),
+                None => super::SparseCenters::new(centers, k, d),
+            };
+            return PreparedCenters {
+                centers: own,
+                n_clusters: k,
+                n_features: d,
+                sparse: std::sync::OnceLock::from(s),
+                sparse_only,
+                ..Self::empty()
+            };
+        }
         let PreparedCenters {
             centers: mut own,
             mut origin,
@@ -294,6 +327,7 @@ impl<T: Real> PreparedCenters<T> {
             radii,
             bound,
             sparse,
+            sparse_only,
         }
     }
 

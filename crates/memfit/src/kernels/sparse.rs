@@ -103,36 +103,61 @@ impl SparseCenters {
         mut norms: Vec<f64>,
         mut radii: Vec<f64>,
     ) -> Self {
-        let spread = centers.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        // The largest |value|: as the largest bits of |v| (ordered as the
+        // values for every non-NaN), which vectorises, a piece per task.
+        let spread = f64::from_bits(
+            centers
+                .par_chunks(1 << 16)
+                .map(|c| {
+                    c.iter().map(|v| v.abs().to_bits()).filter(|&b| b <= f64::INFINITY.to_bits()).max().unwrap_or(0)
+                })
+                .max()
+                .unwrap_or(0),
+        );
         let scale = scale_for(spread);
-        // Every entry is written below.
+        // Every entry is written below (resized only when the shape changes).
         transposed.resize(d * k, 0.0);
         for v in [&mut sq_norms, &mut norms] {
             v.clear();
             v.resize(k, 0.0);
         }
-        // Norms summed over the features in order, per centre.
-        for (j, c) in centers.chunks_exact(d.max(1)).enumerate().take(k) {
-            for &v in c {
-                let s = v * scale;
-                sq_norms[j] += s * s;
-                norms[j] += v * v;
-            }
-        }
-        // The transposed copies, features shared out between threads; the
-        // f32 rows padded to a multiple of 16 centres (zeros) so that
-        // every stored value adds whole vectors.
-        let kp = Self::padded(k);
-        transposed32.clear();
-        transposed32.resize(d * kp, 0.0);
-        transposed.par_chunks_mut(k.max(1)).zip(transposed32.par_chunks_mut(kp.max(1))).enumerate().for_each(
-            |(f, (row, row32))| {
-                for (j, (t, t32)) in row.iter_mut().zip(row32.iter_mut()).enumerate() {
-                    *t = centers[j * d + f] * scale;
-                    *t32 = *t as f32;
+        // Norms summed over the features in order, per centre (centres
+        // shared out between threads).
+        sq_norms.par_iter_mut().zip(norms.par_iter_mut()).zip(centers.par_chunks_exact(d.max(1))).for_each(
+            |((sq, n), c)| {
+                for &v in c {
+                    let s = v * scale;
+                    *sq += s * s;
+                    *n += v * v;
                 }
             },
         );
+        // The transposed copies, in blocks of features shared out between
+        // threads (each block reads a short run of every centre, not one
+        // value per centre row); the f32 rows padded to a multiple of 16
+        // centres (zeros) so that every stored value adds whole vectors.
+        let kp = Self::padded(k);
+        transposed32.resize(d * kp, 0.0);
+        const BLOCK: usize = 64;
+        transposed
+            .par_chunks_mut((k * BLOCK).max(1))
+            .zip(transposed32.par_chunks_mut((kp * BLOCK).max(1)))
+            .enumerate()
+            .for_each(|(b, (rows, rows32))| {
+                let f0 = b * BLOCK;
+                let width = rows.len() / k.max(1);
+                for j in 0..k {
+                    let run = &centers[j * d + f0..j * d + f0 + width];
+                    for (q, &v) in run.iter().enumerate() {
+                        let t = v * scale;
+                        rows[q * k + j] = t;
+                        rows32[q * kp + j] = t as f32;
+                    }
+                }
+                for q in 0..width {
+                    rows32[q * kp + k..(q + 1) * kp].fill(0.0);
+                }
+            });
         radii.clear();
         radii.extend(sq_norms.iter().map(|s| s.sqrt()));
         let mut bound = Bound::new(d, f64::EPSILON / 2.0, f64::MIN_POSITIVE, f64::MAX);

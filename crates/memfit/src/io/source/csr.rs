@@ -16,6 +16,34 @@ pub enum Index<'a> {
     I64(&'a [i64]),
 }
 
+/// Row `i`'s offsets into `indices`, checked: not decreasing, columns
+/// strictly increasing within `0..n_cols` (see [`CsrRef::new`]).
+fn check_row(indptr: Index<'_>, indices: Index<'_>, n_cols: usize, i: usize) -> Result<std::ops::Range<usize>> {
+    let bad = |why: String| Error::param("X", format!("the sparse matrix is not valid CSR: {why}"));
+    let (a, b) = (indptr.signed(i), indptr.signed(i + 1));
+    if b < a {
+        return Err(bad(format!("indptr decreases at row {i} ({a} then {b})")));
+    }
+    if a < 0 || b as usize > indices.len() {
+        return Err(bad(format!("row {i}'s offsets {a}..{b} lie outside 0..len(indices) = {}", indices.len())));
+    }
+    let (a, b) = (a as usize, b as usize);
+    let mut last = -1i64;
+    for p in a..b {
+        let j = indices.signed(p);
+        if j < 0 || j >= n_cols as i64 {
+            return Err(bad(format!("row {i} has column index {j}, outside 0..{n_cols}")));
+        }
+        if j <= last {
+            return Err(bad(format!(
+                "row {i}'s column indices are not strictly increasing ({last} then {j}); call X.sum_duplicates() (or X.sort_indices()) first"
+            )));
+        }
+        last = j;
+    }
+    Ok(a..b)
+}
+
 impl Index<'_> {
     fn len(&self) -> usize {
         match self {
@@ -121,27 +149,49 @@ impl<'a> CsrRef<'a> {
         }
         let mut max_row_nnz = 0;
         for i in 0..n_rows {
-            let (a, b) = (indptr.signed(i), indptr.signed(i + 1));
-            if b < a {
-                return Err(bad(format!("indptr decreases at row {i} ({a} then {b})")));
-            }
-            let (a, b) = (a as usize, b as usize);
-            max_row_nnz = max_row_nnz.max(b - a);
-            let mut last = -1i64;
-            for p in a..b {
-                let j = indices.signed(p);
-                if j < 0 || j >= n_cols as i64 {
-                    return Err(bad(format!("row {i} has column index {j}, outside 0..{n_cols}")));
-                }
-                if j <= last {
-                    return Err(bad(format!(
-                        "row {i}'s column indices are not strictly increasing ({last} then {j}); call X.sum_duplicates() (or X.sort_indices()) first"
-                    )));
-                }
-                last = j;
-            }
+            max_row_nnz = max_row_nnz.max(check_row(indptr, indices, n_cols, i)?.len());
         }
         Ok(CsrRef { indptr, indices, data, n_rows, n_cols, max_row_nnz })
+    }
+
+    /// The rows `rows` (any order, repeats allowed) of the CSR arrays of a
+    /// `(n_rows, n_cols)` matrix, as `(indptr, indices, data)` of their own
+    /// (int64 offsets from 0 and columns, `f64` values: exact for either
+    /// stored dtype), for [`CsrRef::new`] to borrow: the rows a mini-batch
+    /// draws, at a cost of their own values, never of the whole matrix's.
+    /// Checks what [`CsrRef::new`] checks, of the rows taken only (and that
+    /// `indptr` holds `n_rows + 1` offsets, none beyond `data`).
+    ///
+    /// # Errors
+    /// As [`CsrRef::new`]; [`Error::InvalidParameter`] (`rows`) for a row
+    /// outside the matrix.
+    pub fn take_rows(
+        indptr: Index<'_>,
+        indices: Index<'_>,
+        data: SparseValues<'_>,
+        (n_rows, n_cols): (usize, usize),
+        rows: &[usize],
+    ) -> Result<(Vec<i64>, Vec<i64>, Vec<f64>)> {
+        let bad = |why: String| Error::param("X", format!("the sparse matrix is not valid CSR: {why}"));
+        if indptr.len() != n_rows + 1 || indices.len() != data.len() {
+            return Err(bad(format!(
+                "indptr holds {} offsets for {n_rows} rows, indices {} entries and data {}",
+                indptr.len(),
+                indices.len(),
+                data.len()
+            )));
+        }
+        let (mut p, mut j, mut v) = (vec![0i64], Vec::new(), Vec::new());
+        for &i in rows {
+            if i >= n_rows {
+                return Err(Error::param("rows", format!("row {i} is outside the matrix's {n_rows} rows")));
+            }
+            let r = check_row(indptr, indices, n_cols, i)?;
+            j.extend(r.clone().map(|q| indices.signed(q)));
+            v.extend(r.map(|q| data.at(q)));
+            p.push(j.len() as i64);
+        }
+        Ok((p, j, v))
     }
 
     /// Rows.
