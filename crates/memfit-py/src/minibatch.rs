@@ -252,20 +252,24 @@ pub fn minibatch_step<'py>(
         Dense(&'a [T]),
         Sparse(&'a Source<'a>),
     }
-    #[allow(clippy::too_many_arguments)]
+    /// What every step call takes besides the state, the centres and the batch.
+    struct Args<'a> {
+        w: Option<&'a [f64]>,
+        threads: usize,
+        seen: usize,
+        reassignment_ratio: f64,
+        memory_limit: u64,
+    }
     fn step_on<T: Real>(
         py: Python<'_>,
         state: &mut MiniBatch,
         centers: &mut [f64],
         b: Batch<'_, T>,
-        w: Option<&[f64]>,
-        threads: usize,
-        seen: usize,
-        reassignment_ratio: f64,
-        memory_limit: u64,
+        a: &Args<'_>,
         work: &mut Option<StepWork<T>>,
     ) -> PyResult<memfit::cluster::Step> {
         let d = state.n_features;
+        let Args { w, threads, seen, reassignment_ratio, memory_limit } = *a;
         run(py, Some(threads), T::DTYPE == memfit::io::Dtype::F32, None, move |_| match b {
             Batch::Dense(x) => {
                 state.plan_steps(x.len() / d.max(1), threads, size_of::<T>(), false, &[], memory_limit)?;
@@ -293,72 +297,24 @@ pub fn minibatch_step<'py>(
             }
         })
     }
+    let args = Args { w, threads, seen, reassignment_ratio, memory_limit };
     let step = if batch.hasattr("indptr")? {
         let held = crate::inputs::Held::new(batch)?;
         let src = held.source(&memfit::exec::RunOptions::default())?;
         if src.sparse_row_nnz().is_none() {
             return Err(pyo3::exceptions::PyTypeError::new_err("memfit: a sparse batch must be a CSR matrix"));
         }
-        let float32 = batch.getattr("data")?.cast::<numpy::PyArray1<f32>>().is_ok();
-        if float32 {
-            let work = WorkOf::<f32>::of(work);
-            step_on(
-                py,
-                &mut state,
-                centers,
-                Batch::Sparse(&src),
-                w,
-                threads,
-                seen,
-                reassignment_ratio,
-                memory_limit,
-                work,
-            )?
+        if batch.getattr("data")?.cast::<numpy::PyArray1<f32>>().is_ok() {
+            step_on(py, &mut state, centers, Batch::Sparse(&src), &args, WorkOf::<f32>::of(work))?
         } else {
-            let work = WorkOf::<f64>::of(work);
-            step_on(
-                py,
-                &mut state,
-                centers,
-                Batch::Sparse(&src),
-                w,
-                threads,
-                seen,
-                reassignment_ratio,
-                memory_limit,
-                work,
-            )?
+            step_on(py, &mut state, centers, Batch::Sparse(&src), &args, WorkOf::<f64>::of(work))?
         }
     } else if let Ok(b) = batch.cast::<numpy::PyArray2<f32>>() {
         let b = b.readonly();
-        let work = WorkOf::<f32>::of(work);
-        step_on(
-            py,
-            &mut state,
-            centers,
-            Batch::Dense(b.as_slice()?),
-            w,
-            threads,
-            seen,
-            reassignment_ratio,
-            memory_limit,
-            work,
-        )?
+        step_on(py, &mut state, centers, Batch::Dense(b.as_slice()?), &args, WorkOf::<f32>::of(work))?
     } else {
         let b = batch.extract::<PyReadonlyArray2<'py, f64>>()?;
-        let work = WorkOf::<f64>::of(work);
-        step_on(
-            py,
-            &mut state,
-            centers,
-            Batch::Dense(b.as_slice()?),
-            w,
-            threads,
-            seen,
-            reassignment_ratio,
-            memory_limit,
-            work,
-        )?
+        step_on(py, &mut state, centers, Batch::Dense(b.as_slice()?), &args, WorkOf::<f64>::of(work))?
     };
     counts.as_slice_mut()?.copy_from_slice(&state.counts);
     Ok((step.inertia, step.centers_squared_diff, step.to_reassign, step.pool, state.n_since_last_reassign))
