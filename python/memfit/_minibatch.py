@@ -28,20 +28,34 @@ def _dense(rows):
     return rows.toarray() if _is_sparse(rows) else rows
 
 
-def _sparse_variances(X, unit, rows=1 << 16):
+def _sparse_variances(X, unit, memory_limit):
     """Column variances of the CSR matrix X (of its rows scaled to unit
     norm when ``unit``), as scikit-learn's ``mean_variance_axis``; unit rows
-    are made ``rows`` at a time, never a scaled copy of X."""
+    are made a block at a time, each block's float64 copy (with the column
+    statistics) within a quarter of ``memory_limit`` bytes, never a scaled
+    copy of X."""
     from sklearn.preprocessing import normalize
     from sklearn.utils.sparsefuncs import incr_mean_variance_axis, mean_variance_axis
 
     if not unit:
         return mean_variance_axis(X, axis=0)[1]
-    d = X.shape[1]
-    mean, var, n = np.zeros(d), np.zeros(d), np.zeros(d)
-    for a in range(0, X.shape[0], rows):
-        chunk = normalize(X[a : a + rows].astype(np.float64))
-        mean, var, n = incr_mean_variance_axis(chunk, axis=0, last_mean=mean, last_var=var, last_n=n)
+    n, d = X.shape
+    budget = memory_limit // 4 - 5 * 8 * d
+    if budget <= 0:
+        raise MemoryError(
+            f"memory_limit={memory_limit} bytes cannot hold the column statistics of {d} features for tol"
+        )
+    mean, var, count = np.zeros(d), np.zeros(d), np.zeros(d)
+    a = 0
+    while a < n:
+        # Rows while their values (12 bytes each as float64 with their
+        # columns, 8 per row for the offsets) fit the budget; at least one.
+        hi = min(n, a + (1 << 16))
+        ends = X.indptr[a + 1 : hi + 1] - X.indptr[a]
+        b = a + max(1, int(np.searchsorted(12 * ends + 8 * np.arange(1, hi - a + 1), budget, side="right")))
+        chunk = normalize(X[a:b].astype(np.float64))
+        mean, var, count = incr_mean_variance_axis(chunk, axis=0, last_mean=mean, last_var=var, last_n=count)
+        a = b
     return var
 
 
@@ -77,7 +91,11 @@ class MiniBatchKMeans(_Centers):
     sparse kernel of :class:`memfit.KMeans` (the labels of the rows with
     their zeros filled in) and summed with the dense sums' bits, so a fit on
     sparse X gives the centres of the same fit on X densified, as
-    scikit-learn's ``_minibatch_update_sparse`` does.
+    scikit-learn's ``_minibatch_update_sparse`` does. (Inertias of sparse
+    rows, summed from their stored values, may differ from the dense ones
+    in their last bits: with ``n_init > 1``, initialisations whose
+    inertias agree to rounding may be chosen differently, and scikit-learn's
+    k-means++ may draw other centres from sparse rows than from dense ones.)
 
     Parameters
     ----------
@@ -281,7 +299,8 @@ class MiniBatchKMeans(_Centers):
         ``memory_limit`` (a Dask X: Dask computes it), never holding a
         float64 copy of X."""
         if _is_sparse(data.engine):
-            return float(np.mean(_sparse_variances(data.engine, self.metric == "cosine"))) * self.tol
+            variances = _sparse_variances(data.engine, self.metric == "cosine", check_memory_limit(self.memory_limit))
+            return float(np.mean(variances)) * self.tol
         x = (data.dask.input if data.dask is not None else _lazy(data)).astype(np.float64)
         if self.metric == "cosine":
             norms = np.sqrt((x * x).sum(axis=1, keepdims=True))

@@ -263,6 +263,34 @@ def check_data(
     return _check_data(X, estimator, reset=reset, name=name, min_samples=min_samples)
 
 
+def _check_compressed(X: Any, name: str) -> None:
+    """The offsets and indices of a CSR or CSC matrix as scipy's own
+    routines (``tocsr``, ``sum_duplicates``) and scikit-learn's sparse
+    statistics assume them, checked before any of them runs: a matrix
+    built by hand with an index out of range or decreasing offsets would
+    otherwise crash them or be silently changed into another matrix. (The
+    engine checks the rest, the columns' order within a row, as it reads.)"""
+    major, minor = X.shape if X.format == "csr" else X.shape[::-1]
+    what = "row" if X.format == "csr" else "column"
+    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+    why = None
+    if indptr.ndim != 1 or indptr.size != major + 1:
+        why = f"indptr holds {indptr.size} offsets, expected {major + 1}"
+    elif indices.ndim != 1 or indices.size != np.asarray(X.data).size:
+        why = f"indices holds {indices.size} entries but data {np.asarray(X.data).size}"
+    elif indptr[0] != 0 or indptr[-1] != indices.size:
+        why = f"indptr runs from {indptr[0]} to {indptr[-1]}, expected 0 to len(data) = {indices.size}"
+    elif (np.diff(indptr) < 0).any():
+        i = int(np.argmax(np.diff(indptr) < 0))
+        why = f"indptr decreases at {what} {i} ({indptr[i]} then {indptr[i + 1]})"
+    elif indices.size and (indices.min() < 0 or indices.max() >= minor):
+        p = int(np.argmax((indices < 0) | (indices >= minor)))
+        i = int(np.searchsorted(indptr, p, side="right") - 1)
+        why = f"{what} {i} has index {indices[p]}, outside 0..{minor}"
+    if why is not None:
+        raise ValueError(f"the sparse matrix {name} is not valid {X.format.upper()}: {why}")
+
+
 def sparse_input(X: Any, name: str = "X") -> Any:
     """A ``scipy.sparse`` matrix or array as the engine reads it in place:
     CSR in canonical form (sorted column indices, no duplicates) with
@@ -282,6 +310,8 @@ def sparse_input(X: Any, name: str = "X") -> Any:
         raise ValueError(f"Expected 2D array, got {len(X.shape)}D array instead ({name} has shape {X.shape}).")
     if np.iscomplexobj(X.data if hasattr(X, "data") else np.empty(0, X.dtype)):
         raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
+    if X.format in ("csr", "csc"):
+        _check_compressed(X, name)
     if X.format != "csr":
         X = X.tocsr()
     if X.dtype not in (np.float32, np.float64):

@@ -196,6 +196,35 @@ def test_sparse_mini_batches_match_scikit_learn(weighted):
     np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=0, atol=1e-12)
 
 
+def test_malformed_csr_is_refused_before_any_routine_reads_it():
+    """A CSR matrix built by hand with an index out of range or bad offsets
+    is refused with a ValueError naming the fault, before scipy's or
+    scikit-learn's routines (which do not check) can read it: no crash, no
+    silent repair (found by trying sparse MiniBatchKMeans with tol > 0)."""
+
+    def by_hand(indptr, indices):
+        X = sp.csr_matrix((4, 3))
+        X.data, X.indptr, X.indices = np.array([1.0, 2, 3, 4]), np.array(indptr, np.int32), np.array(indices, np.int32)
+        return X
+
+    cases = [([0, 2, 3, 4, 4], [0, 1_000_000, 1, 2], r"row 0 has index 1000000, outside 0\.\.3"),
+             ([0, 2, 3, 4, 4], [0, -1, 1, 2], r"row 0 has index -1, outside 0\.\.3"),
+             ([0, 3, 2, 4, 4], [0, 1, 1, 2], r"indptr decreases at row 1 \(3 then 2\)"),
+             ([0, -2, 3, 4, 4], [0, 1, 1, 2], r"indptr decreases at row 0"),
+             ([1, 2, 3, 4, 4], [0, 1, 1, 2], r"indptr runs from 1 to 4")]
+    for indptr, indices, why in cases:
+        for fit in (MiniBatchKMeans(2, tol=1e-3, n_init=1, random_state=0).fit,
+                    MiniBatchKMeans(2, tol=1e-3, metric="cosine", compute_labels=False).fit, KMeans(2).fit):
+            with pytest.raises(ValueError, match="the sparse matrix X is not valid CSR: " + why):
+                fit(by_hand(indptr, indices))
+    # A NaN is named by its row in X, not in a drawn sample.
+    X = sp.random(500, 50, density=0.1, format="csr", random_state=0)
+    X.data[5] = np.nan
+    row = int(np.searchsorted(X.indptr, 5, side="right") - 1)
+    with pytest.raises(ValueError, match=rf"X: row {row}, column {X.indices[5]} is NaN"):
+        MiniBatchKMeans(3, random_state=0, batch_size=64, n_init=1).fit(X)
+
+
 def test_the_cli_steps_sparse_mini_batches_as_dense_ones(tmp_path):
     """`memfit kmeans X.npz --mini-batch SIZE` gives the labels, centres
     and inertia of the same run on X saved dense, and its plan counts the

@@ -68,11 +68,10 @@ pub fn gather_rows<'py>(
         let csr =
             CsrRef::new(Index::I64(&p), Index::I64(&j), SparseValues::F64(&v), rows.len(), shape.1).map_err(to_py)?;
         let src = Source::csr(csr).unit_rows(metric == Metric::Cosine);
-        let all: Vec<usize> = (0..rows.len()).collect();
         return if float32 {
-            gather_csr::<f32>(py, &src, &all, n_jobs)
+            gather_csr::<f32>(py, &src, &rows, n_jobs)
         } else {
-            gather_csr::<f64>(py, &src, &all, n_jobs)
+            gather_csr::<f64>(py, &src, &rows, n_jobs)
         };
     }
     let inputs = Inputs::hold(x, None)?;
@@ -133,17 +132,24 @@ pub fn gather_rows<'py>(
     }
 }
 
-/// Rows `rows` of the sparse `src` as `(data, indices, indptr)` arrays (see
-/// [`gather_rows`]).
+/// All rows of the sparse `src`, the rows `taken` of the caller's matrix, as
+/// `(data, indices, indptr)` arrays (see [`gather_rows`]); a non-finite
+/// value is named by its row in the caller's matrix.
 fn gather_csr<'py, T: Real + numpy::Element>(
     py: Python<'py>,
     src: &Source<'_>,
-    rows: &[usize],
+    taken: &[usize],
     n_jobs: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (indptr, indices, values) = run(py, n_jobs, T::DTYPE == memfit::io::Dtype::F32, None, move |_| {
         let (mut indptr, mut indices, mut values) = (Vec::new(), Vec::new(), Vec::<T>::new());
-        src.gather_csr(rows, &mut indptr, &mut indices, &mut values)?;
+        let all: Vec<usize> = (0..taken.len()).collect();
+        src.gather_csr(&all, &mut indptr, &mut indices, &mut values).map_err(|e| match e {
+            memfit::Error::NonFinite { path, row, column, value, count } => {
+                memfit::Error::NonFinite { path, row: taken[row], column, value, count }
+            }
+            e => e,
+        })?;
         Ok((indptr, indices, values))
     })?;
     let indptr: Vec<i64> = indptr.into_iter().map(|o| o as i64).collect();
