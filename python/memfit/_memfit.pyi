@@ -145,11 +145,11 @@ def minibatch_plan(
     held: list[tuple[str, int]],
     n_jobs: Optional[int] = None,
     float32: bool = False,
-    max_row_nnz: Optional[int] = None,
+    sparse_x: Optional[Any] = None,
 ) -> str:
     """The plan (text) of mini-batch steps beside the (name, bytes) buffers
-    held for the whole fit (of sparse rows storing at most max_row_nnz
-    values when given); MemoryError when it does not fit memory_limit."""
+    held for the whole fit (of the rows of the CSR matrix sparse_x when
+    given); MemoryError when it does not fit memory_limit."""
 
 class MiniBatchWork:
     """A mini-batch fit's step buffers, made by its first step and reused."""

@@ -285,13 +285,6 @@ class MiniBatchKMeans(_Centers):
             self._init_size = 3 * k
         self._init_size = min(self._init_size, n)
 
-    @staticmethod
-    def _max_row_nnz(data):
-        """The most values a row of sparse X stores (None for dense X)."""
-        if not _is_sparse(data.engine):
-            return None
-        return int(np.diff(data.engine.indptr).max(initial=0))
-
     def _tolerance(self, data):
         """``tol * mean(var(X, axis=0))`` (scikit-learn's ``_tolerance``); for
         ``"cosine"`` the variances of the unit rows the steps see (rows of
@@ -525,7 +518,7 @@ class MiniBatchKMeans(_Centers):
             held=held,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
-            max_row_nnz=self._max_row_nnz(data),
+            sparse_x=data.engine if _is_sparse(data.engine) else None,
         )
         # No weights: unit weights, never held.
         w = None if w_engine is None else self._weights(w_engine, n)

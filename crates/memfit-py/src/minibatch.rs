@@ -56,7 +56,7 @@ pub fn gather_rows<'py>(
         // Only the drawn rows are checked and copied, never all of X.
         let shape: (usize, usize) = x.getattr("shape")?.extract()?;
         let (p, j, v) = crate::inputs::CsrArrays::new(x)?.take_rows(shape, &rows).map_err(to_py)?;
-        let bytes = ((rows.len() + 1) * 8 + v.len() * (value_bytes + 4)) as u64;
+        let bytes = drawn_csr_bytes(rows.len(), v.len(), value_bytes);
         if bytes > memory_limit {
             return Err(to_py(memfit::Error::does_not_fit(
                 bytes,
@@ -132,6 +132,14 @@ pub fn gather_rows<'py>(
     }
 }
 
+/// Bytes [`gather_rows`] holds for `rows` sparse rows of `values` stored
+/// values in all, computed in a type of `value_bytes`: the rows taken
+/// (int64 offsets and columns, float64 values) and the arrays returned
+/// (int64 offsets, int32 columns, the compute type's values), together.
+fn drawn_csr_bytes(rows: usize, values: usize, value_bytes: usize) -> u64 {
+    ((rows + 1) * 16 + values * (24 + 4 + value_bytes)) as u64
+}
+
 /// All rows of the sparse `src`, the rows `taken` of the caller's matrix, as
 /// `(data, indices, indptr)` arrays (see [`gather_rows`]); a non-finite
 /// value is named by its row in the caller's matrix.
@@ -200,7 +208,8 @@ type StepOutcome = (f64, f64, Vec<usize>, Vec<usize>, usize);
 /// One mini-batch k-means step (see `memfit::cluster::MiniBatch::step`) on
 /// `batch` (C-contiguous `(rows, n_features)`, float32 or float64: the
 /// compute type; or a CSR matrix of float32 or float64 values, read in
-/// place, copied once into the step's CSR form) with optional `sample_weight` (`(rows,)` float64), moving
+/// place, copied once into the step's CSR form) with optional
+/// `sample_weight` (`(rows,)` float64), moving
 /// `centers` (`(n_clusters, n_features)` float64) and `counts`
 /// (`(n_clusters,)` float64) in place. `seen` rows count towards the
 /// reassignment check, whose counter is `n_since_last_reassign`. Returns
@@ -349,12 +358,13 @@ pub fn minibatch_start_centers(mut centers: PyReadwriteArray2<'_, f64>, float32:
 /// float32 when `float32`) beside `held`, the `(name, bytes)` buffers the
 /// caller holds for the whole fit; raises `MemoryError` when it does not
 /// fit `memory_limit` bytes. Called before those buffers are allocated.
-/// For sparse rows (`max_row_nnz`: the most values a row stores) the plan
-/// counts the step's sparse buffers, the drawn batch in CSR form (as
-/// [`gather_rows`] returns it) and the step's copy of it.
+/// For a sparse `sparse_x` (the CSR matrix the steps draw from, checked
+/// here; its densest row sizes the batches) the plan counts the step's
+/// sparse buffers, the drawn batch in CSR form (as [`gather_rows`] holds
+/// it) and the step's copy of it.
 #[pyfunction]
 #[pyo3(signature = (n_clusters, n_features, batch_size, *, memory_limit, held, n_jobs=None, float32=false,
-    max_row_nnz=None))]
+    sparse_x=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn minibatch_plan(
     n_clusters: usize,
@@ -364,16 +374,21 @@ pub fn minibatch_plan(
     mut held: Vec<(String, u64)>,
     n_jobs: Option<usize>,
     float32: bool,
-    max_row_nnz: Option<usize>,
+    sparse_x: Option<Bound<'_, PyAny>>,
 ) -> PyResult<String> {
     let state = MiniBatch { n_clusters, n_features, counts: Vec::new(), n_since_last_reassign: 0, unit_centers: false };
     let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
     let value_bytes = if float32 { 4 } else { 8 };
+    let max_row_nnz = match &sparse_x {
+        Some(x) => crate::inputs::Held::new(x)?.source(&memfit::exec::RunOptions::default())?.sparse_row_nnz(),
+        None => None,
+    };
     if let Some(nnz) = max_row_nnz {
-        // The drawn batch (int32 columns) and the step's copy (u32 columns).
-        let csr = ((batch_size + 1) * 8 + batch_size * nnz * (4 + value_bytes)) as u64;
-        held.push(("drawn batch (CSR, returned to Python)".into(), csr));
-        held.push(("batch as the step reads it (CSR)".into(), csr));
+        let values = batch_size * nnz;
+        held.push(("drawn batch (CSR, returned to Python)".into(), drawn_csr_bytes(batch_size, values, value_bytes)));
+        // The step's copy: offsets, u32 columns and values.
+        let copy = ((batch_size + 1) * 8 + values * (4 + value_bytes)) as u64;
+        held.push(("batch as the step reads it (CSR)".into(), copy));
     }
     let plan = state
         .plan_steps(batch_size, threads, value_bytes, max_row_nnz.is_some(), &held, memory_limit)

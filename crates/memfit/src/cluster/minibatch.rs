@@ -250,8 +250,9 @@ impl MiniBatch {
     /// One step on `batch` (dense rows or CSR rows of `n_features`, each
     /// with its weight in `batch.w` when given: finite, non-negative),
     /// moving `centers` (row-major `(n_clusters, n_features)`, values of
-    /// the compute type held in `f64`) in place: see the module docs. `seen` rows are added to the count since the last
-    /// reassignment check; reassignment is checked when that count reaches
+    /// the compute type held in `f64`) in place: see the module docs.
+    /// `seen` rows are added to the count since the last reassignment
+    /// check; reassignment is checked when that count reaches
     /// `10 × n_clusters` or a centre has absorbed nothing (before the
     /// update), and then names
     /// the centres whose weight is below `reassignment_ratio` times the

@@ -258,14 +258,7 @@ fn one_step<T: Real>(
     if !s.to_reassign.is_empty() {
         let rows = sample(rng, s.pool.len(), s.to_reassign.len());
         for (&j, r) in s.to_reassign.iter().zip(rows.iter()) {
-            let center = &mut centers[j * d..(j + 1) * d];
-            match block.row_values(s.pool[r]) {
-                (v, None) => center.iter_mut().zip(v).for_each(|(c, v)| *c = v.to_f64()),
-                (v, Some(cols)) => {
-                    center.fill(0.0);
-                    cols.iter().zip(v).for_each(|(&q, v)| center[q as usize] = v.to_f64());
-                }
-            }
+            centers[j * d..(j + 1) * d].copy_from_slice(&block.dense_row(s.pool[r]));
         }
     }
     let change =

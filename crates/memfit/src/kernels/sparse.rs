@@ -103,17 +103,7 @@ impl SparseCenters {
         mut norms: Vec<f64>,
         mut radii: Vec<f64>,
     ) -> Self {
-        // The largest |value|: as the largest bits of |v| (ordered as the
-        // values for every non-NaN), which vectorises, a piece per task.
-        let spread = f64::from_bits(
-            centers
-                .par_chunks(1 << 16)
-                .map(|c| {
-                    c.iter().map(|v| v.abs().to_bits()).filter(|&b| b <= f64::INFINITY.to_bits()).max().unwrap_or(0)
-                })
-                .max()
-                .unwrap_or(0),
-        );
+        let spread = centers.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         let scale = scale_for(spread);
         // Every entry is written below (resized only when the shape changes).
         transposed.resize(d * k, 0.0);
