@@ -97,24 +97,29 @@ def test_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client, dtype):
     assert dist.cluster_centers_.dtype == dtype
 
 
-def _forget_every_third_state():
-    """On a worker: every third chunk's kept bounds are not found (as
-    after a lost worker)."""
+def _watch_states(forget):
+    """On a worker: counts the kept bounds its tasks look for and those not
+    found; with ``forget``, every third is not found (as after a lost
+    worker)."""
     from memfit import _dask as d
 
-    read, calls = d.Kept.state, []
+    read, seen = d.Kept.state, {"calls": 0, "misses": 0}
 
     def state(self):
-        calls.append(1)
-        return None if len(calls) % 3 == 0 else read(self)
+        seen["calls"] += 1
+        held = None if forget and seen["calls"] % 3 == 0 else read(self)
+        seen["misses"] += held is None
+        return held
 
-    d.Kept.kept_state, d.Kept.state = read, state
+    d.Kept.kept_state, d.Kept.state, d.Kept.seen = read, state, seen
 
 
-def _find_states_again():
+def _unwatch_states():
+    """On a worker: the counts of :func:`_watch_states`, the lookup restored."""
     from memfit import _dask as d
 
     d.Kept.state = d.Kept.kept_state
+    return d.Kept.seen
 
 
 @pytest.mark.parametrize("lose", [False, True])
@@ -125,22 +130,29 @@ def test_bounded_kmeans_keeps_each_chunks_bounds_on_its_worker(client, lose):
     # Persisted: each chunk's task runs where its chunk is, where its bounds were left.
     x = client.persist(chunked(X))
     distributed.wait(x)
-    if lose:
-        client.run(_forget_every_third_state)
+    client.run(_watch_states, lose)
     try:
         dist = KMeans(**params).fit(x, client=client)
     finally:
-        if lose:
-            client.run(_find_states_again)
+        seen = client.run(_unwatch_states).values()
+    calls, misses = sum(s["calls"] for s in seen), sum(s["misses"] for s in seen)
     same_kmeans(local, dist)
     assert local.skip_share_[1:].mean() > 0.5
+    assert calls >= (dist.n_iter_ - 1) * len(x.chunks[0])
     if lose:
         # Chunks without their bounds were assigned in full (their next pass
         # starts from fresh, tight bounds): fewer skips in all, the same bits.
+        assert misses >= calls // 3
         assert dist.skip_share_.sum() < local.skip_share_.sum()
     else:
-        # The bounds stayed with their chunks: every pass skipped what the single-process fit skipped.
-        np.testing.assert_array_equal(local.skip_share_, dist.skip_share_)
+        # Dask runs a chunk's task where its chunk and its bounds are, but
+        # does not promise it: on a loaded machine it may place one
+        # elsewhere (its start estimated sooner there), which then assigns
+        # its chunk in full. Nearly every task found its bounds, and when
+        # all did, every pass skipped what the single-process fit skipped.
+        assert misses <= calls // 10, (misses, calls)
+        if misses == 0:
+            np.testing.assert_array_equal(local.skip_share_, dist.skip_share_)
 
 
 def test_spherical_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client):
