@@ -123,6 +123,51 @@ def test_in_memory_array_is_not_copied():
         assert got[name] <= 64 * MiB + SLACK < got["x_bytes"] / 2
 
 
+def test_a_bounded_task_holds_its_rows_bounds_within_its_plan():
+    """A bounded k-means pass's task on a worker (a Dask chunk's) reads the
+    bounds its rows' last task left and returns new ones: it adds at most its
+    plan (which counts the bounds once, 16 bytes a row) to what the worker
+    held before it ran (its chunk and the kept bounds), never a second copy."""
+    got = run_child(
+        """
+        from memfit import _memfit
+        n, limit = 6_000_000, 256 << 20
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(n, 2)) + rng.integers(0, 8, (n, 1)) * 4.0
+        kept, tasks = {}, []
+
+        def remote(task, ranges, row_state=None):
+            # The chunks of a cluster, run here; each keeps its bounds (as Kept does).
+            out = []
+            for a, b in ranges:
+                state = kept.get(a) if row_state and not row_state[1] else None
+                _, res, left = _memfit.run_task(task, X[a:b], first_row=a, memory_limit=limit, row_state=state)
+                if row_state:
+                    kept[a] = left
+                    tasks.append(task)
+                out.append(res)
+            return out
+
+        _memfit.kmeans_fit(X, n_clusters=8, memory_limit=limit, init="random", n_init=1, max_iter=3,
+                           algorithm="bounded", remote=remote, row_bounds=[])
+        task, state = tasks[-1], kept[0]
+        plan = _memfit.run_task(task, X, first_row=0, memory_limit=limit, execute=False)[0]
+        reset_peak()
+        base = status("VmRSS")
+        _, _, left = _memfit.run_task(task, X, first_row=0, memory_limit=limit, row_state=state)
+        print(dict(peak=status("VmHWM") - base, plan=plan["total_bytes"], bounds=state.nbytes,
+                   left=left.nbytes, passes=len(tasks)))
+        """
+    )
+    print({k: v / MiB for k, v in got.items()})
+    assert got["passes"] == 3 and got["bounds"] == got["left"] == 16 * 6_000_000
+    # The plan counts the bounds; the task holds them once (a second copy
+    # would be 92 MiB more). Everything is loaded before the baseline: a
+    # small slack for the allocator.
+    assert got["bounds"] < got["plan"] <= got["bounds"] + 64 * MiB
+    assert got["peak"] <= got["plan"] + 24 * MiB < got["plan"] + got["bounds"] / 2
+
+
 def test_expression_input_intermediates_count_against_the_fit_limit(tmp_path):
     """T3-14: a fit on ``x - x.mean(axis=1, keepdims=True)`` over a .npy whose
     row means (128 MB) exceed the limit: the means are planned within the
