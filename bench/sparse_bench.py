@@ -2,7 +2,10 @@
 KMeans on a scipy.sparse CSR matrix (read in place, within a memory limit
 100 times smaller than the dense matrix) against scikit-learn's sparse
 Lloyd, from the same initial centres, each in its own child process on the
-same matrix.
+same matrix; and memfit's KMeans on the matrix as a Dask array of CSR
+chunks of 131,072 rows, read chunk by chunk in the child (no client:
+"memfit-dask") and on a LocalCluster of as many single-threaded worker
+processes as threads, the chunks persisted there ("memfit-cluster").
 
 Data: a synthetic corpus (no text corpus is reachable here): n_samples
 documents over n_features terms, each document 40 + Poisson(120) tokens
@@ -19,7 +22,8 @@ matrix, and against scikit-learn the share of equal labels, the largest
 centre difference and the relative inertia difference.
 
 Usage: python bench/sparse_bench.py [--n-samples 200000] [--n-features 100000] [--k 100] [--iters 3] [--threads 2]
-Needs: the memfit package, scikit-learn, scipy, threadpoolctl.
+Needs: the memfit package, scikit-learn, scipy, threadpoolctl, dask[distributed].
+Peak memory is the child's: for memfit-cluster, the client's alone (the workers are other processes).
 """
 import argparse
 import json
@@ -68,6 +72,16 @@ def child(peer, path, k, iters, threads, limit):
         from sklearn.cluster import KMeans
     else:
         from memfit import KMeans
+    data, client = X, None
+    if peer in ("memfit-dask", "memfit-cluster"):
+        import dask.array as da
+
+        data = da.from_array(X, chunks=(131_072, X.shape[1]), asarray=False)
+    if peer == "memfit-cluster":
+        from distributed import Client, LocalCluster
+
+        client = Client(LocalCluster(n_workers=threads, threads_per_worker=1, dashboard_address=":0"))
+        data = client.persist(data)
 
     def status(key):
         with open("/proc/self/status") as f:
@@ -78,7 +92,8 @@ def child(peer, path, k, iters, threads, limit):
         if peer == "scikit-learn":
             km = KMeans(k, init=init, n_init=1, max_iter=max_iter, tol=0, algorithm="lloyd").fit(X)
         else:
-            km = KMeans(k, init=init, n_init=1, max_iter=max_iter, tol=0, n_jobs=threads, memory_limit=limit).fit(X)
+            km = KMeans(k, init=init, n_init=1, max_iter=max_iter, tol=0, n_jobs=threads, memory_limit=limit)
+            km.fit(data, client=client)
         return time.perf_counter() - start, km
 
     with open("/proc/self/clear_refs", "w") as f:
@@ -91,7 +106,7 @@ def child(peer, path, k, iters, threads, limit):
     print(json.dumps({"per_iter": (two - one) / max(1, km.n_iter_ - km1.n_iter_), "fit": two,
                       "n_iter": int(km.n_iter_), "inertia": float(km.inertia_),
                       "added_mib": (status("VmHWM") - base) / MiB, "centers": km.cluster_centers_.tolist(),
-                      "labels": km.labels_.tolist()}))
+                      "labels": np.asarray(km.labels_).tolist()}))
 
 
 def main():
@@ -124,7 +139,7 @@ def main():
         print(f"{'peer':13} {'s/iter':>8} {'n_iter':>6} {'fit s':>7} {'added MiB':>9} {'same labels':>11} "
               f"{'max |dc|':>9} {'d inertia':>9}")
         got = {}
-        for peer in ("scikit-learn", "memfit"):
+        for peer in ("scikit-learn", "memfit", "memfit-dask", "memfit-cluster"):
             out = subprocess.run([sys.executable, __file__, "--k", str(args.k), "--iters", str(args.iters),
                                   "--threads", str(args.threads), "--child", peer, "--path", path,
                                   "--limit", str(limit)], check=True, capture_output=True, text=True).stdout
@@ -136,6 +151,10 @@ def main():
             print(f"{peer:13} {r['per_iter']:8.4f} {r['n_iter']:6d} {r['fit']:7.2f} {r['added_mib']:9.1f} "
                   f"{same:11.5f} {dc:9.1e} {di:9.1e}")
         print(f"scikit-learn / memfit: {got['scikit-learn']['per_iter'] / got['memfit']['per_iter']:.2f}x per iteration")
+        for peer in ("memfit-dask", "memfit-cluster"):
+            same = all(got[peer][key] == got["memfit"][key] for key in ("centers", "labels", "inertia", "n_iter"))
+            print(f"{peer}: {'bitwise' if same else 'NOT'} the in-memory fit's centres, labels and inertia; "
+                  f"{got[peer]['per_iter'] / got['memfit']['per_iter']:.2f}x its seconds per iteration")
 
 
 if __name__ == "__main__":

@@ -50,13 +50,13 @@ import bisect
 import collections
 import copy
 import operator
-import sys
 from typing import Any, Iterator, Optional
 
 import numpy as np
 
 from . import _memfit, _options
 from ._options import distributed_module
+from ._sparse import is_sparse, sparse_input
 
 #: Rows per accumulation chunk of the engine (``memfit._memfit.CHUNK_ROWS``):
 #: Dask chunks start on multiples of it, so that statistics merge exactly.
@@ -299,7 +299,7 @@ def _expression_rows(x: Any, start: int, stop: int) -> np.ndarray:
 
 def refuse_sparse_chunks(kind: str, name: str = "X", accept_sparse: bool = True) -> None:
     """Raises the TypeError for a Dask array whose chunks are ``kind``
-    (scipy.sparse matrices), which memfit does not read yet, saying what to
+    (scipy.sparse matrices) given where they are not read, saying what to
     pass instead (the sparse matrix itself where the estimator reads sparse
     input, else dense rows)."""
     instead = (
@@ -307,17 +307,100 @@ def refuse_sparse_chunks(kind: str, name: str = "X", accept_sparse: bool = True)
         if accept_sparse
         else f"this estimator needs dense rows: pass {name}.map_blocks(lambda b: b.toarray()) or a dense .npy path"
     )
-    raise TypeError(f"memfit does not read Dask arrays of scipy.sparse chunks yet ({name}'s chunks are {kind}); {instead}")
+    where = "by this estimator" if accept_sparse else "where dense rows are needed"
+    raise TypeError(f"memfit does not read Dask arrays of scipy.sparse chunks {where} ({name}'s chunks are {kind}); {instead}")
 
 
 def dense_chunk(chunk: Any) -> np.ndarray:
     """A computed chunk as a NumPy array; a scipy.sparse chunk (of an array
     whose ``meta`` did not say so) is refused as :func:`refuse_sparse_chunks`
     says, not turned into an object array."""
-    sp = sys.modules.get("scipy.sparse")
-    if sp is not None and sp.issparse(chunk):
-        refuse_sparse_chunks(type(chunk).__name__)
+    if is_sparse(chunk):
+        refuse_sparse_chunks(type(chunk).__name__, accept_sparse=False)
     return np.asarray(chunk)
+
+
+def engine_chunk(chunk: Any) -> Any:
+    """A computed chunk as the engine reads it: a scipy.sparse chunk checked
+    and in canonical CSR (:func:`memfit._sparse.sparse_input`), anything
+    else as a NumPy array."""
+    return sparse_input(chunk) if is_sparse(chunk) else np.asarray(chunk)
+
+
+def _csr_chunk(chunk: Any) -> Any:
+    """A scipy.sparse chunk as CSR (a chunk Dask can slice)."""
+    return chunk.tocsr()
+
+
+def _csr_stats(chunk: Any) -> np.ndarray:
+    """A sparse chunk's ``[stored values, most values in a row, bytes of
+    its canonical CSR arrays]`` (checked as the engine reads it)."""
+    c = engine_chunk(chunk)
+    per_row = np.diff(c.indptr)
+    nbytes = c.data.nbytes + c.indices.nbytes + c.indptr.nbytes
+    return np.array([[c.nnz, int(per_row.max()) if per_row.size else 0, nbytes]], dtype=np.int64)
+
+
+class SparseRows:
+    """Rows of a 2-D Dask array of scipy.sparse chunks read one chunk at a
+    time in this process (the engine's sparse reader: ``shape``, ``dtype``,
+    ``max_row_nnz``, ``held_bytes``, ``read_csr``). What the engine plans
+    with (the most values a row stores, the largest chunk's bytes) is found
+    when first asked for, by computing every chunk once (with the active
+    Dask scheduler: on the cluster when a client is active); per-row
+    results (predict, transform) never ask."""
+
+    def __init__(self, x: Any):
+        self.x = x
+        self.shape = tuple(int(s) for s in x.shape)
+        self.dtype = np.dtype(np.float32 if x.dtype == np.float32 else np.float64).name
+        self.starts = _starts(x.chunks[0])
+        self._stats: Optional[np.ndarray] = None
+        self._at, self._chunk = None, None
+
+    def _chunk_stats(self) -> np.ndarray:
+        if self._stats is None:
+            import dask
+
+            parts = [dask.delayed(_csr_stats)(b) for b in self.x.to_delayed().ravel()]
+            self._stats = np.concatenate(dask.compute(*parts)) if parts else np.zeros((0, 3), np.int64)
+        return self._stats
+
+    @property
+    def max_row_nnz(self) -> int:
+        """The most values a row of the array stores."""
+        stats = self._chunk_stats()
+        return int(stats[:, 1].max()) if len(stats) else 0
+
+    @property
+    def held_bytes(self) -> int:
+        """One computed chunk and its canonical CSR copy, for the largest chunk."""
+        stats = self._chunk_stats()
+        return 2 * int(stats[:, 2].max()) if len(stats) else 0
+
+    def _get(self, i: int) -> Any:
+        if self._at != i:
+            self._chunk = None
+            self._chunk = engine_chunk(self.x.blocks[i].compute())
+            self._at = i
+        return self._chunk
+
+    def read_csr(self, start: int, stop: int) -> tuple:
+        """Rows ``start:stop`` as ``(indptr, indices, data)``: int64 offsets
+        from 0, int64 columns, float64 values."""
+        import scipy.sparse as sp
+
+        parts, at = [], start
+        while at < stop:
+            i = bisect.bisect_right(self.starts, at) - 1
+            c = self._get(i)
+            lo = at - self.starts[i]
+            take = min(stop - at, c.shape[0] - lo)
+            parts.append(c[lo : lo + take])
+            at += take
+        block = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
+        indptr = np.asarray(block.indptr, dtype=np.int64)
+        return indptr - indptr[0], np.asarray(block.indices, dtype=np.int64), np.asarray(block.data, dtype=np.float64)
 
 
 class Rows:
@@ -394,8 +477,8 @@ def _run_chunk(
     tightest worker). Returns the encoded statistics; a task with per-row
     state (``kept`` is a :class:`Kept`, or None on a run's first pass)
     returns them with its chunk's new state."""
-    x = dense_chunk(x)
-    if x.dtype.byteorder == ">" or not x.flags.aligned:
+    x = engine_chunk(x)
+    if isinstance(x, np.ndarray) and (x.dtype.byteorder == ">" or not x.flags.aligned):
         x = x.astype(x.dtype.newbyteorder("="))
     # Arrays unpickled on a worker may be misaligned: the engine borrows aligned ones.
     w2 = None if w is None else np.require(np.asarray(w, dtype=np.float64).reshape(-1, 1), requirements=["C", "A"])
@@ -433,8 +516,12 @@ class Cluster:
     reruns its tasks elsewhere until it gives up) or the client closed
     during the fit raise RuntimeError saying so and what to change."""
 
-    def __init__(self, client: Any, x: Any, w: Any, memory_limit: int, probe: Any = None):
+    def __init__(
+        self, client: Any, x: Any, w: Any, memory_limit: int, probe: Any = None, max_row_nnz: Optional[int] = None
+    ):
         self.client, self.memory_limit = client, memory_limit
+        # For scipy.sparse chunks: the most values a row stores (the stand-ins' densest row).
+        self.max_row_nnz = max_row_nnz
         full = [i for i, c in enumerate(x.chunks[0]) if c]
         starts = _starts(x.chunks[0])
         self.starts = [starts[i] for i in full]
@@ -470,7 +557,16 @@ class Cluster:
         """Calls ``plan(x, w)`` with zero-strided stand-ins for the largest
         chunk (no memory); its MemoryError names the worker's budget."""
         rows = max(self.rows, default=0)
-        xp = np.lib.stride_tricks.as_strided(np.zeros(1, self.dtype), (rows, self.n_features), (0, 0))
+        if self.max_row_nnz is None:
+            xp = np.lib.stride_tricks.as_strided(np.zeros(1, self.dtype), (rows, self.n_features), (0, 0))
+        else:
+            # A CSR matrix whose last row is as dense as the densest: the plan reads no more.
+            import scipy.sparse as sp
+
+            nnz = self.max_row_nnz if rows else 0
+            indptr = np.zeros(rows + 1, np.int64)
+            indptr[-1] = nnz
+            xp = sp.csr_matrix((np.zeros(nnz, self.dtype), np.arange(nnz, dtype=np.int64), indptr), shape=(rows, self.n_features))
         wp = np.lib.stride_tricks.as_strided(np.ones(1), (rows, 1), (0, 0)) if self.weighted else None
         try:
             plan(xp, wp)
@@ -595,9 +691,14 @@ class DaskData:
 
     def __init__(self, x: Any):
         x = plain_values(x)
+        #: Whether the chunks are scipy.sparse matrices (as the array's meta says).
+        self.sparse = is_sparse(getattr(x, "_meta", None))
+        if self.sparse and (len(x.chunks[1]) != 1 or aligned(x) is not x):
+            # Dask rechunks by slicing chunks, which a COO chunk cannot be.
+            x = x.map_blocks(_csr_chunk, dtype=x.dtype, meta=x._meta)
         self.input = x if len(x.chunks[1]) == 1 else x.rechunk({1: -1})
         self.x = aligned(self.input)
-        self.reader = Rows(self.x)
+        self.reader = SparseRows(self.x) if self.sparse else Rows(self.x)
 
     def weights(self, sample_weight: Any) -> Any:
         """``sample_weight`` (``(n_samples,)`` array or Dask array) as a Dask
@@ -630,7 +731,12 @@ class DaskData:
                 )
 
         runner = Cluster(
-            client, self.x, None if w is None else w.x.reshape(-1), memory_limit, probe if fit is not None else None
+            client,
+            self.x,
+            None if w is None else w.x.reshape(-1),
+            memory_limit,
+            probe if fit is not None else None,
+            self.reader.max_row_nnz if self.sparse else None,
         )
         return {"remote": runner, "row_bounds": runner.row_bounds}
 
@@ -677,7 +783,7 @@ class _RowsBlock:
         if b.shape[0] == 0:
             return np.empty((0,) if self.n_out is None else (0, self.n_out), dtype=self.dtype)
         start = block_info[0]["array-location"][0][0] if block_info else 0
-        return func(task_limit(self.memory_limit), Piece(dense_chunk(b), start))
+        return func(task_limit(self.memory_limit), Piece(engine_chunk(b), start))
 
 
 class Piece:

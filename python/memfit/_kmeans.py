@@ -382,7 +382,11 @@ class KMeans(_Centers):
     bits. Read blocks hold at most the densest row's values per row, the
     centres a transposed copy (``n_features × n_clusters`` float64) and each
     thread one dense row. Sparse fits run plain Lloyd passes whatever
-    ``algorithm`` says (the same results), in this process on the CPU.
+    ``algorithm`` says (the same results), on the CPU. A Dask array of
+    scipy.sparse chunks is read chunk by chunk as CSR (in this process
+    without a client, else by the workers that hold the chunks), after one
+    pass that computes every chunk for its densest row; the fit has the bits
+    of the fit on the matrix.
 
     Examples
     --------

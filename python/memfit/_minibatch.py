@@ -15,7 +15,8 @@ from . import _dask, _memfit
 from . import array as ma
 from ._kmeans import _Centers
 from ._options import check_memory_limit, check_n_jobs
-from ._validation import _is_sparse, c_float64, check_data, check_sample_weight, small_array
+from ._sparse import is_sparse
+from ._validation import c_float64, check_data, check_sample_weight, small_array
 
 
 def _take(w, idx):
@@ -25,7 +26,7 @@ def _take(w, idx):
 
 def _dense(rows):
     """Drawn rows as a dense array (a sparse batch's rows filled in)."""
-    return rows.toarray() if _is_sparse(rows) else rows
+    return rows.toarray() if is_sparse(rows) else rows
 
 
 def _sparse_variances(X, unit, memory_limit):
@@ -68,6 +69,13 @@ def _lazy(data):
         return data.keep
     return ma.asarray(data.engine)
 
+
+
+def _refuse_sparse_chunks(X):
+    """Mini-batches are drawn from a sparse matrix in memory or on disk, not
+    yet from a Dask array of scipy.sparse chunks: the TypeError saying so."""
+    if _dask.is_dask_array(X) and is_sparse(getattr(X, "_meta", None)):
+        _dask.refuse_sparse_chunks(type(X._meta).__name__)
 
 class MiniBatchKMeans(_Centers):
     """Mini-batch k-means (Sculley 2010) on data larger than memory.
@@ -291,7 +299,7 @@ class MiniBatchKMeans(_Centers):
         zeros stay zero). The engine reads X in blocks within
         ``memory_limit`` (a Dask X: Dask computes it), never holding a
         float64 copy of X."""
-        if _is_sparse(data.engine):
+        if is_sparse(data.engine):
             variances = _sparse_variances(data.engine, self.metric == "cosine", check_memory_limit(self.memory_limit))
             return float(np.mean(variances)) * self.tol
         x = (data.dask.input if data.dask is not None else _lazy(data)).astype(np.float64)
@@ -309,7 +317,7 @@ class MiniBatchKMeans(_Centers):
     @staticmethod
     def _check_finite(data):
         """scikit-learn's ``check_array`` finiteness check, X read in blocks."""
-        if _is_sparse(data.engine):
+        if is_sparse(data.engine):
             values = data.engine.data
             if not np.isfinite(values).all():
                 if np.isnan(values).any():
@@ -336,7 +344,7 @@ class MiniBatchKMeans(_Centers):
         them for sparse X."""
         idx = np.asarray(idx, dtype=np.int64)
         x = data.engine
-        if _is_sparse(x):
+        if is_sparse(x):
             import scipy.sparse as sp
 
             values, indices, indptr = _memfit.gather_rows(
@@ -495,6 +503,7 @@ class MiniBatchKMeans(_Centers):
         -------
         self : MiniBatchKMeans
         """
+        _refuse_sparse_chunks(X)
         data = check_data(X, self, reset=True, accept_sparse=True)
         self._check_params_vs_input(data)
         if not self.compute_labels:
@@ -518,7 +527,7 @@ class MiniBatchKMeans(_Centers):
             held=held,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
-            sparse_x=data.engine if _is_sparse(data.engine) else None,
+            sparse_x=data.engine if is_sparse(data.engine) else None,
         )
         # No weights: unit weights, never held.
         w = None if w_engine is None else self._weights(w_engine, n)
@@ -590,6 +599,7 @@ class MiniBatchKMeans(_Centers):
         self : MiniBatchKMeans
         """
         has_centers = hasattr(self, "cluster_centers_")
+        _refuse_sparse_chunks(X)
         data = check_data(X, self, reset=not has_centers, accept_sparse=True)
         self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
         w = self._weights(check_sample_weight(sample_weight, data), data.n_samples)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import numbers
 import os
-import sys
 import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
@@ -24,6 +23,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _dask, _memfit, _options
+from ._sparse import is_sparse, sparse_input
 
 #: Dtypes the engine reads in place (``memfit._memfit.ROW_DTYPES``).
 NATIVE_DTYPES = frozenset(np.dtype(t) for t in _memfit.ROW_DTYPES)
@@ -39,8 +39,9 @@ class Data:
         What the engine reads: a ``.npy`` path, a 2-D array of a dtype in
         ``NATIVE_DTYPES`` with non-negative strides, aligned and native-endian,
         a canonical CSR matrix of float32 or float64 (see
-        :func:`sparse_input`), or a 2-D array expression whose rows it
-        computes block by block.
+        :func:`sparse_input`), a 2-D array expression whose rows it
+        computes block by block, or a Dask array's reader
+        (:class:`memfit._dask.Rows`, :class:`memfit._dask.SparseRows`).
     n_samples, n_features : int
         Shape of the data.
     dtype : numpy.dtype
@@ -82,12 +83,6 @@ class Data:
 
 
 
-def _is_sparse(X: Any) -> bool:
-    # Without scipy.sparse imported, X cannot be one of its matrices.
-    sp = sys.modules.get("scipy.sparse")
-    return sp is not None and sp.issparse(X)
-
-
 def _too_few(shape: tuple, n_samples: int, n_features: int, min_samples: int, estimator: Any) -> None:
     """scikit-learn's ``check_array`` errors for too few rows or columns."""
     context = f" by {type(estimator).__name__}" if estimator is not None else ""
@@ -125,7 +120,7 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
     ValueError
         For complex data, strings, or another number of dimensions than 2.
     """
-    if _is_sparse(X):
+    if is_sparse(X):
         raise TypeError(
             f"Sparse data was passed for {name}, but dense data is required. Use '.toarray()' to convert to a "
             f"dense numpy array. memfit: {name} is {type(X).__name__}; a dense array can also be saved to a .npy "
@@ -245,13 +240,16 @@ def check_data(
     task) is checked as its array and read by the engine with its rows
     numbered as in the whole array. With ``accept_sparse``, a
     ``scipy.sparse`` matrix or array is read as CSR (see
-    :func:`sparse_input`); otherwise it raises scikit-learn's TypeError."""
-    if _dask.is_dask_array(X) and _is_sparse(getattr(X, "_meta", None)):
+    :func:`sparse_input`), and a Dask array of scipy.sparse chunks through
+    :class:`memfit._dask.SparseRows` (every chunk computed once, then read
+    chunk by chunk); otherwise both raise TypeError (scikit-learn's for a
+    matrix)."""
+    if not accept_sparse and _dask.is_dask_array(X) and is_sparse(getattr(X, "_meta", None)):
         _dask.refuse_sparse_chunks(type(X._meta).__name__, name, accept_sparse)
     if isinstance(X, _dask.Piece):
-        data = _check_data(X.array, estimator, reset=reset, name=name, min_samples=min_samples)
+        data = check_data(X.array, estimator, reset=reset, name=name, min_samples=min_samples, accept_sparse=accept_sparse)
         return replace(data, engine=_dask.Piece(data.engine, X.first_row))
-    if accept_sparse and _is_sparse(X):
+    if accept_sparse and is_sparse(X):
         csr = sparse_input(X, name)
         if estimator is not None:
             from sklearn.utils.validation import validate_data
@@ -261,72 +259,6 @@ def check_data(
         _too_few(csr.shape, n, d, min_samples, estimator)
         return Data(csr, n, d, csr.dtype, csr.dtype == np.float32)
     return _check_data(X, estimator, reset=reset, name=name, min_samples=min_samples)
-
-
-def _check_compressed(X: Any, name: str) -> None:
-    """The offsets and indices of a CSR or CSC matrix as scipy's own
-    routines (``tocsr``, ``sum_duplicates``) and scikit-learn's sparse
-    statistics assume them, checked before any of them runs: a matrix
-    built by hand with an index out of range or decreasing offsets would
-    otherwise crash them or be silently changed into another matrix. (The
-    engine checks the rest, the columns' order within a row, as it reads.)"""
-    major, minor = X.shape if X.format == "csr" else X.shape[::-1]
-    what = "row" if X.format == "csr" else "column"
-    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
-    why = None
-    if indptr.ndim != 1 or indptr.size != major + 1:
-        why = f"indptr holds {indptr.size} offsets, expected {major + 1}"
-    elif indices.ndim != 1 or indices.size != np.asarray(X.data).size:
-        why = f"indices holds {indices.size} entries but data {np.asarray(X.data).size}"
-    elif indptr[0] != 0 or indptr[-1] != indices.size:
-        why = f"indptr runs from {indptr[0]} to {indptr[-1]}, expected 0 to len(data) = {indices.size}"
-    elif (np.diff(indptr) < 0).any():
-        i = int(np.argmax(np.diff(indptr) < 0))
-        why = f"indptr decreases at {what} {i} ({indptr[i]} then {indptr[i + 1]})"
-    elif indices.size and (indices.min() < 0 or indices.max() >= minor):
-        p = int(np.argmax((indices < 0) | (indices >= minor)))
-        i = int(np.searchsorted(indptr, p, side="right") - 1)
-        why = f"{what} {i} has index {indices[p]}, outside 0..{minor}"
-    if why is not None:
-        raise ValueError(f"the sparse matrix {name} is not valid {X.format.upper()}: {why}")
-
-
-def sparse_input(X: Any, name: str = "X") -> Any:
-    """A ``scipy.sparse`` matrix or array as the engine reads it in place:
-    CSR in canonical form (sorted column indices, no duplicates) with
-    float32 or float64 values and offsets and columns of one integer dtype.
-    As scikit-learn's ``check_array(accept_sparse="csr", dtype=[float64,
-    float32])``, other formats are converted to CSR and other dtypes to
-    float64 (copies); a non-canonical CSR matrix is copied and its
-    duplicates summed (``sum_duplicates``), never changed in place. A
-    canonical CSR matrix of those dtypes is borrowed, not copied.
-
-    Raises
-    ------
-    ValueError
-        For complex values or another number of dimensions than 2.
-    """
-    if len(X.shape) != 2:
-        raise ValueError(f"Expected 2D array, got {len(X.shape)}D array instead ({name} has shape {X.shape}).")
-    if np.iscomplexobj(X.data if hasattr(X, "data") else np.empty(0, X.dtype)):
-        raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
-    if X.format in ("csr", "csc"):
-        _check_compressed(X, name)
-    if X.format != "csr":
-        X = X.tocsr()
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(np.float64)
-    if not X.has_canonical_format:
-        X = X.copy()
-        X.sum_duplicates()
-    index = np.int32 if X.indptr.dtype == X.indices.dtype == np.int32 else np.int64
-    arrays = (X.data, X.indices, X.indptr)
-    if X.indptr.dtype != index or X.indices.dtype != index or not all(a.flags.c_contiguous for a in arrays):
-        X = type(X)(
-            (np.ascontiguousarray(X.data), np.ascontiguousarray(X.indices, dtype=index), np.ascontiguousarray(X.indptr, dtype=index)),
-            shape=X.shape,
-        )
-    return X
 
 
 def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_samples: int) -> Data:
@@ -362,7 +294,11 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
             raise ValueError(f"{name} has unknown chunk sizes {X.shape}; call {name}.compute_chunk_sizes() first")
         if np.issubdtype(X.dtype, np.complexfloating):
             raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
-        if np.dtype(X.dtype) not in NATIVE_DTYPES:
+        if is_sparse(getattr(X, "_meta", None)):
+            # As sparse_input converts a matrix: other dtypes to float64.
+            if np.dtype(X.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+                X = X.astype(np.float64)
+        elif np.dtype(X.dtype) not in NATIVE_DTYPES:
             if X.dtype.kind not in "biufOUS":
                 raise ValueError(f"dtype {X.dtype} is not numeric; hint: {name} must be numeric")
             # As a NumPy X is converted (object and string chunks too,

@@ -155,6 +155,31 @@ def test_bounded_kmeans_keeps_each_chunks_bounds_on_its_worker(client, lose):
             np.testing.assert_array_equal(local.skip_share_, dist.skip_share_)
 
 
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_sparse_chunks_fit_on_the_cluster_as_the_matrix_in_one_process(client, metric):
+    """A Dask array of scipy.sparse (CSR) chunks: each pass's tasks read
+    their chunk as CSR on the workers (never densified) and the fit has the
+    bits of the fit on the matrix in one process; per-row results are lazy,
+    computed where the chunks are; a bad chunk is named as a bad matrix is."""
+    import scipy.sparse as sp
+
+    X = sp.random(N, 300, density=0.02, format="csr", random_state=4, dtype=np.float64)
+    X.data *= 10.0
+    w = np.random.default_rng(1).uniform(0.5, 2.0, N)
+    kw = dict(n_clusters=5, random_state=1, n_init=2, max_iter=20, metric=metric)
+    local = KMeans(**kw).fit(X, sample_weight=w)
+    dx = client.persist(da.from_array(X, chunks=(CHUNK, 300), asarray=False))
+    fit = lambda: KMeans(**kw).fit(dx, sample_weight=w, client=client)
+    dist, n_tasks = tasks_run(client, fit)
+    assert n_tasks >= 2 * dist.n_iter_
+    same_kmeans(local, dist)
+    assert np.array_equal(dist.transform(dx).compute(), local.transform(X))
+    bad = X.copy()
+    bad.data[bad.indptr[CHUNK + 7]] = np.inf
+    with pytest.raises(ValueError, match=f"X: row {CHUNK + 7}, column "):
+        KMeans(**kw).fit(da.from_array(bad, chunks=(CHUNK, 300), asarray=False), client=client)
+
+
 def test_spherical_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client):
     X = blobs(dtype=np.float32) * np.random.default_rng(2).uniform(0.5, 4.0, (len(blobs()), 1)).astype(np.float32)
     local = KMeans(6, random_state=1, n_init=2, max_iter=20, metric="cosine").fit(X)

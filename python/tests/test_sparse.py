@@ -419,22 +419,66 @@ def test_the_cli_reads_a_npz_as_it_reads_the_unzipped_folder(tmp_path):
     assert (tmp_path / "X" / "data.npy").read_bytes() == before
 
 
-def test_a_dask_array_of_sparse_chunks_is_refused_clearly():
-    """Dask arrays whose chunks are scipy.sparse matrices are not read yet:
-    fit and predict say so and what to pass instead, with or without a
-    cluster, before any work."""
+def _same_fit(a, b):
+    assert np.array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert a.inertia_ == b.inertia_ and a.n_iter_ == b.n_iter_
+    assert np.array_equal(a.labels_, np.asarray(b.labels_))
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_dask_array_of_sparse_chunks_fits_as_the_matrix_itself(metric, dtype):
+    """KMeans reads a Dask array of scipy.sparse chunks chunk by chunk (no
+    client: in this process) and gives the bits of the fit on the matrix:
+    centres, labels, inertia, predict, transform and score, with and without
+    weights, whatever the chunks (unaligned ones, CSC and COO chunks)."""
+    da = pytest.importorskip("dask.array")
+    from memfit import _dask
+
+    X = tfidf_like(n=2 * _dask.CHUNK_ROWS + 3_000, d=400, density=0.02, dtype=dtype)
+    w = np.random.default_rng(3).uniform(0.5, 2.0, X.shape[0])
+    kw = dict(n_clusters=6, random_state=2, n_init=2, max_iter=15, metric=metric, memory_limit="64MiB")
+    local = KMeans(**kw).fit(X)
+    for chunks, fmt in [(_dask.CHUNK_ROWS, "csr"), (50_000, "csr"), (_dask.CHUNK_ROWS, "csc"), (70_000, "coo")]:
+        dX = da.from_array(X, chunks=(chunks, X.shape[1]), asarray=False).map_blocks(lambda b, f=fmt: b.asformat(f), meta=X[:0])
+        fitted = KMeans(**kw).fit(dX)
+        _same_fit(local, fitted)
+        assert fitted.cluster_centers_.dtype == dtype and dX.chunks[:1] == fitted.labels_.chunks
+    assert np.array_equal(fitted.predict(dX).compute(), local.predict(X))
+    assert np.array_equal(fitted.transform(dX).compute(), local.transform(X))
+    assert fitted.score(dX) == local.score(X)
+    assert np.array_equal(KMeans(**kw).fit_predict(dX).compute(), local.labels_)
+    _same_fit(KMeans(**kw).fit(X, sample_weight=w), KMeans(**kw).fit(dX, sample_weight=w))
+    # The plan holds a computed chunk, never the matrix.
+    assert "held by the input" in fitted.memory_plan_
+
+
+def test_a_dask_array_of_sparse_chunks_is_checked_and_refused_clearly():
+    """A bad chunk is named as a bad matrix is; estimators that do not read
+    sparse chunks say so and what to pass instead, before any work."""
     da = pytest.importorskip("dask.array")
     X = sp.random(400, 30, density=0.1, format="csr", random_state=0)
     dX = da.from_array(X, chunks=(100, 30), asarray=False)
-    fitted = KMeans(3, n_init=1, random_state=0).fit(X)
-    for call in (lambda: KMeans(3).fit(dX), lambda: fitted.predict(dX), lambda: fitted.transform(dX),
-                 lambda: MiniBatchKMeans(3).fit(dX), lambda: MiniBatchKMeans(3).partial_fit(dX)):
-        with pytest.raises(TypeError, match=r"does not read Dask arrays of scipy.sparse chunks yet .*csr_matrix.*compute\(\)"):
+    for call in (lambda: MiniBatchKMeans(3).fit(dX), lambda: MiniBatchKMeans(3).partial_fit(dX)):
+        with pytest.raises(TypeError, match=r"does not read Dask arrays of scipy.sparse chunks by this estimator .*csr_matrix.*compute\(\)"):
             call()
     # An estimator that needs dense rows says so.
-    with pytest.raises(TypeError, match=r"chunks yet .*needs dense rows: pass X.map_blocks\(lambda b: b.toarray\(\)\)"):
+    with pytest.raises(TypeError, match=r"chunks where dense rows are needed .*pass X.map_blocks\(lambda b: b.toarray\(\)\)"):
         GaussianMixture(2).fit(dX)
     # Sparse chunks behind a dense meta are found when read, and named.
     hidden = da.from_array(X, chunks=(100, 30), asarray=False).map_blocks(lambda b: b, meta=np.empty((0, 0)))
-    with pytest.raises(ValueError, match=r"reading rows 0\.\.\d+: .*does not read Dask arrays of scipy.sparse chunks yet"):
+    with pytest.raises(ValueError, match=r"reading rows 0\.\.\d+: .*scipy.sparse chunks where dense rows are needed"):
         KMeans(3).fit(hidden)
+
+    def broken(b):
+        b = b.copy()
+        b.indices[-1] = 99  # a column outside the matrix's 30
+        return b
+
+    with pytest.raises(ValueError, match=r"not valid CSR: row \d+ has index 99, outside 0\.\.30"):
+        KMeans(3).fit(dX.map_blocks(broken, meta=X[:0]))
+    # A matrix of NaN is refused naming its row as in the whole matrix.
+    bad = X.copy()
+    bad.data[bad.indptr[250]] = np.nan
+    with pytest.raises(ValueError, match=r"contains NaN. X: row 250, column "):
+        KMeans(3).fit(da.from_array(bad, chunks=(100, 30), asarray=False))

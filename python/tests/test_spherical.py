@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
-from memfit import KMeans
+from memfit import KMeans, MiniBatchKMeans
 
 
 def directions(n=20_000, d=64, k=20, seed=0, dtype=np.float32):
@@ -170,3 +170,20 @@ def test_mini_batch_spherical_zero_rows_tol_and_partial_labels():
         pk.partial_fit(X[i : i + 30])
         np.testing.assert_array_equal(pk.labels_, pk.predict(X[i : i + 30]))
     np.testing.assert_allclose(np.linalg.norm(pk.cluster_centers_, axis=1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_predict_gives_a_cosine_fits_labels_to_rows_of_zeros(dtype):
+    """A row of zeros is equally far (1) from every unit centre but for the
+    centres' rounding: predict uses the fitted centres as the fit's last pass
+    did (not scaled to unit norm again, which can move a norm by an ulp), so
+    it gives the fit's labels, as scikit-learn promises (a field case: 386
+    zero rows of a TF-IDF matrix labelled 4 by the fit and 0 by predict)."""
+    rng = np.random.default_rng(5)
+    X = np.abs(rng.normal(size=(3_000, 40))).astype(dtype) * (rng.random((3_000, 40)) < 0.1)
+    X[::7] = 0
+    for est in (KMeans(6, random_state=2, n_init=2, metric="cosine"),
+                MiniBatchKMeans(6, random_state=2, n_init=1, metric="cosine", batch_size=256)):
+        est.fit(X)
+        np.testing.assert_array_equal(est.predict(X), est.labels_)
+        np.testing.assert_array_equal(est.predict(X[::7]), est.labels_[::7])

@@ -57,6 +57,9 @@ pub enum Held<'py> {
     Expr(memfit::array::Array),
     /// Rows read through a Python reader (a Dask array, chunk by chunk).
     Rows(crate::remote::PyRows),
+    /// Sparse rows read through a Python reader (a Dask array of
+    /// `scipy.sparse` chunks, chunk by chunk).
+    CsrRows(crate::remote::PyCsrRows),
     /// The rows of a larger array from its row `first_row` on (a Dask
     /// chunk): errors name rows as in the whole array.
     Piece(Box<Held<'py>>, usize),
@@ -153,6 +156,9 @@ impl<'py> Held<'py> {
         if let Ok(e) = obj.cast::<crate::array::Expr>() {
             return Ok(Held::Expr(e.get().array().clone()));
         }
+        if obj.hasattr("read_csr")? {
+            return Ok(Held::CsrRows(crate::remote::PyCsrRows::new(obj)?));
+        }
         if obj.hasattr("read_rows")? {
             return Ok(Held::Rows(crate::remote::PyRows::new(obj)?));
         }
@@ -221,6 +227,7 @@ impl<'py> Held<'py> {
             Held::U64(a) => view(a.as_array(), Values::U64),
             Held::Expr(a) => Ok(Source::rows(Box::new(memfit::array::ExprRows::for_job(a, run).map_err(to_py)?))),
             Held::Rows(r) => Ok(Source::rows(Box::new(r.clone()))),
+            Held::CsrRows(r) => Ok(Source::csr_rows(Box::new(r.clone()))),
             Held::Piece(inner, first_row) => Ok(inner.source(run)?.starting_at(*first_row)),
             Held::Csr(arrays, shape) => arrays.matrix(*shape).map(Source::csr).map_err(to_py),
         }

@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use memfit::exec::{Remote, RowSplit, Task};
-use memfit::io::{Dtype, RowSource, Source};
+use memfit::io::{CsrBlock, CsrRowSource, Dtype, RowSource, Source};
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes};
@@ -146,6 +146,70 @@ impl RowSource for PyRows {
             let a = self.reader.call_method1(py, "read_rows", (start, start + rows))?;
             let a: PyReadonlyArray2<'_, f64> = a.extract(py)?;
             Ok::<_, PyErr>(a.as_array().iter().copied().collect())
+        })
+        // Read in this process (no task elsewhere): the input's error.
+        .map_err(|e| memfit::Error::param("X", format!("reading rows {start}..{}: {e}", start + rows)))
+    }
+}
+
+/// A sparse matrix read through a Python object with `shape`
+/// (`(n_samples, n_features)`), `dtype` (NumPy's name of the stored
+/// values: float32 or float64), `max_row_nnz` (the most values a row
+/// stores), `held_bytes` (what it keeps between reads, such as one computed
+/// chunk) and `read_csr(start, stop)` returning rows `start..stop` as
+/// `(indptr, indices, data)`: int64 offsets from 0, int64 columns and
+/// float64 values. The engine checks each block (see
+/// [`memfit::io::CsrRowSource`]).
+#[derive(Debug, Clone)]
+pub struct PyCsrRows {
+    reader: Arc<Py<PyAny>>,
+    n: usize,
+    d: usize,
+    dtype: Dtype,
+    max_row_nnz: usize,
+    held: u64,
+}
+
+impl PyCsrRows {
+    /// The rows of `reader` when it is such an object (it has `read_csr`).
+    pub fn new(reader: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let (n, d): (usize, usize) = reader.getattr("shape")?.extract()?;
+        let name: String = reader.getattr("dtype")?.extract()?;
+        let dtype = Dtype::from_name(&name).filter(|t| matches!(t, Dtype::F32 | Dtype::F64)).ok_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err(format!("memfit: sparse values of dtype {name} are not supported"))
+        })?;
+        let max_row_nnz: usize = reader.getattr("max_row_nnz")?.extract()?;
+        let held: u64 = reader.getattr("held_bytes")?.extract()?;
+        Ok(PyCsrRows { reader: Arc::new(reader.clone().unbind()), n, d, dtype, max_row_nnz, held })
+    }
+}
+
+impl CsrRowSource for PyCsrRows {
+    fn n_rows(&self) -> usize {
+        self.n
+    }
+    fn n_cols(&self) -> usize {
+        self.d
+    }
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn max_row_nnz(&self) -> usize {
+        self.max_row_nnz
+    }
+    fn held_bytes(&self) -> u64 {
+        self.held
+    }
+    fn read(&self, start: usize, rows: usize) -> memfit::Result<CsrBlock> {
+        Python::attach(|py| {
+            let parts = self.reader.call_method1(py, "read_csr", (start, start + rows))?;
+            let (p, i, v): (PyReadonlyArray1<'_, i64>, PyReadonlyArray1<'_, i64>, PyReadonlyArray1<'_, f64>) =
+                parts.extract(py)?;
+            Ok::<_, PyErr>(CsrBlock {
+                indptr: p.as_array().to_vec(),
+                indices: i.as_array().to_vec(),
+                values: v.as_array().to_vec(),
+            })
         })
         // Read in this process (no task elsewhere): the input's error.
         .map_err(|e| memfit::Error::param("X", format!("reading rows {start}..{}: {e}", start + rows)))

@@ -7,7 +7,7 @@
 use memfit::cluster::{fit, plan_kmeans, plan_predict, predict, Algorithm, Init, KMeansFit, KMeansParams};
 use memfit::dtype::Real;
 use memfit::exec::{Backend, RunOptions};
-use memfit::io::{ArrayRef, CsrRef, Index, Source, SparseValues, Values};
+use memfit::io::{ArrayRef, CsrBlock, CsrRef, CsrRowSource, Index, Source, SparseValues, Values};
 use memfit::plan::{Job, CHUNK_ROWS};
 
 /// A deterministic uniform in [0, 1).
@@ -105,6 +105,74 @@ fn sparse_fits_have_the_dense_fits_labels_and_centres() {
             same(&format!("{name} weighted {weighted} float32"), &got, &want);
         }
     }
+}
+
+/// CSR rows read on demand (as a Dask array of sparse chunks is), from
+/// int32 arrays; `max_nnz` is what it declares of its densest row.
+#[derive(Debug)]
+struct OnDemand {
+    indptr: Vec<i32>,
+    indices: Vec<i32>,
+    data: Vec<f64>,
+    n_cols: usize,
+    max_nnz: usize,
+}
+
+impl CsrRowSource for OnDemand {
+    fn n_rows(&self) -> usize {
+        self.indptr.len() - 1
+    }
+    fn n_cols(&self) -> usize {
+        self.n_cols
+    }
+    fn dtype(&self) -> memfit::io::Dtype {
+        memfit::io::Dtype::F64
+    }
+    fn max_row_nnz(&self) -> usize {
+        self.max_nnz
+    }
+    fn held_bytes(&self) -> u64 {
+        0
+    }
+    fn read(&self, start: usize, rows: usize) -> memfit::Result<CsrBlock> {
+        let (a, b) = (self.indptr[start] as usize, self.indptr[start + rows] as usize);
+        Ok(CsrBlock {
+            indptr: self.indptr[start..=start + rows].iter().map(|&p| i64::from(p) - a as i64).collect(),
+            indices: self.indices[a..b].iter().map(|&j| i64::from(j)).collect(),
+            values: self.data[a..b].to_vec(),
+        })
+    }
+}
+
+#[test]
+fn rows_read_on_demand_fit_as_the_matrix_in_memory() {
+    let (n, d) = (2 * CHUNK_ROWS + 501, 30);
+    let (indptr, indices, data, _) = corpus(n, d, 3);
+    let max_nnz = indptr.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap();
+    let p = params(7, Init::KMeansPlusPlus);
+    let csr = CsrRef::new(Index::I32(&indptr), Index::I32(&indices), SparseValues::F64(&data), n, d).unwrap();
+    let want = run::<f64>(&Source::csr(csr), None, &p, 1 << 30, 2);
+    let on_demand = |indices: Vec<i32>, max_nnz| {
+        Source::csr_rows(Box::new(OnDemand { indptr: indptr.clone(), indices, data: data.clone(), n_cols: d, max_nnz }))
+    };
+    for (limit, threads) in [(1 << 30, 2), (3 << 20, 1)] {
+        let got = run::<f64>(&on_demand(indices.clone(), max_nnz), None, &p, limit, threads);
+        same(&format!("on demand, limit {limit} threads {threads}"), &got, &want);
+    }
+    // A block that breaks CSR's rules, or holds a row denser than its
+    // reader declared, is an error naming its rows, not a wrong fit.
+    let mut bad = indices.clone();
+    let at = indptr[CHUNK_ROWS + 10] as usize;
+    bad[at] = d as i32;
+    let fit_err = |src: &Source<'_>| {
+        let opts = RunOptions::with_limit(1 << 30);
+        let plan = plan_kmeans(&p, &Job::new(src, None, 8, 0, &opts)).unwrap();
+        fit::<f64>(&p, src, None, &plan, &opts, None, &mut ()).unwrap_err().to_string()
+    };
+    let e = fit_err(&on_demand(bad, max_nnz));
+    assert!(e.contains(&format!("column index {d}, outside 0..{d}")) && e.contains("in rows "), "{e}");
+    let e = fit_err(&on_demand(indices.clone(), max_nnz - 1));
+    assert!(e.contains(&format!("a row of {max_nnz} stored values, more than the {}", max_nnz - 1)), "{e}");
 }
 
 #[test]

@@ -158,11 +158,8 @@ pub fn fit<T: Real>(
     let sample_seed = master.next_u64();
     let plot_seed = master.next_u64();
     let split = &opts.row_split;
-    if x.sparse_row_nnz().is_some() && (split.is_remote() || !opts.backend.is_cpu()) {
-        return Err(Error::param(
-            "X",
-            "sparse data are fitted in this process on the CPU only (not on a cluster or a device yet)",
-        ));
+    if x.sparse_row_nnz().is_some() && !opts.backend.is_cpu() {
+        return Err(Error::param("X", "sparse data are fitted on the CPU only (not on a device yet)"));
     }
 
     // Validation and init phase: its buffers (the k-means++ sample, small

@@ -240,7 +240,12 @@ impl<T: Real> Pass<T> for TransformPass<'_, '_, T> {
 /// Checks `centers` (row-major `(n_clusters, d)`) and prepares them.
 /// The centres checked and prepared for the kernels; for data read as unit
 /// rows (cosine), each scaled to unit norm first (as a fit's initial
-/// centres are), so that the nearest centre is the one of largest cosine.
+/// centres are), so that the nearest centre is the one of largest cosine,
+/// except a centre of unit norm already, to rounding (`|‖c‖² − 1| ≤
+/// 2⁻²⁰`, which float32 centres meet): a fit's centres are used as they are,
+/// as its last pass used them (scaling them again can move their norms by
+/// an ulp, and so the nearest centre of a row of zeros, equally far from
+/// every unit centre).
 fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, unit: bool) -> Result<PreparedCenters<T>> {
     if n_clusters == 0 {
         return Err(Error::param("centers", "no centres (0 rows); hint: give at least one centre"));
@@ -264,11 +269,19 @@ fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, unit: bool) ->
     }
     if unit {
         let mut scaled = centers.to_vec();
-        scaled.chunks_exact_mut(d.max(1)).for_each(crate::kernels::unit_row);
+        for c in scaled.chunks_exact_mut(d.max(1)) {
+            if (c.iter().map(|v| v * v).sum::<f64>() - 1.0).abs() > UNIT_NORM_ROUNDING {
+                crate::kernels::unit_row(c);
+            }
+        }
         return Ok(PreparedCenters::new(&scaled, n_clusters, d));
     }
     Ok(PreparedCenters::new(centers, n_clusters, d))
 }
+
+/// How far from 1 the squared norm of a centre of unit norm to rounding can
+/// be: float32 rounding of each value moves it by at most about `2⁻²³`.
+const UNIT_NORM_ROUNDING: f64 = 1.0 / (1u64 << 20) as f64;
 
 /// Squared distances between the data and the centres overflowed `f64`.
 fn overflow(value: f64) -> Error {

@@ -102,7 +102,8 @@ impl AssignTask {
         cancel: &crate::exec::Cancel,
     ) -> Result<(Vec<u8>, Option<Vec<f64>>)> {
         let centers = PreparedCenters::<T>::new(&self.centers, self.k, self.d);
-        let mut asg = Assignment::<T>::new(plan, self.k, self.d, crate::exec::Backend::Cpu, false);
+        let mut asg =
+            Assignment::<T>::new(plan, self.k, self.d, crate::exec::Backend::Cpu, x.sparse_row_nnz().is_some());
         let mut bounds = self.bounds.filter(|_| plan.schedule.bounds_on_disk == Some(false)).map(|b| {
             Bounds::<T>::of_task(b, kept, rows.start, rows.len(), self.k, self.d, plan.threads, asg.tile_rows)
         });

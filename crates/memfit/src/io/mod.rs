@@ -13,7 +13,9 @@ pub use blocks::BlockReader;
 pub use dtype::{decode, decode_integer, Dtype, Endian, InexactInteger};
 pub use npy_header::{header_len, parse_header, write_header, HeaderError, NpyHeader, MAGIC, PREAMBLE_BYTES};
 pub use scratch::ScratchFile;
-pub use source::{ArrayRef, CsrFiles, CsrRef, Index, NpyFile, RowSource, Source, SparseValues, Values};
+pub use source::{
+    ArrayRef, CsrBlock, CsrFiles, CsrRef, CsrRowSource, Index, NpyFile, RowSource, Source, SparseValues, Values,
+};
 pub use writer::{
     check_disk_space, check_free_space, check_output_path, check_outputs_distinct, npy_file_bytes,
     remove_unfinished_outputs, write_bytes_atomic, write_npy, AtomicFile, AtomicFolder, NpyWriter, PlannedWrite,

@@ -27,7 +27,7 @@ pub use csr_files::CsrFiles;
 pub use memory::{ArrayRef, Values};
 use npy::read_exact;
 pub use npy::NpyFile;
-pub use rows::RowSource;
+pub use rows::{CsrBlock, CsrRowSource, RowSource};
 
 /// Where rows come from: a `.npy` file read in blocks, or an in-memory array.
 ///
@@ -60,6 +60,8 @@ enum Data<'a> {
     Csr(CsrRef<'a>),
     /// A CSR matrix in a folder of `.npy` files, read with positioned reads.
     CsrFiles(CsrFiles),
+    /// A CSR matrix whose row blocks are read on demand.
+    CsrRows(Box<dyn CsrRowSource + 'a>),
 }
 
 impl<'a> Source<'a> {
@@ -231,6 +233,7 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Csr(c) => Some(c.max_row_nnz()),
             Data::CsrFiles(f) => Some(f.max_row_nnz()),
+            Data::CsrRows(r) => Some(r.max_row_nnz()),
             _ => None,
         }
     }
@@ -262,6 +265,9 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Csr(c) => c.read(start - self.first_row, rows, indptr, indices, values),
             Data::CsrFiles(f) => f.read(start - self.first_row, rows, indptr, indices, values, raw)?,
+            Data::CsrRows(r) => {
+                self.read_csr_block(r.as_ref(), start - self.first_row, rows, indptr, indices, values)?
+            }
             _ => panic!("read_csr on a dense source"),
         }
         if self.unit_rows {
@@ -282,9 +288,58 @@ impl<'a> Source<'a> {
         match &self.data {
             Data::Csr(c) => c.read(at, rows, &mut p, &mut j, &mut v),
             Data::CsrFiles(f) => f.read(at, rows, &mut p, &mut j, &mut v, &mut raw)?,
+            Data::CsrRows(r) => self.read_csr_block(r.as_ref(), at, rows, &mut p, &mut j, &mut v)?,
             _ => unreachable!("sparse_rows on a dense source"),
         }
         Ok((p, j, v))
+    }
+
+    /// Reads rows `at..at + rows` (counted from the first row here) of
+    /// `source` as [`Source::read_csr`] does, each block checked as an
+    /// in-memory CSR matrix is ([`CsrRef::new`]: offsets, columns within the
+    /// matrix and strictly increasing) and against the densest row the
+    /// source declared (what its reads were planned for).
+    fn read_csr_block<T: Real>(
+        &self,
+        source: &dyn CsrRowSource,
+        at: usize,
+        rows: usize,
+        indptr: &mut Vec<usize>,
+        indices: &mut Vec<u32>,
+        values: &mut Vec<T>,
+    ) -> Result<()> {
+        let block = source.read(at, rows)?;
+        let (a, b) = (self.first_row + at, self.first_row + at + rows);
+        let c = CsrRef::new(
+            Index::I64(&block.indptr),
+            Index::I64(&block.indices),
+            SparseValues::F64(&block.values),
+            rows,
+            source.n_cols(),
+        )
+        .map_err(|e| match e {
+            Error::InvalidParameter { name, rule, remedies } => {
+                Error::param_with(name, format!("in rows {a}..{b} (counted from {a}): {rule}"), remedies)
+            }
+            e => e,
+        })?;
+        if c.max_row_nnz() > source.max_row_nnz() {
+            return Err(Error::param(
+                "X",
+                format!(
+                    "rows {a}..{b} hold a row of {} stored values, more than the {} their reader declared",
+                    c.max_row_nnz(),
+                    source.max_row_nnz()
+                ),
+            ));
+        }
+        c.read(0, rows, indptr, indices, values);
+        Ok(())
+    }
+
+    /// Wraps a sparse matrix whose row blocks are read on demand.
+    pub fn csr_rows(rows: Box<dyn CsrRowSource + 'a>) -> Self {
+        Source::new(Data::CsrRows(rows))
     }
 
     /// Wraps rows computed on demand.
@@ -296,6 +351,7 @@ impl<'a> Source<'a> {
     pub fn held_bytes(&self) -> u64 {
         match &self.data {
             Data::Rows(r) => r.held_bytes(),
+            Data::CsrRows(r) => r.held_bytes(),
             _ => 0,
         }
     }
@@ -322,6 +378,7 @@ impl<'a> Source<'a> {
                 Data::Rows(r) => r.n_rows(),
                 Data::Csr(c) => c.n_rows(),
                 Data::CsrFiles(f) => f.n_rows(),
+                Data::CsrRows(r) => r.n_rows(),
             }
     }
 
@@ -333,6 +390,7 @@ impl<'a> Source<'a> {
             Data::Rows(r) => r.n_cols(),
             Data::Csr(c) => c.n_cols(),
             Data::CsrFiles(f) => f.n_cols(),
+            Data::CsrRows(r) => r.n_cols(),
         }
     }
 
@@ -344,6 +402,7 @@ impl<'a> Source<'a> {
             Data::Rows(r) => r.dtype(),
             Data::Csr(c) => c.dtype(),
             Data::CsrFiles(f) => f.dtype(),
+            Data::CsrRows(r) => r.dtype(),
         }
     }
 
@@ -351,7 +410,7 @@ impl<'a> Source<'a> {
     pub fn name(&self) -> PathBuf {
         match &self.data {
             Data::Npy(f) => f.path.clone(),
-            Data::Memory(_) | Data::Csr(_) => PathBuf::from("<memory>"),
+            Data::Memory(_) | Data::Csr(_) | Data::CsrRows(_) => PathBuf::from("<memory>"),
             Data::CsrFiles(f) => f.path().to_path_buf(),
             Data::Rows(r) => r.name(),
         }
@@ -364,6 +423,9 @@ impl<'a> Source<'a> {
             Data::Npy(f) => f.header.shape[1] * f.header.dtype.itemsize(),
             Data::Memory(_) | Data::Csr(_) => 0,
             Data::CsrFiles(f) => f.scratch_bytes_per_row(),
+            // A block as the reader hands it and its copy: an offset, and
+            // each stored value's column and value, twice.
+            Data::CsrRows(r) => 2 * (8 + r.max_row_nnz() * 16),
             Data::Rows(r) => r.bytes_per_row(),
         }
     }
@@ -423,7 +485,7 @@ impl<'a> Source<'a> {
                 let check = bound.map(|bound| Check { bound, exact: &exact });
                 convert(h.dtype, h.endian, raw, rows, d, row_step, col_step, shift, out, check)
             }
-            Data::Csr(_) | Data::CsrFiles(_) => {
+            Data::Csr(_) | Data::CsrFiles(_) | Data::CsrRows(_) => {
                 let (p, j, v) = self.sparse_rows(at, rows)?;
                 for (r, o) in out.chunks_exact_mut(d.max(1)).enumerate() {
                     for (x, s) in o.iter_mut().zip(shift) {
@@ -653,7 +715,7 @@ impl<'a> Source<'a> {
                 Ok(decode(&b, 0, h.dtype, h.endian))
             }
             Data::Rows(r) => Ok(r.read(row, 1)?[column]),
-            Data::Csr(_) | Data::CsrFiles(_) => {
+            Data::Csr(_) | Data::CsrFiles(_) | Data::CsrRows(_) => {
                 let (_, j, v) = self.sparse_rows(row, 1)?;
                 Ok(j.iter().position(|&c| c as usize == column).map_or(0.0, |q| v[q]))
             }

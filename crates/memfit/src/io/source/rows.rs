@@ -41,3 +41,40 @@ pub trait RowSource: Send + Sync + std::fmt::Debug {
     /// I/O errors of the reads below.
     fn read(&self, start: usize, rows: usize) -> Result<Vec<f64>>;
 }
+
+/// Rows `start..start + rows` of a [`CsrRowSource`]: a CSR block whose
+/// offsets start at 0, with the stored columns and values (`float32` values
+/// widened exactly).
+#[derive(Debug, Default)]
+pub struct CsrBlock {
+    /// `rows + 1` offsets into `indices` and `values`, from 0.
+    pub indptr: Vec<i64>,
+    /// Each stored value's column.
+    pub indices: Vec<i64>,
+    /// The stored values.
+    pub values: Vec<f64>,
+}
+
+/// A sparse matrix whose rows are read on demand as CSR blocks (a Dask
+/// array of `scipy.sparse` chunks, computed one at a time): a
+/// [`Source`](super::Source) checks each block as it does an in-memory CSR
+/// matrix ([`super::CsrRef::new`]) and reads it like one, never the whole
+/// matrix.
+pub trait CsrRowSource: Send + Sync + std::fmt::Debug {
+    /// Number of rows.
+    fn n_rows(&self) -> usize;
+    /// Number of columns.
+    fn n_cols(&self) -> usize;
+    /// The dtype of the stored values (`float32` or `float64`).
+    fn dtype(&self) -> Dtype;
+    /// The most values one row stores (what a read block holds per row).
+    fn max_row_nnz(&self) -> usize;
+    /// Bytes held while the source lives and between reads (one computed
+    /// chunk).
+    fn held_bytes(&self) -> u64;
+    /// Rows `[start, start + rows)` as a CSR block.
+    ///
+    /// # Errors
+    /// The reader's errors (typed).
+    fn read(&self, start: usize, rows: usize) -> Result<CsrBlock>;
+}
