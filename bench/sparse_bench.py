@@ -3,7 +3,7 @@ KMeans on a scipy.sparse CSR matrix (read in place, within a memory limit
 100 times smaller than the dense matrix) against scikit-learn's sparse
 Lloyd, from the same initial centres, each in its own child process on the
 same matrix; and memfit's KMeans on the matrix as a Dask array of CSR
-chunks of 131,072 rows, read chunk by chunk in the child (no client:
+chunks of 65,536 rows, read chunk by chunk in the child (no client:
 "memfit-dask") and on a LocalCluster of as many single-threaded worker
 processes as threads, the chunks persisted there ("memfit-cluster").
 
@@ -76,7 +76,7 @@ def child(peer, path, k, iters, threads, limit):
     if peer in ("memfit-dask", "memfit-cluster"):
         import dask.array as da
 
-        data = da.from_array(X, chunks=(131_072, X.shape[1]), asarray=False)
+        data = da.from_array(X, chunks=(65_536, X.shape[1]), asarray=False)
     if peer == "memfit-cluster":
         from distributed import Client, LocalCluster
 

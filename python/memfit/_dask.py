@@ -50,6 +50,7 @@ import bisect
 import collections
 import copy
 import operator
+import threading
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -332,12 +333,18 @@ def _csr_chunk(chunk: Any) -> Any:
     return chunk.tocsr()
 
 
+def _sparse_bytes(m: Any) -> int:
+    """Bytes of a scipy.sparse matrix's arrays (any format)."""
+    return sum(int(getattr(m, a).nbytes) for a in ("data", "indices", "indptr", "row", "col", "offsets") if hasattr(m, a))
+
+
 def _csr_stats(chunk: Any) -> np.ndarray:
-    """A sparse chunk's ``[stored values, most values in a row, bytes of
-    its canonical CSR arrays]`` (checked as the engine reads it)."""
+    """A sparse chunk's ``[stored values, most values in a row, bytes held
+    to read it]`` (checked as the engine reads it): the chunk's arrays, and
+    those of its canonical CSR copy when it is not one already."""
     c = engine_chunk(chunk)
     per_row = np.diff(c.indptr)
-    nbytes = c.data.nbytes + c.indices.nbytes + c.indptr.nbytes
+    nbytes = _sparse_bytes(chunk) + (0 if c is chunk else _sparse_bytes(c))
     return np.array([[c.nnz, int(per_row.max()) if per_row.size else 0, nbytes]], dtype=np.int64)
 
 
@@ -357,13 +364,23 @@ class SparseRows:
         self.starts = _starts(x.chunks[0])
         self._stats: Optional[np.ndarray] = None
         self._at, self._chunk = None, None
+        # The engine may read from several threads: one chunk is computed at a time.
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _scheduler() -> Optional[str]:
+        """Without a client, chunks are computed one at a time in the
+        calling thread (what the plan holds); with one, by its cluster."""
+        return None if _options.resolve_client(None) is not None else "sync"
 
     def _chunk_stats(self) -> np.ndarray:
         if self._stats is None:
             import dask
 
             parts = [dask.delayed(_csr_stats)(b) for b in self.x.to_delayed().ravel()]
-            self._stats = np.concatenate(dask.compute(*parts)) if parts else np.zeros((0, 3), np.int64)
+            self._stats = (
+                np.concatenate(dask.compute(*parts, scheduler=self._scheduler())) if parts else np.zeros((0, 3), np.int64)
+            )
         return self._stats
 
     @property
@@ -374,33 +391,49 @@ class SparseRows:
 
     @property
     def held_bytes(self) -> int:
-        """One computed chunk and its canonical CSR copy, for the largest chunk."""
+        """What reading the largest chunk holds: the computed chunk (and its
+        canonical CSR copy when it is not one), twice: computing a chunk
+        (scipy's slicing of a matrix, say) copies as much on the way."""
         stats = self._chunk_stats()
         return 2 * int(stats[:, 2].max()) if len(stats) else 0
 
     def _get(self, i: int) -> Any:
         if self._at != i:
             self._chunk = None
-            self._chunk = engine_chunk(self.x.blocks[i].compute())
+            # As a delayed value: computing x.blocks[i] would join its one chunk into a copy.
+            self._chunk = engine_chunk(self.x.to_delayed().ravel()[i].compute(scheduler=self._scheduler()))
             self._at = i
         return self._chunk
 
     def read_csr(self, start: int, stop: int) -> tuple:
         """Rows ``start:stop`` as ``(indptr, indices, data)``: int64 offsets
-        from 0, int64 columns, float64 values."""
-        import scipy.sparse as sp
+        from 0, int64 columns, float64 values (views of the chunk's arrays
+        where they are of those dtypes; a block that spans chunks is joined)."""
+        with self._lock:
+            return self._read_csr(start, stop)
 
+    def _read_csr(self, start: int, stop: int) -> tuple:
         parts, at = [], start
         while at < stop:
             i = bisect.bisect_right(self.starts, at) - 1
+            if parts:
+                # The block spans chunks: what it took of the last one is
+                # copied, so that the two chunks are never held together.
+                parts = [tuple(np.array(a) for a in p) for p in parts]
             c = self._get(i)
             lo = at - self.starts[i]
             take = min(stop - at, c.shape[0] - lo)
-            parts.append(c[lo : lo + take])
+            a, b = int(c.indptr[lo]), int(c.indptr[lo + take])
+            offsets = np.asarray(c.indptr[lo + 1 : lo + take + 1], dtype=np.int64) - a
+            parts.append((offsets, np.asarray(c.indices[a:b], dtype=np.int64), np.asarray(c.data[a:b], dtype=np.float64)))
+            del c
             at += take
-        block = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
-        indptr = np.asarray(block.indptr, dtype=np.int64)
-        return indptr - indptr[0], np.asarray(block.indices, dtype=np.int64), np.asarray(block.data, dtype=np.float64)
+        if len(parts) == 1:
+            offsets, indices, data = parts[0]
+            return np.concatenate(([0], offsets)), indices, data
+        bases = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
+        offsets = np.concatenate([[0]] + [p[0] + base for p, base in zip(parts, bases)])
+        return offsets, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
 
 
 class Rows:

@@ -168,6 +168,42 @@ def test_a_bounded_task_holds_its_rows_bounds_within_its_plan():
     assert got["peak"] <= got["plan"] + 24 * MiB < got["plan"] + got["bounds"] / 2
 
 
+def test_a_dask_array_of_sparse_chunks_is_fitted_within_the_limit():
+    """KMeans on a Dask array of CSR chunks that a graph computes (315 MB of
+    CSR arrays in all, never held): the fit reads one chunk at a time and
+    stays within memory_limit + 64 MiB, its plan counting the chunk."""
+    got = run_child(
+        """
+        import dask.array as da
+        import scipy.sparse as sp
+
+        rows, d, per_row = 65_536, 5_000, 50
+
+        def chunk(block_info=None):
+            i = block_info[None]["chunk-location"][0]
+            # Strictly increasing columns: one in each run of 100 (few temporaries).
+            cols = np.empty((rows, per_row), np.int32)
+            cols[:] = np.arange(per_row, dtype=np.int32) * 100
+            cols += ((np.arange(rows, dtype=np.int32) * 7 + i) % 100)[:, None]
+            values = np.random.default_rng(i).random(rows * per_row)
+            indptr = np.arange(0, rows * per_row + 1, per_row, dtype=np.int32)
+            return sp.csr_matrix((values, cols.ravel(), indptr), shape=(rows, d))
+
+        x = da.map_blocks(chunk, chunks=((rows,) * 8, (d,)), dtype=np.float64, meta=sp.csr_matrix((0, 0)))
+        limit = 128 << 20
+        memfit.KMeans(2, n_init=1, max_iter=1).fit(da.from_array(sp.eye(200, 30, format="csr"), asarray=False))
+        reset_peak()
+        base = status("VmRSS")
+        km = memfit.KMeans(8, random_state=0, n_init=1, max_iter=3, memory_limit=limit).fit(x)
+        print(dict(peak=status("VmHWM") - base, limit=limit, matrix=8 * rows * per_row * 12,
+                   plan=km.memory_plan_.count("a computed chunk")))
+        """
+    )
+    print({k: v / MiB for k, v in got.items()})
+    assert got["plan"] == 1
+    assert got["peak"] <= got["limit"] + SLACK < got["matrix"]
+
+
 def test_expression_input_intermediates_count_against_the_fit_limit(tmp_path):
     """T3-14: a fit on ``x - x.mean(axis=1, keepdims=True)`` over a .npy whose
     row means (128 MB) exceed the limit: the means are planned within the
