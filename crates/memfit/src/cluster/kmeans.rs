@@ -460,7 +460,7 @@ fn lloyd<T: Real>(
         let t = Instant::now();
         let prepared = match reuse.take() {
             Some(p) => p.renew(&centers),
-            None => PreparedCenters::<T>::new(&centers, k, d),
+            None => PreparedCenters::<T>::for_rows(&centers, k, d, blocks.x().sparse_row_nnz().is_some()),
         };
         // `auto` times plain passes first (the second, warm, is the
         // reference); the bounds start with the third.
@@ -584,7 +584,7 @@ fn final_pass<T: Real>(
     obs: &dyn Observer,
 ) -> Result<(f64, usize)> {
     let (n, d) = (blocks.x().n_samples(), blocks.x().n_features());
-    let prepared = PreparedCenters::<T>::new(centers, k, d);
+    let prepared = PreparedCenters::<T>::for_rows(centers, k, d, blocks.x().sparse_row_nnz().is_some());
     let first = blocks.x().first_row();
     let sample = plot.as_ref().map(|&(_, rows, seed)| {
         let mut s = KeyedSample::new(rows.min(n - first), d, seed);

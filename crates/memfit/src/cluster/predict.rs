@@ -142,7 +142,7 @@ pub fn predict<T: Real>(
     observer: &dyn Observer,
 ) -> Result<f64> {
     let d = x.n_features();
-    let prepared = prepare::<T>(centers, n_clusters, d, x.has_unit_rows())?;
+    let prepared = prepare::<T>(centers, n_clusters, d, x)?;
     x.check_weights(sample_weight)?;
     let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows);
     let mut asg = Assignment::<T>::new(plan, n_clusters, d, backend, x.sparse_row_nnz().is_some());
@@ -197,7 +197,7 @@ pub fn transform<T: Real>(
     observer: &dyn Observer,
 ) -> Result<()> {
     let d = x.n_features();
-    let prepared = prepare::<T>(centers, n_clusters, d, x.has_unit_rows())?;
+    let prepared = prepare::<T>(centers, n_clusters, d, x)?;
     let mut blocks = BlockReader::<T>::new(x, None, plan.schedule.block_rows);
     let mut pass = TransformPass {
         backend: Backend::Cpu,
@@ -246,7 +246,8 @@ impl<T: Real> Pass<T> for TransformPass<'_, '_, T> {
 /// as its last pass used them (scaling them again can move their norms by
 /// an ulp, and so the nearest centre of a row of zeros, equally far from
 /// every unit centre).
-fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, unit: bool) -> Result<PreparedCenters<T>> {
+fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, x: &Source<'_>) -> Result<PreparedCenters<T>> {
+    let (unit, sparse) = (x.has_unit_rows(), x.sparse_row_nnz().is_some());
     if n_clusters == 0 {
         return Err(Error::param("centers", "no centres (0 rows); hint: give at least one centre"));
     }
@@ -274,9 +275,9 @@ fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, unit: bool) ->
                 crate::kernels::unit_row(c);
             }
         }
-        return Ok(PreparedCenters::new(&scaled, n_clusters, d));
+        return Ok(PreparedCenters::for_rows(&scaled, n_clusters, d, sparse));
     }
-    Ok(PreparedCenters::new(centers, n_clusters, d))
+    Ok(PreparedCenters::for_rows(centers, n_clusters, d, sparse))
 }
 
 /// How far from 1 the squared norm of a centre of unit norm to rounding can

@@ -101,7 +101,7 @@ impl AssignTask {
         kept: Option<Vec<f64>>,
         cancel: &crate::exec::Cancel,
     ) -> Result<(Vec<u8>, Option<Vec<f64>>)> {
-        let centers = PreparedCenters::<T>::new(&self.centers, self.k, self.d);
+        let centers = PreparedCenters::<T>::for_rows(&self.centers, self.k, self.d, x.sparse_row_nnz().is_some());
         let mut asg =
             Assignment::<T>::new(plan, self.k, self.d, crate::exec::Backend::Cpu, x.sparse_row_nnz().is_some());
         let mut bounds = self.bounds.filter(|_| plan.schedule.bounds_on_disk == Some(false)).map(|b| {

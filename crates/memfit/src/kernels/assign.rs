@@ -198,6 +198,16 @@ impl<T: Real> PreparedCenters<T> {
         Self::build(centers, k, d, Self::empty(), true)
     }
 
+    /// [`PreparedCenters::for_sparse`] for sparse rows, else
+    /// [`PreparedCenters::new`]: what a pass over rows of that kind reads.
+    pub fn for_rows(centers: &[f64], k: usize, d: usize, sparse: bool) -> Self {
+        if sparse {
+            Self::for_sparse(centers, k, d)
+        } else {
+            Self::new(centers, k, d)
+        }
+    }
+
     /// The same as [`PreparedCenters::new`] for new `centers` of the same
     /// shape, in `self`'s buffers (no allocation: a Lloyd iteration's
     /// centres of any size are prepared without mapping fresh pages); the
