@@ -2,7 +2,11 @@
 
 Inputs named ``x``, ``sample_weight`` and ``w`` are a ``.npy`` path (``str``),
 a reader of rows (an object with ``shape``, ``dtype``, ``held_bytes`` and
-``read_rows(start, stop)``, see ``memfit._dask.Rows``), a piece of a larger
+``read_rows(start, stop)``, see ``memfit._dask.Rows``), a reader of sparse
+rows (an object with ``shape``, ``dtype`` (float32 or float64), ``max_row_nnz``,
+``held_bytes`` and ``read_csr(start, stop)`` returning int64 offsets from 0,
+int64 columns and float64 values, see ``memfit._dask.SparseRows``), a
+``scipy.sparse`` CSR matrix in canonical form, a piece of a larger
 array (an object with ``array`` and ``first_row``: rows are named as in the
 whole, see ``memfit._dask.Piece``) or a 2-D NumPy array of a dtype in ``ROW_DTYPES``
 with non-negative strides (weights as ``(n_samples, 1)``); arrays are

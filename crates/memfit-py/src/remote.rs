@@ -95,12 +95,11 @@ impl Remote for PyRemote {
     }
 }
 
-/// Rows read through a Python object with `shape` (`(n_samples,
-/// n_features)`), `dtype` (NumPy's name), `held_bytes` (what it keeps
-/// between reads, such as one computed chunk) and `read_rows(start, stop)`
-/// returning rows `start..stop` as a C-contiguous float64 array.
+/// A Python object that hands out rows (see [`PyRows`], [`PyCsrRows`]):
+/// its `shape` (`(n_samples, n_features)`), `dtype` (NumPy's name) and
+/// `held_bytes` (what it keeps between reads, such as one computed chunk).
 #[derive(Debug, Clone)]
-pub struct PyRows {
+struct Reader {
     reader: Arc<Py<PyAny>>,
     n: usize,
     d: usize,
@@ -108,111 +107,122 @@ pub struct PyRows {
     held: u64,
 }
 
+impl Reader {
+    /// Reads `reader`'s attributes; `what` names its values in the error
+    /// for a dtype that `accept` refuses.
+    fn new(reader: &Bound<'_, PyAny>, what: &str, accept: fn(Dtype) -> bool) -> PyResult<Self> {
+        let (n, d): (usize, usize) = reader.getattr("shape")?.extract()?;
+        let name: String = reader.getattr("dtype")?.extract()?;
+        let dtype = Dtype::from_name(&name).filter(|&t| accept(t)).ok_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err(format!("memfit: {what} of dtype {name} are not supported"))
+        })?;
+        let held: u64 = reader.getattr("held_bytes")?.extract()?;
+        Ok(Reader { reader: Arc::new(reader.clone().unbind()), n, d, dtype, held })
+    }
+
+    /// `method(start, start + rows)` of the reader, its result turned into
+    /// `T` by `take`; a Python error is the input's (read in this process,
+    /// no task elsewhere).
+    fn read<T>(
+        &self,
+        method: &str,
+        start: usize,
+        rows: usize,
+        take: impl FnOnce(Bound<'_, PyAny>) -> PyResult<T>,
+    ) -> memfit::Result<T> {
+        Python::attach(|py| take(self.reader.call_method1(py, method, (start, start + rows))?.into_bound(py)))
+            .map_err(|e| memfit::Error::param("X", format!("reading rows {start}..{}: {e}", start + rows)))
+    }
+}
+
+/// Rows read through a Python object with `shape`, `dtype`, `held_bytes`
+/// (see [`Reader`]) and `read_rows(start, stop)` returning rows
+/// `start..stop` as a C-contiguous float64 array.
+#[derive(Debug, Clone)]
+pub struct PyRows(Reader);
+
 impl PyRows {
     /// The rows of `reader` when it is such an object (it has `read_rows`).
     pub fn new(reader: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let (n, d): (usize, usize) = reader.getattr("shape")?.extract()?;
-        let name: String = reader.getattr("dtype")?.extract()?;
-        let dtype = Dtype::from_name(&name).ok_or_else(|| {
-            pyo3::exceptions::PyTypeError::new_err(format!("memfit: rows of dtype {name} are not supported"))
-        })?;
-        let held: u64 = reader.getattr("held_bytes")?.extract()?;
-        Ok(PyRows { reader: Arc::new(reader.clone().unbind()), n, d, dtype, held })
+        Reader::new(reader, "rows", |_| true).map(PyRows)
     }
 }
 
 impl RowSource for PyRows {
     fn n_rows(&self) -> usize {
-        self.n
+        self.0.n
     }
     fn n_cols(&self) -> usize {
-        self.d
+        self.0.d
     }
     fn dtype(&self) -> Dtype {
-        self.dtype
+        self.0.dtype
     }
     fn bytes_per_row(&self) -> usize {
-        self.d * 8
+        self.0.d * 8
     }
     fn held_bytes(&self) -> u64 {
-        self.held
+        self.0.held
     }
     /// In-memory rows, named by the Python front as its argument (`X`).
     fn name(&self) -> std::path::PathBuf {
         std::path::PathBuf::from("<memory>")
     }
     fn read(&self, start: usize, rows: usize) -> memfit::Result<Vec<f64>> {
-        Python::attach(|py| {
-            let a = self.reader.call_method1(py, "read_rows", (start, start + rows))?;
-            let a: PyReadonlyArray2<'_, f64> = a.extract(py)?;
-            Ok::<_, PyErr>(a.as_array().iter().copied().collect())
+        self.0.read("read_rows", start, rows, |a| {
+            let a: PyReadonlyArray2<'_, f64> = a.extract()?;
+            Ok(a.as_array().iter().copied().collect())
         })
-        // Read in this process (no task elsewhere): the input's error.
-        .map_err(|e| memfit::Error::param("X", format!("reading rows {start}..{}: {e}", start + rows)))
     }
 }
 
-/// A sparse matrix read through a Python object with `shape`
-/// (`(n_samples, n_features)`), `dtype` (NumPy's name of the stored
-/// values: float32 or float64), `max_row_nnz` (the most values a row
-/// stores), `held_bytes` (what it keeps between reads, such as one computed
-/// chunk) and `read_csr(start, stop)` returning rows `start..stop` as
-/// `(indptr, indices, data)`: int64 offsets from 0, int64 columns and
-/// float64 values. The engine checks each block (see
-/// [`memfit::io::CsrRowSource`]).
+/// A sparse matrix read through a Python object with `shape`, `dtype`
+/// (float32 or float64: the stored values'), `held_bytes` (see
+/// [`Reader`]), `max_row_nnz` (the most values a row stores) and
+/// `read_csr(start, stop)` returning rows `start..stop` as `(indptr,
+/// indices, data)`: int64 offsets from 0, int64 columns and float64 values.
+/// The engine checks each block (see [`memfit::io::CsrRowSource`]).
 #[derive(Debug, Clone)]
 pub struct PyCsrRows {
-    reader: Arc<Py<PyAny>>,
-    n: usize,
-    d: usize,
-    dtype: Dtype,
+    reader: Reader,
     max_row_nnz: usize,
-    held: u64,
 }
 
 impl PyCsrRows {
     /// The rows of `reader` when it is such an object (it has `read_csr`).
     pub fn new(reader: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let (n, d): (usize, usize) = reader.getattr("shape")?.extract()?;
-        let name: String = reader.getattr("dtype")?.extract()?;
-        let dtype = Dtype::from_name(&name).filter(|t| matches!(t, Dtype::F32 | Dtype::F64)).ok_or_else(|| {
-            pyo3::exceptions::PyTypeError::new_err(format!("memfit: sparse values of dtype {name} are not supported"))
-        })?;
         let max_row_nnz: usize = reader.getattr("max_row_nnz")?.extract()?;
-        let held: u64 = reader.getattr("held_bytes")?.extract()?;
-        Ok(PyCsrRows { reader: Arc::new(reader.clone().unbind()), n, d, dtype, max_row_nnz, held })
+        let reader = Reader::new(reader, "sparse values", |t| matches!(t, Dtype::F32 | Dtype::F64))?;
+        Ok(PyCsrRows { reader, max_row_nnz })
     }
 }
 
 impl CsrRowSource for PyCsrRows {
     fn n_rows(&self) -> usize {
-        self.n
+        self.reader.n
     }
     fn n_cols(&self) -> usize {
-        self.d
+        self.reader.d
     }
     fn dtype(&self) -> Dtype {
-        self.dtype
+        self.reader.dtype
     }
     fn max_row_nnz(&self) -> usize {
         self.max_row_nnz
     }
     fn held_bytes(&self) -> u64 {
-        self.held
+        self.reader.held
     }
     fn read(&self, start: usize, rows: usize) -> memfit::Result<CsrBlock> {
-        Python::attach(|py| {
-            let parts = self.reader.call_method1(py, "read_csr", (start, start + rows))?;
+        self.reader.read("read_csr", start, rows, |parts| {
             let (p, i, v): (PyReadonlyArray1<'_, i64>, PyReadonlyArray1<'_, i64>, PyReadonlyArray1<'_, f64>) =
-                parts.extract(py)?;
-            Ok::<_, PyErr>(CsrBlock {
+                parts.extract()?;
+            Ok(CsrBlock {
                 indptr: p.as_array().to_vec(),
                 indices: i.as_array().to_vec(),
                 values: v.as_array().to_vec(),
             })
         })
-        // Read in this process (no task elsewhere): the input's error.
-        .map_err(|e| memfit::Error::param("X", format!("reading rows {start}..{}: {e}", start + rows)))
     }
 }
 
