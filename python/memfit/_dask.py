@@ -314,22 +314,60 @@ def refuse_sparse_chunks(kind: str, name: str = "X", accept_sparse: bool = True)
 
 def dense_chunk(chunk: Any) -> np.ndarray:
     """A computed chunk as a NumPy array; a scipy.sparse chunk (of an array
-    whose ``meta`` did not say so) is refused as :func:`refuse_sparse_chunks`
-    says, not turned into an object array."""
+    whose ``meta`` says its chunks are dense) is refused with a TypeError,
+    not turned into an object array."""
     if is_sparse(chunk):
-        refuse_sparse_chunks(type(chunk).__name__, accept_sparse=False)
+        raise TypeError(
+            f"X's Dask meta says its chunks are dense, but a chunk is a {type(chunk).__name__}: memfit reads Dask "
+            "arrays of scipy.sparse chunks (in KMeans) when their meta says so, e.g. "
+            "da.map_blocks(..., meta=scipy.sparse.csr_matrix((0, 0))) (Dask keeps no coo, bsr or dia meta: "
+            "use csr or csc); other estimators need dense rows: pass X.map_blocks(lambda b: b.toarray())"
+        )
     return np.asarray(chunk)
 
 
-def engine_chunk(chunk: Any) -> Any:
-    """A computed chunk as the engine reads it: a scipy.sparse chunk checked
-    and in canonical CSR (:func:`memfit._sparse.sparse_input`), anything
-    else as a NumPy array."""
-    return sparse_input(chunk) if is_sparse(chunk) else np.asarray(chunk)
+def engine_chunk(chunk: Any, first_row: int = 0) -> Any:
+    """A computed chunk, the rows of X from ``first_row`` on, as the engine
+    reads it: a scipy.sparse chunk checked (errors name rows as in X) and
+    in canonical CSR (:func:`memfit._sparse.sparse_input`), anything else as
+    a NumPy array."""
+    return sparse_input(chunk, first_row=first_row) if is_sparse(chunk) else np.asarray(chunk)
 
 
-def _csr_chunk(chunk: Any) -> Any:
-    """A scipy.sparse chunk as CSR (a chunk Dask can slice)."""
+def checked_chunk(chunk: Any, i: int, start: int, shape: tuple, sparse: bool) -> Any:
+    """Chunk ``i`` of X (its rows from ``start`` on), computed, as the engine
+    reads it, after checking that it is what the Dask array declares: its
+    ``shape`` and whether it is sparse (a chunk of other rows or columns
+    would be read as other rows of X).
+
+    Raises
+    ------
+    ValueError
+        A shape other than the declared one.
+    TypeError
+        A dense chunk among sparse ones, or the reverse.
+    """
+    where = f"chunk {i} of X (rows {start}..{start + shape[0]})"
+    if tuple(chunk.shape) != tuple(shape):
+        raise ValueError(
+            f"{where} computed to shape {tuple(chunk.shape)}, but the Dask array declares {tuple(shape)}; "
+            "hint: give map_blocks the chunks its function returns (chunks=...), or call X.compute_chunk_sizes()"
+        )
+    if sparse and not is_sparse(chunk):
+        raise TypeError(
+            f"{where} is a {type(chunk).__name__}, but X's Dask meta says its chunks are scipy.sparse matrices; "
+            "hint: return the same kind of chunk from every block"
+        )
+    return engine_chunk(chunk, start) if sparse else dense_chunk(chunk)
+
+
+def _csr_chunk(chunk: Any, block_info: Any = None) -> Any:
+    """A scipy.sparse chunk as CSR (a chunk Dask can slice), checked as
+    :func:`checked_chunk` does."""
+    info = (block_info or {}).get(0)
+    if info is not None:
+        (start, stop), (a, b) = info["array-location"]
+        chunk = checked_chunk(chunk, info["chunk-location"][0], start, (stop - start, b - a), True)
     return chunk.tocsr()
 
 
@@ -338,11 +376,11 @@ def _sparse_bytes(m: Any) -> int:
     return sum(int(getattr(m, a).nbytes) for a in ("data", "indices", "indptr", "row", "col", "offsets") if hasattr(m, a))
 
 
-def _csr_stats(chunk: Any) -> np.ndarray:
-    """A sparse chunk's ``[stored values, most values in a row, bytes held
-    to read it]`` (checked as the engine reads it): the chunk's arrays, and
-    those of its canonical CSR copy when it is not one already."""
-    c = engine_chunk(chunk)
+def _csr_stats(chunk: Any, i: int, start: int, shape: tuple) -> np.ndarray:
+    """Sparse chunk ``i``'s ``[stored values, most values in a row, bytes
+    held to read it]`` (checked as :func:`checked_chunk` does): the chunk's
+    arrays, and those of its canonical CSR copy when it is not one already."""
+    c = checked_chunk(chunk, i, start, shape, True)
     per_row = np.diff(c.indptr)
     nbytes = _sparse_bytes(chunk) + (0 if c is chunk else _sparse_bytes(c))
     return np.array([[c.nnz, int(per_row.max()) if per_row.size else 0, nbytes]], dtype=np.int64)
@@ -377,7 +415,10 @@ class SparseRows:
         if self._stats is None:
             import dask
 
-            parts = [dask.delayed(_csr_stats)(b) for b in self.x.to_delayed().ravel()]
+            parts = [
+                dask.delayed(_csr_stats)(b, i, self.starts[i], self._shape(i))
+                for i, b in enumerate(self.x.to_delayed().ravel())
+            ]
             self._stats = (
                 np.concatenate(dask.compute(*parts, scheduler=self._scheduler())) if parts else np.zeros((0, 3), np.int64)
             )
@@ -401,9 +442,14 @@ class SparseRows:
         if self._at != i:
             self._chunk = None
             # As a delayed value: computing x.blocks[i] would join its one chunk into a copy.
-            self._chunk = engine_chunk(self.x.to_delayed().ravel()[i].compute(scheduler=self._scheduler()))
+            chunk = self.x.to_delayed().ravel()[i].compute(scheduler=self._scheduler())
+            self._chunk = checked_chunk(chunk, i, self.starts[i], self._shape(i), True)
             self._at = i
         return self._chunk
+
+    def _shape(self, i: int) -> tuple:
+        """The declared shape of chunk ``i``."""
+        return (int(self.x.chunks[0][i]), self.shape[1])
 
     def read_csr(self, start: int, stop: int) -> tuple:
         """Rows ``start:stop`` as ``(indptr, indices, data)``: int64 offsets
@@ -453,7 +499,8 @@ class Rows:
     def _get(self, i: int) -> np.ndarray:
         if self._at != i:
             self._chunk = None
-            self._chunk = dense_chunk(self.x.blocks[i].compute())
+            shape = (int(self.x.chunks[0][i]), self.shape[1])
+            self._chunk = checked_chunk(self.x.blocks[i].compute(), i, self.starts[i], shape, False)
             self._at = i
         return self._chunk
 
@@ -510,7 +557,7 @@ def _run_chunk(
     tightest worker). Returns the encoded statistics; a task with per-row
     state (``kept`` is a :class:`Kept`, or None on a run's first pass)
     returns them with its chunk's new state."""
-    x = engine_chunk(x)
+    x = engine_chunk(x, first_row)
     if isinstance(x, np.ndarray) and (x.dtype.byteorder == ">" or not x.flags.aligned):
         x = x.astype(x.dtype.newbyteorder("="))
     # Arrays unpickled on a worker may be misaligned: the engine borrows aligned ones.
@@ -815,8 +862,11 @@ class _RowsBlock:
     def __call__(self, b: Any, func: Any, block_info: Any = None) -> np.ndarray:
         if b.shape[0] == 0:
             return np.empty((0,) if self.n_out is None else (0, self.n_out), dtype=self.dtype)
-        start = block_info[0]["array-location"][0][0] if block_info else 0
-        return func(task_limit(self.memory_limit), Piece(engine_chunk(b), start))
+        if not block_info:
+            return func(task_limit(self.memory_limit), Piece(engine_chunk(b), 0))
+        (start, stop), (a, c) = block_info[0]["array-location"]
+        chunk = checked_chunk(b, block_info[0]["chunk-location"][0], start, (stop - start, c - a), is_sparse(b))
+        return func(task_limit(self.memory_limit), Piece(chunk, start))
 
 
 class Piece:

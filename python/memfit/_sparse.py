@@ -16,13 +16,14 @@ def is_sparse(X: Any) -> bool:
     return sp is not None and sp.issparse(X)
 
 
-def _check_compressed(X: Any, name: str) -> None:
+def _check_compressed(X: Any, name: str, first_row: int = 0) -> None:
     """The offsets and indices of a CSR or CSC matrix as scipy's own
     routines (``tocsr``, ``sum_duplicates``) and scikit-learn's sparse
     statistics assume them, checked before any of them runs: a matrix
     built by hand with an index out of range or decreasing offsets would
     otherwise crash them or be silently changed into another matrix. (The
-    engine checks the rest, the columns' order within a row, as it reads.)"""
+    engine checks the rest, the columns' order within a row, as it reads.)
+    Rows are named from ``first_row`` (X's rows, for a chunk of X)."""
     major, minor = X.shape if X.format == "csr" else X.shape[::-1]
     what = "row" if X.format == "csr" else "column"
     indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
@@ -35,16 +36,16 @@ def _check_compressed(X: Any, name: str) -> None:
         why = f"indptr runs from {indptr[0]} to {indptr[-1]}, expected 0 to len(data) = {indices.size}"
     elif (np.diff(indptr) < 0).any():
         i = int(np.argmax(np.diff(indptr) < 0))
-        why = f"indptr decreases at {what} {i} ({indptr[i]} then {indptr[i + 1]})"
+        why = f"indptr decreases at {what} {i + (first_row if what == 'row' else 0)} ({indptr[i]} then {indptr[i + 1]})"
     elif indices.size and (indices.min() < 0 or indices.max() >= minor):
         p = int(np.argmax((indices < 0) | (indices >= minor)))
         i = int(np.searchsorted(indptr, p, side="right") - 1)
-        why = f"{what} {i} has index {indices[p]}, outside 0..{minor}"
+        why = f"{what} {i + (first_row if what == 'row' else 0)} has index {indices[p]}, outside 0..{minor}"
     if why is not None:
         raise ValueError(f"the sparse matrix {name} is not valid {X.format.upper()}: {why}")
 
 
-def sparse_input(X: Any, name: str = "X") -> Any:
+def sparse_input(X: Any, name: str = "X", first_row: int = 0) -> Any:
     """A ``scipy.sparse`` matrix or array as the engine reads it in place:
     CSR in canonical form (sorted column indices, no duplicates) with
     float32 or float64 values and offsets and columns of one integer dtype.
@@ -52,7 +53,8 @@ def sparse_input(X: Any, name: str = "X") -> Any:
     float32])``, other formats are converted to CSR and other dtypes to
     float64 (copies); a non-canonical CSR matrix is copied and its
     duplicates summed (``sum_duplicates``), never changed in place. A
-    canonical CSR matrix of those dtypes is borrowed, not copied.
+    canonical CSR matrix of those dtypes is borrowed, not copied. Errors
+    name rows from ``first_row`` (X's rows, for a chunk of X).
 
     Raises
     ------
@@ -64,7 +66,7 @@ def sparse_input(X: Any, name: str = "X") -> Any:
     if np.iscomplexobj(X.data if hasattr(X, "data") else np.empty(0, X.dtype)):
         raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
     if X.format in ("csr", "csc"):
-        _check_compressed(X, name)
+        _check_compressed(X, name, first_row)
     if X.format != "csr":
         X = X.tocsr()
     if X.dtype not in (np.float32, np.float64):

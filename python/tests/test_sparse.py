@@ -467,16 +467,51 @@ def test_a_dask_array_of_sparse_chunks_is_checked_and_refused_clearly():
         GaussianMixture(2).fit(dX)
     # Sparse chunks behind a dense meta are found when read, and named.
     hidden = da.from_array(X, chunks=(100, 30), asarray=False).map_blocks(lambda b: b, meta=np.empty((0, 0)))
-    with pytest.raises(ValueError, match=r"reading rows 0\.\.\d+: .*scipy.sparse chunks where dense rows are needed"):
+    with pytest.raises(ValueError, match=r"reading rows 0\.\.\d+: .*meta says its chunks are dense, but a chunk is a csr_matrix.*meta=scipy.sparse.csr_matrix"):
         KMeans(3).fit(hidden)
 
-    def broken(b):
+
+def test_a_chunk_other_than_declared_is_refused_naming_it():
+    """A chunk that a graph computes to another shape than the Dask array
+    declares (or dense among sparse ones) is refused, naming it and its rows
+    in X, by fit and by the lazy per-row results: it was read as other rows
+    of X (a silently wrong fit), or a short one made the read loop forever.
+    A bad CSR chunk's rows are named as in X."""
+    da = pytest.importorskip("dask.array")
+    from memfit import _dask
+
+    R = _dask.CHUNK_ROWS
+    X = sp.random(2 * R + 1_000, 20, density=0.1, format="csr", random_state=5)
+    fitted = KMeans(3, n_init=1, max_iter=2, random_state=0).fit(X)
+
+    def in_chunk_1(change):
+        return lambda b, block_info=None: change(b) if block_info[0]["chunk-location"][0] == 1 else b
+
+    def bad_column(b):
         b = b.copy()
-        b.indices[-1] = 99  # a column outside the matrix's 30
+        b.indices[b.indptr[5]] = 99
         return b
 
-    with pytest.raises(ValueError, match=r"not valid CSR: row \d+ has index 99, outside 0\.\.30"):
-        KMeans(3).fit(dX.map_blocks(broken, meta=X[:0]))
+    cases = [
+        (lambda b: b[:-1], ValueError, r"chunk 1 of X \(rows 65536\.\.131072\) computed to shape \(65535, 20\), but the Dask array declares \(65536, 20\)"),
+        (lambda b: sp.vstack([b, b[:1]]).tocsr(), ValueError, r"computed to shape \(65537, 20\)"),
+        (lambda b: b[:, :-3], ValueError, r"computed to shape \(65536, 17\)"),
+        (bad_column, ValueError, r"not valid CSR: row 65541 has index 99, outside 0\.\.20"),
+    ]
+    for change, error, message in cases:
+        dX = da.from_array(X, chunks=(R, 20), asarray=False).map_blocks(in_chunk_1(change), dtype=float, meta=X[:0])
+        with pytest.raises(error, match=message):
+            KMeans(3, n_init=1, max_iter=2).fit(dX)
+        with pytest.raises(error, match=message):
+            fitted.predict(dX).compute()
+    dense_among = da.from_array(X, chunks=(R, 20), asarray=False).map_blocks(
+        in_chunk_1(lambda b: b.toarray()), dtype=float, meta=X[:0])
+    with pytest.raises(TypeError, match=r"chunk 1 of X \(rows 65536\.\.131072\) is a ndarray, but X's Dask meta says"):
+        KMeans(3).fit(dense_among)
+    # Dense chunks are checked the same way (a short one made the reader loop forever).
+    short = da.from_array(X.toarray(), chunks=(R, 20)).map_blocks(in_chunk_1(lambda b: b[:-1]), dtype=float)
+    with pytest.raises(ValueError, match=r"chunk 1 of X .* computed to shape \(65535, 20\)"):
+        KMeans(3).fit(short)
     # A matrix of NaN is refused naming its row as in the whole matrix.
     bad = X.copy()
     bad.data[bad.indptr[250]] = np.nan
