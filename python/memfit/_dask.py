@@ -386,7 +386,36 @@ def _csr_stats(chunk: Any, i: int, start: int, shape: tuple) -> np.ndarray:
     return np.array([[c.nnz, int(per_row.max()) if per_row.size else 0, nbytes]], dtype=np.int64)
 
 
-class SparseRows:
+class _Chunks:
+    """The chunks of a 2-D Dask array ``x`` (one column chunk) computed one
+    at a time in this process, the last one kept, each checked as
+    :func:`checked_chunk` does (sparse ones when :attr:`SPARSE`)."""
+
+    SPARSE = False
+
+    def __init__(self, x: Any):
+        self.x = x
+        self.shape = tuple(int(s) for s in x.shape)
+        self.starts = _starts(x.chunks[0])
+        self._at, self._chunk = None, None
+
+    def _compute(self, i: int) -> Any:
+        """Chunk ``i``, computed."""
+        return self.x.blocks[i].compute()
+
+    def _shape(self, i: int) -> tuple:
+        """The declared shape of chunk ``i``."""
+        return (int(self.x.chunks[0][i]), self.shape[1])
+
+    def _get(self, i: int) -> Any:
+        if self._at != i:
+            self._chunk = None
+            self._chunk = checked_chunk(self._compute(i), i, self.starts[i], self._shape(i), self.SPARSE)
+            self._at = i
+        return self._chunk
+
+
+class SparseRows(_Chunks):
     """Rows of a 2-D Dask array of scipy.sparse chunks read one chunk at a
     time in this process (the engine's sparse reader: ``shape``, ``dtype``,
     ``max_row_nnz``, ``held_bytes``, ``read_csr``). What the engine plans
@@ -395,13 +424,12 @@ class SparseRows:
     Dask scheduler: on the cluster when a client is active); per-row
     results (predict, transform) never ask."""
 
+    SPARSE = True
+
     def __init__(self, x: Any):
-        self.x = x
-        self.shape = tuple(int(s) for s in x.shape)
+        super().__init__(x)
         self.dtype = np.dtype(np.float32 if x.dtype == np.float32 else np.float64).name
-        self.starts = _starts(x.chunks[0])
         self._stats: Optional[np.ndarray] = None
-        self._at, self._chunk = None, None
         # The engine may read from several threads: one chunk is computed at a time.
         self._lock = threading.Lock()
 
@@ -438,18 +466,9 @@ class SparseRows:
         stats = self._chunk_stats()
         return 2 * int(stats[:, 2].max()) if len(stats) else 0
 
-    def _get(self, i: int) -> Any:
-        if self._at != i:
-            self._chunk = None
-            # As a delayed value: computing x.blocks[i] would join its one chunk into a copy.
-            chunk = self.x.to_delayed().ravel()[i].compute(scheduler=self._scheduler())
-            self._chunk = checked_chunk(chunk, i, self.starts[i], self._shape(i), True)
-            self._at = i
-        return self._chunk
-
-    def _shape(self, i: int) -> tuple:
-        """The declared shape of chunk ``i``."""
-        return (int(self.x.chunks[0][i]), self.shape[1])
+    def _compute(self, i: int) -> Any:
+        # As a delayed value: computing x.blocks[i] would join its one chunk into a copy.
+        return self.x.to_delayed().ravel()[i].compute(scheduler=self._scheduler())
 
     def read_csr(self, start: int, stop: int) -> tuple:
         """Rows ``start:stop`` as ``(indptr, indices, data)``: int64 offsets
@@ -470,39 +489,30 @@ class SparseRows:
             lo = at - self.starts[i]
             take = min(stop - at, c.shape[0] - lo)
             a, b = int(c.indptr[lo]), int(c.indptr[lo + take])
-            offsets = np.asarray(c.indptr[lo + 1 : lo + take + 1], dtype=np.int64) - a
+            offsets = np.asarray(c.indptr[lo : lo + take + 1], dtype=np.int64) - a
             parts.append((offsets, np.asarray(c.indices[a:b], dtype=np.int64), np.asarray(c.data[a:b], dtype=np.float64)))
             del c
             at += take
+        if not parts:
+            return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0)
         if len(parts) == 1:
-            offsets, indices, data = parts[0]
-            return np.concatenate(([0], offsets)), indices, data
-        bases = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
-        offsets = np.concatenate([[0]] + [p[0] + base for p, base in zip(parts, bases)])
+            return parts[0]
+        # Each part's offsets after the first's continue from the values before it.
+        bases = np.cumsum([p[0][-1] for p in parts[:-1]])
+        offsets = np.concatenate([parts[0][0]] + [p[0][1:] + base for p, base in zip(parts[1:], bases)])
         return offsets, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
 
 
-class Rows:
+class Rows(_Chunks):
     """Rows of a 2-D Dask array read one chunk at a time in this process (the
     engine's reader: ``shape``, ``dtype``, ``held_bytes``, ``read_rows``)."""
 
     def __init__(self, x: Any):
-        self.x = x
-        self.shape = tuple(int(s) for s in x.shape)
+        super().__init__(x)
         self.dtype = np.dtype(x.dtype).name
-        self.starts = _starts(x.chunks[0])
         widest = max(x.chunks[0]) if x.chunks[0] else 0
         # One computed chunk, and the float64 rows handed to the engine.
         self.held_bytes = int(widest * self.shape[1] * (np.dtype(x.dtype).itemsize + 8))
-        self._at, self._chunk = None, None
-
-    def _get(self, i: int) -> np.ndarray:
-        if self._at != i:
-            self._chunk = None
-            shape = (int(self.x.chunks[0][i]), self.shape[1])
-            self._chunk = checked_chunk(self.x.blocks[i].compute(), i, self.starts[i], shape, False)
-            self._at = i
-        return self._chunk
 
     def read_rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` as a C-contiguous float64 array."""

@@ -101,9 +101,9 @@ impl AssignTask {
         kept: Option<Vec<f64>>,
         cancel: &crate::exec::Cancel,
     ) -> Result<(Vec<u8>, Option<Vec<f64>>)> {
-        let centers = PreparedCenters::<T>::for_rows(&self.centers, self.k, self.d, x.sparse_row_nnz().is_some());
-        let mut asg =
-            Assignment::<T>::new(plan, self.k, self.d, crate::exec::Backend::Cpu, x.sparse_row_nnz().is_some());
+        let sparse = x.sparse_row_nnz().is_some();
+        let centers = PreparedCenters::<T>::for_rows(&self.centers, self.k, self.d, sparse);
+        let mut asg = Assignment::<T>::new(plan, self.k, self.d, crate::exec::Backend::Cpu, sparse);
         let mut bounds = self.bounds.filter(|_| plan.schedule.bounds_on_disk == Some(false)).map(|b| {
             Bounds::<T>::of_task(b, kept, rows.start, rows.len(), self.k, self.d, plan.threads, asg.tile_rows)
         });
