@@ -22,6 +22,7 @@ matrix, and against scikit-learn the share of equal labels, the largest
 centre difference and the relative inertia difference.
 
 Usage: python bench/sparse_bench.py [--n-samples 200000] [--n-features 100000] [--k 100] [--iters 3] [--threads 2]
+       [--peers scikit-learn,memfit,memfit-dask,memfit-cluster]   (memfit is always run: the others compare with it)
 Needs: the memfit package, scikit-learn, scipy, threadpoolctl, dask[distributed].
 Peak memory is the child's: for memfit-cluster, the client's alone (the workers are other processes).
 """
@@ -35,6 +36,7 @@ import time
 
 MiB = 1 << 20
 TOPICS = 50
+PEERS = ("scikit-learn", "memfit", "memfit-dask", "memfit-cluster")
 
 
 def corpus(n, d, path):
@@ -116,6 +118,7 @@ def main():
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers to run (memfit always runs)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
     ap.add_argument("--limit", help=argparse.SUPPRESS)
@@ -139,19 +142,21 @@ def main():
         print(f"{'peer':13} {'s/iter':>8} {'n_iter':>6} {'fit s':>7} {'added MiB':>9} {'same labels':>11} "
               f"{'max |dc|':>9} {'d inertia':>9}")
         got = {}
-        for peer in ("scikit-learn", "memfit", "memfit-dask", "memfit-cluster"):
+        wanted = set(args.peers.split(",")) | {"memfit"}
+        for peer in (p for p in PEERS if p in wanted):
             out = subprocess.run([sys.executable, __file__, "--k", str(args.k), "--iters", str(args.iters),
                                   "--threads", str(args.threads), "--child", peer, "--path", path,
                                   "--limit", str(limit)], check=True, capture_output=True, text=True).stdout
             r = got[peer] = json.loads(out.strip().splitlines()[-1])
-            s = got["scikit-learn"]
+            s = got.get("scikit-learn", {"labels": np.nan, "centers": np.nan, "inertia": np.nan})
             same = np.mean(np.asarray(r["labels"]) == np.asarray(s["labels"]))
             dc = np.abs(np.asarray(r["centers"]) - np.asarray(s["centers"])).max()
             di = abs(r["inertia"] - s["inertia"]) / s["inertia"]
             print(f"{peer:13} {r['per_iter']:8.4f} {r['n_iter']:6d} {r['fit']:7.2f} {r['added_mib']:9.1f} "
                   f"{same:11.5f} {dc:9.1e} {di:9.1e}")
-        print(f"scikit-learn / memfit: {got['scikit-learn']['per_iter'] / got['memfit']['per_iter']:.2f}x per iteration")
-        for peer in ("memfit-dask", "memfit-cluster"):
+        if "scikit-learn" in got:
+            print(f"scikit-learn / memfit: {got['scikit-learn']['per_iter'] / got['memfit']['per_iter']:.2f}x per iteration")
+        for peer in (p for p in ("memfit-dask", "memfit-cluster") if p in got):
             same = all(got[peer][key] == got["memfit"][key] for key in ("centers", "labels", "inertia", "n_iter"))
             print(f"{peer}: {'bitwise' if same else 'NOT'} the in-memory fit's centres, labels and inertia; "
                   f"{got[peer]['per_iter'] / got['memfit']['per_iter']:.2f}x its seconds per iteration")

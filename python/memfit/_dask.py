@@ -49,6 +49,7 @@ from __future__ import annotations
 import bisect
 import collections
 import copy
+import hashlib
 import operator
 import threading
 from typing import Any, Iterator, Optional
@@ -378,12 +379,21 @@ def _sparse_bytes(m: Any) -> int:
 
 def _csr_stats(chunk: Any, i: int, start: int, shape: tuple) -> np.ndarray:
     """Sparse chunk ``i``'s ``[stored values, most values in a row, bytes
-    held to read it]`` (checked as :func:`checked_chunk` does): the chunk's
-    arrays, and those of its canonical CSR copy when it is not one already."""
+    held to read it, values not finite]`` (checked as :func:`checked_chunk`
+    does): the bytes are the chunk's arrays and those of its canonical CSR
+    copy when it is not one already; the last is 2 when a value is NaN, 1
+    when one is infinite (and none NaN), else 0."""
     c = checked_chunk(chunk, i, start, shape, True)
     per_row = np.diff(c.indptr)
     nbytes = _sparse_bytes(chunk) + (0 if c is chunk else _sparse_bytes(c))
-    return np.array([[c.nnz, int(per_row.max()) if per_row.size else 0, nbytes]], dtype=np.int64)
+    finite = np.isfinite(c.data)
+    nonfinite = 0 if finite.all() else 2 if np.isnan(c.data).any() else 1
+    return np.array([[c.nnz, int(per_row.max()) if per_row.size else 0, nbytes, nonfinite]], dtype=np.int64)
+
+
+def _checked_call(func: Any, chunk: Any, i: int, start: int, shape: tuple) -> Any:
+    """``func`` of sparse chunk ``i`` checked as :func:`checked_chunk` does."""
+    return func(checked_chunk(chunk, i, start, shape, True))
 
 
 class _Chunks:
@@ -434,7 +444,7 @@ class SparseRows(_Chunks):
         self._lock = threading.Lock()
 
     @staticmethod
-    def _scheduler() -> Optional[str]:
+    def scheduler() -> Optional[str]:
         """Without a client, chunks are computed one at a time in the
         calling thread (what the plan holds); with one, by its cluster."""
         return None if _options.resolve_client(None) is not None else "sync"
@@ -448,7 +458,7 @@ class SparseRows(_Chunks):
                 for i, b in enumerate(self.x.to_delayed().ravel())
             ]
             self._stats = (
-                np.concatenate(dask.compute(*parts, scheduler=self._scheduler())) if parts else np.zeros((0, 3), np.int64)
+                np.concatenate(dask.compute(*parts, scheduler=self.scheduler())) if parts else np.zeros((0, 4), np.int64)
             )
         return self._stats
 
@@ -466,9 +476,29 @@ class SparseRows(_Chunks):
         stats = self._chunk_stats()
         return 2 * int(stats[:, 2].max()) if len(stats) else 0
 
+    @property
+    def nonfinite(self) -> int:
+        """2 when a stored value is NaN, 1 when one is infinite (and none
+        NaN), else 0."""
+        stats = self._chunk_stats()
+        return int(stats[:, 3].max()) if len(stats) else 0
+
+    def folded(self, func: Any, merge: Any) -> Any:
+        """``func(chunk)`` of every chunk (checked, in canonical CSR, as the
+        engine reads it) folded in row order by ``merge(a, b)``: computed
+        where the chunks lie when a client is active, else one chunk at a
+        time in this process."""
+        import dask
+
+        acc = None
+        for i, b in enumerate(self.x.to_delayed().ravel()):
+            part = dask.delayed(_checked_call)(func, b, i, self.starts[i], self._shape(i))
+            acc = part if acc is None else dask.delayed(merge)(acc, part)
+        return acc.compute(scheduler=self.scheduler())
+
     def _compute(self, i: int) -> Any:
         # As a delayed value: computing x.blocks[i] would join its one chunk into a copy.
-        return self.x.to_delayed().ravel()[i].compute(scheduler=self._scheduler())
+        return self.x.to_delayed().ravel()[i].compute(scheduler=self.scheduler())
 
     def read_csr(self, start: int, stop: int) -> tuple:
         """Rows ``start:stop`` as ``(indptr, indices, data)``: int64 offsets
@@ -690,7 +720,9 @@ class Cluster:
         # The pass's parameters: one node of the graph that every task
         # refers to (not scattered: Dask recomputes a node whose every
         # holder died, never scattered data).
-        spec = dask.delayed(task, pure=True)
+        # Named by a hash of its bytes: Dask's own token of bytes formats
+        # their repr (four times their size) before hashing it.
+        spec = dask.delayed(task, name=f"memfit-task-{hashlib.blake2b(task, digest_size=16).hexdigest()}")
         run = dask.delayed(_run_chunk, pure=False)
         # The states this pass's tasks read (none on a run's first pass),
         # held until they have run.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -15,7 +16,7 @@ from . import _dask, _memfit
 from . import array as ma
 from ._kmeans import _Centers
 from ._options import check_memory_limit, check_n_jobs
-from ._sparse import is_sparse
+from ._sparse import is_sparse, sparse_input
 from ._validation import c_float64, check_data, check_sample_weight, small_array
 
 
@@ -29,17 +30,18 @@ def _dense(rows):
     return rows.toarray() if is_sparse(rows) else rows
 
 
-def _sparse_variances(X, unit, memory_limit):
-    """Column variances of the CSR matrix X (of its rows scaled to unit
-    norm when ``unit``), as scikit-learn's ``mean_variance_axis``; unit rows
-    are made a block at a time, each block's float64 copy (with the column
-    statistics) within a quarter of ``memory_limit`` bytes, never a scaled
-    copy of X."""
+def _sparse_moments(X, unit, memory_limit):
+    """``(means, variances, n_samples)`` of the columns of the CSR matrix X
+    (of its rows scaled to unit norm when ``unit``), as scikit-learn's
+    ``mean_variance_axis``; unit rows are made a block at a time, each
+    block's float64 copy (with the column statistics) within a quarter of
+    ``memory_limit`` bytes, never a scaled copy of X."""
     from sklearn.preprocessing import normalize
     from sklearn.utils.sparsefuncs import incr_mean_variance_axis, mean_variance_axis
 
     if not unit:
-        return mean_variance_axis(X, axis=0)[1]
+        mean, var = mean_variance_axis(X, axis=0)
+        return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64), X.shape[0]
     n, d = X.shape
     budget = memory_limit // 4 - 5 * 8 * d
     if budget <= 0:
@@ -57,7 +59,18 @@ def _sparse_variances(X, unit, memory_limit):
         chunk = normalize(X[a:b].astype(np.float64))
         mean, var, count = incr_mean_variance_axis(chunk, axis=0, last_mean=mean, last_var=var, last_n=count)
         a = b
-    return var
+    return mean, var, n
+
+
+def _merged_moments(a, b):
+    """The column moments of the rows of ``a`` then those of ``b`` (each
+    ``(means, variances, n_samples)``), by the pairwise update of Chan,
+    Golub and LeVeque, "Algorithms for computing the sample variance",
+    1983 (as scikit-learn's ``incr_mean_variance_axis`` merges a batch)."""
+    (ma, va, na), (mb, vb, nb) = a, b
+    n = na + nb
+    delta = mb - ma
+    return ma + delta * (nb / n), (va * na + vb * nb + delta * delta * (na * nb / n)) / n, n
 
 
 def _lazy(data):
@@ -71,11 +84,10 @@ def _lazy(data):
 
 
 
-def _refuse_sparse_chunks(X):
-    """Mini-batches are drawn from a sparse matrix in memory or on disk, not
-    yet from a Dask array of scipy.sparse chunks: the TypeError saying so."""
-    if _dask.is_dask_array(X) and is_sparse(getattr(X, "_meta", None)):
-        _dask.refuse_sparse_chunks(type(X._meta).__name__)
+def _sparse_chunks(data):
+    """Whether X is a Dask array of scipy.sparse chunks."""
+    return data.dask is not None and data.dask.sparse
+
 
 class MiniBatchKMeans(_Centers):
     """Mini-batch k-means (Sculley 2010) on data larger than memory.
@@ -104,6 +116,11 @@ class MiniBatchKMeans(_Centers):
     in their last bits: with ``n_init > 1``, initialisations whose
     inertias agree to rounding may be chosen differently, and scikit-learn's
     k-means++ may draw other centres from sparse rows than from dense ones.)
+    A Dask array of scipy.sparse chunks gives the fit on the matrix: each
+    batch's rows are taken by Dask where the chunks lie (without a client,
+    one chunk at a time here), and for ``tol`` the column variances are
+    merged chunk by chunk (Chan, Golub and LeVeque 1983: equal to the
+    matrix's to rounding).
 
     Parameters
     ----------
@@ -299,9 +316,13 @@ class MiniBatchKMeans(_Centers):
         zeros stay zero). The engine reads X in blocks within
         ``memory_limit`` (a Dask X: Dask computes it), never holding a
         float64 copy of X."""
+        unit, limit = self.metric == "cosine", check_memory_limit(self.memory_limit)
         if is_sparse(data.engine):
-            variances = _sparse_variances(data.engine, self.metric == "cosine", check_memory_limit(self.memory_limit))
-            return float(np.mean(variances)) * self.tol
+            return float(np.mean(_sparse_moments(data.engine, unit, limit)[1])) * self.tol
+        if _sparse_chunks(data):
+            # Each chunk's moments where it lies, merged in row order.
+            moments = data.engine.folded(partial(_sparse_moments, unit=unit, memory_limit=limit), _merged_moments)
+            return float(np.mean(moments[1])) * self.tol
         x = (data.dask.input if data.dask is not None else _lazy(data)).astype(np.float64)
         if self.metric == "cosine":
             norms = np.sqrt((x * x).sum(axis=1, keepdims=True))
@@ -316,22 +337,23 @@ class MiniBatchKMeans(_Centers):
 
     @staticmethod
     def _check_finite(data):
-        """scikit-learn's ``check_array`` finiteness check, X read in blocks."""
+        """scikit-learn's ``check_array`` finiteness check, X read in blocks
+        (sparse chunks: with the statistics the plan asks for, computed once)."""
         if is_sparse(data.engine):
             values = data.engine.data
-            if not np.isfinite(values).all():
-                if np.isnan(values).any():
-                    raise ValueError("Input X contains NaN.")
-                raise ValueError(f"Input X contains infinity or a value too large for dtype('{data.out_dtype}').")
-            return
-        if data.dask is not None:
-            import dask.array as da
-
-            x, lib = data.dask.input, da
+            finite, nan = np.isfinite(values).all(), lambda: np.isnan(values).any()
+        elif _sparse_chunks(data):
+            finite, nan = data.engine.nonfinite == 0, lambda: data.engine.nonfinite == 2
         else:
-            x, lib = _lazy(data), ma
-        if not bool(lib.isfinite(x).all().compute()):
-            if bool(lib.isnan(x).any().compute()):
+            if data.dask is not None:
+                import dask.array as da
+
+                x, lib = data.dask.input, da
+            else:
+                x, lib = _lazy(data), ma
+            finite, nan = bool(lib.isfinite(x).all().compute()), lambda: bool(lib.isnan(x).any().compute())
+        if not finite:
+            if nan():
                 raise ValueError("Input X contains NaN.")
             raise ValueError(f"Input X contains infinity or a value too large for dtype('{data.out_dtype}').")
 
@@ -344,6 +366,13 @@ class MiniBatchKMeans(_Centers):
         them for sparse X."""
         idx = np.asarray(idx, dtype=np.int64)
         x = data.engine
+        if _sparse_chunks(data):
+            # Dask takes the rows where the chunks lie (without a client,
+            # one chunk at a time here); checked as a matrix.
+            x = sparse_input(data.dask.input[idx].compute(scheduler=data.engine.scheduler()))
+            if x.shape != (len(idx), data.n_features):
+                raise ValueError(f"X's rows computed to shape {x.shape}, expected {(len(idx), data.n_features)}")
+            idx = np.arange(x.shape[0])
         if is_sparse(x):
             import scipy.sparse as sp
 
@@ -503,11 +532,11 @@ class MiniBatchKMeans(_Centers):
         -------
         self : MiniBatchKMeans
         """
-        _refuse_sparse_chunks(X)
         data = check_data(X, self, reset=True, accept_sparse=True)
         self._check_params_vs_input(data)
-        if not self.compute_labels:
-            # Else the final pass over X finds them (and drawn rows always).
+        if not self.compute_labels or _sparse_chunks(data):
+            # Else the final pass over X finds them (and drawn rows always,
+            # but a Dask array's as rows of the batch).
             self._check_finite(data)
         random_state = check_random_state(self.random_state)
         w_engine = check_sample_weight(sample_weight, data)
@@ -517,6 +546,8 @@ class MiniBatchKMeans(_Centers):
         held = [("cumulative weights of the rows (float64)", 8 * n)]
         if w_engine is not None:
             held.append(("sample_weight (float64)", 8 * n))
+        if _sparse_chunks(data):
+            held.append(("a computed chunk of X, a batch drawn from it", data.engine.held_bytes))
         if self.compute_labels:
             held.append(("labels_ (int32, returned to Python)", 4 * n))
         self.memory_plan_ = _memfit.minibatch_plan(
@@ -527,7 +558,7 @@ class MiniBatchKMeans(_Centers):
             held=held,
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
-            sparse_x=data.engine if is_sparse(data.engine) else None,
+            sparse_x=data.engine if is_sparse(data.engine) or _sparse_chunks(data) else None,
         )
         # No weights: unit weights, never held.
         w = None if w_engine is None else self._weights(w_engine, n)
@@ -599,8 +630,9 @@ class MiniBatchKMeans(_Centers):
         self : MiniBatchKMeans
         """
         has_centers = hasattr(self, "cluster_centers_")
-        _refuse_sparse_chunks(X)
         data = check_data(X, self, reset=not has_centers, accept_sparse=True)
+        if _sparse_chunks(data):
+            self._check_finite(data)
         self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
         w = self._weights(check_sample_weight(sample_weight, data), data.n_samples)
         self.n_steps_ = getattr(self, "n_steps_", 0)

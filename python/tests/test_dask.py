@@ -17,7 +17,7 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 import memfit  # noqa: E402
-from memfit import GaussianMixture, KMeans, assign, row_quadratic_form, weighted_scatter  # noqa: E402
+from memfit import GaussianMixture, KMeans, MiniBatchKMeans, assign, row_quadratic_form, weighted_scatter  # noqa: E402
 from memfit import _dask, _options  # noqa: E402
 
 CHUNK = _dask.CHUNK_ROWS
@@ -160,7 +160,9 @@ def test_sparse_chunks_fit_on_the_cluster_as_the_matrix_in_one_process(client, m
     """A Dask array of scipy.sparse (CSR) chunks: each pass's tasks read
     their chunk as CSR on the workers (never densified) and the fit has the
     bits of the fit on the matrix in one process; per-row results are lazy,
-    computed where the chunks are; a bad chunk is named as a bad matrix is."""
+    computed where the chunks are; a bad chunk is named as a bad matrix is.
+    MiniBatchKMeans takes its batches where the chunks are (and the column
+    variances for tol) and gives the single-process fit's centres and steps."""
     import scipy.sparse as sp
 
     X = sp.random(N, 300, density=0.02, format="csr", random_state=4, dtype=np.float64)
@@ -174,6 +176,10 @@ def test_sparse_chunks_fit_on_the_cluster_as_the_matrix_in_one_process(client, m
     assert n_tasks >= 2 * dist.n_iter_
     same_kmeans(local, dist)
     assert np.array_equal(dist.transform(dx).compute(), local.transform(X))
+    mb = dict(n_clusters=5, random_state=1, batch_size=2_048, max_iter=2, tol=1e-3, metric=metric)
+    local_mb, dist_mb = MiniBatchKMeans(**mb).fit(X, sample_weight=w), MiniBatchKMeans(**mb).fit(dx, sample_weight=w)
+    assert np.array_equal(local_mb.cluster_centers_, dist_mb.cluster_centers_)
+    assert local_mb.n_steps_ == dist_mb.n_steps_ and local_mb.inertia_ == dist_mb.inertia_
     bad = X.copy()
     bad.data[bad.indptr[CHUNK + 7]] = np.inf
     with pytest.raises(ValueError, match=f"X: row {CHUNK + 7}, column "):

@@ -168,10 +168,15 @@ def test_a_bounded_task_holds_its_rows_bounds_within_its_plan():
     assert got["peak"] <= got["plan"] + 24 * MiB < got["plan"] + got["bounds"] / 2
 
 
-def test_a_dask_array_of_sparse_chunks_is_fitted_within_the_limit():
-    """KMeans on a Dask array of CSR chunks that a graph computes (315 MB of
-    CSR arrays in all, never held): the fit reads one chunk at a time and
-    stays within memory_limit + 64 MiB, its plan counting the chunk."""
+@pytest.mark.parametrize("estimator", [
+    "memfit.KMeans(8, random_state=0, n_init=1, max_iter=3, memory_limit=limit)",
+    "memfit.MiniBatchKMeans(8, random_state=0, batch_size=8_192, init_size=2_000, max_iter=1, memory_limit=limit)",
+])
+def test_a_dask_array_of_sparse_chunks_is_fitted_within_the_limit(estimator):
+    """KMeans and MiniBatchKMeans on a Dask array of CSR chunks that a graph
+    computes (315 MB of CSR arrays in all, never held): the fit reads one
+    chunk at a time (a batch: its rows from each chunk in turn) and stays
+    within memory_limit + 64 MiB, its plan counting the chunk."""
     got = run_child(
         """
         import dask.array as da
@@ -194,10 +199,10 @@ def test_a_dask_array_of_sparse_chunks_is_fitted_within_the_limit():
         memfit.KMeans(2, n_init=1, max_iter=1).fit(da.from_array(sp.eye(200, 30, format="csr"), asarray=False))
         reset_peak()
         base = status("VmRSS")
-        km = memfit.KMeans(8, random_state=0, n_init=1, max_iter=3, memory_limit=limit).fit(x)
+        km = ESTIMATOR.fit(x)
         print(dict(peak=status("VmHWM") - base, limit=limit, matrix=8 * rows * per_row * 12,
                    plan=km.memory_plan_.count("a computed chunk")))
-        """
+        """.replace("ESTIMATOR", estimator)
     )
     print({k: v / MiB for k, v in got.items()})
     assert got["plan"] == 1

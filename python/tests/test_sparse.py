@@ -459,9 +459,6 @@ def test_a_dask_array_of_sparse_chunks_is_checked_and_refused_clearly():
     da = pytest.importorskip("dask.array")
     X = sp.random(400, 30, density=0.1, format="csr", random_state=0)
     dX = da.from_array(X, chunks=(100, 30), asarray=False)
-    for call in (lambda: MiniBatchKMeans(3).fit(dX), lambda: MiniBatchKMeans(3).partial_fit(dX)):
-        with pytest.raises(TypeError, match=r"does not read Dask arrays of scipy.sparse chunks by this estimator .*csr_matrix.*compute\(\)"):
-            call()
     # An estimator that needs dense rows says so.
     with pytest.raises(TypeError, match=r"chunks where dense rows are needed .*pass X.map_blocks\(lambda b: b.toarray\(\)\)"):
         GaussianMixture(2).fit(dX)
@@ -469,6 +466,48 @@ def test_a_dask_array_of_sparse_chunks_is_checked_and_refused_clearly():
     hidden = da.from_array(X, chunks=(100, 30), asarray=False).map_blocks(lambda b: b, meta=np.empty((0, 0)))
     with pytest.raises(ValueError, match=r"reading rows 0\.\.\d+: .*meta says its chunks are dense, but a chunk is a csr_matrix.*meta=scipy.sparse.csr_matrix"):
         KMeans(3).fit(hidden)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_minibatch_on_a_dask_array_of_sparse_chunks_fits_as_the_matrix_itself(metric, dtype):
+    """MiniBatchKMeans draws its batches from a Dask array of scipy.sparse
+    chunks (no client: one chunk at a time in this process) and gives the
+    bits of the fit on the matrix from the same random_state: centres,
+    labels, inertia and steps, with weights, partial_fit and early stopping
+    on tol (the column variances merged chunk by chunk); a NaN or an
+    infinity anywhere is refused before any step, as for the matrix."""
+    da = pytest.importorskip("dask.array")
+    X = tfidf_like(n=30_000, d=300, density=0.02, dtype=dtype)
+    w = np.random.default_rng(3).uniform(0.5, 2.0, X.shape[0])
+    kw = dict(n_clusters=6, random_state=2, batch_size=1_024, max_iter=3, metric=metric)
+    local = MiniBatchKMeans(**kw).fit(X)
+    for chunks, fmt in [(10_000, "csr"), (7_000, "csc"), (12_345, "coo")]:
+        dX = da.from_array(X, chunks=(chunks, X.shape[1]), asarray=False).map_blocks(lambda b, f=fmt: b.asformat(f), meta=X[:0])
+        fitted = MiniBatchKMeans(**kw).fit(dX)
+        _same_fit(local, fitted)
+        assert fitted.n_steps_ == local.n_steps_ and fitted.cluster_centers_.dtype == dtype
+    assert np.array_equal(fitted.predict(dX).compute(), local.predict(X))
+    _same_fit(MiniBatchKMeans(**kw).fit(X, sample_weight=w), MiniBatchKMeans(**kw).fit(dX, sample_weight=w))
+    # Early stopping on tol: the same steps (the variances agree to rounding).
+    stop = dict(kw, tol=1e-2, max_no_improvement=None, max_iter=50)
+    a, b = MiniBatchKMeans(**stop).fit(X), MiniBatchKMeans(**stop).fit(dX)
+    assert np.isclose(a._tol, b._tol, rtol=1e-6) and a.n_steps_ == b.n_steps_ < 50 * X.shape[0] // 1_024
+    _same_fit(a, b)
+    a, b = MiniBatchKMeans(**kw), MiniBatchKMeans(**kw)
+    dX = da.from_array(X, chunks=(10_000, X.shape[1]), asarray=False)
+    for lo, hi in [(0, 4_000), (4_000, 30_000)]:
+        a.partial_fit(X[lo:hi], sample_weight=w[lo:hi])
+        b.partial_fit(dX[lo:hi], sample_weight=w[lo:hi])
+        assert np.array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert "a computed chunk of X" in fitted.memory_plan_
+    for value, message in [(np.nan, "Input X contains NaN"), (np.inf, "Input X contains infinity")]:
+        bad = X.copy()
+        bad.data[bad.indptr[20_000]] = value
+        dbad = da.from_array(bad, chunks=(10_000, X.shape[1]), asarray=False)
+        for call in (MiniBatchKMeans(**kw).fit, MiniBatchKMeans(**kw, compute_labels=False).fit, MiniBatchKMeans(**kw).partial_fit):
+            with pytest.raises(ValueError, match=message):
+                call(dbad)
 
 
 def test_a_chunk_other_than_declared_is_refused_naming_it():

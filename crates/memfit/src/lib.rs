@@ -55,6 +55,7 @@ pub mod mixture;
 pub mod plan;
 pub mod units;
 pub mod warning;
+mod wire;
 
 pub use dtype::Real;
 pub use error::{common_remedy, for_example, hint, join, Count, Error, Neutral, Remedy, Rendered, Result, Spelling};

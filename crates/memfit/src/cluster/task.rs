@@ -23,7 +23,9 @@ pub(crate) const ASSIGN: &str = "kmeans-assign";
 /// A nearest-centre pass without per-row outputs.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct AssignTask {
-    /// Row-major `(k, d)` centres (values of the compute type, as `f64`).
+    /// Row-major `(k, d)` centres (values of the compute type, as `f64`;
+    /// centres of sparse rows are mostly zeros).
+    #[serde(with = "crate::wire::zero_runs")]
     pub(crate) centers: Vec<f64>,
     pub(crate) k: usize,
     pub(crate) d: usize,

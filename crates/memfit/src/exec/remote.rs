@@ -39,6 +39,7 @@ pub struct Task {
     /// Subtracted from every row before the pass sees it, `(n_features,)`.
     pub shift: Vec<f64>,
     /// The pass's parameters, encoded by its module.
+    #[serde(with = "crate::wire::bytes")]
     pub payload: Vec<u8>,
     /// Whether rows are read scaled to unit norm
     /// ([`crate::io::Source::unit_rows`]): the receiving side opens its rows

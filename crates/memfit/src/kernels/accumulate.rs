@@ -51,8 +51,10 @@ pub(super) fn two_sum(a: f64, b: f64) -> (f64, f64) {
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ClusterSums {
     /// Plain `f64` sums in row order, `(n_clusters, n_features)`.
+    #[serde(with = "crate::wire::zero_runs")]
     pub sums: Vec<f64>,
     /// Sums of the rounding errors of `sums`.
+    #[serde(with = "crate::wire::zero_runs")]
     pub sums_err: Vec<f64>,
     /// Plain `f64` weights in row order, `(n_clusters,)`.
     pub weights: Vec<f64>,

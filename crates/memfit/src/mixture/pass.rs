@@ -46,14 +46,17 @@ pub(crate) struct Stats {
     /// `N_k = Σ_i w_i r_ik`, `(K,)`.
     pub(crate) nk: Vec<f64>,
     /// `Σ_i w_i r_ik (x_i − ref_k)`, `(K, d)`.
+    #[serde(with = "crate::wire::f64_le")]
     pub(crate) s1: Vec<f64>,
     /// Second moments around `ref_k`: full `K` packed triangles, diag and
     /// spherical `(K, d)` squares, tied empty.
+    #[serde(with = "crate::wire::f64_le")]
     pub(crate) s2: Vec<f64>,
     /// Means the sums are centred on, `(K, d)`, shifted coordinates.
     pub(crate) reference: Vec<f64>,
     /// Tied only: `Σ_i w_i x_i x_iᵀ` (row-major `d × d`, shifted coordinates),
     /// accumulated in passes where it is requested.
+    #[serde(with = "crate::wire::f64_le")]
     pub(crate) scatter: Vec<f64>,
     /// `Σ_i w_i log p(x_i)` over the pass (E-step passes).
     pub(crate) log_likelihood: f64,
