@@ -19,7 +19,15 @@
 //!
 //! A sparse batch's sums have the bits of the same rows' dense sums (a
 //! stored zero or a missing one adds nothing), so a step on sparse rows
-//! moves the centres exactly as the step on the same rows densified.
+//! moves the centres exactly as the step on the same rows densified. Its
+//! work on the `n_clusters × n_features` buffers is limited to the columns
+//! the batch stores values in: the transposed centres the kernel reads are
+//! renewed at those columns only, and the sums are zeroed there only (and
+//! read there only when the columns are few: elsewhere they are zero, and
+//! a centre's value moves as the same formula with zero sums moves it, to
+//! the bit). Centres are moved in parallel, each independently; the
+//! squared change is summed per centre in a fixed order, then over the
+//! centres in order.
 //!
 //! Reference: D. Sculley, "Web-scale k-means clustering", WWW 2010;
 //! scikit-learn's `_mini_batch_step`, `_minibatch_update_dense` and
@@ -27,6 +35,7 @@
 //! when it is checked.
 
 use multiversion::multiversion;
+use rayon::prelude::*;
 
 use crate::dtype::Real;
 use crate::error::{Error, Result};
@@ -97,6 +106,10 @@ pub struct StepWork<T> {
     sums: ClusterSums,
     sums_dirty: bool,
     moved: Vec<f64>,
+    /// Sparse batches: the columns the batch stores values in (increasing),
+    /// and a bit per column to find them (zero between steps).
+    columns: Vec<u32>,
+    column_bits: Vec<u64>,
     /// The previous step's prepared centres, renewed in place.
     prepared: Option<PreparedCenters<T>>,
 }
@@ -123,7 +136,9 @@ impl<T: Real> StepWork<T> {
             dist: vec![0.0; rows],
             sums: ClusterSums::new(k, d),
             sums_dirty: false,
-            moved: vec![0.0; d],
+            moved: vec![0.0; d * threads],
+            columns: Vec::with_capacity(if sparse { d } else { 0 }),
+            column_bits: vec![0; if sparse { d.div_ceil(64) } else { 0 }],
             prepared: None,
         }
     }
@@ -208,10 +223,18 @@ impl MiniBatch {
         );
         led.add(
             "per-cluster sums",
-            (ClusterSums::bytes(k, d) + d * 8) as u64,
+            (ClusterSums::bytes(k, d) + threads * d * 8) as u64,
             1,
-            format!("{k} × ({d} + 1) × 16 B, and one moved centre, {d} × 8 B"),
+            format!("{k} × ({d} + 1) × 16 B, and a moved centre per thread, {threads} × {d} × 8 B"),
         );
+        if sparse {
+            led.add(
+                "the batch's columns",
+                (d * 4 + d.div_ceil(64) * 8) as u64,
+                1,
+                format!("up to {d} columns × 4 B, and a bit per column"),
+            );
+        }
         led
     }
 
@@ -331,13 +354,19 @@ impl MiniBatch {
             sums,
             sums_dirty,
             moved,
+            columns,
+            column_bits,
             prepared,
             ..
         } = work.get_or_insert_with(|| StepWork::new(k, d, rows, rayon::current_num_threads(), sparse));
         let (labels, dist) = (&mut labels[..rows], &mut dist[..rows]);
+        if let Some(csr) = batch.csr {
+            stored_columns(&csr.indices[csr.indptr[0]..csr.indptr[rows]], column_bits, columns);
+        }
         // The exact nearest centres and their distances.
         let prepared = match (prepared.take(), sparse) {
-            (Some(p), _) => prepared.insert(p.renew(centers)),
+            (Some(p), true) => prepared.insert(p.renew_for_columns(centers, columns)),
+            (Some(p), false) => prepared.insert(p.renew(centers)),
             (None, true) => prepared.insert(PreparedCenters::<T>::for_sparse(centers, k, d)),
             (None, false) => prepared.insert(PreparedCenters::<T>::new(centers, k, d)),
         };
@@ -359,35 +388,35 @@ impl MiniBatch {
             Some(csr) => backend.sparse_sums(batch.x, csr, labels, sample_weight, sums, true),
             None => backend.cluster_sums(batch.x, d, labels, sample_weight, sums, true),
         }
-        let mut centers_squared_diff = 0.0;
-        for j in 0..k {
-            let s = sums.weight(j);
-            let row = j * d..(j + 1) * d;
-            if s > 0.0 {
-                let after = self.counts[j] + s;
-                moved_center(
-                    &centers[row.clone()],
-                    &sums.sums[row.clone()],
-                    &sums.sums_err[row.clone()],
-                    s,
-                    after,
-                    moved,
-                );
-                if self.unit_centers {
-                    unit_row(moved);
+        // Centres shared out between threads, each with its moved centre;
+        // the squared change summed per centre, then over centres in order.
+        let counts = &mut self.counts;
+        let per = k.div_ceil((moved.len() / d).max(1)).max(1);
+        let weights: Vec<f64> = (0..k).map(|j| sums.weight(j)).collect();
+        let mut diffs = vec![0.0; k];
+        let ClusterSums { sums: s_all, sums_err: e_all, .. } = sums;
+        let update = Update { unit: self.unit_centers, columns: sparse.then_some(&columns[..]) };
+        centers
+            .par_chunks_mut(per * d)
+            .zip(s_all.par_chunks_mut(per * d))
+            .zip(e_all.par_chunks_mut(per * d))
+            .zip(counts.par_chunks_mut(per))
+            .zip(diffs.par_chunks_mut(per))
+            .zip(weights.par_chunks(per))
+            .zip(moved.par_chunks_mut(d))
+            .for_each(|((((((c, s), e), n), diff), w), moved)| {
+                for (((((c, s), e), n), diff), &w) in c
+                    .chunks_exact_mut(d)
+                    .zip(s.chunks_exact_mut(d))
+                    .zip(e.chunks_exact_mut(d))
+                    .zip(n.iter_mut())
+                    .zip(diff.iter_mut())
+                    .zip(w)
+                {
+                    *diff = update.center::<T>(c, s, e, n, w, moved);
                 }
-                for (c, &m) in centers[row.clone()].iter_mut().zip(moved.iter()) {
-                    let new = T::from_f64(m).to_f64();
-                    centers_squared_diff += (new - *c) * (new - *c);
-                    *c = new;
-                }
-                self.counts[j] = after;
-            }
-            // Zero again for the next step (rows of zero weight may have
-            // added signed zeros).
-            sums.sums[row.clone()].fill(0.0);
-            sums.sums_err[row].fill(0.0);
-        }
+            });
+        let centers_squared_diff: f64 = diffs.iter().sum();
         sums.weights.fill(0.0);
         sums.weights_err.fill(0.0);
         *sums_dirty = false;
@@ -440,6 +469,119 @@ impl MiniBatch {
 fn moved_center(old: &[f64], sums: &[f64], sums_err: &[f64], s: f64, after: f64, out: &mut [f64]) {
     for (((o, &c), &sum), &err) in out.iter_mut().zip(old).zip(sums).zip(sums_err) {
         *o = c + ((-s).mul_add(c, sum) + err) / after;
+    }
+}
+
+/// How a step moves each centre that received rows (see the module docs).
+struct Update<'a> {
+    unit: bool,
+    /// A sparse batch's columns: the sums are zero elsewhere.
+    columns: Option<&'a [u32]>,
+}
+
+impl Update<'_> {
+    /// Moves centre `c` (its sums `s`, errors `e`, absorbed weight
+    /// `count`) by the batch's weight `w`, through `moved`, and zeroes its
+    /// sums; returns `‖c_new − c_old‖²` (0 when it received nothing).
+    fn center<T: Real>(
+        &self,
+        c: &mut [f64],
+        s: &mut [f64],
+        e: &mut [f64],
+        count: &mut f64,
+        w: f64,
+        moved: &mut [f64],
+    ) -> f64 {
+        let mut diff = 0.0;
+        if w > 0.0 {
+            let after = *count + w;
+            match self.columns {
+                // A few columns: the others move as with zero sums.
+                Some(columns) if columns.len() < c.len() / 4 => {
+                    moved_center_alone(c, w, after, moved);
+                    moved_at_columns(c, s, e, columns, w, after, moved);
+                }
+                _ => moved_center(c, s, e, w, after, moved),
+            }
+            if self.unit {
+                unit_row(moved);
+            }
+            diff = rounded_into::<T>(c, moved);
+            *count = after;
+        }
+        // Zero again for the next step (rows of zero weight may have added
+        // signed zeros); a sparse batch wrote at its columns only.
+        match self.columns {
+            Some(columns) => {
+                for &q in columns {
+                    s[q as usize] = 0.0;
+                    e[q as usize] = 0.0;
+                }
+            }
+            None => {
+                s.fill(0.0);
+                e.fill(0.0);
+            }
+        }
+        diff
+    }
+}
+
+/// `c` set to `moved` rounded to `T`; returns `Σ (c_new − c_old)²` (eight
+/// interleaved partial sums, then their sum).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn rounded_into<T: Real>(c: &mut [f64], moved: &[f64]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let mut chunks = c.chunks_exact_mut(8);
+    let mut from = moved.chunks_exact(8);
+    for (c, m) in (&mut chunks).zip(&mut from) {
+        for ((l, c), &m) in lanes.iter_mut().zip(c).zip(m) {
+            let new = T::from_f64(m).to_f64();
+            *l += (new - *c) * (new - *c);
+            *c = new;
+        }
+    }
+    for ((l, c), &m) in lanes.iter_mut().zip(chunks.into_remainder()).zip(from.remainder()) {
+        let new = T::from_f64(m).to_f64();
+        *l += (new - *c) * (new - *c);
+        *c = new;
+    }
+    lanes.iter().sum()
+}
+
+/// [`moved_center`] with every sum and error zero (a column no row of the
+/// batch stores a value in): the same operations on literal zeros, so the
+/// same bits.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn moved_center_alone(old: &[f64], s: f64, after: f64, out: &mut [f64]) {
+    for (o, &c) in out.iter_mut().zip(old) {
+        *o = c + ((-s).mul_add(c, 0.0) + 0.0) / after;
+    }
+}
+
+/// [`moved_center`] at `columns` only.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn moved_at_columns(old: &[f64], sums: &[f64], sums_err: &[f64], columns: &[u32], s: f64, after: f64, out: &mut [f64]) {
+    for &q in columns {
+        let q = q as usize;
+        out[q] = old[q] + ((-s).mul_add(old[q], sums[q]) + sums_err[q]) / after;
+    }
+}
+
+/// The distinct values of `indices` (columns `< 64 · bits.len()`), in
+/// increasing order, into `columns`, through a bit per column in `bits`
+/// (all zero before and after).
+fn stored_columns(indices: &[u32], bits: &mut [u64], columns: &mut Vec<u32>) {
+    for &f in indices {
+        bits[f as usize / 64] |= 1 << (f % 64);
+    }
+    columns.clear();
+    for (w, word) in bits.iter_mut().enumerate() {
+        let mut b = std::mem::take(word);
+        while b != 0 {
+            columns.push((w * 64) as u32 + b.trailing_zeros());
+            b &= b - 1;
+        }
     }
 }
 

@@ -137,6 +137,17 @@ impl Bound {
     }
 }
 
+/// `own` made a copy of `centers` (rows of `d` values), the rows shared
+/// out between threads (a copy of wide centres is as long as a pass over
+/// them).
+fn copy_rows(own: &mut Vec<f64>, centers: &[f64], d: usize) {
+    own.resize(centers.len(), 0.0);
+    let rows = (centers.len() / d.max(1)).div_ceil(rayon::current_num_threads().max(1)).max(1);
+    own.par_chunks_mut(rows * d.max(1))
+        .zip(centers.par_chunks(rows * d.max(1)))
+        .for_each(|(o, c)| o.copy_from_slice(c));
+}
+
 /// Centres prepared for assignment: the `f64` centres that distances are
 /// exact against, and for the fast path their values shifted to an origin
 /// (the centres' mean) in the kernel type, with squared norms: transposed
@@ -183,7 +194,7 @@ impl<T: Real> PreparedCenters<T> {
     /// # Panics
     /// If `centers.len() != k * d` or `k == 0`.
     pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
-        Self::build(centers, k, d, Self::empty(), false)
+        Self::build(centers, k, d, Self::empty(), false, None)
     }
 
     /// [`PreparedCenters::new`] for sparse rows only: the `f64` centres and
@@ -195,7 +206,7 @@ impl<T: Real> PreparedCenters<T> {
     /// As [`PreparedCenters::new`]; the dense kernels panic on these
     /// centres (a programming error).
     pub fn for_sparse(centers: &[f64], k: usize, d: usize) -> Self {
-        Self::build(centers, k, d, Self::empty(), true)
+        Self::build(centers, k, d, Self::empty(), true, None)
     }
 
     /// [`PreparedCenters::for_sparse`] for sparse rows, else
@@ -214,7 +225,21 @@ impl<T: Real> PreparedCenters<T> {
     /// centres for sparse rows are prepared again if `self` had them.
     pub fn renew(self, centers: &[f64]) -> Self {
         let (k, d, sparse_only) = (self.n_clusters, self.n_features, self.sparse_only);
-        Self::build(centers, k, d, self, sparse_only)
+        Self::build(centers, k, d, self, sparse_only, None)
+    }
+
+    /// [`PreparedCenters::renew`] of centres prepared for sparse rows only
+    /// ([`PreparedCenters::for_sparse`]), for rows whose stored values all
+    /// lie in `columns` (strictly increasing): the transposed values of the
+    /// other columns are left stale (see [`super::SparseCenters::renew`]).
+    /// A step on a sparse batch renews only what its rows read.
+    ///
+    /// # Panics
+    /// If these centres are not prepared for sparse rows only.
+    pub fn renew_for_columns(self, centers: &[f64], columns: &[u32]) -> Self {
+        assert!(self.sparse_only, "renew_for_columns on centres prepared for dense rows");
+        let (k, d) = (self.n_clusters, self.n_features);
+        Self::build(centers, k, d, self, true, Some(columns))
     }
 
     /// No centres: buffers for [`PreparedCenters::build`].
@@ -238,15 +263,14 @@ impl<T: Real> PreparedCenters<T> {
     }
 
     /// Prepares `centers` in the buffers of `old` (for sparse rows only
-    /// when `sparse_only`).
-    fn build(centers: &[f64], k: usize, d: usize, old: Self, sparse_only: bool) -> Self {
+    /// when `sparse_only`, then at `columns` only when given).
+    fn build(centers: &[f64], k: usize, d: usize, old: Self, sparse_only: bool, columns: Option<&[u32]>) -> Self {
         assert!(k > 0 && centers.len() == k * d);
         if sparse_only {
             let PreparedCenters { centers: mut own, mut sparse, .. } = old;
-            own.clear();
-            own.extend_from_slice(centers);
+            copy_rows(&mut own, centers, d);
             let s = match sparse.take() {
-                Some(s) => s.renew(centers, k, d),
+                Some(s) => s.renew(centers, k, d, columns),
                 None => super::SparseCenters::new(centers, k, d),
             };
             return PreparedCenters {
@@ -317,10 +341,9 @@ impl<T: Real> PreparedCenters<T> {
         };
         // The exact distances' own underflow, in scaled units.
         bound.floor += underflow_slack(d) * scale * scale;
-        own.clear();
-        own.extend_from_slice(centers);
+        copy_rows(&mut own, centers, d);
         let sparse = match sparse.take() {
-            Some(s) => std::sync::OnceLock::from(s.renew(centers, k, d)),
+            Some(s) => std::sync::OnceLock::from(s.renew(centers, k, d, None)),
             None => std::sync::OnceLock::new(),
         };
         PreparedCenters {

@@ -7,7 +7,8 @@
 //! the dense row and `c_j`, the lowest index on ties. The reported distance
 //! is the label's squared distance from the stored values alone,
 //! ‖c‖² + Σ_{stored f} ((x_f − c_f)² − c_f²) (clamped at 0), in `f64`
-//! (‖c‖² summed over all features in order): O(nnz) work, within
+//! (‖c‖² summed over all features in a fixed order, eight interleaved
+//! partial sums as [`super::unit_row`]'s): O(nnz) work, within
 //! γ₆₄(d + 6)·(‖x‖ + ‖c‖)² of the dense distance (Higham, *Accuracy and
 //! Stability of Numerical Algorithms*, §3.1), so a sparse fit's inertia
 //! may differ from the dense fit's in its last bits while its labels and
@@ -54,6 +55,7 @@ use rayon::prelude::*;
 
 use super::accumulate::two_sum;
 use super::assign::{gamma, scale_for, underflow_slack, Bound};
+use super::unit::{max_abs, sq_norms as sq_norms_of};
 use super::{exact_sq_dist, ClusterSums, PreparedCenters};
 use crate::dtype::Real;
 use crate::exec::CsrIndex;
@@ -69,9 +71,9 @@ pub struct SparseCenters {
     transposed: Vec<f64>,
     /// The same rounded to `f32`.
     transposed32: Vec<f32>,
-    /// ‖σc_j‖², summed over the features in order.
+    /// ‖σc_j‖², summed over the features in a fixed order (`unit::sq_norms`).
     sq_norms: Vec<f64>,
-    /// ‖c_j‖², summed over the features in order (for the distances).
+    /// ‖c_j‖², summed so (for the distances).
     norms: Vec<f64>,
     /// R_j = ‖σc_j‖.
     radii: Vec<f64>,
@@ -83,49 +85,49 @@ pub struct SparseCenters {
 impl SparseCenters {
     /// Prepares `k` centres of `d` features (row-major `f64`).
     pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
-        Self::build(centers, k, d, Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new())
+        Self::build(centers, k, d, None, [Vec::new(), Vec::new(), Vec::new()], Vec::new(), Vec::new())
     }
 
-    /// The same as [`SparseCenters::new`], in `self`'s buffers.
-    pub fn renew(self, centers: &[f64], k: usize, d: usize) -> Self {
+    /// The same as [`SparseCenters::new`], in `self`'s buffers; with
+    /// `columns` (strictly increasing), for rows whose stored values all
+    /// lie in those columns: the transposed values of the other columns are
+    /// left as they were (stale), which such rows never read.
+    pub fn renew(self, centers: &[f64], k: usize, d: usize, columns: Option<&[u32]>) -> Self {
         let SparseCenters { transposed, transposed32, sq_norms, norms, radii, .. } = self;
-        Self::build(centers, k, d, transposed, transposed32, sq_norms, norms, radii)
+        Self::build(centers, k, d, columns, [transposed, sq_norms, norms], transposed32, radii)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn build(
         centers: &[f64],
         k: usize,
         d: usize,
-        mut transposed: Vec<f64>,
+        columns: Option<&[u32]>,
+        [mut transposed, mut sq_norms, mut norms]: [Vec<f64>; 3],
         mut transposed32: Vec<f32>,
-        mut sq_norms: Vec<f64>,
-        mut norms: Vec<f64>,
         mut radii: Vec<f64>,
     ) -> Self {
-        let spread = centers.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        // The largest magnitude, per centre then over the centres (the
+        // comparison vectorises; NaN is skipped as by `f64::max`).
+        let spread = centers.par_chunks(d.max(1)).map(max_abs).reduce(|| 0.0, |a, b| if b > a { b } else { a });
         let scale = scale_for(spread);
-        // Every entry is written below (resized only when the shape changes).
+        // Every entry read is written below (resized only when the shape changes).
         transposed.resize(d * k, 0.0);
         for v in [&mut sq_norms, &mut norms] {
             v.clear();
             v.resize(k, 0.0);
         }
-        // Norms summed over the features in order, per centre (centres
-        // shared out between threads).
-        sq_norms.par_iter_mut().zip(norms.par_iter_mut()).zip(centers.par_chunks_exact(d.max(1))).for_each(
-            |((sq, n), c)| {
-                for &v in c {
-                    let s = v * scale;
-                    *sq += s * s;
-                    *n += v * v;
-                }
-            },
-        );
+        // Norms in the fixed order of `sq_norms` (centres shared out between threads).
+        sq_norms
+            .par_iter_mut()
+            .zip(norms.par_iter_mut())
+            .zip(centers.par_chunks_exact(d.max(1)))
+            .for_each(|((sq, n), c)| (*sq, *n) = sq_norms_of(c, scale));
         // The transposed copies, in blocks of features shared out between
         // threads (each block reads a short run of every centre, not one
         // value per centre row); the f32 rows padded to a multiple of 16
         // centres (zeros) so that every stored value adds whole vectors.
+        // With `columns`, only theirs (the shape is the last build's, whose
+        // padding stays zero).
         let kp = Self::padded(k);
         transposed32.resize(d * kp, 0.0);
         const BLOCK: usize = 64;
@@ -136,16 +138,33 @@ impl SparseCenters {
             .for_each(|(b, (rows, rows32))| {
                 let f0 = b * BLOCK;
                 let width = rows.len() / k.max(1);
-                for j in 0..k {
-                    let run = &centers[j * d + f0..j * d + f0 + width];
-                    for (q, &v) in run.iter().enumerate() {
-                        let t = v * scale;
-                        rows[q * k + j] = t;
-                        rows32[q * kp + j] = t as f32;
+                let write = |rows: &mut [f64], rows32: &mut [f32], q: usize, j: usize, v: f64| {
+                    let t = v * scale;
+                    rows[q * k + j] = t;
+                    rows32[q * kp + j] = t as f32;
+                };
+                match columns {
+                    None => {
+                        for j in 0..k {
+                            let run = &centers[j * d + f0..j * d + f0 + width];
+                            for (q, &v) in run.iter().enumerate() {
+                                write(rows, rows32, q, j, v);
+                            }
+                        }
+                        for q in 0..width {
+                            rows32[q * kp + k..(q + 1) * kp].fill(0.0);
+                        }
                     }
-                }
-                for q in 0..width {
-                    rows32[q * kp + k..(q + 1) * kp].fill(0.0);
+                    Some(cols) => {
+                        let lo = cols.partition_point(|&f| (f as usize) < f0);
+                        let hi = lo + cols[lo..].partition_point(|&f| (f as usize) < f0 + width);
+                        for j in 0..k {
+                            let c = &centers[j * d..(j + 1) * d];
+                            for &f in &cols[lo..hi] {
+                                write(rows, rows32, f as usize - f0, j, c[f as usize]);
+                            }
+                        }
+                    }
                 }
             });
         radii.clear();

@@ -50,6 +50,44 @@ fn unit_values<T: Real>(row: &mut [T], cols: Option<&[u32]>) {
     }
 }
 
+/// `(Σ (x · scale)², Σ x²)` of a dense row, each in the fixed order of
+/// [`unit_row`]'s sums (the bits of `sum_sq` at `scale` and at 1), in one
+/// read of the row.
+pub(crate) fn sq_norms(row: &[f64], scale: f64) -> (f64, f64) {
+    let (mut scaled, mut plain) = ([0.0f64; 8], [0.0f64; 8]);
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for ((a, b), &v) in scaled.iter_mut().zip(plain.iter_mut()).zip(c) {
+            let x = v * scale;
+            *a += x * x;
+            *b += v * v;
+        }
+    }
+    for ((a, b), &v) in scaled.iter_mut().zip(plain.iter_mut()).zip(chunks.remainder()) {
+        let x = v * scale;
+        *a += x * x;
+        *b += v * v;
+    }
+    let total = |acc: [f64; 8]| ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    (total(scaled), total(plain))
+}
+
+/// The largest `|x|` of `row` (0 for an empty row; NaN is skipped, as by
+/// `f64::max`), in lanes that vectorise.
+pub(crate) fn max_abs(row: &[f64]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = if v.abs() > *m { v.abs() } else { *m };
+        }
+    }
+    for (m, &v) in lanes.iter_mut().zip(chunks.remainder()) {
+        *m = if v.abs() > *m { v.abs() } else { *m };
+    }
+    lanes.into_iter().fold(0.0, |a, b| if b > a { b } else { a })
+}
+
 /// `Σ (x · scale)²` in a fixed order: eight interleaved partial sums (the
 /// value of column `j` in sum `j mod 8`, in column order), then their sum.
 fn sum_sq<T: Real>(row: &[T], cols: Option<&[u32]>, scale: f64) -> f64 {
@@ -78,6 +116,16 @@ fn sum_sq<T: Real>(row: &[T], cols: Option<&[u32]>, scale: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn norms_and_largest_magnitudes_are_those_of_the_plain_loops() {
+        for n in [0, 1, 7, 8, 9, 100] {
+            let row: Vec<f64> = (0..n).map(|i| ((i * 7919) % 101) as f64 / 7.0 - 6.0).collect();
+            assert_eq!(sq_norms(&row, 0.25), (sum_sq(&row, None, 0.25), sum_sq(&row, None, 1.0)));
+            assert_eq!(max_abs(&row), row.iter().fold(0.0f64, |m, v| m.max(v.abs())));
+        }
+        assert_eq!(max_abs(&[1.0, f64::NAN, -3.0]), 3.0);
+    }
 
     #[test]
     fn sparse_rows_get_the_dense_rows_bits() {
