@@ -24,17 +24,7 @@ pub(crate) mod bytes {
     }
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        struct Bytes;
-        impl Visitor<'_> for Bytes {
-            type Value = Vec<u8>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("bytes")
-            }
-            fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Vec<u8>, E> {
-                Ok(b.to_vec())
-            }
-        }
-        d.deserialize_bytes(Bytes)
+        d.deserialize_bytes(BytesWith(|b: &[u8]| Ok(b.to_vec())))
     }
 }
 
@@ -51,20 +41,26 @@ pub(crate) mod f64_le {
     }
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-        struct Bytes;
-        impl Visitor<'_> for Bytes {
-            type Value = Vec<f64>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("the little-endian bytes of f64 values")
+        d.deserialize_bytes(BytesWith(|b: &[u8]| {
+            if !b.len().is_multiple_of(8) {
+                return Err(format!("{} bytes are not f64 values", b.len()));
             }
-            fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Vec<f64>, E> {
-                if !b.len().is_multiple_of(8) {
-                    return Err(E::custom(format!("{} bytes are not f64 values", b.len())));
-                }
-                Ok(b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
-            }
-        }
-        d.deserialize_bytes(Bytes)
+            Ok(b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+        }))
+    }
+}
+
+/// A visitor of one byte string, which `F` turns into the value (or the
+/// reason it cannot).
+struct BytesWith<F>(F);
+
+impl<V, F: FnOnce(&[u8]) -> Result<V, String>> Visitor<'_> for BytesWith<F> {
+    type Value = V;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a byte string")
+    }
+    fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<V, E> {
+        (self.0)(b).map_err(E::custom)
     }
 }
 
