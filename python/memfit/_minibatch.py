@@ -66,8 +66,11 @@ def _merged_moments(a, b):
     """The column moments of the rows of ``a`` then those of ``b`` (each
     ``(means, variances, n_samples)``), by the pairwise update of Chan,
     Golub and LeVeque, "Algorithms for computing the sample variance",
-    1983 (as scikit-learn's ``incr_mean_variance_axis`` merges a batch)."""
+    1983 (as scikit-learn's ``incr_mean_variance_axis`` merges a batch);
+    a side of no rows (a chunk of none: its moments are NaN) adds nothing."""
     (ma, va, na), (mb, vb, nb) = a, b
+    if not na or not nb:
+        return b if not na else a
     n = na + nb
     delta = mb - ma
     return ma + delta * (nb / n), (va * na + vb * nb + delta * delta * (na * nb / n)) / n, n

@@ -494,6 +494,11 @@ def test_minibatch_on_a_dask_array_of_sparse_chunks_fits_as_the_matrix_itself(me
     a, b = MiniBatchKMeans(**stop).fit(X), MiniBatchKMeans(**stop).fit(dX)
     assert np.isclose(a._tol, b._tol, rtol=1e-6) and a.n_steps_ == b.n_steps_ < 50 * X.shape[0] // 1_024
     _same_fit(a, b)
+    # Chunks of no rows add nothing to the variances (they made tol NaN: no early stop).
+    for chunks in [(0, 30_000), (10_000, 0, 20_000), (30_000, 0)]:
+        empty = MiniBatchKMeans(**stop).fit(da.from_array(X, chunks=(chunks, X.shape[1]), asarray=False))
+        assert np.isclose(empty._tol, a._tol, rtol=1e-6)
+        _same_fit(a, empty)
     a, b = MiniBatchKMeans(**kw), MiniBatchKMeans(**kw)
     dX = da.from_array(X, chunks=(10_000, X.shape[1]), asarray=False)
     for lo, hi in [(0, 4_000), (4_000, 30_000)]:
