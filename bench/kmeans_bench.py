@@ -22,7 +22,7 @@ blobs' width (default 3; bounds pay most on wider data). --scale S
 multiplies the generated blobs by S (e.g. 1e-20 or 1e20: data far from
 1 in magnitude, which memfit's certified fast path handles by an exact
 power-of-two scaling). --embeddings replaces the data sets by an
-embeddings-like float32 set: 100,000 × 128 unit rows around 200 random
+embeddings-like float32 set: 200,000 × 128 unit rows around 200 random
 directions (use with --k 1000: issue 24's float32 target).
 
 --matrix runs issue 24's whole matrix instead, each peer once (--repeat
@@ -160,7 +160,7 @@ def cases(a, tmp):
         return out
     iters = a.iters or 10
     if a.embeddings:
-        return [("embeddings 100,000 × 128 (unit)", embeddings(tmp / "embeddings.npy", 100_000), ("float32",), a.k, iters)]
+        return [("embeddings 200,000 × 128 (unit)", embeddings(tmp / "emb200k.npy", 200_000), ("float32",), a.k, iters)]
     path = blobs(tmp, 1_000_000, a.features, a.k)
     label = f"blobs 1,000,000 × {a.features}"
     if a.scale != 1.0:
@@ -194,7 +194,7 @@ def main():
     ap.add_argument("--features", type=int, default=3, help="columns of the generated blobs")
     ap.add_argument("--no-flights", action="store_true", help="only the generated blobs")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the generated blobs by this")
-    ap.add_argument("--embeddings", action="store_true", help="only 100,000 x 128 float32 unit rows")
+    ap.add_argument("--embeddings", action="store_true", help="only 200,000 x 128 float32 unit rows")
     ap.add_argument("--matrix", action="store_true", help="issue 24's matrix of data sets, k and peers")
     ap.add_argument("--child", nargs=5)
     a = ap.parse_args()

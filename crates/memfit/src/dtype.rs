@@ -226,6 +226,8 @@ pub trait Real:
     fn of_f32(values: &[f32]) -> Option<&[Self]>;
     /// Little-endian bytes of the value, for `.npy` output.
     fn write_le(self, out: &mut Vec<u8>);
+    /// The bytes of `values` in this machine's order, to read them into.
+    fn bytes_mut(values: &mut [Self]) -> &mut [u8];
 }
 
 impl Real for f32 {
@@ -256,6 +258,9 @@ impl Real for f32 {
     fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
+    fn bytes_mut(values: &mut [Self]) -> &mut [u8] {
+        bytemuck::cast_slice_mut(values)
+    }
     fn of_f64(_: &[f64]) -> Option<&[Self]> {
         None
     }
@@ -282,6 +287,9 @@ impl Real for f64 {
     }
     fn write_le(self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn bytes_mut(values: &mut [Self]) -> &mut [u8] {
+        bytemuck::cast_slice_mut(values)
     }
     fn of_f64(values: &[f64]) -> Option<&[Self]> {
         Some(values)

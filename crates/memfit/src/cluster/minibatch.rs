@@ -43,7 +43,7 @@ use crate::exec::{Backend, Block};
 use crate::kernels::{first_non_finite, unit_row, ClusterSums, PreparedCenters, Scratch, SparseCenters, SparseScratch};
 use crate::plan::{check_fits, Ledger, Plan, TILE_ROWS};
 
-use super::plan::MAX_K_TILE;
+use super::plan::k_tile;
 
 /// What a mini-batch fit carries from step to step besides its centres
 /// (scikit-learn's `_counts` and `_n_since_last_reassign`; the centres,
@@ -129,7 +129,7 @@ impl<T: Real> StepWork<T> {
             rows,
             tile_rows,
             tiles: (0..if sparse { 0 } else { threads })
-                .map(|_| Scratch::new(tile_rows, k, k.min(MAX_K_TILE), d))
+                .map(|_| Scratch::new(tile_rows, k, k_tile(k, size_of::<T>()), d))
                 .collect(),
             sparse: (0..if sparse { threads } else { 0 }).map(|_| SparseScratch::new(k, d)).collect(),
             labels: vec![0; rows],
@@ -184,7 +184,7 @@ impl MiniBatch {
         sparse: bool,
     ) -> Ledger {
         let (k, d) = (n_clusters, n_features);
-        let k_tile = k.min(MAX_K_TILE);
+        let k_tile = k_tile(k, compute_bytes);
         let tile_rows = rows.clamp(1, TILE_ROWS);
         let mut led = Ledger::default();
         led.add(
@@ -373,7 +373,9 @@ impl MiniBatch {
         let backend = backend.ops::<T>();
         match batch.csr {
             Some(csr) => backend.assign_sparse(batch.x, csr, prepared, products, labels, dist)?,
-            None => backend.assign_block(batch.x, prepared, *tile_rows, k.min(MAX_K_TILE), tiles, labels, dist)?,
+            None => {
+                backend.assign_block(batch.x, prepared, *tile_rows, k_tile(k, size_of::<T>()), tiles, labels, dist)?
+            }
         }
         let inertia = match sample_weight {
             Some(w) => dist.iter().zip(w).map(|(v, w)| v * w).sum::<f64>(),

@@ -21,6 +21,6 @@ pub use minibatch::{EarlyStop, MiniBatch, Step, StepWork, Stop};
 pub use params::{Algorithm, Init, KMeansParams, Metric, MiniBatchParams};
 pub use pass::AssignSink;
 pub(crate) use plan::kernel_tile_rows;
-pub use plan::{default_init_sample_rows, plan_kmeans, MAX_K_TILE};
+pub use plan::{default_init_sample_rows, k_tile, plan_kmeans};
 pub use predict::{plan_predict, plan_transform, predict, transform};
 pub(crate) use task::{AssignTask, ASSIGN};

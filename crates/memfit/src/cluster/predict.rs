@@ -3,7 +3,7 @@
 //! (`transform`), both from the same exact kernel.
 
 use super::pass::{AssignPass, AssignSink, Assignment, Mode};
-use super::plan::{kernel_tile_rows, MAX_K_TILE};
+use super::plan::{k_tile, kernel_tile_rows};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{run_split, Backend, Block, Leaf, Observer, Pass, RowSplit};
@@ -22,7 +22,7 @@ use crate::plan::{Job, Ledger, Plan, RowSchedule};
 /// one tile of rows exceed `job.limit_bytes`.
 pub fn plan_predict(job: &Job, n_clusters: usize, labels_file: bool) -> Result<Plan> {
     let (d, k, threads) = (job.n_features, n_clusters, job.threads);
-    let k_tile = n_clusters.min(MAX_K_TILE);
+    let k_tile = k_tile(n_clusters, job.compute_bytes);
     let mut led = centre_ledger(job, n_clusters);
     if labels_file {
         led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());

@@ -532,8 +532,11 @@ pub fn assign_rows<T: Real>(
             *g -= *b;
         }
         let xhat = &*xhat;
+        // With one tile of centres, the tile still holds every product of
+        // the row: g' is the tile's g, within the same bound.
+        let products = (k <= k_tile).then(|| &tile[..k * rows]);
         certify(x, c, labels, gaps, min_dist, second, &mut |i, row, x_norm| {
-            refine_wide(row, &xhat[i * d..(i + 1) * d], c, x_norm, buf)
+            refine_wide(row, &xhat[i * d..(i + 1) * d], products.map(|p| &p[i * k..(i + 1) * k]), c, x_norm, buf)
         });
     }
 }
@@ -683,12 +686,25 @@ fn refine_narrow<T: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &
 
 /// The exact decision for one row of wide data at distance `x_norm` from
 /// the origin, `xhat` its shifted and scaled values in the compute type (as
-/// the GEMM tile had them): g' for every centre, then [`decide`]. `buf`
-/// holds `n_clusters` values.
+/// the GEMM tile had them): g' for every centre, then [`decide`]. g' is
+/// `n̂_j + tile_j` where the GEMM tile's products `−2 x̂·ĉ_j` of the row
+/// for every centre are given (`tile`), else recomputed. `buf` holds
+/// `n_clusters` values.
 #[inline(never)]
-fn refine_wide<T: Real>(row: &[T], xhat: &[T], c: &PreparedCenters<T>, x_norm: f64, buf: &mut [T]) -> (u32, f64) {
-    products(xhat, &c.values, &c.sq_norms, &mut buf[..c.n_clusters]);
-    decide(row, c, x_norm, &buf[..c.n_clusters])
+fn refine_wide<T: Real>(
+    row: &[T],
+    xhat: &[T],
+    tile: Option<&[T]>,
+    c: &PreparedCenters<T>,
+    x_norm: f64,
+    buf: &mut [T],
+) -> (u32, f64) {
+    let g = &mut buf[..c.n_clusters];
+    match tile {
+        Some(p) => g.iter_mut().zip(p).zip(&c.sq_norms).for_each(|((g, &p), &n)| *g = n + p),
+        None => products(xhat, &c.values, &c.sq_norms, g),
+    }
+    decide(row, c, x_norm, g)
 }
 
 /// g'_j = n̂_j − 2 x̂·ĉ_j for every centre (`values` row-major, one row of
@@ -942,6 +958,8 @@ mod tests {
                 for x in [&grid, &noisy] {
                     let c = PreparedCenters::<f64>::new(&centres, 12, d);
                     assert_eq!(run(x, &c, 64, 8, 2), reference(x, &c), "scale {scale} d {d}");
+                    // One tile of centres: close calls decided from the tile's products.
+                    assert_eq!(run(x, &c, 64, 12, 2), reference(x, &c), "scale {scale} d {d}, one tile");
                     if (1e-30..=1e30).contains(&scale) {
                         let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
                         let c32 = PreparedCenters::<f32>::new(&centres, 12, d);
@@ -1033,6 +1051,8 @@ mod tests {
             let c32 = PreparedCenters::<f32>::new(&centers, k, d);
             assert_eq!(run(&x64, &c64, 64, 7, 2), reference(&x64, &c64), "f64 case {case}");
             assert_eq!(run(&x32, &c32, 64, 7, 2), reference(&x32, &c32), "f32 case {case}");
+            assert_eq!(run(&x64, &c64, 64, k, 2), reference(&x64, &c64), "f64 case {case}, one tile");
+            assert_eq!(run(&x32, &c32, 64, k, 2), reference(&x32, &c32), "f32 case {case}, one tile");
         }
     }
 
@@ -1139,6 +1159,25 @@ mod tests {
                 let tree = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
                 assert_eq!(exact_sq_dist(&x, &c).to_bits(), tree.to_bits());
             }
+        }
+    }
+
+    /// Every centre twice over: each row's best two are tied, so every row
+    /// is decided again, from the tile's products when the centres fit in
+    /// one tile and from recomputed ones otherwise; the lowest index wins.
+    #[test]
+    fn tied_centres_match_reference_in_one_tile_or_several() {
+        let (n, d, k) = (500, 24, 16);
+        let half = random(k / 2 * d, 5, 3.0);
+        let centres: Vec<f64> = half.iter().chain(&half).copied().collect();
+        let x64 = random(n * d, 6, 3.0);
+        let x32: Vec<f32> = x64.iter().map(|&v| v as f32).collect();
+        let (c64, c32) = (PreparedCenters::<f64>::new(&centres, k, d), PreparedCenters::<f32>::new(&centres, k, d));
+        for k_tile in [k, 5] {
+            let (labels, dist) = run(&x64, &c64, 64, k_tile, 2);
+            assert!(labels.iter().all(|&l| (l as usize) < k / 2));
+            assert_eq!((labels, dist), reference(&x64, &c64), "f64, k_tile {k_tile}");
+            assert_eq!(run(&x32, &c32, 64, k_tile, 2), reference(&x32, &c32), "f32, k_tile {k_tile}");
         }
     }
 

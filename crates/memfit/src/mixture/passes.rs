@@ -9,7 +9,7 @@ use super::components::Estep;
 use super::fitted::Outputs;
 use super::pass::{Stats, Sums, Workspace};
 use super::task::{MixtureTask, E, EM};
-use crate::cluster::MAX_K_TILE;
+use crate::cluster::k_tile;
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::Backend;
@@ -63,10 +63,10 @@ impl<T: Real> Nearest<T> {
                 labels: vec![0; plan.schedule.block_rows],
                 dist: vec![0.0; plan.schedule.block_rows],
                 tiles: (0..plan.threads.max(1))
-                    .map(|_| Scratch::<T>::new(plan.schedule.assign_tile_rows, k, k.min(MAX_K_TILE), d))
+                    .map(|_| Scratch::<T>::new(plan.schedule.assign_tile_rows, k, k_tile(k, size_of::<T>()), d))
                     .collect(),
                 tile_rows: plan.schedule.assign_tile_rows,
-                k_tile: k.min(MAX_K_TILE),
+                k_tile: k_tile(k, size_of::<T>()),
             }),
             _ => None,
         }

@@ -4,7 +4,7 @@ use super::components::{component_cov_len, cov_len, factor_len, prec_len, precis
 use super::groups::{Groups, ParamStore, RowState};
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::pass::{Stats, Workspace};
-use crate::cluster::{default_init_sample_rows, kernel_tile_rows, MAX_K_TILE};
+use crate::cluster::{default_init_sample_rows, k_tile, kernel_tile_rows};
 use crate::dtype::Dtype;
 use crate::error::{Count, Error, Remedy, Result};
 use crate::exec::Backend;
@@ -287,8 +287,9 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
     // nearest-centre kernel, whose tiles shrink to fit (its labels do not
     // depend on them).
     let nearest_init = params.init_params == InitMethod::KMeans && !params.fully_initialised() && !predict_only;
-    let assign_tile =
-        |rows: usize| threads * Backend::Cpu.assign_bytes(rows, ku, ku.min(MAX_K_TILE), du, job.compute_bytes).host;
+    let assign_tile = |rows: usize| {
+        threads * Backend::Cpu.assign_bytes(rows, ku, k_tile(ku, job.compute_bytes), du, job.compute_bytes).host
+    };
     let base = led.total();
     let assign_tile_rows = if nearest_init {
         kernel_tile_rows(job.n_samples, |rows| base + assign_tile(rows) + rows_min <= limit)

@@ -18,7 +18,7 @@ use std::sync::{Mutex, PoisonError};
 
 use half::f16;
 
-use super::dtype::{decode, decode_integer, Dtype, InexactInteger};
+use super::dtype::{decode, decode_integer, Dtype, Endian, InexactInteger};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use convert::{convert, convert_rows, Check};
@@ -465,25 +465,38 @@ impl<'a> Source<'a> {
             Data::Npy(f) => {
                 let h = &f.header;
                 let item = h.dtype.itemsize();
-                let raw = &mut scratch[..rows * d * item];
-                let (row_step, col_step) = if h.fortran_order {
-                    // Column j of the block is contiguous in the file: read
-                    // each column segment, then convert while transposing.
-                    let n = h.shape[0] as u64;
-                    for j in 0..d {
-                        let off = h.data_offset + (j as u64 * n + at as u64) * item as u64;
-                        read_exact(f, &mut raw[j * rows * item..(j + 1) * rows * item], off)?;
-                    }
-                    (1, rows)
+                let native = if cfg!(target_endian = "little") { Endian::Little } else { Endian::Big };
+                if !h.fortran_order
+                    && h.dtype == T::DTYPE
+                    && h.endian == native
+                    && bound.is_none()
+                    && shift.iter().all(|&s| s == 0.0)
+                {
+                    // Rows already as the compute type holds them: read in
+                    // place, the same bits as converting them (x − 0 = x).
+                    read_exact(f, T::bytes_mut(out), h.data_offset + (at * d * item) as u64)?;
+                    None
                 } else {
-                    let off = h.data_offset + (at * d * item) as u64;
-                    read_exact(f, raw, off)?;
-                    (d, 1)
-                };
-                let raw = &*raw;
-                let exact = |k: usize| decode_integer(raw, k, h.dtype, h.endian).unwrap_or_default();
-                let check = bound.map(|bound| Check { bound, exact: &exact });
-                convert(h.dtype, h.endian, raw, rows, d, row_step, col_step, shift, out, check)
+                    let raw = &mut scratch[..rows * d * item];
+                    let (row_step, col_step) = if h.fortran_order {
+                        // Column j of the block is contiguous in the file: read
+                        // each column segment, then convert while transposing.
+                        let n = h.shape[0] as u64;
+                        for j in 0..d {
+                            let off = h.data_offset + (j as u64 * n + at as u64) * item as u64;
+                            read_exact(f, &mut raw[j * rows * item..(j + 1) * rows * item], off)?;
+                        }
+                        (1, rows)
+                    } else {
+                        let off = h.data_offset + (at * d * item) as u64;
+                        read_exact(f, raw, off)?;
+                        (d, 1)
+                    };
+                    let raw = &*raw;
+                    let exact = |k: usize| decode_integer(raw, k, h.dtype, h.endian).unwrap_or_default();
+                    let check = bound.map(|bound| Check { bound, exact: &exact });
+                    convert(h.dtype, h.endian, raw, rows, d, row_step, col_step, shift, out, check)
+                }
             }
             Data::Csr(_) | Data::CsrFiles(_) | Data::CsrRows(_) => {
                 let (p, j, v) = self.sparse_rows(at, rows)?;
