@@ -8,6 +8,7 @@
 //! variances", 1979): no `E[x²] − E[x]²` cancellation, and the same bits
 //! for any split of the rows into chunk-aligned ranges.
 
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::sample::{InitSample, KeyedSample};
@@ -163,6 +164,35 @@ impl ScanStats {
     }
 }
 
+/// [`ScanStats::add`] of every value of `row` (column `j` its `j`-th), the
+/// same operations in the same order per column, vectorised across the
+/// columns, when every value is finite; returns `false`, changing nothing,
+/// when one is not.
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn add_finite_row<T: Real>(
+    row: &[T],
+    inv: f64,
+    mean: &mut [f64],
+    m2: &mut [f64],
+    lo: &mut [f64],
+    hi: &mut [f64],
+) -> bool {
+    if !row.iter().fold(true, |ok, v| ok & v.to_f64().is_finite()) {
+        return false;
+    }
+    let d = row.len();
+    let (mean, m2, lo, hi) = (&mut mean[..d], &mut m2[..d], &mut lo[..d], &mut hi[..d]);
+    for j in 0..d {
+        let v = row[j].to_f64();
+        let delta = v - mean[j];
+        mean[j] += delta * inv;
+        m2[j] += delta * (v - mean[j]);
+        lo[j] = lo[j].min(v);
+        hi[j] = hi[j].max(v);
+    }
+    true
+}
+
 /// The validation pass over a source (and its weights).
 /// The sample is the pass's own (it does not depend on the order rows
 /// come in, so it needs no per-chunk copy).
@@ -244,12 +274,14 @@ impl<T: Real> Pass<T> for ScanPass {
                     // Welford's update (Chan et al.'s with a one-row second part).
                     s.rows += 1.0;
                     let inv = 1.0 / s.rows;
-                    for (j, &v) in row.iter().enumerate() {
-                        let v = v.to_f64();
-                        if v.is_finite() {
-                            s.add(j, v, inv);
-                        } else {
-                            s.note_bad(b.start + i, j);
+                    if !add_finite_row(row, inv, &mut s.mean, &mut s.m2, &mut s.lo, &mut s.hi) {
+                        for (j, &v) in row.iter().enumerate() {
+                            let v = v.to_f64();
+                            if v.is_finite() {
+                                s.add(j, v, inv);
+                            } else {
+                                s.note_bad(b.start + i, j);
+                            }
                         }
                     }
                     if sample.wants(b.start + i) {
