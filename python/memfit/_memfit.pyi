@@ -109,12 +109,14 @@ def gather_rows(
     metric: str = "euclidean",
     out: Optional[Union[_F64, npt.NDArray[np.float32]]] = None,
     n_jobs: Optional[int] = None,
+    exact: bool = False,
 ) -> Union[_F64, npt.NDArray[np.float32], tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.int64]]]:
     """Rows of x (any order, repeats allowed) as a new (len(rows), n_features)
     array (or written into out, then returned), float32 when float32 else
     float64, read with positioned reads; scaled to unit norm for
-    metric="cosine". For a sparse (CSR) x, the rows' (data, indices, indptr)
-    arrays instead."""
+    metric="cosine". With exact, dense unscaled rows are float32 also where
+    float32 holds every value of x's dtype exactly (uint8, int16, float16).
+    For a sparse (CSR) x, the rows' (data, indices, indptr) arrays instead."""
 
 def minibatch_step(
     batch: Union[_F64, npt.NDArray[np.float32], Any],
@@ -129,12 +131,15 @@ def minibatch_step(
     n_jobs: Optional[int] = None,
     metric: str = "euclidean",
     work: Optional["MiniBatchWork"] = None,
+    float64_centers: bool = False,
 ) -> tuple[float, float, list[int], list[int], int]:
     """One mini-batch k-means step, moving centers and counts in place; returns
     (inertia, centers_squared_diff, to_reassign, pool, n_since_last_reassign),
     pool the batch rows the centres to_reassign may move to.
     metric="cosine": unit batch rows, moved centres scaled to unit norm.
-    work: the fit's step buffers, kept for its next steps."""
+    work: the fit's step buffers, kept for its next steps.
+    float64_centers: centres stay float64 after a float32 batch's step (one
+    from gather_rows(exact=True)); else rounded to the batch's dtype."""
 
 def minibatch_start_centers(centers: _F64, *, float32: bool = False, metric: str = "euclidean") -> None:
     """Initial centres made in place what the steps hold: unit norm for

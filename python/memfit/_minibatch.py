@@ -362,11 +362,13 @@ class MiniBatchKMeans(_Centers):
 
     # -- drawing rows ------------------------------------------------------
 
-    def _rows(self, data, idx, out=None):
+    def _rows(self, data, idx, out=None, exact=False):
         """Rows ``idx`` of X as a C-contiguous array of the compute dtype
         (unit rows for ``metric="cosine"``), written into ``out`` (the
         previous batch) when given and the engine reads X; a CSR matrix of
-        them for sparse X."""
+        them for sparse X. With ``exact``, float32 rows where float32 holds
+        X's values exactly (the engine's choice; a step reads them with the
+        results of float64 rows)."""
         idx = np.asarray(idx, dtype=np.int64)
         x = data.engine
         if _sparse_chunks(data):
@@ -401,6 +403,7 @@ class MiniBatchKMeans(_Centers):
             metric=self.metric,
             out=out,
             n_jobs=check_n_jobs(self.n_jobs),
+            exact=exact,
         )
 
     @staticmethod
@@ -457,10 +460,12 @@ class MiniBatchKMeans(_Centers):
 
     # -- the step ----------------------------------------------------------
 
-    def _step(self, batch, w, centers, random_state, work=None):
+    def _step(self, batch, w, centers, random_state, work=None, float64_centers=False):
         """One engine step on ``batch``; ``centers`` (float64) and the counts
         move in place; light centres are replaced by rows of the batch drawn
-        from ``random_state``. Returns (batch inertia, squared centre change)."""
+        from ``random_state``. The centres keep float64 values with
+        ``float64_centers`` (a float32 batch of float64 data, see ``_rows``),
+        else the batch's dtype's. Returns (batch inertia, squared centre change)."""
         inertia, diff, to_reassign, pool, self._n_since_last_reassign = _memfit.minibatch_step(
             batch,
             centers=centers,
@@ -473,6 +478,7 @@ class MiniBatchKMeans(_Centers):
             n_jobs=check_n_jobs(self.n_jobs),
             metric=self.metric,
             work=work,
+            float64_centers=float64_centers,
         )
         if to_reassign:
             # The engine's pool: every row, or the rows with a direction.
@@ -596,9 +602,9 @@ class MiniBatchKMeans(_Centers):
         i, batch = -1, None
         for i in range(n_steps):
             idx = cdf.searchsorted(random_state.random_sample(self._batch_size), side="right")
-            batch = self._rows(data, idx, out=batch)
+            batch = self._rows(data, idx, out=batch, exact=True)
             previous = centers.copy() if self._tol > 0 else None
-            inertia, _ = self._step(batch, None, centers, random_state, work)
+            inertia, _ = self._step(batch, None, centers, random_state, work, float64_centers=not data.float32)
             diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
             if self._converged(stop, i, n_steps, n, diff, inertia):
                 break

@@ -113,6 +113,25 @@ def test_integer_input_is_float64():
     assert_array_equal(km.cluster_centers_, ref.cluster_centers_)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.uint16, np.float16])
+@pytest.mark.parametrize("params", [{}, {"tol": 1e-3, "max_no_improvement": 2}, {"reassignment_ratio": 0.5}])
+def test_input_exact_in_float32_steps_as_its_float64_copy(dtype, params, tmp_path):
+    # The steps read such rows as float32 (half the bytes, float32 tiles)
+    # and keep float64 centres: every result is the float64 copy's.
+    rng = np.random.default_rng(3)
+    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+    Xd = np.clip(rng.normal(0, 1, (3000, 20)) * min(float(info.max) / 4, 1000), info.min, info.max).astype(dtype)
+    np.save(tmp_path / "x.npy", Xd)
+    w = rng.random(Xd.shape[0])
+    ref = MiniBatchKMeans(8, batch_size=256, random_state=0, max_iter=4, **params).fit(Xd.astype(np.float64), sample_weight=w)
+    for data in (Xd, str(tmp_path / "x.npy")):
+        km = MiniBatchKMeans(8, batch_size=256, random_state=0, max_iter=4, **params).fit(data, sample_weight=w)
+        assert km.cluster_centers_.dtype == np.float64
+        assert_array_equal(km.cluster_centers_, ref.cluster_centers_)
+        assert_array_equal(km.labels_, ref.labels_)
+        assert (km.inertia_, km.n_steps_) == (ref.inertia_, ref.n_steps_)
+
+
 def test_fitted_model_predicts_transforms_scores_and_pickles():
     km = MiniBatchKMeans(8, random_state=0).fit(X)
     assert_array_equal(km.predict(X), km.labels_)

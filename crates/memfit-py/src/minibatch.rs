@@ -1,6 +1,7 @@
 //! Mini-batch k-means: rows drawn from any input, and one step on a batch.
 
 use memfit::cluster::{EarlyStop, Metric, MiniBatch, StepWork, Stop};
+use memfit::estimator::ComputeDtype;
 use memfit::exec::{Block, CsrIndex};
 use memfit::io::{CsrRef, Index, Source, SparseValues};
 use memfit::Real;
@@ -24,14 +25,19 @@ use crate::shared::{run_options, Inputs};
 /// C-contiguous array of that shape and dtype, such as the previous
 /// batch's) the rows are written there and `out` is returned: a loop of
 /// batches then reuses one array. Reads on `n_jobs` threads (the calling
-/// thread's pool, as every engine call).
+/// thread's pool, as every engine call). With `exact` (dense rows, not
+/// scaled), the rows are float32 also where float32 holds every value of
+/// `x`'s dtype exactly (uint8, int16, float16; see
+/// `memfit::estimator::ComputeDtype::exact_for`): the values of the
+/// float64 rows in half the bytes, which a k-means step reads with the
+/// same results.
 ///
 /// A sparse `x` (a CSR matrix) gives its rows as CSR arrays instead,
 /// `(data, indices, indptr)` (values of the compute dtype, int32 columns,
 /// or int64 where the columns need them, int64 offsets from 0), counted at
 /// the densest row's size each; `out` is not used.
 #[pyfunction]
-#[pyo3(signature = (x, *, rows, memory_limit, float32=false, metric="euclidean", out=None, n_jobs=None))]
+#[pyo3(signature = (x, *, rows, memory_limit, float32=false, metric="euclidean", out=None, n_jobs=None, exact=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn gather_rows<'py>(
     py: Python<'py>,
@@ -42,6 +48,7 @@ pub fn gather_rows<'py>(
     metric: &str,
     out: Option<Bound<'py, PyAny>>,
     n_jobs: Option<usize>,
+    exact: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let metric = parse_metric(metric)?;
     let rows: Vec<usize> = rows
@@ -77,6 +84,9 @@ pub fn gather_rows<'py>(
     let inputs = Inputs::hold(x, None)?;
     let (src, _) = inputs.open(&run_options(memory_limit, Some(1), Default::default()))?;
     let src = src.unit_rows(metric == Metric::Cosine);
+    let float32 = float32
+        || (exact && metric == Metric::Euclidean && ComputeDtype::exact_for(src.dtype()) == ComputeDtype::Float32);
+    let value_bytes = if float32 { 4 } else { 8 };
     let d = src.n_features();
     let bytes = (rows.len() * d * value_bytes) as u64;
     if bytes > memory_limit {
@@ -220,10 +230,13 @@ type StepOutcome = (f64, f64, Vec<usize>, Vec<usize>, usize);
 /// `metric="cosine"` the batch's rows are unit rows (from [`gather_rows`])
 /// and each moved centre is scaled to unit norm (spherical mini-batch).
 /// `work` ([`MiniBatchWork`]) keeps the step's buffers for the fit's next
-/// steps; without it they are made and freed here.
+/// steps; without it they are made and freed here. The centres are rounded
+/// to float32 after a float32 batch's step unless `float64_centers` (a
+/// float32 batch of values float64 rows would hold alike, from
+/// [`gather_rows`] with `exact`).
 #[pyfunction]
 #[pyo3(signature = (batch, *, centers, counts, n_since_last_reassign, seen, reassignment_ratio, memory_limit,
-    sample_weight=None, n_jobs=None, metric="euclidean", work=None))]
+    sample_weight=None, n_jobs=None, metric="euclidean", work=None, float64_centers=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn minibatch_step<'py>(
     py: Python<'py>,
@@ -238,6 +251,7 @@ pub fn minibatch_step<'py>(
     n_jobs: Option<usize>,
     metric: &str,
     work: Option<PyRefMut<'py, MiniBatchWork>>,
+    float64_centers: bool,
 ) -> PyResult<StepOutcome> {
     let unit_centers = parse_metric(metric)? == Metric::Cosine;
     let (k, d) = (centers.as_array().nrows(), centers.as_array().ncols());
@@ -250,6 +264,7 @@ pub fn minibatch_step<'py>(
         counts: counts.as_slice()?.to_vec(),
         n_since_last_reassign,
         unit_centers,
+        float64_centers,
     };
     if state.counts.len() != k {
         return Err(pyo3::exceptions::PyValueError::new_err(format!("{} counts for {k} centres", state.counts.len())));
@@ -376,7 +391,14 @@ pub fn minibatch_plan(
     float32: bool,
     sparse_x: Option<Bound<'_, PyAny>>,
 ) -> PyResult<String> {
-    let state = MiniBatch { n_clusters, n_features, counts: Vec::new(), n_since_last_reassign: 0, unit_centers: false };
+    let state = MiniBatch {
+        n_clusters,
+        n_features,
+        counts: Vec::new(),
+        n_since_last_reassign: 0,
+        unit_centers: false,
+        float64_centers: false,
+    };
     let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
     let value_bytes = if float32 { 4 } else { 8 };
     let max_row_nnz = match &sparse_x {

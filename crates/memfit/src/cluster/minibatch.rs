@@ -62,6 +62,12 @@ pub struct MiniBatch {
     /// Spherical k-means: each moved centre is scaled to unit norm (its
     /// rows are unit rows; see [`super::Metric::Cosine`]).
     pub unit_centers: bool,
+    /// Centres kept in `f64` whatever the batch's type. Otherwise a step
+    /// rounds them to it, as scikit-learn keeps `float32` centres for
+    /// `float32` rows. For `float32` batches of values that `float64` rows
+    /// would hold alike (integers up to 2²⁴, `float16`), this gives the
+    /// `float64` rows' centres, to the bit.
+    pub float64_centers: bool,
 }
 
 /// What one [`MiniBatch::step`] measured.
@@ -397,7 +403,8 @@ impl MiniBatch {
         let weights: Vec<f64> = (0..k).map(|j| sums.weight(j)).collect();
         let mut diffs = vec![0.0; k];
         let ClusterSums { sums: s_all, sums_err: e_all, .. } = sums;
-        let update = Update { unit: self.unit_centers, columns: sparse.then_some(&columns[..]) };
+        let update =
+            Update { unit: self.unit_centers, float64: self.float64_centers, columns: sparse.then_some(&columns[..]) };
         centers
             .par_chunks_mut(per * d)
             .zip(s_all.par_chunks_mut(per * d))
@@ -477,6 +484,8 @@ fn moved_center(old: &[f64], sums: &[f64], sums_err: &[f64], s: f64, after: f64,
 /// How a step moves each centre that received rows (see the module docs).
 struct Update<'a> {
     unit: bool,
+    /// Centres rounded to `f64` (unchanged), not to the batch's type.
+    float64: bool,
     /// A sparse batch's columns: the sums are zero elsewhere.
     columns: Option<&'a [u32]>,
 }
@@ -508,7 +517,7 @@ impl Update<'_> {
             if self.unit {
                 unit_row(moved);
             }
-            diff = rounded_into::<T>(c, moved);
+            diff = if self.float64 { rounded_into::<f64>(c, moved) } else { rounded_into::<T>(c, moved) };
             *count = after;
         }
         // Zero again for the next step (rows of zero weight may have added
@@ -656,7 +665,14 @@ mod tests {
 
     fn state(centers: &[f64], k: usize) -> MiniBatch {
         let d = centers.len() / k;
-        MiniBatch { n_clusters: k, n_features: d, counts: vec![0.0; k], n_since_last_reassign: 0, unit_centers: false }
+        MiniBatch {
+            n_clusters: k,
+            n_features: d,
+            counts: vec![0.0; k],
+            n_since_last_reassign: 0,
+            unit_centers: false,
+            float64_centers: false,
+        }
     }
 
     /// From fresh counts a step moves each centre to the mean of its rows;

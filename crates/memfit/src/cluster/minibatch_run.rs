@@ -154,8 +154,14 @@ pub(super) fn run_steps<T: Real>(
     let batch = mb.batch_size.min(n);
     let n_steps = params.max_iter.saturating_mul(n) / batch;
     let unit_centers = params.metric == Metric::Cosine;
-    let mut state =
-        MiniBatch { n_clusters: k, n_features: d, counts: vec![0.0; k], n_since_last_reassign: 0, unit_centers };
+    let mut state = MiniBatch {
+        n_clusters: k,
+        n_features: d,
+        counts: vec![0.0; k],
+        n_since_last_reassign: 0,
+        unit_centers,
+        float64_centers: false,
+    };
     MiniBatch::start_centers::<T>(&mut centers, d, unit_centers);
     let mut stop = EarlyStop::default();
     // A sparse batch holds at most its rows' largest count of stored values each.
