@@ -559,6 +559,9 @@ class KMeans(_Centers):
             progress=_Verbose(self.verbose) if self.verbose else None,
             scratch_dir=scratch,
             device=device,
+            # Arrays and files of integers (or float16) that float32 holds
+            # exactly: float32 passes, the float64 fit's results.
+            exact=device is None and isinstance(data.engine, (np.ndarray, str)),
             **params,
             **cluster,
         )

@@ -76,13 +76,16 @@ def kmeans_fit(
     scratch_dir: Optional[str] = None,
     metric: str = "euclidean",
     device: Optional[DeviceBackend] = None,
+    exact: bool = False,
 ) -> dict[str, Any]:
     """K-means; returns cluster_centers (n_clusters, n_features), inertia,
     n_iter, converged, n_nonempty_clusters, skip_share (per iteration),
     warnings (list of _Warning), plan
     (the plan as data: a dict of the engine's plan fields) and plan_text (the
     plan, printable). With dry_run, only plans (returns plan and plan_text)
-    and reads nothing."""
+    and reads nothing. With exact (euclidean, not float32), float32 passes
+    where float32 holds every value of x's dtype exactly (uint8, int16,
+    float16), with float64 centres: the float64 fit's results."""
 
 def assign(
     x: _Input,

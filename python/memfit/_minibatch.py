@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from functools import partial
 from numbers import Integral, Real
@@ -360,6 +361,23 @@ class MiniBatchKMeans(_Centers):
                 raise ValueError("Input X contains NaN.")
             raise ValueError(f"Input X contains infinity or a value too large for dtype('{data.out_dtype}').")
 
+    @contextlib.contextmanager
+    def _finite_or_checked(self, data):
+        """On a ValueError (rows are checked as they are read), X is checked
+        whole: a non-finite X raises scikit-learn's message for it (the
+        row's error, naming the value, where it says the same), and any
+        other error is raised as it was."""
+        try:
+            yield
+        except ValueError as error:
+            try:
+                self._check_finite(data)
+            except ValueError as whole:
+                if str(error).startswith(str(whole)):
+                    raise error from None
+                raise whole from None
+            raise
+
     # -- drawing rows ------------------------------------------------------
 
     def _rows(self, data, idx, out=None, exact=False):
@@ -571,43 +589,46 @@ class MiniBatchKMeans(_Centers):
         )
         # No weights: unit weights, never held.
         w = None if w_engine is None else self._weights(w_engine, n)
-        valid = random_state.randint(0, n, self._init_size)
-        X_valid, w_valid = self._rows(data, valid), _take(w, valid)
-        best = None
-        for i in range(self._n_init):
-            if self.verbose:
-                print(f"Init {i + 1}/{self._n_init} with method {self.init}")
-            centers = self._draw_init(data, w, random_state)
-            inertia = self._validation_inertia(X_valid, w_valid, centers)
-            if self.verbose:
-                print(f"Inertia for init {i + 1}/{self._n_init}: {inertia}")
-            if best is None or inertia < best[0]:
-                best = (inertia, centers)
-        centers = c_float64(best[1]).copy()
-        self._counts = np.zeros(self.n_clusters)
-        stop = _memfit.MiniBatchEarlyStop()
-        work = _memfit.MiniBatchWork()
-        self._n_since_last_reassign = 0
-        weight_sum = float(n) if w is None else float(w.sum())
-        n_steps = (self.max_iter * n) // self._batch_size
-        # RandomState.choice(n, size, p=w / w.sum()) draws, without its O(n)
-        # cumulative sum per step: the same uniform draws and search.
-        cdf = np.empty(n)
-        if w is None:
-            cdf.fill(1.0 / weight_sum)
-        else:
-            np.divide(w, weight_sum, out=cdf)
-        np.cumsum(cdf, out=cdf)
-        cdf /= cdf[-1]
-        i, batch = -1, None
-        for i in range(n_steps):
-            idx = cdf.searchsorted(random_state.random_sample(self._batch_size), side="right")
-            batch = self._rows(data, idx, out=batch, exact=True)
-            previous = centers.copy() if self._tol > 0 else None
-            inertia, _ = self._step(batch, None, centers, random_state, work, float64_centers=not data.float32)
-            diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
-            if self._converged(stop, i, n_steps, n, diff, inertia):
-                break
+        # Rows are checked as they are drawn; a bad one makes X checked whole,
+        # for scikit-learn's message (NaN before infinity, anywhere in X).
+        with self._finite_or_checked(data):
+            valid = random_state.randint(0, n, self._init_size)
+            X_valid, w_valid = self._rows(data, valid), _take(w, valid)
+            best = None
+            for i in range(self._n_init):
+                if self.verbose:
+                    print(f"Init {i + 1}/{self._n_init} with method {self.init}")
+                centers = self._draw_init(data, w, random_state)
+                inertia = self._validation_inertia(X_valid, w_valid, centers)
+                if self.verbose:
+                    print(f"Inertia for init {i + 1}/{self._n_init}: {inertia}")
+                if best is None or inertia < best[0]:
+                    best = (inertia, centers)
+            centers = c_float64(best[1]).copy()
+            self._counts = np.zeros(self.n_clusters)
+            stop = _memfit.MiniBatchEarlyStop()
+            work = _memfit.MiniBatchWork()
+            self._n_since_last_reassign = 0
+            weight_sum = float(n) if w is None else float(w.sum())
+            n_steps = (self.max_iter * n) // self._batch_size
+            # RandomState.choice(n, size, p=w / w.sum()) draws, without its O(n)
+            # cumulative sum per step: the same uniform draws and search.
+            cdf = np.empty(n)
+            if w is None:
+                cdf.fill(1.0 / weight_sum)
+            else:
+                np.divide(w, weight_sum, out=cdf)
+            np.cumsum(cdf, out=cdf)
+            cdf /= cdf[-1]
+            i, batch = -1, None
+            for i in range(n_steps):
+                idx = cdf.searchsorted(random_state.random_sample(self._batch_size), side="right")
+                batch = self._rows(data, idx, out=batch, exact=True)
+                previous = centers.copy() if self._tol > 0 else None
+                inertia, _ = self._step(batch, None, centers, random_state, work, float64_centers=not data.float32)
+                diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
+                if self._converged(stop, i, n_steps, n, diff, inertia):
+                    break
         # The steps' buffers and the last batch go before the final pass
         # plans its own within the limit.
         del work, batch
@@ -645,14 +666,16 @@ class MiniBatchKMeans(_Centers):
         self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
         w = self._weights(check_sample_weight(sample_weight, data), data.n_samples)
         self.n_steps_ = getattr(self, "n_steps_", 0)
-        batch = self._rows(data, np.arange(data.n_samples))
+        with self._finite_or_checked(data):
+            batch = self._rows(data, np.arange(data.n_samples))
         if not has_centers:
             self._check_params_vs_input(data)
             self.cluster_centers_ = self._partial_init(data, batch, w)
             self._counts = np.zeros(self.n_clusters)
             self._n_since_last_reassign = 0
         centers = c_float64(self.cluster_centers_).copy()
-        self._step(batch, w, centers, self._random_state)
+        with self._finite_or_checked(data):
+            self._step(batch, w, centers, self._random_state)
         self.cluster_centers_ = centers.astype(data.out_dtype)
         if self.compute_labels:
             # As predict(X) labels them.

@@ -340,7 +340,10 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
         validate_data(estimator, X, reset=reset, skip_check_array=True)
     n, d = arr.shape
     _too_few(arr.shape, n, d, min_samples, estimator)
-    return Data(arr, n, d, arr.dtype, arr.dtype == np.float32)
+    # scikit-learn computes in float32 for native float32 only (a
+    # big-endian array is converted to float64), as for a file.
+    native = not (isinstance(X, np.ndarray) and not X.dtype.isnative)
+    return Data(arr, n, d, arr.dtype, arr.dtype == np.float32 and native)
 
 
 def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weight") -> Union[None, str, np.ndarray]:

@@ -66,6 +66,22 @@ def test_other_inputs_are_converted_once():
         np.testing.assert_array_equal(np.asarray(data.engine, dtype=float), np.asarray(other, dtype=float))
 
 
+def test_big_endian_float32_computes_in_float64_as_scikit_learn(tmp_path, blobs):
+    """scikit-learn keeps native float32 only; a big-endian float32 array,
+    memmap or file is computed in float64, the same fit for each."""
+    X, centers = blobs
+    big = X.astype(">f4")
+    path = tmp_path / "big.npy"
+    np.save(path, big)
+    fits = [KMeans(4, init=centers, n_init=1).fit(s) for s in (big, np.load(path, mmap_mode="r"), str(path))]
+    ref = KMeans(4, init=centers, n_init=1).fit(big.astype(np.float64))
+    for f in fits:
+        assert f.cluster_centers_.dtype == np.float64
+        np.testing.assert_array_equal(f.cluster_centers_, ref.cluster_centers_)
+        assert f.inertia_ == ref.inertia_
+    assert KMeans(4, init=centers, n_init=1).fit(X.astype(np.float32)).cluster_centers_.dtype == np.float32
+
+
 def test_path_memmap_and_array_agree(tmp_path, blobs):
     """A .npy path (str or Path), a memmap and the array give identical fits."""
     X, centers = blobs

@@ -704,6 +704,26 @@ def test_integer_input_same_as_float64(dtype):
     )
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.uint16, np.float16])
+@pytest.mark.parametrize("algorithm", ["lloyd", "elkan"])
+def test_input_exact_in_float32_fits_as_its_float64_copy(dtype, algorithm, tmp_path):
+    """Data float32 holds exactly run float32 passes with float64 centres:
+    every result is the float64 copy's, on narrow and wide (GEMM) rows,
+    arrays and files, weighted or not."""
+    rng = np.random.default_rng(4)
+    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+    for d in (5, 40):
+        Xd = np.clip(rng.normal(0, 1, (2000, d)) * min(float(info.max) / 4, 1000), info.min, info.max).astype(dtype)
+        np.save(tmp_path / "x.npy", Xd)
+        w = rng.random(Xd.shape[0])
+        for weights in (None, w):
+            ref = KMeans(n_clusters=9, random_state=0, algorithm=algorithm).fit(Xd.astype(np.float64), sample_weight=weights)
+            for data in (Xd, str(tmp_path / "x.npy")):
+                km = KMeans(n_clusters=9, random_state=0, algorithm=algorithm).fit(data, sample_weight=weights)
+                assert km.cluster_centers_.dtype == np.float64
+                _assert_same_fit(km, ref)
+
+
 def test_readonly_input_not_copied_or_modified(small):
     """A read-only X is accepted by fit, predict and transform and stays unchanged."""
     X, init = small

@@ -132,6 +132,21 @@ def test_input_exact_in_float32_steps_as_its_float64_copy(dtype, params, tmp_pat
         assert (km.inertia_, km.n_steps_) == (ref.inertia_, ref.n_steps_)
 
 
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_non_finite_x_gets_scikit_learns_message_whatever_rows_are_drawn(kind):
+    rng = np.random.default_rng(0)
+    Xb = rng.normal(size=(2000, 20))
+    Xb[1199, 19] = np.nan
+    Xb[700, 0] = np.inf  # drawn before the NaN: still "contains NaN", as scikit-learn says
+    Xi = np.where(np.isnan(Xb), 0.0, Xb)
+    wrap = (lambda a: da.from_array(a, chunks=(300, 20))) if kind == "dask" else (lambda a: a)
+    for method in ("fit", "partial_fit"):
+        with pytest.raises(ValueError, match=r"^Input X contains NaN\."):
+            getattr(MiniBatchKMeans(4, random_state=0, batch_size=100), method)(wrap(Xb))
+        with pytest.raises(ValueError, match=r"^Input X contains infinity or a value too large for dtype\('float64'\)\."):
+            getattr(MiniBatchKMeans(4, random_state=0, batch_size=100), method)(wrap(Xi))
+
+
 def test_fitted_model_predicts_transforms_scores_and_pickles():
     km = MiniBatchKMeans(8, random_state=0).fit(X)
     assert_array_equal(km.predict(X), km.labels_)

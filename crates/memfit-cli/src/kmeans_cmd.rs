@@ -126,6 +126,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         x: &x,
         sample_weight: weights.as_ref(),
         compute: args.common.compute_dtype(x.dtype()),
+        float64_centers: false,
         n_outputs: usize::from(args.labels.is_some()),
         extra,
         run,

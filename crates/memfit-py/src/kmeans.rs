@@ -1,7 +1,7 @@
 //! k-means: the fit, and assigning or measuring rows against centres.
 
 use memfit::cluster::{Algorithm, KMeansParams, LabelSink, Metric};
-use memfit::estimator::{parse_init, CentersJob, KMeansJob};
+use memfit::estimator::{parse_init, CentersJob, ComputeDtype, KMeansJob};
 use memfit::exec::RunOptions;
 use numpy::ndarray::Array;
 use numpy::{IntoPyArray, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
@@ -25,11 +25,16 @@ use crate::system::{on_device, DeviceBackend};
 /// `n_nonempty_clusters`, `warnings` (`(kind, category, message)` tuples)
 /// and `plan`. `progress`, when given, is called with each progress event
 /// (see `runner::run`). The assignments run on `device` when given (see
-/// [`crate::system::check_device`]).
+/// [`crate::system::check_device`]). With `exact` (euclidean, not
+/// `float32`), the passes compute in float32 where float32 holds every
+/// value of `x`'s dtype exactly (uint8, int16, float16; see
+/// `ComputeDtype::exact_for`) and the centres stay float64: the float64
+/// fit's results (`memfit::cluster::fit_centers`).
 #[pyfunction]
 #[pyo3(signature = (x, *, n_clusters, memory_limit, sample_weight=None, init="k-means++", init_centers=None,
     n_init=None, max_iter=300, tol=1e-4, random_state=0, n_jobs=None, float32=false, labels=None, progress=None,
-    remote=None, row_bounds=vec![], dry_run=false, algorithm="auto", scratch_dir=None, metric="euclidean", device=None))]
+    remote=None, row_bounds=vec![], dry_run=false, algorithm="auto", scratch_dir=None, metric="euclidean", device=None,
+    exact=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn kmeans_fit<'py>(
     py: Python<'py>,
@@ -54,6 +59,7 @@ pub fn kmeans_fit<'py>(
     scratch_dir: Option<std::path::PathBuf>,
     metric: &str,
     device: Option<Bound<'py, DeviceBackend>>,
+    exact: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let metric = parse_metric(metric)?;
     let algorithm = match algorithm {
@@ -89,6 +95,10 @@ pub fn kmeans_fit<'py>(
     let opts = on_device(opts, device.as_ref(), remote.is_some(), "k-means on a Dask cluster")?;
     let (src, w) = inputs.open(&opts)?;
     let src = src.unit_rows(metric == Metric::Cosine);
+    let float64_centers = exact
+        && !float32
+        && metric == Metric::Euclidean
+        && ComputeDtype::exact_for(src.dtype()) == ComputeDtype::Float32;
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {
@@ -96,7 +106,8 @@ pub fn kmeans_fit<'py>(
             params,
             x: &src,
             sample_weight: w.as_ref(),
-            compute: compute(float32),
+            compute: compute(float32 || float64_centers),
+            float64_centers,
             n_outputs: 0,
             extra: Vec::new(),
             run: opts,

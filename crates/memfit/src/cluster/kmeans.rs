@@ -10,7 +10,8 @@
 //! matrix and no per-sample label array is ever held: labels are streamed
 //! to the caller in a final pass.
 //!
-//! Centres are held in `f64` but always rounded to the compute type: each
+//! Centres are held in `f64` but always rounded to the compute type (or
+//! kept in `f64`, with [`fit_centers`]): each
 //! update is the weighted mean of the cluster's rows (their values summed
 //! in `f64` with compensation, a function of the labels alone, so that
 //! unchanged labels give unchanged centres), rounded once to the compute
@@ -139,9 +140,34 @@ pub fn fit<T: Real>(
     sample_weight: Option<&Source<'_>>,
     plan: &Plan,
     opts: &RunOptions,
-    mut labels_out: LabelSink<'_>,
+    labels_out: LabelSink<'_>,
     observer: &mut dyn Observer,
 ) -> Result<KMeansFit<T>> {
+    fit_centers::<T, T>(params, x, sample_weight, plan, opts, labels_out, observer)
+}
+
+/// [`fit`] computing in `T` with centres rounded to `C` instead of `T`
+/// (and returned as `C`). With `T = f32` and `C = f64` on rows whose values
+/// `f32` holds exactly (integers up to 2²⁴ in magnitude, `float16`), every
+/// result is the `f64` fit's, to the bit: the labels are exact nearest
+/// centres and the sums, means and distances are computed in `f64` from the
+/// same values, while the GEMM tiles and the blocks are `f32`. The plan must
+/// be made for `T`.
+///
+/// # Errors
+/// As [`fit`].
+///
+/// # Panics
+/// Never on user input.
+pub fn fit_centers<T: Real, C: Real>(
+    params: &KMeansParams,
+    x: &Source<'_>,
+    sample_weight: Option<&Source<'_>>,
+    plan: &Plan,
+    opts: &RunOptions,
+    mut labels_out: LabelSink<'_>,
+    observer: &mut dyn Observer,
+) -> Result<KMeansFit<C>> {
     let (n, d, k) = (x.n_samples(), x.n_features(), params.n_clusters);
     params.validate(n, d)?;
     x.check_weights(sample_weight)?;
@@ -208,7 +234,7 @@ pub fn fit<T: Real>(
                 let draw = Draw::new(x, sample_weight)?;
                 let mut rng = ChaCha8Rng::seed_from_u64(*seed);
                 rng.set_stream(run as u64);
-                let s = run_steps::<T>(
+                let s = run_steps::<T, C>(
                     params,
                     mb,
                     x,
@@ -233,7 +259,7 @@ pub fn fit<T: Real>(
                 };
                 (r, false, None)
             }
-            None => lloyd(params, plan, opts, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?,
+            None => lloyd::<T, C>(params, plan, opts, run, n_init, tol_abs, init, &mut blocks, &mut asg, observer)?,
         };
         timings.iterations_secs += t.elapsed().as_secs_f64();
         let finish_here = n_init == 1 && want_output;
@@ -310,7 +336,7 @@ pub fn fit<T: Real>(
             max_iter: params.max_iter,
         });
     }
-    let cluster_centers = best.centers.iter().map(|&v| T::from_f64(v)).collect();
+    let cluster_centers = best.centers.iter().map(|&v| C::from_f64(v)).collect();
     Ok(KMeansFit {
         cluster_centers,
         n_clusters: k,
@@ -394,7 +420,7 @@ fn initial_centers<T: Real>(
 /// same bits, fewer distances; on a remote split each range's bounds stay
 /// where its tasks run.
 #[allow(clippy::too_many_arguments)]
-fn lloyd<T: Real>(
+fn lloyd<T: Real, C: Real>(
     params: &KMeansParams,
     plan: &Plan,
     opts: &RunOptions,
@@ -410,15 +436,15 @@ fn lloyd<T: Real>(
     let split = &opts.row_split;
     let zero = vec![0.0; d];
     // Centres live in the compute type (as scikit-learn's `cluster_centers_`
-    // has X's dtype): each is rounded once from its f64 value (cosine: from
-    // its value scaled to unit norm).
+    // has X's dtype), or `C`: each is rounded once from its f64 value
+    // (cosine: from its value scaled to unit norm).
     let cosine = params.metric == Metric::Cosine;
     for c in centers.chunks_exact_mut(d) {
         if cosine {
             unit_row(c);
         }
         for v in c.iter_mut() {
-            *v = T::from_f64(*v).to_f64();
+            *v = C::from_f64(*v).to_f64();
         }
     }
     let first = blocks.x().first_row();
@@ -527,7 +553,7 @@ fn lloyd<T: Real>(
                     unit_row(&mut unit);
                 }
                 for q in 0..d {
-                    let c = if cosine { T::from_f64(unit[q]) } else { sums.mean_as::<T>(j, q, d) }.to_f64();
+                    let c = if cosine { C::from_f64(unit[q]) } else { sums.mean_as::<C>(j, q, d) }.to_f64();
                     center_shift += (c - centers[j * d + q]).powi(2);
                     moved |= c != centers[j * d + q];
                     centers[j * d + q] = c;

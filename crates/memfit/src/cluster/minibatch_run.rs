@@ -137,7 +137,7 @@ const STEPS_PER_REPORT: usize = 256;
 /// As [`Source::gather_rows`] and [`MiniBatch::step`];
 /// [`Error::Cancelled`] when `observer` cancels.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn run_steps<T: Real>(
+pub(super) fn run_steps<T: Real, C: Real>(
     params: &KMeansParams,
     mb: &MiniBatchParams,
     x: &Source<'_>,
@@ -160,9 +160,10 @@ pub(super) fn run_steps<T: Real>(
         counts: vec![0.0; k],
         n_since_last_reassign: 0,
         unit_centers,
-        float64_centers: false,
+        // Centres of `C`: float64 ones for float32 rows (see `fit_centers`).
+        float64_centers: C::DTYPE != T::DTYPE,
     };
-    MiniBatch::start_centers::<T>(&mut centers, d, unit_centers);
+    MiniBatch::start_centers::<C>(&mut centers, d, unit_centers);
     let mut stop = EarlyStop::default();
     // A sparse batch holds at most its rows' largest count of stored values each.
     let sparse = x.sparse_row_nnz();

@@ -16,7 +16,7 @@ mod task;
 pub use crate::exec::{Observer, Progress};
 pub use init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 pub(crate) use kmeans::overflow;
-pub use kmeans::{fit, KMeansFit, LabelSink, PlotSample, Timings};
+pub use kmeans::{fit, fit_centers, KMeansFit, LabelSink, PlotSample, Timings};
 pub use minibatch::{EarlyStop, MiniBatch, Step, StepWork, Stop};
 pub use params::{Algorithm, Init, KMeansParams, Metric, MiniBatchParams};
 pub use pass::AssignSink;

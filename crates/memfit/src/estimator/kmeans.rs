@@ -20,6 +20,11 @@ pub struct KMeansJob<'a> {
     pub sample_weight: Option<&'a Source<'a>>,
     /// The compute dtype.
     pub compute: ComputeDtype,
+    /// With a float32 `compute`, centres kept in float64
+    /// ([`cluster::fit_centers`]): for data whose values float32 holds
+    /// exactly ([`ComputeDtype::exact_for`]), the float64 fit's results
+    /// from float32 passes.
+    pub float64_centers: bool,
     /// Arrays the caller streams to files (each with a write buffer).
     pub n_outputs: usize,
     /// Other buffers the caller holds for the run (name, bytes).
@@ -75,6 +80,9 @@ impl KMeansJob<'_> {
         let (x, w, p, run) = (self.x, self.sample_weight, &self.params, &self.run);
         prepare(plan, x, w, &*observer)?;
         let mut fit = match self.compute {
+            ComputeDtype::Float32 if self.float64_centers => {
+                cluster::fit_centers::<f32, f64>(p, x, w, plan, run, labels, observer)?
+            }
             ComputeDtype::Float32 => widen(cluster::fit::<f32>(p, x, w, plan, run, labels, observer)?),
             ComputeDtype::Float64 => cluster::fit::<f64>(p, x, w, plan, run, labels, observer)?,
         };

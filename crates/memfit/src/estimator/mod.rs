@@ -197,6 +197,7 @@ mod tests {
             x: &src,
             sample_weight: None,
             compute: ComputeDtype::Float64,
+            float64_centers: false,
             n_outputs: 0,
             extra: vec![callers.clone()],
             run: RunOptions::with_limit(64 << 20),
@@ -229,8 +230,16 @@ mod tests {
         };
         let compute = ComputeDtype::Float64;
         let params = KMeansParams { n_clusters: 3, max_iter: 2, ..KMeansParams::default() };
-        let km =
-            KMeansJob { params, x: &src, sample_weight: None, compute, n_outputs: 1, extra: vec![], run: run.clone() };
+        let km = KMeansJob {
+            params,
+            x: &src,
+            sample_weight: None,
+            compute,
+            float64_centers: false,
+            n_outputs: 1,
+            extra: vec![],
+            run: run.clone(),
+        };
         let plan = km.plan().unwrap();
         counted(&plan);
         let fit = km.fit(&plan, None, &mut ()).unwrap();
@@ -297,7 +306,16 @@ mod tests {
         for compute in [ComputeDtype::Float32, ComputeDtype::Float64] {
             let params = KMeansParams { n_clusters: 2, ..KMeansParams::default() };
             let run = RunOptions::with_limit(64 << 20);
-            let job = KMeansJob { params, x: &x, sample_weight: None, compute, n_outputs: 0, extra: vec![], run };
+            let job = KMeansJob {
+                params,
+                x: &x,
+                sample_weight: None,
+                compute,
+                float64_centers: false,
+                n_outputs: 0,
+                extra: vec![],
+                run,
+            };
             let plan = job.plan().unwrap();
             let fit = job.fit(&plan, None, &mut ()).unwrap();
             assert_eq!(fit.cluster_centers.len(), 4);
