@@ -1,7 +1,7 @@
 //! k-means: the fit, and assigning or measuring rows against centres.
 
 use memfit::cluster::{Algorithm, KMeansParams, LabelSink, Metric};
-use memfit::estimator::{parse_init, CentersJob, ComputeDtype, KMeansJob};
+use memfit::estimator::{parse_init, CentersJob, KMeansJob};
 use memfit::exec::RunOptions;
 use numpy::ndarray::Array;
 use numpy::{IntoPyArray, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
@@ -11,7 +11,8 @@ use pyo3::types::PyDict;
 use crate::errors::{self, to_py};
 use crate::runner::run;
 use crate::shared::{
-    compute, label, plan_only, put_plan, restore, run_options, split, warn, warning_tuples, Fill, Inputs,
+    compute, exact_in_float32, label, plan_only, put_plan, restore, run_options, split, warn, warning_tuples, Fill,
+    Inputs,
 };
 use crate::system::{on_device, DeviceBackend};
 
@@ -95,10 +96,7 @@ pub fn kmeans_fit<'py>(
     let opts = on_device(opts, device.as_ref(), remote.is_some(), "k-means on a Dask cluster")?;
     let (src, w) = inputs.open(&opts)?;
     let src = src.unit_rows(metric == Metric::Cosine);
-    let float64_centers = exact
-        && !float32
-        && metric == Metric::Euclidean
-        && ComputeDtype::exact_for(src.dtype()) == ComputeDtype::Float32;
+    let float64_centers = !float32 && exact_in_float32(exact, metric, &src);
     let mut fill = Fill::new(labels.as_mut().map(|l| l.as_slice_mut()).transpose()?);
     let with_labels = fill.wanted();
     let (fit, plan) = run(py, n_jobs, float32, progress, move |obs| {

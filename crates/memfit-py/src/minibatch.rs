@@ -1,7 +1,6 @@
 //! Mini-batch k-means: rows drawn from any input, and one step on a batch.
 
 use memfit::cluster::{EarlyStop, Metric, MiniBatch, StepWork, Stop};
-use memfit::estimator::ComputeDtype;
 use memfit::exec::{Block, CsrIndex};
 use memfit::io::{CsrRef, Index, Source, SparseValues};
 use memfit::Real;
@@ -14,7 +13,7 @@ use pyo3::prelude::*;
 use crate::errors::to_py;
 use crate::kmeans::parse_metric;
 use crate::runner::run;
-use crate::shared::{run_options, Inputs};
+use crate::shared::{exact_in_float32, run_options, Inputs};
 
 /// The rows `rows` (int64 indices, any order, repeats allowed) of `x` (an
 /// array, `.npy` path or expression) as a new C-contiguous
@@ -84,8 +83,7 @@ pub fn gather_rows<'py>(
     let inputs = Inputs::hold(x, None)?;
     let (src, _) = inputs.open(&run_options(memory_limit, Some(1), Default::default()))?;
     let src = src.unit_rows(metric == Metric::Cosine);
-    let float32 = float32
-        || (exact && metric == Metric::Euclidean && ComputeDtype::exact_for(src.dtype()) == ComputeDtype::Float32);
+    let float32 = float32 || exact_in_float32(exact, metric, &src);
     let value_bytes = if float32 { 4 } else { 8 };
     let d = src.n_features();
     let bytes = (rows.len() * d * value_bytes) as u64;

@@ -105,6 +105,15 @@ pub fn compute(float32: bool) -> ComputeDtype {
     }
 }
 
+/// Whether, asked for `exact` results, rows of `src` read with `metric`
+/// compute in float32 with float64 centres: unscaled (euclidean) rows of
+/// a dtype whose every value float32 holds ([`ComputeDtype::exact_for`]).
+pub fn exact_in_float32(exact: bool, metric: memfit::cluster::Metric, src: &memfit::io::Source<'_>) -> bool {
+    exact
+        && metric == memfit::cluster::Metric::Euclidean
+        && ComputeDtype::exact_for(src.dtype()) == ComputeDtype::Float32
+}
+
 /// A caller's output array (or none), filled block by block in row order.
 pub struct Fill<'a, E> {
     pub out: Option<&'a mut [E]>,

@@ -102,6 +102,8 @@ pub struct StepWork<T> {
     n_features: usize,
     rows: usize,
     tile_rows: usize,
+    /// Centres per GEMM tile, as the tiles were sized.
+    k_tile: usize,
     tiles: Vec<Scratch<T>>,
     sparse: Vec<SparseScratch<T>>,
     labels: Vec<u32>,
@@ -127,6 +129,7 @@ impl<T: Real> StepWork<T> {
     pub fn new(n_clusters: usize, n_features: usize, rows: usize, threads: usize, sparse: bool) -> Self {
         let (k, d) = (n_clusters, n_features);
         let tile_rows = rows.clamp(1, TILE_ROWS);
+        let k_tile = k_tile(k, size_of::<T>());
         let threads = threads.max(1);
         StepWork {
             backend: Backend::Cpu,
@@ -134,9 +137,8 @@ impl<T: Real> StepWork<T> {
             n_features: d,
             rows,
             tile_rows,
-            tiles: (0..if sparse { 0 } else { threads })
-                .map(|_| Scratch::new(tile_rows, k, k_tile(k, size_of::<T>()), d))
-                .collect(),
+            k_tile,
+            tiles: (0..if sparse { 0 } else { threads }).map(|_| Scratch::new(tile_rows, k, k_tile, d)).collect(),
             sparse: (0..if sparse { threads } else { 0 }).map(|_| SparseScratch::new(k, d)).collect(),
             labels: vec![0; rows],
             dist: vec![0.0; rows],
@@ -353,6 +355,7 @@ impl MiniBatch {
         let StepWork {
             backend,
             tile_rows,
+            k_tile,
             tiles,
             sparse: products,
             labels,
@@ -379,9 +382,7 @@ impl MiniBatch {
         let backend = backend.ops::<T>();
         match batch.csr {
             Some(csr) => backend.assign_sparse(batch.x, csr, prepared, products, labels, dist)?,
-            None => {
-                backend.assign_block(batch.x, prepared, *tile_rows, k_tile(k, size_of::<T>()), tiles, labels, dist)?
-            }
+            None => backend.assign_block(batch.x, prepared, *tile_rows, *k_tile, tiles, labels, dist)?,
         }
         let inertia = match sample_weight {
             Some(w) => dist.iter().zip(w).map(|(v, w)| v * w).sum::<f64>(),
