@@ -137,8 +137,10 @@ def minibatch_step(
     float64_centers: bool = False,
 ) -> tuple[float, float, list[int], list[int], int]:
     """One mini-batch k-means step, moving centers and counts in place; returns
-    (inertia, centers_squared_diff, to_reassign, pool, n_since_last_reassign),
-    pool the batch rows the centres to_reassign may move to.
+    (inertia, centers_squared_diff, to_reassign, pool, n_since_last_reassign):
+    to_reassign every centre whose count is below reassignment_ratio times the
+    largest when the step checked reassignment (the caller picks those it moves
+    and raises their counts), pool the batch rows they may move to.
     metric="cosine": unit batch rows, moved centres scaled to unit norm.
     work: the fit's step buffers, kept for its next steps.
     float64_centers: centres stay float64 after a float32 batch's step (one

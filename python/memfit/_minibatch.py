@@ -499,12 +499,29 @@ class MiniBatchKMeans(_Centers):
             float64_centers=float64_centers,
         )
         if to_reassign:
+            to_reassign = self._lightest(to_reassign, batch.shape[0], len(pool))
+        if to_reassign:
             # The engine's pool: every row, or the rows with a direction.
             rows = np.asarray(pool)[random_state.choice(len(pool), replace=False, size=len(to_reassign))]
             if self.verbose:
                 print(f"[MiniBatchKMeans] Reassigning {len(to_reassign)} cluster centers.")
             centers[to_reassign] = _dense(batch[rows])
         return inertia, diff
+
+    def _lightest(self, light, batch_rows, pool_rows):
+        """scikit-learn's choice among the ``light`` centres (those the engine
+        found below ``reassignment_ratio`` times the heaviest): at most half the
+        batch, the lightest as ``np.argsort`` orders the counts (its order among
+        ties included); their counts rise to the smallest count kept. At most
+        ``pool_rows`` of them move (the rows they can move to)."""
+        counts = self._counts
+        to_reassign = np.zeros(counts.shape[0], dtype=bool)
+        to_reassign[light] = True
+        if to_reassign.sum() > 0.5 * batch_rows:
+            to_reassign[np.argsort(counts)[int(0.5 * batch_rows):]] = False
+        if not to_reassign.all():
+            counts[to_reassign] = np.min(counts[~to_reassign])
+        return np.flatnonzero(to_reassign)[:pool_rows].tolist()
 
     def _converged(self, stop, step, n_steps, n_samples, centers_squared_diff, batch_inertia):
         """Early stopping (scikit-learn's ``_mini_batch_convergence``, kept

@@ -47,6 +47,16 @@ def test_fit_matches_sklearn_from_the_same_random_state(params):
     _same_fit(a, b)
 
 
+@pytest.mark.parametrize("n, d, k, batch", [(60, 3, 20, 4), (3000, 2, 50, 32), (200, 3, 60, 4), (10, 3, 10, 4)])
+def test_more_light_centres_than_half_a_batch_are_chosen_as_scikit_learn_does(n, d, k, batch):
+    # More light centres than half the batch, many with tied counts: the
+    # ones replaced are the first half-batch of np.argsort(counts), whose
+    # order among ties is NumPy's (not the index order).
+    x = np.random.default_rng(0).standard_normal((n, d))
+    params = {"n_clusters": k, "random_state": 0, "batch_size": batch, "n_init": 1}
+    _same_fit(MiniBatchKMeans(**params).fit(x), SkMiniBatchKMeans(**params).fit(x))
+
+
 def test_weighted_and_float32_fits_match_sklearn():
     w = np.random.RandomState(0).uniform(0.1, 3, size=len(X))
     _same_fit(MiniBatchKMeans(8, random_state=1).fit(X, sample_weight=w),

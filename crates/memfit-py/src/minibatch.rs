@@ -223,8 +223,11 @@ type StepOutcome = (f64, f64, Vec<usize>, Vec<usize>, usize);
 /// reassignment check, whose counter is `n_since_last_reassign`. Returns
 /// `(inertia, centers_squared_diff, to_reassign, pool, n_since_last_reassign)`,
 /// `pool` the batch rows they may move to (one each, see
-/// `memfit::cluster::Step::pool`), `to_reassign` the centres (increasing) the caller replaces by rows of
-/// the batch. The step's buffers count against `memory_limit` (bytes). With
+/// `memfit::cluster::Step::pool`), `to_reassign` every centre (increasing)
+/// whose count is below `reassignment_ratio` times the largest when the step
+/// checked reassignment: the caller picks those it replaces by rows of the
+/// batch and raises their counts (scikit-learn's rule, with NumPy's
+/// `argsort` for ties; see `memfit::cluster::MiniBatch::caller_reassigns`). The step's buffers count against `memory_limit` (bytes). With
 /// `metric="cosine"` the batch's rows are unit rows (from [`gather_rows`])
 /// and each moved centre is scaled to unit norm (spherical mini-batch).
 /// `work` ([`MiniBatchWork`]) keeps the step's buffers for the fit's next
@@ -263,6 +266,8 @@ pub fn minibatch_step<'py>(
         n_since_last_reassign,
         unit_centers,
         float64_centers,
+        // NumPy's `argsort` picks among ties (see `_minibatch._step`).
+        caller_reassigns: true,
     };
     if state.counts.len() != k {
         return Err(pyo3::exceptions::PyValueError::new_err(format!("{} counts for {k} centres", state.counts.len())));
@@ -396,6 +401,7 @@ pub fn minibatch_plan(
         n_since_last_reassign: 0,
         unit_centers: false,
         float64_centers: false,
+        caller_reassigns: true,
     };
     let threads = n_jobs.unwrap_or_else(memfit::plan::default_threads);
     let value_bytes = if float32 { 4 } else { 8 };

@@ -68,6 +68,13 @@ pub struct MiniBatch {
     /// would hold alike (integers up to 2²⁴, `float16`), this gives the
     /// `float64` rows' centres, to the bit.
     pub float64_centers: bool,
+    /// The caller picks the light centres to replace: a step that checks
+    /// reassignment returns every centre below the ratio in
+    /// [`Step::to_reassign`] and leaves the counts and the cap (half the
+    /// batch) to it. NumPy's front does, so that ties among the lightest
+    /// fall as `np.argsort` orders them (scikit-learn's choice); otherwise
+    /// the step picks the lightest, ties by index.
+    pub caller_reassigns: bool,
 }
 
 /// What one [`MiniBatch::step`] measured.
@@ -80,7 +87,9 @@ pub struct Step {
     /// reassignment).
     pub centers_squared_diff: f64,
     /// Centres to replace by rows of the batch, in increasing order (empty
-    /// unless reassignment was checked this step), at most `pool.len()`.
+    /// unless reassignment was checked this step), at most `pool.len()`;
+    /// with [`MiniBatch::caller_reassigns`], every centre below the ratio
+    /// (the caller chooses among them).
     pub to_reassign: Vec<usize>,
     /// The batch rows (increasing) those centres may move to, one each,
     /// empty when there are none to move: every row, or for unit centres
@@ -435,24 +444,36 @@ impl MiniBatch {
         if check {
             self.n_since_last_reassign = 0;
             if reassignment_ratio > 0.0 {
-                to_reassign = self.lightest(reassignment_ratio, rows);
+                to_reassign = if self.caller_reassigns {
+                    self.light(reassignment_ratio)
+                } else {
+                    self.lightest(reassignment_ratio, rows)
+                };
             }
         }
         if !to_reassign.is_empty() {
             pool = (0..rows)
                 .filter(|&r| !self.unit_centers || batch.row_values(r).0.iter().any(|v| v.to_f64() != 0.0))
                 .collect();
-            to_reassign.truncate(pool.len());
+            if !self.caller_reassigns {
+                to_reassign.truncate(pool.len());
+            }
         }
         Ok(Step { inertia, centers_squared_diff, to_reassign, pool })
+    }
+
+    /// The centres whose weight is below `ratio` times the largest, in
+    /// increasing order.
+    fn light(&self, ratio: f64) -> Vec<usize> {
+        let max = self.counts.iter().copied().fold(0.0, f64::max);
+        (0..self.n_clusters).filter(|&j| self.counts[j] < ratio * max).collect()
     }
 
     /// The centres whose weight is below `ratio` times the largest, at most
     /// `rows / 2` of them (the lightest, ties by index), in increasing
     /// order; their weights are raised to the smallest weight kept.
     fn lightest(&mut self, ratio: f64, rows: usize) -> Vec<usize> {
-        let max = self.counts.iter().copied().fold(0.0, f64::max);
-        let mut light: Vec<usize> = (0..self.n_clusters).filter(|&j| self.counts[j] < ratio * max).collect();
+        let mut light = self.light(ratio);
         let cap = rows / 2;
         if light.len() > cap {
             light.sort_by(|&a, &b| self.counts[a].total_cmp(&self.counts[b]).then(a.cmp(&b)));
@@ -673,6 +694,7 @@ mod tests {
             n_since_last_reassign: 0,
             unit_centers: false,
             float64_centers: false,
+            caller_reassigns: false,
         }
     }
 

@@ -162,6 +162,7 @@ pub(super) fn run_steps<T: Real, C: Real>(
         unit_centers,
         // Centres of `C`: float64 ones for float32 rows (see `fit_centers`).
         float64_centers: C::DTYPE != T::DTYPE,
+        caller_reassigns: false,
     };
     MiniBatch::start_centers::<C>(&mut centers, d, unit_centers);
     let mut stop = EarlyStop::default();
