@@ -381,6 +381,49 @@ def test_collapsed_components_need_reg_covar(covariance_type, n_features):
 
 
 @pytest.mark.parametrize("covariance_type", COV_TYPES)
+def test_a_tight_component_beside_a_far_one_keeps_every_digit(covariance_type):
+    """A component of spread 1e-3 at 0 beside one of spread 1e6 at 1e13 (a
+    column spanning 16 orders of magnitude): its mean and variances are its
+    rows', as scikit-learn's. Rows read relative to the column mean (5e12)
+    would be rounded to multiples of 2^-10 first."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((500, 2)) * 1e-3
+    X = np.r_[a, rng.standard_normal((500, 2)) * 1e6 + 1e13]
+    params = dict(n_components=2, covariance_type=covariance_type, random_state=0,
+                  means_init=[[0.0, 0.0], [1e13, 1e13]], weights_init=[0.5, 0.5])
+    gm = GaussianMixture(**params).fit(X)
+    near = int(np.argmin(np.abs(gm.means_[:, 0])))
+    assert_allclose(gm.means_[near], a.mean(axis=0), rtol=1e-9)
+    variances = {"full": lambda c: np.diag(c[near]), "diag": lambda c: c[near],
+                 "spherical": lambda c: c[near], "tied": None}[covariance_type]
+    if variances is not None:
+        expected = a.var(axis=0) + gm.reg_covar
+        assert_allclose(variances(gm.covariances_), expected.mean() if covariance_type == "spherical" else expected,
+                        rtol=1e-6)
+    # scikit-learn's diagonal log-densities expand (x - m)^2: about 1e-2 lost at 1e13.
+    ref = SkGaussianMixture(**params).fit(X)
+    assert gm.lower_bound_ == pytest.approx(ref.lower_bound_, abs=1e-2)
+
+
+@pytest.mark.parametrize("covariance_type", COV_TYPES)
+def test_a_component_of_one_row_far_from_the_origin_is_centred_on_it(covariance_type):
+    """Values near 2^62: a component of one row has scikit-learn's mean, which
+    its 10 eps floor puts about 1e4 off the row, and a variance that covers
+    that offset (as scikit-learn's `X - means` does), not reg_covar alone, which
+    would put the row 1e7 standard deviations from its own component."""
+    X = np.array([[2**60 + 1, 1], [2**60 + 5, 3], [7, 2**62], [1, 1]], dtype=np.uint64).astype(np.float64)
+    gm = GaussianMixture(2, covariance_type=covariance_type, random_state=0).fit(X)
+    ref = SkGaussianMixture(2, covariance_type=covariance_type, random_state=0).fit(X)
+    assert_allclose(_sorted_by_first_coordinate(gm.means_), _sorted_by_first_coordinate(ref.means_), rtol=1e-12)
+    if covariance_type in ("full", "tied"):
+        assert gm.lower_bound_ == pytest.approx(ref.lower_bound_, rel=1e-9)
+    else:
+        # scikit-learn's diagonal variances expand E[x^2] - m^2 and keep its
+        # rounding (4.7e22 for the single row); memfit's are exact.
+        assert ref.lower_bound_ - 1e-9 < gm.lower_bound_ < -30
+
+
+@pytest.mark.parametrize("covariance_type", COV_TYPES)
 def test_constant_column_needs_reg_covar(covariance_type):
     """A constant feature makes full/tied/diag covariances singular with
     reg_covar=0 (ValueError naming reg_covar); spherical variances average

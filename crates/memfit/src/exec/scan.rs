@@ -21,8 +21,15 @@ use crate::plan::{check_fits, pick_block_rows, Ledger, Plan, SampleLayout, TILE_
 /// What the validation pass learns.
 #[derive(Debug)]
 pub struct Scan {
-    /// Column means, `(n_features,)`.
-    pub mean: Vec<f64>,
+    /// An origin the rows can be read relative to without rounding any
+    /// value, `(n_features,)`: per column its mean when every value lies
+    /// within a factor of 2 of it (then `x − mean` is exact, by Sterbenz's
+    /// lemma: data far from the origin, such as `1e8 + noise`, keep every
+    /// bit of their spread), else 0. A column whose values span the origin
+    /// or orders of magnitude gains nothing from a shift, and would lose
+    /// the low bits of its values far smaller than the mean (a tight
+    /// cluster at 0 beside one at 1e13).
+    pub shift: Vec<f64>,
     /// Mean of the column variances (population variances, over rows).
     pub mean_variance: f64,
     /// The initialisation sample, in row order.
@@ -468,5 +475,37 @@ pub fn scan<T: Real>(
     let nf = s.rows.max(1.0);
     let mean_variance = s.m2.iter().map(|m| m / nf).sum::<f64>() / d as f64;
     let sample = pass.sample.into_sample()?;
-    Ok(Scan { mean: s.mean, mean_variance, sample, weight_sum: s.weight_sum })
+    let shift = s.mean.iter().zip(s.lo.iter().zip(&s.hi)).map(|(&m, (&lo, &hi))| exact_shift(m, lo, hi)).collect();
+    Ok(Scan { shift, mean_variance, sample, weight_sum: s.weight_sum })
+}
+
+/// `mean` when every value in `[lo, hi]` lies within a factor of 2 of it
+/// (so that subtracting it is exact), else 0: see [`Scan::shift`].
+fn exact_shift(mean: f64, lo: f64, hi: f64) -> f64 {
+    let within = if mean > 0.0 { lo >= 0.5 * mean && hi <= 2.0 * mean } else { hi <= 0.5 * mean && lo >= 2.0 * mean };
+    if within {
+        mean
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exact_shift;
+
+    #[test]
+    fn shift_is_the_mean_only_where_subtracting_it_is_exact() {
+        // Far from the origin: every value within a factor of 2 of the mean.
+        assert_eq!(exact_shift(1e8, 1e8 - 5.0, 1e8 + 5.0), 1e8);
+        assert_eq!(exact_shift(-1e8, -1e8 - 5.0, -1e8 + 5.0), -1e8);
+        assert_eq!(exact_shift(3.0, 1.5, 6.0), 3.0);
+        // A tight cluster at 0 beside one at 1e13: 1e-3 − 5e12 would round.
+        assert_eq!(exact_shift(5e12, -1e-3, 1e13), 0.0);
+        assert_eq!(exact_shift(-5e12, -1e13, 1e-3), 0.0);
+        // Values across the origin, or orders of magnitude apart.
+        assert_eq!(exact_shift(0.01, -3.0, 3.0), 0.0);
+        assert_eq!(exact_shift(3e8, 1e8, 5e8), 0.0);
+        assert_eq!(exact_shift(0.0, 0.0, 0.0), 0.0);
+    }
 }

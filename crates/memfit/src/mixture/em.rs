@@ -84,7 +84,7 @@ pub fn fit<T: Real>(
     drop(blocks);
     let mut row_reader = BlockReader::<T>::new(x, sample_weight, 1);
     timings.validate_secs = clock.elapsed().as_secs_f64();
-    let shift = scanned.mean.clone();
+    let shift = scanned.shift.clone();
     let n_eff = scanned.weight_sum;
 
     let clock = Instant::now();

@@ -3,16 +3,22 @@
 //! (`N_k` floored by `10 ε`, `reg_covar` added to the diagonal), computed
 //! from sums centred on each component's reference mean.
 //!
-//! A covariance is refused later, when it is not positive definite, exactly
-//! where scikit-learn refuses it (its Cholesky factorisation fails, or a
-//! variance is not positive); tiny positive variances are kept. Two details
-//! make "zero" mean zero here as it does there: the scatter is taken around
-//! the responsibility-weighted mean itself (not around scikit-learn's mean
-//! with the `10 ε` floor in its denominator, whose offset alone would give
-//! rows on one point a variance of about `(10 ε x / N_k)²`), so a component
-//! on identical rows has a variance of exactly 0; and a diagonal entry below
-//! the rounding error of the sums it is computed from (see [`NOISE`]) is
-//! taken as 0, since neither its size nor its sign is known.
+//! The scatter is taken around the mean the component reports and the
+//! E-step uses, scikit-learn's `resp.T @ X / N_k` with the `10 ε` floor in
+//! `N_k`, as scikit-learn's `diff = X - means[k]` takes it: the scatter
+//! around the responsibility-weighted mean `m` itself (from sums centred on
+//! a reference, without their cancellation) plus `N (m − μ)(m − μ)ᵀ` for the
+//! rounded mean `μ`. The floor's offset matters far from the origin: rows
+//! on one point at 1e18 have `μ` about 1e3 from `m`, and a variance without
+//! that offset would put them a million standard deviations from their own
+//! component. Where `μ` rounds to `m`, identical rows have a variance of
+//! exactly 0.
+//!
+//! A covariance is refused later, when it is not positive definite (its
+//! Cholesky factorisation fails, or a variance is not positive); tiny
+//! positive variances are kept. A diagonal entry of the centred scatter
+//! below the rounding error of the sums it is computed from (see [`NOISE`])
+//! is taken as 0, since neither its size nor its sign is known.
 
 use super::components::{packed_index, packed_len, Params};
 use super::params::CovarianceType;
@@ -51,17 +57,31 @@ pub(crate) fn finalize(
     // Σ r (x − m)(x − m)ᵀ around the weighted mean `m = ref + s1 / N_k`:
     // `S2 − s1 s1ᵀ / N_k` (0 for a component without rows).
     let centred = |s2: f64, a: f64, b: f64, n_raw: f64| if n_raw > 0.0 { s2 - a * b / n_raw } else { 0.0 };
+    // m − μ per component and feature: the floor's offset (module docs).
+    let offset: Vec<f64> = (0..k * d)
+        .map(|q| {
+            let n_raw = stats.nk[q / d];
+            if n_raw > 0.0 {
+                (stats.reference[q] + stats.s1[q] / n_raw) - params.means[q]
+            } else {
+                0.0
+            }
+        })
+        .collect();
     match t {
         CovarianceType::Full => {
             let p = packed_len(d);
             for (c, n) in nk.iter().enumerate() {
                 let (s1, n_raw) = (&stats.s1[c * d..(c + 1) * d], stats.nk[c]);
+                let off = &offset[c * d..(c + 1) * d];
                 let s2 = &mut params.cov[c * p..(c + 1) * p];
                 for i in 0..d {
                     for j in 0..=i {
                         let q = packed_index(i, j);
                         let v = centred(s2[q], s1[i], s1[j], n_raw) / n;
-                        s2[q] = if i == j { above_noise(v, s2[q] / n) + reg_covar } else { v };
+                        let v = if i == j { above_noise(v, s2[q] / n) } else { v };
+                        let v = v + n_raw * off[i] * off[j] / n;
+                        s2[q] = if i == j { v + reg_covar } else { v };
                     }
                 }
             }
@@ -83,8 +103,10 @@ pub(crate) fn finalize(
             for c in 0..k {
                 let n_raw = stats.nk[c];
                 for j in 0..d {
-                    let (s1, s2) = (stats.s1[c * d + j], params.cov[c * d + j]);
-                    let v = above_noise(centred(s2, s1, s1, n_raw) / nk[c], s2 / nk[c]) + reg_covar;
+                    let (s1, s2, off) = (stats.s1[c * d + j], params.cov[c * d + j], offset[c * d + j]);
+                    let v = above_noise(centred(s2, s1, s1, n_raw) / nk[c], s2 / nk[c])
+                        + n_raw * off * off / nk[c]
+                        + reg_covar;
                     params.cov[c * d + j] = v;
                     spherical[c] += v;
                 }
@@ -128,15 +150,32 @@ mod tests {
     }
 
     #[test]
-    fn identical_rows_have_exactly_zero_variance() {
+    fn identical_rows_have_the_scatter_about_the_reported_mean() {
         // Centred on a reference that is not the rows' value (as after an
-        // iteration whose mean carried the 10 ε floor).
+        // iteration whose mean carried the 10 ε floor). 64 rows: the floor's
+        // offset rounds away and the variance is exactly 0; 6 rows: the
+        // mean is a few ulps off the rows and the variance is that offset
+        // squared, as scikit-learn's `diff = X - means` gives; 1e18: the
+        // offset is about 370, far above a `reg_covar` of 1e-6.
         for t in [CovarianceType::Full, CovarianceType::Diag, CovarianceType::Spherical] {
-            for (value, reference) in [(0.1, 0.1 * 6.0 / (6.0 + 10.0 * f64::EPSILON)), (-3.0, -3.0), (0.0, 1e-17)] {
-                let p = finalize(t, 1, &mut stats(t, &[value; 6], reference), &[], 0.0, 6.0, false);
-                assert_eq!(p.cov[0], 0.0, "{t:?} {value}");
-                let p = finalize(t, 1, &mut stats(t, &[value; 6], reference), &[], 1e-6, 6.0, false);
-                assert_eq!(p.cov[0], 1e-6, "{t:?} {value}");
+            for (value, rows, reference) in [
+                (0.1, 64, 0.1 * 6.0 / (6.0 + 10.0 * f64::EPSILON)),
+                (0.1, 6, 0.1 * 6.0 / (6.0 + 10.0 * f64::EPSILON)),
+                (-3.0, 6, -3.0),
+                (0.0, 6, 1e-17),
+                (1e18, 6, 1e18),
+            ] {
+                let n = rows as f64;
+                let mean = value * n / (n + 10.0 * f64::EPSILON);
+                let expected = n * (value - mean) * (value - mean) / (n + 10.0 * f64::EPSILON);
+                let p = finalize(t, 1, &mut stats(t, &vec![value; rows], reference), &[], 0.0, n, false);
+                assert_eq!(p.means[0], mean, "{t:?} {value}");
+                assert!(
+                    (p.cov[0] - expected).abs() <= 1e-12 * expected,
+                    "{t:?} {value} x {rows}: {} vs {expected}",
+                    p.cov[0]
+                );
+                assert_eq!(p.cov[0] == 0.0, value * n / (n + 10.0 * f64::EPSILON) == value, "{t:?} {value} x {rows}");
             }
         }
     }
@@ -145,8 +184,9 @@ mod tests {
     fn tiny_positive_variance_is_kept() {
         // Rows a few ulps apart: a variance of about 1e-31, positive.
         let rows: Vec<f64> = (0..8).map(|i| 1.0 + f64::from(i) * f64::EPSILON).collect();
-        // The variance of 0, 1, ..., 7 is 5.25.
-        let exact = 5.25 * f64::EPSILON * f64::EPSILON;
+        // The variance of 0, 1, ..., 7 is 5.25 (ulps²), about the mean; about
+        // the floored mean (1.25 ulps lower, rounded to 1) it is 6.25.
+        let exact = 6.25 * f64::EPSILON * f64::EPSILON;
         for t in [CovarianceType::Full, CovarianceType::Diag, CovarianceType::Spherical] {
             let p = finalize(t, 1, &mut stats(t, &rows, 1.0), &[], 0.0, 8.0, false);
             assert!(p.cov[0] > 0.0 && (p.cov[0] - exact).abs() < 1e-6 * exact, "{t:?}: {} vs {exact}", p.cov[0]);
