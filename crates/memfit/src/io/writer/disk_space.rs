@@ -69,7 +69,9 @@ pub fn check_free_space(outputs: &[(&Path, u64)]) -> Result<()> {
 /// f_frsize`) in the receiving folder; an existing file being replaced is
 /// not counted, since the new one is written beside it before the rename.
 /// A folder whose free space cannot be read (no `statvfs`, a missing
-/// folder, reported elsewhere) is not checked.
+/// folder, reported elsewhere) or whose file system has no blocks at all
+/// (`/proc`, `/sys`: the write itself then fails with the system's reason)
+/// is not checked.
 ///
 /// # Errors
 /// [`Error::NoDiskSpace`] for the first file system short of room, naming
@@ -78,6 +80,9 @@ pub fn check_disk_space(writes: &[PlannedWrite]) -> Result<()> {
     let mut per_fs: Vec<(u64, u64, Vec<&PlannedWrite>)> = Vec::new(); // (fsid, available, writes)
     for w in writes.iter().filter(|w| w.bytes > 0) {
         let Ok(st) = rustix::fs::statvfs(w.folder()) else { continue };
+        if st.f_blocks == 0 {
+            continue;
+        }
         match per_fs.iter_mut().find(|f| f.0 == st.f_fsid) {
             Some(f) => f.2.push(w),
             None => per_fs.push((st.f_fsid, st.f_bavail.saturating_mul(st.f_frsize), vec![w])),
@@ -129,6 +134,16 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert_eq!(npy_file_bytes(Dtype::F64, &[usize::MAX, 2]), u64::MAX);
         assert_eq!(npy_file_bytes(Dtype::I32, &[10]), 128 + 40);
+    }
+
+    /// A pseudo file system (no blocks at all) has no free space to check:
+    /// writing there fails with the system's own reason instead.
+    #[test]
+    fn a_file_system_without_blocks_is_not_called_full() {
+        let proc = Path::new("/proc/version");
+        if rustix::fs::statvfs("/proc").is_ok_and(|st| st.f_blocks == 0) {
+            assert!(check_free_space(&[(proc, 1 << 40)]).is_ok());
+        }
     }
 
     /// Outputs and scratch files are added up per file system, each against
