@@ -20,7 +20,7 @@ from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.metrics import adjusted_rand_score
 
-from memfit import KMeans
+from memfit import KMeans, MiniBatchKMeans
 
 
 # ---------------------------------------------------------------------------
@@ -186,6 +186,22 @@ def test_zero_weights_equal_dropped_rows(small):
     assert_allclose(a.cluster_centers_, b.cluster_centers_, rtol=1e-12, atol=1e-12)
     assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-12)
     assert_array_equal(a.labels_[keep], b.labels_)
+
+
+@pytest.mark.parametrize("weighted_row", [0, 3])
+@pytest.mark.parametrize("estimator", [KMeans, MiniBatchKMeans])
+def test_fewer_weighted_rows_than_clusters_put_no_centre_on_a_row_of_weight_zero(weighted_row, estimator):
+    """k-means++ draws further centres from the weighted rows once every one
+    of them is a centre: all centres on the one weighted point, as
+    scikit-learn's, never on a row that carries no weight."""
+    X = np.array([[0.0, 0], [10, 0], [0, 10], [5, 5], [7, 1]])
+    w = np.zeros(len(X))
+    w[weighted_row] = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        km = estimator(n_clusters=3, random_state=0, n_init=1).fit(X, sample_weight=w)
+    assert_array_equal(km.cluster_centers_, np.repeat(X[[weighted_row]], 3, axis=0))
+    assert km.inertia_ == 0.0
 
 
 @pytest.mark.parametrize("scale", [0.01, 7.5])

@@ -20,7 +20,9 @@ const CHUNK: usize = SAMPLE_CHUNK;
 /// with probability ∝ `w`; each further one is the best (lowest resulting
 /// potential) of `2 + ⌊ln k⌋` candidates drawn with probability ∝ `w · D²`,
 /// where `D` is the distance to the nearest chosen centre. Rows at distance
-/// 0 are never drawn while rows at positive distance remain.
+/// 0 are never drawn while rows at positive distance remain; once none
+/// remain (fewer distinct weighted rows than `k`), candidates are drawn
+/// ∝ `w`, so a row of weight 0 is never chosen.
 ///
 /// Returns the chosen positions in the sample. Work is O(n · k · d · trials);
 /// memory is `n` doubles beyond an in-memory sample (the running distances),
@@ -104,7 +106,11 @@ pub fn kmeans_plusplus(
         cand.clear();
         for _ in 0..trials {
             let r = rng.random::<f64>() * pot;
-            cand.push(if pot > 0.0 { pick(n, Some(&pots), r, |c| mass(&closest, c))? } else { rng.random_range(0..n) });
+            cand.push(if pot > 0.0 {
+                pick(n, Some(&pots), r, |c| mass(&closest, c))?
+            } else {
+                pick(n, None, rng.random::<f64>() * total_w, weights)?
+            });
         }
         let values = sample.gather(&cand)?;
         let d = sample.n_features();
@@ -301,6 +307,11 @@ mod tests {
         let sample = InitSample::from_rows(x, 1, w.clone());
         let idx = kmeans_plusplus(&sample, 20, &mut rng, &crate::exec::Cancel::new()).unwrap();
         assert!(idx.iter().all(|i| i % 2 == 0));
+        // Fewer weighted rows than centres: the rest repeat weighted rows.
+        let few: Vec<f64> = (0..200).map(|i| f64::from(u8::from(i == 7 || i == 150))).collect();
+        let sample = InitSample::from_rows((0..200).map(f64::from).collect(), 1, few);
+        let idx = kmeans_plusplus(&sample, 5, &mut rng, &crate::exec::Cancel::new()).unwrap();
+        assert!(idx.iter().all(|&i| i == 7 || i == 150), "{idx:?}");
         let mut draw = WeightedDraw::new(20, 9);
         for (i, &wi) in w.iter().enumerate() {
             draw.offer(i, wi);
