@@ -442,12 +442,36 @@ struct TestOut<'a> {
     cleared: &'a mut [bool],
 }
 
+/// The sum of `D ≤ 8` squares in [`exact_sq_dist`]'s order (its tree
+/// without the `+0` terms), so the same bits.
+#[inline(always)]
+fn narrow_tree<const D: usize>(a: &[f64; D]) -> f64 {
+    let at = |f: usize| if f < D { a[f] } else { 0.0 };
+    let p01 = if D > 1 { at(0) + at(1) } else { at(0) };
+    let p23 = if D > 3 { at(2) + at(3) } else { at(2) };
+    let p45 = if D > 5 { at(4) + at(5) } else { at(4) };
+    let p67 = if D > 7 { at(6) + at(7) } else { at(6) };
+    let q0 = if D > 2 { p01 + p23 } else { p01 };
+    let q1 = if D > 6 { p45 + p67 } else { p45 };
+    if D > 4 {
+        q0 + q1
+    } else {
+        q0
+    }
+}
+
 /// [`test_rows`] for rows of `D` features (`D = 0`: any width).
+///
+/// In phases over the tile, each a loop without branches over arrays (the
+/// outcome is data dependent: mispredicted branches cost more than the
+/// arithmetic) that the compiler turns into vector lanes, with gathers for
+/// the per-centre values.
 #[inline(always)]
 fn test_rows_of<T: Real, const D: usize>(x: &[T], s: &Shared<'_, T>, out: TestOut<'_>) {
     let TestOut { labels, dist, states, cleared } = out;
     let d = if D == 0 { s.d } else { D };
     let k = s.centers.n_clusters;
+    let rows = labels.len();
     let g = gamma64(d + 6);
     // D̃_j ≥ L² (1 − γ₆₄) for every other centre: `own` below `keep · L²`
     // (lowered for its own roundings) keeps the label.
@@ -456,25 +480,55 @@ fn test_rows_of<T: Real, const D: usize>(x: &[T], s: &Shared<'_, T>, out: TestOu
     let eta = underflow_slack(d);
     let (m1, a1, m2) = s.drift;
     let gap_weight = if s.use_gaps { 2.0 } else { 0.0 };
-    // Without branches (the outcome is data dependent: mispredicted
-    // branches cost more than the arithmetic).
-    for (i, (((label, own_out), st), clear)) in
-        labels.iter_mut().zip(dist.iter_mut()).zip(states.chunks_exact_mut(WIDTH)).zip(cleared.iter_mut()).enumerate()
+    // Labels below `k` (−1, a fresh row, reads centre 0 and is not
+    // cleared): the clamp lets the compiler drop the bounds checks.
+    let last = k as u32 - 1;
+    let (centers, half_gap) = (&s.centers.centers()[..k * d], &s.half_gap[..k]);
+    let x = &x[..rows * d];
+    let mut known = [false; crate::plan::TILE_ROWS];
+    let mut lower = [0.0f64; crate::plan::TILE_ROWS];
+    let (known, lower, states) = (&mut known[..rows], &mut lower[..rows], &mut states[..rows * WIDTH]);
+    // The labels and dropped lower bounds.
+    for (((label, kn), lo), st) in
+        labels.iter_mut().zip(known.iter_mut()).zip(lower.iter_mut()).zip(states.chunks_exact_mut(WIDTH))
     {
-        let row = &x[i * d..(i + 1) * d];
-        let known = st[0] >= 0.0;
-        let a = if known { st[0] as usize } else { 0 };
-        let dropped = st[1] - if a == a1 { m2 } else { m1 };
+        *kn = st[0] >= 0.0;
+        let a = (st[0].max(0.0) as u32).min(last);
+        let dropped = st[1] - if a as usize == a1 { m2 } else { m1 };
         let l = if dropped > 0.0 { dropped * (1.0 - ROUND) } else { 0.0 };
-        let own = exact_sq_dist(row, s.centers.center(a));
+        *label = a;
+        *lo = l;
+        st[1] = l;
+    }
+    // Each row's exact distance to its centre: the bits the full assignment
+    // reports for the label.
+    if D == 0 {
+        for ((own, &a), row) in dist.iter_mut().zip(labels.iter()).zip(x.chunks_exact(d)) {
+            let c = a.min(last) as usize * d;
+            *own = exact_sq_dist(row, &centers[c..c + d]);
+        }
+    } else {
+        for ((own, &a), row) in dist.iter_mut().zip(labels.iter()).zip(x.chunks_exact(D)) {
+            let c = a.min(last) as usize * D;
+            let mut q = [0.0f64; D];
+            for f in 0..D {
+                // SAFETY: c + f < k · d, the label being clamped below k.
+                let t = row[f].to_f64() - unsafe { *centers.get_unchecked(c + f) };
+                q[f] = t * t;
+            }
+            *own = narrow_tree::<D>(&q);
+        }
+    }
+    // The test.
+    for ((((clear, &own), &a), &kn), &l) in
+        cleared.iter_mut().zip(dist.iter()).zip(labels.iter()).zip(known.iter()).zip(lower.iter())
+    {
         let upper = ((own + eta) * inv).sqrt() * (1.0 + ROUND);
         // Without the gaps: −upper, below zero, which says nothing.
-        let by_gap = (gap_weight * s.half_gap[a] - upper) * (1.0 - ROUND);
+        let by_gap = (gap_weight * half_gap[a.min(last) as usize] - upper) * (1.0 - ROUND);
         // A negative bound says nothing (and must not square to one).
-        let lower = l.max(by_gap).max(0.0);
-        *clear = known & ((k == 1) | (own + eta < keep * lower * lower));
-        *label = a as u32;
-        *own_out = own;
-        st[1] = l;
+        let lo = if l > by_gap { l } else { by_gap };
+        let lo = if lo > 0.0 { lo } else { 0.0 };
+        *clear = kn & ((k == 1) | (own + eta < keep * lo * lo));
     }
 }
