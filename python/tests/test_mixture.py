@@ -405,6 +405,22 @@ def test_a_tight_component_beside_a_far_one_keeps_every_digit(covariance_type):
     assert gm.lower_bound_ == pytest.approx(ref.lower_bound_, abs=1e-2)
 
 
+@pytest.mark.parametrize("offset", [1e8, 1e12])
+@pytest.mark.parametrize("covariance_type", COV_TYPES)
+def test_scores_far_from_the_origin_keep_their_digits(covariance_type, offset):
+    """Components of spread 0.01 at 1e12: score_samples and predict_proba
+    equal scikit-learn's on the rows and means shifted exactly to the origin
+    (its own formula loses 0.3 at 1e12 for full and tied covariances)."""
+    X = np.random.default_rng(0).standard_normal((2000, 2)) * 0.01 + offset
+    X[::3] += 0.05
+    gm = GaussianMixture(3, covariance_type=covariance_type, random_state=0).fit(X)
+    ref = SkGaussianMixture(3, covariance_type=covariance_type)
+    ref.weights_, ref.covariances_, ref.precisions_cholesky_ = gm.weights_, gm.covariances_, gm.precisions_cholesky_
+    ref.means_ = gm.means_ - offset
+    assert_allclose(gm.score_samples(X), ref.score_samples(X - offset), rtol=0, atol=1e-12)
+    assert_allclose(gm.predict_proba(X), ref.predict_proba(X - offset), rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("covariance_type", COV_TYPES)
 def test_a_component_of_one_row_far_from_the_origin_is_centred_on_it(covariance_type):
     """Values near 2^62: a component of one row has scikit-learn's mean, which

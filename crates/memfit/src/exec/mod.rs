@@ -37,6 +37,7 @@ pub use progress::{Observer, Progress};
 pub use remote::{decode, encode, task_result, Remote, RowStateUse, Task, TaskRunner};
 pub use sample::{nth_smallest_key, row_key, row_unit, Column, InitSample, KeyedSample, SAMPLE_CHUNK};
 pub(crate) use scan::{plan_scan_task, run_scan_task, ScanTask, SCAN};
+pub(crate) use scan::exact_shift;
 pub use scan::{scan, Scan, ScanStats};
 pub use select::{run_selected, Selection};
 pub use sink::{box_runs, range_boxes, MemorySink, NpySink, RowWriter, Sink, ZarrSink};

@@ -481,7 +481,7 @@ pub fn scan<T: Real>(
 
 /// `mean` when every value in `[lo, hi]` lies within a factor of 2 of it
 /// (so that subtracting it is exact), else 0: see [`Scan::shift`].
-fn exact_shift(mean: f64, lo: f64, hi: f64) -> f64 {
+pub(crate) fn exact_shift(mean: f64, lo: f64, hi: f64) -> f64 {
     let within = if mean > 0.0 { lo >= 0.5 * mean && hi <= 2.0 * mean } else { hi <= 0.5 * mean && lo >= 2.0 * mean };
     if within {
         mean

@@ -28,8 +28,11 @@ pub struct MixtureModel<'a> {
     /// `precisions_cholesky_` and seen as a matrix (see
     /// [`super::PrecisionsInit`]).
     pub precisions_cholesky: Source<'a>,
-    /// Origin the data are shifted to while read (the fit's column means);
-    /// `None` for no shift.
+    /// Origin the data are shifted to while read (the fit's, see
+    /// [`crate::exec::Scan::shift`]); `None`: one from the means, per
+    /// column their weighted mean where every component's mean lies
+    /// within a factor of 2 of it, else 0 (so that components far from the
+    /// origin keep the digits of their log-densities).
     pub shift: Option<Vec<f64>>,
     /// The fit's final lower bound, when known (a warm start continues from it).
     pub lower_bound: Option<f64>,
@@ -92,7 +95,7 @@ pub fn predict<T: Real>(
             hint: "predict with data of the features the model was fitted on",
         });
     }
-    let shift = model.shift.clone().unwrap_or_else(|| vec![0.0; d]);
+    let shift = model.shift.clone().unwrap_or_else(|| shift_of_means(&model.weights, &model.means, d));
     let means: Vec<f64> = model.means.chunks(d).flat_map(|m| m.iter().zip(&shift).map(|(v, s)| v - s)).collect();
     observer.event(&Progress::Phase("predicting"));
     let observer = &*observer;
@@ -127,3 +130,17 @@ pub fn predict<T: Real>(
     let total = e_pass(&mut data, &mut ws, &es, outputs, true, &cancel)?;
     Ok(total / (x.n_samples() - x.first_row()) as f64)
 }
+/// An origin for rows scored against components of `weights` and `means`
+/// (`(K, d)`): see [`MixtureModel::shift`].
+fn shift_of_means(weights: &[f64], means: &[f64], d: usize) -> Vec<f64> {
+    let total: f64 = weights.iter().sum();
+    (0..d)
+        .map(|j| {
+            let column = means.iter().skip(j).step_by(d);
+            let centre = weights.iter().zip(column.clone()).map(|(w, m)| w * m).sum::<f64>() / total;
+            let (lo, hi) = column.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+            if centre.is_finite() { crate::exec::exact_shift(centre, lo, hi) } else { 0.0 }
+        })
+        .collect()
+}
+
