@@ -79,6 +79,31 @@ def test_the_dense_fits_labels_and_centres_bit_for_bit(metric):
         assert f.inertia_ == fits[0].inertia_
 
 
+@pytest.mark.parametrize("offset", [1.0, 1e4, 1e8])
+def test_distances_near_a_centre_far_from_the_origin_do_not_cancel(offset):
+    """Rows at 1e8 in one column: |c|^2 + sum((x - c)^2 - c^2) over stored values would
+    cancel 16 digits (inertia 206 for 608). Inertia, score and transform equal
+    the dense fit's to rounding, and mini-batch steps stop where the dense
+    ones do; a wide matrix whose rows lie near their centre also."""
+    rng = np.random.default_rng(1)
+    X = np.column_stack([offset + rng.standard_normal(1000), np.zeros(1000)])
+    X[::2, 1] = 1.0
+    dense = KMeans(2, init=X[:2].copy(), n_init=1).fit(X)
+    sparse = KMeans(2, init=X[:2].copy(), n_init=1).fit(sp.csr_matrix(X))
+    assert sparse.inertia_ == pytest.approx(dense.inertia_, rel=1e-13)
+    assert dense.score(sp.csr_matrix(X)) == pytest.approx(dense.score(X), rel=1e-13)
+    np.testing.assert_allclose(dense.transform(sp.csr_matrix(X[:50])), dense.transform(X[:50]), rtol=1e-13)
+    a = MiniBatchKMeans(2, random_state=0, init=X[:2].copy(), n_init=1).fit(X)
+    b = MiniBatchKMeans(2, random_state=0, init=X[:2].copy(), n_init=1).fit(sp.csr_matrix(X))
+    assert a.n_steps_ == b.n_steps_
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    # 200 columns, 3 stored per row, all near a centre of norm about 1e8.
+    W = sp.random(500, 200, density=0.015, random_state=0, format="csr") * 0.01
+    W = W + sp.csr_matrix((np.full(500, offset), (np.arange(500), np.zeros(500, int))), shape=(500, 200))
+    km = KMeans(3, random_state=0, n_init=1).fit(W)
+    np.testing.assert_allclose(km.transform(W), km.transform(W.toarray()), rtol=1e-12, atol=0)
+
+
 def test_every_sparse_kind_and_the_callers_matrix_untouched():
     X = tfidf_like(n=2_000, d=500, density=0.03, seed=2)
     init = first_rows(X, 5)

@@ -5,14 +5,18 @@
 //! Each row's label is the one [`super::assign_rows`] gives for the row
 //! with its zeros filled in: the index `j` minimising [`exact_sq_dist`] of
 //! the dense row and `c_j`, the lowest index on ties. The reported distance
-//! is the label's squared distance from the stored values alone,
-//! ‖c‖² + Σ_{stored f} ((x_f − c_f)² − c_f²) (clamped at 0), in `f64`
-//! (‖c‖² summed over all features in a fixed order, eight interleaved
-//! partial sums as [`super::unit_row`]'s): O(nnz) work, within
-//! γ₆₄(d + 6)·(‖x‖ + ‖c‖)² of the dense distance (Higham, *Accuracy and
-//! Stability of Numerical Algorithms*, §3.1), so a sparse fit's inertia
-//! may differ from the dense fit's in its last bits while its labels and
-//! centres are the same.
+//! is the label's squared distance, within a relative (2 nnz + 2)·7·u₆₄ of
+//! the exact one (so a sparse fit's inertia may differ from the dense fit's
+//! in its last bits while its labels and centres are the same):
+//! - from the stored values alone, ‖c‖² + Σ_{stored f} ((x_f − c_f)² − c_f²)
+//!   in `f64` (‖c‖² summed over all features in a fixed order, eight
+//!   interleaved partial sums as [`super::unit_row`]'s), O(nnz) work, when
+//!   that is at least half of ‖c‖²: its error, at most γ₆₄(2 nnz + 2) times
+//!   the sum of the magnitudes (Higham, *Accuracy and Stability of
+//!   Numerical Algorithms*, §3.1), is then at most 7 γ₆₄(2 nnz + 2) of it;
+//! - otherwise (the centre's norm would cancel: rows near a centre far from
+//!   the origin), or when `d` is not much larger than nnz, as the sum of
+//!   positive terms Σ_{stored f} (x_f − c_f)² + Σ_{other f} c_f², O(d).
 //!
 //! # The bound
 //! The fast path computes g_j = fl(σ²‖c_j‖² − 2 Σ_{stored f} σx_f·σc_jf) in
@@ -372,7 +376,8 @@ fn decide<T: Real>(
     label
 }
 
-/// ‖c‖² + Σ_{stored f} ((x_f − c_f)² − c_f²), at least 0, with `norm` = ‖c‖².
+/// The squared distance of a row's stored `values` (in strictly
+/// increasing columns `cols`) to `c` of norm² `norm`: see the module docs.
 #[inline]
 fn sparse_sq_dist<T: Real>(values: &[T], cols: &[u32], c: &[f64], norm: f64) -> f64 {
     let mut acc = norm;
@@ -381,7 +386,21 @@ fn sparse_sq_dist<T: Real>(values: &[T], cols: &[u32], c: &[f64], norm: f64) -> 
         let t = v.to_f64() - cf;
         acc += t * t - cf * cf;
     }
-    acc.max(0.0)
+    if acc >= 0.5 * norm && c.len() > 4 * values.len() + 16 {
+        return acc;
+    }
+    // Positive terms only: the stored columns' differences, the others' c_f².
+    let (mut near, mut far, mut next) = (0.0f64, 0.0f64, 0usize);
+    for (f, &cf) in c.iter().enumerate() {
+        if cols.get(next).is_some_and(|&col| col as usize == f) {
+            let t = values[next].to_f64() - cf;
+            near += t * t;
+            next += 1;
+        } else {
+            far += cf * cf;
+        }
+    }
+    near + far
 }
 
 /// Squared distances of every row of a CSR block to every centre: `out`

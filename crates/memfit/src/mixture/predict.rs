@@ -139,8 +139,11 @@ fn shift_of_means(weights: &[f64], means: &[f64], d: usize) -> Vec<f64> {
             let column = means.iter().skip(j).step_by(d);
             let centre = weights.iter().zip(column.clone()).map(|(w, m)| w * m).sum::<f64>() / total;
             let (lo, hi) = column.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &m| (lo.min(m), hi.max(m)));
-            if centre.is_finite() { crate::exec::exact_shift(centre, lo, hi) } else { 0.0 }
+            if centre.is_finite() {
+                crate::exec::exact_shift(centre, lo, hi)
+            } else {
+                0.0
+            }
         })
         .collect()
 }
-
