@@ -405,6 +405,22 @@ def test_a_tight_component_beside_a_far_one_keeps_every_digit(covariance_type):
     assert gm.lower_bound_ == pytest.approx(ref.lower_bound_, abs=1e-2)
 
 
+@pytest.mark.parametrize("scale", [1e-300, 1e-16, 3.7, 1e200])
+@pytest.mark.parametrize("covariance_type", COV_TYPES)
+def test_weights_scaled_alike_give_the_unweighted_mixture(covariance_type, scale):
+    """Only the weights' ratios matter: the N_k floor scales with the mean
+    weight, the responsibility cut-off ignores the weight, and no product
+    overflows (a fixed 10 eps floor pulled every mean to 0 at 1e-16)."""
+    rng = np.random.default_rng(7)
+    X = np.concatenate([rng.standard_normal((200, 2)) * 0.5 + c for c in [(0, 0), (5, 5), (-5, 5)]])
+    params = dict(n_components=3, covariance_type=covariance_type, means_init=X[[0, 200, 400]])
+    ref = GaussianMixture(**params).fit(X)
+    gm = GaussianMixture(**params).fit(X, sample_weight=np.full(len(X), scale))
+    assert_allclose(gm.means_, ref.means_, rtol=1e-12, atol=1e-12)
+    assert_allclose(gm.covariances_, ref.covariances_, rtol=1e-12, atol=1e-12)
+    assert gm.lower_bound_ == pytest.approx(ref.lower_bound_, rel=1e-12)
+
+
 @pytest.mark.parametrize("offset", [1e8, 1e12])
 @pytest.mark.parametrize("covariance_type", COV_TYPES)
 def test_scores_far_from_the_origin_keep_their_digits(covariance_type, offset):

@@ -129,12 +129,13 @@ pub fn fit<T: Real>(
 
     let data = Data { blocks: BlockReader::<T>::new(x, sample_weight, plan.schedule.block_rows), split, shift: &shift };
     let run = Run { params, shift: &shift, n_rows: n - x.first_row(), n_eff, weighted: sample_weight.is_some() };
+    let mass = super::mstep::Mass::of(n_eff, run.n_rows, run.weighted);
     let runs = if plan.schedule.component_groups.is_some() {
         let slots = if params.n_init > 1 { 2 } else { 1 };
         let gw = GroupWork::<T>::new(t, k, x, plan, slots, &opts.scratch_dir())?;
-        em(Grouped::new(params, gw, data, plan, n_eff), &run, inits, outputs, observer, &mut timings)?
+        em(Grouped::new(params, gw, data, plan, mass), &run, inits, outputs, observer, &mut timings)?
     } else {
-        em(InMemory::new(params, data, plan, n_eff, opts.backend), &run, inits, outputs, observer, &mut timings)?
+        em(InMemory::new(params, data, plan, mass, opts.backend), &run, inits, outputs, observer, &mut timings)?
     };
     let Runs { best_init, best, lower_bounds, converged, lower_bound_per_init, log_likelihood, e_steps, worst, stored } =
         runs;

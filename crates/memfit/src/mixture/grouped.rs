@@ -34,7 +34,7 @@ use std::time::Instant;
 use super::components::{component_cov_len, factor_len, factor_of_cov, CholWork, Estep, Params};
 use super::fitted::{Outputs, StoredCovariances};
 use super::groups::{finish_row, merge_group, Groups, ParamStore, RowState, ROW_STATE};
-use super::mstep::finalize;
+use super::mstep::{finalize, Mass};
 use super::params::{CovarianceType, GmmParams, PrecisionsInit};
 use super::pass::{zero_density, Stats, Sums, Workspace};
 use super::passes::{InitPass, InitResp, Nearest};
@@ -170,14 +170,14 @@ impl<T: Real> GroupWork<T> {
         g: usize,
         stats: &mut Stats,
         reg_covar: f64,
-        n_eff: f64,
+        mass: Mass,
         init: bool,
         slot: usize,
         next: &mut Next,
     ) -> Result<()> {
         let (t, d) = (self.t, self.es.d);
         let r = self.groups.range(g);
-        let p = finalize(t, d, stats, &[], reg_covar, n_eff, init);
+        let p = finalize(t, d, stats, &[], reg_covar, mass, init);
         let per = component_cov_len(t, d);
         next.nk[r.clone()].copy_from_slice(&stats.nk);
         next.means[r.start * d..r.end * d].copy_from_slice(&p.means);
@@ -217,7 +217,7 @@ impl Next {
     /// Weights as [`finalize`] computes them from every component's `N_k`
     /// (floored), then the parameters; fails for the first component whose
     /// covariance is not positive definite.
-    fn into_params<T: Real>(self, n_eff: f64, init: bool, reg_covar: f64) -> Result<(Params, Vec<f64>)> {
+    fn into_params<T: Real>(self, mass: Mass, init: bool, reg_covar: f64) -> Result<(Params, Vec<f64>)> {
         if let Some(c) = self.bad {
             return Err(Error::IllDefinedCovariance {
                 component: Some(c),
@@ -225,10 +225,9 @@ impl Next {
                 float32: T::DTYPE == crate::io::Dtype::F32,
             });
         }
-        let floor = 10.0 * f64::EPSILON;
-        let nk: Vec<f64> = self.nk.iter().map(|n| n + floor).collect();
+        let nk: Vec<f64> = self.nk.iter().map(|n| n + mass.floor).collect();
         let total: f64 = nk.iter().sum();
-        let weights = nk.iter().map(|n| n / if init { n_eff } else { total }).collect();
+        let weights = nk.iter().map(|n| n / if init { mass.total } else { total }).collect();
         Ok((Params { weights, means: self.means, cov: Vec::new() }, self.log_det))
     }
 }
@@ -426,7 +425,7 @@ pub(crate) fn em_iteration<T: Real>(
     factors: Factors<'_>,
     slot: usize,
     reg_covar: f64,
-    n_eff: f64,
+    mass: Mass,
     secs: &mut (f64, f64),
     cancel: &crate::exec::Cancel,
 ) -> Result<(f64, Params, Vec<f64>)> {
@@ -468,10 +467,10 @@ pub(crate) fn em_iteration<T: Real>(
             total = stats.log_likelihood;
         }
         if last || !merge {
-            gw.finish_group(g, &mut stats, reg_covar, n_eff, false, slot, &mut next)?;
+            gw.finish_group(g, &mut stats, reg_covar, mass, false, slot, &mut next)?;
         }
     }
-    let (params, log_det) = next.into_params::<T>(n_eff, false, reg_covar)?;
+    let (params, log_det) = next.into_params::<T>(mass, false, reg_covar)?;
     Ok((total, params, log_det))
 }
 
@@ -488,7 +487,7 @@ pub(crate) fn init_params<T: Real>(
     plan: &Plan,
     slot: usize,
     reg_covar: f64,
-    n_eff: f64,
+    mass: Mass,
     cancel: &crate::exec::Cancel,
 ) -> Result<(Params, Vec<f64>)> {
     let (k, d, t) = (gw.groups.k, gw.es.d, gw.t);
@@ -509,9 +508,9 @@ pub(crate) fn init_params<T: Real>(
             g: r.len(),
         };
         let mut stats = data.run(&mut pass, cancel)?;
-        gw.finish_group(g, &mut stats, reg_covar, n_eff, true, slot, &mut next)?;
+        gw.finish_group(g, &mut stats, reg_covar, mass, true, slot, &mut next)?;
     }
-    next.into_params::<T>(n_eff, true, reg_covar)
+    next.into_params::<T>(mass, true, reg_covar)
 }
 
 /// Components in groups, covariances and factors in the scratch store: a
@@ -523,7 +522,7 @@ pub(crate) struct Grouped<'r, T> {
     plan: &'r Plan,
     reg_covar: f64,
     /// Sum of the sample weights.
-    n_eff: f64,
+    mass: Mass,
     /// Given precisions (or their Cholesky factors, `true`), if any.
     given: Option<(&'r Source<'r>, bool)>,
     /// Whether the run's factors are still the given precisions' (read from
@@ -546,13 +545,13 @@ pub(crate) struct KeptGroups {
 
 impl<'r, T: Real> Grouped<'r, T> {
     /// The strategy for `params` over `data` within `plan`'s groups (`gw`),
-    /// whose sample weights sum to `n_eff`.
+    /// of total weight and `N_k` floor `mass`.
     pub(crate) fn new(
         params: &'r GmmParams<'r>,
         gw: GroupWork<T>,
         data: Data<'r, T>,
         plan: &'r Plan,
-        n_eff: f64,
+        mass: Mass,
     ) -> Self {
         let given = params.precisions_init.as_ref().map(|p| (p.source(), matches!(p, PrecisionsInit::Cholesky(_))));
         Grouped {
@@ -560,7 +559,7 @@ impl<'r, T: Real> Grouped<'r, T> {
             data,
             plan,
             reg_covar: params.reg_covar,
-            n_eff,
+            mass,
             given,
             from_source: false,
             log_det: Vec::new(),
@@ -579,7 +578,7 @@ impl<T: Real> Strategy for Grouped<'_, T> {
         (*cur, self.log_det) = match init {
             Some(init) => {
                 let (gw, data) = (&mut self.gw, &mut self.data);
-                init_params(gw, data, init, self.plan, self.slot, self.reg_covar, self.n_eff, cancel)?
+                init_params(gw, data, init, self.plan, self.slot, self.reg_covar, self.mass, cancel)?
             }
             None => (Params::default(), vec![0.0; self.gw.groups.k]),
         };
@@ -607,7 +606,7 @@ impl<T: Real> Strategy for Grouped<'_, T> {
             factors,
             self.slot,
             self.reg_covar,
-            self.n_eff,
+            self.mass,
             secs,
             cancel,
         )?;

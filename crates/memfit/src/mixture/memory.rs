@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use super::components::{cov_len, CholWork, Estep, Params};
 use super::fitted::Outputs;
-use super::mstep::finalize;
+use super::mstep::{finalize, Mass};
 use super::params::{CovarianceType, GmmParams, PrecisionsInit};
 use super::pass::{Sums, Workspace};
 use super::passes::{EPass, EmPass, InitPass, InitResp, Nearest};
@@ -28,7 +28,7 @@ pub(crate) struct InMemory<'r, T> {
     t: CovarianceType,
     reg_covar: f64,
     /// Sum of the sample weights.
-    n_eff: f64,
+    mass: Mass,
     es: Estep<T>,
     work: CholWork,
     ws: Workspace<T>,
@@ -38,12 +38,12 @@ pub(crate) struct InMemory<'r, T> {
 
 impl<'r, T: Real> InMemory<'r, T> {
     /// The strategy for `params` over `data` within `plan`, whose sample
-    /// weights sum to `n_eff`, with the E-step's log-densities on `backend`.
+    /// total weight and `N_k` floor are `mass`, with the E-step's log-densities on `backend`.
     pub(crate) fn new(
         params: &GmmParams<'_>,
         data: Data<'r, T>,
         plan: &'r Plan,
-        n_eff: f64,
+        mass: Mass,
         backend: crate::exec::Backend,
     ) -> Self {
         let (t, k, d) = (params.covariance_type, params.n_components, data.x().n_features());
@@ -51,7 +51,7 @@ impl<'r, T: Real> InMemory<'r, T> {
             plan,
             t,
             reg_covar: params.reg_covar,
-            n_eff,
+            mass,
             es: Estep::new(t, k, d),
             work: CholWork::for_fit(t, d, plan.threads),
             ws: Workspace::new(t, k, d, plan.schedule.block_rows, plan.schedule.tile_rows, plan.threads).on(backend),
@@ -87,7 +87,7 @@ impl<T: Real> Strategy for InMemory<'_, T> {
         if want_scatter {
             self.tied_scatter = std::mem::take(&mut stats.scatter);
         }
-        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.n_eff, true);
+        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.mass, true);
         Ok(())
     }
 
@@ -128,7 +128,7 @@ impl<T: Real> Strategy for InMemory<'_, T> {
         if want_scatter {
             self.tied_scatter = std::mem::take(&mut stats.scatter);
         }
-        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.n_eff, false);
+        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.mass, false);
         Ok(stats.log_likelihood)
     }
 

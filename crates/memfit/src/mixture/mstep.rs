@@ -27,24 +27,23 @@ use super::pass::Stats;
 /// Turns `stats` into parameters. Covariances are computed in place in
 /// `stats.s2` (each value from the sum at the same position), which becomes
 /// `Params::cov` (tied allocates its one triangle). `tied_scatter` is
-/// `Σ w x xᵀ` (row-major `d × d`, shifted coordinates) for tied. When `init`,
-/// weights are `N_k / n_effective` (scikit-learn's `_initialize`);
-/// otherwise `N_k / Σ N_k`.
+/// `Σ w x xᵀ` (row-major `d × d`, shifted coordinates) for tied. `N_k` is
+/// floored by `mass.floor`. When `init`, weights are `N_k / mass.total`
+/// (scikit-learn's `_initialize`); otherwise `N_k / Σ N_k`.
 pub(crate) fn finalize(
     t: CovarianceType,
     d: usize,
     stats: &mut Stats,
     tied_scatter: &[f64],
     reg_covar: f64,
-    n_effective: f64,
+    mass: Mass,
     init: bool,
 ) -> Params {
     let k = stats.nk.len();
     let mut params = Params { cov: std::mem::take(&mut stats.s2), ..Params::default() };
-    let floor = 10.0 * f64::EPSILON;
-    let nk: Vec<f64> = stats.nk.iter().map(|n| n + floor).collect();
+    let nk: Vec<f64> = stats.nk.iter().map(|n| n + mass.floor).collect();
     let total: f64 = nk.iter().sum();
-    params.weights = nk.iter().map(|n| n / if init { n_effective } else { total }).collect();
+    params.weights = nk.iter().map(|n| n / if init { mass.total } else { total }).collect();
     params.means.resize(k * d, 0.0);
     for (c, n) in nk.iter().enumerate() {
         for j in 0..d {
@@ -55,8 +54,9 @@ pub(crate) fn finalize(
         }
     }
     // Σ r (x − m)(x − m)ᵀ around the weighted mean `m = ref + s1 / N_k`:
-    // `S2 − s1 s1ᵀ / N_k` (0 for a component without rows).
-    let centred = |s2: f64, a: f64, b: f64, n_raw: f64| if n_raw > 0.0 { s2 - a * b / n_raw } else { 0.0 };
+    // `S2 − s1 (s1 / N_k)ᵀ` (0 for a component without rows; divided
+    // before the product, which would overflow for weights near 1e200).
+    let centred = |s2: f64, a: f64, b: f64, n_raw: f64| if n_raw > 0.0 { s2 - a * (b / n_raw) } else { 0.0 };
     // m − μ per component and feature: the floor's offset (module docs).
     let offset: Vec<f64> = (0..k * d)
         .map(|q| {
@@ -121,6 +121,25 @@ pub(crate) fn finalize(
     params
 }
 
+/// The rows' total weight and the floor added to each `N_k`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mass {
+    /// `Σ_i w_i` (`n_samples` without weights).
+    pub(crate) total: f64,
+    /// scikit-learn's `10 ε` times the mean weight (1 without weights), so
+    /// that weights scaled alike give the same mixture: a floor of `10 ε`
+    /// against weights of 1e-16 would pull every mean to the origin.
+    pub(crate) floor: f64,
+}
+
+impl Mass {
+    /// For `n_rows` rows of total weight `total`, `weighted` or not.
+    pub(crate) fn of(total: f64, n_rows: usize, weighted: bool) -> Self {
+        let unit = if weighted && n_rows > 0 { total / n_rows as f64 } else { 1.0 };
+        Mass { total, floor: 10.0 * f64::EPSILON * unit }
+    }
+}
+
 /// Relative rounding error of a variance computed as a difference of `f64`
 /// sums: a diagonal entry at most `NOISE` times the second moment it was
 /// computed from has lost every significant digit.
@@ -168,7 +187,15 @@ mod tests {
                 let n = rows as f64;
                 let mean = value * n / (n + 10.0 * f64::EPSILON);
                 let expected = n * (value - mean) * (value - mean) / (n + 10.0 * f64::EPSILON);
-                let p = finalize(t, 1, &mut stats(t, &vec![value; rows], reference), &[], 0.0, n, false);
+                let p = finalize(
+                    t,
+                    1,
+                    &mut stats(t, &vec![value; rows], reference),
+                    &[],
+                    0.0,
+                    Mass::of(n, rows, false),
+                    false,
+                );
                 assert_eq!(p.means[0], mean, "{t:?} {value}");
                 assert!(
                     (p.cov[0] - expected).abs() <= 1e-12 * expected,
@@ -188,7 +215,7 @@ mod tests {
         // the floored mean (1.25 ulps lower, rounded to 1) it is 6.25.
         let exact = 6.25 * f64::EPSILON * f64::EPSILON;
         for t in [CovarianceType::Full, CovarianceType::Diag, CovarianceType::Spherical] {
-            let p = finalize(t, 1, &mut stats(t, &rows, 1.0), &[], 0.0, 8.0, false);
+            let p = finalize(t, 1, &mut stats(t, &rows, 1.0), &[], 0.0, Mass::of(8.0, 8, false), false);
             assert!(p.cov[0] > 0.0 && (p.cov[0] - exact).abs() < 1e-6 * exact, "{t:?}: {} vs {exact}", p.cov[0]);
         }
     }

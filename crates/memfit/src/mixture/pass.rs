@@ -33,11 +33,14 @@ use crate::io::Source;
 use crate::kernels::{stacked_group, Estep, STACKED_MAX_FEATURES};
 use crate::plan::TILE_ROWS;
 
-/// Responsibilities (times the sample weight) below this are skipped in the
-/// M-step. Each skipped row changes `N_k` by less than 1e-32 while `N_k`
-/// carries scikit-learn's floor of `10 ε ≈ 2.2e-15`, so even a billion
-/// skipped rows move any statistic by under 1e-8 of that floor; rows whose
-/// responsibility underflows to exactly zero are the common case.
+/// Responsibilities below this are skipped in the M-step (as are rows of
+/// weight 0). Each skipped row changes `N_k` by less than 1e-32 times its
+/// weight while `N_k` carries scikit-learn's floor of `10 ε ≈ 2.2e-15`
+/// times the mean weight, so even a billion skipped rows of average weight
+/// move any statistic by under 1e-8 of that floor; rows whose
+/// responsibility underflows to exactly zero are the common case. The
+/// weight does not enter the test: weights scaled alike (1e-300 or 1e200)
+/// skip the same rows.
 pub const NEGLIGIBLE_RESPONSIBILITY: f64 = 1e-32;
 
 /// Sufficient statistics of one M-step, in `f64`, around `reference` means.
@@ -333,8 +336,9 @@ impl<T: Real> Workspace<T> {
                     let s2_c = &mut s2[c * s2_per..(c + 1) * s2_per];
                     let mut m = 0;
                     for i in t0..t1 {
-                        let r = resp[i * k + comp] * wb.map_or(1.0, |w| w[i]);
-                        if r < NEGLIGIBLE_RESPONSIBILITY {
+                        let p = resp[i * k + comp];
+                        let r = p * wb.map_or(1.0, |w| w[i]);
+                        if p < NEGLIGIBLE_RESPONSIBILITY || r == 0.0 {
                             continue;
                         }
                         *nk_c += r;
