@@ -442,30 +442,11 @@ struct TestOut<'a> {
     cleared: &'a mut [bool],
 }
 
-/// The sum of `D ≤ 8` squares in [`exact_sq_dist`]'s order (its tree
-/// without the `+0` terms), so the same bits.
-#[inline(always)]
-fn narrow_tree<const D: usize>(a: &[f64; D]) -> f64 {
-    let at = |f: usize| if f < D { a[f] } else { 0.0 };
-    let p01 = if D > 1 { at(0) + at(1) } else { at(0) };
-    let p23 = if D > 3 { at(2) + at(3) } else { at(2) };
-    let p45 = if D > 5 { at(4) + at(5) } else { at(4) };
-    let p67 = if D > 7 { at(6) + at(7) } else { at(6) };
-    let q0 = if D > 2 { p01 + p23 } else { p01 };
-    let q1 = if D > 6 { p45 + p67 } else { p45 };
-    if D > 4 {
-        q0 + q1
-    } else {
-        q0
-    }
-}
-
 /// [`test_rows`] for rows of `D` features (`D = 0`: any width).
 ///
 /// In phases over the tile, each a loop without branches over arrays (the
 /// outcome is data dependent: mispredicted branches cost more than the
-/// arithmetic) that the compiler turns into vector lanes, with gathers for
-/// the per-centre values.
+/// arithmetic); the first, which reads no centre, runs in vector lanes.
 #[inline(always)]
 fn test_rows_of<T: Real, const D: usize>(x: &[T], s: &Shared<'_, T>, out: TestOut<'_>) {
     let TestOut { labels, dist, states, cleared } = out;
@@ -502,22 +483,9 @@ fn test_rows_of<T: Real, const D: usize>(x: &[T], s: &Shared<'_, T>, out: TestOu
     }
     // Each row's exact distance to its centre: the bits the full assignment
     // reports for the label.
-    if D == 0 {
-        for ((own, &a), row) in dist.iter_mut().zip(labels.iter()).zip(x.chunks_exact(d)) {
-            let c = a.min(last) as usize * d;
-            *own = exact_sq_dist(row, &centers[c..c + d]);
-        }
-    } else {
-        for ((own, &a), row) in dist.iter_mut().zip(labels.iter()).zip(x.chunks_exact(D)) {
-            let c = a.min(last) as usize * D;
-            let mut q = [0.0f64; D];
-            for f in 0..D {
-                // SAFETY: c + f < k · d, the label being clamped below k.
-                let t = row[f].to_f64() - unsafe { *centers.get_unchecked(c + f) };
-                q[f] = t * t;
-            }
-            *own = narrow_tree::<D>(&q);
-        }
+    for ((own, &a), row) in dist.iter_mut().zip(labels.iter()).zip(x.chunks_exact(d)) {
+        let c = a.min(last) as usize * d;
+        *own = exact_sq_dist(row, &centers[c..c + d]);
     }
     // The test.
     for ((((clear, &own), &a), &kn), &l) in

@@ -130,6 +130,7 @@ pub fn predict<T: Real>(
     let total = e_pass(&mut data, &mut ws, &es, outputs, true, &cancel)?;
     Ok(total / (x.n_samples() - x.first_row()) as f64)
 }
+
 /// An origin for rows scored against components of `weights` and `means`
 /// (`(K, d)`): see [`MixtureModel::shift`].
 fn shift_of_means(weights: &[f64], means: &[f64], d: usize) -> Vec<f64> {
