@@ -103,6 +103,18 @@ def assign(
     """Nearest centre (labels, squared distances, (n_samples,)); returns the
     inertia, weighted by sample_weight when given. Warnings are issued."""
 
+def kmeans_validate(
+    x: _Input,
+    *,
+    memory_limit: int,
+    sample_weight: Optional[_Input] = None,
+    n_jobs: Optional[int] = None,
+    float32: bool = False,
+    metric: str = "euclidean",
+) -> float:
+    """kmeans_fit's validation pass alone: raises what kmeans_fit raises for
+    the same data; returns the mean column variance (tol's scale)."""
+
 def gather_rows(
     x: _Input,
     *,

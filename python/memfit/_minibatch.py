@@ -280,11 +280,16 @@ class MiniBatchKMeans(_Centers):
 
     # -- checks (scikit-learn's _check_params_vs_input) -------------------
 
-    def _check_params_vs_input(self, data):
+    def _check_params_vs_input(self, data, mean_variance=None):
         n, k = data.n_samples, self.n_clusters
         if n < k:
             raise ValueError(f"n_samples={n} should be >= n_clusters={k}.")
-        self._tol = self._tolerance(data) if self.tol else 0.0
+        if not self.tol:
+            self._tol = 0.0
+        elif mean_variance is not None:
+            self._tol = mean_variance * self.tol
+        else:
+            self._tol = self._tolerance(data)
         self._n_init = self.n_init
         if self._n_init == "auto":
             # scikit-learn's rule: 3 for "random" and a callable, else 1.
@@ -315,29 +320,38 @@ class MiniBatchKMeans(_Centers):
         self._init_size = min(self._init_size, n)
 
     def _tolerance(self, data):
-        """``tol * mean(var(X, axis=0))`` (scikit-learn's ``_tolerance``); for
+        """``tol * mean(var(X, axis=0))`` (scikit-learn's ``_tolerance``) of a
+        Dask X, computed by Dask (other X: :meth:`_validate`); for
         ``"cosine"`` the variances of the unit rows the steps see (rows of
-        zeros stay zero). The engine reads X in blocks within
-        ``memory_limit`` (a Dask X: Dask computes it), never holding a
-        float64 copy of X."""
+        zeros stay zero)."""
         unit, limit = self.metric == "cosine", check_memory_limit(self.memory_limit)
-        if is_sparse(data.engine):
-            return float(np.mean(_sparse_moments(data.engine, unit, limit)[1])) * self.tol
         if _sparse_chunks(data):
             # Each chunk's moments where it lies, merged in row order.
             moments = data.engine.folded(partial(_sparse_moments, unit=unit, memory_limit=limit), _merged_moments)
             return float(np.mean(moments[1])) * self.tol
-        x = (data.dask.input if data.dask is not None else _lazy(data)).astype(np.float64)
+        x = data.dask.input.astype(np.float64)
         if self.metric == "cosine":
             norms = np.sqrt((x * x).sum(axis=1, keepdims=True))
             x = x / np.where(norms > 0, norms, 1.0)
+        return float(np.mean(np.asarray(x.var(axis=0).compute()))) * self.tol
+
+    def _validate(self, data, w):
+        """KMeans's validation pass over X (not a Dask array, whose chunks
+        Dask computes): refuses what KMeans refuses, in its words (NaN
+        and infinity as scikit-learn's ``check_array`` says them); returns
+        the mean column variance (of the unit rows for ``"cosine"``), or
+        None for a Dask X."""
         if data.dask is not None:
-            variances = x.var(axis=0).compute()
-        else:
-            variances = x.var(axis=0).compute(
-                memory_limit=check_memory_limit(self.memory_limit), n_jobs=check_n_jobs(self.n_jobs)
+            return None
+        with self._finite_or_checked(data):
+            return _memfit.kmeans_validate(
+                data.engine,
+                sample_weight=w,
+                memory_limit=check_memory_limit(self.memory_limit),
+                n_jobs=check_n_jobs(self.n_jobs),
+                float32=data.float32,
+                metric=self.metric,
             )
-        return float(np.mean(np.asarray(variances))) * self.tol
 
     @staticmethod
     def _check_finite(data):
@@ -577,13 +591,14 @@ class MiniBatchKMeans(_Centers):
         self : MiniBatchKMeans
         """
         data = check_data(X, self, reset=True, accept_sparse=True)
-        self._check_params_vs_input(data)
-        if not self.compute_labels or _sparse_chunks(data):
+        w_engine = check_sample_weight(sample_weight, data)
+        mean_variance = self._validate(data, w_engine)
+        self._check_params_vs_input(data, mean_variance)
+        if mean_variance is None and (not self.compute_labels or _sparse_chunks(data)):
             # Else the final pass over X finds them (and drawn rows always,
             # but a Dask array's as rows of the batch).
             self._check_finite(data)
         random_state = check_random_state(self.random_state)
-        w_engine = check_sample_weight(sample_weight, data)
         n = data.n_samples
         # What the fit holds per row (the steps' own buffers are the
         # engine's): the draws' cumulative weights, the weights, labels_.
@@ -678,15 +693,17 @@ class MiniBatchKMeans(_Centers):
         """
         has_centers = hasattr(self, "cluster_centers_")
         data = check_data(X, self, reset=not has_centers, accept_sparse=True)
+        w_engine = check_sample_weight(sample_weight, data)
+        mean_variance = self._validate(data, w_engine)
         if _sparse_chunks(data):
             self._check_finite(data)
         self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
-        w = self._weights(check_sample_weight(sample_weight, data), data.n_samples)
+        w = self._weights(w_engine, data.n_samples)
         self.n_steps_ = getattr(self, "n_steps_", 0)
         with self._finite_or_checked(data):
             batch = self._rows(data, np.arange(data.n_samples))
         if not has_centers:
-            self._check_params_vs_input(data)
+            self._check_params_vs_input(data, mean_variance)
             self.cluster_centers_ = self._partial_init(data, batch, w)
             self._counts = np.zeros(self.n_clusters)
             self._n_since_last_reassign = 0

@@ -174,7 +174,7 @@ def test_errors():
         MiniBatchKMeans(reassignment_ratio=-1).fit(X)
     with pytest.raises(ValueError, match="n_samples=5 should be >= n_clusters=8"):
         MiniBatchKMeans(8).fit(X[:5])
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match=r"^sample_weight\[0\] = -1; hint: sample weights must be finite and >= 0"):
         MiniBatchKMeans(3).fit(X, sample_weight=np.r_[-1.0, np.ones(len(X) - 1)])
     bad = X.copy()
     bad[7, 2] = np.nan
@@ -183,7 +183,7 @@ def test_errors():
             MiniBatchKMeans(3, random_state=seed).fit(bad)
     with pytest.raises(ValueError, match="^Input X contains NaN. X: row 7, column 2 is NaN \\(not finite\\)"):
         MiniBatchKMeans(3, batch_size=len(X)).fit(bad)
-    with pytest.raises(ValueError, match="^Input X contains NaN.$"):
+    with pytest.raises(ValueError, match="^Input X contains NaN. X: row 0, column 2 is NaN"):
         MiniBatchKMeans(3, compute_labels=False, random_state=0).fit(np.r_[bad[7:8], X[:100]])
     bad[7, 2] = np.inf
     with pytest.raises(ValueError, match=r"^Input X contains infinity or a value too large for dtype\('float64'\)"):
@@ -195,6 +195,30 @@ def test_errors():
             fit(bad32)
     with pytest.raises(MemoryError, match="memory_limit"):
         MiniBatchKMeans(3, memory_limit=1000).fit(X)
+
+
+@pytest.mark.parametrize(
+    "data, weights",
+    [
+        (X * 1e-310, None),  # every squared distance underflows
+        (X * 1e200, None),  # squared distances overflow
+        (np.r_[X[:-1], [[1e300, 0, 0, 0]]], None),  # one column's span overflows
+        (X, np.zeros(len(X))),
+        (X, np.r_[np.ones(len(X) - 1), -2.0]),
+        (X, np.full(len(X), 1e307)),  # the weights' sum overflows
+    ],
+    ids=["tiny", "huge", "span", "zero weights", "negative weight", "weight sum"],
+)
+def test_refuses_what_kmeans_refuses_in_its_words(data, weights):
+    """fit and partial_fit read X once before any step, as KMeans does,
+    and refuse the same data with the same message (before, 1e-310 data
+    gave an inertia of 0 and 1e200 an error about the centres)."""
+    with pytest.raises(ValueError) as kmeans:
+        memfit.KMeans(3, n_init=1, random_state=0).fit(data, sample_weight=weights)
+    for fit in (MiniBatchKMeans(3, random_state=0).fit, MiniBatchKMeans(3, random_state=0).partial_fit):
+        with pytest.raises(ValueError) as minibatch:
+            fit(data, sample_weight=weights)
+        assert str(minibatch.value) == str(kmeans.value)
 
 
 def test_per_row_buffers_count_against_the_limit(tmp_path):

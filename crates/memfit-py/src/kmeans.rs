@@ -1,7 +1,7 @@
 //! k-means: the fit, and assigning or measuring rows against centres.
 
 use memfit::cluster::{Algorithm, KMeansParams, LabelSink, Metric};
-use memfit::estimator::{parse_init, CentersJob, KMeansJob};
+use memfit::estimator::{parse_init, CentersJob, KMeansJob, ValidationJob};
 use memfit::exec::RunOptions;
 use numpy::ndarray::Array;
 use numpy::{IntoPyArray, PyReadonlyArray2, PyReadwriteArray1, PyReadwriteArray2};
@@ -140,6 +140,38 @@ pub fn kmeans_fit<'py>(
     dict.set_item("warnings", warning_tuples(&fit.warnings))?;
     put_plan(&dict, &plan)?;
     Ok(dict)
+}
+
+/// The validation pass of a k-means fit alone ([`ValidationJob`]), for a
+/// mini-batch fit that draws its own batches: reads `x` (array, sparse
+/// matrix or `.npy` path; rows scaled to unit norm for `metric="cosine"`)
+/// and `sample_weight` (`(n_samples, 1)` or a path) once, computing in
+/// float32 when `float32`, and raises what `kmeans_fit` raises for the same
+/// data. Returns the mean column variance (`tol`'s scale). Warnings are
+/// issued.
+#[pyfunction]
+#[pyo3(signature = (x, *, memory_limit, sample_weight=None, n_jobs=None, float32=false, metric="euclidean"))]
+pub fn kmeans_validate<'py>(
+    py: Python<'py>,
+    x: &Bound<'py, PyAny>,
+    memory_limit: u64,
+    sample_weight: Option<&Bound<'py, PyAny>>,
+    n_jobs: Option<usize>,
+    float32: bool,
+    metric: &str,
+) -> PyResult<f64> {
+    let metric = parse_metric(metric)?;
+    let inputs = Inputs::hold(x, sample_weight)?;
+    let opts = run_options(memory_limit, n_jobs, Default::default());
+    let (src, w) = inputs.open(&opts)?;
+    let src = src.unit_rows(metric == Metric::Cosine);
+    let done = run(py, n_jobs, float32, None, move |obs| {
+        let job = ValidationJob { x: &src, sample_weight: w.as_ref(), compute: compute(float32), run: opts };
+        let plan = job.plan()?;
+        job.validate(&plan, obs)
+    })?;
+    warn(py, &done.warnings)?;
+    Ok(done.value.mean_variance)
 }
 
 /// `"euclidean"` or `"cosine"` (rows read scaled to unit norm).

@@ -27,6 +27,7 @@ use pyo3::prelude::*;
 fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kmeans::kmeans_fit, m)?)?;
     m.add_function(wrap_pyfunction!(kmeans::assign, m)?)?;
+    m.add_function(wrap_pyfunction!(kmeans::kmeans_validate, m)?)?;
     m.add_function(wrap_pyfunction!(kmeans::transform, m)?)?;
     m.add_function(wrap_pyfunction!(minibatch::gather_rows, m)?)?;
     m.add_function(wrap_pyfunction!(minibatch::minibatch_step, m)?)?;

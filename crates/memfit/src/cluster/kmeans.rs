@@ -630,6 +630,29 @@ fn final_pass<T: Real>(
     Ok((s.inertia, s.counts.iter().filter(|&&c| c > 0.0).count()))
 }
 
+/// The validation pass of [`fit`] alone, within `plan`
+/// ([`super::plan_validation`]), over `x` and its weights split as `split`,
+/// for a caller that draws its own mini-batches after it: fails as [`fit`]
+/// does on a non-finite value, a negative or non-finite weight, weights
+/// that sum to zero or overflow, and columns whose squared distances
+/// overflow `T` or all underflow `f64`; returns the [`Scan`] (no sample).
+///
+/// # Errors
+/// As described ([`Error::NonFinite`], [`Error::InvalidWeight`],
+/// [`Error::InvalidParameter`]); read errors; [`Error::Cancelled`].
+pub fn validate<T: Real>(
+    x: &Source<'_>,
+    sample_weight: Option<&Source<'_>>,
+    plan: &Plan,
+    opts: &RunOptions,
+    observer: &dyn Observer,
+) -> Result<Scan> {
+    x.check_weights(sample_weight)?;
+    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.scan_block_rows);
+    let none = crate::plan::SampleLayout { rows: 0, piece_rows: None };
+    scan(&mut blocks, &opts.row_split, none, &opts.scratch_dir(), 0, observer)
+}
+
 /// The error for a weighted sum that overflowed float64 (`what` = `value`),
 /// naming the sample weights when there are any, else the data.
 pub(crate) fn overflow(weighted: bool, what: &str, value: f64) -> Error {

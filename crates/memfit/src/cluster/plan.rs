@@ -297,6 +297,25 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     Ok(plan)
 }
 
+/// Plans [`super::validate`], the validation pass of [`plan_kmeans`]'s fit
+/// run alone (by a caller that draws its own mini-batches after it): what
+/// the input holds, the pass's statistics and read blocks (raw scratch,
+/// converted values and weights per row).
+///
+/// # Errors
+/// [`crate::Error::DoesNotFit`] when one tile of rows does not fit.
+pub fn plan_validation(job: &Job) -> Result<Plan> {
+    let (n, d) = (job.n_samples as u64, job.n_features);
+    let mut led = job.ledger();
+    led.add("statistics: folded chunks + open chunk", 2, ScanStats::bytes(d), "column moments and ranges".into());
+    let per_row = job.read_bytes_per_row(job.w_scratch_per_row);
+    let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
+    check_fits(required, job.limit_bytes, &led, || format!("the validation pass with n_features = {d}"), Vec::new)?;
+    let rows = pick_block_rows(job.limit_bytes - led.total(), per_row, n, job.row_value_bytes(), job.threads as u64);
+    led.add("read blocks", rows, per_row, format!("{rows} rows × {per_row} B"));
+    Ok(Plan::blocked("validation", job.limit_bytes, led, rows as usize, job.n_samples, job.threads))
+}
+
 /// The buffers of a mini-batch run's steps (see [`plan_kmeans`]).
 fn mini_batch_buffers(params: &KMeansParams, mb: &MiniBatchParams, job: &Job) -> Vec<PlannedBuffer> {
     let (k, d, n, c) =

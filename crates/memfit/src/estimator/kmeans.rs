@@ -223,3 +223,58 @@ impl CentersJob<'_> {
         Ok(Done { value: (), warnings: job_warnings(plan, x, self.compute.dtype(), None) })
     }
 }
+
+/// The validation pass of a k-means fit of `x` (with optional per-row
+/// weights) alone, computed in `compute`: for a mini-batch fit whose
+/// caller draws the batches, so that it refuses the data a [`KMeansJob`]
+/// refuses, in the same words.
+#[derive(Debug)]
+pub struct ValidationJob<'a> {
+    /// The data, `(n_samples, n_features)`.
+    pub x: &'a Source<'a>,
+    /// Per-row weights, `(n_samples,)` or `(n_samples, 1)`.
+    pub sample_weight: Option<&'a Source<'a>>,
+    /// The compute dtype (its range decides which spans overflow).
+    pub compute: ComputeDtype,
+    /// How the job runs: memory limit, threads.
+    pub run: RunOptions,
+}
+
+/// What [`ValidationJob::validate`] learns of the data.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Validated {
+    /// Mean of the column variances (population variances over the rows,
+    /// unweighted): the scale of `tol`.
+    pub mean_variance: f64,
+    /// Sum of the sample weights (`n_samples` without weights).
+    pub weight_sum: f64,
+}
+
+impl ValidationJob<'_> {
+    /// Checks the weights' shape and plans [`ValidationJob::validate`].
+    ///
+    /// # Errors
+    /// Shape errors; [`Error::DoesNotFit`].
+    pub fn plan(&self) -> Result<Plan> {
+        self.x.check_weights(self.sample_weight)?;
+        let job = planned_job(self.x, self.sample_weight, self.compute, 0, &[], &self.run, 0);
+        let mut plan = cluster::plan_validation(&job)?;
+        plan.disk.extend(self.x.scratch_disk());
+        Ok(plan)
+    }
+
+    /// Reads the data once and checks it as [`cluster::fit`] does.
+    ///
+    /// # Errors
+    /// As [`cluster::validate`].
+    pub fn validate(&self, plan: &Plan, observer: &dyn Observer) -> Result<Done<Validated>> {
+        let (x, w) = (self.x, self.sample_weight);
+        prepare(plan, x, w, observer)?;
+        let scan = match self.compute {
+            ComputeDtype::Float32 => cluster::validate::<f32>(x, w, plan, &self.run, observer)?,
+            ComputeDtype::Float64 => cluster::validate::<f64>(x, w, plan, &self.run, observer)?,
+        };
+        let value = Validated { mean_variance: scan.mean_variance, weight_sum: scan.weight_sum };
+        Ok(Done { value, warnings: job_warnings(plan, x, self.compute.dtype(), w) })
+    }
+}

@@ -23,7 +23,7 @@ mod mixture;
 mod task;
 
 pub use kernels::{QuadraticFormJob, ScatterJob};
-pub use kmeans::{parse_init, AssignResult, CentersJob, KMeansJob};
+pub use kmeans::{parse_init, AssignResult, CentersJob, KMeansJob, Validated, ValidationJob};
 pub use mixture::{information_criteria, n_parameters, GmmJob, GmmPredictJob, GmmScore};
 pub use task::{run_task, runner_of, TASK_RUNNERS};
 
