@@ -545,10 +545,12 @@ fn lloyd<T: Real, C: Real>(
         for j in 0..k {
             if sums.weight(j) > 0.0 {
                 if cosine {
-                    // The mean's direction: its float64 value scaled to
-                    // unit norm, rounded once.
+                    // The mean's direction, that of the weighted sum: its
+                    // float64 value scaled to unit norm, rounded once. The
+                    // weight of a row of zeros (which has no direction)
+                    // changes no bit of it, as it would the mean's.
                     for (q, u) in unit.iter_mut().enumerate() {
-                        *u = sums.mean_double(j, q, d).0;
+                        *u = sums.sum(j, q, d);
                     }
                     unit_row(&mut unit);
                 }

@@ -108,6 +108,12 @@ impl ClusterSums {
         self.weights[j] + self.weights_err[j]
     }
 
+    /// Cluster `j`'s weighted sum of feature `q` (of `d`): the compensated
+    /// sum rounded to `f64`.
+    pub fn sum(&self, j: usize, q: usize, d: usize) -> f64 {
+        two_sum(self.sums[j * d + q], self.sums_err[j * d + q]).0
+    }
+
     /// Cluster `j`'s mean of feature `q` (of `d`): the compensated sum over
     /// the compensated weight, a double-word division (the exact remainder
     /// of the plain quotient corrects it), so a representable mean, such as
