@@ -53,3 +53,57 @@ def test_overflow_inside_reductions_warns_with_the_count():
         warnings.simplefilter("always")
         np.einsum("i,i", ma.asarray(np.array([1e300, 1e300])), np.array([1e300, 1e300])).compute()
     assert any(issubclass(x.category, RuntimeWarning) for x in w)
+
+
+def test_integers_compare_by_their_true_values_near_two_to_the_63():
+    """Found by trying memfit: an int64 array against 2**63, or int64 against
+    uint64 arrays, compared in float64, where 2**63 - 1 rounds to 2**63."""
+    i = np.array([2**63 - 1, -(2**63), 0, -1], np.int64)
+    u = np.array([2**63, 2**63 - 1, 0, 2**64 - 1], np.uint64)
+    for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
+        f = getattr(np, name)
+        for a, b in ((i, 2**63), (2**63, i), (i.astype(np.int32), -(2**31) - 1), (i, u), (u, i), (i[:1], u[:, None])):
+            expect = f(a, b)
+            got = f(*(ma.asarray(v) if isinstance(v, np.ndarray) else v for v in (a, b))).compute()
+            assert got.dtype == expect.dtype and got.shape == expect.shape, (name, a, b)
+            np.testing.assert_array_equal(got, expect, err_msg=f"{name}({a!r}, {b!r})")
+
+
+def test_true_division_by_a_python_int_beyond_the_dtype():
+    x = np.array([1, 2], np.int8)
+    np.testing.assert_array_equal((ma.asarray(x) / 300).compute(), x / 300)
+    np.testing.assert_array_equal((-1 / ma.asarray(x.astype(np.uint8))).compute(), -1 / x.astype(np.uint8))
+    with pytest.raises(OverflowError, match="Python integer 300 out of bounds for int8"):
+        ma.asarray(x) + 300
+
+
+def test_creation_functions_follow_numpy_for_dtypes_and_ranges():
+    for f in (ma.zeros, ma.ones, ma.empty):
+        assert f(3, dtype=None).dtype == np.float64
+    for args in ((0, 2), (1, 3), (2, 0, -1), (0.0, 2), (0, 1)):
+        np.testing.assert_array_equal(ma.arange(*args, dtype=bool).compute(), np.arange(*args, dtype=bool))
+    with pytest.raises(TypeError, match="at most length 2"):
+        ma.arange(3, dtype=bool)
+    for call in (lambda m: m.full((2,), 300, dtype=np.int8), lambda m: m.full((2,), -1, dtype=np.uint64),
+                 lambda m: m.arange(-5, 0, dtype=np.uint8), lambda m: m.arange(0, 1000, 300, dtype=np.int8)):
+        with pytest.raises(OverflowError) as expected:
+            call(np)
+        with pytest.raises(OverflowError, match=str(expected.value)):
+            call(ma)
+    # NumPy's unsafe casts of NumPy and float scalars, and ranges it wraps.
+    for call in (lambda m: m.full((2,), np.int64(300), dtype=np.int8), lambda m: m.full((2,), 3.7, dtype=np.int8),
+                 lambda m: m.arange(250, 260, dtype=np.uint8), lambda m: m.arange(0, 10, -1, dtype=np.uint8)):
+        expected = call(np)
+        got = np.asarray(call(ma))
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_lengths_beyond_a_machine_word_are_refused_not_wrapped():
+    """Found by trying memfit: tile, repeat and concatenate multiplied or
+    added axis lengths modulo 2**64, giving a 0-length result that summed
+    to 0."""
+    for build in (lambda: np.tile(ma.ones(2**32), 2**32), lambda: ma.repeat(ma.ones(2**40), 2**40),
+                  lambda: ma.concatenate([ma.ones(2**63 - 1), ma.ones(2**63 - 1), ma.ones(2)])):
+        with pytest.raises(ValueError, match="array is too big"):
+            build()

@@ -202,9 +202,13 @@ def from_zarr(path_or_array: Any) -> Array:
 
 
 def _fill_value(value: Any, name: str) -> Any:
-    """``value`` as the Python scalar of dtype ``name`` (NumPy's unsafe cast)."""
+    """``value`` as the Python scalar of dtype ``name``: NumPy's unsafe cast,
+    but a Python integer outside an integer dtype raises NumPy's
+    OverflowError."""
     if isinstance(value, Array) or (isinstance(value, np.ndarray) and value.ndim):
         raise TypeError("fill_value must be a scalar")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return np.array(value, dtype=name).item()
     v = np.asarray(value)
     if v.dtype.kind == "c":
         raise TypeError(f"memfit.array does not support complex values (got {value!r})")
@@ -248,7 +252,7 @@ def zeros(shape: Any, dtype: Any = float) -> Array:
     -------
     Array
     """
-    return full(shape, 0, dtype)
+    return full(shape, 0, np.float64 if dtype is None else dtype)
 
 
 def ones(shape: Any, dtype: Any = float) -> Array:
@@ -263,7 +267,7 @@ def ones(shape: Any, dtype: Any = float) -> Array:
     -------
     Array
     """
-    return full(shape, 1, dtype)
+    return full(shape, 1, np.float64 if dtype is None else dtype)
 
 
 def empty(shape: Any, dtype: Any = float) -> Array:
@@ -279,7 +283,7 @@ def empty(shape: Any, dtype: Any = float) -> Array:
     -------
     Array
     """
-    return full(shape, 0, dtype)
+    return full(shape, 0, np.float64 if dtype is None else dtype)
 
 
 def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **kwargs: Any) -> Array:
@@ -392,6 +396,9 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, **
     else:
         dt = np.dtype(dtype)
     name = dtype_name(dt)
+    if dt == np.bool_:
+        # NumPy's rule: at most two values, start and start + step.
+        return operand(np.arange(start, stop, step, dtype=bool))
     ints = builtins.all(np.asarray(v).dtype.kind in "biu" for v in (start, stop, step))
     if ints:
         start_i, stop_i, step_i = int(start), int(stop), int(step)
@@ -409,6 +416,11 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, **
         delta = ftype(ftype(first + ftype(step)) - first)
         params = {"start": float(first), "step": float(delta), "n": n, "dtype": name}
     else:
+        # NumPy's OverflowError for a Python int beyond the dtype: the start
+        # of a non-empty range, the step of one of two values or more.
+        for v in (start, step)[: builtins.min(n, 2)]:
+            if isinstance(v, int) and not isinstance(v, bool):
+                np.array(v, dtype=name)
         params = {"start": int(start), "step": int(step), "n": n, "dtype": name}
     return op("arange", [], **params)
 

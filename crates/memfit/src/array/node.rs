@@ -238,6 +238,12 @@ impl Drop for Node {
     }
 }
 
+/// NumPy's error for an axis longer than a machine word counts (lazy
+/// arrays may be larger than memory, and are refused when computed).
+pub(crate) fn too_big() -> Error {
+    value_error("array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size.".into())
+}
+
 fn value_error(message: String) -> Error {
     Error::Expression { kind: ExpressionFault::Value, message }
 }
@@ -453,35 +459,25 @@ impl Array {
         if args.len() != op.arity() || op == Op::Where || op == Op::Cast {
             return Err(value_error(format!("{} takes {} operands", op.name(), op.arity())));
         }
+        if let Some(exact) = exact_integer_comparison(op, args)? {
+            return Ok(exact);
+        }
         let ops: Vec<Operand> = args.iter().map(|a| Operand { dtype: a.dtype(), weak: a.0.weak }).collect();
-        let mut common = result_type(&ops);
-        // A Python integer outside the integer dtype it meets: comparisons
-        // compare the true values (NumPy 2), arithmetic is an overflow.
+        let common = result_type(&ops);
+        let (loop_dtype, out) = op.resolve(common)?;
+        // A Python integer outside the integer loop it meets is an overflow
+        // (NumPy 2), not where the loop is float (true division of integers);
+        // comparisons compare true values ([`exact_integer_comparison`]).
         for a in args {
-            let value = match (&a.0.kind, a.0.weak) {
-                (NodeKind::Full(Scalar::Int(v)), true) => i128::from(*v),
-                (NodeKind::Full(Scalar::UInt(v)), true) => i128::from(*v),
-                _ => continue,
-            };
-            let Some((lo, hi)) = int_range(common) else { continue };
+            let Some(value) = python_int(a) else { continue };
+            let Some((lo, hi)) = int_range(loop_dtype) else { continue };
             if value < lo || value > hi {
-                if op.resolve(common)?.1 == Dtype::Bool
-                    && !matches!(op, Op::LogicalAnd | Op::LogicalOr | Op::LogicalXor)
-                {
-                    common = if value < i128::from(i64::MIN) || value > i128::from(i64::MAX) || common == Dtype::U64 {
-                        Dtype::F64
-                    } else {
-                        Dtype::I64
-                    };
-                } else {
-                    return Err(Error::Expression {
-                        kind: ExpressionFault::Overflow,
-                        message: format!("Python integer {value} out of bounds for {}", common.name()),
-                    });
-                }
+                return Err(Error::Expression {
+                    kind: ExpressionFault::Overflow,
+                    message: format!("Python integer {value} out of bounds for {}", common.name()),
+                });
             }
         }
-        let (loop_dtype, out) = op.resolve(common)?;
         let shapes: Vec<&[usize]> = args.iter().map(Array::shape).collect();
         let shape = broadcast_shapes(&shapes)?;
         let args = args.iter().map(|a| a.conform(&shape, loop_dtype)).collect::<Result<Vec<_>>>()?;
@@ -543,7 +539,7 @@ impl Array {
                     )));
                 }
             }
-            shape[axis] += s[axis];
+            shape[axis] = shape[axis].checked_add(s[axis]).ok_or_else(too_big)?;
         }
         let parts = parts.iter().map(|p| Ok(p.astype(dtype))).collect::<Result<Vec<_>>>()?;
         if parts.len() == 1 {
@@ -748,6 +744,68 @@ fn exact_einsum(
 }
 
 /// The values an integer dtype holds, or `None` for other dtypes.
+/// The value of a Python integer (a weak integer scalar), else `None`.
+fn python_int(a: &Array) -> Option<i128> {
+    match (&a.0.kind, a.0.weak) {
+        (NodeKind::Full(Scalar::Int(v)), true) => Some(i128::from(*v)),
+        (NodeKind::Full(Scalar::UInt(v)), true) => Some(i128::from(*v)),
+        _ => None,
+    }
+}
+
+/// Whether comparison `op` holds between a left and a right operand that
+/// compare as `ord`; `None` for an operation that is not a comparison.
+fn comparison_holds(op: Op, ord: std::cmp::Ordering) -> Option<bool> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    Some(match op {
+        Op::Equal => ord == Equal,
+        Op::NotEqual => ord != Equal,
+        Op::Less => ord == Less,
+        Op::LessEqual => ord != Greater,
+        Op::Greater => ord == Greater,
+        Op::GreaterEqual => ord != Less,
+        _ => return None,
+    })
+}
+
+/// The comparisons NumPy 2 makes by the true values where promotion would
+/// round them in float64: an integer array against a Python integer beyond
+/// its dtype (every element compares alike: a constant), and a signed
+/// integer array against a uint64 one (NumPy's `qQ->?` loops: a negative
+/// value is below every uint64, the others compare as uint64). `None` for
+/// every other operation.
+///
+/// # Errors
+/// [`Error::Broadcast`].
+fn exact_integer_comparison(op: Op, args: &[Array]) -> Result<Option<Array>> {
+    use std::cmp::Ordering::{Greater, Less};
+    let ([x, y], Some(_)) = (args, comparison_holds(op, Less)) else { return Ok(None) };
+    let shape = broadcast_shapes(&[x.shape(), y.shape()])?;
+    let constant = |ord| Array::full(&shape, Scalar::Bool(comparison_holds(op, ord) == Some(true)), Dtype::Bool);
+    for (value, array, array_left) in [(python_int(y), x, true), (python_int(x), y, false)] {
+        let (Some(value), Some((lo, hi))) = (value, int_range(array.dtype())) else { continue };
+        if !array.0.weak && (value < lo || value > hi) {
+            return Ok(Some(constant(if (value > hi) == array_left { Less } else { Greater })));
+        }
+    }
+    let signed = |a: &Array| !a.0.weak && matches!(a.dtype(), Dtype::I8 | Dtype::I16 | Dtype::I32 | Dtype::I64);
+    let (s, s_left) = match (x.dtype(), y.dtype()) {
+        (_, Dtype::U64) if signed(x) && !y.0.weak => (x, true),
+        (Dtype::U64, _) if signed(y) && !x.0.weak => (y, false),
+        _ => return Ok(None),
+    };
+    let negative = Array::ufunc(Op::Less, &[s.clone(), Array::scalar(Scalar::Int(0), None, true)])?;
+    let unsigned = s.astype(Dtype::U64);
+    let compared =
+        if s_left { Array::ufunc(op, &[unsigned, y.clone()])? } else { Array::ufunc(op, &[x.clone(), unsigned])? };
+    let below = Array::full(
+        &[],
+        Scalar::Bool(comparison_holds(op, if s_left { Less } else { Greater }) == Some(true)),
+        Dtype::Bool,
+    );
+    Array::where_(&negative, &below, &compared).map(Some)
+}
+
 fn int_range(d: Dtype) -> Option<(i128, i128)> {
     Some(match d {
         Dtype::I8 => (i8::MIN.into(), i8::MAX.into()),

@@ -590,7 +590,10 @@ pub fn settle(col: Col, dtype: Dtype) -> Col {
 }
 
 /// Converts `col` to `dtype` (NumPy's unsafe cast: floats truncate towards
-/// zero into integers, NaN into integers is unspecified in NumPy and 0 here).
+/// zero into `i64` (`u64` for unsigned dtypes, negative values through
+/// `i64`), saturating there, NaN giving 0, then wrap into a narrower
+/// integer dtype; NumPy leaves NaN, infinities and values out of range
+/// platform-dependent).
 pub fn cast(col: Col, dtype: Dtype) -> Col {
     let out = match (col, kind(dtype)) {
         (c @ Col::B(_), Kind::Bool) => c,

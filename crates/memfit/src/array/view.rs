@@ -225,14 +225,17 @@ impl ViewOp {
                 if reps.len() != s.len() {
                     return Err(bad("tile: one repetition per axis".into()));
                 }
-                s.iter().zip(reps).map(|(&a, &r)| a * r).collect()
+                s.iter()
+                    .zip(reps)
+                    .map(|(&a, &r)| a.checked_mul(r).ok_or_else(super::node::too_big))
+                    .collect::<Result<_>>()?
             }
             ViewOp::Repeat { repeats, axis } => {
                 if *axis >= s.len() {
                     return Err(bad("repeat: axis out of range".into()));
                 }
                 let mut t = s.to_vec();
-                t[*axis] *= repeats;
+                t[*axis] = t[*axis].checked_mul(*repeats).ok_or_else(super::node::too_big)?;
                 t
             }
             ViewOp::Slice(items) => {
