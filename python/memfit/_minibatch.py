@@ -700,8 +700,18 @@ class MiniBatchKMeans(_Centers):
         self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
         w = self._weights(w_engine, data.n_samples)
         self.n_steps_ = getattr(self, "n_steps_", 0)
-        with self._finite_or_checked(data):
-            batch = self._rows(data, np.arange(data.n_samples))
+        x = data.engine
+        if (
+            mean_variance is not None
+            and self.metric == "euclidean"
+            and isinstance(x, np.ndarray)
+            and x.flags.c_contiguous
+            and x.dtype == (np.float32 if data.float32 else np.float64)
+        ):
+            batch = x  # checked by the validation pass: the step reads it where it lies
+        else:
+            with self._finite_or_checked(data):
+                batch = self._rows(data, np.arange(data.n_samples))
         if not has_centers:
             self._check_params_vs_input(data, mean_variance)
             self.cluster_centers_ = self._partial_init(data, batch, w)
