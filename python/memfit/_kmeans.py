@@ -460,6 +460,9 @@ class KMeans(_Centers):
         return self.metric
 
     def _check_params(self, data):
+        if isinstance(self.n_clusters, bool):
+            # What scikit-learn's compiled code raises (its validation lets a bool pass as an int).
+            raise TypeError("an integer is required")
         if data.n_samples < self.n_clusters:
             raise ValueError(f"n_samples={data.n_samples} should be >= n_clusters={self.n_clusters}.")
 

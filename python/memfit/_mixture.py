@@ -415,6 +415,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return tags
 
     def _check_params(self, data):
+        if isinstance(self.n_components, bool):
+            # What scikit-learn's compiled code raises (its validation lets a bool pass as an int).
+            raise TypeError("an integer is required")
         if data.n_samples < self.n_components:
             raise ValueError(
                 f"Expected n_samples >= n_components but got n_components = {self.n_components}, "

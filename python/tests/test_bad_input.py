@@ -49,6 +49,9 @@ X = np.random.RandomState(0).randn(200, 3)
                                  means_init=np.zeros((2, 2))).fit(X[:, :2]), ValueError, "symmetric"),
         (lambda: GaussianMixture(3, warm_start=True, random_state=0).fit(X).set_params(n_components=4).fit(X),
          ValueError, "warm_start"),
+        # As scikit-learn's (its parameter validation lets a bool pass): not a fit with one cluster.
+        (lambda: KMeans(n_clusters=True).fit(X), TypeError, "an integer is required"),
+        (lambda: GaussianMixture(n_components=True).fit(X), TypeError, "an integer is required"),
     ],
 )
 def test_bad_input_is_refused_clearly(call, error, match):
