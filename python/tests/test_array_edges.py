@@ -62,11 +62,24 @@ def test_integers_compare_by_their_true_values_near_two_to_the_63():
     u = np.array([2**63, 2**63 - 1, 0, 2**64 - 1], np.uint64)
     for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
         f = getattr(np, name)
-        for a, b in ((i, 2**63), (2**63, i), (i.astype(np.int32), -(2**31) - 1), (i, u), (u, i), (i[:1], u[:, None])):
+        for a, b in ((i, 2**63), (2**63, i), (i, -(2**63) - 1), (u, 2**64), (2**70, u), (i, u), (u, i), (i[:1], u[:, None])):
             expect = f(a, b)
             got = f(*(ma.asarray(v) if isinstance(v, np.ndarray) else v for v in (a, b))).compute()
             assert got.dtype == expect.dtype and got.shape == expect.shape, (name, a, b)
             np.testing.assert_array_equal(got, expect, err_msg=f"{name}({a!r}, {b!r})")
+
+
+def test_python_ints_beyond_64_bits_as_numpy_2():
+    """Beside a float array such an int is its float value; any other
+    operation with an integer array raises NumPy's OverflowError."""
+    f = np.array([1.5, -2.0], np.float32)
+    np.testing.assert_array_equal((ma.asarray(f) + 2**64).compute(), f + 2**64)
+    assert (ma.asarray(f) + 2**64).dtype == np.float32
+    for call in (lambda m: m.asarray(np.array([1], np.int64)) + 2**64, lambda m: m.asarray(np.array([True])) == 2**64):
+        with pytest.raises(OverflowError) as expected:
+            call(np)
+        with pytest.raises(OverflowError, match=str(expected.value)):
+            call(ma)
 
 
 def test_true_division_by_a_python_int_beyond_the_dtype():

@@ -264,7 +264,50 @@ def _rebuild(steps: list) -> "Array":
 
 def op(name: str, inputs: Sequence["Array"], **params: Any) -> "Array":
     """A new lazy array: engine operation ``name`` on ``inputs``."""
+    if any(_wide_int(x) is not None for x in inputs):
+        return _with_wide_ints(name, inputs, params)
     return node("expr_op", name, inputs, params)
+
+
+#: NumPy's comparison ufuncs, by the order a true comparison gives.
+_COMPARISONS = {
+    "equal": (),
+    "not_equal": ("less", "greater"),
+    "less": ("less",),
+    "less_equal": ("less",),
+    "greater": ("greater",),
+    "greater_equal": ("greater",),
+}
+
+
+def _wide_int(x: "Array") -> Optional[int]:
+    """The value of ``x`` when it is a Python integer beyond the 64-bit range
+    (``[-2**63, 2**64)``), which the engine's scalars do not hold; else None."""
+    recipe = getattr(x, "_recipe", None)
+    if not recipe or recipe[0] != "expr_op" or recipe[1][0] != "scalar":
+        return None
+    v = recipe[1][2].get("value")
+    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**64:
+        return v
+    return None
+
+
+def _with_wide_ints(name: str, inputs: Sequence["Array"], params: dict) -> "Array":
+    """Operation ``name`` with Python integers beyond 64 bits among
+    ``inputs``, as NumPy 2 does it: compared with integer arrays, every
+    element compares alike (a constant); beside a float array, the integer
+    is that float; anything else raises NumPy's OverflowError."""
+    others = [x for x in inputs if _wide_int(x) is None]
+    kinds = {np.dtype(x.dtype).kind for x in others}
+    if "f" in kinds:
+        return node("expr_op", name, [scalar(float(_wide_int(x))) if _wide_int(x) is not None else x for x in inputs], params)
+    if name in _COMPARISONS and len(inputs) == 2 and kinds <= {"i", "u"}:
+        left = _wide_int(inputs[0])
+        wide = left if left is not None else _wide_int(inputs[1])
+        order = "greater" if (wide > 0) == (left is not None) else "less"
+        shape = np.broadcast_shapes(*(tuple(x.shape) for x in inputs))
+        return node("expr_op", "full", [], {"shape": list(shape), "value": order in _COMPARISONS[name], "dtype": "bool"})
+    raise OverflowError("Python int too large to convert to C long")
 
 
 def from_ndarray(a: np.ndarray) -> "Array":
