@@ -120,3 +120,15 @@ def test_lengths_beyond_a_machine_word_are_refused_not_wrapped():
                   lambda: ma.concatenate([ma.ones(2**63 - 1), ma.ones(2**63 - 1), ma.ones(2)])):
         with pytest.raises(ValueError, match="array is too big"):
             build()
+
+
+def test_dask_arrays_are_refused_not_computed_into_memory():
+    """Found by trying memfit: ma.asarray(dask_array) computed the whole Dask
+    array into memory, and dask_array + memfit_array said "unsupported
+    operand type(s) for +: 'Array' and 'Array'"."""
+    da = pytest.importorskip("dask.array")
+    d, m = da.ones((4, 3), chunks=2), ma.ones((4, 3))
+    for call in (lambda: ma.asarray(d), lambda: d + m, lambda: m + d, lambda: np.add(m, d),
+                 lambda: ma.concatenate([m, d])):
+        with pytest.raises(TypeError, match="does not take a Dask Array.*to_zarr"):
+            call()

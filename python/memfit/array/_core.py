@@ -354,15 +354,28 @@ def operand(x: Any) -> "Array":
         return from_ndarray(x)
     if isinstance(x, (np.generic, bool, int, float, complex)):
         return scalar(x)
+    refuse_dask(x)
     zarr_path = _zarr_path(x)
     if zarr_path is not None:
         return node("expr_from_zarr", zarr_path)
     return from_ndarray(np.asarray(x))
 
 
+def refuse_dask(x: Any) -> None:
+    """TypeError for a Dask collection: reading it as an array would compute
+    all of it into memory."""
+    if type(x).__module__.split(".")[0] == "dask":
+        raise TypeError(
+            f"memfit.array does not take a Dask {type(x).__name__}: reading it would compute all of it into memory; "
+            "hint: write it to Zarr (x.to_zarr(path)) and open that with memfit.array.from_zarr(path), or pass "
+            "x.compute() when it fits"
+        )
+
+
 def maybe_operand(x: Any) -> Optional["Array"]:
     """``operand(x)`` for the types a binary operator accepts, else None (the
-    operator then returns NotImplemented)."""
+    operator then returns NotImplemented); TypeError for a Dask collection."""
+    refuse_dask(x)
     if isinstance(x, (Array, np.ndarray, np.generic, bool, int, float, complex, list, tuple)):
         return operand(x)
     return None

@@ -12,7 +12,7 @@ import numpy as np
 from . import _functions as F
 from . import _nanfunctions as N
 from . import _streamed as S
-from ._core import Array, reject, write_out
+from ._core import Array, refuse_dask, reject, write_out
 
 #: Types a NumPy call may mix with memfit arrays (converted as operands).
 _OPERAND_TYPES = (Array, np.ndarray, np.generic, bool, int, float, list, tuple)
@@ -141,6 +141,8 @@ def _numpy_name(func: Any) -> str:
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """``Array.__array_ufunc__``: ``ufunc(...)`` and ``ufunc.reduce(...)``
     of the supported ufuncs, lazily."""
+    for x in inputs:
+        refuse_dask(x)
     if any(not isinstance(x, _OPERAND_TYPES) for x in inputs):
         return NotImplemented
     out = kwargs.pop("out", None)

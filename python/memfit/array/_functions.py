@@ -27,6 +27,7 @@ from ._core import (
     op,
     operand,
     optional_dtype_name,
+    refuse_dask,
     reject,
     write_out,
     scalar,
@@ -131,6 +132,7 @@ def asarray(a: Any, dtype: Any = None) -> Array:
     elif isinstance(a, np.ndarray):
         x = from_ndarray(a)
     else:
+        refuse_dask(a)
         zpath = _zarr_path(a)
         if zpath is not None:
             x = node("expr_from_zarr", zpath)
