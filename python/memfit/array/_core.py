@@ -120,10 +120,12 @@ def reject(name: str, value: Any, default: Any = None) -> None:
     default."""
     if value is default or (default is not None and isinstance(value, type(default)) and value == default):
         return
-    raise TypeError(
-        f"memfit.array does not support the argument {name}= (got {value!r}); results are lazy arrays: "
-        "use the returned array, then x.compute(), x.to_npy() or x.to_zarr()"
+    hint = (
+        "results are lazy arrays: use the returned array, then x.compute(), x.to_npy() or x.to_zarr()"
+        if name == "out"
+        else "compute the array first (x.compute(), within the memory limit) and call NumPy on the result"
     )
+    raise TypeError(f"memfit.array does not support the argument {name}= (got {value!r}); hint: {hint}")
 
 
 def write_out(result: "Array", out: Any, casting: str, name: str, reduction: bool = False) -> np.ndarray:
