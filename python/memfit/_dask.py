@@ -699,7 +699,9 @@ class Cluster:
                 f"or use smaller chunks when the rows' blocks are what does not fit. The plan: {e}"
             ) from None
 
-    def __call__(self, task: bytes, ranges: list, row_state: Optional[tuple] = None) -> Iterator[bytes]:
+    def __call__(
+        self, task: bytes, ranges: list, row_state: Optional[tuple] = None, cancelled: Any = None
+    ) -> Iterator[bytes]:
         """Submits ``task`` over every chunk of ``ranges`` and returns the
         chunks' results (encoded statistics) in row order, fetched a round of
         tasks at a time as the engine asks for them: the engine merges each
@@ -707,7 +709,8 @@ class Cluster:
         round's results (a k-means++ sample comes back from every chunk),
         not all of them. A task with per-row state (``row_state=(id,
         fresh)``) runs where its chunk's last task of that id left its state
-        (see :class:`Kept`)."""
+        (see :class:`Kept`). ``cancelled()`` says whether the run was
+        interrupted (see :func:`gather`)."""
         import dask
 
         if [r[0] for r in ranges] != self.starts:
@@ -741,7 +744,7 @@ class Cluster:
         except Exception as e:
             self._explain(e)
             raise
-        return self._in_order(futures, max(1, sum(self.client.nthreads().values())), reading)
+        return self._in_order(futures, max(1, sum(self.client.nthreads().values())), reading, cancelled)
 
     def _stateful(self, spec: Any, run: Any, reading: list) -> list:
         """Submits the tasks of a pass with per-row state, each told the key
@@ -764,7 +767,7 @@ class Cluster:
         self._states = self.client.compute(tasks, optimize_graph=False)
         return [self.client.submit(operator.getitem, f, 0) for f in self._states]
 
-    def _in_order(self, futures: list, batch: int, reading: list) -> Iterator[bytes]:
+    def _in_order(self, futures: list, batch: int, reading: list, cancelled: Any) -> Iterator[bytes]:
         """The results of ``futures`` in order, fetched ``batch`` at a time
         (the tasks the cluster runs at once: one round trip each, and this
         process holds at most that many results, not every chunk's), each
@@ -773,7 +776,7 @@ class Cluster:
         released with them: once every result is in, every task has run."""
         try:
             for a in range(0, len(futures), batch):
-                outs = self.client.gather(futures[a:a + batch])
+                outs = gather(self.client, futures[a:a + batch], cancelled)
                 for i in range(a, a + len(outs)):
                     futures[i].release()
                     futures[i] = None
@@ -804,6 +807,27 @@ class Cluster:
                 "memory_limit (or fewer threads each), or lower the estimator's memory_limit or use smaller chunks "
                 "so that each task needs less; the workers' logs say why they were lost"
             ) from e
+
+
+def gather(client: Any, futures: list, cancelled: Any = None) -> list:
+    """``client.gather(futures)``, waiting a quarter of a second at a time
+    while ``cancelled()`` (the run's Ctrl-C, see ``memfit._memfit.Cancelled``)
+    is false: Dask waits for a worker forever when none is left, and the run
+    stops instead of hanging."""
+    if cancelled is not None:
+        import asyncio
+
+        from distributed import wait
+
+        while True:
+            try:
+                with client.as_current():
+                    wait(futures, timeout=0.25)
+                break
+            except (TimeoutError, asyncio.TimeoutError):
+                if cancelled():
+                    raise RuntimeError("memfit: the run was interrupted while waiting for Dask tasks") from None
+    return client.gather(futures)
 
 
 class DaskData:

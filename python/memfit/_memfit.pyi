@@ -182,6 +182,11 @@ class MiniBatchWork:
 
     def __init__(self) -> None: ...
 
+class Cancelled:
+    """Given to a Dask runner as cancelled=: true once the run is interrupted."""
+
+    def __call__(self) -> bool: ...
+
 class MiniBatchEarlyStop:
     """scikit-learn's early stopping of a mini-batch fit, as the engine's."""
 

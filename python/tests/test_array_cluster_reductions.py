@@ -50,9 +50,9 @@ def ranges(monkeypatch):
     seen = []
     call = _cluster._Ranges.__call__
 
-    def recording(self, task, rs):
+    def recording(self, task, rs, **kw):
         seen.extend(tuple(r) for r in rs)
-        return call(self, task, rs)
+        return call(self, task, rs, **kw)
 
     monkeypatch.setattr(_cluster._Ranges, "__call__", recording)
     return seen

@@ -304,6 +304,45 @@ def test_a_killed_worker_costs_only_its_tasks():
     assert np.array_equal(local.means_, dist.means_) and local.lower_bounds_ == dist.lower_bounds_
 
 
+def test_a_fit_left_without_workers_stops_on_an_interrupt():
+    """Found by trying memfit: once every worker was gone, a fit waited for
+    its tasks forever (as Dask does) and Ctrl-C did not stop it. Now the
+    wait polls the run's interrupt: the signal's exception comes out (a
+    handler's own here, so that no KeyboardInterrupt can reach pytest)."""
+
+    class Stop(Exception):
+        pass
+
+    def stop(signum, frame):
+        raise Stop()
+
+    X = blobs(n=4 * CHUNK, d=6, seed=6)
+    previous = signal.signal(signal.SIGUSR1, stop)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
+    c = distributed.Client(cluster)
+    original, calls = _dask.Cluster.__call__, []
+
+    def call(self, task, ranges, **kw):
+        calls.append(1)
+        if len(calls) == 3:  # mid-fit: every worker goes, then Ctrl-C (here SIGUSR1)
+            for name in list(cluster.workers):
+                cluster.sync(cluster.workers[name].close)
+            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        return original(self, task, ranges, **kw)
+
+    _dask.Cluster.__call__ = call
+    try:
+        t = time.perf_counter()
+        with pytest.raises(Stop):
+            GaussianMixture(3, random_state=0, max_iter=500, tol=0.0).fit(chunked(X), client=c)
+        assert time.perf_counter() - t < 30
+    finally:
+        _dask.Cluster.__call__ = original
+        signal.signal(signal.SIGUSR1, previous)
+        c.close()
+        cluster.close()
+
+
 def test_a_nan_row_is_named_by_its_global_index(client, X):
     bad = X.copy()
     bad[2 * CHUNK + 17, 3] = np.nan

@@ -35,6 +35,7 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(minibatch::minibatch_start_centers, m)?)?;
     m.add_class::<minibatch::MiniBatchEarlyStop>()?;
     m.add_class::<minibatch::MiniBatchWork>()?;
+    m.add_class::<remote::Cancelled>()?;
     m.add_function(wrap_pyfunction!(mixture::gmm_fit, m)?)?;
     m.add_function(wrap_pyfunction!(mixture::gmm_predict, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::row_quadratic_form, m)?)?;

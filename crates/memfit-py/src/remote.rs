@@ -7,17 +7,20 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use memfit::exec::{Remote, RowSplit, Task};
+use memfit::exec::{Cancel, Remote, RowSplit, Task};
 use memfit::io::{CsrBlock, CsrRowSource, Dtype, RowSource, Source};
 use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes};
+use pyo3::types::{PyBytes, PyDict};
 
-use crate::runner::run;
+use crate::runner::{run, running};
 
 /// Runs tasks by calling `run(task: bytes, ranges: list[tuple[int, int]])`
 /// (ranges of rows, or of an array reduction's chunks), which returns an
-/// iterable of each range's result (`bytes`), in order; a task with per-row
+/// iterable of each range's result (`bytes`), in order, and, called within
+/// a run, is given `cancelled=` (a [`Cancelled`]: true once the run is
+/// interrupted, so that a wait for tasks that no worker is left to run
+/// stops on Ctrl-C); a task with per-row
 /// state is also given `row_state=(id, fresh)` (see
 /// [`memfit::exec::RowStateUse`]: the callable keeps each range's state, as
 /// `run_task` returns it, for the next task of that id). Keeps the Python
@@ -47,8 +50,14 @@ impl PyRemote {
         self.raised.lock().unwrap_or_else(PoisonError::into_inner).take().unwrap_or(e)
     }
 
-    /// The error of a Python exception `e`, which is kept for [`PyRemote::restore`].
+    /// The error of a Python exception `e`, which is kept for
+    /// [`PyRemote::restore`]; [`memfit::Error::Cancelled`] when the run was
+    /// interrupted (the call stopped because of it: the run reports the
+    /// interrupt).
     fn keep(&self, e: PyErr) -> memfit::Error {
+        if running().is_some_and(|c| c.is_cancelled()) {
+            return memfit::Error::Cancelled;
+        }
         let reason = e.to_string();
         *self.raised.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
         memfit::Error::Remote { reason }
@@ -74,15 +83,17 @@ impl Remote for PyRemote {
         Python::attach(|py| {
             let ranges: Vec<(usize, usize)> = ranges.iter().map(|r| (r.start, r.end)).collect();
             let args = (PyBytes::new(py, &task.encode()), ranges);
+            let kwargs = PyDict::new(py);
             // Only tasks with per-row state name it (array reductions' callables take none).
-            let kwargs = task
-                .row_state
-                .map(|s| [("row_state", (s.id, s.fresh))].into_py_dict(py))
-                .transpose()
-                .map_err(|e| self.keep(e))?;
+            if let Some(s) = task.row_state {
+                kwargs.set_item("row_state", (s.id, s.fresh)).map_err(|e| self.keep(e))?;
+            }
+            if let Some(cancel) = running() {
+                kwargs.set_item("cancelled", Cancelled(cancel)).map_err(|e| self.keep(e))?;
+            }
             let parts = self
                 .run
-                .call(py, args, kwargs.as_ref())
+                .call(py, args, Some(&kwargs))
                 .and_then(|parts| parts.into_bound(py).try_iter())
                 .map_err(|e| self.keep(e))?;
             for part in parts {
@@ -92,6 +103,17 @@ impl Remote for PyRemote {
             }
             Ok(())
         })
+    }
+}
+
+/// Whether a run was interrupted: `cancelled()` is true once it was.
+#[pyclass(module = "memfit._memfit")]
+pub struct Cancelled(Cancel);
+
+#[pymethods]
+impl Cancelled {
+    fn __call__(&self) -> bool {
+        self.0.is_cancelled()
     }
 }
 

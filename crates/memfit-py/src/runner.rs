@@ -44,6 +44,19 @@ impl Event {
     }
 }
 
+thread_local! {
+    /// The cancellation token of the run this thread works for (see
+    /// [`running`]).
+    static RUNNING: std::cell::RefCell<Option<Cancel>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The cancellation token of the run the calling thread works for (set on
+/// the thread that runs [`run`]'s work), for Python code the engine calls
+/// back (a Dask runner waiting for its tasks) to stop waiting on Ctrl-C.
+pub fn running() -> Option<Cancel> {
+    RUNNING.with(|r| r.borrow().clone())
+}
+
 /// The engine's observer: hands the engine the run's cancellation token
 /// (cancelled on Ctrl-C), forwards progress events.
 pub struct Watch {
@@ -108,8 +121,13 @@ pub fn run<R: Send>(
     std::thread::scope(|s| {
         let token = stop.clone();
         let handle = s.spawn(move || {
-            let mut watch = Watch { stop: token, events: tx, listening, started: Instant::now() };
-            pool.install(|| work(&mut watch))
+            let mut watch = Watch { stop: token.clone(), events: tx, listening, started: Instant::now() };
+            pool.install(|| {
+                RUNNING.with(|r| *r.borrow_mut() = Some(token));
+                let out = work(&mut watch);
+                RUNNING.with(|r| *r.borrow_mut() = None);
+                out
+            })
         });
         let mut interrupt: Option<PyErr> = None;
         loop {

@@ -29,7 +29,7 @@ import uuid
 from typing import Any, Optional
 
 from .. import _memfit
-from .._dask import combined_limit, describe, task_limit, tightest_worker
+from .._dask import combined_limit, describe, gather, task_limit, tightest_worker
 from .._options import check_memory_limit, check_n_jobs, distributed_module, resolve_client
 
 #: Created in the temporary directory when a task has failed: the tasks not
@@ -234,7 +234,7 @@ class _Ranges:
         self.client, self.x, self.task_limit = client, x, task_limit
         self.shipped = None
 
-    def __call__(self, task: bytes, ranges: list) -> list:
+    def __call__(self, task: bytes, ranges: list, cancelled: Any = None) -> list:
         if self.shipped is None:
             self.shipped = self.client.scatter(self.x, hash=False)
         token = uuid.uuid4().hex
@@ -245,7 +245,7 @@ class _Ranges:
             for i, (a, b) in enumerate(ranges)
         ]
         try:
-            return self.client.gather(futures)
+            return gather(self.client, futures, cancelled)
         finally:
             for f in futures:
                 f.release()
