@@ -56,6 +56,6 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
             blobs.write_npy::<f64>(&args.out, args.labels.as_deref(), block_rows, &cancel_token())?
         }
     }
-    println!("wrote {} ({} × {} {:?})", args.out.display(), args.n_samples, args.n_features, args.dtype);
+    say!("wrote {} ({} × {} {:?})", args.out.display(), args.n_samples, args.n_features, args.dtype)?;
     Ok(())
 }

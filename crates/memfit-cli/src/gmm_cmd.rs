@@ -108,7 +108,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         ("--plot", args.plot.as_deref(), plot::PNG_BYTES),
     ];
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    if !crate::device_ready(device.as_ref(), go) {
+    if !crate::device_ready(device.as_ref(), go)? {
         return Ok(());
     }
     fit_and_write(args, &job, &plan, warnings, started)

@@ -54,16 +54,16 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
         ("--log-likelihood", args.log_likelihood.as_deref(), npy_file_bytes(Dtype::F64, &[n])),
     ];
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    if !crate::device_ready(device.as_ref(), go) {
+    if !crate::device_ready(device.as_ref(), go)? {
         return Ok(());
     }
     let score = stream(args, &job, &plan)?.score;
-    println!(
+    say!(
         "gmm-predict: n_samples={} n_components={} score={score:.10e} seconds={:.3}",
         x.n_samples(),
         model.n_components(),
         started.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }
 

@@ -35,14 +35,14 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     let done = job.run(&plan, &mut |block: &[f64]| out.write_with(block, put_f64), &Stop)?;
     out.commit()?;
     print_warnings(&done.warnings);
-    println!(
+    say!(
         "quadratic-form: n_samples={} n_features={} seconds={:.3} peak_rss={} out={}",
         x.n_samples(),
         x.n_features(),
         started.elapsed().as_secs_f64(),
         memfit::memory::peak_rss_bytes().map_or("unknown".into(), memfit::plan::format_bytes),
         args.out.display()
-    );
+    )?;
     Ok(())
 }
 
@@ -67,12 +67,12 @@ pub fn scatter(args: &ScatterArgs) -> Result<()> {
     let done = job.run(&plan, &Stop)?;
     write_npy(&args.out, Dtype::F64, &[d, d], &done.value, put_f64)?;
     print_warnings(&done.warnings);
-    println!(
+    say!(
         "scatter: n_samples={} n_features={d} seconds={:.3} peak_rss={} out={}",
         x.n_samples(),
         started.elapsed().as_secs_f64(),
         memfit::memory::peak_rss_bytes().map_or("unknown".into(), memfit::plan::format_bytes),
         args.out.display()
-    );
+    )?;
     Ok(())
 }

@@ -85,7 +85,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         Some(p) => (open_data(p, "cluster", Some(&run.scratch_dir()))?, args.n_clusters.unwrap_or(8), vec![]),
         None => {
             let blobs = default_blobs();
-            eprintln!(
+            note!(
                 "no input given: clustering the built-in default, {} × {} Gaussian blobs, n_clusters = {} \
                  (the data of `memfit generate blobs --n-samples {} --n-features {} --centers {} --seed {}`)",
                 blobs.n_samples,
@@ -143,7 +143,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         ("--plot", args.plot.as_deref(), plot::PNG_BYTES),
     ];
     let go = crate::ready(&mut plan, &outputs, args.dry_run)?;
-    if !crate::device_ready(device.as_ref(), go) {
+    if !crate::device_ready(device.as_ref(), go)? {
         return Ok(());
     }
     fit_and_write(args, &job, &plan, started)

@@ -5,9 +5,31 @@
 //! (`cargo install --path crates/memfit-cli`) and by the Python package's
 //! `memfit` console command (`pip install .`), so both are the same program.
 //!
-//! Exit status: 0 on success, 2 on any error (bad usage, bad input, a limit
-//! too small, a failed write), with one line on stderr saying what is wrong
-//! and how to fix it; 130 when interrupted.
+//! Exit status: 0 on success (and when the reader of standard output went
+//! away, as `| head` does), 2 on any error (bad usage, bad input, a limit
+//! too small, a failed write, standard output full), with one line on
+//! stderr saying what is wrong and how to fix it; 130 when interrupted.
+
+/// `println!` that returns an error (in a `Result` context) instead of
+/// panicking when standard output cannot be written: a closed pipe (`memfit
+/// ... | head`, which ends the run quietly) or a full device.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, $($arg)*)
+            .and_then(|()| out.flush())
+            .map_err(|e| anyhow::Error::new(e).context("writing to standard output"))
+    }};
+}
+
+/// `eprintln!` that never panics: a line standard error cannot take is lost.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 mod args;
 mod generate_cmd;
@@ -60,10 +82,10 @@ pub(crate) fn ready(
         }
     }
     if let Some(w) = plan.memory_warning() {
-        eprintln!("warning: {}", render::warning_line(&w));
+        note!("warning: {}", render::warning_line(&w));
     }
     if dry_run {
-        println!("{plan}");
+        say!("{plan}")?;
     }
     plan.check_disk()?;
     Ok(!dry_run)
@@ -74,14 +96,14 @@ pub(crate) fn ready(
 pub(crate) fn emit_summary(path: Option<&std::path::Path>, summary: &serde_json::Value, line: &str) -> Result<()> {
     let to_stdout = path == Some(std::path::Path::new("-"));
     match path {
-        Some(_) if to_stdout => println!("{}", serde_json::to_string_pretty(summary)?),
+        Some(_) if to_stdout => say!("{}", serde_json::to_string_pretty(summary)?)?,
         Some(p) => memfit::io::write_bytes_atomic(p, serde_json::to_string_pretty(summary)?.as_bytes())?,
         None => {}
     }
     if to_stdout {
-        eprintln!("{line}");
+        note!("{line}");
     } else {
-        println!("{line}");
+        say!("{line}")?;
     }
     Ok(())
 }
@@ -90,7 +112,7 @@ pub(crate) fn emit_summary(path: Option<&std::path::Path>, summary: &serde_json:
 /// results (`flags`, e.g. "--labels, --centers, --summary or --plot").
 pub(crate) fn note_nothing_saved(saved: bool, flags: &str) {
     if !saved {
-        eprintln!("note: nothing was saved; add {flags} to write the results to files");
+        note!("note: nothing was saved; add {flags} to write the results to files");
     }
 }
 
@@ -170,18 +192,26 @@ where
                 first = format!("{first} {}", lines.next().unwrap_or_default());
             }
             let tip = lines.find_map(|l| l.strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
-            eprintln!("memfit: error: {first}{tip}; hint: see `memfit --help` or `memfit <command> --help`");
+            note!("memfit: error: {first}{tip}; hint: see `memfit --help` or `memfit <command> --help`");
             return 2;
         }
     };
     match run(&cli) {
         Ok(()) => 0,
+        // The reader of standard output is gone (`| head`): nothing to say.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            0
+        }
         Err(_) if progress::interrupted() => {
-            eprintln!("memfit: interrupted (Ctrl-C or a termination signal); no output was written");
+            note!("memfit: interrupted (Ctrl-C or a termination signal); no output was written");
             130
         }
         Err(e) => {
-            eprintln!("memfit: error: {}", render::error_line(&e));
+            note!("memfit: error: {}", render::error_line(&e));
             2
         }
     }
@@ -223,9 +253,12 @@ pub(crate) fn backend_of(device: Option<&(memfit::device::Device, DevicePlan)>) 
 
 /// After the host plan of a job (`go` from [`ready`]): on a dry run prints
 /// the device plan, if any. Returns `go`.
-pub(crate) fn device_ready(device: Option<&(memfit::device::Device, DevicePlan)>, go: bool) -> bool {
+///
+/// # Errors
+/// Standard output that cannot be written.
+pub(crate) fn device_ready(device: Option<&(memfit::device::Device, DevicePlan)>, go: bool) -> Result<bool> {
     if let (false, Some((_, p))) = (go, device) {
-        println!("{p}");
+        say!("{p}")?;
     }
-    go
+    Ok(go)
 }

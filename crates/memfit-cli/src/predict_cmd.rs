@@ -42,7 +42,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let mut plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
     let labels_bytes = npy_file_bytes(Dtype::I32, &[x.n_samples()]);
     let go = crate::ready(&mut plan, &[("--labels", Some(&args.labels), labels_bytes)], args.dry_run)?;
-    if !crate::device_ready(device.as_ref(), go) {
+    if !crate::device_ready(device.as_ref(), go)? {
         return Ok(());
     }
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;
@@ -53,12 +53,12 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let done = done?;
     out.commit()?;
     print_warnings(&done.warnings);
-    println!(
+    say!(
         "predict: n_samples={} n_clusters={k} inertia={:.10e} seconds={:.3} labels={}",
         x.n_samples(),
         done.value.inertia,
         started.elapsed().as_secs_f64(),
         args.labels.display()
-    );
+    )?;
     Ok(())
 }

@@ -111,7 +111,7 @@ pub fn warning_lines(warnings: &[Warning]) -> Vec<String> {
 /// above the memory there is, which [`crate::ready`] prints before the work.
 pub fn print_warnings(warnings: &[Warning]) {
     for w in warnings.iter().filter(|w| w.kind() != "limit_above_memory") {
-        eprintln!("warning: {}", warning_line(w));
+        note!("warning: {}", warning_line(w));
     }
 }
 
