@@ -16,6 +16,7 @@ pub use scratch::ScratchFile;
 pub use source::{
     ArrayRef, CsrBlock, CsrFiles, CsrRef, CsrRowSource, Index, NpyFile, RowSource, Source, SparseValues, Values,
 };
+pub(crate) use writer::probe_dir;
 pub use writer::{
     check_disk_space, check_free_space, check_output_path, check_outputs_distinct, npy_file_bytes,
     remove_unfinished_outputs, write_bytes_atomic, write_npy, AtomicFile, AtomicFolder, NpyWriter, PlannedWrite,

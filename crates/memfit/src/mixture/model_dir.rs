@@ -46,6 +46,9 @@ pub fn check_model_dir(dir: impl AsRef<Path>) -> Result<()> {
     if !parent.is_dir() {
         return refuse(&format!("the folder {} does not exist; hint: create it first", parent.display()));
     }
+    // The model is staged in a hidden folder beside it: a folder that takes
+    // nothing new is found now, not after the fit.
+    crate::io::probe_dir(parent, dir)?;
     if !dir.exists() {
         return Ok(());
     }

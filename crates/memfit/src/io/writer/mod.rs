@@ -18,6 +18,7 @@ pub use folder::AtomicFolder;
 pub use npy::{npy_file_bytes, write_npy, NpyWriter, PositionedNpy};
 pub use paths::check_output_path;
 pub use paths::check_outputs_distinct;
+pub(crate) use paths::probe_dir;
 pub(super) use paths::resolve_output;
 pub use unfinished::remove_unfinished_outputs;
 pub(super) use unfinished::Unfinished;

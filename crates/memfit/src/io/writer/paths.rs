@@ -20,13 +20,16 @@ pub(crate) fn resolve_output(path: &Path) -> PathBuf {
 }
 
 /// Checks, before any long computation, that an output file could be created:
-/// its folder exists, and the path is either absent or a regular file (a
-/// symlink to one is followed). Devices, pipes and directories are refused,
-/// since the atomic rename would replace them.
+/// its folder exists and takes a new file (a read-only file system or a
+/// folder without write permission is found now, by creating and removing
+/// an empty hidden file there, not after the work), and the path is either
+/// absent or a regular file (a symlink to one is followed). Devices, pipes
+/// and directories are refused, since the atomic rename would replace them.
 ///
 /// # Errors
-/// [`Error::Io`] with kind `NotFound` when the folder is missing, or a
-/// message saying the path is not a regular file.
+/// [`Error::Io`] with kind `NotFound` when the folder is missing, the
+/// creation's error when the folder takes no file, or a message saying
+/// the path is not a regular file.
 pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     if path == Path::new("-") {
@@ -55,7 +58,34 @@ pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
                 "it exists and is not a regular file (a directory, device or pipe); hint: name a new file",
             ),
         )),
-        _ => Ok(()),
+        _ => {
+            // Where the file `path` finally names is written (its temporary beside it).
+            let target = resolve_output(path);
+            match target.parent() {
+                Some(p) if !p.as_os_str().is_empty() => probe_dir(p, path),
+                _ => probe_dir(Path::new("."), path),
+            }
+        }
+    }
+}
+
+/// Checks that the folder `dir` takes a new file, by creating and removing
+/// an empty hidden one; errors name the output `path`.
+///
+/// # Errors
+/// [`Error::Io`] with the creation's error (a read-only file system, no
+/// permission).
+pub(crate) fn probe_dir(dir: &Path, path: &Path) -> Result<()> {
+    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = dir.join(format!(".memfit-probe-{}-{n}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(file) => {
+            drop(file);
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(Error::io(path, "create", e)),
     }
 }
 
