@@ -396,3 +396,19 @@ def test_predict_rejects_bad_data_and_damaged_models(tmp_path):
     proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy", expect=2)
     assert "invalid --model" in proc.stderr and "weights.npy[0]" in proc.stderr
     assert not (tmp_path / "l.npy").exists()
+
+
+@pytest.mark.parametrize("cov_type", ["full", "tied"])
+def test_a_precisions_init_that_is_not_symmetric_is_refused(tmp_path, cov_type):
+    """Found by trying memfit: the CLI fitted from a non-symmetric precision
+    matrix (the factorisation reads one triangle), where scikit-learn and
+    the Python estimator refuse it (numpy.allclose(P, P.T))."""
+    X = np.random.default_rng(0).standard_normal((300, 2))
+    bad = np.array([[1.0, 0.5], [0.0, 1.0]])
+    p = save(tmp_path, "p.npy", np.stack([bad] * 3) if cov_type == "full" else bad)
+    x = save(tmp_path, "x.npy", X)
+    proc = run_memfit("gmm", x, "-k", 3, "--covariance-type", cov_type, "--precisions-init", p, expect=2)
+    assert "is not symmetric" in proc.stderr
+    with pytest.raises(ValueError, match="symmetric"):
+        GaussianMixture(3, covariance_type=cov_type, precisions_init=np.stack([bad] * 3) if cov_type == "full" else bad,
+                        ).fit(X)

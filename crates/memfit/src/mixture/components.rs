@@ -386,6 +386,12 @@ impl<T: Real> Estep<T> {
                         }
                         (ld, &raw[..])
                     } else {
+                        // scikit-learn's test: numpy.allclose(P, P.T) (the
+                        // factorisation reads one triangle only).
+                        let close = |a: f64, b: f64| (a - b).abs() <= 1e-8 + 1e-5 * b.abs();
+                        if (0..d).any(|i| (0..i).any(|j| !close(raw[i * d + j], raw[j * d + i]))) {
+                            return Err(bad(Some(first + c), "is not symmetric"));
+                        }
                         std::mem::swap(&mut work.mats[0], &mut raw);
                         let ld = work
                             .precision_cholesky_of_precision()
