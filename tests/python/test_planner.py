@@ -65,3 +65,15 @@ def test_smallest_accepted_limit_is_within_twice_the_peak(data, shape, args):
     print(f"{shape} {args[0]}: smallest limit {limit / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB")
     assert limit <= 2 * peak
     assert peak <= limit + RSS_SLACK
+
+
+def test_a_refusal_names_the_mini_batch_draws_weights(tmp_path):
+    """Found by trying memfit: a mini-batch fit refused for its cumulative
+    weights (8 B per row) named a 6 KB buffer as the largest."""
+    from conftest import run_memfit
+
+    x = save(tmp_path, "x.npy", np.random.default_rng(0).standard_normal((400_000, 4)))
+    w = save(tmp_path, "w.npy", np.ones(400_000))
+    proc = run_memfit("kmeans", x, "-k", 20, "--mini-batch", 1024, "--sample-weight", w, "--memory-limit", "2MiB",
+                      expect=2)
+    assert "largest buffer: mini-batch steps: cumulative weights" in proc.stderr

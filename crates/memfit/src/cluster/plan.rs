@@ -169,10 +169,16 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // Mini-batch steps: a phase of their own.
     let mini_batch = params.mini_batch.map_or_else(Vec::new, |mb| mini_batch_buffers(params, &mb, job));
     let required = required.max(always + mini_batch.iter().map(|b| b.bytes).sum::<u64>());
+    // A refusal names the largest buffer counted, the steps' included (their
+    // draw's cumulative weights, 8 B per row, can decide it).
+    let mut counted = led.clone();
+    for b in &mini_batch {
+        counted.add_in("mini-batch steps", &b.name, b.bytes, 1, b.detail.clone());
+    }
     check_fits(
         required,
         limit,
-        &led,
+        &counted,
         || format!("k-means with n_clusters = {k}, n_features = {d} on {threads} threads"),
         || vec![Remedy::UseFewer(vec![Count::Threads, Count::Clusters])],
     )?;

@@ -263,7 +263,7 @@ pub fn check_fits(
 /// the run, and buffers of phases that never coexist (the validation pass's
 /// sample, the iterations' blocks). The run needs the held buffers plus its
 /// largest phase.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Ledger {
     buffers: Vec<PlannedBuffer>,
 }
