@@ -706,8 +706,20 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         -------
         resp : ndarray of shape (n_samples, n_components), float32 for float32 X, else float64
             A lazy dask.array.Array with X's row chunks when X is a Dask array.
+            A row of zero density under every component (far from them all)
+            has NaN probabilities, as scikit-learn's (its ``score_samples``
+            is ``-inf``), with a RuntimeWarning counting such rows.
         """
-        return self._e_pass(X, proba=True)[2]
+        resp = self._e_pass(X, proba=True)[2]
+        if isinstance(resp, np.ndarray) and resp.shape[1] and np.isnan(resp[:, 0]).any():
+            n = int(np.isnan(resp[:, 0]).sum())
+            warnings.warn(
+                f"{n} rows of X have zero density under every component: their probabilities are NaN and their "
+                "log-likelihood -inf (as in scikit-learn)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return resp
 
     def score_samples(self, X):
         """Log-likelihood ``log p(x_i)`` of each row under the model.
@@ -716,6 +728,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         -------
         log_prob : ndarray of shape (n_samples,), float32 for float32 X, else float64
             A lazy dask.array.Array with X's row chunks when X is a Dask array.
+            ``-inf`` for a row of zero density under every component.
         """
         return self._e_pass(X, log_likelihood=True)[3]
 

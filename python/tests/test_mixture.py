@@ -1115,3 +1115,27 @@ def test_clone_and_refit_same_result(truth):
     again = clone(gm).fit(X)
     for name in FITTED:
         assert_array_equal(getattr(gm, name), getattr(again, name))
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+@pytest.mark.parametrize("limit", [None, "1MiB"])
+def test_rows_of_zero_density_are_scored_as_scikit_learn_scores_them(covariance_type, limit):
+    """Found by trying memfit: a finite row far from every component (an
+    anomaly to score) made score_samples, predict_proba and predict raise.
+    scikit-learn gives -inf, NaN probabilities and label 0; fit still
+    refuses such rows (a component cannot be fitted to them)."""
+    X = np.random.default_rng(0).standard_normal((3000, 40))
+    kw = dict(n_components=30, covariance_type=covariance_type, random_state=0, max_iter=3)
+    m = GaussianMixture(**kw, memory_limit=limit).fit(X)
+    s = SkGaussianMixture(**kw).fit(X)
+    rows = np.zeros((3, 40))
+    rows[0, 0] = 1e160
+    rows[2, 5] = -1e200
+    scores = m.score_samples(rows)
+    np.testing.assert_array_equal(scores[[0, 2]], s.score_samples(rows)[[0, 2]])
+    assert np.isneginf(scores[[0, 2]]).all() and np.isfinite(scores[1])
+    with pytest.warns(RuntimeWarning, match="2 rows of X have zero density"):
+        proba = m.predict_proba(rows)
+    assert np.isnan(proba[[0, 2]]).all() and np.isfinite(proba[1]).all()
+    assert list(m.predict(rows)[[0, 2]]) == [0, 0] == list(s.predict(rows)[[0, 2]])
+    assert m.score(rows) == -np.inf

@@ -84,13 +84,23 @@ pub(crate) fn clear_upper_vector_state() {
 /// Turns the log-densities of a tile (`r`, row-major `(rows, k)`) into
 /// responsibilities in place, writes each row's `log p(x_i)` into
 /// `log_norm`, and returns `Σ_i w_i log p(x_i)` summed in row order
-/// (`w` all ones when `None`).
+/// (`w` all ones when `None`; a row of weight 0 adds nothing). A row of
+/// zero density under every component (every log-density `-inf`) gets
+/// `log p = -inf` and NaN responsibilities, as scikit-learn's.
 pub(crate) fn log_sum_exp_rows(r: &mut [f64], k: usize, log_norm: &mut [f64], w: Option<&[f64]>) -> f64 {
     clear_upper_vector_state();
     let mut sum = 0.0;
     for (i, (row, l)) in r.chunks_mut(k).zip(log_norm.iter_mut()).enumerate() {
         // One exp per component: r = e^(v − max) / Σ e^(v − max).
         let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if max == f64::NEG_INFINITY {
+            row.fill(f64::NAN);
+            *l = f64::NEG_INFINITY;
+            if w.map_or(1.0, |w| w[i]) != 0.0 {
+                sum += *l;
+            }
+            continue;
+        }
         for v in row.iter_mut() {
             *v = exp_or_zero(*v - max);
         }

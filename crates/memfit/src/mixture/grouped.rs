@@ -36,7 +36,7 @@ use super::fitted::{Outputs, StoredCovariances};
 use super::groups::{finish_row, merge_group, Groups, ParamStore, RowState, ROW_STATE};
 use super::mstep::{finalize, Mass};
 use super::params::{CovarianceType, GmmParams, PrecisionsInit};
-use super::pass::{zero_density, Stats, Sums, Workspace};
+use super::pass::{zero_density, zero_density_ok, Stats, Sums, Workspace};
 use super::passes::{InitPass, InitResp, Nearest};
 use super::strategy::{Data, Final, Strategy};
 use crate::dtype::Real;
@@ -250,6 +250,8 @@ struct GroupPass<'a, 'o, T> {
     outputs: Option<&'a mut Outputs<'o>>,
     labels: Vec<u32>,
     validate: bool,
+    /// Rows scored against a fitted model (see [`super::pass::zero_density_ok`]).
+    new_rows: bool,
     secs: (f64, f64),
 }
 
@@ -297,7 +299,7 @@ impl<T: Real> GroupPass<'_, '_, T> {
             for (s, l) in states.chunks_exact_mut(ROW_STATE).zip(log_norm.iter_mut()) {
                 *l = finish_row(s);
             }
-            if let Some(i) = log_norm.iter().position(|v| !v.is_finite()) {
+            if let Some(i) = log_norm.iter().position(|&v| !zero_density_ok(v, self.new_rows)) {
                 return Err(zero_density(self.x, b.start + i, log_norm[i]));
             }
             // Summed per tile, then tile by tile, as the in-memory E-step.
@@ -400,6 +402,7 @@ pub(crate) fn e_sweep<T: Real>(
             outputs: (want_proba || last).then_some(&mut *outputs),
             labels: vec![0; if last && want_labels { block_rows } else { 0 }],
             validate: validate && g == 0 && merge,
+            new_rows: validate,
             secs: (0.0, 0.0),
         };
         let stats = data.run(&mut pass, cancel)?;
@@ -455,6 +458,7 @@ pub(crate) fn em_iteration<T: Real>(
             outputs: None,
             labels: Vec::new(),
             validate: false,
+            new_rows: false,
             secs: (0.0, 0.0),
         };
         let stats = data.run(&mut pass, cancel);

@@ -134,6 +134,13 @@ pub(crate) fn zero_density(x: &Source<'_>, row: usize, value: f64) -> Error {
     )
 }
 
+/// Whether a row's log-likelihood `v` is accepted: finite, or `-inf` (zero
+/// density under every component) for `new_rows`, scored against a fitted
+/// model as scikit-learn scores them.
+pub(crate) fn zero_density_ok(v: f64, new_rows: bool) -> bool {
+    v.is_finite() || (new_rows && v == f64::NEG_INFINITY)
+}
+
 /// Rows gathered per M-step product (full covariances): the gathered rows
 /// of a tile are multiplied in fixed batches of this many.
 const GATHER_ROWS: usize = 64;
@@ -255,9 +262,15 @@ impl<T: Real> Workspace<T> {
     /// `total` (summed per fixed tile, then tile by tile in order, so that
     /// the total does not depend on the block size).
     ///
+    /// With `new_rows` (rows scored against a fitted model), a row of zero
+    /// density under every component is scikit-learn's: log-likelihood
+    /// `-inf`, responsibilities NaN.
+    ///
     /// # Errors
     /// [`Error::InvalidParameter`] when a row has zero density under every
-    /// component (its log-likelihood is not finite).
+    /// component (its log-likelihood is not finite), unless `new_rows`
+    /// (then only for a NaN log-likelihood).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn e_step(
         &mut self,
         x: &Source<'_>,
@@ -266,6 +279,7 @@ impl<T: Real> Workspace<T> {
         wb: Option<&[f64]>,
         es: &Estep<T>,
         total: &mut f64,
+        new_rows: bool,
     ) -> Result<()> {
         let (k, d) = (self.k, self.d);
         let rows = xb.len() / d;
@@ -281,7 +295,7 @@ impl<T: Real> Workspace<T> {
             .for_each(|(t, ((ll, r), ln))| {
                 *ll = backend.log_sum_exp_rows(r, k, ln, wb.map(|w| &w[t * TILE_ROWS..]));
             });
-        if let Some(i) = self.log_norm[..rows].iter().position(|v| !v.is_finite()) {
+        if let Some(i) = self.log_norm[..rows].iter().position(|&v| !zero_density_ok(v, new_rows)) {
             return Err(zero_density(x, start + i, self.log_norm[i]));
         }
         for s in &self.tile_ll[..n_tiles] {

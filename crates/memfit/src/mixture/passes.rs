@@ -188,7 +188,7 @@ impl<T: Real> Pass<T> for EmPass<'_, T> {
         for leaf in leaves.iter_mut() {
             let b = block.sub(leaf.rows.clone());
             let t0 = Instant::now();
-            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, &mut leaf.stats.log_likelihood)?;
+            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, &mut leaf.stats.log_likelihood, false)?;
             let t1 = Instant::now();
             self.ws.m_step(b.x, b.w, leaf.stats, self.mats);
             self.secs.0 += (t1 - t0).as_secs_f64();
@@ -233,7 +233,8 @@ impl<T: Real> Pass<T> for EPass<'_, '_, T> {
         for leaf in leaves.iter_mut() {
             let b = block.sub(leaf.rows.clone());
             let rows = b.rows();
-            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, leaf.stats)?;
+            // New data (a validated pass) are scored as scikit-learn scores them.
+            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, leaf.stats, self.validate)?;
             let resp = &self.ws.resp[..rows * k];
             if let Some(f) = self.outputs.labels.as_deref_mut() {
                 for (l, row) in self.labels.iter_mut().zip(resp.chunks(k)) {
