@@ -1139,3 +1139,12 @@ def test_rows_of_zero_density_are_scored_as_scikit_learn_scores_them(covariance_
     assert np.isnan(proba[[0, 2]]).all() and np.isfinite(proba[1]).all()
     assert list(m.predict(rows)[[0, 2]]) == [0, 0] == list(s.predict(rows)[[0, 2]])
     assert m.score(rows) == -np.inf
+
+
+def test_an_ill_conditioned_tied_covariance_is_named_as_such():
+    """Found by trying memfit: the warning named "component 2" of a tied
+    model, whose one covariance every component shares."""
+    X = np.random.default_rng(0).standard_normal((2000, 3)).astype(np.float32)
+    X[:, 2] = X[:, 0] * 1e-5 + 1
+    with pytest.warns(UserWarning, match="^the tied covariance has a condition number"):
+        GaussianMixture(3, covariance_type="tied", reg_covar=0, random_state=0).fit(X)

@@ -174,7 +174,7 @@ mod tests {
             line.starts_with("x.npy: column 1 holds int32 values beyond 2^24 in magnitude (first: 16777217 at row 0)")
         );
         assert!(line.ends_with("hint: use --dtype float64, which holds integers exactly up to 2^53"), "{line}");
-        let w = Warning::IllConditioned { component: 0, condition: 1e8, dtype: Dtype::F32 };
+        let w = Warning::IllConditioned { component: Some(0), condition: 1e8, dtype: Dtype::F32 };
         assert!(warning_line(&w).ends_with("hint: use --dtype float64 or raise --reg-covar"));
         for w in [w, Warning::InKMeansInit(Box::new(Warning::FewerClusters { found: 1, n_clusters: 2 }))] {
             assert!(!w.to_string().contains("--"), "{w}");

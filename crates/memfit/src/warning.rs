@@ -54,8 +54,8 @@ pub enum Warning {
     /// A component's covariance is so ill-conditioned that its
     /// log-densities lose accuracy in the compute dtype.
     IllConditioned {
-        /// The component (0 for the tied covariance).
-        component: usize,
+        /// The component; `None` for the tied covariance (shared by all).
+        component: Option<usize>,
         /// A lower estimate of the condition number.
         condition: f64,
         /// The compute dtype.
@@ -209,7 +209,8 @@ impl Warning {
             ),
             Warning::IllConditioned { component, condition, dtype } => write!(
                 f,
-                "component {component}'s covariance has a condition number of at least {condition:.2e}, near 1/eps of {}: its log-densities lose accuracy; hint: {h}",
+                "{} has a condition number of at least {condition:.2e}, near 1/eps of {}: its log-densities lose accuracy; hint: {h}",
+                component.map_or_else(|| "the tied covariance".to_string(), |c| format!("component {c}'s covariance")),
                 dtype.name()
             ),
             Warning::InitCentersWithNInit { .. } => {

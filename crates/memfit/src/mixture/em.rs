@@ -141,7 +141,8 @@ pub fn fit<T: Real>(
         runs;
     let eps = if T::DTYPE == crate::io::Dtype::F32 { f64::from(f32::EPSILON) } else { f64::EPSILON };
     if let Some((c, cond)) = worst.filter(|(_, v)| *v * eps > 1e-2) {
-        warnings.push(crate::warning::Warning::IllConditioned { component: c, condition: cond, dtype: T::DTYPE });
+        let component = (t != CovarianceType::Tied).then_some(c);
+        warnings.push(crate::warning::Warning::IllConditioned { component, condition: cond, dtype: T::DTYPE });
     }
     if !converged && params.max_iter > 0 {
         warnings.push(crate::warning::Warning::NotConverged {
