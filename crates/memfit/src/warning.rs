@@ -285,7 +285,7 @@ mod tests {
         let all = [
             Warning::NotConverged { estimator: Estimator::KMeans, max_iter: 3 },
             Warning::NotConverged { estimator: Estimator::GaussianMixture, max_iter: 3 },
-            Warning::IllConditioned { component: 1, condition: 1e7, dtype: Dtype::F32 },
+            Warning::IllConditioned { component: Some(1), condition: 1e7, dtype: Dtype::F32 },
             Warning::InKMeansInit(Box::new(Warning::FewerClusters { found: 2, n_clusters: 3 })),
         ];
         for w in &all {
