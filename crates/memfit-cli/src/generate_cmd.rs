@@ -29,25 +29,24 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
     // The blob centres and the writer buffers (2 × 256 KiB per file) are
     // held throughout; the block holds values and labels.
     let fixed = (args.centers as u64).saturating_mul(args.n_features as u64).saturating_mul(8) + (1 << 20);
-    let per_row = (args.n_features * memfit::estimator::ComputeDtype::from(args.dtype).bytes() + 4) as u64;
-    if fixed.saturating_add(per_row) > limit {
+    let compute = memfit::estimator::ComputeDtype::from(args.dtype);
+    let per_row = (args.n_features * compute.bytes() + 4) as u64;
+    // The smallest block: a seed chunk of rows (whose values do not depend
+    // on the blocks), or every row when there are fewer.
+    let min_rows = (memfit::generate::SEED_CHUNK_ROWS as u64).min(args.n_samples.max(1) as u64);
+    let need = fixed.saturating_add(per_row.saturating_mul(min_rows));
+    if need > limit {
         anyhow::bail!(
-            "{} centres × {} features need {} but the memory limit is {}; hint: raise --memory-limit or use fewer centres or features",
+            "the job needs at least {need} bytes ({}) but the memory limit is {limit} bytes ({}): {} centres × {} features and the writers' buffers ({}), and a block of {min_rows} rows × {per_row} B; hint: raise --memory-limit to at least {need} bytes",
+            memfit::plan::format_bytes(need),
+            memfit::plan::format_bytes(limit),
             args.centers,
             args.n_features,
             memfit::plan::format_bytes(fixed),
-            memfit::plan::format_bytes(limit)
         );
     }
     let room = limit - fixed;
     let block_rows = (room / per_row).clamp(1, 1 << 20) as usize;
-    if (block_rows as u64) < memfit::generate::SEED_CHUNK_ROWS as u64 && args.n_samples > block_rows {
-        let need = fixed + per_row * memfit::generate::SEED_CHUNK_ROWS as u64;
-        anyhow::bail!(
-            "the memory limit is too small to generate in blocks of {} rows; hint: raise --memory-limit to at least {need} bytes",
-            memfit::generate::SEED_CHUNK_ROWS
-        );
-    }
     match args.dtype {
         ComputeDtype::Float32 => {
             blobs.write_npy::<f32>(&args.out, args.labels.as_deref(), block_rows, &cancel_token())?
@@ -56,6 +55,6 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
             blobs.write_npy::<f64>(&args.out, args.labels.as_deref(), block_rows, &cancel_token())?
         }
     }
-    say!("wrote {} ({} × {} {:?})", args.out.display(), args.n_samples, args.n_features, args.dtype)?;
+    say!("wrote {} ({} × {} {})", args.out.display(), args.n_samples, args.n_features, compute.dtype().name())?;
     Ok(())
 }
