@@ -455,7 +455,7 @@ pub struct ScatterArgs {
     /// Print the memory plan and exit without reading data.
     #[arg(long)]
     pub dry_run: bool,
-    /// Shared options (--dtype is ignored: the scatter computes in float64).
+    /// Shared options (--dtype float32 is refused: the scatter computes in float64).
     #[command(flatten)]
     pub common: Common,
 }

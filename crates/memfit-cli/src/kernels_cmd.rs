@@ -49,6 +49,11 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
 /// Runs `memfit scatter`.
 pub fn scatter(args: &ScatterArgs) -> Result<()> {
     let started = Instant::now();
+    if args.common.dtype == Some(crate::args::ComputeDtype::Float32) {
+        anyhow::bail!(
+            "--dtype float32: the scatter matrix is always computed in float64 (its sums of products); hint: leave --dtype out"
+        );
+    }
     check_output(&args.out)?;
     let mut inputs = vec![("INPUT", args.input.as_path())];
     if let Some(w) = &args.weights {
