@@ -42,7 +42,9 @@ ROW_DTYPES: list[str]
 #: Runs a pass's tasks elsewhere: called with the encoded task and the row
 #: ranges [(start, stop), ...] (cut at ``row_bounds``), returns each range's
 #: encoded statistics (bytes from ``run_task``) in order.
-_Remote = Callable[[bytes, list[tuple[int, int]]], Iterable[bytes]]
+# run(task, ranges, *, row_state=(id, fresh) for tasks with per-row state,
+#     cancelled=Cancelled() within a run) -> each range's result, in order.
+_Remote = Callable[..., Iterable[bytes]]
 
 __version__: str
 

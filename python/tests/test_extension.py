@@ -49,7 +49,7 @@ def test_tasks_hand_the_plan_as_data():
     X = np.random.default_rng(0).standard_normal((300, 3))
     seen = []
 
-    def remote(task, ranges):
+    def remote(task, ranges, cancelled=None):
         plan, _, _ = _memfit.run_task(task, X, first_row=0, memory_limit=1 << 26, execute=False)
         seen.append(plan)
         return [_memfit.run_task(task, X[a:b], first_row=a, memory_limit=1 << 26)[1] for a, b in ranges]

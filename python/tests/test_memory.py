@@ -136,7 +136,7 @@ def test_a_bounded_task_holds_its_rows_bounds_within_its_plan():
         X = rng.normal(size=(n, 2)) + rng.integers(0, 8, (n, 1)) * 4.0
         kept, tasks = {}, []
 
-        def remote(task, ranges, row_state=None):
+        def remote(task, ranges, row_state=None, cancelled=None):
             # The chunks of a cluster, run here; each keeps its bounds (as Kept does).
             out = []
             for a, b in ranges:
