@@ -246,8 +246,6 @@ pub struct Validated {
     /// Mean of the column variances (population variances over the rows,
     /// unweighted): the scale of `tol`.
     pub mean_variance: f64,
-    /// Sum of the sample weights (`n_samples` without weights).
-    pub weight_sum: f64,
 }
 
 impl ValidationJob<'_> {
@@ -274,7 +272,7 @@ impl ValidationJob<'_> {
             ComputeDtype::Float32 => cluster::validate::<f32>(x, w, plan, &self.run, observer)?,
             ComputeDtype::Float64 => cluster::validate::<f64>(x, w, plan, &self.run, observer)?,
         };
-        let value = Validated { mean_variance: scan.mean_variance, weight_sum: scan.weight_sum };
+        let value = Validated { mean_variance: scan.mean_variance };
         Ok(Done { value, warnings: job_warnings(plan, x, self.compute.dtype(), w) })
     }
 }
