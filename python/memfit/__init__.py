@@ -16,14 +16,14 @@ scikit-learn with them) are imported on first use of ``memfit.KMeans``,
 ``memfit.MiniBatchKMeans`` or ``memfit.GaussianMixture``.
 """
 
-import importlib
-from typing import TYPE_CHECKING
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._kernels import assign, row_quadratic_form, weighted_scatter
 from ._memfit import __version__, parse_size
 from . import array  # noqa: E402  (memfit.array)
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._kmeans import KMeans
     from ._minibatch import MiniBatchKMeans
     from ._mixture import GaussianMixture
@@ -49,7 +49,7 @@ def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = getattr(_importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 

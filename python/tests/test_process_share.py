@@ -188,6 +188,9 @@ def test_import_costs_little_and_imports_no_scikit_learn():
 
 def test_lazy_attributes():
     assert memfit.KMeans.__module__ == "memfit._kmeans"
+    # The public names are the package's own: no helper imported at its top.
+    public = {name for name in dir(memfit) if not name.startswith("_")}
+    assert public == {name for name in memfit.__all__ if not name.startswith("_")} | {"array"}
     assert "KMeans" in dir(memfit)
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
         memfit.Nope  # noqa: B018
