@@ -246,10 +246,14 @@ class KMeans(_Centers):
         picks ``n_clusters`` distinct rows; an array gives the centres; a
         callable ``init(X, n_clusters, random_state)`` returns them (X as
         given: a Dask array stays one, a ``.npy`` path is a read-only
-        memory map).
+        memory map), called once per initialisation with one
+        ``numpy.random.RandomState`` made from ``random_state``, as
+        scikit-learn calls it.
     n_init : "auto" or int, default="auto"
-        Initialisations; the run with the lowest inertia is kept. ``"auto"``:
-        1 for k-means++, an array or a callable; 10 for ``"random"``.
+        Initialisations; the run with the lowest inertia is kept (the first
+        of equal ones). ``"auto"``: 1 for k-means++ or an array (which is
+        one initialisation whatever ``n_init`` says); 10 for ``"random"`` or
+        a callable. Each of a callable's initialisations is one fit.
     max_iter : int, default=300
         Maximum Lloyd iterations per initialisation (at least 1, as
         scikit-learn's).
@@ -467,15 +471,33 @@ class KMeans(_Centers):
             raise ValueError(f"n_samples={data.n_samples} should be >= n_clusters={self.n_clusters}.")
 
     def _init_centers(self, data, seed):
-        """(engine init name, float64 centres or None, n_init or None)."""
+        """(engine init name, the float64 centres of each init or None,
+        n_init or None). A callable ``init`` is called once per init, all
+        with one random state, as scikit-learn calls it ("auto": 10 inits);
+        an array is one init."""
         init = self.init
         n_init = None if self.n_init == "auto" else int(self.n_init)
         if isinstance(init, str):
             return init, None, n_init
         if callable(init):
-            centers = init(data.rows(), self.n_clusters, random_state=np.random.RandomState(seed % (1 << 32)))
-        else:
-            centers = init
+            random_state = np.random.RandomState(seed % (1 << 32))
+            rows = data.rows()
+            runs = 10 if n_init is None else n_init
+            inits = [self._check_centers(init(rows, self.n_clusters, random_state=random_state), data) for _ in range(runs)]
+            return "array", inits, 1
+        centers = self._check_centers(init, data)
+        if n_init not in (None, 1):
+            warnings.warn(
+                f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
+                f"instead of n_init={n_init}.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return "array", [centers], 1
+
+    def _check_centers(self, centers, data):
+        """``centers`` (an array or a callable's result) as float64 of
+        shape (n_clusters, n_features), with scikit-learn's messages."""
         centers = small_array(centers, "init", 2)
         # scikit-learn's `_validate_center_shape`.
         if centers.shape[0] != self.n_clusters:
@@ -488,14 +510,7 @@ class KMeans(_Centers):
                 f"The shape of the initial centers {centers.shape} does not match the number of features of the "
                 f"data {data.n_features}."
             )
-        if n_init not in (None, 1):
-            warnings.warn(
-                f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
-                f"instead of n_init={n_init}.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        return "array", centers, 1
+        return centers
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None, *, client=None):
@@ -536,39 +551,46 @@ class KMeans(_Centers):
         w = check_sample_weight(sample_weight, data)
         device = check_device(self, data, "kmeans", self.n_clusters, w is not None)
         seed = seed_from(self.random_state)
-        init, centers, n_init = self._init_centers(data, seed)
+        init, inits, n_init = self._init_centers(data, seed)
         limit = check_memory_limit(self.memory_limit)
         scratch = check_scratch_dir(self.scratch_dir)
-        params = dict(
-            n_clusters=int(self.n_clusters),
-            init=init,
-            init_centers=centers,
-            n_init=n_init,
-            max_iter=int(self.max_iter),
-            tol=float(self.tol),
-            random_state=seed,
-            float32=data.float32,
-            algorithm="bounded" if self.algorithm == "elkan" else self.algorithm,
-            metric=self.metric,
-        )
-        labels = np.empty(data.n_samples, dtype=np.int32) if data.dask is None else None
-        cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit, _memfit.kmeans_fit, params)
-        result = _memfit.kmeans_fit(
-            data.engine,
-            sample_weight=w,
-            memory_limit=limit,
-            n_jobs=check_n_jobs(self.n_jobs),
-            labels=labels,
-            progress=_Verbose(self.verbose) if self.verbose else None,
-            scratch_dir=scratch,
-            device=device,
-            # Arrays and files of integers (or float16) that float32 holds
-            # exactly: float32 passes, the float64 fit's results.
-            exact=device is None and isinstance(data.engine, (np.ndarray, str)),
-            **params,
-            **cluster,
-        )
         k = int(self.n_clusters)
+        best = None
+        # One engine fit, or one per init a callable gave: the first of the
+        # lowest inertia is kept, as the engine keeps its own inits.
+        for centers in inits or [None]:
+            params = dict(
+                n_clusters=k,
+                init=init,
+                init_centers=centers,
+                n_init=n_init,
+                max_iter=int(self.max_iter),
+                tol=float(self.tol),
+                random_state=seed,
+                float32=data.float32,
+                algorithm="bounded" if self.algorithm == "elkan" else self.algorithm,
+                metric=self.metric,
+            )
+            labels = np.empty(data.n_samples, dtype=np.int32) if data.dask is None else None
+            cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit, _memfit.kmeans_fit, params)
+            result = _memfit.kmeans_fit(
+                data.engine,
+                sample_weight=w,
+                memory_limit=limit,
+                n_jobs=check_n_jobs(self.n_jobs),
+                labels=labels,
+                progress=_Verbose(self.verbose) if self.verbose else None,
+                scratch_dir=scratch,
+                device=device,
+                # Arrays and files of integers (or float16) that float32 holds
+                # exactly: float32 passes, the float64 fit's results.
+                exact=device is None and isinstance(data.engine, (np.ndarray, str)),
+                **params,
+                **cluster,
+            )
+            if best is None or result["inertia"] < best[0]["inertia"]:
+                best = (result, labels)
+        result, labels = best
         if result["n_nonempty_clusters"] < k:
             warnings.warn(
                 f"Number of distinct clusters ({result['n_nonempty_clusters']}) found smaller than n_clusters ({k}). "

@@ -768,9 +768,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     def sample(self, n_samples=1):
         """Draw rows from the fitted mixture.
 
-        Component counts are multinomial in ``weights_``; rows of a
-        component are ``mean + z Lᵀ`` with ``L`` the covariance's Cholesky
-        factor (full, tied) or ``mean + z * sqrt(var)`` (diag, spherical).
+        scikit-learn's draws from the same ``random_state``: component
+        counts are multinomial in ``weights_``; rows of a component come
+        from ``RandomState.multivariate_normal`` (full, tied) or are
+        ``mean + z * sqrt(var)`` (diag, spherical).
 
         Parameters
         ----------
@@ -793,12 +794,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         counts = rng.multinomial(n_samples, self.weights_)
         parts = []
         for c, m in enumerate(counts):
-            z = rng.standard_normal(size=(m, d))
             if self.covariance_type in ("full", "tied"):
                 cov = self.covariances_[c] if self.covariance_type == "full" else self.covariances_
-                parts.append(self.means_[c] + z @ np.linalg.cholesky(cov).T)
-            elif self.covariance_type == "diag":
-                parts.append(self.means_[c] + z * np.sqrt(self.covariances_[c]))
+                parts.append(rng.multivariate_normal(self.means_[c], cov, int(m)))
             else:
-                parts.append(self.means_[c] + z * np.sqrt(self.covariances_[c]))
+                parts.append(self.means_[c] + rng.standard_normal(size=(m, d)) * np.sqrt(self.covariances_[c]))
         return np.vstack(parts), np.repeat(np.arange(k), counts)

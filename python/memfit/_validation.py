@@ -156,11 +156,11 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
         else:
             arr = arr.astype(np.float64)
     item = arr.dtype.itemsize
-    if (
-        not arr.flags.aligned
-        or any(s < 0 or s % item for s in arr.strides)
-    ):
-        arr = np.ascontiguousarray(arr)
+    # The stride of an axis of length 1 is never used (NumPy calls such a
+    # view contiguous whatever it says), so only the others must be
+    # non-negative multiples of the item size.
+    if not arr.flags.aligned or any(s < 0 or s % item for n, s in zip(arr.shape, arr.strides) if n > 1):
+        arr = np.array(arr, order="C", copy=True)
     return arr
 
 

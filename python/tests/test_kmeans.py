@@ -364,6 +364,31 @@ def test_array_like_and_callable_init(small):
     _assert_same_fit(KMeans(n_clusters=4, init=init_fn, n_init=1).fit(X), ref)
 
 
+@pytest.mark.parametrize("n_init", [1, 4, "auto"])
+def test_a_callable_init_is_called_once_per_init_as_scikit_learn_calls_it(small, n_init):
+    """A callable init runs n_init times (10 for "auto"), all with one
+    random state and without the explicit-init warning; the best init is
+    scikit-learn's, from the same random_state."""
+    X, _ = small
+    calls = []
+
+    def init_fn(data, n_clusters, random_state):
+        calls.append(random_state)
+        return np.asarray(data)[random_state.choice(len(data), n_clusters, replace=False)]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        km = KMeans(n_clusters=4, init=init_fn, n_init=n_init, random_state=3).fit(X)
+        ours = list(calls)
+        calls.clear()
+        ref = SkKMeans(n_clusters=4, init=init_fn, n_init=n_init, random_state=3).fit(X)
+    assert len(ours) == len(calls) == (10 if n_init == "auto" else n_init)
+    assert len({id(r) for r in ours}) == 1
+    assert_array_equal(km.labels_, ref.labels_)
+    assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-12, atol=1e-12)
+    assert km.inertia_ == pytest.approx(ref.inertia_, rel=1e-12)
+
+
 def test_explicit_init_with_several_n_init_warns(small):
     """An explicit init with n_init > 1 warns (RuntimeWarning) and runs once."""
     X, init = small

@@ -614,6 +614,23 @@ def test_sample_matches_fitted_mixture(truth, covariance_type):
         assert gm.sample(size)[0].shape == (size, 3)
 
 
+@pytest.mark.parametrize("covariance_type", COV_TYPES)
+def test_sample_draws_what_scikit_learn_draws_from_the_same_mixture(truth, covariance_type):
+    """The same fitted parameters and ``random_state`` give scikit-learn's
+    rows and labels: its multivariate normal draws for full and tied."""
+    gm = GaussianMixture(n_components=3, covariance_type=covariance_type, random_state=7).fit(
+        truth.X[covariance_type]
+    )
+    ref = SkGaussianMixture(n_components=3, covariance_type=covariance_type, random_state=7)
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+        setattr(ref, name, getattr(gm, name))
+    for n in (1, 6, 500):
+        X, y = gm.sample(n)
+        X_ref, y_ref = ref.sample(n)
+        assert_array_equal(y, y_ref)
+        assert_array_equal(X, X_ref)
+
+
 @pytest.mark.parametrize("n_samples", [0, -1])
 def test_sample_needs_at_least_one_row(truth, n_samples):
     """sample with n_samples < 1 raises ValueError."""

@@ -237,8 +237,11 @@ impl<'py> Held<'py> {
 /// The whole strided extent of `a` as a slice, wrapped as an engine source.
 fn view<'a, T: Element>(a: ArrayView2<'a, T>, wrap: fn(&'a [T]) -> Values<'a>) -> PyResult<Source<'a>> {
     let (n, d) = a.dim();
+    // The stride of an axis of length 1 is never used: NumPy calls such a
+    // view contiguous whatever its stride says, negative included.
+    let stride = |len: usize, s: isize| if len <= 1 { Ok(0) } else { usize::try_from(s) };
     let strides = a.strides();
-    let (Ok(rs), Ok(cs)) = (usize::try_from(strides[0]), usize::try_from(strides[1])) else {
+    let (Ok(rs), Ok(cs)) = (stride(n, strides[0]), stride(d, strides[1])) else {
         return Err(PyValueError::new_err(
             "memfit: arrays with negative strides are not supported; pass numpy.ascontiguousarray(X)",
         ));
