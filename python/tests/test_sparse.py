@@ -5,6 +5,8 @@ fit bit for bit, every sparse format and index dtype, borrowed without
 changing the caller's matrix, and clear refusals where sparse input is not
 taken."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -77,6 +79,38 @@ def test_the_dense_fits_labels_and_centres_bit_for_bit(metric):
         np.testing.assert_array_equal(f.labels_, fits[0].labels_)
         np.testing.assert_array_equal(f.cluster_centers_, fits[0].cluster_centers_)
         assert f.inertia_ == fits[0].inertia_
+
+
+def test_an_empty_cluster_is_refilled_with_the_dense_fits_row():
+    """The row farthest from its centre, which refills an empty cluster, is
+    the dense fit's even where the stored values' distances tie or nearly
+    tie: rows 3 and 4 are equally far here, and so are two rows from a
+    centre of zeros under the cosine metric. Then small integer-like data
+    with many ties and empty clusters: every fit is the dense fit."""
+    X = np.array([[0.2, 0.3, 0.3], [0.0, 0.7, 0.0], [0.1, 0.0, 0.2],
+                  [0.3, 0.0, 1.1], [1.1, 0.0, 0.3], [0.0, 0.1, 0.0]])
+    Xc = np.zeros((2, 14))
+    Xc[0, [4, 9]] = [0.9105415570873983, 0.1648365509173506]
+    Xc[1, [1, 2, 3, 10]] = [0.3982135243075784, 0.28033533725582027, 0.8219938028570116, 0.5230088147122643]
+    Cc = np.zeros((2, 14))
+    Cc[1, [8, 10]] = [0.7330073023611682, 0.10798649779029013]
+    cases = [(X, np.array([[0.0, 0.7, 0.0], [50.0, 50.0, 50.0]]), "euclidean"), (Xc, Cc, "cosine")]
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        n, d = rng.integers(4, 30), rng.integers(1, 12)
+        Xr = rng.integers(0, 3, size=(n, d)) * rng.random((n, d)).round(1) * (rng.random((n, d)) < 0.4)
+        init = Xr[rng.choice(n, int(rng.integers(2, min(n, 6) + 1)), replace=False)].copy()
+        if seed % 3 == 0:
+            init[0] = 0.0
+        cases.append((Xr, init, ["euclidean", "cosine"][seed % 2]))
+    for i, (dense, init, metric) in enumerate(cases):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = KMeans(len(init), init=init, n_init=1, tol=0, metric=metric).fit(sp.csr_matrix(dense))
+            b = KMeans(len(init), init=init, n_init=1, tol=0, metric=metric).fit(dense)
+        np.testing.assert_array_equal(a.labels_, b.labels_, err_msg=f"case {i}")
+        np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_, err_msg=f"case {i}")
+        assert a.n_iter_ == b.n_iter_
 
 
 @pytest.mark.parametrize("offset", [1.0, 1e4, 1e8])

@@ -56,3 +56,23 @@ def test_kernels_reject_bad_input(tmp_path):
     proc = run_memfit("scatter", x, "--out", tmp_path / "S.npy", expect=2)
     assert "row 4, column 1 is inf" in proc.stderr
     assert not (tmp_path / "q.npy").exists() and not (tmp_path / "S.npy").exists()
+
+
+def test_scatter_weights_are_refused_by_the_rule_they_break(tmp_path):
+    """The scatter takes weights of any sign: a negative one is used, a NaN
+    is refused as not finite (not as negative), and a wrong length names
+    --weights, the flag that gave it."""
+    X = np.random.default_rng(0).standard_normal((100, 3))
+    x = save(tmp_path, "X.npy", X)
+    w = -np.ones(100)
+    run_memfit("scatter", x, "--weights", save(tmp_path, "w.npy", w), "--out", tmp_path / "S.npy")
+    np.testing.assert_allclose(np.load(tmp_path / "S.npy"), (X.T * w) @ X, rtol=1e-12)
+    w[7] = np.nan
+    proc = run_memfit("scatter", x, "--weights", save(tmp_path, "wnan.npy", w), "--out", tmp_path / "S2.npy",
+                      expect=2)
+    assert "sample_weight[7] = NaN; hint: sample weights must be finite" in proc.stderr
+    assert ">= 0" not in proc.stderr
+    proc = run_memfit("scatter", x, "--weights", save(tmp_path, "w99.npy", np.ones(99)), "--out", tmp_path / "S2.npy",
+                      expect=2)
+    assert "--weights" in proc.stderr and "w99.npy" in proc.stderr and "[99]" in proc.stderr
+    assert not (tmp_path / "S2.npy").exists()

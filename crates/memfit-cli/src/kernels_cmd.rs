@@ -5,10 +5,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use memfit::estimator::{QuadraticFormJob, ScatterJob};
-use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, write_npy, Dtype, NpyWriter, Source};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, write_npy, Dtype, NpyWriter};
 
 use crate::args::{QuadraticFormArgs, ScatterArgs};
-use crate::inputs::{check_output, open_weights};
+use crate::inputs::{check_output, open_data, open_weights};
 use crate::progress::Stop;
 use crate::render::{about_input, print_warnings};
 
@@ -22,7 +22,7 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     check_output(&args.out)?;
     check_outputs_distinct(&[("--out", &args.out)], &[("INPUT", &args.input), ("--q", &args.q)], &[])?;
     let run = args.common.run_options()?;
-    let x = Source::open_matrix(&args.input)?;
+    let x = open_data(&args.input, "compute", None)?;
     let (q, rows, cols) = read_matrix_f64(&args.q)?;
     let job =
         QuadraticFormJob { x: &x, q: &q, q_shape: [rows, cols], compute: args.common.compute_dtype(x.dtype()), run };
@@ -61,10 +61,14 @@ pub fn scatter(args: &ScatterArgs) -> Result<()> {
     }
     check_outputs_distinct(&[("--out", &args.out)], &inputs, &[])?;
     let run = args.common.run_options()?;
-    let x = Source::open_matrix(&args.input)?;
+    let x = open_data(&args.input, "compute", None)?;
     let w = args.weights.as_deref().map(|p| open_weights("--weights", p)).transpose()?;
     let job = ScatterJob { x: &x, weights: w.as_ref(), run };
-    let mut plan = job.plan()?;
+    // The only shape the plan checks is that of the weights.
+    let mut plan = job.plan().map_err(|e| match (&e, &args.weights) {
+        (memfit::Error::ShapeMismatch { .. }, Some(path)) => anyhow::Error::new(e).context(format!("--weights {}", path.display())),
+        _ => e.into(),
+    })?;
     let d = x.n_features();
     if !crate::ready(&mut plan, &[("--out", Some(&args.out), npy_file_bytes(Dtype::F64, &[d, d]))], args.dry_run)? {
         return Ok(());

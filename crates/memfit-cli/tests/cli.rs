@@ -864,13 +864,32 @@ fn column_weights_are_refused_like_column_weights_init() {
     assert_eq!(entries(t.path()).len(), 3);
 }
 
-/// Issue 9 (6): an input with no rows is refused naming its file, by every
-/// command that fits or predicts.
+/// Issue 9 (6): an input with no rows, or no columns, is refused naming its
+/// file, by every command that fits, predicts or computes a kernel (no
+/// panic for zero-byte rows, no output written).
 #[test]
 fn empty_input_names_its_file() {
     let t = tempfile::tempdir().unwrap();
     let empty = p(t.path(), "empty.npy");
     write_f64(&empty, &[0, 2], &[]);
+    let (no_columns, q0, q2) = (p(t.path(), "no_columns.npy"), p(t.path(), "q0.npy"), p(t.path(), "q2.npy"));
+    write_f64(&no_columns, &[5, 0], &[]);
+    write_f64(&q0, &[0, 0], &[]);
+    write_f64(&q2, &[2, 2], &[1.0, 0.0, 0.0, 1.0]);
+    let out = p(t.path(), "out.npy");
+    for (args, shape) in [
+        (vec!["quadratic-form", &no_columns, "--q", &q0, "--out", &out], "(5, 0)"),
+        (vec!["quadratic-form", &empty, "--q", &q2, "--out", &out], "(0, 2)"),
+        (vec!["scatter", &no_columns, "--out", &out], "(5, 0)"),
+        (vec!["scatter", &empty, "--out", &out], "(0, 2)"),
+    ] {
+        let o = memfit(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(&format!("has shape {shape}: nothing to compute")), "{args:?}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+    }
+    assert!(!Path::new(&out).exists());
     let x = p(t.path(), "x.npy");
     write_f64(&x, &[100, 2], &blobs(100));
     let (c, model) = (p(t.path(), "c.npy"), p(t.path(), "model"));

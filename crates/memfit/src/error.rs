@@ -482,7 +482,10 @@ impl Error {
                 non_finite_more(*count)
             ),
             Error::InvalidWeight { path, row, value } => {
-                write!(f, "{}: sample_weight[{row}] = {value}; hint: sample weights must be finite and >= 0", path.display())
+                // The rule the value breaks: jobs that take weights of any
+                // sign (the scatter) refuse only non-finite ones.
+                let rule = if value.is_finite() { ">= 0" } else { "finite" };
+                write!(f, "{}: sample_weight[{row}] = {value}; hint: sample weights must be {rule}", path.display())
             }
             Error::InvalidParameter { name, rule, remedies } => {
                 write!(f, "invalid {}: {rule}", s.parameter(name))?;

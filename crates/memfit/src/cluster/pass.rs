@@ -17,7 +17,7 @@ use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::Backend;
 use crate::exec::{Block, KeyedSample, Leaf, Merge, Pass};
-use crate::kernels::{ClusterSums, PreparedCenters, Scratch, SparseScratch, MAX_PARTIAL_BYTES};
+use crate::kernels::{exact_sq_dist, ClusterSums, PreparedCenters, Scratch, SparseScratch, MAX_PARTIAL_BYTES};
 use crate::plan::{Plan, TILE_ROWS};
 
 /// Receives each block's labels and squared distances, in row order.
@@ -61,9 +61,10 @@ pub(crate) struct Farthest {
 }
 
 impl Farthest {
-    /// Bytes of a full list of `cap` rows of `d` features.
+    /// Bytes of a full list of `cap` rows of `d` features, and of the one
+    /// row being measured (see [`Farthest::offer_sparse`]).
     pub(crate) fn bytes(cap: usize, d: usize) -> u64 {
-        (cap * (d * 8 + size_of::<FarRow>())) as u64
+        ((cap + 1) * (d * 8 + size_of::<FarRow>())) as u64
     }
 
     fn would_take(&self, dist: f64, row: usize) -> bool {
@@ -95,6 +96,29 @@ impl Farthest {
         values.clear();
         fill(&mut values);
         self.heap.push(Reverse(FarRow { dist, row, label, weight, values }));
+    }
+
+    /// Offers sparse row `i` of `block` (block row `row`), whose distance
+    /// `approx` to its centre `c` came from its stored values: within a
+    /// relative (2 nnz + 2)·7·u₆₄ of the exact distance (see
+    /// [`crate::kernels::sparse`]), which the dense row's [`exact_sq_dist`]
+    /// is within γ₆₄(d + 6) of, plus the squares' underflow. A row that
+    /// could be taken with the largest such error is measured as the dense
+    /// row is, so the list holds the rows, and the distances, of the dense
+    /// data.
+    fn offer_sparse<T: Real>(&mut self, block: &Block<'_, T>, i: usize, approx: f64, c: &[f64], r: (usize, u32, f64)) {
+        let (row, label, weight) = r;
+        let d = block.n_features;
+        let nnz = block.row_values(i).0.len();
+        let slack = (16 * (nnz + d + 8)) as f64 * f64::EPSILON;
+        let upper = approx * (1.0 + slack) + (2 * (nnz + d + 8)) as f64 * f64::MIN_POSITIVE;
+        if !self.would_take(upper, row) {
+            return;
+        }
+        let mut values = Vec::with_capacity(d);
+        block.dense_row_into(i, &mut values);
+        let dist = exact_sq_dist(&values, c);
+        self.offer(FarRow { dist, row, label, weight, values });
     }
 
     /// The rows, farthest first.
@@ -365,6 +389,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
             Mode::Final { .. } => Kind::Final,
             Mode::Predict(_) => Kind::Predict,
         };
+        let centers = self.centers;
         let one = |leaf: &mut Leaf<'_, AssignStats>, parallel_sums: bool| {
             let r = leaf.rows.clone();
             let s = &mut *leaf.stats;
@@ -391,9 +416,14 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                 Kind::Farthest => {
                     for i in r {
                         let wi = block.w.map_or(1.0, |w| w[i]);
-                        if wi > 0.0 {
-                            s.farthest
-                                .offer_with(dist[i], block.start + i, labels[i], wi, |v| block.dense_row_into(i, v));
+                        let (row, l) = (block.start + i, labels[i]);
+                        if wi <= 0.0 {
+                            continue;
+                        }
+                        if block.csr.is_some() {
+                            s.farthest.offer_sparse(&block, i, dist[i], centers.center(l as usize), (row, l, wi));
+                        } else {
+                            s.farthest.offer_with(dist[i], row, l, wi, |v| block.dense_row_into(i, v));
                         }
                     }
                 }

@@ -207,7 +207,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         "chunk statistics",
         n_stats,
         part,
-        format!("{n_stats} × {part} B (per-cluster sums and weights, {k} farthest rows with values)"),
+        format!("{n_stats} × {part} B (per-cluster sums and weights, {k} + 1 farthest rows with values)"),
     );
     led.add_in(
         phase,

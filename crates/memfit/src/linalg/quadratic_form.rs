@@ -75,6 +75,16 @@ pub fn row_quadratic_form<T: Real>(
     if let Some(i) = q.iter().position(|v| !v.is_finite()) {
         return Err(Error::NonFinite { path: "Q".into(), row: i / d, column: i % d, value: q[i], count: 1 });
     }
+    if d == 0 {
+        // No features: every q_i is the empty sum, 0 (NumPy's answer).
+        let rows = plan.schedule.block_rows.max(1);
+        let zeros = vec![0.0; rows.min(x.n_samples())];
+        for start in (0..x.n_samples()).step_by(rows) {
+            cancel.check()?;
+            out(&zeros[..rows.min(x.n_samples() - start)])?;
+        }
+        return Ok(());
+    }
     let qt: Vec<T> = q.iter().map(|&v| T::from_f64(v)).collect();
     let workers = plan.threads.max(1);
     let mut pass = QuadraticPass {
@@ -157,6 +167,24 @@ mod tests {
     use crate::exec::RunOptions;
     use crate::io::{ArrayRef, Values};
     use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn empty_shapes_give_numpys_answers() {
+        // (n, 0): q is n zeros (empty sums); (0, d): q is empty; neither panics.
+        let x = [0.0f64; 0];
+        for (n, d) in [(5, 0), (700, 0), (0, 3), (0, 0)] {
+            let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
+            let plan =
+                plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 20))).unwrap();
+            let mut got = Vec::new();
+            let mut out = |b: &[f64]| {
+                got.extend_from_slice(b);
+                Ok(())
+            };
+            row_quadratic_form::<f64>(&src, &vec![1.0; d * d], &plan, &mut out, &crate::exec::Cancel::new()).unwrap();
+            assert_eq!(got, vec![0.0; n], "({n}, {d})");
+        }
+    }
 
     #[test]
     fn matches_naive_reference_under_a_small_limit() {

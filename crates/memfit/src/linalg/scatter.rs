@@ -77,6 +77,10 @@ pub fn weighted_scatter_split(
             });
         }
     }
+    if d == 0 {
+        // No features: S is 0 × 0 (NumPy's answer), whatever the rows.
+        return Ok(Vec::new());
+    }
     let mut blocks = BlockReader::<f64>::new(x, w, plan.schedule.block_rows);
     let mut pass = ScatterPass::new(d, w, plan);
     let s = run_split(&mut pass, &mut blocks, split, &vec![0.0; d], cancel)?.0;
@@ -200,6 +204,18 @@ mod tests {
     use crate::exec::RunOptions;
     use crate::io::{ArrayRef, Values};
     use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn empty_shapes_give_numpys_answers() {
+        // (n, 0): S is 0 × 0; (0, d): S is d × d zeros; neither panics.
+        let x = [0.0f64; 0];
+        for (n, d) in [(5, 0), (0, 3), (0, 0)] {
+            let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
+            let plan = plan_weighted_scatter(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 20))).unwrap();
+            let s = weighted_scatter(&src, None, &plan, &crate::exec::Cancel::new()).unwrap();
+            assert_eq!(s, vec![0.0; d * d], "({n}, {d})");
+        }
+    }
 
     #[test]
     fn matches_naive_reference_and_ignores_limit() {

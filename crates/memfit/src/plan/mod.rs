@@ -46,7 +46,8 @@ pub const MAX_BLOCK_BYTES: u64 = 32 << 20;
 /// one tile per thread when that fits, or all `n` rows when they fit.
 pub fn pick_block_rows(room: u64, per_row: u64, n: u64, row_value_bytes: u64, threads: u64) -> u64 {
     let tile = TILE_ROWS as u64;
-    let rows = (room / per_row).min((MAX_BLOCK_BYTES / row_value_bytes.max(1)).max(tile * threads));
+    // Rows of no bytes (no features, nothing else per row) cost nothing.
+    let rows = (room / per_row.max(1)).min((MAX_BLOCK_BYTES / row_value_bytes.max(1)).max(tile * threads));
     if rows >= n {
         n
     } else {

@@ -362,7 +362,7 @@ impl CsrFiles {
             for (i, &o) in offsets.iter().enumerate() {
                 let row = at + i;
                 if (row == 0 && o != 0) || o < last || (row == n_rows && o != nnz) {
-                    return Err(files.bad_offsets(row, last, o, nnz));
+                    return Err(files.bad_offsets(row, Some(last), o as f64, nnz));
                 }
                 files.max_row_nnz = files.max_row_nnz.max(o - last);
                 last = o;
@@ -371,11 +371,14 @@ impl CsrFiles {
         Ok(files)
     }
 
-    fn bad_offsets(&self, row: usize, before: usize, at: usize, nnz: usize) -> Error {
+    /// Offset `row` is `at` (as read: negative ones included), after
+    /// `before` where that is known.
+    fn bad_offsets(&self, row: usize, before: Option<usize>, at: f64, nnz: usize) -> Error {
+        let after = before.map(|b| format!(" after {b}")).unwrap_or_default();
         Error::param(
             "X",
             format!(
-                "{}: offset {row} is {at} after {before}: offsets must run from 0 to len(data) = {nnz} without decreasing; hint: save the matrix again with scipy.sparse.save_npz",
+                "{}: offset {row} is {at}{after}: offsets must run from 0 to len(data) = {nnz} without decreasing; hint: save the matrix again with scipy.sparse.save_npz",
                 self.dir.join("indptr.npy").display()
             ),
         )
@@ -422,7 +425,8 @@ impl CsrFiles {
         for i in 0..count {
             let v = decode(raw, i, h.dtype, h.endian);
             if v < 0.0 {
-                return Err(self.bad_offsets(at + i, 0, 0, self.data.header().shape[0]));
+                let before = i.checked_sub(1).map(|p| out[p]);
+                return Err(self.bad_offsets(at + i, before, v, self.data.header().shape[0]));
             }
             out.push(v as usize);
         }
@@ -546,6 +550,27 @@ mod tests {
             assert_eq!(rows(&npz).unwrap(), want, "{method:?}");
             // Unpacked arrays are unnamed: nothing in the scratch folder.
             assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
+        }
+    }
+
+    #[test]
+    fn bad_offsets_are_named_with_their_values() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("X");
+        std::fs::create_dir(&dir).unwrap();
+        for (offsets, want) in [
+            ([0i64, 2, -5, 3, 5], "offset 2 is -5 after 2: offsets must run from 0"),
+            ([-1i64, 2, 3, 3, 5], "offset 0 is -1: offsets must run from 0"),
+            ([0i64, 3, 2, 3, 5], "offset 2 is 2 after 3: offsets must run from 0"),
+            ([0i64, 2, 3, 3, 4], "offset 4 is 4 after 3: offsets must run from 0 to len(data) = 5"),
+        ] {
+            for (name, bytes) in members() {
+                std::fs::write(dir.join(name), bytes).unwrap();
+            }
+            let bytes: Vec<u8> = offsets.iter().flat_map(|v| v.to_le_bytes()).collect();
+            std::fs::write(dir.join("indptr.npy"), [write_header(Dtype::I64, &[5]), bytes].concat()).unwrap();
+            let e = CsrFiles::open(&dir).unwrap_err().to_string();
+            assert!(e.contains(want), "{offsets:?}: {e}");
         }
     }
 
