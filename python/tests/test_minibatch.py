@@ -174,7 +174,7 @@ def test_errors():
         MiniBatchKMeans(reassignment_ratio=-1).fit(X)
     with pytest.raises(ValueError, match="n_samples=5 should be >= n_clusters=8"):
         MiniBatchKMeans(8).fit(X[:5])
-    with pytest.raises(ValueError, match=r"^sample_weight\[0\] = -1; hint: sample weights must be finite and >= 0"):
+    with pytest.raises(ValueError, match=r"^sample_weight\[0\] = -1; hint: sample weights must be >= 0"):
         MiniBatchKMeans(3).fit(X, sample_weight=np.r_[-1.0, np.ones(len(X) - 1)])
     bad = X.copy()
     bad[7, 2] = np.nan

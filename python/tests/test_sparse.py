@@ -326,6 +326,18 @@ def pathlib_read(path):
         return f.read()
 
 
+def test_a_refusal_names_the_blocks_a_dense_row_makes_large():
+    """Blocks hold their rows at the densest row's size: where one dense row
+    makes them the largest need, the refusal names them and that row."""
+    X = sp.random(1000, 100_000, density=1e-4, format="csr", random_state=0).tolil()
+    X[0] = np.ones(100_000)
+    with pytest.raises(MemoryError) as e:
+        KMeans(n_clusters=2, n_init=1, memory_limit="64MiB").fit(X.tocsr())
+    message = str(e.value)
+    assert "(sparse rows of up to 100000 stored values)" in message
+    assert "largest buffer: the smallest read blocks and tiles = " in message
+
+
 def test_a_limit_far_below_the_dense_matrix():
     # 20,000 × 200,000: 32 GB dense; fitted within 256 MiB (the centres'
     # sums, 10 × 200,000 compensated float64 per chunk, dominate).

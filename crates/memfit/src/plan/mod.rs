@@ -257,7 +257,15 @@ pub fn check_fits(
     if required <= limit {
         return Ok(());
     }
-    Err(Error::does_not_fit(required, limit, format!("{}{}", what(), led.largest()), also()))
+    // What `required` holds beyond the declared buffers: the smallest
+    // blocks and tiles, which can be the largest need (wide or dense rows).
+    let blocks = required.saturating_sub(led.total());
+    let largest = if led.buffers.iter().all(|b| b.bytes < blocks) {
+        format!("; largest buffer: the smallest read blocks and tiles = {}", format_bytes(blocks))
+    } else {
+        led.largest()
+    };
+    Err(Error::does_not_fit(required, limit, format!("{}{largest}", what()), also()))
 }
 
 /// Accumulates buffers while a plan is being built: buffers held throughout
