@@ -116,7 +116,11 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         here (X's chunks read one at a time) and the labels are not kept."""
         check_is_fitted(self)
         data = check_data(X, self, reset=False, accept_sparse=True)
-        w = check_sample_weight(sample_weight, data)
+        return self._assign_checked(data, check_sample_weight(sample_weight, data))
+
+    def _assign_checked(self, data, w):
+        """:meth:`_assign` of data and weights already checked (by
+        ``check_data`` and ``check_sample_weight``)."""
         device = check_device(self, data, "kmeans", self.cluster_centers_.shape[0], w is not None)
         labels = np.empty(data.n_samples, dtype=np.int32)
         inertia = _memfit.assign(

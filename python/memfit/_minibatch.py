@@ -669,7 +669,7 @@ class MiniBatchKMeans(_Centers):
         self.n_steps_ = i + 1
         self.n_iter_ = int(np.ceil(((i + 1) * self._batch_size) / n))
         if self.compute_labels:
-            self.labels_, self.inertia_ = self._assign(X, sample_weight)
+            self.labels_, self.inertia_ = self._assign_checked(data, w_engine)
             self.inertia_ = float(self.inertia_)
         else:
             self.inertia_ = float(stop.ewa_inertia * weight_sum) if stop.ewa_inertia is not None else np.nan
@@ -722,8 +722,8 @@ class MiniBatchKMeans(_Centers):
             self._step(batch, w, centers, self._random_state)
         self.cluster_centers_ = centers.astype(data.out_dtype)
         if self.compute_labels:
-            # As predict(X) labels them.
-            self.labels_, self.inertia_ = self._assign(X, sample_weight)
+            # As predict(X) labels them (X and the weights checked above).
+            self.labels_, self.inertia_ = self._assign_checked(data, w_engine)
             self.inertia_ = float(self.inertia_)
         self.n_steps_ += 1
         self._n_features_out = self.cluster_centers_.shape[0]

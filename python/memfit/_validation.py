@@ -383,7 +383,8 @@ def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weig
         if tuple(shape) != (data.n_samples,):
             raise ValueError(f"{name}.shape == {tuple(shape)}, expected ({data.n_samples},)!")
         return path
-    if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, (bool, complex)):
+    # A bool is a number to scikit-learn too (True: weights of one).
+    if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, complex):
         sample_weight = np.full(data.n_samples, float(sample_weight))
     w = np.asarray(sample_weight)
     if np.iscomplexobj(w):

@@ -173,6 +173,20 @@ def test_unit_weights_equal_no_weights(small):
     assert a.n_iter_ == b.n_iter_
 
 
+@pytest.mark.parametrize("estimator", [KMeans, MiniBatchKMeans])
+def test_scalar_weights_are_any_number_a_bool_included(small, estimator):
+    """A scalar sample_weight is any number, as scikit-learn takes it: True
+    weighs every row 1, False 0 (refused with scikit-learn's message)."""
+    X, init = small
+    a = estimator(n_clusters=4, init=init, n_init=1, random_state=0).fit(X)
+    for weight in (True, 1, 1.0, np.float32(1)):
+        b = estimator(n_clusters=4, init=init, n_init=1, random_state=0).fit(X, sample_weight=weight)
+        assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+        assert_array_equal(a.labels_, b.labels_)
+    with pytest.raises(ValueError, match="Sample weights must contain at least one non-zero number"):
+        estimator(n_clusters=4, init=init, n_init=1).fit(X, sample_weight=False)
+
+
 def test_zero_weights_equal_dropped_rows(small):
     """Rows with weight zero do not influence the centres or inertia (same as removing them)."""
     X, init = small

@@ -236,3 +236,23 @@ def test_per_row_buffers_count_against_the_limit(tmp_path):
     assert fitted.memory_plan_.startswith("memory plan for mini-batch k-means steps (limit 12.00 MiB")
     with pytest.warns(RuntimeWarning, match="init_size=10 should be larger than n_clusters=20"):
         MiniBatchKMeans(20, init_size=10).fit(X)
+
+
+@pytest.mark.parametrize("method", ["predict", "partial_fit"])
+def test_feature_name_warnings_come_once_per_call_as_scikit_learns(method):
+    """X is checked once per call: a call without the feature names it was
+    fitted with warns once (not again for the labels it computes)."""
+    import warnings
+
+    import pandas as pd
+
+    X = np.random.default_rng(0).standard_normal((60, 3))
+    df = pd.DataFrame(X, columns=list("abc"))
+    counts = []
+    for estimator in (SkMiniBatchKMeans, MiniBatchKMeans):
+        m = estimator(n_clusters=3, random_state=0, n_init=1).partial_fit(df)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            getattr(m, method)(X)
+        counts.append([str(w.message) for w in caught])
+    assert counts[1] == counts[0] and len(counts[0]) == 1

@@ -381,6 +381,11 @@ def test_warnings_have_sklearn_class_and_sentence():
                 "Number of distinct clusters (3) found smaller than n_clusters (4). Possibly due to duplicate "
                 "points in X.")):
             km(4, random_state=0).fit(duplicates)
+        # A mixture issues its k-means initialisation's warning as it is.
+        with pytest.warns(ConvergenceWarning, match="^" + re.escape(
+                "Number of distinct clusters (3) found smaller than n_clusters (4). Possibly due to duplicate "
+                "points in X.") + "$"):
+            gmm(4, random_state=0, reg_covar=1e-3).fit(duplicates)
         with pytest.warns(RuntimeWarning, match=re.escape(
                 "Explicit initial center position passed: performing only one init in KMeans instead of n_init=3.")):
             km(3, init=X[:3], n_init=3).fit(X)

@@ -189,6 +189,23 @@ pub fn warning(w: &Warning) -> (&'static str, &'static str, String) {
         Category::User => "user",
         Category::Numeric => "runtime",
     };
+    // Fewer distinct clusters, also those of a mixture's k-means
+    // initialisation: scikit-learn's kind and sentence (its mixtures issue
+    // their k-means's warning as it is).
+    let fewer = match &w {
+        Warning::FewerClusters { found, n_clusters } => Some((*found, *n_clusters)),
+        Warning::InKMeansInit(inner) => match **inner {
+            Warning::FewerClusters { found, n_clusters } => Some((found, n_clusters)),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some((found, n_clusters)) = fewer {
+        let sentence = format!(
+            "Number of distinct clusters ({found}) found smaller than n_clusters ({n_clusters}). Possibly due to duplicate points in X."
+        );
+        return ("fewer_clusters", category, sentence);
+    }
     (w.kind(), category, w.render(&Params).to_string())
 }
 
