@@ -66,7 +66,9 @@ pub fn scatter(args: &ScatterArgs) -> Result<()> {
     let job = ScatterJob { x: &x, weights: w.as_ref(), run };
     // The only shape the plan checks is that of the weights.
     let mut plan = job.plan().map_err(|e| match (&e, &args.weights) {
-        (memfit::Error::ShapeMismatch { .. }, Some(path)) => anyhow::Error::new(e).context(format!("--weights {}", path.display())),
+        (memfit::Error::ShapeMismatch { .. }, Some(path)) => {
+            anyhow::Error::new(e).context(format!("--weights {}", path.display()))
+        }
         _ => e.into(),
     })?;
     let d = x.n_features();

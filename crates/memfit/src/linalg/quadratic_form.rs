@@ -174,8 +174,7 @@ mod tests {
         let x = [0.0f64; 0];
         for (n, d) in [(5, 0), (700, 0), (0, 3), (0, 0)] {
             let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
-            let plan =
-                plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 20))).unwrap();
+            let plan = plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 20))).unwrap();
             let mut got = Vec::new();
             let mut out = |b: &[f64]| {
                 got.extend_from_slice(b);

@@ -62,19 +62,26 @@ pub fn parse_size_as(name: &'static str, text: &str) -> Result<u64> {
         "eib" => 1024.0f64.powi(6),
         _ => return Err(bad("unknown unit (use B, KiB, MiB, GiB, TiB, PiB, EiB, KB, MB, GB, TB, PB or EB)")),
     };
+    // Sizes are below 2^63 bytes (8 EiB), however they are written.
+    let beyond = || bad("the size is beyond 8 EiB");
+    // Whole numbers of bytes are read exactly (f64 rounds beyond 2^53).
+    if mult == 1.0 && !num.contains(['.', 'e', 'E']) {
+        let exact = num.replace('_', "").parse::<u64>().map_err(|_| beyond())?;
+        return match exact {
+            0 => Err(bad("the size must be at least 1 byte")),
+            e if e >= 1 << 63 => Err(beyond()),
+            e => Ok(e),
+        };
+    }
     let bytes = value * mult;
-    if bytes >= 9.2e18 {
-        return Err(bad("the size is beyond 8 EiB"));
+    if bytes >= 2f64.powi(63) {
+        return Err(beyond());
     }
     if mult == 1.0 && bytes.fract() != 0.0 {
         return Err(bad("a number of bytes must be whole (did you forget a unit such as GiB?)"));
     }
     if bytes < 1.0 {
         return Err(bad("the size must be at least 1 byte"));
-    }
-    // Whole numbers of bytes are read exactly (f64 rounds beyond 2^53).
-    if mult == 1.0 && !num.contains(['.', 'e', 'E']) {
-        return num.replace('_', "").parse::<u64>().map_err(|_| bad("a malformed number"));
     }
     Ok(bytes as u64)
 }
@@ -134,6 +141,16 @@ mod tests {
         assert_eq!(parse_size("1_000kb").unwrap(), 1_000_000);
         assert!(parse_size("1.5").is_err());
         assert!(parse_size("18EiB").unwrap_err().to_string().contains("beyond 8 EiB"));
+        // Up to 2^63 − 1 bytes, written as digits or not (Python's int limit too).
+        assert_eq!(parse_size("9223372036854775807").unwrap(), (1 << 63) - 1);
+        assert_eq!(parse_size("9_223_372_036_854_775_807B").unwrap(), (1 << 63) - 1);
+        for beyond in ["9223372036854775808", "8EiB", "9.3e18", "9223372036854775808B"] {
+            assert!(parse_size(beyond).unwrap_err().to_string().contains("beyond 8 EiB"), "{beyond}");
+        }
+        assert_eq!(parse_size("7.99EiB").unwrap(), (7.99 * 1024f64.powi(6)) as u64);
+        // A unit's fraction of a byte is rounded down; a bare one is refused.
+        assert_eq!(parse_size("0.3GiB").unwrap(), 322_122_547);
+        assert!(parse_size("1.5B").unwrap_err().to_string().contains("must be whole"));
     }
 
     #[test]
