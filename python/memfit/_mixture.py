@@ -571,8 +571,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             self.precisions_ = r["precisions"].astype(dt, copy=False)
         self.converged_ = bool(r["converged"])
         self.n_iter_ = int(r["n_iter"])
-        self.lower_bound_ = float(r["lower_bound"])
-        self.lower_bounds_ = list(r["lower_bounds"])
+        # NumPy scalars, as scikit-learn's (its bounds are NumPy means).
+        self.lower_bound_ = np.float64(r["lower_bound"])
+        self.lower_bounds_ = [np.float64(b) for b in r["lower_bounds"]]
         self.memory_plan_ = r["plan_text"] if device is None else f"{r['plan_text']}\n{device.plan}"
         self._fitted_covariance_type = self.covariance_type
         if want_labels and data.dask is not None:
