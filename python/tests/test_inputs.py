@@ -42,6 +42,24 @@ def test_arrays_are_used_in_place(make):
     assert data.float32 == (X.dtype == np.float32)
 
 
+def test_a_negative_stride_on_a_length_one_axis_is_read_in_place():
+    """One row read backwards (X[::-1]) or one column (X[:, ::-1]): NumPy
+    calls such views contiguous, and the engine reads them in place, with
+    the results of their copies, in the estimators and the kernels."""
+    rng = np.random.RandomState(0)
+    for view in (rng.randn(1, 4)[::-1], rng.randn(30, 1)[:, ::-1]):
+        assert view.strides[0 if view.shape[0] == 1 else 1] < 0 and view.flags.c_contiguous
+        data = check_data(view)
+        assert np.shares_memory(data.engine, view)
+        copy = view.copy()
+        np.testing.assert_array_equal(memfit.row_quadratic_form(view, np.eye(view.shape[1])),
+                                      memfit.row_quadratic_form(copy, np.eye(view.shape[1])))
+        np.testing.assert_array_equal(memfit.weighted_scatter(view), memfit.weighted_scatter(copy))
+        km = KMeans(1, n_init=1).fit(view)
+        np.testing.assert_array_equal(km.cluster_centers_, KMeans(1, n_init=1).fit(copy).cluster_centers_)
+        np.testing.assert_array_equal(km.transform(view), km.transform(copy))
+
+
 def test_memmap_of_a_whole_npy_file_is_read_from_the_file(tmp_path):
     """np.load(mmap_mode="r") of a .npy reaches the engine as its path; slices and copy-on-write maps as arrays."""
     X = np.arange(60.0).reshape(20, 3)
