@@ -136,3 +136,51 @@ def test_zarr_sharded_within_the_limit_plan():
     x = ma.asarray(rng_data((64, 100, 50)))
     text = str(x.explain(memory_limit="4MiB", n_jobs=2, output="x.zarr"))
     assert "Zarr v3" in text, text
+
+
+def test_an_input_opened_again_is_the_file_there_now(tmp_path):
+    """from_npy and from_zarr read what the path holds when they are called,
+    even while an earlier array of the same path (another file by then) is
+    alive: no metadata, header or file is shared between them."""
+    zarr = pytest.importorskip("zarr")
+    p = tmp_path / "x.npy"
+    np.save(p, np.zeros((3, 4)))
+    old = ma.from_npy(p)
+    os.remove(p)
+    np.save(p, np.ones((3, 4)))
+    assert ma.from_npy(p).sum().compute() == 12.0
+    (ma.from_npy(p) * 5).to_npy(p, overwrite=True)
+    assert ma.from_npy(p).sum().compute() == 60.0
+    assert old.sum().compute() == 0.0  # the file it opened
+    z = tmp_path / "x.zarr"
+    zarr.create_array(z, shape=(10, 4), chunks=(5, 4), dtype="<f8")[...] = np.arange(40.0).reshape(10, 4)
+    old = ma.from_zarr(z)
+    zarr.create_array(z, shape=(10, 4), chunks=(5, 4), dtype=">f8", overwrite=True)[...] = np.arange(40.0).reshape(10, 4)
+    np.testing.assert_array_equal(ma.from_zarr(z)[0].compute(), [0.0, 1.0, 2.0, 3.0])
+    zarr.create_array(z, shape=(10, 4), chunks=(5, 4), dtype="<f8", fill_value=7.0, overwrite=True)
+    assert ma.from_zarr(z).sum().compute() == 280.0
+    del old
+
+
+def test_a_result_never_replaces_an_input_a_later_stage_reads(tmp_path):
+    """store() commits a result when its stage ends: onto an input that a
+    later stage of the job still reads, it is refused before anything is
+    written (the input and the other target untouched); onto an input no
+    other stage reads, it is written."""
+    zarr = pytest.importorskip("zarr")
+    A = np.arange(40000.0).reshape(10000, 4)
+    p = tmp_path / "x.zarr"
+    zarr.create_array(p, shape=A.shape, chunks=(1000, 4), dtype="f8")[...] = A
+    x = ma.from_zarr(p)
+    for first in (x.reshape(10, 1000, 4).sum(axis=0), x.sum(axis=0)):
+        with pytest.raises(ValueError, match="a later stage of the same job still reads it"):
+            ma.store([first, x - x.mean(axis=0)], [p, tmp_path / "c.npy"], overwrite=True)
+        np.testing.assert_array_equal(zarr.open_array(p)[...], A)
+        assert not (tmp_path / "c.npy").exists()
+    q = tmp_path / "y.npy"
+    np.save(q, A)
+    y = ma.from_npy(q)
+    other = ma.from_zarr(p)
+    ma.store([y * 2, other.sum(axis=0)], [q, tmp_path / "s.npy"], overwrite=True)
+    np.testing.assert_array_equal(np.load(q), A * 2)
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), A.sum(axis=0))

@@ -488,6 +488,14 @@ pub struct Stage {
 }
 
 impl Stage {
+    /// The expressions it evaluates.
+    pub fn irs(&self) -> Vec<&Ir> {
+        match &self.work {
+            Work::Map { ir } | Work::Reduce { ir, .. } | Work::Scan { ir, .. } => vec![ir],
+            Work::Einsum { irs, .. } => irs.iter().collect(),
+        }
+    }
+
     /// Where each of its results goes, with its dtype: its own, then its
     /// further reductions' ([`Work::Reduce::also`]).
     pub fn targets(&self) -> Vec<(Target, Dtype)> {

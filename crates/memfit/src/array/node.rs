@@ -180,10 +180,12 @@ fn key_of(kind: &NodeKind, shape: &[usize], dtype: Dtype, weak: bool) -> String 
     let ids = |v: &[Array]| v.iter().map(|a| a.0.id.to_string()).collect::<Vec<_>>().join(",");
     let body = match kind {
         NodeKind::Stored(s) => {
+            // A file is the one opened (its header, its metadata): the same
+            // path opened again may hold another array by then.
             let place = match &s.storage {
                 super::store::Storage::Borrowed { ptr, len, .. } => format!("mem:{ptr:p}:{len}"),
-                super::store::Storage::Npy(f) => format!("npy:{}", f.path().display()),
-                super::store::Storage::Zarr(z) => format!("zarr:{}", z.path().display()),
+                super::store::Storage::Npy(_) => format!("npy:{:p}", Arc::as_ptr(s)),
+                super::store::Storage::Zarr(_) => format!("zarr:{:p}", Arc::as_ptr(s)),
                 super::store::Storage::Owned(_) => format!("owned:{:p}", Arc::as_ptr(s)),
             };
             format!("stored:{place}:{:?}:{:?}:{}", s.endian, s.strides, s.base)

@@ -115,11 +115,8 @@ fn stat_bytes(stage: &super::lower::Stage) -> u64 {
 
 /// The intermediate results stage `si` reads.
 fn read_slots(lowered: &Lowered, si: usize) -> Vec<usize> {
-    let irs = match &lowered.stages[si].work {
-        Work::Map { ir } | Work::Reduce { ir, .. } | Work::Scan { ir, .. } => vec![ir],
-        Work::Einsum { irs, .. } => irs.iter().collect(),
-    };
-    let mut out: Vec<usize> = irs
+    let mut out: Vec<usize> = lowered.stages[si]
+        .irs()
         .into_iter()
         .flat_map(|ir| ir.leaves())
         .filter_map(|s| match s {

@@ -311,6 +311,7 @@ pub fn run_all(
     ctx: &mut Context<'_>,
 ) -> Result<(Vec<Option<Computed>>, Report)> {
     let (lowered, at, the_plan) = prepare_all(roots, outputs, opts)?;
+    check_no_later_reads(&lowered)?;
     let mut results: Vec<Option<Box<dyn Sink>>> = (0..lowered.slots.len()).map(|_| None).collect();
     for (stage, sp) in lowered.stages.iter().zip(&the_plan.schedule.stages) {
         for (target, dtype) in stage.targets() {
@@ -343,6 +344,40 @@ pub fn run_all(
         computed.push(Some(Computed { shape: root.shape().to_vec(), dtype: root.dtype(), bytes }));
     }
     Ok((computed, Report { plan: the_plan, warnings }))
+}
+
+/// Refuses a result written to a file (its stage's end replaces the file)
+/// that a later stage of the same job reads: that stage would read the
+/// result, not the input.
+///
+/// # Errors
+/// [`Error::Expression`] (a value fault) naming the file.
+fn check_no_later_reads(lowered: &Lowered) -> Result<()> {
+    let same = |a: &std::path::Path, b: &std::path::Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    for (si, stage) in lowered.stages.iter().enumerate() {
+        for (target, _) in stage.targets() {
+            let Target::Slot(i) = target else { continue };
+            let Some(Output::Npy { path, .. } | Output::Zarr { path, .. }) = &lowered.slots[i].result else {
+                continue;
+            };
+            let read_later = lowered.stages[si + 1..].iter().flat_map(|s| s.irs()).flat_map(|ir| ir.leaves()).any(
+                |src| matches!(src, super::lower::Src::Stored(s) if s.path().is_some_and(|p| same(&p, path))),
+            );
+            if read_later {
+                return Err(Error::Expression {
+                    kind: crate::error::ExpressionFault::Value,
+                    message: format!(
+                        "{}: a result would replace it while a later stage of the same job still reads it; hint: store that result in a call of its own, or to another path",
+                        path.display()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Lowers and plans several results ([`run_all`]); also gives each
