@@ -210,3 +210,22 @@ def test_float32_sums_accumulate_in_float64(tmp_path):
     assert got32.dtype == np.float32 and np.all(got32 == np.float32(10.0))
     assert np.all(e.mean(axis=0).compute(memory_limit="8MiB") == np.float32(0.1))
     assert np.all(e.max(axis=0).compute(memory_limit="8MiB") == np.float32(0.1))
+
+
+def test_the_smallest_limit_named_works(tmp_path):
+    """A refusal names a limit at which the job runs, and one byte less is
+    refused, also where the limit decides whether an intermediate result is
+    held in memory or on disk (std's mean, a standardisation)."""
+    import re
+
+    import memfit.array as ma
+
+    np.save(tmp_path / "X.npy", np.random.default_rng(5).standard_normal((30000, 5)))
+    x = ma.from_npy(tmp_path / "X.npy")
+    for expr in (x.std(axis=0), (x - x.mean(0)) / x.std(0), x.sum()):
+        with pytest.raises(MemoryError) as e:
+            expr.compute(memory_limit=1)
+        need = int(re.search(r"at least (\d+) bytes", str(e.value)).group(1))
+        expr.compute(memory_limit=need)
+        with pytest.raises(MemoryError):
+            expr.compute(memory_limit=need - 1)

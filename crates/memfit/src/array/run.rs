@@ -189,7 +189,41 @@ impl Slots {
 
 /// Lowers and plans `root` for `output`.
 pub(crate) fn prepare(root: &Array, output: &Output, opts: &Options) -> Result<(Lowered, Plan<Stages>)> {
-    plan_shared(|share| lowered_for(root, output, opts.memory_limit, share), output, opts)
+    at_a_limit_that_works(opts, |opts| {
+        plan_shared(|share| lowered_for(root, output, opts.memory_limit, share), output, opts)
+    })
+}
+
+/// `attempt` within `opts`; when it does not fit, the refusal names a limit
+/// at which `attempt` does fit. The lowering depends on the limit (an
+/// intermediate goes to memory where the limit's share holds it, to disk
+/// where not), so the bytes a refused plan needs may not suffice at that
+/// limit: it is tried there (a few times at most) until it fits.
+///
+/// # Errors
+/// `attempt`'s; [`Error::DoesNotFit`] naming the limit found.
+fn at_a_limit_that_works<T>(opts: &Options, attempt: impl Fn(&Options) -> Result<T>) -> Result<T> {
+    let (required_bytes, limit_bytes, what, remedies) = match attempt(opts) {
+        Err(Error::DoesNotFit { required_bytes, limit_bytes, what, remedies }) => {
+            (required_bytes, limit_bytes, what, remedies)
+        }
+        done => return done,
+    };
+    let mut need = required_bytes;
+    for _ in 0..8 {
+        match attempt(&Options { memory_limit: need, ..opts.clone() }) {
+            Err(Error::DoesNotFit { required_bytes, .. }) if required_bytes > need => need = required_bytes,
+            _ => break,
+        }
+    }
+    let remedies = remedies
+        .into_iter()
+        .map(|r| match r {
+            crate::error::Remedy::RaiseMemoryLimit { .. } => crate::error::Remedy::RaiseMemoryLimit { to_bytes: need },
+            other => other,
+        })
+        .collect();
+    Err(Error::DoesNotFit { required_bytes: need, limit_bytes, what, remedies })
 }
 
 /// Reports stage `i` of `n` starting.
@@ -402,16 +436,18 @@ pub(crate) fn prepare_all(
         });
     }
     let first = outputs.first().unwrap_or(&Output::Memory);
-    let (lowered, at) = lower_all(roots, outputs, opts.memory_limit / MEMORY_SLOT_SHARE);
-    let lower = |share: bool| {
-        let mut l = lowered.clone();
-        if share {
-            share_passes(&mut l);
-        }
-        l
-    };
-    let (lowered, the_plan) = plan_shared(lower, first, opts)?;
-    Ok((lowered, at, the_plan))
+    at_a_limit_that_works(opts, |opts| {
+        let (lowered, at) = lower_all(roots, outputs, opts.memory_limit / MEMORY_SLOT_SHARE);
+        let lower = |share: bool| {
+            let mut l = lowered.clone();
+            if share {
+                share_passes(&mut l);
+            }
+            l
+        };
+        let (lowered, the_plan) = plan_shared(lower, first, opts)?;
+        Ok((lowered, at, the_plan))
+    })
 }
 
 /// The plan of several results computed together ([`run_all`]; reads no
