@@ -385,7 +385,24 @@ def test_predict_rejects_bad_data_and_damaged_models(tmp_path):
     proc = run_memfit("gmm-predict", save(tmp_path, "wide.npy", np.zeros((5, 4))), "--model", model, "--labels",
                       tmp_path / "l.npy", expect=2)
     assert "fitted on 3" in proc.stderr
+    # Damage that once passed: a value below a factor's diagonal (it was
+    # dropped), a shift of another length or of text (it was ignored).
+    import json
+
     U = np.load(model / "precisions_cholesky.npy")
+    lower = U.copy()
+    lower[0, 2, 0] = 50.0
+    np.save(model / "precisions_cholesky.npy", lower)
+    proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy", expect=2)
+    assert "component 0: precisions_cholesky is not upper triangular" in proc.stderr
+    np.save(model / "precisions_cholesky.npy", U)
+    saved = (model / "model.json").read_text()
+    for shift in ([0.0], "garbage", [0.0, None, 1.0]):
+        (model / "model.json").write_text(json.dumps({**json.loads(saved), "shift": shift}))
+        proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy",
+                          expect=2)
+        assert "shift is" in proc.stderr and "not 3 finite numbers" in proc.stderr
+    (model / "model.json").write_text(saved)
     U[1, 0, 0] = 0.0
     np.save(model / "precisions_cholesky.npy", U)
     proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy", expect=2)
@@ -412,3 +429,22 @@ def test_a_precisions_init_that_is_not_symmetric_is_refused(tmp_path, cov_type):
     with pytest.raises(ValueError, match="symmetric"):
         GaussianMixture(3, covariance_type=cov_type, precisions_init=np.stack([bad] * 3) if cov_type == "full" else bad,
                         ).fit(X)
+
+
+def test_predict_says_when_rows_have_zero_density(tmp_path):
+    """A finite row far from every component gets scikit-learn's answers
+    (log-likelihood -inf, NaN probabilities, label 0) and a warning on
+    stderr, not silence; rows within the mixture get none."""
+    X = np.random.RandomState(1).randn(300, 3)
+    model = tmp_path / "m"
+    run_memfit("gmm", save(tmp_path, "X.npy", X), "-k", 2, "--model", model, "--quiet")
+    rows = np.zeros((4, 3))
+    rows[2, 0] = 1e160
+    proba, ll = tmp_path / "p.npy", tmp_path / "ll.npy"
+    proc = run_memfit("gmm-predict", save(tmp_path, "far.npy", rows), "--model", model, "--proba", proba,
+                      "--log-likelihood", ll)
+    assert "warning: some rows have zero density under every component" in proc.stderr
+    assert np.isnan(np.load(proba)[2]).all() and np.isneginf(np.load(ll)[2])
+    assert np.isfinite(np.load(ll)[[0, 1, 3]]).all()
+    proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--log-likelihood", ll)
+    assert "zero density" not in proc.stderr

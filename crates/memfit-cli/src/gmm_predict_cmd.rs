@@ -58,6 +58,12 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
         return Ok(());
     }
     let score = stream(args, &job, &plan)?.score;
+    if score == f64::NEG_INFINITY {
+        // Finite rows (non-finite ones are refused) far from every component.
+        note!(
+            "memfit: warning: some rows have zero density under every component: their log-likelihood is -inf, their probabilities NaN and their label 0 (as scikit-learn's); hint: such rows lie far outside the fitted mixture"
+        );
+    }
     say!(
         "gmm-predict: n_samples={} n_components={} score={score:.10e} seconds={:.3}",
         x.n_samples(),

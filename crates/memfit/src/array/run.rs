@@ -397,9 +397,11 @@ fn check_no_later_reads(lowered: &Lowered) -> Result<()> {
             let Some(Output::Npy { path, .. } | Output::Zarr { path, .. }) = &lowered.slots[i].result else {
                 continue;
             };
-            let read_later = lowered.stages[si + 1..].iter().flat_map(|s| s.irs()).flat_map(|ir| ir.leaves()).any(
-                |src| matches!(src, super::lower::Src::Stored(s) if s.path().is_some_and(|p| same(&p, path))),
-            );
+            let read_later = lowered.stages[si + 1..]
+                .iter()
+                .flat_map(|s| s.irs())
+                .flat_map(|ir| ir.leaves())
+                .any(|src| matches!(src, super::lower::Src::Stored(s) if s.path().is_some_and(|p| same(&p, path))));
             if read_later {
                 return Err(Error::Expression {
                     kind: crate::error::ExpressionFault::Value,

@@ -375,9 +375,18 @@ impl<T: Real> Estep<T> {
             match &mut self.prec {
                 Prec::Full(..) | Prec::Tied(..) => {
                     let (ld, u) = if cholesky {
-                        // The factor itself: keep its upper triangle.
+                        // The factor itself: upper triangular, as
+                        // scikit-learn's precisions_cholesky_. Rounding below
+                        // the diagonal (a factor from an inverse, not a
+                        // triangular solve) is dropped; a value that is
+                        // not negligible beside the diagonal is a damaged
+                        // file.
                         let mut ld = 0.0;
+                        let scale = (0..d).map(|i| raw[i * d + i].abs()).fold(0.0, f64::max);
                         for i in 0..d {
+                            if raw[i * d..i * d + i].iter().any(|v| v.abs() > 1e-8 * scale) {
+                                return Err(bad(Some(first + c), "is not upper triangular"));
+                            }
                             raw[i * d..i * d + i].fill(0.0);
                             if raw[i * d + i] <= 0.0 {
                                 return Err(bad(Some(first + c), "has a non-positive diagonal"));

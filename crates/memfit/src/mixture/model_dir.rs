@@ -190,9 +190,21 @@ pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
     if let Some(i) = means.iter().position(|v| !v.is_finite()) {
         return Err(bad(format!("means.npy: component {} feature {} is {}", i / d, i % d, means[i])));
     }
-    let shift =
-        json["shift"].as_array().and_then(|a| a.iter().map(serde_json::Value::as_f64).collect::<Option<Vec<f64>>>());
-    let shift = shift.filter(|s| s.len() == d);
+    // The offset the parameters are stored around: none, or one finite
+    // number per feature (anything else is a damaged folder, not a guess).
+    let shift = match &json["shift"] {
+        serde_json::Value::Null => None,
+        value => {
+            let numbers =
+                value.as_array().and_then(|a| a.iter().map(serde_json::Value::as_f64).collect::<Option<Vec<_>>>());
+            match numbers {
+                Some(s) if s.len() == d && s.iter().all(|v| v.is_finite()) => Some(s),
+                _ => {
+                    return Err(bad(format!("model.json's shift is {value}, not {d} finite numbers (one per feature)")))
+                }
+            }
+        }
+    };
     let lower_bound = json["lower_bound"].as_f64();
     Ok(MixtureModel { covariance_type: t, weights, means, precisions_cholesky: prec, shift, lower_bound })
 }
