@@ -652,8 +652,10 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
             FloorDivide => Col::F(bin(a, b, |x, y| divmod_f(x, y).0)),
             Remainder => Col::F(bin(a, b, |x, y| if y == 0.0 { f64::NAN } else { divmod_f(x, y).1 })),
             Power => Col::F(bin(a, b, f64::powf)),
-            Minimum => Col::F(bin(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else { x.min(y) })),
-            Maximum => Col::F(bin(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else { x.max(y) })),
+            // NumPy's loops: NaN wins, else `x` only when strictly on its
+            // side, so equal values (0.0 and -0.0) give the second operand.
+            Minimum => Col::F(bin(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else if x < y { x } else { y })),
+            Maximum => Col::F(bin(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else if x > y { x } else { y })),
             _ => compare(op, a, b),
         },
         [Col::I(a), Col::I(b)] => match op {
