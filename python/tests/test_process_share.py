@@ -186,6 +186,19 @@ def test_import_costs_little_and_imports_no_scikit_learn():
     assert lines["estimators"].startswith("True memfit._kmeans memfit._mixture [")
 
 
+def test_the_console_command_imports_neither_numpy_nor_the_estimators():
+    """``import memfit`` (and with it the ``memfit`` command pip installs)
+    loads the engine only: NumPy, the kernels and memfit.array come on
+    first use, so the command's resident memory is the engine's."""
+    out = run_child(
+        "import sys, memfit, memfit._cli\n"
+        "print(sorted(m for m in ('numpy', 'memfit.array', 'memfit._kernels', 'sklearn') if m in sys.modules))\n"
+        "memfit.assign\n"
+        "print('numpy' in sys.modules and 'memfit._kernels' in sys.modules)\n"
+    )
+    assert out.split() == ["[]", "True"]
+
+
 def test_lazy_attributes():
     assert memfit.KMeans.__module__ == "memfit._kmeans"
     # The public names are the package's own: no helper imported at its top.
