@@ -250,9 +250,9 @@ class KMeans(_Centers):
         picks ``n_clusters`` distinct rows; an array gives the centres; a
         callable ``init(X, n_clusters, random_state)`` returns them (X as
         given: a Dask array stays one, a ``.npy`` path is a read-only
-        memory map), called once per initialisation with one
-        ``numpy.random.RandomState`` made from ``random_state``, as
-        scikit-learn calls it.
+        memory map), called once per initialisation with
+        ``check_random_state(random_state)`` (a ``RandomState`` given is
+        passed itself), as scikit-learn calls it.
     n_init : "auto" or int, default="auto"
         Initialisations; the run with the lowest inertia is kept (the first
         of equal ones). ``"auto"``: 1 for k-means++ or an array (which is
@@ -474,7 +474,7 @@ class KMeans(_Centers):
         if data.n_samples < self.n_clusters:
             raise ValueError(f"n_samples={data.n_samples} should be >= n_clusters={self.n_clusters}.")
 
-    def _init_centers(self, data, seed):
+    def _init_centers(self, data):
         """(engine init name, the float64 centres of each init or None,
         n_init or None). A callable ``init`` is called once per init, all
         with one random state, as scikit-learn calls it ("auto": 10 inits);
@@ -484,7 +484,9 @@ class KMeans(_Centers):
         if isinstance(init, str):
             return init, None, n_init
         if callable(init):
-            random_state = np.random.RandomState(seed % (1 << 32))
+            from sklearn.utils import check_random_state
+
+            random_state = check_random_state(self.random_state)
             rows = data.rows()
             runs = 10 if n_init is None else n_init
             inits = [self._check_centers(init(rows, self.n_clusters, random_state=random_state), data) for _ in range(runs)]
@@ -554,8 +556,10 @@ class KMeans(_Centers):
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
         device = check_device(self, data, "kmeans", self.n_clusters, w is not None)
-        seed = seed_from(self.random_state)
-        init, inits, n_init = self._init_centers(data, seed)
+        # A callable init gets random_state itself, as scikit-learn gives it
+        # (the engine then draws nothing: its centres are given).
+        seed = 0 if callable(self.init) else seed_from(self.random_state)
+        init, inits, n_init = self._init_centers(data)
         limit = check_memory_limit(self.memory_limit)
         scratch = check_scratch_dir(self.scratch_dir)
         k = int(self.n_clusters)

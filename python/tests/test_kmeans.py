@@ -378,11 +378,13 @@ def test_array_like_and_callable_init(small):
     _assert_same_fit(KMeans(n_clusters=4, init=init_fn, n_init=1).fit(X), ref)
 
 
+@pytest.mark.parametrize("random_state", ["int", "RandomState"])
 @pytest.mark.parametrize("n_init", [1, 4, "auto"])
-def test_a_callable_init_is_called_once_per_init_as_scikit_learn_calls_it(small, n_init):
+def test_a_callable_init_is_called_once_per_init_as_scikit_learn_calls_it(small, n_init, random_state):
     """A callable init runs n_init times (10 for "auto"), all with one
-    random state and without the explicit-init warning; the best init is
-    scikit-learn's, from the same random_state."""
+    random state (a RandomState given is passed itself) and without the
+    explicit-init warning; the best init is scikit-learn's, from the same
+    random_state, which is left where scikit-learn leaves it."""
     X, _ = small
     calls = []
 
@@ -390,14 +392,20 @@ def test_a_callable_init_is_called_once_per_init_as_scikit_learn_calls_it(small,
         calls.append(random_state)
         return np.asarray(data)[random_state.choice(len(data), n_clusters, replace=False)]
 
+    def state():
+        return 3 if random_state == "int" else np.random.RandomState(3)
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        km = KMeans(n_clusters=4, init=init_fn, n_init=n_init, random_state=3).fit(X)
+        mine, theirs = state(), state()
+        km = KMeans(n_clusters=4, init=init_fn, n_init=n_init, random_state=mine).fit(X)
         ours = list(calls)
         calls.clear()
-        ref = SkKMeans(n_clusters=4, init=init_fn, n_init=n_init, random_state=3).fit(X)
+        ref = SkKMeans(n_clusters=4, init=init_fn, n_init=n_init, random_state=theirs).fit(X)
     assert len(ours) == len(calls) == (10 if n_init == "auto" else n_init)
     assert len({id(r) for r in ours}) == 1
+    if random_state == "RandomState":
+        assert ours[0] is mine and mine.randint(1 << 30) == theirs.randint(1 << 30)
     assert_array_equal(km.labels_, ref.labels_)
     assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-12, atol=1e-12)
     assert km.inertia_ == pytest.approx(ref.inertia_, rel=1e-12)

@@ -654,8 +654,24 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
             Power => Col::F(bin(a, b, f64::powf)),
             // NumPy's loops: NaN wins, else `x` only when strictly on its
             // side, so equal values (0.0 and -0.0) give the second operand.
-            Minimum => Col::F(bin(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else if x < y { x } else { y })),
-            Maximum => Col::F(bin(a, b, |x, y| if x.is_nan() || y.is_nan() { f64::NAN } else if x > y { x } else { y })),
+            Minimum => Col::F(bin(a, b, |x, y| {
+                if x.is_nan() || y.is_nan() {
+                    f64::NAN
+                } else if x < y {
+                    x
+                } else {
+                    y
+                }
+            })),
+            Maximum => Col::F(bin(a, b, |x, y| {
+                if x.is_nan() || y.is_nan() {
+                    f64::NAN
+                } else if x > y {
+                    x
+                } else {
+                    y
+                }
+            })),
             _ => compare(op, a, b),
         },
         [Col::I(a), Col::I(b)] => match op {
