@@ -136,11 +136,11 @@ def test_dask_arrays_are_refused_not_computed_into_memory():
 
 def test_minimum_and_maximum_of_equal_values_give_the_second_as_numpy():
     """np.minimum(0.0, -0.0) is -0.0 and np.minimum(-0.0, 0.0) is 0.0 (the
-    second operand on ties); NaN wins either way. (NumPy's float16 loops
-    give the first operand on ties; memfit's float16 follows its float32.)"""
+    second operand on ties; NumPy's float16 loops give the first); NaN wins
+    either way."""
     a = np.array([0.0, -0.0, np.nan, 1.0, -0.0])
     b = np.array([-0.0, 0.0, 1.0, np.nan, -0.0])
-    for dtype in (np.float32, np.float64):
+    for dtype in (np.float16, np.float32, np.float64):
         x, y = a.astype(dtype), b.astype(dtype)
         for ours, theirs in ((ma.minimum, np.minimum), (ma.maximum, np.maximum)):
             got, want = ours(ma.asarray(x), ma.asarray(y)).compute(), theirs(x, y)

@@ -652,26 +652,28 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
             FloorDivide => Col::F(bin(a, b, |x, y| divmod_f(x, y).0)),
             Remainder => Col::F(bin(a, b, |x, y| if y == 0.0 { f64::NAN } else { divmod_f(x, y).1 })),
             Power => Col::F(bin(a, b, f64::powf)),
-            // NumPy's loops: NaN wins, else `x` only when strictly on its
-            // side, so equal values (0.0 and -0.0) give the second operand.
-            Minimum => Col::F(bin(a, b, |x, y| {
-                if x.is_nan() || y.is_nan() {
-                    f64::NAN
-                } else if x < y {
-                    x
-                } else {
-                    y
-                }
-            })),
-            Maximum => Col::F(bin(a, b, |x, y| {
-                if x.is_nan() || y.is_nan() {
-                    f64::NAN
-                } else if x > y {
-                    x
-                } else {
-                    y
-                }
-            })),
+            // NumPy's loops: NaN wins; of equal values (0.0 and -0.0) the
+            // float32 and float64 loops give the second operand, the
+            // float16 loops the first.
+            Minimum | Maximum => {
+                let first_on_ties = loop_dtype == Dtype::F16;
+                let min = op == Minimum;
+                Col::F(bin(a, b, |x, y| {
+                    if x.is_nan() || y.is_nan() {
+                        f64::NAN
+                    } else if x == y {
+                        if first_on_ties {
+                            x
+                        } else {
+                            y
+                        }
+                    } else if (x < y) == min {
+                        x
+                    } else {
+                        y
+                    }
+                }))
+            }
             _ => compare(op, a, b),
         },
         [Col::I(a), Col::I(b)] => match op {
