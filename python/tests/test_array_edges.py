@@ -134,7 +134,7 @@ def test_dask_arrays_are_refused_not_computed_into_memory():
             call()
 
 
-def test_minimum_and_maximum_of_equal_values_give_the_second_as_numpy():
+def test_minimum_and_maximum_of_equal_values_give_numpys_operand():
     """np.minimum(0.0, -0.0) is -0.0 and np.minimum(-0.0, 0.0) is 0.0 (the
     second operand on ties; NumPy's float16 loops give the first); NaN wins
     either way."""
