@@ -15,3 +15,25 @@ fn status_kib(key: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     s.lines().find(|l| l.starts_with(key))?.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// Gives `v` room for `len` values, asking the kernel (Linux) to back the
+/// room with huge pages before it is touched: buffers read or written at
+/// random (the sparse kernel's transposed centres and per-cluster sums)
+/// then miss the TLB far less. A hint: where it is refused nothing changes.
+pub fn reserve_huge<T>(v: &mut Vec<T>, len: usize) {
+    if v.capacity() >= len {
+        return;
+    }
+    v.reserve_exact(len - v.len());
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let (start, end) = (v.as_ptr() as usize, v.as_ptr() as usize + v.capacity() * std::mem::size_of::<T>());
+        let (lo, hi) = (start.next_multiple_of(PAGE), end / PAGE * PAGE);
+        if hi > lo {
+            // SAFETY: the range lies within `v`'s allocation; advice changes no contents.
+            let _ =
+                unsafe { rustix::mm::madvise(lo as *mut std::ffi::c_void, hi - lo, rustix::mm::Advice::LinuxHugepage) };
+        }
+    }
+}

@@ -215,7 +215,7 @@ impl MiniBatch {
                 "centers for sparse rows",
                 SparseCenters::bytes_for(k, d),
                 1,
-                format!("{d} × {k} transposed values in float64 and float32, norms"),
+                format!("{d} × {k} transposed values in float64 and float16, norms"),
             );
             led.add(
                 "sparse products (per thread)",
@@ -240,9 +240,9 @@ impl MiniBatch {
         );
         led.add(
             "per-cluster sums",
-            (ClusterSums::bytes(k, d) + threads * d * 8) as u64,
+            (ClusterSums::bytes(k, d) + if sparse { ClusterSums::marks_bytes(k, d) } else { 0 } + threads * d * 8) as u64,
             1,
-            format!("{k} × ({d} + 1) × 16 B, and a moved centre per thread, {threads} × {d} × 8 B"),
+            format!("{k} × ({d} + 1) × 16 B (and for sparse rows a bit per sum), and a moved centre per thread, {threads} × {d} × 8 B"),
         );
         if sparse {
             led.add(

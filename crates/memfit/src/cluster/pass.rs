@@ -148,11 +148,12 @@ pub(crate) struct AssignStats {
 
 impl AssignStats {
     /// Bytes of the statistics of a Lloyd pass over `k` clusters of `d`
-    /// features (sums and weights) and of a farthest pass (`k` rows with
-    /// their values), counted together: a farthest pass runs while the
-    /// Lloyd pass's sums are held.
-    pub(crate) fn lloyd_bytes(k: usize, d: usize) -> u64 {
-        ClusterSums::bytes(k, d) as u64 + Farthest::bytes(k, d)
+    /// features (sums and weights, and for `sparse` rows their marks) and
+    /// of a farthest pass (`k` rows with their values), counted together: a
+    /// farthest pass runs while the Lloyd pass's sums are held.
+    pub(crate) fn lloyd_bytes(k: usize, d: usize, sparse: bool) -> u64 {
+        let marks = if sparse { ClusterSums::marks_bytes(k, d) } else { 0 };
+        (ClusterSums::bytes(k, d) + marks) as u64 + Farthest::bytes(k, d)
     }
 
     /// Whether chunks are summed in parallel (small per-cluster sums) rather

@@ -71,7 +71,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
             "centers for sparse rows",
             SparseCenters::bytes_for(params.n_clusters, job.n_features),
             1,
-            format!("{d} × {k} × 8 B transposed + norms and radii"),
+            format!("{d} × {k} × 8 B transposed, the same in float16 (rows of 32 centres) + norms and radii"),
         );
     }
     led.add("initial centers", n_init * k * d, 8, format!("{n_init} inits × {k} × {d} × 8 B"));
@@ -93,7 +93,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     let scan_row = job.read_bytes_per_row(job.w_scratch_per_row);
     // Per row: label and distance, and a share of the per-chunk statistics
     // (those held for a block of `rows` rows: 2 + rows / CHUNK_ROWS, or 2).
-    let part = AssignStats::lloyd_bytes(params.n_clusters, job.n_features);
+    let part = AssignStats::lloyd_bytes(params.n_clusters, job.n_features, job.sparse_row_nnz.is_some());
     let held = |rows: u64| AssignStats::held(params.n_clusters, job.n_features, rows as usize) * part;
     let chunk_share = (held(CHUNK_ROWS as u64) - held(0)).div_ceil(CHUNK_ROWS as u64);
     let mut iter_row = scan_row + Assignment::<f64>::BYTES_PER_ROW + chunk_share;

@@ -69,7 +69,7 @@ fn centre_ledger(job: &Job, n_clusters: usize) -> Ledger {
             "centers for sparse rows",
             crate::kernels::SparseCenters::bytes_for(n_clusters, job.n_features),
             1,
-            format!("{d} × {k} × 8 B transposed + norms and radii"),
+            format!("{d} × {k} × 8 B transposed, the same in float16 (rows of 32 centres) + norms and radii"),
         );
     }
     led

@@ -141,6 +141,7 @@ impl Bound {
 /// out between threads (a copy of wide centres is as long as a pass over
 /// them).
 fn copy_rows(own: &mut Vec<f64>, centers: &[f64], d: usize) {
+    crate::memory::reserve_huge(own, centers.len());
     own.resize(centers.len(), 0.0);
     let rows = (centers.len() / d.max(1)).div_ceil(rayon::current_num_threads().max(1)).max(1);
     own.par_chunks_mut(rows * d.max(1))

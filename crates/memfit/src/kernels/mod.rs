@@ -7,6 +7,7 @@ mod argmin_avx512;
 mod assign;
 mod finite;
 mod gaussian;
+mod half_rows;
 mod scatter;
 mod sparse;
 #[cfg(target_arch = "x86_64")]

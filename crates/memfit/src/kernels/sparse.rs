@@ -31,24 +31,35 @@
 //! g_j − β_j ≤ min_i (g_i + β_i) is a candidate and the smallest
 //! [`exact_sq_dist`] of the densified row, lowest index first, decides.
 //!
-//! # A first pass in `f32`
-//! The products are first computed in `f32` from ĉ = fl₃₂(σc) and
-//! â_f = fl₃₂(−2σx_f), summed in `f32` in the row's order, and added to
-//! the `f64` norms: this halves the bytes read per stored value (the
-//! transposed centres' rows), which bounds the kernel's speed. Each of the
-//! `2 nnz` roundings of the inputs and the `nnz` of the sum errs by at most
-//! `u₃₂` relative (with Σ|âĉ| ≤ (1 + u₃₂)²·2XR), the norm and the final
-//! addition as before, so |g_j − t_j| ≤ (γ₃₂(nnz + 3) + γ₆₄(d + 3))(R_j + X)²,
-//! plus 2(nnz + 3) times `f32`'s smallest normal for underflow. A row whose
-//! runner-up clears that τ is certified; the others go through the `f64`
-//! products and, failing those, the exact decision. Rows where
-//! (C + X)² could overflow `f32` never pass the first test.
+//! # A first pass from `f16` centres
+//! The products are first computed from h_jf = fl₁₆(σc_jf) (the transposed
+//! centres in `f16`, a quarter of the bytes of the `f64` rows: the rows are
+//! read at random, so bytes bound the kernel's speed) and
+//! â_f = fl₃₂(−2σx_f), multiplied and summed in `f32` in the row's order
+//! ([`super::half_rows`]), and added to the `f64` norms. With
+//! S_j = Σ_f |2σx_f|·|σc_jf| ≤ 2XR_j (Cauchy–Schwarz) and
+//! A = Σ_f |2σx_f| ≤ 2X√nnz:
+//! - rounding a centre value errs by at most u₁₆|σc_jf| + 2⁻²⁵ (the
+//!   subnormals' half spacing), in all at most u₁₆S_j + 2⁻²⁵A;
+//! - rounding â and the `nnz` products and sums in `f32`, at most
+//!   γ₃₂(nnz + 3)(1 + 2⁻¹⁰)S_j, plus 2(nnz + 3) times `f32`'s smallest
+//!   normal for underflow;
+//! - the norm and the final addition in `f64`, at most 2γ₆₄(d + 6)(R_j + X)²
+//!   (|g_j| ≤ R_j² + 2XR_j).
+//!
+//! So |g_j − t_j| ≤ e_j, the sum of those terms, each centre its own. The
+//! lowest g_b is the exact nearest centre when g_j − e_j > g_b + e_b for
+//! every other j (then t_j > t_b). About 98 % of the rows of a TF-IDF fit
+//! are certified so; the others go through the `f64` products and, failing
+//! those, the exact decision. Rows where (C + X)² could overflow `f32`, and
+//! centres that `f16` cannot hold (|σc| ≥ 2¹⁵, never after a normal
+//! scaling), skip the first pass.
 //!
 //! Work per row: O(nnz · k) for the products (each stored value adds a
 //! multiple of one row of the transposed centres), the O(d · candidates)
 //! exact decision only where the bound cannot certify. Memory: the
-//! transposed centres (d × k, `f64` and `f32`) and per worker k products
-//! in each type and one dense row.
+//! transposed centres (d × k in `f64`, d × k rounded up to 32 in `f16`) and
+//! per worker k products in each of `f64` and `f32` and one dense row.
 //!
 //! Reference: scikit-learn's `_k_means_lloyd.pyx` and
 //! `_euclidean_sparse_dense` (sparse rows against dense centres with the
@@ -73,8 +84,13 @@ pub struct SparseCenters {
     scale: f64,
     /// `(n_features, n_clusters)` row-major σc_jf.
     transposed: Vec<f64>,
-    /// The same rounded to `f32`.
-    transposed32: Vec<f32>,
+    /// The same rounded to `f16` (bits), each row padded with zeros to
+    /// [`SparseCenters::padded`] values, from index `half_start` (which puts
+    /// the rows on 64-byte lines where the allocation allows).
+    half: Vec<u16>,
+    half_start: usize,
+    /// Whether `f16` holds every σc_jf (|σc| < 2¹⁵).
+    half_fits: bool,
     /// ‖σc_j‖², summed over the features in a fixed order (`unit::sq_norms`).
     sq_norms: Vec<f64>,
     /// ‖c_j‖², summed so (for the distances).
@@ -97,8 +113,8 @@ impl SparseCenters {
     /// lie in those columns: the transposed values of the other columns are
     /// left as they were (stale), which such rows never read.
     pub fn renew(self, centers: &[f64], k: usize, d: usize, columns: Option<&[u32]>) -> Self {
-        let SparseCenters { transposed, transposed32, sq_norms, norms, radii, .. } = self;
-        Self::build(centers, k, d, columns, [transposed, sq_norms, norms], transposed32, radii)
+        let SparseCenters { transposed, half, sq_norms, norms, radii, .. } = self;
+        Self::build(centers, k, d, columns, [transposed, sq_norms, norms], half, radii)
     }
 
     fn build(
@@ -107,7 +123,7 @@ impl SparseCenters {
         d: usize,
         columns: Option<&[u32]>,
         [mut transposed, mut sq_norms, mut norms]: [Vec<f64>; 3],
-        mut transposed32: Vec<f32>,
+        mut half: Vec<u16>,
         mut radii: Vec<f64>,
     ) -> Self {
         // The largest magnitude, per centre then over the centres (the
@@ -115,6 +131,7 @@ impl SparseCenters {
         let spread = centers.par_chunks(d.max(1)).map(max_abs).reduce(|| 0.0, |a, b| if b > a { b } else { a });
         let scale = scale_for(spread);
         // Every entry read is written below (resized only when the shape changes).
+        crate::memory::reserve_huge(&mut transposed, d * k);
         transposed.resize(d * k, 0.0);
         for v in [&mut sq_norms, &mut norms] {
             v.clear();
@@ -128,35 +145,39 @@ impl SparseCenters {
             .for_each(|((sq, n), c)| (*sq, *n) = sq_norms_of(c, scale));
         // The transposed copies, in blocks of features shared out between
         // threads (each block reads a short run of every centre, not one
-        // value per centre row); the f32 rows padded to a multiple of 16
-        // centres (zeros) so that every stored value adds whole vectors.
-        // With `columns`, only theirs (the shape is the last build's, whose
-        // padding stays zero).
+        // value per centre row); the f16 rows padded to a multiple of 32
+        // centres (zeros, 64 bytes) so that every stored value adds whole
+        // vectors. With `columns`, only theirs (the shape is the last
+        // build's, whose padding and start stay).
         let kp = Self::padded(k);
-        transposed32.resize(d * kp, 0.0);
+        // Room to start the rows on a 64-byte line: the start moves only
+        // when the allocation does, which a build of the same shape keeps.
+        crate::memory::reserve_huge(&mut half, d * kp + 31);
+        half.resize(d * kp + 31, 0);
+        let half_start = half.as_ptr().align_offset(64).min(31);
         const BLOCK: usize = 64;
         transposed
             .par_chunks_mut((k * BLOCK).max(1))
-            .zip(transposed32.par_chunks_mut((kp * BLOCK).max(1)))
+            .zip(half[half_start..half_start + d * kp].par_chunks_mut((kp * BLOCK).max(1)))
             .enumerate()
-            .for_each(|(b, (rows, rows32))| {
+            .for_each(|(b, (rows, rows16))| {
                 let f0 = b * BLOCK;
                 let width = rows.len() / k.max(1);
-                let write = |rows: &mut [f64], rows32: &mut [f32], q: usize, j: usize, v: f64| {
+                let write = |rows: &mut [f64], rows16: &mut [u16], q: usize, j: usize, v: f64| {
                     let t = v * scale;
                     rows[q * k + j] = t;
-                    rows32[q * kp + j] = t as f32;
+                    rows16[q * kp + j] = half::f16::from_f64(t).to_bits();
                 };
                 match columns {
                     None => {
                         for j in 0..k {
                             let run = &centers[j * d + f0..j * d + f0 + width];
                             for (q, &v) in run.iter().enumerate() {
-                                write(rows, rows32, q, j, v);
+                                write(rows, rows16, q, j, v);
                             }
                         }
                         for q in 0..width {
-                            rows32[q * kp + k..(q + 1) * kp].fill(0.0);
+                            rows16[q * kp + k..(q + 1) * kp].fill(0);
                         }
                     }
                     Some(cols) => {
@@ -165,7 +186,7 @@ impl SparseCenters {
                         for j in 0..k {
                             let c = &centers[j * d..(j + 1) * d];
                             for &f in &cols[lo..hi] {
-                                write(rows, rows32, f as usize - f0, j, c[f as usize]);
+                                write(rows, rows16, f as usize - f0, j, c[f as usize]);
                             }
                         }
                     }
@@ -180,7 +201,9 @@ impl SparseCenters {
             d,
             scale,
             transposed,
-            transposed32,
+            half,
+            half_start,
+            half_fits: spread * scale < 32768.0,
             sq_norms,
             norms,
             radius: radii.iter().copied().fold(0.0, f64::max),
@@ -191,29 +214,46 @@ impl SparseCenters {
 
     /// Bytes of the prepared centres for `k` centres of `d` features.
     pub fn bytes_for(k: usize, d: usize) -> u64 {
-        ((d + 4) * k * 8 + d * Self::padded(k) * 4) as u64
+        ((d + 4) * k * 8 + (d * Self::padded(k) + 31) * 2) as u64
     }
 
-    /// `k` rounded up to a multiple of 16 (the `f32` rows' length).
+    /// `k` rounded up to a multiple of 32 (the `f16` rows' length: 64 bytes).
     fn padded(k: usize) -> usize {
-        k.div_ceil(16) * 16
+        k.div_ceil(32) * 32
     }
 
-    /// τ of the `f32` first pass for a row of `nnz` stored values at
-    /// squared norm `x_sq` (scaled): infinite where `f32` could overflow.
-    fn tau32(&self, nnz: usize, x_sq: f64) -> f64 {
-        // (C + X)² ≤ 2(C² + X²).
+    /// The first pass (see the module docs) for a row of stored `values` in
+    /// columns `cols` at squared norm `x_sq` (scaled): the exact nearest
+    /// centre where the bounds certify it, with `g` (the `f32` products) as
+    /// scratch.
+    fn first_pass<T: Real>(&self, values: &[T], cols: &[u32], x_sq: f64, g: &mut [f32]) -> Option<usize> {
+        // (C + X)² ≤ 2(C² + X²) bounds every product and sum.
         let s = 2.0 * (self.radius * self.radius + x_sq);
-        if s.is_nan() || s > f64::from(f32::MAX) / 8.0 {
-            return f64::INFINITY;
+        if !self.half_fits || s.is_nan() || s > f64::from(f32::MAX) / 8.0 {
+            return None;
         }
-        let coef = (gamma(nnz + 3, f64::from(f32::EPSILON) / 2.0) + 2.0 * gamma(self.d + 6, f64::EPSILON / 2.0))
-            * (1.0 + 1e-6);
-        2.0 * (coef * s + 2.0 * (nnz + 3) as f64 * f64::from(f32::MIN_POSITIVE) + self.bound.floor)
+        let kp = Self::padded(self.k);
+        let rows = &self.half[self.half_start..self.half_start + self.d * kp];
+        super::half_rows::weighted_rows(rows, cols, values, -2.0 * self.scale, g);
+        let nnz = values.len();
+        let x = x_sq.sqrt();
+        let u16_ = f64::from(half::f16::EPSILON) / 2.0;
+        // e_j = per_radius·R_j + per_square·(R_j + X)² + floor.
+        let per_radius = (u16_ + gamma(nnz + 3, f64::from(f32::EPSILON) / 2.0)) * (1.0 + 1.0 / 1024.0) * 2.0 * x;
+        let per_square = 2.0 * gamma(self.d + 6, f64::EPSILON / 2.0) * (1.0 + 1e-6);
+        let floor = 2f64.powi(-24) * x * (nnz as f64).sqrt() * (1.0 + 1.0 / 1024.0)
+            + 2.0 * (nnz + 3) as f64 * f64::from(f32::MIN_POSITIVE)
+            + self.bound.floor;
+        let e = |j: usize| per_radius * self.radii[j] + per_square * (self.radii[j] + x).powi(2) + floor;
+        let (_, b, _) = best_two(self.k, |j| self.sq_norms[j] + f64::from(g[j]));
+        let top = self.sq_norms[b] + f64::from(g[b]) + e(b);
+        // NaN (never, within the guards above) certifies nothing.
+        (0..self.k).all(|j| j == b || self.sq_norms[j] + f64::from(g[j]) - e(j) > top).then_some(b)
     }
 }
 
-/// Per-worker buffers of [`assign_csr`]: `k` products and one dense row.
+/// Per-worker buffers of [`assign_csr`]: `k` products in `f64` and in
+/// `f32` (padded), and one dense row.
 #[derive(Debug, Clone)]
 pub struct SparseScratch<T> {
     g: Vec<f64>,
@@ -284,20 +324,6 @@ fn products<T: Real>(values: &[T], cols: &[u32], s: &SparseCenters, g: &mut [f64
     }
 }
 
-/// Σ â_f ĉ_jf in `f32` for every centre (the first pass, see the module docs).
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn products32<T: Real>(values: &[T], cols: &[u32], s: &SparseCenters, g: &mut [f32]) {
-    let kp = SparseCenters::padded(s.k);
-    g.fill(0.0);
-    for (&v, &f) in values.iter().zip(cols) {
-        let a = (-2.0 * (v.to_f64() * s.scale)) as f32;
-        let ct = &s.transposed32[f as usize * kp..(f as usize + 1) * kp];
-        for (gj, &cj) in g.iter_mut().zip(ct) {
-            *gj += a * cj;
-        }
-    }
-}
-
 /// The best and second-best of `g(j)` over `k` centres: (best, its index,
 /// second).
 #[inline]
@@ -324,10 +350,7 @@ fn assign_one<T: Real>(
     buf: &mut SparseScratch<T>,
 ) -> (u32, f64) {
     let x_sq: f64 = values.iter().map(|v| (v.to_f64() * s.scale).powi(2)).sum();
-    // The f32 pass; NaN (overflow) fails the test.
-    products32(values, cols, s, &mut buf.g32);
-    let (best, b, second) = best_two(s.k, |j| s.sq_norms[j] + f64::from(buf.g32[j]));
-    let label = if second - best > s.tau32(values.len(), x_sq) {
+    let label = if let Some(b) = s.first_pass(values, cols, x_sq, &mut buf.g32) {
         b
     } else {
         let g = &mut buf.g[..s.k];
@@ -440,19 +463,28 @@ pub fn accumulate_csr<T: Real>(
     let d = sums.sums.len().checked_div(k).unwrap_or(0);
     let parts = if split_clusters { rayon::current_num_threads().clamp(1, k.max(1)) } else { 1 };
     let per = k.div_ceil(parts).max(1);
-    let ClusterSums { sums, sums_err, weights, weights_err } = sums;
+    // Each part's marks (none where any sum may be nonzero already).
+    let words = ClusterSums::words_per_cluster(d);
+    let ([sums, sums_err, weights, weights_err], marks) = sums.parts_mut();
+    let mut marks: Vec<Option<&mut [u64]>> = match marks {
+        Some(m) => m.chunks_mut(per * words).map(Some).collect(),
+        None => (0..k.div_ceil(per)).map(|_| None).collect(),
+    };
     sums.par_chunks_mut(per * d.max(1))
         .zip(sums_err.par_chunks_mut(per * d.max(1)))
         .zip(weights.par_chunks_mut(per))
         .zip(weights_err.par_chunks_mut(per))
+        .zip(marks.par_iter_mut())
         .enumerate()
-        .for_each(|(p, (((s, se), w), we))| {
-            accumulate_csr_range(x, csr, labels, sample_weight, d, p * per, [s, se, w, we]);
+        .for_each(|(p, ((((s, se), w), we), m))| {
+            accumulate_csr_range(x, csr, labels, sample_weight, d, p * per, [s, se, w, we], m.as_deref_mut());
         });
 }
 
 /// [`accumulate_csr`] for the rows labelled `lo..lo + w.len()`, into the
-/// sums `[sums, errors, weights, weight errors]` of those clusters.
+/// sums `[sums, errors, weights, weight errors]` of those clusters, setting
+/// the bit of every sum added to in their `marks` (when kept).
+#[allow(clippy::too_many_arguments)]
 fn accumulate_csr_range<T: Real>(
     x: &[T],
     csr: CsrIndex<'_>,
@@ -461,7 +493,9 @@ fn accumulate_csr_range<T: Real>(
     d: usize,
     lo: usize,
     [sums, sums_err, weights, weights_err]: [&mut [f64]; 4],
+    mut marks: Option<&mut [u64]>,
 ) {
+    let words = ClusterSums::words_per_cluster(d);
     let hi = lo + weights.len();
     for (i, &l) in labels.iter().enumerate() {
         let l = l as usize;
@@ -473,6 +507,11 @@ fn accumulate_csr_range<T: Real>(
         let (a, e) = two_sum(weights[j], wi);
         (weights[j], weights_err[j]) = (a, weights_err[j] + e);
         let r = csr.indptr[i]..csr.indptr[i + 1];
+        if let Some(m) = marks.as_deref_mut() {
+            for &f in &csr.indices[r.clone()] {
+                m[j * words + f as usize / 64] |= 1 << (f % 64);
+            }
+        }
         for (&f, v) in csr.indices[r.clone()].iter().zip(&x[r]) {
             let q = j * d + f as usize;
             let v = v.to_f64();
@@ -514,6 +553,102 @@ mod tests {
             indptr.push(values.len());
         }
         (indptr, indices, values, dense)
+    }
+
+    /// Rows close to the midpoints of centres that differ below `f16`'s
+    /// precision, at magnitudes from 1e-30 to 1e30, with centre values
+    /// spanning eight decades (`f16` subnormals after scaling) and with
+    /// centres `f16` cannot hold: every label is the exact nearest centre.
+    #[test]
+    fn the_f16_first_pass_never_certifies_a_wrong_label() {
+        let (n, d, k) = (400, 60, 7);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        for magnitude in [1e-30, 1e-3, 1.0, 1e30] {
+            for spread in [1e-4, 1e-7, 1e-11] {
+                // Centres: one base with values over eight decades, each
+                // centre moved by `spread` (relative) in a few columns.
+                let base: Vec<f64> =
+                    (0..d).map(|f| magnitude * 10f64.powi(-((f % 9) as i32)) * rng.random::<f64>()).collect();
+                let mut centers = Vec::with_capacity(k * d);
+                for j in 0..k {
+                    centers.extend(base.iter().enumerate().map(|(f, &v)| {
+                        if (f + j) % 5 == 0 {
+                            v * (1.0 + spread * (rng.random::<f64>() - 0.5))
+                        } else {
+                            v
+                        }
+                    }));
+                }
+                // Rows: a centre's or the midpoint of two centres' values
+                // at a third of the columns, nudged by `spread`.
+                let (mut indptr, mut indices, mut values, mut dense) =
+                    (vec![0], Vec::new(), Vec::new(), vec![0.0; n * d]);
+                for i in 0..n {
+                    let (a, b) = (rng.random_range(0..k), rng.random_range(0..k));
+                    for f in (0..d).filter(|f| (f + i) % 3 == 0) {
+                        let mid = 0.5 * (centers[a * d + f] + centers[b * d + f]);
+                        let v = mid * (1.0 + spread * (rng.random::<f64>() - 0.5) * 0.1);
+                        indices.push(f as u32);
+                        values.push(v);
+                        dense[i * d + f] = v;
+                    }
+                    indptr.push(values.len());
+                }
+                let c = PreparedCenters::<f64>::new(&centers, k, d);
+                let csr = CsrIndex { indptr: &indptr, indices: &indices };
+                let (mut labels, mut dist) = (vec![0; n], vec![0.0; n]);
+                assign_csr(&values, csr, &c, &mut [SparseScratch::new(k, d)], &mut labels, &mut dist);
+                let (mut want, mut want_dist) = (vec![0; n], vec![0.0; n]);
+                assign_reference(&dense, &c, &mut want, &mut want_dist);
+                assert_eq!(labels, want, "magnitude {magnitude} spread {spread}");
+            }
+        }
+        // Centres beyond f16 after scaling (σ is clamped; squared distances
+        // overflow) skip the first pass.
+        let centers = [1.0, 0.0, 0.0, 3e300];
+        assert!(!SparseCenters::new(&centers, 2, 2).half_fits);
+        let c = PreparedCenters::<f64>::new(&centers, 2, 2);
+        let (mut labels, mut dist) = (vec![0; 2], vec![0.0; 2]);
+        let csr = CsrIndex { indptr: &[0, 1, 2], indices: &[0, 1] };
+        assign_csr(&[2.0, 1e300], csr, &c, &mut [SparseScratch::new(2, 2)], &mut labels, &mut dist);
+        let (mut want, mut want_dist) = (vec![0; 2], vec![0.0; 2]);
+        assign_reference(&[2.0, 0.0, 0.0, 1e300], &c, &mut want, &mut want_dist);
+        assert_eq!(labels, want);
+    }
+
+    /// Sums of sparse rows mark what they add to; merging and clearing by
+    /// the marks give the bits of dense merging and clearing.
+    #[test]
+    fn marked_sums_merge_and_clear_as_dense_ones() {
+        let (n, d, k) = (300, 130, 6);
+        let (indptr, indices, values, dense) = random_csr(n, d, 0.05, 5);
+        let labels: Vec<u32> = (0..n as u32).map(|i| (i * 7 + i / 13) % k as u32).collect();
+        let w: Vec<f64> = (0..n).map(|i| 0.25 + (i % 5) as f64 * 0.1).collect();
+        let half = 170;
+        for weights in [None, Some(&w[..])] {
+            let (mut a, mut b) = (ClusterSums::new(k, d), ClusterSums::new(k, d));
+            let first = CsrIndex { indptr: &indptr[..=half], indices: &indices };
+            let second = CsrIndex { indptr: &indptr[half..], indices: &indices };
+            accumulate_csr(&values, first, &labels[..half], weights, &mut a, false);
+            accumulate_csr(&values, second, &labels[half..], weights.map(|w| &w[half..]), &mut b, true);
+            let mut want = (ClusterSums::new(k, d), ClusterSums::new(k, d));
+            accumulate_rows(&dense[..half * d], d, &labels[..half], weights, &mut want.0);
+            accumulate_rows(&dense[half * d..], d, &labels[half..], weights.map(|w| &w[half..]), &mut want.1);
+            want.0.merge(&want.1);
+            a.merge(&b);
+            assert_eq!((&a.sums, &a.sums_err, &a.weights), (&want.0.sums, &want.0.sums_err, &want.0.weights));
+            // Cleared by the marks, then used again: as new.
+            a.clear();
+            assert!(a.sums.iter().chain(&a.sums_err).chain(&a.weights).all(|&v| v.to_bits() == 0));
+            accumulate_csr(&values, first, &labels[..half], weights, &mut a, true);
+            let mut fresh = ClusterSums::new(k, d);
+            accumulate_csr(&values, first, &labels[..half], weights, &mut fresh, false);
+            assert_eq!((&a.sums, &a.sums_err), (&fresh.sums, &fresh.sums_err));
+            // A moved row leaves every sum possibly nonzero: cleared in full.
+            a.move_row(0, 1, &vec![1.5; d], 1.0);
+            a.clear();
+            assert!(a.sums.iter().chain(&a.sums_err).all(|&v| v.to_bits() == 0));
+        }
     }
 
     #[test]
