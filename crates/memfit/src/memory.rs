@@ -27,13 +27,32 @@ pub fn reserve_huge<T>(v: &mut Vec<T>, len: usize) {
     v.reserve_exact(len - v.len());
     #[cfg(target_os = "linux")]
     {
+        // Smaller rooms cannot hold a huge page (2 MiB on x86-64).
         const PAGE: usize = 4096;
+        const HUGE: usize = 2 << 20;
         let (start, end) = (v.as_ptr() as usize, v.as_ptr() as usize + v.capacity() * std::mem::size_of::<T>());
         let (lo, hi) = (start.next_multiple_of(PAGE), end / PAGE * PAGE);
-        if hi > lo {
+        if hi >= lo + HUGE {
             // SAFETY: the range lies within `v`'s allocation; advice changes no contents.
             let _ =
                 unsafe { rustix::mm::madvise(lo as *mut std::ffi::c_void, hi - lo, rustix::mm::Advice::LinuxHugepage) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserving_huge_pages_keeps_the_values_and_gives_the_room() {
+        for len in [0, 10, 3 << 20] {
+            let mut v = vec![1.5f64, -2.0];
+            reserve_huge(&mut v, len);
+            assert!(v.capacity() >= len);
+            assert_eq!(v, [1.5, -2.0]);
+            v.resize(len.max(2), 7.0);
+            assert!(v[2..].iter().all(|&x| x == 7.0));
         }
     }
 }
