@@ -387,9 +387,11 @@ class KMeans(_Centers):
     data, so the labels, centres and ``n_iter_`` are those of the same fit on
     ``X.toarray()``, bit for bit; ``inertia_`` sums each row's distance from
     its stored values alone and may differ from the dense one in its last
-    bits. Read blocks hold at most the densest row's values per row, the
-    centres a transposed copy (``n_features × n_clusters`` float64) and each
-    thread one dense row. Sparse fits run plain Lloyd passes whatever
+    bits (so with ``n_init > 1``, two initialisations whose inertias differ
+    only in those bits may be kept in the other order than the dense fit
+    keeps them). Read blocks hold at most the densest row's values per row,
+    the centres a transposed copy (``n_features × n_clusters`` float64, and
+    float16 for a first pass) and each thread one dense row. Sparse fits run plain Lloyd passes whatever
     ``algorithm`` says (the same results), on the CPU. A Dask array of
     scipy.sparse chunks is read chunk by chunk as CSR (in this process
     without a client, else by the workers that hold the chunks), after one

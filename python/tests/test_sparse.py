@@ -81,6 +81,22 @@ def test_the_dense_fits_labels_and_centres_bit_for_bit(metric):
         assert f.inertia_ == fits[0].inertia_
 
 
+def test_random_initial_centres_of_sparse_rows_have_the_dense_zeros():
+    # Rows drawn as initial centres were read with -0.0 where a value is
+    # not stored; a centre that kept it differed from the dense fit's +0.0.
+    X = np.zeros((20, 2))
+    X[12, 0] = 1.0
+    for dtype in (np.float64, np.float32):
+        kw = dict(n_clusters=15, init="random", n_init=1, random_state=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = KMeans(**kw).fit(sp.csr_matrix(X.astype(dtype)))
+            b = KMeans(**kw).fit(X.astype(dtype))
+        assert a.cluster_centers_.tobytes() == b.cluster_centers_.tobytes()
+        assert not np.signbit(a.cluster_centers_).any()
+        np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
 def test_an_empty_cluster_is_refilled_with_the_dense_fits_row():
     """The row farthest from its centre, which refills an empty cluster, is
     the dense fit's even where the stored values' distances tie or nearly

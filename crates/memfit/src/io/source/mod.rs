@@ -501,8 +501,10 @@ impl<'a> Source<'a> {
             Data::Csr(_) | Data::CsrFiles(_) | Data::CsrRows(_) => {
                 let (p, j, v) = self.sparse_rows(at, rows)?;
                 for (r, o) in out.chunks_exact_mut(d.max(1)).enumerate() {
+                    // An unstored value is 0.0 − s, as a stored zero's (+0.0
+                    // where s is 0, as the dense rows').
                     for (x, s) in o.iter_mut().zip(shift) {
-                        *x = T::from_f64(-s);
+                        *x = T::from_f64(0.0 - s);
                     }
                     for q in p[r]..p[r + 1] {
                         let c = j[q] as usize;
