@@ -240,7 +240,7 @@ impl MiniBatch {
         );
         led.add(
             "per-cluster sums",
-            (ClusterSums::bytes(k, d) + if sparse { ClusterSums::marks_bytes(k, d) } else { 0 } + threads * d * 8) as u64,
+            (ClusterSums::bytes_for_rows(k, d, sparse) + threads * d * 8) as u64,
             1,
             format!("{k} × ({d} + 1) × 16 B (and for sparse rows a bit per sum), and a moved centre per thread, {threads} × {d} × 8 B"),
         );

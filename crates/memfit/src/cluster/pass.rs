@@ -152,8 +152,7 @@ impl AssignStats {
     /// of a farthest pass (`k` rows with their values), counted together: a
     /// farthest pass runs while the Lloyd pass's sums are held.
     pub(crate) fn lloyd_bytes(k: usize, d: usize, sparse: bool) -> u64 {
-        let marks = if sparse { ClusterSums::marks_bytes(k, d) } else { 0 };
-        (ClusterSums::bytes(k, d) + marks) as u64 + Farthest::bytes(k, d)
+        ClusterSums::bytes_for_rows(k, d, sparse) as u64 + Farthest::bytes(k, d)
     }
 
     /// Whether chunks are summed in parallel (small per-cluster sums) rather

@@ -102,9 +102,11 @@ impl ClusterSums {
         n_clusters * (n_features + 1) * 16
     }
 
-    /// Bytes of the marks that sums of sparse rows add to [`ClusterSums::bytes`].
-    pub const fn marks_bytes(n_clusters: usize, n_features: usize) -> usize {
-        n_clusters * Self::words_per_cluster(n_features) * 8
+    /// Bytes of the sums ([`ClusterSums::bytes`]) and, for `sparse` rows,
+    /// of the marks of what they add to.
+    pub const fn bytes_for_rows(n_clusters: usize, n_features: usize, sparse: bool) -> usize {
+        let marks = if sparse { n_clusters * Self::words_per_cluster(n_features) * 8 } else { 0 };
+        Self::bytes(n_clusters, n_features) + marks
     }
 
     /// 64-bit words of marks per cluster.

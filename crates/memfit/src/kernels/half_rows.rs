@@ -86,10 +86,6 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// Asks for the row `AHEAD` values on (every 64-byte line of it).
-    ///
-    /// # Safety
-    /// None beyond the pointer arithmetic staying within `rows` (a
-    /// prefetch never faults).
     #[inline(always)]
     fn fetch_ahead(rows: &[u16], cols: &[u32], i: usize, width: usize) {
         if let Some(&c) = cols.get(i + AHEAD) {
