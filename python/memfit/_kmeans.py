@@ -378,6 +378,14 @@ class KMeans(_Centers):
     converted to float64 one block at a time; float32 data are computed in float32. A long fit stops
     within about a second on Ctrl-C (``KeyboardInterrupt``).
 
+    An empty cluster (no weight) takes the rows farthest from their centres,
+    as in scikit-learn. One that stays without weight (more clusters than
+    distinct points, or only rows of weight zero to take) keeps its centre,
+    where scikit-learn moves it onto the heaviest cluster's centre; such fits
+    can then label rows, and rows of weight zero, otherwise than
+    scikit-learn. The "distinct clusters" warning counts the clusters that
+    hold rows, as scikit-learn's does.
+
     Sparse X (a ``scipy.sparse`` matrix or array: TF-IDF, one-hot, bag of
     words) is read as CSR in place, never densified: a canonical CSR matrix
     of float32 or float64 is borrowed; other formats and dtypes are

@@ -687,6 +687,20 @@ def test_fewer_distinct_points_than_clusters(init):
     assert km.inertia_ == pytest.approx(0.0, abs=1e-12)
 
 
+@pytest.mark.parametrize("algorithm", ["lloyd", "bounded", "auto"])
+def test_the_distinct_clusters_warning_counts_clusters_with_rows_of_weight_zero(algorithm):
+    """A cluster that holds only rows of weight zero is a distinct cluster, as scikit-learn counts
+    them (its distinct labels), on every path: a strictly converged bounded fit, which takes its
+    labels from its bounds, counted the clusters with weight (3 here, not 4)."""
+    X = np.array([[1.0, 1], [0, 0], [1, 0], [0, 1], [1, 2], [1, 0]])
+    w = np.array([0.0, 0, 0, 1, 1, 0])
+    init = np.array([[0.0, 1], [1, 0], [1, 2], [0, 0], [1, 0], [1, 1]])
+    with pytest.warns(ConvergenceWarning, match=r"Number of distinct clusters \(4\) found smaller than n_clusters \(6\)"):
+        km = KMeans(6, init=init, n_init=1, algorithm=algorithm).fit(X, sample_weight=w)
+    assert np.unique(km.labels_).size == 4
+    assert_array_equal(km.labels_, km.predict(X))
+
+
 def test_max_iter_reached_is_silent_as_sklearn(small):
     """Stopping at max_iter before convergence warns nothing, as scikit-learn's KMeans."""
     X, init = small

@@ -270,9 +270,20 @@ pub fn fit_centers<T: Real, C: Real>(
             Some(b) if strict && finish_here && params.plot_sample_rows == 0 => {
                 observer.event(&Progress::Phase("labels"));
                 let t = Instant::now();
+                // The clusters that hold rows (scikit-learn's distinct
+                // labels), counted as the labels go out: the last pass's
+                // count is of clusters with weight, fewer where every row
+                // of a cluster has weight zero.
                 if let Some(sink) = reborrow(&mut labels_out) {
+                    let mut has_rows = vec![false; k];
                     let first = blocks.x().first_row();
-                    b.labels_to(first, n - first, asg.labels_mut(), sink)?;
+                    b.labels_to(first, n - first, asg.labels_mut(), &mut |labels: &[u32]| {
+                        for &l in labels {
+                            has_rows[l as usize] = true;
+                        }
+                        sink(labels)
+                    })?;
+                    r.nonempty = has_rows.iter().filter(|&&h| h).count();
                 }
                 timings.final_pass_secs += t.elapsed().as_secs_f64();
                 true
