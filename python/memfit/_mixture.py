@@ -207,9 +207,12 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         changes by less than ``tol``.
     reg_covar : float, default=1e-6
         Non-negative value added to the covariances' diagonal. With 0, a
-        fit fails (ValueError) only where scikit-learn's fails: when a
-        covariance is not positive definite, as for a component on
-        identical rows; a tiny positive variance is fitted.
+        fit fails (ValueError) when a covariance is not positive definite:
+        a component on identical rows, or one whose every responsibility is
+        below 1e-32 (rows the M-step skips), has variance exactly 0. There
+        scikit-learn's fit may go on with a variance of rounding size (its
+        diag and spherical variances are one-pass differences) or one made
+        of those tiny responsibilities. A tiny positive variance is fitted.
     max_iter : int, default=100
         EM iterations per initialisation. With 0, no iteration runs and the
         fit returns the (last) initialisation, as scikit-learn's: the
@@ -649,6 +652,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             out = self._dask_rows(data, what)
             return None, out if labels else None, out if proba else None, out if log_likelihood else None
         n, k = data.n_samples, self.weights_.shape[0]
+        self._check_fitted_shapes()
         out_l = np.empty(n, dtype=np.int64) if labels else None
         out_p = np.empty((n, k), dtype=np.float64) if proba else None
         out_q = np.empty(n, dtype=np.float64) if log_likelihood else None
@@ -688,6 +692,22 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             out_p = None if out_p is None else out_p.astype(np.float32)
             out_q = None if out_q is None else out_q.astype(np.float32)
         return scores, out_l, out_p, out_q
+
+    def _check_fitted_shapes(self):
+        """The fitted attributes fit together for ``covariance_type`` (which
+        ``set_params`` may have changed since the fit)."""
+        w, m = np.shape(self.weights_), np.shape(self.means_)
+        p = np.shape(self.precisions_cholesky_) if self._on_disk() is None else None
+        want = _param_shape(self.covariance_type, w[0], m[-1]) if len(w) == 1 and len(m) == 2 else None
+        if want is None or m[0] != w[0] or (p is not None and p != want):
+            need = "means_ of shape (n_components, n_features), weights_ of shape (n_components,)"
+            if want is not None:
+                need += f" and precisions_cholesky_ of shape {want}"
+            raise ValueError(
+                f"weights_ of shape {w}, means_ of shape {m} and precisions_cholesky_ of shape {p} do not fit "
+                f"covariance_type={self.covariance_type!r}: it needs {need}. Fit again after changing "
+                "covariance_type or the fitted attributes."
+            )
 
     def predict(self, X):
         """Most probable component of each row.
@@ -772,7 +792,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         scikit-learn's draws from the same ``random_state``: component
         counts are multinomial in ``weights_``; rows of a component come
         from ``RandomState.multivariate_normal`` (full, tied) or are
-        ``mean + z * sqrt(var)`` (diag, spherical).
+        ``mean + z * sqrt(var)`` (diag, spherical). The same rows as
+        scikit-learn's for an int ``random_state``; a ``RandomState``
+        instance is drawn from where the fit left it, and the two
+        libraries' fits draw from it differently.
 
         Parameters
         ----------

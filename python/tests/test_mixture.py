@@ -614,6 +614,27 @@ def test_sample_matches_fitted_mixture(truth, covariance_type):
         assert gm.sample(size)[0].shape == (size, 3)
 
 
+@pytest.mark.parametrize("fitted", COV_TYPES)
+def test_fitted_attributes_of_another_covariance_type_are_refused(fitted):
+    """predict after set_params(covariance_type=...) or with a precisions_cholesky_ of another shape
+    raises ValueError (scikit-learn's fails in NumPy), never reads the factors as the other type."""
+    X = np.random.RandomState(0).randn(200, 4)
+    gm = GaussianMixture(3, covariance_type=fitted, random_state=0).fit(X)
+    for other in {"full", "tied", "diag", "spherical"} - {fitted}:
+        gm.set_params(covariance_type=other)
+        for method in (gm.predict, gm.predict_proba, gm.score_samples, gm.score):
+            with pytest.raises(ValueError, match=f"do not fit covariance_type='{other}'"):
+                method(X)
+    gm.set_params(covariance_type=fitted)
+    labels = gm.predict(X)
+    factors = gm.precisions_cholesky_
+    gm.precisions_cholesky_ = factors[..., :2] if factors.ndim > 1 else factors[:2]
+    with pytest.raises(ValueError, match="precisions_cholesky_ of shape"):
+        gm.predict(X)
+    gm.precisions_cholesky_ = factors
+    assert_array_equal(gm.predict(X), labels)
+
+
 @pytest.mark.parametrize("covariance_type", COV_TYPES)
 def test_sample_draws_what_scikit_learn_draws_from_the_same_mixture(truth, covariance_type):
     """The same fitted parameters and ``random_state`` give scikit-learn's

@@ -59,6 +59,17 @@ impl CovarianceType {
         }
     }
 
+    /// [`Self::param_shape`] seen as a matrix `(rows, columns)`, as a
+    /// source of precisions holds it (see [`PrecisionsInit`]).
+    pub fn param_matrix(self, k: usize, d: usize) -> (usize, usize) {
+        match self {
+            CovarianceType::Full => (k * d, d),
+            CovarianceType::Tied => (d, d),
+            CovarianceType::Diag => (k, d),
+            CovarianceType::Spherical => (k, 1),
+        }
+    }
+
     /// Free parameters of the covariances (for BIC / AIC).
     pub fn n_cov_parameters(self, k: usize, d: usize) -> usize {
         match self {
@@ -288,13 +299,7 @@ impl GmmParams<'_> {
         }
         if let Some(p) = &self.precisions_init {
             let s = p.source();
-            let want: (usize, usize) = match self.covariance_type {
-                CovarianceType::Full => (k * d, d),
-                CovarianceType::Tied => (d, d),
-                CovarianceType::Diag => (k, d),
-                CovarianceType::Spherical => (k, 1),
-            };
-            if (s.n_samples(), s.n_features()) != want {
+            if (s.n_samples(), s.n_features()) != self.covariance_type.param_matrix(k, d) {
                 return Err(Error::ShapeMismatch {
                     what: format!("precisions_init ({})", s.name().display()),
                     expected: self.covariance_type.param_shape(k, d),

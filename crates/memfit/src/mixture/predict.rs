@@ -48,14 +48,48 @@ impl MixtureModel<'_> {
     pub fn n_features(&self) -> usize {
         self.means.len() / self.weights.len().max(1)
     }
+
+    /// Checks that the parameters fit together: at least one component and
+    /// one feature, `means` of `(n_components, n_features)`, precision
+    /// factors of the shape `covariance_type` gives them, and a shift of
+    /// one value per feature.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] (`model`) naming the shapes found.
+    pub fn check(&self) -> Result<()> {
+        let (k, d, t) = (self.n_components(), self.n_features(), self.covariance_type);
+        let p = &self.precisions_cholesky;
+        let found = (p.n_samples(), p.n_features());
+        let shift_fits = self.shift.as_ref().is_none_or(|s| s.len() == d);
+        if k == 0 || d == 0 || self.means.len() != k * d || found != t.param_matrix(k, d) || !shift_fits {
+            return Err(Error::param(
+                "model",
+                format!(
+                    "the parameters do not fit together: covariance_type {} with {k} weights wants means of shape \
+                     {:?}, precisions_cholesky of shape {:?}{}; found {} mean values and precisions_cholesky of \
+                     {} × {} values{}; hint: give the parameters of one fitted mixture",
+                    t.name(),
+                    [k, d],
+                    t.param_shape(k, d),
+                    if shift_fits { String::new() } else { format!(" and a shift of {d} values") },
+                    self.means.len(),
+                    found.0,
+                    found.1,
+                    self.shift.as_ref().map_or(String::new(), |s| format!(", a shift of {} values", s.len())),
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Plans [`predict`] of `model` for `job` (its data, compute type, streamed
 /// outputs and limit).
 ///
 /// # Errors
-/// [`Error::DoesNotFit`] as [`plan_gmm`].
+/// [`MixtureModel::check`]'s errors; [`Error::DoesNotFit`] as [`plan_gmm`].
 pub fn plan_predict(model: &MixtureModel<'_>, job: &Job) -> Result<Plan> {
+    model.check()?;
     let params = GmmParams {
         n_components: model.n_components(),
         covariance_type: model.covariance_type,
@@ -72,8 +106,8 @@ pub fn plan_predict(model: &MixtureModel<'_>, job: &Job) -> Result<Plan> {
 /// log-likelihood per sample (scikit-learn's `score`).
 ///
 /// # Errors
-/// [`Error::ShapeMismatch`] when `x` has another number of features than the
-/// model; `precisions_init` errors for bad factors; [`Error::NonFinite`]
+/// [`MixtureModel::check`]'s errors; [`Error::ShapeMismatch`] when `x` has
+/// another number of features than the model; `precisions_init` errors for bad factors; [`Error::NonFinite`]
 /// for a non-finite value in `x`; read errors; whatever `outputs` return;
 /// [`Error::Cancelled`]; [`Error::DeviceUnavailable`] for a device error,
 /// or for a model held in component groups on a device.
@@ -86,6 +120,7 @@ pub fn predict<T: Real>(
     outputs: &mut Outputs<'_>,
     observer: &mut dyn Observer,
 ) -> Result<f64> {
+    model.check()?;
     let (k, d) = (model.n_components(), model.n_features());
     if x.n_features() != d {
         return Err(Error::ShapeMismatch {
@@ -147,4 +182,59 @@ fn shift_of_means(weights: &[f64], means: &[f64], d: usize) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{ArrayRef, Values};
+
+    fn model<'a>(t: CovarianceType, k: usize, d: usize, prec: &'a [f64], cols: usize) -> MixtureModel<'a> {
+        let p = Source::memory(ArrayRef::c_order(Values::F64(prec), prec.len() / cols, cols).unwrap());
+        MixtureModel {
+            covariance_type: t,
+            weights: vec![1.0 / k as f64; k],
+            means: vec![0.0; k * d],
+            precisions_cholesky: p,
+            shift: None,
+            lower_bound: None,
+        }
+    }
+
+    #[test]
+    fn parameters_of_another_covariance_type_are_refused_not_read() {
+        // Three components of four features; factors of each type, read
+        // as each other type (a fitted model after its type was changed).
+        let shapes = [
+            (CovarianceType::Full, 48, 4),
+            (CovarianceType::Tied, 16, 4),
+            (CovarianceType::Diag, 12, 4),
+            (CovarianceType::Spherical, 3, 1),
+        ];
+        for &(of, len, cols) in &shapes {
+            let prec = vec![1.0; len];
+            for &(t, _, _) in &shapes {
+                let m = model(t, 3, 4, &prec, cols);
+                match m.check() {
+                    Ok(()) => assert_eq!(t, of, "{of:?} factors read as {t:?}"),
+                    Err(e) => {
+                        assert_ne!(t, of);
+                        assert!(e.to_string().contains("do not fit together"), "{e}");
+                    }
+                }
+            }
+        }
+        // Factors of fewer features, means of another length, a shift of
+        // another length.
+        let prec = vec![1.0; 12];
+        assert!(model(CovarianceType::Full, 3, 3, &prec, 2).check().is_err());
+        let mut m = model(CovarianceType::Diag, 3, 3, &[1.0; 9], 3);
+        m.means.push(0.0);
+        assert!(m.check().is_err());
+        let mut m = model(CovarianceType::Diag, 3, 3, &[1.0; 9], 3);
+        m.shift = Some(vec![0.0; 2]);
+        assert!(m.check().is_err());
+        m.shift = Some(vec![0.0; 3]);
+        assert!(m.check().is_ok());
+    }
 }
