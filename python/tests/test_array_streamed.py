@@ -2,6 +2,8 @@
 streamed pass in row blocks within the memory limit, NumPy's results and
 messages, the same bits for any limit and thread count."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -82,6 +84,31 @@ def test_histogram_matches_numpy():
         want, want_edges = np.histogram(data, bins=5)
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(edges, want_edges)
+
+
+def test_histogram_of_bools_is_numpys():
+    """NumPy bins bools as uint8 (with its RuntimeWarning); memfit passed the
+    bool minimum and maximum as the range, and NumPy's subtraction of them
+    failed."""
+    b = np.random.default_rng(4).random((300, 500)) > 0.3
+    msg = "Converting input from bool to <class 'numpy.uint8'> for compatibility."
+    for data in [b, np.array([True, False, True, True]), np.ones(5, bool), np.zeros(0, bool)]:
+        for kw in [dict(bins=4), dict(bins=3, range=(0, 2)), dict(bins=[0, 0.5, 1]), dict(bins=5, density=True),
+                   dict(bins=4, weights=np.ones(data.shape, np.float32))]:
+            with pytest.warns(RuntimeWarning, match=re.escape(msg)):
+                want = np.histogram(data, **kw)
+            with pytest.warns(RuntimeWarning, match=re.escape(msg)):
+                got = ma.histogram(ma.asarray(data), **kw)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype
+                np.testing.assert_array_equal(g, w)
+        with pytest.warns(RuntimeWarning, match=re.escape(msg)):
+            edges = ma.histogram_bin_edges(ma.asarray(data), bins=4)
+        with pytest.warns(RuntimeWarning, match=re.escape(msg)):
+            np.testing.assert_array_equal(edges, np.histogram_bin_edges(data, bins=4))
+    with pytest.warns(RuntimeWarning, match=re.escape(msg)):
+        got = np.histogram(ma.asarray(b), bins=4)
+    np.testing.assert_array_equal(got[0], np.histogram(b.astype(np.uint8), bins=4)[0])
 
 
 def test_histogram_errors_are_numpys():

@@ -15,6 +15,7 @@ bits). The results are NumPy arrays, as NumPy's are.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Iterator
 
 import numpy as np
@@ -140,9 +141,19 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
     TypeError
         A named estimator for ``bins``.
     """
-    x = operand(a)
+    x = _subtractable(a)
     edges = _edges(x, bins, range, memory_limit, n_jobs)[0]
     return edges
+
+
+def _subtractable(a: Any) -> Array:
+    """``a`` as NumPy's histogram functions take it: bool values as uint8
+    (NumPy's RuntimeWarning included), so that its range can be subtracted."""
+    x = operand(a)
+    if x.dtype == np.bool_:
+        warnings.warn(f"Converting input from {x.dtype} to {np.uint8} for compatibility.", RuntimeWarning, stacklevel=3)
+        x = x.astype(np.uint8)
+    return x
 
 
 def _edges(x: Array, bins: Any, range: Any, memory_limit: Any, n_jobs: Any) -> tuple:  # noqa: A002
@@ -202,7 +213,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
     ValueError, TypeError
         As :func:`histogram_bin_edges`; weights of another shape.
     """
-    x = operand(a)
+    x = _subtractable(a)
     w = None
     if weights is not None:
         w = operand(weights)
