@@ -3,6 +3,7 @@ promotion, indexing, index maps, reductions, contractions, evaluation under
 a memory limit, .npy and Zarr output, and errors."""
 
 import os
+import re
 import time
 import warnings
 
@@ -565,6 +566,48 @@ def test_integer_sums_and_means(dtype, axis):
     same(ma.prod(x[:1, :4, :2], axis=axis), np.prod(x[:1, :4, :2], axis=axis))  # no overflow
     close(ma.mean(x, axis=axis), np.mean(x, axis=axis))
     close(ma.var(x, axis=axis), np.var(x, axis=axis))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_mean_var_std_with_an_integer_dtype_or_out_are_numpys():
+    """With an integer or bool dtype= (or an integer out=) NumPy sums in that
+    dtype (wrapping) and truncates each division, var subtracting the
+    truncated mean; std into an integer array raises its UFuncTypeError (a
+    0-d std without out is its square root cast back). memfit computed in
+    float64 and cast at the end."""
+    rng = np.random.default_rng(5)
+    arrays = [
+        np.array([[100, 100, 100], [100, 100, 100], [90, 80, 70]]),
+        rng.integers(-300, 300, (4, 5)),
+        rng.integers(0, 200, (3, 7)).astype(np.uint8),
+        rng.random((3, 4)) * 500 - 100,
+        rng.random((3, 4)) > 0.5,
+    ]
+    for x in arrays:
+        for name in ("mean", "var", "std"):
+            for axis in (None, 0, 1, (0, 1)):
+                for keepdims in (False, True):
+                    for dtype, out in [(np.int8, None), (np.int64, None), (np.uint8, None), (bool, None), (None, np.int64),
+                                       (None, np.int8), (None, bool), (np.float64, np.int64), (np.int16, np.float64)]:
+                        kw = dict(axis=axis, keepdims=keepdims, dtype=dtype)
+                        if name != "mean":
+                            kw["ddof"] = 1
+
+                        def call(m, a):
+                            k = dict(kw)
+                            if out is not None:
+                                k["out"] = np.zeros(np.mean(x, axis=axis, keepdims=keepdims).shape, out)
+                            return np.asarray(getattr(m, name)(a, **k))
+
+                        try:
+                            want = call(np, x)
+                        except TypeError as e:
+                            with pytest.raises(TypeError, match=re.escape(str(e))):
+                                call(ma, ma.asarray(x))
+                            continue
+                        got = call(ma, ma.asarray(x))
+                        assert got.dtype == want.dtype, (name, x.dtype, kw, out)
+                        np.testing.assert_array_equal(got, want, err_msg=f"{name} {x.dtype} {kw} out={out}")
 
 
 def test_reduction_dtype_and_ddof():

@@ -674,14 +674,16 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: 
         a_min = min
     if _given(max):
         a_max = max
-    x = operand(a)
+    # NumPy clips an array: a Python scalar ``a`` is one (strong, as np.asarray makes it).
+    x = operand(np.asarray(a) if isinstance(a, (bool, int, float)) else a)
+    dtype = x.dtype
 
     def beyond(bound: Any, low: bool) -> bool:
         # A Python integer outside an integer dtype's range is no bound
-        # (NumPy 2 clips by the true values).
-        if not (isinstance(bound, int) and not isinstance(bound, bool)) or x.dtype.kind not in "iu":
+        # (NumPy 2 clips by the true values; beside bools it is an int64).
+        if not (isinstance(bound, int) and not isinstance(bound, bool)) or dtype.kind not in "iu":
             return False
-        info = np.iinfo(x.dtype)
+        info = np.iinfo(dtype)
         return bound <= info.min if low else bound >= info.max
 
     if a_min is not None and a_min is not _NoValue and not beyond(a_min, True):
@@ -1271,11 +1273,51 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     return _reduce("prod", a, axis, keepdims, dtype=optional_dtype_name(dtype))
 
 
-@_with_out("unsafe", reduction=True)
 def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, *, where: Any = None) -> Array:
-    _reject_out(out)
     _reject_where(where)
-    return _reduce("mean", a, axis, keepdims, dtype=optional_dtype_name(dtype))
+    return _moment("mean", a, axis, dtype, out, keepdims)
+
+
+def _moment(name: str, a: Any, axis: Any, dtype: Any, out: Any, keepdims: Any, ddof: Any = 0) -> Array:
+    """``mean``, ``var`` or ``std`` (``name``), into ``out`` when it is a NumPy
+    array (see ``write_out``). A float accumulation is the engine's
+    reduction. An integer or bool one (``dtype``, or ``out``'s dtype) is
+    NumPy's ``_methods`` step by step: sums in ``dtype`` (NumPy's default:
+    float64 for integers and bools) wrap there, are cast to the result's dtype
+    (``out``'s, else ``dtype``) and divided there by the count (cast back:
+    truncated), ``var`` subtracting that mean cast to ``dtype``; ``std`` is
+    the square root cast to the integer dtype for a 0-d result without
+    ``out`` (NumPy's scalar), else NumPy's UFuncTypeError (its ``sqrt`` into
+    an integer array)."""
+    target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    if not isinstance(target, np.ndarray):
+        _reject_out(out)
+    x = operand(a)
+    acc = np.dtype(optional_dtype_name(dtype)) if dtype is not None else None
+    into = target.dtype if isinstance(target, np.ndarray) else None
+    params = {} if name == "mean" else {"ddof": ddof}
+    if not builtins.any(d is not None and d.kind in "biu" for d in (acc, into)):
+        result = _reduce(name, x, axis, keepdims, dtype=optional_dtype_name(dtype), **params)
+        return result if into is None else write_out(result, out, "unsafe", name, True)
+    if acc is None:
+        acc = np.dtype(np.float64) if x.dtype.kind in "biu" else np.dtype(np.float32) if x.dtype == np.float16 and name == "mean" else x.dtype
+    ret_dtype = into if into is not None else acc
+    axes = tuple(normalize_axes(axis, x.ndim))
+    count = np.intp(_prod([x.shape[i] for i in axes]))
+    if name == "mean":
+        total = sum(x, axis=axes, dtype=acc, keepdims=keepdims)
+    else:
+        centred = x - (sum(x, axis=axes, dtype=acc, keepdims=True) / count).astype(acc)
+        total = sum(centred * centred, axis=axes, dtype=acc, keepdims=keepdims)
+        count = np.maximum(count - ddof, 0)
+    result = (total.astype(ret_dtype) / count).astype(ret_dtype)
+    if name == "std":
+        if into is None and result.ndim == 0:
+            return sqrt(result).astype(ret_dtype)  # NumPy's scalar, cast back
+        if ret_dtype.kind in "biu":
+            np.sqrt(np.empty(0, ret_dtype), out=np.empty(0, ret_dtype))  # NumPy's UFuncTypeError
+        result = sqrt(result)
+    return result if into is None else write_out(result, out, "unsafe", name, True)
 
 
 def _ddof(ddof: Any, correction: Any) -> Any:
@@ -1292,22 +1334,18 @@ def _ddof(ddof: Any, correction: Any) -> Any:
     return int(ddof) if isinstance(ddof, (numbers.Integral, np.integer)) else float(ddof)
 
 
-@_with_out("unsafe", reduction=True)
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
-    _reject_out(out)
     _reject_where(where)
     if _given(mean):
         reject("mean", mean)
-    return _reduce("var", a, axis, keepdims, ddof=_ddof(ddof, correction), dtype=optional_dtype_name(dtype))
+    return _moment("var", a, axis, dtype, out, keepdims, _ddof(ddof, correction))
 
 
-@_with_out("unsafe", reduction=True)
 def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
-    _reject_out(out)
     _reject_where(where)
     if _given(mean):
         reject("mean", mean)
-    return _reduce("std", a, axis, keepdims, ddof=_ddof(ddof, correction), dtype=optional_dtype_name(dtype))
+    return _moment("std", a, axis, dtype, out, keepdims, _ddof(ddof, correction))
 
 
 def _cumulative(name: str, a: Any, axis: Any, dtype: Any, out: Any) -> Array:
