@@ -2,6 +2,7 @@
 integer dtype, integer overflow corners, sizes beyond 2**64 bytes, and
 overflow inside reductions (each with NumPy 2's answer)."""
 
+import re
 import warnings
 
 import numpy as np
@@ -88,6 +89,91 @@ def test_true_division_by_a_python_int_beyond_the_dtype():
     np.testing.assert_array_equal((-1 / ma.asarray(x.astype(np.uint8))).compute(), -1 / x.astype(np.uint8))
     with pytest.raises(OverflowError, match="Python integer 300 out of bounds for int8"):
         ma.asarray(x) + 300
+
+
+def _numpy_or_error(call):
+    try:
+        return np.asarray(call())
+    except Exception as e:  # noqa: BLE001 - the error is the result to compare
+        return type(e)
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64 - 1, 2**64, -(2**63) - 1])
+def test_bool_with_a_python_int_beyond_int64_raises_as_numpy(value):
+    """NEP 50 makes a Python int beside bools (or beside Python ints only) an
+    int64: from 2**63 on NumPy 2 raises OverflowError (comparisons and
+    logical ufuncs too), true division takes the float, where wraps into
+    int64. memfit gave uint64 and wrapped silently."""
+    b = np.array([True, False])
+    c = np.array([True, False])
+    calls = [getattr(np, name) for name in (
+        "add", "subtract", "multiply", "true_divide", "floor_divide", "remainder", "power", "bitwise_and", "bitwise_or",
+        "bitwise_xor", "minimum", "maximum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+        "logical_and",
+    )]
+    cases = [(f, (b, value)) for f in calls] + [(f, (value, b)) for f in calls]
+    cases += [(f, (value, True)) for f in calls] + [(f, (value, 1)) for f in calls] + [(f, (np.True_, value)) for f in calls]
+    cases += [(np.where, (c, b, value)), (np.where, (c, value, b)), (np.where, (c, value, 1)), (np.where, (c, value, value))]
+    cases += [(np.clip, (b, 0, value)), (np.clip, (b, None, value)), (np.less, (value, value + 1)), (np.equal, (value, value))]
+    for f, args in cases:
+        expect = _numpy_or_error(lambda: f(*args))
+        got = _numpy_or_error(lambda: getattr(ma, f.__name__)(*(ma.asarray(a) if isinstance(a, np.ndarray) else a for a in args)).compute())
+        if isinstance(expect, type):
+            assert got is expect, (f.__name__, args, got)
+        else:
+            assert not isinstance(got, type), (f.__name__, args, got)
+            assert got.dtype == expect.dtype, (f.__name__, args)
+            np.testing.assert_array_equal(got, expect, err_msg=f"{f.__name__}{args}")
+    for op in (lambda x: x + value, lambda x: value * x, lambda x: x // value, lambda x: x % value, lambda x: x & value,
+               lambda x: x | value, lambda x: x < value, lambda x: value >= x, lambda x: x == value, lambda x: x / value):
+        expect = _numpy_or_error(lambda: op(b))
+        got = _numpy_or_error(lambda: op(ma.asarray(b)).compute())
+        if isinstance(expect, type):
+            assert got is expect
+        else:
+            assert got.dtype == expect.dtype
+            np.testing.assert_array_equal(got, expect)
+
+
+def test_power_takes_numpys_fast_paths():
+    """NumPy's ``x ** 2`` (a Python int) is numpy.square (int8 for bools), its
+    ``x ** 0.5`` (a Python float) numpy.sqrt for float arrays, and its float32
+    and float64 power loops take the square root for one exponent of 0.5:
+    sqrt(-inf) is NaN and sqrt(-0.0) -0.0, where pow gives inf and 0.0."""
+    f = np.array([-np.inf, -0.0, 4.0, -4.0, np.nan, np.inf, 0.0])
+    arrays = [f, f.astype(np.float32), f.astype(np.float16), f.reshape(7, 1), np.array([-3, 0, 5], np.int8),
+              np.array([0, 3, 200], np.uint8), np.array([True, False]), np.array([-3, 0, 5])]
+    exponents = [0.5, np.float64(0.5), np.float32(0.5), np.float16(0.5), np.array(0.5), np.array([0.5]), np.array([[0.5]]),
+                 2, 2.0, -1, -1.0, 0, 0.0, 1, 1.0, 3, 0.25, -0.5, np.int8(2), True, np.True_]
+    for a in arrays:
+        for e in exponents:
+            for ours, theirs in [(lambda x, y: x ** y, lambda x, y: x ** y), (ma.power, np.power),
+                                 (lambda x, y: y ** x, lambda x, y: y ** x)]:
+                want = _numpy_or_error(lambda: theirs(a, e))
+                got = _numpy_or_error(lambda: ours(ma.asarray(a), e).compute())
+                if isinstance(want, type):
+                    assert got is want
+                    continue
+                assert got.dtype == want.dtype and got.shape == want.shape, (a.dtype, e)
+                np.testing.assert_array_equal(got, want, err_msg=f"{a.dtype} {e!r}")
+                np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=f"{a.dtype} {e!r}")
+
+
+def test_positive_and_reciprocal_of_bools_are_numpys():
+    """NumPy has no bool loop for positive (UFuncTypeError) and takes its
+    int8 loop for reciprocal."""
+    b = np.array([False, True, True])
+    with pytest.raises(TypeError) as expected:
+        np.positive(b)
+    for call in (lambda: ma.positive(ma.asarray(b)), lambda: +ma.asarray(b), lambda: np.positive(ma.asarray(b))):
+        with pytest.raises(type(expected.value), match=re.escape(str(expected.value))):
+            call()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.reciprocal(b)
+        got = ma.reciprocal(ma.asarray(b)).compute()
+    assert got.dtype == want.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
 
 
 def test_creation_functions_follow_numpy_for_dtypes_and_ranges():

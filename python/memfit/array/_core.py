@@ -266,47 +266,103 @@ def _rebuild(steps: list) -> "Array":
 
 def op(name: str, inputs: Sequence["Array"], **params: Any) -> "Array":
     """A new lazy array: engine operation ``name`` on ``inputs``."""
-    if any(_wide_int(x) is not None for x in inputs):
-        return _with_wide_ints(name, inputs, params)
-    return node("expr_op", name, inputs, params)
+    end = _python_int_end(name, inputs)
+    if any(_wide_int(x, end) is not None for x in _data_inputs(name, inputs)):
+        return _with_wide_ints(name, inputs, params, end)
+    if name in ("positive", "reciprocal") and inputs[0].dtype == np.bool_:
+        if name == "positive":
+            np.positive(np.empty(0, np.bool_))  # NumPy's UFuncTypeError: no bool loop
+        inputs = [inputs[0].astype(np.int8)]  # NumPy's bool reciprocal is its int8 loop
+    result = node("expr_op", name, inputs, params)
+    if name == "power" and result.dtype in (np.float32, np.float64) and _constant(inputs[1]) == 0.5:
+        # NumPy's float32 and float64 power loops take the square root for one
+        # exponent of 0.5 (a scalar or a size-1 array they broadcast):
+        # sqrt(-inf) is NaN, sqrt(-0.0) is -0.0, where pow gives inf and 0.0.
+        root = op("sqrt", [inputs[0].astype(result.dtype)])
+        return root if root.shape == result.shape else op("broadcast_to", [root], shape=list(result.shape))
+    return result
 
 
-#: NumPy's comparison ufuncs, by the order a true comparison gives.
+def _constant(x: "Array") -> Any:
+    """The value of ``x`` when it is one known value (a scalar, or a NumPy
+    array of one element), else None."""
+    ctor, args = getattr(x, "_recipe", None) or (None, None)
+    if ctor == "expr_op" and args[0] == "scalar":
+        return args[2].get("value")
+    if ctor == "expr_from_ndarray" and args[0].size == 1:
+        return args[0].reshape(-1)[0].item()
+    return None
+
+
+#: NumPy's comparison ufuncs, by the orders that make them true.
 _COMPARISONS = {
-    "equal": (),
+    "equal": ("equal",),
     "not_equal": ("less", "greater"),
     "less": ("less",),
-    "less_equal": ("less",),
+    "less_equal": ("less", "equal"),
     "greater": ("greater",),
-    "greater_equal": ("greater",),
+    "greater_equal": ("greater", "equal"),
 }
 
 
-def _wide_int(x: "Array") -> Optional[int]:
-    """The value of ``x`` when it is a Python integer beyond the 64-bit range
-    (``[-2**63, 2**64)``), which the engine's scalars do not hold; else None."""
+def _data_inputs(name: str, inputs: Sequence["Array"]) -> Sequence["Array"]:
+    """The inputs whose values make the result (and its dtype): all but
+    ``where``'s condition."""
+    return inputs[1:] if name == "where" else inputs
+
+
+def _python_int(x: "Array") -> Optional[int]:
+    """The value of ``x`` when it is a Python integer (a weak scalar), else None."""
     recipe = getattr(x, "_recipe", None)
     if not recipe or recipe[0] != "expr_op" or recipe[1][0] != "scalar":
         return None
-    v = recipe[1][2].get("value")
-    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**64:
+    params = recipe[1][2]
+    v = params.get("value")
+    if params.get("weak") and isinstance(v, int) and not isinstance(v, bool):
         return v
     return None
 
 
-def _with_wide_ints(name: str, inputs: Sequence["Array"], params: dict) -> "Array":
-    """Operation ``name`` with Python integers beyond 64 bits among
-    ``inputs``, as NumPy 2 does it: compared with integer arrays, every
-    element compares alike (a constant); beside a float array, the integer
-    is that float; anything else raises NumPy's OverflowError."""
-    others = [x for x in inputs if _wide_int(x) is None]
+def _python_int_end(name: str, inputs: Sequence["Array"]) -> int:
+    """Where the Python integers among ``inputs`` stop fitting NumPy 2's
+    dtype for them: ``2**63`` when the other values are bools or Python
+    integers (NEP 50 makes a Python integer beside bools, or beside Python
+    integers only, the default integer, int64), else ``2**64`` (what the
+    engine's scalars hold: beside integer arrays, the array's dtype decides)."""
+    data = _data_inputs(name, inputs)
+    if len(data) > 1 and all(_python_int(x) is not None or x.dtype.kind == "b" for x in data):
+        return 2**63
+    return 2**64
+
+
+def _wide_int(x: "Array", end: int = 2**64) -> Optional[int]:
+    """The value of ``x`` when it is a Python integer outside ``[-2**63, end)``
+    (see :func:`_python_int_end`), which the engine would not take as NumPy
+    does; else None."""
+    v = _python_int(x)
+    return v if v is not None and not -(2**63) <= v < end else None
+
+
+def _with_wide_ints(name: str, inputs: Sequence["Array"], params: dict, end: int) -> "Array":
+    """Operation ``name`` with Python integers outside ``[-2**63, end)``
+    among ``inputs``, as NumPy 2 does it: compared with integer arrays, every
+    element compares alike (a constant), and Python integers compare by their
+    values; beside a float array, and in a true division, the integer is that
+    float; ``where`` among bools and Python integers wraps it into int64
+    (NumPy casts there); anything else raises NumPy's OverflowError."""
+    others = [x for x in _data_inputs(name, inputs) if _wide_int(x, end) is None]
     kinds = {np.dtype(x.dtype).kind for x in others}
-    if "f" in kinds:
-        return node("expr_op", name, [scalar(float(_wide_int(x))) if _wide_int(x) is not None else x for x in inputs], params)
+    if "f" in kinds or name == "true_divide":
+        return node("expr_op", name, [scalar(float(_wide_int(x, end))) if _wide_int(x, end) is not None else x for x in inputs], params)
+    wide = [_wide_int(x, end) for x in _data_inputs(name, inputs)]
+    if name == "where" and all(w is None or 0 < w < 2**64 for w in wide):
+        return node("expr_op", name, [inputs[0]] + [x if w is None else scalar(w - 2**64) for x, w in zip(inputs[1:], wide)], params)
     if name in _COMPARISONS and len(inputs) == 2 and kinds <= {"i", "u"}:
-        left = _wide_int(inputs[0])
-        wide = left if left is not None else _wide_int(inputs[1])
-        order = "greater" if (wide > 0) == (left is not None) else "less"
+        left, right = (_python_int(x) for x in inputs)
+        if left is None or right is None:  # an integer array beside a wide integer: every element alike
+            order = "greater" if (next(w for w in wide if w is not None) > 0) == (left is not None) else "less"
+        else:
+            order = "less" if left < right else "greater" if left > right else "equal"
         shape = np.broadcast_shapes(*(tuple(x.shape) for x in inputs))
         return node("expr_op", "full", [], {"shape": list(shape), "value": order in _COMPARISONS[name], "dtype": "bool"})
     raise OverflowError("Python int too large to convert to C long")
@@ -1038,9 +1094,16 @@ class Array:
     __invert__ = _unary("invert", "~x")
 
     def __pow__(self, other, modulo=None):
-        """``x ** y``: elementwise numpy.power, lazy."""
+        """``x ** y``: elementwise numpy.power, lazy; as NumPy's operator
+        (its fast paths), ``x ** 2`` with a Python int is numpy.square (int8
+        for bools), and ``x ** 0.5`` with a Python float numpy.sqrt for float
+        arrays (float16 too)."""
         if modulo is not None:
             return NotImplemented
+        if type(other) is int and other == 2:
+            return op("square", [self])
+        if type(other) is float and other == 0.5 and self.dtype.kind == "f":
+            return op("sqrt", [self])
         o = maybe_operand(other)
         return NotImplemented if o is None else op("power", [self, o])
 
