@@ -65,6 +65,7 @@
 //! `_euclidean_sparse_dense` (sparse rows against dense centres with the
 //! same identity).
 
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use multiversion::multiversion;
 use rayon::prelude::*;
 
@@ -163,20 +164,22 @@ impl SparseCenters {
             .for_each(|(b, (rows, rows16))| {
                 let f0 = b * BLOCK;
                 let width = rows.len() / k.max(1);
-                let write = |rows: &mut [f64], rows16: &mut [u16], q: usize, j: usize, v: f64| {
-                    let t = v * scale;
-                    rows[q * k + j] = t;
-                    rows16[q * kp + j] = half::f16::from_f64(t).to_bits();
+                // A column's float16 row from its float64 row, converted
+                // in vector lanes (each value as `f16::from_f64` rounds it).
+                let halve = |rows: &[f64], rows16: &mut [u16], q: usize| {
+                    let to: &mut [half::f16] = rows16[q * kp..q * kp + k].reinterpret_cast_mut();
+                    to.convert_from_f64_slice(&rows[q * k..(q + 1) * k]);
                 };
                 match columns {
                     None => {
                         for j in 0..k {
                             let run = &centers[j * d + f0..j * d + f0 + width];
                             for (q, &v) in run.iter().enumerate() {
-                                write(rows, rows16, q, j, v);
+                                rows[q * k + j] = v * scale;
                             }
                         }
                         for q in 0..width {
+                            halve(rows, rows16, q);
                             rows16[q * kp + k..(q + 1) * kp].fill(0);
                         }
                     }
@@ -186,8 +189,11 @@ impl SparseCenters {
                         for j in 0..k {
                             let c = &centers[j * d..(j + 1) * d];
                             for &f in &cols[lo..hi] {
-                                write(rows, rows16, f as usize - f0, j, c[f as usize]);
+                                rows[(f as usize - f0) * k + j] = c[f as usize] * scale;
                             }
+                        }
+                        for &f in &cols[lo..hi] {
+                            halve(rows, rows16, f as usize - f0);
                         }
                     }
                 }
@@ -553,6 +559,45 @@ mod tests {
             indptr.push(values.len());
         }
         (indptr, indices, values, dense)
+    }
+
+    /// The float16 rows hold each scaled value as `f16::from_f64` rounds
+    /// it, padded with zeros, built whole or renewed at some columns (the
+    /// others keep the last build's values).
+    #[test]
+    fn half_rows_round_each_value_as_from_f64() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        for (k, d) in [(1, 1), (3, 70), (37, 130), (100, 64)] {
+            let random = |rng: &mut rand_chacha::ChaCha8Rng| -> Vec<f64> {
+                (0..k * d).map(|_| rng.random_range(-1.0..1.0) * 10f64.powi(rng.random_range(-9..5))).collect()
+            };
+            let check = |s: &SparseCenters, c: &[f64], cols: &[usize], old: &[f64]| {
+                let kp = SparseCenters::padded(k);
+                for f in 0..d {
+                    let row = &s.half[s.half_start + f * kp..s.half_start + (f + 1) * kp];
+                    let from = if cols.contains(&f) { c } else { old };
+                    for j in 0..k {
+                        let want = half::f16::from_f64(from[j * d + f] * s.scale).to_bits();
+                        assert_eq!(row[j], want, "k {k} d {d} centre {j} feature {f}");
+                        assert_eq!(s.transposed[f * k + j], from[j * d + f] * s.scale);
+                    }
+                    assert!(row[k..].iter().all(|&b| b == 0));
+                }
+            };
+            let first = random(&mut rng);
+            let s = SparseCenters::new(&first, k, d);
+            check(&s, &first, &(0..d).collect::<Vec<_>>(), &first);
+            // New centres of the same largest magnitude (the same scale),
+            // renewed at every third column.
+            let largest = first.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let mut next: Vec<f64> = random(&mut rng).iter().map(|v| v.clamp(-largest, largest)).collect();
+            next[0] = largest;
+            let cols: Vec<u32> = (0..d as u32).step_by(3).collect();
+            let scale = s.scale;
+            let s = s.renew(&next, k, d, Some(&cols));
+            assert_eq!(s.scale, scale);
+            check(&s, &next, &cols.iter().map(|&f| f as usize).collect::<Vec<_>>(), &first);
+        }
     }
 
     /// Rows close to the midpoints of centres that differ below `f16`'s
