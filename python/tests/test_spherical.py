@@ -122,6 +122,42 @@ def test_rows_of_zeros_change_no_centre_and_tol_zero_converges(sparse):
     np.testing.assert_array_equal(fit.predict(as_input(X0[zero])), fit.labels_[zero])
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rows_of_fewer_directions_than_clusters_converge(sparse, dtype):
+    """Rows of fewer directions than clusters (copies, scaled copies, rows of
+    zeros, weights): a cluster refilled with one row and a cluster of many
+    rows of its direction got centres an ulp apart (each the weighted sum
+    scaled to unit norm, which rounds differently for each weight), so every
+    row moved between them each iteration and the fit ran to max_iter. Now
+    every cluster of one direction gets the same centre and the fit stops as
+    Lloyd's does on duplicate points."""
+    import warnings
+
+    import scipy.sparse as sp
+
+    as_input = (lambda a: sp.csr_matrix(a.astype(dtype))) if sparse else (lambda a: a.astype(dtype))
+    rng = np.random.default_rng(1)
+    cases = [
+        np.ones((1000, 3)),
+        np.repeat([[0.0, 0.0], [1.0, 1.0]], 500, axis=0),
+        np.repeat([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0], [-1.0, 0.0]], 250, axis=0),
+        np.repeat([[0.1, 0.7, 0.3]], 400, axis=0) * rng.choice([1.0, 3.0, 7.0, 0.0], size=(400, 1)),
+    ]
+    for X in cases:
+        for k in range(2, 6):
+            for w in (None, rng.uniform(0.1, 5.0, X.shape[0])):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # fewer distinct clusters than k
+                    warnings.simplefilter("error", RuntimeWarning)
+                    km = KMeans(k, n_init=1, random_state=0, metric="cosine", max_iter=50).fit(
+                        as_input(X), sample_weight=w)
+                assert km.n_iter_ < 10, (X[:2], k, km.n_iter_)
+                nonzero = np.linalg.norm(km.cluster_centers_.astype(np.float64), axis=1) > 0
+                np.testing.assert_allclose(
+                    np.linalg.norm(km.cluster_centers_[nonzero].astype(np.float64), axis=1), 1, atol=1e-6)
+
+
 def test_bad_metric_is_refused_and_dask_input_is_read_as_unit_rows():
     X, _ = directions(n=100, d=3, k=2, dtype=np.float64)
     with pytest.raises(InvalidParameterError, match="'metric' parameter of KMeans must be"):

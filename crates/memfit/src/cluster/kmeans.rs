@@ -556,13 +556,15 @@ fn lloyd<T: Real, C: Real>(
         for j in 0..k {
             if sums.weight(j) > 0.0 {
                 if cosine {
-                    // The mean's direction, that of the weighted sum: its
-                    // float64 value scaled to unit norm, rounded once. The
-                    // weight of a row of zeros (which has no direction)
-                    // changes no bit of it, as it would the mean's.
-                    for (q, u) in unit.iter_mut().enumerate() {
-                        *u = sums.sum(j, q, d);
-                    }
+                    // The mean's direction, that of the weighted sum: the
+                    // sum over its largest magnitude, scaled to unit norm
+                    // in float64, rounded once. Neither the weight of a row
+                    // of zeros (no direction) nor the weights of rows of one
+                    // direction change a bit of it: every cluster of such
+                    // rows gets the same centre (scaling the sum itself
+                    // rounds differently for each weight, and rows then
+                    // moved between such centres until max_iter).
+                    sums.direction(j, &mut unit);
                     unit_row(&mut unit);
                 }
                 for q in 0..d {

@@ -530,26 +530,27 @@ impl Update<'_> {
             let after = *count + w;
             let few_columns = self.columns.is_some_and(|columns| columns.len() < c.len() / 4);
             if !self.unit && !few_columns {
-                // Moved and rounded in one pass over the centre.
-                diff = if self.float64 {
+                // Moved and rounded in one pass over the centre, which
+                // zeroes its sums.
+                *count = after;
+                return if self.float64 {
                     moved_rounded::<f64>(c, s, e, w, after)
                 } else {
                     moved_rounded::<T>(c, s, e, w, after)
                 };
-            } else {
-                match self.columns {
-                    // A few columns: the others move as with zero sums.
-                    Some(columns) if few_columns => {
-                        moved_center_alone(c, w, after, moved);
-                        moved_at_columns(c, s, e, columns, w, after, moved);
-                    }
-                    _ => moved_center(c, s, e, w, after, moved),
-                }
-                if self.unit {
-                    unit_row(moved);
-                }
-                diff = if self.float64 { rounded_into::<f64>(c, moved) } else { rounded_into::<T>(c, moved) };
             }
+            match self.columns {
+                // A few columns: the others move as with zero sums.
+                Some(columns) if few_columns => {
+                    moved_center_alone(c, w, after, moved);
+                    moved_at_columns(c, s, e, columns, w, after, moved);
+                }
+                _ => moved_center(c, s, e, w, after, moved),
+            }
+            if self.unit {
+                unit_row(moved);
+            }
+            diff = if self.float64 { rounded_into::<f64>(c, moved) } else { rounded_into::<T>(c, moved) };
             *count = after;
         }
         // Zero again for the next step (rows of zero weight may have added
@@ -594,24 +595,27 @@ fn rounded_into<T: Real>(c: &mut [f64], moved: &[f64]) -> f64 {
 
 /// [`moved_center`] then [`rounded_into`] in one pass, without the moved
 /// centre in between: the same operations, so the same centre and the
-/// same sum of squared changes.
+/// same sum of squared changes. The sums and errors read are zeroed for
+/// the next step in the same pass.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn moved_rounded<T: Real>(c: &mut [f64], sums: &[f64], sums_err: &[f64], s: f64, after: f64) -> f64 {
+fn moved_rounded<T: Real>(c: &mut [f64], sums: &mut [f64], sums_err: &mut [f64], s: f64, after: f64) -> f64 {
     let mut lanes = [0.0f64; 8];
     let mut chunks = c.chunks_exact_mut(8);
-    let (mut from, mut from_err) = (sums.chunks_exact(8), sums_err.chunks_exact(8));
+    let (mut from, mut from_err) = (sums.chunks_exact_mut(8), sums_err.chunks_exact_mut(8));
     for ((c, sum), err) in (&mut chunks).zip(&mut from).zip(&mut from_err) {
-        for (((l, c), &sum), &err) in lanes.iter_mut().zip(c).zip(sum).zip(err) {
-            let new = T::from_f64(*c + ((-s).mul_add(*c, sum) + err) / after).to_f64();
+        for (((l, c), sum), err) in lanes.iter_mut().zip(c).zip(sum).zip(err) {
+            let new = T::from_f64(*c + ((-s).mul_add(*c, *sum) + *err) / after).to_f64();
             *l += (new - *c) * (new - *c);
             *c = new;
+            (*sum, *err) = (0.0, 0.0);
         }
     }
-    let rest = chunks.into_remainder().iter_mut().zip(from.remainder()).zip(from_err.remainder());
-    for (l, ((c, &sum), &err)) in lanes.iter_mut().zip(rest) {
-        let new = T::from_f64(*c + ((-s).mul_add(*c, sum) + err) / after).to_f64();
+    let rest = chunks.into_remainder().iter_mut().zip(from.into_remainder()).zip(from_err.into_remainder());
+    for (l, ((c, sum), err)) in lanes.iter_mut().zip(rest) {
+        let new = T::from_f64(*c + ((-s).mul_add(*c, *sum) + *err) / after).to_f64();
         *l += (new - *c) * (new - *c);
         *c = new;
+        (*sum, *err) = (0.0, 0.0);
     }
     lanes.iter().sum()
 }
@@ -735,8 +739,10 @@ mod tests {
                 let d32 = rounded_into::<f32>(&mut want32, &moved);
                 let d64 = rounded_into::<f64>(&mut want64, &moved);
                 let (mut got32, mut got64) = (c.clone(), c.clone());
-                assert_eq!(moved_rounded::<f32>(&mut got32, &s, &e, w, after).to_bits(), d32.to_bits());
-                assert_eq!(moved_rounded::<f64>(&mut got64, &s, &e, w, after).to_bits(), d64.to_bits());
+                let (mut s32, mut e32, mut s64, mut e64) = (s.clone(), e.clone(), s.clone(), e.clone());
+                assert_eq!(moved_rounded::<f32>(&mut got32, &mut s32, &mut e32, w, after).to_bits(), d32.to_bits());
+                assert_eq!(moved_rounded::<f64>(&mut got64, &mut s64, &mut e64, w, after).to_bits(), d64.to_bits());
+                assert!([s32, e32, s64, e64].iter().flatten().all(|&v| v.to_bits() == 0), "sums zeroed");
                 assert!(got32.iter().zip(&want32).all(|(a, b)| a.to_bits() == b.to_bits()));
                 assert!(got64.iter().zip(&want64).all(|(a, b)| a.to_bits() == b.to_bits()));
             }

@@ -41,6 +41,14 @@ fn written_zeros(n: usize) -> Vec<f64> {
 
 /// `a + b` and its exact rounding error (Knuth's TwoSum, branch-free).
 #[inline(always)]
+/// `(hi + lo) / (wh + wl)` as a double word: the plain quotient corrected
+/// by its exact remainder (so a representable quotient comes out exactly).
+fn quotient((hi, lo): (f64, f64), (wh, wl): (f64, f64)) -> (f64, f64) {
+    let m = hi / wh;
+    let r = (-m).mul_add(wh, hi);
+    two_sum(m, ((-m).mul_add(wl, r + lo)) / wh)
+}
+
 pub(super) fn two_sum(a: f64, b: f64) -> (f64, f64) {
     let s = a + b;
     let bb = s - a;
@@ -212,12 +220,6 @@ impl ClusterSums {
         self.weights[j] + self.weights_err[j]
     }
 
-    /// Cluster `j`'s weighted sum of feature `q` (of `d`): the compensated
-    /// sum rounded to `f64`.
-    pub fn sum(&self, j: usize, q: usize, d: usize) -> f64 {
-        two_sum(self.sums[j * d + q], self.sums_err[j * d + q]).0
-    }
-
     /// Cluster `j`'s mean of feature `q` (of `d`): the compensated sum over
     /// the compensated weight, a double-word division (the exact remainder
     /// of the plain quotient corrects it), so a representable mean, such as
@@ -231,11 +233,25 @@ impl ClusterSums {
     /// sign and size of what that rounding dropped, so that a narrower
     /// type can round the mean once ([`Real::from_double_word`]).
     pub fn mean_double(&self, j: usize, q: usize, d: usize) -> (f64, f64) {
-        let (wh, wl) = two_sum(self.weights[j], self.weights_err[j]);
-        let (hi, lo) = two_sum(self.sums[j * d + q], self.sums_err[j * d + q]);
-        let m = hi / wh;
-        let r = (-m).mul_add(wh, hi);
-        two_sum(m, ((-m).mul_add(wl, r + lo)) / wh)
+        let w = two_sum(self.weights[j], self.weights_err[j]);
+        quotient(two_sum(self.sums[j * d + q], self.sums_err[j * d + q]), w)
+    }
+
+    /// Cluster `j`'s weighted sum (`out.len()` features) over the magnitude
+    /// of its largest value (compared as double words), each value a
+    /// double-word division as [`Self::mean`]'s, rounded to `f64`: values
+    /// in `[-1, 1]`, the largest ±1. Rows of one direction give the same
+    /// values whatever their weights (their sum is the row times the
+    /// weight), and rows of zeros, which add weight and nothing to the sum,
+    /// change none. A sum of zeros gives zeros.
+    pub fn direction(&self, j: usize, out: &mut [f64]) {
+        let d = out.len();
+        let at = |q: usize| two_sum(self.sums[j * d + q], self.sums_err[j * d + q]);
+        let size = |(hi, lo): (f64, f64)| if hi < 0.0 { (-hi, -lo) } else { (hi, lo) };
+        let largest = (0..d).map(|q| size(at(q))).fold((0.0, 0.0), |m, v| if v > m { v } else { m });
+        for (q, o) in out.iter_mut().enumerate() {
+            *o = if largest.0 > 0.0 { quotient(at(q), largest).0 } else { 0.0 };
+        }
     }
 
     /// Cluster `j`'s mean of feature `q` (of `d`) rounded once to `T`.
@@ -423,6 +439,31 @@ mod tests {
         a.move_row(0, 1, &[1e14 + 6.0], 1.0);
         assert_eq!((a.mean(0, 0, 1), a.weight(0)), (1e14 + 1.5, 2.0));
         assert_eq!((a.mean(1, 0, 1), a.weight(1)), (1e14 + 6.0, 1.0));
+    }
+
+    /// Rows of one direction, any count and weights, with rows of zeros
+    /// or not, give the same direction to the bit: the row over its
+    /// largest magnitude.
+    #[test]
+    fn directions_do_not_depend_on_weights_or_rows_of_zeros() {
+        let rows: [&[f64]; 4] = [&[0.5773502691896258; 3], &[0.1, -0.7, 0.3], &[-2.5, 1e-300, 0.0], &[0.0; 3]];
+        for u in rows {
+            let largest = u.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let want: Vec<f64> = u.iter().map(|v| if largest > 0.0 { v / largest } else { 0.0 }).collect();
+            for (n, zeros) in [(1, 0), (2, 0), (1000, 0), (7, 3), (999, 500)] {
+                for weighted in [false, true] {
+                    let mut x: Vec<f64> = u.repeat(n);
+                    x.extend(std::iter::repeat_n(0.0, 3 * zeros));
+                    let w: Vec<f64> =
+                        (0..n + zeros).map(|i| if weighted { 0.1 + (i % 7) as f64 } else { 1.0 }).collect();
+                    let mut a = ClusterSums::new(1, 3);
+                    accumulate_rows(&x, 3, &vec![0; n + zeros], Some(&w), &mut a);
+                    let mut got = [f64::NAN; 3];
+                    a.direction(0, &mut got);
+                    assert_eq!(got.map(f64::to_bits).to_vec(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+                }
+            }
+        }
     }
 
     /// A float32 mean just above a midpoint of float32 values that float64
