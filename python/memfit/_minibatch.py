@@ -669,8 +669,7 @@ class MiniBatchKMeans(_Centers):
         self.n_steps_ = i + 1
         self.n_iter_ = int(np.ceil(((i + 1) * self._batch_size) / n))
         if self.compute_labels:
-            self.labels_, self.inertia_ = self._assign_checked(data, w_engine)
-            self.inertia_ = float(self.inertia_)
+            self.labels_, self.inertia_ = self._labels_once_warned(data, w_engine)
         else:
             self.inertia_ = float(stop.ewa_inertia * weight_sum) if stop.ewa_inertia is not None else np.nan
         return self
@@ -682,7 +681,10 @@ class MiniBatchKMeans(_Centers):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
-            The batch (read whole: it must fit ``memory_limit``).
+            The batch (read whole: it must fit ``memory_limit``). The centres
+            keep the dtype of the first batch's (float32 or float64); a later
+            batch of another dtype updates them in that dtype (scikit-learn
+            raises a buffer dtype mismatch).
         y : Ignored
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
             Non-negative weight of each row.
@@ -717,17 +719,28 @@ class MiniBatchKMeans(_Centers):
             self.cluster_centers_ = self._partial_init(data, batch, w)
             self._counts = np.zeros(self.n_clusters)
             self._n_since_last_reassign = 0
+        # The centres keep the dtype of the first batch (scikit-learn raises
+        # on a batch of another float dtype).
+        out_dtype = self.cluster_centers_.dtype if has_centers else np.dtype(data.out_dtype)
         centers = c_float64(self.cluster_centers_).copy()
         with self._finite_or_checked(data):
-            self._step(batch, w, centers, self._random_state)
-        self.cluster_centers_ = centers.astype(data.out_dtype)
+            self._step(batch, w, centers, self._random_state, float64_centers=out_dtype == np.float64)
+        self.cluster_centers_ = centers.astype(out_dtype)
         if self.compute_labels:
             # As predict(X) labels them (X and the weights checked above).
-            self.labels_, self.inertia_ = self._assign_checked(data, w_engine)
-            self.inertia_ = float(self.inertia_)
+            self.labels_, self.inertia_ = self._labels_once_warned(data, w_engine)
         self.n_steps_ += 1
         self._n_features_out = self.cluster_centers_.shape[0]
         return self
+
+    def _labels_once_warned(self, data, w):
+        """(labels, inertia) of the fit's X, whose validation pass already
+        warned about values its compute dtype does not hold exactly (the
+        labels pass reads them again and would warn again)."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*: column \d+ holds ", category=UserWarning)
+            labels, inertia = self._assign_checked(data, w)
+        return labels, float(inertia)
 
     def _partial_init(self, data, batch, w):
         """Initial centres for ``partial_fit`` from its first batch."""

@@ -256,3 +256,35 @@ def test_feature_name_warnings_come_once_per_call_as_scikit_learns(method):
             getattr(m, method)(X)
         counts.append([str(w.message) for w in caught])
     assert counts[1] == counts[0] and len(counts[0]) == 1
+
+
+def test_partial_fit_keeps_the_first_batchs_dtype():
+    """Batches of another float dtype are read into the centres' dtype (the
+    first batch's): float64 centres stay float64 through a float32 batch,
+    bit for bit the step on that batch in float64 (scikit-learn raises a
+    Buffer dtype mismatch; memfit rounded the centres to float32)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 4))
+    mixed = MiniBatchKMeans(3, random_state=0).partial_fit(X[:20])
+    plain = MiniBatchKMeans(3, random_state=0).partial_fit(X[:20])
+    b32 = X[20:40].astype(np.float32)
+    mixed.partial_fit(b32)
+    plain.partial_fit(b32.astype(np.float64))
+    assert mixed.cluster_centers_.dtype == np.float64
+    assert_array_equal(mixed.cluster_centers_, plain.cluster_centers_)
+    assert_array_equal(mixed.labels_, plain.labels_)
+    single = MiniBatchKMeans(3, random_state=0).partial_fit(X[:20].astype(np.float32)).partial_fit(X[20:40])
+    assert single.cluster_centers_.dtype == np.float32
+
+
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_inexact_integers_are_warned_once_per_fit(method):
+    """int64 values beyond 2^53 are warned about once: the validation pass
+    warns, the labels pass over the same X does not again."""
+    import warnings
+
+    X = np.array([[2**60 + 1, 1], [3, 4], [5, 6], [7, 8]], dtype=np.int64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        getattr(MiniBatchKMeans(2, random_state=0), method)(X)
+    assert [str(w.message)[:40] for w in caught] == ["X: column 0 holds int64 values beyond 2^"]

@@ -20,9 +20,25 @@ use crate::plot;
 use crate::progress::Bar;
 use crate::render::{print_warnings, warning_lines};
 
+/// An engine error about the model folder read for `--warm-start dir`
+/// named by that flag (the engine calls every model folder `model`).
+fn from_warm_start(e: memfit::Error, dir: &Path) -> anyhow::Error {
+    match e {
+        memfit::Error::InvalidParameter { name: "model", rule, .. } => {
+            anyhow::anyhow!("invalid --warm-start {}: {rule}", dir.display())
+        }
+        e => anyhow::Error::new(e),
+    }
+}
+
 /// Runs `memfit gmm`.
 pub fn run(args: &GmmArgs) -> Result<()> {
     let started = Instant::now();
+    anyhow::ensure!(
+        args.plot.is_none() || args.max_iter > 0,
+        "--plot draws the lower bound of each EM iteration, and --max-iter 0 runs none; hint: drop --plot or give \
+         --max-iter of at least 1"
+    );
     let mut paths: Vec<(&'static str, &Path)> = Vec::new();
     for (role, out) in [("--labels", &args.labels), ("--summary", &args.summary), ("--plot", &args.plot)] {
         // `--summary -` prints to stdout; any other output needs a file.
@@ -75,7 +91,8 @@ pub fn run(args: &GmmArgs) -> Result<()> {
             .precisions_init
             .as_ref()
             .map(|p| open_precisions(p, covariance_type, args.n_components, x.n_features()))
-            .transpose()?,
+            .transpose()
+            .context("--precisions-init")?,
         random_state: args.seed,
         lower_bound_init: None,
     };
@@ -91,7 +108,8 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     let mut warnings = Vec::new();
     if let Some(dir) = &args.warm_start {
         let context = || format!("--warm-start {}", dir.display());
-        let warned = job.warm_start(load_model(dir).with_context(context)?).with_context(context)?;
+        let model = load_model(dir).map_err(|e| from_warm_start(e, dir))?;
+        let warned = job.warm_start(model).with_context(context)?;
         print_warnings(warned.as_slice());
         warnings.extend(warned);
     }
@@ -157,7 +175,7 @@ fn read_matrix_init(path: &Path, n_features: usize) -> memfit::Result<Vec<f64>> 
             path,
             expected,
             shape,
-            hint: "give means_init of shape (n_components, n_features)",
+            hint: "give --means-init of shape (n_components, n_features)",
         },
         e => e,
     })?;
@@ -190,10 +208,24 @@ fn fit_and_write(
     let mut bar = Bar::new(args.common.quiet);
     let model = job.fit(plan, &mut outputs, &mut bar);
     bar.finish();
-    let model = model?;
+    // A warm start's factors are read during the fit.
+    let model = match &args.warm_start {
+        Some(dir) => model.map_err(|e| from_warm_start(e, dir))?,
+        None => model?,
+    };
     print_warnings(&model.warnings);
     warnings.extend(model.warnings.iter().cloned());
     let t = Instant::now();
+    // The plot first: it can fail on the fit's values, the others only on
+    // the file system.
+    if let Some(p) = &args.plot {
+        let title = format!(
+            "Gaussian mixture ({}, {} components): lower bound per EM iteration",
+            model.covariance_type.name(),
+            model.n_components
+        );
+        plot::lower_bound_png(p, &model.lower_bounds, &title)?;
+    }
     if let Some(f) = labels_file {
         f.commit()?;
     }
@@ -204,14 +236,6 @@ fn fit_and_write(
             "input": job.x.name().to_string_lossy(),
         });
         save_model(dir, &model, extra)?;
-    }
-    if let Some(p) = &args.plot {
-        let title = format!(
-            "Gaussian mixture ({}, {} components): lower bound per EM iteration",
-            model.covariance_type.name(),
-            model.n_components
-        );
-        plot::lower_bound_png(p, &model.lower_bounds, &title)?;
     }
     let write_secs = t.elapsed().as_secs_f64();
     let peak = memfit::memory::peak_rss_bytes();

@@ -48,6 +48,7 @@ impl Spelling for Flags {
             "metric" => "--metric".into(),
             "reassignment_ratio" => "--reassignment-ratio".into(),
             "Q" => "--q".into(),
+            "weights" => "--weights".into(),
             "n_clusters"
             | "n_components"
             | "n_init"

@@ -437,9 +437,9 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&nanf, "-k", "2"], "row 42, column 1 is NaN"),
         (vec![&good, "-k", "0"], "invalid --n-clusters"),
         (vec![&good, "-k", "101"], "exceeds n_samples = 100"),
-        (vec![&good, "-k", "3", "--init", &init_bad], "init centres: shape [3, 3]"),
+        (vec![&good, "-k", "3", "--init", &init_bad], "--init: shape [3, 3]"),
         (vec![&good, "-k", "3", "--sample-weight", &neg_w], "sample_weight[7] = -1"),
-        (vec![&good, "-k", "3", "--sample-weight", &short_w], "sample_weight: shape [99]"),
+        (vec![&good, "-k", "3", "--sample-weight", &short_w], "--sample-weight: shape [99]"),
         (vec![&good, "-k", "3", "--memory-limit", "lots"], "invalid --memory-limit"),
         (vec![&good, "-k", "3", "--tol=-1"], "tol"),
         (vec![&good, "-k", "3", "--threads", "0"], "--threads"),
@@ -546,6 +546,76 @@ fn generate_is_deterministic_and_validated() {
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     let o = memfit(&["generate", "blobs", "--n-samples", "0", "--out", &p(t.path(), "c.npy")]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// Outputs that would hold values the data cannot: blobs that overflow
+/// their dtype, a float32 quadratic form, a lower-bound plot of no EM
+/// iteration. Each is refused on one line naming the cause, nothing left.
+#[test]
+fn results_that_cannot_be_made_are_refused_without_outputs() {
+    let t = tempfile::tempdir().unwrap();
+    let (x, q) = (p(t.path(), "x.npy"), p(t.path(), "q.npy"));
+    write_f64(&x, &[100, 4], &blobs(200).iter().map(|v| v * 1e20).collect::<Vec<_>>());
+    let mut eye = vec![0.0; 16];
+    (0..4).for_each(|i| eye[i * 5] = 1e30);
+    write_f64(&q, &[4, 4], &eye);
+    let (out, labels, model, plot) =
+        (p(t.path(), "out.npy"), p(t.path(), "l.npy"), p(t.path(), "model"), p(t.path(), "lb.png"));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["generate", "blobs", "--n-samples", "1000", "--cluster-std", "1e308", "--out", &out], "overflow float64"),
+        (
+            vec![
+                "generate",
+                "blobs",
+                "--n-samples",
+                "1000",
+                "--cluster-std",
+                "1e38",
+                "--dtype",
+                "float32",
+                "--out",
+                &out,
+            ],
+            "overflow float32",
+        ),
+        (
+            vec!["quadratic-form", &x, "--q", &q, "--dtype", "float32", "--out", &out],
+            "row 0 overflows float32, the compute dtype; hint: use --dtype float64",
+        ),
+        (
+            vec!["gmm", &x, "-k", "2", "--max-iter", "0", "--plot", &plot, "--labels", &labels, "--model", &model],
+            "--max-iter 0 runs none",
+        ),
+    ];
+    let before = entries(t.path());
+    for (args, needle) in cases {
+        let o = memfit(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(needle), "{args:?}: expected {needle:?} in {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{args:?}: not one line: {e}");
+        assert_eq!(entries(t.path()), before, "{args:?} left files behind");
+    }
+    // In float64 the same quadratic form is NumPy's (about 1e70 per row).
+    assert!(memfit(&["quadratic-form", &x, "--q", &q, "--out", &out, "--quiet"]).status.success());
+}
+
+/// Spherical k-means on rows of fewer directions than clusters stops as
+/// Lloyd's does on duplicate points (a refilled cluster and a full one of
+/// the same direction had centres an ulp apart, and every row moved
+/// between them until max_iter).
+#[test]
+fn cosine_on_fewer_directions_than_clusters_converges() {
+    let t = tempfile::tempdir().unwrap();
+    let (x, s) = (p(t.path(), "x.npy"), p(t.path(), "s.json"));
+    write_f64(&x, &[1000, 3], &[1.0; 3000]);
+    for k in ["2", "4", "5"] {
+        let o = memfit(&["kmeans", &x, "-k", k, "--metric", "cosine", "--summary", &s, "--quiet"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&s).unwrap()).unwrap();
+        assert_eq!(summary["converged"], true, "k {k}: {summary}");
+        assert!(summary["n_iter"].as_u64().unwrap() <= 2, "k {k}: {summary}");
+    }
 }
 
 #[test]

@@ -288,7 +288,8 @@ pub enum Error {
     },
     /// An array's shape does not match what the job needs.
     ShapeMismatch {
-        /// What array this is ("init centres", "sample_weight", ...).
+        /// What array this is: the parameter that holds it (`init`,
+        /// `sample_weight`, ...; a front end spells it), or a description.
         what: String,
         /// The required shape.
         expected: Vec<usize>,
@@ -495,7 +496,7 @@ impl Error {
                 Ok(())
             }
             Error::ShapeMismatch { what, expected, found, hint } => {
-                write!(f, "{what}: shape {found:?}, but {expected:?} is required; hint: {hint}")
+                write!(f, "{}: shape {found:?}, but {expected:?} is required; hint: {hint}", s.parameter(what))
             }
             Error::IllDefinedCovariance { component, reg_covar, .. } => write!(
                 f,

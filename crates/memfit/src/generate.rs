@@ -148,6 +148,20 @@ impl Blobs {
             let rows = block.min(n - start);
             let l = lw.as_ref().map(|_| &mut labels[..rows]);
             self.fill(&centers, start, &mut buf[..rows * d], l);
+            if let Some(i) = crate::kernels::first_non_finite(&buf[..rows * d]) {
+                return Err(Error::param(
+                    "cluster_std",
+                    format!(
+                        "row {}, column {} of the blobs is {}: the centres' box and a standard deviation of {:e} \
+                         overflow {}",
+                        start + i / d,
+                        i % d,
+                        buf[i].to_f64(),
+                        self.cluster_std,
+                        T::DTYPE.name()
+                    ),
+                ));
+            }
             w.write_with(&buf[..rows * d], T::write_le)?;
             if let Some(lw) = lw.as_mut() {
                 lw.write_with(&labels[..rows], |v, o| o.extend_from_slice(&(v as i32).to_le_bytes()))?;

@@ -209,8 +209,9 @@ impl KMeansParams {
             return Err(Error::param(
                 "n_clusters",
                 format!(
-                    "n_clusters = {} exceeds n_samples = {n_samples}; hint: use at most {n_samples} clusters",
-                    self.n_clusters
+                    "n_clusters = {} exceeds n_samples = {n_samples}; hint: use at most {n_samples} cluster{}",
+                    self.n_clusters,
+                    if n_samples == 1 { "" } else { "s" }
                 ),
             ));
         }
@@ -229,7 +230,7 @@ impl KMeansParams {
         if let Init::Centers { values: c, n_rows, n_cols } = &self.init {
             if (*n_rows, *n_cols) != (self.n_clusters, n_features) || c.len() != n_rows * n_cols {
                 return Err(Error::ShapeMismatch {
-                    what: "the init centres".into(),
+                    what: "init".into(),
                     expected: vec![self.n_clusters, n_features],
                     found: vec![*n_rows, *n_cols],
                     hint: "give one row per cluster and one column per feature of the data",

@@ -253,7 +253,7 @@ fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, x: &Source<'_>
     }
     if centers.len() != n_clusters * d {
         return Err(Error::ShapeMismatch {
-            what: "the centres".into(),
+            what: "centers".into(),
             expected: vec![n_clusters, d],
             found: vec![n_clusters, centers.len() / n_clusters.max(1)],
             hint: "the centres need one column per feature of the data",

@@ -5,9 +5,9 @@ use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 use crate::dtype::Real;
-use crate::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use crate::exec::{run_split, Block, Leaf, Pass, RowSplit};
-use crate::io::{BlockReader, Source};
+use crate::io::{BlockReader, Dtype, Source};
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
 
 /// Plans [`row_quadratic_form`] of `job`'s data (shape `(n_samples,
@@ -147,6 +147,19 @@ impl<T: Real> Pass<T> for QuadraticPass<'_, T> {
             }
         });
         if let Some(i) = result.iter().position(|v| !v.is_finite()) {
+            // In float32 only the product X Q can overflow (x_i · (Q x_i)
+            // of float32 values is far inside float64).
+            if T::DTYPE == Dtype::F32 {
+                return Err(Error::param_with(
+                    "X",
+                    format!(
+                        "{}: (X Q) of row {} overflows float32, the compute dtype",
+                        self.name.display(),
+                        block.start + i
+                    ),
+                    vec![Remedy::ComputeIn(Dtype::F64), Remedy::RescaleData],
+                ));
+            }
             return Err(Error::param(
                 "X",
                 format!(

@@ -70,7 +70,7 @@ pub fn weighted_scatter_split(
     if let Some(w) = w {
         if w.n_samples() != x.n_samples() {
             return Err(Error::ShapeMismatch {
-                what: "the weights".into(),
+                what: "weights".into(),
                 expected: vec![x.n_samples()],
                 found: vec![w.n_samples()],
                 hint: "give one weight per row of X",

@@ -246,7 +246,10 @@ impl GmmParams<'_> {
         if k > n_samples {
             return Err(Error::param(
                 "n_components",
-                format!("n_components = {k} exceeds n_samples = {n_samples}; hint: use at most {n_samples} components"),
+                format!(
+                    "n_components = {k} exceeds n_samples = {n_samples}; hint: use at most {n_samples} component{}",
+                    if n_samples == 1 { "" } else { "s" }
+                ),
             ));
         }
         if self.n_init == 0 {
