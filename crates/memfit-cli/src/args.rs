@@ -327,8 +327,13 @@ pub struct GmmArgs {
     /// Non-negative regularisation added to the covariances' diagonal.
     #[arg(long, allow_negative_numbers = true, default_value_t = 1e-6, value_name = "R")]
     pub reg_covar: f64,
-    /// How initial responsibilities are drawn.
-    #[arg(long, default_value = "kmeans", value_name = "kmeans|k-means++|random|random_from_data")]
+    /// How initial responsibilities are drawn (not with --warm-start, which starts from the model).
+    #[arg(
+        long,
+        default_value = "kmeans",
+        value_name = "kmeans|k-means++|random|random_from_data",
+        conflicts_with = "warm_start"
+    )]
     pub init: String,
     /// Initial means, a .npy of shape (n_components, n_features).
     #[arg(long, value_name = "F.npy")]

@@ -236,7 +236,8 @@ fn summary_json(
         "converged": m.converged,
         "algorithm": if args.mini_batch.is_some() { "mini-batch" } else { memfit::cluster::Algorithm::from(args.algorithm).name() },
         "metric": memfit::cluster::Metric::from(args.metric).name(),
-        "batch_size": args.mini_batch,
+        // The size of each batch drawn (scikit-learn's `_batch_size`).
+        "batch_size": args.mini_batch.map(|b| b.min(m.n_samples)),
         "skip_share": m.skip_share,
         "mean_skip_share": mean_share(&m.skip_share),
         "timings": timings,

@@ -49,7 +49,8 @@ pub fn check_model_dir(dir: impl AsRef<Path>) -> Result<()> {
     // The model is staged in a hidden folder beside it: a folder that takes
     // nothing new is found now, not after the fit.
     crate::io::probe_dir(parent, dir)?;
-    if !dir.exists() {
+    // A new folder, or an empty one (made for the model).
+    if !dir.exists() || std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none()) {
         return Ok(());
     }
     let is_model = dir.is_dir()
