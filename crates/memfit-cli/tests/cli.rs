@@ -710,8 +710,10 @@ fn gmm_bad_input_fails_cleanly_without_outputs() {
     write_f64(&x, &[100, 3], &v);
     let model = p(t.path(), "model");
     let labels = p(t.path(), "l.npy");
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--reg-covar", "0"], "ill-defined empirical covariance"),
+        (&["--init", "random", "--warm-start", "elsewhere"], "cannot be used with '--warm-start"),
+        (&["--warm-start", "nowhere"], "invalid --warm-start nowhere: nowhere is not a folder"),
         (&["--n-components", "101"], "exceeds n_samples = 100"),
         (&["--covariance-type", "full!"], "invalid --covariance-type"),
         (&["--init", "nope"], "invalid --init"),
@@ -729,6 +731,12 @@ fn gmm_bad_input_fails_cleanly_without_outputs() {
         assert!(e.starts_with("memfit: error:") && e.contains(needle) && e.lines().count() == 1, "{args:?}: {e}");
         assert_eq!(entries(t.path()), [PathBuf::from(&x)], "{args:?} left outputs");
     }
+    // An empty folder is taken as the model folder.
+    std::fs::create_dir(&model).unwrap();
+    let o = memfit(&["gmm", &x, "-k", "2", "--quiet", "--model", &model]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(Path::new(&model).join("model.json").is_file());
+    std::fs::remove_dir_all(&model).unwrap();
     // A model path that is an ordinary file is never replaced.
     std::fs::write(&model, b"keep").unwrap();
     let o = memfit(&["gmm", &x, "-k", "2", "--quiet", "--model", &model]);
