@@ -556,7 +556,13 @@ class KMeans(_Centers):
         ValueError
             Bad parameters (scikit-learn's ``InvalidParameterError``, a
             ``ValueError``), non-finite values or weights, shapes, with
-            scikit-learn's messages where it raises the same error.
+            scikit-learn's messages where it raises the same error. Also
+            data whose squared distances overflow the compute dtype (a column
+            spanning more than about 1e153 in float64, 1e18 in float32) or
+            all underflow it (no column spanning more than about 1e-154 in
+            float64), and weighted sums that overflow: the exact nearest
+            centres cannot be told apart there (scikit-learn returns an
+            infinite inertia or labels from rounding).
         MemoryError
             The job cannot fit ``memory_limit``.
         OSError

@@ -192,7 +192,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     log-sum-exp, responsibilities and the M-step's weighted sums in float64),
     so no ``(n_samples, n_components)`` or ``(n_samples, n_features)``
     temporary beyond one block is held, and X is never copied. Results are
-    identical for any ``n_jobs`` and limit and agree with scikit-learn from
+    identical for any ``n_jobs`` and limit (a limit below the components'
+    parameters fits them in groups, see ``scratch_dir``: equal to about
+    1e-15 relative, not bit for bit) and agree with scikit-learn from
     the same initial parameters (Dempster, Laird & Rubin 1977; scikit-learn's
     parametrisation by precision Cholesky factors).
 
@@ -261,8 +263,10 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         fitted ``covariances_``, ``precisions_cholesky_`` and
         ``precisions_`` are float64 (also for float32 X): for full
         covariances read-only ``numpy.memmap`` arrays of ``.npy`` files in a
-        temporary folder there, removed with the estimator. ``memory_plan_``
-        shows the groups and the bytes on disk.
+        temporary folder there, removed with the estimator (``predict``,
+        ``score_samples`` and warm starts read the factors from those files,
+        so assigning new arrays to these attributes changes nothing: refit
+        instead). ``memory_plan_`` shows the groups and the bytes on disk.
     device : str, default="cpu"
         Where the kernels run, as for :class:`memfit.KMeans`: ``"cpu"``,
         ``"cuda"`` or ``"cuda:N"``. On a device the E-step's log-densities

@@ -1186,3 +1186,32 @@ def test_an_ill_conditioned_tied_covariance_is_named_as_such():
     X[:, 2] = X[:, 0] * 1e-5 + 1
     with pytest.warns(UserWarning, match="^the tied covariance has a condition number"):
         GaussianMixture(3, covariance_type="tied", reg_covar=0, random_state=0).fit(X)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+@pytest.mark.parametrize("memory_limit", [None, "40KiB"])
+@pytest.mark.parametrize("offset", [0.0, 1000.0])
+def test_a_component_without_responsibility_has_scikit_learns_mean_on_data_off_the_origin(covariance_type,
+                                                                                          memory_limit, offset):
+    """Data read relative to their column means (every value within a factor
+    of 2 of its column's mean): a component left without responsibility got
+    its mean at that shift, where scikit-learn's ``resp.T @ X / (N_k + 10 eps)``
+    puts it at 0, and the fits parted (lower bounds 9e-5 apart after five
+    iterations, predict swapped labels). The mean is now taken of the rows
+    as given."""
+    g = np.array([1.25, 1.375, 1.5, 1.625, 1.75])
+    X = np.array([[a, b] for a in g for b in g] * 4) + offset  # column means exactly 1.5 + offset
+    precisions = {"full": np.array([np.eye(2), np.eye(2) * 100]), "tied": np.eye(2),
+                  "diag": np.array([[1.0, 1.0], [100.0, 100.0]]), "spherical": np.array([1.0, 100.0])}
+    kw = dict(weights_init=[0.5, 0.5], means_init=[[1.5 + offset] * 2, [50.0 + 2 * offset] * 2],
+              precisions_init=precisions[covariance_type], covariance_type=covariance_type, tol=0)
+    for max_iter in (1, 5):
+        ours = GaussianMixture(2, max_iter=max_iter, memory_limit=memory_limit, **kw).fit(X)
+        ref = SkGaussianMixture(2, max_iter=max_iter, **kw).fit(X)
+        assert_allclose(ours.means_, ref.means_, rtol=1e-12, atol=1e-12)
+        assert_allclose(ours.covariances_, ref.covariances_, rtol=1e-6, atol=1e-12)
+        assert_allclose(ours.weights_, ref.weights_, rtol=1e-9, atol=1e-20)
+        # Off the origin scikit-learn's own sums round (memfit's are those at 0).
+        assert ours.lower_bound_ == pytest.approx(ref.lower_bound_, rel=1e-12 if offset == 0 else 1e-8)
+        Xt = np.array([[1.5 + offset] * 2, [0.0, 0.0]])
+        assert_array_equal(ours.predict(Xt), ref.predict(Xt))

@@ -321,7 +321,7 @@ def test_case_c02_scaled_gmm_within_budget(tmp_path):
     ("nan", dict(), "not finite"),
     ("k_too_big", dict(n_components=50), "n_components = 50 exceeds n_samples = 40"),
     ("singular", dict(reg_covar=0, covariance_type="full"), "ill-defined empirical covariance"),
-    ("means_shape", dict(means_init=np.zeros((3, 3))), "means_init"),
+    ("means_shape", dict(means_init=np.zeros((3, 3))), "--means-init: shape [3, 3]"),
     ("weights_sum", dict(weights_init=np.array([0.5, 0.4])), "sum to"),
     ("precisions_shape", dict(precisions_init=np.eye(3)), "precisions_init"),
     ("bad_type", dict(covariance_type="banana"), "invalid --covariance-type"),

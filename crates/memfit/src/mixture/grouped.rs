@@ -174,10 +174,11 @@ impl<T: Real> GroupWork<T> {
         init: bool,
         slot: usize,
         next: &mut Next,
+        shift: &[f64],
     ) -> Result<()> {
         let (t, d) = (self.t, self.es.d);
         let r = self.groups.range(g);
-        let p = finalize(t, d, stats, &[], reg_covar, mass, init);
+        let p = finalize(t, d, stats, &[], reg_covar, mass, init, shift);
         let per = component_cov_len(t, d);
         next.nk[r.clone()].copy_from_slice(&stats.nk);
         next.means[r.start * d..r.end * d].copy_from_slice(&p.means);
@@ -471,7 +472,7 @@ pub(crate) fn em_iteration<T: Real>(
             total = stats.log_likelihood;
         }
         if last || !merge {
-            gw.finish_group(g, &mut stats, reg_covar, mass, false, slot, &mut next)?;
+            gw.finish_group(g, &mut stats, reg_covar, mass, false, slot, &mut next, data.shift)?;
         }
     }
     let (params, log_det) = next.into_params::<T>(mass, false, reg_covar)?;
@@ -512,7 +513,7 @@ pub(crate) fn init_params<T: Real>(
             g: r.len(),
         };
         let mut stats = data.run(&mut pass, cancel)?;
-        gw.finish_group(g, &mut stats, reg_covar, mass, true, slot, &mut next)?;
+        gw.finish_group(g, &mut stats, reg_covar, mass, true, slot, &mut next, data.shift)?;
     }
     next.into_params::<T>(mass, true, reg_covar)
 }

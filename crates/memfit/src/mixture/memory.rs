@@ -87,7 +87,7 @@ impl<T: Real> Strategy for InMemory<'_, T> {
         if want_scatter {
             self.tied_scatter = std::mem::take(&mut stats.scatter);
         }
-        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.mass, true);
+        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.mass, true, self.data.shift);
         Ok(())
     }
 
@@ -128,7 +128,7 @@ impl<T: Real> Strategy for InMemory<'_, T> {
         if want_scatter {
             self.tied_scatter = std::mem::take(&mut stats.scatter);
         }
-        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.mass, false);
+        *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.mass, false, self.data.shift);
         Ok(stats.log_likelihood)
     }
 

@@ -27,9 +27,11 @@ use super::pass::Stats;
 /// Turns `stats` into parameters. Covariances are computed in place in
 /// `stats.s2` (each value from the sum at the same position), which becomes
 /// `Params::cov` (tied allocates its one triangle). `tied_scatter` is
-/// `Σ w x xᵀ` (row-major `d × d`, shifted coordinates) for tied. `N_k` is
+/// `Σ w x xᵀ` (row-major `d × d`, shifted coordinates) for tied; `shift`
+/// (`(d,)`, or empty for none) the origin the rows were read from. `N_k` is
 /// floored by `mass.floor`. When `init`, weights are `N_k / mass.total`
 /// (scikit-learn's `_initialize`); otherwise `N_k / Σ N_k`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn finalize(
     t: CovarianceType,
     d: usize,
@@ -38,6 +40,7 @@ pub(crate) fn finalize(
     reg_covar: f64,
     mass: Mass,
     init: bool,
+    shift: &[f64],
 ) -> Params {
     let k = stats.nk.len();
     let mut params = Params { cov: std::mem::take(&mut stats.s2), ..Params::default() };
@@ -47,10 +50,13 @@ pub(crate) fn finalize(
     params.means.resize(k * d, 0.0);
     for (c, n) in nk.iter().enumerate() {
         for j in 0..d {
-            let (s1, r) = (stats.s1[c * d + j], stats.reference[c * d + j]);
-            // `resp.T @ X / nk` exactly as scikit-learn's (a component with
-            // no responsibility gets mean 0 in shifted coordinates).
-            params.means[c * d + j] = (s1 + stats.nk[c] * r) / n;
+            let (s1, r, n_raw) = (stats.s1[c * d + j], stats.reference[c * d + j], stats.nk[c]);
+            let s = shift.get(j).copied().unwrap_or(0.0);
+            // `resp.T @ X / nk` as scikit-learn's, in the shifted
+            // coordinates (the rows read as x − s), so identical rows keep
+            // their mean exactly; a component without responsibility gets
+            // scikit-learn's mean 0 of the rows as given, not the shift.
+            params.means[c * d + j] = if n_raw == 0.0 { -s } else { (s1 + n_raw * r) / n };
         }
     }
     // Σ r (x − m)(x − m)ᵀ around the weighted mean `m = ref + s1 / N_k`:
@@ -87,11 +93,17 @@ pub(crate) fn finalize(
             }
         }
         CovarianceType::Tied => {
-            // (Σ w x xᵀ − Σ_k N_k μ_k μ_kᵀ) / Σ N_k, around the data mean.
+            // (Σ w x xᵀ − Σ_k N_k μ_k μ_kᵀ) / Σ N_k, around the data mean; a
+            // component without responsibility adds nothing (its mean is 0
+            // of the rows as given, as scikit-learn's, where its floored
+            // N_k times it vanishes).
             params.cov.resize(packed_len(d), 0.0);
             for i in 0..d {
                 for j in 0..=i {
-                    let between: f64 = (0..k).map(|c| nk[c] * params.means[c * d + i] * params.means[c * d + j]).sum();
+                    let between: f64 = (0..k)
+                        .filter(|&c| stats.nk[c] > 0.0)
+                        .map(|c| nk[c] * params.means[c * d + i] * params.means[c * d + j])
+                        .sum();
                     let v = (tied_scatter[i * d + j] - between) / total;
                     params.cov[packed_index(i, j)] =
                         if i == j { above_noise(v, tied_scatter[i * d + i] / total) + reg_covar } else { v };
@@ -195,6 +207,7 @@ mod tests {
                     0.0,
                     Mass::of(n, rows, false),
                     false,
+                    &[],
                 );
                 assert_eq!(p.means[0], mean, "{t:?} {value}");
                 assert!(
@@ -215,7 +228,7 @@ mod tests {
         // the floored mean (1.25 ulps lower, rounded to 1) it is 6.25.
         let exact = 6.25 * f64::EPSILON * f64::EPSILON;
         for t in [CovarianceType::Full, CovarianceType::Diag, CovarianceType::Spherical] {
-            let p = finalize(t, 1, &mut stats(t, &rows, 1.0), &[], 0.0, Mass::of(8.0, 8, false), false);
+            let p = finalize(t, 1, &mut stats(t, &rows, 1.0), &[], 0.0, Mass::of(8.0, 8, false), false, &[]);
             assert!(p.cov[0] > 0.0 && (p.cov[0] - exact).abs() < 1e-6 * exact, "{t:?}: {} vs {exact}", p.cov[0]);
         }
     }
