@@ -499,8 +499,23 @@ impl MiniBatch {
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn moved_center(old: &[f64], sums: &[f64], sums_err: &[f64], s: f64, after: f64, out: &mut [f64]) {
     for (((o, &c), &sum), &err) in out.iter_mut().zip(old).zip(sums).zip(sums_err) {
-        *o = c + ((-s).mul_add(c, sum) + err) / after;
+        *o = moved_value(c, sum, err, s, after);
     }
+}
+
+/// One value of [`moved_center`]: `c + (S − s c) / (W + s)` from the sum
+/// `sum` and its error `err`.
+#[inline(always)]
+fn moved_value(c: f64, sum: f64, err: f64, s: f64, after: f64) -> f64 {
+    c + ((-s).mul_add(c, sum) + err) / after
+}
+
+/// `c` set to `m` rounded to `T`, its squared change added to `lane`.
+#[inline(always)]
+fn round_into_lane<T: Real>(lane: &mut f64, c: &mut f64, m: f64) {
+    let new = T::from_f64(m).to_f64();
+    *lane += (new - *c) * (new - *c);
+    *c = new;
 }
 
 /// How a step moves each centre that received rows (see the module docs).
@@ -580,15 +595,11 @@ fn rounded_into<T: Real>(c: &mut [f64], moved: &[f64]) -> f64 {
     let mut from = moved.chunks_exact(8);
     for (c, m) in (&mut chunks).zip(&mut from) {
         for ((l, c), &m) in lanes.iter_mut().zip(c).zip(m) {
-            let new = T::from_f64(m).to_f64();
-            *l += (new - *c) * (new - *c);
-            *c = new;
+            round_into_lane::<T>(l, c, m);
         }
     }
     for ((l, c), &m) in lanes.iter_mut().zip(chunks.into_remainder()).zip(from.remainder()) {
-        let new = T::from_f64(m).to_f64();
-        *l += (new - *c) * (new - *c);
-        *c = new;
+        round_into_lane::<T>(l, c, m);
     }
     lanes.iter().sum()
 }
@@ -604,17 +615,13 @@ fn moved_rounded<T: Real>(c: &mut [f64], sums: &mut [f64], sums_err: &mut [f64],
     let (mut from, mut from_err) = (sums.chunks_exact_mut(8), sums_err.chunks_exact_mut(8));
     for ((c, sum), err) in (&mut chunks).zip(&mut from).zip(&mut from_err) {
         for (((l, c), sum), err) in lanes.iter_mut().zip(c).zip(sum).zip(err) {
-            let new = T::from_f64(*c + ((-s).mul_add(*c, *sum) + *err) / after).to_f64();
-            *l += (new - *c) * (new - *c);
-            *c = new;
+            round_into_lane::<T>(l, c, moved_value(*c, *sum, *err, s, after));
             (*sum, *err) = (0.0, 0.0);
         }
     }
     let rest = chunks.into_remainder().iter_mut().zip(from.into_remainder()).zip(from_err.into_remainder());
     for (l, ((c, sum), err)) in lanes.iter_mut().zip(rest) {
-        let new = T::from_f64(*c + ((-s).mul_add(*c, *sum) + *err) / after).to_f64();
-        *l += (new - *c) * (new - *c);
-        *c = new;
+        round_into_lane::<T>(l, c, moved_value(*c, *sum, *err, s, after));
         (*sum, *err) = (0.0, 0.0);
     }
     lanes.iter().sum()
@@ -626,7 +633,7 @@ fn moved_rounded<T: Real>(c: &mut [f64], sums: &mut [f64], sums_err: &mut [f64],
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn moved_center_alone(old: &[f64], s: f64, after: f64, out: &mut [f64]) {
     for (o, &c) in out.iter_mut().zip(old) {
-        *o = c + ((-s).mul_add(c, 0.0) + 0.0) / after;
+        *o = moved_value(c, 0.0, 0.0, s, after);
     }
 }
 
@@ -635,7 +642,7 @@ fn moved_center_alone(old: &[f64], s: f64, after: f64, out: &mut [f64]) {
 fn moved_at_columns(old: &[f64], sums: &[f64], sums_err: &[f64], columns: &[u32], s: f64, after: f64, out: &mut [f64]) {
     for &q in columns {
         let q = q as usize;
-        out[q] = old[q] + ((-s).mul_add(old[q], sums[q]) + sums_err[q]) / after;
+        out[q] = moved_value(old[q], sums[q], sums_err[q], s, after);
     }
 }
 

@@ -28,7 +28,7 @@ use super::pass::Stats;
 /// `stats.s2` (each value from the sum at the same position), which becomes
 /// `Params::cov` (tied allocates its one triangle). `tied_scatter` is
 /// `Σ w x xᵀ` (row-major `d × d`, shifted coordinates) for tied; `shift`
-/// (`(d,)`, or empty for none) the origin the rows were read from. `N_k` is
+/// (`(d,)`) the origin the rows were read from. `N_k` is
 /// floored by `mass.floor`. When `init`, weights are `N_k / mass.total`
 /// (scikit-learn's `_initialize`); otherwise `N_k / Σ N_k`.
 #[allow(clippy::too_many_arguments)]
@@ -48,10 +48,10 @@ pub(crate) fn finalize(
     let total: f64 = nk.iter().sum();
     params.weights = nk.iter().map(|n| n / if init { mass.total } else { total }).collect();
     params.means.resize(k * d, 0.0);
+    debug_assert_eq!(shift.len(), d, "one shift per feature");
     for (c, n) in nk.iter().enumerate() {
-        for j in 0..d {
+        for (j, &s) in shift.iter().enumerate() {
             let (s1, r, n_raw) = (stats.s1[c * d + j], stats.reference[c * d + j], stats.nk[c]);
-            let s = shift.get(j).copied().unwrap_or(0.0);
             // `resp.T @ X / nk` as scikit-learn's, in the shifted
             // coordinates (the rows read as x − s), so identical rows keep
             // their mean exactly; a component without responsibility gets
@@ -207,7 +207,7 @@ mod tests {
                     0.0,
                     Mass::of(n, rows, false),
                     false,
-                    &[],
+                    &[0.0],
                 );
                 assert_eq!(p.means[0], mean, "{t:?} {value}");
                 assert!(
@@ -228,7 +228,7 @@ mod tests {
         // the floored mean (1.25 ulps lower, rounded to 1) it is 6.25.
         let exact = 6.25 * f64::EPSILON * f64::EPSILON;
         for t in [CovarianceType::Full, CovarianceType::Diag, CovarianceType::Spherical] {
-            let p = finalize(t, 1, &mut stats(t, &rows, 1.0), &[], 0.0, Mass::of(8.0, 8, false), false, &[]);
+            let p = finalize(t, 1, &mut stats(t, &rows, 1.0), &[], 0.0, Mass::of(8.0, 8, false), false, &[0.0]);
             assert!(p.cov[0] > 0.0 && (p.cov[0] - exact).abs() < 1e-6 * exact, "{t:?}: {} vs {exact}", p.cov[0]);
         }
     }
