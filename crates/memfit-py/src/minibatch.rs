@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 
 use crate::errors::to_py;
 use crate::kmeans::parse_metric;
-use crate::runner::run;
+use crate::runner::run_brief;
 use crate::shared::{exact_in_float32, run_options, Inputs};
 
 /// The rows `rows` (int64 indices, any order, repeats allowed) of `x` (an
@@ -129,7 +129,7 @@ pub fn gather_rows<'py>(
         {
             let mut view = out.try_readwrite()?;
             let values = view.as_slice_mut()?;
-            run(py, n_jobs, T::DTYPE == memfit::io::Dtype::F32, None, move |_| src.gather_rows(rows, values))?;
+            run_brief(py, n_jobs, T::DTYPE == memfit::io::Dtype::F32, move || src.gather_rows(rows, values))?;
         }
         Ok(out.into_any())
     }
@@ -157,7 +157,7 @@ fn gather_csr<'py, T: Real + numpy::Element>(
     taken: &[usize],
     n_jobs: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (indptr, indices, values) = run(py, n_jobs, T::DTYPE == memfit::io::Dtype::F32, None, move |_| {
+    let (indptr, indices, values) = run_brief(py, n_jobs, T::DTYPE == memfit::io::Dtype::F32, move || {
         let (mut indptr, mut indices, mut values) = (Vec::new(), Vec::new(), Vec::<T>::new());
         let all: Vec<usize> = (0..taken.len()).collect();
         src.gather_csr(&all, &mut indptr, &mut indices, &mut values).map_err(|e| match e {
@@ -303,7 +303,7 @@ pub fn minibatch_step<'py>(
     ) -> PyResult<memfit::cluster::Step> {
         let d = state.n_features;
         let Args { w, threads, seen, reassignment_ratio, memory_limit } = *a;
-        run(py, Some(threads), T::DTYPE == memfit::io::Dtype::F32, None, move |_| match b {
+        run_brief(py, Some(threads), T::DTYPE == memfit::io::Dtype::F32, move || match b {
             Batch::Dense(x) => {
                 state.plan_steps(x.len() / d.max(1), threads, size_of::<T>(), false, &[], memory_limit)?;
                 state.step(centers, &Block::dense(0, x, w, d), seen, reassignment_ratio, work)

@@ -2,7 +2,9 @@
 //! `n_jobs` threads when given), with the GIL released, while the calling
 //! thread hands progress events to a Python callback and checks for Ctrl-C
 //! every 50 ms. On Ctrl-C the engine is told to stop (it checks once per
-//! block) and the `KeyboardInterrupt` is raised once it has.
+//! block) and the `KeyboardInterrupt` is raised once it has. Work of
+//! milliseconds (a mini-batch step) runs on the calling thread instead
+//! ([`run_brief`]): a thread started per call would cost a large share of it.
 
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Mutex;
@@ -88,6 +90,28 @@ impl Observer for Watch {
 
     fn cancel(&self) -> Cancel {
         self.stop.clone()
+    }
+}
+
+/// Runs `work` as [`run`] does, for work of milliseconds called in a loop
+/// (a mini-batch step, the rows it draws): on the calling thread with the
+/// GIL released, in its rayon pool of `n_jobs` threads, without a thread
+/// that watches it. Python raises a Ctrl-C that comes during the call once
+/// it returns; no progress events.
+///
+/// # Errors
+/// As [`run`], but for `KeyboardInterrupt` and `progress`.
+pub fn run_brief<R: Send>(
+    py: Python<'_>,
+    n_jobs: Option<usize>,
+    float32: bool,
+    work: impl FnOnce() -> memfit::Result<R> + Send,
+) -> PyResult<R> {
+    let n = n_jobs.unwrap_or_else(memfit::plan::default_threads);
+    let pool = memfit::exec::thread_pool(n).map_err(|e| to_py_for(e, float32))?;
+    match py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.install(work)))) {
+        Ok(r) => r.map_err(|e| to_py_for(e, float32)),
+        Err(_) => Err(PyRuntimeError::new_err("memfit internal error: the engine panicked; please report it")),
     }
 }
 

@@ -297,25 +297,31 @@ impl<T: Real> PreparedCenters<T> {
         let narrow = d <= DIRECT_MAX_FEATURES;
         let round = |v: f64| if narrow { f64::from(v as f32) } else { T::from_f64(v).to_f64() };
         // Any origin is valid; one that overflows the kernel type is not
-        // useful. Each column summed over the centres in order, row by row.
+        // useful. Each column summed over the centres in order, row by row
+        // (the pool's threads take a share of the columns each).
+        let threads = rayon::current_num_threads().max(1);
         origin.clear();
         origin.resize(d, -0.0f64);
-        for c in centers.chunks_exact(d.max(1)) {
-            origin.iter_mut().zip(c).for_each(|(o, v)| *o += v);
-        }
+        let columns = d.div_ceil(threads).max(1);
+        origin.par_chunks_mut(columns).enumerate().for_each(|(b, o)| {
+            let first = b * columns;
+            let n = o.len();
+            for c in centers.chunks_exact(d.max(1)) {
+                o.iter_mut().zip(&c[first..first + n]).for_each(|(o, v)| *o += v);
+            }
+        });
         for o in origin.iter_mut() {
             let m = round(*o / k as f64);
             *o = if m.is_finite() { m } else { 0.0 };
         }
-        let spread = centers
-            .chunks(d.max(1))
-            .map(|c| c.iter().zip(&origin).map(|(v, m)| (v - m).abs()).fold(0.0, f64::max))
-            .fold(0.0, f64::max);
+        // The pool's threads take a share of the centres each.
+        let per = k.div_ceil(threads).max(1);
+        let spread = centers.par_chunks(per * d.max(1)).map(|c| largest_offset(c, &origin)).reduce(|| 0.0, f64::max);
         let scale = scale_for(spread);
         let o = &origin;
-        let rows = || centers.chunks(d.max(1)).map(move |c| c.iter().zip(o).map(move |(v, m)| (v - m) * scale));
+        let rows = || centers.chunks(d.max(1)).map(|c| shifted(c, o, scale));
         radii.clear();
-        radii.extend(rows().map(|s| s.map(|v| v * v).sum::<f64>().sqrt()));
+        radii.resize(k, 0.0);
         let kp = Self::padded_k(k);
         for v in [&mut transposed, &mut padded_norms] {
             v.clear();
@@ -323,6 +329,9 @@ impl<T: Real> PreparedCenters<T> {
         values.clear();
         sq_norms.clear();
         let mut bound = if narrow {
+            radii.par_chunks_mut(per).zip(centers.par_chunks(per * d.max(1))).for_each(|(r, c)| {
+                r.iter_mut().zip(c.chunks(d.max(1))).for_each(|(r, c)| *r = radius(shifted(c, o, scale)))
+            });
             transposed.resize(d * kp, 0.0);
             padded_norms.resize(kp, f32::INFINITY);
             for (j, s) in rows().enumerate() {
@@ -336,8 +345,27 @@ impl<T: Real> PreparedCenters<T> {
             }
             Bound::new(d, f64::from(f32::EPSILON) / 2.0, f64::from(f32::MIN_POSITIVE), f64::from(f32::MAX))
         } else {
-            values.extend(rows().flatten().map(T::from_f64));
-            sq_norms.extend(values.chunks(d).map(|v| T::from_f64(v.iter().map(|v| v.to_f64().powi(2)).sum())));
+            values.resize(k * d, T::zero());
+            sq_norms.resize(k, T::zero());
+            values
+                .par_chunks_mut(per * d)
+                .zip(sq_norms.par_chunks_mut(per))
+                .zip(radii.par_chunks_mut(per))
+                .zip(centers.par_chunks(per * d))
+                .for_each(|(((v, n), r), c)| {
+                    // Each centre's radius (as [`radius`]), values and squared
+                    // norm in one loop: two sums in order, whose latencies overlap.
+                    for (((v, n), r), c) in v.chunks_exact_mut(d).zip(n).zip(r).zip(c.chunks_exact(d)) {
+                        let (mut radius_sq, mut norm) = (-0.0f64, -0.0f64);
+                        for (v, s) in v.iter_mut().zip(shifted(c, o, scale)) {
+                            radius_sq += s * s;
+                            *v = T::from_f64(s);
+                            norm += v.to_f64().powi(2);
+                        }
+                        *r = radius_sq.sqrt();
+                        *n = T::from_f64(norm);
+                    }
+                });
             Bound::new(d, T::UNIT_ROUNDOFF, T::MIN_POSITIVE, T::MAX)
         };
         // The exact distances' own underflow, in scaled units.
@@ -441,6 +469,38 @@ pub fn underflow_slack(d: usize) -> f64 {
 /// distance from the origin) near 1: 2^−e with 2^(e−1) ≤ spread < 2^e,
 /// clamped so that σ and σ² stay normal `f64` values; 1 for a zero or
 /// non-finite spread.
+/// A centre's values shifted to `origin` and scaled: `(v − m) · scale`.
+fn shifted<'a>(c: &'a [f64], origin: &'a [f64], scale: f64) -> impl Iterator<Item = f64> + 'a {
+    c.iter().zip(origin).map(move |(v, m)| (v - m) * scale)
+}
+
+/// The largest `|v − m|` over the rows `c` (row-major, rows of
+/// `origin.len()` values) and `origin`'s values `m`, 0 for none, found in
+/// eight lanes: the largest of exact values, the same in any order.
+fn largest_offset(c: &[f64], origin: &[f64]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    for row in c.chunks_exact(origin.len().max(1)) {
+        let (rows8, origin8) = (row.chunks_exact(8), origin.chunks_exact(8));
+        let (rest, origin_rest) = (rows8.remainder(), origin8.remainder());
+        // A NaN offset is passed over, as `f64::max` passes it over.
+        let larger = |lane: &mut f64, a: f64| *lane = if a > *lane { a } else { *lane };
+        for (p, q) in rows8.zip(origin8) {
+            for l in 0..8 {
+                larger(&mut lanes[l], (p[l] - q[l]).abs());
+            }
+        }
+        for (l, (v, m)) in rest.iter().zip(origin_rest).enumerate() {
+            larger(&mut lanes[l], (v - m).abs());
+        }
+    }
+    lanes.into_iter().fold(0.0, f64::max)
+}
+
+/// A centre's radius: the norm of its shifted values, summed in order.
+fn radius(shifted: impl Iterator<Item = f64>) -> f64 {
+    shifted.map(|v| v * v).sum::<f64>().sqrt()
+}
+
 pub(super) fn scale_for(spread: f64) -> f64 {
     if !(spread.is_finite() && spread > 0.0) {
         return 1.0;

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use half::f16;
+use rayon::prelude::*;
 
 use super::dtype::{decode, decode_integer, Dtype, Endian, InexactInteger};
 use crate::dtype::Real;
@@ -28,6 +29,10 @@ pub use memory::{ArrayRef, Values};
 use npy::read_exact;
 pub use npy::NpyFile;
 pub use rows::{CsrBlock, CsrRowSource, RowSource};
+
+/// Rows per piece of work of [`Source::gather_rows`]: 64 rows of 784
+/// features (MNIST) are 200 KB of float32.
+pub const GATHER_ROWS: usize = 64;
 
 /// Where rows come from: a `.npy` file read in blocks, or an in-memory array.
 ///
@@ -588,7 +593,9 @@ impl<'a> Source<'a> {
     /// Reads the rows `rows` (any order, repeats allowed) into `out`
     /// (row-major, `rows.len() × n_features` values of `T`), each run of
     /// consecutive rows with one positioned read; holds one row's raw bytes
-    /// per row of the longest run.
+    /// per row of the longest run. Rows in memory or in a `.npy` file are
+    /// read by the calling rayon pool's threads, [`GATHER_ROWS`] rows each
+    /// (so a run may be read in pieces), with the same values.
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] for a row outside the array;
@@ -602,18 +609,30 @@ impl<'a> Source<'a> {
         if let Some(&r) = rows.iter().find(|&&r| r < self.first_row || r >= n) {
             return Err(Error::param("rows", format!("row {r} is outside the array's {n} rows")));
         }
+        let per = match self.data {
+            Data::Memory(_) | Data::Npy(_) => GATHER_ROWS,
+            _ => rows.len().max(1),
+        };
         let shift = vec![0.0; d];
-        let mut scratch = Vec::new();
-        let mut i = 0;
-        while i < rows.len() {
-            let mut len = 1;
-            while i + len < rows.len() && rows[i + len] == rows[i] + len {
-                len += 1;
-            }
-            scratch.resize(len * self.scratch_bytes_per_row(), 0);
-            self.read_rows(rows[i], len, &shift, &mut scratch, &mut out[i * d..(i + len) * d])?;
-            i += len;
-        }
+        let read: Vec<Result<()>> = rows
+            .par_chunks(per)
+            .zip(out[..rows.len() * d].par_chunks_mut(per * d))
+            .map(|(rows, out)| {
+                let mut scratch = Vec::new();
+                let mut i = 0;
+                while i < rows.len() {
+                    let mut len = 1;
+                    while i + len < rows.len() && rows[i + len] == rows[i] + len {
+                        len += 1;
+                    }
+                    scratch.resize(len * self.scratch_bytes_per_row(), 0);
+                    self.read_rows(rows[i], len, &shift, &mut scratch, &mut out[i * d..(i + len) * d])?;
+                    i += len;
+                }
+                Ok(())
+            })
+            .collect();
+        read.into_iter().collect::<Result<()>>()?;
         // Integers that the source holds itself convert to finite values of
         // either compute type (a reader's chunks are checked: they may not
         // be what it declares).
@@ -878,6 +897,39 @@ mod tests {
                 (CONVERT_CHUNK_ROWS + 2, 1, (1 << 24) + 1, Dtype::U32)
             );
         }
+    }
+
+    /// Drawn rows (repeats, runs, any order) read by the pool's threads are
+    /// the rows read one at a time, from memory and from a file; a value
+    /// that is not finite is named at its first place in the draw.
+    #[test]
+    fn gathered_rows_are_the_rows_read_one_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let (n, d) = (700, 5);
+        let mut v: Vec<f64> = (0..n * d).map(|i| (i as f64 * 0.37).sin() * 100.0).collect();
+        let path = dir.path().join("x.npy");
+        let put = |x: f64, o: &mut Vec<u8>| o.extend_from_slice(&x.to_le_bytes());
+        write_npy(&path, Dtype::F64, &[n, d], &v, put).unwrap();
+        // Runs that cross pieces, repeats, and single rows, out of order.
+        let mut rows: Vec<usize> = (100..300).collect();
+        rows.extend((0..400).map(|i| (i * 389) % n));
+        rows.extend([5, 5, 5, 699, 0]);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let file = Source::open_matrix(&path).unwrap();
+        for src in [Source::memory(ArrayRef::c_order(Values::F64(&v), n, d).unwrap()), file] {
+            let one = read_all::<f32>(&src, 1);
+            let mut out = vec![0.0f32; rows.len() * d];
+            pool.install(|| src.gather_rows(&rows, &mut out)).unwrap();
+            for (r, o) in rows.iter().zip(out.chunks_exact(d)) {
+                assert_eq!(o, &one[r * d..(r + 1) * d]);
+            }
+        }
+        v[650 * d + 3] = f64::NAN;
+        v[150 * d + 1] = f64::INFINITY;
+        let src = Source::memory(ArrayRef::c_order(Values::F64(&v), n, d).unwrap());
+        let mut out = vec![0.0f64; rows.len() * d];
+        let e = pool.install(|| src.gather_rows(&[650, 3, 150, 650], &mut out)).unwrap_err().to_string();
+        assert!(e.contains("row 650, column 3"), "{e}");
     }
 
     #[test]
