@@ -625,8 +625,15 @@ impl<'a> Source<'a> {
                     while i + len < rows.len() && rows[i + len] == rows[i] + len {
                         len += 1;
                     }
-                    scratch.resize(len * self.scratch_bytes_per_row(), 0);
-                    self.read_rows(rows[i], len, &shift, &mut scratch, &mut out[i * d..(i + len) * d])?;
+                    let out = &mut out[i * d..(i + len) * d];
+                    // Rows held as they would be read are copied (x − 0 = x).
+                    match self.rows_in_place::<T>(rows[i], len) {
+                        Some(held) => out.copy_from_slice(held),
+                        None => {
+                            scratch.resize(len * self.scratch_bytes_per_row(), 0);
+                            self.read_rows(rows[i], len, &shift, &mut scratch, out)?;
+                        }
+                    }
                     i += len;
                 }
                 Ok(())
@@ -916,13 +923,19 @@ mod tests {
         rows.extend([5, 5, 5, 699, 0]);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
         let file = Source::open_matrix(&path).unwrap();
-        for src in [Source::memory(ArrayRef::c_order(Values::F64(&v), n, d).unwrap()), file] {
-            let one = read_all::<f32>(&src, 1);
-            let mut out = vec![0.0f32; rows.len() * d];
-            pool.install(|| src.gather_rows(&rows, &mut out)).unwrap();
+        fn check<T: Real>(src: &Source<'_>, rows: &[usize], pool: &rayon::ThreadPool) {
+            let d = src.n_features();
+            let one = read_all::<T>(src, 1);
+            let mut out = vec![T::default(); rows.len() * d];
+            pool.install(|| src.gather_rows(rows, &mut out)).unwrap();
             for (r, o) in rows.iter().zip(out.chunks_exact(d)) {
                 assert_eq!(o, &one[r * d..(r + 1) * d]);
             }
+        }
+        // float64 rows in memory are copied as held, the others converted.
+        for src in [Source::memory(ArrayRef::c_order(Values::F64(&v), n, d).unwrap()), file] {
+            check::<f32>(&src, &rows, &pool);
+            check::<f64>(&src, &rows, &pool);
         }
         v[650 * d + 3] = f64::NAN;
         v[150 * d + 1] = f64::INFINITY;
