@@ -258,6 +258,31 @@ def test_feature_name_warnings_come_once_per_call_as_scikit_learns(method):
     assert counts[1] == counts[0] and len(counts[0]) == 1
 
 
+@pytest.mark.parametrize("far", [1e8, -3e15, 3.0])
+def test_a_centre_without_weight_lands_on_its_rows_mean(far):
+    # scikit-learn's (0 * c + S) / s puts a fresh centre exactly on its rows'
+    # mean; c + (S - s c) / s lost their low digits far from them.
+    X = np.array([[1.234e-3, 5e-4]] * 2)
+    init = np.full((1, 2), far)
+    ours = MiniBatchKMeans(1, init=init, n_init=1, random_state=0).partial_fit(X)
+    theirs = SkMiniBatchKMeans(1, init=init, n_init=1, random_state=0).partial_fit(X)
+    assert_array_equal(ours.cluster_centers_, X[:1])
+    assert_array_equal(ours.cluster_centers_, theirs.cluster_centers_)
+
+
+def test_centres_that_meet_stay_equal_as_scikit_learns():
+    # Two centres scikit-learn moves onto the same rows stay bit-identical,
+    # so the ties that follow break alike (they came an ulp apart: 106
+    # labels differed).
+    rng = np.random.RandomState(0)
+    X = rng.randn(600, 4) + np.repeat(rng.randn(6, 4) * 3, 100, axis=0)
+    kw = dict(n_clusters=30, random_state=0, batch_size=20, reassignment_ratio=0.5)
+    ours = MiniBatchKMeans(**kw).fit(X)
+    theirs = SkMiniBatchKMeans(**kw).fit(X)
+    assert_array_equal(ours.labels_, theirs.labels_)
+    assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, rtol=0, atol=1e-12)
+
+
 def test_partial_fit_keeps_the_first_batchs_dtype():
     """Batches of another float dtype are read into the centres' dtype (the
     first batch's): float64 centres stay float64 through a float32 batch,

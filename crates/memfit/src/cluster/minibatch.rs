@@ -9,7 +9,9 @@
 //! `s_j` the batch's weighted sum and weight for it,
 //! `c_j ← (c_j W_j + S_j) / (W_j + s_j)`, computed as
 //! `c_j + (S_j − s_j c_j) / (W_j + s_j)` (a centre whose rows all equal it
-//! does not move), and `W_j ← W_j + s_j`. `S_j` is a
+//! does not move), or as `S_j / s_j` when `W_j = 0` (a centre without
+//! weight lands on its rows' mean however far it starts), and
+//! `W_j ← W_j + s_j`. `S_j` is a
 //! compensated `f64` sum ([`ClusterSums`]), so a step does not depend on the
 //! thread count; the centres are rounded to the compute type, as Lloyd's.
 //! Centres whose absorbed weight falls below a share of the largest are
@@ -493,21 +495,42 @@ impl MiniBatch {
     }
 }
 
-/// `out = c + (S − s c) / (W + s)` per feature, with `S − s c` from the
-/// compensated sum `S + S_err` with one fused rounding, so that a centre
-/// whose rows all equal it stays exactly where it is (`after = W + s`).
-#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn moved_center(old: &[f64], sums: &[f64], sums_err: &[f64], s: f64, after: f64, out: &mut [f64]) {
-    for (((o, &c), &sum), &err) in out.iter_mut().zip(old).zip(sums).zip(sums_err) {
-        *o = moved_value(c, sum, err, s, after);
+/// How a centre of absorbed weight `W` moves by a batch's rows of weight
+/// `s` (see [`Move::value`]).
+#[derive(Clone, Copy, Debug)]
+struct Move {
+    s: f64,
+    /// `W + s`.
+    after: f64,
+    /// 1 for a centre with weight (`W > 0`), 0 for one without.
+    kept: f64,
+}
+
+impl Move {
+    fn new(count: f64, s: f64) -> Self {
+        Move { s, after: count + s, kept: if count > 0.0 { 1.0 } else { 0.0 } }
+    }
+
+    /// One feature of the moved centre, `c + (S − s c) / (W + s)` from the
+    /// sum `S` and its error `err`: `S − s c` from the compensated sum
+    /// `S + S_err` with one fused rounding, so that a centre whose rows all
+    /// equal it stays exactly where it is. A centre without weight moves
+    /// onto its rows' mean, `(S + S_err) / s` (its old value taken as 0,
+    /// as scikit-learn's `(W c + S) / (W + s)`): far from its rows, `c +
+    /// fl(S − s c) / s` would lose their low digits.
+    #[inline(always)]
+    fn value(self, c: f64, sum: f64, err: f64) -> f64 {
+        let c = c * self.kept;
+        c + ((-self.s).mul_add(c, sum) + err) / self.after
     }
 }
 
-/// One value of [`moved_center`]: `c + (S − s c) / (W + s)` from the sum
-/// `sum` and its error `err`.
-#[inline(always)]
-fn moved_value(c: f64, sum: f64, err: f64, s: f64, after: f64) -> f64 {
-    c + ((-s).mul_add(c, sum) + err) / after
+/// `out` = the centre `old` moved by `m` per feature ([`Move::value`]).
+#[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+fn moved_center(old: &[f64], sums: &[f64], sums_err: &[f64], m: Move, out: &mut [f64]) {
+    for (((o, &c), &sum), &err) in out.iter_mut().zip(old).zip(sums).zip(sums_err) {
+        *o = m.value(c, sum, err);
+    }
 }
 
 /// `c` set to `m` rounded to `T`, its squared change added to `lane`.
@@ -542,25 +565,22 @@ impl Update<'_> {
     ) -> f64 {
         let mut diff = 0.0;
         if w > 0.0 {
-            let after = *count + w;
+            let m = Move::new(*count, w);
+            let after = m.after;
             let few_columns = self.columns.is_some_and(|columns| columns.len() < c.len() / 4);
             if !self.unit && !few_columns {
                 // Moved and rounded in one pass over the centre, which
                 // zeroes its sums.
                 *count = after;
-                return if self.float64 {
-                    moved_rounded::<f64>(c, s, e, w, after)
-                } else {
-                    moved_rounded::<T>(c, s, e, w, after)
-                };
+                return if self.float64 { moved_rounded::<f64>(c, s, e, m) } else { moved_rounded::<T>(c, s, e, m) };
             }
             match self.columns {
                 // A few columns: the others move as with zero sums.
                 Some(columns) if few_columns => {
-                    moved_center_alone(c, w, after, moved);
-                    moved_at_columns(c, s, e, columns, w, after, moved);
+                    moved_center_alone(c, m, moved);
+                    moved_at_columns(c, s, e, columns, m, moved);
                 }
-                _ => moved_center(c, s, e, w, after, moved),
+                _ => moved_center(c, s, e, m, moved),
             }
             if self.unit {
                 unit_row(moved);
@@ -609,19 +629,19 @@ fn rounded_into<T: Real>(c: &mut [f64], moved: &[f64]) -> f64 {
 /// same sum of squared changes. The sums and errors read are zeroed for
 /// the next step in the same pass.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn moved_rounded<T: Real>(c: &mut [f64], sums: &mut [f64], sums_err: &mut [f64], s: f64, after: f64) -> f64 {
+fn moved_rounded<T: Real>(c: &mut [f64], sums: &mut [f64], sums_err: &mut [f64], m: Move) -> f64 {
     let mut lanes = [0.0f64; 8];
     let mut chunks = c.chunks_exact_mut(8);
     let (mut from, mut from_err) = (sums.chunks_exact_mut(8), sums_err.chunks_exact_mut(8));
     for ((c, sum), err) in (&mut chunks).zip(&mut from).zip(&mut from_err) {
         for (((l, c), sum), err) in lanes.iter_mut().zip(c).zip(sum).zip(err) {
-            round_into_lane::<T>(l, c, moved_value(*c, *sum, *err, s, after));
+            round_into_lane::<T>(l, c, m.value(*c, *sum, *err));
             (*sum, *err) = (0.0, 0.0);
         }
     }
     let rest = chunks.into_remainder().iter_mut().zip(from.into_remainder()).zip(from_err.into_remainder());
     for (l, ((c, sum), err)) in lanes.iter_mut().zip(rest) {
-        round_into_lane::<T>(l, c, moved_value(*c, *sum, *err, s, after));
+        round_into_lane::<T>(l, c, m.value(*c, *sum, *err));
         (*sum, *err) = (0.0, 0.0);
     }
     lanes.iter().sum()
@@ -631,18 +651,18 @@ fn moved_rounded<T: Real>(c: &mut [f64], sums: &mut [f64], sums_err: &mut [f64],
 /// batch stores a value in): the same operations on literal zeros, so the
 /// same bits.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn moved_center_alone(old: &[f64], s: f64, after: f64, out: &mut [f64]) {
+fn moved_center_alone(old: &[f64], m: Move, out: &mut [f64]) {
     for (o, &c) in out.iter_mut().zip(old) {
-        *o = moved_value(c, 0.0, 0.0, s, after);
+        *o = m.value(c, 0.0, 0.0);
     }
 }
 
 /// [`moved_center`] at `columns` only.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-fn moved_at_columns(old: &[f64], sums: &[f64], sums_err: &[f64], columns: &[u32], s: f64, after: f64, out: &mut [f64]) {
+fn moved_at_columns(old: &[f64], sums: &[f64], sums_err: &[f64], columns: &[u32], m: Move, out: &mut [f64]) {
     for &q in columns {
         let q = q as usize;
-        out[q] = moved_value(old[q], sums[q], sums_err[q], s, after);
+        out[q] = m.value(old[q], sums[q], sums_err[q]);
     }
 }
 
@@ -739,16 +759,17 @@ mod tests {
         for len in [1, 7, 8, 13, 64, 301] {
             let mut random = |scale: f64| -> Vec<f64> { (0..len).map(|_| rng.random_range(-scale..scale)).collect() };
             let (c, s, e) = (random(10.0), random(1e3), random(1e-13));
-            for (w, after) in [(3.0, 7.5), (1.0, 1.0), (0.25, 1e9)] {
+            for (count, w) in [(4.5, 3.0), (0.0, 1.0), (1e9 - 0.25, 0.25)] {
+                let m = Move::new(count, w);
                 let mut moved = vec![0.0; len];
-                moved_center(&c, &s, &e, w, after, &mut moved);
+                moved_center(&c, &s, &e, m, &mut moved);
                 let (mut want32, mut want64) = (c.clone(), c.clone());
                 let d32 = rounded_into::<f32>(&mut want32, &moved);
                 let d64 = rounded_into::<f64>(&mut want64, &moved);
                 let (mut got32, mut got64) = (c.clone(), c.clone());
                 let (mut s32, mut e32, mut s64, mut e64) = (s.clone(), e.clone(), s.clone(), e.clone());
-                assert_eq!(moved_rounded::<f32>(&mut got32, &mut s32, &mut e32, w, after).to_bits(), d32.to_bits());
-                assert_eq!(moved_rounded::<f64>(&mut got64, &mut s64, &mut e64, w, after).to_bits(), d64.to_bits());
+                assert_eq!(moved_rounded::<f32>(&mut got32, &mut s32, &mut e32, m).to_bits(), d32.to_bits());
+                assert_eq!(moved_rounded::<f64>(&mut got64, &mut s64, &mut e64, m).to_bits(), d64.to_bits());
                 assert!([s32, e32, s64, e64].iter().flatten().all(|&v| v.to_bits() == 0), "sums zeroed");
                 assert!(got32.iter().zip(&want32).all(|(a, b)| a.to_bits() == b.to_bits()));
                 assert!(got64.iter().zip(&want64).all(|(a, b)| a.to_bits() == b.to_bits()));
@@ -787,6 +808,28 @@ mod tests {
         assert_eq!(m.counts, vec![4.0, 2.0]);
         assert_eq!(s.inertia, 2.0 * 1.5 * 1.5 + 4.0);
         assert!(s.to_reassign.is_empty());
+    }
+
+    /// A centre without weight lands exactly on its rows' mean however far
+    /// it starts from them (scikit-learn's `(0 · c + S) / s`), dense and
+    /// sparse; `c + fl(S − s c) / s` lost the rows' low digits.
+    #[test]
+    fn a_centre_without_weight_lands_on_its_rows_mean() {
+        for far in [1e8, -3e15, 1.0] {
+            let rows = [1.234e-3f64, 5e-4, 1.234e-3, 5e-4];
+            let mut c = vec![far, far];
+            let mut m = state(&c, 1);
+            m.step(&mut c, &Block::dense(0, &rows, None, 2), 2, 0.0, &mut None).unwrap();
+            assert_eq!(c, [1.234e-3, 5e-4], "from {far}");
+            // Sparse rows storing column 0 only: column 1's mean is 0.
+            let (indptr, indices, values) = ([0usize, 1, 2], [0u32, 0], [0.1f64, 0.1]);
+            let csr = CsrIndex { indptr: &indptr, indices: &indices };
+            let mut c = vec![far; 20];
+            let mut m = state(&c, 2);
+            m.step(&mut c, &Block::sparse(0, &values, csr, None, 10), 2, 0.0, &mut None).unwrap();
+            let want: Vec<f64> = (0..10).map(|j| if j == 0 { 0.1 } else { 0.0 }).collect();
+            assert_eq!(c[..10], want[..], "from {far}");
+        }
     }
 
     /// Unit centres are only moved to rows with a direction: rows of zeros
