@@ -578,9 +578,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             self.precisions_ = r["precisions"].astype(dt, copy=False)
         self.converged_ = bool(r["converged"])
         self.n_iter_ = int(r["n_iter"])
-        # NumPy scalars, as scikit-learn's (its bounds are NumPy means).
-        self.lower_bound_ = np.float64(r["lower_bound"])
-        self.lower_bounds_ = [np.float64(b) for b in r["lower_bounds"]]
+        # NumPy scalars of X's dtype, as scikit-learn's (its bounds are NumPy means).
+        self.lower_bound_ = dt.type(r["lower_bound"])
+        self.lower_bounds_ = [dt.type(b) for b in r["lower_bounds"]]
         self.memory_plan_ = r["plan_text"] if device is None else f"{r['plan_text']}\n{device.plan}"
         self._fitted_covariance_type = self.covariance_type
         if want_labels and data.dask is not None:
@@ -712,6 +712,14 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 f"covariance_type={self.covariance_type!r}: it needs {need}. Fit again after changing "
                 "covariance_type or the fitted attributes."
             )
+        # Shapes that fit both types (tied and diag when n_components ==
+        # n_features, or factors on disk) are the fit's, unless reassigned.
+        fitted = getattr(self, "_fitted_covariance_type", self.covariance_type)
+        if fitted != self.covariance_type and (p is None or p == _param_shape(fitted, w[0], m[-1])):
+            raise ValueError(
+                f"the fitted attributes are of covariance_type={fitted!r}, but covariance_type="
+                f"{self.covariance_type!r} is set. Restore covariance_type={fitted!r}, or fit again."
+            )
 
     def predict(self, X):
         """Most probable component of each row.
@@ -812,6 +820,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             Component of each row, in ascending order.
         """
         check_is_fitted(self)
+        self._check_fitted_shapes()
         if n_samples < 1:
             # scikit-learn's message, which names n_components as the value.
             raise ValueError(

@@ -635,6 +635,20 @@ def test_fitted_attributes_of_another_covariance_type_are_refused(fitted):
     assert_array_equal(gm.predict(X), labels)
 
 
+@pytest.mark.parametrize("fitted, other", [("tied", "diag"), ("diag", "tied")])
+def test_fitted_attributes_of_another_covariance_type_of_the_same_shape_are_refused(fitted, other):
+    # With n_components == n_features, tied and diag factors have the same
+    # shape: predict said "the model folder is damaged" and sample drew NaN.
+    X = np.random.RandomState(0).randn(100, 2)
+    gm = GaussianMixture(2, covariance_type=fitted, random_state=0).fit(X)
+    gm.set_params(covariance_type=other)
+    for method in (gm.predict, gm.score, lambda _: gm.sample(6)):
+        with pytest.raises(ValueError, match=f"fitted attributes are of covariance_type='{fitted}'"):
+            method(X)
+    gm.set_params(covariance_type=fitted)
+    assert np.isfinite(gm.sample(6)[0]).all()
+
+
 @pytest.mark.parametrize("covariance_type", COV_TYPES)
 def test_sample_draws_what_scikit_learn_draws_from_the_same_mixture(truth, covariance_type):
     """The same fitted parameters and ``random_state`` give scikit-learn's
@@ -1186,6 +1200,21 @@ def test_an_ill_conditioned_tied_covariance_is_named_as_such():
     X[:, 2] = X[:, 0] * 1e-5 + 1
     with pytest.warns(UserWarning, match="^the tied covariance has a condition number"):
         GaussianMixture(3, covariance_type="tied", reg_covar=0, random_state=0).fit(X)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+def test_a_float32_model_whose_variances_float32_cannot_hold_is_refused(covariance_type):
+    # The engine's float64 variances of 1e-46 round to 0 in float32 (their
+    # precisions to inf): scikit-learn, in float32, finds them not positive
+    # definite. A model of zero covariances and infinite precisions came back.
+    for scale in (1e-23, 1e-21):
+        X = (np.random.RandomState(0).randn(100, 2) * scale).astype(np.float32)
+        gm = GaussianMixture(2, covariance_type=covariance_type, reg_covar=0.0, random_state=0)
+        with pytest.raises(ValueError, match="ill-defined empirical covariance.*float64 data instead of float32"):
+            gm.fit(X)
+    X = (np.random.RandomState(0).randn(100, 2) * 1e-16).astype(np.float32)
+    gm = GaussianMixture(2, covariance_type=covariance_type, reg_covar=0.0, random_state=0).fit(X)
+    assert np.isfinite(gm.precisions_).all() and gm.precisions_.dtype == np.float32
 
 
 @pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])

@@ -423,10 +423,11 @@ def test_label_dtypes_are_sklearns():
         k = km(3, random_state=0).fit(X)
         assert k.labels_.dtype == np.int32 and k.predict(X).dtype == np.int32
         assert km(3, random_state=0).fit_predict(X).dtype == np.int32
-    # Scalars too: a mixture's bounds are NumPy float64 scalars.
-    types = [(type(g.lower_bound_), {type(b) for b in g.lower_bounds_}, type(g.n_iter_), type(g.converged_))
-             for g in (gmm(3, random_state=0).fit(X) for gmm in GMMS)]
-    assert types[0] == types[1] == (np.float64, {np.float64}, int, bool)
+    # Scalars too: a mixture's bounds are NumPy scalars of X's dtype.
+    for x, dtype in ((X, np.float64), (X.astype(np.float32), np.float32)):
+        types = [(type(g.lower_bound_), {type(b) for b in g.lower_bounds_}, type(g.n_iter_), type(g.converged_))
+                 for g in (gmm(3, random_state=0).fit(x) for gmm in GMMS)]
+        assert types[0] == types[1] == (dtype, {dtype}, int, bool)
 
 
 # --------------------------------------------------------------------------

@@ -220,9 +220,10 @@ fn fit_and_write(
     // the file system.
     if let Some(p) = &args.plot {
         let title = format!(
-            "Gaussian mixture ({}, {} components): lower bound per EM iteration",
+            "Gaussian mixture ({}, {} component{}): lower bound per EM iteration",
             model.covariance_type.name(),
-            model.n_components
+            model.n_components,
+            if model.n_components == 1 { "" } else { "s" }
         );
         plot::lower_bound_png(p, &model.lower_bounds, &title)?;
     }

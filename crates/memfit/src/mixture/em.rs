@@ -160,7 +160,7 @@ pub fn fit<T: Real>(
     };
     let (n_iter, lower_bound) = (lower_bounds.len(), lower_bounds.last().copied().unwrap_or(f64::NEG_INFINITY));
     let means = best.means.chunks(d).flat_map(|r| r.iter().zip(&shift).map(|(v, s)| v + s)).collect();
-    Ok(GmmFit {
+    let fit = GmmFit {
         covariance_type: t,
         n_components: k,
         n_features: d,
@@ -185,7 +185,11 @@ pub fn fit<T: Real>(
         aic: -2.0 * score * n_eff + 2.0 * n_parameters as f64,
         timings,
         warnings,
-    })
+    };
+    if T::DTYPE == crate::io::Dtype::F32 {
+        fit.check_float32_variances(params.reg_covar)?;
+    }
+    Ok(fit)
 }
 
 /// What the EM runs of a fit return (all initialisations, the best kept,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::components::{component_cov_len, full_covariance, precision_cholesky, CholWork};
+use super::components::{component_cov_len, full_covariance, packed_index, packed_len, precision_cholesky, CholWork};
 use super::groups::ParamStore;
 use super::params::CovarianceType;
 use crate::error::{Error, Result};
@@ -123,6 +123,40 @@ impl StoredCovariances {
 }
 
 impl GmmFit {
+    /// Checks that float32 holds every variance of the covariances in
+    /// memory with a finite inverse (at least `1 / f32::MAX`), as a
+    /// float32 model needs: scikit-learn, computing in float32, finds such
+    /// a covariance not positive definite (a variance that rounds to 0), or
+    /// its precision infinite.
+    ///
+    /// # Errors
+    /// [`Error::IllDefinedCovariance`] (float32) naming the first component
+    /// (or the shared covariance) with a variance below that.
+    pub(crate) fn check_float32_variances(&self, reg_covar: f64) -> Result<()> {
+        let (k, d, t) = (self.n_components, self.n_features, self.covariance_type);
+        if self.covariances_on_disk() {
+            return Ok(());
+        }
+        let held = |v: f64| v as f32 >= 1.0 / f32::MAX;
+        let bad = match t {
+            CovarianceType::Full | CovarianceType::Tied => {
+                let count = if t == CovarianceType::Full { k } else { 1 };
+                let cov = &self.covariances;
+                (0..count).find(|c| (0..d).any(|i| !held(cov[c * packed_len(d) + packed_index(i, i)])))
+            }
+            CovarianceType::Diag => (0..k).find(|c| self.covariances[c * d..(c + 1) * d].iter().any(|&v| !held(v))),
+            CovarianceType::Spherical => (0..k).find(|&c| !held(self.covariances[c])),
+        };
+        match bad {
+            Some(c) => Err(Error::IllDefinedCovariance {
+                component: (t != CovarianceType::Tied).then_some(c),
+                reg_covar,
+                float32: true,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Whether the covariances are on disk (a fit in component groups).
     pub fn covariances_on_disk(&self) -> bool {
         self.stored.is_some()
