@@ -233,3 +233,26 @@ def test_minimum_and_maximum_of_equal_values_give_numpys_operand():
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_floor_division_and_remainder_are_numpys_in_each_float_dtype(dtype):
+    # NumPy's float32 and float16 loops divide in float32: computing in
+    # float64 then rounding gave 13391493 for float32 133.91493 // 1e-5
+    # (NumPy: 13391494).
+    rng = np.random.default_rng(0)
+    for scale in (1e-5, 1.0, 1e5):
+        a = (rng.standard_normal(20_000) * 1e3).astype(dtype)
+        b = (rng.standard_normal(20_000) * scale).astype(dtype)
+        b[:5] = 0
+        with np.errstate(all="ignore"):
+            for op in (np.floor_divide, np.remainder):
+                want = op(a, b)
+                got = np.asarray(op(ma.asarray(a), ma.asarray(b)).compute())
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)
+                finite = ~np.isnan(want)
+                np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(want[finite]))
+    x = ma.asarray(np.array([133.91493], np.float32)) // np.float32(1e-5)
+    if dtype == np.float32:
+        assert x.compute()[0] == np.float32(133.91493) // np.float32(1e-5) == 13391494

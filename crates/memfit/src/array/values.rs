@@ -491,32 +491,40 @@ impl Op {
 
 /// NumPy's float `divmod` (`npy_divmod`): floor quotient and remainder
 /// with the divisor's sign.
-fn divmod_f(a: f64, b: f64) -> (f64, f64) {
-    if b == 0.0 {
-        return (a / b, f64::NAN);
-    }
-    let mut m = a % b;
-    let mut div = (a - m) / b;
-    if m != 0.0 {
-        if (b < 0.0) != (m < 0.0) {
-            m += b;
-            div -= 1.0;
+macro_rules! divmod {
+    ($name:ident, $t:ty) => {
+        fn $name(a: $t, b: $t) -> ($t, $t) {
+            if b == 0.0 {
+                return (a / b, <$t>::NAN);
+            }
+            let mut m = a % b;
+            let mut div = (a - m) / b;
+            if m != 0.0 {
+                if (b < 0.0) != (m < 0.0) {
+                    m += b;
+                    div -= 1.0;
+                }
+            } else {
+                m = (0.0 as $t).copysign(b);
+            }
+            let q = if div != 0.0 {
+                let f = div.floor();
+                if div - f > 0.5 {
+                    f + 1.0
+                } else {
+                    f
+                }
+            } else {
+                (0.0 as $t).copysign(a / b)
+            };
+            (q, m)
         }
-    } else {
-        m = 0f64.copysign(b);
-    }
-    let q = if div != 0.0 {
-        let f = div.floor();
-        if div - f > 0.5 {
-            f + 1.0
-        } else {
-            f
-        }
-    } else {
-        0f64.copysign(a / b)
     };
-    (q, m)
 }
+
+divmod!(divmod_f, f64);
+// NumPy's float32 and float16 loops divide in float32.
+divmod!(divmod_f32, f32);
 
 fn floor_div_i(a: i64, b: i64) -> i64 {
     if b == 0 {
@@ -649,8 +657,22 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
             Subtract => Col::F(bin(a, b, |x, y| x - y)),
             Multiply => Col::F(bin(a, b, |x, y| x * y)),
             TrueDivide => Col::F(bin(a, b, |x, y| x / y)),
-            FloorDivide => Col::F(bin(a, b, |x, y| divmod_f(x, y).0)),
-            Remainder => Col::F(bin(a, b, |x, y| if y == 0.0 { f64::NAN } else { divmod_f(x, y).1 })),
+            FloorDivide | Remainder => {
+                let (floor, single) = (op == FloorDivide, matches!(loop_dtype, Dtype::F32 | Dtype::F16));
+                Col::F(bin(a, b, |x, y| {
+                    let (q, m) = if single {
+                        let (q, m) = divmod_f32(x as f32, y as f32);
+                        (f64::from(q), f64::from(m))
+                    } else {
+                        divmod_f(x, y)
+                    };
+                    match (floor, y == 0.0) {
+                        (true, _) => q,
+                        (false, true) => f64::NAN,
+                        (false, false) => m,
+                    }
+                }))
+            }
             Power => Col::F(bin(a, b, f64::powf)),
             // NumPy's loops: NaN wins; of equal values (0.0 and -0.0) the
             // float32 and float64 loops give the second operand, the
@@ -802,6 +824,16 @@ fn compare<T: PartialOrd + Copy>(op: Op, a: &[T], b: &[T]) -> Col {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn float32_floor_division_divides_in_float32() {
+        // NumPy's float32 loop: fmodf, then (a − mod) / b in float32.
+        let (a, b) = (f64::from(133.91493f32), f64::from(1e-5f32));
+        let got = apply(Op::FloorDivide, Dtype::F32, Dtype::F32, &[Col::F(vec![a]), Col::F(vec![b])]).unwrap();
+        assert_eq!(got, Col::F(vec![13391494.0]));
+        let got = apply(Op::FloorDivide, Dtype::F64, Dtype::F64, &[Col::F(vec![a]), Col::F(vec![b])]).unwrap();
+        assert_eq!(got, Col::F(vec![(a / b).floor()]));
+    }
 
     #[test]
     fn float_divmod_follows_numpy() {
