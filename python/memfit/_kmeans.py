@@ -15,6 +15,7 @@ from . import _memfit
 from . import _dask
 from ._dask import is_dask_array
 from ._options import check_device, check_memory_limit, check_n_jobs, check_scratch_dir
+from ._sparse import is_sparse
 from ._validation import (
     c_float64,
     on_cluster,
@@ -513,8 +514,9 @@ class KMeans(_Centers):
 
     def _check_centers(self, centers, data):
         """``centers`` (an array or a callable's result) as float64 of
-        shape (n_clusters, n_features), with scikit-learn's messages."""
-        centers = small_array(centers, "init", 2)
+        shape (n_clusters, n_features), with scikit-learn's messages (a
+        sparse matrix, as a callable gives for sparse X, filled in)."""
+        centers = small_array(centers.toarray() if is_sparse(centers) else centers, "init", 2)
         # scikit-learn's `_validate_center_shape`.
         if centers.shape[0] != self.n_clusters:
             raise ValueError(

@@ -72,14 +72,17 @@ class Data:
     def rows(self) -> Any:
         """The data as an array without reading it (a read-only memory map
         for a ``.npy`` path, the Dask array with whole rows for a Dask
-        input)."""
+        input, a read-only view of an array: the caller's data are not
+        changed through it)."""
         if self.dask is not None:
             return self.dask.input
         if isinstance(self.engine, str):
             return np.load(self.engine, mmap_mode="r")
-        if isinstance(self.engine, _memfit.Expr):
-            return np.asarray(self.keep)
-        return self.engine
+        rows = np.asarray(self.keep) if isinstance(self.engine, _memfit.Expr) else self.engine
+        if isinstance(rows, np.ndarray):
+            rows = rows.view()
+            rows.flags.writeable = False
+        return rows
 
 
 

@@ -256,3 +256,14 @@ def test_floor_division_and_remainder_are_numpys_in_each_float_dtype(dtype):
     x = ma.asarray(np.array([133.91493], np.float32)) // np.float32(1e-5)
     if dtype == np.float32:
         assert x.compute()[0] == np.float32(133.91493) // np.float32(1e-5) == 13391494
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "nansum", "nanmean"])
+def test_reductions_of_negative_zeros_have_numpys_sign(name, axis):
+    # Sums start from NumPy's identity 0.0 over an outer axis too: a column
+    # of -0.0 summed to -0.0 (NumPy: 0.0).
+    z = np.full((3, 2), -0.0)
+    want = getattr(np, name)(z, axis=axis)
+    got = np.asarray(getattr(ma, name)(ma.asarray(z), axis=axis).compute())
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

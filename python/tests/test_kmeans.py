@@ -12,6 +12,7 @@ import re
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.spatial.distance import cdist
@@ -376,6 +377,24 @@ def test_array_like_and_callable_init(small):
         return init.copy()
 
     _assert_same_fit(KMeans(n_clusters=4, init=init_fn, n_init=1).fit(X), ref)
+
+
+def test_a_callable_init_cannot_change_the_callers_data(small):
+    # It gets a read-only view (scikit-learn passes a centred copy); a
+    # callable that wrote into it changed the caller's X.
+    X, init = small
+    before = X.copy()
+
+    def zeroes(data, n_clusters, random_state):
+        data[:] = 0
+        return init
+
+    with pytest.raises(ValueError, match="read-only"):
+        KMeans(n_clusters=4, init=zeroes, n_init=1).fit(X)
+    assert_array_equal(X, before)
+    # Sparse X: the callable's sparse rows are taken as centres.
+    sparse = KMeans(n_clusters=4, init=lambda d, k, random_state: d[:k], n_init=1).fit(sp.csr_matrix(X))
+    _assert_same_fit(sparse, KMeans(n_clusters=4, init=X[:4], n_init=1).fit(X))
 
 
 @pytest.mark.parametrize("random_state", ["int", "RandomState"])

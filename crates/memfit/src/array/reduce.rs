@@ -299,7 +299,14 @@ fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64], 
                     // From NumPy's identity 0.0 (so -0.0 values sum to 0.0, as NumPy's do).
                     Acc::F(o_at.iter().map(|&o| 0.0 + pairwise_sum(&v[(o + r_at[0]) as usize..][..len])).collect())
                 }
-                Col::F(v) => Acc::F(fold_runs(v, o_at, r_at, same, |a, x| if prod { a * x } else { a + x })),
+                // Sums from NumPy's identity 0.0 here too (a column of -0.0 sums to 0.0).
+                Col::F(v) => Acc::F(fold_runs(
+                    v,
+                    o_at,
+                    r_at,
+                    |x| if prod { x } else { 0.0 + x },
+                    |a, x| if prod { a * x } else { a + x },
+                )),
                 Col::I(v) if op == Mean => Acc::F(fold_runs(v, o_at, r_at, |x| x as f64, |a, x| a + x as f64)),
                 Col::U(v) if op == Mean => Acc::F(fold_runs(v, o_at, r_at, |x| x as f64, |a, x| a + x as f64)),
                 Col::B(v) if op == Mean => {
