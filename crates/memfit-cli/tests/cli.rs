@@ -1645,3 +1645,31 @@ fn a_sparse_folder_gives_the_dense_files_labels() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("row 0's column indices are not strictly increasing"), "{}", stderr(&o));
 }
+
+/// Outputs and model folders inside an existing model folder are refused
+/// (a later fit would not replace that folder); the folder is unchanged.
+#[test]
+fn outputs_inside_another_model_folder_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[300, 2], &blobs(300));
+    let model = p(t.path(), "mdl");
+    let o = memfit(&["gmm", &x, "-k", "2", "--model", &model, "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = entries(Path::new(&model));
+    let (sub, labels) = (p(Path::new(&model), "sub"), p(Path::new(&model), "l.npy"));
+    for (args, flag) in [
+        (vec!["gmm", &x, "-k", "2", "--model", &sub], "--model"),
+        (vec!["gmm", &x, "-k", "2", "--model", &p(t.path(), "other"), "--labels", &labels], "--labels"),
+        (vec!["kmeans", &x, "-k", "2", "--labels", &labels], "--labels"),
+    ] {
+        let o = memfit(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = stderr(&o);
+        assert!(e.contains(&format!("{flag} lies inside the memfit model folder")), "{e}");
+    }
+    assert_eq!(entries(Path::new(&model)), before);
+    // The folder itself is still replaced by a fit.
+    let o = memfit(&["gmm", &x, "-k", "3", "--model", &model, "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -18,9 +18,9 @@ pub use source::{
 };
 pub(crate) use writer::probe_dir;
 pub use writer::{
-    check_disk_space, check_free_space, check_output_path, check_outputs_distinct, npy_file_bytes,
+    check_disk_space, check_free_space, check_output_path, check_outputs_distinct, is_model_folder, npy_file_bytes,
     remove_unfinished_outputs, write_bytes_atomic, write_npy, AtomicFile, AtomicFolder, NpyWriter, PlannedWrite,
-    PositionedNpy, WRITE_BUFFER_BYTES,
+    PositionedNpy, MODEL_JSON, WRITE_BUFFER_BYTES,
 };
 pub use zarr::{ZarrInput, ZarrOutput};
 

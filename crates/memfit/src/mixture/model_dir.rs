@@ -20,8 +20,7 @@ use super::predict::MixtureModel;
 use crate::error::{Error, Result};
 use crate::io::{npy_file_bytes, read_array_f64, read_matrix_f64, AtomicFolder, Dtype, Source};
 
-/// Name of the model description inside a model folder.
-pub const MODEL_JSON: &str = "model.json";
+pub use crate::io::MODEL_JSON;
 
 /// The files of a model folder.
 const MODEL_FILES: [&str; 5] = ["weights.npy", "means.npy", "covariances.npy", "precisions_cholesky.npy", MODEL_JSON];

@@ -89,10 +89,36 @@ pub(crate) fn probe_dir(dir: &Path, path: &Path) -> Result<()> {
     }
 }
 
+/// The error for `role`'s `path`, which lies inside the model folder `model`.
+fn inside_model((role, path): (&'static str, &Path), model: &Path) -> Error {
+    Error::param(
+        role,
+        format!(
+            "{role} lies inside the memfit model folder {} ({}); hint: keep inputs and outputs outside model folders",
+            model.display(),
+            path.display()
+        ),
+    )
+}
+
+/// Name of the description file that makes a folder a memfit model folder.
+pub const MODEL_JSON: &str = "model.json";
+
+/// Whether `dir` is a memfit model folder: it holds a [`MODEL_JSON`] whose
+/// `format` starts with `memfit-`.
+pub fn is_model_folder(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join(MODEL_JSON))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|j| j["format"].as_str().is_some_and(|f| f.starts_with("memfit-")))
+}
+
 /// Fails when an output names the same file as another output or as an
 /// input (inputs may coincide with each other), or lies inside one of
-/// `folders` (a model folder that is replaced or read); inputs may not lie
-/// inside a folder that is replaced (the `bool` of its entry). Each entry
+/// `folders` (a model folder that is replaced or read) or inside another
+/// memfit model folder ([`is_model_folder`]: a later fit would not replace
+/// it); inputs may not lie inside a folder that is replaced (the `bool` of
+/// its entry), which may not lie inside a model folder either. Each entry
 /// pairs a role (how the front-end names it, e.g. `labels`) with a path;
 /// paths that do not exist yet are compared by their absolute folder and
 /// name.
@@ -134,6 +160,14 @@ pub fn check_outputs_distinct(
         }
         if let Some(&(role, f, _)) = folders.iter().find(|(_, f, _)| o.starts_with(key(f))) {
             return Err(clash(&outputs[i], &(role, f), "lies inside the folder of"));
+        }
+        if let Some(m) = o.ancestors().skip(1).find(|a| is_model_folder(a)) {
+            return Err(inside_model(outputs[i], m));
+        }
+    }
+    for &(role, f, _) in folders.iter().filter(|(_, _, replaced)| *replaced) {
+        if let Some(m) = key(f).ancestors().skip(1).find(|a| is_model_folder(a)) {
+            return Err(inside_model((role, f), m));
         }
     }
     for input in inputs {
