@@ -32,7 +32,7 @@ pub use rows::{CsrBlock, CsrRowSource, RowSource};
 
 /// Rows per piece of work of [`Source::gather_rows`]: 64 rows of 784
 /// features (MNIST) are 200 KB of float32.
-pub const GATHER_ROWS: usize = 64;
+const GATHER_ROWS: usize = 64;
 
 /// Where rows come from: a `.npy` file read in blocks, or an in-memory array.
 ///
@@ -594,7 +594,7 @@ impl<'a> Source<'a> {
     /// (row-major, `rows.len() × n_features` values of `T`), each run of
     /// consecutive rows with one positioned read; holds one row's raw bytes
     /// per row of the longest run. Rows in memory or in a `.npy` file are
-    /// read by the calling rayon pool's threads, [`GATHER_ROWS`] rows each
+    /// read by the calling rayon pool's threads, `GATHER_ROWS` (64) rows each
     /// (so a run may be read in pieces), with the same values.
     ///
     /// # Errors
