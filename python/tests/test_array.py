@@ -393,7 +393,9 @@ def test_iteration_and_scalars():
     same(rows[1], x[1])
     a = ma.asarray(x)
     assert float(a[1, 1]) == x[1, 1]
-    assert int(ma.asarray(np.array([[7]]))) == 7
+    assert int(ma.asarray(np.array(7))) == 7
+    with pytest.raises(TypeError, match="only 0-dimensional"):
+        int(ma.asarray(np.array([[7]])))  # NumPy 2 raises too
     assert bool(a[0, 0] == x[0, 0])
     assert [10, 20, 30][ma.asarray(np.int64(2))] == 30
     with pytest.raises(ValueError, match="ambiguous"):

@@ -267,3 +267,20 @@ def test_reductions_of_negative_zeros_have_numpys_sign(name, axis):
     want = getattr(np, name)(z, axis=axis)
     got = np.asarray(getattr(ma, name)(ma.asarray(z), axis=axis).compute())
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_python_scalars_lists_and_formats_as_numpy():
+    # NumPy 2: float()/int() of an array of ndim > 0 raise even for one
+    # element; item, tolist and a 0-d array's format spec were missing.
+    for a in (np.ones((1, 1)), np.ones(2)):
+        for convert in (float, int):
+            with pytest.raises(TypeError, match="only 0-dimensional arrays can be converted to Python scalars"):
+                convert(ma.asarray(a))
+    assert bool(ma.asarray(np.ones((1, 1)))) is True
+    x = ma.asarray(np.arange(6.0).reshape(2, 3)) * 2
+    assert x.item(4) == np.float64(8.0) and type(x.item(4)) is float
+    assert x.tolist() == (np.arange(6.0).reshape(2, 3) * 2).tolist()
+    assert ma.asarray(np.array(7, np.int16)).item() == 7
+    assert f"{ma.asarray(np.array(1.234)):.2f}" == "1.23"
+    with pytest.raises(TypeError):
+        f"{x:.2f}"

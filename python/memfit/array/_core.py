@@ -1044,8 +1044,25 @@ class Array:
                 raise ValueError(
                     "The truth value of an array with more than one element is ambiguous. Use a.any() or a.all()"
                 )
-            raise TypeError("only length-1 arrays can be converted to Python scalars")
+        if what != "bool" and self.ndim != 0:
+            # NumPy 2's rule for float(), int() and complex().
+            raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
         return self.compute().reshape(())
+
+    def item(self, *args: Any) -> Any:
+        """One element as a Python scalar, as ``numpy.ndarray.item`` (the
+        array is computed)."""
+        return self.compute().item(*args)
+
+    def tolist(self) -> Any:
+        """The computed array as nested Python lists, as ``numpy.ndarray.tolist``."""
+        return self.compute().tolist()
+
+    def __format__(self, spec: str) -> str:
+        # As NumPy's: a 0-d array formats as its scalar.
+        if self.ndim == 0:
+            return format(self.compute()[()], spec)
+        return super().__format__(spec)
 
     def __bool__(self) -> bool:
         return bool(self._scalar_value("bool"))
