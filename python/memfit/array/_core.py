@@ -1051,11 +1051,30 @@ class Array:
 
     def item(self, *args: Any) -> Any:
         """One element as a Python scalar, as ``numpy.ndarray.item`` (the
-        array is computed)."""
+        array is computed).
+
+        Parameters
+        ----------
+        *args : int or tuple of int
+            None for an array of one element, a flat index, or one index per
+            axis (NumPy's rules; IndexError out of range).
+
+        Returns
+        -------
+        z : Python scalar
+            The element as a Python ``bool``, ``int`` or ``float``.
+        """
         return self.compute().item(*args)
 
     def tolist(self) -> Any:
-        """The computed array as nested Python lists, as ``numpy.ndarray.tolist``."""
+        """The computed array as nested Python lists, as ``numpy.ndarray.tolist``.
+
+        Returns
+        -------
+        y : list or Python scalar
+            Nested lists of Python scalars, ``ndim`` deep (a scalar for a 0-d
+            array).
+        """
         return self.compute().tolist()
 
     def __format__(self, spec: str) -> str:
