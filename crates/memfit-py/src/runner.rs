@@ -93,6 +93,11 @@ impl Observer for Watch {
     }
 }
 
+/// The error for work that panicked (a bug in the engine).
+fn panicked() -> PyErr {
+    PyRuntimeError::new_err("memfit internal error: the engine panicked; please report it")
+}
+
 /// Runs `work` as [`run`] does, for work of milliseconds called in a loop
 /// (a mini-batch step, the rows it draws): on the calling thread with the
 /// GIL released, in its rayon pool of `n_jobs` threads, without a thread
@@ -111,7 +116,7 @@ pub fn run_brief<R: Send>(
     let pool = memfit::exec::thread_pool(n).map_err(|e| to_py_for(e, float32))?;
     match py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.install(work)))) {
         Ok(r) => r.map_err(|e| to_py_for(e, float32)),
-        Err(_) => Err(PyRuntimeError::new_err("memfit internal error: the engine panicked; please report it")),
+        Err(_) => Err(panicked()),
     }
 }
 
@@ -181,9 +186,7 @@ pub fn run<R: Send>(
         match (result, interrupt) {
             (_, Some(e)) => Err(e),
             (Ok(r), None) => r.map_err(|e| to_py_for(e, float32)),
-            (Err(_), None) => {
-                Err(PyRuntimeError::new_err("memfit internal error: the engine panicked; please report it"))
-            }
+            (Err(_), None) => Err(panicked()),
         }
     })
 }

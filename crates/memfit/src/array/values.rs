@@ -666,10 +666,11 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
                     } else {
                         divmod_f(x, y)
                     };
-                    match (floor, y == 0.0) {
-                        (true, _) => q,
-                        (false, true) => f64::NAN,
-                        (false, false) => m,
+                    // The remainder by 0 is NaN (`divmod`'s).
+                    if floor {
+                        q
+                    } else {
+                        m
                     }
                 }))
             }

@@ -592,10 +592,11 @@ impl<'a> Source<'a> {
 
     /// Reads the rows `rows` (any order, repeats allowed) into `out`
     /// (row-major, `rows.len() × n_features` values of `T`), each run of
-    /// consecutive rows with one positioned read; holds one row's raw bytes
-    /// per row of the longest run. Rows in memory or in a `.npy` file are
-    /// read by the calling rayon pool's threads, `GATHER_ROWS` (64) rows each
-    /// (so a run may be read in pieces), with the same values.
+    /// consecutive rows with one positioned read. Rows in memory or in a
+    /// `.npy` file are read by the calling rayon pool's threads,
+    /// `GATHER_ROWS` (64) rows each (so a run may be read in pieces), with
+    /// the same values; each thread holds one row's raw bytes per row of the
+    /// longest run in its piece (other sources: in all `rows`).
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] for a row outside the array;
