@@ -258,6 +258,35 @@ def test_floor_division_and_remainder_are_numpys_in_each_float_dtype(dtype):
         assert x.compute()[0] == np.float32(133.91493) // np.float32(1e-5) == 13391494
 
 
+def test_divmod_is_numpys_in_each_spelling():
+    a = np.array([-7, -3, 0, 2, 5, 9])
+    f = np.array([-3.5, -0.0, 0.0, 2.5, 7.0, np.inf])
+    with np.errstate(all="ignore"):
+        for x, y in ((a, 4), (a, np.int8(-3)), (f, 2), (5, f), (a, f), (f, a[:, None])):
+            want = np.divmod(x, y)
+            mx = ma.asarray(x) if isinstance(x, np.ndarray) else x
+            my = ma.asarray(y) if isinstance(y, np.ndarray) else y
+            for got in (divmod(mx, my), divmod(mx, y), divmod(x, my), np.divmod(mx, my), ma.divmod(x, y)):
+                assert len(got) == 2
+                for g, w in zip(got, want):
+                    if not isinstance(g, ma.Array):  # divmod of two NumPy operands
+                        continue
+                    g = np.asarray(g.compute())
+                    assert g.dtype == w.dtype and g.shape == w.shape
+                    np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("other", [None, "a", b"a"])
+def test_comparison_with_an_object_no_element_equals_is_elementwise(other):
+    # NumPy: x == None is all False, x != None all True, in x's shape.
+    a = np.arange(6.0).reshape(2, 3)
+    x = ma.asarray(a)
+    for got, want in ((x == other, a == other), (x != other, a != other), (other == x, other == a)):
+        got = np.asarray(got.compute())
+        assert got.dtype == want.dtype == np.bool_ and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "nansum", "nanmean"])
 def test_reductions_of_negative_zeros_have_numpys_sign(name, axis):

@@ -529,6 +529,10 @@ def _binary(name: str, doc: str):
     def method(self, other):
         o = maybe_operand(other)
         if o is None:
+            if name in ("equal", "not_equal") and (other is None or isinstance(other, (str, bytes))):
+                # NumPy compares elementwise with an object no element equals:
+                # all False for ==, all True for !=.
+                return op("full", [], shape=list(self.shape), value=name == "not_equal", dtype="bool")
             return NotImplemented
         return op(name, [self, o])
 
@@ -1115,6 +1119,20 @@ class Array:
     __eq__, _ = _binary("equal", "x == y")  # type: ignore[assignment]
     __ne__, _ = _binary("not_equal", "x != y")  # type: ignore[assignment]
     del _
+
+    def __divmod__(self, other):
+        """``divmod(x, y)``: ``(x // y, x % y)``, as numpy.divmod, lazy."""
+        o = maybe_operand(other)
+        if o is None:
+            return NotImplemented
+        return op("floor_divide", [self, o]), op("remainder", [self, o])
+
+    def __rdivmod__(self, other):
+        """Reflected ``divmod(y, x)``: ``(y // x, y % x)``, as numpy.divmod, lazy."""
+        o = maybe_operand(other)
+        if o is None:
+            return NotImplemented
+        return op("floor_divide", [o, self]), op("remainder", [o, self])
     __iadd__ = _iop("add", "x += y")
     __isub__ = _iop("subtract", "x -= y")
     __imul__ = _iop("multiply", "x *= y")

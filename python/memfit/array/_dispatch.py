@@ -31,6 +31,7 @@ def _ufunc_table() -> dict:
         if isinstance(uf, np.ufunc):
             table[uf] = getattr(F, name)
     table[np.matmul] = F.matmul
+    table[np.divmod] = F.divmod
     return table
 
 

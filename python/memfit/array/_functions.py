@@ -550,6 +550,36 @@ del _name, _what
 
 divide = globals()["true_divide"]
 mod = globals()["remainder"]
+
+
+def divmod(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> tuple:  # noqa: A001
+    """``(x1 // x2, x1 % x2)``, elementwise and lazy, as ``numpy.divmod``.
+
+    Parameters
+    ----------
+    x1, x2 : array-like or Array
+        Arrays are broadcast by NumPy's rules; Python scalars are weakly typed
+        and NumPy scalars and arrays strongly typed (NumPy 2, NEP 50).
+    out : None
+        Not supported (TypeError when given): the results are new lazy arrays.
+
+    Returns
+    -------
+    quotient, remainder : Array
+        :func:`floor_divide` and :func:`remainder` of the same operands: the
+        broadcast shape, NumPy's result dtype.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not broadcast (the message names both).
+    TypeError
+        A dtype combination NumPy refuses, or ``out``.
+    """
+    _reject_out(out)
+    _ufunc_kwargs("divmod", kwargs)
+    a, b = operand(x1), operand(x2)
+    return op("floor_divide", [a, b]), op("remainder", [a, b])
 abs = absolute = globals()["absolute"]  # noqa: A001
 bitwise_not = bitwise_invert = globals()["invert"]
 pow = globals()["power"]  # noqa: A001
