@@ -348,6 +348,13 @@ KIND_CASES = {
     "overflow": (lambda a: a * 1e300, ["overflow"]),
     "int_floor_divide": (lambda a: a.astype(np.int64) // np.array([0, 1, 0, 2]), ["divide by zero"]),
     "int_remainder": (lambda a: a.astype(np.int64) % np.array([0, 1, 0, 2]), ["divide by zero"]),
+    # 1 / 0 in integers: NumPy's value (the int64 minimum) and both warnings.
+    "int_reciprocal": (lambda a: np.reciprocal(a.astype(np.int64)), ["divide by zero", "invalid value"]),
+    "int32_reciprocal": (lambda a: np.reciprocal(a.astype(np.int32) + np.int32(0)), ["divide by zero", "invalid value"]),
+    "int8_reciprocal": (lambda a: np.reciprocal(np.where(a > 5, np.int8(9), np.int8(0))), ["divide by zero", "invalid value"]),
+    # The signed minimum // -1 wraps to itself, with NumPy's overflow warning.
+    "int8_min_floor_divide": (lambda a: np.where(a > 5, np.int8(-128), np.int8(3)) // np.int8(-1), ["overflow"]),
+    "int64_min_floor_divide": (lambda a: np.where(a > 5, np.int64(-2**63), np.int64(3)) // np.int64(-1), ["overflow"]),
     # NaN from operands that are not NaN (infinities): invalid, as NumPy.
     "inf_minus_inf": (lambda a: (a * 1e300) - (a * 1e300), ["overflow", "invalid value"]),
     "sin_inf": (lambda a: np.sin(a / 0.0), ["divide by zero", "invalid value"]),

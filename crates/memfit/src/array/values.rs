@@ -232,10 +232,12 @@ impl FpCounts {
 /// `0 * inf`, `sin(inf)`), or infinite although every operand is finite (a
 /// division by zero when the divisor — or a logarithm's, a reciprocal's, a
 /// negative power's operand — is zero; else an overflow). NaN or infinite
-/// operands that merely propagate are not counted. For integer results,
-/// divisions and remainders by zero (NumPy gives 0 and reports a division
-/// by zero).
-pub fn fresh_exceptions(op: Op, args: &[Col], out: &Col) -> [u64; 3] {
+/// operands that merely propagate are not counted. For integer results
+/// (computed in `loop_dtype`), as NumPy's integer loops report them:
+/// divisions and remainders by zero (NumPy gives 0) are divisions by zero,
+/// the reciprocal of 0 both a division by zero and an invalid value, and the
+/// signed minimum floor-divided by -1 an overflow.
+pub fn fresh_exceptions(op: Op, loop_dtype: Dtype, args: &[Col], out: &Col) -> [u64; 3] {
     let mut c = [0u64; 3];
     let zero = |k: usize, i: usize| args.get(k).is_some_and(|a| a.get_f64(i) == 0.0);
     match out {
@@ -267,10 +269,25 @@ pub fn fresh_exceptions(op: Op, args: &[Col], out: &Col) -> [u64; 3] {
         }
         Col::I(_) | Col::U(_) if matches!(op, Op::FloorDivide | Op::Remainder) => {
             c[FpException::DivideByZero.index()] = (0..out.len()).filter(|&i| zero(1, i)).count() as u64;
+            if let (Op::FloorDivide, [Col::I(a), Col::I(b)]) = (op, args) {
+                let min = signed_min(loop_dtype);
+                c[FpException::Overflow.index()] =
+                    a.iter().zip(b).filter(|&(&x, &y)| x == min && y == -1).count() as u64;
+            }
+        }
+        Col::I(_) | Col::U(_) if op == Op::Reciprocal => {
+            let zeros = (0..out.len()).filter(|&i| zero(0, i)).count() as u64;
+            c[FpException::DivideByZero.index()] = zeros;
+            c[FpException::Invalid.index()] = zeros;
         }
         _ => {}
     }
     c
+}
+
+/// The smallest value of the signed integer dtype `dtype`, as i64.
+fn signed_min(dtype: Dtype) -> i64 {
+    i64::MIN >> (64 - 8 * dtype.itemsize())
 }
 
 /// An elementwise operation.
@@ -779,7 +796,17 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
             Negative => Col::I(un(a, i64::wrapping_neg)),
             Absolute => Col::I(un(a, i64::wrapping_abs)),
             Square => Col::I(un(a, |x| x.wrapping_mul(x))),
-            Reciprocal => Col::I(un(a, |x| if x == 1 || x == -1 { x } else { 0 })),
+            // NumPy's loop computes 1.0 / x and converts: 1 / 0 gives the
+            // int32 or int64 minimum (x86's conversion of inf), 0 in the
+            // narrower dtypes (that minimum's low bits).
+            Reciprocal => {
+                let of_zero = if matches!(loop_dtype, Dtype::I32 | Dtype::I64) { signed_min(loop_dtype) } else { 0 };
+                Col::I(un(a, |x| match x {
+                    1 | -1 => x,
+                    0 => of_zero,
+                    _ => 0,
+                }))
+            }
             Sign => Col::I(un(a, i64::signum)),
             Invert => Col::I(un(a, |x| !x)),
             Positive | Floor | Ceil | Trunc => Col::I(a.clone()),
@@ -868,26 +895,43 @@ mod tests {
         // numpy: float32([1e300, inf, nan, 1]) cast: only the first is an overflow
         let a = Col::F(vec![1e300, f64::INFINITY, f64::NAN, 1.0]);
         let out = cast(a.clone(), Dtype::F32);
-        assert_eq!(fresh_exceptions(Op::Cast, std::slice::from_ref(&a), &out), over(1));
+        assert_eq!(fresh_exceptions(Op::Cast, Dtype::F64, std::slice::from_ref(&a), &out), over(1));
         // 1e5 (a Python float) cast to float16: inf from a finite value
         let c = Col::splat(Scalar::Float(1e5), Dtype::F64, 3);
-        assert_eq!(fresh_exceptions(Op::Cast, std::slice::from_ref(&c), &cast(c.clone(), Dtype::F16)), over(3));
+        assert_eq!(
+            fresh_exceptions(Op::Cast, Dtype::F64, std::slice::from_ref(&c), &cast(c.clone(), Dtype::F16)),
+            over(3)
+        );
         // integers to float16 overflow too: numpy array([100000]).astype(float16) -> inf
         let i = Col::I(vec![100_000, 7]);
-        assert_eq!(fresh_exceptions(Op::Cast, std::slice::from_ref(&i), &cast(i.clone(), Dtype::F16)), over(1));
+        assert_eq!(
+            fresh_exceptions(Op::Cast, Dtype::F64, std::slice::from_ref(&i), &cast(i.clone(), Dtype::F16)),
+            over(1)
+        );
         // 0 / 0 and inf / inf (invalid: NaN from operands that are not),
         // 1 / 0 (divide by zero), 1e300 / 1e-300 (overflow); inf / 1 and
         // NaN / 1 propagate an operand.
         let inf = f64::INFINITY;
         let (x, y) = (Col::F(vec![0.0, 1.0, inf, 1e300, inf, f64::NAN]), Col::F(vec![0.0, 0.0, inf, 1e-300, 1.0, 1.0]));
         let q = apply(Op::TrueDivide, Dtype::F64, Dtype::F64, &[x.clone(), y.clone()]).unwrap();
-        assert_eq!(fresh_exceptions(Op::TrueDivide, &[x, y], &q), [1, 1, 2]);
-        assert_eq!(fresh_exceptions(Op::Add, &[Col::I(vec![1])], &Col::I(vec![1])), [0; 3]);
+        assert_eq!(fresh_exceptions(Op::TrueDivide, Dtype::F64, &[x, y], &q), [1, 1, 2]);
+        assert_eq!(fresh_exceptions(Op::Add, Dtype::I64, &[Col::I(vec![1])], &Col::I(vec![1])), [0; 3]);
         // integer division and remainder by zero (NumPy gives 0)
         let (n, d) = (Col::I(vec![7, 8, 9]), Col::I(vec![0, 3, 0]));
         for op in [Op::FloorDivide, Op::Remainder] {
             let r = apply(op, Dtype::I64, Dtype::I64, &[n.clone(), d.clone()]).unwrap();
-            assert_eq!(fresh_exceptions(op, &[n.clone(), d.clone()], &r), [0, 2, 0], "{op:?}");
+            assert_eq!(fresh_exceptions(op, Dtype::I64, &[n.clone(), d.clone()], &r), [0, 2, 0], "{op:?}");
         }
+        // numpy: int8 -128 // -1 overflows (to -128), -128 % -1 does not;
+        // reciprocal(0) divides by zero and is invalid.
+        let (n, d) = (Col::I(vec![-128, -128, 5]), Col::I(vec![-1, 1, -1]));
+        let q = apply(Op::FloorDivide, Dtype::I8, Dtype::I8, &[n.clone(), d.clone()]).unwrap();
+        assert_eq!(fresh_exceptions(Op::FloorDivide, Dtype::I8, &[n.clone(), d.clone()], &q), [1, 0, 0]);
+        let r = apply(Op::Remainder, Dtype::I8, Dtype::I8, &[n.clone(), d.clone()]).unwrap();
+        assert_eq!(fresh_exceptions(Op::Remainder, Dtype::I8, &[n, d], &r), [0; 3]);
+        let z = Col::I(vec![0, 1, 2]);
+        let r = apply(Op::Reciprocal, Dtype::I32, Dtype::I32, std::slice::from_ref(&z)).unwrap();
+        assert_eq!(r, Col::I(vec![i64::from(i32::MIN), 1, 0]));
+        assert_eq!(fresh_exceptions(Op::Reciprocal, Dtype::I32, &[z], &r), [0, 1, 1]);
     }
 }
