@@ -3,6 +3,7 @@ twice the peak resident memory measured at that limit, on short-wide and tall-na
 k-means and the four covariance types; and the run at that limit stays within it."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -77,3 +78,34 @@ def test_a_refusal_names_the_mini_batch_draws_weights(tmp_path):
     proc = run_memfit("kmeans", x, "-k", 20, "--mini-batch", 1024, "--sample-weight", w, "--memory-limit", "2MiB",
                       expect=2)
     assert "largest buffer: mini-batch steps: cumulative weights" in proc.stderr
+
+
+def _header_only_npy(path, shape):
+    """A .npy of float64 `shape` whose data are a hole (a sparse file of
+    almost no disk): the planner reads the header only."""
+    header = ("{'descr': '<f8', 'fortran_order': False, 'shape': %s, }" % (shape,)).encode()
+    header += b" " * ((64 - (10 + len(header) + 1) % 64) % 64) + b"\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+    os.truncate(path, os.path.getsize(path) + shape[0] * shape[1] * 8)
+
+
+@pytest.mark.parametrize("n_features", [2**31, 2**32])
+def test_sizes_beyond_64_bits_are_refused_never_wrapped(tmp_path, memfit, n_features):
+    # d × d matrices of d = 2^31 or 2^32 features are 2^65 bytes or more:
+    # sizes that wrapped once gave plans of a few GiB, accepted.
+    x = tmp_path / "wide.npy"
+    _header_only_npy(x, (10, n_features))
+    for args in (["gmm", x, "-k", 3, "--dry-run"], ["gmm", x, "-k", 3, "--covariance-type", "tied", "--dry-run"],
+                 ["scatter", x, "--out", tmp_path / "s.npy"]):
+        err = memfit(*args, "--memory-limit", "7EiB", expect=2).stderr
+        assert "float64 values exceed 8 EiB" in err, err
+    assert not (tmp_path / "s.npy").exists()
+    # diag and spherical hold no d × d matrix: planned as before.
+    out = memfit("gmm", x, "-k", 3, "--covariance-type", "diag", "--dry-run", "--memory-limit", "7EiB").stdout
+    assert "total" in out
+    # generate: the rows and centres of 2^61 features are beyond any array.
+    err = memfit("generate", "blobs", "--n-samples", 10, "--n-features", 2**61, "--out", tmp_path / "g.npy",
+                 expect=2).stderr
+    assert "exceed the largest array" in err and "panicked" not in err
+    assert not (tmp_path / "g.npy").exists()

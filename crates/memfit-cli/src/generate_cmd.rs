@@ -28,9 +28,10 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
     blobs.validate()?;
     // The blob centres and the writer buffers (2 × 256 KiB per file) are
     // held throughout; the block holds values and labels.
-    let fixed = (args.centers as u64).saturating_mul(args.n_features as u64).saturating_mul(8) + (1 << 20);
+    // Saturating: sizes beyond u64 are refused below, never wrapped.
+    let fixed = (args.centers as u64).saturating_mul(args.n_features as u64).saturating_mul(8).saturating_add(1 << 20);
     let compute = memfit::estimator::ComputeDtype::from(args.dtype);
-    let per_row = (args.n_features * compute.bytes() + 4) as u64;
+    let per_row = (args.n_features as u64).saturating_mul(compute.bytes() as u64).saturating_add(4);
     // The smallest block: a seed chunk of rows (whose values do not depend
     // on the blocks), or every row when there are fewer.
     let min_rows = (memfit::generate::SEED_CHUNK_ROWS as u64).min(args.n_samples.max(1) as u64);

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::exec::Backend;
 use crate::exec::{encode, run_pass, run_split, task_result, Block, Leaf, Merge, Pass, RowSplit};
 use crate::io::{BlockReader, Source};
-use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
+use crate::plan::{check_fits, check_square_matrices, pick_block_rows, Job, Plan, TILE_ROWS};
 
 /// Plans [`weighted_scatter`] of `job`'s data (shape `(n_samples,
 /// n_features)`, computed in `f64`: build `job` with 8 compute bytes) with
@@ -20,6 +20,13 @@ use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
 pub fn plan_weighted_scatter(job: &Job) -> Result<Plan> {
     let (n, d) = (job.n_samples as u64, job.n_features as u64);
     let (threads, limit_bytes) = (job.threads as u64, job.limit_bytes);
+    check_square_matrices(
+        job.n_features,
+        2,
+        limit_bytes,
+        || format!("weighted_scatter with n_features = {d}"),
+        Vec::new(),
+    )?;
     let mut led = job.ledger();
     led.add("scatter (float64): folded chunks + open chunk", 2 * d * d, 8, format!("2 × {d} × {d} × 8 B"));
     led.add("weighted tile (float64)", TILE_ROWS as u64 * d, 8, format!("{TILE_ROWS} × {d} × 8 B"));

@@ -10,7 +10,9 @@ use crate::error::{Count, Error, Remedy, Result};
 use crate::exec::Backend;
 use crate::exec::ScanStats;
 use crate::io::{BlockReader, PlannedWrite, WRITE_BUFFER_BYTES};
-use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, SampleLayout, TILE_ROWS};
+use crate::plan::{
+    check_fits, check_square_matrices, pick_block_rows, ComponentGroups, Job, Plan, SampleLayout, TILE_ROWS,
+};
 
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
 /// for one E-step pass over the data with a fitted model).
@@ -40,6 +42,25 @@ use crate::plan::{check_fits, pick_block_rows, ComponentGroups, Job, Plan, Sampl
 /// per-row states on disk) and one tile of rows exceed the limit, with the
 /// smallest limit that would work.
 pub fn plan_gmm(params: &GmmParams<'_>, job: &Job, predict_only: bool) -> Result<Plan> {
+    // Full and tied covariances hold d × d matrices (work matrices per
+    // thread, at least one component's covariance and factor, the scatter):
+    // their sizes must not wrap, even in the smallest plan.
+    if matches!(params.covariance_type, CovarianceType::Full | CovarianceType::Tied) {
+        let count = work_mats(params.covariance_type, job.threads) as u64 + 3;
+        check_square_matrices(
+            job.n_features,
+            count,
+            job.limit_bytes,
+            || {
+                format!(
+                    "a Gaussian mixture with {} covariances and n_features = {}",
+                    params.covariance_type.name(),
+                    job.n_features
+                )
+            },
+            vec![Remedy::CovarianceType(vec!["diag", "spherical"])],
+        )?;
+    }
     let own = plan_mixture(params, job, predict_only);
     // A k-means initialisation runs first, planned within the same limit
     // (see `em::fit`): the mixture needs what it needs too, and writes its

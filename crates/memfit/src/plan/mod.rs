@@ -239,6 +239,33 @@ impl<S: Schedule> fmt::Display for Plan<S> {
     }
 }
 
+/// Fails with [`Error::DoesNotFit`] when `count` matrices of `d × d`
+/// float64 values (a job's covariances, factors, scatter or work matrices)
+/// reach 8 EiB (2^63 bytes), beyond any limit and beyond what the planner's
+/// 64-bit byte counts hold: checked before a plan multiplies such sizes, so
+/// that they never wrap. `what` names the job; `instead` are the remedies
+/// that avoid the matrices (no limit can hold them), if any.
+///
+/// # Errors
+/// As described, with the required bytes saturated at `u64::MAX`.
+pub fn check_square_matrices(
+    d: usize,
+    count: u64,
+    limit: u64,
+    what: impl FnOnce() -> String,
+    instead: Vec<Remedy>,
+) -> Result<()> {
+    let bytes = (d as u128).pow(2).checked_mul(8 * u128::from(count.max(1)));
+    if bytes.is_some_and(|b| b < 1 << 63) {
+        return Ok(());
+    }
+    let what = format!("{}; {count} matrices of {d} × {d} float64 values exceed 8 EiB", what());
+    Err(match instead.is_empty() {
+        true => Error::does_not_fit(u64::MAX, limit, what, Vec::new()),
+        false => Error::DoesNotFit { required_bytes: u64::MAX, limit_bytes: limit, what, remedies: instead },
+    })
+}
+
 /// Fails with [`Error::DoesNotFit`] unless `required` bytes (the job's
 /// smallest configuration: `led`'s buffers with its smallest blocks and
 /// tiles) fit `limit`. The error says the smallest limit that works, what the
