@@ -423,7 +423,9 @@ class MiniBatchKMeans(_Centers):
             )
             return sp.csr_matrix((values, indices, indptr), shape=(len(idx), data.n_features))
         if data.dask is not None:
-            x = np.ascontiguousarray(np.asarray(data.dask.input[idx]))
+            # C order and aligned: distributed can rebuild a chunk in a
+            # buffer at an odd address, which the engine cannot borrow.
+            x = np.require(np.asarray(data.dask.input[idx]), requirements=["C", "A"])
             if self.metric == "euclidean":
                 return np.asarray(x, dtype=data.out_dtype)
             idx = np.arange(x.shape[0])
@@ -661,9 +663,10 @@ class MiniBatchKMeans(_Centers):
                 diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
                 if self._converged(stop, i, n_steps, n, diff, inertia):
                     break
-        # The steps' buffers and the last batch go before the final pass
+        # The steps' buffers, the last batch, the draws' cumulative weights,
+        # the weights' copy and the validation rows go before the final pass
         # plans its own within the limit.
-        del work, batch
+        del work, batch, cdf, w, X_valid, w_valid
         self.cluster_centers_ = centers.astype(data.out_dtype)
         self._n_features_out = self.cluster_centers_.shape[0]
         self.n_steps_ = i + 1

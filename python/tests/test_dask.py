@@ -186,6 +186,19 @@ def test_sparse_chunks_fit_on_the_cluster_as_the_matrix_in_one_process(client, m
         KMeans(**kw).fit(da.from_array(bad, chunks=(CHUNK, 300), asarray=False), client=client)
 
 
+@pytest.mark.parametrize("persist", [False, True])
+def test_dense_mini_batches_on_the_cluster_are_the_single_process_fit(client, X, persist):
+    # Rows gathered on the workers come back in buffers distributed rebuilt,
+    # at odd addresses: they were refused ("not contiguous or misaligned").
+    mb = dict(n_clusters=5, random_state=1, batch_size=2_048, max_iter=1)
+    dx = chunked(X, rows=len(X) // 2)
+    dx = client.persist(dx) if persist else dx
+    local, dist = MiniBatchKMeans(**mb).fit(X), MiniBatchKMeans(**mb).fit(dx)
+    assert np.array_equal(local.cluster_centers_, dist.cluster_centers_)
+    assert local.n_steps_ == dist.n_steps_ and local.inertia_ == dist.inertia_
+    assert np.array_equal(local.labels_, np.asarray(dist.labels_))
+
+
 def test_spherical_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client):
     X = blobs(dtype=np.float32) * np.random.default_rng(2).uniform(0.5, 4.0, (len(blobs()), 1)).astype(np.float32)
     local = KMeans(6, random_state=1, n_init=2, max_iter=20, metric="cosine").fit(X)

@@ -25,6 +25,9 @@ use pyo3::prelude::*;
 /// The extension module.
 #[pymodule]
 fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Freed engine buffers go back to the kernel: resident memory follows
+    // the plan across a fit's phases and across fits.
+    memfit::memory::return_freed_buffers();
     m.add_function(wrap_pyfunction!(kmeans::kmeans_fit, m)?)?;
     m.add_function(wrap_pyfunction!(kmeans::assign, m)?)?;
     m.add_function(wrap_pyfunction!(kmeans::kmeans_validate, m)?)?;
