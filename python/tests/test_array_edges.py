@@ -258,6 +258,30 @@ def test_floor_division_and_remainder_are_numpys_in_each_float_dtype(dtype):
         assert x.compute()[0] == np.float32(133.91493) // np.float32(1e-5) == 13391494
 
 
+ARANGE_CASES = [(-5.3, 10, 0.7), (1.9, 10, 1.5), (0.1, 3.3, 0.3), (-5.3, 100.1, 0.7), (1, 10, np.float32(0.7)),
+                (10, -3, -0.37), (0.5, 1000.5, 1.25), (3, 50, 7), (np.float32(0.1), 5, 0.2), (1e3, 1e3 + 70_000, 1.1)]
+
+
+@pytest.mark.parametrize("dtype", [None, "int64", "int32", "int8", "uint16", "float16", "float32", "float64"])
+def test_arange_fills_as_numpy_in_every_dtype(dtype):
+    # NumPy: a[0] = start, a[1] = start + step cast to the dtype, then
+    # a[0] + i * (a[1] - a[0]) in the dtype's arithmetic (float32 for
+    # float16). Float arguments into an integer dtype once gave
+    # [-5, -5, ...] for arange(-5.3, 10, 0.7, dtype=int) (NumPy: -5, -4, ...),
+    # and float16/float32 values were rounded from float64.
+    for start, stop, step in ARANGE_CASES:
+        try:
+            with np.errstate(all="ignore"):
+                want = np.arange(start, stop, step, dtype=dtype)
+        except OverflowError:  # 1000 in int8, -5 in uint16
+            with pytest.raises(OverflowError):
+                ma.arange(start, stop, step, dtype=dtype).compute()
+            continue
+        got = np.asarray(ma.arange(start, stop, step, dtype=dtype).compute())
+        assert got.dtype == want.dtype and got.shape == want.shape, (start, stop, step)
+        np.testing.assert_array_equal(got, want, err_msg=f"{(start, stop, step)}")
+
+
 def test_divmod_is_numpys_in_each_spelling():
     a = np.array([-7, -3, 0, 2, 5, 9])
     f = np.array([-3.5, -0.0, 0.0, 2.5, 7.0, np.inf])

@@ -411,12 +411,23 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, **
             raise ValueError("arange: cannot compute length")
         n = builtins.max(0, int(n))
     if np.dtype(name).kind == "f" or not ints:
-        # NumPy fills a[0] = start, a[1] = start + step (in the result dtype),
-        # then a[i] = start + i * (a[1] - a[0]).
-        ftype = np.dtype(name).type if np.dtype(name).kind == "f" else np.float64
-        first = ftype(start)
-        delta = ftype(ftype(first + ftype(step)) - first)
-        params = {"start": float(first), "step": float(delta), "n": n, "dtype": name}
+        # NumPy sets a[0] = start and a[1] = start + step (added as the
+        # Python or NumPy scalars given, then cast to the result dtype), then
+        # fills a[i] = a[0] + i * (a[1] - a[0]) in the result dtype (float32
+        # for float16; the engine does the same).
+        kind = np.dtype(name).kind
+        with np.errstate(all="ignore"):
+            second = start + step
+        if kind == "f":
+            wide = np.float32 if name in ("float16", "float32") else np.float64
+            first, second = (wide(np.asarray(v).astype(name)) for v in (start, second))
+            params = {"start": float(first), "step": float(wide(second - first)), "n": n, "dtype": name}
+        else:
+            # Floats into an integer dtype: truncated, then an integer step.
+            first, second = (int(np.trunc(float(v))) for v in (start, second))
+            for v in (first, second)[: builtins.min(n, 2)]:
+                np.array(v, dtype=name)  # NumPy's OverflowError beyond the dtype
+            params = {"start": first, "step": second - first, "n": n, "dtype": name}
     else:
         # NumPy's OverflowError for a Python int beyond the dtype: the start
         # of a non-empty range, the step of one of two values or more.

@@ -277,6 +277,12 @@ fn leaf(src: &Src, dtype: Dtype, off: &[i64], ctx: &Ctx<'_>, buf: &mut Vec<u8>) 
         Src::Slot(i) => ctx.slots[*i].get().expect("slot filled before use").gather(off, &mut out, buf)?,
         Src::Arange { start, step } => {
             out = match kind(dtype) {
+                // NumPy's fill: start + i · step in the dtype's arithmetic
+                // (float32 for float16 and float32).
+                Kind::Float if matches!(dtype, Dtype::F32 | Dtype::F16) => {
+                    let (a, d) = (start.to_f64() as f32, step.to_f64() as f32);
+                    Col::F(off.iter().map(|&i| round_float(f64::from(a + i as f32 * d), dtype)).collect())
+                }
                 Kind::Float => {
                     let (a, d) = (start.to_f64(), step.to_f64());
                     Col::F(off.iter().map(|&i| round_float(a + i as f64 * d, dtype)).collect())
