@@ -282,6 +282,25 @@ def test_arange_fills_as_numpy_in_every_dtype(dtype):
         np.testing.assert_array_equal(got, want, err_msg=f"{(start, stop, step)}")
 
 
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])
+@pytest.mark.parametrize("src", ["float64", "float32"])
+def test_floats_beyond_an_integer_dtype_cast_as_numpys(dtype, src):
+    # NumPy's x86-64 loops: truncation into int32 or int64 whose minimum
+    # stands for NaN, infinities and values beyond; unsigned 32/64-bit from
+    # [2^(b-1), 2^b) through x - 2^(b-1). memfit gave 0 or -1, silently.
+    a = np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, 300.7, -129.5, 70000.2, 3e9, -3e9, 2.0**63, 1.5e19,
+                  -0.7, 2.0**31, -2.0**31, 2.0**32 - 1, 4294967296.5, 2.0**64]).astype(src)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        want = a.astype(dtype)
+    assert any("invalid value encountered in cast" in str(w.message) for w in seen)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = np.asarray(ma.asarray(a).astype(dtype).compute())
+    assert [str(w.message).split(" encountered")[0] for w in seen] == ["invalid value"]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_divmod_is_numpys_in_each_spelling():
     a = np.array([-7, -3, 0, 2, 5, 9])
     f = np.array([-3.5, -0.0, 0.0, 2.5, 7.0, np.inf])

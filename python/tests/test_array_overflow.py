@@ -352,6 +352,11 @@ KIND_CASES = {
     "int_reciprocal": (lambda a: np.reciprocal(a.astype(np.int64)), ["divide by zero", "invalid value"]),
     "int32_reciprocal": (lambda a: np.reciprocal(a.astype(np.int32) + np.int32(0)), ["divide by zero", "invalid value"]),
     "int8_reciprocal": (lambda a: np.reciprocal(np.where(a > 5, np.int8(9), np.int8(0))), ["divide by zero", "invalid value"]),
+    # NaN, infinities and values beyond the conversion into integers: NumPy's
+    # x86-64 values and its invalid-value warning (were silent 0 and -1).
+    "nan_to_int32": (lambda a: (a / 0.0 * 0.0).astype(np.int32), ["divide by zero", "invalid value"]),
+    "large_to_int64": (lambda a: (a * 1e10).astype(np.int64), ["invalid value"]),
+    "large_to_uint32": (lambda a: (a * 1e10).astype(np.uint32), ["invalid value"]),
     # The signed minimum // -1 wraps to itself, with NumPy's overflow warning.
     "int8_min_floor_divide": (lambda a: np.where(a > 5, np.int8(-128), np.int8(3)) // np.int8(-1), ["overflow"]),
     "int64_min_floor_divide": (lambda a: np.where(a > 5, np.int64(-2**63), np.int64(3)) // np.int64(-1), ["overflow"]),

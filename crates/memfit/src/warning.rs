@@ -252,7 +252,7 @@ impl Warning {
             ),
             Warning::FloatingPoint { exception: FpException::Invalid, count } => write!(
                 f,
-                "invalid value encountered in {count} values during evaluation: operands that were not NaN gave NaN (0 / 0, inf - inf, 0 * inf, a remainder by zero, the sine of inf, the square root or logarithm of a negative number); hint: check the operands' domains"
+                "invalid value encountered in {count} values during evaluation: operands that were not NaN gave NaN (0 / 0, inf - inf, 0 * inf, a remainder by zero, the sine of inf, the square root or logarithm of a negative number), or a float cast to an integer dtype was NaN, infinite or out of its range; hint: check the operands' domains"
             ),
         }
     }

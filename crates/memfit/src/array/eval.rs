@@ -183,7 +183,7 @@ pub fn eval_all(
                     })
                     .collect();
                 let out = apply(*op, *loop_dtype, node.dtype, &cols)?;
-                ctx.fp.add_all(fresh_exceptions(*op, *loop_dtype, &cols, &out));
+                ctx.fp.add_all(fresh_exceptions(*op, *loop_dtype, node.dtype, &cols, &out));
                 out
             }
             IrKind::Concat { axis, parts } => concat(*axis, parts, node.dtype, lo, hi, n, ctx, buf)?,

@@ -1054,7 +1054,7 @@ fn ir_len(a: &Array, views: &[ViewOp], axis: usize) -> usize {
 fn fold(op: Op, loop_dtype: Dtype, out: Dtype, args: &[(Scalar, Dtype)]) -> Option<Scalar> {
     let cols: Vec<Col> = args.iter().map(|&(v, dtype)| Col::splat(v, dtype, 1)).collect();
     let col = apply(op, loop_dtype, out, &cols).ok()?;
-    if fresh_exceptions(op, loop_dtype, &cols, &col).iter().any(|&c| c > 0) {
+    if fresh_exceptions(op, loop_dtype, out, &cols, &col).iter().any(|&c| c > 0) {
         return None;
     }
     match col {

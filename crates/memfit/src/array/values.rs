@@ -236,8 +236,10 @@ impl FpCounts {
 /// (computed in `loop_dtype`), as NumPy's integer loops report them:
 /// divisions and remainders by zero (NumPy gives 0) are divisions by zero,
 /// the reciprocal of 0 both a division by zero and an invalid value, and the
-/// signed minimum floor-divided by -1 an overflow.
-pub fn fresh_exceptions(op: Op, loop_dtype: Dtype, args: &[Col], out: &Col) -> [u64; 3] {
+/// signed minimum floor-divided by -1 an overflow; a float cast to an
+/// integer `out_dtype` is invalid where the conversion is (NaN, infinities,
+/// values out of its range).
+pub fn fresh_exceptions(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col], out: &Col) -> [u64; 3] {
     let mut c = [0u64; 3];
     let zero = |k: usize, i: usize| args.get(k).is_some_and(|a| a.get_f64(i) == 0.0);
     match out {
@@ -275,6 +277,11 @@ pub fn fresh_exceptions(op: Op, loop_dtype: Dtype, args: &[Col], out: &Col) -> [
                     a.iter().zip(b).filter(|&(&x, &y)| x == min && y == -1).count() as u64;
             }
         }
+        Col::I(_) | Col::U(_) if op == Op::Cast => {
+            if let [Col::F(v)] = args {
+                c[FpException::Invalid.index()] = v.iter().filter(|&&x| float_to_int(x, out_dtype).1).count() as u64;
+            }
+        }
         Col::I(_) | Col::U(_) if op == Op::Reciprocal => {
             let zeros = (0..out.len()).filter(|&i| zero(0, i)).count() as u64;
             c[FpException::DivideByZero.index()] = zeros;
@@ -283,6 +290,48 @@ pub fn fresh_exceptions(op: Op, loop_dtype: Dtype, args: &[Col], out: &Col) -> [
         _ => {}
     }
     c
+}
+
+/// A float converted to the integer dtype `dtype` as NumPy's loops do on
+/// x86-64 (C's conversions, compiled to `cvttsd2si`): truncated towards
+/// zero into an int32 (int8, int16, int32, uint8, uint16) or an int64
+/// (int64), whose minimum stands for NaN, infinities and values beyond it;
+/// unsigned 32- and 64-bit values from `[2^(b-1), 2^b)` through the signed
+/// conversion of `x − 2^(b-1)`; narrower dtypes then keep the low bits (see
+/// [`settle`]). Returns the bits (two's complement for negative values) and
+/// whether the conversion was invalid (NumPy: "invalid value encountered in
+/// cast").
+fn float_to_int(x: f64, dtype: Dtype) -> (u64, bool) {
+    const P31: f64 = 2_147_483_648.0;
+    const P63: f64 = 9_223_372_036_854_775_808.0;
+    let cvt32 = |x: f64| if x > -P31 - 1.0 && x < P31 { (x as i32, false) } else { (i32::MIN, true) };
+    let cvt64 = |x: f64| if x >= -P63 && x < P63 { (x as i64, false) } else { (i64::MIN, true) };
+    match dtype {
+        Dtype::I64 => {
+            let (v, bad) = cvt64(x);
+            (v as u64, bad)
+        }
+        Dtype::U64 if x >= P63 => {
+            let (v, bad) = cvt64(x - P63);
+            (v as u64 ^ (1 << 63), bad)
+        }
+        Dtype::U64 => {
+            let (v, bad) = cvt64(x);
+            (v as u64, bad)
+        }
+        Dtype::U32 if x >= P31 => {
+            let (v, bad) = cvt32(x - P31);
+            (u64::from(v as u32 ^ (1 << 31)), bad)
+        }
+        Dtype::U32 => {
+            let (v, bad) = cvt32(x);
+            (u64::from(v as u32), bad)
+        }
+        _ => {
+            let (v, bad) = cvt32(x);
+            (i64::from(v) as u64, bad)
+        }
+    }
 }
 
 /// The smallest value of the signed integer dtype `dtype`, as i64.
@@ -614,11 +663,10 @@ pub fn settle(col: Col, dtype: Dtype) -> Col {
     }
 }
 
-/// Converts `col` to `dtype` (NumPy's unsafe cast: floats truncate towards
-/// zero into `i64` (`u64` for unsigned dtypes, negative values through
-/// `i64`), saturating there, NaN giving 0, then wrap into a narrower
-/// integer dtype; NumPy leaves NaN, infinities and values out of range
-/// platform-dependent).
+/// Converts `col` to `dtype` (NumPy's unsafe cast: integers wrap into a
+/// narrower integer dtype; floats truncate towards zero into integers as
+/// NumPy's x86-64 loops convert them, NaN, infinities and values out of
+/// range included: see `float_to_int`).
 pub fn cast(col: Col, dtype: Dtype) -> Col {
     let out = match (col, kind(dtype)) {
         (c @ Col::B(_), Kind::Bool) => c,
@@ -633,13 +681,13 @@ pub fn cast(col: Col, dtype: Dtype) -> Col {
             Col::B(v) => Col::I(un(&v, i64::from)),
             c @ Col::I(_) => c,
             Col::U(v) => Col::I(un(&v, |x| x as i64)),
-            Col::F(v) => Col::I(un(&v, |x| x as i64)),
+            Col::F(v) => Col::I(un(&v, |x| float_to_int(x, dtype).0 as i64)),
         },
         (c, _) => match c {
             Col::B(v) => Col::U(un(&v, u64::from)),
             Col::I(v) => Col::U(un(&v, |x| x as u64)),
             c @ Col::U(_) => c,
-            Col::F(v) => Col::U(un(&v, |x| if x < 0.0 { x as i64 as u64 } else { x as u64 })),
+            Col::F(v) => Col::U(un(&v, |x| float_to_int(x, dtype).0)),
         },
     };
     settle(out, dtype)
@@ -895,17 +943,17 @@ mod tests {
         // numpy: float32([1e300, inf, nan, 1]) cast: only the first is an overflow
         let a = Col::F(vec![1e300, f64::INFINITY, f64::NAN, 1.0]);
         let out = cast(a.clone(), Dtype::F32);
-        assert_eq!(fresh_exceptions(Op::Cast, Dtype::F64, std::slice::from_ref(&a), &out), over(1));
+        assert_eq!(fresh_exceptions(Op::Cast, Dtype::F64, Dtype::F32, std::slice::from_ref(&a), &out), over(1));
         // 1e5 (a Python float) cast to float16: inf from a finite value
         let c = Col::splat(Scalar::Float(1e5), Dtype::F64, 3);
         assert_eq!(
-            fresh_exceptions(Op::Cast, Dtype::F64, std::slice::from_ref(&c), &cast(c.clone(), Dtype::F16)),
+            fresh_exceptions(Op::Cast, Dtype::F64, Dtype::F16, std::slice::from_ref(&c), &cast(c.clone(), Dtype::F16)),
             over(3)
         );
         // integers to float16 overflow too: numpy array([100000]).astype(float16) -> inf
         let i = Col::I(vec![100_000, 7]);
         assert_eq!(
-            fresh_exceptions(Op::Cast, Dtype::F64, std::slice::from_ref(&i), &cast(i.clone(), Dtype::F16)),
+            fresh_exceptions(Op::Cast, Dtype::F64, Dtype::F16, std::slice::from_ref(&i), &cast(i.clone(), Dtype::F16)),
             over(1)
         );
         // 0 / 0 and inf / inf (invalid: NaN from operands that are not),
@@ -914,24 +962,24 @@ mod tests {
         let inf = f64::INFINITY;
         let (x, y) = (Col::F(vec![0.0, 1.0, inf, 1e300, inf, f64::NAN]), Col::F(vec![0.0, 0.0, inf, 1e-300, 1.0, 1.0]));
         let q = apply(Op::TrueDivide, Dtype::F64, Dtype::F64, &[x.clone(), y.clone()]).unwrap();
-        assert_eq!(fresh_exceptions(Op::TrueDivide, Dtype::F64, &[x, y], &q), [1, 1, 2]);
-        assert_eq!(fresh_exceptions(Op::Add, Dtype::I64, &[Col::I(vec![1])], &Col::I(vec![1])), [0; 3]);
+        assert_eq!(fresh_exceptions(Op::TrueDivide, Dtype::F64, Dtype::F64, &[x, y], &q), [1, 1, 2]);
+        assert_eq!(fresh_exceptions(Op::Add, Dtype::I64, Dtype::I64, &[Col::I(vec![1])], &Col::I(vec![1])), [0; 3]);
         // integer division and remainder by zero (NumPy gives 0)
         let (n, d) = (Col::I(vec![7, 8, 9]), Col::I(vec![0, 3, 0]));
         for op in [Op::FloorDivide, Op::Remainder] {
             let r = apply(op, Dtype::I64, Dtype::I64, &[n.clone(), d.clone()]).unwrap();
-            assert_eq!(fresh_exceptions(op, Dtype::I64, &[n.clone(), d.clone()], &r), [0, 2, 0], "{op:?}");
+            assert_eq!(fresh_exceptions(op, Dtype::I64, Dtype::I64, &[n.clone(), d.clone()], &r), [0, 2, 0], "{op:?}");
         }
         // numpy: int8 -128 // -1 overflows (to -128), -128 % -1 does not;
         // reciprocal(0) divides by zero and is invalid.
         let (n, d) = (Col::I(vec![-128, -128, 5]), Col::I(vec![-1, 1, -1]));
         let q = apply(Op::FloorDivide, Dtype::I8, Dtype::I8, &[n.clone(), d.clone()]).unwrap();
-        assert_eq!(fresh_exceptions(Op::FloorDivide, Dtype::I8, &[n.clone(), d.clone()], &q), [1, 0, 0]);
+        assert_eq!(fresh_exceptions(Op::FloorDivide, Dtype::I8, Dtype::I8, &[n.clone(), d.clone()], &q), [1, 0, 0]);
         let r = apply(Op::Remainder, Dtype::I8, Dtype::I8, &[n.clone(), d.clone()]).unwrap();
-        assert_eq!(fresh_exceptions(Op::Remainder, Dtype::I8, &[n, d], &r), [0; 3]);
+        assert_eq!(fresh_exceptions(Op::Remainder, Dtype::I8, Dtype::I8, &[n, d], &r), [0; 3]);
         let z = Col::I(vec![0, 1, 2]);
         let r = apply(Op::Reciprocal, Dtype::I32, Dtype::I32, std::slice::from_ref(&z)).unwrap();
         assert_eq!(r, Col::I(vec![i64::from(i32::MIN), 1, 0]));
-        assert_eq!(fresh_exceptions(Op::Reciprocal, Dtype::I32, &[z], &r), [0, 1, 1]);
+        assert_eq!(fresh_exceptions(Op::Reciprocal, Dtype::I32, Dtype::I32, &[z], &r), [0, 1, 1]);
     }
 }
