@@ -119,10 +119,15 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
     Raises
     ------
     TypeError
-        For sparse matrices.
+        For sparse matrices and ``np.matrix`` (scikit-learn's message).
     ValueError
         For complex data, strings, or another number of dimensions than 2.
     """
+    if isinstance(X, np.matrix):
+        raise TypeError(
+            "np.matrix is not supported. Please convert to a numpy array with np.asarray. For more information "
+            "see: https://numpy.org/doc/stable/reference/generated/numpy.matrix.html"
+        )
     if is_sparse(X):
         raise TypeError(
             f"Sparse data was passed for {name}, but dense data is required. Use '.toarray()' to convert to a "

@@ -89,3 +89,12 @@ def test_output_dtypes_follow_scikit_learn():
     assert km.transform(X.astype(np.float32)).dtype == np.float64
     km32 = KMeans(2, random_state=0).fit(X.astype(np.float32))
     assert km32.transform(X.astype(np.float32)).dtype == np.float32
+
+
+def test_np_matrix_is_refused_as_scikit_learn_refuses_it():
+    X = np.matrix(np.random.default_rng(0).standard_normal((50, 3)))
+    fitted = memfit.KMeans(2, n_init=1, random_state=0).fit(np.asarray(X))
+    for call in (lambda: memfit.KMeans(2, n_init=1).fit(X), lambda: memfit.MiniBatchKMeans(2).fit(X),
+                 lambda: memfit.GaussianMixture(2).fit(X), lambda: fitted.predict(X)):
+        with pytest.raises(TypeError, match=r"^np\.matrix is not supported\. Please convert to a numpy array"):
+            call()
