@@ -132,9 +132,9 @@ impl Expr {
     ) -> PyResult<()> {
         let a = self.0.clone();
         let out = Output::Npy { path, overwrite };
-        let (_, report) = run(py, n_jobs, false, None, move |w| {
-            run_expr(&a, &out, &options(memory_limit, n_jobs), &mut memfit::exec::Context::new(w))
-        })?;
+        let opts = Options { raise_on: crate::shared::raise_on(py)?, ..options(memory_limit, n_jobs) };
+        let (_, report) =
+            run(py, n_jobs, false, None, move |w| run_expr(&a, &out, &opts, &mut memfit::exec::Context::new(w)))?;
         crate::shared::warn(py, &report.warnings)
     }
 
@@ -160,9 +160,9 @@ impl Expr {
             None => Shards::Off,
         };
         let out = Output::Zarr { path, chunks, shards, overwrite };
-        let (_, report) = run(py, n_jobs, false, None, move |w| {
-            run_expr(&a, &out, &options(memory_limit, n_jobs), &mut memfit::exec::Context::new(w))
-        })?;
+        let opts = Options { raise_on: crate::shared::raise_on(py)?, ..options(memory_limit, n_jobs) };
+        let (_, report) =
+            run(py, n_jobs, false, None, move |w| run_expr(&a, &out, &opts, &mut memfit::exec::Context::new(w)))?;
         crate::shared::warn(py, &report.warnings)
     }
 
@@ -194,9 +194,10 @@ impl Expr {
             Some(path) => Output::Npy { path, overwrite },
             None => Output::Memory,
         };
+        let opts = Options { raise_on: crate::shared::raise_on(py)?, ..options(memory_limit, n_jobs) };
         let (computed, report) = run(py, n_jobs, false, None, move |w| {
             let cluster = OnCluster { remote: &*r, tasks, task_limit };
-            run_on(&a, &out, &options(memory_limit, n_jobs), &cluster, &mut memfit::exec::Context::new(w))
+            run_on(&a, &out, &opts, &cluster, &mut memfit::exec::Context::new(w))
         })
         .map_err(|e| remote.restore(e))?;
         crate::shared::warn(py, &report.warnings)?;
@@ -290,9 +291,9 @@ pub fn compute_all<'py>(
     n_jobs: Option<usize>,
 ) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
     let (roots, outputs) = (arrays_of(exprs)?, outputs_of(destinations)?);
-    let (computed, report) = run(py, n_jobs, false, None, move |w| {
-        run_all(&roots, &outputs, &options(memory_limit, n_jobs), &mut memfit::exec::Context::new(w))
-    })?;
+    let opts = Options { raise_on: crate::shared::raise_on(py)?, ..options(memory_limit, n_jobs) };
+    let (computed, report) =
+        run(py, n_jobs, false, None, move |w| run_all(&roots, &outputs, &opts, &mut memfit::exec::Context::new(w)))?;
     crate::shared::warn(py, &report.warnings)?;
     computed.into_iter().map(|c| c.map(|c| to_numpy(py, c)).transpose()).collect()
 }

@@ -90,6 +90,7 @@ pub fn to_py_for(e: Error, float32: bool) -> PyErr {
         Class::Overflow => PyOverflowError::new_err(msg),
         Class::Index => PyIndexError::new_err(msg),
         Class::Runtime => pyo3::exceptions::PyRuntimeError::new_err(msg),
+        Class::FloatingPoint => pyo3::exceptions::PyFloatingPointError::new_err(msg),
     }
 }
 
@@ -119,6 +120,7 @@ enum Class {
     Overflow,
     Index,
     Runtime,
+    FloatingPoint,
 }
 
 /// The class and message of `e` in Python (see [`to_py_for`]).
@@ -158,6 +160,7 @@ fn message(e: &Error, float32: bool) -> (Class, String) {
         Error::DoesNotFit { .. } | Error::DeviceDoesNotFit { .. } => Class::Memory,
         Error::Cancelled => Class::Interrupt,
         Error::DeviceUnavailable { .. } => Class::Runtime,
+        Error::FloatingPoint { .. } => Class::FloatingPoint,
         Error::Expression { kind: memfit::ExpressionFault::Type, .. } => Class::Type,
         Error::OutputExists { .. } => Class::Exists,
         Error::NoDiskSpace { .. } => Class::Os(ErrorKind::StorageFull),

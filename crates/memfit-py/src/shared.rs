@@ -170,6 +170,22 @@ pub fn warn(py: Python<'_>, warnings: &[Warning]) -> PyResult<()> {
     Ok(())
 }
 
+/// The floating-point exceptions NumPy's error state (`np.geterr()`, set
+/// by `np.errstate`) raises: an array job that writes files fails on them
+/// before it commits any (see `memfit::exec::RunOptions::raise_on`).
+pub fn raise_on(py: Python<'_>) -> PyResult<Vec<FpException>> {
+    let state = py.import("numpy")?.call_method0("geterr")?;
+    let mut kinds = Vec::new();
+    for (e, key) in
+        [(FpException::Overflow, "over"), (FpException::DivideByZero, "divide"), (FpException::Invalid, "invalid")]
+    {
+        if state.get_item(key)?.extract::<String>()? == "raise" {
+            kinds.push(e);
+        }
+    }
+    Ok(kinds)
+}
+
 /// A floating-point exception of array evaluation handled as NumPy's error
 /// state (`np.geterr()`, set by `np.errstate`) asks for its kind: ignored,
 /// a `RuntimeWarning` (the default), a `FloatingPointError` raised (after

@@ -13,6 +13,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::dtype::Dtype;
+use crate::warning::Warning;
 
 /// Something the caller can change so that a job runs (or runs better),
 /// carried by errors and warnings as data. A front-end words it with its
@@ -323,6 +324,15 @@ pub enum Error {
     },
     /// The run was cancelled by the caller's progress callback.
     Cancelled,
+    /// An array job's evaluation raised a floating-point exception the
+    /// caller asked to fail on ([`crate::exec::RunOptions::raise_on`]); no
+    /// output was committed.
+    FloatingPoint {
+        /// The exception.
+        exception: crate::FpException,
+        /// Values that raised it.
+        count: u64,
+    },
     /// Array operands whose shapes do not broadcast together (NumPy's
     /// rules: trailing axes equal or 1).
     Broadcast {
@@ -512,6 +522,9 @@ impl Error {
                 hint(remedies, s)
             ),
             Error::Cancelled => f.write_str("cancelled"),
+            Error::FloatingPoint { exception, count } => {
+                write!(f, "{}", Warning::FloatingPoint { exception: *exception, count: *count })
+            }
             Error::Remote { reason } => write!(f, "a task run in another process failed: {reason}"),
             Error::DeviceDoesNotFit { device, required_bytes, limit_bytes, what, remedies } => write!(
                 f,

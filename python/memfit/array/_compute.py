@@ -163,6 +163,10 @@ def store(
         A target path exists and ``overwrite`` is False (before anything runs).
     MemoryError
         One minimal block of the plan does not fit ``memory_limit``.
+    FloatingPointError
+        The evaluation raised a floating-point exception that ``np.errstate``
+        sets to ``"raise"``: no target whose values were computed after it
+        is written.
 
     Notes
     -----

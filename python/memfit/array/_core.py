@@ -860,6 +860,10 @@ class Array:
             One minimal block of the plan does not fit ``memory_limit``.
         OSError
             The file cannot be written (e.g. a full disk).
+        FloatingPointError
+            The evaluation raised a floating-point exception that
+            ``np.errstate`` sets to ``"raise"``: nothing is written or
+            replaced.
         ValueError, TypeError, Exception
             With ``client``: as :meth:`compute`.
         """

@@ -369,7 +369,7 @@ impl TaskRunner for ReduceRunner {
             })?;
             let _ = cells[i].set(Arc::new(Stored::owned(bytes, s.dtype, s.shape.clone())));
         }
-        let slots = Slots { cells, scratch: None, fp: FpCounts::default() };
+        let slots = Slots { cells, scratch: None, fp: FpCounts::default(), raise_on: Vec::new() };
         let ctx = Ctx { slots: &slots.cells, fp: &slots.fp };
         let units = ReduceUnits::new(ir, axes, &ops, reduced, &stage.shape, &sp.tile, &sp.chunk);
         let n_o = n_tiles(&stage.shape, &sp.tile);

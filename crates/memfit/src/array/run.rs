@@ -150,6 +150,9 @@ pub(crate) struct Slots {
     pub scratch: Option<tempfile::TempDir>,
     /// Values that became NaN or infinite from finite operands.
     pub fp: FpCounts,
+    /// Exceptions that fail the job before an output is committed
+    /// ([`Options::raise_on`]).
+    pub raise_on: Vec<FpException>,
 }
 
 impl Slots {
@@ -178,12 +181,24 @@ impl Slots {
             cells: (0..lowered.slots.len()).map(|_| OnceLock::new()).collect(),
             scratch,
             fp: FpCounts::default(),
+            raise_on: Vec::new(),
         })
     }
 
     /// The warnings so far.
     pub fn warnings(&self) -> Vec<Warning> {
         self.fp.warnings()
+    }
+
+    /// Fails with [`Error::FloatingPoint`] when an exception of
+    /// [`Slots::raise_on`] was raised so far: called before a result is
+    /// committed, so that none is.
+    pub fn check_raise(&self) -> Result<()> {
+        let counts = self.fp.get();
+        match self.raise_on.iter().find(|e| counts[e.index()] > 0) {
+            Some(&exception) => Err(Error::FloatingPoint { exception, count: counts[exception.index()] }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -315,6 +330,9 @@ fn run_slots(
         let workers = if matches!(stage.work, Work::Einsum { .. }) { sp.workers.min(threads) } else { threads };
         let each: Vec<&dyn Sink> = sinks.iter().map(|(_, _, s)| &**s).collect();
         run_one(lowered, si, sp, &each, slots, workers, placed, &ctx.cancel)?;
+        if sinks.iter().any(|(i, _, _)| lowered.slots[*i].result.is_some()) {
+            slots.check_raise()?;
+        }
         for (i, path, sink) in sinks {
             let s = &lowered.slots[i];
             let stored = match (sink.commit()?, &s.result) {
@@ -356,8 +374,10 @@ pub fn run_all(
             }
         }
     }
-    let slots = Slots::new(&lowered, outputs.first().unwrap_or(&Output::Memory))?;
+    let mut slots = Slots::new(&lowered, outputs.first().unwrap_or(&Output::Memory))?;
+    slots.raise_on.clone_from(&opts.raise_on);
     run_slots(&lowered, &the_plan, &slots, the_plan.threads, None, &mut results, ctx)?;
+    slots.check_raise()?;
     let warnings = slots.warnings();
     let mut cells: Vec<Option<Arc<Stored>>> = slots.cells.into_iter().map(OnceLock::into_inner).collect();
     let mut computed = Vec::with_capacity(roots.len());
@@ -511,13 +531,15 @@ fn run_placed(
     let last = lowered.stages.last().expect("a final stage");
     let sp = the_plan.schedule.stages.last().expect("a final stage");
     let sink = result_sink(output, &last.shape, last.dtype, sp)?;
-    let slots = Slots::new(&lowered, output)?;
+    let mut slots = Slots::new(&lowered, output)?;
+    slots.raise_on.clone_from(&opts.raise_on);
     run_intermediates(&lowered, &the_plan, &slots, threads, placed.as_ref(), ctx)?;
     let n = lowered.stages.len();
     stage_event(ctx, n - 1, n);
     // An einsum's plan may run fewer threads than the job has.
     let workers = if matches!(last.work, Work::Einsum { .. }) { sp.workers.min(threads) } else { threads };
     run_one(&lowered, n - 1, sp, &[&*sink], &slots, workers, placed.as_ref(), &ctx.cancel)?;
+    slots.check_raise()?;
     let computed = sink.commit()?.map(|bytes| Computed { shape: last.shape.clone(), dtype: last.dtype, bytes });
     Ok((computed, Report { plan: the_plan, warnings: slots.warnings() }))
 }

@@ -305,7 +305,7 @@ fn float_to_int(x: f64, dtype: Dtype) -> (u64, bool) {
     const P31: f64 = 2_147_483_648.0;
     const P63: f64 = 9_223_372_036_854_775_808.0;
     let cvt32 = |x: f64| if x > -P31 - 1.0 && x < P31 { (x as i32, false) } else { (i32::MIN, true) };
-    let cvt64 = |x: f64| if x >= -P63 && x < P63 { (x as i64, false) } else { (i64::MIN, true) };
+    let cvt64 = |x: f64| if (-P63..P63).contains(&x) { (x as i64, false) } else { (i64::MIN, true) };
     match dtype {
         Dtype::I64 => {
             let (v, bad) = cvt64(x);

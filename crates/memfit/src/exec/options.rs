@@ -39,6 +39,12 @@ pub struct RunOptions {
     /// Where the passes' arithmetic happens: the CPU (the default), or a
     /// device opened and planned by [`crate::device::backend`].
     pub backend: super::Backend,
+    /// Floating-point exceptions that fail an array job (NumPy's
+    /// `np.errstate(...="raise")`): when its evaluation raised one of them,
+    /// the job fails with [`crate::Error::FloatingPoint`] before it commits
+    /// an output, so no file is written or replaced. Empty by default: they
+    /// are reported as warnings.
+    pub raise_on: Vec<crate::FpException>,
 }
 
 impl Default for RunOptions {
@@ -57,6 +63,7 @@ impl RunOptions {
             row_split: RowSplit::default(),
             scratch_dir: None,
             backend: super::Backend::Cpu,
+            raise_on: Vec::new(),
         }
     }
 
