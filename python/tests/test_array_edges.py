@@ -32,16 +32,21 @@ def test_integer_corners():
         np.testing.assert_array_equal((ma.asarray(x) // -1).compute(), x // -1)
     b = np.array([3], np.uint64)
     np.testing.assert_array_equal((ma.asarray(b) ** (2**40)).compute(), b ** (2**40))
-    # A tile rewrite by 2**80: the sum is 3 * 2**80, not 3.
-    got = np.tile(ma.asarray(np.array([1.0, 2.0])), (2**40, 2**40)).sum().compute()
-    assert got == 3.0 * 2.0**80
+    # A tile by 2**80 (whose sum once wrapped to 3) is beyond NumPy's size
+    # limit: refused as NumPy refuses it; 2**59 elements sum exactly.
+    with pytest.raises(ValueError, match="array is too big"):
+        np.tile(ma.asarray(np.array([1.0, 2.0])), (2**40, 2**40))
+    got = np.tile(ma.asarray(np.array([1.0, 2.0])), (2**30, 2**28)).sum().compute()
+    assert got == 3.0 * 2.0**58
 
 
 def test_results_beyond_two_to_the_64_bytes_are_refused():
     with pytest.raises(MemoryError):
-        ma.zeros(2**61).compute(memory_limit="64MiB")
-    with pytest.raises(MemoryError):
-        ma.zeros((2**31, 2**30)).compute(memory_limit="64MiB")
+        ma.zeros(2**59).compute(memory_limit="64MiB")
+    with pytest.raises(ValueError, match="array is too big"):
+        ma.zeros(2**61)
+    with pytest.raises(ValueError, match="array is too big"):
+        ma.zeros((2**31, 2**30))
 
 
 def test_overflow_inside_reductions_warns_with_the_count():
@@ -299,6 +304,21 @@ def test_floats_beyond_an_integer_dtype_cast_as_numpys(dtype, src):
         got = np.asarray(ma.asarray(a).astype(dtype).compute())
     assert [str(w.message).split(" encountered")[0] for w in seen] == ["invalid value"]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ma.broadcast_to(ma.arange(4.0), (2**31, 2**31, 4)),
+    lambda: ma.tile(ma.arange(3.0), (2**62, 2**62)),
+    lambda: ma.zeros((2**40, 2**20)),
+    lambda: ma.arange(4.0)[:, None] * ma.ones((2**61,)),
+])
+def test_arrays_beyond_numpys_size_limit_are_refused_as_numpy(make):
+    # Element counts of 2^64 and more wrapped: var() gave inf, argmax an
+    # "empty sequence" error.
+    with pytest.raises(ValueError, match=r"^array is too big; `arr\.size \* arr\.dtype\.itemsize` is larger"):
+        make()
+    with pytest.raises(ValueError, match=r"^array is too big"):
+        np.empty((2**40, 2**20))
 
 
 def test_divmod_is_numpys_in_each_spelling():

@@ -99,9 +99,24 @@ impl Array {
     /// - `einsum` {subscripts}.
     ///
     /// # Errors
-    /// [`Error::Expression`] for an unknown operation or bad parameters,
-    /// and the errors of the typed constructors.
+    /// [`Error::Expression`] for an unknown operation or bad parameters, or
+    /// a result of more than `isize::MAX` bytes (NumPy's limit; element
+    /// counts would wrap), and the errors of the typed constructors.
     pub fn build(op: &str, inputs: &[Array], params: &Value) -> Result<Array> {
+        let a = Array::build_node(op, inputs, params)?;
+        // NumPy's limit: an array's bytes must be counted by an isize.
+        let bytes = a.shape().iter().try_fold(a.dtype().itemsize(), |n, &d| n.checked_mul(d));
+        if bytes.is_none_or(|b| b > isize::MAX as usize) {
+            return Err(Error::Expression {
+                kind: ExpressionFault::Value,
+                message: "array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size."
+                    .into(),
+            });
+        }
+        Ok(a)
+    }
+
+    fn build_node(op: &str, inputs: &[Array], params: &Value) -> Result<Array> {
         let p = params;
         let one = |n| arity(op, inputs, n);
         Ok(match op {
