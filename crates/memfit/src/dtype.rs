@@ -87,13 +87,22 @@ impl Dtype {
         }
     }
 
-    /// Parses a `.npy` descriptor such as `"<f4"`; `None` when unsupported.
+    /// Parses a `.npy` descriptor such as `"<f4"`; as `numpy.load`, also
+    /// one without a byte order (`"f4"`: this machine's) or a dtype's name
+    /// (`"float32"`). `None` when unsupported.
     pub fn from_descr(descr: &str) -> Option<(Dtype, Endian)> {
-        let (order, code) = descr.split_at_checked(1)?;
+        let native = if cfg!(target_endian = "big") { Endian::Big } else { Endian::Little };
+        if let Some(dtype) = Dtype::from_name(descr) {
+            return Some((dtype, native));
+        }
+        let (order, code) = match descr.split_at_checked(1)? {
+            (o, code) if matches!(o, "<" | ">" | "=" | "|") => (o, code),
+            _ => ("=", descr),
+        };
         let endian = match order {
-            "<" | "=" | "|" => Endian::Little,
+            "<" => Endian::Little,
             ">" => Endian::Big,
-            _ => return None,
+            _ => native,
         };
         let dtype = match code {
             "b1" => Dtype::Bool,

@@ -136,6 +136,13 @@ mod tests {
         assert_eq!(decode(&raw, 0, Dtype::U32, Endian::Little), 4_294_967_295.0);
         assert_eq!(Dtype::from_descr(">u4"), Some((Dtype::U32, Endian::Big)));
         assert_eq!(Dtype::from_descr("<u8"), Some((Dtype::U64, Endian::Little)));
+        // numpy.load reads these too: no byte order (this machine's), names.
+        let native = if cfg!(target_endian = "big") { Endian::Big } else { Endian::Little };
+        assert_eq!(Dtype::from_descr("f8"), Some((Dtype::F64, native)));
+        assert_eq!(Dtype::from_descr("float32"), Some((Dtype::F32, native)));
+        assert_eq!(Dtype::from_descr("|b1"), Some((Dtype::Bool, native)));
+        assert_eq!(Dtype::from_descr("c16"), None);
+        assert_eq!(Dtype::from_descr(""), None);
         assert_eq!(decode_integer(&raw, 0, Dtype::F32, Endian::Little), None);
     }
 }
