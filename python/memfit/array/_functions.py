@@ -10,6 +10,7 @@ import functools
 import inspect
 import numbers
 import os
+import textwrap
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -505,7 +506,9 @@ Returns
 -------
 Array
     The broadcast shape, NumPy's result dtype.
+{raises}"""
 
+_ELEMENTWISE_RAISES = """
 Raises
 ------
 ValueError
@@ -522,7 +525,7 @@ def _make_binary(name: str, what: str):
         return op(name, [operand(x1), operand(x2)])
 
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = _ELEMENTWISE_DOC.format(what=f"``{what}``" if " " in what and what[0] == "x" else what.capitalize(), name=name, params="x1, x2 : array-like or Array")
+    f.__doc__ = _ELEMENTWISE_DOC.format(what=f"``{what}``" if " " in what and what[0] == "x" else what.capitalize(), name=name, params="x1, x2 : array-like or Array", raises=_ELEMENTWISE_RAISES)
     return _with_out("same_kind")(f)
 
 
@@ -533,7 +536,7 @@ def _make_unary(name: str, what: str):
         return op(name, [operand(x)])
 
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = _ELEMENTWISE_DOC.format(what=f"``{what}``" if what[0] in "-+|~" or what.startswith("e **") or what.startswith("x *") or what.startswith("1 /") else what[0].upper() + what[1:], name=name, params="x : array-like or Array")
+    f.__doc__ = _ELEMENTWISE_DOC.format(what=f"``{what}``" if what[0] in "-+|~" or what.startswith("e **") or what.startswith("x *") or what.startswith("1 /") else what[0].upper() + what[1:], name=name, params="x : array-like or Array", raises=_ELEMENTWISE_RAISES)
     return _with_out("same_kind")(f)
 
 
@@ -579,18 +582,14 @@ def divmod(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> tuple:  # noqa: 
     quotient, remainder : Array
         :func:`floor_divide` and :func:`remainder` of the same operands: the
         broadcast shape, NumPy's result dtype.
-
-    Raises
-    ------
-    ValueError
-        Shapes that do not broadcast (the message names both).
-    TypeError
-        A dtype combination NumPy refuses, or ``out``.
     """
     _reject_out(out)
     _ufunc_kwargs("divmod", kwargs)
     a, b = operand(x1), operand(x2)
     return op("floor_divide", [a, b]), op("remainder", [a, b])
+
+
+divmod.__doc__ = (divmod.__doc__ or "") + textwrap.indent(_ELEMENTWISE_RAISES, "    ")
 abs = absolute = globals()["absolute"]  # noqa: A001
 bitwise_not = bitwise_invert = globals()["invert"]
 pow = globals()["power"]  # noqa: A001
