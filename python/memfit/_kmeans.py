@@ -31,10 +31,12 @@ class _Verbose:
     """Prints scikit-learn's ``KMeans`` verbose lines (``KMeans.fit`` and
     ``_kmeans_single_lloyd``) from the engine's progress events: per
     initialisation "Initialization complete", then "Iteration i, inertia
-    x." per Lloyd iteration (i from 0) and the line saying why it stopped."""
+    x." per Lloyd iteration (i from 0; without the period for ``algorithm=
+    "elkan"``, as ``_kmeans_single_elkan`` prints it) and the line saying
+    why it stopped."""
 
-    def __init__(self, verbose=1):
-        self.run, self.verbose = None, verbose
+    def __init__(self, verbose=1, elkan=False):
+        self.run, self.verbose, self.end = None, verbose, "" if elkan else "."
 
     def __call__(self, event):
         if event[0] != "iteration":
@@ -44,7 +46,7 @@ class _Verbose:
             self.run = run
             print("Initialization complete")
         i = iteration - 1
-        print(f"Iteration {i}, inertia {inertia}.")
+        print(f"Iteration {i}, inertia {inertia}{self.end}")
         if self.verbose > 1 and skip_share > 0:
             print(f"  bounds skipped {100 * skip_share:.1f}% of the distances")
         # scikit-learn's strict convergence (labels unchanged) is a shift of
@@ -363,6 +365,10 @@ class KMeans(_Centers):
         Per iteration of the kept initialisation, the share of the
         ``n_samples × n_clusters`` distances the bounds skipped (0 for plain
         Lloyd iterations). With ``verbose >= 2`` it is printed per iteration.
+        A diagnostic of speed only: with ``algorithm="auto"`` the fit keeps
+        bounds or drops them by the time its passes take, so this share can
+        differ between runs, thread counts and memory limits, while the
+        centres, labels, inertia and ``n_iter_`` are the same bits.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -605,7 +611,7 @@ class KMeans(_Centers):
                 memory_limit=limit,
                 n_jobs=check_n_jobs(self.n_jobs),
                 labels=labels,
-                progress=_Verbose(self.verbose) if self.verbose else None,
+                progress=_Verbose(self.verbose, self.algorithm == "elkan") if self.verbose else None,
                 scratch_dir=scratch,
                 device=device,
                 # Arrays and files of integers (or float16) that float32 holds

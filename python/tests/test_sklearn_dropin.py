@@ -212,21 +212,25 @@ def test_gmm_verbose_2_prints_sklearn_lines_with_times(capsys):
     assert_allclose(bounds[0], bounds[1], atol=2e-5)
 
 
+@pytest.mark.parametrize("algorithm", ["lloyd", "elkan"])
 @pytest.mark.parametrize("tol", [0.0, 1e-4, 10.0])
-def test_kmeans_verbose_prints_sklearn_lines(capsys, tol):
+def test_kmeans_verbose_prints_sklearn_lines(capsys, tol, algorithm):
     """From the same initial centres Lloyd takes the same iterations:
-    "Initialization complete", "Iteration i, inertia x." and the line saying
-    why it stopped, as scikit-learn's `_kmeans_single_lloyd` prints them."""
+    "Initialization complete", "Iteration i, inertia x." (no period for
+    elkan) and the line saying why it stopped, as scikit-learn's
+    `_kmeans_single_lloyd` and `_kmeans_single_elkan` print them."""
     X = _blobs(spread=4.0)
     init = np.array([[0.0, 5.0], [10.0, 0.0], [20.0, 30.0]])
     out = []
     for cls in KMEANS:
-        cls(3, init=init, n_init=1, tol=tol, verbose=1).fit(X)
+        cls(3, init=init, n_init=1, tol=tol, verbose=1, algorithm=algorithm).fit(X)
         out.append(capsys.readouterr().out.splitlines())
     number = r"\d+(\.\d+)?(e-?\d+)?"
     assert [re.sub(number, "N", line) for line in out[0]] == [re.sub(number, "N", line) for line in out[1]]
     assert out[0][0] == "Initialization complete" and out[0][-1].startswith("Converged at iteration")
-    inertia = [[float(m) for m in re.findall(r"inertia (\S+)\.$", "\n".join(lines), re.M)] for lines in out]
+    end = r"\." if algorithm == "lloyd" else ""
+    inertia = [[float(m) for m in re.findall(rf"inertia ([^\s]+?){end}$", "\n".join(lines), re.M)] for lines in out]
+    assert len(inertia[0]) > 0
     assert_allclose(inertia[0], inertia[1], rtol=1e-10)
 
 
