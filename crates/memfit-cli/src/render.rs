@@ -89,13 +89,24 @@ pub fn about_input<T>(r: memfit::Result<T>, what: impl FnOnce() -> String) -> an
 /// An error and its causes on one line (as anyhow's `{:#}`), engine errors
 /// in the CLI's words.
 pub fn error_line(e: &anyhow::Error) -> String {
-    e.chain()
-        .map(|cause| match cause.downcast_ref::<memfit::Error>() {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = match cause.downcast_ref::<memfit::Error>() {
             Some(engine) => engine.render(&Flags).to_string(),
             None => cause.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(": ")
+        };
+        // A context that names a flag's file (`--centers c.npy`) already says
+        // which input the cause is about: the cause's own naming of a flag
+        // (`--centers: `, `invalid --centers: `, or the engine's parameter
+        // where the command's flag is spelled otherwise) is dropped.
+        let named = parts.last().and_then(|p| p.strip_prefix("--")).is_some_and(|p| p.contains(' '));
+        let text = match text.strip_prefix("invalid ").unwrap_or(&text).split_once(": ") {
+            Some((flag, rest)) if named && flag.starts_with("--") && !flag.contains(' ') => rest.to_string(),
+            _ => text,
+        };
+        parts.push(text);
+    }
+    parts.join(": ")
 }
 
 /// A warning in the CLI's words.
@@ -152,6 +163,16 @@ mod tests {
             line.starts_with("fitting the mixture failed because component 2 has an ill-defined empirical covariance")
         );
         assert!(line.ends_with("hint: raise --reg-covar (e.g. 1e-3), use fewer components, or rescale the data (e.g. standardise each feature)"), "{line}");
+    }
+
+    #[test]
+    fn a_context_naming_a_flags_file_names_it_once() {
+        // Was "--centers c.npy: invalid --centers: no centres", and scatter's
+        // "--weights w.npy: --sample-weight: shape ...".
+        let e = Err::<(), _>(Error::param("centers", "no centres (0 rows)")).context("--centers c.npy").unwrap_err();
+        assert_eq!(error_line(&e), "--centers c.npy: no centres (0 rows)");
+        let e = Err::<(), _>(Error::param("sample_weight", "shape [9]")).context("--weights w.npy").unwrap_err();
+        assert_eq!(error_line(&e), "--weights w.npy: shape [9]");
     }
 
     #[test]
