@@ -115,7 +115,7 @@ def weighted_scatter(X, w=None, *, memory_limit=None, n_jobs=None, client=None):
         A path that cannot be read.
     """
     data = check_data(X)
-    weights = check_sample_weight(w, data, name="w")
+    weights = check_sample_weight(w, data, name="w", all_zero=True)
     limit = check_memory_limit(memory_limit)
     cluster = {} if data.dask is None else data.dask.fit_kwargs(client, weights, limit)
     return _memfit.weighted_scatter(data.engine, memory_limit=limit, w=weights, n_jobs=check_n_jobs(n_jobs), **cluster)

@@ -354,14 +354,17 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
     return Data(arr, n, d, arr.dtype, arr.dtype == np.float32 and native)
 
 
-def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weight") -> Union[None, str, np.ndarray]:
+def check_sample_weight(
+    sample_weight: Any, data: Data, name: str = "sample_weight", all_zero: bool = False
+) -> Union[None, str, np.ndarray]:
     """``sample_weight`` as the engine reads it: ``None``, a ``.npy`` path, or
     an ``(n_samples, 1)`` view (a scalar becomes a constant array; integer
     and other dtypes are converted to float64, a copy of n_samples values).
     Checked as scikit-learn's ``_check_sample_weight`` checks them, with its
     messages: 1-D of length n_samples, finite, not all zero (ValueError);
     negative weights are refused by the estimators' engine (ValueError);
-    ``name`` is the parameter named in errors."""
+    ``name`` is the parameter named in errors; ``all_zero`` accepts weights
+    that are all zero (a weighted scatter's are: its result is then zero)."""
     if sample_weight is None:
         return None
     if data.dask is not None:
@@ -370,7 +373,7 @@ def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weig
             # read chunk by chunk with X's row chunks.
             if isinstance(sample_weight, (str, bytes, os.PathLike)):
                 sample_weight = np.load(os.fsdecode(os.fspath(sample_weight)), mmap_mode="r")
-            w = check_sample_weight(sample_weight, replace(data, dask=None), name)
+            w = check_sample_weight(sample_weight, replace(data, dask=None), name, all_zero)
             return _dask.Rows(data.dask.weights(w.reshape(-1)).reshape(-1, 1))
         if np.issubdtype(sample_weight.dtype, np.complexfloating):
             raise ValueError(f"Complex data not supported: {name} has dtype {sample_weight.dtype}")
@@ -408,7 +411,7 @@ def check_sample_weight(sample_weight: Any, data: Data, name: str = "sample_weig
         w = w.astype(np.float64)
     if not np.isfinite(w).all():
         raise ValueError(f"{_not_finite(w, name, data.out_dtype, name)}; hint: weights must be finite")
-    if not w.any():
+    if not all_zero and not w.any():
         raise ValueError("Sample weights must contain at least one non-zero number.")
     return engine_array(w.reshape(-1, 1), name=name)
 

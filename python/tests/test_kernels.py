@@ -94,3 +94,11 @@ def test_kernel_errors(data):
         memfit.assign(X, X[:3, :2])
     with pytest.raises(MemoryError, match="memory limit"):
         memfit.row_quadratic_form(X, Q, memory_limit=1000)
+
+
+def test_weighted_scatter_of_all_zero_weights_is_zero():
+    # NumPy's (X.T * w) @ X is the zero matrix; the estimators' check (at
+    # least one non-zero weight) refused it.
+    X = np.random.default_rng(0).standard_normal((50, 3))
+    w = np.zeros(50)
+    np.testing.assert_array_equal(memfit.weighted_scatter(X, w), (X.T * w) @ X)
