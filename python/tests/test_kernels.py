@@ -102,3 +102,14 @@ def test_weighted_scatter_of_all_zero_weights_is_zero():
     X = np.random.default_rng(0).standard_normal((50, 3))
     w = np.zeros(50)
     np.testing.assert_array_equal(memfit.weighted_scatter(X, w), (X.T * w) @ X)
+
+
+@pytest.mark.parametrize("scale", [1e-50, 1e-42, 1e39])
+def test_float32_rows_refuse_a_q_outside_float32s_normal_range(scale):
+    # Q is cast to float32 with float32 rows: 1e-50 became 0 silently (NumPy,
+    # promoting to float64: 3e-50), 1e-42 lost its digits.
+    X = np.ones((1, 3), np.float32)
+    with pytest.raises(ValueError, match=r"outside float32's normal range.*pass float64 data"):
+        memfit.row_quadratic_form(X, np.eye(3) * scale)
+    np.testing.assert_allclose(memfit.row_quadratic_form(X.astype(np.float64), np.eye(3) * scale), [3 * scale])
+    np.testing.assert_allclose(memfit.row_quadratic_form(X, np.eye(3) * 1e-30), [3e-30], rtol=1e-6)

@@ -85,6 +85,24 @@ pub fn row_quadratic_form<T: Real>(
         }
         return Ok(());
     }
+    if T::DTYPE == Dtype::F32 {
+        // Q in the compute dtype, float32: a value outside its normal range
+        // would become infinite or lose its digits (1e-50 became 0) silently.
+        let out_of_range =
+            |v: f64| v != 0.0 && !(f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX)).contains(&v.abs());
+        if let Some(i) = q.iter().position(|&v| out_of_range(v)) {
+            return Err(Error::param_with(
+                "Q",
+                format!(
+                    "Q[{}, {}] = {:e} is outside float32's normal range, and float32 is the compute dtype of these rows",
+                    i / d,
+                    i % d,
+                    q[i]
+                ),
+                vec![Remedy::ComputeIn(Dtype::F64), Remedy::RescaleData],
+            ));
+        }
+    }
     let qt: Vec<T> = q.iter().map(|&v| T::from_f64(v)).collect();
     let workers = plan.threads.max(1);
     let mut pass = QuadraticPass {
