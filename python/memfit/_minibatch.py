@@ -425,11 +425,11 @@ class MiniBatchKMeans(_Centers):
         if data.dask is not None:
             # Each distinct row once, in order (Dask gathers sorted rows
             # chunk by chunk, 2-3x faster on a cluster than in draw order),
-            # then in the order drawn; C order and aligned: distributed can
-            # rebuild a chunk in a buffer at an odd address, which the engine
-            # cannot borrow.
+            # then in the order drawn: that indexing copies the rows into a
+            # new C-order, aligned array (distributed can rebuild a chunk at
+            # an odd address, which the engine cannot borrow).
             distinct, order = np.unique(idx, return_inverse=True)
-            x = np.require(np.asarray(data.dask.input[distinct])[order], requirements=["C", "A"])
+            x = np.asarray(data.dask.input[distinct])[order]
             if self.metric == "euclidean":
                 return np.asarray(x, dtype=data.out_dtype)
             idx = np.arange(x.shape[0])

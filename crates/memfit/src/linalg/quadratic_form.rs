@@ -88,8 +88,7 @@ pub fn row_quadratic_form<T: Real>(
     if T::DTYPE == Dtype::F32 {
         // Q in the compute dtype, float32: a value outside its normal range
         // would become infinite or lose its digits (1e-50 became 0) silently.
-        let out_of_range =
-            |v: f64| v != 0.0 && !(f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX)).contains(&v.abs());
+        let out_of_range = |v: f64| v != 0.0 && !(T::MIN_POSITIVE..=T::MAX).contains(&v.abs());
         if let Some(i) = q.iter().position(|&v| out_of_range(v)) {
             return Err(Error::param_with(
                 "Q",
