@@ -300,8 +300,10 @@ class KMeans(_Centers):
         clustering", Machine Learning 2001; faiss's ``spherical=True``): rows
         are scaled to unit norm as they are read (never copied; rows of
         zeros stay zero), each goes to the centre of largest cosine
-        similarity (the nearest unit centre, exactly as for ``"euclidean"``),
-        and each centre is its rows' weighted mean scaled to unit norm
+        similarity (largest inner product ``x/‖x‖ · c``, computed exactly as
+        distances are for ``"euclidean"``; the lowest index on ties, as in
+        faiss: a row of zeros, or a row orthogonal to every centre, goes to
+        centre 0), and each centre is its rows' weighted mean scaled to unit norm
         (given ``init`` centres are scaled too). ``inertia_`` and ``score``
         are then ``Σ w ‖x/‖x‖ − c‖² = 2 Σ w (1 − cos(x, c))``; ``predict``,
         ``transform`` and ``score`` scale the rows they read the same way

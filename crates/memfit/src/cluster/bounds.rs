@@ -12,10 +12,11 @@
 //!
 //! # The test
 //! Every pass computes D̃_a = [`exact_sq_dist`]`(x, c_a)` (O(d), needed for the
-//! inertia anyway): the bits the full assignment reports for the label.
-//! With `s_a` ≤ half the true distance from `c_a` to its nearest other centre
-//! and U ≥ √D_a (D̃ errs by at most γ₆₄(d + 6) D + η, η the squares'
-//! underflow, see [`crate::kernels`]), every other centre has
+//! inertia anyway; [`unit_sq_dist`] for cosine k-means' unit rows): the
+//! bits the full assignment reports for the label. With `s_a` ≤ half the
+//! true distance from `c_a` to its nearest other centre and U ≥ √D_a (D̃
+//! errs by at most γ₆₄(d + 6) D + η, η the squares' underflow and for unit
+//! rows [`unit_sq_dist`]'s error, see [`PreparedCenters::slack`]), every other centre has
 //! √D_j ≥ L = max(l, 2 s_a − U), so D̃_j ≥ L² (1 − γ₆₄) − η. The row keeps `a`
 //! when D̃_a + η < L² (1 − γ₆₄) (lowered by its roundings): then D̃_a is the
 //! unique minimum over all centres, which is the label and distance the full
@@ -45,7 +46,7 @@ use crate::backend::Ops;
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{RowStateUse, RowStates};
-use crate::kernels::{exact_sq_dist, underflow_slack, PreparedCenters, Scratch};
+use crate::kernels::{exact_sq_dist, underflow_slack, unit_sq_dist, PreparedCenters, Scratch};
 
 /// `f64` values of state per row: the label (−1 before the first full
 /// assignment) and the lower bound.
@@ -458,7 +459,8 @@ fn test_rows_of<T: Real, const D: usize>(x: &[T], s: &Shared<'_, T>, out: TestOu
     // (lowered for its own roundings) keeps the label.
     let keep = (1.0 - g) * (1.0 - ROUND);
     let inv = 1.0 / (1.0 - g) * (1.0 + ROUND);
-    let eta = underflow_slack(d);
+    // η of the exact distances (for unit rows, of `unit_sq_dist`).
+    let (eta, unit) = (s.centers.slack(), s.centers.is_unit());
     let (m1, a1, m2) = s.drift;
     let gap_weight = if s.use_gaps { 2.0 } else { 0.0 };
     // Labels below `k` (−1, a fresh row, reads centre 0 and is not
@@ -485,7 +487,7 @@ fn test_rows_of<T: Real, const D: usize>(x: &[T], s: &Shared<'_, T>, out: TestOu
     // reports for the label.
     for ((own, &a), row) in dist.iter_mut().zip(labels.iter()).zip(x.chunks_exact(d)) {
         let c = a.min(last) as usize * d;
-        *own = exact_sq_dist(row, &centers[c..c + d]);
+        *own = if unit { unit_sq_dist(row, &centers[c..c + d]) } else { exact_sq_dist(row, &centers[c..c + d]) };
     }
     // The test.
     for ((((clear, &own), &a), &kn), &l) in

@@ -497,7 +497,13 @@ fn lloyd<T: Real, C: Real>(
         let t = Instant::now();
         let prepared = match reuse.take() {
             Some(p) => p.renew(&centers),
-            None => PreparedCenters::<T>::for_rows(&centers, k, d, blocks.x().sparse_row_nnz().is_some()),
+            None => PreparedCenters::<T>::for_rows(
+                &centers,
+                k,
+                d,
+                blocks.x().sparse_row_nnz().is_some(),
+                blocks.x().has_unit_rows(),
+            ),
         };
         // `auto` times plain passes first (the second, warm, is the
         // reference); the bounds start with the third.
@@ -625,7 +631,8 @@ fn final_pass<T: Real>(
     obs: &dyn Observer,
 ) -> Result<(f64, usize)> {
     let (n, d) = (blocks.x().n_samples(), blocks.x().n_features());
-    let prepared = PreparedCenters::<T>::for_rows(centers, k, d, blocks.x().sparse_row_nnz().is_some());
+    let x = blocks.x();
+    let prepared = PreparedCenters::<T>::for_rows(centers, k, d, x.sparse_row_nnz().is_some(), x.has_unit_rows());
     let first = blocks.x().first_row();
     let sample = plot.as_ref().map(|&(_, rows, seed)| {
         let mut s = KeyedSample::new(rows.min(n - first), d, seed);

@@ -387,8 +387,7 @@ impl MiniBatch {
         let prepared = match (prepared.take(), sparse) {
             (Some(p), true) => prepared.insert(p.renew_for_columns(centers, columns)),
             (Some(p), false) => prepared.insert(p.renew(centers)),
-            (None, true) => prepared.insert(PreparedCenters::<T>::for_sparse(centers, k, d)),
-            (None, false) => prepared.insert(PreparedCenters::<T>::new(centers, k, d)),
+            (None, sparse) => prepared.insert(PreparedCenters::<T>::for_rows(centers, k, d, sparse, self.unit_centers)),
         };
         let backend = backend.ops::<T>();
         match batch.csr {

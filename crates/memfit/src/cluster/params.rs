@@ -76,7 +76,8 @@ pub enum Metric {
     /// decompositions for large sparse text data using clustering", Machine
     /// Learning 2001; faiss's `spherical=True`). Rows are read scaled to unit
     /// norm ([`crate::io::Source::unit_rows`]), each is assigned to the centre
-    /// of largest cosine similarity (the nearest unit centre), and each centre
+    /// of largest cosine similarity (largest inner product, the lowest index
+    /// on ties as in faiss: see [`crate::kernels::unit_sq_dist`]), and each centre
     /// is its rows' weighted mean scaled to unit norm. The inertia is
     /// `Σ w ‖x/‖x‖ − c‖² = 2 Σ w (1 − cos(x, c))`.
     Cosine,

@@ -17,7 +17,9 @@ use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::Backend;
 use crate::exec::{Block, KeyedSample, Leaf, Merge, Pass};
-use crate::kernels::{exact_sq_dist, ClusterSums, PreparedCenters, Scratch, SparseScratch, MAX_PARTIAL_BYTES};
+use crate::kernels::{
+    exact_sq_dist, unit_sq_dist, ClusterSums, PreparedCenters, Scratch, SparseScratch, MAX_PARTIAL_BYTES,
+};
 use crate::plan::{Plan, TILE_ROWS};
 
 /// Receives each block's labels and squared distances, in row order.
@@ -99,14 +101,22 @@ impl Farthest {
     }
 
     /// Offers sparse row `i` of `block` (block row `row`), whose distance
-    /// `approx` to its centre `c` came from its stored values: within a
-    /// relative (2 nnz + 2)·7·u₆₄ of the exact distance (see
-    /// [`crate::kernels::sparse`]), which the dense row's [`exact_sq_dist`]
-    /// is within γ₆₄(d + 6) of, plus the squares' underflow. A row that
-    /// could be taken with the largest such error is measured as the dense
-    /// row is, so the list holds the rows, and the distances, of the dense
-    /// data.
-    fn offer_sparse<T: Real>(&mut self, block: &Block<'_, T>, i: usize, approx: f64, c: &[f64], r: (usize, u32, f64)) {
+    /// `approx` to its centre `label` of `centers` came from its stored
+    /// values: within a relative (2 nnz + 2)·7·u₆₄ of the exact distance
+    /// (see [`crate::kernels::sparse`]; the dense row's bits for unit rows),
+    /// which the dense row's exact distance
+    /// ([`PreparedCenters::exact_dist`]) is within γ₆₄(d + 6) of, plus the
+    /// squares' underflow. A row that could be taken with the largest such
+    /// error is measured as the dense row is, so the list holds the rows,
+    /// and the distances, of the dense data.
+    fn offer_sparse<T: Real>(
+        &mut self,
+        block: &Block<'_, T>,
+        i: usize,
+        approx: f64,
+        centers: &PreparedCenters<T>,
+        r: (usize, u32, f64),
+    ) {
         let (row, label, weight) = r;
         let d = block.n_features;
         let nnz = block.row_values(i).0.len();
@@ -117,7 +127,9 @@ impl Farthest {
         }
         let mut values = Vec::with_capacity(d);
         block.dense_row_into(i, &mut values);
-        let dist = exact_sq_dist(&values, c);
+        // The row's values as `f64` (exact): the bits of its own type's.
+        let c = centers.center(label as usize);
+        let dist = if centers.is_unit() { unit_sq_dist(&values, c) } else { exact_sq_dist(&values, c) };
         self.offer(FarRow { dist, row, label, weight, values });
     }
 
@@ -421,7 +433,7 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                             continue;
                         }
                         if block.csr.is_some() {
-                            s.farthest.offer_sparse(&block, i, dist[i], centers.center(l as usize), (row, l, wi));
+                            s.farthest.offer_sparse(&block, i, dist[i], centers, (row, l, wi));
                         } else {
                             s.farthest.offer_with(dist[i], row, l, wi, |v| block.dense_row_into(i, v));
                         }

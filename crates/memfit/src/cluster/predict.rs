@@ -243,9 +243,8 @@ impl<T: Real> Pass<T> for TransformPass<'_, '_, T> {
 /// centres are), so that the nearest centre is the one of largest cosine,
 /// except a centre of unit norm already, to rounding (`|‖c‖² − 1| ≤
 /// 2⁻²⁰`, which float32 centres meet): a fit's centres are used as they are,
-/// as its last pass used them (scaling them again can move their norms by
-/// an ulp, and so the nearest centre of a row of zeros, equally far from
-/// every unit centre).
+/// as its last pass used them (scaling them again can move their values by
+/// an ulp, and so a label where two cosines are within rounding).
 fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, x: &Source<'_>) -> Result<PreparedCenters<T>> {
     let (unit, sparse) = (x.has_unit_rows(), x.sparse_row_nnz().is_some());
     if n_clusters == 0 {
@@ -275,9 +274,9 @@ fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, x: &Source<'_>
                 crate::kernels::unit_row(c);
             }
         }
-        return Ok(PreparedCenters::for_rows(&scaled, n_clusters, d, sparse));
+        return Ok(PreparedCenters::for_rows(&scaled, n_clusters, d, sparse, true));
     }
-    Ok(PreparedCenters::for_rows(centers, n_clusters, d, sparse))
+    Ok(PreparedCenters::for_rows(centers, n_clusters, d, sparse, false))
 }
 
 /// How far from 1 the squared norm of a centre of unit norm to rounding can

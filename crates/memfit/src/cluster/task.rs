@@ -104,7 +104,7 @@ impl AssignTask {
         cancel: &crate::exec::Cancel,
     ) -> Result<(Vec<u8>, Option<Vec<f64>>)> {
         let sparse = x.sparse_row_nnz().is_some();
-        let centers = PreparedCenters::<T>::for_rows(&self.centers, self.k, self.d, sparse);
+        let centers = PreparedCenters::<T>::for_rows(&self.centers, self.k, self.d, sparse, x.has_unit_rows());
         let mut asg = Assignment::<T>::new(plan, self.k, self.d, crate::exec::Backend::Cpu, sparse);
         let mut bounds = self.bounds.filter(|_| plan.schedule.bounds_on_disk == Some(false)).map(|b| {
             Bounds::<T>::of_task(b, kept, rows.start, rows.len(), self.k, self.d, plan.threads, asg.tile_rows)

@@ -7,7 +7,8 @@
 //! # The guarantee
 //! Each row's label is the index `j` minimising [`exact_sq_dist`]`(x, c_j)`,
 //! Σ_f (x_f − c_jf)² computed in `f64` from the row's values and the `f64`
-//! centres, the lowest index on ties; the reported distance is that minimum.
+//! centres (for unit rows, [`unit_sq_dist`]: see below), the lowest index on
+//! ties; the reported distance is that minimum.
 //! So the label is the exact nearest centre unless two centres are tied
 //! within `f64` rounding of the squared distances, and the result is the
 //! same bits as [`assign_reference`] whatever the tiles, threads or SIMD path.
@@ -35,9 +36,9 @@
 //! Summed and rounded up: |g_j − t_j| ≤ E_j = (γ(d + 6) + γ₆₄(d + 6))·(R_j + X)².
 //! The `f64` distance D̃_j = [`exact_sq_dist`] errs by F_j ≤ γ₆₄(d + 6)·D_j + η
 //! (η = [`underflow_slack`], what squares below `f64`'s smallest normal
-//! lose) and D_j ≤ (R_j + X)². Let β_j = E_j + F_j (inflated by 10⁻⁶
-//! relative for the rounding of X, R and the bound itself, plus an absolute
-//! 2(d + 6) times K's smallest normal for the fast path's underflow) and
+//! lose; more for unit rows, [`PreparedCenters::slack`]) and
+//! D_j ≤ (R_j + X)². Let β_j = E_j + F_j (inflated by 10⁻⁶ relative for
+//! the rounding of X, R and the bound itself, plus an absolute 2(d + 6) times K's smallest normal for the fast path's underflow) and
 //! τ = 2 max_j β_j:
 //! - if the runner-up's g exceeds the best g_b by more than τ, then for
 //!   every other centre D_j − D_b > F_j + F_b, so b is also the unique
@@ -51,6 +52,20 @@
 //!   the scan over all centres gives.
 //!
 //! Rows where (C + X)² could overflow K are always decided exactly.
+//!
+//! # Unit rows (cosine)
+//! For rows and centres scaled to unit norm (cosine k-means; centres
+//! prepared with `unit`), the distance decided on is [`unit_sq_dist`],
+//! 1 + ‖x‖² − 2 x·c in `f64`: it ranks centres by their inner product with
+//! the row, largest first and the lowest index on ties, as faiss's
+//! spherical k-means does. [`exact_sq_dist`] would rank centres of equal
+//! cosine (a row orthogonal to them, a row of zeros) by the rounding of
+//! their norms. Its error from the true D_j = ‖x − c_j‖² is at most
+//! |1 − ‖c_j‖²| + γ₆₄(d + 3)(1 + ‖x‖² + 2‖x‖‖c_j‖) (sums of `d` products,
+//! two additions), an absolute term that joins η in β (see
+//! [`PreparedCenters::slack`]) and everywhere else the exact distance's
+//! error is bounded, so every statement above holds for it. It assumes rows
+//! of norm at most 1 + 2⁻¹⁰ (unit rows and rows of zeros are).
 //!
 //! # Scale
 //! Rows and centres enter the fast path shifted and then multiplied by a
@@ -187,6 +202,10 @@ pub struct PreparedCenters<T> {
     sparse: std::sync::OnceLock<super::SparseCenters>,
     /// Prepared for sparse rows only ([`PreparedCenters::for_sparse`]).
     sparse_only: bool,
+    /// Unit rows and centres: distances are [`unit_sq_dist`].
+    unit: bool,
+    /// η of the exact distances, unscaled (see [`PreparedCenters::slack`]).
+    slack: f64,
 }
 
 impl<T: Real> PreparedCenters<T> {
@@ -195,7 +214,7 @@ impl<T: Real> PreparedCenters<T> {
     /// # Panics
     /// If `centers.len() != k * d` or `k == 0`.
     pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
-        Self::build(centers, k, d, Self::empty(), false, None)
+        Self::build(centers, k, d, Self::empty(), false, false, None)
     }
 
     /// [`PreparedCenters::new`] for sparse rows only: the `f64` centres and
@@ -207,17 +226,15 @@ impl<T: Real> PreparedCenters<T> {
     /// As [`PreparedCenters::new`]; the dense kernels panic on these
     /// centres (a programming error).
     pub fn for_sparse(centers: &[f64], k: usize, d: usize) -> Self {
-        Self::build(centers, k, d, Self::empty(), true, None)
+        Self::build(centers, k, d, Self::empty(), true, false, None)
     }
 
     /// [`PreparedCenters::for_sparse`] for sparse rows, else
-    /// [`PreparedCenters::new`]: what a pass over rows of that kind reads.
-    pub fn for_rows(centers: &[f64], k: usize, d: usize, sparse: bool) -> Self {
-        if sparse {
-            Self::for_sparse(centers, k, d)
-        } else {
-            Self::new(centers, k, d)
-        }
+    /// [`PreparedCenters::new`]: what a pass over rows of that kind reads;
+    /// with `unit`, for unit rows and centres (cosine: distances are
+    /// [`unit_sq_dist`], see the module docs).
+    pub fn for_rows(centers: &[f64], k: usize, d: usize, sparse: bool, unit: bool) -> Self {
+        Self::build(centers, k, d, Self::empty(), sparse, unit, None)
     }
 
     /// The same as [`PreparedCenters::new`] for new `centers` of the same
@@ -225,8 +242,8 @@ impl<T: Real> PreparedCenters<T> {
     /// centres of any size are prepared without mapping fresh pages); the
     /// centres for sparse rows are prepared again if `self` had them.
     pub fn renew(self, centers: &[f64]) -> Self {
-        let (k, d, sparse_only) = (self.n_clusters, self.n_features, self.sparse_only);
-        Self::build(centers, k, d, self, sparse_only, None)
+        let (k, d, sparse_only, unit) = (self.n_clusters, self.n_features, self.sparse_only, self.unit);
+        Self::build(centers, k, d, self, sparse_only, unit, None)
     }
 
     /// [`PreparedCenters::renew`] of centres prepared for sparse rows only
@@ -239,8 +256,8 @@ impl<T: Real> PreparedCenters<T> {
     /// If these centres are not prepared for sparse rows only.
     pub fn renew_for_columns(self, centers: &[f64], columns: &[u32]) -> Self {
         assert!(self.sparse_only, "renew_for_columns on centres prepared for dense rows");
-        let (k, d) = (self.n_clusters, self.n_features);
-        Self::build(centers, k, d, self, true, Some(columns))
+        let (k, d, unit) = (self.n_clusters, self.n_features, self.unit);
+        Self::build(centers, k, d, self, true, unit, Some(columns))
     }
 
     /// No centres: buffers for [`PreparedCenters::build`].
@@ -260,19 +277,31 @@ impl<T: Real> PreparedCenters<T> {
             bound: Bound::new(0, 0.0, 0.0, 0.0),
             sparse: std::sync::OnceLock::new(),
             sparse_only: false,
+            unit: false,
+            slack: 0.0,
         }
     }
 
     /// Prepares `centers` in the buffers of `old` (for sparse rows only
-    /// when `sparse_only`, then at `columns` only when given).
-    fn build(centers: &[f64], k: usize, d: usize, old: Self, sparse_only: bool, columns: Option<&[u32]>) -> Self {
+    /// when `sparse_only`, then at `columns` only when given; for unit rows
+    /// when `unit`).
+    fn build(
+        centers: &[f64],
+        k: usize,
+        d: usize,
+        old: Self,
+        sparse_only: bool,
+        unit: bool,
+        columns: Option<&[u32]>,
+    ) -> Self {
         assert!(k > 0 && centers.len() == k * d);
+        let slack = underflow_slack(d) + if unit { unit_slack(centers, d) } else { 0.0 };
         if sparse_only {
             let PreparedCenters { centers: mut own, mut sparse, .. } = old;
             copy_rows(&mut own, centers, d);
             let s = match sparse.take() {
-                Some(s) => s.renew(centers, k, d, columns),
-                None => super::SparseCenters::new(centers, k, d),
+                Some(s) => s.renew(centers, k, d, slack, columns),
+                None => super::SparseCenters::new(centers, k, d, slack),
             };
             return PreparedCenters {
                 centers: own,
@@ -280,6 +309,8 @@ impl<T: Real> PreparedCenters<T> {
                 n_features: d,
                 sparse: std::sync::OnceLock::from(s),
                 sparse_only,
+                unit,
+                slack,
                 ..Self::empty()
             };
         }
@@ -368,11 +399,12 @@ impl<T: Real> PreparedCenters<T> {
                 });
             Bound::new(d, T::UNIT_ROUNDOFF, T::MIN_POSITIVE, T::MAX)
         };
-        // The exact distances' own underflow, in scaled units.
-        bound.floor += underflow_slack(d) * scale * scale;
+        // The exact distances' own error (underflow; unit rows' norms), in
+        // scaled units.
+        bound.floor += slack * scale * scale;
         copy_rows(&mut own, centers, d);
         let sparse = match sparse.take() {
-            Some(s) => std::sync::OnceLock::from(s.renew(centers, k, d, None)),
+            Some(s) => std::sync::OnceLock::from(s.renew(centers, k, d, slack, None)),
             None => std::sync::OnceLock::new(),
         };
         PreparedCenters {
@@ -390,13 +422,42 @@ impl<T: Real> PreparedCenters<T> {
             bound,
             sparse,
             sparse_only,
+            unit,
+            slack,
         }
     }
 
     /// The centres prepared for sparse rows ([`super::assign_csr`]), made
     /// on first use ([`super::SparseCenters::bytes_for`] more bytes).
     pub fn sparse(&self) -> &super::SparseCenters {
-        self.sparse.get_or_init(|| super::SparseCenters::new(&self.centers, self.n_clusters, self.n_features))
+        self.sparse
+            .get_or_init(|| super::SparseCenters::new(&self.centers, self.n_clusters, self.n_features, self.slack))
+    }
+
+    /// Whether these centres are prepared for unit rows (cosine: see the
+    /// module docs).
+    pub fn is_unit(&self) -> bool {
+        self.unit
+    }
+
+    /// η, an absolute bound (in the data's squared units) on how far the
+    /// exact distance ([`PreparedCenters::exact_dist`]) may lie from the
+    /// true squared distance beyond its relative γ₆₄(d + 6) error: the
+    /// squares' underflow ([`underflow_slack`]) and, for unit rows, the
+    /// error of [`unit_sq_dist`] (see the module docs).
+    pub fn slack(&self) -> f64 {
+        self.slack
+    }
+
+    /// The distance the labels are decided on from a row to centre `j`:
+    /// [`unit_sq_dist`] for unit rows, else [`exact_sq_dist`].
+    #[inline(always)]
+    pub fn exact_dist(&self, row: &[T], j: usize) -> f64 {
+        if self.unit {
+            unit_sq_dist(row, self.center(j))
+        } else {
+            exact_sq_dist(row, self.center(j))
+        }
     }
 
     /// `k` rounded up to a multiple of [`LANES`].
@@ -463,6 +524,24 @@ impl<T: Real> PreparedCenters<T> {
 /// themselves near `f64`'s smallest values.
 pub fn underflow_slack(d: usize) -> f64 {
     2.0 * (d + 6) as f64 * f64::from_bits(1)
+}
+
+/// The part of [`PreparedCenters::slack`] that [`unit_sq_dist`] adds for
+/// `centers` (row-major, rows of `d` values) and rows of norm at most
+/// 1 + 2⁻¹⁰: max_j |1 − ‖c_j‖²| (from ‖c_j‖² summed in `f64`, widened by
+/// that sum's error) plus γ₆₄(d + 3)(1 + ‖x‖² + 2‖x‖‖c_j‖) (see the module
+/// docs), inflated by 10⁻⁶ relative for its own rounding.
+fn unit_slack(centers: &[f64], d: usize) -> f64 {
+    let g = gamma(d + 3, f64::EPSILON / 2.0);
+    let x = 1.0 + 1.0 / 1024.0;
+    centers
+        .chunks_exact(d.max(1))
+        .map(|c| {
+            let n: f64 = c.iter().map(|v| v * v).sum();
+            let r = (n * (1.0 + 2.0 * g)).sqrt();
+            ((1.0 - n).abs() + 2.0 * g * n + g * (1.0 + x * x + 2.0 * x * r)) * (1.0 + 1e-6)
+        })
+        .fold(0.0, f64::max)
 }
 
 /// The power of two σ that brings a centre spread (largest coordinate
@@ -683,7 +762,7 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
             }
             x_sq
         };
-        *o = exact_sq_dist(row, c.center(*label as usize));
+        *o = c.exact_dist(row, *label as usize);
         let gap = gaps[i].to_f64();
         // First the uniform τ with (C + X)² ≤ 2(C² + X²), which needs no
         // square root; then the row's own τ. NaN (overflow) fails both.
@@ -698,25 +777,26 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
             // underflows, when the margin is dropped).
             let margin = if certified { gap * (1.0 - 2.0 * G::UNIT_ROUNDOFF) - tau } else { f64::NEG_INFINITY };
             let margin = margin / (c.scale * c.scale);
-            s[i] = second_bound(*o, if margin >= f64::MIN_POSITIVE { margin } else { f64::NEG_INFINITY }, d);
+            s[i] = second_bound(*o, if margin >= f64::MIN_POSITIVE { margin } else { f64::NEG_INFINITY }, d, c.slack);
         }
     }
 }
 
 /// A lower bound on the true squared distance from a row to every centre
 /// but its label, from the label's exact distance `dist` (D̃_b, the
-/// [`exact_sq_dist`] minimum over centres) and, for a row the fast path
-/// certified, `margin` ≤ (g₂ − g_b) − τ: its runner-up's g minus the best's
-/// (its rounding taken off) minus the uniform τ = 2 max_j β_j (−∞ or NaN
-/// otherwise); `d` features.
+/// [`PreparedCenters::exact_dist`] minimum over centres) and, for a row the
+/// fast path certified, `margin` ≤ (g₂ − g_b) − τ: its runner-up's g minus
+/// the best's (its rounding taken off) minus the uniform τ = 2 max_j β_j
+/// (−∞ or NaN otherwise); `d` features, η = `slack`
+/// ([`PreparedCenters::slack`]).
 ///
 /// With F_j ≤ γ₆₄(d + 6) D_j + η (the module docs), every centre has
 /// D_j ≥ (D̃_j − η) / (1 + γ₆₄) ≥ (D̃_b − η) / (1 + γ₆₄) (b minimises D̃); a
 /// certified row also has D_j − D_b = t_j − t_b ≥ (g_j − g_b) − (E_j + E_b)
 /// ≥ margin for j ≠ b, so D_j ≥ (D̃_b − η) / (1 + γ₆₄) + margin. Each result is lowered by
 /// the `f64` roundings that made it.
-pub fn second_bound(dist: f64, margin: f64, d: usize) -> f64 {
-    let own = (dist - underflow_slack(d)) / (1.0 + gamma(d + 6, f64::EPSILON / 2.0)) * (1.0 - 4.0 * f64::EPSILON);
+pub fn second_bound(dist: f64, margin: f64, d: usize, slack: f64) -> f64 {
+    let own = (dist - slack) / (1.0 + gamma(d + 6, f64::EPSILON / 2.0)) * (1.0 - 4.0 * f64::EPSILON);
     if own.is_nan() {
         return 0.0;
     }
@@ -821,7 +901,7 @@ fn decide<T: Real, G: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, g: &
     for (j, &v) in g.iter().enumerate() {
         let excluded = !survives(v) || v.to_f64() - c.beta(j, x_norm) > upper;
         if !excluded {
-            let dist = exact_sq_dist(row, c.center(j));
+            let dist = c.exact_dist(row, j);
             if dist < best {
                 best = dist;
                 label = j as u32;
@@ -830,7 +910,7 @@ fn decide<T: Real, G: Real>(row: &[T], c: &PreparedCenters<T>, x_norm: f64, g: &
     }
     if best.is_infinite() {
         // Every candidate overflows: label 0, as the reference scan gives.
-        (0, exact_sq_dist(row, c.center(0)))
+        (0, c.exact_dist(row, 0))
     } else {
         (label, best)
     }
@@ -878,6 +958,49 @@ pub fn exact_sq_dist<T: Real>(x: &[T], c: &[f64]) -> f64 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 }
 
+/// The squared distance of unit vectors from their inner product,
+/// 1 + Σ_f x_f² − 2 Σ_f x_f c_f in `f64` for a row `x` of the compute type
+/// and an `f64` centre `c` (0 where rounding takes it below 0): what cosine
+/// k-means decides labels on (see the module docs). Each sum is taken in
+/// eight interleaved partial sums, feature `f` in sum `f mod 8`, combined
+/// in the order of [`exact_sq_dist`]'s; a feature where `x` is zero
+/// changes neither sum, so a sparse row's stored values give the same bits
+/// (`kernels::sparse`). Centres of equal inner product with the row (every
+/// centre for a row of zeros) are at equal distances, whatever the
+/// rounding of their norms.
+#[inline(always)]
+pub fn unit_sq_dist<T: Real>(x: &[T], c: &[f64]) -> f64 {
+    let (mut xx, mut xc) = ([0.0f64; 8], [0.0f64; 8]);
+    let (ca, cb) = (x.chunks_exact(8), c.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (p, q) in ca.zip(cb) {
+        for l in 0..8 {
+            let v = p[l].to_f64();
+            xx[l] += v * v;
+            xc[l] += v * q[l];
+        }
+    }
+    for (l, (p, q)) in ra.iter().zip(rb).enumerate() {
+        let v = p.to_f64();
+        xx[l] += v * v;
+        xc[l] += v * q;
+    }
+    unit_distance(xx, xc)
+}
+
+/// 1 + Σx² − 2 Σx·c from the eight partial sums of each (see
+/// [`unit_sq_dist`]), 0 where rounding takes it below 0 (NaN stays NaN).
+#[inline(always)]
+pub(super) fn unit_distance(xx: [f64; 8], xc: [f64; 8]) -> f64 {
+    let total = |a: [f64; 8]| ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    let v = (1.0 + total(xx)) - 2.0 * total(xc);
+    if v < 0.0 {
+        0.0
+    } else {
+        v
+    }
+}
+
 /// Assigns every row of a block (row-major `(rows, d)`) in parallel: the block
 /// is cut into tiles of `tile_rows` rows, and tiles are dealt to
 /// `scratch.len()` workers, each with its own scratch. Results do not depend
@@ -913,8 +1036,9 @@ pub fn assign_block<T: Real>(
 }
 
 /// Squared distances of every row of a block (row-major `(rows, d)`) to every
-/// centre: `out` (row-major `(rows, n_clusters)`) receives [`exact_sq_dist`]
-/// for each pair, the values whose first minimum [`assign_block`] reports.
+/// centre: `out` (row-major `(rows, n_clusters)`) receives
+/// [`PreparedCenters::exact_dist`] for each pair, the values whose first
+/// minimum [`assign_block`] reports.
 /// Rows are dealt to the rayon pool; results do not depend on it.
 ///
 /// # Panics
@@ -925,7 +1049,7 @@ pub fn sq_distances_block<T: Real>(x: &[T], c: &PreparedCenters<T>, out: &mut [f
     out[..rows * k].par_chunks_mut(k * TILE_CHUNK).zip(x.par_chunks(d * TILE_CHUNK)).for_each(|(o, xs)| {
         for (orow, row) in o.chunks_exact_mut(k).zip(xs.chunks_exact(d)) {
             for (j, v) in orow.iter_mut().enumerate() {
-                *v = exact_sq_dist(row, c.center(j));
+                *v = c.exact_dist(row, j);
             }
         }
     });
@@ -934,16 +1058,16 @@ pub fn sq_distances_block<T: Real>(x: &[T], c: &PreparedCenters<T>, out: &mut [f
 /// Rows per parallel work item of [`sq_distances_block`].
 const TILE_CHUNK: usize = 64;
 
-/// Slow, obviously-correct twin of [`assign_rows`]: the exact squared
-/// distance in `f64` to every centre, first minimum wins. [`assign_rows`]
-/// gives the same bits.
+/// Slow, obviously-correct twin of [`assign_rows`]: the exact distance
+/// ([`PreparedCenters::exact_dist`]) to every centre, first minimum wins.
+/// [`assign_rows`] gives the same bits.
 pub fn assign_reference<T: Real>(x: &[T], c: &PreparedCenters<T>, labels: &mut [u32], min_dist: &mut [f64]) {
     let d = c.n_features;
     for i in 0..labels.len() {
         let row = &x[i * d..(i + 1) * d];
         let (mut bj, mut bv) = (0usize, f64::INFINITY);
         for j in 0..c.n_clusters {
-            let v = exact_sq_dist(row, c.center(j));
+            let v = c.exact_dist(row, j);
             if v < bv {
                 bv = v;
                 bj = j;
@@ -1182,6 +1306,69 @@ mod tests {
                 useful += usize::from(second[i] > m[i] + 0.5 * (other - m[i]));
             }
             assert!(useful > n / 2, "d={d} offset={offset}: {useful} of {n} rows bound tightly");
+        }
+    }
+
+    /// Unit rows of `d` features (`zeros` of them rows of zeros, the
+    /// next `orthogonal` with values in the last column only) and `k` unit
+    /// centres with zeros in the last column, so those rows are at equal
+    /// cosine (0) to every centre, whose norms round differently.
+    fn unit_rows(n: usize, d: usize, k: usize, zeros: usize, orthogonal: usize) -> (Vec<f64>, Vec<f64>) {
+        let mut x = random(n * d, 21, 1.0);
+        for (i, row) in x.chunks_exact_mut(d).enumerate() {
+            if i < zeros {
+                row.fill(0.0);
+            } else if i < zeros + orthogonal {
+                row[..d - 1].fill(0.0);
+            }
+            crate::kernels::unit_row(row);
+        }
+        let mut centers = random(k * d, 22, 1.0);
+        for c in centers.chunks_exact_mut(d) {
+            c[d - 1] = 0.0;
+            crate::kernels::unit_row(c);
+        }
+        (x, centers)
+    }
+
+    #[test]
+    fn unit_rows_rank_centres_by_inner_product_lowest_index_on_ties() {
+        // Narrow (f32 fast path) and wide (GEMM) data, f64 and f32 rows.
+        for (d, k) in [(3, 5), (9, 7), (40, 33)] {
+            let (n, zeros, orthogonal) = (600, 20, 30);
+            let (x, centers) = unit_rows(n, d, k, zeros, orthogonal);
+            let norms: Vec<f64> = centers.chunks_exact(d).map(|c| c.iter().map(|v| v * v).sum()).collect();
+            assert!(norms.iter().any(|&v| v != norms[0]), "the test needs norms that round differently");
+            let c = PreparedCenters::<f64>::for_rows(&centers, k, d, false, true);
+            assert_eq!(run(&x, &c, 64, 16, 2), reference(&x, &c));
+            let (labels, dist) = run(&x, &c, 64, 16, 2);
+            for (i, row) in x.chunks_exact(d).enumerate() {
+                let dots: Vec<f64> = (0..k).map(|j| row.iter().zip(c.center(j)).map(|(a, b)| a * b).sum()).collect();
+                let best = dots.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                if i < zeros + orthogonal {
+                    // Every cosine is 0: the lowest index, at distance 1 + ‖x‖².
+                    assert_eq!(labels[i], 0, "d={d} row {i}");
+                    let x_sq = if i < zeros { 0.0 } else { 1.0 };
+                    assert_eq!(f64::from_bits(dist[i]), 1.0 + x_sq, "d={d} row {i}");
+                } else {
+                    assert!(dots[labels[i] as usize] >= best - 1e-12, "d={d} row {i}");
+                }
+            }
+            let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+            let c32 = PreparedCenters::<f32>::for_rows(&centers, k, d, false, true);
+            assert_eq!(run(&x32, &c32, 100, 8, 3), reference(&x32, &c32));
+            assert!(run(&x32, &c32, 100, 8, 3).0[..zeros + orthogonal].iter().all(|&l| l == 0));
+            // The bounds' lower bound on every other centre holds for them.
+            let mut scratch = Scratch::new(n, k, k, d);
+            let (mut l, mut m, mut second) = (vec![0u32; n], vec![0f64; n], vec![0f64; n]);
+            assign_rows(&x, &c, k, &mut scratch, &mut l, &mut m, Some(&mut second));
+            for (i, row) in x.chunks_exact(d).enumerate() {
+                let other = (0..k)
+                    .filter(|&j| j != l[i] as usize)
+                    .map(|j| exact_sq_dist(row, c.center(j)))
+                    .fold(f64::INFINITY, f64::min);
+                assert!(second[i] <= other, "d={d} row {i}: {} > {other}", second[i]);
+            }
         }
     }
 

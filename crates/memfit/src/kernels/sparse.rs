@@ -3,7 +3,7 @@
 //!
 //! # The guarantee
 //! Each row's label is the one [`super::assign_rows`] gives for the row
-//! with its zeros filled in: the index `j` minimising [`exact_sq_dist`] of
+//! with its zeros filled in: the index `j` minimising [`super::exact_sq_dist`] of
 //! the dense row and `c_j`, the lowest index on ties. The reported distance
 //! is the label's squared distance, within a relative (2 nnz + 2)·7·u₆₄ of
 //! the exact one (so a sparse fit's inertia may differ from the dense fit's
@@ -29,7 +29,7 @@
 //! So, as in the dense kernel, a runner-up more than τ = 2 max_j β_j above
 //! the best certifies the label; otherwise every centre with
 //! g_j − β_j ≤ min_i (g_i + β_i) is a candidate and the smallest
-//! [`exact_sq_dist`] of the densified row, lowest index first, decides.
+//! exact distance of the densified row, lowest index first, decides.
 //!
 //! # A first pass from `f16` centres
 //! The products are first computed from h_jf = fl₁₆(σc_jf) (the transposed
@@ -61,6 +61,13 @@
 //! transposed centres (d × k in `f64`, d × k rounded up to 32 in `f16`) and
 //! per worker k products in each of `f64` and `f32` and one dense row.
 //!
+//! # Unit rows (cosine)
+//! Centres prepared for unit rows decide on [`super::unit_sq_dist`]
+//! instead (see `assign.rs`), whose error joins the bound's η: a row's
+//! distance is then computed from its stored values with the dense row's
+//! bits (the zeros add nothing to either of its sums), so a sparse cosine
+//! fit's inertia is the dense fit's.
+//!
 //! Reference: scikit-learn's `_k_means_lloyd.pyx` and
 //! `_euclidean_sparse_dense` (sparse rows against dense centres with the
 //! same identity).
@@ -70,9 +77,9 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::accumulate::two_sum;
-use super::assign::{gamma, scale_for, underflow_slack, Bound};
+use super::assign::{gamma, scale_for, unit_distance, Bound};
 use super::unit::{max_abs, sq_norms as sq_norms_of};
-use super::{exact_sq_dist, ClusterSums, PreparedCenters};
+use super::{ClusterSums, PreparedCenters};
 use crate::dtype::Real;
 use crate::exec::CsrIndex;
 
@@ -104,24 +111,28 @@ pub struct SparseCenters {
 }
 
 impl SparseCenters {
-    /// Prepares `k` centres of `d` features (row-major `f64`).
-    pub fn new(centers: &[f64], k: usize, d: usize) -> Self {
-        Self::build(centers, k, d, None, [Vec::new(), Vec::new(), Vec::new()], Vec::new(), Vec::new())
+    /// Prepares `k` centres of `d` features (row-major `f64`), whose exact
+    /// distances err by at most `slack` beyond their relative error (η, see
+    /// [`PreparedCenters::slack`]).
+    pub fn new(centers: &[f64], k: usize, d: usize, slack: f64) -> Self {
+        Self::build(centers, k, d, slack, None, [Vec::new(), Vec::new(), Vec::new()], Vec::new(), Vec::new())
     }
 
     /// The same as [`SparseCenters::new`], in `self`'s buffers; with
     /// `columns` (strictly increasing), for rows whose stored values all
     /// lie in those columns: the transposed values of the other columns are
     /// left as they were (stale), which such rows never read.
-    pub fn renew(self, centers: &[f64], k: usize, d: usize, columns: Option<&[u32]>) -> Self {
+    pub fn renew(self, centers: &[f64], k: usize, d: usize, slack: f64, columns: Option<&[u32]>) -> Self {
         let SparseCenters { transposed, half, sq_norms, norms, radii, .. } = self;
-        Self::build(centers, k, d, columns, [transposed, sq_norms, norms], half, radii)
+        Self::build(centers, k, d, slack, columns, [transposed, sq_norms, norms], half, radii)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn build(
         centers: &[f64],
         k: usize,
         d: usize,
+        slack: f64,
         columns: Option<&[u32]>,
         [mut transposed, mut sq_norms, mut norms]: [Vec<f64>; 3],
         mut half: Vec<u16>,
@@ -201,7 +212,7 @@ impl SparseCenters {
         radii.clear();
         radii.extend(sq_norms.iter().map(|s| s.sqrt()));
         let mut bound = Bound::new(d, f64::EPSILON / 2.0, f64::MIN_POSITIVE, f64::MAX);
-        bound.floor += underflow_slack(d) * scale * scale;
+        bound.floor += slack * scale * scale;
         SparseCenters {
             k,
             d,
@@ -370,7 +381,7 @@ fn assign_one<T: Real>(
             decide(values, cols, c, s, x_sq.sqrt(), buf)
         }
     };
-    (label as u32, sparse_sq_dist(values, cols, c.center(label), s.norms[label]))
+    (label as u32, sparse_dist(values, cols, c, s, label))
 }
 
 /// The exact decision (see the module docs) from the products in `buf.g`.
@@ -394,7 +405,7 @@ fn decide<T: Real>(
         if buf.g[j] - beta(j) > upper {
             continue;
         }
-        let dist = exact_sq_dist(&buf.row, c.center(j));
+        let dist = c.exact_dist(&buf.row, j);
         if dist < best {
             (best, label) = (dist, j);
         }
@@ -403,6 +414,32 @@ fn decide<T: Real>(
         buf.row[f as usize] = T::default();
     }
     label
+}
+
+/// The distance of a row's stored `values` (in strictly increasing
+/// columns `cols`) to centre `j`: [`unit_sparse_dist`] for unit rows, else
+/// [`sparse_sq_dist`].
+#[inline]
+fn sparse_dist<T: Real>(values: &[T], cols: &[u32], c: &PreparedCenters<T>, s: &SparseCenters, j: usize) -> f64 {
+    if c.is_unit() {
+        unit_sparse_dist(values, cols, c.center(j))
+    } else {
+        sparse_sq_dist(values, cols, c.center(j), s.norms[j])
+    }
+}
+
+/// [`super::unit_sq_dist`] of the dense row from its stored `values` (in
+/// strictly increasing columns `cols`): the same bits, since a zero adds
+/// nothing to either sum.
+#[inline]
+fn unit_sparse_dist<T: Real>(values: &[T], cols: &[u32], c: &[f64]) -> f64 {
+    let (mut xx, mut xc) = ([0.0f64; 8], [0.0f64; 8]);
+    for (&v, &f) in values.iter().zip(cols) {
+        let (v, l) = (v.to_f64(), f as usize % 8);
+        xx[l] += v * v;
+        xc[l] += v * c[f as usize];
+    }
+    unit_distance(xx, xc)
 }
 
 /// The squared distance of a row's stored `values` (in strictly
@@ -444,7 +481,7 @@ pub fn sq_distances_csr<T: Real>(x: &[T], csr: CsrIndex<'_>, c: &PreparedCenters
     out[..rows * k].par_chunks_mut(k).enumerate().for_each(|(i, o)| {
         let p = csr.indptr[i]..csr.indptr[i + 1];
         for (j, v) in o.iter_mut().enumerate() {
-            *v = sparse_sq_dist(&x[p.clone()], &csr.indices[p.clone()], c.center(j), s.norms[j]);
+            *v = sparse_dist(&x[p.clone()], &csr.indices[p.clone()], c, s, j);
         }
     });
 }
@@ -585,7 +622,7 @@ mod tests {
                 }
             };
             let first = random(&mut rng);
-            let s = SparseCenters::new(&first, k, d);
+            let s = SparseCenters::new(&first, k, d, 0.0);
             check(&s, &first, &(0..d).collect::<Vec<_>>(), &first);
             // New centres of the same largest magnitude (the same scale),
             // renewed at every third column.
@@ -594,7 +631,7 @@ mod tests {
             next[0] = largest;
             let cols: Vec<u32> = (0..d as u32).step_by(3).collect();
             let scale = s.scale;
-            let s = s.renew(&next, k, d, Some(&cols));
+            let s = s.renew(&next, k, d, 0.0, Some(&cols));
             assert_eq!(s.scale, scale);
             check(&s, &next, &cols.iter().map(|&f| f as usize).collect::<Vec<_>>(), &first);
         }
@@ -651,7 +688,7 @@ mod tests {
         // Centres beyond f16 after scaling (σ is clamped; squared distances
         // overflow) skip the first pass.
         let centers = [1.0, 0.0, 0.0, 3e300];
-        assert!(!SparseCenters::new(&centers, 2, 2).half_fits);
+        assert!(!SparseCenters::new(&centers, 2, 2, 0.0).half_fits);
         let c = PreparedCenters::<f64>::new(&centers, 2, 2);
         let (mut labels, mut dist) = (vec![0; 2], vec![0.0; 2]);
         let csr = CsrIndex { indptr: &[0, 1, 2], indices: &[0, 1] };
@@ -719,6 +756,29 @@ mod tests {
             let mut all = vec![0.0; n * k];
             sq_distances_csr(&values, csr, &c, &mut all);
             assert_eq!(all[..k].iter().position(|&v| v == dist[0]), Some(labels[0] as usize));
+            // Unit rows (cosine): the dense kernel's labels and distances, bit for bit.
+            let (mut unit, mut unit_dense) = (values.clone(), dense.clone());
+            for (r, row) in unit_dense.chunks_exact_mut(d).enumerate() {
+                crate::kernels::unit_row(row);
+                crate::kernels::unit_sparse_row(
+                    &mut unit[indptr[r]..indptr[r + 1]],
+                    &indices[indptr[r]..indptr[r + 1]],
+                );
+            }
+            let mut unit_centers = centers.clone();
+            unit_centers.chunks_exact_mut(d).for_each(crate::kernels::unit_row);
+            let c = PreparedCenters::<f64>::for_rows(&unit_centers, k, d, true, true);
+            let mut scratch = vec![SparseScratch::new(k, d); 2];
+            assign_csr(&unit, csr, &c, &mut scratch, &mut labels, &mut dist);
+            let (mut want, mut want_dist) = (vec![0; n], vec![0.0; n]);
+            assign_reference(
+                &unit_dense,
+                &PreparedCenters::<f64>::for_rows(&unit_centers, k, d, false, true),
+                &mut want,
+                &mut want_dist,
+            );
+            assert_eq!(labels, want, "unit rows: n {n} d {d} k {k}");
+            assert_eq!(dist, want_dist, "unit rows: n {n} d {d} k {k}");
             let w: Vec<f64> = (0..n).map(|i| (i % 4) as f64 * 0.7).collect();
             for weights in [None, Some(&w[..])] {
                 let (mut a, mut b) = (ClusterSums::new(k, d), ClusterSums::new(k, d));

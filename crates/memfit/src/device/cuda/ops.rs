@@ -454,12 +454,19 @@ impl<T: Real> Ops<T> for CudaOps {
         &self,
         x: &[T],
         centers: &PreparedCenters<T>,
-        _tile_rows: usize,
-        _k_tile: usize,
-        _scratch: &mut [Scratch<T>],
+        tile_rows: usize,
+        k_tile: usize,
+        scratch: &mut [Scratch<T>],
         labels: &mut [u32],
         min_dist: &mut [f64],
     ) -> Result<()> {
+        if centers.is_unit() {
+            // Cosine k-means decides on the unit rows' own distance
+            // (`kernels::unit_sq_dist`), which the device kernel does not
+            // compute: the host's kernel assigns them (its scratch is planned).
+            crate::kernels::assign_block(x, centers, tile_rows, k_tile, scratch, labels, min_dist);
+            return Ok(());
+        }
         self.assign(x, centers, labels, min_dist).map_err(|why| self.failed(why))
     }
 
