@@ -613,10 +613,14 @@ def _lost_worker_errors() -> tuple:
     """The exceptions by which ``distributed`` reports a worker lost during
     a computation (restarted by its nanny, killed, disconnected)."""
     distributed = distributed_module()
+    from distributed import client
     from distributed.client import FutureCancelledError
     from distributed.comm.core import CommClosedError
 
-    return (distributed.KilledWorker, FutureCancelledError, CommClosedError)
+    # `distributed.wait` raises the plural class (not a subclass of the
+    # singular one) in versions that have it.
+    plural = getattr(client, "FuturesCancelledError", FutureCancelledError)
+    return (distributed.KilledWorker, FutureCancelledError, plural, CommClosedError)
 
 
 class Cluster:

@@ -303,9 +303,14 @@ class KMeans(_Centers):
         similarity (largest inner product ``x/‖x‖ · c``, computed exactly as
         distances are for ``"euclidean"``; the lowest index on ties, as in
         faiss: a row of zeros, or a row orthogonal to every centre, goes to
-        centre 0), and each centre is its rows' weighted mean scaled to unit norm
-        (given ``init`` centres are scaled too). ``inertia_`` and ``score``
-        are then ``Σ w ‖x/‖x‖ − c‖² = 2 Σ w (1 − cos(x, c))``; ``predict``,
+        centre 0), and each centre is its rows' weighted mean scaled to unit
+        norm (given ``init`` centres are scaled too). Rows of zeros have no
+        direction: they move no centre, k-means++ does not seed from them
+        and an empty cluster is not refilled with one (a cluster of only
+        such rows counts as empty). ``inertia_`` and ``score`` are then
+        ``Σ w ‖x/‖x‖ − c‖² = 2 Σ w (1 − cos(x, c))`` (distances computed as
+        ``1 + ‖x/‖x‖‖² − 2 x/‖x‖ · c``, so a given centre of zeros is at
+        cosine 0, as in faiss); ``predict``,
         ``transform`` and ``score`` scale the rows they read the same way
         (and the centres to unit norm). On a Dask cluster the workers read
         their chunks' rows so.

@@ -461,8 +461,15 @@ class MiniBatchKMeans(_Centers):
         return w
 
     def _init_centroids(self, data, sample, w_sample, random_state):
-        """scikit-learn's ``_init_centroids`` on the drawn rows ``sample``."""
+        """scikit-learn's ``_init_centroids`` on the drawn rows ``sample``;
+        for cosine, rows of zeros (no direction) are drawn as rows of weight
+        0 are, unless fewer than ``n_clusters`` rows of positive weight are
+        not."""
         init, k = self.init, self.n_clusters
+        if self.metric == "cosine":
+            directed = w_sample * (np.asarray(abs(sample).sum(axis=1)).reshape(-1) > 0)
+            if np.count_nonzero(directed) >= k:
+                w_sample = directed
         if isinstance(init, str) and init == "k-means++":
             centers, _ = kmeans_plusplus(sample, k, random_state=random_state, sample_weight=w_sample)
         elif isinstance(init, str) and init == "random":

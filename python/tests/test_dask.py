@@ -633,8 +633,13 @@ def test_closing_the_client_during_a_fit_says_so():
         lambda: __import__("distributed.comm.core").comm.core.CommClosedError("in <TCP (closed)>: Stream is closed"),
         lambda: __import__("distributed.client").client.FutureCancelledError(
             "('run-chunk', 0)", reason="already forgotten"),
+        # What `distributed.wait` (called while a run can be interrupted) raises.
+        lambda: __import__("distributed.client").client.FuturesCancelledError([
+            distributed.client.CancelledFuturesGroup(
+                [distributed.client.FutureCancelledError("('run-chunk', 0)", reason="already forgotten")],
+                reason="already forgotten")]),
     ],
-    ids=["KilledWorker", "CommClosedError", "FutureCancelledError"],
+    ids=["KilledWorker", "CommClosedError", "FutureCancelledError", "FuturesCancelledError"],
 )
 def test_a_worker_lost_during_a_fit_says_what_happened_and_what_to_change(client, error):
     def gather(*a, **k):
@@ -642,7 +647,8 @@ def test_a_worker_lost_during_a_fit_says_what_happened_and_what_to_change(client
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(client, "gather", gather)
-        with pytest.raises(RuntimeError, match=r"Dask lost a worker during the fit .*memory_limit 805306368 B.*"
+        mp.setattr(distributed, "wait", gather)
+        with pytest.raises(RuntimeError, match=r"(?s)Dask lost a worker during the fit .*memory_limit 805306368 B.*"
                                                r"larger memory_limit") as e:
             KMeans(3, n_init=1, random_state=0).fit(chunked(blobs(n=3000), 1000), client=client)
     assert type(e.value.__cause__).__name__ == type(error()).__name__

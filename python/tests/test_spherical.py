@@ -283,3 +283,34 @@ def test_rows_at_equal_cosine_take_the_lowest_index_as_in_faiss(seed, dtype):
         orthogonal = ((dense != 0).astype(int) @ (fits[0].cluster_centers_ != 0).T.astype(int) == 0).all(axis=1)
         assert orthogonal.any()
         np.testing.assert_array_equal(fits[0].predict(dense[orthogonal]), 0)
+
+
+def test_rows_of_zeros_seed_no_centre_and_refill_no_cluster():
+    """Rows of zeros have no direction: an emptied cluster is refilled with
+    a row that has one (a row of zeros, at distance 1 from every centre,
+    was the farthest and left the centre at zero for good), a cluster of
+    only such rows counts as empty, and k-means++ never seeds from them
+    (17 % rows of zeros gave a centre of zeros for some seeds, for KMeans
+    and MiniBatchKMeans). The fit is then the fit without those rows."""
+    rng = np.random.default_rng(0)
+    X = np.abs(rng.standard_normal((1000, 4)))
+    X[::10] = 0
+    zero = ~X.any(axis=1)
+    init = np.vstack([X[1], np.zeros(4), X[2]])
+    with_zeros = KMeans(3, init=init, n_init=1, metric="cosine", tol=0).fit(X)
+    without = KMeans(3, init=init, n_init=1, metric="cosine", tol=0).fit(X[~zero])
+    np.testing.assert_array_equal(with_zeros.cluster_centers_, without.cluster_centers_)
+    assert with_zeros.n_iter_ == without.n_iter_
+    np.testing.assert_array_equal(with_zeros.labels_[~zero], without.labels_)
+    assert not with_zeros.labels_[zero].any()
+    small = np.array([[1, 0], [2, 0], [0, 1], [0, 3], [1, 1], [0, 0], [0, 0]], float)
+    km = KMeans(3, init=np.array([[0, 0], [1, 0.1], [0.1, 1]]), n_init=1, metric="cosine").fit(small)
+    np.testing.assert_allclose(np.linalg.norm(km.cluster_centers_, axis=1), 1)
+    rng = np.random.default_rng(1)
+    X = ((rng.random((20_000, 17)) < 0.1) * rng.integers(1, 4, (20_000, 17))).astype(np.float32)
+    assert (~X.any(axis=1)).mean() > 0.15
+    for seed in (3, 4, 5, 9):
+        for est in (KMeans(20, metric="cosine", random_state=seed, max_iter=3),
+                    MiniBatchKMeans(20, metric="cosine", random_state=seed, n_init=1, max_iter=3)):
+            est.fit(X)
+            assert np.abs(est.cluster_centers_).sum(axis=1).min() > 0, (type(est).__name__, seed)

@@ -28,7 +28,11 @@ const CHUNK: usize = SAMPLE_CHUNK;
 /// memory is `n` doubles beyond an in-memory sample (the running distances),
 /// and for a spilled sample, whose running distances go to a scratch file
 /// beside it, one read piece and two [`SAMPLE_CHUNK`]s per thread, the
-/// candidates' values and `trials + 1` doubles per chunk. The result does
+/// candidates' values and `trials + 1` doubles per chunk.
+///
+/// With `skip_zero_rows` (cosine k-means, whose rows of zeros have no
+/// direction to seed), rows of zeros are drawn as rows of weight 0 are,
+/// unless every row of positive weight is a row of zeros. The result does
 /// not depend on how the sample is held or on the thread count: potentials
 /// are summed row by row within fixed chunks, the chunks' sums in order.
 ///
@@ -48,6 +52,7 @@ pub fn kmeans_plusplus(
     sample: &InitSample,
     k: usize,
     rng: &mut ChaCha8Rng,
+    skip_zero_rows: bool,
     cancel: &crate::exec::Cancel,
 ) -> Result<Vec<usize>> {
     let n = sample.len();
@@ -57,13 +62,28 @@ pub fn kmeans_plusplus(
     let chunk_rows = |c: usize| c * CHUNK..((c + 1) * CHUNK).min(n);
     let n_chunks = n.div_ceil(CHUNK);
     let mut chosen = Vec::with_capacity(k);
+    // Chunk `c`'s weights, those of rows of zeros as 0 with `skip`.
+    let chunk_weights = |c: usize, skip: bool| -> Result<Vec<f64>> {
+        let mut w = sample.weights(c, &mut Vec::new())?.to_vec();
+        if skip {
+            sample.for_each_row(chunk_rows(c), &mut Vec::new(), |i, row| {
+                if row.iter().all(|&v| v == 0.0) {
+                    w[i - c * CHUNK] = 0.0;
+                }
+            })?;
+        }
+        Ok(w)
+    };
     // The weights' sum in row order (as `Iterator::sum`, from -0.0).
-    let mut total_w = -0.0;
-    let mut buf = Vec::new();
-    for c in 0..n_chunks {
-        total_w = sample.weights(c, &mut buf)?.iter().fold(total_w, |a, w| a + w);
+    let total = |skip: bool| -> Result<f64> {
+        (0..n_chunks).try_fold(-0.0, |t, c| Ok(chunk_weights(c, skip)?.iter().fold(t, |a, w| a + w)))
+    };
+    let mut skip = skip_zero_rows;
+    let mut total_w = total(skip)?;
+    if skip && total_w <= 0.0 {
+        (skip, total_w) = (false, total(false)?);
     }
-    let weights = |c: usize| -> Result<Vec<f64>> { Ok(sample.weights(c, &mut Vec::new())?.to_vec()) };
+    let weights = |c: usize| chunk_weights(c, skip);
     let first = pick(n, None, rng.random::<f64>() * total_w, weights)?;
     chosen.push(first);
     let mut closest = Column::zeros(n, sample.scratch_dir())?;
@@ -72,7 +92,8 @@ pub fn kmeans_plusplus(
         closest.update_chunks(n, |buf, c, out| {
             sample.for_each_row(chunk_rows(c), buf, |i, row| {
                 let o = &mut out[i - c * CHUNK];
-                let dist = sq(row, centre);
+                // A skipped row of zeros counts as seeded already.
+                let dist = if skip && row.iter().all(|&v| v == 0.0) { 0.0 } else { sq(row, centre) };
                 *o = if fresh { dist } else { o.min(dist) };
             })
         })
@@ -290,7 +311,7 @@ mod tests {
         for seed in 0..20 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let sample = InitSample::from_rows(x.clone(), 2, w.clone());
-            let idx = kmeans_plusplus(&sample, 9, &mut rng, &crate::exec::Cancel::new()).unwrap();
+            let idx = kmeans_plusplus(&sample, 9, &mut rng, false, &crate::exec::Cancel::new()).unwrap();
             let mut distinct: Vec<(u64, u64)> =
                 idx.iter().map(|&i| (x[2 * i].to_bits(), x[2 * i + 1].to_bits())).collect();
             distinct.sort_unstable();
@@ -305,12 +326,12 @@ mod tests {
         let w: Vec<f64> = (0..200).map(|i| f64::from(u8::from(i % 2 == 0))).collect();
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let sample = InitSample::from_rows(x, 1, w.clone());
-        let idx = kmeans_plusplus(&sample, 20, &mut rng, &crate::exec::Cancel::new()).unwrap();
+        let idx = kmeans_plusplus(&sample, 20, &mut rng, false, &crate::exec::Cancel::new()).unwrap();
         assert!(idx.iter().all(|i| i % 2 == 0));
         // Fewer weighted rows than centres: the rest repeat weighted rows.
         let few: Vec<f64> = (0..200).map(|i| f64::from(u8::from(i == 7 || i == 150))).collect();
         let sample = InitSample::from_rows((0..200).map(f64::from).collect(), 1, few);
-        let idx = kmeans_plusplus(&sample, 5, &mut rng, &crate::exec::Cancel::new()).unwrap();
+        let idx = kmeans_plusplus(&sample, 5, &mut rng, false, &crate::exec::Cancel::new()).unwrap();
         assert!(idx.iter().all(|&i| i == 7 || i == 150), "{idx:?}");
         let mut draw = WeightedDraw::new(20, 9);
         for (i, &wi) in w.iter().enumerate() {
@@ -319,6 +340,22 @@ mod tests {
         let got = draw.finish();
         assert_eq!(got.len(), 20);
         assert!(got.iter().all(|i| i % 2 == 0));
+    }
+
+    #[test]
+    fn rows_of_zeros_are_skipped_when_asked_unless_all_rows_are() {
+        // Every third row of zeros (of two features), the rest on a circle.
+        let row = |i: usize| if i.is_multiple_of(3) { [0.0, 0.0] } else { [(i as f64).cos(), (i as f64).sin()] };
+        let x: Vec<f64> = (0..300).flat_map(row).collect();
+        for seed in 0..20 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let sample = InitSample::from_rows(x.clone(), 2, vec![1.0; 300]);
+            let idx = kmeans_plusplus(&sample, 30, &mut rng, true, &crate::exec::Cancel::new()).unwrap();
+            assert!(idx.iter().all(|i| !i.is_multiple_of(3)), "seed {seed}: {idx:?}");
+        }
+        let sample = InitSample::from_rows(vec![0.0; 20], 2, vec![1.0; 10]);
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        assert_eq!(kmeans_plusplus(&sample, 3, &mut rng, true, &crate::exec::Cancel::new()).unwrap().len(), 3);
     }
 
     #[test]
@@ -338,7 +375,7 @@ mod tests {
         let seed = |s: &InitSample, threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             let mut rng = ChaCha8Rng::seed_from_u64(11);
-            pool.install(|| kmeans_plusplus(s, k, &mut rng, &crate::exec::Cancel::new())).unwrap()
+            pool.install(|| kmeans_plusplus(s, k, &mut rng, false, &crate::exec::Cancel::new())).unwrap()
         };
         let want = seed(&memory, 1);
         assert_eq!(seed(&spilled, 2), want);

@@ -392,7 +392,7 @@ fn initial_centers<T: Real>(
     match &params.init {
         Init::Centers { values, .. } => Ok(values.clone()),
         Init::KMeansPlusPlus => {
-            let idx = kmeans_plusplus(&scan.sample, k, rng, &obs.cancel())?;
+            let idx = kmeans_plusplus(&scan.sample, k, rng, params.metric == Metric::Cosine, &obs.cancel())?;
             scan.sample.gather(&idx)
         }
         Init::Random => {
@@ -534,7 +534,17 @@ fn lloyd<T: Real, C: Real>(
         }
         last_skip = skip_share;
         let mut sums = s.sums;
-        let nonempty = (0..k).filter(|&j| sums.weight(j) > 0.0).count();
+        let mut unit = vec![0.0; if cosine { d } else { 0 }];
+        // A cluster holds rows, and for cosine k-means a direction: rows
+        // of zeros alone leave it as empty as no rows (they move no centre).
+        let filled = |sums: &crate::kernels::ClusterSums, j: usize, unit: &mut [f64]| {
+            sums.weight(j) > 0.0
+                && (!cosine || {
+                    sums.direction(j, unit);
+                    unit.iter().any(|&v| v != 0.0)
+                })
+        };
+        let nonempty = (0..k).filter(|&j| filled(&sums, j, &mut unit)).count();
         // Refill empty clusters with the rows farthest from their centres
         // (scikit-learn's `_relocate_empty_clusters_dense`), found by a
         // pass of their own (the same labels and distances: a function of
@@ -548,7 +558,7 @@ fn lloyd<T: Real, C: Real>(
                 bounds: None,
             };
             let far = run_split(&mut pass, blocks, split, &zero, &observer.cancel())?.farthest;
-            let empty: Vec<usize> = (0..k).filter(|&j| sums.weight(j) <= 0.0).collect();
+            let empty: Vec<usize> = (0..k).filter(|&j| !filled(&sums, j, &mut unit)).collect();
             for (&j, f) in empty.iter().zip(far.into_sorted()) {
                 sums.move_row(f.label as usize, j, &f.values, f.weight);
             }
@@ -558,9 +568,8 @@ fn lloyd<T: Real, C: Real>(
         // Strict convergence is no centre moving at all: a sum of squared
         // moves can underflow to zero while centres still move.
         let mut moved = false;
-        let mut unit = vec![0.0; if cosine { d } else { 0 }];
         for j in 0..k {
-            if sums.weight(j) > 0.0 {
+            if filled(&sums, j, &mut unit) {
                 if cosine {
                     // The mean's direction, that of the weighted sum: the
                     // sum over its largest magnitude, scaled to unit norm

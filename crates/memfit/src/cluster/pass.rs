@@ -429,7 +429,11 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
                     for i in r {
                         let wi = block.w.map_or(1.0, |w| w[i]);
                         let (row, l) = (block.start + i, labels[i]);
-                        if wi <= 0.0 {
+                        // A row of zeros has no direction: cosine k-means
+                        // never moves a centre onto it.
+                        let no_direction =
+                            || centers.is_unit() && block.row_values(i).0.iter().all(|v| v.to_f64() == 0.0);
+                        if wi <= 0.0 || no_direction() {
                             continue;
                         }
                         if block.csr.is_some() {

@@ -60,12 +60,18 @@
 //! the row, largest first and the lowest index on ties, as faiss's
 //! spherical k-means does. [`exact_sq_dist`] would rank centres of equal
 //! cosine (a row orthogonal to them, a row of zeros) by the rounding of
-//! their norms. Its error from the true D_j = ‖x − c_j‖² is at most
-//! |1 − ‖c_j‖²| + γ₆₄(d + 3)(1 + ‖x‖² + 2‖x‖‖c_j‖) (sums of `d` products,
-//! two additions), an absolute term that joins η in β (see
-//! [`PreparedCenters::slack`]) and everywhere else the exact distance's
-//! error is bounded, so every statement above holds for it. It assumes rows
-//! of norm at most 1 + 2⁻¹⁰ (unit rows and rows of zeros are).
+//! their norms. The fast path then works on g_j = fl(σ² − 2 x̂·ĉ_j) with
+//! the origin at 0 (x̂ = fl(σx), ĉ_j = fl(σc_j)): σ² times the true
+//! K_j − ‖x‖² = 1 − 2 x·c_j, within the bound above when every R_j is
+//! taken as at least σ (which covers the constant; a centre of zeros, the
+//! mean of rows of zeros, is then no special case). [`unit_sq_dist`] errs
+//! from K_j by at most γ₆₄(d + 3)(1 + ‖x‖² + 2‖x‖‖c_j‖) (sums of `d`
+//! products, two additions), an absolute term that joins η in β (see
+//! [`PreparedCenters::slack`]), with max_j (‖c_j‖² − 1, 0), as K_j − D_j =
+//! 1 − ‖c_j‖² where the bounds of bounded k-means relate it to the
+//! Euclidean distance D_j. The per-row τ is not used: the uniform one is as
+//! tight for centres of one norm. It assumes rows of norm at most 1 + 2⁻¹⁰
+//! (unit rows and rows of zeros are) and centres of norm at most 1 + 2⁻¹⁰.
 //!
 //! # Scale
 //! Rows and centres enter the fast path shifted and then multiplied by a
@@ -206,6 +212,9 @@ pub struct PreparedCenters<T> {
     unit: bool,
     /// η of the exact distances, unscaled (see [`PreparedCenters::slack`]).
     slack: f64,
+    /// Unit rows: max_j |1 − ‖c_j‖²| (widened), by which the exact
+    /// distance K_j exceeds the Euclidean D_j at most; else 0.
+    offset: f64,
 }
 
 impl<T: Real> PreparedCenters<T> {
@@ -279,6 +288,7 @@ impl<T: Real> PreparedCenters<T> {
             sparse_only: false,
             unit: false,
             slack: 0.0,
+            offset: 0.0,
         }
     }
 
@@ -295,13 +305,14 @@ impl<T: Real> PreparedCenters<T> {
         columns: Option<&[u32]>,
     ) -> Self {
         assert!(k > 0 && centers.len() == k * d);
-        let slack = underflow_slack(d) + if unit { unit_slack(centers, d) } else { 0.0 };
+        let (unit_slack, offset) = if unit { unit_error(centers, d) } else { (0.0, 0.0) };
+        let slack = underflow_slack(d) + unit_slack;
         if sparse_only {
             let PreparedCenters { centers: mut own, mut sparse, .. } = old;
             copy_rows(&mut own, centers, d);
             let s = match sparse.take() {
-                Some(s) => s.renew(centers, k, d, slack, columns),
-                None => super::SparseCenters::new(centers, k, d, slack),
+                Some(s) => s.renew(centers, k, d, (slack, unit), columns),
+                None => super::SparseCenters::new(centers, k, d, (slack, unit)),
             };
             return PreparedCenters {
                 centers: own,
@@ -311,6 +322,7 @@ impl<T: Real> PreparedCenters<T> {
                 sparse_only,
                 unit,
                 slack,
+                offset,
                 ..Self::empty()
             };
         }
@@ -343,7 +355,8 @@ impl<T: Real> PreparedCenters<T> {
         });
         for o in origin.iter_mut() {
             let m = round(*o / k as f64);
-            *o = if m.is_finite() { m } else { 0.0 };
+            // Unit rows: the origin at 0 (see the module docs).
+            *o = if m.is_finite() && !unit { m } else { 0.0 };
         }
         // The pool's threads take a share of the centres each.
         let per = k.div_ceil(threads).max(1);
@@ -359,9 +372,11 @@ impl<T: Real> PreparedCenters<T> {
         }
         values.clear();
         sq_norms.clear();
+        // Unit rows: every centre's g_j holds σ² (see the module docs).
+        let least = if unit { scale } else { 0.0 };
         let mut bound = if narrow {
             radii.par_chunks_mut(per).zip(centers.par_chunks(per * d.max(1))).for_each(|(r, c)| {
-                r.iter_mut().zip(c.chunks(d.max(1))).for_each(|(r, c)| *r = radius(shifted(c, o, scale)))
+                r.iter_mut().zip(c.chunks(d.max(1))).for_each(|(r, c)| *r = radius(shifted(c, o, scale)).max(least))
             });
             transposed.resize(d * kp, 0.0);
             padded_norms.resize(kp, f32::INFINITY);
@@ -372,7 +387,7 @@ impl<T: Real> PreparedCenters<T> {
                     transposed[f * kp + j] = v;
                     norm += f64::from(v) * f64::from(v);
                 }
-                padded_norms[j] = norm as f32;
+                padded_norms[j] = if unit { (scale * scale) as f32 } else { norm as f32 };
             }
             Bound::new(d, f64::from(f32::EPSILON) / 2.0, f64::from(f32::MIN_POSITIVE), f64::from(f32::MAX))
         } else {
@@ -393,8 +408,8 @@ impl<T: Real> PreparedCenters<T> {
                             *v = T::from_f64(s);
                             norm += v.to_f64().powi(2);
                         }
-                        *r = radius_sq.sqrt();
-                        *n = T::from_f64(norm);
+                        *r = radius_sq.sqrt().max(least);
+                        *n = T::from_f64(if unit { scale * scale } else { norm });
                     }
                 });
             Bound::new(d, T::UNIT_ROUNDOFF, T::MIN_POSITIVE, T::MAX)
@@ -404,7 +419,7 @@ impl<T: Real> PreparedCenters<T> {
         bound.floor += slack * scale * scale;
         copy_rows(&mut own, centers, d);
         let sparse = match sparse.take() {
-            Some(s) => std::sync::OnceLock::from(s.renew(centers, k, d, slack, None)),
+            Some(s) => std::sync::OnceLock::from(s.renew(centers, k, d, (slack, unit), None)),
             None => std::sync::OnceLock::new(),
         };
         PreparedCenters {
@@ -424,14 +439,16 @@ impl<T: Real> PreparedCenters<T> {
             sparse_only,
             unit,
             slack,
+            offset,
         }
     }
 
     /// The centres prepared for sparse rows ([`super::assign_csr`]), made
     /// on first use ([`super::SparseCenters::bytes_for`] more bytes).
     pub fn sparse(&self) -> &super::SparseCenters {
-        self.sparse
-            .get_or_init(|| super::SparseCenters::new(&self.centers, self.n_clusters, self.n_features, self.slack))
+        self.sparse.get_or_init(|| {
+            super::SparseCenters::new(&self.centers, self.n_clusters, self.n_features, (self.slack, self.unit))
+        })
     }
 
     /// Whether these centres are prepared for unit rows (cosine: see the
@@ -442,9 +459,10 @@ impl<T: Real> PreparedCenters<T> {
 
     /// η, an absolute bound (in the data's squared units) on how far the
     /// exact distance ([`PreparedCenters::exact_dist`]) may lie from the
-    /// true squared distance beyond its relative γ₆₄(d + 6) error: the
-    /// squares' underflow ([`underflow_slack`]) and, for unit rows, the
-    /// error of [`unit_sq_dist`] (see the module docs).
+    /// true one beyond its relative γ₆₄(d + 6) error: the squares'
+    /// underflow ([`underflow_slack`]) and, for unit rows, the error of
+    /// [`unit_sq_dist`] and how far below it the Euclidean distance may lie
+    /// (see the module docs).
     pub fn slack(&self) -> f64 {
         self.slack
     }
@@ -507,7 +525,7 @@ impl<T: Real> PreparedCenters<T> {
     #[inline]
     fn tau(&self, x_norm: f64, best: usize, dist: f64) -> f64 {
         let uniform = self.tau_uniform((self.radius + x_norm) * (self.radius + x_norm));
-        if uniform.is_infinite() {
+        if uniform.is_infinite() || self.unit {
             return uniform;
         }
         let reach = x_norm + (dist + 2.5 * uniform).sqrt();
@@ -526,22 +544,24 @@ pub fn underflow_slack(d: usize) -> f64 {
     2.0 * (d + 6) as f64 * f64::from_bits(1)
 }
 
-/// The part of [`PreparedCenters::slack`] that [`unit_sq_dist`] adds for
-/// `centers` (row-major, rows of `d` values) and rows of norm at most
-/// 1 + 2⁻¹⁰: max_j |1 − ‖c_j‖²| (from ‖c_j‖² summed in `f64`, widened by
-/// that sum's error) plus γ₆₄(d + 3)(1 + ‖x‖² + 2‖x‖‖c_j‖) (see the module
-/// docs), inflated by 10⁻⁶ relative for its own rounding.
-fn unit_slack(centers: &[f64], d: usize) -> f64 {
+/// For unit rows of norm at most 1 + 2⁻¹⁰ and `centers` (row-major, rows
+/// of `d` values): the part of [`PreparedCenters::slack`] that
+/// [`unit_sq_dist`] adds, max_j γ₆₄(d + 3)(1 + ‖x‖² + 2‖x‖‖c_j‖) +
+/// max(‖c_j‖² − 1, 0), and max_j |1 − ‖c_j‖²| (see the module docs); each
+/// ‖c_j‖² summed in `f64` and widened by that sum's error, the results
+/// inflated by 10⁻⁶ relative for their own rounding.
+fn unit_error(centers: &[f64], d: usize) -> (f64, f64) {
     let g = gamma(d + 3, f64::EPSILON / 2.0);
     let x = 1.0 + 1.0 / 1024.0;
-    centers
-        .chunks_exact(d.max(1))
-        .map(|c| {
-            let n: f64 = c.iter().map(|v| v * v).sum();
-            let r = (n * (1.0 + 2.0 * g)).sqrt();
-            ((1.0 - n).abs() + 2.0 * g * n + g * (1.0 + x * x + 2.0 * x * r)) * (1.0 + 1e-6)
-        })
-        .fold(0.0, f64::max)
+    let (mut slack, mut offset) = (0.0f64, 0.0f64);
+    for c in centers.chunks_exact(d.max(1)) {
+        let n: f64 = c.iter().map(|v| v * v).sum();
+        let (lo, hi) = (n * (1.0 - 2.0 * g), n * (1.0 + 2.0 * g));
+        let r = hi.sqrt();
+        slack = slack.max((g * (1.0 + x * x + 2.0 * x * r) + (hi - 1.0).max(0.0)) * (1.0 + 1e-6));
+        offset = offset.max((1.0 - lo).abs().max((hi - 1.0).abs()) * (1.0 + 1e-6));
+    }
+    (slack, offset)
 }
 
 /// The power of two σ that brings a centre spread (largest coordinate
@@ -776,8 +796,12 @@ fn certify_rows<T: Real, G: Real, const D: usize>(
             // Back to unscaled units (an exact division unless it
             // underflows, when the margin is dropped).
             let margin = if certified { gap * (1.0 - 2.0 * G::UNIT_ROUNDOFF) - tau } else { f64::NEG_INFINITY };
-            let margin = margin / (c.scale * c.scale);
-            s[i] = second_bound(*o, if margin >= f64::MIN_POSITIVE { margin } else { f64::NEG_INFINITY }, d, c.slack);
+            // Unit rows: distances K_j run up to `offset` above the
+            // Euclidean D_j (a centre of zeros: 1), so D_j − D_b may be
+            // 2·offset below K_j − K_b (see the module docs).
+            let margin = margin / (c.scale * c.scale) - 2.0 * c.offset;
+            let margin = if margin >= f64::MIN_POSITIVE { margin } else { f64::NEG_INFINITY };
+            s[i] = second_bound(*o, margin, d, c.slack + c.offset);
         }
     }
 }
@@ -1334,9 +1358,13 @@ mod tests {
     #[test]
     fn unit_rows_rank_centres_by_inner_product_lowest_index_on_ties() {
         // Narrow (f32 fast path) and wide (GEMM) data, f64 and f32 rows.
-        for (d, k) in [(3, 5), (9, 7), (40, 33)] {
+        // A centre of zeros (the mean of rows of zeros) has inner product 0.
+        for (d, k, zero_centre) in [(3, 5, false), (9, 7, false), (40, 33, false), (3, 5, true), (40, 33, true)] {
             let (n, zeros, orthogonal) = (600, 20, 30);
-            let (x, centers) = unit_rows(n, d, k, zeros, orthogonal);
+            let (x, mut centers) = unit_rows(n, d, k, zeros, orthogonal);
+            if zero_centre {
+                centers[2 * d..3 * d].fill(0.0);
+            }
             let norms: Vec<f64> = centers.chunks_exact(d).map(|c| c.iter().map(|v| v * v).sum()).collect();
             assert!(norms.iter().any(|&v| v != norms[0]), "the test needs norms that round differently");
             let c = PreparedCenters::<f64>::for_rows(&centers, k, d, false, true);

@@ -63,7 +63,9 @@
 //!
 //! # Unit rows (cosine)
 //! Centres prepared for unit rows decide on [`super::unit_sq_dist`]
-//! instead (see `assign.rs`), whose error joins the bound's η: a row's
+//! instead (see `assign.rs`), whose error joins the bound's η; the fast
+//! path's g_j holds σ² for every centre's norm and R_j is at least σ, as
+//! in the dense kernel. A row's
 //! distance is then computed from its stored values with the dense row's
 //! bits (the zeros add nothing to either of its sums), so a sparse cosine
 //! fit's inertia is the dense fit's.
@@ -99,7 +101,8 @@ pub struct SparseCenters {
     half_start: usize,
     /// Whether `f16` holds every σc_jf (|σc| < 2¹⁵).
     half_fits: bool,
-    /// ‖σc_j‖², summed over the features in a fixed order (`unit::sq_norms`).
+    /// ‖σc_j‖², summed over the features in a fixed order (`unit::sq_norms`);
+    /// σ² for unit rows (see the module docs).
     sq_norms: Vec<f64>,
     /// ‖c_j‖², summed so (for the distances).
     norms: Vec<f64>,
@@ -113,18 +116,19 @@ pub struct SparseCenters {
 impl SparseCenters {
     /// Prepares `k` centres of `d` features (row-major `f64`), whose exact
     /// distances err by at most `slack` beyond their relative error (η, see
-    /// [`PreparedCenters::slack`]).
-    pub fn new(centers: &[f64], k: usize, d: usize, slack: f64) -> Self {
-        Self::build(centers, k, d, slack, None, [Vec::new(), Vec::new(), Vec::new()], Vec::new(), Vec::new())
+    /// [`PreparedCenters::slack`]), for unit rows when `unit` (see
+    /// [`PreparedCenters::for_rows`]).
+    pub fn new(centers: &[f64], k: usize, d: usize, (slack, unit): (f64, bool)) -> Self {
+        Self::build(centers, k, d, (slack, unit), None, [Vec::new(), Vec::new(), Vec::new()], Vec::new(), Vec::new())
     }
 
     /// The same as [`SparseCenters::new`], in `self`'s buffers; with
     /// `columns` (strictly increasing), for rows whose stored values all
     /// lie in those columns: the transposed values of the other columns are
     /// left as they were (stale), which such rows never read.
-    pub fn renew(self, centers: &[f64], k: usize, d: usize, slack: f64, columns: Option<&[u32]>) -> Self {
+    pub fn renew(self, centers: &[f64], k: usize, d: usize, of: (f64, bool), columns: Option<&[u32]>) -> Self {
         let SparseCenters { transposed, half, sq_norms, norms, radii, .. } = self;
-        Self::build(centers, k, d, slack, columns, [transposed, sq_norms, norms], half, radii)
+        Self::build(centers, k, d, of, columns, [transposed, sq_norms, norms], half, radii)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -132,7 +136,7 @@ impl SparseCenters {
         centers: &[f64],
         k: usize,
         d: usize,
-        slack: f64,
+        (slack, unit): (f64, bool),
         columns: Option<&[u32]>,
         [mut transposed, mut sq_norms, mut norms]: [Vec<f64>; 3],
         mut half: Vec<u16>,
@@ -210,7 +214,13 @@ impl SparseCenters {
                 }
             });
         radii.clear();
-        radii.extend(sq_norms.iter().map(|s| s.sqrt()));
+        if unit {
+            // g_j holds σ² (see the module docs), R_j at least σ.
+            radii.extend(sq_norms.iter().map(|s| s.max(scale * scale).sqrt()));
+            sq_norms.fill(scale * scale);
+        } else {
+            radii.extend(sq_norms.iter().map(|s| s.sqrt()));
+        }
         let mut bound = Bound::new(d, f64::EPSILON / 2.0, f64::MIN_POSITIVE, f64::MAX);
         bound.floor += slack * scale * scale;
         SparseCenters {
@@ -622,7 +632,7 @@ mod tests {
                 }
             };
             let first = random(&mut rng);
-            let s = SparseCenters::new(&first, k, d, 0.0);
+            let s = SparseCenters::new(&first, k, d, (0.0, false));
             check(&s, &first, &(0..d).collect::<Vec<_>>(), &first);
             // New centres of the same largest magnitude (the same scale),
             // renewed at every third column.
@@ -631,7 +641,7 @@ mod tests {
             next[0] = largest;
             let cols: Vec<u32> = (0..d as u32).step_by(3).collect();
             let scale = s.scale;
-            let s = s.renew(&next, k, d, 0.0, Some(&cols));
+            let s = s.renew(&next, k, d, (0.0, false), Some(&cols));
             assert_eq!(s.scale, scale);
             check(&s, &next, &cols.iter().map(|&f| f as usize).collect::<Vec<_>>(), &first);
         }
@@ -688,7 +698,7 @@ mod tests {
         // Centres beyond f16 after scaling (σ is clamped; squared distances
         // overflow) skip the first pass.
         let centers = [1.0, 0.0, 0.0, 3e300];
-        assert!(!SparseCenters::new(&centers, 2, 2, 0.0).half_fits);
+        assert!(!SparseCenters::new(&centers, 2, 2, (0.0, false)).half_fits);
         let c = PreparedCenters::<f64>::new(&centers, 2, 2);
         let (mut labels, mut dist) = (vec![0; 2], vec![0.0; 2]);
         let csr = CsrIndex { indptr: &[0, 1, 2], indices: &[0, 1] };
@@ -767,6 +777,8 @@ mod tests {
             }
             let mut unit_centers = centers.clone();
             unit_centers.chunks_exact_mut(d).for_each(crate::kernels::unit_row);
+            // A centre of zeros (the mean of rows of zeros).
+            unit_centers[d..2 * d].fill(0.0);
             let c = PreparedCenters::<f64>::for_rows(&unit_centers, k, d, true, true);
             let mut scratch = vec![SparseScratch::new(k, d); 2];
             assign_csr(&unit, csr, &c, &mut scratch, &mut labels, &mut dist);

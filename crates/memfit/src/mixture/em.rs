@@ -106,7 +106,7 @@ pub fn fit<T: Real>(
                     InitResp::Nearest(centres.flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v.to_f64() - s)).collect())
                 }
                 InitMethod::KMeansPlusPlus => {
-                    let idx = kmeans_plusplus(&scanned.sample, k, &mut rng, &observer.cancel())?;
+                    let idx = kmeans_plusplus(&scanned.sample, k, &mut rng, false, &observer.cancel())?;
                     let means = scanned.sample.gather(&idx)?;
                     let means = means.chunks(d).flat_map(|c| c.iter().zip(&shift).map(|(v, s)| v - s)).collect();
                     one_hot_rows(scanned.sample.rows_of(&idx)?, means)
