@@ -23,9 +23,10 @@
 //! by component exactly as in memory; only the normaliser is merged group by
 //! group (`(M, S) → (m', S e^(M − m') + t e^(m − m'))`), which rounds
 //! differently from one log-sum-exp over all `K` values. Results therefore
-//! agree with the in-memory fit to about 1e-15 relative per iteration, not
-//! bit for bit; they are the same bits for any thread count and limit that
-//! give the same groups.
+//! agree with the in-memory fit to about 1e-15 relative per iteration (more
+//! where the covariances are ill-conditioned), not bit for bit; they are the
+//! same bits for any thread count and limit that give the same groups (the
+//! planner's groups depend on both: each thread's buffers share the limit).
 
 use std::path::Path;
 use std::sync::Arc;
