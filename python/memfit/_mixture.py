@@ -217,10 +217,14 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         Non-negative value added to the covariances' diagonal. With 0, a
         fit fails (ValueError) when a covariance is not positive definite:
         a component on identical rows, or one whose every responsibility is
-        below 1e-32 (rows the M-step skips), has variance exactly 0. There
-        scikit-learn's fit may go on with a variance of rounding size (its
-        diag and spherical variances are one-pass differences) or one made
-        of those tiny responsibilities. A tiny positive variance is fitted.
+        below 1e-32 (rows the M-step skips), has variance exactly 0, unless
+        scikit-learn's ``10 ε`` floor on ``N_k`` moves its mean off the rows
+        (a few rows: ``means_`` is ``Σ r x / (N_k + 10 ε)``), when the
+        variance is that offset squared (about 1e-31 for values near 1), as
+        scikit-learn's ``X - means_`` defines it. There scikit-learn's fit
+        may go on with a variance of rounding size (its diag and spherical
+        variances are one-pass differences) or one made of those tiny
+        responsibilities, or fail. A tiny positive variance is fitted.
     max_iter : int, default=100
         EM iterations per initialisation. With 0, no iteration runs and the
         fit returns the (last) initialisation, as scikit-learn's: the
