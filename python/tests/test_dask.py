@@ -445,7 +445,10 @@ def test_sample_weight_of_a_dask_x_is_checked_as_for_a_numpy_x():
     for w in (ones.astype(np.complex128), ones.reshape(-1, 1), nan, np.zeros(1000), ones[:999]):
         assert _error(lambda: KMeans(2, n_init=1).fit(dx, sample_weight=w)) == \
             _error(lambda: KMeans(2, n_init=1).fit(X, sample_weight=w))
-    for w in (ones.astype(np.complex128), ones.reshape(-1, 1)):
+    inf = ones.copy()
+    inf[3] = -np.inf
+    # Dask weights are read by the engine as X is: the same messages.
+    for w in (ones.astype(np.complex128), ones.reshape(-1, 1), nan, inf, np.zeros(1000)):
         assert _error(lambda: KMeans(2, n_init=1).fit(dx, sample_weight=da.from_array(w, chunks=77))) == \
             _error(lambda: KMeans(2, n_init=1).fit(X, sample_weight=w))
     # A list, as for a NumPy X (it used to raise AttributeError).

@@ -152,6 +152,19 @@ fn message(e: &Error, float32: bool) -> (Class, String) {
                  hint: increase reg_covar (e.g. 1e-3)"
             )
         }
+        // `sklearn.utils.validation._check_sample_weight`'s sentences, then
+        // where (as for weights checked in Python, with NumPy's spelling).
+        Error::InvalidWeight { row, value, .. } if !value.is_finite() => {
+            let (what, shown) = if value.is_nan() {
+                ("NaN".to_string(), "nan".to_string())
+            } else {
+                (format!("infinity or a value too large for dtype('{dtype}')"), value.to_string())
+            };
+            format!("Input sample_weight contains {what}. memfit: sample_weight[{row}] = {shown}; hint: weights must be finite")
+        }
+        Error::InvalidParameter { name: "sample_weight", rule, .. } if rule == memfit::ALL_WEIGHTS_ZERO => {
+            "Sample weights must contain at least one non-zero number.".to_string()
+        }
         Error::Cancelled => "memfit: interrupted".to_string(),
         _ => text,
     };

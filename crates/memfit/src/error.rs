@@ -195,6 +195,10 @@ pub fn hint(remedies: &[Remedy], spelling: &dyn Spelling) -> String {
     join(&remedies.iter().map(|r| spelling.remedy(r)).collect::<Vec<_>>(), "or")
 }
 
+/// The rule of the [`Error::InvalidParameter`] for `sample_weight` whose
+/// weights are all zero (fronts may render it in their own words).
+pub const ALL_WEIGHTS_ZERO: &str = "all sample weights are zero; hint: at least one weight must be positive";
+
 /// Every failure the engine reports. Messages are one line: the cause, then
 /// `; hint: …` saying what to do about it (see [`Error::render`] for a
 /// front-end's wording of the hint).

@@ -59,5 +59,5 @@ mod wire;
 
 pub use dtype::Real;
 pub use error::{common_remedy, for_example, hint, join, Count, Error, Neutral, Remedy, Rendered, Result, Spelling};
-pub use error::{shape_text, ExpressionFault};
+pub use error::{shape_text, ExpressionFault, ALL_WEIGHTS_ZERO};
 pub use warning::{FpException, Warning};

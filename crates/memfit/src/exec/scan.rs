@@ -467,10 +467,7 @@ pub fn scan<T: Real>(
         ));
     }
     if weighted && s.weight_sum <= 0.0 {
-        return Err(Error::param(
-            "sample_weight",
-            "all sample weights are zero; hint: at least one weight must be positive",
-        ));
+        return Err(Error::param("sample_weight", crate::error::ALL_WEIGHTS_ZERO));
     }
     let nf = s.rows.max(1.0);
     let mean_variance = s.m2.iter().map(|m| m / nf).sum::<f64>() / d as f64;
