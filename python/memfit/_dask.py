@@ -335,6 +335,20 @@ def engine_chunk(chunk: Any, first_row: int = 0) -> Any:
     return sparse_input(chunk, first_row=first_row) if is_sparse(chunk) else np.asarray(chunk)
 
 
+def check_shape(chunk: Any, i: int, start: int, shape: tuple) -> str:
+    """Raises ValueError unless chunk ``i`` of X (its rows from ``start``
+    on) has the ``shape`` the Dask array declares; returns how errors name
+    the chunk."""
+    where = f"chunk {i} of X (rows {start}..{start + shape[0]})"
+    found = tuple(getattr(chunk, "shape", ()))
+    if found != tuple(shape):
+        raise ValueError(
+            f"{where} computed to shape {found}, but the Dask array declares {tuple(shape)}; "
+            "hint: give map_blocks the chunks its function returns (chunks=...), or call X.compute_chunk_sizes()"
+        )
+    return where
+
+
 def checked_chunk(chunk: Any, i: int, start: int, shape: tuple, sparse: bool) -> Any:
     """Chunk ``i`` of X (its rows from ``start`` on), computed, as the engine
     reads it, after checking that it is what the Dask array declares: its
@@ -348,12 +362,7 @@ def checked_chunk(chunk: Any, i: int, start: int, shape: tuple, sparse: bool) ->
     TypeError
         A dense chunk among sparse ones, or the reverse.
     """
-    where = f"chunk {i} of X (rows {start}..{start + shape[0]})"
-    if tuple(chunk.shape) != tuple(shape):
-        raise ValueError(
-            f"{where} computed to shape {tuple(chunk.shape)}, but the Dask array declares {tuple(shape)}; "
-            "hint: give map_blocks the chunks its function returns (chunks=...), or call X.compute_chunk_sizes()"
-        )
+    where = check_shape(chunk, i, start, shape)
     if sparse and not is_sparse(chunk):
         raise TypeError(
             f"{where} is a {type(chunk).__name__}, but X's Dask meta says its chunks are scipy.sparse matrices; "
@@ -590,13 +599,22 @@ class Kept:
 
 
 def _run_chunk(
-    task: bytes, x: np.ndarray, w: Optional[np.ndarray], first_row: int, memory_limit: int, kept: Any = False
+    task: bytes,
+    x: np.ndarray,
+    w: Optional[np.ndarray],
+    first_row: int,
+    memory_limit: int,
+    kept: Any = False,
+    declared: Optional[tuple] = None,
 ) -> Any:
     """A pass's task over one chunk, on a worker (one thread, the GIL
     released), within ``memory_limit`` bytes (the budget planned for the
     tightest worker). Returns the encoded statistics; a task with per-row
     state (``kept`` is a :class:`Kept`, or None on a run's first pass)
-    returns them with its chunk's new state."""
+    returns them with its chunk's new state. ``declared`` (the chunk's
+    index and shape in X) is checked first (see :func:`check_shape`)."""
+    if declared is not None:
+        check_shape(x, declared[0], first_row, declared[1])
     x = engine_chunk(x, first_row)
     if isinstance(x, np.ndarray) and (x.dtype.byteorder == ">" or not x.flags.aligned):
         x = x.astype(x.dtype.newbyteorder("="))
@@ -650,6 +668,8 @@ class Cluster:
         starts = _starts(x.chunks[0])
         self.starts = [starts[i] for i in full]
         self.rows = [int(x.chunks[0][i]) for i in full]
+        # Each task's chunk: its index in X and its declared shape.
+        self.declared = [(i, (r, int(x.shape[1]))) for i, r in zip(full, self.rows)]
         x_parts = in_row_order(x)
         w_parts = [None] * len(x_parts) if w is None else in_row_order(w)
         self.x_parts, self.w_parts = [x_parts[i] for i in full], [w_parts[i] for i in full]
@@ -738,8 +758,8 @@ class Cluster:
         try:
             if row_state is None:
                 tasks = [
-                    run(spec, xp, wp, start, self.budget)
-                    for xp, wp, start in zip(self.x_parts, self.w_parts, self.starts)
+                    run(spec, xp, wp, start, self.budget, declared=declared)
+                    for xp, wp, start, declared in zip(self.x_parts, self.w_parts, self.starts, self.declared)
                 ]
                 # The graph is optimised already (see in_row_order).
                 futures = self.client.compute(tasks, optimize_graph=False)
@@ -765,8 +785,8 @@ class Cluster:
         the chunk's last task ran; a task placed elsewhere assigns its chunk
         in full."""
         tasks = [
-            run(spec, xp, wp, start, self.budget, Kept(reading[i].key) if reading else None)
-            for i, (xp, wp, start) in enumerate(zip(self.x_parts, self.w_parts, self.starts))
+            run(spec, xp, wp, start, self.budget, Kept(reading[i].key) if reading else None, declared=declared)
+            for i, (xp, wp, start, declared) in enumerate(zip(self.x_parts, self.w_parts, self.starts, self.declared))
         ]
         self._states = self.client.compute(tasks, optimize_graph=False)
         return [self.client.submit(operator.getitem, f, 0) for f in self._states]

@@ -747,6 +747,28 @@ class MiniBatchKMeans(_Centers):
         self._n_features_out = self.cluster_centers_.shape[0]
         return self
 
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Fit and return the label of each row (``labels_``).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,), dtype int32
+            ``labels_`` (computed by the fit's last pass); for a Dask X, as
+            a dask.array.Array with X's row chunks holding them.
+        """
+        labels = self.fit(X, sample_weight=sample_weight).labels_
+        if _dask.is_dask_array(X):
+            import dask.array as da
+
+            return da.from_array(labels, chunks=(X.chunks[0],))
+        return labels
+
     def _labels_once_warned(self, data, w):
         """(labels, inertia) of the fit's X, whose validation pass already
         warned about values its compute dtype does not hold exactly (the

@@ -826,9 +826,9 @@ _FIRST_ROWS = []
 _RUN_CHUNK = _dask._run_chunk
 
 
-def _recording_run_chunk(task, x, w, first_row, memory_limit):
+def _recording_run_chunk(task, x, w, first_row, memory_limit, *args, **kwargs):
     _FIRST_ROWS.append(first_row)
-    return _RUN_CHUNK(task, x, w, first_row, memory_limit)
+    return _RUN_CHUNK(task, x, w, first_row, memory_limit, *args, **kwargs)
 
 
 def test_a_pass_runs_its_chunks_in_row_order(monkeypatch):
@@ -852,3 +852,23 @@ def test_a_pass_runs_its_chunks_in_row_order(monkeypatch):
     # Dask may start one chunk ahead of the rest (the first it sends the
     # idle worker); the others follow in row order.
     assert all(p[1:] == sorted(p[1:]) for p in passes), _FIRST_ROWS
+
+
+def test_chunks_of_another_shape_than_declared_are_named_on_the_cluster_as_in_one_process(client):
+    """A chunk that computes to another shape than the Dask array declares
+    is refused by the task that reads it, with the message the
+    single-process read gives (it was "statistics of rows 0..65535 came
+    back for rows 0..65536", or "a task for 8 features was given rows of
+    7")."""
+    X = blobs(n=2 * CHUNK + 100, d=4)
+    dx = chunked(X)
+    for fix, est, shape in [
+        (lambda b: b[:-1], KMeans(2, n_init=1), r"\((65535|99), 4\)"),
+        (lambda b: b[:, :-1], GaussianMixture(2), r"\((65536|100), 3\)"),
+    ]:
+        bad = dx.map_blocks(fix)
+        # Whichever task fails first names its chunk.
+        with pytest.raises(ValueError, match=r"chunk \d of X \(rows \d+\.\.\d+\) computed to shape " + shape):
+            est.fit(bad, client=client)
+        with pytest.raises(ValueError, match=r"computed to shape " + shape):
+            type(est)(**est.get_params()).fit(bad)
