@@ -558,12 +558,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         if verbose:
             verbose.close()
         if not r["converged"] and self.max_iter > 0:
-            warnings.warn(
-                f"{_NOT_CONVERGED} memfit: the lower bound still changed by tol={self.tol} or more after "
-                f"max_iter={self.max_iter} iterations",
-                ConvergenceWarning,
-                stacklevel=4,
-            )
+            # scikit-learn's text exactly (callers compare it).
+            warnings.warn(_NOT_CONVERGED, ConvergenceWarning, stacklevel=4)
         # The warning above is scikit-learn's; the engine's others follow.
         emit_warnings(r["warnings"], skip=("not_converged",), stacklevel=4)
         # float32 data keep float32 parameters, as scikit-learn's; the

@@ -989,8 +989,13 @@ def test_convergence_warning_when_max_iter_too_small(truth, covariance_type):
     gm = GaussianMixture(
         n_components=3, covariance_type=covariance_type, max_iter=1, tol=1e-8, reg_covar=0, random_state=0
     )
-    with pytest.warns(ConvergenceWarning, match="did not converge"):
+    with pytest.warns(ConvergenceWarning, match="did not converge") as record:
         gm.fit(X)
+    # scikit-learn's text exactly.
+    assert [str(w.message) for w in record if w.category is ConvergenceWarning] == [
+        "Best performing initialization did not converge. Try different init parameters, or increase max_iter, "
+        "tol, or check for degenerate data."
+    ]
     assert gm.converged_ is False
     assert gm.n_iter_ == 1 and len(gm.lower_bounds_) == 1
     for name in FITTED + ("lower_bound_",):
