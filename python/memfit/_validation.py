@@ -111,7 +111,14 @@ def _not_finite(a: np.ndarray, input_name: str, dtype: np.dtype, label: str) -> 
     return f"Input {padded}contains {what}. memfit: {label}[{index}] = {a[tuple(where)]}"
 
 
-def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
+def _too_many_dims(ndim: int, name: str, shape: tuple, estimator: Any) -> ValueError:
+    """scikit-learn's ``check_array`` error for more than 2 dimensions,
+    naming the estimator as it does (else the array's name and shape)."""
+    by = f" by {type(estimator).__name__}" if estimator is not None else f" ({name} has shape {shape})"
+    return ValueError(f"Found array with dim {ndim}, while dim <= 2 is required{by}.")
+
+
+def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarray:
     """``X`` as a 2-D array the engine reads in place, copying only when it
     cannot: complex, object, bool and other integer dtypes become float64;
     non-native byte order, unaligned data and negative strides are copied.
@@ -147,7 +154,7 @@ def engine_array(X: Any, *, name: str = "X") -> np.ndarray:
     if arr.ndim != 2:
         got = "scalar" if arr.ndim == 0 else f"{arr.ndim}D"
         if arr.ndim > 2:
-            raise ValueError(f"Found array with dim {arr.ndim}, while dim <= 2 is required ({name} has shape {arr.shape}).")
+            raise _too_many_dims(arr.ndim, name, arr.shape, estimator)
         raise ValueError(
             f"Expected 2D array, got {got} array instead ({name} has shape {arr.shape}). "
             "Reshape your data either using array.reshape(-1, 1) if your data has a single feature "
@@ -290,7 +297,7 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
     keep = None
     if _dask.is_dask_array(X):
         if X.ndim > 2:
-            raise ValueError(f"Found array with dim {X.ndim}, while dim <= 2 is required ({name} has shape {X.shape}).")
+            raise _too_many_dims(X.ndim, name, X.shape, estimator)
         if X.ndim != 2:
             got = "scalar" if X.ndim == 0 else f"{X.ndim}D"
             raise ValueError(
@@ -339,7 +346,7 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
         _check_features(estimator, d, reset)
         dtype = np.dtype(dtype_name)
         return Data(path, n, d, dtype, dtype == np.float32, keep)
-    arr = engine_array(X, name=name)
+    arr = engine_array(X, name=name, estimator=estimator)
     if estimator is not None:
         from sklearn.utils.validation import validate_data
 
