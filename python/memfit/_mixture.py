@@ -584,8 +584,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             self.precisions_ = r["precisions"].astype(dt, copy=False)
         self.converged_ = bool(r["converged"])
         self.n_iter_ = int(r["n_iter"])
-        # NumPy scalars of X's dtype, as scikit-learn's (its bounds are NumPy means).
-        self.lower_bound_ = dt.type(r["lower_bound"])
+        # NumPy scalars of X's dtype, as scikit-learn's (its bounds are NumPy
+        # means); with max_iter=0 its initial -np.inf, a Python float.
+        self.lower_bound_ = -np.inf if self.max_iter == 0 else dt.type(r["lower_bound"])
         self.lower_bounds_ = [dt.type(b) for b in r["lower_bounds"]]
         self.memory_plan_ = r["plan_text"] if device is None else f"{r['plan_text']}\n{device.plan}"
         self._fitted_covariance_type = self.covariance_type

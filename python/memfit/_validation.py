@@ -389,6 +389,10 @@ def check_sample_weight(
                 f"Sample weights must be 1D array or scalar, got {sample_weight.ndim}D array. Expected either a "
                 f"scalar value or a 1D array of length {data.n_samples}."
             )
+        if any(np.isnan(s) for s in sample_weight.shape):
+            raise ValueError(
+                f"{name} has unknown chunk sizes {sample_weight.shape}; call {name}.compute_chunk_sizes() first"
+            )
         if tuple(sample_weight.shape) != (data.n_samples,):
             raise ValueError(f"{name}.shape == {tuple(sample_weight.shape)}, expected ({data.n_samples},)!")
         w = data.dask.weights(sample_weight)

@@ -451,6 +451,11 @@ def test_sample_weight_of_a_dask_x_is_checked_as_for_a_numpy_x():
     for w in (ones.astype(np.complex128), ones.reshape(-1, 1), nan, inf, np.zeros(1000)):
         assert _error(lambda: KMeans(2, n_init=1).fit(dx, sample_weight=da.from_array(w, chunks=77))) == \
             _error(lambda: KMeans(2, n_init=1).fit(X, sample_weight=w))
+    # Weights of unknown chunk sizes: said as for X.
+    dw = da.from_array(ones, chunks=100)
+    with pytest.raises(ValueError, match=r"sample_weight has unknown chunk sizes \(nan,\); call "
+                                         r"sample_weight.compute_chunk_sizes\(\) first"):
+        KMeans(2, n_init=1).fit(dx, sample_weight=dw[dw > 0])
     # A list, as for a NumPy X (it used to raise AttributeError).
     a = KMeans(2, n_init=1, random_state=0).fit(X, sample_weight=list(range(1, 1001)))
     b = KMeans(2, n_init=1, random_state=0).fit(dx, sample_weight=list(range(1, 1001)))

@@ -68,6 +68,7 @@ def test_gmm_max_iter_zero_returns_the_initialisation_as_sklearn(covariance_type
             warnings.simplefilter("error")
             labels = gm.fit_predict(X)
         assert gm.n_iter_ == 0 and gm.lower_bound_ == -np.inf and list(gm.lower_bounds_) == []
+        assert type(gm.lower_bound_) is float  # scikit-learn's -np.inf
         assert gm.converged_ is False
         assert labels.dtype == np.int64
         assert_array_equal(labels, gm.predict(X))
