@@ -11,12 +11,12 @@
 //! inequality: ‖x − c′_j‖ ≥ ‖x − c_j‖ − ‖c_j − c′_j‖).
 //!
 //! # The test
-//! Every pass computes D̃_a = [`exact_sq_dist`]`(x, c_a)` (O(d), needed for the
-//! inertia anyway; [`unit_sq_dist`] for cosine k-means' unit rows): the
+//! Every pass computes D̃_a = [`crate::kernels::exact_sq_dist`]`(x, c_a)` (O(d), needed for the
+//! inertia anyway; [`crate::kernels::unit_sq_dist`] for cosine k-means' unit rows): the
 //! bits the full assignment reports for the label. With `s_a` ≤ half the
 //! true distance from `c_a` to its nearest other centre and U ≥ √D_a (D̃
 //! errs by at most γ₆₄(d + 6) D + η, η the squares' underflow and for unit
-//! rows [`unit_sq_dist`]'s error, see [`PreparedCenters::slack`]), every other centre has
+//! rows [`crate::kernels::unit_sq_dist`]'s error, see [`PreparedCenters::slack`]), every other centre has
 //! √D_j ≥ L = max(l, 2 s_a − U), so D̃_j ≥ L² (1 − γ₆₄) − η. The row keeps `a`
 //! when D̃_a + η < L² (1 − γ₆₄) (lowered by its roundings): then D̃_a is the
 //! unique minimum over all centres, which is the label and distance the full
@@ -46,7 +46,7 @@ use crate::backend::Ops;
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{RowStateUse, RowStates};
-use crate::kernels::{exact_sq_dist, underflow_slack, unit_sq_dist, PreparedCenters, Scratch};
+use crate::kernels::{decision_dist, underflow_slack, PreparedCenters, Scratch};
 
 /// `f64` values of state per row: the label (−1 before the first full
 /// assignment) and the lower bound.
@@ -419,7 +419,7 @@ impl<T: Real> Shared<'_, T> {
 }
 
 /// Hamerly's test for each row of a tile (see the module docs): writes the
-/// row's label, its exact distance [`exact_sq_dist`] to it and its dropped
+/// row's label, its exact distance [`crate::kernels::decision_dist`] to it and its dropped
 /// lower bound, and whether the test clears it.
 #[multiversion(targets("x86_64+avx512f+avx512vl+avx512dq+avx2+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 fn test_rows<T: Real>(x: &[T], s: &Shared<'_, T>, out: TestOut<'_>) {
@@ -487,7 +487,7 @@ fn test_rows_of<T: Real, const D: usize>(x: &[T], s: &Shared<'_, T>, out: TestOu
     // reports for the label.
     for ((own, &a), row) in dist.iter_mut().zip(labels.iter()).zip(x.chunks_exact(d)) {
         let c = a.min(last) as usize * d;
-        *own = if unit { unit_sq_dist(row, &centers[c..c + d]) } else { exact_sq_dist(row, &centers[c..c + d]) };
+        *own = decision_dist(unit, row, &centers[c..c + d]);
     }
     // The test.
     for ((((clear, &own), &a), &kn), &l) in

@@ -17,9 +17,7 @@ use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::Backend;
 use crate::exec::{Block, KeyedSample, Leaf, Merge, Pass};
-use crate::kernels::{
-    exact_sq_dist, unit_sq_dist, ClusterSums, PreparedCenters, Scratch, SparseScratch, MAX_PARTIAL_BYTES,
-};
+use crate::kernels::{decision_dist, ClusterSums, PreparedCenters, Scratch, SparseScratch, MAX_PARTIAL_BYTES};
 use crate::plan::{Plan, TILE_ROWS};
 
 /// Receives each block's labels and squared distances, in row order.
@@ -128,8 +126,7 @@ impl Farthest {
         let mut values = Vec::with_capacity(d);
         block.dense_row_into(i, &mut values);
         // The row's values as `f64` (exact): the bits of its own type's.
-        let c = centers.center(label as usize);
-        let dist = if centers.is_unit() { unit_sq_dist(&values, c) } else { exact_sq_dist(&values, c) };
+        let dist = decision_dist(centers.is_unit(), &values, centers.center(label as usize));
         self.offer(FarRow { dist, row, label, weight, values });
     }
 

@@ -471,11 +471,7 @@ impl<T: Real> PreparedCenters<T> {
     /// [`unit_sq_dist`] for unit rows, else [`exact_sq_dist`].
     #[inline(always)]
     pub fn exact_dist(&self, row: &[T], j: usize) -> f64 {
-        if self.unit {
-            unit_sq_dist(row, self.center(j))
-        } else {
-            exact_sq_dist(row, self.center(j))
-        }
+        decision_dist(self.unit, row, self.center(j))
     }
 
     /// `k` rounded up to a multiple of [`LANES`].
@@ -980,6 +976,18 @@ pub fn exact_sq_dist<T: Real>(x: &[T], c: &[f64]) -> f64 {
         acc[l] += t * t;
     }
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+}
+
+/// The distance labels are decided on from a row `x` of the compute type
+/// to an `f64` centre `c`: [`unit_sq_dist`] for unit rows (`unit`), else
+/// [`exact_sq_dist`] (as [`PreparedCenters::exact_dist`] for its centres).
+#[inline(always)]
+pub fn decision_dist<T: Real>(unit: bool, x: &[T], c: &[f64]) -> f64 {
+    if unit {
+        unit_sq_dist(x, c)
+    } else {
+        exact_sq_dist(x, c)
+    }
 }
 
 /// The squared distance of unit vectors from their inner product,

@@ -17,8 +17,8 @@ mod unit;
 pub use accumulate::{accumulate_block, accumulate_rows, ClusterSums, MAX_PARTIAL_BYTES};
 pub use argmin::LANES;
 pub use assign::{
-    assign_block, assign_reference, assign_rows, exact_sq_dist, second_bound, sq_distances_block, underflow_slack,
-    unit_sq_dist, PreparedCenters, Scratch, DIRECT_MAX_FEATURES,
+    assign_block, assign_reference, assign_rows, decision_dist, exact_sq_dist, second_bound, sq_distances_block,
+    underflow_slack, unit_sq_dist, PreparedCenters, Scratch, DIRECT_MAX_FEATURES,
 };
 pub use finite::first_non_finite;
 pub use gaussian::STACKED_MAX_FEATURES;
