@@ -192,15 +192,12 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     log-sum-exp, responsibilities and the M-step's weighted sums in float64),
     so no ``(n_samples, n_components)`` or ``(n_samples, n_features)``
     temporary beyond one block is held, and X is never copied. Results are
-    identical for any ``n_jobs`` and limit, except that a limit below the
+    identical for any ``n_jobs`` and limit, also when a limit below the
     components' parameters fits them in groups (see ``scratch_dir``): each
-    row's normaliser is then merged group by group, which rounds
-    differently (about 1e-15 relative per iteration; the covariances'
-    conditioning amplifies it: 5e-9 in ``precisions_`` at a condition
-    number of 7e8), so a grouped fit has the same bits only for the same
-    groups, which ``n_jobs`` changes too (each thread's buffers come out of
-    the same limit; ``memory_plan_`` shows them). Results agree with
-    scikit-learn from
+    row's normaliser, label and responsibilities are then computed group by
+    group with the arithmetic of the fit in memory, in its order, at the
+    cost of more passes over X (``memory_plan_`` shows them). Results agree
+    with scikit-learn from
     the same initial parameters (Dempster, Laird & Rubin 1977; scikit-learn's
     parametrisation by precision Cholesky factors).
 

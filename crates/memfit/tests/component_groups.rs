@@ -1,6 +1,6 @@
 //! Mixtures fitted in component groups (parameters on disk) against the
-//! same fits with every component in memory: lower bounds, weights, means
-//! and covariances to 1e-12 relative, for full, diag and spherical, every
+//! same fits with every component in memory: the same bits (lower bounds,
+//! weights, means, covariances, labels) for full, diag and spherical, every
 //! initialisation, `n_init > 1`, given precisions and warm starts; and
 //! prediction (labels, probabilities by columns, log-likelihoods) from a
 //! saved model read one group at a time. The k-means++ sample has the same
@@ -74,31 +74,24 @@ fn fit(p: &GmmParams<'_>, src: &Source<'_>, limit: u64) -> (GmmFit, Plan) {
     (fit, plan)
 }
 
-fn close(a: f64, b: f64, what: &str) {
-    assert!((a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1e-300), "{what}: {a} vs {b}");
+/// Bitwise equality of two float slices (NaN equal to the same NaN).
+fn same(a: &[f64], b: &[f64], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(x.to_bits(), y.to_bits(), "{what} [{i}]: {x} vs {y}");
+    }
 }
 
 fn assert_same(a: &GmmFit, b: &GmmFit, what: &str) {
-    assert_eq!(a.lower_bounds.len(), b.lower_bounds.len(), "{what}");
-    for (x, y) in a.lower_bounds.iter().zip(&b.lower_bounds) {
-        close(*x, *y, &format!("{what} lower bound"));
-    }
-    close(a.score, b.score, &format!("{what} score"));
-    for (x, y) in a.weights.iter().zip(&b.weights) {
-        close(*x, *y, &format!("{what} weight"));
-    }
-    let scale = a.means.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    for (x, y) in a.means.iter().zip(&b.means) {
-        assert!((x - y).abs() <= 1e-12 * scale, "{what} mean: {x} vs {y}");
-    }
+    same(&a.lower_bounds, &b.lower_bounds, &format!("{what} lower bounds"));
+    same(&[a.score], &[b.score], &format!("{what} score"));
+    same(&a.weights, &b.weights, &format!("{what} weights"));
+    same(&a.means, &b.means, &format!("{what} means"));
     let (mut ca, mut cb) = (vec![0.0; D * D], vec![0.0; D * D]);
     for c in 0..K {
         a.covariance(c, &mut ca).unwrap();
         b.covariance(c, &mut cb).unwrap();
-        let s = ca.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        for (x, y) in ca.iter().zip(&cb) {
-            assert!((x - y).abs() <= 1e-12 * s, "{what} covariance {c}: {x} vs {y}");
-        }
+        same(&ca, &cb, &format!("{what} covariance {c}"));
     }
 }
 
@@ -128,6 +121,35 @@ fn grouped_fits_equal_in_memory_fits() {
         assert!(plan.to_string().contains("component groups:"), "{plan}");
         assert_same(&a, &b, &what);
         assert_eq!(a.best_init, b.best_init, "{what}");
+    }
+}
+
+#[test]
+fn grouped_fits_have_the_same_bits_for_any_groups_and_threads() {
+    let n = 2000;
+    let x = data(n);
+    let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
+    for t in [CovarianceType::Full, CovarianceType::Diag] {
+        let p = params(t, InitMethod::KMeansPlusPlus, 1);
+        let (want, _) = fit(&p, &src, 1 << 30);
+        let mut limit = plan_gmm(&p, &job(&src, 1 << 30), false).unwrap().total_bytes;
+        let mut counts = Vec::new();
+        while limit > 1 << 16 {
+            limit = limit * 19 / 20;
+            for threads in [1, 2] {
+                let mut run = RunOptions::with_limit(limit);
+                run.threads = Some(threads);
+                let j = Job::new(&src, None, 8, 0, &run);
+                let Ok(plan) = plan_gmm(&p, &j, false) else { continue };
+                let Some(g) = plan.schedule.component_groups.clone() else { continue };
+                let got =
+                    memfit::mixture::fit::<f64>(&p, &src, None, &plan, &run, &mut Outputs::default(), &mut ()).unwrap();
+                assert_same(&want, &got, &format!("{t:?}, {} groups, {threads} threads", g.count));
+                counts.push(g.count);
+            }
+        }
+        counts.dedup();
+        assert!(counts.len() >= 3, "{t:?}: group counts {counts:?}");
     }
 }
 
@@ -232,12 +254,8 @@ fn grouped_prediction_equals_in_memory_prediction() {
         assert!(limit > 1 << 16);
     };
     assert!(plan_b.schedule.component_groups.is_some());
-    close(sa, sb, "score");
+    same(&[sa], &[sb], "score");
     assert_eq!(la, lb);
-    for (a, b) in lla.iter().zip(&llb) {
-        close(*a, *b, "log-likelihood");
-    }
-    for (a, b) in pa.iter().zip(&pb) {
-        assert!((a - b).abs() <= 1e-12, "proba {a} vs {b}");
-    }
+    same(&lla, &llb, "log-likelihoods");
+    same(&pa, &pb, "probabilities");
 }

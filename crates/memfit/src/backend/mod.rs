@@ -136,9 +136,10 @@ pub(crate) trait Ops<T: Real>: Sync {
 
     /// Turns a tile's log-densities `r` (row-major `(rows, k)`) into
     /// responsibilities in place, writes each row's `log p(x_i)` into
-    /// `log_norm`, and returns `Σ_i w_i log p(x_i)` in row order.
-    fn log_sum_exp_rows(&self, r: &mut [f64], k: usize, log_norm: &mut [f64], w: Option<&[f64]>) -> f64 {
-        kernels::log_sum_exp_rows(r, k, log_norm, w)
+    /// `ln` and its label into `labels` (when not empty), and returns
+    /// `Σ_i w_i log p(x_i)` in row order (see `kernels::log_sum_exp_rows`).
+    fn log_sum_exp_rows(&self, r: &mut [f64], k: usize, ln: &mut [f64], labels: &mut [u32], w: Option<&[f64]>) -> f64 {
+        kernels::log_sum_exp_rows(r, k, ln, labels, w)
     }
 
     /// Adds one tile's `X_tᵀ diag(w) X_t` (`xt` row-major `(rows, d)`) to

@@ -81,36 +81,80 @@ pub(crate) fn clear_upper_vector_state() {
     }
 }
 
-/// Turns the log-densities of a tile (`r`, row-major `(rows, k)`) into
+/// The first largest of the values `v` and its index, as numpy's `argmax`
+/// (NaN never wins); `(-inf, 0)` when every value is `-inf`.
+#[inline]
+pub(crate) fn first_max(v: &[f64]) -> (f64, usize) {
+    let (mut max, mut at) = (f64::NEG_INFINITY, 0);
+    for (c, &x) in v.iter().enumerate() {
+        if x > max {
+            (max, at) = (x, c);
+        }
+    }
+    (max, at)
+}
+
+/// `sum` plus a row's `w log p(x_i)`; a row of weight 0 adds nothing, even
+/// at `log p = -inf`.
+#[inline]
+pub(crate) fn add_weighted_log_norm(sum: f64, log_norm: f64, w: f64) -> f64 {
+    if log_norm == f64::NEG_INFINITY {
+        if w != 0.0 {
+            sum + log_norm
+        } else {
+            sum
+        }
+    } else {
+        sum + w * log_norm
+    }
+}
+
+/// Turns the log-densities `v` of a tile (`r`, row-major `(rows, k)`) into
 /// responsibilities in place, writes each row's `log p(x_i)` into
-/// `log_norm`, and returns `Σ_i w_i log p(x_i)` summed in row order
-/// (`w` all ones when `None`; a row of weight 0 adds nothing). A row of
-/// zero density under every component (every log-density `-inf`) gets
-/// `log p = -inf` and NaN responsibilities, as scikit-learn's.
-pub(crate) fn log_sum_exp_rows(r: &mut [f64], k: usize, log_norm: &mut [f64], w: Option<&[f64]>) -> f64 {
+/// `log_norm` and its label into `labels` (when not empty), and returns
+/// `Σ_i w_i log p(x_i)` summed in row order (`w` all ones when `None`; see
+/// [`add_weighted_log_norm`]).
+///
+/// Per row, with the first largest value `M` ([`first_max`], also the
+/// label: numpy's `argmax` of the log-densities, as scikit-learn's
+/// `predict`): `S = Σ_k e^(v_k − M)` added in component order, `log p = M +
+/// ln S`, responsibilities `e^(v_k − M) · (1 / S)`. The grouped E-step
+/// (`mixture::groups`) computes the same bits one group of components at a
+/// time. A row of zero density under every component (every log-density
+/// `-inf`) gets `log p = -inf` and NaN responsibilities, as scikit-learn's.
+pub(crate) fn log_sum_exp_rows(
+    r: &mut [f64],
+    k: usize,
+    log_norm: &mut [f64],
+    labels: &mut [u32],
+    w: Option<&[f64]>,
+) -> f64 {
     clear_upper_vector_state();
     let mut sum = 0.0;
     for (i, (row, l)) in r.chunks_mut(k).zip(log_norm.iter_mut()).enumerate() {
-        // One exp per component: r = e^(v − max) / Σ e^(v − max).
-        let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let (max, at) = first_max(row);
+        if let Some(label) = labels.get_mut(i) {
+            *label = at as u32;
+        }
+        let w = w.map_or(1.0, |w| w[i]);
         if max == f64::NEG_INFINITY {
             row.fill(f64::NAN);
             *l = f64::NEG_INFINITY;
-            if w.map_or(1.0, |w| w[i]) != 0.0 {
-                sum += *l;
-            }
+            sum = add_weighted_log_norm(sum, *l, w);
             continue;
         }
+        // One exp per component.
+        let mut s = 0.0;
         for v in row.iter_mut() {
             *v = exp_or_zero(*v - max);
+            s += *v;
         }
-        let s: f64 = row.iter().sum();
         *l = max + s.ln();
         let inv = 1.0 / s;
         for v in row.iter_mut() {
             *v *= inv;
         }
-        sum += w.map_or(1.0, |w| w[i]) * *l;
+        sum = add_weighted_log_norm(sum, *l, w);
     }
     sum
 }

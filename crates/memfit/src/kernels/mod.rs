@@ -23,7 +23,8 @@ pub use assign::{
 pub use finite::first_non_finite;
 pub use gaussian::STACKED_MAX_FEATURES;
 pub(crate) use gaussian::{
-    clear_upper_vector_state, exp_or_zero, log_prob_block, log_sum_exp_rows, stacked_group, Estep, Prec,
+    add_weighted_log_norm, clear_upper_vector_state, exp_or_zero, first_max, log_prob_block, log_sum_exp_rows,
+    stacked_group, Estep, Prec,
 };
 pub use scatter::add_tile_scatter;
 pub use sparse::{accumulate_csr, assign_csr, sq_distances_csr, SparseCenters, SparseScratch};

@@ -3,30 +3,34 @@
 //! factors and M-step sums do not fit the memory limit together (the
 //! planner chooses the groups, [`super::plan_gmm`]).
 //!
-//! One EM iteration with `G` groups makes `2G − 1` passes over the data:
+//! One EM iteration with `G` groups makes `3G − 2` passes over the data,
+//! each computing one group's log-densities ([`steps`]):
 //!
-//! 1. for each group in turn, its log-densities are merged into every row's
-//!    running log-sum-exp ([`super::groups::merge_group`]); the pass of the
-//!    last group finishes `log p(x_i)` and, at once, that group's
-//!    responsibilities `exp(v − log p)` and M-step sums;
-//! 2. for each other group, a pass recomputes its log-densities, turns them
-//!    into responsibilities with the finished normaliser and adds its M-step
+//! 1. for each group from the last to the first, every row's largest
+//!    log-density `M` and its label ([`super::groups::merge_max`]); the pass
+//!    of group 0, the last of them, also starts the sum `S = Σ e^(v − M)`;
+//! 2. for groups `1..G`, `S` goes on in component order
+//!    ([`super::groups::add_exps`]); the pass of the last group finishes
+//!    `log p(x_i) = M + ln S` and, at once, that group's responsibilities
+//!    and M-step sums;
+//! 3. for each other group, a pass turns its log-densities into
+//!    responsibilities with the finished `M` and `S` and adds its M-step
 //!    sums.
 //!
 //! A group's new covariances and factors are written to the scratch file
 //! ([`ParamStore`]) as soon as its sums are complete (its old factors are
 //! no longer needed then); weights, means and log-determinants (`O(K d)`)
-//! stay in memory. The final E-step makes `G` passes, plus `G − 1` when
-//! probabilities are wanted.
+//! stay in memory. The final E-step makes `2G − 1` passes, plus `G − 1`
+//! when probabilities are wanted.
 //!
-//! Exactness: M-step sums, covariances and factors are computed component
-//! by component exactly as in memory; only the normaliser is merged group by
-//! group (`(M, S) → (m', S e^(M − m') + t e^(m − m'))`), which rounds
-//! differently from one log-sum-exp over all `K` values. Results therefore
-//! agree with the in-memory fit to about 1e-15 relative per iteration (more
-//! where the covariances are ill-conditioned), not bit for bit; they are the
-//! same bits for any thread count and limit that give the same groups (the
-//! planner's groups depend on both: each thread's buffers share the limit).
+//! Exactness: log-densities, M-step sums, covariances and factors are
+//! computed component by component exactly as in memory, and the
+//! normaliser, labels and responsibilities with the in-memory E-step's
+//! arithmetic in its order (see [`super::groups::ROW_STATE`]): a grouped fit
+//! has the bits of the fit in memory, for any groups, thread count and
+//! limit. The price is `G − 1` passes per iteration more than merging
+//! running log-sum-exps group by group, which rounds differently for each
+//! cut of the components.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -34,7 +38,7 @@ use std::time::Instant;
 
 use super::components::{component_cov_len, factor_len, factor_of_cov, CholWork, Estep, Params};
 use super::fitted::{Outputs, StoredCovariances};
-use super::groups::{finish_row, merge_group, Groups, ParamStore, RowState, ROW_STATE};
+use super::groups::{add_exps, log_norm, merge_max, responsibilities, Groups, ParamStore, RowState, ROW_STATE};
 use super::mstep::{finalize, Mass};
 use super::params::{CovarianceType, GmmParams, PrecisionsInit};
 use super::pass::{zero_density, zero_density_ok, Stats, Sums, Workspace};
@@ -44,7 +48,7 @@ use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{Block, Leaf, Pass};
 use crate::io::Source;
-use crate::kernels::{clear_upper_vector_state, exp_or_zero};
+use crate::kernels::{add_weighted_log_norm, clear_upper_vector_state};
 use crate::plan::{Plan, TILE_ROWS};
 
 /// Where a group's precision factors are read from.
@@ -234,19 +238,50 @@ impl Next {
     }
 }
 
+/// What one grouped pass does with its group's log-densities (see the
+/// module docs for the order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Step {
+    /// The group.
+    g: usize,
+    /// Merges into each row's max and label.
+    max: bool,
+    /// The first pass of an E-step: row states start fresh.
+    fresh: bool,
+    /// Adds to each row's sum `S` (the max is final).
+    sum: bool,
+    /// `S` is complete after this pass: `log p(x_i)` and labels are out.
+    finish: bool,
+    /// Turns the log-densities into responsibilities.
+    resp: bool,
+}
+
+/// The passes of one E-step over `count` groups: the max sweep from the
+/// last group to group 0 (which also starts the sum), the sum for groups
+/// `1..count` (the last finishing `log p`), then, with `all_resp`, the
+/// responsibilities of groups `0..count − 1`; the finishing pass turns its
+/// group's into responsibilities with `all_resp` too.
+fn steps(count: usize, all_resp: bool) -> Vec<Step> {
+    let none = Step { g: 0, max: false, fresh: false, sum: false, finish: false, resp: false };
+    let max = (0..count).rev().map(|g| Step { g, max: true, fresh: g + 1 == count, sum: g == 0, ..none });
+    let sum = (1..count).map(|g| Step { g, sum: true, ..none });
+    let mut steps: Vec<Step> = max.chain(sum).collect();
+    let last = steps.last_mut().expect("at least one group");
+    last.finish = true;
+    last.resp = all_resp;
+    let finished = last.g;
+    steps.extend((0..count).filter(|&g| all_resp && g != finished).map(|g| Step { g, resp: true, ..none }));
+    steps
+}
+
 /// What one grouped pass does besides computing its group's log-densities.
 struct GroupPass<'a, 'o, T> {
     x: &'a Source<'a>,
     gw: &'a mut GroupWork<T>,
     mats: &'a mut [Vec<f64>],
     first: usize,
-    /// Merges into the row states (else reads the finished normaliser).
-    merge: bool,
-    /// The first group of a sweep: row states start fresh.
-    fresh: bool,
-    /// Finishes `log p(x_i)` (the last group of a sweep).
-    finish: bool,
-    /// Adds the group's M-step sums.
+    step: Step,
+    /// Adds the group's M-step sums (of its responsibilities).
     m_step: bool,
     reference: &'a [f64],
     outputs: Option<&'a mut Outputs<'o>>,
@@ -285,51 +320,51 @@ impl<T: Real> Pass<T> for GroupPass<'_, '_, T> {
 impl<T: Real> GroupPass<'_, '_, T> {
     fn leaf(&mut self, b: Block<'_, T>, stats: &mut Stats) -> Result<()> {
         let t0 = Instant::now();
-        let (rows, g, first) = (b.rows(), self.gw.es.k, self.first);
+        let (rows, g, first, step) = (b.rows(), self.gw.es.k, self.first, self.step);
         let gw = &mut *self.gw;
         gw.ws.log_densities(b.x, &gw.es)?;
-        let states = gw.state.rows(b.start, rows, self.fresh)?;
+        let states = gw.state.rows(b.start, rows, step.fresh)?;
         let resp = &mut gw.ws.resp[..rows * g];
         clear_upper_vector_state();
-        if self.merge {
-            for (s, v) in states.chunks_exact_mut(ROW_STATE).zip(resp.chunks_exact(g)) {
-                merge_group(s, v, first);
+        for (s, v) in states.chunks_exact_mut(ROW_STATE).zip(resp.chunks_exact(g)) {
+            if step.max {
+                merge_max(s, v, first);
+            }
+            if step.sum {
+                add_exps(s, v);
             }
         }
-        if self.finish {
-            let log_norm = &mut gw.ws.log_norm[..rows];
-            for (s, l) in states.chunks_exact_mut(ROW_STATE).zip(log_norm.iter_mut()) {
-                *l = finish_row(s);
+        if step.finish {
+            let log_norms = &mut gw.ws.log_norm[..rows];
+            for (s, l) in states.chunks_exact(ROW_STATE).zip(log_norms.iter_mut()) {
+                *l = log_norm(s);
             }
-            if let Some(i) = log_norm.iter().position(|&v| !zero_density_ok(v, self.new_rows)) {
-                return Err(zero_density(self.x, b.start + i, log_norm[i]));
+            if let Some(i) = log_norms.iter().position(|&v| !zero_density_ok(v, self.new_rows)) {
+                return Err(zero_density(self.x, b.start + i, log_norms[i]));
             }
             // Summed per tile, then tile by tile, as the in-memory E-step.
             for t0 in (0..rows).step_by(TILE_ROWS) {
                 let mut sum = 0.0;
-                for (i, l) in log_norm.iter().enumerate().take((t0 + TILE_ROWS).min(rows)).skip(t0) {
-                    sum += b.w.map_or(1.0, |w| w[i]) * l;
+                for (i, &l) in log_norms.iter().enumerate().take((t0 + TILE_ROWS).min(rows)).skip(t0) {
+                    sum = add_weighted_log_norm(sum, l, b.w.map_or(1.0, |w| w[i]));
                 }
                 stats.log_likelihood += sum;
             }
             for (l, s) in self.labels.iter_mut().zip(states.chunks_exact(ROW_STATE)) {
-                *l = s[3] as u32;
+                *l = s[2] as u32;
             }
         }
-        // Probabilities only once the normaliser is finished.
-        let proba = (self.finish || !self.merge) && self.outputs.as_ref().is_some_and(|o| o.proba.is_some());
-        if self.m_step || proba {
+        if step.resp {
             for (v, s) in resp.chunks_exact_mut(g).zip(states.chunks_exact(ROW_STATE)) {
-                for x in v.iter_mut() {
-                    *x = exp_or_zero(*x - s[0]);
-                }
+                responsibilities(v, s);
             }
         }
-        if self.merge {
+        if step.max || step.sum {
             gw.state.store(b.start, rows)?;
         }
+        let proba = step.resp && self.outputs.as_ref().is_some_and(|o| o.proba.is_some());
         if let Some(o) = self.outputs.as_deref_mut() {
-            if self.finish {
+            if step.finish {
                 if let Some(f) = o.labels.as_deref_mut() {
                     f(&self.labels[..rows])?;
                 }
@@ -375,19 +410,18 @@ pub(crate) fn e_sweep<T: Real>(
     let mut worst: Option<(usize, f64)> = None;
     let want_proba = outputs.proba.is_some();
     let want_labels = outputs.labels.is_some();
-    let order: Vec<(usize, bool)> =
-        (0..count).map(|g| (g, true)).chain((0..count - 1).filter(|_| want_proba).map(|g| (g, false))).collect();
-    for (g, merge) in order {
+    let mut worst_of = vec![None; count];
+    for step in steps(count, want_proba) {
+        let g = step.g;
         gw.load(g, weights, means, factors)?;
-        if merge {
+        if step.max {
             let first = gw.groups.range(g).start;
             for (c, v) in gw.es.condition_estimates().into_iter().enumerate() {
-                if worst.is_none_or(|(_, w)| v >= w) {
-                    worst = Some((first + c, v));
+                if worst_of[g].is_none_or(|(_, w)| v >= w) {
+                    worst_of[g] = Some((first + c, v));
                 }
             }
         }
-        let last = merge && g + 1 == count;
         let block_rows = data.blocks.block_rows();
         let mut mats: Vec<Vec<f64>> = Vec::new();
         let mut pass = GroupPass {
@@ -395,21 +429,25 @@ pub(crate) fn e_sweep<T: Real>(
             first: gw.groups.range(g).start,
             gw,
             mats: &mut mats,
-            merge,
-            fresh: merge && g == 0,
-            finish: last,
+            step,
             m_step: false,
             reference: &[],
             // Columns of every group; labels and log p(x) once finished.
-            outputs: (want_proba || last).then_some(&mut *outputs),
-            labels: vec![0; if last && want_labels { block_rows } else { 0 }],
-            validate: validate && g == 0 && merge,
+            outputs: (want_proba || step.finish).then_some(&mut *outputs),
+            labels: vec![0; if step.finish && want_labels { block_rows } else { 0 }],
+            validate: validate && step.fresh,
             new_rows: validate,
             secs: (0.0, 0.0),
         };
         let stats = data.run(&mut pass, cancel)?;
-        if last {
+        if step.finish {
             total = stats.log_likelihood;
+        }
+    }
+    // The largest estimate, the last component among equals (as in memory).
+    for w in worst_of.into_iter().flatten() {
+        if worst.is_none_or(|(_, v)| w.1 >= v) {
+            worst = Some(w);
         }
     }
     Ok((total, worst))
@@ -437,11 +475,8 @@ pub(crate) fn em_iteration<T: Real>(
     let (k, d, count) = (gw.groups.k, gw.es.d, gw.groups.count);
     let mut next = Next::new(k, d);
     let mut total = 0.0;
-    // The log-sum-exp sweep (its last pass also the last group's M-step),
-    // then the other groups' M-steps.
-    let order = (0..count).map(|g| (g, true)).chain((0..count - 1).map(|g| (g, false)));
-    for (g, merge) in order {
-        let last = merge && g + 1 == count;
+    for step in steps(count, true) {
+        let g = step.g;
         // Loading given precisions factors them in the work matrices.
         gw.load(g, &cur.weights, &cur.means, factors)?;
         let r = gw.groups.range(g);
@@ -452,10 +487,8 @@ pub(crate) fn em_iteration<T: Real>(
             first: r.start,
             gw: &mut *gw,
             mats: &mut mats,
-            merge,
-            fresh: merge && g == 0,
-            finish: last,
-            m_step: last || !merge,
+            step,
+            m_step: step.resp,
             reference: &cur.means[r.start * d..r.end * d],
             outputs: None,
             labels: Vec::new(),
@@ -469,10 +502,10 @@ pub(crate) fn em_iteration<T: Real>(
         let mut stats = stats?;
         secs.0 += pass_secs.0;
         secs.1 += pass_secs.1;
-        if last {
+        if step.finish {
             total = stats.log_likelihood;
         }
-        if last || !merge {
+        if step.resp {
             gw.finish_group(g, &mut stats, reg_covar, mass, false, slot, &mut next, data.shift)?;
         }
     }
@@ -577,8 +610,8 @@ impl<'r, T: Real> Grouped<'r, T> {
 impl<T: Real> Strategy for Grouped<'_, T> {
     type Kept = KeptGroups;
 
-    /// The normaliser's sweep, then the M-step's.
-    const SWEEPS_PER_ITERATION: usize = 2;
+    /// The max's sweep, the sum's and the M-step's (`3G − 2` passes).
+    const SWEEPS_PER_ITERATION: usize = 3;
 
     fn init(&mut self, init: Option<&InitResp>, cur: &mut Params, cancel: &crate::exec::Cancel) -> Result<()> {
         (*cur, self.log_det) = match init {

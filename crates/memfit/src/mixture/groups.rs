@@ -2,8 +2,9 @@
 //! components' factors and sums do not fit the memory limit together.
 //!
 //! - [`Groups`]: `K` components cut into equal contiguous groups.
-//! - [`merge_group`] / [`finish_row`]: the per-row running log-sum-exp
-//!   (max and scaled sum, `f64`) and first-maximum label across groups.
+//! - [`merge_max`], [`add_exps`], [`log_norm`], [`responsibilities`]: the
+//!   per-row log-sum-exp across groups (max and label, then the sum of
+//!   exponentials), with the bits of the in-memory E-step.
 //! - [`RowState`]: that running state for every row, in memory or in a
 //!   scratch file read and written block by block.
 //! - [`ParamStore`]: each component's covariance and precision factor in a
@@ -17,7 +18,7 @@ use super::components::{component_cov_len, factor_len};
 use super::params::CovarianceType;
 use crate::error::Result;
 use crate::io::ScratchFile;
-use crate::kernels::exp_or_zero;
+use crate::kernels::{exp_or_zero, first_max};
 
 /// `K` components cut into `count` contiguous groups of at most `size`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,48 +41,70 @@ impl Groups {
     }
 }
 
-/// Values per row of [`RowState`]: running max, scaled sum, the largest
-/// log-density so far and its component. After [`finish_row`] the first
-/// value is `log p(x_i)`.
-pub(crate) const ROW_STATE: usize = 4;
+/// Values per row of [`RowState`]: the largest weighted log-density `M`,
+/// the sum `S = Σ_k e^(v_k − M)` so far, and the label (the first
+/// component whose log-density is `M`).
+///
+/// The groups' passes compute what the in-memory E-step
+/// (`kernels::log_sum_exp_rows`) computes, in the same order, so that a
+/// grouped fit has the bits of the fit in memory whatever the groups:
+/// [`merge_max`] visits the groups from the last to the first (`M` is exact
+/// in any order; the label keeps the first maximum), then [`add_exps`]
+/// adds each group's `e^(v − M)` in component order, starting with group 0
+/// (whose pass is the last of the max sweep, so it adds at once), and
+/// [`log_norm`] and [`responsibilities`] finish as in memory.
+pub(crate) const ROW_STATE: usize = 3;
 
 /// The state of a row before any group: no density, label 0.
-pub(crate) const FRESH_ROW: [f64; ROW_STATE] = [f64::NEG_INFINITY, 0.0, f64::NEG_INFINITY, 0.0];
+pub(crate) const FRESH_ROW: [f64; ROW_STATE] = [f64::NEG_INFINITY, 0.0, 0.0];
 
-/// Adds the weighted log-densities `v` of components `first..first + v.len()`
-/// of one row to its running state `s` ([`ROW_STATE`] values): with the
-/// group's max `m` and `t = Σ exp(v − m)`, the state `(M, S)` becomes
-/// `(max(M, m), S e^(M − max) + t e^(m − max))`, so that after every group
-/// `M + ln S = ln Σ_k exp(v_k)`. The label is the first component with the
-/// largest log-density (numpy's `argmax`).
+/// Merges the weighted log-densities `v` of components `first..first +
+/// v.len()` of one row into the max and label of its state `s`, for groups
+/// visited from the last to the first: the group's first maximum
+/// ([`first_max`]) replaces the state's when it is at least as large, so
+/// the label is the first maximum over all components (numpy's `argmax`).
 #[inline]
-pub(crate) fn merge_group(s: &mut [f64], v: &[f64], first: usize) {
-    let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m > f64::NEG_INFINITY {
-        let t: f64 = v.iter().map(|x| exp_or_zero(x - m)).sum();
-        if m > s[0] {
-            s[1] = s[1] * exp_or_zero(s[0] - m) + t;
-            s[0] = m;
-        } else {
-            s[1] += t * exp_or_zero(m - s[0]);
-        }
+pub(crate) fn merge_max(s: &mut [f64], v: &[f64], first: usize) {
+    let (m, at) = first_max(v);
+    if m >= s[0] {
+        s[0] = m;
+        s[2] = (first + at) as f64;
     }
-    for (c, &x) in v.iter().enumerate() {
-        if x > s[2] {
-            s[2] = x;
-            s[3] = (first + c) as f64;
+}
+
+/// Adds `e^(v − M)` of the group's log-densities `v` to the state's sum, in
+/// component order, once `M` is final (nothing when every density is 0).
+#[inline]
+pub(crate) fn add_exps(s: &mut [f64], v: &[f64]) {
+    if s[0] > f64::NEG_INFINITY {
+        for &x in v {
+            s[1] += exp_or_zero(x - s[0]);
         }
     }
 }
 
-/// Turns a row's merged state into `log p(x_i) = M + ln S` (stored as its
-/// first value, with `S = 1`) and returns it (−∞ when every density is 0).
+/// `log p(x_i) = M + ln S` of a finished state (−∞ when every density is 0).
 #[inline]
-pub(crate) fn finish_row(s: &mut [f64]) -> f64 {
-    let l = s[0] + s[1].ln();
-    s[0] = l;
-    s[1] = 1.0;
-    l
+pub(crate) fn log_norm(s: &[f64]) -> f64 {
+    if s[0] == f64::NEG_INFINITY {
+        f64::NEG_INFINITY
+    } else {
+        s[0] + s[1].ln()
+    }
+}
+
+/// Turns the group's log-densities `v` into responsibilities
+/// `e^(v − M) · (1 / S)` in place (NaN when every density is 0).
+#[inline]
+pub(crate) fn responsibilities(v: &mut [f64], s: &[f64]) {
+    if s[0] == f64::NEG_INFINITY {
+        v.fill(f64::NAN);
+        return;
+    }
+    let inv = 1.0 / s[1];
+    for x in v {
+        *x = exp_or_zero(*x - s[0]) * inv;
+    }
 }
 
 /// Every row's [`ROW_STATE`] values, held in memory or in a scratch file.
@@ -232,34 +255,52 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
-    /// `ln Σ exp(v)` in one go, as the in-memory E-step computes it.
-    fn direct(v: &[f64]) -> f64 {
-        let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        m + v.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+    /// One row's `(log p, label, responsibilities)` from groups of `size`
+    /// components, in the order of the grouped passes.
+    fn grouped(v: &[f64], size: usize) -> (f64, u32, Vec<f64>) {
+        let mut s = FRESH_ROW;
+        let parts: Vec<&[f64]> = v.chunks(size).collect();
+        for (g, part) in parts.iter().enumerate().rev() {
+            merge_max(&mut s, part, g * size);
+        }
+        for part in &parts {
+            add_exps(&mut s, part);
+        }
+        let mut r = v.to_vec();
+        for part in r.chunks_mut(size) {
+            responsibilities(part, &s);
+        }
+        (log_norm(&s), s[2] as u32, r)
     }
 
-    fn merged(v: &[f64], size: usize) -> (f64, usize) {
-        let mut s = FRESH_ROW;
-        for (g, part) in v.chunks(size).enumerate() {
-            merge_group(&mut s, part, g * size);
-        }
-        (finish_row(&mut s), s[3] as usize)
+    /// The same row through the in-memory E-step's kernel.
+    fn whole(v: &[f64]) -> (f64, u32, Vec<f64>) {
+        let (mut r, mut l, mut label) = (v.to_vec(), [0.0], [0u32]);
+        crate::kernels::log_sum_exp_rows(&mut r, v.len(), &mut l, &mut label, None);
+        (l[0], label[0], r)
+    }
+
+    fn same_bits(a: &(f64, u32, Vec<f64>), b: &(f64, u32, Vec<f64>)) -> bool {
+        a.0.to_bits() == b.0.to_bits() && a.1 == b.1 && a.2.iter().zip(&b.2).all(|(x, y)| x.to_bits() == y.to_bits())
     }
 
     #[test]
-    fn group_merge_equals_the_direct_log_sum_exp() {
+    fn groups_give_the_bits_of_the_whole_log_sum_exp() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         for trial in 0..500 {
             let k = rng.random_range(1..300);
             let scale = [1.0, 50.0, 2000.0, 1e6][trial % 4];
             let offset = rng.random_range(-1e4..1e4);
-            let v: Vec<f64> = (0..k).map(|_| offset + scale * rng.random_range(-1.0..1.0)).collect();
-            let want = direct(&v);
-            let first_max = v.iter().enumerate().fold(0, |b, (c, x)| if *x > v[b] { c } else { b });
+            let mut v: Vec<f64> = (0..k).map(|_| offset + scale * rng.random_range(-1.0..1.0)).collect();
+            if trial % 3 == 0 {
+                // Ties, and components of zero density.
+                for i in (0..k).step_by(3) {
+                    v[i] = if i % 2 == 0 { v[0] } else { f64::NEG_INFINITY };
+                }
+            }
+            let want = whole(&v);
             for size in [1, 2, 7, 64, k] {
-                let (got, label) = merged(&v, size);
-                assert!((got - want).abs() <= 4.0 * f64::EPSILON * want.abs().max(1.0), "{k} {size}: {got} vs {want}");
-                assert_eq!(label, first_max);
+                assert!(same_bits(&grouped(&v, size), &want), "{k} {size}");
             }
         }
     }
@@ -267,17 +308,25 @@ mod tests {
     #[test]
     fn groups_without_density_and_ties() {
         let ninf = f64::NEG_INFINITY;
-        // A group whose densities are all zero changes nothing.
-        let (l, label) = merged(&[ninf, ninf, -3.0, -1.0, ninf, ninf], 2);
-        assert!((l - direct(&[-3.0, -1.0])).abs() < 1e-15);
-        assert_eq!(label, 3);
-        // No density at all: −∞ (the caller reports the row).
-        assert_eq!(merged(&[ninf; 4], 2).0, ninf);
-        // Ties keep the first component, across groups too.
-        assert_eq!(merged(&[-1.0, -2.0, -1.0, -1.0], 2).1, 0);
-        // Far-apart groups: the smaller one underflows to nothing.
-        let (l, _) = merged(&[-2000.0, 0.0], 1);
-        assert_eq!(l, 0.0);
+        for (v, size) in [
+            // A group whose densities are all zero changes nothing.
+            (vec![ninf, ninf, -3.0, -1.0, ninf, ninf], 2),
+            // Ties keep the first component, across groups too.
+            (vec![-1.0, -2.0, -1.0, -1.0], 2),
+            (vec![-0.0, 0.0, -0.0], 1),
+            // Far-apart groups: the smaller one underflows to nothing.
+            (vec![-2000.0, 0.0], 1),
+        ] {
+            assert!(same_bits(&grouped(&v, size), &whole(&v)), "{v:?}");
+        }
+        assert_eq!(grouped(&[ninf, ninf, -3.0, -1.0, ninf, ninf], 2).1, 3);
+        assert_eq!(grouped(&[-1.0, -2.0, -1.0, -1.0], 2).1, 0);
+        // No density at all: −∞, label 0, NaN responsibilities (the caller
+        // reports the row).
+        let (l, label, r) = grouped(&[ninf; 4], 2);
+        assert_eq!((l, label), (ninf, 0));
+        assert!(r.iter().all(|x| x.is_nan()));
+        assert_eq!(whole(&[ninf; 4]).0, ninf);
     }
 
     #[test]
@@ -298,7 +347,7 @@ mod tests {
             for (start, rows) in [(100, 4), (104, 4), (108, 2)] {
                 let s = st.rows(start, rows, true).unwrap();
                 for (i, r) in s.chunks_exact_mut(ROW_STATE).enumerate() {
-                    merge_group(r, &[(start + i) as f64], 0);
+                    merge_max(r, &[(start + i) as f64], 0);
                 }
                 st.store(start, rows).unwrap();
             }

@@ -258,7 +258,7 @@ impl<T: Real> Workspace<T> {
 
     /// E-step of block `xb` (row-major `(rows, d)`, first row `start`):
     /// responsibilities in `resp[..rows × K]`, `log p(x_i)` in
-    /// `log_norm[..rows]`; adds `Σ_i w_i log p(x_i)` over the block to
+    /// `log_norm[..rows]`, labels in `labels[..rows]` when given; adds `Σ_i w_i log p(x_i)` over the block to
     /// `total` (summed per fixed tile, then tile by tile in order, so that
     /// the total does not depend on the block size).
     ///
@@ -279,6 +279,7 @@ impl<T: Real> Workspace<T> {
         wb: Option<&[f64]>,
         es: &Estep<T>,
         total: &mut f64,
+        labels: Option<&mut [u32]>,
         new_rows: bool,
     ) -> Result<()> {
         let (k, d) = (self.k, self.d);
@@ -286,14 +287,19 @@ impl<T: Real> Workspace<T> {
         let n_tiles = rows.div_ceil(TILE_ROWS);
         self.log_densities(xb, es)?;
         let (resp, log_norm) = (&mut self.resp[..rows * k], &mut self.log_norm[..rows]);
+        let mut label_tiles: Vec<&mut [u32]> = match labels {
+            Some(l) => l[..rows].chunks_mut(TILE_ROWS).collect(),
+            None => (0..n_tiles).map(|_| &mut [][..]).collect(),
+        };
         let backend = self.backend.ops::<T>();
         self.tile_ll[..n_tiles]
             .par_iter_mut()
             .zip(resp.par_chunks_mut(TILE_ROWS * k))
             .zip(log_norm.par_chunks_mut(TILE_ROWS))
+            .zip(label_tiles.par_iter_mut())
             .enumerate()
-            .for_each(|(t, ((ll, r), ln))| {
-                *ll = backend.log_sum_exp_rows(r, k, ln, wb.map(|w| &w[t * TILE_ROWS..]));
+            .for_each(|(t, (((ll, r), ln), lb))| {
+                *ll = backend.log_sum_exp_rows(r, k, ln, lb, wb.map(|w| &w[t * TILE_ROWS..]));
             });
         if let Some(i) = self.log_norm[..rows].iter().position(|&v| !zero_density_ok(v, new_rows)) {
             return Err(zero_density(x, start + i, self.log_norm[i]));

@@ -188,7 +188,7 @@ impl<T: Real> Pass<T> for EmPass<'_, T> {
         for leaf in leaves.iter_mut() {
             let b = block.sub(leaf.rows.clone());
             let t0 = Instant::now();
-            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, &mut leaf.stats.log_likelihood, false)?;
+            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, &mut leaf.stats.log_likelihood, None, false)?;
             let t1 = Instant::now();
             self.ws.m_step(b.x, b.w, leaf.stats, self.mats);
             self.secs.0 += (t1 - t0).as_secs_f64();
@@ -234,19 +234,10 @@ impl<T: Real> Pass<T> for EPass<'_, '_, T> {
             let b = block.sub(leaf.rows.clone());
             let rows = b.rows();
             // New data (a validated pass) are scored as scikit-learn scores them.
-            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, leaf.stats, self.validate)?;
+            let labels = self.outputs.labels.is_some().then_some(&mut self.labels[..]);
+            self.ws.e_step(self.x, b.x, b.start, b.w, self.es, leaf.stats, labels, self.validate)?;
             let resp = &self.ws.resp[..rows * k];
             if let Some(f) = self.outputs.labels.as_deref_mut() {
-                for (l, row) in self.labels.iter_mut().zip(resp.chunks(k)) {
-                    // First maximum, as numpy's argmax.
-                    let mut best = 0;
-                    for (c, v) in row.iter().enumerate() {
-                        if *v > row[best] {
-                            best = c;
-                        }
-                    }
-                    *l = best as u32;
-                }
                 f(&self.labels[..rows])?;
             }
             if let Some(f) = self.outputs.proba.as_deref_mut() {

@@ -33,7 +33,7 @@ use crate::plan::{
 ///
 /// When the components' factors and sums do not fit together (full, diag,
 /// spherical), the components are cut into equal groups of the largest size
-/// that fits ([`crate::plan::ComponentGroups`]: per EM iteration `2G − 1`
+/// that fits ([`crate::plan::ComponentGroups`]: per EM iteration `3G − 2`
 /// passes, parameters in scratch files, per-row log-sum-exp states in memory
 /// or on disk; see `grouped.rs`).
 ///
@@ -401,12 +401,13 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
             ""
         };
         let count = params.n_components.div_ceil(gu) as u64;
-        let per_iter = 2 * count - 1;
+        let per_iter = 3 * count - 2;
+        let final_passes = 2 * count - 1;
         plan.schedule.max_passes =
-            1 + params.n_init as u64 * (init_passes * count + params.max_iter as u64 * per_iter) + count;
+            1 + params.n_init as u64 * (init_passes * count + params.max_iter as u64 * per_iter) + final_passes;
         plan.schedule.passes_detail = if groups.is_some() {
             format!(
-                "1 validation pass + {} init × ({} init passes + at most {} EM iterations × {per_iter} passes) + {count} final E-step passes{kmeans}",
+                "1 validation pass + {} init × ({} init passes + at most {} EM iterations × {per_iter} passes) + {final_passes} final E-step passes{kmeans}",
                 params.n_init,
                 init_passes * count,
                 params.max_iter
@@ -434,12 +435,13 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
             size: gu,
             row_state_on_disk: state_on_disk,
             scratch_bytes,
-            passes_per_iteration: if predict_only { 0 } else { 2 * count as u64 - 1 },
+            passes_per_iteration: if predict_only { 0 } else { 3 * count as u64 - 2 },
         });
         plan.disk.push(crate::io::PlannedWrite::inside("scratch files", job.scratch_dir.clone(), scratch_bytes));
         if predict_only {
-            plan.schedule.max_passes = count as u64;
-            plan.schedule.passes_detail = format!("{count} E-step passes (+ {} with probabilities)", count - 1);
+            plan.schedule.max_passes = 2 * count as u64 - 1;
+            plan.schedule.passes_detail =
+                format!("{} E-step passes (+ {} with probabilities)", 2 * count - 1, count - 1);
         }
     }
     Ok(plan)

@@ -50,7 +50,7 @@ pub struct ComponentGroups {
     pub row_state_on_disk: bool,
     /// Bytes in scratch files (parameters and, when on disk, row states).
     pub scratch_bytes: u64,
-    /// Passes over the data per EM iteration (`2 · count − 1`; 0 for a
+    /// Passes over the data per EM iteration (`3 · count − 2`; 0 for a
     /// prediction).
     pub passes_per_iteration: u64,
 }
