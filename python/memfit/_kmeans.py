@@ -23,6 +23,7 @@ from ._validation import (
     check_sample_weight,
     emit_warnings,
     seed_from,
+    sklearn_messages,
     small_array,
 )
 
@@ -126,17 +127,18 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         ``check_data`` and ``check_sample_weight``)."""
         device = check_device(self, data, "kmeans", self.cluster_centers_.shape[0], w is not None)
         labels = np.empty(data.n_samples, dtype=np.int32)
-        inertia = _memfit.assign(
-            data.engine,
-            centers=c_float64(self.cluster_centers_),
-            memory_limit=check_memory_limit(self.memory_limit),
-            labels=labels,
-            sample_weight=w,
-            n_jobs=check_n_jobs(self.n_jobs),
-            float32=data.float32,
-            metric=self._metric,
-            device=device,
-        )
+        with sklearn_messages(self):
+            inertia = _memfit.assign(
+                data.engine,
+                centers=c_float64(self.cluster_centers_),
+                memory_limit=check_memory_limit(self.memory_limit),
+                labels=labels,
+                sample_weight=w,
+                n_jobs=check_n_jobs(self.n_jobs),
+                float32=data.float32,
+                metric=self._metric,
+                device=device,
+            )
         return labels, inertia
 
     def predict(self, X):
@@ -201,15 +203,16 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         if data.dask is not None:
             return data.dask.map_estimator(self, "transform", self.cluster_centers_.shape[0], dtype)
         out = np.empty((data.n_samples, self.cluster_centers_.shape[0]), dtype=dtype)
-        _memfit.transform(
-            data.engine,
-            centers=c_float64(self.cluster_centers_),
-            memory_limit=check_memory_limit(self.memory_limit),
-            out=out,
-            n_jobs=check_n_jobs(self.n_jobs),
-            float32=data.float32,
-            metric=self._metric,
-        )
+        with sklearn_messages(self):
+            _memfit.transform(
+                data.engine,
+                centers=c_float64(self.cluster_centers_),
+                memory_limit=check_memory_limit(self.memory_limit),
+                out=out,
+                n_jobs=check_n_jobs(self.n_jobs),
+                float32=data.float32,
+                metric=self._metric,
+            )
         return out
 
     def fit_transform(self, X, y=None, sample_weight=None):
@@ -521,7 +524,7 @@ class KMeans(_Centers):
                 f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
                 f"instead of n_init={n_init}.",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         return "array", [centers], 1
 
@@ -583,6 +586,11 @@ class KMeans(_Centers):
         OSError
             A path that cannot be read.
         """
+        with sklearn_messages(self):
+            return self._fit(X, sample_weight, client)
+
+    def _fit(self, X, sample_weight, client):
+        """:meth:`fit`'s work (its warnings' ``stacklevel`` counts this frame)."""
         data = check_data(on_cluster(X, client), self, reset=True, accept_sparse=self._accepts_sparse)
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
@@ -636,11 +644,13 @@ class KMeans(_Centers):
                 f"Possibly due to duplicate points in X. memfit: {k - result['n_nonempty_clusters']} centres are "
                 "duplicates or have no rows",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         # The warnings above are scikit-learn's; the engine's others follow,
         # except reaching max_iter, on which scikit-learn's KMeans is silent.
-        emit_warnings(result["warnings"], skip=("init_centers_with_n_init", "fewer_clusters", "not_converged"))
+        emit_warnings(
+            result["warnings"], skip=("init_centers_with_n_init", "fewer_clusters", "not_converged"), stacklevel=4
+        )
         self.cluster_centers_ = result["cluster_centers"]
         self.labels_ = labels if data.dask is None else self._dask_labels(data)
         self.inertia_ = float(result["inertia"])

@@ -18,7 +18,7 @@ from . import array as ma
 from ._kmeans import _Centers
 from ._options import check_memory_limit, check_n_jobs
 from ._sparse import is_sparse, sparse_input
-from ._validation import c_float64, check_data, check_sample_weight, small_array
+from ._validation import c_float64, check_data, check_sample_weight, sklearn_messages, small_array
 
 
 def _take(w, idx):
@@ -381,16 +381,17 @@ class MiniBatchKMeans(_Centers):
         whole: a non-finite X raises scikit-learn's message for it (the
         row's error, naming the value, where it says the same), and any
         other error is raised as it was."""
-        try:
-            yield
-        except ValueError as error:
+        with sklearn_messages(self):
             try:
-                self._check_finite(data)
-            except ValueError as whole:
-                if str(error).startswith(str(whole)):
-                    raise error from None
-                raise whole from None
-            raise
+                yield
+            except ValueError as error:
+                try:
+                    self._check_finite(data)
+                except ValueError as whole:
+                    if str(error).startswith(str(whole)):
+                        raise error from None
+                    raise whole from None
+                raise
 
     # -- drawing rows ------------------------------------------------------
 
@@ -610,7 +611,8 @@ class MiniBatchKMeans(_Centers):
         if mean_variance is None and (not self.compute_labels or _sparse_chunks(data)):
             # Else the final pass over X finds them (and drawn rows always,
             # but a Dask array's as rows of the batch).
-            self._check_finite(data)
+            with sklearn_messages(self):
+                self._check_finite(data)
         random_state = check_random_state(self.random_state)
         n = data.n_samples
         # What the fit holds per row (the steps' own buffers are the
@@ -712,7 +714,8 @@ class MiniBatchKMeans(_Centers):
         w_engine = check_sample_weight(sample_weight, data)
         mean_variance = self._validate(data, w_engine)
         if _sparse_chunks(data):
-            self._check_finite(data)
+            with sklearn_messages(self):
+                self._check_finite(data)
         self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
         w = self._weights(w_engine, data.n_samples)
         self.n_steps_ = getattr(self, "n_steps_", 0)
@@ -728,6 +731,9 @@ class MiniBatchKMeans(_Centers):
         else:
             with self._finite_or_checked(data):
                 batch = self._rows(data, np.arange(data.n_samples))
+                if data.dask is not None and not np.isfinite(batch.data if is_sparse(batch) else batch).all():
+                    # A Dask X is not validated: _finite_or_checked says it in scikit-learn's words.
+                    raise ValueError("the batch is not finite")
         if not has_centers:
             self._check_params_vs_input(data, mean_variance)
             self.cluster_centers_ = self._partial_init(data, batch, w)

@@ -29,6 +29,7 @@ from ._validation import (
     check_sample_weight,
     emit_warnings,
     seed_from,
+    sklearn_messages,
     small_array,
 )
 
@@ -623,7 +624,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         OSError
             A path that cannot be read.
         """
-        self._fit(X, sample_weight, want_labels=False, client=client)
+        with sklearn_messages(self):
+            self._fit(X, sample_weight, want_labels=False, client=client)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -637,7 +639,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             A lazy dask.array.Array with X's row chunks when X is a Dask array.
             As scikit-learn's.
         """
-        return self._fit(X, sample_weight, want_labels=True, client=client)
+        with sklearn_messages(self):
+            return self._fit(X, sample_weight, want_labels=True, client=client)
 
     def _dask_rows(self, data, what):
         """Per-row ``what`` (labels, proba or log_likelihood) of a Dask
@@ -676,25 +679,26 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 "worker cannot read; fit with a scratch_dir that every worker shares",
                 on_disk.path,
             )
-        scores = _memfit.gmm_predict(
-            data.engine,
-            covariance_type=self.covariance_type,
-            weights=c_float64(self.weights_),
-            means=c_float64(self.means_),
-            # Parameters on disk are read from their folder, a group at a time.
-            precisions_cholesky=(
-                on_disk.file("precisions_cholesky") if on_disk is not None else _as_matrix(self.precisions_cholesky_)
-            ),
-            model_dir=None if on_disk is None else on_disk.path,
-            memory_limit=limit,
-            n_jobs=check_n_jobs(self.n_jobs),
-            float32=data.float32,
-            device=device,
-            labels=out_l,
-            proba=out_p,
-            log_likelihood=out_q,
-            **cluster,
-        )
+        with sklearn_messages(self):
+            scores = _memfit.gmm_predict(
+                data.engine,
+                covariance_type=self.covariance_type,
+                weights=c_float64(self.weights_),
+                means=c_float64(self.means_),
+                # Parameters on disk are read from their folder, a group at a time.
+                precisions_cholesky=(
+                    on_disk.file("precisions_cholesky") if on_disk is not None else _as_matrix(self.precisions_cholesky_)
+                ),
+                model_dir=None if on_disk is None else on_disk.path,
+                memory_limit=limit,
+                n_jobs=check_n_jobs(self.n_jobs),
+                float32=data.float32,
+                device=device,
+                labels=out_l,
+                proba=out_p,
+                log_likelihood=out_q,
+                **cluster,
+            )
         if data.float32 and self.means_.dtype == np.float32:
             # float32 results for float32 data on a float32 model, as scikit-learn's.
             out_p = None if out_p is None else out_p.astype(np.float32)

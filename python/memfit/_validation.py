@@ -13,6 +13,7 @@ memory; other memmaps are read in place like any array.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import numbers
 import os
@@ -24,6 +25,35 @@ import numpy as np
 
 from . import _dask, _memfit, _options
 from ._sparse import is_sparse, sparse_input
+
+_NAN = "Input X contains NaN."
+
+
+@contextlib.contextmanager
+def sklearn_messages(estimator: Any):
+    """Re-raises ``"Input X contains NaN."`` (the engine's, or the Python
+    checks') with scikit-learn's sentences after it, naming the estimator
+    (``sklearn.utils.validation._assert_all_finite``'s text), and memfit's
+    detail (where the value is, a hint) on the next line.
+
+    A context manager rather than a decorator: it adds no frame, so the
+    ``stacklevel`` of warnings issued in its block is unchanged."""
+    try:
+        yield
+    except ValueError as e:
+        msg = str(e)
+        if not (msg == _NAN or msg.startswith(_NAN + " ")):
+            raise
+        from sklearn.utils.validation import _assert_all_finite
+
+        try:
+            _assert_all_finite(np.array([np.nan]), estimator_name=type(estimator).__name__, input_name="X")
+            text = _NAN
+        except ValueError as sk:
+            text = str(sk)
+        detail = msg[len(_NAN) :].strip()
+        raise ValueError(f"{text}\n{detail}" if detail else text) from None
+
 
 #: Dtypes the engine reads in place (``memfit._memfit.ROW_DTYPES``).
 NATIVE_DTYPES = frozenset(np.dtype(t) for t in _memfit.ROW_DTYPES)

@@ -181,9 +181,9 @@ def test_errors():
     for seed in range(4):  # found in a drawn row or by the final pass
         with pytest.raises(ValueError, match="^Input X contains NaN"):
             MiniBatchKMeans(3, random_state=seed).fit(bad)
-    with pytest.raises(ValueError, match="^Input X contains NaN. X: row 7, column 2 is NaN \\(not finite\\)"):
+    with pytest.raises(ValueError, match="(?s)^Input X contains NaN\\.\n.*\nX: row 7, column 2 is NaN \\(not finite\\)"):
         MiniBatchKMeans(3, batch_size=len(X)).fit(bad)
-    with pytest.raises(ValueError, match="^Input X contains NaN. X: row 0, column 2 is NaN"):
+    with pytest.raises(ValueError, match="(?s)^Input X contains NaN\\.\n.*\nX: row 0, column 2 is NaN"):
         MiniBatchKMeans(3, compute_labels=False, random_state=0).fit(np.r_[bad[7:8], X[:100]])
     bad[7, 2] = np.inf
     with pytest.raises(ValueError, match=r"^Input X contains infinity or a value too large for dtype\('float64'\)"):

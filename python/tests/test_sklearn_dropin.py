@@ -351,6 +351,59 @@ def test_errors_have_sklearn_class_and_sentence(kind, params, args, error, patte
     assert "--" not in messages[1], "memfit's message names Python parameters"
 
 
+@pytest.mark.parametrize("input_kind", ["numpy", "path", "sparse", "dask"])
+def test_nan_message_is_sklearns_whole_then_where(input_kind, tmp_path):
+    """A NaN in X: scikit-learn's whole message (its sentences naming the
+    estimator), then memfit's detail (row and column) on the next line, from
+    fit and from the methods that take new X."""
+    import dask.array as da
+    import sklearn.cluster
+    import sklearn.mixture
+
+    import memfit
+
+    bad = _with(9, 1, np.nan)  # in the second chunk of a Dask X
+    wrap = {
+        "numpy": lambda a: a,
+        "path": lambda a: (np.save(tmp_path / "bad.npy", a), str(tmp_path / "bad.npy"))[1],
+        "sparse": sp.csr_matrix,
+        "dask": lambda a: da.from_array(a, chunks=(7, 3)),
+    }[input_kind]
+    calls = [
+        ("KMeans", dict(n_clusters=2, n_init=1), "fit"),
+        ("MiniBatchKMeans", dict(n_clusters=2, n_init=1), "fit"),
+        ("MiniBatchKMeans", dict(n_clusters=2, n_init=1), "partial_fit"),
+        ("KMeans", dict(n_clusters=2, n_init=1), "predict"),
+        ("KMeans", dict(n_clusters=2, n_init=1), "transform"),
+    ]
+    if input_kind != "sparse":
+        calls += [
+            ("GaussianMixture", dict(n_components=2), "fit"),
+            ("GaussianMixture", dict(n_components=2), "score_samples"),
+        ]
+    for name, params, method in calls:
+        want = None
+        for which in (sklearn.cluster if name != "GaussianMixture" else sklearn.mixture, memfit):
+            est = getattr(which, name)(random_state=0, **params)
+            if method not in ("fit", "partial_fit"):
+                est.fit(X30)
+            x = bad if which is not memfit else wrap(bad)
+            with pytest.raises(ValueError) as info:
+                out = getattr(est, method)(x)
+                if hasattr(out, "compute"):  # lazy for a Dask X
+                    out.compute()
+            if want is None:
+                want = str(info.value)
+                continue
+            got = str(info.value)
+            if input_kind == "dask" and name == "MiniBatchKMeans":
+                # Checked whole by Dask, before any row is drawn: no row to name.
+                assert got == want, (name, method, got)
+                continue
+            assert got.startswith(want + "\n"), (name, method, got)
+            assert "row 9, column 1" in got[len(want):], (name, method, got)
+
+
 @pytest.mark.parametrize("covariance_type", COV_TYPES)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_ill_defined_covariance_error_is_sklearns(covariance_type, dtype):

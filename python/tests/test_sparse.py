@@ -194,7 +194,7 @@ def test_bad_sparse_input_is_refused_clearly():
     bad = X.copy()
     bad.data[7] = np.nan
     row = int(np.searchsorted(bad.indptr, 7, side="right") - 1)
-    with pytest.raises(ValueError, match=rf"Input X contains NaN. X: row {row}, column {bad.indices[7]} is NaN"):
+    with pytest.raises(ValueError, match=rf"(?s)Input X contains NaN\..*\nX: row {row}, column {bad.indices[7]} is NaN"):
         KMeans(3).fit(bad)
     bad.data[7] = np.inf
     with pytest.raises(ValueError, match="Input X contains infinity"):
@@ -646,5 +646,5 @@ def test_a_chunk_other_than_declared_is_refused_naming_it():
     # A matrix of NaN is refused naming its row as in the whole matrix.
     bad = X.copy()
     bad.data[bad.indptr[250]] = np.nan
-    with pytest.raises(ValueError, match=r"contains NaN. X: row 250, column "):
+    with pytest.raises(ValueError, match=r"contains NaN\.\n.*\nX: row 250, column "):
         KMeans(3).fit(da.from_array(bad, chunks=(100, 30), asarray=False))
