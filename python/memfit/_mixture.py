@@ -269,9 +269,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         in groups, keeping their covariances and factors in unnamed scratch
         files (which vanish when the fit ends, however it ends), and its
         fitted ``covariances_``, ``precisions_cholesky_`` and
-        ``precisions_`` are float64 (also for float32 X): for full
-        covariances read-only ``numpy.memmap`` arrays of ``.npy`` files in a
-        temporary folder there, removed with the estimator (``predict``,
+        ``precisions_`` (float32 for float32 X, else float64, as in memory)
+        are, for full covariances, read-only ``numpy.memmap`` arrays of
+        ``.npy`` files in a temporary folder there, removed with the estimator (``predict``,
         ``score_samples`` and warm starts read the factors from those files,
         so assigning new arrays to these attributes changes nothing: refit
         instead). ``memory_plan_`` shows the groups and the bytes on disk.
@@ -567,7 +567,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.means_ = r["means"].astype(dt, copy=False)
         if "model_dir" in r:
             # Parameters larger than the limit, written by the engine (the
-            # precisions too): float64 memmaps of its .npy files.
+            # precisions too): memmaps of its .npy files, float32 for
+            # float32 data (the values of the in-memory fit's attributes).
             mmap = "r" if self.covariance_type == "full" else None
             load = lambda n: np.load(params_dir.file(n), mmap_mode=mmap)  # noqa: E731
             self.covariances_ = load("covariances")

@@ -208,3 +208,27 @@ def test_scratch_larger_than_the_disk_is_refused_before_reading(tmp_path):
         gm.fit(str(path))
     assert time.time() - t < 10
     assert os.listdir(scratch) == []
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_grouped_predictions_and_warm_starts_are_the_in_memory_bits(dtype):
+    """A float32 fit in groups holds float32 parameters as the fit in memory
+    does (its folder's arrays are float32): predictions and warm starts from
+    it are the in-memory model's bits."""
+    rng = np.random.default_rng(7)
+    X = (rng.standard_normal((1200, 64)) + rng.integers(0, 6, (1200, 1)) * 2.0).astype(dtype)
+    opts = dict(n_components=24, random_state=0, max_iter=3, warm_start=True, n_jobs=1)
+    ref = GaussianMixture(memory_limit="1GiB", **opts).fit(X)
+    got = GaussianMixture(memory_limit="2MiB", **opts).fit(X)
+    assert got._on_disk() is not None and ref._on_disk() is None
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_"):
+        assert getattr(got, name).dtype == dtype, name
+        np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
+    for method in ("score_samples", "predict_proba", "predict"):
+        np.testing.assert_array_equal(getattr(got, method)(X), getattr(ref, method)(X), err_msg=method)
+    for _ in range(2):
+        for est in (ref, got):
+            est.fit(X[::-1] + dtype(0.3))
+        for name in ("lower_bound_", "weights_", "means_", "precisions_cholesky_"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
+        np.testing.assert_array_equal(got.score_samples(X), ref.score_samples(X))

@@ -236,7 +236,7 @@ fn fit_and_write(
             "compute_dtype": job.compute.dtype().name(),
             "input": job.x.name().to_string_lossy(),
         });
-        save_model(dir, &model, extra)?;
+        save_model(dir, &model, extra, false)?;
     }
     let write_secs = t.elapsed().as_secs_f64();
     let peak = memfit::memory::peak_rss_bytes();

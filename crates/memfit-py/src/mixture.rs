@@ -5,7 +5,7 @@ use memfit::estimator::{GmmJob, GmmPredictJob};
 use memfit::exec::RunOptions;
 use memfit::io::{npy_file_bytes, Dtype, NpyWriter};
 use memfit::mixture::{
-    load_model, model_dir_bytes, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs,
+    load_model, model_dir_bytes, param_dtype, save_model, CovarianceType, GmmParams, InitMethod, MixtureModel, Outputs,
     PrecisionsInit,
 };
 use numpy::ndarray::Array;
@@ -152,8 +152,10 @@ pub fn gmm_fit<'py>(
             // Parameters larger than the limit go to a model folder, read
             // from there by the caller.
             Some(dir) => {
-                save_model(dir, &fit, serde_json::json!({}))?;
-                save_precisions(dir, &fit)?;
+                // float32 arrays for float32 data, as the Python layer
+                // holds parameters in memory.
+                save_model(dir, &fit, serde_json::json!({}), float32)?;
+                save_precisions(dir, &fit, float32)?;
             }
             None => fit.parameter_blocks(|c, u| {
                 cov.extend_from_slice(c);
@@ -216,19 +218,21 @@ fn push_precisions(t: CovarianceType, d: usize, u: &[f64], out: &mut Vec<f64>) {
     }
 }
 
-/// Writes `precisions.npy` (float64, scikit-learn's shape of `precisions_`)
+/// Writes `precisions.npy` (scikit-learn's shape of `precisions_`, float64
+/// or with `float32` float32, as [`save_model`] writes the other arrays)
 /// into the model folder `dir` of `fit`, one block of factors at a time.
 ///
 /// # Errors
 /// [`memfit::Error::Io`] when writing fails.
-fn save_precisions(dir: &std::path::Path, fit: &memfit::mixture::GmmFit) -> memfit::Result<()> {
+fn save_precisions(dir: &std::path::Path, fit: &memfit::mixture::GmmFit, float32: bool) -> memfit::Result<()> {
     let (t, d) = (fit.covariance_type, fit.n_features);
-    let mut w = NpyWriter::create(dir.join("precisions.npy"), Dtype::F64, &t.param_shape(fit.n_components, d))?;
+    let (dtype, put) = param_dtype(float32);
+    let mut w = NpyWriter::create(dir.join("precisions.npy"), dtype, &t.param_shape(fit.n_components, d))?;
     let mut block = Vec::new();
     fit.parameter_blocks(|_, u| {
         block.clear();
         push_precisions(t, d, u, &mut block);
-        w.write_with(&block, |v, out| out.extend_from_slice(&v.to_le_bytes()))
+        w.write_with(&block, put)
     })?;
     w.commit()
 }

@@ -170,7 +170,7 @@ fn warm_start_and_given_precisions_in_groups() {
     let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
     let (first, _) = fit(&params(CovarianceType::Full, InitMethod::KMeans, 1), &src, 1 << 30);
     let dir = tempfile::tempdir().unwrap();
-    save_model(dir.path().join("m"), &first, serde_json::json!({})).unwrap();
+    save_model(dir.path().join("m"), &first, serde_json::json!({}), false).unwrap();
     // The fitted precisions U Uᵀ, `(K·D, D)`, as precisions_init.
     let mut u = vec![0.0; D * D];
     let mut prec = vec![0.0; K * D * D];
@@ -215,7 +215,7 @@ fn grouped_prediction_equals_in_memory_prediction() {
     let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, D).unwrap());
     let (f, _) = fit(&params(CovarianceType::Full, InitMethod::KMeans, 1), &src, 1 << 30);
     let dir = tempfile::tempdir().unwrap();
-    save_model(dir.path().join("m"), &f, serde_json::json!({})).unwrap();
+    save_model(dir.path().join("m"), &f, serde_json::json!({}), false).unwrap();
     let model = load_model(dir.path().join("m")).unwrap();
     let run = |limit: u64| {
         let plan = plan_predict(&model, &job(&src, limit)).unwrap();

@@ -30,7 +30,7 @@ mod task;
 pub use components::{cov_len, full_covariance, packed_len, prec_len};
 pub use em::fit;
 pub use fitted::{ColumnSink, GmmFit, GmmTimings, Outputs, Sink, StoredCovariances};
-pub use model_dir::{check_model_dir, load_model, model_dir_bytes, save_model, MODEL_JSON};
+pub use model_dir::{check_model_dir, load_model, model_dir_bytes, param_dtype, save_model, MODEL_JSON};
 pub use params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 pub use pass::NEGLIGIBLE_RESPONSIBILITY;
 pub use plan::plan_gmm;

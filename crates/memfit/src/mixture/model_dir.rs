@@ -83,35 +83,46 @@ pub fn model_dir_bytes(t: CovarianceType, k: usize, d: usize) -> u64 {
 /// Writes `fit` to the folder `dir` (created, or an existing model folder
 /// replaced), computing each component's precision Cholesky factor while
 /// streaming, so no more than one `d × d` matrix is held at a time.
-/// `extra` is merged into `model.json`.
+/// `extra` is merged into `model.json`. The arrays are float64, or with
+/// `float32` float32 (each value rounded once, and the lower bound too:
+/// the parameters of a float32 fit as a caller that holds them in float32
+/// sees them, so that predictions and warm starts from the folder equal
+/// those from the caller's arrays).
 ///
 /// # Errors
 /// As [`check_model_dir`]; [`Error::Io`] when writing fails.
-pub fn save_model(dir: impl AsRef<Path>, fit: &GmmFit, extra: serde_json::Value) -> Result<()> {
+pub fn save_model(dir: impl AsRef<Path>, fit: &GmmFit, extra: serde_json::Value, float32: bool) -> Result<()> {
     let dir = dir.as_ref();
     check_model_dir(dir)?;
     let mut folder = AtomicFolder::new(dir);
-    write_files(&mut folder, fit, extra)?;
+    write_files(&mut folder, fit, extra, float32)?;
     folder.commit()
 }
 
-fn put_f64(v: f64, out: &mut Vec<u8>) {
-    out.extend_from_slice(&v.to_le_bytes());
+/// The dtype of a model folder's arrays (see [`save_model`]), and how a
+/// value is written in it (little-endian bytes).
+pub fn param_dtype(float32: bool) -> (Dtype, fn(f64, &mut Vec<u8>)) {
+    if float32 {
+        (Dtype::F32, |v, out| out.extend_from_slice(&(v as f32).to_le_bytes()))
+    } else {
+        (Dtype::F64, |v, out| out.extend_from_slice(&v.to_le_bytes()))
+    }
 }
 
-fn write_files(folder: &mut AtomicFolder, fit: &GmmFit, extra: serde_json::Value) -> Result<()> {
+fn write_files(folder: &mut AtomicFolder, fit: &GmmFit, extra: serde_json::Value, float32: bool) -> Result<()> {
     let (k, d, t) = (fit.n_components, fit.n_features, fit.covariance_type);
+    let (dtype, put) = param_dtype(float32);
     for (name, shape, values) in [("weights.npy", vec![k], &fit.weights), ("means.npy", vec![k, d], &fit.means)] {
-        let mut w = folder.npy(name, Dtype::F64, &shape)?;
-        w.write_with(values, put_f64)?;
+        let mut w = folder.npy(name, dtype, &shape)?;
+        w.write_with(values, put)?;
         folder.add_npy(w)?;
     }
     let shape = t.param_shape(k, d);
-    let mut cov_w = folder.npy("covariances.npy", Dtype::F64, &shape)?;
-    let mut prec_w = folder.npy("precisions_cholesky.npy", Dtype::F64, &shape)?;
+    let mut cov_w = folder.npy("covariances.npy", dtype, &shape)?;
+    let mut prec_w = folder.npy("precisions_cholesky.npy", dtype, &shape)?;
     fit.parameter_blocks(|cov, prec| {
-        cov_w.write_with(cov, put_f64)?;
-        prec_w.write_with(prec, put_f64)
+        cov_w.write_with(cov, put)?;
+        prec_w.write_with(prec, put)
     })?;
     folder.add_npy(cov_w)?;
     folder.add_npy(prec_w)?;
@@ -122,7 +133,7 @@ fn write_files(folder: &mut AtomicFolder, fit: &GmmFit, extra: serde_json::Value
         "n_components": k,
         "n_features": d,
         "n_samples": fit.n_samples,
-        "lower_bound": fit.lower_bound,
+        "lower_bound": if float32 { f64::from(fit.lower_bound as f32) } else { fit.lower_bound },
         "n_iter": fit.n_iter,
         "converged": fit.converged,
         "shift": fit.shift,
