@@ -69,3 +69,23 @@ def test_cumulative_into_out_accumulates_in_its_dtype():
     np.cumsum(ma.asarray(f), out=out)
     np.testing.assert_array_equal(out, np.cumsum(f, out=np.zeros(3)))
     assert ma.cumsum(ma.asarray(np.array(5)), axis=0).compute().tolist() == [5]
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "mean", "nansum", "nanprod", "nanmean"])
+def test_reductions_into_a_wider_out_run_in_its_dtype(name):
+    """As NumPy (``dtype`` defaults to out's): a float32 sum into a float64
+    out= is the float64 sum, not the float32 one cast."""
+    a = (np.random.RandomState(0).randn(6, 5) * 10).astype(np.float32)
+    a[2, 3] = np.nan if name.startswith("nan") else a[2, 3]
+    want, got, method = np.empty(5), np.empty(5), np.empty(5)
+    getattr(np, name)(a, axis=0, out=want)
+    getattr(np, name)(ma.asarray(a), axis=0, out=got)
+    np.testing.assert_array_equal(got, want)
+    if not name.startswith("nan"):
+        getattr(ma.asarray(a), name)(axis=0, out=method)
+        np.testing.assert_array_equal(method, want)
+    # A given dtype still wins (memfit's float32 result, cast).
+    np.testing.assert_array_equal(
+        getattr(np, name)(ma.asarray(a), axis=0, dtype=np.float32, out=np.empty(5)),
+        getattr(np, name)(ma.asarray(a), axis=0, dtype=np.float32).compute().astype(np.float64),
+    )

@@ -60,7 +60,9 @@ def _with_out(casting: str, reduction: bool = False):
     """NumPy's ``out=`` for a function whose parameter ``out`` is refused
     otherwise: given a NumPy array (or a 1-tuple of one), the lazy result
     is computed into it and it is returned (see ``write_out``); any other
-    ``out`` goes to the function, which refuses it."""
+    ``out`` goes to the function, which refuses it. A reduction with a
+    ``dtype`` parameter left at None runs in a float or complex ``out``'s
+    dtype, as NumPy's reductions do."""
 
     def wrap(f):
         params = list(inspect.signature(f).parameters.values())
@@ -68,6 +70,7 @@ def _with_out(casting: str, reduction: bool = False):
         at = next(i for i, p in enumerate(params) if p.name == "out")
         if builtins.any(p.kind not in positional for p in params[: at + 1]):
             at = None  # keyword-only (after *args)
+        dtype_at = next((i for i, p in enumerate(params) if p.name == "dtype"), None) if reduction else None
 
         @functools.wraps(f)
         def g(*args: Any, **kwargs: Any) -> Any:
@@ -79,6 +82,12 @@ def _with_out(casting: str, reduction: bool = False):
                 args = args[:at] + (None,) + args[at + 1:]
             else:
                 kwargs["out"] = None
+            if dtype_at is not None and target.dtype.kind in "fc":
+                if len(args) > dtype_at:
+                    if args[dtype_at] is None:
+                        args = args[:dtype_at] + (target.dtype,) + args[dtype_at + 1:]
+                elif kwargs.get("dtype") is None:
+                    kwargs["dtype"] = target.dtype
             return write_out(f(*args, **kwargs), out, casting, f.__name__, reduction)
 
         return g
@@ -1337,7 +1346,9 @@ def _moment(name: str, a: Any, axis: Any, dtype: Any, out: Any, keepdims: Any, d
     into = target.dtype if isinstance(target, np.ndarray) else None
     params = {} if name == "mean" else {"ddof": ddof}
     if not builtins.any(d is not None and d.kind in "biu" for d in (acc, into)):
-        result = _reduce(name, x, axis, keepdims, dtype=optional_dtype_name(dtype), **params)
+        # NumPy's sums run in out's dtype when no dtype is given.
+        within = optional_dtype_name(dtype) if into is None or dtype is not None else into.name
+        result = _reduce(name, x, axis, keepdims, dtype=within, **params)
         return result if into is None else write_out(result, out, "unsafe", name, True)
     if acc is None:
         acc = np.dtype(np.float64) if x.dtype.kind in "biu" else np.dtype(np.float32) if x.dtype == np.float16 and name == "mean" else x.dtype
