@@ -347,6 +347,9 @@ def default_threads() -> int:
 def available_cpus() -> int:
     """CPUs this process may run on (affinity mask, cgroup CPU quota)."""
 
+def most_threads() -> int:
+    """The most worker threads a job takes (4 per CPU, at least 64)."""
+
 def npy_info(path: str) -> tuple[list[int], str, bool, int]:
     """Shape, dtype name (with byte order), Fortran order and data offset (bytes) of a .npy file."""
 

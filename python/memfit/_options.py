@@ -80,13 +80,12 @@ def check_n_jobs(n_jobs: Any) -> int:
         return _resources.default_threads()
     if not isinstance(n_jobs, numbers.Integral) or isinstance(n_jobs, bool) or n_jobs == 0:
         raise ValueError(f"n_jobs must be None or a non-zero int, got {n_jobs!r}")
-    cores = int(_memfit.available_cpus())
+    cores, most = int(_memfit.available_cpus()), int(_memfit.most_threads())
     if n_jobs < 0:
         return max(1, cores + 1 + int(n_jobs))
-    if n_jobs > max(64, 4 * cores):
+    if n_jobs > most:
         raise ValueError(
-            f"n_jobs = {n_jobs} is too many threads for the {cores} CPUs this process may use; "
-            f"use at most {max(64, 4 * cores)}"
+            f"n_jobs = {n_jobs} is too many threads for the {cores} CPUs this process may use; use at most {most}"
         )
     return int(n_jobs)
 

@@ -19,6 +19,15 @@ X = np.random.RandomState(0).randn(200, 3)
         (lambda: GaussianMixture(2, random_state=0).fit(X, sample_weight=np.full(200, 1e308)), ValueError,
          "sample_weight"),
         (lambda: KMeans(3, random_state=0).fit(X, sample_weight=np.full(200, 1e306)), ValueError, "sample_weight"),
+        # Values near float64's largest: a cluster's sum overflows (its mean
+        # would not), for any k, algorithm and input form.
+        *[
+            (lambda k=k, a=a, f=f: KMeans(k, algorithm=a, random_state=0, n_init=1).fit(
+                f(np.c_[np.full(6, 9e307), np.arange(6.0)])), ValueError,
+             r"the weighted sums overflow float64 \(the mean of cluster \d+ in column 0")
+            for k in (1, 2, 3) for a in ("lloyd", "bounded")
+            for f in (lambda x: x, lambda x: __import__("scipy.sparse").sparse.csr_matrix(x))
+        ],
         # Every squared distance underflows: all rows would tie for every centre.
         (lambda: KMeans(3, random_state=0).fit(X * 1e-170), ValueError, "squared distances underflow float64"),
         (lambda: GaussianMixture(3, random_state=0).fit(X, sample_weight=np.r_[1e308, np.ones(199)]), ValueError,

@@ -171,6 +171,20 @@ def test_predict_matches_sklearn_and_the_fit(tmp_path):
     np.testing.assert_array_equal(np.load(paths["labels"]), out.labels)
 
 
+def test_predict_computes_in_the_dtype_the_model_was_fitted_in(tmp_path):
+    """A model fitted with --dtype float32 on float64 data scores new rows in
+    float32 by default (as --dtype float32), so its own rows get its labels."""
+    X = anisotropic_blobs(seed=11)
+    out = gmm(tmp_path, X, 4, max_iter=5, tol=0, dtype="float32")
+    proba = {}
+    for tag, flags in [("default", []), ("float32", ["--dtype", "float32"]), ("float64", ["--dtype", "float64"])]:
+        p = tmp_path / f"p_{tag}.npy"
+        run_memfit("gmm-predict", tmp_path / "gmm_X.npy", "--model", out.model, "--proba", p, *flags)
+        proba[tag] = np.load(p)
+    np.testing.assert_array_equal(proba["default"], proba["float32"])
+    assert not np.array_equal(proba["default"], proba["float64"])
+
+
 def test_integer_sample_weights_equal_repeated_rows(tmp_path):
     X = anisotropic_blobs(n=1200, seed=13)
     reps = np.random.RandomState(0).randint(0, 4, len(X))

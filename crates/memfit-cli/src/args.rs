@@ -45,13 +45,15 @@ pub struct Common {
     pub memory_limit: Option<String>,
     /// Worker threads. Default: the CPUs this process may use (affinity
     /// mask, cgroup CPU quota), at most OMP_NUM_THREADS when set;
-    /// RAYON_NUM_THREADS sets it outright. Results do not depend on it.
+    /// RAYON_NUM_THREADS sets it outright (at most 4 per CPU, at least 64).
+    /// Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Compute dtype; integer and float16 input is converted per block, and
     /// sums always accumulate in float64. Default: float64 for float64,
     /// int32, int64, uint32 and uint64 input (as in Python); float32 for
-    /// float32, float16, uint8 and int16 input (exact in float32). With
+    /// float32, float16, uint8 and int16 input (exact in float32);
+    /// gmm-predict: the dtype the model was fitted in. With
     /// float32, integers beyond 2^24 in magnitude are rounded, and a warning
     /// names the first one's column.
     #[arg(long, value_enum)]

@@ -15,6 +15,18 @@ use crate::inputs::{check_output, open_data};
 use crate::progress::Bar;
 use crate::render::print_warnings;
 
+/// The compute dtype `memfit gmm` recorded in the model folder `dir`
+/// (`model.json`'s `compute_dtype`), if any.
+fn fitted_dtype(dir: &Path) -> Option<memfit::estimator::ComputeDtype> {
+    let text = std::fs::read_to_string(dir.join(memfit::mixture::MODEL_JSON)).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    match json.get("compute_dtype")?.as_str()? {
+        "float32" => Some(memfit::estimator::ComputeDtype::Float32),
+        "float64" => Some(memfit::estimator::ComputeDtype::Float64),
+        _ => None,
+    }
+}
+
 /// Runs `memfit gmm-predict`.
 pub fn run(args: &GmmPredictArgs) -> Result<()> {
     let started = Instant::now();
@@ -37,7 +49,12 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
     let mut job = GmmPredictJob {
         model: &model,
         x: &x,
-        compute: args.common.compute_dtype(x.dtype()),
+        compute: match args.common.dtype {
+            Some(d) => d.into(),
+            // The dtype the model was fitted in, so that new rows are scored
+            // as the fit scored its own (its labels again on its data).
+            None => fitted_dtype(&args.model).unwrap_or_else(|| args.common.compute_dtype(x.dtype())),
+        },
         n_outputs: paths.len(),
         run,
     };

@@ -136,8 +136,7 @@ fn threads(cli: &Cli) -> Option<usize> {
 fn run(cli: &Cli) -> Result<()> {
     let n = match threads(cli) {
         Some(n) => {
-            let cores = memfit::plan::available_cpus();
-            let most = (4 * cores).max(64);
+            let (cores, most) = (memfit::plan::available_cpus(), memfit::plan::most_threads());
             if n == 0 || n > most {
                 anyhow::bail!(
                     "invalid --threads {n}: use 1 to {most} (this process may use {cores} CPUs; omit it to use \

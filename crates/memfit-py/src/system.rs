@@ -131,6 +131,12 @@ pub fn available_cpus() -> usize {
     memfit::plan::available_cpus()
 }
 
+/// The most worker threads a job takes (4 per CPU, at least 64).
+#[pyfunction]
+pub fn most_threads() -> usize {
+    memfit::plan::most_threads()
+}
+
 /// The `.npy` file at `path`: its shape, dtype name (NumPy's, with the
 /// file's byte order), whether it is in Fortran order, and the byte offset
 /// of its data.

@@ -584,6 +584,12 @@ fn lloyd<T: Real, C: Real>(
                 }
                 for q in 0..d {
                     let c = if cosine { C::from_f64(unit[q]) } else { sums.mean_as::<C>(j, q, d) }.to_f64();
+                    if !c.is_finite() {
+                        // Values near float64's largest: a cluster's sum
+                        // overflowed (its mean would not).
+                        let what = format!("the mean of cluster {j} in column {q}");
+                        return Err(overflow(blocks.weights().is_some(), &what, c));
+                    }
                     center_shift += (c - centers[j * d + q]).powi(2);
                     moved |= c != centers[j * d + q];
                     centers[j * d + q] = c;

@@ -18,7 +18,7 @@ mod threads;
 pub use crate::units::format_bytes;
 pub use sample::SampleLayout;
 pub use schedule::{ComponentGroups, RowSchedule};
-pub use threads::{available_cpus, default_threads};
+pub use threads::{available_cpus, default_threads, most_threads};
 
 use crate::error::{Error, Remedy, Result};
 pub use crate::io::PlannedWrite;

@@ -9,11 +9,23 @@ pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The most worker threads a job takes: 4 per CPU this process may use,
+/// and at least 64 (more only add threads that wait, each with its planned
+/// buffers).
+pub fn most_threads() -> usize {
+    most_of(available_cpus())
+}
+
+fn most_of(cpus: usize) -> usize {
+    cpus.saturating_mul(4).max(64)
+}
+
 /// The default number of worker threads (at least 1): `RAYON_NUM_THREADS`
-/// when set to a positive integer, else [`available_cpus`]; in both cases at
-/// most `OMP_NUM_THREADS` when that is set (its first entry, a positive
-/// integer), the limit that joblib's process workers, `threadpoolctl`-aware
-/// tools and batch schedulers give a process.
+/// when set to a positive integer (at most [`most_threads`]), else
+/// [`available_cpus`]; in both cases at most `OMP_NUM_THREADS` when that is
+/// set (its first entry, a positive integer), the limit that joblib's
+/// process workers, `threadpoolctl`-aware tools and batch schedulers give a
+/// process.
 pub fn default_threads() -> usize {
     let var = |name: &str| std::env::var(name).ok();
     threads_from(var("RAYON_NUM_THREADS").as_deref(), var("OMP_NUM_THREADS").as_deref(), available_cpus())
@@ -21,7 +33,7 @@ pub fn default_threads() -> usize {
 
 /// [`default_threads`] from the two variables' values and the CPU count.
 fn threads_from(rayon: Option<&str>, omp: Option<&str>, cpus: usize) -> usize {
-    let start = rayon.and_then(thread_count).unwrap_or(cpus);
+    let start = rayon.and_then(thread_count).map_or(cpus, |n| n.min(most_of(cpus)));
     omp.and_then(thread_count).map_or(start, |limit| start.min(limit)).max(1)
 }
 
@@ -51,6 +63,10 @@ mod tests {
         assert_eq!(threads_from(Some("16"), None, 8), 16);
         assert_eq!(threads_from(Some("16"), Some("2"), 8), 2);
         assert_eq!(threads_from(Some("0"), None, 8), 8);
+        // Beyond most_threads it is capped there (it would start them all).
+        assert_eq!(threads_from(Some("100000"), None, 2), 64);
+        assert_eq!(threads_from(Some("100000"), None, 32), 128);
+        assert_eq!(threads_from(Some("99999999999999999999999"), None, 2), 2);
     }
 
     #[test]
