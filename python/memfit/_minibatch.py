@@ -371,9 +371,20 @@ class MiniBatchKMeans(_Centers):
                 x, lib = _lazy(data), ma
             finite, nan = bool(lib.isfinite(x).all().compute()), lambda: bool(lib.isnan(x).any().compute())
         if not finite:
-            if nan():
-                raise ValueError("Input X contains NaN.")
-            raise ValueError(f"Input X contains infinity or a value too large for dtype('{data.out_dtype}').")
+            is_nan = nan()
+            where = ""
+            if data.dask is not None:
+                # The first such value's row and column in the whole array,
+                # as the engine names them for the inputs it reads.
+                bad = lib.isnan(x) if is_nan else ~lib.isfinite(x)
+                row = int(lib.argmax(bad.any(axis=1)).compute())
+                column = int(np.argmax(np.asarray(bad[row].compute())))
+                value = np.asarray(x[row, column].compute()).item()
+                shown = "NaN" if is_nan else "inf" if value > 0 else "-inf"
+                where = f" X: row {row}, column {column} is {shown} (not finite)"
+            if is_nan:
+                raise ValueError(f"Input X contains NaN.{where}")
+            raise ValueError(f"Input X contains infinity or a value too large for dtype('{data.out_dtype}').{where}")
 
     @contextlib.contextmanager
     def _finite_or_checked(self, data):

@@ -48,10 +48,12 @@ def default_threads() -> int:
     """Worker threads for ``n_jobs=None``: the engine's default (the CPUs
     this process may use, at most ``OMP_NUM_THREADS``, which joblib sets in
     its process workers), at most the OpenMP limit of an active
-    ``threadpoolctl.threadpool_limits`` context."""
+    ``threadpoolctl.threadpool_limits`` context. OpenMP's own default (the
+    CPUs) is no such limit: ``RAYON_NUM_THREADS`` may set more threads than
+    CPUs, as in the CLI."""
     n = int(_memfit.default_threads())
     limit = _openmp_limit()
-    return max(1, min(n, limit)) if limit else n
+    return max(1, min(n, limit)) if limit and limit < int(_memfit.available_cpus()) else n
 
 
 def _in_loky_worker() -> bool:

@@ -395,3 +395,31 @@ def test_python_scalars_lists_and_formats_as_numpy():
     assert f"{ma.asarray(np.array(1.234)):.2f}" == "1.23"
     with pytest.raises(TypeError):
         f"{x:.2f}"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, a: m.add(a(np.ones((4, 5, 6))), np.ones((4, 6))),
+        lambda m, a: m.where(a(np.ones((4, 5, 6))) > 0, np.ones((4, 6)), 0),
+        lambda m, a: m.reshape(a(np.ones(24)), (5, 5)),
+        lambda m, a: m.reshape(a(np.ones(24)), (5,)),
+        lambda m, a: m.nanmin(a(np.ones((0, 3))), axis=0),
+        lambda m, a: m.nanmax(a(np.ones((0, 3))), axis=0),
+        lambda m, a: m.argmin(a(np.array(5.0)), axis=1),
+        lambda m, a: m.cumsum(a(np.array(5.0)), axis=1),
+        lambda m, a: m.broadcast_to(a(np.ones((2, 3, 4))), (5, 6)),
+        lambda m, a: m.broadcast_to(a(np.ones((2, 3))), (5, 6)),
+    ],
+)
+def test_shape_and_axis_errors_are_numpys_word_for_word(call):
+    """NumPy's exception class and message (its trailing space after
+    broadcast shapes, (5,5) without a space, fmin/fmax for the nan-functions,
+    a 0-d array's axis checked as its 1-d ravel's)."""
+    with pytest.raises(Exception) as want:
+        call(np, np.asarray)
+    with pytest.raises(Exception) as got:
+        out = call(np, ma.asarray)
+        out.compute()
+    assert type(got.value).__name__ == type(want.value).__name__
+    assert str(got.value) == str(want.value)

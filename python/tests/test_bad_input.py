@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import memfit
-from memfit import GaussianMixture, KMeans
+from memfit import GaussianMixture, KMeans, MiniBatchKMeans
 
 X = np.random.RandomState(0).randn(200, 3)
 
@@ -27,6 +27,12 @@ X = np.random.RandomState(0).randn(200, 3)
              r"the weighted sums overflow float64 \(the mean of cluster \d+ in column 0")
             for k in (1, 2, 3) for a in ("lloyd", "bounded")
             for f in (lambda x: x, lambda x: __import__("scipy.sparse").sparse.csr_matrix(x))
+        ],
+        *[
+            (lambda k=k, m=m: getattr(MiniBatchKMeans(k, random_state=0, n_init=1), m)(
+                np.c_[np.full(300, 9e307), np.arange(300.0)]), ValueError,
+             r"the weighted sums overflow float64 \(the mean of cluster \d+ in column 0")
+            for k in (1, 2, 3) for m in ("fit", "partial_fit")
         ],
         # Every squared distance underflows: all rows would tie for every centre.
         (lambda: KMeans(3, random_state=0).fit(X * 1e-170), ValueError, "squared distances underflow float64"),

@@ -545,7 +545,8 @@ impl Error {
                 for shape in shapes {
                     write!(f, " {}", shape_text(shape).replace(", ", ","))?;
                 }
-                Ok(())
+                // NumPy's message ends with a space.
+                f.write_str(" ")
             }
             Error::Expression { message, .. } => f.write_str(message),
             Error::NoDiskSpace { path, needed_bytes, available_bytes, writes } => {

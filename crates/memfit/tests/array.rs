@@ -175,7 +175,7 @@ fn results_that_do_not_fit_are_refused_before_running() {
         other => panic!("{other}"),
     }
     let e = Array::ufunc(Op::Add, &[matrix(2, 3, 0).0, matrix(4, 1, 0).0.view(ViewOp::Squeeze(vec![1])).unwrap()]);
-    assert_eq!(e.unwrap_err().to_string(), "operands could not be broadcast together with shapes (2,3) (4,)");
+    assert_eq!(e.unwrap_err().to_string(), "operands could not be broadcast together with shapes (2,3) (4,) ");
     let e = Array::einsum("ij,jk->il", &[matrix(2, 3, 0).0, matrix(3, 2, 0).0]).unwrap_err();
     assert!(e.to_string().contains('l'), "{e}");
 }

@@ -793,7 +793,8 @@ def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None
             raise ValueError(f"cannot reshape array of size {size} into shape ({shown})")
         dims[unknown[0]] = size // known
     if _prod(dims) != size:
-        raise ValueError(f"cannot reshape array of size {size} into shape {tuple(dims)}")
+        # NumPy's spelling of the shape: (5,5), (5,).
+        raise ValueError(f"cannot reshape array of size {size} into shape {str(tuple(dims)).replace(' ', '')}")
     if tuple(dims) == x.shape:
         return x
     return op("reshape", [x], shape=dims)
@@ -1409,8 +1410,9 @@ def _cumulative(name: str, a: Any, axis: Any, dtype: Any, out: Any) -> Array:
         result = _cumulative(name, x, axis, dtype, None)
         return write_out(result, out, "unsafe", name, False)
     _reject_out(out)
-    if axis is None or _scalar_axis(x, axis):
-        x, axis = ravel(x), 0
+    if axis is None or _scalar_axis(x, axis) or x.ndim == 0:
+        # NumPy checks a 0-d array's axis as that of its 1-d ravel.
+        x, axis = ravel(x), normalize_axis(axis, 1) if axis is not None else 0
     return op(name, [x], axis=normalize_axis(axis, x.ndim), dtype=optional_dtype_name(dtype))
 
 
@@ -1504,7 +1506,8 @@ def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: Any) -> Array:
     if axis is None or _scalar_axis(x, axis):
         axes = list(range(x.ndim))
     else:
-        axes = [normalize_axis(axis, x.ndim)]
+        # NumPy checks a 0-d array's axis as that of its 1-d ravel.
+        axes = [normalize_axis(axis, builtins.max(x.ndim, 1))]
     return op(name, [x], axes=axes, keepdims=_flag(keepdims))
 
 

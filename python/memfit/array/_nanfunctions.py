@@ -119,9 +119,15 @@ def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
 
 def _nanextreme(reduction: Any, fill: float, a: Any, axis: Any, out: Any, keepdims: Any, initial: Any, where: Any) -> Array:
     arr, mask = _replace_nan(a, fill)
+    try:
+        result = reduction(arr, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
+    except ValueError as e:
+        # NumPy's nanmin/nanmax reduce with fmin/fmax, and name them.
+        name = "fmin" if reduction is F.min else "fmax"
+        raise ValueError(str(e).replace("operation minimum ", f"operation {name} ").replace(
+            "operation maximum ", f"operation {name} ")) from None
     if mask is None:
-        return reduction(arr, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
-    result = reduction(arr, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
+        return result
     return F.where(F.all(mask, axis=axis, keepdims=keepdims), np.nan, result)
 
 

@@ -192,15 +192,20 @@ impl ViewOp {
             ViewOp::Reshape(t) => {
                 let (a, b) = (s.iter().product::<usize>(), t.iter().product::<usize>());
                 if a != b {
-                    return Err(bad(format!("cannot reshape array of size {a} into shape {}", text(t))));
+                    return Err(bad(format!(
+                        "cannot reshape array of size {a} into shape {}",
+                        text(t).replace(", ", ",")
+                    )));
                 }
                 t.clone()
             }
             ViewOp::BroadcastTo(t) => {
-                let ok = t.len() >= s.len() && s.iter().rev().zip(t.iter().rev()).all(|(&a, &b)| a == b || a == 1);
-                if !ok {
+                if t.len() < s.len() {
+                    return Err(bad("input operand has more dimensions than allowed by the axis remapping".into()));
+                }
+                if !s.iter().rev().zip(t.iter().rev()).all(|(&a, &b)| a == b || a == 1) {
                     return Err(bad(format!(
-                        "operands could not be broadcast together with remapped shapes [original->remapped]: {} and requested shape {}",
+                        "operands could not be broadcast together with remapped shapes [original->remapped]: {}  and requested shape {}",
                         text(s).replace(", ", ","),
                         text(t).replace(", ", ",")
                     )));

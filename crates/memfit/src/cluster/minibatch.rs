@@ -437,6 +437,11 @@ impl MiniBatch {
                 }
             });
         let centers_squared_diff: f64 = diffs.iter().sum();
+        if let Some(i) = centers.iter().position(|c| !c.is_finite()) {
+            // Values near float64's largest: a centre's sum overflowed.
+            let what = format!("the mean of cluster {} in column {}", i / d, i % d);
+            return Err(super::kmeans::overflow(sample_weight.is_some(), &what, centers[i]));
+        }
         sums.weights.fill(0.0);
         sums.weights_err.fill(0.0);
         *sums_dirty = false;
