@@ -357,6 +357,7 @@ class MiniBatchKMeans(_Centers):
     def _check_finite(data):
         """scikit-learn's ``check_array`` finiteness check, X read in blocks
         (sparse chunks: with the statistics the plan asks for, computed once)."""
+        dense_dask = False
         if is_sparse(data.engine):
             values = data.engine.data
             finite, nan = np.isfinite(values).all(), lambda: np.isnan(values).any()
@@ -366,14 +367,14 @@ class MiniBatchKMeans(_Centers):
             if data.dask is not None:
                 import dask.array as da
 
-                x, lib = data.dask.input, da
+                x, lib, dense_dask = data.dask.input, da, True
             else:
                 x, lib = _lazy(data), ma
             finite, nan = bool(lib.isfinite(x).all().compute()), lambda: bool(lib.isnan(x).any().compute())
         if not finite:
             is_nan = nan()
             where = ""
-            if data.dask is not None:
+            if dense_dask:
                 # The first such value's row and column in the whole array,
                 # as the engine names them for the inputs it reads.
                 bad = lib.isnan(x) if is_nan else ~lib.isfinite(x)
