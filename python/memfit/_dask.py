@@ -178,6 +178,16 @@ def task_limit(user_limit: Optional[int]) -> int:
     return combined_limit(user_limit, budget)
 
 
+def known_chunk_sizes(x: Any) -> Any:
+    """``x``, or when some of its chunk sizes are unknown (NaN, as a boolean
+    mask leaves them) a copy of it whose sizes are computed: each chunk is
+    computed once for its shape, which is all that is kept (the caller's
+    array is left as it is, as scikit-learn leaves it)."""
+    if not any(np.isnan(s) for s in x.shape):
+        return x
+    return x.copy().compute_chunk_sizes()
+
+
 def aligned(x: Any) -> Any:
     """``x`` with whole rows per chunk and every chunk with rows but the last
     a multiple of :data:`CHUNK_ROWS` rows (rechunked lazily when it is
@@ -379,6 +389,15 @@ def _csr_chunk(chunk: Any, block_info: Any = None) -> Any:
         (start, stop), (a, b) = info["array-location"]
         chunk = checked_chunk(chunk, info["chunk-location"][0], start, (stop - start, b - a), True)
     return chunk.tocsr()
+
+
+def _dense_checked(chunk: Any, block_info: Any = None) -> Any:
+    """A dense chunk, after :func:`check_shape` (with its place in X)."""
+    info = (block_info or {}).get(0)
+    if info is not None:
+        (start, stop), (a, b) = info["array-location"]
+        check_shape(chunk, info["chunk-location"][0], start, (stop - start, b - a))
+    return chunk
 
 
 def _sparse_bytes(m: Any) -> int:
@@ -869,6 +888,14 @@ class DaskData:
         self.input = x if len(x.chunks[1]) == 1 else x.rechunk({1: -1})
         self.x = aligned(self.input)
         self.reader = SparseRows(self.x) if self.sparse else Rows(self.x)
+
+    @property
+    def checked(self) -> Any:
+        """The input (dense chunks) with each chunk's shape checked as it is
+        computed (:func:`check_shape`), for code that indexes it with Dask
+        (a chunk of other rows or columns would be read as other rows)."""
+        x = self.input
+        return x.map_blocks(_dense_checked, dtype=x.dtype, meta=x._meta)
 
     def weights(self, sample_weight: Any) -> Any:
         """``sample_weight`` (``(n_samples,)`` array or Dask array) as a Dask

@@ -329,7 +329,7 @@ class MiniBatchKMeans(_Centers):
             # Each chunk's moments where it lies, merged in row order.
             moments = data.engine.folded(partial(_sparse_moments, unit=unit, memory_limit=limit), _merged_moments)
             return float(np.mean(moments[1])) * self.tol
-        x = data.dask.input.astype(np.float64)
+        x = data.dask.checked.astype(np.float64)
         if self.metric == "cosine":
             norms = np.sqrt((x * x).sum(axis=1, keepdims=True))
             x = x / np.where(norms > 0, norms, 1.0)
@@ -367,7 +367,7 @@ class MiniBatchKMeans(_Centers):
             if data.dask is not None:
                 import dask.array as da
 
-                x, lib, dense_dask = data.dask.input, da, True
+                x, lib, dense_dask = data.dask.checked, da, True
             else:
                 x, lib = _lazy(data), ma
             finite, nan = bool(lib.isfinite(x).all().compute()), lambda: bool(lib.isnan(x).any().compute())
@@ -442,7 +442,7 @@ class MiniBatchKMeans(_Centers):
             # new C-order, aligned array (distributed can rebuild a chunk at
             # an odd address, which the engine cannot borrow).
             distinct, order = np.unique(idx, return_inverse=True)
-            x = np.asarray(data.dask.input[distinct])[order]
+            x = np.asarray(data.dask.checked[distinct])[order]
             if self.metric == "euclidean":
                 return np.asarray(x, dtype=data.out_dtype)
             idx = np.arange(x.shape[0])

@@ -335,8 +335,7 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
                 "Reshape your data either using array.reshape(-1, 1) if your data has a single feature "
                 "or array.reshape(1, -1) if it contains a single sample."
             )
-        if any(np.isnan(s) for s in X.shape):
-            raise ValueError(f"{name} has unknown chunk sizes {X.shape}; call {name}.compute_chunk_sizes() first")
+        X = _dask.known_chunk_sizes(X)
         if np.issubdtype(X.dtype, np.complexfloating):
             raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
         if is_sparse(getattr(X, "_meta", None)):
@@ -419,10 +418,7 @@ def check_sample_weight(
                 f"Sample weights must be 1D array or scalar, got {sample_weight.ndim}D array. Expected either a "
                 f"scalar value or a 1D array of length {data.n_samples}."
             )
-        if any(np.isnan(s) for s in sample_weight.shape):
-            raise ValueError(
-                f"{name} has unknown chunk sizes {sample_weight.shape}; call {name}.compute_chunk_sizes() first"
-            )
+        sample_weight = _dask.known_chunk_sizes(sample_weight)
         if tuple(sample_weight.shape) != (data.n_samples,):
             raise ValueError(f"{name}.shape == {tuple(sample_weight.shape)}, expected ({data.n_samples},)!")
         w = data.dask.weights(sample_weight)

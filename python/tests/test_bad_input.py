@@ -19,6 +19,13 @@ X = np.random.RandomState(0).randn(200, 3)
         (lambda: GaussianMixture(2, random_state=0).fit(X, sample_weight=np.full(200, 1e308)), ValueError,
          "sample_weight"),
         (lambda: KMeans(3, random_state=0).fit(X, sample_weight=np.full(200, 1e306)), ValueError, "sample_weight"),
+        # Weights all subnormal: the centres would come out rounded (helper 75).
+        (lambda: KMeans(3, random_state=0).fit(X, sample_weight=np.full(200, 5e-324)), ValueError,
+         "the largest weight is 5e-324, below float64's smallest normal number"),
+        (lambda: GaussianMixture(2, random_state=0).fit(X, sample_weight=np.full(200, 1e-320)), ValueError,
+         "scale the sample weights up"),
+        (lambda: MiniBatchKMeans(3, random_state=0).fit(X, sample_weight=np.full(200, 1e-310)), ValueError,
+         "scale the sample weights up"),
         # Values near float64's largest: a cluster's sum overflows (its mean
         # would not), for any k, algorithm and input form.
         *[

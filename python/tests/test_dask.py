@@ -378,10 +378,16 @@ def test_bad_dask_inputs():
         KMeans(2).fit(da.zeros(10, chunks=5))
     with pytest.raises(TypeError, match="distributed.Client"):
         KMeans(2, n_init=1).fit(da.from_array(blobs(n=100)), client="localhost:8786")
-    X = da.from_array(blobs(n=100))
+    # Unknown chunk sizes (a boolean mask leaves them) are computed, on a
+    # copy, as scikit-learn takes such an array: the NumPy fit's bits.
+    X = da.from_array(blobs(n=100), chunks=30)
     unknown = X[X[:, 0] > 0]
-    with pytest.raises(ValueError, match="compute_chunk_sizes"):
-        KMeans(2).fit(unknown)
+    ref = KMeans(2, n_init=1, random_state=0).fit(unknown.compute())
+    km = KMeans(2, n_init=1, random_state=0).fit(unknown)
+    assert np.array_equal(km.cluster_centers_, ref.cluster_centers_) and np.isnan(unknown.shape[0])
+    assert np.array_equal(km.predict(unknown), ref.labels_)
+    gm = memfit.GaussianMixture(2, random_state=0).fit(unknown)
+    assert np.array_equal(gm.means_, memfit.GaussianMixture(2, random_state=0).fit(unknown.compute()).means_)
     # Other dtypes are converted lazily, as NumPy arrays are converted.
     ints = da.from_array((blobs(n=500) * 10).astype(np.int8))
     assert KMeans(2, n_init=1, random_state=0).fit(ints).cluster_centers_.dtype == np.float64
@@ -451,11 +457,10 @@ def test_sample_weight_of_a_dask_x_is_checked_as_for_a_numpy_x():
     for w in (ones.astype(np.complex128), ones.reshape(-1, 1), nan, inf, np.zeros(1000)):
         assert _error(lambda: KMeans(2, n_init=1).fit(dx, sample_weight=da.from_array(w, chunks=77))) == \
             _error(lambda: KMeans(2, n_init=1).fit(X, sample_weight=w))
-    # Weights of unknown chunk sizes: said as for X.
+    # Weights of unknown chunk sizes: computed, as for X.
     dw = da.from_array(ones, chunks=100)
-    with pytest.raises(ValueError, match=r"sample_weight has unknown chunk sizes \(nan,\); call "
-                                         r"sample_weight.compute_chunk_sizes\(\) first"):
-        KMeans(2, n_init=1).fit(dx, sample_weight=dw[dw > 0])
+    a = KMeans(2, n_init=1, random_state=0).fit(dx, sample_weight=dw[dw > 0])
+    assert np.array_equal(a.cluster_centers_, KMeans(2, n_init=1, random_state=0).fit(X).cluster_centers_)
     # A list, as for a NumPy X (it used to raise AttributeError).
     a = KMeans(2, n_init=1, random_state=0).fit(X, sample_weight=list(range(1, 1001)))
     b = KMeans(2, n_init=1, random_state=0).fit(dx, sample_weight=list(range(1, 1001)))
@@ -877,3 +882,35 @@ def test_chunks_of_another_shape_than_declared_are_named_on_the_cluster_as_in_on
             est.fit(bad, client=client)
         with pytest.raises(ValueError, match=r"computed to shape " + shape):
             type(est)(**est.get_params()).fit(bad)
+
+
+def test_a_chunk_of_another_shape_is_named_by_minibatch_too():
+    """MiniBatchKMeans indexes a Dask X with Dask: a chunk of other rows or
+    columns than declared is refused with KMeans's message (it said "centers:
+    shape [3, 6]" or raised IndexError from inside the gather)."""
+    dx = da.from_array(blobs(n=1000, d=3), chunks=250)
+    for fix, shape in [(lambda b: np.hstack([b, b]), r"\(250, 6\)"), (lambda b: b[:-1], r"\(249, 3\)")]:
+        bad = dx.map_blocks(fix, dtype=float)
+        for call in (MiniBatchKMeans(3, n_init=1, random_state=0).fit, MiniBatchKMeans(3, random_state=0).partial_fit):
+            with pytest.raises(ValueError, match=r"chunk \d of X \(rows \d+\.\.\d+\) computed to shape " + shape):
+                call(bad)
+
+
+def test_a_chunk_task_that_raises_surfaces_as_its_own_exception_in_one_process():
+    """Without a client, a chunk's task that raises (a missing file behind
+    the array, a MemoryError) reaches the caller as that exception, as with
+    a client (it became a ValueError "invalid X: reading rows ...")."""
+    X = blobs(n=3000, d=4)
+
+    def failing(b, block_info=None):
+        if block_info[0]["chunk-location"][0] == 3:
+            raise FileNotFoundError(2, "No such file", "/data/x.zarr/3.0")
+        return b
+
+    bad = da.from_array(X, chunks=500).map_blocks(failing, dtype=float)
+    for call in (KMeans(2, n_init=1).fit, GaussianMixture(2).fit, MiniBatchKMeans(2, n_init=1).fit,
+                 lambda x: weighted_scatter(x, np.ones(len(X))), lambda x: np.asarray(row_quadratic_form(x, np.eye(4)))):
+        with pytest.raises(FileNotFoundError, match="/data/x.zarr/3.0"):
+            call(bad)
+    # The next call, on good data, is not given that exception.
+    assert KMeans(2, n_init=1, random_state=0).fit(da.from_array(X, chunks=500)).n_iter_ >= 1

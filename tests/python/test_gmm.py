@@ -171,6 +171,19 @@ def test_predict_matches_sklearn_and_the_fit(tmp_path):
     np.testing.assert_array_equal(np.load(paths["labels"]), out.labels)
 
 
+def test_predict_writes_every_output_within_the_limit_the_fit_ran_at(tmp_path):
+    """The writers of small outputs hold no more than their files: a prediction
+    with all three outputs runs at the limit its fit ran at (it was refused,
+    with 1.5 MiB of fixed-size write buffers planned)."""
+    X = np.random.default_rng(0).standard_normal((3000, 30))
+    out = gmm(tmp_path, X, 8, max_iter=5, tol=0, memory_limit="1MiB")
+    paths = [tmp_path / f"o_{n}.npy" for n in ("labels", "proba", "log_likelihood")]
+    run_memfit("gmm-predict", tmp_path / "gmm_X.npy", "--model", out.model, "--memory-limit", "1MiB",
+               "--labels", paths[0], "--proba", paths[1], "--log-likelihood", paths[2])
+    np.testing.assert_array_equal(np.load(paths[0]), out.labels)
+    assert np.load(paths[1]).shape == (3000, 8) and np.load(paths[2]).shape == (3000,)
+
+
 def test_predict_computes_in_the_dtype_the_model_was_fitted_in(tmp_path):
     """A model fitted with --dtype float32 on float64 data scores new rows in
     float32 by default (as --dtype float32), so its own rows get its labels."""
@@ -221,7 +234,7 @@ def test_components_in_groups_equal_the_in_memory_fit(tmp_path):
     path = save(tmp_path, "X.npy", X)
     opts = dict(max_iter=4, tol=0, init="random_from_data")
     ref = gmm(tmp_path, path, k, tag="ref", memory_limit="1GiB", **opts)
-    for limit, groups, on_disk in [("1500KiB", 6, False), ("1300KiB", 12, True)]:
+    for limit, groups, on_disk in [("1000KiB", 6, False), ("830KiB", 12, True)]:
         plan = run_memfit("gmm", path, "--n-components", k, "--memory-limit", limit, "--dry-run",
                           "--labels", tmp_path / "dry.npy", *cli_options(**opts)).stdout
         assert f"component groups: {groups} of" in plan, plan
@@ -234,12 +247,12 @@ def test_components_in_groups_equal_the_in_memory_fit(tmp_path):
             np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
         np.testing.assert_array_equal(got.labels, ref.labels)
         outs = {}
-        for tag, lim in [("mem", "1GiB"), ("grp", "2400KiB")]:
+        for tag, lim in [("mem", "1GiB"), ("grp", "950KiB")]:
             names = [tmp_path / f"{tag}_{o}.npy" for o in ("labels", "proba", "ll")]
             run_memfit("gmm-predict", path, "--model", got.model, "--memory-limit", lim, "--quiet",
                        "--labels", names[0], "--proba", names[1], "--log-likelihood", names[2])
             outs[tag] = [np.load(p) for p in names]
-        grouped = run_memfit("gmm-predict", path, "--model", got.model, "--memory-limit", "2400KiB", "--dry-run",
+        grouped = run_memfit("gmm-predict", path, "--model", got.model, "--memory-limit", "950KiB", "--dry-run",
                              "--labels", names[0], "--proba", names[1], "--log-likelihood", names[2]).stdout
         assert "component groups: 6 of 2 components, their factors read from the model" in grouped, grouped
         for a, b in zip(outs["grp"], outs["mem"]):

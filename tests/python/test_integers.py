@@ -127,3 +127,19 @@ def test_empty_input_names_its_file(tmp_path, command):
     path = save(tmp_path, "empty.npy", np.zeros((0, 3), dtype=np.int64))
     proc = run_memfit(command, path, "-k", 1, expect=2)
     assert f"{path} has shape (0, 3)" in proc.stderr
+
+
+def test_bool_bytes_other_than_one_are_true(tmp_path):
+    """A uint8 array viewed as bool holds bytes such as 255: they are True (1.0),
+    as NumPy's astype(float) reads them, not their byte value (helper 75: a
+    centre of 51.2 and inertia 1e5 for data of zeros and ones)."""
+    raw = np.array([[0, 0], [0, 1], [0, 255], [1, 0], [255, 0]], dtype=np.uint8)
+    init = np.array([[0.5, 0.5]])
+    m = fit(tmp_path, raw.view(bool), 1, tag="b", init=init)
+    ones = fit(tmp_path, (raw != 0).astype(np.uint8), 1, tag="f", init=init)
+    np.testing.assert_array_equal(m.centers, np.float32([[0.4, 0.4]]))
+    np.testing.assert_array_equal(m.centers, ones.centers)
+    assert m.summary["inertia"] == ones.summary["inertia"] == pytest.approx(2.4)
+    out = tmp_path / "s.npy"
+    run_memfit("scatter", tmp_path / "b_X.npy", "--out", out, "--quiet")
+    np.testing.assert_array_equal(np.load(out), [[2.0, 0.0], [0.0, 2.0]])

@@ -141,7 +141,12 @@ def test_scratch_dir_receives_the_spilled_sample_and_is_checked_before_work(tmp_
         for dry in (["--dry-run"], ["--labels", tmp_path / "l.npy"]):
             p = subprocess.run([str(MEMFIT_BIN), *map(str, base + extra + dry)], capture_output=True, text=True, env=env)
             assert p.returncode != 0 and "scratch folder" in p.stderr and "does not exist" in p.stderr, p.stderr
+            assert ("(the TMPDIR environment variable's)" in p.stderr) == (env is not None), p.stderr
             assert not (tmp_path / "l.npy").exists()
+    # An empty TMPDIR is unset (/tmp), as Python's tempfile takes it.
+    p = subprocess.run([str(MEMFIT_BIN), *map(str, base + ["--dry-run"])], capture_output=True, text=True,
+                       env={**os.environ, "TMPDIR": ""})
+    assert p.returncode == 0 and "in /tmp" in p.stdout, p.stderr + p.stdout
     # A mixture initialised by k-means plans that fit's spilled sample too.
     gmm = ["gmm", medium, "--n-components", 20, "--covariance-type", "diag", "--memory-limit", "6MiB", "--dry-run"]
     out = run_memfit(*gmm, "--scratch-dir", scratch).stdout

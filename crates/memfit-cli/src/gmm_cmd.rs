@@ -48,6 +48,11 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         }
     }
     if let Some(dir) = &args.model {
+        if dir == Path::new("-") {
+            anyhow::bail!(
+                "-: write model failed: a model folder cannot go to stdout; hint: name a folder such as ./model"
+            );
+        }
         check_model_dir(dir)?;
     }
     let mut inputs: Vec<(&'static str, &Path)> = vec![("INPUT", &args.input)];

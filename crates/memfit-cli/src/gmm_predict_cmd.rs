@@ -17,14 +17,23 @@ use crate::render::print_warnings;
 
 /// The compute dtype `memfit gmm` recorded in the model folder `dir`
 /// (`model.json`'s `compute_dtype`), if any.
-fn fitted_dtype(dir: &Path) -> Option<memfit::estimator::ComputeDtype> {
-    let text = std::fs::read_to_string(dir.join(memfit::mixture::MODEL_JSON)).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    match json.get("compute_dtype")?.as_str()? {
-        "float32" => Some(memfit::estimator::ComputeDtype::Float32),
-        "float64" => Some(memfit::estimator::ComputeDtype::Float64),
-        _ => None,
-    }
+fn fitted_dtype(dir: &Path) -> Result<Option<memfit::estimator::ComputeDtype>> {
+    let Some(json) = std::fs::read_to_string(dir.join(memfit::mixture::MODEL_JSON))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+    else {
+        // load_model says what is wrong with the file.
+        return Ok(None);
+    };
+    Ok(match json.get("compute_dtype") {
+        None => None,
+        Some(v) if v == "float32" => Some(memfit::estimator::ComputeDtype::Float32),
+        Some(v) if v == "float64" => Some(memfit::estimator::ComputeDtype::Float64),
+        Some(v) => bail!(
+            "--model {}: model.json's compute_dtype is {v}, not \"float32\" or \"float64\"; hint: give a model folder written by memfit",
+            dir.display()
+        ),
+    })
 }
 
 /// Runs `memfit gmm-predict`.
@@ -53,9 +62,10 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
             Some(d) => d.into(),
             // The dtype the model was fitted in, so that new rows are scored
             // as the fit scored its own (its labels again on its data).
-            None => fitted_dtype(&args.model).unwrap_or_else(|| args.common.compute_dtype(x.dtype())),
+            None => fitted_dtype(&args.model)?.unwrap_or_else(|| args.common.compute_dtype(x.dtype())),
         },
-        n_outputs: paths.len(),
+        // Probabilities go by positioned writes from the planned block.
+        n_outputs: usize::from(args.labels.is_some()) + usize::from(args.log_likelihood.is_some()),
         run,
     };
     let (n, k) = (x.n_samples(), model.n_components());
@@ -103,15 +113,12 @@ fn stream(args: &GmmPredictArgs, job: &GmmPredictJob<'_>, plan: &Plan) -> Result
     let f64_le = |v: f64, o: &mut Vec<u8>| o.extend_from_slice(&v.to_le_bytes());
     let mut put_labels =
         |l: &[u32]| -> memfit::Result<()> { labels.as_mut().map_or(Ok(()), |w| w.write_with(l, crate::put_label)) };
-    let mut bytes = Vec::new();
     let mut put_proba = |row: usize, first: usize, g: usize, p: &[f64]| -> memfit::Result<()> {
         let Some(w) = proba.as_ref() else { return Ok(()) };
         // One write for the whole block when every column is here.
         let run = if g == k { p.len() } else { g };
         for (i, r) in p.chunks_exact(run).enumerate() {
-            bytes.clear();
-            r.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
-            w.write_at(((row + i) * k + first) as u64, &bytes)?;
+            w.write_f64_at(((row + i) * k + first) as u64, r)?;
         }
         Ok(())
     };

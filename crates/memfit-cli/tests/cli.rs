@@ -416,6 +416,8 @@ fn bad_input_fails_cleanly_without_outputs() {
     write_f64(&neg_w, &[100], &w);
     let zero_w = p(t.path(), "w0.npy");
     write_f64(&zero_w, &[100], &[0.0; 100]);
+    let tiny_w = p(t.path(), "w_tiny.npy");
+    write_f64(&tiny_w, &[100], &[5e-324; 100]);
     let short_w = p(t.path(), "w2.npy");
     write_f64(&short_w, &[99], &[1.0; 99]);
     let missing = p(t.path(), "missing.npy");
@@ -427,6 +429,7 @@ fn bad_input_fails_cleanly_without_outputs() {
     let tiny = p(t.path(), "tiny.npy");
     write_f64(&tiny, &[100, 2], &blobs(100).iter().map(|v| v * 1e-170).collect::<Vec<_>>());
     let (c_out, s_out) = (p(t.path(), "c_out.npy"), p(t.path(), "s_out.json"));
+    let in_file = format!("{good}/l.npy");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec![&missing, "-k", "2"], "No such file"),
         (vec![&text, "-k", "2"], "not a valid .npy"),
@@ -439,12 +442,15 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&good, "-k", "101"], "exceeds n_samples = 100"),
         (vec![&good, "-k", "3", "--init", &init_bad], "--init: shape [3, 3]"),
         (vec![&good, "-k", "3", "--sample-weight", &neg_w], "sample_weight[7] = -1"),
+        (vec![&good, "-k", "3", "--sample-weight", &tiny_w], "the largest weight is 5e-324, below float64's smallest"),
         (vec![&good, "-k", "3", "--sample-weight", &short_w], "--sample-weight: shape [99]"),
         (vec![&good, "-k", "3", "--memory-limit", "lots"], "invalid --memory-limit"),
         (vec![&good, "-k", "3", "--tol=-1"], "tol"),
         (vec![&good, "-k", "3", "--threads", "0"], "--threads"),
         (vec![&good, "-k", "3", "--init", "kmeans++"], "--init"),
         (vec![&good, "-k", "3", "--labels", &nodir], "does not exist"),
+        (vec![&good, "-k", "3", "--labels", &in_file], "is not a folder (it is a file)"),
+        (vec![&good, "-k", "3", "--memory-limit=-5MiB"], "a negative size in \"-5MiB\""),
         (vec![&good, "-k", "3", "--labels", &subdir], "not a regular file"),
         (vec![&good, "-k", "3", "--labels", &good], "names the same file"),
         (vec![&good, "-k", "3", "--labels", &c_out], "names the same file"),

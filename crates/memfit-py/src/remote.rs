@@ -117,6 +117,17 @@ impl Cancelled {
     }
 }
 
+/// The Python exception a [`Reader`] raised last (a Dask chunk's task that
+/// failed in this process, say), kept so that the run's caller sees it
+/// unchanged: [`crate::runner::run`] clears it when a run starts and
+/// raises it when the run fails.
+static READ_RAISED: Mutex<Option<PyErr>> = Mutex::new(None);
+
+/// Takes the exception a reader raised (see [`READ_RAISED`]).
+pub fn take_read_error() -> Option<PyErr> {
+    READ_RAISED.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
+
 /// A Python object that hands out rows (see [`PyRows`], [`PyCsrRows`]):
 /// its `shape` (`(n_samples, n_features)`), `dtype` (NumPy's name) and
 /// `held_bytes` (what it keeps between reads, such as one computed chunk).
@@ -144,7 +155,7 @@ impl Reader {
 
     /// `method(start, start + rows)` of the reader, its result turned into
     /// `T` by `take`; a Python error is the input's (read in this process,
-    /// no task elsewhere).
+    /// no task elsewhere), kept in [`READ_RAISED`].
     fn read<T>(
         &self,
         method: &str,
@@ -152,8 +163,13 @@ impl Reader {
         rows: usize,
         take: impl FnOnce(Bound<'_, PyAny>) -> PyResult<T>,
     ) -> memfit::Result<T> {
-        Python::attach(|py| take(self.reader.call_method1(py, method, (start, start + rows))?.into_bound(py)))
-            .map_err(|e| memfit::Error::param("X", format!("reading rows {start}..{}: {e}", start + rows)))
+        Python::attach(|py| take(self.reader.call_method1(py, method, (start, start + rows))?.into_bound(py))).map_err(
+            |e| {
+                let error = memfit::Error::param("X", format!("reading rows {start}..{}: {e}", start + rows));
+                *READ_RAISED.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                error
+            },
+        )
     }
 }
 

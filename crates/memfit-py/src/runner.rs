@@ -114,8 +114,9 @@ pub fn run_brief<R: Send>(
 ) -> PyResult<R> {
     let n = n_jobs.unwrap_or_else(memfit::plan::default_threads);
     let pool = memfit::exec::thread_pool(n).map_err(|e| to_py_for(e, float32))?;
+    crate::remote::take_read_error();
     match py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.install(work)))) {
-        Ok(r) => r.map_err(|e| to_py_for(e, float32)),
+        Ok(r) => r.map_err(|e| crate::remote::take_read_error().unwrap_or_else(|| to_py_for(e, float32))),
         Err(_) => Err(panicked()),
     }
 }
@@ -127,7 +128,8 @@ pub fn run_brief<R: Send>(
 /// whether the work computes in float32, for error messages.
 ///
 /// # Errors
-/// The engine's error mapped by [`to_py_for`]; `KeyboardInterrupt` (or
+/// The engine's error mapped by [`to_py_for`], or the exception a Python
+/// reader of the input raised ([`crate::remote::take_read_error`]); `KeyboardInterrupt` (or
 /// whatever a signal handler raised) when interrupted; whatever `progress`
 /// raised (the work is stopped); `ValueError` for threads that cannot be
 /// started; `RuntimeError` if the engine panicked (a bug).
@@ -139,6 +141,7 @@ pub fn run<R: Send>(
     work: impl FnOnce(&mut Watch) -> memfit::Result<R> + Send,
 ) -> PyResult<R> {
     let n = n_jobs.unwrap_or_else(memfit::plan::default_threads);
+    crate::remote::take_read_error();
     let stop = Cancel::new();
     let (tx, rx) = channel::<Event>();
     // A receiver is not `Sync`; the lock lets the GIL-free wait borrow it.
@@ -185,7 +188,9 @@ pub fn run<R: Send>(
         let result = py.detach(|| handle.join());
         match (result, interrupt) {
             (_, Some(e)) => Err(e),
-            (Ok(r), None) => r.map_err(|e| to_py_for(e, float32)),
+            // A Python reader's own exception (a Dask chunk's task failed)
+            // rather than the engine's account of it.
+            (Ok(r), None) => r.map_err(|e| crate::remote::take_read_error().unwrap_or_else(|| to_py_for(e, float32))),
             (Err(_), None) => Err(panicked()),
         }
     })

@@ -117,6 +117,20 @@ impl Dtype {
             "f2" => Dtype::F16,
             "f4" => Dtype::F32,
             "f8" => Dtype::F64,
+            // NumPy's one-character type codes (`np.dtype("d")`), C's sizes
+            // on 64-bit Linux and macOS (`long` of 8 bytes).
+            "?" => Dtype::Bool,
+            "b" => Dtype::I8,
+            "B" => Dtype::U8,
+            "h" => Dtype::I16,
+            "H" => Dtype::U16,
+            "i" => Dtype::I32,
+            "I" => Dtype::U32,
+            "l" | "q" if cfg!(not(windows)) => Dtype::I64,
+            "L" | "Q" if cfg!(not(windows)) => Dtype::U64,
+            "e" => Dtype::F16,
+            "f" => Dtype::F32,
+            "d" => Dtype::F64,
             _ => return None,
         };
         Some((dtype, endian))

@@ -72,26 +72,32 @@ def index_int(value: Any, what: str) -> int:
 def normalize_axis(axis: Any, ndim: int, argname: Optional[str] = None) -> int:
     """A single axis in ``range(ndim)``; ``numpy.exceptions.AxisError`` with
     NumPy's message when out of range."""
-    ax = index_int(axis, "axis")
+    try:
+        ax = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"'{type(axis).__name__}' object cannot be interpreted as an integer") from None
     if not -ndim <= ax < ndim:
         raise AxisError(ax, ndim, argname)
     return ax % ndim if ndim else ax
 
 
 def normalize_axes(axis: Any, ndim: int, argname: Optional[str] = None) -> list:
-    """``axis`` (None: all axes, an int, or a sequence of ints) as a sorted list
-    of distinct axes in ``range(ndim)``.
+    """``axis`` (None: all axes, an int, or a tuple of ints, as NumPy's
+    reductions take them: not a list) as a sorted list of distinct axes in
+    ``range(ndim)``.
 
     Raises
     ------
     numpy.exceptions.AxisError
         An axis out of range (NumPy's message).
+    TypeError
+        An axis that is not an integer, or a list (NumPy's message).
     ValueError
         A repeated axis ("duplicate value in 'axis'", as NumPy).
     """
     if axis is None:
         return list(range(ndim))
-    if isinstance(axis, (tuple, list)):
+    if isinstance(axis, tuple):
         axes = [normalize_axis(a, ndim, argname) for a in axis]
         if len(set(axes)) != len(axes):
             raise ValueError(f"duplicate value in '{argname or 'axis'}'")
@@ -417,6 +423,16 @@ def operand(x: Any) -> "Array":
     if zarr_path is not None:
         return node("expr_from_zarr", zarr_path)
     return from_ndarray(np.asarray(x))
+
+
+def strong_operand(x: Any) -> "Array":
+    """:func:`operand`, but a Python scalar is taken as ``numpy.asarray``
+    takes it (int64, float64, bool: a strong dtype), as NumPy's functions
+    that are not ufuncs (``dot``, ``inner``, ``tensordot``, ``einsum``)
+    take their operands."""
+    if isinstance(x, (bool, int, float, complex)):
+        return from_ndarray(np.asarray(x))
+    return operand(x)
 
 
 def refuse_dask(x: Any) -> None:

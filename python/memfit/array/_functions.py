@@ -11,6 +11,7 @@ import inspect
 import numbers
 import os
 import textwrap
+import warnings
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -32,6 +33,7 @@ from ._core import (
     reject,
     write_out,
     scalar,
+    strong_operand,
     _zarr_path,
 )
 from ._core import prod as _prod
@@ -735,11 +737,16 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: 
         info = np.iinfo(dtype)
         return bound <= info.min if low else bound >= info.max
 
-    if a_min is not None and a_min is not _NoValue and not beyond(a_min, True):
-        x = op("maximum", [x, operand(a_min)])
-    if a_max is not None and a_max is not _NoValue and not beyond(a_max, False):
-        x = op("minimum", [x, operand(a_max)])
-    return x
+    low = a_min is not None and a_min is not _NoValue and not beyond(a_min, True)
+    high = a_max is not None and a_max is not _NoValue and not beyond(a_max, False)
+    y = op("maximum", [x, operand(a_min)]) if low else x
+    y = op("minimum", [y, operand(a_max)]) if high else y
+    if low and high and y.dtype.kind == "f":
+        # NumPy's clip with both bounds keeps a value equal to a bound (the
+        # zero of its own sign), where maximum and minimum take the bound's.
+        ties = op("logical_or", [op("equal", [x, operand(a_min)]), op("equal", [x, operand(a_max)])])
+        y = where(ties, x, y)
+    return y
 
 
 # ---------------------------------------------------------------------------
@@ -1343,6 +1350,7 @@ def _moment(name: str, a: Any, axis: Any, dtype: Any, out: Any, keepdims: Any, d
     if not isinstance(target, np.ndarray):
         _reject_out(out)
     x = operand(a)
+    _moment_warnings(name, x, axis, ddof)
     acc = np.dtype(optional_dtype_name(dtype)) if dtype is not None else None
     into = target.dtype if isinstance(target, np.ndarray) else None
     params = {} if name == "mean" else {"ddof": ddof}
@@ -1370,6 +1378,23 @@ def _moment(name: str, a: Any, axis: Any, dtype: Any, out: Any, keepdims: Any, d
             np.sqrt(np.empty(0, ret_dtype), out=np.empty(0, ret_dtype))  # NumPy's UFuncTypeError
         result = sqrt(result)
     return result if into is None else write_out(result, out, "unsafe", name, True)
+
+
+def _moment_warnings(name: str, x: Array, axis: Any, ddof: Any) -> None:
+    """NumPy's own warnings of ``mean`` over no values ("Mean of empty
+    slice") and of ``var``/``std`` with ``ddof`` at least the count
+    ("Degrees of freedom <= 0 for slice"), said when the call is made (the
+    counts are known then; the division's "invalid value" follows when the
+    result is computed)."""
+    try:
+        axes = normalize_axes(None if _scalar_axis(x, axis) else axis, x.ndim)
+    except (TypeError, ValueError):
+        return  # the reduction raises NumPy's error
+    count = _prod([x.shape[i] for i in axes])
+    if name == "mean" and count == 0:
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=4)
+    elif name != "mean" and ddof >= count:
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=4)
 
 
 def _ddof(ddof: Any, correction: Any) -> Any:
@@ -1614,7 +1639,8 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = False, dtype: Any = 
             "memfit.array.einsum supports the subscripts-string form only (einsum('ij,jk->ik', a, b)), not "
             "the interleaved operand/sublist form"
         )
-    xs = [operand(o) for o in ops]
+    # NumPy's einsum takes its operands through asarray: Python scalars are strong.
+    xs = [strong_operand(o) for o in ops]
     if dtype is not None:
         name = dtype_name(dtype)
         for x in xs:
@@ -1712,7 +1738,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
         Lengths that differ ("shape-mismatch for sum"), axes lists of
         different lengths.
     """
-    x, y = operand(a), operand(b)
+    x, y = strong_operand(a), strong_operand(b)
     if isinstance(axes, (numbers.Integral, np.integer)):
         n = index_int(axes, "axes")
         if n < 0:
@@ -1771,7 +1797,7 @@ def dot(a: Any, b: Any, out: Any = None) -> Array:
         :func:`einsum`).
     """
     _reject_out(out)
-    x, y = operand(a), operand(b)
+    x, y = strong_operand(a), strong_operand(b)
     if x.ndim > 2 or y.ndim > 2:
         raise TypeError(
             "memfit.array.dot supports arrays of at most 2 dimensions; use tensordot or einsum for more"
@@ -1813,7 +1839,7 @@ def inner(a: Any, b: Any) -> Array:
     -------
     Array
     """
-    x, y = operand(a), operand(b)
+    x, y = strong_operand(a), strong_operand(b)
     if x.ndim == 0 or y.ndim == 0:
         return op("multiply", [x, y])
     return tensordot(x, y, axes=([-1], [-1]))

@@ -169,10 +169,13 @@ impl Slots {
                     .prefix(".memfit-scratch.")
                     .tempdir_in(dir)
                     .map_err(|e| Error::io(dir, "create", e))?,
-                None => tempfile::Builder::new()
-                    .prefix("memfit-scratch.")
-                    .tempdir()
-                    .map_err(|e| Error::io(std::env::temp_dir(), "create", e))?,
+                None => {
+                    let dir = crate::io::temp_dir();
+                    tempfile::Builder::new()
+                        .prefix("memfit-scratch.")
+                        .tempdir_in(&dir)
+                        .map_err(|e| Error::io(dir, "create", e))?
+                }
             })
         } else {
             None

@@ -705,6 +705,12 @@ pub fn cast(col: Col, dtype: Dtype) -> Col {
 pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Result<Col> {
     use Op::*;
     if op == Cast {
+        // NumPy's float16 loops convert through C's `(npy_uint)` of a float,
+        // which x86-64 compiles to a 64-bit conversion: NaN and infinities
+        // (the int64 minimum) keep its low 32 bits, 0.
+        if let (Dtype::F16, Dtype::U32, Col::F(v)) = (loop_dtype, out_dtype, &args[0]) {
+            return Ok(Col::U(un(v, |x| u64::from(float_to_int(x, Dtype::I64).0 as u32))));
+        }
         return Ok(cast(args[0].clone(), out_dtype));
     }
     if op == Where {

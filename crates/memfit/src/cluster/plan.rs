@@ -9,7 +9,7 @@ use super::pass::{AssignStats, Assignment};
 use crate::error::{Count, Remedy, Result};
 use crate::exec::Backend;
 use crate::exec::{KeyedSample, RowStates, ScanStats};
-use crate::io::WRITE_BUFFER_BYTES;
+use crate::io::{npy_writer_bytes, Dtype};
 use crate::kernels::{PreparedCenters, SparseCenters, SparseScratch};
 use crate::plan::SampleLayout;
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, PlannedBuffer, RowSchedule, CHUNK_ROWS, TILE_ROWS};
@@ -87,7 +87,8 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         );
     }
     if job.n_outputs > 0 {
-        led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
+        let bytes = npy_writer_bytes(Dtype::I32, &[job.n_samples]);
+        led.add("label writer buffers", bytes, 1, "file buffer + encode buffer".into());
     }
     let always = led.total();
     let scan_row = job.read_bytes_per_row(job.w_scratch_per_row);

@@ -7,7 +7,7 @@ use super::plan::{k_tile, kernel_tile_rows};
 use crate::dtype::Real;
 use crate::error::{Error, Result};
 use crate::exec::{run_split, Backend, Block, Leaf, Observer, Pass, RowSplit};
-use crate::io::{BlockReader, Source, WRITE_BUFFER_BYTES};
+use crate::io::{npy_writer_bytes, BlockReader, Dtype, Source};
 use crate::kernels::PreparedCenters;
 use crate::plan::{check_fits, pick_block_rows, TILE_ROWS};
 use crate::plan::{Job, Ledger, Plan, RowSchedule};
@@ -25,7 +25,8 @@ pub fn plan_predict(job: &Job, n_clusters: usize, labels_file: bool) -> Result<P
     let k_tile = k_tile(n_clusters, job.compute_bytes);
     let mut led = centre_ledger(job, n_clusters);
     if labels_file {
-        led.add("label writer buffers", 2 * WRITE_BUFFER_BYTES as u64, 1, "file buffer + encode buffer".into());
+        let bytes = npy_writer_bytes(Dtype::I32, &[job.n_samples]);
+        led.add("label writer buffers", bytes, 1, "file buffer + encode buffer".into());
     }
     // Per row: label, distance, a share of the per-tile distance sums, and
     // the weight's raw scratch and value.
@@ -259,13 +260,10 @@ fn prepare<T: Real>(centers: &[f64], n_clusters: usize, d: usize, x: &Source<'_>
         });
     }
     if let Some(i) = centers.iter().position(|v| !v.is_finite()) {
-        return Err(Error::NonFinite {
-            path: "centres".into(),
-            row: i / d,
-            column: i % d,
-            value: centers[i],
-            count: 1,
-        });
+        return Err(Error::param(
+            "centers",
+            format!("centre {} feature {} is {}; hint: centres must be finite", i / d, i % d, centers[i]),
+        ));
     }
     if unit {
         let mut scaled = centers.to_vec();

@@ -20,6 +20,9 @@ pub struct QuadraticFormJob<'a> {
     pub q_shape: [usize; 2],
     /// The compute dtype.
     pub compute: ComputeDtype,
+    /// 1 when the results go to a file writer (whose buffers are planned),
+    /// 0 when the caller keeps them.
+    pub n_outputs: usize,
     /// How the job runs: memory limit, threads.
     pub run: RunOptions,
 }
@@ -44,7 +47,7 @@ impl QuadraticFormJob<'_> {
     /// [`Error::ShapeMismatch`]; [`Error::DoesNotFit`].
     pub fn plan(&self) -> Result<Plan> {
         self.check()?;
-        linalg::plan_row_quadratic_form(&planned_job(self.x, None, self.compute, 0, &[], &self.run, 0))
+        linalg::plan_row_quadratic_form(&planned_job(self.x, None, self.compute, self.n_outputs, &[], &self.run, 0))
     }
 
     /// Runs within `plan`, handing `q` to `out` block by block in row order.

@@ -271,7 +271,7 @@ mod tests {
         let gp = GmmPredictJob { model: &model, x: &src, compute, n_outputs: 0, run: run.clone() };
         counted(&gp.plan().unwrap());
         let q = [0.0; 16];
-        let qf = QuadraticFormJob { x: &src, q: &q, q_shape: [4, 4], compute, run: run.clone() };
+        let qf = QuadraticFormJob { x: &src, q: &q, q_shape: [4, 4], compute, n_outputs: 0, run: run.clone() };
         counted(&qf.plan().unwrap());
         let sc = ScatterJob { x: &src, weights: None, run };
         let plan = sc.plan().unwrap();
@@ -416,6 +416,7 @@ mod tests {
             q: &q,
             q_shape: [1, q.len()],
             compute: ComputeDtype::Float64,
+            n_outputs: 0,
             run: RunOptions::with_limit(1),
         };
         assert!(matches!(job.plan(), Err(Error::ShapeMismatch { .. })));

@@ -74,8 +74,8 @@ impl RunOptions {
     }
 
     /// The folder scratch files go to ([`RunOptions::scratch_dir`] or the
-    /// system's temporary folder).
+    /// system's temporary folder, [`crate::io::temp_dir`]).
     pub fn scratch_dir(&self) -> PathBuf {
-        self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir)
+        self.scratch_dir.clone().unwrap_or_else(crate::io::temp_dir)
     }
 }

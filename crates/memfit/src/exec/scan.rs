@@ -50,6 +50,9 @@ pub struct ScanStats {
     bad: Option<(usize, usize)>,
     bad_count: u64,
     weight_sum: f64,
+    /// The largest weight (0 without weights).
+    #[serde(default)]
+    weight_max: f64,
     /// Sparse rows: per column, how many values are stored; `mean`, `m2`,
     /// `lo` and `hi` then describe the stored values only, and the zeros
     /// join them once the pass is done ([`ScanStats::with_zeros`]). Empty
@@ -121,6 +124,7 @@ impl Merge for ScanStats {
         };
         self.bad_count += next.bad_count;
         self.weight_sum += next.weight_sum;
+        self.weight_max = self.weight_max.max(next.weight_max);
     }
 
     fn clear(&mut self) {
@@ -132,6 +136,7 @@ impl Merge for ScanStats {
         self.bad = None;
         self.bad_count = 0;
         self.weight_sum = 0.0;
+        self.weight_max = 0.0;
         self.stored.fill(0.0);
     }
 }
@@ -225,6 +230,7 @@ impl<T: Real> Pass<T> for ScanPass {
             bad: None,
             bad_count: 0,
             weight_sum: 0.0,
+            weight_max: 0.0,
             stored: vec![0.0; if self.sparse { d } else { 0 }],
         }
     }
@@ -253,6 +259,7 @@ impl<T: Real> Pass<T> for ScanPass {
                             });
                         }
                         s.weight_sum += wi;
+                        s.weight_max = s.weight_max.max(wi);
                     }
                 } else {
                     s.weight_sum += b.rows() as f64;
@@ -398,7 +405,8 @@ pub(crate) fn run_scan_task<T: Real>(
 
 /// The validation pass over `blocks`' source and weights, split as `split`:
 /// fails on the first non-finite value (with the count of all), on a
-/// negative or non-finite weight, on weights that sum to zero or overflow,
+/// negative or non-finite weight, on weights that sum to zero or overflow
+/// or that are all subnormal,
 /// and on a column range whose squared distances overflow the compute type
 /// `T`; returns the column moments and a keyed uniform sample of
 /// `sample.rows` rows under `seed`, held as `sample` says (spilled into
@@ -468,6 +476,14 @@ pub fn scan<T: Real>(
     }
     if weighted && s.weight_sum <= 0.0 {
         return Err(Error::param("sample_weight", crate::error::ALL_WEIGHTS_ZERO));
+    }
+    if weighted && s.weight_max < f64::MIN_POSITIVE {
+        // Every weight subnormal: its products with the data and their sums
+        // keep a few bits or none, and the centres would come out rounded.
+        return Err(Error::param(
+            "sample_weight",
+            format!("the largest weight is {:e}, below float64's smallest normal number ({:e}), so its products with the data lose their precision; hint: scale the sample weights up (only their ratios matter for the centres)", s.weight_max, f64::MIN_POSITIVE),
+        ));
     }
     let nf = s.rows.max(1.0);
     let mean_variance = s.m2.iter().map(|m| m / nf).sum::<f64>() / d as f64;

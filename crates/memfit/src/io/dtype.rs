@@ -45,7 +45,9 @@ impl std::fmt::Display for InexactInteger {
 
 /// Decodes element `i` of `raw` (stored as `dtype` in byte order `endian`)
 /// as `f64`. Every supported type converts exactly except `int64` and
-/// `uint64` beyond 2^53, which round to the nearest `f64`.
+/// `uint64` beyond 2^53, which round to the nearest `f64`; a `bool` byte
+/// other than 0 is 1 (NumPy's `astype`, for bytes such as a `uint8` array
+/// viewed as `bool` holds).
 ///
 /// # Panics
 /// If `raw` holds fewer than `(i + 1) * dtype.itemsize()` bytes.
@@ -61,7 +63,8 @@ pub fn decode(raw: &[u8], i: usize, dtype: Dtype, endian: Endian) -> f64 {
         }};
     }
     match dtype {
-        Dtype::Bool | Dtype::U8 => f64::from(raw[i]),
+        Dtype::Bool => f64::from(u8::from(raw[i] != 0)),
+        Dtype::U8 => f64::from(raw[i]),
         Dtype::I8 => f64::from(raw[i] as i8),
         Dtype::U16 => f64::from(get!(u16, 2)),
         Dtype::I16 => f64::from(get!(i16, 2)),
@@ -92,7 +95,8 @@ pub fn decode_integer(raw: &[u8], i: usize, dtype: Dtype, endian: Endian) -> Opt
         }};
     }
     Some(match dtype {
-        Dtype::Bool | Dtype::U8 => i128::from(raw[i]),
+        Dtype::Bool => i128::from(raw[i] != 0),
+        Dtype::U8 => i128::from(raw[i]),
         Dtype::I8 => i128::from(raw[i] as i8),
         Dtype::U16 => get!(u16, 2),
         Dtype::I16 => get!(i16, 2),
@@ -141,8 +145,22 @@ mod tests {
         assert_eq!(Dtype::from_descr("f8"), Some((Dtype::F64, native)));
         assert_eq!(Dtype::from_descr("float32"), Some((Dtype::F32, native)));
         assert_eq!(Dtype::from_descr("|b1"), Some((Dtype::Bool, native)));
+        assert_eq!(Dtype::from_descr("d"), Some((Dtype::F64, native)));
+        assert_eq!(Dtype::from_descr(">H"), Some((Dtype::U16, Endian::Big)));
+        assert_eq!(Dtype::from_descr("?"), Some((Dtype::Bool, native)));
         assert_eq!(Dtype::from_descr("c16"), None);
+        assert_eq!(Dtype::from_descr("D"), None);
         assert_eq!(Dtype::from_descr(""), None);
         assert_eq!(decode_integer(&raw, 0, Dtype::F32, Endian::Little), None);
+    }
+
+    #[test]
+    fn a_bool_byte_other_than_zero_is_one() {
+        // A uint8 array viewed as bool holds such bytes; NumPy's astype reads them as True.
+        let raw = [0u8, 1, 2, 255];
+        let got: Vec<f64> = (0..4).map(|i| decode(&raw, i, Dtype::Bool, Endian::Little)).collect();
+        assert_eq!(got, [0.0, 1.0, 1.0, 1.0]);
+        assert_eq!(decode_integer(&raw, 3, Dtype::Bool, Endian::Little), Some(1));
+        assert_eq!(decode(&raw, 3, Dtype::U8, Endian::Little), 255.0);
     }
 }

@@ -12,15 +12,15 @@ pub mod zarr;
 pub use blocks::BlockReader;
 pub use dtype::{decode, decode_integer, Dtype, Endian, InexactInteger};
 pub use npy_header::{header_len, parse_header, write_header, HeaderError, NpyHeader, MAGIC, PREAMBLE_BYTES};
-pub use scratch::ScratchFile;
+pub use scratch::{temp_dir, ScratchFile};
 pub use source::{
     ArrayRef, CsrBlock, CsrFiles, CsrRef, CsrRowSource, Index, NpyFile, RowSource, Source, SparseValues, Values,
 };
 pub(crate) use writer::probe_dir;
 pub use writer::{
     check_disk_space, check_free_space, check_output_path, check_outputs_distinct, is_model_folder, npy_file_bytes,
-    remove_unfinished_outputs, write_bytes_atomic, write_npy, AtomicFile, AtomicFolder, NpyWriter, PlannedWrite,
-    PositionedNpy, MODEL_JSON, WRITE_BUFFER_BYTES,
+    npy_writer_bytes, remove_unfinished_outputs, write_bytes_atomic, write_npy, AtomicFile, AtomicFolder, NpyWriter,
+    PlannedWrite, PositionedNpy, MODEL_JSON, WRITE_BUFFER_BYTES,
 };
 pub use zarr::{ZarrInput, ZarrOutput};
 

@@ -16,6 +16,25 @@ use crate::error::{Error, Result};
 /// Values converted per positioned read or write (a 64 KiB stack buffer).
 const IO_VALUES: usize = 8192;
 
+/// The system's temporary folder: `TMPDIR` when it is set and not empty,
+/// else `/tmp`, as Python's `tempfile` finds it (`std::env::temp_dir`
+/// takes an empty `TMPDIR` as the empty path).
+pub fn temp_dir() -> PathBuf {
+    match std::env::var_os("TMPDIR") {
+        Some(t) if !t.is_empty() => PathBuf::from(t),
+        _ => PathBuf::from("/tmp"),
+    }
+}
+
+/// Where `dir` came from, when it is `TMPDIR`'s: said in errors about it.
+fn from_tmpdir(dir: &Path) -> &'static str {
+    if std::env::var_os("TMPDIR").is_some_and(|t| !t.is_empty() && Path::new(&t) == dir) {
+        " (the TMPDIR environment variable's)"
+    } else {
+        ""
+    }
+}
+
 /// An unnamed file of `f64` values in a scratch folder.
 #[derive(Debug)]
 pub struct ScratchFile {
@@ -46,22 +65,23 @@ impl ScratchFile {
     /// [`Error::Io`] saying what is wrong with the folder: missing, a file,
     /// read-only or not writable.
     pub fn check_dir(dir: &Path) -> Result<()> {
-        let bad = |kind: std::io::ErrorKind, why: &str| {
-            Err(Error::io(dir, "use as the scratch folder", std::io::Error::new(kind, why.to_string())))
+        let bad = |kind: std::io::ErrorKind, why: String, hint: &str| {
+            let why = format!("{why}{}; hint: {hint}", from_tmpdir(dir));
+            Error::io(dir, "use as the scratch folder", std::io::Error::new(kind, why))
         };
         match std::fs::metadata(dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return bad(e.kind(), "the folder does not exist; hint: create it or name an existing folder")
+                let hint = "create it or name an existing folder";
+                return Err(bad(e.kind(), "the folder does not exist".into(), hint));
             }
             Ok(m) if !m.is_dir() => {
-                return bad(std::io::ErrorKind::NotADirectory, "it is not a folder; hint: name a folder")
+                return Err(bad(std::io::ErrorKind::NotADirectory, "it is not a folder".into(), "name a folder"))
             }
             _ => {}
         }
-        tempfile::tempfile_in(dir).map(drop).map_err(|e| {
-            let why = format!("cannot create files there ({e}); hint: name a folder you can write to");
-            Error::io(dir, "use as the scratch folder", std::io::Error::new(e.kind(), why))
-        })
+        tempfile::tempfile_in(dir)
+            .map(drop)
+            .map_err(|e| bad(e.kind(), format!("cannot create files there ({e})"), "name a folder you can write to"))
     }
 
     /// The folder the file was created in.

@@ -7,12 +7,13 @@ use rayon::prelude::*;
 use crate::dtype::Real;
 use crate::error::{Error, Remedy, Result};
 use crate::exec::{run_split, Block, Leaf, Pass, RowSplit};
-use crate::io::{BlockReader, Dtype, Source};
+use crate::io::{npy_writer_bytes, BlockReader, Dtype, Source};
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
 
 /// Plans [`row_quadratic_form`] of `job`'s data (shape `(n_samples,
 /// n_features)`). Buffers: what the input holds ([`Job::ledger`]), `Q` in
-/// the compute type, one `(256, n_features)` product tile per thread, and
+/// the compute type, one `(256, n_features)` product tile per thread, the
+/// output writer's buffers when `job.n_outputs` is 1, and
 /// per block row the read scratch, the converted row and the result.
 ///
 /// # Errors
@@ -29,6 +30,10 @@ pub fn plan_row_quadratic_form(job: &Job) -> Result<Plan> {
         c,
         format!("{threads} × {TILE_ROWS} × {d} × {c} B"),
     );
+    if job.n_outputs > 0 {
+        let bytes = job.n_outputs as u64 * npy_writer_bytes(Dtype::F64, &[job.n_samples]);
+        led.add("output writer buffers", bytes, 1, "file buffer + encode buffer".into());
+    }
     let per_row = BlockReader::<f64>::bytes_per_row(job.x_scratch_per_row, job.n_features, job.compute_bytes, None) + 8;
     let required = led.total() + per_row * (TILE_ROWS as u64).min(n);
     check_fits(
@@ -73,7 +78,8 @@ pub fn row_quadratic_form<T: Real>(
         });
     }
     if let Some(i) = q.iter().position(|v| !v.is_finite()) {
-        return Err(Error::NonFinite { path: "Q".into(), row: i / d, column: i % d, value: q[i], count: 1 });
+        let (row, column) = (i / d, i % d);
+        return Err(Error::param("Q", format!("row {row}, column {column} is {}; hint: Q must be finite", q[i])));
     }
     if d == 0 {
         // No features: every q_i is the empty sum, 0 (NumPy's answer).
@@ -279,6 +285,7 @@ mod tests {
             &crate::exec::Cancel::new(),
         )
         .unwrap_err();
-        assert!(matches!(err, Error::NonFinite { .. }));
+        assert!(matches!(err, Error::InvalidParameter { name: "Q", .. }), "{err}");
+        assert!(err.to_string().contains("row 0, column 1 is NaN; hint: Q must be finite"), "{err}");
     }
 }

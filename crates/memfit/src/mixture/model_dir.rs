@@ -42,6 +42,9 @@ pub fn check_model_dir(dir: impl AsRef<Path>) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    if parent.exists() && !parent.is_dir() {
+        return refuse(&format!("{} is not a folder (it is a file); hint: name a folder", parent.display()));
+    }
     if !parent.is_dir() {
         return refuse(&format!("the folder {} does not exist; hint: create it first", parent.display()));
     }

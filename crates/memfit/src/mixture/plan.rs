@@ -9,7 +9,7 @@ use crate::dtype::Dtype;
 use crate::error::{Count, Error, Remedy, Result};
 use crate::exec::Backend;
 use crate::exec::ScanStats;
-use crate::io::{BlockReader, PlannedWrite, WRITE_BUFFER_BYTES};
+use crate::io::{npy_writer_bytes, BlockReader, PlannedWrite};
 use crate::plan::{
     check_fits, check_square_matrices, pick_block_rows, ComponentGroups, Job, Plan, SampleLayout, TILE_ROWS,
 };
@@ -275,9 +275,9 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
     if job.n_outputs > 0 {
         led.add(
             "output writer buffers",
-            2 * job.n_outputs as u64 * WRITE_BUFFER_BYTES as u64,
+            job.n_outputs as u64 * npy_writer_bytes(Dtype::F64, &[job.n_samples]),
             1,
-            format!("{} outputs × 2 buffers", job.n_outputs),
+            format!("{} outputs × 2 buffers (one value per row)", job.n_outputs),
         );
     }
     led.add(

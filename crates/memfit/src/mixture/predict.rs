@@ -142,7 +142,7 @@ pub fn predict<T: Real>(
         }
         // Factors are read one group at a time; per-row states that do not
         // fit in memory go to the system's temporary folder.
-        let mut gw = GroupWork::<T>::new(model.covariance_type, k, x, plan, 0, &std::env::temp_dir())?;
+        let mut gw = GroupWork::<T>::new(model.covariance_type, k, x, plan, 0, &crate::io::temp_dir())?;
         let mut data = Data { blocks: BlockReader::<T>::new(x, None, plan.schedule.block_rows), split, shift: &shift };
         let factors = Factors::Source(&model.precisions_cholesky, true);
         let (total, _) = e_sweep(&mut gw, &mut data, &model.weights, &means, factors, outputs, true, &cancel)?;

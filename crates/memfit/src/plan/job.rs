@@ -36,8 +36,9 @@ pub struct Job {
     pub compute_bytes: usize,
     /// Worker threads ([`RunOptions::threads`]).
     pub threads: usize,
-    /// Arrays streamed to files (labels, probabilities, ...), each with a
-    /// write buffer.
+    /// Arrays of one value per row streamed to files (labels,
+    /// log-likelihoods), each with a writer's buffers
+    /// ([`crate::io::npy_writer_bytes`]).
     pub n_outputs: usize,
     /// The memory limit in bytes ([`RunOptions::memory_limit`]).
     pub limit_bytes: u64,

@@ -39,6 +39,9 @@ pub fn parse_size_as(name: &'static str, text: &str) -> Result<u64> {
     };
     let t = text.trim();
     let (num, unit) = split_number(t);
+    if num.is_empty() && t.starts_with('-') && !split_number(&t[1..]).0.is_empty() {
+        return Err(bad("a negative size"));
+    }
     if num.is_empty() {
         return Err(bad("no number"));
     }
@@ -155,6 +158,7 @@ mod tests {
 
     #[test]
     fn rejects_nonsense() {
+        assert!(parse_size("-5MiB").unwrap_err().to_string().contains("a negative size in \"-5MiB\""));
         for bad in ["", "MiB", "-5MiB", "0", "12 parsecs", "1e999", "nan", "0.1"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }

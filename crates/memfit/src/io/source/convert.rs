@@ -199,7 +199,8 @@ pub(super) fn convert<T: Real>(
             };
         }
         return match dtype {
-            Dtype::Bool | Dtype::U8 => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(b[0]), check),
+            Dtype::Bool => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(u8::from(b[0] != 0)), check),
+            Dtype::U8 => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(b[0]), check),
             Dtype::I8 => convert_c::<T, 1>(raw, d, shift, out, |b| f64::from(b[0] as i8), check),
             Dtype::U16 => c_order!(u16, 2),
             Dtype::I16 => c_order!(i16, 2),
@@ -242,7 +243,10 @@ pub(super) fn convert<T: Real>(
         };
     }
     match dtype {
-        Dtype::Bool | Dtype::U8 => convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k]), check),
+        Dtype::Bool => {
+            convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(u8::from(raw[k] != 0)), check)
+        }
+        Dtype::U8 => convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k]), check),
         Dtype::I8 => convert_rows(rows, d, row_step, col_step, shift, out, |k| f64::from(raw[k] as i8), check),
         Dtype::U16 => typed!(u16, 2),
         Dtype::I16 => typed!(i16, 2),

@@ -375,10 +375,21 @@ impl CsrFiles {
     /// `before` where that is known.
     fn bad_offsets(&self, row: usize, before: Option<usize>, at: f64, nnz: usize) -> Error {
         let after = before.map(|b| format!(" after {b}")).unwrap_or_default();
+        // The rule that fails first: offsets start at 0, never decrease and
+        // end at the number of values.
+        let rule = if row == 0 && at != 0.0 {
+            "the first offset must be 0".to_string()
+        } else if before.is_some_and(|b| at < b as f64) || at < 0.0 {
+            "offsets must not decrease".to_string()
+        } else if row == self.n_rows {
+            format!("the last offset must be len(data) = {nnz}")
+        } else {
+            format!("offsets must run from 0 to len(data) = {nnz} without decreasing")
+        };
         Error::param(
             "X",
             format!(
-                "{}: offset {row} is {at}{after}: offsets must run from 0 to len(data) = {nnz} without decreasing; hint: save the matrix again with scipy.sparse.save_npz",
+                "{}: offset {row} is {at}{after}: {rule}; hint: save the matrix again with scipy.sparse.save_npz",
                 self.dir.join("indptr.npy").display()
             ),
         )
@@ -559,10 +570,10 @@ mod tests {
         let dir = t.path().join("X");
         std::fs::create_dir(&dir).unwrap();
         for (offsets, want) in [
-            ([0i64, 2, -5, 3, 5], "offset 2 is -5 after 2: offsets must run from 0"),
-            ([-1i64, 2, 3, 3, 5], "offset 0 is -1: offsets must run from 0"),
-            ([0i64, 3, 2, 3, 5], "offset 2 is 2 after 3: offsets must run from 0"),
-            ([0i64, 2, 3, 3, 4], "offset 4 is 4 after 3: offsets must run from 0 to len(data) = 5"),
+            ([0i64, 2, -5, 3, 5], "offset 2 is -5 after 2: offsets must not decrease"),
+            ([-1i64, 2, 3, 3, 5], "offset 0 is -1: the first offset must be 0"),
+            ([0i64, 3, 2, 3, 5], "offset 2 is 2 after 3: offsets must not decrease"),
+            ([0i64, 2, 3, 3, 4], "offset 4 is 4 after 3: the last offset must be len(data) = 5"),
         ] {
             for (name, bytes) in members() {
                 std::fs::write(dir.join(name), bytes).unwrap();

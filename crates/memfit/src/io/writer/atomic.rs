@@ -28,9 +28,18 @@ impl AtomicFile {
     /// As [`check_output_path`]; [`Error::Io`] when the folder is not
     /// writable.
     pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        Self::create_buffered(path, WRITE_BUFFER_BYTES)
+    }
+
+    /// As [`AtomicFile::create`], with a write buffer of `buffer_bytes`
+    /// bytes (a small file needs no more than its own size).
+    ///
+    /// # Errors
+    /// As [`AtomicFile::create`].
+    pub fn create_buffered(path: impl AsRef<Path>, buffer_bytes: usize) -> Result<Self> {
         check_output_path(path.as_ref())?;
         let (path, staged) = stage_beside(path.as_ref())?;
-        Ok(Self::new(path, staged))
+        Ok(AtomicFile { path, writer: BufWriter::with_capacity(buffer_bytes, staged) })
     }
 
     /// Starts a file staged in the folder `dir`, to be put at `dest` (in a

@@ -15,7 +15,7 @@ pub(super) mod unfinished;
 pub use atomic::{write_bytes_atomic, AtomicFile, WRITE_BUFFER_BYTES};
 pub use disk_space::{check_disk_space, check_free_space, PlannedWrite};
 pub use folder::AtomicFolder;
-pub use npy::{npy_file_bytes, write_npy, NpyWriter, PositionedNpy};
+pub use npy::{npy_file_bytes, npy_writer_bytes, write_npy, NpyWriter, PositionedNpy};
 pub use paths::check_output_path;
 pub(crate) use paths::probe_dir;
 pub(super) use paths::resolve_output;

@@ -23,31 +23,43 @@ fn npy_data_bytes(dtype: Dtype, shape: &[usize]) -> u64 {
     shape.iter().try_fold(dtype.itemsize() as u64, |acc, &s| acc.checked_mul(s as u64)).unwrap_or(u64::MAX)
 }
 
+/// Bytes an [`NpyWriter`] of an array of `dtype` and `shape` holds: its
+/// file buffer and its encode buffer, each [`WRITE_BUFFER_BYTES`] or the
+/// whole file when that is smaller.
+pub fn npy_writer_bytes(dtype: Dtype, shape: &[usize]) -> u64 {
+    2 * npy_file_bytes(dtype, shape).min(WRITE_BUFFER_BYTES as u64)
+}
+
 /// Streams a C-order little-endian `.npy` array of a known shape to disk in
 /// pieces, atomically.
 #[derive(Debug)]
 pub struct NpyWriter {
     file: AtomicFile,
     remaining_bytes: u64,
+    itemsize: usize,
     encode: Vec<u8>,
 }
 
 impl NpyWriter {
-    /// Starts an array of `dtype` and `shape` at `path`. Refuses, before
-    /// creating anything, when the destination's filesystem has less free
-    /// space than the whole array needs.
+    /// Starts an array of `dtype` and `shape` at `path`, holding at most
+    /// [`npy_writer_bytes`] bytes. Refuses, before creating anything, when
+    /// the destination's filesystem has less free space than the whole
+    /// array needs.
     ///
     /// # Errors
     /// As [`AtomicFile::create`] and [`check_free_space`].
     pub fn create(path: impl AsRef<Path>, dtype: Dtype, shape: &[usize]) -> Result<Self> {
-        check_free_space(&[(path.as_ref(), npy_file_bytes(dtype, shape))])?;
-        Self::start(AtomicFile::create(path)?, dtype, shape)
+        let total = npy_file_bytes(dtype, shape);
+        check_free_space(&[(path.as_ref(), total)])?;
+        let buffer = total.min(WRITE_BUFFER_BYTES as u64) as usize;
+        Self::start(AtomicFile::create_buffered(path, buffer)?, dtype, shape)
     }
 
     /// Starts an array of `dtype` and `shape` in `file`, writing its header.
     pub(super) fn start(mut file: AtomicFile, dtype: Dtype, shape: &[usize]) -> Result<Self> {
         file.write_all(&write_header(dtype, shape))?;
-        Ok(NpyWriter { file, remaining_bytes: npy_data_bytes(dtype, shape), encode: Vec::new() })
+        let itemsize = dtype.itemsize();
+        Ok(NpyWriter { file, remaining_bytes: npy_data_bytes(dtype, shape), itemsize, encode: Vec::new() })
     }
 
     /// Appends elements already encoded as little-endian bytes.
@@ -63,14 +75,17 @@ impl NpyWriter {
         self.file.write_all(bytes)
     }
 
-    /// Appends elements, encoding each with `put` into a reused buffer of at
-    /// most [`WRITE_BUFFER_BYTES`] bytes.
+    /// Appends elements, encoding each (in the array's item size) with
+    /// `put` into a reused buffer of at most [`WRITE_BUFFER_BYTES`] bytes
+    /// and never more than the array's data.
     ///
     /// # Errors
     /// [`Error::Io`] on a write failure.
     pub fn write_with<E: Copy>(&mut self, values: &[E], put: impl Fn(E, &mut Vec<u8>)) -> Result<()> {
         let mut enc = std::mem::take(&mut self.encode);
-        for chunk in values.chunks(WRITE_BUFFER_BYTES / 8) {
+        let per_chunk = WRITE_BUFFER_BYTES / self.itemsize.max(1);
+        enc.reserve_exact(values.len().min(per_chunk) * self.itemsize);
+        for chunk in values.chunks(per_chunk) {
             enc.clear();
             for &v in chunk {
                 put(v, &mut enc);
@@ -168,6 +183,26 @@ impl PositionedNpy {
             .file()
             .write_all_at(bytes, self.data_offset + first * self.itemsize)
             .map_err(|e| Error::io(&self.path, "write", e))
+    }
+
+    /// Writes float64 elements starting at element `first` (C order) of a
+    /// float64 array, from `values` themselves on a little-endian machine
+    /// (no encoded copy), in pieces of 4 KiB otherwise.
+    ///
+    /// # Errors
+    /// As [`PositionedNpy::write_at`].
+    pub fn write_f64_at(&self, first: u64, values: &[f64]) -> Result<()> {
+        if cfg!(target_endian = "little") {
+            return self.write_at(first, bytemuck::cast_slice(values));
+        }
+        let mut piece = [0u8; 4096];
+        for (i, chunk) in values.chunks(512).enumerate() {
+            for (b, v) in piece.chunks_exact_mut(8).zip(chunk) {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+            self.write_at(first + 512 * i as u64, &piece[..8 * chunk.len()])?;
+        }
+        Ok(())
     }
 
     /// Starts writing elements `first..first + n` (written with

@@ -19,6 +19,16 @@ pub(crate) fn resolve_output(path: &Path) -> PathBuf {
     p
 }
 
+/// Why a file cannot be created in `dir`, which is not a folder: it is a
+/// file (kind `NotADirectory`), or it does not exist (`NotFound`).
+fn missing_folder(dir: &Path) -> std::io::Error {
+    if dir.exists() {
+        let why = format!("{} is not a folder (it is a file); hint: name a file in a folder", dir.display());
+        return std::io::Error::new(std::io::ErrorKind::NotADirectory, why);
+    }
+    std::io::Error::new(std::io::ErrorKind::NotFound, format!("folder {} does not exist", dir.display()))
+}
+
 /// Checks, before any long computation, that an output file could be created:
 /// its folder exists and takes a new file (a read-only file system or a
 /// folder without write permission is found now, by creating and removing
@@ -27,7 +37,8 @@ pub(crate) fn resolve_output(path: &Path) -> PathBuf {
 /// and directories are refused, since the atomic rename would replace them.
 ///
 /// # Errors
-/// [`Error::Io`] with kind `NotFound` when the folder is missing, the
+/// [`Error::Io`] with kind `NotFound` when the folder is missing
+/// (`NotADirectory` when it is a file), the
 /// creation's error when the folder takes no file, or a message saying
 /// the path is not a regular file.
 pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
@@ -44,11 +55,7 @@ pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
         _ => Path::new("."),
     };
     if !dir.is_dir() {
-        return Err(Error::io(
-            path,
-            "create",
-            std::io::Error::new(std::io::ErrorKind::NotFound, format!("folder {} does not exist", dir.display())),
-        ));
+        return Err(Error::io(path, "create", missing_folder(dir)));
     }
     match std::fs::metadata(path) {
         Ok(m) if !m.is_file() => Err(Error::io(
