@@ -641,8 +641,7 @@ class KMeans(_Centers):
         if result["n_nonempty_clusters"] < k:
             warnings.warn(
                 f"Number of distinct clusters ({result['n_nonempty_clusters']}) found smaller than n_clusters ({k}). "
-                f"Possibly due to duplicate points in X. memfit: {k - result['n_nonempty_clusters']} centres are "
-                "duplicates or have no rows",
+                "Possibly due to duplicate points in X.",
                 ConvergenceWarning,
                 stacklevel=3,
             )

@@ -26,6 +26,7 @@ from ._validation import (
     c_float64,
     on_cluster,
     check_data,
+    refuse_strings,
     check_sample_weight,
     emit_warnings,
     seed_from,
@@ -443,6 +444,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         """(weights, means, precisions matrix, are-Cholesky, n_init, previous
         lower bound) for the engine; a warm start continues the last fit."""
         k, t = int(self.n_components), self.covariance_type
+        # scikit-learn checks the *_init parameters on every fit, a warm
+        # one too (which then does not use them).
+        weights, means, precisions = self._checked_inits(k, t, d)
         if self.warm_start and hasattr(self, "precisions_cholesky_"):
             fitted = (self.weights_.shape[0], self._fitted_covariance_type)
             if fitted != (k, t):
@@ -459,8 +463,13 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 1,
                 self.lower_bound_,
             )
-        # The checks and messages of scikit-learn's `_check_weights`,
-        # `_check_means` and `_check_precisions`.
+        return weights, means, precisions, False, int(self.n_init), None
+
+    def _checked_inits(self, k, t, d):
+        """(weights, means, precisions matrix) of the ``*_init`` parameters
+        (None where not given), with the checks and messages of
+        scikit-learn's ``_check_weights``, ``_check_means`` and
+        ``_check_precisions``."""
         weights = means = precisions = None
         if self.weights_init is not None:
             weights = small_array(self.weights_init, "weights_init")
@@ -493,7 +502,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             elif np.any(p <= 0.0):
                 raise ValueError(f"'{t} precision' should be positive")
             precisions = _as_matrix(p)
-        return weights, means, precisions, False, int(self.n_init), None
+        return weights, means, precisions
 
     def _fit(self, X, sample_weight, want_labels, client=None):
         # Checked before the data are read: a bad folder fails at once.
@@ -657,6 +666,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
     def _e_pass(self, X, labels=False, proba=False, log_likelihood=False):
         check_is_fitted(self)
+        refuse_strings(X)
         data = check_data(X, self, reset=False)
         device = check_device(self, data, "gmm", self.weights_.shape[0], False, self.covariance_type)
         if data.dask is not None and (labels or proba or log_likelihood):

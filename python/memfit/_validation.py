@@ -148,6 +148,22 @@ def _too_many_dims(ndim: int, name: str, shape: tuple, estimator: Any) -> ValueE
     return ValueError(f"Found array with dim {ndim}, while dim <= 2 is required{by}.")
 
 
+def refuse_strings(X: Any) -> None:
+    """scikit-learn's ``check_array`` refusal of strings under its default
+    ``dtype="numeric"`` (GaussianMixture's methods on new X; its ``fit``
+    converts them to float64). A path names a ``.npy`` file, not data."""
+    if isinstance(X, (str, bytes, os.PathLike)):
+        return
+    dtype = getattr(X, "dtype", None)
+    if dtype is None and isinstance(X, (list, tuple)):
+        dtype = np.asarray(X).dtype
+    if getattr(dtype, "kind", None) in ("U", "S", "V"):
+        raise ValueError(
+            "dtype='numeric' is not compatible with arrays of bytes/strings."
+            "Convert your data to numeric values explicitly instead."
+        )
+
+
 def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarray:
     """``X`` as a 2-D array the engine reads in place, copying only when it
     cannot: complex, object, bool and other integer dtypes become float64;
@@ -180,13 +196,21 @@ def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarra
         except (TypeError, ValueError):
             pass
     if np.iscomplexobj(arr):
-        raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
+        raise ValueError(f"Complex data not supported\n{arr}\n")  # check_array's words
     if arr.ndim != 2:
         got = "scalar" if arr.ndim == 0 else f"{arr.ndim}D"
         if arr.ndim > 2:
             raise _too_many_dims(arr.ndim, name, arr.shape, estimator)
+        # check_array's words, with the array as it prints it: converted
+        # to float64 unless float32 or float64.
+        shown = arr
+        if arr.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+            try:
+                shown = arr.astype(np.float64)
+            except (TypeError, ValueError):
+                pass
         raise ValueError(
-            f"Expected 2D array, got {got} array instead ({name} has shape {arr.shape}). "
+            f"Expected 2D array, got {got} array instead:\narray={shown}.\n"
             "Reshape your data either using array.reshape(-1, 1) if your data has a single feature "
             "or array.reshape(1, -1) if it contains a single sample."
         )
@@ -436,7 +460,7 @@ def check_sample_weight(
         sample_weight = np.full(data.n_samples, float(sample_weight))
     w = np.asarray(sample_weight)
     if np.iscomplexobj(w):
-        raise ValueError(f"Complex data not supported: {name} has dtype {w.dtype}")
+        raise ValueError(f"Complex data not supported\n{w}\n")  # check_array's words
     if w.ndim != 1:
         raise ValueError(
             f"Sample weights must be 1D array or scalar, got {w.ndim}D array. Expected either a scalar value "

@@ -488,3 +488,62 @@ def test_mean_of_nothing_and_var_without_degrees_of_freedom_warn_as_numpy():
             said[m] = (said[m], [str(x.message) for x in w if "encountered" not in str(x.message)])
         _same(said[ma][0], said[np][0])
         assert said[ma][1] == said[np][1], (said[ma][1], said[np][1])
+
+
+def test_sums_over_axes_apart_have_numpys_bits():
+    """NumPy's reduction loop sums the trailing reduced axes' runs pairwise
+    and adds the runs in order: a sum over (0, 2) of a 3-D array is
+    x.sum(2).sum(0) in NumPy's bits (memfit added every element in turn,
+    helper 82); a kept last axis accumulates in order."""
+    r = np.random.default_rng(1).standard_normal((3, 5, 7, 40))
+    cases = [(r, axes) for axes in [(0, 2), (1, 3), (0, 3), (0, 1, 3), (0, 2, 3), (1,), (0, 1, 2, 3)]]
+    cases.append((r[:, :, :, :1], (0, 2)))  # a kept last axis of extent 1 is no loop
+    for x, axes in cases:
+        for f in ("sum", "mean", "nansum", "nanmean"):
+            _same(getattr(ma, f)(ma.asarray(x), axis=axes).compute(), getattr(np, f)(x, axis=axes))
+    _same(ma.asarray(r[:, :1]).sum(axis=(0, 2, 3)).compute(), r[:, :1].sum(axis=(0, 2, 3)))
+
+
+def test_index_errors_name_numpys_axis_and_count():
+    """An index array out of range names the array's own axis; a mask and
+    another index count the mask's axes; a tuple is an index array; nanmax
+    raises AxisError (helper 82)."""
+    a = np.arange(24).reshape(2, 3, 4)
+    A = np.arange(20.0).reshape(4, 5)
+    cases = [(a, (0, [5])), (a, (0, slice(None), [9])), (a, (None, slice(None), [3])), (a, (Ellipsis, [7])),
+             (a, ([1, 2, -3], 0)), (A, (A > 3, 0))]
+    for arr, key in cases:
+        with pytest.raises(IndexError) as want:
+            arr[key]
+        with pytest.raises(IndexError, match=re.escape(str(want.value))):
+            ma.asarray(arr)[key]
+    _same(ma.asarray(A)[(0, 1), ].compute(), A[(0, 1), ])
+    for f in (np.nanmax, np.nanmin):
+        with pytest.raises(np.exceptions.AxisError, match="axis 2 is out of bounds for array of dimension 2"):
+            f(ma.asarray(np.ones((2, 2))), axis=2)
+
+
+def test_shifts_are_numpys():
+    """<< and >> (left_shift, right_shift): NumPy's loops, shifts by the
+    width or more and negative shifts included, its dtypes and refusals."""
+    for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
+        info = np.iinfo(t)
+        x = np.array([info.min, -1 if info.min else 0, 0, 1, 5, info.max], dtype=t)
+        s = np.arange(-2, info.bits + 3, dtype=t) if info.min else np.arange(0, info.bits + 3, dtype=t)
+        xx, ss = np.broadcast_arrays(x[:, None], s[None, :])
+        for name in ("left_shift", "right_shift", "bitwise_left_shift", "bitwise_right_shift"):
+            _same(getattr(ma, name)(ma.asarray(xx), ma.asarray(ss)).compute(), getattr(np, name)(xx, ss))
+        _same((ma.asarray(x) << 3).compute(), x << 3)
+        _same((ma.asarray(x) >> 1).compute(), x >> 1)
+        _same((2 << ma.asarray(s[s >= 0][:4])).compute(), 2 << s[s >= 0][:4])
+        _same(np.left_shift(ma.asarray(x), 2).compute(), np.left_shift(x, 2))
+    b = np.array([True, False])
+    _same((ma.asarray(b) << ma.asarray(b)).compute(), b << b)
+    y = ma.asarray(np.arange(4, dtype=np.int16))
+    y <<= 2
+    _same(y.compute(), np.arange(4, dtype=np.int16) << 2)
+    for bad in (lambda m: m.asarray(np.ones(2)) << 1, lambda m: m.asarray(np.ones(2, np.uint64)) >> m.asarray(np.ones(2, np.int64))):
+        with pytest.raises(TypeError):
+            bad(np)
+        with pytest.raises(TypeError):
+            bad(ma).compute()

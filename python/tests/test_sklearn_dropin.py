@@ -574,3 +574,67 @@ def test_what_sklearn_accepts_memfit_accepts(kind, params):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             _estimator(which, kind, **params).fit(X)
+
+
+def test_shape_complex_and_string_messages_are_sklearns_whole():
+    """1-D, 0-d and complex X, complex sample_weight: scikit-learn's whole
+    message (the array printed as check_array prints it); the duplicate
+    points warning without an added sentence; GaussianMixture's methods
+    on new X refuse strings as scikit-learn's do (helper 81)."""
+    import memfit
+
+    X = _blobs(n=20)
+    bad_calls = [
+        lambda M: M.KMeans(2).fit(X[:, 0]),
+        lambda M: M.KMeans(2).fit(np.float64(3.0)),
+        lambda M: M.KMeans(2).fit(np.arange(6)),
+        lambda M: M.KMeans(2).fit(X.astype(complex)),
+        lambda M: M.KMeans(2).fit(X, sample_weight=np.ones(len(X)) + 1j),
+        lambda M: M.GaussianMixture(2).fit(X[:, 0]),
+    ]
+    for call in bad_calls:
+        said = []
+        for M in (memfit, _SklearnModules):
+            with pytest.raises(ValueError) as e:
+                call(M)
+            said.append(str(e.value))
+        assert said[0] == said[1]
+    said = []
+    for M in (memfit, _SklearnModules):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            M.KMeans(3, n_init=1, random_state=0).fit(np.ones((5, 2)))
+        said.append([str(x.message) for x in w if issubclass(x.category, ConvergenceWarning)])
+    assert said[0] == said[1] and len(said[0]) == 1
+    for M in (memfit, _SklearnModules):
+        g = M.GaussianMixture(2, random_state=0).fit(X)
+        for method in ("predict", "predict_proba", "score_samples", "score", "bic", "aic"):
+            with pytest.raises(ValueError, match=re.escape("dtype='numeric' is not compatible with arrays of bytes")):
+                getattr(g, method)(X.astype(str))
+        g.predict(X.tolist())
+
+
+class _SklearnModules:
+    """scikit-learn's estimators under memfit's names."""
+
+    KMeans = SkKMeans
+    GaussianMixture = SkGaussianMixture
+
+
+def test_a_warm_refit_checks_the_init_parameters_as_sklearn():
+    """scikit-learn checks weights_init, means_init and precisions_init on
+    every fit, a warm one too (helper 81: memfit ignored them there)."""
+    X = _blobs(n=60)
+    P = np.stack([np.eye(2)] * 3)
+    for cls in GMMS:
+        g = cls(3, means_init=X[:3], weights_init=[1 / 3] * 3, precisions_init=P, warm_start=True, max_iter=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            g.fit(X)
+            g.set_params(weights_init=[0.5, 0.5])
+            with pytest.raises(ValueError, match=re.escape("The parameter 'weights' should have the shape of (3,), "
+                                                           "but got (2,)")):
+                g.fit(X)
+            g.set_params(weights_init=[1 / 3] * 3, means_init=np.zeros((3, 5)))
+            with pytest.raises(ValueError, match=re.escape("The parameter 'means' should have the shape of (3, 2)")):
+                g.fit(X)

@@ -428,6 +428,12 @@ def test_predict_rejects_bad_data_and_damaged_models(tmp_path):
         proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy",
                           expect=2)
         assert "shift is" in proc.stderr and "not 3 finite numbers" in proc.stderr
+    # Another covariance type than the factors': the folder disagrees with
+    # itself (not "save the array with scikit-learn's shape").
+    (model / "model.json").write_text(json.dumps({**json.loads(saved), "covariance_type": "diag"}))
+    proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--labels", tmp_path / "l.npy", expect=2)
+    assert "declares covariance_type diag but precisions_cholesky.npy has shape [2, 3, 3]" in proc.stderr
+    assert "hint: give a model folder written by memfit" in proc.stderr
     (model / "model.json").write_text(saved)
     U[1, 0, 0] = 0.0
     np.save(model / "precisions_cholesky.npy", U)

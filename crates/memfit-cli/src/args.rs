@@ -41,18 +41,19 @@ pub struct Common {
     /// Memory limit for all buffers: 512MiB, 2GiB, 1.5GiB (powers of 1024),
     /// 2GB or 2G (powers of 1000), or plain bytes. Default: half of the
     /// available memory (MemAvailable, or the cgroup limit if lower).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub memory_limit: Option<String>,
     /// Worker threads. Default: the CPUs this process may use (affinity
     /// mask, cgroup CPU quota), at most OMP_NUM_THREADS when set;
     /// RAYON_NUM_THREADS sets it outright (at most 4 per CPU, at least 64).
     /// Results do not depend on it.
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub threads: Option<usize>,
     /// Compute dtype; integer and float16 input is converted per block, and
     /// sums always accumulate in float64. Default: float64 for float64,
     /// int32, int64, uint32 and uint64 input (as in Python); float32 for
-    /// float32, float16, uint8 and int16 input (exact in float32);
+    /// float32, float16, bool, int8, uint8, int16 and uint16 input (exact in
+    /// float32);
     /// gmm-predict: the dtype the model was fitted in. With
     /// float32, integers beyond 2^24 in magnitude are rounded, and a warning
     /// names the first one's column.
@@ -66,7 +67,8 @@ pub struct Common {
 impl Common {
     /// The compute dtype: `--dtype`, else float64 for input whose values
     /// float32 may round (float64, and integers of 32 or 64 bits) and
-    /// float32 for the rest (float32, float16, uint8, int16), whose values
+    /// float32 for the rest (float32, float16, bool and integers of 8 or 16
+    /// bits), whose values
     /// float32 holds exactly.
     pub fn compute_dtype(&self, input: memfit::io::Dtype) -> memfit::estimator::ComputeDtype {
         self.dtype.map_or_else(|| memfit::estimator::ComputeDtype::exact_for(input), Into::into)
@@ -97,7 +99,7 @@ pub struct DeviceArgs {
     pub device: String,
     /// Device memory limit for a CUDA job, in the units of --memory-limit.
     /// Default: 90 % of the device's memory.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub device_memory_limit: Option<String>,
 }
 
@@ -191,7 +193,8 @@ impl From<KmeansMetric> for memfit::cluster::Metric {
 #[derive(Debug, Args)]
 pub struct KmeansArgs {
     /// Input .npy file of shape (n_samples, n_features): float16/32/64,
-    /// uint8/32/64, int16/32/64, C or Fortran order; or a sparse (CSR)
+    /// bool, int8/16/32/64, uint8/16/32/64, C or Fortran order, either byte
+    /// order; or a sparse (CSR)
     /// matrix, read in row blocks: a .npz of scipy.sparse.save_npz (its
     /// arrays unpacked into unnamed files in --scratch-dir), or a folder of
     /// indptr.npy, indices.npy, data.npy and shape.npy (an unzipped .npz).
@@ -199,24 +202,24 @@ pub struct KmeansArgs {
     #[arg(value_name = "INPUT.npy")]
     pub input: Option<PathBuf>,
     /// Number of clusters (default 8; 200 for the built-in default input).
-    #[arg(long, short = 'k', value_name = "K")]
+    #[arg(long, allow_negative_numbers = true, short = 'k', value_name = "K")]
     pub n_clusters: Option<usize>,
     /// k-means++, random, or a .npy of initial centres (n_clusters, n_features).
     #[arg(long, default_value = "k-means++", value_name = "k-means++|random|FILE.npy")]
     pub init: std::ffi::OsString,
     /// Number of initialisations; the lowest inertia wins
     /// (default: 1 for k-means++ and a file, 10 for random).
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub n_init: Option<usize>,
     /// Maximum iterations per initialisation.
-    #[arg(long, default_value_t = 300, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 300, value_name = "N")]
     pub max_iter: usize,
     /// Stop when the sum of squared centre shifts is at most
     /// tol × mean feature variance (scikit-learn's meaning).
     #[arg(long, allow_negative_numbers = true, default_value_t = 1e-4, value_name = "T")]
     pub tol: f64,
     /// Random seed; the same seed gives identical results for any thread count.
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_name = "S")]
     pub seed: u64,
     /// How iterations assign rows: bounded (Hamerly's bounds skip the
     /// distances that cannot change a label), lloyd (all distances), or
@@ -317,11 +320,12 @@ pub struct PredictArgs {
 #[derive(Debug, Args)]
 pub struct GmmArgs {
     /// Input .npy file of shape (n_samples, n_features): float16/32/64,
-    /// uint8/32/64, int16/32/64, C or Fortran order.
+    /// bool, int8/16/32/64, uint8/16/32/64, C or Fortran order, either byte
+    /// order.
     #[arg(value_name = "INPUT.npy")]
     pub input: PathBuf,
     /// Number of mixture components.
-    #[arg(long, short = 'k', default_value_t = 1, value_name = "K")]
+    #[arg(long, allow_negative_numbers = true, short = 'k', default_value_t = 1, value_name = "K")]
     pub n_components: usize,
     /// Covariance form of the components.
     #[arg(long, default_value = "full", value_name = "full|tied|diag|spherical")]
@@ -352,16 +356,16 @@ pub struct GmmArgs {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["means_init", "weights_init", "precisions_init"])]
     pub warm_start: Option<PathBuf>,
     /// Number of initialisations; the highest lower bound wins.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_name = "N")]
     pub n_init: usize,
     /// Maximum EM iterations per initialisation.
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 100, value_name = "N")]
     pub max_iter: usize,
     /// Stop when the lower bound (mean log-likelihood) changes by less than T.
     #[arg(long, allow_negative_numbers = true, default_value_t = 1e-3, value_name = "T")]
     pub tol: f64,
     /// Random seed; the same seed gives identical results for any thread count.
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_name = "S")]
     pub seed: u64,
     /// Per-sample weights, a 1-D .npy of shape (n_samples,) (as scikit-learn's sample_weight).
     #[arg(long, value_name = "FILE.npy")]
@@ -478,19 +482,19 @@ pub enum Generate {
 #[derive(Debug, Args)]
 pub struct BlobsArgs {
     /// Rows.
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub n_samples: usize,
     /// Columns.
-    #[arg(long, default_value_t = 2, value_name = "D")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 2, value_name = "D")]
     pub n_features: usize,
     /// Number of blobs.
-    #[arg(long, default_value_t = 3, value_name = "K")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 3, value_name = "K")]
     pub centers: usize,
     /// Standard deviation of each blob.
-    #[arg(long, default_value_t = 1.0, value_name = "STD")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0, value_name = "STD")]
     pub cluster_std: f64,
     /// Random seed.
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_name = "S")]
     pub seed: u64,
     /// Output dtype.
     #[arg(long, value_enum, default_value = "float64")]
@@ -502,6 +506,10 @@ pub struct BlobsArgs {
     #[arg(long, value_name = "FILE.npy")]
     pub labels: Option<PathBuf>,
     /// Memory limit for the generation buffer (same syntax as kmeans).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub memory_limit: Option<String>,
+    /// No progress bar: generate shows none; accepted as every other
+    /// command accepts it.
+    #[arg(long)]
+    pub quiet: bool,
 }

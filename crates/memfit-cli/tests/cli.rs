@@ -1193,6 +1193,47 @@ fn a_bad_scratch_folder_is_reported_before_the_data_are_read() {
     }
 }
 
+/// An output in a folder whose file system takes no new file (procfs says
+/// "not found" for it) is not reported as a missing path.
+#[test]
+fn a_folder_that_takes_no_file_is_not_called_missing() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[300, 2], &blobs(300));
+    let o = memfit(&["kmeans", &x, "-k", "2", "--quiet", "--labels", "/proc/memfit-labels.npy"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(!e.contains("does not exist"), "{e}");
+    assert!(e.contains("folder /proc cannot hold new files") || e.contains("permission"), "{e}");
+}
+
+/// Negative numbers reach the commands' own checks (clap would take `-1`
+/// for a flag and suggest `-- -1`, which does not work for an option), and
+/// `generate` takes `--quiet` as every command does.
+#[test]
+fn negative_numbers_reach_the_checks_and_generate_takes_quiet() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[300, 2], &blobs(300));
+    for (args, why) in [
+        (vec!["kmeans", &x, "-k", "-1"], "invalid value '-1' for '--n-clusters <K>'"),
+        (vec!["kmeans", &x, "-k", "2", "--memory-limit", "-1"], "a negative size"),
+        (vec!["gmm", &x, "--max-iter", "-3"], "invalid value '-3' for '--max-iter <N>'"),
+        (
+            vec!["generate", "blobs", "--n-samples", "10", "--cluster-std", "-1", "--out", &x],
+            "must be finite and >= 0, got -1",
+        ),
+    ] {
+        let o = memfit(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(why) && !e.contains("-- -"), "{args:?}: {e}");
+    }
+    let out = p(t.path(), "g.npy");
+    let o = memfit(&["generate", "blobs", "--n-samples", "10", "--out", &out, "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 /// T3-04's kind: scratch files and every output are added up per file
 /// system and refused before any work when they do not fit together (each
 /// fits alone); on separate file systems the same job runs.

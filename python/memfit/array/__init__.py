@@ -33,8 +33,9 @@ Leaves
     ``*_like``, :func:`memfit.array.random.normal` and
     :func:`~memfit.array.random.uniform`.
 Elementwise
-    Operators ``+ - * / // % ** & | ^ ~``, comparisons, unary ``-``/``+``,
-    ``abs``; :func:`add` ... :func:`bitwise_xor`, :func:`minimum`,
+    Operators ``+ - * / // % ** & | ^ << >> ~``, comparisons, unary
+    ``-``/``+``, ``abs``; :func:`add` ... :func:`bitwise_xor`,
+    :func:`left_shift`, :func:`right_shift`, :func:`minimum`,
     :func:`maximum`, :func:`sqrt`, :func:`exp`, :func:`log`, :func:`sin`,
     :func:`cos` and the other functions in ``__all__``; :func:`where`,
     :func:`clip`, :meth:`Array.astype`.

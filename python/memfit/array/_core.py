@@ -1132,6 +1132,8 @@ class Array:
     __and__, __rand__ = _binary("bitwise_and", "x & y")
     __or__, __ror__ = _binary("bitwise_or", "x | y")
     __xor__, __rxor__ = _binary("bitwise_xor", "x ^ y")
+    __lshift__, __rlshift__ = _binary("left_shift", "x << y")
+    __rshift__, __rrshift__ = _binary("right_shift", "x >> y")
     __lt__, _ = _binary("less", "x < y")
     __le__, _ = _binary("less_equal", "x <= y")
     __gt__, _ = _binary("greater", "x > y")
@@ -1162,6 +1164,8 @@ class Array:
     __iand__ = _iop("bitwise_and", "x &= y")
     __ior__ = _iop("bitwise_or", "x |= y")
     __ixor__ = _iop("bitwise_xor", "x ^= y")
+    __ilshift__ = _iop("left_shift", "x <<= y")
+    __irshift__ = _iop("right_shift", "x >>= y")
     __neg__ = _unary("negative", "-x")
     __pos__ = _unary("positive", "+x")
     __abs__ = _unary("absolute", "abs(x)")
@@ -1446,7 +1450,7 @@ def _advanced(k: Any) -> Optional[np.ndarray]:
         return None
     if isinstance(k, (np.ndarray, Array)) and k.ndim == 0:
         return None
-    if isinstance(k, (list, np.ndarray, Array)) or hasattr(k, "__array__"):
+    if isinstance(k, (list, tuple, np.ndarray, Array)) or hasattr(k, "__array__"):
         a = k.compute() if isinstance(k, Array) else np.asarray(k)
         if a.dtype == object or (a.size == 0 and a.dtype.kind == "f"):
             a = a.astype(np.intp)
@@ -1476,12 +1480,17 @@ def _getitem(x: Array, key: Any) -> Array:
     if not fancy:
         return _basic(x, key)
     (at, index), = fancy
+    after = sum(1 for k in key[at + 1:] if k is not None and k is not Ellipsis)
     if index.dtype == bool:
         # The axes it covers, merged, then the positions of its True values.
         m = index.ndim
         before = sum(1 for k in key[:at] if k is not None and k is not Ellipsis)
+        if before + m + after > x.ndim:
+            raise IndexError(
+                f"too many indices for array: array is {x.ndim}-dimensional, but {before + m + after} were indexed"
+            )
         if any(k is Ellipsis for k in key[:at]):
-            before = x.ndim - m - sum(1 for k in key[at + 1:] if k is not None and k is not Ellipsis)
+            before = x.ndim - m - after
         covered = x.shape[before:before + m]
         if tuple(index.shape) != tuple(covered):
             for j, (a, b) in enumerate(zip(index.shape, covered)):
@@ -1494,6 +1503,16 @@ def _getitem(x: Array, key: Any) -> Array:
         if m != 1:
             x = op("reshape", [x], shape=[*x.shape[:before], int(np.prod(covered)), *x.shape[before + m:]])
         index = np.flatnonzero(index)
+    else:
+        # NumPy names the array's own axis of an index out of range.
+        before = sum(1 for k in key[:at] if k is not None and k is not Ellipsis)
+        if any(k is Ellipsis for k in key[:at]):
+            before = x.ndim - 1 - after
+        if before < x.ndim:
+            n = x.shape[before]
+            bad = (index < -n) | (index >= n)
+            if bad.any():
+                raise IndexError(f"index {index[bad].flat[0]} is out of bounds for axis {before} with size {n}")
     # Basic indexing with the advanced index replaced by a full slice; the
     # selected axis is where that slice ended up.
     y = _basic(x, key[:at] + (slice(None),) + key[at + 1:])

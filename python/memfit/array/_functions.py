@@ -475,6 +475,8 @@ _BINARY = (
     ("bitwise_and", "x1 & x2"),
     ("bitwise_or", "x1 | x2"),
     ("bitwise_xor", "x1 ^ x2"),
+    ("left_shift", "x1 << x2"),
+    ("right_shift", "x1 >> x2"),
 )
 
 _UNARY = (
@@ -575,6 +577,8 @@ del _name, _what
 
 divide = globals()["true_divide"]
 mod = globals()["remainder"]
+bitwise_left_shift = globals()["left_shift"]
+bitwise_right_shift = globals()["right_shift"]
 
 
 def divmod(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> tuple:  # noqa: A001

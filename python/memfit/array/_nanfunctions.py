@@ -124,6 +124,8 @@ def _nanextreme(reduction: Any, fill: float, a: Any, axis: Any, out: Any, keepdi
     except ValueError as e:
         # NumPy's nanmin/nanmax reduce with fmin/fmax, and name them.
         name = "fmin" if reduction is F.min else "fmax"
+        if isinstance(e, np.exceptions.AxisError):
+            raise
         raise ValueError(str(e).replace("operation minimum ", f"operation {name} ").replace(
             "operation maximum ", f"operation {name} ")) from None
     if mask is None:

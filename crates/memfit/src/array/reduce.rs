@@ -283,21 +283,31 @@ fn same<T>(x: T) -> T {
 /// `o_at` / `r_at` the positions of its kept and reduced coordinates (see
 /// [`fold_runs`]); `index[r]` is the flat index over all reduced axes of
 /// the chunk's element `r` (for `argmin` / `argmax`). Float sums and means
-/// are pairwise (NumPy's order along a contiguous axis) when `pairwise`
-/// says each output's elements are adjacent in the operand (then `r_at`
-/// is one run), else a running sum in `r_at`'s order (NumPy's order over
-/// an outer axis): decided by the operand, not by the box.
-fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64], pairwise: bool) -> Acc {
+/// follow NumPy's reduction loop: with `run` > 0 (NumPy's inner loop runs
+/// over the operand's trailing reduced axes, `run` elements of them in this
+/// box, adjacent in `r_at`), each run is summed pairwise and the runs are
+/// added in `r_at`'s order; with `run` = 0 (the operand's last axis is
+/// kept), a running sum in `r_at`'s order. `run` is decided by the
+/// operand, not by the box.
+fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64], run: usize) -> Acc {
     use Reduction::*;
     match op {
         Sum | Prod | Mean => {
             let prod = op == Prod;
-            let contiguous = pairwise && r_at.windows(2).all(|w| w[1] - w[0] == 1);
+            let runs = run > 0
+                && r_at.len().is_multiple_of(run)
+                && r_at.chunks(run).all(|g| g.windows(2).all(|w| w[1] - w[0] == 1));
             match col {
-                Col::F(v) if !prod && contiguous => {
-                    let len = r_at.len();
-                    // From NumPy's identity 0.0 (so -0.0 values sum to 0.0, as NumPy's do).
-                    Acc::F(o_at.iter().map(|&o| 0.0 + pairwise_sum(&v[(o + r_at[0]) as usize..][..len])).collect())
+                Col::F(v) if !prod && runs => {
+                    // From NumPy's identity 0.0 (so -0.0 values sum to 0.0,
+                    // as NumPy's do), each run's pairwise sum added in turn.
+                    Acc::F(
+                        o_at.iter()
+                            .map(|&o| {
+                                r_at.chunks(run).fold(0.0, |s, g| s + pairwise_sum(&v[(o + g[0]) as usize..][..run]))
+                            })
+                            .collect(),
+                    )
                 }
                 // Sums from NumPy's identity 0.0 here too (a column of -0.0 sums to 0.0).
                 Col::F(v) => Acc::F(fold_runs(
@@ -528,13 +538,13 @@ fn seen(x: f64) -> u8 {
 
 impl Partials {
     /// The statistics of one chunk: `col` holds a box of the operand; see
-    /// [`partial`] for `o_at`, `r_at`, `index` and `pairwise`.
-    pub fn of_chunk(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64], pairwise: bool) -> Partials {
+    /// [`partial`] for `o_at`, `r_at`, `index` and `run`.
+    pub fn of_chunk(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64], run: usize) -> Partials {
         let non_finite_in = match col {
             Col::F(v) if v.iter().any(|x| !x.is_finite()) => fold_runs(v, o_at, r_at, seen, |a, x| a | seen(x)),
             _ => Vec::new(),
         };
-        Partials { op, acc: Some(partial(op, col, o_at, r_at, index, pairwise)), non_finite_in }
+        Partials { op, acc: Some(partial(op, col, o_at, r_at, index, run)), non_finite_in }
     }
 
     /// The finished results in `dtype` (see [`Acc::finish`]) and how many
@@ -668,7 +678,7 @@ mod tests {
         // Outputs: [1e308 + 1e308, nan + 1, 1 + 2] (o_at: rows, r_at: columns)
         let col = Col::F(vec![1e308, 1e308, f64::NAN, 1.0, 1.0, 2.0]);
         let (o_at, r_at) = ([0, 2, 4], [0, 1]);
-        let p = Partials::of_chunk(Reduction::Sum, &col, &o_at, &r_at, &[], true);
+        let p = Partials::of_chunk(Reduction::Sum, &col, &o_at, &r_at, &[], 2);
         assert_eq!(p.non_finite_in, [0, SEEN_NAN, 0]);
         let (out, fresh) = p.clone().finish(Dtype::F64, 1, 2);
         assert_eq!(fresh, [1, 0, 0]);
@@ -676,7 +686,7 @@ mod tests {
         assert!(v[0].is_infinite() && v[1].is_nan() && v[2] == 3.0);
         // Folded with a finite chunk, the NaN stays seen; on its own a
         // finite chunk sees none.
-        let finite = Partials::of_chunk(Reduction::Sum, &Col::F(vec![1.0; 6]), &o_at, &r_at, &[], true);
+        let finite = Partials::of_chunk(Reduction::Sum, &Col::F(vec![1.0; 6]), &o_at, &r_at, &[], 2);
         assert!(finite.non_finite_in.is_empty());
         let mut merged = finite.clone();
         merged.merge(&p);
@@ -686,7 +696,7 @@ mod tests {
         merged.merge(&finite);
         assert_eq!(merged.non_finite_in, [0, SEEN_NAN, 0]);
         // float32 results that overflow only when rounded are fresh too.
-        let p = Partials::of_chunk(Reduction::Sum, &Col::F(vec![3e38, 3e38]), &[0], &[0, 1], &[], true);
+        let p = Partials::of_chunk(Reduction::Sum, &Col::F(vec![3e38, 3e38]), &[0], &[0, 1], &[], 2);
         assert_eq!(p.finish(Dtype::F32, 1, 2).1, [1, 0, 0]);
     }
 
@@ -694,10 +704,10 @@ mod tests {
     fn nan_from_infinities_is_invalid() {
         // Outputs: [inf + -inf, 0 * inf (prod), nan + inf, inf + 1]
         let col = Col::F(vec![f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::INFINITY, f64::INFINITY, 1.0]);
-        let p = Partials::of_chunk(Reduction::Sum, &col, &[0, 2, 4], &[0, 1], &[], true);
+        let p = Partials::of_chunk(Reduction::Sum, &col, &[0, 2, 4], &[0, 1], &[], 2);
         assert_eq!(p.non_finite_in, [SEEN_INF, SEEN_NAN | SEEN_INF, SEEN_INF]);
         assert_eq!(p.finish(Dtype::F64, 1, 2).1, [0, 0, 1]);
-        let p = Partials::of_chunk(Reduction::Prod, &Col::F(vec![0.0, f64::INFINITY]), &[0], &[0, 1], &[], true);
+        let p = Partials::of_chunk(Reduction::Prod, &Col::F(vec![0.0, f64::INFINITY]), &[0], &[0, 1], &[], 2);
         assert_eq!(p.finish(Dtype::F64, 1, 2).1, [0, 0, 1]);
     }
 }

@@ -731,12 +731,13 @@ pub(crate) struct ReduceUnits<'a> {
     kept: Vec<usize>,
     /// Flat indices over the reduced axes (for `argmin` / `argmax`).
     rmap: ViewMap,
-    /// Whether each output's reduced elements are adjacent in the operand
-    /// (every kept axis after the first reduced one has extent 1): float
-    /// sums are then pairwise, as NumPy's along a contiguous axis, and
-    /// sequential otherwise. Decided by the operand's shape, never by a
+    /// How many of the last reduced axes make NumPy's inner loop: the
+    /// operand's trailing axes that are reduced, past kept axes of extent
+    /// 1 (0 when its last axis of extent above 1 is kept). Float sums add
+    /// each inner run pairwise, then the runs in order (see
+    /// [`Partials::of_chunk`]). Decided by the operand's shape, never by a
     /// tile's, so the bits do not depend on the limit or the threads.
-    pairwise: bool,
+    inner: usize,
 }
 
 impl<'a> ReduceUnits<'a> {
@@ -756,9 +757,16 @@ impl<'a> ReduceUnits<'a> {
         let nd = shape.len() + axes.len();
         let kept: Vec<usize> = (0..nd).filter(|k| !axes.contains(k)).collect();
         let rmap = ViewMap::c_order(reduced);
-        let first = axes.iter().copied().min().unwrap_or(nd);
-        let pairwise = kept.iter().zip(shape).all(|(&k, &len)| k < first || len == 1);
-        ReduceUnits { ir, axes, ops, shape, tile, reduced, chunk, kept, rmap, pairwise }
+        debug_assert!(axes.windows(2).all(|w| w[0] < w[1]), "reduced axes in order");
+        let mut inner = 0;
+        for k in (0..nd).rev() {
+            match kept.iter().position(|&q| q == k) {
+                None => inner += 1,
+                Some(j) if shape[j] == 1 => {}
+                Some(_) => break,
+            }
+        }
+        ReduceUnits { ir, axes, ops, shape, tile, reduced, chunk, kept, rmap, inner }
     }
 
     /// The statistics of accumulation chunk `c` of output tile `o`.
@@ -789,6 +797,8 @@ impl<'a> ReduceUnits<'a> {
         let ends = |ax: &[usize]| ax.iter().map(|&k| ext[k]).collect::<Vec<_>>();
         let o_at = offsets(&pick(kept), &zeros(kept), &ends(kept));
         let r_at = offsets(&pick(axes), &zeros(axes), &ends(axes));
+        // This box's elements of one inner run (its chunk may cut the run).
+        let run = if self.inner == 0 { 0 } else { axes[axes.len() - self.inner..].iter().map(|&k| ext[k]).product() };
         let index = if self.ops.iter().any(|op| matches!(op, Reduction::ArgMin | Reduction::ArgMax)) {
             offsets(&self.rmap, &clo, &chi)
         } else {
@@ -798,7 +808,7 @@ impl<'a> ReduceUnits<'a> {
             self.ops
                 .iter()
                 .zip(at)
-                .map(|(&op, k)| Partials::of_chunk(op, &cols[k], &o_at, &r_at, &index, self.pairwise))
+                .map(|(&op, k)| Partials::of_chunk(op, &cols[k], &o_at, &r_at, &index, run))
                 .collect(),
         ))
     }

@@ -364,6 +364,8 @@ pub enum Op {
     BitwiseAnd,
     BitwiseOr,
     BitwiseXor,
+    LeftShift,
+    RightShift,
     Negative,
     Positive,
     Absolute,
@@ -419,6 +421,8 @@ impl Op {
             BitwiseAnd => "bitwise_and",
             BitwiseOr => "bitwise_or",
             BitwiseXor => "bitwise_xor",
+            LeftShift => "left_shift",
+            RightShift => "right_shift",
             Negative => "negative",
             Positive => "positive",
             Absolute => "absolute",
@@ -450,7 +454,7 @@ impl Op {
     /// The operation NumPy calls `name`.
     pub fn from_name(name: &str) -> Option<Op> {
         use Op::*;
-        const ALL: [Op; 46] = [
+        const ALL: [Op; 48] = [
             Add,
             Subtract,
             Multiply,
@@ -472,6 +476,8 @@ impl Op {
             BitwiseAnd,
             BitwiseOr,
             BitwiseXor,
+            LeftShift,
+            RightShift,
             Negative,
             Positive,
             Absolute,
@@ -508,7 +514,7 @@ impl Op {
             Where => 3,
             Add | Subtract | Multiply | TrueDivide | FloorDivide | Remainder | Power | Minimum | Maximum | Equal
             | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd | LogicalOr | LogicalXor
-            | BitwiseAnd | BitwiseOr | BitwiseXor => 2,
+            | BitwiseAnd | BitwiseOr | BitwiseXor | LeftShift | RightShift => 2,
             _ => 1,
         }
     }
@@ -546,7 +552,8 @@ impl Op {
             Reciprocal | Sign => (common, common),
             Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual => (common, Dtype::Bool),
             LogicalAnd | LogicalOr | LogicalXor | LogicalNot => (Dtype::Bool, Dtype::Bool),
-            BitwiseAnd | BitwiseOr | BitwiseXor | Invert if k == Kind::Float => return fail(),
+            BitwiseAnd | BitwiseOr | BitwiseXor | Invert | LeftShift | RightShift if k == Kind::Float => return fail(),
+            LeftShift | RightShift => (small_int, small_int),
             BitwiseAnd | BitwiseOr | BitwiseXor | Invert => (common, common),
             Sqrt | Exp | Log | Log2 | Log10 | Sin | Cos | Tan | Rint => (float, float),
             IsNan | IsFinite | IsInf => (common, Dtype::Bool),
@@ -722,6 +729,7 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
         }
         return Ok(out);
     }
+    let bits = 8 * loop_dtype.itemsize() as u64;
     let col = match args {
         [Col::F(a), Col::F(b)] => match op {
             Add => Col::F(bin(a, b, |x, y| x + y)),
@@ -790,6 +798,11 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
             BitwiseAnd => Col::I(bin(a, b, |x, y| x & y)),
             BitwiseOr => Col::I(bin(a, b, |x, y| x | y)),
             BitwiseXor => Col::I(bin(a, b, |x, y| x ^ y)),
+            // NumPy's `npy_lshift`/`npy_rshift`: a shift by the width or
+            // more (a negative one too, as `size_t`) gives 0, or -1 for a
+            // negative value shifted right.
+            LeftShift => Col::I(bin(a, b, |x, y| if (y as u64) < bits { x.wrapping_shl(y as u32) } else { 0 })),
+            RightShift => Col::I(bin(a, b, |x, y| if (y as u64) < bits { x >> y } else { x >> 63 })),
             _ => compare(op, a, b),
         },
         [Col::U(a), Col::U(b)] => match op {
@@ -804,6 +817,8 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
             BitwiseAnd => Col::U(bin(a, b, |x, y| x & y)),
             BitwiseOr => Col::U(bin(a, b, |x, y| x | y)),
             BitwiseXor => Col::U(bin(a, b, |x, y| x ^ y)),
+            LeftShift => Col::U(bin(a, b, |x, y| if y < bits { x.wrapping_shl(y as u32) } else { 0 })),
+            RightShift => Col::U(bin(a, b, |x, y| if y < bits { x >> y } else { 0 })),
             _ => compare(op, a, b),
         },
         [Col::B(a), Col::B(b)] => match op {

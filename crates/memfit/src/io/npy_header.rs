@@ -116,10 +116,17 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader, HeaderError> {
     for (key, value) in dict {
         match (key.as_str(), value) {
             ("descr", Value::Str(s)) => descr = Some(s),
-            ("descr", _) => return Err(HeaderError::Unsupported("(structured record dtype)".into())),
+            ("descr", _) => return Err(HeaderError::Unsupported("(a structured or subarray dtype)".into())),
             ("fortran_order", Value::Bool(b)) => fortran = Some(b),
             ("shape", Value::Tuple(t)) => shape = Some(t),
-            (k, _) => return Err(HeaderError::Malformed(format!("unexpected key or value for '{k}'"))),
+            ("fortran_order" | "shape", _) => {
+                return Err(HeaderError::Malformed(format!("'{key}' has a value of the wrong type")))
+            }
+            (k, _) => {
+                return Err(HeaderError::Malformed(format!(
+                    "unknown key '{k}' (a .npy header holds 'descr', 'fortran_order' and 'shape' only)"
+                )))
+            }
         }
     }
     let descr = descr.ok_or_else(|| HeaderError::Malformed("missing 'descr'".into()))?;
@@ -171,7 +178,9 @@ struct DictParser<'a> {
 
 impl DictParser<'_> {
     fn err<T>(&self, what: &str) -> Result<T, HeaderError> {
-        Err(HeaderError::Malformed(format!("{what} at header byte {}", self.i)))
+        // A dict cut short most likely has a wrong length field.
+        let cut = if self.i >= self.s.len() { " (the header ends there: its length field may be wrong)" } else { "" };
+        Err(HeaderError::Malformed(format!("{what} at header byte {}{cut}", self.i)))
     }
     fn ws(&mut self) {
         while self.i < self.s.len() && (self.s[self.i] as char).is_ascii_whitespace() {
@@ -200,7 +209,7 @@ impl DictParser<'_> {
             if !self.eat(b':') {
                 return self.err("expected ':'");
             }
-            let value = self.value()?;
+            let value = self.value(&key)?;
             items.push((key, value));
             if self.eat(b',') {
                 continue;
@@ -231,11 +240,14 @@ impl DictParser<'_> {
         self.i = start + len + 1;
         Ok(String::from_utf8_lossy(&self.s[start..start + len]).into_owned())
     }
-    fn value(&mut self) -> Result<Value, HeaderError> {
+    /// The value of `key`: `shape`'s tuple of integers is read; a tuple or
+    /// list under another key (a subarray or structured dtype) is skipped,
+    /// as is a number or `None`, so that the caller names what is wrong.
+    fn value(&mut self, key: &str) -> Result<Value, HeaderError> {
         self.ws();
         match self.s.get(self.i) {
             Some(b'\'' | b'"') => Ok(Value::Str(self.string()?)),
-            Some(b'(') => {
+            Some(b'(') if key == "shape" => {
                 self.i += 1;
                 let mut dims = Vec::new();
                 loop {
@@ -274,9 +286,10 @@ impl DictParser<'_> {
                 self.i += 5;
                 Ok(Value::Bool(false))
             }
-            Some(b'[') => {
-                // A structured dtype: skip the balanced list so the caller can
-                // report it as unsupported rather than malformed.
+            Some(b'[' | b'(') => {
+                // A structured or subarray dtype: skip the balanced list so
+                // the caller can report it as unsupported rather than
+                // malformed.
                 let mut depth = 0usize;
                 while let Some(&c) = self.s.get(self.i) {
                     self.i += 1;
@@ -292,6 +305,12 @@ impl DictParser<'_> {
                     }
                 }
                 self.err("unterminated list")
+            }
+            Some(c) if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.') => {
+                while self.s.get(self.i).is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.')) {
+                    self.i += 1;
+                }
+                Ok(Value::Other)
             }
             _ => self.err("unexpected value"),
         }
@@ -395,5 +414,20 @@ mod tests {
         }
         let r = parse_header(&v1("{'descr': [('a', '<f8'), ('b', '<i4')], 'fortran_order': False, 'shape': (3,), }\n"));
         assert!(matches!(r, Err(HeaderError::Unsupported(_))));
+        // A subarray dtype is named as a dtype, not as a bad shape.
+        let r = parse_header(&v1("{'descr': ('<f8', (2,)), 'fortran_order': False, 'shape': (3,), }\n"));
+        assert_eq!(r, Err(HeaderError::Unsupported("(a structured or subarray dtype)".into())));
+    }
+
+    #[test]
+    fn names_unknown_keys_and_cut_headers() {
+        let r = parse_header(&v1("{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), 'foo': 1}\n"));
+        let Err(HeaderError::Malformed(why)) = r else { panic!("{r:?}") };
+        assert!(why.starts_with("unknown key 'foo'"), "{why}");
+        let r = parse_header(&v1("{'descr': '<f8', 'fortran_order': None, 'shape': (3, 4)}\n"));
+        assert_eq!(r, Err(HeaderError::Malformed("'fortran_order' has a value of the wrong type".into())));
+        let r = parse_header(&v1("{'descr': "));
+        let Err(HeaderError::Malformed(why)) = r else { panic!("{r:?}") };
+        assert!(why.ends_with("its length field may be wrong)"), "{why}");
     }
 }

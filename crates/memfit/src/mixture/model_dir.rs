@@ -179,7 +179,14 @@ pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
     let k = wshape[0];
     let (means, mk, d) = read_matrix_f64(dir.join("means.npy"))?;
     let ndim = t.param_shape(k, d).len();
-    let (prec, shape) = Source::open_stacked(dir.join("precisions_cholesky.npy"), ndim)?;
+    let (prec, shape) = Source::open_stacked(dir.join("precisions_cholesky.npy"), ndim).map_err(|e| match e {
+        // Factors of another covariance type: the folder disagrees with itself.
+        Error::WrongDimensions { shape, .. } => bad(format!(
+            "model.json declares covariance_type {} but precisions_cholesky.npy has shape {shape:?}, of another covariance type",
+            t.name()
+        )),
+        e => e,
+    })?;
     if mk != k || shape != t.param_shape(k, d) {
         return Err(bad(format!(
             "weights {:?}, means {:?} and precisions_cholesky {shape:?} do not fit together for covariance_type {}",

@@ -92,6 +92,12 @@ pub(crate) fn probe_dir(dir: &Path, path: &Path) -> Result<()> {
             let _ = std::fs::remove_file(&probe);
             Ok(())
         }
+        // The folder exists, so "not found" is its file system refusing
+        // new files (procfs, sysfs), not a missing path.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let why = format!("folder {} cannot hold new files ({e}); hint: write elsewhere", dir.display());
+            Err(Error::io(path, "create", std::io::Error::other(why)))
+        }
         Err(e) => Err(Error::io(path, "create", e)),
     }
 }
