@@ -233,11 +233,14 @@ def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarra
     return arr
 
 
-def npy_behind(X: Any) -> Optional[str]:
+def npy_behind(X: Any, ndim: Optional[int] = 2) -> Optional[str]:
     """The ``.npy`` file that the ``numpy.memmap`` ``X`` maps whole (same
-    shape, dtype, order and data offset; not copy-on-write), else None."""
+    shape, dtype, order and data offset; not copy-on-write; ``ndim``
+    dimensions unless None), else None."""
     filename = getattr(X, "filename", None)
-    if not isinstance(X, np.memmap) or not isinstance(filename, (str, os.PathLike)) or X.mode == "c" or X.ndim != 2:
+    if not isinstance(X, np.memmap) or not isinstance(filename, (str, os.PathLike)) or X.mode == "c":
+        return None
+    if ndim is not None and X.ndim != ndim:
         return None
     filename = os.fspath(filename)
     try:

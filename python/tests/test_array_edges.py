@@ -547,3 +547,70 @@ def test_shifts_are_numpys():
             bad(np)
         with pytest.raises(TypeError):
             bad(ma).compute()
+
+
+def test_ufuncs_without_a_loop_say_numpys_words():
+    """Bitwise operations and shifts of floats, sign of booleans: NumPy's
+    TypeError text word for word (helper 82)."""
+    f, b = np.ones(2), np.array([True, False])
+    for call in (lambda m, a: m.bitwise_and(a, a), lambda m, a: m.invert(a), lambda m, a: m.left_shift(a, 1),
+                 lambda m, a: m.right_shift(a, a)):
+        with pytest.raises(TypeError) as want:
+            call(np, f)
+        with pytest.raises(TypeError, match=re.escape(str(want.value))):
+            call(ma, ma.asarray(f)).compute()
+    with pytest.raises(TypeError) as want:
+        np.sign(b)
+    with pytest.raises(TypeError, match=re.escape(str(want.value))):
+        ma.sign(ma.asarray(b)).compute()
+
+
+def test_boolean_scalars_slices_in_lists_and_item_assignment_as_numpy():
+    """A boolean scalar index adds an axis of length 1 or 0; a list holding
+    a slice and a 0-d float array are NumPy's IndexErrors; item assignment
+    is Python's TypeError (helper 82)."""
+    A = np.arange(20.0).reshape(4, 5)
+    x = ma.asarray(A)
+    for key in (True, False, np.array(True), np.array(False), (slice(None), True), (0, False), (Ellipsis, np.True_)):
+        _same(x[key].compute(), A[key])
+    _same(x[x.sum() > 0].compute(), A[A.sum() > 0])
+    for key in ([slice(None), 0], np.array(1.0)):
+        with pytest.raises(IndexError) as want:
+            A[key]
+        with pytest.raises(IndexError, match=re.escape(str(want.value))):
+            x[key]
+    with pytest.raises(TypeError, match="'Array' object does not support item assignment"):
+        x[0] = 1.0
+
+
+def test_an_output_path_that_names_no_file_is_refused_before_the_work(tmp_path, monkeypatch):
+    """'' and 'folder/' name no file: refused up front, nothing written
+    (helper 82: they failed at the rename, after the evaluation)."""
+    monkeypatch.chdir(tmp_path)
+    for path in ("", "dirx/"):
+        with pytest.raises(OSError, match="names no file"):
+            ma.asarray(np.ones(3)).to_npy(path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_index_arrays_are_held_as_int64_and_memmaps_read_from_their_file(tmp_path):
+    """An integer-array index goes to the engine as one int64 array (not a
+    list of Python ints through JSON: 150 B per index, helper 84) and
+    survives pickling; a memmap of a whole .npy file is read as from_npy
+    reads it (positioned reads into planned blocks, not mapped pages)."""
+    import pickle
+
+    v = np.random.default_rng(0).standard_normal(100_000)
+    x = ma.asarray(v)
+    idx = np.arange(0, 100_000, 7)[::-1]
+    y = x[idx]
+    assert y._recipe[1][2]["indices"].dtype == np.int64
+    _same(y.compute(), v[idx])
+    _same(pickle.loads(pickle.dumps(y)).compute(), v[idx])
+    _same(x[v > 1.5].compute(), v[v > 1.5])
+    np.save(tmp_path / "v.npy", v.reshape(1000, 100))
+    m = ma.asarray(np.load(tmp_path / "v.npy", mmap_mode="r"))
+    assert m._recipe[0] == "expr_from_npy"
+    _same(m.sum(axis=0).compute(), ma.from_npy(tmp_path / "v.npy").sum(axis=0).compute())
+    part = ma.asarray(np.load(tmp_path / "v.npy", mmap_mode="r")[10:])
+    assert part._recipe[0] == "expr_from_ndarray"

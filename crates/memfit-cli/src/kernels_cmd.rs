@@ -25,7 +25,7 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     let x = open_data(&args.input, "compute", None)?;
     let (q, rows, cols) = read_matrix_f64(&args.q)?;
     let compute = args.common.compute_dtype(x.dtype());
-    let job = QuadraticFormJob { x: &x, q: &q, q_shape: [rows, cols], compute, n_outputs: 1, run };
+    let job = QuadraticFormJob { x: &x, q: &q, q_shape: [rows, cols], q_read: true, compute, n_outputs: 1, run };
     let mut plan = about_input(job.plan(), || format!("--q {}", args.q.display()))?;
     let out_bytes = npy_file_bytes(Dtype::F64, &[x.n_samples()]);
     if !crate::ready(&mut plan, &[("--out", Some(&args.out), out_bytes)], args.dry_run)? {

@@ -455,7 +455,7 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&good, "-k", "3", "--labels", &good], "names the same file"),
         (vec![&good, "-k", "3", "--labels", &c_out], "names the same file"),
         (vec![&good, "-k", "3", "--threads", "100000"], "--threads"),
-        (vec![&good, "-k", "-1"], "unexpected argument"),
+        (vec![&good, "-k", "-1"], "invalid value '-1' for '--n-clusters <K>'"),
         (vec![&good, "-k", "3", "--plot-pca"], "--plot"),
         (vec![&huge, "-k", "3"], "squared distances overflow float64"),
         (vec![&tiny, "-k", "3"], "so squared distances underflow float64; hint: rescale"),

@@ -404,6 +404,14 @@ pub fn expr_from_zarr(path: PathBuf) -> PyResult<Expr> {
 #[pyfunction]
 pub fn expr_op(py: Python<'_>, op: &str, inputs: &Bound<'_, PyList>, params: &Bound<'_, PyDict>) -> PyResult<Expr> {
     let inputs = arrays_of(inputs)?;
+    // `take`'s indices as an int64 array: read once, 8 bytes each (not a
+    // list through JSON).
+    if let (["take"], [x], Some(ix)) = ([op], inputs.as_slice(), params.get_item("indices")?) {
+        if let Ok(ix) = ix.extract::<numpy::PyReadonlyArray1<'_, i64>>() {
+            let axis: usize = params.get_item("axis")?.ok_or_else(|| PyValueError::new_err("take: axis"))?.extract()?;
+            return Ok(Expr(x.take(axis, ix.as_array().to_vec()).map_err(to_py)?));
+        }
+    }
     // JSON has no NaN or infinity: send them as strings.
     let clean = PyDict::new(py);
     for (k, v) in params.iter() {

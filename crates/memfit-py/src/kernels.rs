@@ -34,7 +34,8 @@ pub fn row_quadratic_form<'py>(
     let q = q.as_slice()?;
     let mut fill = Fill::new(Some(out.as_slice_mut()?));
     let done = run(py, n_jobs, float32, None, move |obs| {
-        let job = QuadraticFormJob { x: &src, q, q_shape, compute: compute(float32), n_outputs: 0, run: opts };
+        let job =
+            QuadraticFormJob { x: &src, q, q_shape, q_read: false, compute: compute(float32), n_outputs: 0, run: opts };
         let plan = job.plan()?;
         job.run(&plan, &mut |r: &[f64]| fill.put(r, |v| v), obs)
     })?;

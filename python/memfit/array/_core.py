@@ -201,7 +201,7 @@ def node(ctor: str, *args: Any) -> "Array":
     - ``node("expr_op", name, inputs, params)``: ``inputs`` a sequence of
       :class:`Array` (recorded as the Array objects themselves; a shared
       sub-expression is one object, rebuilt once), ``params`` a dict of
-      JSON-like values;
+      JSON-like values (``take``'s ``indices`` an int64 ndarray);
     - ``node("expr_from_ndarray", a)``: the ndarray (pickled with its data);
     - ``node("expr_from_npy", path)``, ``node("expr_from_zarr", path)``: the
       file or directory, recorded as an absolute path (so a worker with
@@ -1248,10 +1248,25 @@ class Array:
             messages), or an index of another type.
         TypeError
             Several integer or boolean arrays in one index (NumPy broadcasts
-            them together), or a boolean scalar index, which memfit.array does
-            not support.
+            them together), which memfit.array does not support. A boolean
+            scalar (``True``, ``np.array(False)``, a lazy 0-d mask) adds an
+            axis of length 1 or 0, as NumPy's.
         """
         return _getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """Refused: a lazy array is immutable.
+
+        Raises
+        ------
+        TypeError
+            Always (Python's words for an object without item assignment),
+            with how to write the same result.
+        """
+        raise TypeError(
+            "'Array' object does not support item assignment; hint: memfit arrays are lazy and immutable: build "
+            "the new values with memfit.array.where(mask, value, x), or compute the array first"
+        )
 
     # -- methods -----------------------------------------------------------
 
@@ -1453,7 +1468,14 @@ def _advanced(k: Any) -> Optional[np.ndarray]:
     if isinstance(k, (list, tuple, np.ndarray, Array)) or hasattr(k, "__array__"):
         a = k.compute() if isinstance(k, Array) else np.asarray(k)
         if a.dtype == object or (a.size == 0 and a.dtype.kind == "f"):
-            a = a.astype(np.intp)
+            try:
+                a = a.astype(np.intp)
+            except (TypeError, ValueError):
+                # A list holding slices, None or other non-numbers.
+                raise IndexError(
+                    "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean "
+                    "arrays are valid indices"
+                ) from None
         if a.dtype != bool and a.dtype.kind not in "iu":
             if not isinstance(k, (np.ndarray, Array)):
                 raise IndexError(
@@ -1523,7 +1545,7 @@ def _getitem(x: Array, key: Any) -> Array:
         lead = lead[:e] + (slice(None),) * (x.ndim - consumed) + lead[e + 1:]
     axis = sum(1 for k in lead if k is None or isinstance(k, slice))
     flat = index.reshape(-1)
-    taken = op("take", [y], axis=axis, indices=[int(i) for i in flat])
+    taken = op("take", [y], axis=axis, indices=np.ascontiguousarray(flat, dtype=np.int64))
     if index.ndim != 1:
         taken = op("reshape", [taken], shape=[*y.shape[:axis], *index.shape, *y.shape[axis + 1:]])
     # Integers are advanced indices too: when a slice, None or ... stands
@@ -1557,15 +1579,15 @@ def _basic(x: Array, key: tuple) -> Array:
             kinds.append("ellipsis")
         elif isinstance(k, slice):
             kinds.append("slice")
-        elif isinstance(k, (bool, np.bool_)):
-            raise TypeError(
-                "memfit.array does not support advanced indexing with a boolean scalar index; "
-                "use None to add an axis, or compute the array first"
-            )
+        elif isinstance(k, (bool, np.bool_)) or (isinstance(k, (np.ndarray, Array)) and k.ndim == 0 and k.dtype == bool):
+            # NumPy's: a new axis, of length 1 (True) or 0 (False).
+            kinds.append("true" if bool(k.compute() if isinstance(k, Array) else k) else "false")
         elif isinstance(k, (numbers.Integral, np.integer)) or (
             isinstance(k, (np.ndarray, Array)) and k.ndim == 0 and k.dtype.kind in "iu"
         ):
             kinds.append("int")
+        elif isinstance(k, (np.ndarray, Array)) and k.ndim == 0:
+            raise IndexError("arrays used as indices must be of integer (or boolean) type")
         else:
             raise IndexError(
                 "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean "
@@ -1586,12 +1608,14 @@ def _basic(x: Array, key: tuple) -> Array:
     else:
         key = key + (slice(None),) * (ndim - consumed)
         kinds = kinds + ["slice"] * (ndim - consumed)
-    items, squeeze_axes, new_axes = [], [], []
+    items, squeeze_axes, new_axes, empty_axes = [], [], [], []
     axis = 0  # input axis
     out = 0  # position in the result
     for k, kind in zip(key, kinds):
-        if kind == "new":
+        if kind in ("new", "true", "false"):
             new_axes.append(out)
+            if kind == "false":
+                empty_axes.append(out)
             out += 1
             continue
         n = shape[axis]
@@ -1613,4 +1637,6 @@ def _basic(x: Array, key: tuple) -> Array:
         result = op("squeeze", [result], axes=squeeze_axes)
     if new_axes:
         result = op("expand_dims", [result], axes=new_axes)
+    if empty_axes:
+        result = op("slice", [result], items=[[0, 0 if a in empty_axes else n, 1] for a, n in enumerate(result.shape)])
     return result

@@ -112,7 +112,9 @@ def asarray(a: Any, dtype: Any = None) -> Array:
     Parameters
     ----------
     a : array-like, memfit.array.Array, zarr.Array or scalar
-        A memfit array is returned as it is. A NumPy array (or memmap) of one
+        A memfit array is returned as it is. A ``numpy.memmap`` of a whole
+        ``.npy`` file (``np.load(path, mmap_mode="r")``) is read from its file
+        as :func:`from_npy` reads it. Another NumPy array of one
         of the 12 supported dtypes in native byte order is referenced in
         place, whatever its strides (the engine reads it when evaluating: do
         not modify it before then); other byte orders are converted to native
@@ -142,7 +144,13 @@ def asarray(a: Any, dtype: Any = None) -> Array:
     if isinstance(a, Array):
         x = a
     elif isinstance(a, np.ndarray):
-        x = from_ndarray(a)
+        # A memmap of a whole .npy file is read with positioned reads into
+        # planned blocks, as from_npy reads it: mapped pages would count as
+        # resident memory outside the limit.
+        from .._validation import npy_behind
+
+        path = npy_behind(a, ndim=None)
+        x = from_ndarray(a) if path is None else from_npy(path)
     else:
         refuse_dask(a)
         zpath = _zarr_path(a)

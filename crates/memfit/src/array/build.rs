@@ -103,7 +103,35 @@ impl Array {
     /// a result of more than `isize::MAX` bytes (NumPy's limit; element
     /// counts would wrap), and the errors of the typed constructors.
     pub fn build(op: &str, inputs: &[Array], params: &Value) -> Result<Array> {
-        let a = Array::build_node(op, inputs, params)?;
+        Array::build_node(op, inputs, params).and_then(Array::within_isize)
+    }
+
+    /// The elements of this array at `indices` along `axis` (NumPy's
+    /// `take`; negative indices count from the end); the indices are held
+    /// once, 8 bytes each.
+    ///
+    /// # Errors
+    /// [`Error::Expression`]: an axis out of range, or NumPy's IndexError
+    /// for an index out of range.
+    pub fn take(&self, axis: usize, mut indices: Vec<i64>) -> Result<Array> {
+        let bad = |message: String| Error::Expression { kind: ExpressionFault::Value, message };
+        let n = *self.shape().get(axis).ok_or_else(|| bad(format!("take: axis {axis} out of range")))? as i64;
+        for j in &mut indices {
+            let i = *j;
+            *j = if i < 0 { i + n } else { i };
+            if *j < 0 || *j >= n {
+                return Err(Error::Expression {
+                    kind: ExpressionFault::Index,
+                    message: format!("index {i} is out of bounds for axis {axis} with size {n}"),
+                });
+            }
+        }
+        self.view(ViewOp::Take { axis, indices: indices.into() }).and_then(Array::within_isize)
+    }
+
+    /// `a`, unless its bytes exceed `isize::MAX` (NumPy's limit; element
+    /// counts would wrap).
+    fn within_isize(a: Array) -> Result<Array> {
         // NumPy's limit: an array's bytes must be counted by an isize.
         let bytes = a.shape().iter().try_fold(a.dtype().itemsize(), |n, &d| n.checked_mul(d));
         if bytes.is_none_or(|b| b > isize::MAX as usize) {
@@ -157,21 +185,9 @@ impl Array {
             "take" => {
                 one(1)?;
                 let axis = usize_of(field(p, "axis")?, "axis")?;
-                let n = *inputs[0].shape().get(axis).ok_or_else(|| bad(format!("take: axis {axis} out of range")))?;
                 let items = field(p, "indices")?.as_array().ok_or_else(|| bad("indices must be a list".into()))?;
-                let mut indices = Vec::with_capacity(items.len());
-                for it in items {
-                    let i = i64_of(it, "index")?;
-                    let j = if i < 0 { i + n as i64 } else { i };
-                    if j < 0 || j >= n as i64 {
-                        return Err(Error::Expression {
-                            kind: ExpressionFault::Index,
-                            message: format!("index {i} is out of bounds for axis {axis} with size {n}"),
-                        });
-                    }
-                    indices.push(j);
-                }
-                inputs[0].view(ViewOp::Take { axis, indices: indices.into() })?
+                let indices = items.iter().map(|it| i64_of(it, "index")).collect::<Result<Vec<_>>>()?;
+                inputs[0].take(axis, indices)?
             }
             "transpose" | "reshape" | "broadcast_to" | "expand_dims" | "squeeze" | "tile" | "repeat" | "slice" => {
                 one(1)?;

@@ -160,14 +160,31 @@ pub fn result_type(ops: &[Operand]) -> Dtype {
 
 /// The error NumPy raises when a ufunc has no loop for the operand types.
 pub fn no_loop(op: &str, dtypes: &[Dtype]) -> Error {
-    let names: Vec<String> = dtypes.iter().map(|d| format!("dtype('{}')", d.name())).collect();
-    Error::Expression {
-        kind: ExpressionFault::Type,
-        message: format!(
-            "ufunc '{op}' not supported for the input types ({}); hint: cast with astype first",
-            names.join(", ")
-        ),
-    }
+    // NumPy's words: `sign` of booleans finds no loop; the others (bitwise
+    // operations and shifts of floats) no safe cast to one.
+    let message = if op == "sign" {
+        let names: Vec<String> = dtypes.iter().map(|d| dtype_class(*d)).collect();
+        format!("ufunc 'sign' did not contain a loop with signature matching types {} -> None", names.join(", "))
+    } else {
+        format!(
+            "ufunc '{op}' not supported for the input types, and the inputs could not be safely coerced to any supported types according to the casting rule ''safe''"
+        )
+    };
+    Error::Expression { kind: ExpressionFault::Type, message }
+}
+
+/// NumPy's DType class of `dtype`, as its messages print it
+/// (`<class 'numpy.dtypes.BoolDType'>`).
+fn dtype_class(dtype: Dtype) -> String {
+    let name = dtype.name();
+    let class = match name.strip_prefix("uint") {
+        Some(bits) => format!("UInt{bits}"),
+        None => {
+            let mut c = name.chars();
+            c.next().map_or_else(String::new, |f| f.to_ascii_uppercase().to_string() + c.as_str())
+        }
+    };
+    format!("<class 'numpy.dtypes.{class}DType'>")
 }
 
 /// Casts `value` to `dtype` as NumPy's `astype` does (floats truncate

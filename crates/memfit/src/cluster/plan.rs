@@ -133,7 +133,9 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
     // shrink (results do not depend on them) before the job is refused.
     let init_need = init_min + min_rows * scan_row + 2 * ScanStats::bytes(job.n_features);
     let tile = |rows: usize| assign_tile_bytes(job, rows, params.n_clusters, k_tile);
-    let iter_fixed = |bounded: bool, rows: usize| threads * tile(rows) + held(0) + part + bounds_fixed(bounded, rows);
+    // The statistics of the smallest block (one open chunk beside the two
+    // held when chunks run in parallel, none more otherwise).
+    let iter_fixed = |bounded: bool, rows: usize| threads * tile(rows) + held(min_rows) + bounds_fixed(bounded, rows);
     let needed = |bounded: bool, rows: usize, per_row: u64| {
         always + init_need.max(iter_fixed(bounded, rows) + min_rows * per_row)
     };
@@ -442,6 +444,21 @@ mod tests {
         let plan = plan_kmeans(&p, &job(10_000_000, 100, required_bytes)).unwrap();
         assert!(plan.total_bytes <= required_bytes);
         assert!(plan_kmeans(&p, &job(10_000_000, 100, required_bytes - 1)).is_err());
+    }
+
+    /// The smallest limit named is the smallest plan's total: the chunk
+    /// statistics counted as the plan holds them (helper 84: one buffer of
+    /// them, 46–183 MiB, too many when chunks do not run in parallel).
+    #[test]
+    fn the_named_minimum_is_what_the_smallest_plan_holds() {
+        for (n, d, k) in [(1000, 2000, 1000), (2000, 4000, 2000), (1_000_000, 784, 10), (100_000, 3, 200)] {
+            let p = KMeansParams { n_clusters: k, algorithm: Algorithm::Lloyd, ..Default::default() };
+            let err = plan_kmeans(&p, &job(n, d, 1 << 10)).unwrap_err();
+            let crate::Error::DoesNotFit { required_bytes, .. } = err else { panic!("{err}") };
+            let plan = plan_kmeans(&p, &job(n, d, required_bytes)).unwrap();
+            assert!(plan.total_bytes <= required_bytes);
+            assert!(plan.total_bytes as f64 >= 0.97 * required_bytes as f64, "{n} × {d}, k = {k}: {plan}");
+        }
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub struct QuadraticFormJob<'a> {
     pub q: &'a [f64],
     /// The shape of `Q` as given.
     pub q_shape: [usize; 2],
+    /// Whether `q` was read for this job (from a file, by the command
+    /// line): it is then planned beside the compute dtype's copy; false
+    /// when the caller owns it (an array passed in).
+    pub q_read: bool,
     /// The compute dtype.
     pub compute: ComputeDtype,
     /// 1 when the results go to a file writer (whose buffers are planned),
@@ -47,7 +51,8 @@ impl QuadraticFormJob<'_> {
     /// [`Error::ShapeMismatch`]; [`Error::DoesNotFit`].
     pub fn plan(&self) -> Result<Plan> {
         self.check()?;
-        linalg::plan_row_quadratic_form(&planned_job(self.x, None, self.compute, self.n_outputs, &[], &self.run, 0))
+        let job = planned_job(self.x, None, self.compute, self.n_outputs, &[], &self.run, 0);
+        linalg::plan_row_quadratic_form(&job, self.q_read)
     }
 
     /// Runs within `plan`, handing `q` to `out` block by block in row order.

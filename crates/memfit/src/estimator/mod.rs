@@ -271,7 +271,15 @@ mod tests {
         let gp = GmmPredictJob { model: &model, x: &src, compute, n_outputs: 0, run: run.clone() };
         counted(&gp.plan().unwrap());
         let q = [0.0; 16];
-        let qf = QuadraticFormJob { x: &src, q: &q, q_shape: [4, 4], compute, n_outputs: 0, run: run.clone() };
+        let qf = QuadraticFormJob {
+            x: &src,
+            q: &q,
+            q_shape: [4, 4],
+            q_read: false,
+            compute,
+            n_outputs: 0,
+            run: run.clone(),
+        };
         counted(&qf.plan().unwrap());
         let sc = ScatterJob { x: &src, weights: None, run };
         let plan = sc.plan().unwrap();
@@ -415,6 +423,7 @@ mod tests {
             x: &x,
             q: &q,
             q_shape: [1, q.len()],
+            q_read: false,
             compute: ComputeDtype::Float64,
             n_outputs: 0,
             run: RunOptions::with_limit(1),

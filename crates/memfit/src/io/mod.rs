@@ -51,9 +51,19 @@ pub fn read_array_f64(path: impl AsRef<Path>, ndim: usize) -> Result<(Vec<f64>, 
 
 fn read_all(src: &Source<'_>) -> Result<Vec<f64>> {
     let (n, d) = (src.n_samples(), src.n_features());
-    let mut scratch = vec![0u8; n * src.scratch_bytes_per_row()];
     let mut out = vec![0f64; n * d];
-    src.read_rows::<f64>(0, n, &vec![0.0; d], &mut scratch, &mut out)?;
+    // Read in blocks of rows, so that the raw bytes held beside the values
+    // stay small (about 1 MiB, at least one row), not a second copy.
+    let per_row = src.scratch_bytes_per_row().max(1);
+    let rows = ((1 << 20) / per_row).clamp(1, n.max(1));
+    let mut scratch = vec![0u8; rows * per_row];
+    let zero = vec![0.0; d];
+    let mut at = 0;
+    while at < n {
+        let take = rows.min(n - at);
+        src.read_rows::<f64>(at, take, &zero, &mut scratch[..take * per_row], &mut out[at * d..(at + take) * d])?;
+        at += take;
+    }
     Ok(out)
 }
 

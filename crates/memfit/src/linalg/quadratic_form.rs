@@ -11,7 +11,8 @@ use crate::io::{npy_writer_bytes, BlockReader, Dtype, Source};
 use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
 
 /// Plans [`row_quadratic_form`] of `job`'s data (shape `(n_samples,
-/// n_features)`). Buffers: what the input holds ([`Job::ledger`]), `Q` in
+/// n_features)`). Buffers: what the input holds ([`Job::ledger`]), `Q` as
+/// read (float64) when `q_read` (the job read it from a file), `Q` in
 /// the compute type, one `(256, n_features)` product tile per thread, the
 /// output writer's buffers when `job.n_outputs` is 1, and
 /// per block row the read scratch, the converted row and the result.
@@ -19,10 +20,13 @@ use crate::plan::{check_fits, pick_block_rows, Job, Plan, TILE_ROWS};
 /// # Errors
 /// [`Error::DoesNotFit`] when these with one tile of rows exceed
 /// `job.limit_bytes`.
-pub fn plan_row_quadratic_form(job: &Job) -> Result<Plan> {
+pub fn plan_row_quadratic_form(job: &Job, q_read: bool) -> Result<Plan> {
     let (n, d, c) = (job.n_samples as u64, job.n_features as u64, job.compute_bytes as u64);
     let (threads, limit_bytes) = (job.threads as u64, job.limit_bytes);
     let mut led = job.ledger();
+    if q_read {
+        led.add("Q as read (float64)", d * d, 8, format!("{d} × {d} × 8 B"));
+    }
     led.add("Q (compute dtype)", d * d, c, format!("{d} × {d} × {c} B"));
     led.add(
         "product tiles (per thread)",
@@ -210,7 +214,8 @@ mod tests {
         let x = [0.0f64; 0];
         for (n, d) in [(5, 0), (700, 0), (0, 3), (0, 0)] {
             let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
-            let plan = plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 20))).unwrap();
+            let plan =
+                plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 20)), false).unwrap();
             let mut got = Vec::new();
             let mut out = |b: &[f64]| {
                 got.extend_from_slice(b);
@@ -229,7 +234,8 @@ mod tests {
         let q: Vec<f64> = (0..d * d).map(|_| rng.random_range(-1.0..1.0)).collect();
         let src = Source::memory(ArrayRef::c_order(Values::F64(&x), n, d).unwrap());
         // The data are 2.56 MB, 10× the limit.
-        let plan = plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(256 << 10))).unwrap();
+        let plan =
+            plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(256 << 10)), false).unwrap();
         assert!((n * d * 8) as u64 >= 8 * plan.limit_bytes);
         assert!(plan.schedule.n_blocks > 1 && plan.total_bytes <= 256 << 10, "{plan}");
         let mut got = Vec::new();
@@ -246,7 +252,8 @@ mod tests {
         .unwrap();
         assert_eq!(got.len(), n);
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| {
-            let plan = plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 30))).unwrap();
+            let plan =
+                plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 30)), false).unwrap();
             let mut v = Vec::new();
             row_quadratic_form::<f64>(
                 &src,
@@ -273,7 +280,8 @@ mod tests {
     fn rejects_bad_q() {
         let x = vec![1.0; 6];
         let src = Source::memory(ArrayRef::c_order(Values::F64(&x), 3, 2).unwrap());
-        let plan = plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 20))).unwrap();
+        let plan =
+            plan_row_quadratic_form(&Job::new(&src, None, 8, 0, &RunOptions::with_limit(1 << 20)), false).unwrap();
         let err = row_quadratic_form::<f64>(&src, &[1.0; 3], &plan, &mut |_| Ok(()), &crate::exec::Cancel::new())
             .unwrap_err();
         assert!(matches!(err, Error::ShapeMismatch { .. }));

@@ -50,6 +50,10 @@ pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
             std::io::Error::other("this output cannot go to stdout; hint: name a file"),
         ));
     }
+    // An empty path, or one ending in a separator, names no file.
+    if path.as_os_str().is_empty() || path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Err(Error::io(path, "create", std::io::Error::other("this path names no file; hint: name a file")));
+    }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
