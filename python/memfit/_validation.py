@@ -148,6 +148,46 @@ def _too_many_dims(ndim: int, name: str, shape: tuple, estimator: Any) -> ValueE
     return ValueError(f"Found array with dim {ndim}, while dim <= 2 is required{by}.")
 
 
+def _printed(a: Any, as_float: bool = False) -> Optional[str]:
+    """``a`` as scikit-learn's ``check_array`` prints it in its messages
+    (converted to float64 unless float32 or float64 when ``as_float``); a
+    Dask array only when NumPy prints it whole (1,000 values or fewer),
+    else None: its values are not computed for a message."""
+    if _dask.is_dask_array(a):
+        if not (a.size <= 1000):  # unknown sizes are NaN
+            return None
+        a = a.compute()
+    a = np.asarray(a)
+    if as_float and a.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        try:
+            a = a.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    return str(a)
+
+
+def _not_2d(a: Any, name: str) -> ValueError:
+    """scikit-learn's error for a 0-d or 1-d X, with the array printed
+    (its shape instead for a large Dask array)."""
+    got = "scalar" if a.ndim == 0 else f"{a.ndim}D"
+    printed = _printed(a, as_float=True)
+    what = f"({name} has shape {a.shape})." if printed is None else f":\narray={printed}.\n"
+    return ValueError(
+        f"Expected 2D array, got {got} array instead{' ' + what if printed is None else what}"
+        f"{' ' if printed is None else ''}Reshape your data either using array.reshape(-1, 1) if your data has a "
+        "single feature or array.reshape(1, -1) if it contains a single sample."
+    )
+
+
+def _complex(a: Any, name: str) -> ValueError:
+    """scikit-learn's error for complex data, with the array printed (its
+    dtype instead for a large Dask array)."""
+    printed = _printed(a)
+    if printed is None:
+        return ValueError(f"Complex data not supported: {name} has dtype {a.dtype}")
+    return ValueError(f"Complex data not supported\n{printed}\n")
+
+
 def refuse_strings(X: Any) -> None:
     """scikit-learn's ``check_array`` refusal of strings under its default
     ``dtype="numeric"`` (GaussianMixture's methods on new X; its ``fit``
@@ -196,24 +236,11 @@ def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarra
         except (TypeError, ValueError):
             pass
     if np.iscomplexobj(arr):
-        raise ValueError(f"Complex data not supported\n{arr}\n")  # check_array's words
+        raise _complex(arr, name)
     if arr.ndim != 2:
-        got = "scalar" if arr.ndim == 0 else f"{arr.ndim}D"
         if arr.ndim > 2:
             raise _too_many_dims(arr.ndim, name, arr.shape, estimator)
-        # check_array's words, with the array as it prints it: converted
-        # to float64 unless float32 or float64.
-        shown = arr
-        if arr.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-            try:
-                shown = arr.astype(np.float64)
-            except (TypeError, ValueError):
-                pass
-        raise ValueError(
-            f"Expected 2D array, got {got} array instead:\narray={shown}.\n"
-            "Reshape your data either using array.reshape(-1, 1) if your data has a single feature "
-            "or array.reshape(1, -1) if it contains a single sample."
-        )
+        raise _not_2d(arr, name)
     if arr.dtype not in NATIVE_DTYPES or not arr.dtype.isnative:
         if arr.dtype.kind in "OUSV":
             try:
@@ -356,15 +383,10 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
         if X.ndim > 2:
             raise _too_many_dims(X.ndim, name, X.shape, estimator)
         if X.ndim != 2:
-            got = "scalar" if X.ndim == 0 else f"{X.ndim}D"
-            raise ValueError(
-                f"Expected 2D array, got {got} array instead ({name} has shape {X.shape}). "
-                "Reshape your data either using array.reshape(-1, 1) if your data has a single feature "
-                "or array.reshape(1, -1) if it contains a single sample."
-            )
+            raise _not_2d(X, name)
         X = _dask.known_chunk_sizes(X)
         if np.issubdtype(X.dtype, np.complexfloating):
-            raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
+            raise _complex(X, name)
         if is_sparse(getattr(X, "_meta", None)):
             # As sparse_input converts a matrix: other dtypes to float64.
             if np.dtype(X.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
@@ -439,7 +461,7 @@ def check_sample_weight(
             w = check_sample_weight(sample_weight, replace(data, dask=None), name, all_zero)
             return _dask.Rows(data.dask.weights(w.reshape(-1)).reshape(-1, 1))
         if np.issubdtype(sample_weight.dtype, np.complexfloating):
-            raise ValueError(f"Complex data not supported: {name} has dtype {sample_weight.dtype}")
+            raise _complex(sample_weight, name)
         if sample_weight.ndim != 1:
             raise ValueError(
                 f"Sample weights must be 1D array or scalar, got {sample_weight.ndim}D array. Expected either a "
@@ -463,7 +485,7 @@ def check_sample_weight(
         sample_weight = np.full(data.n_samples, float(sample_weight))
     w = np.asarray(sample_weight)
     if np.iscomplexobj(w):
-        raise ValueError(f"Complex data not supported\n{w}\n")  # check_array's words
+        raise _complex(w, name)
     if w.ndim != 1:
         raise ValueError(
             f"Sample weights must be 1D array or scalar, got {w.ndim}D array. Expected either a scalar value "

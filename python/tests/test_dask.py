@@ -434,8 +434,13 @@ def _error(f):
 
 def test_dask_inputs_are_checked_as_numpy_inputs():
     X = blobs(n=1000)
-    for bad in (X[:, 0], X.reshape(10, 100, 5), X.astype(np.complex128)):
+    # scikit-learn's messages print the array: a Dask array's values are
+    # computed for them only when NumPy prints them whole (1,000 or fewer).
+    for bad in (X[:, 0], X.reshape(10, 100, 5), X[:200].astype(np.complex128)):
         assert _error(lambda: KMeans(2).fit(da.from_array(bad))) == _error(lambda: KMeans(2).fit(bad))
+    for bad, said in ((X.astype(np.complex128), "Complex data not supported: X has dtype complex128"),
+                      (np.r_[X[:, 0], X[:, 0]], "Expected 2D array, got 1D array instead (X has shape (2000,))")):
+        assert _error(lambda: KMeans(2).fit(da.from_array(bad)))[1].startswith(said)
     # Object arrays of numbers are converted, as NumPy ones are.
     a = KMeans(2, n_init=1, random_state=0).fit(X.astype(object))
     b = KMeans(2, n_init=1, random_state=0).fit(chunked(X.astype(object), rows=300))
