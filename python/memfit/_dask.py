@@ -842,6 +842,11 @@ class Cluster:
                 f"memfit: the Dask client was closed during the fit ({type(e).__name__}: {e}); keep the client "
                 "(and its cluster) open until the fit returns"
             ) from e
+        if "scheduler-restart" in str(e):
+            raise RuntimeError(
+                f"memfit: the Dask scheduler was restarted during the fit ({type(e).__name__}: {e}), which cancels "
+                "every task; restart the client (client.restart()) only when no fit is running"
+            ) from e
         if isinstance(e, _lost_worker_errors()):
             limits = f"the tightest worker is {self.worker}" if self.worker else "the workers have no memory limit"
             raise RuntimeError(

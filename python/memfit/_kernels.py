@@ -47,7 +47,7 @@ def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
         A path that cannot be read.
     """
     data = check_data(X)
-    Q = small_array(Q, "Q", 2)
+    Q = small_array(Q, "Q", 2, estimator=False)
     if Q.shape != (data.n_features, data.n_features):
         raise ValueError(f"Q has shape {Q.shape}, but X has {data.n_features} features: Q must be ({data.n_features}, {data.n_features})")
     if data.dask is not None:
@@ -159,7 +159,7 @@ def assign(X, centers, *, memory_limit=None, n_jobs=None):
         A path that cannot be read.
     """
     data = check_data(X)
-    centers = small_array(centers, "centers", 2)
+    centers = small_array(centers, "centers", 2, estimator=False)
     if centers.ndim != 2 or centers.shape[1] != data.n_features or centers.shape[0] < 1:
         raise ValueError(f"centers has shape {centers.shape}, but (n_clusters, {data.n_features}) is required")
     if data.dask is not None:

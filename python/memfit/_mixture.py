@@ -472,7 +472,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         ``_check_precisions``."""
         weights = means = precisions = None
         if self.weights_init is not None:
-            weights = small_array(self.weights_init, "weights_init")
+            weights = small_array(self.weights_init, "weights_init", allow_nd=False)
             if weights.shape != (k,):
                 raise ValueError(f"The parameter 'weights' should have the shape of ({k},), but got {weights.shape}")
             if np.any(weights < 0.0) or np.any(weights > 1.0):
@@ -487,12 +487,12 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                     f"The parameter 'weights' should be normalized, but got sum(weights) = {weights.sum():.5f}"
                 )
         if self.means_init is not None:
-            means = small_array(self.means_init, "means_init")
+            means = small_array(self.means_init, "means_init", allow_nd=False)
             if means.shape != (k, d):
                 raise ValueError(f"The parameter 'means' should have the shape of ({k}, {d}), but got {means.shape}")
         if self.precisions_init is not None:
             want = _param_shape(t, k, d)
-            p = small_array(self.precisions_init, "precisions_init")
+            p = small_array(self.precisions_init, "precisions_init", allow_nd=t == "full")
             if p.shape != want:
                 raise ValueError(f"The parameter '{t} precision' should have the shape of {want}, but got {p.shape}")
             if t in ("full", "tied"):
@@ -703,7 +703,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 model_dir=None if on_disk is None else on_disk.path,
                 memory_limit=limit,
                 n_jobs=check_n_jobs(self.n_jobs),
-                float32=data.float32,
+                # float32 X on a float64 model: computed in float64, as
+                # scikit-learn's NumPy promotes it.
+                float32=data.float32 and self.means_.dtype == np.float32,
                 device=device,
                 labels=out_l,
                 proba=out_p,

@@ -508,18 +508,27 @@ def c_float64(a: Any) -> np.ndarray:
     return np.require(a, dtype=np.float64, requirements=["C", "A"])
 
 
-def small_array(a: Any, name: str, ndim: Optional[int] = None) -> np.ndarray:
+def small_array(a: Any, name: str, ndim: Optional[int] = None, allow_nd: bool = True,
+                estimator: bool = True) -> np.ndarray:
     """A parameter array (centres, Q, initial parameters) as C-ordered
-    float64 (with ``ndim`` dimensions when given), refusing complex and
-    non-finite values with scikit-learn's ``check_array`` sentences."""
+    float64 (with ``ndim`` dimensions when given; at most 2 unless
+    ``allow_nd``), refusing complex and non-finite values with
+    scikit-learn's ``check_array`` sentences (whole, as an estimator's
+    ``check_array`` words them, with the array printed; else naming
+    ``name``)."""
     arr = np.asarray(a)
     if np.iscomplexobj(arr):
-        raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
+        raise _complex(arr, name) if estimator else ValueError(
+            f"Complex data not supported: {name} has dtype {arr.dtype}")
     dtype = arr.dtype if arr.dtype in (np.dtype(np.float32), np.dtype(np.float64)) else np.dtype(np.float64)
     try:
         arr = c_float64(arr)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{e}; hint: {name} must be numeric") from e
+    if estimator and ndim == 2 and arr.ndim < 2:
+        raise _not_2d(arr, name)
+    if estimator and (not allow_nd or ndim == 2) and arr.ndim >= 3:
+        raise ValueError(f"Found array with dim {arr.ndim}, while dim <= 2 is required.")
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"Expected {ndim}D array, got {arr.ndim}D array instead: {name} has shape {arr.shape}")
     if not np.isfinite(arr).all():

@@ -207,3 +207,24 @@ def test_an_error_state_that_raises_commits_no_output(tmp_path, write):
     with np.errstate(divide="raise", invalid="warn"), pytest.warns(RuntimeWarning, match="invalid value"):
         (ma.asarray(np.array([0.0, 1.0])) * np.inf).to_npy(tmp_path / "warned.npy")
     assert (tmp_path / "warned.npy").exists()
+
+
+@pytest.mark.parametrize("shape, chunks", [((700, 300), (128, 64)), ((30, 41, 17), (7, 10, 5))])
+def test_scattered_zarr_reads_are_numpys(tmp_path, shape, chunks):
+    """Column indices, strided and fancy selections of a Zarr input read each
+    chunk once per tile (helper 87: they decoded a chunk per element, hours
+    for a 40 MB array); chunks that do not divide the shape, and NumPy's
+    values."""
+    zarr = pytest.importorskip("zarr")
+    x = rng_data(shape)
+    path = tmp_path / "x.zarr"
+    z = zarr.create_array(str(path), shape=shape, chunks=chunks, dtype=x.dtype)
+    z[...] = x
+    a = ma.from_zarr(str(path))
+    rs = np.random.RandomState(0)
+    idx = rs.randint(0, shape[-1], 40)
+    rows = rs.randint(0, shape[0], 25)
+    for got, want in [(a[..., ::9], x[..., ::9]), (a[..., idx], x[..., idx]), (a[rows][..., ::4], x[rows][..., ::4]),
+                      (a.T * 1.5, x.T * 1.5), (a[::-3], x[::-3])]:
+        for limit in ("3MiB", "256MiB"):
+            np.testing.assert_array_equal(got.compute(memory_limit=limit), want)

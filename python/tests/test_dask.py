@@ -237,6 +237,22 @@ def test_gaussian_mixtures_on_the_cluster_are_bitwise_the_single_process_fit(cli
     assert local.bic(X) == dist.bic(dx) and local.aic(X) == dist.aic(dx)
 
 
+@pytest.mark.parametrize("init_params", ["kmeans", "k-means++", "random", "random_from_data"])
+def test_a_mixtures_initial_m_step_runs_on_the_workers(client, X, monkeypatch, init_params):
+    # Helper 88: the initial M-step read every row into the client (the
+    # README: the client reads single rows only), for every init_params.
+    read = []
+    rows = memfit._dask.Rows.read_rows
+    monkeypatch.setattr(memfit._dask.Rows, "read_rows", lambda self, a, b: read.append(b - a) or rows(self, a, b))
+    kw = dict(n_components=4, covariance_type="full", init_params=init_params, random_state=0, max_iter=3)
+    dist = GaussianMixture(**kw).fit(chunked(X), client=client)
+    assert sum(read) <= kw["n_components"], read
+    local = GaussianMixture(**kw).fit(X)
+    for name in ("weights_", "means_", "precisions_cholesky_"):
+        assert np.array_equal(getattr(local, name), getattr(dist, name)), name
+    assert local.lower_bounds_ == dist.lower_bounds_
+
+
 def test_kernels_equal(client, X):
     dx = chunked(X, 100_000)
     w = np.linspace(0.1, 2.0, len(X))

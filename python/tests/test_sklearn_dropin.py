@@ -638,3 +638,31 @@ def test_a_warm_refit_checks_the_init_parameters_as_sklearn():
             g.set_params(weights_init=[1 / 3] * 3, means_init=np.zeros((3, 5)))
             with pytest.raises(ValueError, match=re.escape("The parameter 'means' should have the shape of (3, 2)")):
                 g.fit(X)
+
+
+def test_parameter_arrays_of_other_dims_and_float32_scores_as_sklearn():
+    """Helper 86: a 3-D means_init (and weights_init, precisions_init of
+    tied/diag/spherical, a 3-D or 1-D KMeans init) gets check_array's words;
+    a float64 mixture scores float32 X in float64 (NumPy promotes it in
+    scikit-learn); a huge max_iter is not refused for its lower bounds."""
+    X = _blobs(n=60)
+    cases = [(GMMS, dict(means_init=np.zeros((3, 2, 1)))), (GMMS, dict(weights_init=np.full((3, 1, 1), 1 / 3))),
+             (GMMS, dict(covariance_type="diag", precisions_init=np.ones((3, 2, 1)))),
+             (KMEANS, dict(init=np.zeros((3, 2, 1)), n_init=1)), (KMEANS, dict(init=np.zeros(6), n_init=1)),
+             (KMEANS, dict(init=np.zeros((3, 2), complex), n_init=1))]
+    for classes, kw in cases:
+        said = []
+        for cls in classes:
+            with pytest.raises(ValueError) as e:
+                cls(3, **kw).fit(X)
+            said.append(str(e.value))
+        assert said[0] == said[1], kw
+    kw = dict(means_init=X[:3], weights_init=[1 / 3] * 3, precisions_init=np.stack([np.eye(2)] * 3), max_iter=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours, theirs = GaussianMixture(3, **kw).fit(X), SkGaussianMixture(3, **kw).fit(X)
+    X32 = (X + 0.1).astype(np.float32)
+    got = ours.score_samples(X32)
+    assert got.dtype == theirs.score_samples(X32).dtype == np.float64
+    assert_array_equal(got, ours.score_samples(X32.astype(np.float64)))
+    assert GaussianMixture(2, max_iter=10**12, memory_limit="100MB", random_state=0).fit(X).converged_

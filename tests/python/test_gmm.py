@@ -480,3 +480,12 @@ def test_predict_says_when_rows_have_zero_density(tmp_path):
     assert np.isfinite(np.load(ll)[[0, 1, 3]]).all()
     proc = run_memfit("gmm-predict", tmp_path / "X.npy", "--model", model, "--log-likelihood", ll)
     assert "zero density" not in proc.stderr
+
+
+def test_one_row_is_refused_as_scikit_learn_refuses_it(tmp_path):
+    """A mixture needs 2 rows, as in Python (scikit-learn's minimum); the
+    command line fitted one (helper 86)."""
+    x = save(tmp_path, "X.npy", np.array([[1.0, 2.0, 3.0]]))
+    proc = run_memfit("gmm", x, "-k", "1", "--model", tmp_path / "m", expect=2)
+    assert "1 row" in proc.stderr and "at least 2" in proc.stderr
+    assert not (tmp_path / "m").exists()

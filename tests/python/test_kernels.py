@@ -98,3 +98,32 @@ def test_a_large_q_is_planned_as_read_and_held_once(tmp_path, dtype):
     want = np.sum((Xd @ Q) * Xd, axis=1)
     rtol = 1e-10 if dtype == np.float64 else 1e-3
     np.testing.assert_allclose(np.load(out), want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+
+def peak_rss_of_refusal(args):
+    proc = subprocess.run([sys.executable, "-c", MEASURE, str(MEMFIT_BIN), *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stderr, int(proc.stdout.split()[-1]) * 1024
+
+
+@pytest.mark.parametrize("command", ["quadratic-form", "predict", "kmeans"])
+def test_a_matrix_argument_is_read_after_the_plan_fits(tmp_path, command):
+    """Q, the centres and the initial centres (72 MB each here) are planned
+    from their headers: a refusal, a wrong shape and a dry run read none of
+    them (helpers 84 and 89: they peaked at the matrix's size)."""
+    rs = np.random.RandomState(3)
+    x = save(tmp_path, "X.npy", rs.randn(3_000, 3_000).astype(np.float32))
+    m = save(tmp_path, "M.npy", rs.randn(3_000, 3_000))
+    wrong = save(tmp_path, "W.npy", rs.randn(3_000, 2_999))
+    out = tmp_path / "out.npy"
+    args = {"quadratic-form": lambda p: ["quadratic-form", x, "--q", p, "--out", out],
+            "predict": lambda p: ["predict", x, "--centers", p, "--labels", out],
+            "kmeans": lambda p: ["kmeans", x, "-k", "3000", "--init", p, "--labels", out]}[command]
+    for argv, rc, said in [(args(m) + ["--memory-limit", "8MiB"], 2, "memory limit"),
+                           (args(wrong), 2, "3000, 2999"),
+                           (args(m) + ["--dry-run"], 0, "total")]:
+        got, stderr_text, peak = peak_rss_of_refusal(argv)
+        assert got == rc, stderr_text
+        assert peak < 40 * MiB, (argv, peak)
+        assert rc == 0 or said in stderr_text, stderr_text
+    assert not out.exists()

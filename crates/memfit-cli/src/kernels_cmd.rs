@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use memfit::estimator::{QuadraticFormJob, ScatterJob};
-use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, write_npy, Dtype, NpyWriter};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, write_npy, Dtype, NpyWriter, Source};
 
 use crate::args::{QuadraticFormArgs, ScatterArgs};
 use crate::inputs::{check_output, open_data, open_weights};
@@ -23,14 +23,20 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     check_outputs_distinct(&[("--out", &args.out)], &[("INPUT", &args.input), ("--q", &args.q)], &[])?;
     let run = args.common.run_options()?;
     let x = open_data(&args.input, "compute", None)?;
-    let (q, rows, cols) = read_matrix_f64(&args.q)?;
+    // Q's shape from its header: the plan (which holds Q) is checked before Q is read.
+    let q_shape = {
+        let q = Source::open_matrix(&args.q)?;
+        [q.n_samples(), q.n_features()]
+    };
     let compute = args.common.compute_dtype(x.dtype());
-    let job = QuadraticFormJob { x: &x, q: &q, q_shape: [rows, cols], q_read: true, compute, n_outputs: 1, run };
+    let job = QuadraticFormJob { x: &x, q: &[], q_shape, q_read: true, compute, n_outputs: 1, run };
     let mut plan = about_input(job.plan(), || format!("--q {}", args.q.display()))?;
     let out_bytes = npy_file_bytes(Dtype::F64, &[x.n_samples()]);
     if !crate::ready(&mut plan, &[("--out", Some(&args.out), out_bytes)], args.dry_run)? {
         return Ok(());
     }
+    let (q, _, _) = read_matrix_f64(&args.q)?;
+    let job = QuadraticFormJob { q: &q, ..job };
     let mut out = NpyWriter::create(&args.out, Dtype::F64, &[x.n_samples()])?;
     let done = job.run(&plan, &mut |block: &[f64]| out.write_with(block, put_f64), &Stop)?;
     out.commit()?;

@@ -37,12 +37,15 @@ fn init_file(init: &OsStr) -> Option<&Path> {
     (init != "k-means++" && init != "random").then(|| Path::new(init))
 }
 
-/// `--init`: k-means++, random, or a `.npy` file of initial centres.
-fn read_init(init: &OsStr) -> Result<Init> {
+/// `--init`: k-means++, random, or a `.npy` file of initial centres, of
+/// which only the header is read here (their values are read once the plan
+/// fits: [`read_init_values`]).
+fn parse_init_arg(init: &OsStr) -> Result<Init> {
     Ok(match init_file(init) {
         None => parse_init(&init.to_string_lossy(), None)?,
         Some(path) if path.extension().is_some_and(|e| e == "npy") || path.exists() => {
-            parse_init("file", Some(read_matrix_f64(path)?))?
+            let c = Source::open_matrix(path)?;
+            parse_init("file", Some((Vec::new(), c.n_samples(), c.n_features())))?
         }
         Some(other) => {
             bail!("invalid --init {:?}: expected k-means++, random or a .npy file of initial centres", other.display())
@@ -106,7 +109,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
     let params = KMeansParams {
         n_clusters,
-        init: read_init(&args.init)?,
+        init: parse_init_arg(&args.init)?,
         n_init: args.n_init,
         max_iter: args.max_iter,
         tol: args.tol,
@@ -146,7 +149,18 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     if !crate::device_ready(device.as_ref(), go)? {
         return Ok(());
     }
+    read_init_values(&args.init, &mut job.params, (n, d))?;
     fit_and_write(args, &job, &plan, started)
+}
+
+/// Reads the initial centres of an `--init` file into `params`, and checks
+/// them again (finite values) for data of `shape`.
+fn read_init_values(init: &OsStr, params: &mut KMeansParams, shape: (usize, usize)) -> Result<()> {
+    if let (Some(path), Init::Centers { values, .. }) = (init_file(init), &mut params.init) {
+        *values = read_matrix_f64(path)?.0;
+        params.validate(shape.0, shape.1)?;
+    }
+    Ok(())
 }
 
 fn fit_and_write(args: &KmeansArgs, job: &KMeansJob<'_>, plan: &Plan, started: Instant) -> Result<()> {

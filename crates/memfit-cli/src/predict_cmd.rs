@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use memfit::estimator::CentersJob;
-use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, Dtype, NpyWriter};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, Dtype, NpyWriter, Source};
 
 use crate::args::{KmeansMetric, PredictArgs};
 use crate::inputs::{check_output, input_folder, open_data};
@@ -26,10 +26,15 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let run = memfit::exec::RunOptions { scratch_dir: args.scratch_dir.clone(), ..args.common.run_options()? };
     let target = args.device.target()?;
     let x = open_data(&args.input, "predict", Some(&run.scratch_dir()))?.unit_rows(args.metric == KmeansMetric::Cosine);
-    let (centers, k, _) = read_matrix_f64(&args.centers)?;
+    // The centres' shape from their header: the plan (which holds them) is
+    // checked before they are read.
+    let (k, centers_d) = {
+        let c = Source::open_matrix(&args.centers)?;
+        (c.n_samples(), c.n_features())
+    };
     let mut job = CentersJob {
         x: &x,
-        centers: &centers,
+        centers: &[],
         n_clusters: k,
         sample_weight: None,
         compute: args.common.compute_dtype(x.dtype()),
@@ -39,12 +44,14 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let shape = (x.n_samples(), x.n_features(), job.compute.bytes(), false);
     let device = crate::device_plan(target, shape, |j| memfit::device::plan::plan_kmeans_device(k, j))?;
     job.run.backend = crate::backend_of(device.as_ref())?;
-    let mut plan = about_input(job.plan_assign(), || format!("--centers {}", args.centers.display()))?;
+    let mut plan = about_input(job.plan_assign_unread(centers_d), || format!("--centers {}", args.centers.display()))?;
     let labels_bytes = npy_file_bytes(Dtype::I32, &[x.n_samples()]);
     let go = crate::ready(&mut plan, &[("--labels", Some(&args.labels), labels_bytes)], args.dry_run)?;
     if !crate::device_ready(device.as_ref(), go)? {
         return Ok(());
     }
+    let (centers, _, _) = read_matrix_f64(&args.centers)?;
+    let job = CentersJob { centers: &centers, ..job };
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;
     let mut sink = |labels: &[u32], _: &[f64]| out.write_with(labels, crate::put_label);
     let bar = Bar::new(args.common.quiet);

@@ -474,7 +474,7 @@ impl Error {
             ),
             Error::NotZarr { path, reason } => write!(
                 f,
-                "{}: not a readable Zarr array: {reason}; hint: name the array's own folder (holding zarr.json or .zarray); arrays must use the bytes and zstd codecs (rewrite blosc, gzip or sharded ones with zarr-python)",
+                "{}: not a readable Zarr array: {reason}; hint: name the array's own folder (holding zarr.json or .zarray); arrays must use the bytes codec, optionally with zstd (and crc32c, sharding or v2's shuffle filter): rewrite blosc, gzip, zlib, lz4, bz2, lzma, delta, transposed or Fortran-order ones with zarr-python",
                 path.display()
             ),
             Error::Truncated { path, expected_bytes, found_bytes } => write!(

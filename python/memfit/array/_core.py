@@ -525,9 +525,13 @@ def zarr_chunks(chunks: Any, shape: tuple) -> Optional[tuple]:
     non-positive lengths."""
     if chunks is None:
         return None
-    if isinstance(chunks, (numbers.Integral, np.integer)) and not isinstance(chunks, bool):
+    if isinstance(chunks, (bool, np.bool_)):
+        raise TypeError(f"chunks must be an int, a tuple of ints or None, got {chunks!r}")
+    if isinstance(chunks, (numbers.Integral, np.integer)):
         c = index_int(chunks, "chunks")
         chunks = tuple(max(1, min(c, d)) if c > 0 else c for d in shape)
+    elif not isinstance(chunks, (tuple, list, np.ndarray)):
+        raise TypeError(f"chunks must be an int, a tuple of ints or None, got {type(chunks).__name__}")
     else:
         chunks = tuple(index_int(c, "chunks") for c in chunks)
     if len(chunks) != len(shape):

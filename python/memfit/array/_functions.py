@@ -195,6 +195,14 @@ def from_zarr(path_or_array: Any) -> Array:
     """A lazy array of a Zarr (v2 or v3) array directory, read chunk by
     chunk when it is evaluated.
 
+    Readable arrays are uncompressed or zstd-compressed (zarr-python's
+    default codecs for v3 and v2), sharded or not, with optional crc32c
+    checksums or v2's shuffle filter. Arrays compressed with blosc (v2's
+    default in zarr-python 2), gzip, zlib, lz4, bz2 or lzma, with a delta
+    filter, the ``transpose`` codec or v2's ``order="F"`` are refused:
+    rewrite them with zarr-python (``zarr.create_array(..., compressors=
+    zarr.codecs.ZstdCodec())``).
+
     Parameters
     ----------
     path_or_array : str, os.PathLike or zarr.Array

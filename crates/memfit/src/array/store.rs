@@ -247,12 +247,10 @@ impl Stored {
                     };
                     out.decode_from(buf, self.dtype, offsets.iter().map(|&o| at(o)));
                 } else {
-                    buf.resize(size, 0);
-                    let one = vec![1usize; nd];
-                    for &o in offsets {
-                        z.read_region(&coords(o), &one, buf)?;
-                        out.decode_from(buf, self.dtype, std::iter::once(0));
-                    }
+                    // Scattered: each chunk decoded once for the elements in it.
+                    buf.resize(offsets.len() * size, 0);
+                    z.read_points(offsets, buf)?;
+                    out.decode_all(buf, self.dtype);
                 }
             }
         }
@@ -397,7 +395,11 @@ impl Stored {
     pub fn read_buffer_bytes(&self, n: usize) -> u64 {
         if self.on_disk() {
             ((2 * n + READ_SLACK_ELEMENTS) * self.dtype.itemsize()) as u64
-                + if matches!(self.storage, Storage::Npy(_)) { 12 * n as u64 } else { 0 }
+                + match self.storage {
+                    Storage::Npy(_) => 12 * n as u64,
+                    // The sort keys of scattered reads.
+                    _ => (crate::io::ZarrInput::POINT_BYTES * n) as u64,
+                }
         } else {
             0
         }

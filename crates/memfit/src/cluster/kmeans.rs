@@ -390,6 +390,9 @@ fn initial_centers<T: Real>(
     let (n, d, k) = (blocks.x().n_samples(), blocks.x().n_features(), params.n_clusters);
     let zero = vec![0.0; d];
     match &params.init {
+        Init::Centers { values, .. } if values.is_empty() => {
+            Err(Error::param("init", "the initial centres were planned but not given"))
+        }
         Init::Centers { values, .. } => Ok(values.clone()),
         Init::KMeansPlusPlus => {
             let idx = kmeans_plusplus(&scan.sample, k, rng, params.metric == Metric::Cosine, &obs.cancel())?;

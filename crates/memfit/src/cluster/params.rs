@@ -15,7 +15,9 @@ pub enum Init {
     /// Given centres in the data's original coordinates: row-major
     /// `(n_rows, n_cols)`, which must equal `(n_clusters, n_features)`.
     Centers {
-        /// Row-major values.
+        /// Row-major values; empty while a caller plans before it reads
+        /// them (a command line's file), which needs only the shape: a fit
+        /// refuses empty values.
         values: Vec<f64>,
         /// Rows of the given array.
         n_rows: usize,
@@ -229,7 +231,8 @@ impl KMeansParams {
             return Err(Error::param("tol", format!("must be finite and >= 0, got {}", self.tol)));
         }
         if let Init::Centers { values: c, n_rows, n_cols } = &self.init {
-            if (*n_rows, *n_cols) != (self.n_clusters, n_features) || c.len() != n_rows * n_cols {
+            // Empty values: not read yet (see `Init::Centers`); a fit checks them.
+            if (*n_rows, *n_cols) != (self.n_clusters, n_features) || (!c.is_empty() && c.len() != n_rows * n_cols) {
                 return Err(Error::ShapeMismatch {
                     what: "init".into(),
                     expected: vec![self.n_clusters, n_features],

@@ -278,9 +278,9 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
         assign_tile_rows: tile_rows,
         k_tile,
         init_sample: sample,
-        max_passes: 1
-            + n_init * (if params.mini_batch.is_some() { 0 } else { params.max_iter as u64 } + 1)
-            + extra_label_pass,
+        max_passes: n_init
+            .saturating_mul(if params.mini_batch.is_some() { 0 } else { params.max_iter as u64 }.saturating_add(1))
+            .saturating_add(1 + extra_label_pass),
         passes_detail: format!(
             "1 to validate and sample + {n_init} init(s) × ({} + 1 final assignment){}",
             match &params.mini_batch {

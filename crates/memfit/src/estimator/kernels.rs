@@ -14,7 +14,9 @@ use crate::plan::Plan;
 pub struct QuadraticFormJob<'a> {
     /// The data, `(n_samples, n_features)`.
     pub x: &'a Source<'a>,
-    /// Row-major matrix `Q`, which must be `(n_features, n_features)`.
+    /// Row-major matrix `Q`, which must be `(n_features, n_features)`
+    /// (it may be empty for [`QuadraticFormJob::plan`], which needs only
+    /// `q_shape`: a command line reads `Q` once the plan fits).
     pub q: &'a [f64],
     /// The shape of `Q` as given.
     pub q_shape: [usize; 2],
@@ -34,7 +36,7 @@ pub struct QuadraticFormJob<'a> {
 impl QuadraticFormJob<'_> {
     fn check(&self) -> Result<()> {
         let d = self.x.n_features();
-        if self.q_shape != [d, d] || self.q.len() != d * d {
+        if self.q_shape != [d, d] {
             return Err(Error::ShapeMismatch {
                 what: "Q".into(),
                 expected: vec![d, d],
@@ -45,7 +47,7 @@ impl QuadraticFormJob<'_> {
         Ok(())
     }
 
-    /// Checks `Q`'s shape and plans the pass.
+    /// Checks `q_shape` and plans the pass (`q` is not read).
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`]; [`Error::DoesNotFit`].
@@ -66,6 +68,15 @@ impl QuadraticFormJob<'_> {
         observer: &dyn Observer,
     ) -> Result<Done<()>> {
         self.check()?;
+        let d = self.x.n_features();
+        if self.q.len() != d * d {
+            return Err(Error::ShapeMismatch {
+                what: "Q".into(),
+                expected: vec![d * d],
+                found: vec![self.q.len()],
+                hint: "Q must hold its shape's values",
+            });
+        }
         prepare(plan, self.x, None, observer)?;
         let cancel = observer.cancel();
         match self.compute {

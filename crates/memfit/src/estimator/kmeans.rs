@@ -145,15 +145,30 @@ impl CentersJob<'_> {
     /// Fails unless there is at least one centre, the centres are
     /// `(n_clusters, n_features)` and the weights have one value per row.
     fn check(&self) -> Result<()> {
+        let k = self.n_clusters;
+        self.check_shape(self.centers.len() / k.max(1))?;
+        if self.centers.len() != k * self.x.n_features() {
+            return Err(Error::ShapeMismatch {
+                what: "centers".into(),
+                expected: vec![k, self.x.n_features()],
+                found: vec![self.centers.len()],
+                hint: "the centres need one column per feature of the data",
+            });
+        }
+        Ok(())
+    }
+
+    /// [`CentersJob::check`] for `n_clusters` centres of `n_features`.
+    fn check_shape(&self, n_features: usize) -> Result<()> {
         let (k, d) = (self.n_clusters, self.x.n_features());
         if k == 0 {
             return Err(Error::param("centers", "no centres (0 rows); hint: give at least one centre"));
         }
-        if self.centers.len() != k * d {
+        if n_features != d {
             return Err(Error::ShapeMismatch {
                 what: "centers".into(),
                 expected: vec![k, d],
-                found: vec![k, self.centers.len() / k],
+                found: vec![k, n_features],
                 hint: "the centres need one column per feature of the data",
             });
         }
@@ -167,6 +182,22 @@ impl CentersJob<'_> {
     /// Shape errors; [`Error::DoesNotFit`].
     pub fn plan_assign(&self) -> Result<Plan> {
         self.check()?;
+        self.plan_assign_unchecked()
+    }
+
+    /// [`CentersJob::plan_assign`] before the centres are read (`centers`
+    /// may be empty): `n_clusters` centres of `n_features` each, as a
+    /// file's header gives them, so that a plan that does not fit is
+    /// refused before they take memory.
+    ///
+    /// # Errors
+    /// As [`CentersJob::plan_assign`].
+    pub fn plan_assign_unread(&self, n_features: usize) -> Result<Plan> {
+        self.check_shape(n_features)?;
+        self.plan_assign_unchecked()
+    }
+
+    fn plan_assign_unchecked(&self) -> Result<Plan> {
         let job = planned_job(self.x, self.sample_weight, self.compute, 0, &[], &self.run, KMEANS_DEVICE_OUT);
         let mut plan = cluster::plan_predict(&job, self.n_clusters, self.labels_file)?;
         plan.disk.extend(self.x.scratch_disk());

@@ -16,15 +16,16 @@ use crate::exec::{
 };
 use crate::io::{Dtype, Source};
 use crate::linalg::{plan_weighted_scatter, run_scatter_task, SCATTER};
-use crate::mixture::{MixtureTask, EM_TASK, E_TASK};
+use crate::mixture::{InitTask, MixtureTask, PlanRows, TaskRows, EM_TASK, E_TASK, INIT_TASK};
 use crate::plan::{Job, Plan};
 
 /// Every kind of task this version runs: a new distributed pass adds its
 /// runner here.
-pub static TASK_RUNNERS: [&dyn TaskRunner; 6] = [
+pub static TASK_RUNNERS: [&dyn TaskRunner; 7] = [
     &ScanRunner,
     &AssignRunner,
     &ScatterRunner,
+    &MixtureInitRunner,
     &MixtureRunner(EM_TASK),
     &MixtureRunner(E_TASK),
     &crate::array::ReduceRunner,
@@ -91,6 +92,13 @@ struct Piece<'p, 's> {
     cancel: &'p Cancel,
     row_state: Option<RowStateUse>,
     state: &'p RefCell<Option<Vec<f64>>>,
+}
+
+impl Piece<'_, '_> {
+    /// The rows of a mixture's task.
+    fn task_rows(&self) -> TaskRows<'_, '_> {
+        TaskRows { x: self.x, w: self.w, rows: self.rows.clone(), shift: self.shift, cancel: self.cancel }
+    }
 }
 
 impl<R: RowTask> TaskRunner for R {
@@ -219,6 +227,26 @@ impl RowTask for ScatterRunner {
     }
 }
 
+/// A mixture fit's initial M-step.
+struct MixtureInitRunner;
+
+impl RowTask for MixtureInitRunner {
+    type Params<T: Real> = InitTask;
+    const PAYLOAD: &'static str = "mixture init task";
+
+    fn kind(&self) -> &'static str {
+        INIT_TASK
+    }
+
+    fn plan<T: Real>(&self, m: &InitTask, at: &Piece<'_, '_>, limit_bytes: u64) -> Result<Plan> {
+        m.plan(PlanRows { x: at.x, w: at.w, compute_bytes: size_of::<T>(), limit_bytes })
+    }
+
+    fn run<T: Real>(&self, m: InitTask, plan: &Plan, at: &Piece<'_, '_>) -> Result<Vec<u8>> {
+        m.run::<T>(plan, at.task_rows())
+    }
+}
+
 /// A mixture's EM iteration or E-step pass (the task kind it is named by).
 struct MixtureRunner(&'static str);
 
@@ -235,7 +263,7 @@ impl RowTask for MixtureRunner {
     }
 
     fn run<T: Real>(&self, m: MixtureTask<T>, plan: &Plan, at: &Piece<'_, '_>) -> Result<Vec<u8>> {
-        m.run(plan, at.x, at.w, at.rows.clone(), at.shift, at.cancel)
+        m.run(plan, at.task_rows())
     }
 }
 
@@ -297,7 +325,7 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), kinds.len(), "{kinds:?}");
-        for kind in [SCAN, ASSIGN, SCATTER, EM_TASK, E_TASK, crate::array::REDUCE_TASK] {
+        for kind in [SCAN, ASSIGN, SCATTER, INIT_TASK, EM_TASK, E_TASK, crate::array::REDUCE_TASK] {
             assert!(kinds.contains(&kind), "{kind}");
         }
     }

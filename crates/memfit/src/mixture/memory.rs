@@ -8,12 +8,12 @@ use std::ops::Range;
 use super::components::{cov_len, CholWork, Estep, Params};
 use super::fitted::Outputs;
 use super::mstep::{finalize, Mass};
-use super::params::{CovarianceType, GmmParams, PrecisionsInit};
+use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
 use super::pass::{Sums, Workspace};
 use super::passes::{EPass, EmPass, InitPass, InitResp, Nearest};
 use super::plan::plan_whole;
 use super::strategy::{Data, Final, Strategy};
-use super::task::MixtureTask;
+use super::task::{InitTask, MixtureTask};
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{run_pass, task_result};
@@ -175,34 +175,93 @@ pub(crate) fn e_pass<T: Real>(
     data.run(&mut pass, cancel)
 }
 
+/// The initial M-step is a pass of the in-memory strategy: it holds every
+/// component.
+impl InitTask {
+    /// The memory plan over `at` (with the tiles of a k-means
+    /// initialisation's nearest centres).
+    pub(crate) fn plan(&self, at: PlanRows<'_, '_>) -> Result<Plan> {
+        let init_params = match self.init {
+            InitResp::Nearest(_) => InitMethod::KMeans,
+            _ => InitMethod::Random,
+        };
+        plan_task(self.k, self.sums.t, init_params, at, false)
+    }
+
+    /// Runs the pass over `at` within `plan` and returns its encoded
+    /// statistics.
+    pub(crate) fn run<T: Real>(&self, plan: &Plan, at: TaskRows<'_, '_>) -> Result<Vec<u8>> {
+        let TaskRows { x, w, rows, shift, cancel } = at;
+        let (t, k, d) = (self.sums.t, self.k, x.n_features());
+        let mut ws = Workspace::<T>::new(t, k, d, plan.schedule.block_rows, plan.schedule.tile_rows, plan.threads);
+        let mut work = CholWork::for_fit(t, d, plan.threads);
+        let mut nearest = Nearest::<T>::of(&self.init, plan, k, d);
+        let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
+        let mut pass = InitPass {
+            init: &self.init,
+            nearest: nearest.as_mut(),
+            ws: &mut ws,
+            mats: &mut work.mats,
+            sums: Sums { t, reference: &self.sums.reference, scatter: self.sums.scatter },
+            k,
+            first: 0,
+            g: k,
+        };
+        let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
+        Ok(task_result(&pass, partial))
+    }
+}
+
+/// The rows a task runs over: a piece `x` of the data (and its weights
+/// `w`), the piece's `rows`, the `shift` subtracted from each, and the
+/// run's cancellation token (see [`crate::estimator::run_task`]).
+pub(crate) struct TaskRows<'a, 's> {
+    pub(crate) x: &'a Source<'s>,
+    pub(crate) w: Option<&'a Source<'s>>,
+    pub(crate) rows: Range<usize>,
+    pub(crate) shift: &'a [f64],
+    pub(crate) cancel: &'a crate::exec::Cancel,
+}
+
+/// What a task's plan needs of its rows: the piece, its weights, the
+/// compute type's bytes and the memory limit.
+pub(crate) struct PlanRows<'a, 's> {
+    pub(crate) x: &'a Source<'s>,
+    pub(crate) w: Option<&'a Source<'s>>,
+    pub(crate) compute_bytes: usize,
+    pub(crate) limit_bytes: u64,
+}
+
+/// The plan of a task over `at`: `k` components of type `t` (every one of
+/// them: groups run in one process only) initialised by `init_params`, a
+/// fit's pass (with the M-step's sums) or, with `predict_only`, an E-step's.
+fn plan_task(
+    k: usize,
+    t: CovarianceType,
+    init_params: InitMethod,
+    at: PlanRows<'_, '_>,
+    predict_only: bool,
+) -> Result<Plan> {
+    let params = GmmParams { n_components: k, covariance_type: t, max_iter: 1, init_params, ..GmmParams::default() };
+    let run = crate::exec::RunOptions::with_limit(at.limit_bytes);
+    plan_whole(&params, &Job::new(at.x, at.w, at.compute_bytes, 0, &run), predict_only)
+}
+
 /// A task is a pass of the in-memory strategy: it holds every component
 /// (groups run in one process only).
 impl<T: Real> MixtureTask<T> {
     /// The memory plan for `x`'s rows within `limit_bytes`: a fit's (with
     /// the M-step's sums) or a prediction's.
     pub(crate) fn plan(&self, x: &Source<'_>, w: Option<&Source<'_>>, limit_bytes: u64) -> Result<Plan> {
-        let params = GmmParams {
-            n_components: self.es.k,
-            covariance_type: self.es.covariance_type(),
-            max_iter: 1,
-            ..GmmParams::default()
-        };
-        // A task holds every component (groups run in one process only).
-        let run = crate::exec::RunOptions::with_limit(limit_bytes);
-        plan_whole(&params, &Job::new(x, w, size_of::<T>(), 0, &run), self.em.is_none())
+        let rows = PlanRows { x, w, compute_bytes: size_of::<T>(), limit_bytes };
+        let init_params = GmmParams::default().init_params;
+        plan_task(self.es.k, self.es.covariance_type(), init_params, rows, self.em.is_none())
     }
 
-    /// Runs the pass over `rows` of `x` within `plan` and returns its
-    /// encoded statistics.
-    pub(crate) fn run(
-        &self,
-        plan: &Plan,
-        x: &Source<'_>,
-        w: Option<&Source<'_>>,
-        rows: Range<usize>,
-        shift: &[f64],
-        cancel: &crate::exec::Cancel,
-    ) -> Result<Vec<u8>> {
+    /// Runs the pass over `at` within `plan` and returns its encoded
+    /// statistics.
+    pub(crate) fn run(&self, plan: &Plan, at: TaskRows<'_, '_>) -> Result<Vec<u8>> {
+        let TaskRows { x, w, rows, shift, cancel } = at;
         let (t, k, d) = (self.es.covariance_type(), self.es.k, self.es.d);
         let mut ws = Workspace::<T>::new(t, k, d, plan.schedule.block_rows, plan.schedule.tile_rows, plan.threads);
         let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);

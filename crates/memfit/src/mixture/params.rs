@@ -240,6 +240,13 @@ impl GmmParams<'_> {
                 format!("the data has shape ({n_samples}, {n_features}); at least one row and one column are needed"),
             ));
         }
+        if n_samples == 1 {
+            // As scikit-learn's (its minimum of 2 samples): one row gives no covariance.
+            return Err(Error::param(
+                "X",
+                "the data has 1 row, but a mixture needs at least 2 (one row gives no covariance to estimate)",
+            ));
+        }
         if k == 0 {
             return Err(Error::param("n_components", "must be at least 1, got 0"));
         }

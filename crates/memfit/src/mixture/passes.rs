@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::components::Estep;
 use super::fitted::Outputs;
 use super::pass::{Stats, Sums, Workspace};
-use super::task::{MixtureTask, E, EM};
+use super::task::{InitTask, MixtureTask, E, EM, INIT};
 use crate::cluster::k_tile;
 use crate::dtype::Real;
 use crate::error::Result;
@@ -19,6 +19,7 @@ use crate::kernels::{PreparedCenters, Scratch};
 use crate::plan::Plan;
 
 /// Initial responsibilities of one run.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) enum InitResp {
     /// One-hot at the nearest of these centres (shifted, `(K, d)`).
     Nearest(Vec<f64>),
@@ -91,6 +92,11 @@ impl<T: Real> Pass<T> for InitPass<'_, T> {
 
     fn new_stats(&self) -> Stats {
         self.sums.zeros(self.g, self.sums.reference.len() / self.g.max(1))
+    }
+
+    /// Every component's sums (groups run in one process only).
+    fn task(&self) -> Option<(&'static str, Vec<u8>)> {
+        (self.first == 0 && self.g == self.k).then(|| (INIT, InitTask::encode(self.k, self.init, &self.sums)))
     }
 
     fn block(&mut self, block: Block<'_, T>, leaves: &mut [Leaf<'_, Stats>]) -> Result<()> {

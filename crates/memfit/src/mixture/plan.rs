@@ -14,6 +14,11 @@ use crate::plan::{
     check_fits, check_square_matrices, pick_block_rows, ComponentGroups, Job, Plan, SampleLayout, TILE_ROWS,
 };
 
+/// Iterations whose lower bounds a plan holds (two runs' worth: 1 MiB): a
+/// fit with a larger `max_iter` is planned for these; each iteration past
+/// them (a pass over the data) adds 8 bytes.
+const LOWER_BOUNDS_PLANNED: usize = 1 << 16;
+
 /// Builds the plan for fitting `params` on `job` (or, with `predict_only`,
 /// for one E-step pass over the data with a fitted model).
 ///
@@ -242,7 +247,12 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         if params.means_init.is_some() {
             led.add("means_init", k * d, 8, format!("{k} × {d} × 8 B"));
         }
-        led.add("lower bounds", (params.max_iter * params.n_init) as u64, 8, "one per iteration".into());
+        // The current run's and the best run's: one per iteration, planned
+        // for the iterations a fit can be expected to run (a fit of more
+        // than `LOWER_BOUNDS_PLANNED` iterations adds 8 B per iteration).
+        let iters = params.max_iter.min(LOWER_BOUNDS_PLANNED) as u64;
+        let runs = params.n_init.min(2) as u64;
+        led.add("lower bounds", runs * iters, 8, format!("{runs} × {iters} iterations × 8 B"));
     }
     let n_mats = if predict_only { 0 } else { work_mats(t, job.threads) };
     if n_mats > 0 {
@@ -403,8 +413,8 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         let count = params.n_components.div_ceil(gu) as u64;
         let per_iter = 3 * count - 2;
         let final_passes = 2 * count - 1;
-        plan.schedule.max_passes =
-            1 + params.n_init as u64 * (init_passes * count + params.max_iter as u64 * per_iter) + final_passes;
+        let per_init = (params.max_iter as u64).saturating_mul(per_iter).saturating_add(init_passes * count);
+        plan.schedule.max_passes = (params.n_init as u64).saturating_mul(per_init).saturating_add(1 + final_passes);
         plan.schedule.passes_detail = if groups.is_some() {
             format!(
                 "1 validation pass + {} init × ({} init passes + at most {} EM iterations × {per_iter} passes) + {final_passes} final E-step passes{kmeans}",

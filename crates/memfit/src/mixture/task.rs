@@ -1,6 +1,7 @@
-//! The passes of a Gaussian-mixture fit as [`crate::exec::Task`]s: an EM
-//! iteration's sums, or the log-likelihood of an E-step without per-row
-//! outputs, computed over rows another process holds (see
+//! The passes of a Gaussian-mixture fit as [`crate::exec::Task`]s: the
+//! initial M-step's sums, an EM iteration's sums, or the log-likelihood of
+//! an E-step without per-row outputs, computed over rows another process
+//! holds (see
 //! [`crate::exec::Remote`]). This file holds what a task is and its bytes;
 //! the in-memory strategy plans and runs it (`memory.rs`: a task holds every
 //! component, groups run in one process only).
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::components::Estep;
 use super::params::CovarianceType;
 use super::pass::Sums;
+use super::passes::InitResp;
 use crate::dtype::Real;
 use crate::exec::encode;
 
@@ -17,6 +19,34 @@ use crate::exec::encode;
 pub(crate) const EM: &str = "gmm-em";
 /// The task kind of an E-step's log-likelihood.
 pub(crate) const E: &str = "gmm-e";
+/// The task kind of a fit's initial M-step.
+pub(crate) const INIT: &str = "gmm-init";
+
+/// A fit's initial M-step: the sums of `k` components under the initial
+/// responsibilities `init` (the same for every compute type).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct InitTask {
+    pub(crate) k: usize,
+    pub(crate) init: InitResp,
+    pub(crate) sums: EmSums,
+}
+
+/// [`InitTask`] borrowed.
+#[derive(Serialize)]
+struct InitTaskRef<'a> {
+    k: usize,
+    init: &'a InitResp,
+    sums: EmSumsRef<'a>,
+}
+
+impl InitTask {
+    /// The task of an initial M-step of `k` components adding `sums`
+    /// under `init`.
+    pub(crate) fn encode(k: usize, init: &InitResp, sums: &Sums<'_>) -> Vec<u8> {
+        let sums = EmSumsRef { t: sums.t, reference: sums.reference, scatter: sums.scatter };
+        encode(&InitTaskRef { k, init, sums })
+    }
+}
 
 /// What an EM iteration's sums are centred on and hold.
 #[derive(Debug, Serialize, Deserialize)]

@@ -14,9 +14,11 @@ use crate::error::{Error, Result};
 /// A Zarr array (v2 or v3) on the local filesystem, read by regions.
 ///
 /// Readable codecs are those of this zarrs build: `bytes` (either byte
-/// order) and `zstd` (zarr-python's defaults for v3 and v2), among others
-/// that need no optional zarrs feature; an array compressed with blosc or
-/// gzip, sharded or transposed fails to open with an error naming the codec.
+/// order) and `zstd` (zarr-python's defaults for v3 and v2), `crc32c`,
+/// `sharding_indexed`, and v2's `shuffle` filter; an array compressed
+/// with blosc, gzip, zlib, lz4, bz2 or lzma, with a delta filter, the
+/// `transpose` codec or v2's Fortran order fails to open with an error
+/// naming the codec.
 pub struct ZarrInput {
     array: Array<FilesystemStore>,
     path: PathBuf,
@@ -140,6 +142,66 @@ impl ZarrInput {
         swap_le(out, itemsize);
         Ok(())
     }
+
+    /// Reads scattered elements: the element at C-order offset
+    /// `offsets[i]` (in elements) goes to bytes `i·itemsize..` of `out`
+    /// (little-endian raw bytes of [`ZarrInput::dtype`]). Each chunk holding
+    /// some of them is decoded once (memory: one decoded chunk, and
+    /// [`ZarrInput::POINT_BYTES`] per element, besides `out`), where reading
+    /// them one by one decodes a chunk per element.
+    ///
+    /// # Errors
+    /// As [`ZarrInput::read_region`].
+    ///
+    /// # Panics
+    /// If an offset lies outside the array or `out` holds another number of
+    /// elements than `offsets`.
+    pub fn read_points(&self, offsets: &[i64], out: &mut [u8]) -> Result<()> {
+        let (nd, itemsize) = (self.shape.len(), self.dtype.itemsize());
+        assert_eq!(out.len(), offsets.len() * itemsize, "one element per offset");
+        let coords = |o: i64, c: &mut [usize]| {
+            let mut rem = usize::try_from(o).expect("an offset within the array");
+            for k in (0..nd).rev() {
+                c[k] = rem % self.shape[k].max(1);
+                rem /= self.shape[k].max(1);
+            }
+        };
+        // Chunks numbered in C order over the chunk grid.
+        let grid: Vec<usize> = self.shape.iter().zip(&self.chunks).map(|(&n, &s)| n.div_ceil(s.max(1))).collect();
+        let mut c = vec![0usize; nd];
+        let mut order: Vec<(u64, u64)> = offsets
+            .iter()
+            .enumerate()
+            .map(|(i, &o)| {
+                coords(o, &mut c);
+                let chunk = (0..nd).fold(0usize, |acc, k| acc * grid[k] + c[k] / self.chunks[k].max(1));
+                (chunk as u64, i as u64)
+            })
+            .collect();
+        order.sort_unstable();
+        let err = |e| array_error(&self.path, "read", e);
+        for group in order.chunk_by(|a, b| a.0 == b.0) {
+            coords(offsets[group[0].1 as usize], &mut c);
+            let index: Vec<u64> = (0..nd).map(|k| (c[k] / self.chunks[k].max(1)) as u64).collect();
+            let chunk = self.array.chunk_subset_bounded(&index).map_err(err)?;
+            let within = ArraySubset::new_with_shape(chunk.shape().to_vec());
+            let bytes: ArrayBytes<'static> = self.array.retrieve_chunk_subset(&index, &within).map_err(err)?;
+            let bytes = bytes.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
+            let shape = chunk.shape_usize();
+            for &(_, i) in group {
+                let i = i as usize;
+                coords(offsets[i], &mut c);
+                let at = (0..nd).fold(0usize, |acc, k| acc * shape[k] + (c[k] - chunk.start()[k] as usize));
+                out[i * itemsize..(i + 1) * itemsize].copy_from_slice(&bytes[at * itemsize..(at + 1) * itemsize]);
+            }
+        }
+        swap_le(out, itemsize);
+        Ok(())
+    }
+
+    /// Working bytes per element of [`ZarrInput::read_points`] (its sort
+    /// keys).
+    pub const POINT_BYTES: usize = 16;
 
     /// The array's folder, as given to [`ZarrInput::open`].
     pub fn path(&self) -> &Path {
