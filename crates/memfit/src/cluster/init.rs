@@ -135,24 +135,48 @@ pub fn kmeans_plusplus(
         }
         let values = sample.gather(&cand)?;
         let d = sample.n_features();
-        // Potential each candidate would leave, summed per chunk in order.
-        let per_chunk: Vec<Vec<f64>> = (0..n_chunks)
-            .into_par_iter()
-            .map_init(
-                || (Vec::new(), Vec::new(), Vec::new()),
-                |(buf, wb, cb), c| {
-                    let mut acc = vec![0.0; cand.len()];
-                    let (w, near) = (sample.weights(c, wb)?, closest.chunk(c, n, cb)?);
-                    sample.for_each_row(chunk_rows(c), buf, |i, row| {
-                        let j = i - c * CHUNK;
-                        for (t, a) in acc.iter_mut().enumerate() {
-                            *a += w[j] * near[j].min(sq(row, &values[t * d..(t + 1) * d]));
-                        }
-                    })?;
-                    Ok(acc)
-                },
-            )
-            .collect::<Result<_>>()?;
+        // Potential each candidate would leave, summed per chunk in order:
+        // the same sums whether a task takes a chunk's candidates together
+        // or one candidate (when chunks are fewer than threads: a small
+        // sample of wide rows).
+        let per_chunk: Vec<Vec<f64>> = if n_chunks < rayon::current_num_threads() {
+            let flat: Vec<f64> = (0..n_chunks * cand.len())
+                .into_par_iter()
+                .map_init(
+                    || (Vec::new(), Vec::new(), Vec::new()),
+                    |(buf, wb, cb), ct| {
+                        let (c, t) = (ct / cand.len(), ct % cand.len());
+                        let (w, near) = (sample.weights(c, wb)?, closest.chunk(c, n, cb)?);
+                        let centre = &values[t * d..(t + 1) * d];
+                        let mut a = 0.0;
+                        sample.for_each_row(chunk_rows(c), buf, |i, row| {
+                            let j = i - c * CHUNK;
+                            a += w[j] * near[j].min(sq(row, centre));
+                        })?;
+                        Ok(a)
+                    },
+                )
+                .collect::<Result<_>>()?;
+            flat.chunks(cand.len()).map(<[f64]>::to_vec).collect()
+        } else {
+            (0..n_chunks)
+                .into_par_iter()
+                .map_init(
+                    || (Vec::new(), Vec::new(), Vec::new()),
+                    |(buf, wb, cb), c| {
+                        let mut acc = vec![0.0; cand.len()];
+                        let (w, near) = (sample.weights(c, wb)?, closest.chunk(c, n, cb)?);
+                        sample.for_each_row(chunk_rows(c), buf, |i, row| {
+                            let j = i - c * CHUNK;
+                            for (t, a) in acc.iter_mut().enumerate() {
+                                *a += w[j] * near[j].min(sq(row, &values[t * d..(t + 1) * d]));
+                            }
+                        })?;
+                        Ok(acc)
+                    },
+                )
+                .collect::<Result<_>>()?
+        };
         let mut best = (f64::INFINITY, 0);
         for t in 0..cand.len() {
             let p: f64 = per_chunk.iter().map(|a| a[t]).sum();
@@ -380,6 +404,9 @@ mod tests {
         let want = seed(&memory, 1);
         assert_eq!(seed(&spilled, 2), want);
         assert_eq!(seed(&memory, 2), want);
+        // More threads than chunks: a task per chunk and candidate, the same sums.
+        assert_eq!(seed(&spilled, 8), want);
+        assert_eq!(seed(&memory, 8), want);
     }
 
     #[test]
