@@ -149,16 +149,15 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     if !crate::device_ready(device.as_ref(), go)? {
         return Ok(());
     }
-    read_init_values(&args.init, &mut job.params, (n, d))?;
+    read_init_values(&args.init, &mut job.params)?;
     fit_and_write(args, &job, &plan, started)
 }
 
-/// Reads the initial centres of an `--init` file into `params`, and checks
-/// them again (finite values) for data of `shape`.
-fn read_init_values(init: &OsStr, params: &mut KMeansParams, shape: (usize, usize)) -> Result<()> {
+/// Reads the initial centres of an `--init` file into `params` (the fit
+/// checks their values, as it checks every parameter).
+fn read_init_values(init: &OsStr, params: &mut KMeansParams) -> Result<()> {
     if let (Some(path), Init::Centers { values, .. }) = (init_file(init), &mut params.init) {
         *values = read_matrix_f64(path)?.0;
-        params.validate(shape.0, shape.1)?;
     }
     Ok(())
 }
