@@ -459,9 +459,7 @@ class MiniBatchKMeans(_Centers):
 
     @staticmethod
     def _weights(w, n):
-        """The weights as a float64 vector of ``n`` values."""
-        if w is None:
-            return np.ones(n)
+        """The weights (not None) as a float64 vector of ``n`` values."""
         if isinstance(w, str):
             w = np.load(w)
         elif isinstance(w, _dask.Rows):
@@ -479,6 +477,11 @@ class MiniBatchKMeans(_Centers):
         0 are, unless fewer than ``n_clusters`` rows of positive weight are
         not."""
         init, k = self.init, self.n_clusters
+        if isinstance(init, str) and not np.any(w_sample):
+            raise ValueError(
+                f"the {sample.shape[0]} rows drawn for the initialisation (init_size={self._init_size}) all have "
+                "zero weight; hint: raise init_size, or leave out the rows of zero weight"
+            )
         if self.metric == "cosine":
             directed = w_sample * (np.asarray(abs(sample).sum(axis=1)).reshape(-1) > 0)
             if np.count_nonzero(directed) >= k:
@@ -516,6 +519,27 @@ class MiniBatchKMeans(_Centers):
             return self._init_centroids(data, self._rows(data, idx), _take(w, idx), random_state)
         return self._init_centroids(data, self._rows(data, np.arange(n)), _take(w, np.arange(n)), random_state)
 
+    def _drawn_bytes(self, data):
+        """What a fit holds for its ``init_size`` drawn rows, as (name,
+        bytes): the validation rows (their draw, values, weights and labels)
+        throughout, and beside them an initialisation's rows (draw, values,
+        weights) with scikit-learn's k-means++ work (squared norms, closest
+        distances, and the distances of each step's candidates and their
+        minimum). Sparse rows count their draws and weights only (the
+        values are checked as they are drawn)."""
+        m = self._init_size
+        row = 0
+        if not (is_sparse(data.engine) or _sparse_chunks(data)):
+            row = data.n_features * (4 if data.float32 else 8)
+        trials = 2 + int(np.log(self.n_clusters))
+        kpp = isinstance(self.init, str) and self.init == "k-means++"
+        drawn = [
+            (f"validation rows ({m} drawn rows, their weights and labels)", m * (row + 8 + 8 + 4)),
+            (f"initial centres' sample ({m} drawn rows, their weights)", m * (row + 8 + 8)),
+            ("k-means++ on the sample (float64)", 8 * m * (2 + 2 * trials) if kpp else 0),
+        ]
+        return [(name, b) for name, b in drawn if b]
+
     # -- the step ----------------------------------------------------------
 
     def _step(self, batch, w, centers, random_state, work=None, float64_centers=False):
@@ -552,16 +576,19 @@ class MiniBatchKMeans(_Centers):
         """scikit-learn's choice among the ``light`` centres (those the engine
         found below ``reassignment_ratio`` times the heaviest): at most half the
         batch, the lightest as ``np.argsort`` orders the counts (its order among
-        ties included); their counts rise to the smallest count kept. At most
-        ``pool_rows`` of them move (the rows they can move to)."""
+        ties included). At most ``pool_rows`` of them move (the rows they
+        can move to: for ``"cosine"``, the rows with a direction); the counts
+        of those that move rise to the smallest count kept, a centre that
+        cannot move keeps its count."""
         counts = self._counts
         to_reassign = np.zeros(counts.shape[0], dtype=bool)
         to_reassign[light] = True
         if to_reassign.sum() > 0.5 * batch_rows:
             to_reassign[np.argsort(counts)[int(0.5 * batch_rows):]] = False
+        moved = np.flatnonzero(to_reassign)[:pool_rows]
         if not to_reassign.all():
-            counts[to_reassign] = np.min(counts[~to_reassign])
-        return np.flatnonzero(to_reassign)[:pool_rows].tolist()
+            counts[moved] = np.min(counts[~to_reassign])
+        return moved.tolist()
 
     def _converged(self, stop, step, n_steps, n_samples, centers_squared_diff, batch_inertia):
         """Early stopping (scikit-learn's ``_mini_batch_convergence``, kept
@@ -636,6 +663,7 @@ class MiniBatchKMeans(_Centers):
             held.append(("a computed chunk of X, a batch drawn from it", data.engine.held_bytes))
         if self.compute_labels:
             held.append(("labels_ (int32, returned to Python)", 4 * n))
+        held += self._drawn_bytes(data)
         self.memory_plan_ = _memfit.minibatch_plan(
             self.n_clusters,
             data.n_features,
@@ -729,7 +757,8 @@ class MiniBatchKMeans(_Centers):
             with sklearn_messages(self):
                 self._check_finite(data)
         self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
-        w = self._weights(w_engine, data.n_samples)
+        # No weights: unit weights, never held.
+        w = None if w_engine is None else self._weights(w_engine, data.n_samples)
         self.n_steps_ = getattr(self, "n_steps_", 0)
         x = data.engine
         if (
@@ -801,5 +830,5 @@ class MiniBatchKMeans(_Centers):
         n = batch.shape[0]
         if self._init_size < n:
             idx = self._random_state.randint(0, n, self._init_size)
-            return self._init_centroids(data, batch[idx], w[idx], self._random_state)
-        return self._init_centroids(data, batch, w, self._random_state)
+            return self._init_centroids(data, batch[idx], _take(w, idx), self._random_state)
+        return self._init_centroids(data, batch, np.ones(n) if w is None else w, self._random_state)

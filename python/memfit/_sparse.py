@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _memfit
+
 
 def is_sparse(X: Any) -> bool:
     # Without scipy.sparse imported, X cannot be one of its matrices.
@@ -45,7 +47,27 @@ def _check_compressed(X: Any, name: str, first_row: int = 0) -> None:
         raise ValueError(f"the sparse matrix {name} is not valid {X.format.upper()}: {why}")
 
 
-def sparse_input(X: Any, name: str = "X", first_row: int = 0) -> Any:
+def _warn_inexact(X: Any) -> None:
+    """The engine's warning for 64-bit integer values beyond 2^53 in
+    magnitude, which float64 rounds: the first in row-major order (as dense
+    input warns)."""
+    if X.dtype.kind not in "iu" or X.dtype.itemsize < 8 or not X.nnz:
+        return
+    big = X.data > 2**53
+    if X.dtype.kind == "i":
+        big |= X.data < -(2**53)
+    at = np.flatnonzero(big)
+    if not at.size:
+        return
+    rows = np.searchsorted(X.indptr, at, side="right") - 1
+    k = np.lexsort((X.indices[at], rows))[0]
+    found = _memfit.inexact_integer_warning(int(rows[k]), int(X.indices[at[k]]), int(X.data[at[k]]), X.dtype.name, "float64")
+    from ._validation import emit_warnings
+
+    emit_warnings([found], stacklevel=4)
+
+
+def sparse_input(X: Any, name: str = "X", first_row: int = 0, warn: bool = False) -> Any:
     """A ``scipy.sparse`` matrix or array as the engine reads it in place:
     CSR in canonical form (sorted column indices, no duplicates) with
     float32 or float64 values and offsets and columns of one integer dtype.
@@ -54,7 +76,9 @@ def sparse_input(X: Any, name: str = "X", first_row: int = 0) -> Any:
     float64 (copies); a non-canonical CSR matrix is copied and its
     duplicates summed (``sum_duplicates``), never changed in place. A
     canonical CSR matrix of those dtypes is borrowed, not copied. Errors
-    name rows from ``first_row`` (X's rows, for a chunk of X).
+    name rows from ``first_row`` (X's rows, for a chunk of X). With
+    ``warn``, 64-bit integers that float64 rounds are warned about as a
+    dense X's are (UserWarning).
 
     Raises
     ------
@@ -69,6 +93,8 @@ def sparse_input(X: Any, name: str = "X", first_row: int = 0) -> Any:
         _check_compressed(X, name, first_row)
     if X.format != "csr":
         X = X.tocsr()
+    if warn:
+        _warn_inexact(X)
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
     if not X.has_canonical_format:

@@ -349,7 +349,7 @@ def check_data(
         data = check_data(X.array, estimator, reset=reset, name=name, min_samples=min_samples, accept_sparse=accept_sparse)
         return replace(data, engine=_dask.Piece(data.engine, X.first_row))
     if accept_sparse and is_sparse(X):
-        csr = sparse_input(X, name)
+        csr = sparse_input(X, name, warn=True)
         if estimator is not None:
             from sklearn.utils.validation import validate_data
 
@@ -452,6 +452,12 @@ def check_sample_weight(
     that are all zero (a weighted scatter's are: its result is then zero)."""
     if sample_weight is None:
         return None
+    if is_sparse(sample_weight):
+        # scikit-learn's check_array(accept_sparse=False) words.
+        raise TypeError(
+            f"Sparse data was passed for {name}, but dense data is required. Use '.toarray()' to convert to a "
+            "dense numpy array."
+        )
     if data.dask is not None:
         if not _dask.is_dask_array(sample_weight):
             # In memory (or a .npy file): checked as for a NumPy X, then

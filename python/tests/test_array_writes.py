@@ -5,6 +5,7 @@ whose chunks are compressed in parallel. Results equal NumPy's bitwise at
 two limits and two thread counts; every write buffer is in the plan."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -228,3 +229,24 @@ def test_scattered_zarr_reads_are_numpys(tmp_path, shape, chunks):
                       (a.T * 1.5, x.T * 1.5), (a[::-3], x[::-3])]:
         for limit in ("3MiB", "256MiB"):
             np.testing.assert_array_equal(got.compute(memory_limit=limit), want)
+
+
+def test_tiles_over_a_zarr_input_hold_whole_chunks(tmp_path):
+    """Tiles of an elementwise expression hold whole chunks of its Zarr
+    input, through a transpose too, when the limit holds one: each chunk is
+    decoded once (a transpose's runs decoded a chunk per tile row: 84 s for
+    a 40 MB array where zarr reads it in 0.2 s; C-order tiles of a few rows
+    decoded each chunk ~20 times). NumPy's values at every limit."""
+    zarr = pytest.importorskip("zarr")
+    x = rng_data((600, 700))
+    path = tmp_path / "x.zarr"
+    zarr.create_array(str(path), shape=x.shape, chunks=(200, 100), dtype=x.dtype)[...] = x
+    a = ma.from_zarr(str(path))
+    for expr, want, chunk in [(a * 1.5, x * 1.5, (200, 100)), (a.T - 1, x.T - 1, (100, 200)),
+                              (a[50:].T[::-1] * 2, x[50:].T[::-1] * 2, (100, 200))]:
+        tile = re.search(r"tile \[(\d+), (\d+)\]", str(expr.explain(memory_limit="256MiB"))).groups()
+        assert all(int(t) % c == 0 or int(t) == n for t, c, n in zip(tile, chunk, want.shape)), (tile, chunk)
+        for limit in ("4MiB", "256MiB"):
+            np.testing.assert_array_equal(expr.compute(memory_limit=limit), want)
+        expr.to_npy(tmp_path / "small.npy", memory_limit="1MiB", overwrite=True)
+        np.testing.assert_array_equal(np.load(tmp_path / "small.npy"), want)

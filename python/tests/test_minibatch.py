@@ -228,8 +228,14 @@ def test_per_row_buffers_count_against_the_limit(tmp_path):
     np.save(path, np.random.RandomState(0).rand(1_000_000, 2))
     with pytest.raises(MemoryError, match=r"largest buffer: cumulative weights of the rows \(float64\) = 7.63 MiB"):
         MiniBatchKMeans(8, batch_size=256, memory_limit="8MiB").fit(str(path))
-    with pytest.raises(MemoryError, match=r"raise memory_limit to at least 11.45 MiB"):
+    with pytest.raises(MemoryError, match=r"raise memory_limit to at least 11.56 MiB"):
         MiniBatchKMeans(8, batch_size=256, memory_limit="11MiB").fit(str(path))
+    # The init_size rows drawn (here every row), and k-means++ on them.
+    with pytest.raises(MemoryError, match=r"largest buffer: k-means\+\+ on the sample \(float64\) = 76.29 MiB"):
+        MiniBatchKMeans(8, batch_size=256, init_size=1_000_000, memory_limit="40MiB").fit(str(path))
+    # partial_fit reads its batch whole, with the rows' indices (16 B each).
+    with pytest.raises(MemoryError, match=r"1000000 rows of 2 features drawn from the data, with their indices"):
+        MiniBatchKMeans(8, memory_limit="24MiB").partial_fit(str(path))
     fitted = MiniBatchKMeans(8, batch_size=256, memory_limit="12MiB", max_iter=1, random_state=0).fit(str(path))
     assert fitted.labels_.shape == (1_000_000,)
     assert "cumulative weights of the rows (float64)" in fitted.memory_plan_
@@ -313,3 +319,16 @@ def test_inexact_integers_are_warned_once_per_fit(method):
         warnings.simplefilter("always")
         getattr(MiniBatchKMeans(2, random_state=0), method)(X)
     assert [str(w.message)[:40] for w in caught] == ["X: column 0 holds int64 values beyond 2^"]
+
+
+def test_an_initial_sample_of_zero_weights_says_so():
+    """The init_size rows drawn for the initialisation may all have zero
+    weight though X's weights do not: the error says that and how to avoid
+    it (it said all the weights were zero; scikit-learn's says the
+    probabilities contain NaN)."""
+    X = np.random.default_rng(0).standard_normal((2000, 4))
+    w = np.zeros(2000)
+    w[:5] = 1
+    with pytest.raises(ValueError, match=r"the 150 rows drawn for the initialisation \(init_size=150\) all have zero weight"):
+        MiniBatchKMeans(3, batch_size=50, random_state=0).fit(X, sample_weight=w)
+    assert MiniBatchKMeans(3, batch_size=50, random_state=0, init_size=2000).fit(X, sample_weight=w).n_steps_ > 0

@@ -211,6 +211,27 @@ def test_bad_sparse_input_is_refused_clearly():
             fit(bad)
     with pytest.raises(ValueError, match="X has 41 features, but MiniBatchKMeans is expecting 40 features"):
         MiniBatchKMeans(3, random_state=0).fit(X).partial_fit(sp.random(5, 41, format="csr"))
+    # Sparse weights: scikit-learn's TypeError (memfit said "got 0D array").
+    for w in (sp.csr_matrix(np.ones((1, 300))), sp.coo_array(np.ones(300))):
+        for fit in (KMeans(3).fit, MiniBatchKMeans(3).fit, MiniBatchKMeans(3).partial_fit):
+            with pytest.raises(TypeError, match="Sparse data was passed for sample_weight, but dense data is required"):
+                fit(X, sample_weight=w)
+
+
+def test_sparse_integers_beyond_2_pow_53_warn_as_dense_ones():
+    """int64 values that float64 rounds warn naming the column and the first
+    value (row-major), as the dense X does (sparse input was converted
+    silently; helper 90); exact ones do not warn."""
+    Xd = np.zeros((6, 3), np.int64)
+    Xd[:, 0] = np.arange(6)
+    Xd[4, 2], Xd[5, 2], Xd[5, 1] = 2**53 + 1, 2**53 + 3, -(2**53) - 2
+    init = np.array([[0.0, 0, 0], [0, 0, 1e16]])
+    for X in (Xd, sp.csr_matrix(Xd), sp.coo_array(Xd), sp.csc_matrix(Xd.clip(0).astype(np.uint64))):
+        with pytest.warns(UserWarning, match=r"X: column 2 holds u?int64 values beyond 2\^53 in magnitude \(first: 9007199254740993 at row 4\)"):
+            KMeans(2, init=init, n_init=1).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        KMeans(2, init=init, n_init=1).fit(sp.csr_matrix(np.clip(Xd, -(2**53), 2**53)))
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])

@@ -3,6 +3,8 @@ spherical mode from the same initial centres, and its own contract (unit
 rows read on the fly, unit centres, the same bits for any n_jobs and
 memory_limit, every input kind)."""
 
+import warnings
+
 import faiss
 import numpy as np
 import pytest
@@ -314,3 +316,16 @@ def test_rows_of_zeros_seed_no_centre_and_refill_no_cluster():
                     MiniBatchKMeans(20, metric="cosine", random_state=seed, n_init=1, max_iter=3)):
             est.fit(X)
             assert np.abs(est.cluster_centers_).sum(axis=1).min() > 0, (type(est).__name__, seed)
+
+
+def test_a_light_centre_that_cannot_move_keeps_its_count():
+    """Reassignment moves light centres to rows with a direction: with one
+    such row, one centre moves (its count rises to the smallest count kept,
+    as scikit-learn's) and the other keeps its count, not raised as if it had
+    moved (it then looked populated and later steps barely moved it)."""
+    batch = np.r_[np.zeros((9, 3)), [[1.0, 0, 0]]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = MiniBatchKMeans(3, random_state=0, metric="cosine", init=np.eye(3)).partial_fit(batch)
+    np.testing.assert_array_equal(m._counts, [10, 10, 0])
+    np.testing.assert_array_equal(m.cluster_centers_, [[1, 0, 0], [1, 0, 0], [0, 0, 1]])

@@ -102,6 +102,26 @@ def test_uint64_beyond_2_pow_53_warns_in_float64(tmp_path):
     assert "warning" not in m.proc.stderr
 
 
+def test_sparse_integers_that_the_compute_dtype_rounds_warn_as_dense_ones(tmp_path):
+    """A sparse .npz of int64 beyond 2^53 (or int32 beyond 2^24 in float32)
+    warns naming the column and the first value, as the same .npy does (the
+    sparse reader converted them silently; helper 90)."""
+    import scipy.sparse as sp
+
+    X = np.zeros((6, 3), np.int64)
+    X[:, 0] = np.arange(6)
+    X[4, 2], X[5, 2] = 2**53 + 1, 2**53 + 3
+    Xi = np.zeros((6, 3), np.int32)
+    Xi[:, 0] = np.arange(6)
+    Xi[3, 1] = 2**24 + 1
+    for data, dtype, want in [(X, "float64", f"column 2 holds int64 values beyond 2^53 in magnitude (first: {2**53 + 1} at row 4)"),
+                              (Xi, "float32", f"column 1 holds int32 values beyond 2^24 in magnitude (first: {2**24 + 1} at row 3)")]:
+        for path in (save(tmp_path, "d.npy", data), tmp_path / "s.npz"):
+            sp.save_npz(tmp_path / "s.npz", sp.csr_matrix(data))
+            proc = run_memfit("kmeans", path, "-k", "2", "--dtype", dtype, "--quiet")
+            assert want in proc.stderr, (path, proc.stderr)
+
+
 @pytest.mark.parametrize("command, flag, shape", [
     ("kmeans", "--sample-weight", (6, 1)),
     ("gmm", "--sample-weight", (6, 1)),

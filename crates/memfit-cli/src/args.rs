@@ -215,9 +215,10 @@ pub struct KmeansArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = 300, value_name = "N")]
     pub max_iter: usize,
     /// Stop when the sum of squared centre shifts is at most
-    /// tol × mean feature variance (scikit-learn's meaning).
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1e-4, value_name = "T")]
-    pub tol: f64,
+    /// tol × mean feature variance (scikit-learn's meaning; default: 1e-4,
+    /// and 0 with --mini-batch, as scikit-learn's MiniBatchKMeans).
+    #[arg(long, allow_negative_numbers = true, value_name = "T")]
+    pub tol: Option<f64>,
     /// Random seed; the same seed gives identical results for any thread count.
     #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_name = "S")]
     pub seed: u64,

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use memfit::estimator::GmmJob;
-use memfit::io::{check_outputs_distinct, npy_file_bytes, read_array_f64, read_matrix_f64, Dtype, NpyWriter, Source};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, read_array_f64, Dtype, NpyWriter, Source};
 use memfit::mixture::{
     check_model_dir, load_model, model_dir_bytes, save_model, CovarianceType, GmmFit, GmmParams, InitMethod, Outputs,
     PrecisionsInit,
@@ -174,23 +174,21 @@ fn read_weights_init(path: &Path) -> Result<Vec<f64>> {
 
 /// Reads initial means `(n_components, n_features)`; the shape is checked
 /// by the parameters' validation.
-fn read_matrix_init(path: &Path, n_features: usize) -> memfit::Result<Vec<f64>> {
-    let (values, _, d) = read_matrix_f64(path).map_err(|e| match e {
-        memfit::Error::WrongDimensions { path, expected, shape, .. } => memfit::Error::WrongDimensions {
-            path,
-            expected,
-            shape,
-            hint: "give --means-init of shape (n_components, n_features)",
-        },
-        e => e,
-    })?;
+fn read_matrix_init(path: &Path, n_features: usize) -> Result<Vec<f64>> {
+    let (values, _, d) = crate::inputs::matrix_arg(
+        "--means-init",
+        path,
+        "give --means-init of shape (n_components, n_features); for one component use m.reshape(1, -1)",
+        true,
+    )?;
     if d != n_features {
         return Err(memfit::Error::ShapeMismatch {
             what: format!("--means-init {}", path.display()),
             expected: vec![values.len() / d.max(1), n_features],
             found: vec![values.len() / d.max(1), d],
             hint: "give one column per feature of the data",
-        });
+        }
+        .into());
     }
     Ok(values)
 }

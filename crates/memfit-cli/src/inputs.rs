@@ -65,6 +65,36 @@ pub fn open_weights(flag: &str, path: &Path) -> Result<Source<'static>> {
     Source::open_vector(path).with_context(|| flag.to_string())
 }
 
+/// The shape `--centers` (and `kmeans --init`) needs.
+pub const CENTERS_HINT: &str =
+    "save the centres as a 2-D array of shape (n_clusters, n_features); for one centre use c.reshape(1, -1)";
+
+/// The shape `quadratic-form --q` needs.
+pub const Q_HINT: &str = "save Q as a 2-D array of shape (n_features, n_features)";
+
+/// A matrix option's `.npy` file (`--centers`, `--q`, `--init`,
+/// `--means-init`): its shape from the header, or with `read`, its values
+/// too (as `f64` in C order). Errors name the flag; an array of another
+/// number of dimensions gets `hint` (the shape the option needs), not the
+/// data's.
+///
+/// # Errors
+/// The engine's errors, after the flag.
+pub fn matrix_arg(flag: &str, path: &Path, hint: &'static str, read: bool) -> Result<(Vec<f64>, usize, usize)> {
+    let own_hint = |e| match e {
+        memfit::Error::WrongDimensions { path, expected, shape, .. } => {
+            memfit::Error::WrongDimensions { path, expected, shape, hint }
+        }
+        e => e,
+    };
+    let got = if read {
+        memfit::io::read_matrix_f64(path)
+    } else {
+        Source::open_matrix(path).map(|m| (Vec::new(), m.n_samples(), m.n_features()))
+    };
+    got.map_err(own_hint).with_context(|| flag.to_string())
+}
+
 /// Checks that an output file may be created at `path` (`--summary -`,
 /// which prints to stdout, is not checked here).
 ///

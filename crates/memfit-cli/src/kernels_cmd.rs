@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use memfit::estimator::{QuadraticFormJob, ScatterJob};
-use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, write_npy, Dtype, NpyWriter, Source};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, write_npy, Dtype, NpyWriter};
 
 use crate::args::{QuadraticFormArgs, ScatterArgs};
 use crate::inputs::{check_output, open_data, open_weights};
@@ -25,8 +25,8 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     let x = open_data(&args.input, "compute", None)?;
     // Q's shape from its header: the plan (which holds Q) is checked before Q is read.
     let q_shape = {
-        let q = Source::open_matrix(&args.q)?;
-        [q.n_samples(), q.n_features()]
+        let (_, rows, cols) = crate::inputs::matrix_arg("--q", &args.q, crate::inputs::Q_HINT, false)?;
+        [rows, cols]
     };
     let compute = args.common.compute_dtype(x.dtype());
     let job = QuadraticFormJob { x: &x, q: &[], q_shape, q_read: true, compute, n_outputs: 1, run };
@@ -35,7 +35,7 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
     if !crate::ready(&mut plan, &[("--out", Some(&args.out), out_bytes)], args.dry_run)? {
         return Ok(());
     }
-    let (q, _, _) = read_matrix_f64(&args.q)?;
+    let (q, _, _) = crate::inputs::matrix_arg("--q", &args.q, crate::inputs::Q_HINT, true)?;
     let job = QuadraticFormJob { q: &q, ..job };
     let mut out = NpyWriter::create(&args.out, Dtype::F64, &[x.n_samples()])?;
     let done = job.run(&plan, &mut |block: &[f64]| out.write_with(block, put_f64), &Stop)?;

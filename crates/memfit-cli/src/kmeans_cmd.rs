@@ -8,9 +8,7 @@ use anyhow::{bail, Result};
 use memfit::cluster::{Init, KMeansFit, KMeansParams, LabelSink, MiniBatchParams};
 use memfit::estimator::{parse_init, ComputeDtype, KMeansJob};
 use memfit::generate::Blobs;
-use memfit::io::{
-    check_outputs_distinct, npy_file_bytes, read_matrix_f64, write_matrix, ArrayRef, Dtype, NpyWriter, Source, Values,
-};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, write_matrix, ArrayRef, Dtype, NpyWriter, Source, Values};
 use memfit::plan::Plan;
 
 use crate::args::{KmeansArgs, KmeansMetric};
@@ -44,8 +42,8 @@ fn parse_init_arg(init: &OsStr) -> Result<Init> {
     Ok(match init_file(init) {
         None => parse_init(&init.to_string_lossy(), None)?,
         Some(path) if path.extension().is_some_and(|e| e == "npy") || path.exists() => {
-            let c = Source::open_matrix(path)?;
-            parse_init("file", Some((Vec::new(), c.n_samples(), c.n_features())))?
+            let (_, k, d) = crate::inputs::matrix_arg("--init", path, crate::inputs::CENTERS_HINT, false)?;
+            parse_init("file", Some((Vec::new(), k, d)))?
         }
         Some(other) => {
             bail!("invalid --init {:?}: expected k-means++, random or a .npy file of initial centres", other.display())
@@ -112,7 +110,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         init: parse_init_arg(&args.init)?,
         n_init: args.n_init,
         max_iter: args.max_iter,
-        tol: args.tol,
+        tol: args.tol.unwrap_or(if args.mini_batch.is_some() { 0.0 } else { 1e-4 }),
         random_state: args.seed,
         init_sample_rows: None,
         plot_sample_rows: if args.plot.is_some() { plot_rows(x.n_features()) } else { 0 },
@@ -157,7 +155,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
 /// checks their values, as it checks every parameter).
 fn read_init_values(init: &OsStr, params: &mut KMeansParams) -> Result<()> {
     if let (Some(path), Init::Centers { values, .. }) = (init_file(init), &mut params.init) {
-        *values = read_matrix_f64(path)?.0;
+        *values = crate::inputs::matrix_arg("--init", path, crate::inputs::CENTERS_HINT, true)?.0;
     }
     Ok(())
 }

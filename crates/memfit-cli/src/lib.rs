@@ -183,16 +183,29 @@ where
             let _ = e.print();
             return 0;
         }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `memfit` or `memfit generate` alone: the commands to choose from.
+            let _ = e.print();
+            return 2;
+        }
         Err(e) => {
-            // One line: clap's message, its tip if any, and where to look.
+            // One line: clap's message, the values there are, its tip if
+            // any, and where to look.
             let text = e.to_string();
-            let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("Usage:"));
-            let mut first = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
+            let lines: Vec<&str> =
+                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("Usage:")).collect();
+            let mut rest = lines.iter().copied();
+            let mut first = rest.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
             if first.ends_with(':') {
-                first = format!("{first} {}", lines.next().unwrap_or_default());
+                first = format!("{first} {}", rest.next().unwrap_or_default());
             }
-            let tip = lines.find_map(|l| l.strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
-            note!("memfit: error: {first}{tip}; hint: see `memfit --help` or `memfit <command> --help`");
+            let values = lines
+                .iter()
+                .find_map(|l| l.strip_prefix("[possible values: "))
+                .map(|v| format!("; possible values: {}", v.trim_end_matches(']')))
+                .unwrap_or_default();
+            let tip = lines.iter().find_map(|l| l.strip_prefix("tip: ")).map(|t| format!("; {t}")).unwrap_or_default();
+            note!("memfit: error: {first}{values}{tip}; hint: see `memfit --help` or `memfit <command> --help`");
             return 2;
         }
     };

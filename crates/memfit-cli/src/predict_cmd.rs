@@ -4,10 +4,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use memfit::estimator::CentersJob;
-use memfit::io::{check_outputs_distinct, npy_file_bytes, read_matrix_f64, Dtype, NpyWriter, Source};
+use memfit::io::{check_outputs_distinct, npy_file_bytes, Dtype, NpyWriter};
 
 use crate::args::{KmeansMetric, PredictArgs};
-use crate::inputs::{check_output, input_folder, open_data};
+use crate::inputs::{check_output, input_folder, matrix_arg, open_data, CENTERS_HINT};
 use crate::progress::Bar;
 use crate::render::{about_input, print_warnings};
 
@@ -28,10 +28,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     let x = open_data(&args.input, "predict", Some(&run.scratch_dir()))?.unit_rows(args.metric == KmeansMetric::Cosine);
     // The centres' shape from their header: the plan (which holds them) is
     // checked before they are read.
-    let (k, centers_d) = {
-        let c = Source::open_matrix(&args.centers)?;
-        (c.n_samples(), c.n_features())
-    };
+    let (_, k, centers_d) = matrix_arg("--centers", &args.centers, CENTERS_HINT, false)?;
     let mut job = CentersJob {
         x: &x,
         centers: &[],
@@ -50,7 +47,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     if !crate::device_ready(device.as_ref(), go)? {
         return Ok(());
     }
-    let (centers, _, _) = read_matrix_f64(&args.centers)?;
+    let (centers, _, _) = matrix_arg("--centers", &args.centers, CENTERS_HINT, true)?;
     let job = CentersJob { centers: &centers, ..job };
     let mut out = NpyWriter::create(&args.labels, Dtype::I32, &[x.n_samples()])?;
     let mut sink = |labels: &[u32], _: &[f64]| out.write_with(labels, crate::put_label);

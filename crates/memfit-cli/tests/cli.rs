@@ -1597,6 +1597,17 @@ fn write_csr(dir: &Path, x: &[f64], n: usize, d: usize) {
     write_ints(&p(dir, "indices.npy"), Dtype::I32, &[indices.len()], &indices, le32);
     write_f64(&p(dir, "data.npy"), &[data.len()], &data);
     write_ints(&p(dir, "shape.npy"), Dtype::I64, &[2], &[n as i64, d as i64], |v: i64| v.to_le_bytes().to_vec());
+    write_format(dir, "csr");
+}
+
+/// `format.npy` saying `name` (3 characters), as scipy writes it: a 0-d
+/// `<U3` array.
+fn write_format(dir: &Path, name: &str) {
+    let mut format = write_header(Dtype::U8, &[]);
+    let at = format.windows(3).position(|w| w == b"|u1").unwrap();
+    format.splice(at..at + 3, *b"<U3");
+    format.extend(name.chars().flat_map(|c| (c as u32).to_le_bytes()));
+    std::fs::write(dir.join("format.npy"), format).unwrap();
 }
 
 #[test]
@@ -1671,14 +1682,19 @@ fn a_sparse_folder_gives_the_dense_files_labels() {
     // A CSC matrix saved by scipy (format.npy says so) is not read as its transpose.
     let csc = dir.path().join("csc");
     write_csr(&csc, &x[..4 * d], 4, d);
-    let mut format = write_header(Dtype::U8, &[]);
-    let at = format.windows(3).position(|w| w == b"|u1").unwrap();
-    format.splice(at..at + 3, *b"<U3");
-    format.extend(b"c\0\0\0s\0\0\0c\0\0\0");
-    std::fs::write(csc.join("format.npy"), format).unwrap();
+    write_format(&csc, "csc");
     let o = memfit(&["kmeans", &csc.to_string_lossy(), "-k", "2"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("the matrix is stored as \"csc\"; only CSR is read"), "{}", stderr(&o));
+    // Without format.npy, the arrays could be a CSC matrix's: refused.
+    std::fs::remove_file(csc.join("format.npy")).unwrap();
+    let o = memfit(&["kmeans", &csc.to_string_lossy(), "-k", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("format.npy: missing; a sparse (CSR) matrix's arrays come with format.npy"),
+        "{}",
+        stderr(&o)
+    );
     std::fs::remove_file(csr.join("shape.npy")).unwrap();
     let o = memfit(&["kmeans", &csr.to_string_lossy(), "-k", "2"]);
     assert!(stderr(&o).contains("shape.npy is missing"), "{}", stderr(&o));

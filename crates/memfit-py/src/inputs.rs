@@ -259,3 +259,32 @@ fn view<'a, T: Element>(a: ArrayView2<'a, T>, wrap: fn(&'a [T]) -> Values<'a>) -
     };
     ArrayRef::strided(wrap(values), n, d, rs, cs).map(Source::memory).map_err(to_py)
 }
+
+/// The warning a dense input gives for an integer its compute dtype cannot
+/// hold exactly, for a value `value` of dtype `dtype` (NumPy's name) at
+/// `(row, column)` that the caller found beyond `compute`'s exact range
+/// (a sparse matrix's values, converted in Python): `(kind, category,
+/// message)`, as the engine's warnings come.
+///
+/// # Errors
+/// `ValueError` for a dtype that is not an integer one, or a `compute`
+/// other than `"float32"` or `"float64"`.
+#[pyfunction]
+pub fn inexact_integer_warning(
+    row: usize,
+    column: usize,
+    value: i128,
+    dtype: &str,
+    compute: &str,
+) -> PyResult<(&'static str, &'static str, String)> {
+    let named = |n: &str| memfit::io::Dtype::from_name(n);
+    let (Some(dtype), Some(compute)) = (named(dtype), named(compute)) else {
+        return Err(PyValueError::new_err(format!("unknown dtype {dtype:?} or {compute:?}")));
+    };
+    let Some(exact_up_to) = dtype.inexact_beyond(compute) else {
+        return Err(PyValueError::new_err(format!("{} converts to {} exactly", dtype.name(), compute.name())));
+    };
+    let found = memfit::io::InexactInteger { row, column, value, dtype, compute, exact_up_to };
+    let w = memfit::warning::Warning::InexactIntegers { path: "<memory>".into(), found };
+    Ok(crate::errors::warning(&w))
+}

@@ -20,7 +20,8 @@ use crate::shared::{exact_in_float32, run_options, Inputs};
 /// `(len(rows), n_features)` array, float32 when `float32` else float64,
 /// read with positioned reads (never mapped); with `metric="cosine"` each
 /// row scaled to unit norm as the engine reads rows for spherical k-means.
-/// The array counts against `memory_limit` (bytes). With `out` (a
+/// The array and the indices (16 B per row: the caller's and the engine's
+/// copy) count against `memory_limit` (bytes). With `out` (a
 /// C-contiguous array of that shape and dtype, such as the previous
 /// batch's) the rows are written there and `out` is returned: a loop of
 /// batches then reuses one array. Reads on `n_jobs` threads (the calling
@@ -86,12 +87,14 @@ pub fn gather_rows<'py>(
     let float32 = float32 || exact_in_float32(exact, metric, &src);
     let value_bytes = if float32 { 4 } else { 8 };
     let d = src.n_features();
-    let bytes = (rows.len() * d * value_bytes) as u64;
+    // The rows' values, and their indices twice (the caller's int64 array
+    // and the copy above).
+    let bytes = (rows.len() * (d * value_bytes + 16)) as u64;
     if bytes > memory_limit {
         return Err(to_py(memfit::Error::does_not_fit(
             bytes,
             memory_limit,
-            format!("{} rows of {d} features drawn from the data", rows.len()),
+            format!("{} rows of {d} features drawn from the data, with their indices", rows.len()),
             Vec::new(),
         )));
     }

@@ -16,6 +16,16 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// `n` threads in words: "1 thread", "2 threads".
+pub fn threads(n: impl std::fmt::Display) -> String {
+    let n = n.to_string();
+    if n == "1" {
+        "1 thread".into()
+    } else {
+        format!("{n} threads")
+    }
+}
+
 /// The characters of a user's text an error quotes ([`quoted`]).
 pub const SHOWN_CHARS: usize = 40;
 

@@ -1518,7 +1518,9 @@ def _getitem(x: Array, key: Any) -> Array:
         if any(k is Ellipsis for k in key[:at]):
             before = x.ndim - m - after
         covered = x.shape[before:before + m]
-        if tuple(index.shape) != tuple(covered):
+        # An empty boolean index selects nothing whatever its shape (NumPy
+        # turns it into empty integer indices).
+        if index.size and tuple(index.shape) != tuple(covered):
             for j, (a, b) in enumerate(zip(index.shape, covered)):
                 if a != b:
                     raise IndexError(

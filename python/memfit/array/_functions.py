@@ -759,14 +759,39 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: 
 
     low = a_min is not None and a_min is not _NoValue and not beyond(a_min, True)
     high = a_max is not None and a_max is not _NoValue and not beyond(a_max, False)
-    y = op("maximum", [x, operand(a_min)]) if low else x
-    y = op("minimum", [y, operand(a_max)]) if high else y
-    if low and high and y.dtype.kind == "f":
-        # NumPy's clip with both bounds keeps a value equal to a bound (the
-        # zero of its own sign), where maximum and minimum take the bound's.
-        ties = op("logical_or", [op("equal", [x, operand(a_min)]), op("equal", [x, operand(a_max)])])
-        y = where(ties, x, y)
-    return y
+    lo, hi = operand(a_min) if low else None, operand(a_max) if high else None
+    if low and high:
+        # NumPy's clip ufunc works in the three operands' dtype at once.
+        dt = _clip_dtype(x, a_min, a_max)
+        # Python scalars stay weak (NumPy's range checks), arrays take dt.
+        x, lo, hi = (
+            v if v.dtype == dt or type(given) in (bool, int, float) else v.astype(dt)
+            for v, given in ((x, None), (lo, a_min), (hi, a_max))
+        )
+    if not (low and high and dt.kind == "f" and lo.size == 1 and hi.size == 1):
+        # maximum, then minimum: NaN propagates, a_max wins when a_min >
+        # a_max (NumPy's clip with one bound, and its loop over arrays of
+        # bounds, where a tie of signed zeros gives the bound's).
+        y = op("maximum", [x, lo]) if low else x
+        return op("minimum", [y, hi]) if high else y
+    # NumPy's loop for scalar bounds: NaN where any operand is NaN, else ``t
+    # = a_min if x < a_min else x``, then ``a_max if t > a_max else t`` (a
+    # value equal to a bound keeps its own signed zero).
+    y = where(op("less", [x, lo]), lo, x)
+    y = where(op("greater", [y, hi]), hi, y)
+    y = where(op("isnan", [lo]), lo, y)
+    return where(op("isnan", [hi]), hi, y)
+
+
+def _clip_dtype(x: Array, a_min: Any, a_max: Any) -> np.dtype:
+    """The dtype of ``clip(x, a_min, a_max)``: NumPy's result type of the
+    three at once, Python scalars weak (NEP 50)."""
+    def arg(v: Any) -> Any:
+        if type(v) in (bool, int, float):
+            return v
+        return v.dtype if isinstance(v, Array) else np.asarray(v).dtype
+
+    return np.result_type(x.dtype, arg(a_min), arg(a_max))
 
 
 # ---------------------------------------------------------------------------
@@ -1231,6 +1256,11 @@ def concatenate(arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = Non
                     f"Cannot cast array data from {x.dtype!r} to {np.dtype(name)!r} according to the rule {casting!r}"
                 )
         xs = [x.astype(name) for x in xs]
+    else:
+        # NumPy's dtype of all the inputs at once (pairs in turn may differ:
+        # int8, uint8, float16 is float16, where (int8, uint8) is int16).
+        common = np.result_type(*(x.dtype for x in xs))
+        xs = [x if x.dtype == common else x.astype(common) for x in xs]
     if len(xs) == 1:
         return xs[0]
     return op("concatenate", xs, axis=ax)

@@ -227,7 +227,7 @@ fn read_leaf(
             s.read_range(start, n, &mut out, buf)?;
             Ok(out)
         }
-        (Some(s), None) if s.on_disk() => match run_axis(map, lo, hi) {
+        (Some(s), None) if s.reads_runs() => match run_axis(map, lo, hi) {
             Some(k) => read_runs(s, map, lo, hi, k, dtype, buf),
             None => leaf(src, dtype, &offsets(map, lo, hi), ctx, buf),
         },

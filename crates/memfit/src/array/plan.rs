@@ -187,11 +187,9 @@ fn ir_fixed_bytes(ir: &Ir, lowered: &Lowered) -> u64 {
         .unwrap_or(0)
 }
 
-/// Axes along which the expression's large leaves are contiguous: those
-/// of at least an eighth of the largest leaf's elements (a small vector
-/// broadcast against a large array must not pull the tiles across the
-/// large array's rows: `d * s[:, None, None]` reads `d` in C-order blocks).
-fn hot_axes(ir: &Ir, lowered: &Lowered) -> Vec<usize> {
+/// The expression's large leaves and their maps: those of at least an
+/// eighth of the largest leaf's elements.
+fn large_leaves<'a>(ir: &'a Ir, lowered: &Lowered) -> Vec<(&'a Src, &'a super::view::ViewMap)> {
     let size = |src: &Src| match src {
         Src::Stored(s) => volume(&s.shape),
         Src::Slot(i) => volume(&lowered.slots[*i].shape),
@@ -199,8 +197,15 @@ fn hot_axes(ir: &Ir, lowered: &Lowered) -> Vec<usize> {
     };
     let leaves = ir.leaf_maps();
     let largest = leaves.iter().map(|(src, _)| size(src)).max().unwrap_or(0);
+    leaves.into_iter().filter(|(src, _)| size(src) >= largest / 8).collect()
+}
+
+/// Axes along which the expression's large leaves are contiguous (a small vector
+/// broadcast against a large array must not pull the tiles across the
+/// large array's rows: `d * s[:, None, None]` reads `d` in C-order blocks).
+fn hot_axes(ir: &Ir, lowered: &Lowered) -> Vec<usize> {
     let mut out = Vec::new();
-    for (_, map) in leaves.iter().filter(|(src, _)| size(src) >= largest / 8) {
+    for (_, map) in large_leaves(ir, lowered) {
         for (k, terms) in map.axes.iter().enumerate() {
             if terms.iter().any(|t| t.coef.abs() == 1 && t.chain.is_empty() && t.joint.is_none()) && !out.contains(&k) {
                 out.push(k);
@@ -208,6 +213,47 @@ fn hot_axes(ir: &Ir, lowered: &Lowered) -> Vec<usize> {
         }
     }
     out
+}
+
+/// Tile extents over the axes of `ir`'s index space (of extents `shape`)
+/// that hold whole chunks of its largest Zarr leaf, read through a
+/// permutation of its axes (a transpose, a slice): a chunk is then decoded
+/// once per tile that needs it, where tiles cut across the chunks decode
+/// each chunk many times (rows of a tile's width in a transpose, a few
+/// rows of it in C order). `None` when no Zarr leaf is among the largest
+/// leaves, or its map is not a permutation.
+fn zarr_tile(ir: &Ir, lowered: &Lowered, shape: &[usize]) -> Option<Vec<usize>> {
+    let (stored, map, chunks) = large_leaves(ir, lowered).into_iter().find_map(|(src, map)| match src {
+        Src::Stored(s) => s.zarr_chunks().map(|c| (s, map, c)),
+        _ => None,
+    })?;
+    let mut ext = vec![1usize; shape.len()];
+    for (k, terms) in map.axes.iter().enumerate() {
+        match terms.as_slice() {
+            // Broadcast along this axis: the same chunks for every index.
+            [] => {}
+            [t] if t.chain.is_empty() && t.joint.is_none() => {
+                let j = (0..stored.shape.len()).find(|&j| stored.shape[j] > 1 && stored.strides[j] == t.coef.abs())?;
+                ext[k] = chunks[j].clamp(1, shape[k].max(1));
+            }
+            _ => return None,
+        }
+    }
+    Some(ext)
+}
+
+/// `ext` grown by whole multiples, innermost axes first, while the tile
+/// stays within `budget` elements and `shape`.
+fn grow_tile(mut ext: Vec<usize>, shape: &[usize], budget: usize) -> Vec<usize> {
+    for k in (0..shape.len()).rev() {
+        let room = budget / volume(&ext).max(1);
+        let whole = shape[k].div_ceil(ext[k].max(1));
+        ext[k] = (ext[k] * room.min(whole).max(1)).min(shape[k].max(1));
+        if ext[k] < shape[k] {
+            break;
+        }
+    }
+    ext
 }
 
 /// The plan of a stage run as independent tiles of extent `tile`
@@ -340,7 +386,16 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     None => {
                         let e = (room.saturating_sub(fixed) / per).clamp(1, max_tile as u64) as usize;
                         required = required.max(held + 2 * write_slab.min(item) + t * (fixed + per));
-                        (tile_shape(&stage.shape, e, &hot), t, e, 0, Vec::new())
+                        // A Zarr input's chunks whole in a tile, when the
+                        // room holds one (tiles do not change the values).
+                        let fit = (room.saturating_sub(fixed) / per) as usize;
+                        match zarr_tile(ir, lowered, &stage.shape).map(|z| grow_tile(z, &stage.shape, e)) {
+                            Some(z) if volume(&z) <= fit => {
+                                let e = volume(&z);
+                                (z, t, e, 0, Vec::new())
+                            }
+                            _ => (tile_shape(&stage.shape, e, &hot), t, e, 0, Vec::new()),
+                        }
                     }
                 };
                 let tile_elems = (volume(&tile) as u64).min(e as u64);
@@ -403,7 +458,21 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 let kept_axes: Vec<usize> = (0..kept.len() + axes.len()).filter(|k| !axes.contains(k)).collect();
                 let hot: Vec<usize> =
                     hot_axes(ir, lowered).into_iter().filter_map(|k| kept_axes.iter().position(|&a| a == k)).collect();
-                let tile = tile_shape(kept, e, &hot);
+                let mut tile = tile_shape(kept, e, &hot);
+                // A Zarr input's chunks whole in a tile's kept axes, when
+                // the room holds them (output tiles do not change values).
+                let full: Vec<usize> = (0..kept.len() + axes.len())
+                    .map(|k| match axes.iter().position(|&a| a == k) {
+                        Some(r) => reduced[r],
+                        None => kept[kept_axes.iter().position(|&a| a == k).expect("a kept axis")],
+                    })
+                    .collect();
+                if let Some(z) = zarr_tile(ir, lowered, &full) {
+                    let z = grow_tile(kept_axes.iter().map(|&a| z[a]).collect(), kept, e);
+                    if fixed + volume(&z) as u64 * per_out <= room {
+                        tile = z;
+                    }
+                }
                 let bytes = fixed + volume(&tile) as u64 * per_out;
                 required = required.max(held + t * (fixed + per_out));
                 led.add_in(

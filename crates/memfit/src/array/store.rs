@@ -170,6 +170,24 @@ impl Stored {
         matches!(self.storage, Storage::Npy(_) | Storage::Zarr(_))
     }
 
+    /// The chunk shape of a Zarr array (each chunk is decoded whole by a
+    /// read of any part of it); `None` for other storage.
+    pub fn zarr_chunks(&self) -> Option<Vec<usize>> {
+        match &self.storage {
+            Storage::Zarr(z) => Some(z.chunk_shape()),
+            _ => None,
+        }
+    }
+
+    /// Whether a box is best read as runs ([`Stored::read_runs`]): in a
+    /// `.npy` file, a run is one positioned read. A Zarr array is read by
+    /// [`Stored::gather`] instead, which decodes each chunk once for the
+    /// whole box, where a run would decode a chunk for a few elements (a
+    /// transpose's runs are a tile's width).
+    pub fn reads_runs(&self) -> bool {
+        matches!(self.storage, Storage::Npy(_))
+    }
+
     /// Appends the elements at `offsets` (in elements) to `out`, of this
     /// array's dtype's kind. File reads go through `buf`, which grows to at
     /// most `(2 · offsets.len() + READ_SLACK_ELEMENTS) · itemsize` bytes (one
@@ -297,17 +315,12 @@ impl Stored {
     /// [`Error::Io`] when a read fails.
     ///
     /// # Panics
-    /// For arrays in memory (a caller bug).
+    /// For arrays not in a `.npy` file (a caller bug: see
+    /// [`Stored::reads_runs`]).
     pub fn read_runs(&self, starts: &[i64], run: usize, buf: &mut Vec<u8>) -> Result<()> {
         let size = self.dtype.itemsize();
         let n = starts.len() * run;
-        let Storage::Npy(file) = &self.storage else {
-            buf.resize(n * size, 0);
-            for (r, &start) in starts.iter().enumerate() {
-                self.read_into(start, &mut buf[r * run * size..(r + 1) * run * size])?;
-            }
-            return Ok(());
-        };
+        let Storage::Npy(file) = &self.storage else { panic!("runs are read from .npy files") };
         let sorted = starts.windows(2).all(|w| w[1] > w[0]);
         let mut order: Vec<u32> = Vec::new();
         if !sorted {
@@ -347,39 +360,6 @@ impl Stored {
         buf.truncate(n * size);
         self.swap(buf);
         Ok(())
-    }
-
-    /// Reads the elements at offsets `start..` into `out` (raw little-endian
-    /// bytes, `out.len()` a multiple of the item size), from a file.
-    ///
-    /// # Errors
-    /// [`Error::Io`] when the read fails.
-    ///
-    /// # Panics
-    /// For arrays in memory (a caller bug).
-    pub fn read_into(&self, start: i64, out: &mut [u8]) -> Result<()> {
-        let size = self.dtype.itemsize();
-        match &self.storage {
-            Storage::Npy(file) => {
-                let at = file.header().data_offset + start as u64 * size as u64;
-                file.file().read_exact_at(out, at).map_err(|e| Error::io(file.path(), "read", e))?;
-                self.swap(out);
-                Ok(())
-            }
-            Storage::Zarr(z) => {
-                let nd = self.shape.len();
-                let mut c = vec![0usize; nd];
-                let mut rem = start as usize;
-                for k in (0..nd).rev() {
-                    c[k] = rem % self.shape[k].max(1);
-                    rem /= self.shape[k].max(1);
-                }
-                let mut ext = vec![1usize; nd];
-                ext[nd - 1] = out.len() / size;
-                z.read_region(&c, &ext, out)
-            }
-            _ => panic!("read_into is for files"),
-        }
     }
 
     fn swap(&self, buf: &mut [u8]) {

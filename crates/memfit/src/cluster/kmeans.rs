@@ -341,7 +341,9 @@ pub fn fit_centers<T: Real, C: Real>(
     if best.nonempty < k {
         warnings.push(crate::warning::Warning::FewerClusters { found: best.nonempty, n_clusters: k });
     }
-    if !best.converged {
+    // Mini-batches stop when their steps run out without a word, as
+    // scikit-learn's MiniBatchKMeans does.
+    if !best.converged && params.mini_batch.is_none() {
         warnings.push(crate::warning::Warning::NotConverged {
             estimator: crate::warning::Estimator::KMeans,
             max_iter: params.max_iter,

@@ -283,7 +283,12 @@ impl MiniBatch {
             led.total(),
             limit_bytes,
             &led,
-            || format!("a mini-batch step on {rows} rows with {k} centres of {d} features on {threads} threads"),
+            || {
+                format!(
+                    "a mini-batch step on {rows} rows with {k} centres of {d} features on {}",
+                    crate::units::threads(threads)
+                )
+            },
             Vec::new,
         )?;
         Ok(Plan::blocked("mini-batch k-means steps", limit_bytes, led, rows, rows, threads))

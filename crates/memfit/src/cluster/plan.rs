@@ -187,7 +187,7 @@ pub fn plan_kmeans(params: &KMeansParams, job: &Job) -> Result<Plan> {
                 .sparse_row_nnz
                 .map(|nnz| format!(" (sparse rows of up to {nnz} stored values)"))
                 .unwrap_or_default();
-            format!("k-means with n_clusters = {k}, n_features = {d}{densest} on {threads} threads")
+            format!("k-means with n_clusters = {k}, n_features = {d}{densest} on {}", crate::units::threads(threads))
         },
         || vec![Remedy::UseFewer(vec![Count::Threads, Count::Clusters])],
     )?;

@@ -40,7 +40,7 @@ pub fn plan_predict(job: &Job, n_clusters: usize, labels_file: bool) -> Result<P
         1,
         format!("{threads} threads × {tile_rows} rows × {k_tile} centres"),
     );
-    let what = format!("predict with {k} centres of {d} features on {threads} threads");
+    let what = format!("predict with {k} centres of {d} features on {}", crate::units::threads(threads));
     let rows = add_blocks(job, &mut led, extra, "labels, distances, tile sums, weights", what)?;
     let schedule = RowSchedule {
         scan_block_rows: rows,

@@ -44,7 +44,7 @@ pub fn plan_row_quadratic_form(job: &Job, q_read: bool) -> Result<Plan> {
         required,
         limit_bytes,
         &led,
-        || format!("row_quadratic_form with n_features = {d} on {threads} threads"),
+        || format!("row_quadratic_form with n_features = {d} on {}", crate::units::threads(threads)),
         Vec::new,
     )?;
     let rows = pick_block_rows(limit_bytes - led.total(), per_row, n, d * c, threads);

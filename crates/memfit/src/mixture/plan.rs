@@ -357,8 +357,13 @@ fn plan_layout(params: &GmmParams<'_>, job: &Job, predict_only: bool, groups: Op
         }
         also
     };
-    let what =
-        || format!("Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {threads} threads", t.name());
+    let what = || {
+        format!(
+            "Gaussian mixture ({}) with n_components = {k}, n_features = {d} on {}",
+            t.name(),
+            crate::units::threads(threads)
+        )
+    };
     check_fits(required, limit, &led, what, also)?;
     let room = limit - always;
     let sample = SampleLayout::within(sample_rows, du, nt, candidates, room - min_rows * scan_row);

@@ -16,17 +16,16 @@ use super::npy::{parse_npy, read_exact};
 use super::NpyFile;
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::io::dtype::{decode, Dtype};
+use crate::io::dtype::{decode, decode_integer, Dtype};
 use crate::io::{check_disk_space, header_len, NpyHeader, PlannedWrite};
 
-/// Checks the bytes of a `format.npy` (at `path`), when there is one
-/// (scipy writes the format's name, a 0-d unicode or bytes array): only
-/// `csr` is read; a `csc` matrix read as CSR would be its transpose.
+/// Checks the bytes of a `format.npy` (at `path`; scipy writes the
+/// format's name, a 0-d unicode or bytes array): only `csr` is read; a
+/// `csc` matrix read as CSR would be its transpose.
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] (`X`) for another format.
-fn check_format(path: &Path, bytes: Option<Vec<u8>>) -> Result<()> {
-    let Some(bytes) = bytes else { return Ok(()) };
+fn check_format(path: &Path, bytes: Vec<u8>) -> Result<()> {
     let start = header_len(&bytes).unwrap_or(bytes.len()).min(bytes.len());
     // UTF-32 or bytes: the characters without their zero bytes.
     let name: String = bytes[start..].iter().filter(|&&b| b != 0).map(|&b| char::from(b)).collect();
@@ -38,6 +37,28 @@ fn check_format(path: &Path, bytes: Option<Vec<u8>>) -> Result<()> {
         "X",
         format!("{}: the matrix is stored as {:?}; only CSR is read{hint}", path.display(), name.trim()),
     ))
+}
+
+/// The error for a folder or `.npz` without the `format.npy` at `path`
+/// (whose arrays would read the same as a CSC matrix's transpose).
+fn no_format(path: &Path) -> Error {
+    Error::param(
+        "X",
+        format!(
+            "{}: missing; a sparse (CSR) matrix's arrays come with format.npy saying \"csr\", as \
+             scipy.sparse.save_npz writes it (a CSC matrix's arrays read as CSR would be its transpose); \
+             hint: save the matrix with scipy.sparse.save_npz, or add the file: np.save(\"format.npy\", \"csr\")",
+            path.display()
+        ),
+    )
+}
+
+/// An integer value that the compute type cannot hold exactly, found by a
+/// read: its row (counted from the block's first), column and value.
+pub(super) struct Inexact {
+    pub(super) row: usize,
+    pub(super) column: usize,
+    pub(super) value: i128,
 }
 
 /// Offsets read at a time while the folder is opened (8 bytes each).
@@ -189,7 +210,7 @@ impl CsrFiles {
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] (`X`) naming the file that is missing or
-    /// wrong, or a `format.npy` other than `csr`; those of
+    /// wrong, or a `format.npy` missing or other than `csr`; those of
     /// [`NpyFile::open`].
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
@@ -199,16 +220,23 @@ impl CsrFiles {
         } else {
             None
         };
-        check_format(&format_path, format)?;
+        let has_format = format.is_some();
+        if let Some(bytes) = format {
+            check_format(&format_path, bytes)?;
+        }
         let holds = "a sparse (CSR) folder holds indptr.npy, indices.npy, data.npy and shape.npy, as scipy.sparse.save_npz writes them";
-        Self::from_members(dir.clone(), holds, |file| {
+        let m = Self::from_members(dir.clone(), holds, |file| {
             let path = dir.join(file);
             if path.exists() {
                 NpyFile::open(path).map(|f| Some(Member::Open(f)))
             } else {
                 Ok(None)
             }
-        })
+        })?;
+        if !has_format {
+            return Err(no_format(&format_path));
+        }
+        Ok(m)
     }
 
     /// Opens the `.npz` file `path` that `scipy.sparse.save_npz` writes (a
@@ -244,9 +272,12 @@ impl CsrFiles {
                 Some(bytes)
             }
         };
-        check_format(&path.join("format.npy"), format)?;
+        let has_format = format.is_some();
+        if let Some(bytes) = format {
+            check_format(&path.join("format.npy"), bytes)?;
+        }
         let holds = "a sparse (CSR) .npz holds indptr.npy, indices.npy, data.npy and shape.npy, as scipy.sparse.save_npz writes them (an np.savez of dense arrays is not one: save a dense 2-D .npy)";
-        Self::from_members(path.clone(), holds, |name| {
+        let m = Self::from_members(path.clone(), holds, |name| {
             let mut m = match zip.by_name(name) {
                 Ok(m) => m,
                 Err(zip::result::ZipError::FileNotFound) => return Ok(None),
@@ -278,7 +309,11 @@ impl CsrFiles {
                 opened: OnceLock::new(),
                 opening: Mutex::new(()),
             }))))
-        })
+        })?;
+        if !has_format {
+            return Err(no_format(&path.join("format.npy")));
+        }
+        Ok(m)
     }
 
     /// The scratch files that reading the matrix writes: a `.npz`'s
@@ -450,6 +485,7 @@ impl CsrFiles {
     ///
     /// # Errors
     /// Read errors; [`Error::InvalidParameter`] (`X`) for a bad column.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn read<T: Real>(
         &self,
         at: usize,
@@ -458,7 +494,8 @@ impl CsrFiles {
         indices: &mut Vec<u32>,
         values: &mut Vec<T>,
         raw: &mut Vec<u8>,
-    ) -> Result<()> {
+        bound: Option<u64>,
+    ) -> Result<Option<Inexact>> {
         self.offsets(at, rows + 1, indptr, raw)?;
         let (a, b) = (indptr[0], indptr[rows]);
         indptr.iter_mut().for_each(|o| *o -= a);
@@ -496,7 +533,17 @@ impl CsrFiles {
         read_exact(data_file, bytes, hd.data_offset + (a * hd.dtype.itemsize()) as u64)?;
         values.clear();
         values.extend((0..b - a).map(|p| T::from_f64(decode(bytes, p, hd.dtype, hd.endian))));
-        Ok(())
+        // The first value beyond `bound` (rows in order, columns increasing
+        // within a row: the first stored is the first in row-major order).
+        let Some(bound) = bound else { return Ok(None) };
+        let beyond = (0..b - a).find(|&p| {
+            decode_integer(bytes, p, hd.dtype, hd.endian).is_some_and(|v| v.unsigned_abs() > u128::from(bound))
+        });
+        Ok(beyond.map(|p| Inexact {
+            row: indptr.partition_point(|&o| o <= p) - 1,
+            column: indices[p] as usize,
+            value: decode_integer(bytes, p, hd.dtype, hd.endian).expect("an integer"),
+        }))
     }
 }
 
@@ -520,6 +567,7 @@ mod tests {
             ("indices.npy", npy(Dtype::I32, 5, indices)),
             ("data.npy", npy(Dtype::F64, 5, data)),
             ("shape.npy", npy(Dtype::I64, 2, shape)),
+            ("format.npy", [write_header(Dtype::U8, &[]), b"csr".to_vec()].concat()),
         ]
     }
 
@@ -535,7 +583,7 @@ mod tests {
 
     fn rows(m: &CsrFiles) -> Result<(Vec<usize>, Vec<u32>, Vec<f64>)> {
         let (mut indptr, mut indices, mut values, mut raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        m.read::<f64>(0, m.n_rows(), &mut indptr, &mut indices, &mut values, &mut raw)?;
+        m.read::<f64>(0, m.n_rows(), &mut indptr, &mut indices, &mut values, &mut raw, None)?;
         Ok((indptr, indices, values))
     }
 
@@ -617,8 +665,13 @@ mod tests {
         let at = format.windows(3).position(|w| w == b"|u1").unwrap();
         format.splice(at..at + 3, *b"<U3");
         format.extend(b"c\0\0\0s\0\0\0c\0\0\0");
+        csc.pop();
         csc.push(("format.npy", format));
         write_npz(&path, zip::CompressionMethod::Deflated, &csc);
         assert!(err(&path).contains("X.npz/format.npy: the matrix is stored as \"csc\""), "{}", err(&path));
+        // Without format.npy the arrays could be a CSC matrix's: refused.
+        csc.pop();
+        write_npz(&path, zip::CompressionMethod::Deflated, &csc);
+        assert!(err(&path).contains("X.npz/format.npy: missing; a sparse (CSR) matrix's arrays"), "{}", err(&path));
     }
 }

@@ -269,7 +269,21 @@ impl<'a> Source<'a> {
         assert!(start >= self.first_row && start + rows <= self.n_samples());
         match &self.data {
             Data::Csr(c) => c.read(start - self.first_row, rows, indptr, indices, values),
-            Data::CsrFiles(f) => f.read(start - self.first_row, rows, indptr, indices, values, raw)?,
+            Data::CsrFiles(f) => {
+                // Integers the compute type rounds, noted as dense reads note them.
+                let bound = self.check_bound(T::DTYPE, start);
+                let found = f.read(start - self.first_row, rows, indptr, indices, values, raw, bound)?;
+                if let (Some(found), Some(exact_up_to)) = (found, bound) {
+                    self.note_inexact(InexactInteger {
+                        row: start + found.row,
+                        column: found.column,
+                        value: found.value,
+                        dtype: self.dtype(),
+                        compute: T::DTYPE,
+                        exact_up_to,
+                    });
+                }
+            }
             Data::CsrRows(r) => {
                 self.read_csr_block(r.as_ref(), start - self.first_row, rows, indptr, indices, values)?
             }
@@ -292,7 +306,9 @@ impl<'a> Source<'a> {
         let (mut p, mut j, mut v, mut raw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         match &self.data {
             Data::Csr(c) => c.read(at, rows, &mut p, &mut j, &mut v),
-            Data::CsrFiles(f) => f.read(at, rows, &mut p, &mut j, &mut v, &mut raw)?,
+            Data::CsrFiles(f) => {
+                f.read(at, rows, &mut p, &mut j, &mut v, &mut raw, None)?;
+            }
             Data::CsrRows(r) => self.read_csr_block(r.as_ref(), at, rows, &mut p, &mut j, &mut v)?,
             _ => unreachable!("sparse_rows on a dense source"),
         }

@@ -33,14 +33,15 @@ fn missing_folder(dir: &Path) -> std::io::Error {
 /// its folder exists and takes a new file (a read-only file system or a
 /// folder without write permission is found now, by creating and removing
 /// an empty hidden file there, not after the work), and the path is either
-/// absent or a regular file (a symlink to one is followed). Devices, pipes
-/// and directories are refused, since the atomic rename would replace them.
+/// absent or a regular file (a symlink to one is followed) that this user
+/// may replace. Devices, pipes and directories are refused, since the
+/// atomic rename would replace them; so are read-only files (as `numpy.save`
+/// refuses them) and another user's file in a sticky folder.
 ///
 /// # Errors
 /// [`Error::Io`] with kind `NotFound` when the folder is missing
-/// (`NotADirectory` when it is a file), the
-/// creation's error when the folder takes no file, or a message saying
-/// the path is not a regular file.
+/// (`NotADirectory` when it is a file), a message saying why the folder
+/// takes no file, or why the path may not be replaced.
 pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     if path == Path::new("-") {
@@ -69,15 +70,41 @@ pub fn check_output_path(path: impl AsRef<Path>) -> Result<()> {
                 "it exists and is not a regular file (a directory, device or pipe); hint: name a new file",
             ),
         )),
-        _ => {
+        existing => {
             // Where the file `path` finally names is written (its temporary beside it).
             let target = resolve_output(path);
-            match target.parent() {
-                Some(p) if !p.as_os_str().is_empty() => probe_dir(p, path),
-                _ => probe_dir(Path::new("."), path),
+            let folder = match target.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if let Ok(file) = existing {
+                check_replaceable(path, &target, &file, folder)?;
             }
+            probe_dir(folder, path)
         }
     }
+}
+
+/// Checks that the existing file `target` (what `path` names) may be
+/// replaced: it is writable by this user, as `numpy.save` and the shell's
+/// `>` need (a rename could replace a read-only file), and it does not
+/// belong to another user in a sticky folder such as `/tmp`, where the
+/// rename would fail after the work.
+fn check_replaceable(path: &Path, target: &Path, file: &std::fs::Metadata, folder: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: &str| Err(Error::io(path, "replace", std::io::Error::other(why.to_string())));
+    if rustix::fs::access(target, rustix::fs::Access::WRITE_OK).is_err() {
+        return refuse("the file exists and is read-only; hint: make it writable (chmod u+w) or name another file");
+    }
+    let me = rustix::process::geteuid().as_raw();
+    let sticky = std::fs::metadata(folder).is_ok_and(|d| d.mode() & 0o1000 != 0 && d.uid() != me);
+    if sticky && me != 0 && file.uid() != me {
+        return refuse(
+            "the file belongs to another user, in a folder where only a file's owner may replace it (sticky, \
+             as /tmp); hint: name another file",
+        );
+    }
+    Ok(())
 }
 
 /// Checks that the folder `dir` takes a new file, by creating and removing
@@ -100,6 +127,15 @@ pub(crate) fn probe_dir(dir: &Path, path: &Path) -> Result<()> {
         // new files (procfs, sysfs), not a missing path.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let why = format!("folder {} cannot hold new files ({e}); hint: write elsewhere", dir.display());
+            Err(Error::io(path, "create", std::io::Error::other(why)))
+        }
+        // The file may not exist yet: the folder is what refuses.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let why = format!(
+                "folder {} does not let this user create files ({e}); hint: write elsewhere or change the folder's \
+                 permissions",
+                dir.display()
+            );
             Err(Error::io(path, "create", std::io::Error::other(why)))
         }
         Err(e) => Err(Error::io(path, "create", e)),
