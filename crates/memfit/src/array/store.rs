@@ -236,20 +236,15 @@ impl Stored {
                 }
             }
             Storage::Zarr(z) => {
-                // Read the bounding box of the offsets' coordinates.
+                // Read the bounding box of the offsets' coordinates
+                // (coordinate k of offset o: (o / strides[k]) % shape[k]).
                 let nd = self.shape.len();
-                let coords = |o: i64| {
-                    let mut rem = o as usize;
-                    let mut c = vec![0usize; nd];
-                    for k in (0..nd).rev() {
-                        c[k] = rem % self.shape[k].max(1);
-                        rem /= self.shape[k].max(1);
-                    }
-                    c
-                };
+                let strides = c_strides(&self.shape);
+                let coord = |o: i64, k: usize| (o / strides[k].max(1)) as usize % self.shape[k].max(1);
                 let (mut lo, mut hi) = (self.shape.clone(), vec![0usize; nd]);
                 for &o in offsets {
-                    for (k, c) in coords(o).into_iter().enumerate() {
+                    for k in 0..nd {
+                        let c = coord(o, k);
                         lo[k] = lo[k].min(c);
                         hi[k] = hi[k].max(c + 1);
                     }
@@ -259,11 +254,14 @@ impl Stored {
                     buf.resize(ext.iter().product::<usize>() * size, 0);
                     z.read_region(&lo, &ext, buf)?;
                     let box_strides = c_strides(&ext);
-                    let at = |o: i64| {
-                        coords(o).iter().zip(&lo).zip(&box_strides).map(|((c, l), s)| (c - l) as i64 * s).sum::<i64>()
-                            as usize
-                    };
-                    out.decode_from(buf, self.dtype, offsets.iter().map(|&o| at(o)));
+                    let at =
+                        |o: i64| (0..nd).map(|k| (coord(o, k) - lo[k]) as i64 * box_strides[k]).sum::<i64>() as usize;
+                    if offsets.len() == buf.len() / size && offsets.iter().enumerate().all(|(i, &o)| at(o) == i) {
+                        // The whole box in its C order (a tile of whole chunks).
+                        out.decode_all(buf, self.dtype);
+                    } else {
+                        out.decode_from(buf, self.dtype, offsets.iter().map(|&o| at(o)));
+                    }
                 } else {
                     // Scattered: each chunk decoded once for the elements in it.
                     buf.resize(offsets.len() * size, 0);
