@@ -25,8 +25,8 @@ use crate::io::{check_disk_space, header_len, NpyHeader, PlannedWrite};
 ///
 /// # Errors
 /// [`Error::InvalidParameter`] (`X`) for another format.
-fn check_format(path: &Path, bytes: Vec<u8>) -> Result<()> {
-    let start = header_len(&bytes).unwrap_or(bytes.len()).min(bytes.len());
+fn check_format(path: &Path, bytes: &[u8]) -> Result<()> {
+    let start = header_len(bytes).unwrap_or(bytes.len()).min(bytes.len());
     // UTF-32 or bytes: the characters without their zero bytes.
     let name: String = bytes[start..].iter().filter(|&&b| b != 0).map(|&b| char::from(b)).collect();
     if name.trim() == "csr" {
@@ -220,23 +220,15 @@ impl CsrFiles {
         } else {
             None
         };
-        let has_format = format.is_some();
-        if let Some(bytes) = format {
-            check_format(&format_path, bytes)?;
-        }
         let holds = "a sparse (CSR) folder holds indptr.npy, indices.npy, data.npy and shape.npy, as scipy.sparse.save_npz writes them";
-        let m = Self::from_members(dir.clone(), holds, |file| {
+        Self::from_members(dir.clone(), format, holds, |file| {
             let path = dir.join(file);
             if path.exists() {
                 NpyFile::open(path).map(|f| Some(Member::Open(f)))
             } else {
                 Ok(None)
             }
-        })?;
-        if !has_format {
-            return Err(no_format(&format_path));
-        }
-        Ok(m)
+        })
     }
 
     /// Opens the `.npz` file `path` that `scipy.sparse.save_npz` writes (a
@@ -272,12 +264,8 @@ impl CsrFiles {
                 Some(bytes)
             }
         };
-        let has_format = format.is_some();
-        if let Some(bytes) = format {
-            check_format(&path.join("format.npy"), bytes)?;
-        }
         let holds = "a sparse (CSR) .npz holds indptr.npy, indices.npy, data.npy and shape.npy, as scipy.sparse.save_npz writes them (an np.savez of dense arrays is not one: save a dense 2-D .npy)";
-        let m = Self::from_members(path.clone(), holds, |name| {
+        Self::from_members(path.clone(), format, holds, |name| {
             let mut m = match zip.by_name(name) {
                 Ok(m) => m,
                 Err(zip::result::ZipError::FileNotFound) => return Ok(None),
@@ -309,11 +297,7 @@ impl CsrFiles {
                 opened: OnceLock::new(),
                 opening: Mutex::new(()),
             }))))
-        })?;
-        if !has_format {
-            return Err(no_format(&path.join("format.npy")));
-        }
-        Ok(m)
+        })
     }
 
     /// The scratch files that reading the matrix writes: a `.npz`'s
@@ -336,12 +320,18 @@ impl CsrFiles {
 
     /// Opens the matrix whose arrays `member` opens by name (`None` for a
     /// missing one, reported with what `holds` says), named `dir` in
-    /// messages.
+    /// messages; `format` holds the bytes of its `format.npy` (`None`: there
+    /// is none), which must say `csr` ([`check_format`], checked first; a
+    /// missing one is refused once the arrays are found good).
     fn from_members(
         dir: PathBuf,
+        format: Option<Vec<u8>>,
         holds: &str,
         mut member: impl FnMut(&'static str) -> Result<Option<Member>>,
     ) -> Result<Self> {
+        if let Some(bytes) = &format {
+            check_format(&dir.join("format.npy"), bytes)?;
+        }
         let bad = |file: &str, reason: String| Error::param("X", format!("{}: {reason}", dir.join(file).display()));
         let mut open = |file: &'static str| -> Result<Member> {
             member(file)?.ok_or_else(|| bad(file, format!("{holds}; {file} is missing")))
@@ -402,6 +392,9 @@ impl CsrFiles {
                 files.max_row_nnz = files.max_row_nnz.max(o - last);
                 last = o;
             }
+        }
+        if format.is_none() {
+            return Err(no_format(&files.dir.join("format.npy")));
         }
         Ok(files)
     }
@@ -536,13 +529,15 @@ impl CsrFiles {
         // The first value beyond `bound` (rows in order, columns increasing
         // within a row: the first stored is the first in row-major order).
         let Some(bound) = bound else { return Ok(None) };
-        let beyond = (0..b - a).find(|&p| {
-            decode_integer(bytes, p, hd.dtype, hd.endian).is_some_and(|v| v.unsigned_abs() > u128::from(bound))
+        let beyond = (0..b - a).find_map(|p| {
+            decode_integer(bytes, p, hd.dtype, hd.endian)
+                .filter(|v| v.unsigned_abs() > u128::from(bound))
+                .map(|v| (p, v))
         });
-        Ok(beyond.map(|p| Inexact {
+        Ok(beyond.map(|(p, value)| Inexact {
             row: indptr.partition_point(|&o| o <= p) - 1,
             column: indices[p] as usize,
-            value: decode_integer(bytes, p, hd.dtype, hd.endian).expect("an integer"),
+            value,
         }))
     }
 }
