@@ -24,6 +24,7 @@ from ._validation import (
     emit_warnings,
     seed_from,
     sklearn_messages,
+    features_kept_on_failure,
     small_array,
 )
 
@@ -586,7 +587,7 @@ class KMeans(_Centers):
         OSError
             A path that cannot be read.
         """
-        with sklearn_messages(self):
+        with sklearn_messages(self), features_kept_on_failure(self):
             return self._fit(X, sample_weight, client)
 
     def _fit(self, X, sample_weight, client):

@@ -353,6 +353,10 @@ def most_threads() -> int:
 def npy_info(path: str) -> tuple[list[int], str, bool, int]:
     """Shape, dtype name (with byte order), Fortran order and data offset (bytes) of a .npy file."""
 
+def inexact_integer_limit(dtype: str, compute: str) -> int | None:
+    """The largest magnitude up to which every integer of ``dtype`` converts to ``compute`` exactly, when some
+    value of ``dtype`` does not (2**53 for 64-bit integers in float64); None when all do."""
+
 def inexact_integer_warning(row: int, column: int, value: int, dtype: str, compute: str) -> tuple[str, str, str]:
     """(kind, category, message) of the warning for an integer ``value`` of ``dtype`` at (row, column) that
     ``compute`` ("float32" or "float64") cannot hold exactly, as dense inputs warn."""

@@ -18,7 +18,14 @@ from . import array as ma
 from ._kmeans import _Centers
 from ._options import check_memory_limit, check_n_jobs
 from ._sparse import is_sparse, sparse_input
-from ._validation import c_float64, check_data, check_sample_weight, sklearn_messages, small_array
+from ._validation import (
+    c_float64,
+    check_data,
+    check_sample_weight,
+    features_kept_on_failure,
+    sklearn_messages,
+    small_array,
+)
 
 
 def _take(w, idx):
@@ -643,92 +650,93 @@ class MiniBatchKMeans(_Centers):
         -------
         self : MiniBatchKMeans
         """
-        data = check_data(X, self, reset=True, accept_sparse=True)
-        w_engine = check_sample_weight(sample_weight, data)
-        mean_variance = self._validate(data, w_engine)
-        self._check_params_vs_input(data, mean_variance)
-        if mean_variance is None and (not self.compute_labels or _sparse_chunks(data)):
-            # Else the final pass over X finds them (and drawn rows always,
-            # but a Dask array's as rows of the batch).
-            with sklearn_messages(self):
-                self._check_finite(data)
-        random_state = check_random_state(self.random_state)
-        n = data.n_samples
-        # What the fit holds per row (the steps' own buffers are the
-        # engine's): the draws' cumulative weights, the weights, labels_.
-        held = [("cumulative weights of the rows (float64)", 8 * n)]
-        if w_engine is not None:
-            held.append(("sample_weight (float64)", 8 * n))
-        if _sparse_chunks(data):
-            held.append(("a computed chunk of X, a batch drawn from it", data.engine.held_bytes))
-        if self.compute_labels:
-            held.append(("labels_ (int32, returned to Python)", 4 * n))
-        held += self._drawn_bytes(data)
-        self.memory_plan_ = _memfit.minibatch_plan(
-            self.n_clusters,
-            data.n_features,
-            self._batch_size,
-            memory_limit=check_memory_limit(self.memory_limit),
-            held=held,
-            n_jobs=check_n_jobs(self.n_jobs),
-            float32=data.float32,
-            sparse_x=data.engine if is_sparse(data.engine) or _sparse_chunks(data) else None,
-        )
-        # No weights: unit weights, never held.
-        w = None if w_engine is None else self._weights(w_engine, n)
-        # Rows are checked as they are drawn; a bad one makes X checked whole,
-        # for scikit-learn's message (NaN before infinity, anywhere in X).
-        with self._finite_or_checked(data):
-            valid = random_state.randint(0, n, self._init_size)
-            X_valid, w_valid = self._rows(data, valid), _take(w, valid)
-            best = None
-            for i in range(self._n_init):
-                if self.verbose:
-                    print(f"Init {i + 1}/{self._n_init} with method {self.init}")
-                centers = self._draw_init(data, w, random_state)
-                inertia = self._validation_inertia(X_valid, w_valid, centers)
-                if self.verbose:
-                    print(f"Inertia for init {i + 1}/{self._n_init}: {inertia}")
-                if best is None or inertia < best[0]:
-                    best = (inertia, centers)
-            centers = c_float64(best[1]).copy()
-            self._counts = np.zeros(self.n_clusters)
-            stop = _memfit.MiniBatchEarlyStop()
-            work = _memfit.MiniBatchWork()
-            self._n_since_last_reassign = 0
-            weight_sum = float(n) if w is None else float(w.sum())
-            n_steps = (self.max_iter * n) // self._batch_size
-            # RandomState.choice(n, size, p=w / w.sum()) draws, without its O(n)
-            # cumulative sum per step: the same uniform draws and search.
-            cdf = np.empty(n)
-            if w is None:
-                cdf.fill(1.0 / weight_sum)
+        with features_kept_on_failure(self):
+            data = check_data(X, self, reset=True, accept_sparse=True)
+            w_engine = check_sample_weight(sample_weight, data)
+            mean_variance = self._validate(data, w_engine)
+            self._check_params_vs_input(data, mean_variance)
+            if mean_variance is None and (not self.compute_labels or _sparse_chunks(data)):
+                # Else the final pass over X finds them (and drawn rows always,
+                # but a Dask array's as rows of the batch).
+                with sklearn_messages(self):
+                    self._check_finite(data)
+            random_state = check_random_state(self.random_state)
+            n = data.n_samples
+            # What the fit holds per row (the steps' own buffers are the
+            # engine's): the draws' cumulative weights, the weights, labels_.
+            held = [("cumulative weights of the rows (float64)", 8 * n)]
+            if w_engine is not None:
+                held.append(("sample_weight (float64)", 8 * n))
+            if _sparse_chunks(data):
+                held.append(("a computed chunk of X, a batch drawn from it", data.engine.held_bytes))
+            if self.compute_labels:
+                held.append(("labels_ (int32, returned to Python)", 4 * n))
+            held += self._drawn_bytes(data)
+            self.memory_plan_ = _memfit.minibatch_plan(
+                self.n_clusters,
+                data.n_features,
+                self._batch_size,
+                memory_limit=check_memory_limit(self.memory_limit),
+                held=held,
+                n_jobs=check_n_jobs(self.n_jobs),
+                float32=data.float32,
+                sparse_x=data.engine if is_sparse(data.engine) or _sparse_chunks(data) else None,
+            )
+            # No weights: unit weights, never held.
+            w = None if w_engine is None else self._weights(w_engine, n)
+            # Rows are checked as they are drawn; a bad one makes X checked whole,
+            # for scikit-learn's message (NaN before infinity, anywhere in X).
+            with self._finite_or_checked(data):
+                valid = random_state.randint(0, n, self._init_size)
+                X_valid, w_valid = self._rows(data, valid), _take(w, valid)
+                best = None
+                for i in range(self._n_init):
+                    if self.verbose:
+                        print(f"Init {i + 1}/{self._n_init} with method {self.init}")
+                    centers = self._draw_init(data, w, random_state)
+                    inertia = self._validation_inertia(X_valid, w_valid, centers)
+                    if self.verbose:
+                        print(f"Inertia for init {i + 1}/{self._n_init}: {inertia}")
+                    if best is None or inertia < best[0]:
+                        best = (inertia, centers)
+                centers = c_float64(best[1]).copy()
+                self._counts = np.zeros(self.n_clusters)
+                stop = _memfit.MiniBatchEarlyStop()
+                work = _memfit.MiniBatchWork()
+                self._n_since_last_reassign = 0
+                weight_sum = float(n) if w is None else float(w.sum())
+                n_steps = (self.max_iter * n) // self._batch_size
+                # RandomState.choice(n, size, p=w / w.sum()) draws, without its O(n)
+                # cumulative sum per step: the same uniform draws and search.
+                cdf = np.empty(n)
+                if w is None:
+                    cdf.fill(1.0 / weight_sum)
+                else:
+                    np.divide(w, weight_sum, out=cdf)
+                np.cumsum(cdf, out=cdf)
+                cdf /= cdf[-1]
+                i, batch = -1, None
+                for i in range(n_steps):
+                    idx = cdf.searchsorted(random_state.random_sample(self._batch_size), side="right")
+                    batch = self._rows(data, idx, out=batch, exact=True)
+                    previous = centers.copy() if self._tol > 0 else None
+                    inertia, _ = self._step(batch, None, centers, random_state, work, float64_centers=not data.float32)
+                    diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
+                    if self._converged(stop, i, n_steps, n, diff, inertia):
+                        break
+            # The steps' buffers, the last batch, the draws' cumulative weights,
+            # the weights' copy and the validation rows go before the final pass
+            # plans its own within the limit.
+            del work, batch, cdf, w, X_valid, w_valid
+            self.cluster_centers_ = centers.astype(data.out_dtype)
+            self._n_features_out = self.cluster_centers_.shape[0]
+            self.n_steps_ = i + 1
+            self.n_iter_ = int(np.ceil(((i + 1) * self._batch_size) / n))
+            if self.compute_labels:
+                self.labels_, self.inertia_ = self._labels_once_warned(data, w_engine)
             else:
-                np.divide(w, weight_sum, out=cdf)
-            np.cumsum(cdf, out=cdf)
-            cdf /= cdf[-1]
-            i, batch = -1, None
-            for i in range(n_steps):
-                idx = cdf.searchsorted(random_state.random_sample(self._batch_size), side="right")
-                batch = self._rows(data, idx, out=batch, exact=True)
-                previous = centers.copy() if self._tol > 0 else None
-                inertia, _ = self._step(batch, None, centers, random_state, work, float64_centers=not data.float32)
-                diff = float(np.sum((centers - previous) ** 2)) if previous is not None else 0.0
-                if self._converged(stop, i, n_steps, n, diff, inertia):
-                    break
-        # The steps' buffers, the last batch, the draws' cumulative weights,
-        # the weights' copy and the validation rows go before the final pass
-        # plans its own within the limit.
-        del work, batch, cdf, w, X_valid, w_valid
-        self.cluster_centers_ = centers.astype(data.out_dtype)
-        self._n_features_out = self.cluster_centers_.shape[0]
-        self.n_steps_ = i + 1
-        self.n_iter_ = int(np.ceil(((i + 1) * self._batch_size) / n))
-        if self.compute_labels:
-            self.labels_, self.inertia_ = self._labels_once_warned(data, w_engine)
-        else:
-            self.inertia_ = float(stop.ewa_inertia * weight_sum) if stop.ewa_inertia is not None else np.nan
-        return self
+                self.inertia_ = float(stop.ewa_inertia * weight_sum) if stop.ewa_inertia is not None else np.nan
+            return self
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None, sample_weight=None):
@@ -750,49 +758,50 @@ class MiniBatchKMeans(_Centers):
         self : MiniBatchKMeans
         """
         has_centers = hasattr(self, "cluster_centers_")
-        data = check_data(X, self, reset=not has_centers, accept_sparse=True)
-        w_engine = check_sample_weight(sample_weight, data)
-        mean_variance = self._validate(data, w_engine)
-        if _sparse_chunks(data):
-            with sklearn_messages(self):
-                self._check_finite(data)
-        self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
-        # No weights: unit weights, never held.
-        w = None if w_engine is None else self._weights(w_engine, data.n_samples)
-        self.n_steps_ = getattr(self, "n_steps_", 0)
-        x = data.engine
-        if (
-            mean_variance is not None
-            and self.metric == "euclidean"
-            and isinstance(x, np.ndarray)
-            and x.flags.c_contiguous
-            and x.dtype == (np.float32 if data.float32 else np.float64)
-        ):
-            batch = x  # checked by the validation pass: the step reads it where it lies
-        else:
+        with features_kept_on_failure(self):
+            data = check_data(X, self, reset=not has_centers, accept_sparse=True)
+            w_engine = check_sample_weight(sample_weight, data)
+            mean_variance = self._validate(data, w_engine)
+            if _sparse_chunks(data):
+                with sklearn_messages(self):
+                    self._check_finite(data)
+            self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
+            # No weights: unit weights, never held.
+            w = None if w_engine is None else self._weights(w_engine, data.n_samples)
+            self.n_steps_ = getattr(self, "n_steps_", 0)
+            x = data.engine
+            if (
+                mean_variance is not None
+                and self.metric == "euclidean"
+                and isinstance(x, np.ndarray)
+                and x.flags.c_contiguous
+                and x.dtype == (np.float32 if data.float32 else np.float64)
+            ):
+                batch = x  # checked by the validation pass: the step reads it where it lies
+            else:
+                with self._finite_or_checked(data):
+                    batch = self._rows(data, np.arange(data.n_samples))
+                    if data.dask is not None and not np.isfinite(batch.data if is_sparse(batch) else batch).all():
+                        # A Dask X is not validated: _finite_or_checked says it in scikit-learn's words.
+                        raise ValueError("the batch is not finite")
+            if not has_centers:
+                self._check_params_vs_input(data, mean_variance)
+                self.cluster_centers_ = self._partial_init(data, batch, w)
+                self._counts = np.zeros(self.n_clusters)
+                self._n_since_last_reassign = 0
+            # The centres keep the dtype of the first batch (scikit-learn raises
+            # on a batch of another float dtype).
+            out_dtype = self.cluster_centers_.dtype if has_centers else np.dtype(data.out_dtype)
+            centers = c_float64(self.cluster_centers_).copy()
             with self._finite_or_checked(data):
-                batch = self._rows(data, np.arange(data.n_samples))
-                if data.dask is not None and not np.isfinite(batch.data if is_sparse(batch) else batch).all():
-                    # A Dask X is not validated: _finite_or_checked says it in scikit-learn's words.
-                    raise ValueError("the batch is not finite")
-        if not has_centers:
-            self._check_params_vs_input(data, mean_variance)
-            self.cluster_centers_ = self._partial_init(data, batch, w)
-            self._counts = np.zeros(self.n_clusters)
-            self._n_since_last_reassign = 0
-        # The centres keep the dtype of the first batch (scikit-learn raises
-        # on a batch of another float dtype).
-        out_dtype = self.cluster_centers_.dtype if has_centers else np.dtype(data.out_dtype)
-        centers = c_float64(self.cluster_centers_).copy()
-        with self._finite_or_checked(data):
-            self._step(batch, w, centers, self._random_state, float64_centers=out_dtype == np.float64)
-        self.cluster_centers_ = centers.astype(out_dtype)
-        if self.compute_labels:
-            # As predict(X) labels them (X and the weights checked above).
-            self.labels_, self.inertia_ = self._labels_once_warned(data, w_engine)
-        self.n_steps_ += 1
-        self._n_features_out = self.cluster_centers_.shape[0]
-        return self
+                self._step(batch, w, centers, self._random_state, float64_centers=out_dtype == np.float64)
+            self.cluster_centers_ = centers.astype(out_dtype)
+            if self.compute_labels:
+                # As predict(X) labels them (X and the weights checked above).
+                self.labels_, self.inertia_ = self._labels_once_warned(data, w_engine)
+            self.n_steps_ += 1
+            self._n_features_out = self.cluster_centers_.shape[0]
+            return self
 
     def fit_predict(self, X, y=None, sample_weight=None):
         """Fit and return the label of each row (``labels_``).

@@ -31,6 +31,7 @@ from ._validation import (
     emit_warnings,
     seed_from,
     sklearn_messages,
+    features_kept_on_failure,
     small_array,
 )
 
@@ -634,7 +635,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         OSError
             A path that cannot be read.
         """
-        with sklearn_messages(self):
+        with sklearn_messages(self), features_kept_on_failure(self):
             self._fit(X, sample_weight, want_labels=False, client=client)
         return self
 
@@ -649,7 +650,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             A lazy dask.array.Array with X's row chunks when X is a Dask array.
             As scikit-learn's.
         """
-        with sklearn_messages(self):
+        with sklearn_messages(self), features_kept_on_failure(self):
             return self._fit(X, sample_weight, want_labels=True, client=client)
 
     def _dask_rows(self, data, what):

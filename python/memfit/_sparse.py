@@ -48,14 +48,17 @@ def _check_compressed(X: Any, name: str, first_row: int = 0) -> None:
 
 
 def _warn_inexact(X: Any) -> None:
-    """The engine's warning for 64-bit integer values beyond 2^53 in
-    magnitude, which float64 rounds: the first in row-major order (as dense
-    input warns)."""
-    if X.dtype.kind not in "iu" or X.dtype.itemsize < 8 or not X.nnz:
+    """The engine's warning for integer values that float64 rounds (beyond
+    2^53 in magnitude): the first in row-major order (as dense input
+    warns)."""
+    if X.dtype.kind not in "iu" or not X.nnz:
         return
-    big = X.data > 2**53
+    limit = _memfit.inexact_integer_limit(X.dtype.name, "float64")
+    if limit is None:
+        return
+    big = X.data > limit
     if X.dtype.kind == "i":
-        big |= X.data < -(2**53)
+        big |= X.data < -limit
     at = np.flatnonzero(big)
     if not at.size:
         return

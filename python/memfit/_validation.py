@@ -55,6 +55,27 @@ def sklearn_messages(estimator: Any):
         raise ValueError(f"{text}\n{detail}" if detail else text) from None
 
 
+#: What a fit records of X before it can fail.
+_FEATURE_ATTRS = ("n_features_in_", "feature_names_in_")
+
+
+@contextlib.contextmanager
+def features_kept_on_failure(estimator: Any):
+    """Restores ``n_features_in_`` and ``feature_names_in_`` when the
+    block (a fit) raises: a refit refused for its data (NaN, a memory limit)
+    leaves the previous fit usable, as scikit-learn's, which checks the data
+    before recording them. A context manager: it adds no frame, so the
+    ``stacklevel`` of warnings issued in its block is unchanged."""
+    kept = {a: estimator.__dict__[a] for a in _FEATURE_ATTRS if a in estimator.__dict__}
+    try:
+        yield
+    except BaseException:
+        for a in _FEATURE_ATTRS:
+            estimator.__dict__.pop(a, None)
+        estimator.__dict__.update(kept)
+        raise
+
+
 #: Dtypes the engine reads in place (``memfit._memfit.ROW_DTYPES``).
 NATIVE_DTYPES = frozenset(np.dtype(t) for t in _memfit.ROW_DTYPES)
 

@@ -135,3 +135,18 @@ def test_overflow_in_tasks_is_reported_as_here(client, x, ranges):
     assert ranges and here == there
     counted = re.match(r"overflow encountered in (\d+) values", here[1][0]) if here[1] else None
     assert counted and int(counted.group(1)) > 0, here[1]
+
+
+def test_zarr_reductions_read_by_groups_of_chunks_on_the_cluster(client, ranges, tmp_path):
+    """A task reading a Zarr input's chunks whole, several accumulation
+    chunks per box within its range of chunks, has the bits of the local
+    run and of the same data in a ``.npy`` file."""
+    zarr = pytest.importorskip("zarr")
+    d = np.random.default_rng(12).standard_normal((900, 1500)) * 1e3 + 1e-3
+    zarr.create_array(str(tmp_path / "x.zarr"), shape=d.shape, chunks=(300, 500), dtype=d.dtype)[...] = d
+    np.save(tmp_path / "x.npy", d)
+    z, n = ma.from_zarr(str(tmp_path / "x.zarr")), ma.from_npy(tmp_path / "x.npy")
+    for f in (lambda a: a.sum(axis=0), lambda a: a.var(axis=0), lambda a: a.argmin(axis=0), lambda a: a[::-1].mean()):
+        assert "chunks read together" in str(f(z).explain())
+        assert bits(f(z).compute(client=client)) == bits(f(n).compute()) == bits(f(z).compute())
+    assert len(set(ranges)) > 1

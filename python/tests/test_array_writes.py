@@ -250,3 +250,34 @@ def test_tiles_over_a_zarr_input_hold_whole_chunks(tmp_path):
             np.testing.assert_array_equal(expr.compute(memory_limit=limit), want)
         expr.to_npy(tmp_path / "small.npy", memory_limit="1MiB", overwrite=True)
         np.testing.assert_array_equal(np.load(tmp_path / "small.npy"), want)
+
+
+def test_reductions_read_a_zarr_inputs_chunks_whole_with_the_bits_of_a_npy_input(tmp_path):
+    """A reduction along a Zarr input's rows reads several accumulation
+    chunks as one box (a chunk decoded at most twice, where a unit per
+    accumulation chunk of 26 rows decoded each 500-row chunk ~20 times:
+    1.06 s against Dask's 0.14 for a 40 MB ``x.sum(0)``). Each chunk is
+    still folded one by one: the bits of the same data in a ``.npy`` file
+    (read one accumulation chunk at a time), at every limit."""
+    zarr = pytest.importorskip("zarr")
+    x = rng_data((700, 2000)) * 1e3
+    x[5, 7], x[650, 3] = np.nan, np.inf
+    path = tmp_path / "x.zarr"
+    zarr.create_array(str(path), shape=x.shape, chunks=(200, 250), dtype=x.dtype)[...] = x
+    np.save(tmp_path / "x.npy", x)
+    z, n = ma.from_zarr(str(path)), ma.from_npy(tmp_path / "x.npy")
+    x3 = x.reshape(7, 100, 2000)
+    cases = [
+        lambda a: a.sum(0), lambda a: a.mean(0), lambda a: a.argmax(0), lambda a: a.var(0), lambda a: a.sum(),
+        lambda a: a[::-1].sum(0), lambda a: a.T.min(1), lambda a: ma.nansum(a, axis=0),
+        lambda a: a.reshape(7, 100, 2000).sum(axis=(0, 1)), lambda a: (a * 2).prod(0),
+    ]
+    with np.errstate(all="ignore"):
+        for i, f in enumerate(cases):
+            assert ("chunks read together" in str(f(z).explain(memory_limit="256MiB"))) == (i not in (6, 8)), i
+            want = np.asarray(f(n).compute(memory_limit="256MiB"))
+            for limit in ("2MiB", "256MiB"):
+                np.testing.assert_array_equal(f(z).compute(memory_limit=limit), want, err_msg=str(i))
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(z.sum(0).compute(), x.sum(0))
+        np.testing.assert_allclose(ma.nansum(z.reshape(7, 100, 2000), axis=(0, 1)).compute(), np.nansum(x3, axis=(0, 1)))

@@ -120,3 +120,32 @@ def test_np_matrix_is_refused_as_scikit_learn_refuses_it():
                  lambda: memfit.GaussianMixture(2).fit(X), lambda: fitted.predict(X)):
         with pytest.raises(TypeError, match=r"^np\.matrix is not supported\. Please convert to a numpy array"):
             call()
+
+
+@pytest.mark.parametrize("make", [lambda: GaussianMixture(2, random_state=0), lambda: KMeans(2, n_init=1, random_state=0),
+                                  lambda: MiniBatchKMeans(2, n_init=1, random_state=0)])
+def test_a_refused_refit_leaves_the_previous_fit_usable(make):
+    """A refit refused for its data (NaN in X of another width, a memory
+    limit too small) kept the new ``n_features_in_``, so the previous model
+    refused every X afterwards; scikit-learn checks the data before
+    recording it, and memfit now restores what it recorded."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    bad = rng.standard_normal((300, 2))
+    bad[7, 1] = np.nan
+    est = make().fit(pd.DataFrame(X, columns=list("abc")))
+    want = est.predict(pd.DataFrame(X, columns=list("abc")))
+    with pytest.raises(ValueError, match="NaN"):
+        est.fit(bad)
+    with pytest.raises(MemoryError):
+        est.set_params(memory_limit="1KiB").fit(rng.standard_normal((300, 4)))
+    est.set_params(memory_limit=make().memory_limit)
+    assert est.n_features_in_ == 3 and list(est.feature_names_in_) == list("abc")
+    np.testing.assert_array_equal(est.predict(pd.DataFrame(X, columns=list("abc"))), want)
+    if isinstance(est, MiniBatchKMeans):
+        with pytest.raises(ValueError, match="NaN"):
+            MiniBatchKMeans(2).partial_fit(bad).n_features_in_
+        fresh = MiniBatchKMeans(2, random_state=0)
+        with pytest.raises(ValueError, match="NaN"):
+            fresh.partial_fit(bad)
+        assert not hasattr(fresh, "n_features_in_")

@@ -232,3 +232,57 @@ def test_grouped_predictions_and_warm_starts_are_the_in_memory_bits(dtype):
         for name in ("lower_bound_", "weights_", "means_", "precisions_cholesky_"):
             np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
         np.testing.assert_array_equal(got.score_samples(X), ref.score_samples(X))
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical", "tied"])
+def test_means_far_from_the_data_give_scikit_learns_covariances(covariance_type):
+    """Sums centred on means far from the component's rows (a ``means_init``
+    1e8 away, a warm start on data that moved) lost every digit of the
+    variance to ``S2 − s1²/N`` (19× too large at 1e8; a full covariance
+    refused as not positive definite): they are summed again around the
+    new weighted means until the cancellation is bounded, in memory, in
+    component groups and on a Dask cluster alike (the same bits)."""
+    import sklearn.mixture
+
+    rng = np.random.default_rng(3)
+    k, d = 3, 6
+    X = rng.standard_normal((900, d)) + np.repeat(np.arange(k) * 8.0, 300)[:, None]
+    precisions = {"full": np.tile(np.eye(d), (k, 1, 1)), "diag": np.ones((k, d)), "spherical": np.ones(k),
+                  "tied": np.eye(d)}[covariance_type]
+    # scikit-learn's tied covariance from means 1e30 away is not positive definite.
+    for off in (1e3, 1e8, 1e30)[: 2 if covariance_type == "tied" else 3]:
+        init = dict(weights_init=np.full(k, 1 / k), means_init=np.arange(k)[:, None] * 8.0 + off * np.ones((k, d)),
+                    precisions_init=precisions)
+        opts = dict(n_components=k, covariance_type=covariance_type, max_iter=2, tol=0, **init)
+        want = sklearn.mixture.GaussianMixture(**opts).fit(X)
+        got = GaussianMixture(memory_limit="1GiB", n_jobs=2, **opts).fit(X)
+        for name in ("means_", "covariances_", "weights_"):
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-10, atol=1e-12, err_msg=f"{off} {name}")
+        np.testing.assert_allclose(got.lower_bound_, want.lower_bound_, rtol=1e-10)
+    if covariance_type == "full":
+        # Components in groups (parameters beyond the limit): the same bits.
+        kg, dg = 24, 64
+        Xg = rng.standard_normal((1200, dg)) + rng.integers(0, 6, (1200, 1)) * 2.0
+        init = dict(means_init=1e8 + np.arange(kg)[:, None] * 1e4 + Xg[:kg], weights_init=np.full(kg, 1 / kg), precisions_init=np.tile(np.eye(dg), (kg, 1, 1)))
+        opts = dict(n_components=kg, max_iter=1, tol=0, **init)
+        got = GaussianMixture(memory_limit="1GiB", n_jobs=1, **opts).fit(Xg)
+        grouped = GaussianMixture(memory_limit="2MiB", n_jobs=1, **opts).fit(Xg)
+        assert grouped._on_disk() is not None and got._on_disk() is None
+        for name in ("means_", "covariances_", "lower_bound_"):
+            np.testing.assert_array_equal(getattr(grouped, name), getattr(got, name), err_msg=name)
+        # Every row goes to component 0 (scikit-learn's empty components'
+        # covariances are noise: responsibilities of 1e-300 over 10 ε).
+        want = sklearn.mixture.GaussianMixture(**opts).fit(Xg)
+        np.testing.assert_allclose(got.covariances_[0], want.covariances_[0], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(got.means_[0], want.means_[0], rtol=1e-12)
+    # A warm start on data that moved 1e7.
+    init = dict(weights_init=np.full(k, 1 / k), means_init=np.arange(k)[:, None] * 8.0 + np.zeros((k, d)),
+                precisions_init=precisions)
+    opts = dict(n_components=k, covariance_type=covariance_type, max_iter=1, tol=0)
+    got = GaussianMixture(warm_start=True, **opts, **init).fit(X)
+    # The same step on X from means 1e7 away (scikit-learn's diag and
+    # spherical covariances lose digits to E[x²] − μ² on X + 1e7 itself).
+    moved = dict(weights_init=got.weights_, means_init=got.means_ - 1e7, precisions_init=got.precisions_)
+    want = sklearn.mixture.GaussianMixture(**opts, **moved).fit(X)
+    got.fit(X + 1e7)
+    np.testing.assert_allclose(got.covariances_, want.covariances_, rtol=1e-8)

@@ -260,6 +260,21 @@ fn view<'a, T: Element>(a: ArrayView2<'a, T>, wrap: fn(&'a [T]) -> Values<'a>) -
     ArrayRef::strided(wrap(values), n, d, rs, cs).map(Source::memory).map_err(to_py)
 }
 
+/// The largest magnitude up to which every integer of `dtype` (NumPy's
+/// name) converts to `compute` exactly, when some value of `dtype` does
+/// not (`2**53` for 64-bit integers in float64); `None` when all do.
+///
+/// # Errors
+/// `ValueError` for a dtype name the engine does not read.
+#[pyfunction]
+pub fn inexact_integer_limit(dtype: &str, compute: &str) -> PyResult<Option<u64>> {
+    let named = |n: &str| memfit::io::Dtype::from_name(n);
+    let (Some(dtype), Some(compute)) = (named(dtype), named(compute)) else {
+        return Err(PyValueError::new_err(format!("unknown dtype {dtype:?} or {compute:?}")));
+    };
+    Ok(dtype.inexact_beyond(compute))
+}
+
 /// The warning a dense input gives for an integer its compute dtype cannot
 /// hold exactly, for a value `value` of dtype `dtype` (NumPy's name) at
 /// `(row, column)` that the caller found beyond `compute`'s exact range

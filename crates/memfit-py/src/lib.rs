@@ -53,6 +53,7 @@ fn _memfit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(system::available_cpus, m)?)?;
     m.add_function(wrap_pyfunction!(system::most_threads, m)?)?;
     m.add_function(wrap_pyfunction!(system::npy_info, m)?)?;
+    m.add_function(wrap_pyfunction!(inputs::inexact_integer_limit, m)?)?;
     m.add_function(wrap_pyfunction!(inputs::inexact_integer_warning, m)?)?;
     m.add_function(wrap_pyfunction!(remote::run_task, m)?)?;
     m.add_function(wrap_pyfunction!(remote::run_array_task, m)?)?;

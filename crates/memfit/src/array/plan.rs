@@ -9,7 +9,8 @@ use super::node::Reduction;
 use super::reduce::acc_bytes;
 use super::store::READ_SLACK_ELEMENTS;
 use super::tiling::{
-    chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, EINSUM_MIN_TILE, MAX_TILE, REDUCE_CHUNK,
+    chunk_line, chunk_shape, default_chunks, einsum_chunk, n_tiles, tile_shape, volume, EINSUM_MIN_TILE, MAX_TILE,
+    REDUCE_CHUNK,
 };
 use super::values::COL_BYTES;
 use crate::error::Result;
@@ -52,6 +53,12 @@ pub struct StagePlan {
     pub chunk: Vec<usize>,
     /// Tiles × chunks: units of work.
     pub work_items: u64,
+    /// Consecutive accumulation chunks a unit reads as one box (a Zarr
+    /// input's chunk whole along the chunks' line, rather than decoded
+    /// once per accumulation chunk): each chunk's statistics are still
+    /// computed and folded one by one, so the bits do not depend on it.
+    /// 1 for other stages.
+    pub group: usize,
     /// Reduction rewrites: the factor the reduced axes were shrunk by
     /// (1: none).
     pub multiplier: u64,
@@ -266,6 +273,7 @@ fn tiled(what: String, stage: &Stage, tile: Vec<usize>, bytes: u64, eval_elems: 
         dtype: stage.dtype.name(),
         target: String::new(),
         work_items: n_tiles(&stage.shape, &tile) as u64,
+        group: 1,
         tile,
         chunk: Vec::new(),
         multiplier: 1,
@@ -467,20 +475,35 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                         None => kept[kept_axes.iter().position(|&a| a == k).expect("a kept axis")],
                     })
                     .collect();
-                if let Some(z) = zarr_tile(ir, lowered, &full) {
+                let zarr = zarr_tile(ir, lowered, &full);
+                if let Some(z) = &zarr {
                     let z = grow_tile(kept_axes.iter().map(|&a| z[a]).collect(), kept, e);
                     if fixed + volume(&z) as u64 * per_out <= room {
                         tile = z;
                     }
                 }
-                let bytes = fixed + volume(&tile) as u64 * per_out;
+                // A Zarr input's chunks along the chunks' line read whole by
+                // groups of accumulation chunks (of their extent: each chunk
+                // decoded at most twice), as many as the room holds. Each
+                // group chunk's elements and statistics are held.
+                let line = chunk_line(reduced, &chunk);
+                let group_bytes = |g: u64| {
+                    fixed + volume(&tile) as u64 * (per_out + (g - 1) * (cn * elem_bytes(ir, lowered) + stats))
+                };
+                let mut group = 1;
+                if let (Some(z), Some(r)) = (&zarr, line) {
+                    let want = z[axes[r]].div_ceil(chunk[r]).min(reduced[r].div_ceil(chunk[r]));
+                    group = (1..=want.max(1)).rev().find(|&g| group_bytes(g as u64) <= room).unwrap_or(1);
+                }
+                let bytes = group_bytes(group as u64);
                 required = required.max(held + t * (fixed + per_out));
+                let together = if group > 1 { format!(", {group} chunks read together") } else { String::new() };
                 led.add_in(
                     &phase,
                     "tile buffers",
                     t,
                     bytes,
-                    format!("{t} threads × ({} outputs × {cn} chunk elements)", volume(&tile)),
+                    format!("{t} threads × ({} outputs × {cn} chunk elements{together})", volume(&tile)),
                 );
                 let each: Vec<String> =
                     ops.iter().zip(ir.describe_each()).map(|((op, ..), d)| format!("{}({d})", op.name())).collect();
@@ -490,6 +513,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     dtype: stage.dtype.name(),
                     target: String::new(),
                     work_items: (n_tiles(kept, &tile) * n_tiles(reduced, &chunk)) as u64,
+                    group,
                     tile,
                     chunk,
                     multiplier: u64::try_from(*multiplier).unwrap_or(u64::MAX),
@@ -581,6 +605,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     dtype: stage.dtype.name(),
                     target: String::new(),
                     work_items: (n_tiles(&stage.shape, &tile) * n_c) as u64,
+                    group: 1,
                     tile,
                     chunk,
                     multiplier: 1,
@@ -645,6 +670,9 @@ impl Schedule for Stages {
             write!(f, "  tile {:?}", s.tile)?;
             if !s.chunk.is_empty() {
                 write!(f, " × chunk {:?}", s.chunk)?;
+            }
+            if s.group > 1 {
+                write!(f, " ({} chunks read together)", s.group)?;
             }
             writeln!(f, "; {} work items; {} per thread", s.work_items, format_bytes(s.bytes_per_thread))?;
             if s.multiplier > 1 {

@@ -189,6 +189,18 @@ fn fold_runs<T: Copy, A: Copy>(
     let r_inner = r_at.len() > 1 && r_at[1] - r_at[0] == 1;
     if r_inner || o_at.len() == 1 {
         o_at.iter().map(|&o| r_at[1..].iter().fold(init(at(o, r_at[0])), |a, &r| step(a, at(o, r)))).collect()
+    } else if o_at.windows(2).all(|w| w[1] - w[0] == 1) {
+        // Outputs adjacent in memory: each reduced element's row of
+        // them is one slice (a loop the compiler vectorises).
+        let (o0, n) = (o_at[0], o_at.len());
+        let row = |r: i64| &v[(o0 + r) as usize..][..n];
+        let mut acc: Vec<A> = row(r_at[0]).iter().map(|&x| init(x)).collect();
+        for &r in &r_at[1..] {
+            for (a, &x) in acc.iter_mut().zip(row(r)) {
+                *a = step(*a, x);
+            }
+        }
+        acc
     } else {
         let mut acc: Vec<A> = o_at.iter().map(|&o| init(at(o, r_at[0]))).collect();
         for &r in &r_at[1..] {
@@ -537,11 +549,21 @@ fn seen(x: f64) -> u8 {
 }
 
 impl Partials {
-    /// The statistics of one chunk: `col` holds a box of the operand; see
+    /// The statistics of one chunk: `col` holds a box of the operand,
+    /// `finite` says that none of the box's values is infinite or NaN (so
+    /// none of the chunk's is: the box may hold several chunks); see
     /// [`partial`] for `o_at`, `r_at`, `index` and `run`.
-    pub fn of_chunk(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64], run: usize) -> Partials {
+    pub fn of_chunk(
+        op: Reduction,
+        col: &Col,
+        finite: bool,
+        o_at: &[i64],
+        r_at: &[i64],
+        index: &[i64],
+        run: usize,
+    ) -> Partials {
         let non_finite_in = match col {
-            Col::F(v) if v.iter().any(|x| !x.is_finite()) => fold_runs(v, o_at, r_at, seen, |a, x| a | seen(x)),
+            Col::F(v) if !finite => fold_runs(v, o_at, r_at, seen, |a, x| a | seen(x)),
             _ => Vec::new(),
         };
         Partials { op, acc: Some(partial(op, col, o_at, r_at, index, run)), non_finite_in }
@@ -604,6 +626,43 @@ impl crate::exec::Merge for Stats {
         } else {
             self.0.iter_mut().zip(&next.0).for_each(|(a, b)| a.merge(b));
         }
+    }
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// The statistics of consecutive accumulation chunks of one output tile,
+/// one per chunk in chunk order, as a unit that reads several chunks in
+/// one box returns them: merging folds `next`'s chunks one by one into the
+/// fold of these, so the result has the bits of folding chunk after chunk
+/// however the chunks were grouped into units.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct InOrder(pub Vec<Stats>);
+
+impl InOrder {
+    /// Folds the chunks held into one, in order.
+    pub fn collapse(&mut self) {
+        if self.0.len() > 1 {
+            let rest = self.0.split_off(1);
+            rest.iter().for_each(|p| crate::exec::Merge::merge(&mut self.0[0], p));
+        }
+    }
+
+    /// The statistics of all the chunks held, folded in order.
+    pub fn folded(mut self) -> Stats {
+        self.collapse();
+        self.0.pop().unwrap_or_default()
+    }
+}
+
+impl crate::exec::Merge for InOrder {
+    fn merge(&mut self, next: &Self) {
+        self.collapse();
+        if self.0.is_empty() {
+            self.0.push(Stats::default());
+        }
+        next.0.iter().for_each(|p| self.0[0].merge(p));
     }
     fn clear(&mut self) {
         self.0.clear();
@@ -678,7 +737,7 @@ mod tests {
         // Outputs: [1e308 + 1e308, nan + 1, 1 + 2] (o_at: rows, r_at: columns)
         let col = Col::F(vec![1e308, 1e308, f64::NAN, 1.0, 1.0, 2.0]);
         let (o_at, r_at) = ([0, 2, 4], [0, 1]);
-        let p = Partials::of_chunk(Reduction::Sum, &col, &o_at, &r_at, &[], 2);
+        let p = Partials::of_chunk(Reduction::Sum, &col, false, &o_at, &r_at, &[], 2);
         assert_eq!(p.non_finite_in, [0, SEEN_NAN, 0]);
         let (out, fresh) = p.clone().finish(Dtype::F64, 1, 2);
         assert_eq!(fresh, [1, 0, 0]);
@@ -686,7 +745,7 @@ mod tests {
         assert!(v[0].is_infinite() && v[1].is_nan() && v[2] == 3.0);
         // Folded with a finite chunk, the NaN stays seen; on its own a
         // finite chunk sees none.
-        let finite = Partials::of_chunk(Reduction::Sum, &Col::F(vec![1.0; 6]), &o_at, &r_at, &[], 2);
+        let finite = Partials::of_chunk(Reduction::Sum, &Col::F(vec![1.0; 6]), true, &o_at, &r_at, &[], 2);
         assert!(finite.non_finite_in.is_empty());
         let mut merged = finite.clone();
         merged.merge(&p);
@@ -696,7 +755,7 @@ mod tests {
         merged.merge(&finite);
         assert_eq!(merged.non_finite_in, [0, SEEN_NAN, 0]);
         // float32 results that overflow only when rounded are fresh too.
-        let p = Partials::of_chunk(Reduction::Sum, &Col::F(vec![3e38, 3e38]), &[0], &[0, 1], &[], 2);
+        let p = Partials::of_chunk(Reduction::Sum, &Col::F(vec![3e38, 3e38]), false, &[0], &[0, 1], &[], 2);
         assert_eq!(p.finish(Dtype::F32, 1, 2).1, [1, 0, 0]);
     }
 
@@ -704,10 +763,10 @@ mod tests {
     fn nan_from_infinities_is_invalid() {
         // Outputs: [inf + -inf, 0 * inf (prod), nan + inf, inf + 1]
         let col = Col::F(vec![f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::INFINITY, f64::INFINITY, 1.0]);
-        let p = Partials::of_chunk(Reduction::Sum, &col, &[0, 2, 4], &[0, 1], &[], 2);
+        let p = Partials::of_chunk(Reduction::Sum, &col, false, &[0, 2, 4], &[0, 1], &[], 2);
         assert_eq!(p.non_finite_in, [SEEN_INF, SEEN_NAN | SEEN_INF, SEEN_INF]);
         assert_eq!(p.finish(Dtype::F64, 1, 2).1, [0, 0, 1]);
-        let p = Partials::of_chunk(Reduction::Prod, &Col::F(vec![0.0, f64::INFINITY]), &[0], &[0, 1], &[], 2);
+        let p = Partials::of_chunk(Reduction::Prod, &Col::F(vec![0.0, f64::INFINITY]), false, &[0], &[0, 1], &[], 2);
         assert_eq!(p.finish(Dtype::F64, 1, 2).1, [0, 0, 1]);
     }
 }

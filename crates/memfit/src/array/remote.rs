@@ -22,10 +22,10 @@ use super::lower::Output;
 use super::lower::{Lowered, Src, Work};
 use super::node::{Array, Reduction};
 use super::plan::{plan, StagePlan, Stages};
-use super::reduce::{acc_bytes, Stats};
+use super::reduce::{acc_bytes, InOrder, Stats};
 use super::run::{fold_reduce, lowered_for, reductions, ReduceUnits, Slots};
 use super::store::Stored;
-use super::tiling::{n_tiles, volume};
+use super::tiling::{chunk_groups, n_tiles, volume};
 use super::values::FpCounts;
 use crate::error::{Error, ExpressionFault, Result};
 use crate::exec::{decode, encode, run_grid, Cancel, Merge, Remote, Task, TaskRunner};
@@ -82,20 +82,21 @@ struct ChunkStats {
     tiles: Vec<Vec<Stats>>,
 }
 
-/// One tile's statistics of consecutive chunks: folded (`fold`, from chunk
-/// 0) or kept one per chunk, as [`crate::exec::Partial`] keeps row chunks.
+/// One tile's statistics of consecutive chunks: folded in order (`fold`,
+/// from chunk 0) or kept one per chunk, as [`crate::exec::Partial`] keeps
+/// row chunks.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Leaves {
     fold: bool,
-    parts: Vec<Stats>,
+    parts: InOrder,
 }
 
 impl Merge for Leaves {
     fn merge(&mut self, next: &Self) {
         if self.fold {
-            self.parts[0].merge(&next.parts[0]);
+            self.parts.merge(&next.parts);
         } else {
-            self.parts.extend(next.parts.iter().cloned());
+            self.parts.0.extend(next.parts.0.iter().cloned());
         }
     }
     fn clear(&mut self) {
@@ -321,7 +322,7 @@ pub(crate) fn run_stage(
     }
     let tile = tile.expect("at least one range");
     let n_units = tiles.first().map_or(0, Vec::len);
-    let unit = |_: &mut Vec<u8>, o: usize, c: usize| Ok(tiles[o][c].clone());
+    let unit = |_: &mut Vec<u8>, o: usize, c: usize| Ok(InOrder(vec![tiles[o][c].clone()]));
     fold_reduce(stage, &tile, n_units, 1, cancel, sinks, ctx, unit)
 }
 
@@ -375,15 +376,19 @@ impl TaskRunner for ReduceRunner {
         let n_o = n_tiles(&stage.shape, &sp.tile);
         let tiles = Mutex::new(vec![Vec::new(); n_o]);
         let fold = chunks.start == 0;
+        let groups = chunk_groups(reduced, &sp.chunk, chunks.clone(), sp.group);
         run_grid(
             n_o,
-            chunks.len(),
+            groups.len(),
             rayon::current_num_threads(),
             cancel,
             Vec::new,
-            |buf, o, c| Ok(Leaves { fold, parts: vec![units.unit(&ctx, buf, o, chunks.start + c)?] }),
-            |o, leaves| {
-                tiles.lock().unwrap_or_else(PoisonError::into_inner)[o] = leaves.parts;
+            |buf, o, g| Ok(Leaves { fold, parts: InOrder(units.unit(&ctx, buf, o, groups[g].clone())?) }),
+            |o, mut leaves| {
+                if fold {
+                    leaves.parts.collapse();
+                }
+                tiles.lock().unwrap_or_else(PoisonError::into_inner)[o] = leaves.parts.0;
                 Ok(())
             },
         )?;

@@ -6,6 +6,7 @@
 //! to a [`Sink`]: memory, a `.npy` file (positioned writes) or a Zarr array
 //! (one write per chunk).
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -14,10 +15,10 @@ use super::lower::{lower, lower_all, share_passes, Ir, Lowered, Target, Work};
 use super::lower::{Output, Shards};
 use super::node::{Array, Reduction};
 use super::plan::{plan, StagePlan, Stages};
-use super::reduce::{Acc, Partials, Stats, Sums};
+use super::reduce::{Acc, InOrder, Partials, Stats, Sums};
 use super::remote::{OnCluster, Placed};
 use super::store::Stored;
-use super::tiling::{n_tiles, tile_box, volume};
+use super::tiling::{chunk_groups, n_tiles, tile_box, volume};
 use super::values::{Col, FpCounts};
 use super::view::ViewMap;
 use crate::dtype::Dtype;
@@ -627,8 +628,9 @@ fn run_stage(
             }
             let ops: Vec<Reduction> = ops.iter().map(|o| o.0).collect();
             let units = ReduceUnits::new(ir, axes, &ops, reduced, shape, &sp.tile, &sp.chunk);
-            let unit = |buf: &mut Vec<u8>, o: usize, c: usize| units.unit(ctx, buf, o, c);
-            fold_reduce(stage, &sp.tile, n_c, threads, cancel, sinks, ctx, unit)
+            let groups = chunk_groups(reduced, &sp.chunk, 0..n_c, sp.group);
+            let unit = |buf: &mut Vec<u8>, o: usize, g: usize| units.unit(ctx, buf, o, groups[g].clone()).map(InOrder);
+            fold_reduce(stage, &sp.tile, groups.len(), threads, cancel, sinks, ctx, unit)
         }
         Work::Scan { ir, axis, op } => {
             // Tiles of the other axes in parallel, each along `axis` in order.
@@ -769,19 +771,22 @@ impl<'a> ReduceUnits<'a> {
         ReduceUnits { ir, axes, ops, shape, tile, reduced, chunk, kept, rmap, inner }
     }
 
-    /// The statistics of accumulation chunk `c` of output tile `o`.
-    pub(crate) fn unit(&self, ctx: &Ctx<'_>, buf: &mut Vec<u8>, o: usize, c: usize) -> Result<Stats> {
+    /// The statistics of each accumulation chunk of `chunks` (consecutive
+    /// on one line: see [`chunk_groups`]) of output tile `o`, in order,
+    /// from one evaluation of their box.
+    pub(crate) fn unit(&self, ctx: &Ctx<'_>, buf: &mut Vec<u8>, o: usize, chunks: Range<usize>) -> Result<Vec<Stats>> {
         let (axes, kept) = (self.axes, &self.kept);
         let nd = kept.len() + axes.len();
         let (olo, ohi) = tile_box(self.shape, self.tile, o);
-        let (clo, chi) = tile_box(self.reduced, self.chunk, c);
+        let (glo, _) = tile_box(self.reduced, self.chunk, chunks.start);
+        let (_, ghi) = tile_box(self.reduced, self.chunk, chunks.end - 1);
         // The box in the operand's own axis order.
         let (mut lo, mut hi) = (vec![0; nd], vec![0; nd]);
         for (j, &k) in kept.iter().enumerate() {
             (lo[k], hi[k]) = (olo[j], ohi[j]);
         }
         for (j, &k) in axes.iter().enumerate() {
-            (lo[k], hi[k]) = (clo[j], chi[j]);
+            (lo[k], hi[k]) = (glo[j], ghi[j]);
         }
         let (cols, at) = eval_all(self.ir, &lo, &hi, ctx, buf)?;
         // Positions in the box of each kept / reduced coordinate.
@@ -793,31 +798,37 @@ impl<'a> ReduceUnits<'a> {
             axes: ax.iter().map(|&k| bmap.axes[k].clone()).collect(),
             joints: Vec::new(),
         };
-        let zeros = |ax: &[usize]| vec![0usize; ax.len()];
-        let ends = |ax: &[usize]| ax.iter().map(|&k| ext[k]).collect::<Vec<_>>();
-        let o_at = offsets(&pick(kept), &zeros(kept), &ends(kept));
-        let r_at = offsets(&pick(axes), &zeros(axes), &ends(axes));
-        // This box's elements of one inner run (its chunk may cut the run).
-        let run = if self.inner == 0 { 0 } else { axes[axes.len() - self.inner..].iter().map(|&k| ext[k]).product() };
-        let index = if self.ops.iter().any(|op| matches!(op, Reduction::ArgMin | Reduction::ArgMax)) {
-            offsets(&self.rmap, &clo, &chi)
-        } else {
-            Vec::new()
+        let o_at = offsets(&pick(kept), &vec![0; kept.len()], &kept.iter().map(|&k| ext[k]).collect::<Vec<_>>());
+        let args = self.ops.iter().any(|op| matches!(op, Reduction::ArgMin | Reduction::ArgMax));
+        let finite: Vec<bool> = cols.iter().map(|c| c.count_non_finite() == 0).collect();
+        let stats = |c: usize| {
+            let (clo, chi) = tile_box(self.reduced, self.chunk, c);
+            let at_lo: Vec<usize> = clo.iter().zip(&glo).map(|(a, g)| a - g).collect();
+            let at_hi: Vec<usize> = chi.iter().zip(&glo).map(|(a, g)| a - g).collect();
+            let r_at = offsets(&pick(axes), &at_lo, &at_hi);
+            // This chunk's elements of one inner run (it may cut the run).
+            let run = if self.inner == 0 {
+                0
+            } else {
+                (axes.len() - self.inner..axes.len()).map(|j| chi[j] - clo[j]).product()
+            };
+            let index = if args { offsets(&self.rmap, &clo, &chi) } else { Vec::new() };
+            Stats(
+                self.ops
+                    .iter()
+                    .zip(&at)
+                    .map(|(&op, &k)| Partials::of_chunk(op, &cols[k], finite[k], &o_at, &r_at, &index, run))
+                    .collect(),
+            )
         };
-        Ok(Stats(
-            self.ops
-                .iter()
-                .zip(at)
-                .map(|(&op, k)| Partials::of_chunk(op, &cols[k], &o_at, &r_at, &index, run))
-                .collect(),
-        ))
+        Ok(chunks.map(stats).collect())
     }
 }
 
 /// Runs reduction stage `stage` (a [`Work::Reduce`]) as `n_c` units per
 /// output tile of extent `tile` with [`run_grid`]: `unit(buffer, tile, i)`
-/// gives the statistics of the tile's `i`-th unit (computed here, or
-/// received from tasks), folded in order, finished and written to `sinks`
+/// gives the statistics of the chunks of the tile's `i`-th unit (computed
+/// here, or received from tasks), folded in chunk order, finished and written to `sinks`
 /// (one per result). Fresh infinities and NaNs of the results are counted
 /// in `ctx` (see [`Partials::finish`](super::reduce::Partials::finish)).
 #[allow(clippy::too_many_arguments)]
@@ -829,15 +840,15 @@ pub(crate) fn fold_reduce(
     cancel: &Cancel,
     sinks: &[&dyn Sink],
     ctx: &Ctx<'_>,
-    unit: impl Fn(&mut Vec<u8>, usize, usize) -> Result<Stats> + Sync + Send,
+    unit: impl Fn(&mut Vec<u8>, usize, usize) -> Result<InOrder> + Sync + Send,
 ) -> Result<()> {
     let Work::Reduce { reduced, multiplier, .. } = &stage.work else { unreachable!("a reduction stage") };
     let dtypes: Vec<Dtype> = stage.targets().into_iter().map(|t| t.1).collect();
     let count = volume(reduced) as u64;
     let shape = &stage.shape;
-    let finish = |o: usize, stats: Stats| -> Result<()> {
+    let finish = |o: usize, stats: InOrder| -> Result<()> {
         let (lo, hi) = tile_box(shape, tile, o);
-        for ((p, sink), &dtype) in stats.0.into_iter().zip(sinks).zip(&dtypes) {
+        for ((p, sink), &dtype) in stats.folded().0.into_iter().zip(sinks).zip(&dtypes) {
             let (col, fresh) = p.finish(dtype, *multiplier, count);
             ctx.fp.add_all(fresh);
             put(*sink, &lo, &hi, &col, dtype)?;

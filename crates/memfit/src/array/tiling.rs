@@ -87,6 +87,35 @@ pub fn chunk_shape(shape: &[usize], target: usize) -> Vec<usize> {
     ext
 }
 
+/// The axis along which consecutive accumulation chunks of extent `chunk`
+/// over `shape` (C order over their grid) follow each other: the last
+/// axis the chunk cuts (the axes after it are whole). `None` when one
+/// chunk covers `shape`.
+pub fn chunk_line(shape: &[usize], chunk: &[usize]) -> Option<usize> {
+    (0..shape.len()).rev().find(|&k| chunk[k] < shape[k])
+}
+
+/// The chunks `range` (C order over the grid of extent `chunk` over
+/// `shape`) cut into runs of at most `group` consecutive chunks that stay
+/// on one line (see [`chunk_line`]), so that each run's chunks make one
+/// box.
+pub fn chunk_groups(
+    shape: &[usize],
+    chunk: &[usize],
+    range: std::ops::Range<usize>,
+    group: usize,
+) -> Vec<std::ops::Range<usize>> {
+    let line = chunk_line(shape, chunk).map_or(1, |k| shape[k].div_ceil(chunk[k].max(1)));
+    let mut out = Vec::new();
+    let mut s = range.start;
+    while s < range.end {
+        let e = (s + group.max(1)).min((s / line + 1) * line).min(range.end);
+        out.push(s..e);
+        s = e;
+    }
+    out
+}
+
 /// Smallest default Zarr chunk, in uncompressed bytes (unless the whole
 /// array is smaller): smaller chunks make more files than data.
 pub const MIN_CHUNK_BYTES: u64 = 64 << 10;
@@ -198,6 +227,18 @@ mod tests {
         assert_eq!(chunk_shape(&[100, 10, 10], 250), [2, 10, 10]);
         assert_eq!(chunk_shape(&[3, 100_000], 1 << 14), [1, 1 << 14]);
         assert_eq!(chunk_shape(&[], 10), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn chunk_groups_stay_on_a_line() {
+        assert_eq!(chunk_line(&[100, 10, 10], &[2, 10, 10]), Some(0));
+        assert_eq!(chunk_line(&[3, 100], &[1, 30]), Some(1));
+        assert_eq!(chunk_line(&[3, 100], &[3, 100]), None);
+        // Lines of 4 chunks (100 / 30 rounded up): groups never cross one.
+        assert_eq!(chunk_groups(&[3, 100], &[1, 30], 0..12, 3), [0..3, 3..4, 4..7, 7..8, 8..11, 11..12]);
+        assert_eq!(chunk_groups(&[3, 100], &[1, 30], 2..7, 2), [2..4, 4..6, 6..7]);
+        assert_eq!(chunk_groups(&[3, 100], &[3, 100], 0..1, 5), vec![(0..1)]);
+        assert_eq!(chunk_groups(&[30], &[7], 0..5, 1), [0..1, 1..2, 2..3, 3..4, 4..5]);
     }
 
     #[test]

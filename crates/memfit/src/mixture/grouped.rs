@@ -39,7 +39,7 @@ use std::time::Instant;
 use super::components::{component_cov_len, factor_len, factor_of_cov, CholWork, Estep, Params};
 use super::fitted::{Outputs, StoredCovariances};
 use super::groups::{add_exps, log_norm, merge_max, responsibilities, Groups, ParamStore, RowState, ROW_STATE};
-use super::mstep::{finalize, Mass};
+use super::mstep::{finalize, recentred, Mass, MAX_RECENTRED_PASSES};
 use super::params::{CovarianceType, GmmParams, PrecisionsInit};
 use super::pass::{zero_density, zero_density_ok, Stats, Sums, Workspace};
 use super::passes::{InitPass, InitResp, Nearest};
@@ -506,6 +506,32 @@ pub(crate) fn em_iteration<T: Real>(
             total = stats.log_likelihood;
         }
         if step.resp {
+            for _ in 0..MAX_RECENTRED_PASSES {
+                let Some(reference) = recentred(gw.t, d, &stats, &[]) else { break };
+                // The group's responsibilities again (the rows' states are
+                // final), their sums around the new weighted means.
+                let mut mats = std::mem::take(&mut gw.work.mats);
+                let mut pass = GroupPass {
+                    x: data.x(),
+                    first: r.start,
+                    gw: &mut *gw,
+                    mats: &mut mats,
+                    step: Step { g, max: false, fresh: false, sum: false, finish: false, resp: true },
+                    m_step: true,
+                    reference: &reference,
+                    outputs: None,
+                    labels: Vec::new(),
+                    validate: false,
+                    new_rows: false,
+                    secs: (0.0, 0.0),
+                };
+                let again = data.run(&mut pass, cancel);
+                let pass_secs = pass.secs;
+                gw.work.mats = mats;
+                stats = again?;
+                secs.0 += pass_secs.0;
+                secs.1 += pass_secs.1;
+            }
             gw.finish_group(g, &mut stats, reg_covar, mass, false, slot, &mut next, data.shift)?;
         }
     }

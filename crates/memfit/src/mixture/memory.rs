@@ -7,9 +7,9 @@ use std::ops::Range;
 
 use super::components::{cov_len, CholWork, Estep, Params};
 use super::fitted::Outputs;
-use super::mstep::{finalize, Mass};
+use super::mstep::{finalize, recentred, Mass, MAX_RECENTRED_PASSES};
 use super::params::{CovarianceType, GmmParams, InitMethod, PrecisionsInit};
-use super::pass::{Sums, Workspace};
+use super::pass::{Stats, Sums, Workspace};
 use super::passes::{EPass, EmPass, InitPass, InitResp, Nearest};
 use super::plan::plan_whole;
 use super::strategy::{Data, Final, Strategy};
@@ -127,6 +127,22 @@ impl<T: Real> Strategy for InMemory<'_, T> {
         secs.1 += pass.secs.1;
         if want_scatter {
             self.tied_scatter = std::mem::take(&mut stats.scatter);
+        }
+        for _ in 0..MAX_RECENTRED_PASSES {
+            let Some(reference) = recentred(t, d, &stats, &self.tied_scatter) else { break };
+            // The same E-step, its sums around the new weighted means.
+            let mut pass = EmPass {
+                x: self.data.x(),
+                es: &self.es,
+                ws: &mut self.ws,
+                mats: &mut self.work.mats,
+                sums: Sums { t, reference: &reference, scatter: false },
+                secs: (0.0, 0.0),
+            };
+            let again = self.data.run(&mut pass, cancel)?;
+            secs.0 += pass.secs.0;
+            secs.1 += pass.secs.1;
+            stats = Stats { log_likelihood: stats.log_likelihood, ..again };
         }
         *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.mass, false, self.data.shift);
         Ok(stats.log_likelihood)

@@ -133,6 +133,68 @@ pub(crate) fn finalize(
     params
 }
 
+/// How much larger than a component's scatter around its weighted mean
+/// the second moment around the reference may be before the difference
+/// (`S2 − s1 s1ᵀ / N_k`) is taken as too inexact: float64's relative
+/// error `ε` grows by this factor, to about 6e-14 at 256.
+pub(crate) const MAX_CANCELLATION: f64 = 256.0;
+
+/// Most passes an M-step's sums are summed again around new references
+/// (see [`recentred`]): 1e308 from data of unit scale needs about 24.
+pub(crate) const MAX_RECENTRED_PASSES: usize = 32;
+
+/// New references for `stats`' sums when a component's weighted mean lies
+/// so far from the reference its sums were centred on (a `means_init` or a
+/// warm start far from the data) that some variance would lose more than
+/// [`MAX_CANCELLATION`] in relative accuracy: the second moment `S2` of a
+/// feature exceeds that many times its scatter `S2 − s1²/N_k`. The sums
+/// are then summed again, under the same responsibilities, around the
+/// weighted means returned (their `s1` about 0, no cancellation), so the
+/// covariances are as exact as scikit-learn's two-pass `X − means`. A
+/// reference so far away that `x − ref` kept none of a row's digits
+/// (1e30 from data of unit scale) takes a few such passes: each brings
+/// the reference some 13 orders of magnitude closer.
+///
+/// Tied covariances come from the data scatter `tied_scatter` (`Σ w x
+/// xᵀ`, row-major `d × d`), not from these sums, but their means do: a
+/// mean is as inexact as `ε` times its distance from the reference, so
+/// that distance is bounded by `√MAX_CANCELLATION` times the rows'
+/// root-mean-square in the feature.
+///
+/// `None` when every variance is within the bound, or when the weighted
+/// means are the reference itself (no pass can do better).
+pub(crate) fn recentred(t: CovarianceType, d: usize, stats: &Stats, tied_scatter: &[f64]) -> Option<Vec<f64>> {
+    if d == 0 {
+        return None;
+    }
+    let p = packed_len(d);
+    let total: f64 = stats.nk.iter().sum();
+    let mut inexact = false;
+    let means = (0..stats.reference.len())
+        .map(|q| {
+            let (c, j, n) = (q / d, q % d, stats.nk[q / d]);
+            if n <= 0.0 || n.is_nan() {
+                return stats.reference[q];
+            }
+            let s1 = stats.s1[q];
+            let (s2, scatter) = match t {
+                // n δ² against n times the mean square of the rows.
+                CovarianceType::Tied => {
+                    let square = tied_scatter.get(j * d + j).map_or(f64::INFINITY, |s| s / total);
+                    (s1 * (s1 / n), n * square)
+                }
+                CovarianceType::Full => {
+                    (stats.s2[c * p + packed_index(j, j)], stats.s2[c * p + packed_index(j, j)] - s1 * (s1 / n))
+                }
+                _ => (stats.s2[c * d + j], stats.s2[c * d + j] - s1 * (s1 / n)),
+            };
+            inexact |= s2 > MAX_CANCELLATION * scatter.max(0.0);
+            stats.reference[q] + s1 / n
+        })
+        .collect();
+    (inexact && means != stats.reference).then_some(means)
+}
+
 /// The rows' total weight and the floor added to each `N_k`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Mass {
