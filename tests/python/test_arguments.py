@@ -93,3 +93,63 @@ def test_a_command_alone_shows_its_commands_and_bad_values_list_the_good_ones(tm
     x = save(tmp_path, "x.npy", np.zeros((5, 2)))
     err = memfit("kmeans", x, "--algorithm", "full", expect=2).stderr
     assert "invalid value 'full' for '--algorithm <ALGORITHM>'; possible values: auto, lloyd, bounded;" in err, err
+
+
+def test_names_longer_than_the_file_system_allows_are_refused_before_any_output(tmp_path, memfit):
+    """A 256-byte output name failed when the finished output was linked
+    into place, after the work, leaving the outputs written before it
+    (labels without their centres); a legal 240-byte model folder failed
+    because its temporary folder's name added 20 bytes."""
+    x = save(tmp_path, "x.npy", np.random.default_rng(0).standard_normal((300, 3)))
+    labels = tmp_path / "labels.npy"
+    labels.write_bytes(b"old labels")
+    long = tmp_path / ("c" * 256)
+    err = memfit("kmeans", x, "-k", "2", "--labels", labels, "--centers", long, "--quiet", expect=2).stderr
+    assert "its name is 256 bytes long, more than the 255 file systems allow" in err, err
+    assert labels.read_bytes() == b"old labels"
+    err = memfit("gmm", x, "-k", "2", "--model", tmp_path / ("m" * 256), "--labels", labels, "--quiet", expect=2).stderr
+    assert "256 bytes long" in err and labels.read_bytes() == b"old labels", err
+    model = tmp_path / ("m" * 240)
+    memfit("gmm", x, "-k", "2", "--model", model, "--quiet")
+    assert (model / "model.json").is_file() and sorted(os.listdir(tmp_path)) == sorted(["x.npy", "labels.npy", model.name])
+
+
+def test_a_damaged_model_folder_is_named_not_the_data(tmp_path, memfit):
+    """A hand-edited model.json's shift (1e308) changed every log-likelihood
+    silently; a missing covariance_type blamed --covariance-type (not an
+    option of gmm-predict); factors that overflow blamed the data and hinted
+    at --reg-covar; a flag's overflow in `generate` blamed --n-features."""
+    import json
+
+    x = save(tmp_path, "x.npy", np.random.default_rng(1).standard_normal((400, 3)) + 5.0)
+    model = tmp_path / "model"
+    memfit("gmm", x, "-k", "2", "--model", model, "--quiet")
+    ok = memfit("gmm-predict", x, "--model", model, "--labels", tmp_path / "l.npy", "--quiet")
+    meta = json.loads((model / "model.json").read_text())
+
+    def damaged(**change):
+        bad = tmp_path / f"bad{len(os.listdir(tmp_path))}"
+        shutil.copytree(model, bad)
+        (bad / "model.json").write_text(json.dumps({**meta, **change}))
+        return bad
+
+    for shift in ([1e308, 0, 0], [1e17, 0, 0], [-5.0, 0, 0]):
+        err = memfit("gmm-predict", x, "--model", damaged(shift=shift), "--labels", tmp_path / "l.npy", expect=2).stderr
+        assert "model.json's shift for feature 0 is" in err and "not within a factor of 2" in err, err
+    # A shift memfit wrote (0, or within a factor of 2 of every mean) is read.
+    assert memfit("gmm-predict", x, "--model", damaged(shift=[0.0, 0.0, 0.0]), "--labels", tmp_path / "l.npy").returncode == 0
+    for kind in (None, "FULL"):
+        err = memfit("gmm-predict", x, "--model", damaged(covariance_type=kind), "--labels", tmp_path / "l.npy", expect=2).stderr
+        assert "model.json's covariance_type is" in err and "--covariance-type" not in err, err
+    bad = damaged()
+    factors = np.load(bad / "precisions_cholesky.npy")
+    factors[0, 0, 0] = 1e308
+    np.save(bad / "precisions_cholesky.npy", factors)
+    err = memfit("gmm-predict", x, "--model", bad, "--labels", tmp_path / "l.npy", expect=2).stderr
+    assert "its parameters overflow for this row" in err and "--reg-covar" not in err, err
+    assert ok.returncode == 0
+    for flag in ("--n-samples", "--centers"):
+        sizes = {"--n-samples": "10", flag: str(2**64 - 1)}
+        args = [a for kv in sizes.items() for a in kv]
+        err = memfit("generate", "blobs", *args, "--out", tmp_path / "g.npy", expect=2).stderr
+        assert f"invalid {flag}: " in err, err

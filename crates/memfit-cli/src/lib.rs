@@ -8,7 +8,8 @@
 //! Exit status: 0 on success (and when the reader of standard output went
 //! away, as `| head` does), 2 on any error (bad usage, bad input, a limit
 //! too small, a failed write, standard output full), with one line on
-//! stderr saying what is wrong and how to fix it; 130 when interrupted.
+//! stderr saying what is wrong and how to fix it; 128 + the signal's number
+//! when a signal stopped it (130 for Ctrl-C, 143 for SIGTERM).
 
 /// `println!` that returns an error (in a `Result` context) instead of
 /// panicking when standard output cannot be written: a closed pipe (`memfit
@@ -163,8 +164,8 @@ fn run(cli: &Cli) -> Result<()> {
 
 /// Runs the `memfit` tool on `args` (the program name first, as in
 /// [`std::env::args_os`]) and returns its exit status: 0 on success, 2 on any
-/// error (one line on stderr), 130 when interrupted by Ctrl-C, SIGTERM or
-/// SIGHUP. `--help` and `--version` print to stdout and return 0.
+/// error (one line on stderr), 128 + the signal's number when interrupted
+/// by Ctrl-C (130), SIGTERM (143) or SIGHUP (129). `--help` and `--version` print to stdout and return 0.
 ///
 /// Arguments are operating-system strings: a path that is not UTF-8 is taken
 /// as it is. It installs a signal handler for the rest of the process (the
@@ -221,7 +222,7 @@ where
         }
         Err(_) if progress::interrupted() => {
             note!("memfit: interrupted (Ctrl-C or a termination signal); no output was written");
-            130
+            progress::exit_status()
         }
         Err(e) => {
             note!("memfit: error: {}", render::error_line(&e));

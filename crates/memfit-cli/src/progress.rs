@@ -1,6 +1,7 @@
 //! The terminal progress bar (hidden with --quiet or when stderr is not a terminal).
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -11,22 +12,40 @@ use memfit::exec::Cancel;
 /// Set by the first Ctrl-C; the engine checks it once per read block.
 static INTERRUPTED: LazyLock<Cancel> = LazyLock::new(Cancel::new);
 
-/// Makes Ctrl-C, SIGTERM and SIGHUP stop a run cleanly (temporary outputs
-/// are removed, exit status 130); a second signal exits at once, removing
-/// the temporary outputs first.
+/// The first stopping signal's number (0: none yet).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Makes Ctrl-C (SIGINT), SIGTERM and SIGHUP stop a run cleanly (temporary
+/// outputs are removed, exit status 128 + the signal's number: 130, 143,
+/// 129, as a shell reports a process the signal killed); a second signal
+/// exits at once, removing the temporary outputs first.
 pub fn stop_on_ctrl_c() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     // Failing to install the handler only loses the clean stop.
-    let _ = ctrlc::set_handler(|| {
-        if INTERRUPTED.cancel() {
-            memfit::io::remove_unfinished_outputs();
-            std::process::exit(130);
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else { return };
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            let _ = SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+            if INTERRUPTED.cancel() {
+                memfit::io::remove_unfinished_outputs();
+                std::process::exit(exit_status());
+            }
         }
     });
 }
 
-/// Whether Ctrl-C was pressed.
+/// Whether a stopping signal came.
 pub fn interrupted() -> bool {
     INTERRUPTED.is_cancelled()
+}
+
+/// The exit status of a run a signal stopped: 128 + the first signal's
+/// number (130 for Ctrl-C).
+pub fn exit_status() -> i32 {
+    128 + match SIGNAL.load(Ordering::SeqCst) {
+        0 => signal_hook::consts::SIGINT,
+        s => s,
+    }
 }
 
 /// The token Ctrl-C cancels, for engine work that takes one.

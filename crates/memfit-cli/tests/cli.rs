@@ -670,6 +670,26 @@ fn second_ctrl_c_exits_at_once_without_outputs() {
 }
 
 #[test]
+fn sigterm_and_sighup_exit_with_128_plus_their_number() {
+    // As a shell reports a process the signal killed: schedulers tell a
+    // terminated job from one the user interrupted by this status.
+    for (signal, status) in [("-TERM", 143), ("-HUP", 129)] {
+        let t = tempfile::tempdir().unwrap();
+        let labels = p(t.path(), "labels.npy");
+        let child = Command::new(env!("CARGO_BIN_EXE_memfit"))
+            .args(["kmeans", "--init", "random", "--n-init", "50", "--tol", "0", "--quiet", "--labels", &labels])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let _ = Command::new("kill").args([signal, &child.id().to_string()]).status();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(status), "{signal}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(entries(t.path()).is_empty(), "left {:?}", entries(t.path()));
+    }
+}
+
+#[test]
 fn gmm_writes_model_folder_summary_and_predicts_the_same_labels() {
     let t = tempfile::tempdir().unwrap();
     let x = p(t.path(), "x.npy");

@@ -61,11 +61,12 @@ impl Blobs {
         if !(self.center_box.0 < self.center_box.1 && self.center_box.0.is_finite() && self.center_box.1.is_finite()) {
             return Err(Error::param("center_box", "low must be below high"));
         }
-        for (rows, name) in [(self.n_samples, "samples"), (self.centers, "centres")] {
+        for (rows, name, param) in [(self.n_samples, "samples", "n_samples"), (self.centers, "centres", "centers")] {
             if rows.checked_mul(self.n_features).and_then(|n| n.checked_mul(8)).is_none_or(|b| b > isize::MAX as usize)
             {
+                // The larger factor is the one to lower.
                 return Err(Error::param(
-                    "n_features",
+                    if rows >= self.n_features { param } else { "n_features" },
                     format!(
                         "{rows} {name} × {} features of 8 bytes exceed the largest array this machine can address",
                         self.n_features

@@ -340,7 +340,7 @@ impl<T: Real> GroupPass<'_, '_, T> {
                 *l = log_norm(s);
             }
             if let Some(i) = log_norms.iter().position(|&v| !zero_density_ok(v, self.new_rows)) {
-                return Err(zero_density(self.x, b.start + i, log_norms[i]));
+                return Err(zero_density(self.x, b.start + i, log_norms[i], self.new_rows));
             }
             // Summed per tile, then tile by tile, as the in-memory E-step.
             for t0 in (0..rows).step_by(TILE_ROWS) {

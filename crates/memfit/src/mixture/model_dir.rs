@@ -174,7 +174,12 @@ pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
     if json["format"] != "memfit-gaussian-mixture" {
         return Err(bad("model.json is not a memfit Gaussian-mixture model".into()));
     }
-    let t = CovarianceType::parse(json["covariance_type"].as_str().unwrap_or_default())?;
+    let t = json["covariance_type"].as_str().and_then(|s| CovarianceType::parse(s).ok()).ok_or_else(|| {
+        bad(format!(
+            "model.json's covariance_type is {}, not one of \"full\", \"tied\", \"diag\", \"spherical\"",
+            json["covariance_type"]
+        ))
+    })?;
     let (weights, wshape) = read_array_f64(dir.join("weights.npy"), 1)?;
     let k = wshape[0];
     let (means, mk, d) = read_matrix_f64(dir.join("means.npy"))?;
@@ -203,7 +208,7 @@ pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
         )));
     }
     if let Some(i) = weights.iter().position(|w| !(w.is_finite() && (0.0..=1.0).contains(w))) {
-        return Err(bad(format!("weights.npy[{i}] = {} is not a weight in [0, 1]", weights[i])));
+        return Err(bad(format!("weights.npy[{i}] = {:?} is not a weight in [0, 1]", weights[i])));
     }
     if (weights.iter().sum::<f64>() - 1.0).abs() > 1e-6 {
         return Err(bad("weights.npy does not sum to 1".into()));
@@ -226,6 +231,20 @@ pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
             }
         }
     };
+    // A fit's shift is 0 or a column's mean that every value of it lies
+    // within a factor of 2 of, so its components' means (0 for one without
+    // rows) do too and subtracting it is exact; any other shift would
+    // round every row it is subtracted from.
+    for (j, &s) in shift.iter().flatten().enumerate().filter(|(_, &s)| s != 0.0) {
+        let column = means.iter().skip(j).step_by(d).filter(|&&m| m != 0.0);
+        let (lo, hi) = column.fold((s, s), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+        if crate::exec::exact_shift(s, lo, hi) != s {
+            return Err(bad(format!(
+                "model.json's shift for feature {j} is {s:?}, but the means of that feature span {lo:?} to {hi:?}: \
+                 not within a factor of 2 of it (memfit writes 0 or such a shift, which subtracts exactly)"
+            )));
+        }
+    }
     let lower_bound = json["lower_bound"].as_f64();
     Ok(MixtureModel { covariance_type: t, weights, means, precisions_cholesky: prec, shift, lower_bound })
 }

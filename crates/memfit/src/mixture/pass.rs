@@ -121,8 +121,20 @@ impl Merge for Stats {
 }
 
 /// The error for row `row` of `x`, whose log-likelihood `value` is not
-/// finite: it has zero density under every component.
-pub(crate) fn zero_density(x: &Source<'_>, row: usize, value: f64) -> Error {
+/// finite: it has zero density under every component. For `new_rows`
+/// scored against a fitted model (see [`zero_density_ok`]) the value is
+/// NaN: the model's parameters overflow for the row, which no setting of
+/// the scoring changes.
+pub(crate) fn zero_density(x: &Source<'_>, row: usize, value: f64, new_rows: bool) -> Error {
+    if new_rows {
+        return Error::param(
+            "X",
+            format!(
+                "{}: row {row} has log-likelihood {value} under the model: its parameters overflow for this row (a damaged model, or a row far outside the scale it was fitted on)",
+                x.name().display()
+            ),
+        );
+    }
     Error::param_with(
         "X",
         format!("{}: row {row} has zero density under every component (log-likelihood {value})", x.name().display()),
@@ -302,7 +314,7 @@ impl<T: Real> Workspace<T> {
                 *ll = backend.log_sum_exp_rows(r, k, ln, lb, wb.map(|w| &w[t * TILE_ROWS..]));
             });
         if let Some(i) = self.log_norm[..rows].iter().position(|&v| !zero_density_ok(v, new_rows)) {
-            return Err(zero_density(x, start + i, self.log_norm[i]));
+            return Err(zero_density(x, start + i, self.log_norm[i], new_rows));
         }
         for s in &self.tile_ll[..n_tiles] {
             *total += s;

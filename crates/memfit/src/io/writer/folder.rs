@@ -158,8 +158,8 @@ fn remove_stale(parent: &Path, name: &std::ffi::OsStr) {
 /// at once: `dest` is renamed aside (`.NAME.old.PID`), `staged` renamed in
 /// its place, then the old one removed; on failure the old one comes back.
 fn replace_by_renames(staged: PathBuf, dest: &Path) -> Result<()> {
-    let name = dest.file_name().unwrap_or_default().to_string_lossy();
-    let old = staged.with_file_name(format!(".{name}.old.{}", std::process::id()));
+    let prefix = hidden_prefix(dest.file_name().unwrap_or_default());
+    let old = staged.with_file_name(format!("{prefix}old.{}", std::process::id()));
     let _listed = (Unfinished::new_dir(&staged), Unfinished::new_dir(&old));
     if let Err(e) = std::fs::rename(dest, &old) {
         let _ = std::fs::remove_dir_all(&staged);

@@ -29,6 +29,26 @@ fn missing_folder(dir: &Path) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::NotFound, format!("folder {} does not exist", dir.display()))
 }
 
+/// Longest file name, in bytes (Linux's `NAME_MAX`).
+const NAME_MAX: usize = 255;
+
+/// Refuses an output whose name is longer than file systems allow, which
+/// would fail only when the finished output is linked into place, after
+/// the work (and after the job's other outputs).
+///
+/// # Errors
+/// [`Error::Io`] saying how long the name is.
+pub(crate) fn check_name_length(path: &Path) -> Result<()> {
+    let name = path.file_name().map_or(0, |n| n.as_encoded_bytes().len());
+    if name > NAME_MAX {
+        let why = format!(
+            "its name is {name} bytes long, more than the {NAME_MAX} file systems allow; hint: use a shorter name"
+        );
+        return Err(Error::io(path, "create", std::io::Error::other(why)));
+    }
+    Ok(())
+}
+
 /// Checks, before any long computation, that an output file could be created:
 /// its folder exists and takes a new file (a read-only file system or a
 /// folder without write permission is found now, by creating and removing
@@ -107,13 +127,15 @@ fn check_replaceable(path: &Path, target: &Path, file: &std::fs::Metadata, folde
     Ok(())
 }
 
-/// Checks that the folder `dir` takes a new file, by creating and removing
+/// Checks that the output `path` has a legal name ([`check_name_length`])
+/// and that the folder `dir` takes a new file, by creating and removing
 /// an empty hidden one; errors name the output `path`.
 ///
 /// # Errors
 /// [`Error::Io`] with the creation's error (a read-only file system, no
 /// permission).
 pub(crate) fn probe_dir(dir: &Path, path: &Path) -> Result<()> {
+    check_name_length(path)?;
     static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let probe = dir.join(format!(".memfit-probe-{}-{n}", std::process::id()));

@@ -104,8 +104,18 @@ impl Write for Staged {
 
 /// The prefix of hidden temporary names `.NAME.XXXXXX.tmp`.
 pub(crate) fn hidden_prefix(name: &OsStr) -> String {
-    format!(".{}.", name.to_string_lossy())
+    let name = name.to_string_lossy();
+    // A legal name of up to 255 bytes keeps its temporaries legal too
+    // (their suffix adds at most 24 bytes).
+    let mut end = name.len().min(NAME_IN_TEMPORARIES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(".{}.", &name[..end])
 }
+
+/// Most bytes of an output's name its temporaries' names repeat.
+const NAME_IN_TEMPORARIES: usize = 200;
 
 /// `/proc/self/fd/N` of an open file: linking it with `AT_SYMLINK_FOLLOW`
 /// names the file itself (no privilege needed, unlike `AT_EMPTY_PATH`).

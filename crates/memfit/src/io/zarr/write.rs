@@ -101,6 +101,7 @@ impl ZarrOutput {
         if let Some(s) = shards {
             check_shards(chunks, s)?;
         }
+        crate::io::writer::check_name_length(path)?;
         let dest = resolve_output(path);
         let dir = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -114,9 +115,8 @@ impl ZarrOutput {
         let bytes = shape.iter().try_fold(dtype.itemsize() as u64, |acc, &n| acc.checked_mul(n as u64));
         check_free_space(&[(&dest, bytes.unwrap_or(u64::MAX))])?;
 
-        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
+            .prefix(&crate::io::writer::hidden_prefix(dest.file_name().unwrap_or_default()))
             .suffix(".tmp")
             .tempdir_in(&dir)
             .map_err(|e| Error::io(path, "create", e))?;
