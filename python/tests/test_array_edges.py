@@ -656,3 +656,46 @@ def test_index_arrays_are_held_as_int64_and_memmaps_read_from_their_file(tmp_pat
     _same(m.sum(axis=0).compute(), ma.from_npy(tmp_path / "v.npy").sum(axis=0).compute())
     part = ma.asarray(np.load(tmp_path / "v.npy", mmap_mode="r")[10:])
     assert part._recipe[0] == "expr_from_ndarray"
+
+
+def test_faults_found_by_helper_95_are_numpys_behaviour():
+    """axis=True was taken as axis 1 (NumPy: TypeError); a slice step beyond
+    2**63 was refused as a float; the mean of int64 over several axes was
+    not NumPy's bits (it summed in order where NumPy sums float64 runs
+    pairwise); einsum and matmul of -0.0 products gave -0.0 (NumPy sums
+    from 0.0)."""
+    x = np.arange(6.0).reshape(2, 3)
+    for f in (ma.sum, ma.mean, ma.max):
+        with pytest.raises(TypeError, match="an integer is required"):
+            f(ma.asarray(x), axis=True)
+    a = np.arange(6.0)
+    for s in (slice(None, None, 2**70), slice(None, None, -(2**70)), slice(4, 1, -(2**80)), slice(2, None, 7)):
+        np.testing.assert_array_equal(ma.asarray(a)[s].compute(), a[s])
+    i = np.random.default_rng(1).integers(-(2**62), 2**62, (5, 6, 7))
+    for axis in (None, 0, (0, 2), (1, 2), 2):
+        got = np.asarray(ma.asarray(i).mean(axis=axis).compute())
+        assert got.tobytes() == np.asarray(np.mean(i, axis=axis)).tobytes(), axis
+    z = np.full((2, 3), -0.0)
+    for got, want in [(ma.einsum("ij->i", ma.asarray(z)), np.einsum("ij->i", z)),
+                      (ma.einsum("ij->", ma.asarray(z)), np.einsum("ij->", z)),
+                      (ma.asarray(z) @ ma.ones(3), z @ np.ones(3)),
+                      (ma.einsum("ij->ij", ma.asarray(z)), np.einsum("ij->ij", z))]:
+        got = np.asarray(got.compute())
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_a_contraction_is_never_cut_into_units_of_one_output():
+    """A limit that left room for tiles of one output element ran
+    ``x.T @ x`` (1003 × 1003) as 1,006,009 units: 20 s where whole tiles
+    take 0.2 s. Units hold at least 256 KiB of work, and a limit that
+    holds none beside the result is refused, pointing to to_npy."""
+    x = ma.asarray(np.random.default_rng(0).standard_normal((1000, 1003)))
+    with pytest.raises(MemoryError, match="to_npy"):
+        (x.T @ x).compute(memory_limit="8MiB")
+    plan = str((x.T @ x).explain(memory_limit="9MiB"))
+    items = int(re.search(r"(\d+) work items", plan).group(1))
+    assert items < 20_000, plan
+    w = ma.asarray(np.random.default_rng(1).standard_normal((400, 300)))
+    # A row-wise contraction's small units are as efficient: 1 MiB still runs.
+    np.testing.assert_array_equal(ma.einsum("ij,j->i", w, w[0]).compute(memory_limit="1MiB"),
+                                  ma.einsum("ij,j->i", w, w[0]).compute(memory_limit="1GiB"))

@@ -72,6 +72,8 @@ def index_int(value: Any, what: str) -> int:
 def normalize_axis(axis: Any, ndim: int, argname: Optional[str] = None) -> int:
     """A single axis in ``range(ndim)``; ``numpy.exceptions.AxisError`` with
     NumPy's message when out of range."""
+    if isinstance(axis, (bool, np.bool_)):
+        raise TypeError("an integer is required")  # NumPy's words for axis=True
     try:
         ax = operator.index(axis)
     except TypeError:
@@ -1633,7 +1635,12 @@ def _basic(x: Array, key: tuple) -> Array:
             items.append([j, j + 1, 1])
             squeeze_axes.append(axis)
         else:
-            items.append(list(k.indices(n)))
+            start, stop, step = k.indices(n)
+            # A step beyond the axis takes at most its first element (and
+            # fits the engine's 64-bit integers): NumPy's a[::2**70].
+            if abs(step) > max(n, 1):
+                step = max(n, 1) if step > 0 else -max(n, 1)
+            items.append([start, stop, step])
             out += 1
         axis += 1
     result = x

@@ -310,6 +310,11 @@ fn partial(op: Reduction, col: &Col, o_at: &[i64], r_at: &[i64], index: &[i64], 
                 && r_at.len().is_multiple_of(run)
                 && r_at.chunks(run).all(|g| g.windows(2).all(|w| w[1] - w[0] == 1));
             match col {
+                // NumPy's mean of integers sums them as float64 (each run
+                // pairwise), as `sum(dtype=float64)` does.
+                Col::I(_) | Col::U(_) | Col::B(_) if op == Mean && runs => {
+                    partial(op, &super::values::cast(col.clone(), Dtype::F64), o_at, r_at, index, run)
+                }
                 Col::F(v) if !prod && runs => {
                     // From NumPy's identity 0.0 (so -0.0 values sum to 0.0,
                     // as NumPy's do), each run's pairwise sum added in turn.

@@ -689,7 +689,13 @@ fn run_stage(
             };
             let finish = |o: usize, s: Sums| -> Result<()> {
                 let (lo, hi) = tile_box(shape, &sp.tile, o);
-                let col = Col::F(s.0);
+                let mut sums = s.0;
+                if !contracted.is_empty() {
+                    // Sums from NumPy's identity 0.0: products that are all
+                    // -0.0 sum to 0.0, as NumPy's einsum and matmul give.
+                    sums.iter_mut().for_each(|v| *v += 0.0);
+                }
+                let col = Col::F(sums);
                 let nan = nans(&col);
                 nan_out.fetch_add(nan, Ordering::Relaxed);
                 inf_out.fetch_add(col.count_non_finite() - nan, Ordering::Relaxed);

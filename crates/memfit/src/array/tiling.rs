@@ -15,6 +15,13 @@ pub const REDUCE_CHUNK: usize = 1 << 14;
 /// at a depth of 4096 as at 8192).
 pub const EINSUM_BLOCK: usize = 1 << 18;
 
+/// Bytes of the smallest einsum unit (operand blocks and outputs) the plan
+/// cuts output tiles down to, unless the whole output takes fewer: a unit
+/// costs some 20 µs besides its work, which a unit of one output of a
+/// 1003 × 1003 `x.T @ x` (48 KiB of operand blocks) repeated 1,006,009
+/// times.
+pub const EINSUM_MIN_UNIT_BYTES: u64 = 256 << 10;
+
 /// The output-label elements of an operand block that [`einsum_chunk`]
 /// leaves room for: a GEMM of this many rows is efficient.
 pub const EINSUM_MIN_TILE: usize = 256;
