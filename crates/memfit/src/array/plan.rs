@@ -560,9 +560,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 // that holds no smallest tile is refused rather than
                 // crawled through.
                 let halved = |tile: &mut Vec<usize>| {
-                    let Some(k) = (0..tile.len()).filter(|&k| tile[k] > 1).max_by_key(|&k| tile[k]) else {
-                        return None;
-                    };
+                    let k = (0..tile.len()).filter(|&k| tile[k] > 1).max_by_key(|&k| tile[k])?;
                     let was = tile[k];
                     tile[k] = tile[k].div_ceil(2);
                     Some((k, was))
