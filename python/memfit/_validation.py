@@ -261,6 +261,12 @@ def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarra
     if arr.ndim != 2:
         if arr.ndim > 2:
             raise _too_many_dims(arr.ndim, name, arr.shape, estimator)
+        if arr.ndim == 1 and hasattr(X, "iloc") and hasattr(X, "dtype"):
+            # A pandas Series: scikit-learn's check_array words it so.
+            raise ValueError(
+                f"Expected a 2-dimensional container but got {type(X)} instead. Pass a DataFrame containing a "
+                "single row (i.e. single sample) or a single column (i.e. single feature) instead."
+            )
         raise _not_2d(arr, name)
     if arr.dtype not in NATIVE_DTYPES or not arr.dtype.isnative:
         if arr.dtype.kind in "OUSV":
@@ -446,14 +452,16 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
         dtype = np.dtype(dtype_name)
         return Data(path, n, d, dtype, dtype == np.float32, keep)
     arr = engine_array(X, name=name, estimator=estimator)
+    n, d = arr.shape
+    # scikit-learn's check_array counts the samples before the features are
+    # compared with the fit's.
+    _too_few(arr.shape, n, d, min_samples, estimator)
     if estimator is not None:
         from sklearn.utils.validation import validate_data
 
         # Feature names and n_features_in_ exactly as scikit-learn records
         # and checks them (from X itself, which may be a DataFrame).
         validate_data(estimator, X, reset=reset, skip_check_array=True)
-    n, d = arr.shape
-    _too_few(arr.shape, n, d, min_samples, estimator)
     # scikit-learn computes in float32 for native float32 only (a
     # big-endian array is converted to float64), as for a file.
     native = not (isinstance(X, np.ndarray) and not X.dtype.isnative)

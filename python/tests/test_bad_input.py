@@ -149,3 +149,22 @@ def test_a_refused_refit_leaves_the_previous_fit_usable(make):
         with pytest.raises(ValueError, match="NaN"):
             fresh.partial_fit(bad)
         assert not hasattr(fresh, "n_features_in_")
+
+
+@pytest.mark.parametrize("cls", [GaussianMixture, KMeans])
+def test_a_series_and_an_empty_x_get_scikit_learns_messages(cls):
+    """A pandas Series got the 1-D array message (scikit-learn names the
+    Series); an empty (0, 0) X at predict got the feature-count message
+    (scikit-learn counts the samples first)."""
+    import sklearn.cluster
+    import sklearn.mixture
+
+    X = np.random.default_rng(0).standard_normal((100, 3))
+    peer = {GaussianMixture: sklearn.mixture.GaussianMixture, KMeans: sklearn.cluster.KMeans}[cls]
+    for est in (cls(2, random_state=0), peer(2, random_state=0)):
+        with pytest.raises(ValueError) as e:
+            est.fit(pd.Series(X[:, 0]))
+        assert str(e.value).startswith("Expected a 2-dimensional container but got <class 'pandas"), e.value
+        est.fit(X)
+        with pytest.raises(ValueError, match=r"Found array with 0 sample\(s\) \(shape=\(0, 0\)\) while a minimum of 1"):
+            est.predict(np.empty((0, 0)))
