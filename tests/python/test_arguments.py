@@ -136,6 +136,8 @@ def test_a_damaged_model_folder_is_named_not_the_data(tmp_path, memfit):
     for shift in ([1e308, 0, 0], [1e17, 0, 0], [-5.0, 0, 0]):
         err = memfit("gmm-predict", x, "--model", damaged(shift=shift), "--labels", tmp_path / "l.npy", expect=2).stderr
         assert "model.json's shift for feature 0 is" in err and "not within a factor of 2" in err, err
+        lo, hi = np.load(model / "means.npy")[:, 0].min(), np.load(model / "means.npy")[:, 0].max()
+        assert f"other than 0 span {float(lo)!r} to {float(hi)!r}" in err, err
     # A shift memfit wrote (0, or within a factor of 2 of every mean) is read.
     assert memfit("gmm-predict", x, "--model", damaged(shift=[0.0, 0.0, 0.0]), "--labels", tmp_path / "l.npy").returncode == 0
     for kind in (None, "FULL"):

@@ -669,7 +669,11 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
             .join("; ");
         stages.push(StagePlan { target, ..sp });
     }
-    let also = || if *output == Output::Memory { vec![crate::error::Remedy::WriteToFile] } else { Vec::new() };
+    // Writing the result to a file helps only where holding it is a good
+    // share of what the job needs (not for a sum's 8 bytes).
+    let result_bytes = out_elems.saturating_mul(last.dtype.itemsize() as u64);
+    let helps = *output == Output::Memory && result_bytes.saturating_mul(4) >= required;
+    let also = || if helps { vec![crate::error::Remedy::WriteToFile] } else { Vec::new() };
     check_fits(required, limit, &led, || "evaluating the expression".to_string(), also)?;
     let output = match output {
         Output::Memory => "memory".into(),

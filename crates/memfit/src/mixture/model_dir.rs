@@ -237,10 +237,10 @@ pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
     // round every row it is subtracted from.
     for (j, &s) in shift.iter().flatten().enumerate().filter(|(_, &s)| s != 0.0) {
         let column = means.iter().skip(j).step_by(d).filter(|&&m| m != 0.0);
-        let (lo, hi) = column.fold((s, s), |(lo, hi), &m| (lo.min(m), hi.max(m)));
-        if crate::exec::exact_shift(s, lo, hi) != s {
+        let (lo, hi) = column.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &m| (lo.min(m), hi.max(m)));
+        if lo <= hi && crate::exec::exact_shift(s, lo, hi) != s {
             return Err(bad(format!(
-                "model.json's shift for feature {j} is {s:?}, but the means of that feature span {lo:?} to {hi:?}: \
+                "model.json's shift for feature {j} is {s:?}, but the means of that feature other than 0 span {lo:?} to {hi:?}: \
                  not within a factor of 2 of it (memfit writes 0 or such a shift, which subtracts exactly)"
             )));
         }

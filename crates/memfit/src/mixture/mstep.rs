@@ -136,8 +136,10 @@ pub(crate) fn finalize(
 /// How much larger than a component's scatter around its weighted mean
 /// the second moment around the reference may be before the difference
 /// (`S2 − s1 s1ᵀ / N_k`) is taken as too inexact: float64's relative
-/// error `ε` grows by this factor, to about 6e-14 at 256.
-pub(crate) const MAX_CANCELLATION: f64 = 256.0;
+/// error `ε` grows by this factor, to about 1.5e-11 (a component's mean
+/// moving 256 of its standard deviations in one iteration: far initial
+/// means, a warm start on moved data, never an ordinary EM step).
+pub(crate) const MAX_CANCELLATION: f64 = 65536.0;
 
 /// Most passes an M-step's sums are summed again around new references
 /// (see [`recentred`]): 1e308 from data of unit scale needs about 24.
@@ -161,6 +163,11 @@ pub(crate) const MAX_RECENTRED_PASSES: usize = 32;
 /// that distance is bounded by `√MAX_CANCELLATION` times the rows'
 /// root-mean-square in the feature.
 ///
+/// Only the components beyond the bound move their reference: the others'
+/// sums are summed again around the same one, to the same bits, so the
+/// result does not depend on which components share a pass (all of them,
+/// or a group of them).
+///
 /// `None` when every variance is within the bound, or when the weighted
 /// means are the reference itself (no pass can do better).
 pub(crate) fn recentred(t: CovarianceType, d: usize, stats: &Stats, tied_scatter: &[f64]) -> Option<Vec<f64>> {
@@ -169,30 +176,34 @@ pub(crate) fn recentred(t: CovarianceType, d: usize, stats: &Stats, tied_scatter
     }
     let p = packed_len(d);
     let total: f64 = stats.nk.iter().sum();
-    let mut inexact = false;
-    let means = (0..stats.reference.len())
-        .map(|q| {
-            let (c, j, n) = (q / d, q % d, stats.nk[q / d]);
-            if n <= 0.0 || n.is_nan() {
-                return stats.reference[q];
+    let inexact = |q: usize| {
+        let (c, j, n) = (q / d, q % d, stats.nk[q / d]);
+        if n <= 0.0 || n.is_nan() {
+            return false;
+        }
+        let s1 = stats.s1[q];
+        let (s2, scatter) = match t {
+            // n δ² against n times the mean square of the rows.
+            CovarianceType::Tied => {
+                let square = tied_scatter.get(j * d + j).map_or(f64::INFINITY, |s| s / total);
+                (s1 * (s1 / n), n * square)
             }
-            let s1 = stats.s1[q];
-            let (s2, scatter) = match t {
-                // n δ² against n times the mean square of the rows.
-                CovarianceType::Tied => {
-                    let square = tied_scatter.get(j * d + j).map_or(f64::INFINITY, |s| s / total);
-                    (s1 * (s1 / n), n * square)
-                }
-                CovarianceType::Full => {
-                    (stats.s2[c * p + packed_index(j, j)], stats.s2[c * p + packed_index(j, j)] - s1 * (s1 / n))
-                }
-                _ => (stats.s2[c * d + j], stats.s2[c * d + j] - s1 * (s1 / n)),
-            };
-            inexact |= s2 > MAX_CANCELLATION * scatter.max(0.0);
-            stats.reference[q] + s1 / n
-        })
-        .collect();
-    (inexact && means != stats.reference).then_some(means)
+            CovarianceType::Full => {
+                (stats.s2[c * p + packed_index(j, j)], stats.s2[c * p + packed_index(j, j)] - s1 * (s1 / n))
+            }
+            _ => (stats.s2[c * d + j], stats.s2[c * d + j] - s1 * (s1 / n)),
+        };
+        s2 > MAX_CANCELLATION * scatter.max(0.0)
+    };
+    let mut means = stats.reference.clone();
+    for c in 0..stats.nk.len() {
+        if (c * d..(c + 1) * d).any(inexact) {
+            for q in c * d..(c + 1) * d {
+                means[q] = stats.reference[q] + stats.s1[q] / stats.nk[c];
+            }
+        }
+    }
+    (means != stats.reference).then_some(means)
 }
 
 /// The rows' total weight and the floor added to each `N_k`.
