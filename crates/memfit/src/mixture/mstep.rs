@@ -198,8 +198,9 @@ pub(crate) fn recentred(t: CovarianceType, d: usize, stats: &Stats, tied_scatter
     let mut means = stats.reference.clone();
     for c in 0..stats.nk.len() {
         if (c * d..(c + 1) * d).any(inexact) {
-            for q in c * d..(c + 1) * d {
-                means[q] = stats.reference[q] + stats.s1[q] / stats.nk[c];
+            let (r, s1) = (&stats.reference[c * d..(c + 1) * d], &stats.s1[c * d..(c + 1) * d]);
+            for ((m, r), s) in means[c * d..(c + 1) * d].iter_mut().zip(r).zip(s1) {
+                *m = r + s / stats.nk[c];
             }
         }
     }
