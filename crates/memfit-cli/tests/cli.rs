@@ -632,16 +632,21 @@ fn default_input_runs() {
     assert!(out.contains("n_samples=2000000") && out.contains("n_clusters=200"), "{out}");
 }
 
-#[test]
-fn ctrl_c_stops_cleanly_without_outputs() {
-    let t = tempfile::tempdir().unwrap();
-    let labels = p(t.path(), "labels.npy");
+/// A long k-means run writing its labels to `labels`, 1.5 s into its work.
+fn long_run(labels: &str) -> std::process::Child {
     let child = Command::new(env!("CARGO_BIN_EXE_memfit"))
-        .args(["kmeans", "--init", "random", "--n-init", "50", "--tol", "0", "--quiet", "--labels", &labels])
+        .args(["kmeans", "--init", "random", "--n-init", "50", "--tol", "0", "--quiet", "--labels", labels])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
+    child
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_without_outputs() {
+    let t = tempfile::tempdir().unwrap();
+    let child = long_run(&p(t.path(), "labels.npy"));
     let started = std::time::Instant::now();
     let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
     let out = child.wait_with_output().unwrap();
@@ -675,13 +680,7 @@ fn sigterm_and_sighup_exit_with_128_plus_their_number() {
     // terminated job from one the user interrupted by this status.
     for (signal, status) in [("-TERM", 143), ("-HUP", 129)] {
         let t = tempfile::tempdir().unwrap();
-        let labels = p(t.path(), "labels.npy");
-        let child = Command::new(env!("CARGO_BIN_EXE_memfit"))
-            .args(["kmeans", "--init", "random", "--n-init", "50", "--tol", "0", "--quiet", "--labels", &labels])
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let child = long_run(&p(t.path(), "labels.npy"));
         let _ = Command::new("kill").args([signal, &child.id().to_string()]).status();
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(status), "{signal}: {}", String::from_utf8_lossy(&out.stderr));

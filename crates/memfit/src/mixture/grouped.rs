@@ -480,28 +480,7 @@ pub(crate) fn em_iteration<T: Real>(
         // Loading given precisions factors them in the work matrices.
         gw.load(g, &cur.weights, &cur.means, factors)?;
         let r = gw.groups.range(g);
-        // During the pass the work matrices are the M-step's per-thread products.
-        let mut mats = std::mem::take(&mut gw.work.mats);
-        let mut pass = GroupPass {
-            x: data.x(),
-            first: r.start,
-            gw: &mut *gw,
-            mats: &mut mats,
-            step,
-            m_step: step.resp,
-            reference: &cur.means[r.start * d..r.end * d],
-            outputs: None,
-            labels: Vec::new(),
-            validate: false,
-            new_rows: false,
-            secs: (0.0, 0.0),
-        };
-        let stats = data.run(&mut pass, cancel);
-        let pass_secs = pass.secs;
-        gw.work.mats = mats;
-        let mut stats = stats?;
-        secs.0 += pass_secs.0;
-        secs.1 += pass_secs.1;
+        let mut stats = em_pass(gw, data, step, &cur.means[r.start * d..r.end * d], secs, cancel)?;
         if step.finish {
             total = stats.log_likelihood;
         }
@@ -510,33 +489,52 @@ pub(crate) fn em_iteration<T: Real>(
                 let Some(reference) = recentred(gw.t, d, &stats, &[]) else { break };
                 // The group's responsibilities again (the rows' states are
                 // final), their sums around the new weighted means.
-                let mut mats = std::mem::take(&mut gw.work.mats);
-                let mut pass = GroupPass {
-                    x: data.x(),
-                    first: r.start,
-                    gw: &mut *gw,
-                    mats: &mut mats,
-                    step: Step { g, max: false, fresh: false, sum: false, finish: false, resp: true },
-                    m_step: true,
-                    reference: &reference,
-                    outputs: None,
-                    labels: Vec::new(),
-                    validate: false,
-                    new_rows: false,
-                    secs: (0.0, 0.0),
-                };
-                let again = data.run(&mut pass, cancel);
-                let pass_secs = pass.secs;
-                gw.work.mats = mats;
-                stats = again?;
-                secs.0 += pass_secs.0;
-                secs.1 += pass_secs.1;
+                let again = Step { g, max: false, fresh: false, sum: false, finish: false, resp: true };
+                stats = em_pass(gw, data, again, &reference, secs, cancel)?;
             }
             gw.finish_group(g, &mut stats, reg_covar, mass, false, slot, &mut next, data.shift)?;
         }
     }
     let (params, log_det) = next.into_params::<T>(mass, false, reg_covar)?;
     Ok((total, params, log_det))
+}
+
+/// One grouped pass of an EM iteration: `step` over the data, with the
+/// M-step's sums around `reference` (the group's means) when it makes
+/// responsibilities; adds its E- and M-step seconds to `secs`.
+///
+/// # Errors
+/// As [`em_iteration`].
+fn em_pass<T: Real>(
+    gw: &mut GroupWork<T>,
+    data: &mut Data<'_, T>,
+    step: Step,
+    reference: &[f64],
+    secs: &mut (f64, f64),
+    cancel: &crate::exec::Cancel,
+) -> Result<Stats> {
+    // During the pass the work matrices are the M-step's per-thread products.
+    let mut mats = std::mem::take(&mut gw.work.mats);
+    let mut pass = GroupPass {
+        x: data.x(),
+        first: gw.groups.range(step.g).start,
+        gw: &mut *gw,
+        mats: &mut mats,
+        step,
+        m_step: step.resp,
+        reference,
+        outputs: None,
+        labels: Vec::new(),
+        validate: false,
+        new_rows: false,
+        secs: (0.0, 0.0),
+    };
+    let stats = data.run(&mut pass, cancel);
+    let pass_secs = pass.secs;
+    gw.work.mats = mats;
+    secs.0 += pass_secs.0;
+    secs.1 += pass_secs.1;
+    stats
 }
 
 /// The initial M-step in groups: one pass per group under `init`'s

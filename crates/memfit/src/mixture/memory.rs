@@ -61,6 +61,25 @@ impl<'r, T: Real> InMemory<'r, T> {
     }
 }
 
+impl<T: Real> InMemory<'_, T> {
+    /// One E-step pass under the current parameters with the M-step's
+    /// `sums`; adds its E- and M-step seconds to `secs`.
+    fn em_pass(&mut self, sums: Sums<'_>, secs: &mut (f64, f64), cancel: &crate::exec::Cancel) -> Result<Stats> {
+        let mut pass = EmPass {
+            x: self.data.x(),
+            es: &self.es,
+            ws: &mut self.ws,
+            mats: &mut self.work.mats,
+            sums,
+            secs: (0.0, 0.0),
+        };
+        let stats = self.data.run(&mut pass, cancel);
+        secs.0 += pass.secs.0;
+        secs.1 += pass.secs.1;
+        stats
+    }
+}
+
 impl<T: Real> Strategy for InMemory<'_, T> {
     type Kept = ();
 
@@ -114,34 +133,14 @@ impl<T: Real> Strategy for InMemory<'_, T> {
         let want_scatter = t == CovarianceType::Tied && self.tied_scatter.is_empty();
         drop(std::mem::take(&mut cur.cov));
         let reference = self.es.means.clone();
-        let mut pass = EmPass {
-            x: self.data.x(),
-            es: &self.es,
-            ws: &mut self.ws,
-            mats: &mut self.work.mats,
-            sums: Sums { t, reference: &reference, scatter: want_scatter },
-            secs: (0.0, 0.0),
-        };
-        let mut stats = self.data.run(&mut pass, cancel)?;
-        secs.0 += pass.secs.0;
-        secs.1 += pass.secs.1;
+        let mut stats = self.em_pass(Sums { t, reference: &reference, scatter: want_scatter }, secs, cancel)?;
         if want_scatter {
             self.tied_scatter = std::mem::take(&mut stats.scatter);
         }
         for _ in 0..MAX_RECENTRED_PASSES {
             let Some(reference) = recentred(t, d, &stats, &self.tied_scatter) else { break };
             // The same E-step, its sums around the new weighted means.
-            let mut pass = EmPass {
-                x: self.data.x(),
-                es: &self.es,
-                ws: &mut self.ws,
-                mats: &mut self.work.mats,
-                sums: Sums { t, reference: &reference, scatter: false },
-                secs: (0.0, 0.0),
-            };
-            let again = self.data.run(&mut pass, cancel)?;
-            secs.0 += pass.secs.0;
-            secs.1 += pass.secs.1;
+            let again = self.em_pass(Sums { t, reference: &reference, scatter: false }, secs, cancel)?;
             stats = Stats { log_likelihood: stats.log_likelihood, ..again };
         }
         *cur = finalize(t, d, &mut stats, &self.tied_scatter, self.reg_covar, self.mass, false, self.data.shift);
