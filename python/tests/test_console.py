@@ -60,3 +60,25 @@ def test_says_when_nothing_is_saved(tmp_path):
     assert b"nothing was saved" in out.stderr
     out = console("kmeans", "X.npy", "-k", "2", "--labels", "l.npy", cwd=tmp_path)
     assert b"nothing was saved" not in out.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="signals")
+def test_ctrl_c_stops_the_console_command_without_a_traceback(tmp_path):
+    """With Python's own SIGINT handler installed (an interactive shell),
+    the tool's clean stop was followed by a KeyboardInterrupt traceback."""
+    import signal
+    import time
+
+    code = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from memfit._cli import main; "
+        "sys.argv = ['memfit', 'kmeans', '--init', 'random', '--n-init', '50', '--tol', '0', '--quiet', "
+        f"'--labels', {str(tmp_path / 'labels.npy')!r}]; main()"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"interrupted" in err and b"Traceback" not in err, err
+    assert os.listdir(tmp_path) == []
