@@ -459,7 +459,8 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 // fold) and its value.
                 let ops = super::run::reductions(stage);
                 let stats: u64 = ops.iter().map(|(op, _, d)| acc_bytes(*op) * 3 + d.itemsize() as u64).sum();
-                let per_out = cn * elem_bytes(ir, lowered) + stats + 8;
+                let chunk_bytes = cn * elem_bytes(ir, lowered);
+                let per_out = chunk_bytes + stats + 8;
                 let fixed = ir_fixed_bytes(ir, lowered) + cn * 8;
                 let e = (room.saturating_sub(fixed) / per_out).clamp(1, (MAX_TILE as u64 / cn).max(1)) as usize;
                 let kept = &stage.shape;
@@ -487,9 +488,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 // decoded at most twice), as many as the room holds. Each
                 // group chunk's elements and statistics are held.
                 let line = chunk_line(reduced, &chunk);
-                let group_bytes = |g: u64| {
-                    fixed + volume(&tile) as u64 * (per_out + (g - 1) * (cn * elem_bytes(ir, lowered) + stats))
-                };
+                let group_bytes = |g: u64| fixed + volume(&tile) as u64 * (per_out + (g - 1) * (chunk_bytes + stats));
                 let mut group = 1;
                 if let (Some(z), Some(r)) = (&zarr, line) {
                     let want = z[axes[r]].div_ceil(chunk[r]).min(reduced[r].div_ceil(chunk[r]));
