@@ -7,11 +7,11 @@ expression: NaNs are replaced by the operation's identity (0 for sums,
 1 for products, +inf/-inf for min/max) and counted where the mean needs
 the count. Integer and boolean inputs have no NaN: the plain reduction.
 
-Where NumPy warns on an all-NaN slice, the result here is the same NaN;
-``nanmean``, ``nanvar`` and ``nanstd`` report it as an invalid value
-(``0 / 0``, NumPy: "Mean of empty slice", "Degrees of freedom <= 0"),
-``nanmin``/``nanmax`` give NaN without a warning (NumPy: "All-NaN slice
-encountered"), as the warning would need the values before the graph runs.
+Where NumPy warns on an all-NaN slice, the result here is the same NaN,
+reported as an invalid value (``0 / 0`` for ``nanmean``, ``nanvar`` and
+``nanstd``, ``inf - inf`` for ``nanmin``/``nanmax``; NumPy's words: "Mean of
+empty slice", "Degrees of freedom <= 0", "All-NaN slice encountered"), as
+the graph's own words would need the values before it runs.
 """
 
 from __future__ import annotations
@@ -130,7 +130,12 @@ def _nanextreme(reduction: Any, fill: float, a: Any, axis: Any, out: Any, keepdi
             "operation maximum ", f"operation {name} ")) from None
     if mask is None:
         return result
-    return F.where(F.all(mask, axis=axis, keepdims=keepdims), np.nan, result)
+    # An all-NaN slice reduces to the fill (±inf); fill − fill there is an
+    # invalid operation, so its NaN is reported as NumPy warns, not silent
+    # (and NumPy's positive NaN is put in its place). Every other value is
+    # exactly itself minus zero.
+    empty = F.all(mask, axis=axis, keepdims=keepdims)
+    return F.where(empty, np.nan, result - F.where(empty, result, 0))
 
 
 @F._with_out("unsafe", reduction=True)
@@ -180,8 +185,8 @@ _SPECS = {
                _DTYPE + _DDOF + _KEEPDIMS, "As :func:`~memfit.array.var`; NaN for an all-NaN slice."),
     "nanstd": ("The standard deviation over ``axis`` of the values that are not NaN", "0", " and counted (the square root of :func:`nanvar`)",
                _DTYPE + _DDOF + _KEEPDIMS, "As :func:`~memfit.array.std`; NaN for an all-NaN slice."),
-    "nanmin": ("The minimum over ``axis`` ignoring NaN", "+inf", "", _KEEPDIMS, "The input's dtype; NaN for an all-NaN slice (no warning)."),
-    "nanmax": ("The maximum over ``axis`` ignoring NaN", "-inf", "", _KEEPDIMS, "The input's dtype; NaN for an all-NaN slice (no warning)."),
+    "nanmin": ("The minimum over ``axis`` ignoring NaN", "+inf", "", _KEEPDIMS, "The input's dtype; NaN for an all-NaN slice (an invalid-value warning)."),
+    "nanmax": ("The maximum over ``axis`` ignoring NaN", "-inf", "", _KEEPDIMS, "The input's dtype; NaN for an all-NaN slice (an invalid-value warning)."),
 }
 for _name, (_what, _fill, _after, _extra, _result) in _SPECS.items():
     globals()[_name].__doc__ = _DOC.format(
