@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from functools import partial
 from numbers import Integral, Real
@@ -14,17 +13,20 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _dask, _memfit
-from . import array as ma
 from ._kmeans import _Centers
 from ._options import check_memory_limit, check_n_jobs
 from ._sparse import is_sparse, sparse_input
 from ._validation import (
     c_float64,
     check_data,
+    check_finite,
     check_sample_weight,
     features_kept_on_failure,
+    finite_or_checked,
+    lazy_rows,
     sklearn_messages,
     small_array,
+    sparse_chunks,
 )
 
 
@@ -82,22 +84,6 @@ def _merged_moments(a, b):
     n = na + nb
     delta = mb - ma
     return ma + delta * (nb / n), (va * na + vb * nb + delta * delta * (na * nb / n)) / n, n
-
-
-def _lazy(data):
-    """X as a :class:`memfit.array.Array` read block by block (a path with
-    positioned reads, never mapped)."""
-    if isinstance(data.engine, str):
-        return ma.from_npy(data.engine)
-    if isinstance(data.engine, _memfit.Expr):
-        return data.keep
-    return ma.asarray(data.engine)
-
-
-
-def _sparse_chunks(data):
-    """Whether X is a Dask array of scipy.sparse chunks."""
-    return data.dask is not None and data.dask.sparse
 
 
 class MiniBatchKMeans(_Centers):
@@ -332,7 +318,7 @@ class MiniBatchKMeans(_Centers):
         ``"cosine"`` the variances of the unit rows the steps see (rows of
         zeros stay zero)."""
         unit, limit = self.metric == "cosine", check_memory_limit(self.memory_limit)
-        if _sparse_chunks(data):
+        if sparse_chunks(data):
             # Each chunk's moments where it lies, merged in row order.
             moments = data.engine.folded(partial(_sparse_moments, unit=unit, memory_limit=limit), _merged_moments)
             return float(np.mean(moments[1])) * self.tol
@@ -350,7 +336,7 @@ class MiniBatchKMeans(_Centers):
         None for a Dask X."""
         if data.dask is not None:
             return None
-        with self._finite_or_checked(data):
+        with finite_or_checked(self, data):
             return _memfit.kmeans_validate(
                 data.engine,
                 sample_weight=w,
@@ -359,58 +345,6 @@ class MiniBatchKMeans(_Centers):
                 float32=data.float32,
                 metric=self.metric,
             )
-
-    @staticmethod
-    def _check_finite(data):
-        """scikit-learn's ``check_array`` finiteness check, X read in blocks
-        (sparse chunks: with the statistics the plan asks for, computed once)."""
-        dense_dask = False
-        if is_sparse(data.engine):
-            values = data.engine.data
-            finite, nan = np.isfinite(values).all(), lambda: np.isnan(values).any()
-        elif _sparse_chunks(data):
-            finite, nan = data.engine.nonfinite == 0, lambda: data.engine.nonfinite == 2
-        else:
-            if data.dask is not None:
-                import dask.array as da
-
-                x, lib, dense_dask = data.dask.checked, da, True
-            else:
-                x, lib = _lazy(data), ma
-            finite, nan = bool(lib.isfinite(x).all().compute()), lambda: bool(lib.isnan(x).any().compute())
-        if not finite:
-            is_nan = nan()
-            where = ""
-            if dense_dask:
-                # The first such value's row and column in the whole array,
-                # as the engine names them for the inputs it reads.
-                bad = lib.isnan(x) if is_nan else ~lib.isfinite(x)
-                row = int(lib.argmax(bad.any(axis=1)).compute())
-                column = int(np.argmax(np.asarray(bad[row].compute())))
-                value = np.asarray(x[row, column].compute()).item()
-                shown = "NaN" if is_nan else "inf" if value > 0 else "-inf"
-                where = f" X: row {row}, column {column} is {shown} (not finite)"
-            if is_nan:
-                raise ValueError(f"Input X contains NaN.{where}")
-            raise ValueError(f"Input X contains infinity or a value too large for dtype('{data.out_dtype}').{where}")
-
-    @contextlib.contextmanager
-    def _finite_or_checked(self, data):
-        """On a ValueError (rows are checked as they are read), X is checked
-        whole: a non-finite X raises scikit-learn's message for it (the
-        row's error, naming the value, where it says the same), and any
-        other error is raised as it was."""
-        with sklearn_messages(self):
-            try:
-                yield
-            except ValueError as error:
-                try:
-                    self._check_finite(data)
-                except ValueError as whole:
-                    if str(error).startswith(str(whole)):
-                        raise error from None
-                    raise whole from None
-                raise
 
     # -- drawing rows ------------------------------------------------------
 
@@ -423,7 +357,7 @@ class MiniBatchKMeans(_Centers):
         results of float64 rows)."""
         idx = np.asarray(idx, dtype=np.int64)
         x = data.engine
-        if _sparse_chunks(data):
+        if sparse_chunks(data):
             # Dask takes the rows where the chunks lie (without a client,
             # one chunk at a time here); checked as a matrix.
             x = sparse_input(data.dask.input[idx].compute(scheduler=data.engine.scheduler()))
@@ -474,8 +408,14 @@ class MiniBatchKMeans(_Centers):
         elif not isinstance(w, np.ndarray):
             w = np.asarray(w.array if hasattr(w, "array") else w)
         w = np.asarray(w, dtype=np.float64).reshape(-1)
+        # A Dask X's weights are checked here, in the words the engine and
+        # check_sample_weight use for the others.
         if (w < 0).any():
-            raise ValueError(f"sample_weight[{int(np.argmax(w < 0))}] is negative; weights must be >= 0")
+            i = int(np.argmax(w < 0))
+            value = str(int(w[i])) if w[i].is_integer() else repr(float(w[i]))
+            raise ValueError(f"sample_weight[{i}] = {value}; hint: sample weights must be >= 0")
+        if not w.any():
+            raise ValueError("Sample weights must contain at least one non-zero number.")
         return w
 
     def _init_centroids(self, data, sample, w_sample, random_state):
@@ -536,7 +476,7 @@ class MiniBatchKMeans(_Centers):
         values are checked as they are drawn)."""
         m = self._init_size
         row = 0
-        if not (is_sparse(data.engine) or _sparse_chunks(data)):
+        if not (is_sparse(data.engine) or sparse_chunks(data)):
             row = data.n_features * (4 if data.float32 else 8)
         trials = 2 + int(np.log(self.n_clusters))
         kpp = isinstance(self.init, str) and self.init == "k-means++"
@@ -655,11 +595,11 @@ class MiniBatchKMeans(_Centers):
             w_engine = check_sample_weight(sample_weight, data)
             mean_variance = self._validate(data, w_engine)
             self._check_params_vs_input(data, mean_variance)
-            if mean_variance is None and (not self.compute_labels or _sparse_chunks(data)):
+            if mean_variance is None and (not self.compute_labels or sparse_chunks(data)):
                 # Else the final pass over X finds them (and drawn rows always,
                 # but a Dask array's as rows of the batch).
                 with sklearn_messages(self):
-                    self._check_finite(data)
+                    check_finite(data)
             random_state = check_random_state(self.random_state)
             n = data.n_samples
             # What the fit holds per row (the steps' own buffers are the
@@ -667,7 +607,7 @@ class MiniBatchKMeans(_Centers):
             held = [("cumulative weights of the rows (float64)", 8 * n)]
             if w_engine is not None:
                 held.append(("sample_weight (float64)", 8 * n))
-            if _sparse_chunks(data):
+            if sparse_chunks(data):
                 held.append(("a computed chunk of X, a batch drawn from it", data.engine.held_bytes))
             if self.compute_labels:
                 held.append(("labels_ (int32, returned to Python)", 4 * n))
@@ -680,13 +620,13 @@ class MiniBatchKMeans(_Centers):
                 held=held,
                 n_jobs=check_n_jobs(self.n_jobs),
                 float32=data.float32,
-                sparse_x=data.engine if is_sparse(data.engine) or _sparse_chunks(data) else None,
+                sparse_x=data.engine if is_sparse(data.engine) or sparse_chunks(data) else None,
             )
             # No weights: unit weights, never held.
             w = None if w_engine is None else self._weights(w_engine, n)
             # Rows are checked as they are drawn; a bad one makes X checked whole,
             # for scikit-learn's message (NaN before infinity, anywhere in X).
-            with self._finite_or_checked(data):
+            with finite_or_checked(self, data):
                 valid = random_state.randint(0, n, self._init_size)
                 X_valid, w_valid = self._rows(data, valid), _take(w, valid)
                 best = None
@@ -762,9 +702,9 @@ class MiniBatchKMeans(_Centers):
             data = check_data(X, self, reset=not has_centers, accept_sparse=True)
             w_engine = check_sample_weight(sample_weight, data)
             mean_variance = self._validate(data, w_engine)
-            if _sparse_chunks(data):
+            if sparse_chunks(data):
                 with sklearn_messages(self):
-                    self._check_finite(data)
+                    check_finite(data)
             self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
             # No weights: unit weights, never held.
             w = None if w_engine is None else self._weights(w_engine, data.n_samples)
@@ -779,7 +719,7 @@ class MiniBatchKMeans(_Centers):
             ):
                 batch = x  # checked by the validation pass: the step reads it where it lies
             else:
-                with self._finite_or_checked(data):
+                with finite_or_checked(self, data):
                     batch = self._rows(data, np.arange(data.n_samples))
                     if data.dask is not None and not np.isfinite(batch.data if is_sparse(batch) else batch).all():
                         # A Dask X is not validated: _finite_or_checked says it in scikit-learn's words.
@@ -793,7 +733,7 @@ class MiniBatchKMeans(_Centers):
             # on a batch of another float dtype).
             out_dtype = self.cluster_centers_.dtype if has_centers else np.dtype(data.out_dtype)
             centers = c_float64(self.cluster_centers_).copy()
-            with self._finite_or_checked(data):
+            with finite_or_checked(self, data):
                 self._step(batch, w, centers, self._random_state, float64_centers=out_dtype == np.float64)
             self.cluster_centers_ = centers.astype(out_dtype)
             if self.compute_labels:

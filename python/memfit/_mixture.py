@@ -32,6 +32,7 @@ from ._validation import (
     seed_from,
     sklearn_messages,
     features_kept_on_failure,
+    finite_or_checked,
     small_array,
 )
 
@@ -547,19 +548,20 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         )
         cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit, _memfit.gmm_fit, params)
         try:
-            r = _memfit.gmm_fit(
-                data.engine,
-                sample_weight=w,
-                memory_limit=limit,
-                n_jobs=check_n_jobs(self.n_jobs),
-                labels=labels,
-                progress=verbose,
-                scratch_dir=scratch,
-                model_dir=params_dir.path,
-                device=device,
-                **params,
-                **cluster,
-            )
+            with finite_or_checked(self, data):
+                r = _memfit.gmm_fit(
+                    data.engine,
+                    sample_weight=w,
+                    memory_limit=limit,
+                    n_jobs=check_n_jobs(self.n_jobs),
+                    labels=labels,
+                    progress=verbose,
+                    scratch_dir=scratch,
+                    model_dir=params_dir.path,
+                    device=device,
+                    **params,
+                    **cluster,
+                )
         except BaseException:
             params_dir.remove()
             raise
@@ -691,7 +693,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 "worker cannot read; fit with a scratch_dir that every worker shares",
                 on_disk.path,
             )
-        with sklearn_messages(self):
+        with finite_or_checked(self, data):
             scores = _memfit.gmm_predict(
                 data.engine,
                 covariance_type=self.covariance_type,

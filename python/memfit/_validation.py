@@ -24,6 +24,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _dask, _memfit, _options
+from . import array as ma
 from ._sparse import is_sparse, sparse_input
 
 _NAN = "Input X contains NaN."
@@ -595,3 +596,72 @@ def emit_warnings(engine_warnings: list, skip: tuple = (), stacklevel: int = 3) 
     for kind, category, message in engine_warnings:
         if kind not in skip:
             warnings.warn(message, classes[category], stacklevel=stacklevel)
+
+
+def lazy_rows(data):
+    """X as a :class:`memfit.array.Array` read block by block (a path with
+    positioned reads, never mapped; a Dask task's chunk alone)."""
+    if isinstance(data.engine, _dask.Piece):
+        return ma.asarray(data.engine.array)
+    if isinstance(data.engine, str):
+        return ma.from_npy(data.engine)
+    if isinstance(data.engine, _memfit.Expr):
+        return data.keep
+    return ma.asarray(data.engine)
+
+
+def sparse_chunks(data):
+    """Whether X is a Dask array of scipy.sparse chunks."""
+    return data.dask is not None and data.dask.sparse
+
+
+def check_finite(data):
+    """scikit-learn's ``check_array`` finiteness check, X read in blocks
+    (sparse chunks: with the statistics the plan asks for, computed once)."""
+    dense_dask = False
+    if is_sparse(data.engine):
+        values = data.engine.data
+        finite, nan = np.isfinite(values).all(), lambda: np.isnan(values).any()
+    elif sparse_chunks(data):
+        finite, nan = data.engine.nonfinite == 0, lambda: data.engine.nonfinite == 2
+    else:
+        if data.dask is not None:
+            import dask.array as da
+
+            x, lib, dense_dask = data.dask.checked, da, True
+        else:
+            x, lib = lazy_rows(data), ma
+        finite, nan = bool(lib.isfinite(x).all().compute()), lambda: bool(lib.isnan(x).any().compute())
+    if not finite:
+        is_nan = nan()
+        where = ""
+        if dense_dask:
+            # The first such value's row and column in the whole array,
+            # as the engine names them for the inputs it reads.
+            bad = lib.isnan(x) if is_nan else ~lib.isfinite(x)
+            row = int(lib.argmax(bad.any(axis=1)).compute())
+            column = int(np.argmax(np.asarray(bad[row].compute())))
+            value = np.asarray(x[row, column].compute()).item()
+            shown = "NaN" if is_nan else "inf" if value > 0 else "-inf"
+            where = f" X: row {row}, column {column} is {shown} (not finite)"
+        if is_nan:
+            raise ValueError(f"Input X contains NaN.{where}")
+        raise ValueError(f"Input X contains infinity or a value too large for dtype('{data.out_dtype}').{where}")
+
+@contextlib.contextmanager
+def finite_or_checked(estimator, data):
+    """On a ValueError (rows are checked as they are read), X is checked
+    whole: a non-finite X raises scikit-learn's message for it (the
+    row's error, naming the value, where it says the same), and any
+    other error is raised as it was."""
+    with sklearn_messages(estimator):
+        try:
+            yield
+        except ValueError as error:
+            try:
+                check_finite(data)
+            except ValueError as whole:
+                if str(error).startswith(str(whole)):
+                    raise error from None
+                raise whole from None
+            raise

@@ -699,3 +699,168 @@ def test_a_contraction_is_never_cut_into_units_of_one_output():
     # A row-wise contraction's small units are as efficient: 1 MiB still runs.
     np.testing.assert_array_equal(ma.einsum("ij,j->i", w, w[0]).compute(memory_limit="1MiB"),
                                   ma.einsum("ij,j->i", w, w[0]).compute(memory_limit="1GiB"))
+
+
+def _outcome(call):
+    """A call's result as (dtype, shape, bytes), or its exception as (type, message)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            r = call()
+            r = np.asarray(r.compute() if isinstance(r, ma.Array) else r)
+    except Exception as e:  # noqa: BLE001 - compared with NumPy's
+        return type(e).__name__, str(e)
+    return r.dtype, r.shape, r.tobytes()
+
+
+def test_uniform_refuses_numpys_bad_ranges():
+    """Found by a tester: uniform(-1e308, 1e308) gave all inf; NumPy's
+    Generator raises on a range that is not finite, and on high < low."""
+    rng = np.random.default_rng(0)
+    for low, high in ((-1e308, 1e308), (0.0, np.inf), (-np.inf, 0.0), (np.nan, 1.0), (0.0, np.nan), (1e308, -1e308), (1.0, 0.0)):
+        with pytest.raises(Exception) as expected:
+            rng.uniform(low, high, size=4)
+        with pytest.raises(type(expected.value), match=re.escape(str(expected.value))):
+            ma.random.uniform(low, high, size=4, seed=1)
+    assert rng.uniform(2.0, 2.0) == ma.random.uniform(2.0, 2.0, seed=1).compute() == 2.0
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_uniform_never_returns_high(dtype):
+    """Found by a tester: uniform(0, 1, size=3000, seed=1, dtype=float16)
+    had x[2524] == 1.0 (the float64 draw rounded up to high), and float32
+    over (1, 1 + 2**-22) returned high too. A draw that rounds to high is
+    the dtype's next value below it."""
+    for low, high, size, seed in ((0.0, 1.0, 3000, 1), (1.0, 1 + 2**-22, 2000, 1), (-3.0, 5.0, 20_000, 7),
+                                  (1.0, 1 + 2**-50, 2000, 2)):
+        x = np.asarray(ma.random.uniform(low, high, size=size, seed=seed, dtype=dtype).compute())
+        lo, hi = np.array([low, high]).astype(dtype)
+        assert x.dtype == dtype and x.shape == (size,)
+        if lo == hi:  # no value of the dtype in between: all are low, as NumPy's uniform(a, a)
+            assert (x == lo).all()
+            continue
+        assert (x >= lo).all() and (x < hi).all(), (low, high, x.max())
+        below = np.nextafter(hi, lo)
+        if dtype == np.float16 and (low, high) == (0.0, 1.0):
+            assert x[2524] == below  # the tester's value, once 1.0
+        if (low, high) == (1.0, 1 + 2**-22) and dtype == np.float32:
+            assert set(np.unique(x).tolist()) <= {1.0, float(below)} and (x == below).any()
+    # Other values are the draws themselves: float64 over [0, 1) is unchanged.
+    x = ma.random.uniform(0.0, 1.0, size=4, seed=1).compute()
+    assert np.asarray(x).tobytes().hex() == "590e1dc26a90d73f6e43c88c4df2c43ff5845638007dd73f744fa3eb317eee3f"
+
+
+def test_arange_fills_numpys_first_two_values_and_nans():
+    """Found by a tester: arange(70000, 70003, dtype=float16) gave
+    [nan nan nan] (NumPy: [inf inf nan]: a[0] and a[1] stored, then a[0] +
+    i * (inf - inf)); a[0] + 0 * d is no longer used for a[0] and a[1]."""
+    cases = [((70000, 70003), np.float16), ((2**62, 2**62 + 3), np.float16), ((70000, 70001), np.float16),
+             ((70000, 0, -3), np.float16), ((65504, 65600, 16), np.float16), ((-70000, -69990, 2.5), np.float16),
+             ((2**64, 2**64 + 2), np.float16), ((1e39, 1e39 + 5e32, 1e32), np.float32), ((1e-10, 1e10, 5e9), np.float32),
+             ((3.4e38, 3.41e38, 1e35), np.float32)]
+    for args, dtype in cases:
+        want = _outcome(lambda: np.arange(*args, dtype=dtype))
+        assert want[0] == np.dtype(dtype)
+        assert _outcome(lambda: ma.arange(*args, dtype=dtype)) == want, (args, dtype)
+    with np.errstate(over="ignore"):
+        x, want = ma.arange(70000, 70003, dtype=np.float16).compute(), np.arange(70000, 70003, dtype=np.float16)
+    assert np.isinf(x[:2]).all() and np.isnan(x[2]) and np.signbit(x[2]) == np.signbit(want[2])
+
+
+def test_arange_length_and_dtype_are_numpys_for_numpy_scalars():
+    """Found by a tester: arange(np.float16(0.1), 1, 0.1) had 10 values
+    (NumPy 9: (1 - float16(0.1)) / 0.1 is float16 arithmetic, NEP 50); the
+    dtype is int64 promoted with each argument (float64 for float16
+    arguments, as NumPy)."""
+    assert ma.arange(np.float16(0.1), 1, 0.1).shape == np.arange(np.float16(0.1), 1, 0.1).shape == (9,)
+    rng = np.random.default_rng(3)
+    for t in (np.float16, np.float32):
+        for _ in range(300):
+            a, b = t(rng.uniform(-5, 5)), t(rng.uniform(-5, 5))
+            c = t(rng.choice([-1, 1]) * 10 ** rng.uniform(-2, 0.5))
+            for args in ((a, b, c), (a, b), (b,), (a, 5, c), (0.1, b, c), (a, b, 0.1), (1, b, c)):
+                for dtype in (None, np.float16, np.float32, np.int16):
+                    want = _outcome(lambda: np.arange(*args, dtype=dtype))
+                    assert _outcome(lambda: ma.arange(*args, dtype=dtype)) == want, (args, dtype)
+    for args in ((np.float16(1), np.float16(5), np.float16(1)), (np.uint64(3),), (2**63, 2**63 + 2), (np.int8(1), 4),
+                 (0, 0, np.nan), (0, 10, 0), (0, 10, 0.0), (0, 10, np.float64(0)), (np.int8(100), 130, 20),
+                 (5, 6, np.inf), (5, 6, -np.inf), (5, 3, 1e-320), (0, 2**63, 1)):
+        assert _outcome(lambda: ma.arange(*args)) == _outcome(lambda: np.arange(*args)), args
+
+
+def test_arange_checks_start_and_start_plus_step_as_numpy():
+    """Found by a tester: arange(10, 2, -3, dtype=uint8) was refused
+    (memfit checked the step, -3, against uint8; NumPy stores 10 and 7),
+    and arange(1, 300, 200, dtype=int8) named 200 where NumPy names 201."""
+    for args, dtype in (((10, 2, -3), np.uint8), ((1, 300, 200), np.int8), ((-5, 0), np.uint8), ((0, 1000, 300), np.int8),
+                        ((300.5, 302), np.int8), ((-1.5, 2), np.uint64), ((np.int64(-1), 2), np.uint8),
+                        ((1e30, 1e30 + 1e16, 1e15), np.int64), ((np.nan, 1), np.int8), ((250, 260), np.uint8),
+                        ((0, 10, -1), np.uint8), ((200, 0, -50), np.uint8), ((2**64 - 3, 2**64), np.uint64),
+                        ((5, 6, 2**70), np.int8), ((127, 120, -2), np.int8)):
+        want = _outcome(lambda: np.arange(*args, dtype=dtype))
+        assert _outcome(lambda: ma.arange(*args, dtype=dtype)) == want, (args, dtype, want)
+    np.testing.assert_array_equal(ma.arange(10, 2, -3, dtype=np.uint8).compute(), np.array([10, 7, 4], np.uint8))
+    with pytest.raises(OverflowError, match="Python integer 201 out of bounds for int8"):
+        ma.arange(1, 300, 200, dtype=np.int8)
+
+
+def test_concatenate_and_stack_check_casting_without_a_dtype():
+    """Found by a tester: casting was ignored when dtype was None (int8 with
+    uint8 under casting="no" joined as int16), and an unknown casting was
+    accepted."""
+    a, b = np.int8([1]), np.uint8([3])
+    calls = []
+    for casting in ("no", "equiv", "safe", "same_kind", "unsafe", "bad", None, 3):
+        calls += [lambda m, c=casting: m.concatenate([m.asarray(a), b], casting=c),
+                  lambda m, c=casting: m.stack([m.asarray(a), b], casting=c),
+                  lambda m, c=casting: m.concatenate([m.asarray(np.float64([1.0])), np.int64([2])], casting=c),
+                  lambda m, c=casting: m.concatenate([m.asarray(np.float64([1.0])), np.int64([2])], casting=c, dtype=np.float32),
+                  lambda m, c=casting: m.concatenate([m.asarray(a), a], casting=c),
+                  lambda m, c=casting: m.concatenate([], casting=c),
+                  lambda m, c=casting: m.stack([], casting=c)]
+    for call in calls:
+        assert _outcome(lambda: call(ma)) == _outcome(lambda: call(np))
+    with pytest.raises(TypeError, match=re.escape("Cannot cast array data from dtype('int8') to dtype('int16') according to the rule 'no'")):
+        ma.concatenate([ma.asarray(a), b], casting="no")
+    with pytest.raises(ValueError, match="casting must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe'"):
+        ma.stack([ma.asarray(a), b], casting="bad")
+
+
+def test_repeat_and_squeeze_of_a_0d_array_are_numpys():
+    """Found by a tester: repeat(0-d, 2, axis=0) and squeeze(0-d, axis=0)
+    raised AxisError; NumPy ravels a 0-d array for repeat (so axis 1 is out
+    of bounds "for array of dimension 1") and squeeze takes 0 or -1."""
+    z = np.array(5.0)
+    for axis in (0, -1, 1, -2, None, np.int64(0)):
+        for r in (0, 1, 2):
+            assert _outcome(lambda: ma.repeat(ma.asarray(z), r, axis=axis)) == _outcome(lambda: np.repeat(z, r, axis=axis))
+            assert _outcome(lambda: ma.asarray(z).repeat(r, axis=axis)) == _outcome(lambda: z.repeat(r, axis=axis))
+    for axis in (0, -1, 1, (0,), (0, 0), (), None, (0, -1), np.int64(-1)):
+        assert _outcome(lambda: ma.squeeze(ma.asarray(z), axis=axis)) == _outcome(lambda: np.squeeze(z, axis=axis))
+    with pytest.raises(np.exceptions.AxisError, match="axis 1 is out of bounds for array of dimension 1"):
+        ma.repeat(ma.asarray(z), 2, axis=1)
+
+
+def test_full_bool_of_a_python_int_beyond_int64_raises_as_numpy():
+    """Found by a tester: full(3, 2**63, dtype=bool) gave True; NumPy
+    converts the int to a C long first."""
+    for v in (2**63, -(2**63) - 1, 2**64 - 1, 2**64, 2**1100, 2**63 - 1, -(2**63), 0, 5):
+        for dtype in (bool, np.int64, np.uint64, np.int8, np.float16):
+            want = _outcome(lambda: np.full(3, v, dtype=dtype))
+            assert _outcome(lambda: ma.full(3, v, dtype=dtype)) == want, (v, dtype)
+    with pytest.raises(OverflowError, match="Python int too large to convert to C long"):
+        ma.full(3, 2**63, dtype=bool)
+
+
+def test_nonzero_method_and_0d_messages_are_numpys():
+    """Found by a tester: Array had no .nonzero() method, and the 0-d
+    message was np.where's (with the arr[cond] hint) for every dtype; NumPy
+    2 adds the hint only for a bool array."""
+    x = np.array([[0, 1], [2, 0]])
+    for got, want in ((ma.asarray(x).nonzero(), x.nonzero()), (ma.where(ma.asarray(x)), np.where(x))):
+        assert len(got) == len(want) and all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want))
+    for z in (np.array(1.0), np.array(True), np.array(0, np.uint8), np.array(False)):
+        for call in (lambda m: m.asarray(z).nonzero(), lambda m: m.nonzero(m.asarray(z)), lambda m: m.where(m.asarray(z))):
+            want = _outcome(lambda: call(np))
+            assert want[0] == "ValueError"
+            assert _outcome(lambda: call(ma)) == want

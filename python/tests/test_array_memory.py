@@ -150,6 +150,43 @@ def test_streamed_functions_stay_within_the_limit(inputs, name, n_jobs):
     np.testing.assert_allclose(got, np.concatenate([np.ravel(p).astype(np.float64) for p in want]), rtol=1e-12)
 
 
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_zarr_reductions_stay_within_the_plan_with_their_chunk_cache(inputs, n_jobs):
+    """Reductions of a compressed Zarr input four times the limit (chunks
+    of 300 × 1024) read groups of accumulation chunks as one box and keep
+    a row of decoded chunks for the units that read it next (the box, the
+    partial statistics and the cache all planned): the peak stays within
+    the plan plus the allowance, and the values are those of the .npy
+    input."""
+    zarr = pytest.importorskip("zarr")
+    path = inputs / "X.zarr"
+    if not path.exists():
+        X = np.load(inputs / "X.npy", mmap_mode="r")
+        z = zarr.create_array(str(path), shape=X.shape, chunks=(300, 1024), dtype=X.dtype)
+        for a in range(0, X.shape[0], 600):
+            z[a:a + 600] = X[a:a + 600]
+    code = f"""
+    Z = ma.from_zarr(sys.argv[1] + "/X.zarr")
+    X = ma.from_npy(sys.argv[1] + "/X.npy")
+    limit = 32 << 20
+    out = []
+    kinds = [lambda A: A.sum(axis=0), lambda A: A.var(axis=1), lambda A: ma.max(A[:, ::3], axis=0),
+             lambda A: (A[::2] * 2).T.mean(axis=0)]
+    for e in [f(Z) for f in kinds]:
+        plan = e.explain(memory_limit=limit, n_jobs={n_jobs})
+        peak = measure(lambda: e.compute(memory_limit=limit, n_jobs={n_jobs}))
+        assert "Zarr chunk cache" in str(plan), str(plan)
+        out.append(dict(peak=peak, planned=plan.data["total_bytes"]))
+    same = [bool(np.array_equal(f(Z).compute(memory_limit=limit), f(X).compute(memory_limit=limit))) for f in kinds]
+    print(dict(runs=out, same=same))
+    """
+    r = run_child(code, inputs)
+    assert all(r["same"]), r
+    for run in r["runs"]:
+        assert run["planned"] <= 32 * MiB, r
+        assert run["peak"] <= run["planned"] + SLACK, r
+
+
 def test_reported_sum_equals_the_closed_form():
     """(a) sum over N = 500 of tile(a) * s is N · a · s, read once, not N times."""
     rng = np.random.default_rng(0)

@@ -192,6 +192,12 @@ def test_histogram_bins_each_piece_as_numpy_bins_the_whole():
         want = np.histogram(g, 9, weights=w)[0]
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+        # Edges given: NumPy's cumulative weights per block, differenced
+        # once (helper 98: each piece differenced, 5e-14 off in every bin).
+        edges = [-3, -1, -0.5, 0, 0.3, 1, 3]
+        got = ma.histogram(ma.asarray(g), bins=edges, weights=ma.asarray(w - 1), memory_limit="1MiB")[0]
+        want = np.histogram(g, bins=edges, weights=w - 1)[0]
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
     empty = ma.histogram(ma.asarray(f), bins=[])
     assert empty[0].size == 0 and empty[1].size == 0
 

@@ -478,6 +478,12 @@ def test_sample_weight_of_a_dask_x_is_checked_as_for_a_numpy_x():
     for w in (ones.astype(np.complex128), ones.reshape(-1, 1), nan, inf, np.zeros(1000)):
         assert _error(lambda: KMeans(2, n_init=1).fit(dx, sample_weight=da.from_array(w, chunks=77))) == \
             _error(lambda: KMeans(2, n_init=1).fit(X, sample_weight=w))
+    # MiniBatchKMeans reads Dask weights whole (helper 100: its own words).
+    minus = ones.copy()
+    minus[700] = -1
+    for w in (minus, np.zeros(1000)):
+        assert _error(lambda: MiniBatchKMeans(2, n_init=1).fit(dx, sample_weight=da.from_array(w, chunks=77))) == \
+            _error(lambda: MiniBatchKMeans(2, n_init=1).fit(X, sample_weight=w))
     # Weights of unknown chunk sizes: computed, as for X.
     dw = da.from_array(ones, chunks=100)
     a = KMeans(2, n_init=1, random_state=0).fit(dx, sample_weight=dw[dw > 0])

@@ -237,6 +237,32 @@ def test_mini_batch_spherical_zero_rows_tol_and_partial_labels():
     np.testing.assert_allclose(np.linalg.norm(pk.cluster_centers_, axis=1), 1.0, rtol=1e-12)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_mini_batch_spherical_rows_of_zeros_move_no_centre_and_add_no_count(sparse, weighted):
+    """A row of zeros has no direction: as in KMeans(metric="cosine"), it
+    adds nothing to its centre (labelled 0) -- neither to the sum nor to
+    the count that weighs every later step (helper 99: centre 0's count
+    492 instead of 95, centres 0.154 apart)."""
+    import scipy.sparse as sp
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(400, 6)
+    w = rng.uniform(0.5, 2.0, 400)
+    kw = dict(n_clusters=4, init=X[:4].copy(), metric="cosine", reassignment_ratio=0, compute_labels=False)
+    a, b = MiniBatchKMeans(**kw), MiniBatchKMeans(**kw)
+    for i in range(4):
+        rows = slice(i * 100, (i + 1) * 100)
+        batch, zeros = X[rows], np.zeros((100, 6))
+        padded = np.vstack([batch, zeros])
+        if sparse:
+            batch, padded = sp.csr_array(batch), sp.csr_array(padded)
+        a.partial_fit(batch, sample_weight=w[rows] if weighted else None)
+        b.partial_fit(padded, sample_weight=np.r_[w[rows], np.full(100, 3.0)] if weighted else None)
+    np.testing.assert_array_equal(a._counts, b._counts)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_predict_gives_a_cosine_fits_labels_to_rows_of_zeros(dtype):
     """A row of zeros is equally far (1) from every unit centre: predict
@@ -322,10 +348,11 @@ def test_a_light_centre_that_cannot_move_keeps_its_count():
     """Reassignment moves light centres to rows with a direction: with one
     such row, one centre moves (its count rises to the smallest count kept,
     as scikit-learn's) and the other keeps its count, not raised as if it had
-    moved (it then looked populated and later steps barely moved it)."""
+    moved (it then looked populated and later steps barely moved it). The
+    rows of zeros count for no centre: centre 0's count is its one row's."""
     batch = np.r_[np.zeros((9, 3)), [[1.0, 0, 0]]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = MiniBatchKMeans(3, random_state=0, metric="cosine", init=np.eye(3)).partial_fit(batch)
-    np.testing.assert_array_equal(m._counts, [10, 10, 0])
+    np.testing.assert_array_equal(m._counts, [1, 1, 0])
     np.testing.assert_array_equal(m.cluster_centers_, [[1, 0, 0], [1, 0, 0], [0, 0, 1]])

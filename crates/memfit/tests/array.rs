@@ -324,7 +324,7 @@ fn t3_08_zarr_default_chunks_are_few_and_the_values_right() {
         let z = memfit::io::ZarrInput::open(&path).unwrap();
         assert_eq!(z.chunk_shape(), chunks.as_slice());
         let mut back = vec![0u8; want.len() * 8];
-        z.read_region(&[0, 0, 0, 0], &[5, 200, 76, 76], &mut back).unwrap();
+        z.read_region(&[0, 0, 0, 0], &[5, 200, 76, 76], &mut back, &memfit::io::ChunkCache::default()).unwrap();
         let back: Vec<f64> = back.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
         assert_eq!(back, want);
     }

@@ -1346,6 +1346,19 @@ class Array:
 
         return squeeze(self, axis)
 
+    def nonzero(self) -> tuple:
+        """:func:`memfit.array.nonzero`: the indices of the nonzero elements,
+        as ``numpy.ndarray.nonzero`` (the array is computed).
+
+        Returns
+        -------
+        tuple of numpy.ndarray (intp)
+            One array per axis.
+        """
+        from ._functions import nonzero
+
+        return nonzero(self)
+
     def repeat(self, repeats: int, axis: Any = None) -> "Array":
         """:func:`memfit.array.repeat`."""
         from ._functions import repeat

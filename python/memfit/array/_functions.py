@@ -233,11 +233,14 @@ def from_zarr(path_or_array: Any) -> Array:
 
 def _fill_value(value: Any, name: str) -> Any:
     """``value`` as the Python scalar of dtype ``name``: NumPy's unsafe cast,
-    but a Python integer outside an integer dtype raises NumPy's
-    OverflowError."""
+    but a Python integer outside an integer dtype (or outside int64 for
+    bool) raises NumPy's OverflowError."""
     if isinstance(value, Array) or (isinstance(value, np.ndarray) and value.ndim):
         raise TypeError("fill_value must be a scalar")
     if isinstance(value, int) and not isinstance(value, bool):
+        if name == "bool" and not -(2**63) <= value < 2**63:
+            # NumPy converts the int to a C long for a bool array.
+            raise OverflowError("Python int too large to convert to C long")
         return np.array(value, dtype=name).item()
     v = np.asarray(value)
     if v.dtype.kind == "c":
@@ -385,13 +388,74 @@ def empty_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, 
     return full_like(a, 0, dtype, shape=shape)
 
 
+def _arange_scalar(v: Any) -> Any:
+    """An argument of :func:`arange` as a Python or NumPy scalar (0-d arrays
+    are taken as their scalar, as NumPy's arithmetic on them gives)."""
+    if isinstance(v, Array):
+        if v.ndim:
+            raise TypeError("arange takes scalars")
+        v = v.compute()
+    if isinstance(v, np.ndarray):
+        if v.ndim:
+            raise TypeError("arange takes scalars")
+        v = v[()]
+    kind = np.asarray(v).dtype.kind
+    if isinstance(v, complex) or not (kind in "biuf" or (kind == "O" and isinstance(v, int))):
+        raise TypeError(f"arange takes real numbers, got {v!r}")
+    return v
+
+
+def _arange_length(start: Any, stop: Any, step: Any) -> tuple:
+    """NumPy's length of ``arange(start, stop, step)`` (``_calc_length``):
+    ``ceil((stop - start) / step)`` with the arguments' own arithmetic
+    (Python's, or NumPy's scalars' under NEP 50), an OverflowError on the
+    way becoming "Maximum allowed size exceeded". Returns the length and,
+    for a length of 1 or more, ``start + step`` (else None)."""
+    try:
+        delta = stop - start
+        nonzero = bool(delta != 0)
+        val = delta / step
+        value = float(val)
+        if val == 0 and nonzero:  # underflow, or a step of infinity
+            n = 0 if np.signbit(value) else 1
+        else:
+            ivalue = np.ceil(value)
+            if np.isnan(ivalue):
+                raise ValueError("arange: cannot compute length")
+            if not -(2.0**63) <= ivalue <= 2.0**63:
+                raise OverflowError("arange: overflow while computing length")
+            # (npy_intp) of 2**63 is -2**63 on x86-64: NumPy's length 0.
+            n = builtins.max(0, int(ivalue)) if ivalue < 2.0**63 else 0
+        return n, (start + step if n > 0 else None)
+    except OverflowError:
+        raise ValueError("Maximum allowed size exceeded") from None
+
+
+def _arange_item(v: Any, dt: np.dtype) -> np.generic:
+    """``v`` stored into dtype ``dt`` as NumPy's arange stores its first two
+    values (the dtype's ``setitem``): a float through ``float(v)``; an
+    integer through ``int(v)`` (truncating a float), NumPy's OverflowError
+    beyond the dtype."""
+    if isinstance(v, np.generic) and v.dtype == dt:
+        return v
+    if dt.kind == "f":
+        return np.float64(float(v)).astype(dt)
+    return np.array(int(v), dtype=dt)[()]
+
+
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, **kwargs: Any) -> Array:
     """Evenly spaced values in ``[start, stop)``, lazily, as ``numpy.arange``.
 
     ``arange(stop)``, ``arange(start, stop)`` or ``arange(start, stop,
-    step)``; the length is NumPy's, ``ceil((stop - start) / step)`` (0 when
-    negative), and the dtype NumPy's (int64 for Python ints, float64 when an
-    argument is a float, unless ``dtype`` is given).
+    step)``. As NumPy: the length is ``ceil((stop - start) / step)`` (0 when
+    negative) computed with the arguments' own arithmetic (a float16 scalar
+    argument makes it float16 arithmetic, NEP 50); the dtype is int64
+    promoted with each argument's dtype unless ``dtype`` is given (float64
+    when an argument is a float, whatever its precision); the first two
+    values are ``start`` and ``start + step`` stored into the dtype (an
+    OverflowError beyond an integer dtype), and the others ``a[0] + i *
+    (a[1] - a[0])`` in the dtype's arithmetic (float32 for float16), so
+    ``arange(70000, 70003, dtype=np.float16)`` is ``[inf, inf, nan]``.
 
     Parameters
     ----------
@@ -406,64 +470,65 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, **
     Raises
     ------
     ZeroDivisionError
-        ``step`` is 0 (as NumPy).
+        ``step`` is a Python 0 (as NumPy).
+    ValueError
+        A length that is NaN ("arange: cannot compute length") or beyond
+        the machine's ("Maximum allowed size exceeded").
+    OverflowError
+        ``start`` or ``start + step`` beyond an integer ``dtype``.
     TypeError
         Non-real arguments.
     """
+    given = [v for v in (start, stop, step) if v is not None]
     if stop is None:
         start, stop = 0, start
     if step is None:
         step = 1
-    for v in (start, stop, step):
-        if isinstance(v, (Array, np.ndarray)) and getattr(v, "ndim", 0):
-            raise TypeError("arange takes scalars")
-        if isinstance(v, complex) or np.asarray(v).dtype.kind not in "biuf":
-            raise TypeError(f"arange takes real numbers, got {v!r}")
-    if step == 0:
-        raise ZeroDivisionError("division by zero")
+    start, stop, step = (_arange_scalar(v) for v in (start, stop, step))
     if dtype is None:
-        dt = np.result_type(*(np.asarray(v).dtype for v in (start, stop, step)))
+        # NumPy: intp promoted with the dtype of each argument given.
+        dt = np.result_type(np.intp, *(np.asarray(_arange_scalar(v)).dtype for v in given))
     else:
         dt = np.dtype(dtype)
-    name = dtype_name(dt)
     if dt == np.bool_:
         # NumPy's rule: at most two values, start and start + step.
         return operand(np.arange(start, stop, step, dtype=bool))
-    ints = builtins.all(np.asarray(v).dtype.kind in "biu" for v in (start, stop, step))
-    if ints:
-        start_i, stop_i, step_i = int(start), int(stop), int(step)
-        n = builtins.max(0, -((start_i - stop_i) // step_i))
+    n, second = _arange_length(start, stop, step)
+    name = dtype_name(dt)
+    dt = np.dtype(name)
+    if n == 0:
+        return op("arange", [], start=0, step=1, n=0, dtype=name)
+    if n * dt.itemsize > 2**63 - 1:  # NumPy allocates before storing a value
+        raise ValueError("array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum possible size.")
+    a0 = _arange_item(start, dt)
+    a1 = _arange_item(second, dt) if n >= 2 else a0
+    head = np.array([a0, a1][:n], dtype=dt)
+    if dt.kind != "f":
+        # The engine wraps start + i * step modulo 2**64, then to the dtype,
+        # as NumPy's a[0] + i * (a[1] - a[0]) in the dtype.
+        d = (int(a1) - int(a0) + 2**63) % 2**64 - 2**63
+        return op("arange", [], start=int(a0), step=d, n=n, dtype=name)
+    # The engine fills a[i] = a[0] + i * d in float32 (float16, float32) or
+    # float64, then rounds to the dtype, as NumPy fills a[2:].
+    wide = np.float32 if dt.itemsize <= 4 else np.float64
+    with np.errstate(all="ignore"):
+        first = wide(a0)
+        d = wide(a1) - first if n >= 2 else wide(0)
+        engine = np.array([first + wide(i) * d for i in range(builtins.min(n, 2))]).astype(dt)
+        tail = (first + wide(2) * d).astype(dt)
+    if engine.tobytes() == head.tobytes():
+        return op("arange", [], start=float(first), step=float(d), n=n, dtype=name)
+    # NumPy's first two values where the engine's a[0] + 0 * d differs (inf
+    # for a[0] and a[1] beyond float16, d = inf - inf NaN), then its fill.
+    if n <= 2:
+        return operand(head)
+    if np.isnan(d):
+        # NaN from a[2] on, with the sign NumPy's loop gives it.
+        rest = full(n - 2, np.nan, dtype=name)
+        rest = negative(rest) if np.signbit(tail) else rest
     else:
-        n = np.ceil((float(stop) - float(start)) / float(step))
-        if not np.isfinite(n):
-            raise ValueError("arange: cannot compute length")
-        n = builtins.max(0, int(n))
-    if np.dtype(name).kind == "f" or not ints:
-        # NumPy sets a[0] = start and a[1] = start + step (added as the
-        # Python or NumPy scalars given, then cast to the result dtype), then
-        # fills a[i] = a[0] + i * (a[1] - a[0]) in the result dtype (float32
-        # for float16; the engine does the same).
-        kind = np.dtype(name).kind
-        with np.errstate(all="ignore"):
-            second = start + step
-        if kind == "f":
-            wide = np.float32 if name in ("float16", "float32") else np.float64
-            first, second = (wide(np.asarray(v).astype(name)) for v in (start, second))
-            params = {"start": float(first), "step": float(wide(second - first)), "n": n, "dtype": name}
-        else:
-            # Floats into an integer dtype: truncated, then an integer step.
-            first, second = (int(np.trunc(float(v))) for v in (start, second))
-            for v in (first, second)[: builtins.min(n, 2)]:
-                np.array(v, dtype=name)  # NumPy's OverflowError beyond the dtype
-            params = {"start": first, "step": second - first, "n": n, "dtype": name}
-    else:
-        # NumPy's OverflowError for a Python int beyond the dtype: the start
-        # of a non-empty range, the step of one of two values or more.
-        for v in (start, step)[: builtins.min(n, 2)]:
-            if isinstance(v, int) and not isinstance(v, bool):
-                np.array(v, dtype=name)
-        params = {"start": int(start), "step": int(step), "n": n, "dtype": name}
-    return op("arange", [], **params)
+        rest = op("arange", [], start=float(first), step=float(d), n=n, dtype=name)[2:]
+    return concatenate([head, rest])
 
 
 # ---------------------------------------------------------------------------
@@ -646,7 +711,8 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array:
     Raises
     ------
     ValueError
-        Shapes that do not broadcast; only one of ``x`` and ``y``.
+        Shapes that do not broadcast; only one of ``x`` and ``y``; a 0-d
+        ``condition`` alone (NumPy's message).
     """
     if x is None and y is None:
         return nonzero(condition)
@@ -656,23 +722,30 @@ def where(condition: Any, x: Any = None, y: Any = None) -> Array:
 
 
 
+#: NumPy 2's message for nonzero of a 0-d array; a bool one adds the hint.
+_NONZERO_0D = "Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar).nonzero() instead."
+_NONZERO_0D_BOOL = " If the context of this error is of the form `arr[nonzero(cond)]`, just use `arr[cond]`."
+
+
 def nonzero(a: Any) -> tuple:
     """``numpy.nonzero``: the indices of the nonzero elements, one NumPy array
-    per axis (``a`` array-like or Array). The array is computed first (within the default memory limit;
-    a 0-d array counts as 1-d, as NumPy 2 requires of ``atleast_1d``), since
-    the result's length depends on its values; the indices can index a
-    memfit array lazily (``x[nonzero(m)[0]]``).
+    per axis (``a`` array-like or Array). The array is computed first
+    (within the default memory limit), since the result's length depends on
+    its values; the indices can index a memfit array lazily
+    (``x[nonzero(m)[0]]``).
 
     Returns
     -------
     tuple of numpy.ndarray (intp)
+
+    Raises
+    ------
+    ValueError
+        A 0-d array (NumPy 2's message: use ``np.atleast_1d`` first).
     """
     x = operand(a)
     if x.ndim == 0:
-        raise ValueError(
-            "Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar).nonzero() instead. If the context "
-            "of this error is of the form `arr[nonzero(cond)]`, just use `arr[cond]`."
-        )
+        raise ValueError(_NONZERO_0D + (_NONZERO_0D_BOOL if x.dtype == np.bool_ else ""))
     return np.nonzero(x.compute())
 
 
@@ -1030,6 +1103,7 @@ def squeeze(a: Any, axis: Any = None) -> Array:
     a : array-like or Array
     axis : int or sequence of int, optional
         The axes to remove (each of length 1); default: every axis of length 1.
+        A 0-d ``a`` takes an integer axis of 0 or -1, as NumPy.
 
     Returns
     -------
@@ -1044,6 +1118,10 @@ def squeeze(a: Any, axis: Any = None) -> Array:
     """
     x = operand(a)
     shape = x.shape
+    if x.ndim == 0 and isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_)) and axis in (0, -1):
+        # NumPy takes an integer axis of 0 or -1 for a 0-d array (a tuple
+        # is checked against 0 dimensions).
+        return x
     if axis is None:
         axes = [i for i, n in enumerate(shape) if n == 1]
     else:
@@ -1164,7 +1242,8 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Array:
         The same count for every element (per-element counts are not
         supported).
     axis : int, optional
-        Default: ``a`` is flattened first.
+        Default: ``a`` is flattened first (a 0-d ``a`` is, whatever the
+        axis, as NumPy: 0 and -1 are then its axis).
 
     Returns
     -------
@@ -1176,6 +1255,8 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Array:
         ``repeats`` an array of counts.
     ValueError
         Negative ``repeats``.
+    numpy.exceptions.AxisError
+        ``axis`` out of range.
     """
     x = operand(a)
     if isinstance(repeats, (Array, np.ndarray, list, tuple)):
@@ -1190,14 +1271,25 @@ def repeat(a: Any, repeats: Any, axis: Any = None) -> Array:
     r = index_int(repeats, "repeats")
     if r < 0:
         raise ValueError("negative dimensions are not allowed")
-    if axis is None:
+    if axis is None or x.ndim == 0:
+        # NumPy ravels a 0-d array for any axis (then 0 or -1 is its axis).
         x = reshape(x, -1)
-        ax = 0
-    else:
-        ax = normalize_axis(axis, x.ndim)
+    ax = 0 if axis is None else normalize_axis(axis, x.ndim)
     if r == 1:
         return x
     return op("repeat", [x], repeats=r, axis=ax)
+
+
+_CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+
+def _check_casting(casting: Any) -> str:
+    """NumPy's errors for a ``casting`` argument that is not one of its rules."""
+    if not isinstance(casting, str):
+        raise TypeError(f"casting must be str, not {type(casting).__name__}")
+    if casting not in _CASTINGS:
+        raise ValueError(f"casting must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe' (got {casting!r})")
+    return casting
 
 
 def concatenate(arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: str = "same_kind") -> Array:
@@ -1211,6 +1303,9 @@ def concatenate(arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = Non
         None: the arrays are flattened first.
     dtype : dtype-like, optional
         The result dtype (each input cast, checked with ``casting``).
+    casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default="same_kind"
+        The rule each input's cast to the result dtype (given, or NumPy's
+        of all the inputs) must follow.
 
     Returns
     -------
@@ -1218,13 +1313,16 @@ def concatenate(arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = Non
 
     Raises
     ------
+    TypeError
+        A cast that ``casting`` does not allow (NumPy's message).
     ValueError
-        No arrays, 0-d arrays, different numbers of dimensions or lengths
-        (NumPy's messages).
+        No arrays, 0-d arrays, different numbers of dimensions or lengths,
+        an unknown ``casting`` (NumPy's messages).
     numpy.exceptions.AxisError
         ``axis`` out of range.
     """
     _reject_out(out)
+    _check_casting(casting)
     xs = [operand(a) for a in arrays]
     if not xs:
         raise ValueError("need at least one array to concatenate")
@@ -1248,19 +1346,14 @@ def concatenate(arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = Non
                     f"along dimension {d}, the array at index 0 has size {xs[0].shape[d]} and the array at "
                     f"index {i} has size {x.shape[d]}"
                 )
-    if dtype is not None:
-        name = dtype_name(dtype)
-        for x in xs:
-            if not np.can_cast(x.dtype, np.dtype(name), casting):
-                raise TypeError(
-                    f"Cannot cast array data from {x.dtype!r} to {np.dtype(name)!r} according to the rule {casting!r}"
-                )
-        xs = [x.astype(name) for x in xs]
-    else:
-        # NumPy's dtype of all the inputs at once (pairs in turn may differ:
-        # int8, uint8, float16 is float16, where (int8, uint8) is int16).
-        common = np.result_type(*(x.dtype for x in xs))
-        xs = [x if x.dtype == common else x.astype(common) for x in xs]
+    # NumPy's dtype of all the inputs at once (pairs in turn may differ:
+    # int8, uint8, float16 is float16, where (int8, uint8) is int16), or
+    # the dtype given; each input's cast to it checked with ``casting``.
+    common = np.result_type(*(x.dtype for x in xs)) if dtype is None else np.dtype(dtype_name(dtype))
+    for x in xs:
+        if not np.can_cast(x.dtype, common, casting):
+            raise TypeError(f"Cannot cast array data from {x.dtype!r} to {common!r} according to the rule {casting!r}")
+    xs = [x if x.dtype == common else x.astype(common) for x in xs]
     if len(xs) == 1:
         return xs[0]
     return op("concatenate", xs, axis=ax)
@@ -1280,6 +1373,8 @@ def stack(arrays: Any, axis: int = 0, out: Any = None, *, dtype: Any = None, cas
     axis : int, default=0
         The position of the new axis in the result.
     dtype : dtype-like, optional
+    casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default="same_kind"
+        As :func:`concatenate`'s (checked even when ``dtype`` is None).
 
     Returns
     -------

@@ -226,9 +226,21 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, we
     # as the pieces are, adding each block's counts in that dtype.
     counts = np.zeros(edges.size - 1, dtype=np.intp if w is None else w.dtype)
     sums = _pieces(w, memory_limit, n_jobs) if w is not None else None
-    for piece in _pieces(x, memory_limit, n_jobs):
-        part, _ = np.histogram(piece, weights=None if sums is None else next(sums), **per_piece)
-        counts += part
+    if sums is not None and np.ndim(bins) != 0:
+        # Edges given, weights: NumPy adds each block's cumulative weights at
+        # the edges and takes their differences once, at the end.
+        cumulative = np.zeros(edges.size, dtype=counts.dtype)
+        for piece in _pieces(x, memory_limit, n_jobs):
+            order = np.argsort(piece)
+            ordered = piece[order]
+            running = np.concatenate((np.zeros(1, dtype=counts.dtype), next(sums)[order].cumsum()))
+            at = np.concatenate((ordered.searchsorted(edges[:-1], "left"), ordered.searchsorted(edges[-1:], "right")))
+            cumulative += running[at]
+        counts = np.diff(cumulative)
+    else:
+        for piece in _pieces(x, memory_limit, n_jobs):
+            part, _ = np.histogram(piece, weights=None if sums is None else next(sums), **per_piece)
+            counts += part
     if density:
         db = np.diff(edges).astype(np.float64)
         return counts / db / counts.sum(), edges

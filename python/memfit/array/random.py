@@ -88,6 +88,13 @@ def uniform(low: float = 0.0, high: float = 1.0, size: Any = None, *, seed: Opti
     Parameters
     ----------
     low, high : float, default=0.0, 1.0
+        The bounds, ``low <= high``, checked as ``numpy.random.Generator.
+        uniform`` checks them. The interval is that of ``low`` and ``high``
+        rounded to ``dtype``: a draw that rounds to ``high`` (often in
+        float16, over narrow ranges in float32 or float64) is replaced by
+        the dtype's next value below ``high``, so ``high`` itself is never
+        returned, unless ``low`` and ``high`` round to the same value
+        (which every value then is, as NumPy's ``uniform(a, a)``).
     size : int or tuple of int, optional
         The shape (None: a 0-d array).
     seed : int, optional
@@ -101,7 +108,30 @@ def uniform(low: float = 0.0, high: float = 1.0, size: Any = None, *, seed: Opti
 
     Raises
     ------
+    OverflowError
+        ``high - low`` not finite ("high - low range exceeds valid bounds",
+        as NumPy's Generator).
+    ValueError
+        ``high < low`` ("high - low < 0", as NumPy's Generator), a negative
+        ``size``, a seed out of range.
     TypeError
         Array parameters, a non-float dtype.
     """
-    return _random("uniform", _param(low, "low"), _param(high, "high"), size, seed, dtype)
+    low, high = _param(low, "low"), _param(high, "high")
+    span = high - low  # Python floats: inf or NaN, never an exception
+    if not np.isfinite(span):
+        raise OverflowError("high - low range exceeds valid bounds")
+    if span < 0:
+        raise ValueError("high - low < 0")
+    x = _random("uniform", low, high, size, seed, dtype)
+    # The engine draws low + (high - low) * u in float64 (u in (0, 1], 1.0
+    # with probability 2**-53) and rounds to the dtype, which can give high
+    # (often in float16, over narrow ranges in float32): the dtype's next
+    # value below high replaces it.
+    dt = x.dtype
+    lo, hi = np.float64(low).astype(dt), np.float64(high).astype(dt)
+    if lo < hi:
+        from ._functions import where
+
+        x = where(x == hi, np.nextafter(hi, lo), x)
+    return x

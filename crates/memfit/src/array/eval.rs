@@ -12,15 +12,19 @@ use super::view::ViewMap;
 use crate::dtype::Dtype;
 use crate::error::Result;
 use crate::exec::row_unit;
+use crate::io::ChunkCache;
 
 /// What evaluation needs besides the expression: the filled intermediate
-/// slots and the counts of values that became NaN or infinite from finite
-/// operands.
+/// slots, the counts of values that became NaN or infinite from finite
+/// operands, and the stage's cache of decoded Zarr chunks.
 pub struct Ctx<'a> {
     /// Intermediate results, filled stage by stage.
     pub slots: &'a [OnceLock<Arc<Stored>>],
     /// Non-finite values produced from finite operands, by exception.
     pub fp: &'a FpCounts,
+    /// Decoded chunks of the Zarr inputs, shared by the stage's threads
+    /// (planned: [`super::plan::StagePlan::zarr_cache`]).
+    pub zarr: &'a ChunkCache,
 }
 
 /// Element offsets of the box `lo..hi` through `map`, in C order.
@@ -224,7 +228,7 @@ fn read_leaf(
     match (stored, contiguous_start(map, lo, hi)) {
         (Some(s), Some(start)) => {
             let mut out = Col::with_capacity(dtype, n);
-            s.read_range(start, n, &mut out, buf)?;
+            s.read_range(start, n, &mut out, buf, ctx.zarr)?;
             Ok(out)
         }
         (Some(s), None) if s.reads_runs() => match run_axis(map, lo, hi) {
@@ -273,8 +277,8 @@ fn concat(
 fn leaf(src: &Src, dtype: Dtype, off: &[i64], ctx: &Ctx<'_>, buf: &mut Vec<u8>) -> Result<Col> {
     let mut out = Col::with_capacity(dtype, off.len());
     match src {
-        Src::Stored(s) => s.gather(off, &mut out, buf)?,
-        Src::Slot(i) => ctx.slots[*i].get().expect("slot filled before use").gather(off, &mut out, buf)?,
+        Src::Stored(s) => s.gather(off, &mut out, buf, ctx.zarr)?,
+        Src::Slot(i) => ctx.slots[*i].get().expect("slot filled before use").gather(off, &mut out, buf, ctx.zarr)?,
         Src::Arange { start, step } => {
             out = match kind(dtype) {
                 // NumPy's fill: start + i · step in the dtype's arithmetic

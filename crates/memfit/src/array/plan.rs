@@ -3,6 +3,7 @@
 //! (`explain`) printed from it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::lower::{Ir, Lowered, Output, Shards, Src, Stage, Target, Work};
 use super::node::Reduction;
@@ -76,6 +77,9 @@ pub struct StagePlan {
     /// A Zarr output's chunk shape (the tile is the shard when sharded);
     /// empty for other stages.
     pub zarr_chunks: Vec<usize>,
+    /// Bytes of decoded Zarr input chunks the stage's threads share (see
+    /// [`zarr_cache`]); 0 for stages that read no Zarr array.
+    pub zarr_cache: u64,
 }
 
 /// How an expression job cuts its work: its stages, each one pass over
@@ -249,6 +253,55 @@ fn zarr_tile(ir: &Ir, lowered: &Lowered, shape: &[usize]) -> Option<Vec<usize>> 
     Some(ext)
 }
 
+/// Bytes of decoded chunks of the stage's Zarr inputs its threads share
+/// ([`crate::io::ChunkCache`]), out of `avail`, and what they hold: units
+/// sweep an array in C order, so a row of chunks (those with one index
+/// along the outermost axis cut into several) is what they read at a time.
+/// Two rows of each input (the one the units are in and the next) where
+/// they fit in half of `avail`, else one row each, else none (each unit
+/// then decodes the chunks it reads for itself, as many times as units
+/// read them); never more than an input's decoded bytes. The cache saves
+/// decoding only: values do not depend on it.
+fn zarr_cache(stage: &Stage, avail: u64) -> (u64, String) {
+    let mut inputs: Vec<&Arc<super::store::Stored>> = Vec::new();
+    for ir in stage.irs() {
+        for src in ir.leaves() {
+            if let Src::Stored(s) = src {
+                if s.zarr_chunks().is_some() && !inputs.iter().any(|t| Arc::ptr_eq(t, s)) {
+                    inputs.push(s);
+                }
+            }
+        }
+    }
+    let (mut one, mut two, mut chunks) = (0u64, 0u64, 0u64);
+    for s in &inputs {
+        let c = s.zarr_chunks().expect("a Zarr input");
+        let grid: Vec<u64> = s.shape.iter().zip(&c).map(|(&n, &k)| n.div_ceil(k.max(1)) as u64).collect();
+        let chunk_bytes = volume(&c) as u64 * s.dtype.itemsize() as u64;
+        let all: u64 = grid.iter().product();
+        let row = grid.iter().position(|&g| g > 1).map_or(1, |a| all / grid[a]);
+        one += row.min(all) * chunk_bytes;
+        two += (2 * row).min(all) * chunk_bytes;
+        chunks = chunks.max(chunk_bytes);
+    }
+    let half = avail / 2;
+    let bytes = if two <= half {
+        two
+    } else if one <= half {
+        one
+    } else {
+        0
+    };
+    let what = format!(
+        "decoded chunks of {} Zarr input{} shared by the threads ({} a row of chunks, up to {} per chunk)",
+        inputs.len(),
+        if inputs.len() == 1 { "" } else { "s" },
+        if bytes == two { "two rows each:" } else { "one row each:" },
+        format_bytes(chunks)
+    );
+    (bytes, what)
+}
+
 /// `ext` grown by whole multiples, innermost axes first, while the tile
 /// stays within `budget` elements and `shape`.
 fn grow_tile(mut ext: Vec<usize>, shape: &[usize], budget: usize) -> Vec<usize> {
@@ -282,6 +335,7 @@ fn tiled(what: String, stage: &Stage, tile: Vec<usize>, bytes: u64, eval_elems: 
         workers,
         write_slab: 0,
         zarr_chunks: Vec::new(),
+        zarr_cache: 0,
     }
 }
 
@@ -324,6 +378,12 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
     for (si, stage) in lowered.stages.iter().enumerate() {
         let phase = format!("stage {si}");
         let item = stage.dtype.itemsize() as u64;
+        let (zarr_cache, cached) = zarr_cache(stage, avail);
+        if zarr_cache > 0 {
+            led.add_in(&phase, "Zarr chunk cache", 1, zarr_cache, cached);
+        }
+        // What the stage's buffers share.
+        let avail = avail - zarr_cache;
         let goes_to = match stage.target {
             Target::Out => Some(output),
             Target::Slot(i) => lowered.slots[i].result.as_ref(),
@@ -521,6 +581,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     workers: threads,
                     write_slab,
                     zarr_chunks: Vec::new(),
+                    zarr_cache: 0,
                 }
             }
             Work::Einsum { sub, irs, path, sizes } => {
@@ -633,6 +694,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                     workers: workers as usize,
                     write_slab,
                     zarr_chunks: Vec::new(),
+                    zarr_cache: 0,
                 }
             }
         };
@@ -666,7 +728,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
             })
             .collect::<Vec<_>>()
             .join("; ");
-        stages.push(StagePlan { target, ..sp });
+        stages.push(StagePlan { target, zarr_cache, ..sp });
     }
     // Writing the result to a file helps only where holding it is a good
     // share of what the job needs (not for a sum's 8 bytes).

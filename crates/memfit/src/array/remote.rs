@@ -29,6 +29,7 @@ use super::tiling::{chunk_groups, n_tiles, volume};
 use super::values::FpCounts;
 use crate::error::{Error, ExpressionFault, Result};
 use crate::exec::{decode, encode, run_grid, Cancel, Merge, Remote, Task, TaskRunner};
+use crate::io::ChunkCache;
 use crate::io::Dtype;
 use crate::plan::Plan;
 use crate::plan::{format_bytes, PlannedBuffer};
@@ -371,7 +372,8 @@ impl TaskRunner for ReduceRunner {
             let _ = cells[i].set(Arc::new(Stored::owned(bytes, s.dtype, s.shape.clone())));
         }
         let slots = Slots { cells, scratch: None, fp: FpCounts::default(), raise_on: Vec::new() };
-        let ctx = Ctx { slots: &slots.cells, fp: &slots.fp };
+        let zarr = ChunkCache::new(sp.zarr_cache);
+        let ctx = Ctx { slots: &slots.cells, fp: &slots.fp, zarr: &zarr };
         let units = ReduceUnits::new(ir, axes, &ops, reduced, &stage.shape, &sp.tile, &sp.chunk);
         let n_o = n_tiles(&stage.shape, &sp.tile);
         let tiles = Mutex::new(vec![Vec::new(); n_o]);

@@ -13,6 +13,7 @@ use super::run::{prepare, run_intermediates, Options, Slots};
 use crate::dtype::Dtype;
 use crate::error::{Error, Remedy, Result};
 use crate::exec::{Cancel, Context, RunOptions};
+use crate::io::ChunkCache;
 use crate::io::RowSource;
 use crate::plan::Plan;
 
@@ -132,7 +133,10 @@ impl ExprRows {
         let Work::Map { ir } = &self.lowered.stages.last().expect("a final stage").work else {
             unreachable!("rows end in an elementwise stage")
         };
-        let ctx = Ctx { slots: &self.slots.cells, fp: &self.slots.fp };
+        // No cache is planned for row blocks: a Zarr chunk is decoded by
+        // each block that reads part of it.
+        let zarr = ChunkCache::default();
+        let ctx = Ctx { slots: &self.slots.cells, fp: &self.slots.fp, zarr: &zarr };
         let mut buf = Vec::new();
         eval(ir, &[start, 0], &[start + rows, self.n_cols()], &ctx, &mut buf)
     }

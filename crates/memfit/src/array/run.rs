@@ -24,6 +24,7 @@ use super::view::ViewMap;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::exec::{install, run_grid, run_tiles, Cancel, Context, MemorySink, NpySink, Progress, Sink, ZarrSink};
+use crate::io::ChunkCache;
 use crate::linalg::einsum::{contract, Dense};
 use crate::plan::Plan;
 use crate::{FpException, Warning};
@@ -265,7 +266,8 @@ fn run_one(
     cancel: &Cancel,
 ) -> Result<()> {
     let stage = &lowered.stages[si];
-    let ectx = Ctx { slots: &slots.cells, fp: &slots.fp };
+    let zarr = ChunkCache::new(sp.zarr_cache);
+    let ectx = Ctx { slots: &slots.cells, fp: &slots.fp, zarr: &zarr };
     match placed {
         Some(p) if !p.ranges[si].is_empty() => super::remote::run_stage(lowered, si, sp, sinks, &ectx, p, cancel),
         _ => install(threads, || run_stage(stage, sp, sinks, &ectx, threads, cancel))?,

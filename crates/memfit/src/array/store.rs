@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::values::Col;
 use crate::dtype::{Dtype, Endian};
 use crate::error::{Error, Result};
-use crate::io::NpyFile;
+use crate::io::{ChunkCache, NpyFile};
 
 /// Extra elements a file read may span beyond the elements it needs (so a
 /// strided tile is read in one request rather than element by element).
@@ -196,7 +196,7 @@ impl Stored {
     ///
     /// # Errors
     /// [`Error::Io`] when a file read fails.
-    pub fn gather(&self, offsets: &[i64], out: &mut Col, buf: &mut Vec<u8>) -> Result<()> {
+    pub fn gather(&self, offsets: &[i64], out: &mut Col, buf: &mut Vec<u8>, zarr: &ChunkCache) -> Result<()> {
         let size = self.dtype.itemsize();
         let run = offsets.windows(2).all(|w| w[1] == w[0] + 1);
         let memory = |raw: &[u8], out: &mut Col| {
@@ -252,7 +252,7 @@ impl Stored {
                 let ext: Vec<usize> = (0..nd).map(|k| hi[k].saturating_sub(lo[k])).collect();
                 if ext.iter().product::<usize>() <= 2 * offsets.len() + READ_SLACK_ELEMENTS {
                     buf.resize(ext.iter().product::<usize>() * size, 0);
-                    z.read_region(&lo, &ext, buf)?;
+                    z.read_region(&lo, &ext, buf, zarr)?;
                     let box_strides = c_strides(&ext);
                     let at =
                         |o: i64| (0..nd).map(|k| (coord(o, k) - lo[k]) as i64 * box_strides[k]).sum::<i64>() as usize;
@@ -277,7 +277,7 @@ impl Stored {
     ///
     /// # Errors
     /// [`Error::Io`] when a file read fails.
-    pub fn read_range(&self, start: i64, n: usize, out: &mut Col, buf: &mut Vec<u8>) -> Result<()> {
+    pub fn read_range(&self, start: i64, n: usize, out: &mut Col, buf: &mut Vec<u8>, zarr: &ChunkCache) -> Result<()> {
         let size = self.dtype.itemsize();
         let from = start as usize * size;
         match &self.storage {
@@ -296,7 +296,7 @@ impl Stored {
             }
             _ => {
                 let offsets: Vec<i64> = (start..start + n as i64).collect();
-                self.gather(&offsets, out, buf)?;
+                self.gather(&offsets, out, buf, zarr)?;
             }
         }
         Ok(())
@@ -430,7 +430,7 @@ mod tests {
         let (_dir, s) = counting(100_000);
         let offsets: Vec<i64> = (0..2000).map(|i| (i * 7919) % 100_000).collect();
         let mut out = Col::with_capacity(Dtype::I64, offsets.len());
-        s.gather(&offsets, &mut out, &mut Vec::new()).unwrap();
+        s.gather(&offsets, &mut out, &mut Vec::new(), &ChunkCache::default()).unwrap();
         let Col::I(v) = out else { panic!("int64 column") };
         assert_eq!(v, offsets);
     }

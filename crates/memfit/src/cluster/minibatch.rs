@@ -238,7 +238,7 @@ impl MiniBatch {
             "reassignment pool",
             rows as u64,
             8,
-            format!("{rows} rows × 8 B (the batch rows a light centre may move to)"),
+            format!("{rows} rows × 8 B (the batch rows a light centre may move to; before it, for spherical k-means, the rows' weights with rows of zeros at 0)"),
         );
         led.add(
             "per-cluster sums",
@@ -408,10 +408,23 @@ impl MiniBatch {
             sums.clear();
         }
         *sums_dirty = true;
+        // Spherical k-means: a row of zeros has no direction. It adds
+        // nothing to its centre's sum, and (as in Lloyd's steps, where
+        // only the sum's direction counts) nothing to its count either.
+        let directed: Option<Vec<f64>> = if self.unit_centers {
+            let undirected = |r: usize| batch.row_values(r).0.iter().all(|v| v.to_f64() == 0.0);
+            (0..rows).any(undirected).then(|| {
+                (0..rows).map(|r| if undirected(r) { 0.0 } else { sample_weight.map_or(1.0, |w| w[r]) }).collect()
+            })
+        } else {
+            None
+        };
+        let sum_weights = directed.as_deref().or(sample_weight);
         match batch.csr {
-            Some(csr) => backend.sparse_sums(batch.x, csr, labels, sample_weight, sums, true),
-            None => backend.cluster_sums(batch.x, d, labels, sample_weight, sums, true),
+            Some(csr) => backend.sparse_sums(batch.x, csr, labels, sum_weights, sums, true),
+            None => backend.cluster_sums(batch.x, d, labels, sum_weights, sums, true),
         }
+        drop(directed);
         // Centres shared out between threads, each with its moved centre;
         // the squared change summed per centre, then over centres in order.
         let counts = &mut self.counts;

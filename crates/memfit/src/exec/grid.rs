@@ -3,28 +3,45 @@
 //! statistics folded into its tile's in chunk order ([`run_grid`]); or
 //! independent tiles written as they finish ([`run_tiles`]).
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
 use rayon::prelude::*;
 
 use super::{Cancel, Merge};
 use crate::error::Result;
 
 /// Runs `unit(buffer, tile)` for tiles `0..tiles` on the current pool's
-/// threads (each thread reuses one `init()` buffer), in any order: for work
-/// whose tiles do not depend on each other (an elementwise stage writing
-/// its tiles to a [`super::Sink`]). `cancel` is checked before each tile.
+/// threads (each thread reuses one `init()` buffer): for work whose tiles
+/// do not depend on each other (an elementwise stage writing its tiles to
+/// a [`super::Sink`]). Each thread takes the next tile in order, so the
+/// threads work on neighbouring tiles (not on far halves of the range):
+/// the chunks of a Zarr input they read stay in the stage's cache, and
+/// file reads stay near each other. `cancel` is checked before each tile.
 ///
 /// # Errors
 /// [`crate::Error::Cancelled`]; the first error a unit returns (the other
-/// tiles stop at their next check).
+/// threads take no further tile).
 pub fn run_tiles<B>(
     tiles: usize,
     cancel: &Cancel,
     init: impl Fn() -> B + Sync + Send,
     unit: impl Fn(&mut B, usize) -> Result<()> + Sync + Send,
 ) -> Result<()> {
-    (0..tiles).into_par_iter().try_for_each_init(init, |buf, t| {
-        cancel.check()?;
-        unit(buf, t)
+    let (next, failed) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let workers = rayon::current_num_threads().clamp(1, tiles.max(1));
+    (0..workers).into_par_iter().try_for_each(|_| {
+        let mut buf = init();
+        loop {
+            let t = next.fetch_add(1, Ordering::Relaxed);
+            if t >= tiles || failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let done = cancel.check().and_then(|()| unit(&mut buf, t));
+            if done.is_err() {
+                failed.store(true, Ordering::Relaxed);
+                return done;
+            }
+        }
     })
 }
 

@@ -22,7 +22,7 @@ pub use writer::{
     npy_writer_bytes, remove_unfinished_outputs, write_bytes_atomic, write_npy, AtomicFile, AtomicFolder, NpyWriter,
     PlannedWrite, PositionedNpy, MODEL_JSON, WRITE_BUFFER_BYTES,
 };
-pub use zarr::{ZarrInput, ZarrOutput};
+pub use zarr::{ChunkCache, ZarrInput, ZarrOutput};
 
 use crate::dtype::Real;
 use crate::error::Result;

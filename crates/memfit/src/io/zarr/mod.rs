@@ -5,12 +5,14 @@
 //! [`zarrs`] crate (codecs `bytes`, `zstd` and `sharding_indexed`; no blosc
 //! or gzip).
 
+mod cache;
 mod read;
 mod write;
 
 #[cfg(test)]
 mod tests;
 
+pub use cache::ChunkCache;
 pub use read::ZarrInput;
 pub use write::ZarrOutput;
 

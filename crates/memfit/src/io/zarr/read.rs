@@ -7,7 +7,7 @@ use zarrs::array::{Array, ArrayBytes, ArrayCreateError, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::StorageError;
 
-use super::{array_error, copy_box, storage_error, swap_le, to_u64};
+use super::{array_error, copy_box, storage_error, swap_le, to_u64, ChunkCache};
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 
@@ -100,7 +100,8 @@ impl ZarrInput {
     /// Reads the box `[start, start + shape)` into `out`: its values in C
     /// order as little-endian raw bytes of [`ZarrInput::dtype`]. Chunks are
     /// decoded one at a time (memory: one decoded chunk and its part of the
-    /// box, besides `out`); chunks never written read as the fill value.
+    /// box, besides `out`), or found in `cache` and kept there (see
+    /// [`ChunkCache`]); chunks never written read as the fill value.
     ///
     /// # Errors
     /// [`Error::Io`] when a chunk cannot be read (kind of the operating
@@ -111,7 +112,7 @@ impl ZarrInput {
     /// If `start` or `shape` has another length than the array's shape, the
     /// box reaches outside the array, or `out` does not hold exactly
     /// `prod(shape) * itemsize` bytes.
-    pub fn read_region(&self, start: &[usize], shape: &[usize], out: &mut [u8]) -> Result<()> {
+    pub fn read_region(&self, start: &[usize], shape: &[usize], out: &mut [u8], cache: &ChunkCache) -> Result<()> {
         let (nd, itemsize) = (self.shape.len(), self.dtype.itemsize());
         assert!(start.len() == nd && shape.len() == nd, "a {nd}-D region is needed, got {start:?} + {shape:?}");
         assert!(
@@ -133,11 +134,26 @@ impl ZarrInput {
             let chunk = self.array.chunk_subset_bounded(&index).map_err(err)?;
             let part = region.overlap(&chunk).map_err(|e| err(e.into()))?;
             let within = part.relative_to(chunk.start()).map_err(|e| err(e.into()))?;
-            let bytes: ArrayBytes<'static> = self.array.retrieve_chunk_subset(&index, &within).map_err(err)?;
-            let bytes = bytes.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
             let part_shape = part.shape_usize();
             let dst_start: Vec<usize> = (0..nd).map(|d| part.start()[d] as usize - start[d]).collect();
-            copy_box((&bytes, &part_shape, &vec![0; nd]), (out, shape, &dst_start), &part_shape, itemsize);
+            if cache.capacity() == 0 {
+                let bytes: ArrayBytes<'static> = self.array.retrieve_chunk_subset(&index, &within).map_err(err)?;
+                let bytes = bytes.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
+                copy_box((&bytes, &part_shape, &vec![0; nd]), (out, shape, &dst_start), &part_shape, itemsize);
+                continue;
+            }
+            // The whole chunk (of the grid's chunk shape, past the array's
+            // end too), decoded once for every unit reading part of it.
+            let full: Vec<usize> =
+                self.array.chunk_shape(&index).map_err(err)?.iter().map(|n| n.get() as usize).collect();
+            let bytes = (full.iter().product::<usize>() * itemsize) as u64;
+            let decoded = cache.get((self as *const Self as usize, index.to_vec()), bytes, || {
+                let whole: ArrayBytes<'static> = self.array.retrieve_chunk(&index).map_err(err)?;
+                let whole = whole.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
+                Ok(whole.into_owned())
+            })?;
+            let src_start: Vec<usize> = within.start().iter().map(|&s| s as usize).collect();
+            copy_box((&decoded, &full, &src_start), (out, shape, &dst_start), &part_shape, itemsize);
         }
         swap_le(out, itemsize);
         Ok(())

@@ -66,7 +66,14 @@ fn write(path: &Path, dtype: Dtype, shape: &[usize], chunks: &[usize], data: &[u
 fn read_all(path: &Path) -> (ZarrInput, Vec<u8>) {
     let input = ZarrInput::open(path).unwrap();
     let mut out = vec![0u8; input.shape().iter().product::<usize>() * input.dtype().itemsize()];
-    input.read_region(&vec![0; input.shape().len()], input.shape(), &mut out).unwrap();
+    input.read_region(&vec![0; input.shape().len()], input.shape(), &mut out, &ChunkCache::default()).unwrap();
+    // Through a cache of two chunks: the same bytes.
+    let chunk = input.chunk_shape().iter().product::<usize>() * input.dtype().itemsize();
+    let mut cached = vec![0u8; out.len()];
+    input
+        .read_region(&vec![0; input.shape().len()], input.shape(), &mut cached, &ChunkCache::new(2 * chunk as u64))
+        .unwrap();
+    assert_eq!(cached, out);
     (input, out)
 }
 
@@ -104,12 +111,15 @@ fn regions_across_chunk_boundaries_read_back_and_unwritten_chunks_are_zero() {
     let data = values(dtype, &shape);
     write(&path, dtype, &shape, &[4, 4, 2], &data, false);
     let input = ZarrInput::open(&path).unwrap();
-    for (start, extent) in
-        [([3, 2, 1], [6, 5, 2]), ([0, 0, 0], [10, 9, 3]), ([9, 8, 2], [1, 1, 1]), ([4, 4, 0], [0, 3, 3])]
-    {
-        let mut out = vec![0u8; extent.iter().product::<usize>() * 4];
-        input.read_region(&start, &extent, &mut out).unwrap();
-        assert_eq!(out, sub_box(&data, &shape, &start, &extent, 4), "{start:?} + {extent:?}");
+    // Without a cache, with one of a chunk (4 · 4 · 2 values) and of all.
+    for cache in [ChunkCache::default(), ChunkCache::new(32 * 4), ChunkCache::new(1 << 20)] {
+        for (start, extent) in
+            [([3, 2, 1], [6, 5, 2]), ([0, 0, 0], [10, 9, 3]), ([9, 8, 2], [1, 1, 1]), ([4, 4, 0], [0, 3, 3])]
+        {
+            let mut out = vec![0u8; extent.iter().product::<usize>() * 4];
+            input.read_region(&start, &extent, &mut out, &cache).unwrap();
+            assert_eq!(out, sub_box(&data, &shape, &start, &extent, 4), "{start:?} + {extent:?}");
+        }
     }
     // Chunks never written (here: all but one) read as the fill value.
     let out = ZarrOutput::create(&dir.path().join("b.zarr"), &[5, 5], Dtype::F64, &[2, 2], false).unwrap();
@@ -226,7 +236,7 @@ fn interop_read() {
             assert_eq!((input.shape(), input.dtype()), (&[7, 5][..], dtype));
             assert_eq!(back, values(dtype, &[7, 5]), "{version} {}", dtype.name());
             let mut part = vec![0u8; 4 * 3 * dtype.itemsize()];
-            input.read_region(&[2, 1], &[4, 3], &mut part).unwrap();
+            input.read_region(&[2, 1], &[4, 3], &mut part, &ChunkCache::default()).unwrap();
             assert_eq!(part, sub_box(&back, &[7, 5], &[2, 1], &[4, 3], dtype.itemsize()));
         }
     }
