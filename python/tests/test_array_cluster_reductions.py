@@ -150,3 +150,14 @@ def test_zarr_reductions_read_by_groups_of_chunks_on_the_cluster(client, ranges,
         assert "chunks read together" in str(f(z).explain())
         assert bits(f(z).compute(client=client)) == bits(f(n).compute()) == bits(f(z).compute())
     assert len(set(ranges)) > 1
+
+
+def test_a_limit_that_works_here_works_on_the_cluster(client, tmp_path):
+    """A task plans its tiles beside the statistics it returns (helper 102:
+    its tiles filled the limit and the statistics came on top, so every
+    limit was refused with a hint that moved with it)."""
+    np.save(tmp_path / "c.npy", np.random.default_rng(7).standard_normal((400, 130)))
+    e = ma.from_npy(tmp_path / "c.npy").mean(1)
+    for limit in ["256KiB", "270KiB", "1MiB", "2MiB"]:
+        here = e.compute(memory_limit=limit)
+        assert bits(e.compute(memory_limit=limit, client=client)) == bits(here), limit

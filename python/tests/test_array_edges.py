@@ -864,3 +864,17 @@ def test_nonzero_method_and_0d_messages_are_numpys():
             want = _outcome(lambda: call(np))
             assert want[0] == "ValueError"
             assert _outcome(lambda: call(ma)) == want
+
+
+def test_remainders_by_zero_are_numpys_nan_bits():
+    """A float remainder by zero is fmod's NaN, sign bit included, as
+    NumPy's divmod gives it (helpers 98, 103: memfit made a positive NaN)."""
+    for dtype in (np.float64, np.float32, np.float16):
+        y = np.array([1.0, -1.0, 0.0, np.inf, -np.inf, 2.5], dtype=dtype)
+        for d in (0.0, -0.0, 2.0):
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                got = [(ma.asarray(y) % d).compute(), (ma.asarray(y) // d).compute(), ma.divmod(ma.asarray(y), d)[1].compute()]
+                want = [y % dtype(d), y // dtype(d), np.divmod(y, dtype(d))[1]]
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.tobytes() == w.tobytes(), (dtype, d, g, w)

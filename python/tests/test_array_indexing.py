@@ -70,6 +70,14 @@ def test_lazy_float_indices_raise_as_numpys():
 def test_two_index_arrays_are_refused():
     with pytest.raises(TypeError, match="one integer or boolean array"):
         ma.asarray(X)[[0, 1], [1, 2]]
+    # A boolean scalar beside an index array is a second one for NumPy
+    # (broadcast with it), not a new axis (helper 103: wrong values).
+    a = np.arange(24.0).reshape(2, 3, 4)
+    for key in [(True, slice(None), [1]), ([1], True), (slice(None), [0, 2], np.array(True)), (False, [0])]:
+        with pytest.raises(TypeError, match="one integer or boolean array"):
+            ma.asarray(a)[key]
+    for key in [(True,), (True, 1), (np.array(False), slice(None)), (slice(None), True, None)]:
+        assert ma.asarray(a)[key].compute().tobytes() == a[key].tobytes()
 
 
 def test_out_for_ufuncs_and_reductions_writes_numpy_arrays():

@@ -266,3 +266,33 @@ def test_the_smallest_limit_named_works(tmp_path):
         expr.compute(memory_limit=need)
         with pytest.raises(MemoryError):
             expr.compute(memory_limit=need - 1)
+
+
+def test_a_zarr_chunk_larger_than_the_tiles_is_planned_and_decoded_once(tmp_path):
+    """A Zarr input of one 16 MB chunk (helper 102: decoded whole for each
+    of thousands of units, outside the plan: 9.4 s and 116 MB above a 4 MiB
+    plan): the decoded chunk is a planned buffer, a limit that cannot hold
+    it is refused naming one that can, and within it the chunk is decoded
+    once (the plan's peak, the .npy input's bits)."""
+    zarr = pytest.importorskip("zarr")
+    a = np.random.default_rng(0).standard_normal((2000, 1000))
+    zarr.create_array(str(tmp_path / "one.zarr"), shape=a.shape, chunks=a.shape, dtype=a.dtype)[...] = a
+    np.save(tmp_path / "one.npy", a)
+    code = """
+    Z = ma.from_zarr(sys.argv[1] + "/one.zarr")
+    X = ma.from_npy(sys.argv[1] + "/one.npy")
+    try:
+        Z.sum(0).compute(memory_limit="4MiB", n_jobs=2)
+        refused = None
+    except MemoryError as e:
+        refused = str(e)
+    limit = 48 << 20
+    plan = Z.sum(0).explain(memory_limit=limit, n_jobs=2)
+    peak = measure(lambda: Z.sum(0).compute(memory_limit=limit, n_jobs=2))
+    same = bool(np.array_equal(Z.sum(0).compute(memory_limit=limit, n_jobs=2), X.sum(0).compute()))
+    print(dict(refused=refused, peak=peak, planned=plan.data["total_bytes"], same=same, plan=str(plan)))
+    """
+    r = run_child(code, tmp_path)
+    assert r["refused"] and "Zarr chunk cache" in r["refused"], r["refused"]
+    assert "Zarr chunk cache" in r["plan"] and r["same"], r
+    assert r["planned"] <= 48 * MiB and r["peak"] <= r["planned"] + SLACK, r

@@ -1258,7 +1258,8 @@ class Array:
             Several integer or boolean arrays in one index (NumPy broadcasts
             them together), which memfit.array does not support. A boolean
             scalar (``True``, ``np.array(False)``, a lazy 0-d mask) adds an
-            axis of length 1 or 0, as NumPy's.
+            axis of length 1 or 0, as NumPy's; beside an index array NumPy
+            broadcasts it with the array, as a second one: refused.
         """
         return _getitem(self, key)
 
@@ -1508,6 +1509,11 @@ def _advanced(k: Any) -> Optional[np.ndarray]:
     return None
 
 
+def _scalar_mask(k: Any) -> bool:
+    """Whether ``k`` is a boolean scalar index (``True``, a 0-d mask)."""
+    return isinstance(k, (bool, np.bool_)) or (isinstance(k, (np.ndarray, Array)) and k.ndim == 0 and k.dtype == bool)
+
+
 def _getitem(x: Array, key: Any) -> Array:
     """Indexing as NumPy's: basic indices are views; one integer or boolean
     array (anywhere in the key; a boolean array covering its axes) selects
@@ -1515,7 +1521,10 @@ def _getitem(x: Array, key: Any) -> Array:
     if not isinstance(key, tuple):
         key = (key,)
     fancy = [(i, a) for i, a in ((i, _advanced(k)) for i, k in enumerate(key)) if a is not None]
-    if len(fancy) > 1:
+    # Beside an index array, NumPy takes a boolean scalar as one more (a 0-d
+    # mask, broadcast with it), not as a new axis.
+    scalar_masks = sum(1 for k in key if _scalar_mask(k))
+    if len(fancy) + (scalar_masks if fancy else 0) > 1:
         raise TypeError(
             "memfit.array supports one integer or boolean array per index; indexing with several "
             f"(broadcast together) is not supported; {_UNSUPPORTED_HINT}"
@@ -1602,7 +1611,7 @@ def _basic(x: Array, key: tuple) -> Array:
             kinds.append("ellipsis")
         elif isinstance(k, slice):
             kinds.append("slice")
-        elif isinstance(k, (bool, np.bool_)) or (isinstance(k, (np.ndarray, Array)) and k.ndim == 0 and k.dtype == bool):
+        elif _scalar_mask(k):
             # NumPy's: a new axis, of length 1 (True) or 0 (False).
             kinds.append("true" if bool(k.compute() if isinstance(k, Array) else k) else "false")
         elif isinstance(k, (numbers.Integral, np.integer)) or (

@@ -254,52 +254,115 @@ fn zarr_tile(ir: &Ir, lowered: &Lowered, shape: &[usize]) -> Option<Vec<usize>> 
 }
 
 /// Bytes of decoded chunks of the stage's Zarr inputs its threads share
-/// ([`crate::io::ChunkCache`]), out of `avail`, and what they hold: units
-/// sweep an array in C order, so a row of chunks (those with one index
-/// along the outermost axis cut into several) is what they read at a time.
-/// Two rows of each input (the one the units are in and the next) where
-/// they fit in half of `avail`, else one row each, else none (each unit
-/// then decodes the chunks it reads for itself, as many times as units
-/// read them); never more than an input's decoded bytes. The cache saves
-/// decoding only: values do not depend on it.
-fn zarr_cache(stage: &Stage, avail: u64) -> (u64, String) {
-    let mut inputs: Vec<&Arc<super::store::Stored>> = Vec::new();
+/// ([`crate::io::ChunkCache`]), out of `avail`, and what they hold. What
+/// units read at a time, per input: a row of chunks (those with one index
+/// along the outermost axis the chunks cut: units sweep an array in C
+/// order), or the chunks one accumulation chunk of a reduction spans
+/// through the input's view, when more (a reduction over the rows of a
+/// transpose reads a column of chunks per unit). Twice that (the units in
+/// flight and the next ones) where it fits in half of `avail`, else once,
+/// else none (each unit then decodes the chunks it reads for itself, as
+/// many times as units read them); never more than an input's decoded
+/// bytes. At least a chunk per thread either way: every decoded chunk is
+/// read from the cache, so no thread decodes one outside the plan. The
+/// cache saves decoding only: values do not depend on it. Returns the
+/// bytes, the least of them (a chunk per thread) and what they hold.
+fn zarr_cache(stage: &Stage, avail: u64, threads: u64) -> (u64, u64, String) {
+    // A unit's least extent over the iteration space: one element of each
+    // kept axis, the accumulation chunk of the reduced ones.
+    let least: Option<Vec<usize>> = match &stage.work {
+        Work::Reduce { axes, reduced, .. } => {
+            let chunk = accumulation_chunk(&stage.shape, axes, reduced);
+            Some(
+                (0..stage.shape.len() + axes.len())
+                    .map(|k| axes.iter().position(|&a| a == k).map_or(1, |r| chunk[r]))
+                    .collect(),
+            )
+        }
+        _ => None,
+    };
+    let mut inputs: Vec<(&Arc<super::store::Stored>, u64)> = Vec::new();
     for ir in stage.irs() {
-        for src in ir.leaves() {
-            if let Src::Stored(s) = src {
-                if s.zarr_chunks().is_some() && !inputs.iter().any(|t| Arc::ptr_eq(t, s)) {
-                    inputs.push(s);
-                }
+        for (src, map) in ir.leaf_maps() {
+            let Src::Stored(s) = src else { continue };
+            let Some(c) = s.zarr_chunks() else { continue };
+            let spanned = least.as_ref().and_then(|ext| chunks_spanned(s, &c, map, ext)).unwrap_or(0);
+            match inputs.iter_mut().find(|(t, _)| Arc::ptr_eq(t, s)) {
+                Some((_, n)) => *n += spanned,
+                None => inputs.push((s, spanned)),
             }
         }
     }
     let (mut one, mut two, mut chunks) = (0u64, 0u64, 0u64);
-    for s in &inputs {
+    for (s, spanned) in &inputs {
         let c = s.zarr_chunks().expect("a Zarr input");
         let grid: Vec<u64> = s.shape.iter().zip(&c).map(|(&n, &k)| n.div_ceil(k.max(1)) as u64).collect();
         let chunk_bytes = volume(&c) as u64 * s.dtype.itemsize() as u64;
         let all: u64 = grid.iter().product();
         let row = grid.iter().position(|&g| g > 1).map_or(1, |a| all / grid[a]);
-        one += row.min(all) * chunk_bytes;
-        two += (2 * row).min(all) * chunk_bytes;
+        let unit = row.max(*spanned);
+        one += unit.min(all) * chunk_bytes;
+        two += (2 * unit).min(all) * chunk_bytes;
         chunks = chunks.max(chunk_bytes);
     }
-    let half = avail / 2;
-    let bytes = if two <= half {
-        two
+    let least = threads * chunks;
+    let half = avail.saturating_sub(least) / 2;
+    let (bytes, held) = if two <= half {
+        (two, "twice the chunks units read at a time")
     } else if one <= half {
-        one
+        (one, "the chunks units read at a time")
     } else {
-        0
+        (0, "a chunk per thread")
     };
     let what = format!(
-        "decoded chunks of {} Zarr input{} shared by the threads ({} a row of chunks, up to {} per chunk)",
+        "decoded chunks of {} Zarr input{} shared by the threads: {held}, {} per chunk",
         inputs.len(),
         if inputs.len() == 1 { "" } else { "s" },
-        if bytes == two { "two rows each:" } else { "one row each:" },
         format_bytes(chunks)
     );
-    (bytes, what)
+    (bytes.max(least), least, what)
+}
+
+/// The chunks (of extent `chunks`) of the Zarr input `stored` that a box of
+/// extent `ext` at the start of `map`'s space spans, when each axis of the
+/// map reads one axis of the input with a unit step (else `None`).
+fn chunks_spanned(
+    stored: &super::store::Stored,
+    chunks: &[usize],
+    map: &super::view::ViewMap,
+    ext: &[usize],
+) -> Option<u64> {
+    let mut along = vec![1usize; stored.shape.len()];
+    for (k, terms) in map.axes.iter().enumerate() {
+        match terms.as_slice() {
+            [] => {}
+            [t] if t.chain.is_empty() && t.joint.is_none() => {
+                let j = (0..stored.shape.len()).find(|&j| stored.shape[j] > 1 && stored.strides[j] == t.coef.abs())?;
+                along[j] = along[j].max(*ext.get(k)?);
+            }
+            _ => return None,
+        }
+    }
+    Some(
+        along
+            .iter()
+            .zip(chunks)
+            .zip(&stored.shape)
+            .map(|((&e, &c), &n)| e.div_ceil(c.max(1)).min(n.div_ceil(c.max(1))) as u64)
+            .product(),
+    )
+}
+
+/// The fixed accumulation chunk of a reduction of `axes` (its extents
+/// `reduced`) keeping `kept`: short enough that a tile spans the kept
+/// elements inside the last reduced axis whole (contiguous reads). It
+/// depends on the shapes only, never on the limit.
+fn accumulation_chunk(kept: &[usize], axes: &[usize], reduced: &[usize]) -> Vec<usize> {
+    let last = *axes.last().unwrap_or(&0);
+    let kept_inner: usize =
+        (last + 1..kept.len() + axes.len()).map(|k| kept[k - axes.iter().filter(|&&a| a < k).count()]).product();
+    let target = (MAX_TILE / kept_inner.max(1)).clamp(16, REDUCE_CHUNK);
+    chunk_shape(reduced, target)
 }
 
 /// `ext` grown by whole multiples, innermost axes first, while the tile
@@ -378,12 +441,12 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
     for (si, stage) in lowered.stages.iter().enumerate() {
         let phase = format!("stage {si}");
         let item = stage.dtype.itemsize() as u64;
-        let (zarr_cache, cached) = zarr_cache(stage, avail);
+        let (zarr_cache, least, cached) = zarr_cache(stage, avail, t);
         if zarr_cache > 0 {
             led.add_in(&phase, "Zarr chunk cache", 1, zarr_cache, cached);
         }
-        // What the stage's buffers share.
-        let avail = avail - zarr_cache;
+        // What the stage's buffers share; the least cache is always needed.
+        let (avail, held) = (avail.saturating_sub(zarr_cache), held + least);
         let goes_to = match stage.target {
             Target::Out => Some(output),
             Target::Slot(i) => lowered.slots[i].result.as_ref(),
@@ -505,15 +568,7 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                 StagePlan { write_slab, ..tiled(what, stage, tile, bytes, e, threads) }
             }
             Work::Reduce { ir, axes, reduced, multiplier, .. } => {
-                // Kept elements inside the last reduced axis: a chunk short
-                // enough that a tile spans them whole (contiguous reads). The
-                // chunk depends on the shapes only, never on the limit.
-                let last = *axes.last().unwrap_or(&0);
-                let kept_inner: usize = (last + 1..stage.shape.len() + axes.len())
-                    .map(|k| stage.shape[k - axes.iter().filter(|&&a| a < k).count()])
-                    .product();
-                let target = (MAX_TILE / kept_inner.max(1)).clamp(16, REDUCE_CHUNK);
-                let chunk = chunk_shape(reduced, target);
+                let chunk = accumulation_chunk(&stage.shape, axes, reduced);
                 let cn = volume(&chunk) as u64;
                 // Each result's statistics (a tile's, a chunk's and their
                 // fold) and its value.

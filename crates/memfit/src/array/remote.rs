@@ -27,7 +27,7 @@ use super::run::{fold_reduce, lowered_for, reductions, ReduceUnits, Slots};
 use super::store::Stored;
 use super::tiling::{chunk_groups, n_tiles, volume};
 use super::values::FpCounts;
-use crate::error::{Error, ExpressionFault, Result};
+use crate::error::{Error, ExpressionFault, Remedy, Result};
 use crate::exec::{decode, encode, run_grid, Cancel, Merge, Remote, Task, TaskRunner};
 use crate::io::ChunkCache;
 use crate::io::Dtype;
@@ -194,26 +194,36 @@ fn task_lowering(root: &Array, si: usize, limit: u64, shared: bool) -> Result<Lo
 }
 
 /// The plan of a task over `n` chunks of stage `si`, within `limit`: the
-/// job's plan on one thread plus the tiles' statistics it returns, held
-/// and encoded (`n` chunks × the stage's outputs × their statistics'
-/// bytes ([`acc_bytes`]), twice).
+/// tiles' statistics it returns, held and encoded (`n` chunks × the stage's
+/// outputs × their statistics' bytes ([`acc_bytes`]), twice), and the
+/// job's plan on one thread within the rest (its tiles sized for it).
 fn task_plan(lowered: &Lowered, si: usize, n: usize, limit: u64) -> Result<Plan<Stages>> {
-    let mut the_plan = plan(lowered, &Output::Memory, limit, 1)?;
     let outputs = volume(&lowered.stages[si].shape) as u64;
     let per = stat_bytes(&lowered.stages[si]);
     let bytes = (n as u64).saturating_mul(outputs).saturating_mul(2 * per);
-    let required = the_plan.total_bytes.saturating_add(bytes);
     let detail = format!("{n} chunks × {outputs} outputs × {per} B, held and encoded");
-    if required > limit {
-        return Err(Error::does_not_fit(
-            required,
-            limit,
-            format!("a task's chunk statistics ({detail}) beside its plan's {}", format_bytes(the_plan.total_bytes)),
-            Vec::new(),
-        ));
-    }
+    let beside = |e: Error| match e {
+        // The smallest limit: the plan's, with the statistics beside it.
+        Error::DoesNotFit { required_bytes, what, remedies, .. } => Error::DoesNotFit {
+            required_bytes: required_bytes.saturating_add(bytes),
+            limit_bytes: limit,
+            what: format!("{what}, beside a task's chunk statistics ({detail})"),
+            remedies: remedies
+                .into_iter()
+                .map(|r| match r {
+                    Remedy::RaiseMemoryLimit { to_bytes } => {
+                        Remedy::RaiseMemoryLimit { to_bytes: to_bytes.saturating_add(bytes) }
+                    }
+                    other => other,
+                })
+                .collect(),
+        },
+        other => other,
+    };
+    let mut the_plan = plan(lowered, &Output::Memory, limit.saturating_sub(bytes), 1).map_err(beside)?;
     the_plan.buffers.push(PlannedBuffer { name: "chunk statistics".into(), bytes, detail, phase: None });
-    the_plan.total_bytes = required;
+    the_plan.total_bytes = the_plan.total_bytes.saturating_add(bytes);
+    the_plan.limit_bytes = limit;
     Ok(the_plan)
 }
 
@@ -244,11 +254,16 @@ pub(crate) fn place<'r>(
             ranges.push(Vec::new());
             continue;
         }
+        // Ranges as even as the tasks allow, halved while a task's
+        // statistics leave its plan no room (a task of one chunk must fit).
         let tl = task_lowering(root, si, cluster.task_limit, lowered.shared)?;
-        let one = task_plan(&tl, si, 1, cluster.task_limit)?;
-        let per_chunk = (volume(&stage.shape) as u64).saturating_mul(2 * stat_bytes(stage)).max(1);
-        let most = 1 + (cluster.task_limit - one.total_bytes) / per_chunk;
-        let len = n_c.div_ceil(cluster.tasks.max(1)).min(usize::try_from(most).unwrap_or(usize::MAX)).max(1);
+        let mut len = n_c.div_ceil(cluster.tasks.max(1)).max(1);
+        while let Err(e) = task_plan(&tl, si, len, cluster.task_limit) {
+            if len == 1 {
+                return Err(e);
+            }
+            len = len.div_ceil(2);
+        }
         ranges.push((0..n_c).step_by(len).map(|a| a..(a + len).min(n_c)).collect());
     }
     Ok(Placed { cluster: *cluster, ranges })

@@ -265,7 +265,7 @@ impl Stored {
                 } else {
                     // Scattered: each chunk decoded once for the elements in it.
                     buf.resize(offsets.len() * size, 0);
-                    z.read_points(offsets, buf)?;
+                    z.read_points(offsets, buf, zarr)?;
                     out.decode_all(buf, self.dtype);
                 }
             }

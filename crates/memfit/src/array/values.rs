@@ -568,7 +568,8 @@ macro_rules! divmod {
     ($name:ident, $t:ty) => {
         fn $name(a: $t, b: $t) -> ($t, $t) {
             if b == 0.0 {
-                return (a / b, <$t>::NAN);
+                // fmod's NaN (NumPy's, with its sign bit), not a made one.
+                return (a / b, a % b);
             }
             let mut m = a % b;
             let mut div = (a - m) / b;

@@ -142,16 +142,7 @@ impl ZarrInput {
                 copy_box((&bytes, &part_shape, &vec![0; nd]), (out, shape, &dst_start), &part_shape, itemsize);
                 continue;
             }
-            // The whole chunk (of the grid's chunk shape, past the array's
-            // end too), decoded once for every unit reading part of it.
-            let full: Vec<usize> =
-                self.array.chunk_shape(&index).map_err(err)?.iter().map(|n| n.get() as usize).collect();
-            let bytes = (full.iter().product::<usize>() * itemsize) as u64;
-            let decoded = cache.get((self as *const Self as usize, index.to_vec()), bytes, || {
-                let whole: ArrayBytes<'static> = self.array.retrieve_chunk(&index).map_err(err)?;
-                let whole = whole.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
-                Ok(whole.into_owned())
-            })?;
+            let (decoded, full) = self.decoded(&index, cache)?;
             let src_start: Vec<usize> = within.start().iter().map(|&s| s as usize).collect();
             copy_box((&decoded, &full, &src_start), (out, shape, &dst_start), &part_shape, itemsize);
         }
@@ -159,12 +150,27 @@ impl ZarrInput {
         Ok(())
     }
 
+    /// The whole chunk `index` (of the grid's chunk shape, past the array's
+    /// end too) and that shape: from `cache`, or decoded (and kept there
+    /// while it holds it), so units reading parts of it decode it once.
+    fn decoded(&self, index: &[u64], cache: &ChunkCache) -> Result<(Arc<Vec<u8>>, Vec<usize>)> {
+        let err = |e| array_error(&self.path, "read", e);
+        let full: Vec<usize> = self.array.chunk_shape(index).map_err(err)?.iter().map(|n| n.get() as usize).collect();
+        let bytes = (full.iter().product::<usize>() * self.dtype.itemsize()) as u64;
+        let decoded = cache.get((self as *const Self as usize, index.to_vec()), bytes, || {
+            let whole: ArrayBytes<'static> = self.array.retrieve_chunk(index).map_err(err)?;
+            let whole = whole.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
+            Ok(whole.into_owned())
+        })?;
+        Ok((decoded, full))
+    }
+
     /// Reads scattered elements: the element at C-order offset
     /// `offsets[i]` (in elements) goes to bytes `i·itemsize..` of `out`
     /// (little-endian raw bytes of [`ZarrInput::dtype`]). Each chunk holding
-    /// some of them is decoded once (memory: one decoded chunk, and
-    /// [`ZarrInput::POINT_BYTES`] per element, besides `out`), where reading
-    /// them one by one decodes a chunk per element.
+    /// some of them is decoded once, or found in `cache` (memory: one
+    /// decoded chunk, and [`ZarrInput::POINT_BYTES`] per element, besides
+    /// `out`), where reading them one by one decodes a chunk per element.
     ///
     /// # Errors
     /// As [`ZarrInput::read_region`].
@@ -172,7 +178,7 @@ impl ZarrInput {
     /// # Panics
     /// If an offset lies outside the array or `out` holds another number of
     /// elements than `offsets`.
-    pub fn read_points(&self, offsets: &[i64], out: &mut [u8]) -> Result<()> {
+    pub fn read_points(&self, offsets: &[i64], out: &mut [u8], cache: &ChunkCache) -> Result<()> {
         let (nd, itemsize) = (self.shape.len(), self.dtype.itemsize());
         assert_eq!(out.len(), offsets.len() * itemsize, "one element per offset");
         let coords = |o: i64, c: &mut [usize]| {
@@ -195,19 +201,15 @@ impl ZarrInput {
             })
             .collect();
         order.sort_unstable();
-        let err = |e| array_error(&self.path, "read", e);
         for group in order.chunk_by(|a, b| a.0 == b.0) {
             coords(offsets[group[0].1 as usize], &mut c);
             let index: Vec<u64> = (0..nd).map(|k| (c[k] / self.chunks[k].max(1)) as u64).collect();
-            let chunk = self.array.chunk_subset_bounded(&index).map_err(err)?;
-            let within = ArraySubset::new_with_shape(chunk.shape().to_vec());
-            let bytes: ArrayBytes<'static> = self.array.retrieve_chunk_subset(&index, &within).map_err(err)?;
-            let bytes = bytes.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
-            let shape = chunk.shape_usize();
+            let (bytes, shape) = self.decoded(&index, cache)?;
+            let start: Vec<usize> = (0..nd).map(|k| index[k] as usize * self.chunks[k]).collect();
             for &(_, i) in group {
                 let i = i as usize;
                 coords(offsets[i], &mut c);
-                let at = (0..nd).fold(0usize, |acc, k| acc * shape[k] + (c[k] - chunk.start()[k] as usize));
+                let at = (0..nd).fold(0usize, |acc, k| acc * shape[k] + (c[k] - start[k]));
                 out[i * itemsize..(i + 1) * itemsize].copy_from_slice(&bytes[at * itemsize..(at + 1) * itemsize]);
             }
         }
