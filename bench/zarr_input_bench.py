@@ -7,7 +7,7 @@ column reduction cut across.
     python bench/zarr_input_bench.py                 # 2000 x 2500, chunks 500 x 250 (40 MB)
     python bench/zarr_input_bench.py --rows 20000    # 400 MB
     python bench/zarr_input_bench.py --rows 4096 --cols 4096 --chunks 300,1024 --limit 33554432 \
-        --cases "x.sum(0),x.sum(1),x.var(1)"     # reductions of 128 MB at a 32 MiB limit
+        --cases "x.sum(0);x.sum(1);x.var(1)"     # reductions of 128 MB at a 32 MiB limit
 
 Results are checked against NumPy's (np.allclose) before they are timed.
 Needs: numpy, zarr, dask[array] and memfit (pip install .).
@@ -66,7 +66,7 @@ def main():
     ap.add_argument("--cols", type=int, default=2500)
     ap.add_argument("--chunks", default="500,250", help="chunk shape, rows,cols")
     ap.add_argument("--limit", default=str(1 << 30), help="memfit's memory_limit in bytes")
-    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated expressions (default: all)")
+    ap.add_argument("--cases", default=";".join(CASES), help="expressions separated by ; (default: all)")
     args = ap.parse_args()
     import numpy as np
     import zarr
@@ -82,7 +82,7 @@ def main():
               f"zstd; {os.cpu_count()} CPUs")
         print(f"{'expression':<16}{'memfit s':>10}{'dask s':>10}{'zarr+numpy s':>14}{'memfit/dask':>13}"
               f"{'memfit MB':>11}{'dask MB':>9}{'numpy MB':>10}")
-        for name in args.cases.split(","):
+        for name in args.cases.split(";"):
             expr = CASES[name]
             got = {}
             for peer in ("memfit", "dask", "numpy"):

@@ -25,6 +25,7 @@ from ._validation import (
     seed_from,
     sklearn_messages,
     features_kept_on_failure,
+    checked,
     finite_or_checked,
     small_array,
 )
@@ -622,22 +623,21 @@ class KMeans(_Centers):
             )
             labels = np.empty(data.n_samples, dtype=np.int32) if data.dask is None else None
             cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit, _memfit.kmeans_fit, params)
-            with finite_or_checked(self, data):
-                result = _memfit.kmeans_fit(
-                    data.engine,
-                    sample_weight=w,
-                    memory_limit=limit,
-                    n_jobs=check_n_jobs(self.n_jobs),
-                    labels=labels,
-                    progress=_Verbose(self.verbose, self.algorithm == "elkan") if self.verbose else None,
-                    scratch_dir=scratch,
-                    device=device,
-                    # Arrays and files of integers (or float16) that float32 holds
-                    # exactly: float32 passes, the float64 fit's results.
-                    exact=device is None and isinstance(data.engine, (np.ndarray, str)),
-                    **params,
-                    **cluster,
-                )
+            result = checked(self, data, _memfit.kmeans_fit)(
+                data.engine,
+                sample_weight=w,
+                memory_limit=limit,
+                n_jobs=check_n_jobs(self.n_jobs),
+                labels=labels,
+                progress=_Verbose(self.verbose, self.algorithm == "elkan") if self.verbose else None,
+                scratch_dir=scratch,
+                device=device,
+                # Arrays and files of integers (or float16) that float32 holds
+                # exactly: float32 passes, the float64 fit's results.
+                exact=device is None and isinstance(data.engine, (np.ndarray, str)),
+                **params,
+                **cluster,
+            )
             if best is None or result["inertia"] < best[0]["inertia"]:
                 best = (result, labels)
         result, labels = best

@@ -32,6 +32,7 @@ from ._validation import (
     seed_from,
     sklearn_messages,
     features_kept_on_failure,
+    checked,
     finite_or_checked,
     small_array,
 )
@@ -548,20 +549,19 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         )
         cluster = {} if data.dask is None else data.dask.fit_kwargs(client, w, limit, _memfit.gmm_fit, params)
         try:
-            with finite_or_checked(self, data):
-                r = _memfit.gmm_fit(
-                    data.engine,
-                    sample_weight=w,
-                    memory_limit=limit,
-                    n_jobs=check_n_jobs(self.n_jobs),
-                    labels=labels,
-                    progress=verbose,
-                    scratch_dir=scratch,
-                    model_dir=params_dir.path,
-                    device=device,
-                    **params,
-                    **cluster,
-                )
+            r = checked(self, data, _memfit.gmm_fit)(
+                data.engine,
+                sample_weight=w,
+                memory_limit=limit,
+                n_jobs=check_n_jobs(self.n_jobs),
+                labels=labels,
+                progress=verbose,
+                scratch_dir=scratch,
+                model_dir=params_dir.path,
+                device=device,
+                **params,
+                **cluster,
+            )
         except BaseException:
             params_dir.remove()
             raise

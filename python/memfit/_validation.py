@@ -665,3 +665,14 @@ def finite_or_checked(estimator, data):
                     raise error from None
                 raise whole from None
             raise
+
+
+def checked(estimator, data, engine_call):
+    """``engine_call`` whose errors are those of :func:`finite_or_checked`
+    (X checked whole on a ValueError, for scikit-learn's message)."""
+
+    def call(*args, **kwargs):
+        with finite_or_checked(estimator, data):
+            return engine_call(*args, **kwargs)
+
+    return call

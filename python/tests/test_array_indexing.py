@@ -60,6 +60,17 @@ def test_bad_indices_raise_numpys_errors(key):
     assert str(ours.value) == str(numpy_error.value)
 
 
+@pytest.mark.parametrize("key", [2**63, np.uint64(2**63), (1, 2**63), -(2**63) - 1, 2**64])
+def test_integers_beyond_int64_raise_numpys_errors(key):
+    """NumPy's OverflowError (converting to a C long) or IndexError (not an
+    integer index), where memfit said out of bounds (helper 103)."""
+    with pytest.raises((IndexError, OverflowError)) as numpy_error:
+        X[key]
+    with pytest.raises(numpy_error.type) as ours:
+        ma.asarray(X)[key]
+    assert str(ours.value) == str(numpy_error.value)
+
+
 def test_lazy_float_indices_raise_as_numpys():
     with pytest.raises(IndexError, match="integer \\(or boolean\\) type"):
         ma.asarray(X)[ma.asarray(np.array([1.7, 0.5]))]

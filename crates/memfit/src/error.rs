@@ -648,4 +648,35 @@ impl Error {
         remedies.extend(also);
         Error::DoesNotFit { required_bytes, limit_bytes, what, remedies }
     }
+
+    /// An [`Error::DoesNotFit`] of a part planned within a share of a job's
+    /// limit, as the job's: the limits it names (the smallest, any to raise
+    /// to) mapped by `limit`, the raises it suggests by `raise`, against the
+    /// job's `limit_bytes`, its words by `what`. Other errors as they are.
+    pub fn as_job_limit(
+        self,
+        limit_bytes: u64,
+        limit: impl Fn(u64) -> u64,
+        raise: impl Fn(u64) -> u64,
+        what: impl FnOnce(String) -> String,
+    ) -> Self {
+        match self {
+            Error::DoesNotFit { required_bytes, what: part, remedies, .. } => Error::DoesNotFit {
+                required_bytes: limit(required_bytes),
+                limit_bytes,
+                what: what(part),
+                remedies: remedies
+                    .into_iter()
+                    .map(|r| match r {
+                        Remedy::RaiseMemoryLimit { to_bytes } => Remedy::RaiseMemoryLimit { to_bytes: limit(to_bytes) },
+                        Remedy::RaiseMemoryLimitBy { by_bytes } => {
+                            Remedy::RaiseMemoryLimitBy { by_bytes: raise(by_bytes) }
+                        }
+                        other => other,
+                    })
+                    .collect(),
+            },
+            other => other,
+        }
+    }
 }

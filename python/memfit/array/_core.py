@@ -1617,6 +1617,15 @@ def _basic(x: Array, key: tuple) -> Array:
         elif isinstance(k, (numbers.Integral, np.integer)) or (
             isinstance(k, (np.ndarray, Array)) and k.ndim == 0 and k.dtype.kind in "iu"
         ):
+            i = int(k.compute() if isinstance(k, Array) else k)
+            if 2**63 <= i < 2**64:
+                # NumPy converts it to a C long (a uint64 too).
+                raise OverflowError("Python int too large to convert to C long")
+            if not -(2**63) <= i < 2**63:
+                raise IndexError(
+                    "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or boolean "
+                    "arrays are valid indices"
+                )
             kinds.append("int")
         elif isinstance(k, (np.ndarray, Array)) and k.ndim == 0:
             raise IndexError("arrays used as indices must be of integer (or boolean) type")

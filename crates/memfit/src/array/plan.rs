@@ -77,8 +77,9 @@ pub struct StagePlan {
     /// A Zarr output's chunk shape (the tile is the shard when sharded);
     /// empty for other stages.
     pub zarr_chunks: Vec<usize>,
-    /// Bytes of decoded Zarr input chunks the stage's threads share (see
-    /// [`zarr_cache`]); 0 for stages that read no Zarr array.
+    /// Bytes of decoded Zarr input chunks the stage's threads share
+    /// ([`crate::io::ChunkCache`]: at least a chunk per thread, more where
+    /// units read the same chunks); 0 for stages that read no Zarr array.
     pub zarr_cache: u64,
 }
 

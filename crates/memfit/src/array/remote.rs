@@ -27,7 +27,7 @@ use super::run::{fold_reduce, lowered_for, reductions, ReduceUnits, Slots};
 use super::store::Stored;
 use super::tiling::{chunk_groups, n_tiles, volume};
 use super::values::FpCounts;
-use crate::error::{Error, ExpressionFault, Remedy, Result};
+use crate::error::{Error, ExpressionFault, Result};
 use crate::exec::{decode, encode, run_grid, Cancel, Merge, Remote, Task, TaskRunner};
 use crate::io::ChunkCache;
 use crate::io::Dtype;
@@ -202,25 +202,15 @@ fn task_plan(lowered: &Lowered, si: usize, n: usize, limit: u64) -> Result<Plan<
     let per = stat_bytes(&lowered.stages[si]);
     let bytes = (n as u64).saturating_mul(outputs).saturating_mul(2 * per);
     let detail = format!("{n} chunks × {outputs} outputs × {per} B, held and encoded");
-    let beside = |e: Error| match e {
-        // The smallest limit: the plan's, with the statistics beside it.
-        Error::DoesNotFit { required_bytes, what, remedies, .. } => Error::DoesNotFit {
-            required_bytes: required_bytes.saturating_add(bytes),
-            limit_bytes: limit,
-            what: format!("{what}, beside a task's chunk statistics ({detail})"),
-            remedies: remedies
-                .into_iter()
-                .map(|r| match r {
-                    Remedy::RaiseMemoryLimit { to_bytes } => {
-                        Remedy::RaiseMemoryLimit { to_bytes: to_bytes.saturating_add(bytes) }
-                    }
-                    other => other,
-                })
-                .collect(),
-        },
-        other => other,
-    };
-    let mut the_plan = plan(lowered, &Output::Memory, limit.saturating_sub(bytes), 1).map_err(beside)?;
+    // The smallest limit: the plan's, with the statistics beside it.
+    let mut the_plan = plan(lowered, &Output::Memory, limit.saturating_sub(bytes), 1).map_err(|e| {
+        e.as_job_limit(
+            limit,
+            |b| b.saturating_add(bytes),
+            |b| b,
+            |what| format!("{what}, beside a task's chunk statistics ({detail})"),
+        )
+    })?;
     the_plan.buffers.push(PlannedBuffer { name: "chunk statistics".into(), bytes, detail, phase: None });
     the_plan.total_bytes = the_plan.total_bytes.saturating_add(bytes);
     the_plan.limit_bytes = limit;

@@ -11,7 +11,7 @@ use super::node::Array;
 use super::plan::Stages;
 use super::run::{prepare, run_intermediates, Options, Slots};
 use crate::dtype::Dtype;
-use crate::error::{Error, Remedy, Result};
+use crate::error::{Error, Result};
 use crate::exec::{Cancel, Context, RunOptions};
 use crate::io::ChunkCache;
 use crate::io::RowSource;
@@ -61,26 +61,12 @@ impl ExprRows {
     /// that gives them enough.
     pub fn for_job(root: &Array, run: &RunOptions) -> Result<Self> {
         let opts = Options { memory_limit: run.memory_limit / JOB_SHARE, threads: Some(run.threads()), ..run.clone() };
-        ExprRows::new(root, &opts).map_err(|e| match e {
-            Error::DoesNotFit { required_bytes, what, remedies, .. } => Error::DoesNotFit {
-                required_bytes: required_bytes.saturating_mul(JOB_SHARE),
-                limit_bytes: run.memory_limit,
-                what: format!("the input's intermediates, planned within 1/{JOB_SHARE} of the limit: {what}"),
-                // Limits the intermediates need, as job limits.
-                remedies: remedies
-                    .into_iter()
-                    .map(|r| match r {
-                        Remedy::RaiseMemoryLimit { to_bytes } => {
-                            Remedy::RaiseMemoryLimit { to_bytes: to_bytes.saturating_mul(JOB_SHARE) }
-                        }
-                        Remedy::RaiseMemoryLimitBy { by_bytes } => {
-                            Remedy::RaiseMemoryLimitBy { by_bytes: by_bytes.saturating_mul(JOB_SHARE) }
-                        }
-                        other => other,
-                    })
-                    .collect(),
-            },
-            other => other,
+        ExprRows::new(root, &opts).map_err(|e| {
+            // Limits the intermediates need, as job limits.
+            let job = |b: u64| b.saturating_mul(JOB_SHARE);
+            e.as_job_limit(run.memory_limit, job, job, |what| {
+                format!("the input's intermediates, planned within 1/{JOB_SHARE} of the limit: {what}")
+            })
         })
     }
 
