@@ -252,6 +252,23 @@ def test_tiles_over_a_zarr_input_hold_whole_chunks(tmp_path):
         np.testing.assert_array_equal(np.load(tmp_path / "small.npy"), want)
 
 
+def test_a_sharded_zarr_input_is_read_by_inner_chunks_without_a_cache(tmp_path):
+    """A shard (here 4 MiB, its inner chunks 32 KiB) is read by the inner
+    chunks a unit needs, never decoded whole into the stage's chunk cache,
+    so a limit far below a shard per thread still runs, with the .npy
+    input's bits."""
+    zarr = pytest.importorskip("zarr")
+    a = np.random.default_rng(4).standard_normal((1024, 1024))
+    z = zarr.create_array(str(tmp_path / "s.zarr"), shape=a.shape, chunks=(64, 64), shards=(512, 1024), dtype=a.dtype)
+    z[...] = a
+    np.save(tmp_path / "s.npy", a)
+    Z, X = ma.from_zarr(tmp_path / "s.zarr"), ma.from_npy(tmp_path / "s.npy")
+    for f in (lambda v: v.sum(axis=0), lambda v: v.var(axis=1), lambda v: (v.T * 2)[::7].max(axis=1)):
+        assert "Zarr chunk cache" not in str(f(Z).explain(memory_limit="2MiB"))
+        got = f(Z).compute(memory_limit="2MiB", n_jobs=2)
+        assert got.tobytes() == f(X).compute(memory_limit="2MiB", n_jobs=2).tobytes()
+
+
 def test_reductions_read_a_zarr_inputs_chunks_whole_with_the_bits_of_a_npy_input(tmp_path):
     """A reduction along a Zarr input's rows reads several accumulation
     chunks as one box (a chunk decoded at most twice, where a unit per

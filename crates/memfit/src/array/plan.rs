@@ -266,8 +266,9 @@ fn zarr_tile(ir: &Ir, lowered: &Lowered, shape: &[usize]) -> Option<Vec<usize>> 
 /// many times as units read them); never more than an input's decoded
 /// bytes. At least a chunk per thread either way: every decoded chunk is
 /// read from the cache, so no thread decodes one outside the plan. The
-/// cache saves decoding only: values do not depend on it. Returns the
-/// bytes, the least of them (a chunk per thread) and what they hold.
+/// cache saves decoding only: values do not depend on it. Sharded inputs
+/// are read by inner chunks, without it. Returns the bytes, the least of
+/// them (a chunk per thread) and what they hold.
 fn zarr_cache(stage: &Stage, avail: u64, threads: u64) -> (u64, u64, String) {
     // A unit's least extent over the iteration space: one element of each
     // kept axis, the accumulation chunk of the reduced ones.
@@ -286,7 +287,7 @@ fn zarr_cache(stage: &Stage, avail: u64, threads: u64) -> (u64, u64, String) {
     for ir in stage.irs() {
         for (src, map) in ir.leaf_maps() {
             let Src::Stored(s) = src else { continue };
-            let Some(c) = s.zarr_chunks() else { continue };
+            let Some(c) = s.cached_zarr_chunks() else { continue };
             let spanned = least.as_ref().and_then(|ext| chunks_spanned(s, &c, map, ext)).unwrap_or(0);
             match inputs.iter_mut().find(|(t, _)| Arc::ptr_eq(t, s)) {
                 Some((_, n)) => *n += spanned,
@@ -296,7 +297,7 @@ fn zarr_cache(stage: &Stage, avail: u64, threads: u64) -> (u64, u64, String) {
     }
     let (mut one, mut two, mut chunks) = (0u64, 0u64, 0u64);
     for (s, spanned) in &inputs {
-        let c = s.zarr_chunks().expect("a Zarr input");
+        let c = s.cached_zarr_chunks().expect("a cached Zarr input");
         let grid: Vec<u64> = s.shape.iter().zip(&c).map(|(&n, &k)| n.div_ceil(k.max(1)) as u64).collect();
         let chunk_bytes = volume(&c) as u64 * s.dtype.itemsize() as u64;
         let all: u64 = grid.iter().product();

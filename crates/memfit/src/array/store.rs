@@ -179,6 +179,16 @@ impl Stored {
         }
     }
 
+    /// The chunk shape of a Zarr array whose decoded chunks a stage keeps
+    /// in its cache (not a sharded one's: see
+    /// [`crate::io::ZarrInput::cached`]); `None` for other storage.
+    pub fn cached_zarr_chunks(&self) -> Option<Vec<usize>> {
+        match &self.storage {
+            Storage::Zarr(z) if z.cached() => Some(z.chunk_shape()),
+            _ => None,
+        }
+    }
+
     /// Whether a box is best read as runs ([`Stored::read_runs`]): in a
     /// `.npy` file, a run is one positioned read. A Zarr array is read by
     /// [`Stored::gather`] instead, which decodes each chunk once for the

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use zarrs::array::{Array, ArrayBytes, ArrayCreateError, ArraySubset};
+use zarrs::array::{Array, ArrayBytes, ArrayCreateError, ArrayShardedExt, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
 use zarrs::storage::StorageError;
 
@@ -25,6 +25,9 @@ pub struct ZarrInput {
     shape: Vec<usize>,
     dtype: Dtype,
     chunks: Vec<usize>,
+    /// Whether its chunks are shards (read by their inner chunks, never
+    /// decoded whole into a [`ChunkCache`]).
+    sharded: bool,
 }
 
 impl std::fmt::Debug for ZarrInput {
@@ -78,7 +81,8 @@ impl ZarrInput {
             .map(|n| usize::try_from(n.get()))
             .collect::<Result<_, _>>()
             .map_err(too_big)?;
-        Ok(ZarrInput { array, path: path.to_path_buf(), shape, dtype, chunks })
+        let sharded = array.is_sharded();
+        Ok(ZarrInput { array, path: path.to_path_buf(), shape, dtype, chunks, sharded })
     }
 
     /// The array's shape (elements per dimension).
@@ -95,6 +99,13 @@ impl ZarrInput {
     /// the chunk shape of the regular grid.
     pub fn chunk_shape(&self) -> Vec<usize> {
         self.chunks.clone()
+    }
+
+    /// Whether reads keep its decoded chunks in a [`ChunkCache`]: all but a
+    /// sharded array's, whose shards are read by the inner chunks a region
+    /// needs (a shard can be far larger than what a unit reads).
+    pub fn cached(&self) -> bool {
+        !self.sharded
     }
 
     /// Reads the box `[start, start + shape)` into `out`: its values in C
@@ -136,7 +147,7 @@ impl ZarrInput {
             let within = part.relative_to(chunk.start()).map_err(|e| err(e.into()))?;
             let part_shape = part.shape_usize();
             let dst_start: Vec<usize> = (0..nd).map(|d| part.start()[d] as usize - start[d]).collect();
-            if cache.capacity() == 0 {
+            if cache.capacity() == 0 || !self.cached() {
                 let bytes: ArrayBytes<'static> = self.array.retrieve_chunk_subset(&index, &within).map_err(err)?;
                 let bytes = bytes.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
                 copy_box((&bytes, &part_shape, &vec![0; nd]), (out, shape, &dst_start), &part_shape, itemsize);
@@ -152,16 +163,22 @@ impl ZarrInput {
 
     /// The whole chunk `index` (of the grid's chunk shape, past the array's
     /// end too) and that shape: from `cache`, or decoded (and kept there
-    /// while it holds it), so units reading parts of it decode it once.
+    /// while it holds it, unless the array is sharded), so units reading
+    /// parts of it decode it once.
     fn decoded(&self, index: &[u64], cache: &ChunkCache) -> Result<(Arc<Vec<u8>>, Vec<usize>)> {
         let err = |e| array_error(&self.path, "read", e);
         let full: Vec<usize> = self.array.chunk_shape(index).map_err(err)?.iter().map(|n| n.get() as usize).collect();
         let bytes = (full.iter().product::<usize>() * self.dtype.itemsize()) as u64;
-        let decoded = cache.get((self as *const Self as usize, index.to_vec()), bytes, || {
+        let decode = || {
             let whole: ArrayBytes<'static> = self.array.retrieve_chunk(index).map_err(err)?;
             let whole = whole.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
             Ok(whole.into_owned())
-        })?;
+        };
+        let decoded = if self.cached() {
+            cache.get((self as *const Self as usize, index.to_vec()), bytes, decode)?
+        } else {
+            Arc::new(decode()?)
+        };
         Ok((decoded, full))
     }
 
