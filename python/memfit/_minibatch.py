@@ -23,7 +23,6 @@ from ._validation import (
     check_sample_weight,
     features_kept_on_failure,
     finite_or_checked,
-    lazy_rows,
     sklearn_messages,
     small_array,
     sparse_chunks,

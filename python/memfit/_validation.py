@@ -598,7 +598,7 @@ def emit_warnings(engine_warnings: list, skip: tuple = (), stacklevel: int = 3) 
             warnings.warn(message, classes[category], stacklevel=stacklevel)
 
 
-def lazy_rows(data):
+def _lazy_rows(data):
     """X as a :class:`memfit.array.Array` read block by block (a path with
     positioned reads, never mapped; a Dask task's chunk alone)."""
     if isinstance(data.engine, _dask.Piece):
@@ -630,7 +630,7 @@ def check_finite(data):
 
             x, lib, dense_dask = data.dask.checked, da, True
         else:
-            x, lib = lazy_rows(data), ma
+            x, lib = _lazy_rows(data), ma
         finite, nan = bool(lib.isfinite(x).all().compute()), lambda: bool(lib.isnan(x).any().compute())
     if not finite:
         is_nan = nan()
