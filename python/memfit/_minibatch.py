@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -19,11 +18,10 @@ from ._sparse import is_sparse, sparse_input
 from ._validation import (
     c_float64,
     check_data,
-    check_finite,
     check_sample_weight,
+    check_weight_values,
     features_kept_on_failure,
     finite_or_checked,
-    sklearn_messages,
     small_array,
     sparse_chunks,
 )
@@ -37,52 +35,6 @@ def _take(w, idx):
 def _dense(rows):
     """Drawn rows as a dense array (a sparse batch's rows filled in)."""
     return rows.toarray() if is_sparse(rows) else rows
-
-
-def _sparse_moments(X, unit, memory_limit):
-    """``(means, variances, n_samples)`` of the columns of the CSR matrix X
-    (of its rows scaled to unit norm when ``unit``), as scikit-learn's
-    ``mean_variance_axis``; unit rows are made a block at a time, each
-    block's float64 copy (with the column statistics) within a quarter of
-    ``memory_limit`` bytes, never a scaled copy of X."""
-    from sklearn.preprocessing import normalize
-    from sklearn.utils.sparsefuncs import incr_mean_variance_axis, mean_variance_axis
-
-    if not unit:
-        mean, var = mean_variance_axis(X, axis=0)
-        return np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64), X.shape[0]
-    n, d = X.shape
-    budget = memory_limit // 4 - 5 * 8 * d
-    if budget <= 0:
-        raise MemoryError(
-            f"memory_limit={memory_limit} bytes cannot hold the column statistics of {d} features for tol"
-        )
-    mean, var, count = np.zeros(d), np.zeros(d), np.zeros(d)
-    a = 0
-    while a < n:
-        # Rows while their values (12 bytes each as float64 with their
-        # columns, 8 per row for the offsets) fit the budget; at least one.
-        hi = min(n, a + (1 << 16))
-        ends = X.indptr[a + 1 : hi + 1] - X.indptr[a]
-        b = a + max(1, int(np.searchsorted(12 * ends + 8 * np.arange(1, hi - a + 1), budget, side="right")))
-        chunk = normalize(X[a:b].astype(np.float64))
-        mean, var, count = incr_mean_variance_axis(chunk, axis=0, last_mean=mean, last_var=var, last_n=count)
-        a = b
-    return mean, var, n
-
-
-def _merged_moments(a, b):
-    """The column moments of the rows of ``a`` then those of ``b`` (each
-    ``(means, variances, n_samples)``), by the pairwise update of Chan,
-    Golub and LeVeque, "Algorithms for computing the sample variance",
-    1983 (as scikit-learn's ``incr_mean_variance_axis`` merges a batch);
-    a side of no rows (a chunk of none: its moments are NaN) adds nothing."""
-    (ma, va, na), (mb, vb, nb) = a, b
-    if not na or not nb:
-        return b if not na else a
-    n = na + nb
-    delta = mb - ma
-    return ma + delta * (nb / n), (va * na + vb * nb + delta * delta * (na * nb / n)) / n, n
 
 
 class MiniBatchKMeans(_Centers):
@@ -114,9 +66,10 @@ class MiniBatchKMeans(_Centers):
     k-means++ may draw other centres from sparse rows than from dense ones.)
     A Dask array of scipy.sparse chunks gives the fit on the matrix: each
     batch's rows are taken by Dask where the chunks lie (without a client,
-    one chunk at a time here), and for ``tol`` the column variances are
-    merged chunk by chunk (Chan, Golub and LeVeque 1983: equal to the
-    matrix's to rounding).
+    one chunk at a time here). A Dask X (dense or sparse chunks) is read
+    by the validation pass as every other X is, one chunk at a time here:
+    the same refusals, in the same words, and ``tol``'s scale with the
+    same bits as for the array in memory.
 
     Parameters
     ----------
@@ -272,16 +225,13 @@ class MiniBatchKMeans(_Centers):
 
     # -- checks (scikit-learn's _check_params_vs_input) -------------------
 
-    def _check_params_vs_input(self, data, mean_variance=None):
+    def _check_params_vs_input(self, data, mean_variance):
+        """scikit-learn's checks and derived parameters; ``mean_variance``
+        is the validation pass's mean column variance (``tol``'s scale)."""
         n, k = data.n_samples, self.n_clusters
         if n < k:
             raise ValueError(f"n_samples={n} should be >= n_clusters={k}.")
-        if not self.tol:
-            self._tol = 0.0
-        elif mean_variance is not None:
-            self._tol = mean_variance * self.tol
-        else:
-            self._tol = self._tolerance(data)
+        self._tol = mean_variance * self.tol if self.tol else 0.0
         self._n_init = self.n_init
         if self._n_init == "auto":
             # scikit-learn's rule: 3 for "random" and a callable, else 1.
@@ -311,30 +261,14 @@ class MiniBatchKMeans(_Centers):
             self._init_size = 3 * k
         self._init_size = min(self._init_size, n)
 
-    def _tolerance(self, data):
-        """``tol * mean(var(X, axis=0))`` (scikit-learn's ``_tolerance``) of a
-        Dask X, computed by Dask (other X: :meth:`_validate`); for
-        ``"cosine"`` the variances of the unit rows the steps see (rows of
-        zeros stay zero)."""
-        unit, limit = self.metric == "cosine", check_memory_limit(self.memory_limit)
-        if sparse_chunks(data):
-            # Each chunk's moments where it lies, merged in row order.
-            moments = data.engine.folded(partial(_sparse_moments, unit=unit, memory_limit=limit), _merged_moments)
-            return float(np.mean(moments[1])) * self.tol
-        x = data.dask.checked.astype(np.float64)
-        if self.metric == "cosine":
-            norms = np.sqrt((x * x).sum(axis=1, keepdims=True))
-            x = x / np.where(norms > 0, norms, 1.0)
-        return float(np.mean(np.asarray(x.var(axis=0).compute()))) * self.tol
-
     def _validate(self, data, w):
-        """KMeans's validation pass over X (not a Dask array, whose chunks
-        Dask computes): refuses what KMeans refuses, in its words (NaN
-        and infinity as scikit-learn's ``check_array`` says them); returns
-        the mean column variance (of the unit rows for ``"cosine"``), or
-        None for a Dask X."""
-        if data.dask is not None:
-            return None
+        """KMeans's validation pass over X, whatever its kind (a Dask
+        array's chunks read one at a time, as ``KMeans`` reads them):
+        refuses what KMeans refuses, in its words (NaN and infinity as
+        scikit-learn's ``check_array`` says them; columns whose squared
+        distances overflow or all underflow; negative weights, naming the
+        row); returns the mean column variance (of the unit rows for
+        ``"cosine"``), ``tol``'s scale."""
         with finite_or_checked(self, data):
             return _memfit.kmeans_validate(
                 data.engine,
@@ -398,8 +332,15 @@ class MiniBatchKMeans(_Centers):
         )
 
     @staticmethod
-    def _weights(w, n):
-        """The weights (not None) as a float64 vector of ``n`` values."""
+    def _weights(w, data):
+        """The weights (``check_sample_weight``'s, not None) as a float64
+        vector of ``data.n_samples`` values, checked as
+        ``check_sample_weight`` checks weights in memory (finite, not all
+        zero, in its words): those it hands to the engine unread (a Dask
+        array's, a path's) are used here before the engine reads them (the
+        initialisation's draws). Called before the validation pass, so
+        that bad weights are refused before bad X, as for NumPy weights;
+        negative ones are refused by that pass, naming the row."""
         if isinstance(w, str):
             w = np.load(w)
         elif isinstance(w, _dask.Rows):
@@ -407,14 +348,7 @@ class MiniBatchKMeans(_Centers):
         elif not isinstance(w, np.ndarray):
             w = np.asarray(w.array if hasattr(w, "array") else w)
         w = np.asarray(w, dtype=np.float64).reshape(-1)
-        # A Dask X's weights are checked here, in the words the engine and
-        # check_sample_weight use for the others.
-        if (w < 0).any():
-            i = int(np.argmax(w < 0))
-            value = str(int(w[i])) if w[i].is_integer() else repr(float(w[i]))
-            raise ValueError(f"sample_weight[{i}] = {value}; hint: sample weights must be >= 0")
-        if not w.any():
-            raise ValueError("Sample weights must contain at least one non-zero number.")
+        check_weight_values(w, data)
         return w
 
     def _init_centroids(self, data, sample, w_sample, random_state):
@@ -592,13 +526,10 @@ class MiniBatchKMeans(_Centers):
         with features_kept_on_failure(self):
             data = check_data(X, self, reset=True, accept_sparse=True)
             w_engine = check_sample_weight(sample_weight, data)
+            # No weights: unit weights, never held.
+            w = None if w_engine is None else self._weights(w_engine, data)
             mean_variance = self._validate(data, w_engine)
             self._check_params_vs_input(data, mean_variance)
-            if mean_variance is None and (not self.compute_labels or sparse_chunks(data)):
-                # Else the final pass over X finds them (and drawn rows always,
-                # but a Dask array's as rows of the batch).
-                with sklearn_messages(self):
-                    check_finite(data)
             random_state = check_random_state(self.random_state)
             n = data.n_samples
             # What the fit holds per row (the steps' own buffers are the
@@ -621,8 +552,6 @@ class MiniBatchKMeans(_Centers):
                 float32=data.float32,
                 sparse_x=data.engine if is_sparse(data.engine) or sparse_chunks(data) else None,
             )
-            # No weights: unit weights, never held.
-            w = None if w_engine is None else self._weights(w_engine, n)
             # Rows are checked as they are drawn; a bad one makes X checked whole,
             # for scikit-learn's message (NaN before infinity, anywhere in X).
             with finite_or_checked(self, data):
@@ -700,18 +629,14 @@ class MiniBatchKMeans(_Centers):
         with features_kept_on_failure(self):
             data = check_data(X, self, reset=not has_centers, accept_sparse=True)
             w_engine = check_sample_weight(sample_weight, data)
-            mean_variance = self._validate(data, w_engine)
-            if sparse_chunks(data):
-                with sklearn_messages(self):
-                    check_finite(data)
-            self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
             # No weights: unit weights, never held.
-            w = None if w_engine is None else self._weights(w_engine, data.n_samples)
+            w = None if w_engine is None else self._weights(w_engine, data)
+            mean_variance = self._validate(data, w_engine)
+            self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
             self.n_steps_ = getattr(self, "n_steps_", 0)
             x = data.engine
             if (
-                mean_variance is not None
-                and self.metric == "euclidean"
+                self.metric == "euclidean"
                 and isinstance(x, np.ndarray)
                 and x.flags.c_contiguous
                 and x.dtype == (np.float32 if data.float32 else np.float64)
@@ -720,9 +645,6 @@ class MiniBatchKMeans(_Centers):
             else:
                 with finite_or_checked(self, data):
                     batch = self._rows(data, np.arange(data.n_samples))
-                    if data.dask is not None and not np.isfinite(batch.data if is_sparse(batch) else batch).all():
-                        # A Dask X is not validated: _finite_or_checked says it in scikit-learn's words.
-                        raise ValueError("the batch is not finite")
             if not has_centers:
                 self._check_params_vs_input(data, mean_variance)
                 self.cluster_centers_ = self._partial_init(data, batch, w)

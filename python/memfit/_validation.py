@@ -155,10 +155,13 @@ def _too_few(shape: tuple, n_samples: int, n_features: int, min_samples: int, es
 def _not_finite(a: np.ndarray, input_name: str, dtype: np.dtype, label: str) -> str:
     """scikit-learn's sentence for an array ``input_name`` with NaN or
     infinity (``_assert_all_finite``; ``dtype`` is the one it names), then
-    where the first one is in ``label``."""
-    where = np.argwhere(~np.isfinite(a))[0]
+    where the first value of the kind it names is in ``label`` (the first
+    NaN when it says NaN, as :func:`check_finite` names them in X)."""
+    nan = np.isnan(a)
+    is_nan = bool(nan.any())
+    where = np.argwhere(nan if is_nan else ~np.isfinite(a))[0]
     padded = f"{input_name} " if input_name else ""
-    what = "NaN" if np.isnan(a).any() else f"infinity or a value too large for {dtype!r}"
+    what = "NaN" if is_nan else f"infinity or a value too large for {dtype!r}"
     index = ", ".join(str(int(i)) for i in where)
     return f"Input {padded}contains {what}. memfit: {label}[{index}] = {a[tuple(where)]}"
 
@@ -443,9 +446,10 @@ def _check_data(X: Any, estimator: Any = None, *, reset: bool, name: str, min_sa
             raise IsADirectoryError(errno.EISDIR, "is a directory, not a .npy file", path)
         shape, dtype_name, _, _ = _memfit.npy_info(path)
         if len(shape) != 2:
+            hint = "X.reshape(-1, 1) for a single feature" if len(shape) == 1 else "X.reshape(n_samples, -1)"
             raise ValueError(
                 f"{path}: expected a 2-D array of shape (n_samples, n_features), found shape {tuple(shape)}; "
-                "hint: save X.reshape(-1, 1) for a single feature"
+                f"hint: save {hint}"
             )
         n, d = shape
         _too_few(tuple(shape), n, d, min_samples, estimator)
@@ -531,11 +535,20 @@ def check_sample_weight(
         raise ValueError(f"{name}.shape == {w.shape}, expected ({data.n_samples},)!")
     if w.dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         w = w.astype(np.float64)
+    check_weight_values(w, data, name, all_zero)
+    return engine_array(w.reshape(-1, 1), name=name)
+
+
+def check_weight_values(w: np.ndarray, data: Data, name: str = "sample_weight", all_zero: bool = False) -> None:
+    """The checks of :func:`check_sample_weight` on the values of weights
+    held in memory (a 1-D float array for ``data``), with scikit-learn's
+    ``_check_sample_weight`` messages: finite (the first NaN or infinity
+    named), not all zero unless ``all_zero``. Negative weights are left to
+    the engine, which names the row."""
     if not np.isfinite(w).all():
         raise ValueError(f"{_not_finite(w, name, data.out_dtype, name)}; hint: weights must be finite")
     if not all_zero and not w.any():
         raise ValueError("Sample weights must contain at least one non-zero number.")
-    return engine_array(w.reshape(-1, 1), name=name)
 
 
 def c_float64(a: Any) -> np.ndarray:

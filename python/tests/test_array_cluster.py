@@ -278,3 +278,29 @@ def test_task_limit_rule():
     assert _dask.worker_budget(None, 4) is None and _dask.worker_budget(0, 4) is None
     assert _dask.combined_limit(100, 250) == 100 and _dask.combined_limit(None, 250) == 250
     assert _dask.combined_limit(300, None) == 300
+
+
+def test_to_zarr_on_cluster_follows_the_callers_errstate(client, tmp_path):
+    """to_zarr on a cluster under ``np.errstate(divide="raise")`` raises
+    FloatingPointError and writes nothing, as the local to_zarr and the
+    cluster's compute/to_npy do. Before, each task computed its chunk on a
+    worker thread with the default error state: it only warned there, and
+    the file was written with inf in it."""
+    np.save(tmp_path / "z.npy", np.array([1.0, 0.0, 2.0]))
+    y = 1 / ma.from_npy(tmp_path / "z.npy")
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError, match="divide by zero"):
+            y.to_zarr(tmp_path / "e.zarr", client=client)
+        assert sorted(os.listdir(tmp_path)) == ["z.npy"]
+        ma.ones(2).to_zarr(tmp_path / "old.zarr", client=client)  # finite: written
+        with pytest.raises(FloatingPointError):
+            y.to_zarr(tmp_path / "old.zarr", client=client, overwrite=True)
+    assert bits(read(tmp_path / "old.zarr")) == bits(np.ones(2))  # left as it was
+    assert sorted(os.listdir(tmp_path)) == ["old.zarr", "z.npy"]
+    with np.errstate(divide="ignore"):
+        y.to_zarr(tmp_path / "e.zarr", chunks=2, client=client)
+    assert bits(read(tmp_path / "e.zarr")) == bits(np.array([1.0, np.inf, 0.5]))
+    # What the tasks get: the caller's modes; "call" and "log" report to an
+    # object of the caller's, so the tasks warn instead.
+    with np.errstate(divide="raise", over="ignore", invalid="call", under="print", call=print):
+        assert _cluster._error_state() == {"divide": "raise", "over": "ignore", "invalid": "warn", "under": "print"}

@@ -2,6 +2,7 @@
 integer dtype, integer overflow corners, sizes beyond 2**64 bytes, and
 overflow inside reductions (each with NumPy 2's answer)."""
 
+import os
 import re
 import warnings
 
@@ -878,3 +879,91 @@ def test_remainders_by_zero_are_numpys_nan_bits():
                 want = [y % dtype(d), y // dtype(d), np.divmod(y, dtype(d))[1]]
             for g, w in zip(got, want):
                 assert g.dtype == w.dtype and g.tobytes() == w.tobytes(), (dtype, d, g, w)
+
+
+def test_zarr_chunks_and_shards_of_the_wrong_kind_name_the_whole_value(tmp_path):
+    """to_zarr's ``shards`` (and store's/to_zarr's ``chunks``) of a kind
+    they cannot be raise TypeError (zarr-python's type for them), naming
+    the whole value and what it may be. Before, a string other than "auto"
+    was iterated:
+    ``shards="yes"`` said ``shards must be an integer, got str 'y'``."""
+    a = ma.ones((4, 4))
+    shards_msg = 'shards must be "auto", None, an int or a tuple of ints, got '
+    chunks_msg = "chunks must be an int, a tuple of ints or None, got "
+    for shards, got in [("yes", "str 'yes'"), ("auto ", "str 'auto '"), (b"ab", "bytes b'ab'"), ({4: 4}, "dict {4: 4}"),
+                        ([2, "a"], "list [2, 'a']"), (2.5, "float 2.5"), (True, "bool True"), ((4, True), "tuple (4, True)")]:
+        with pytest.raises(TypeError, match=re.escape(shards_msg + got) + "$"):
+            a.to_zarr(tmp_path / "q.zarr", shards=shards)
+    for chunks, got in [("yes", "str 'yes'"), ("auto", "str 'auto'"), ((2, 2.0), "tuple (2, 2.0)"), (True, "bool True")]:
+        with pytest.raises(TypeError, match=re.escape(chunks_msg + got) + "$"):
+            a.to_zarr(tmp_path / "q.zarr", chunks=chunks)
+        with pytest.raises(TypeError, match=re.escape(chunks_msg + got) + "$"):
+            ma.store(a, tmp_path / "q.zarr", chunks=chunks)
+    assert list(tmp_path.iterdir()) == []
+    # What they may be still works: "auto", None, an int, a sequence of ints.
+    for i, (chunks, shards) in enumerate([(None, "auto"), (2, None), ((2, 2), 4), ([1, 2], np.array([2, 4]))]):
+        a.to_zarr(tmp_path / f"{i}.zarr", chunks=chunks, shards=shards)
+        np.testing.assert_array_equal(ma.from_zarr(str(tmp_path / f"{i}.zarr")).compute(), np.ones((4, 4)))
+
+
+def test_store_takes_the_paths_to_npy_and_to_zarr_take(tmp_path):
+    """store writes to bytes and os.PathLike paths as to_npy and to_zarr
+    do, and its TypeError lists only what it accepts. Before, a bytes path
+    raised ``store targets are .npy paths, Zarr directory paths or zarr
+    arrays, got bytes``, naming zarr arrays, which store refuses."""
+    npy, zdir = os.fsencode(tmp_path / "sb.npy"), os.fsencode(tmp_path / "sb.zarr")
+    ma.store(ma.arange(3.0), npy)
+    ma.store([ma.ones(2), ma.zeros(3)], [zdir, tmp_path / "p.npy"])
+    np.testing.assert_array_equal(np.load(tmp_path / "sb.npy"), np.arange(3.0))
+    np.testing.assert_array_equal(ma.from_zarr(str(tmp_path / "sb.zarr")).compute(), np.ones(2))
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), np.zeros(3))
+    with pytest.raises(FileExistsError):
+        ma.store(ma.arange(3.0), npy)
+    ma.store(ma.ones(3), npy, overwrite=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "sb.npy"), np.ones(3))
+    for target in (3, None, [b"x.npy"]):
+        with pytest.raises(TypeError) as info:
+            ma.store(ma.ones(3), target)
+        assert str(info.value) == (
+            "store targets are .npy paths or Zarr directory paths (str, bytes or os.PathLike), "
+            f"got {type(target).__name__}"
+        )
+
+
+def test_in_is_numpys_any_of_equal():
+    """``value in x`` is NumPy's ``(x == value).any()`` (helper 112: 2-D
+    and 0-d arrays raised, as Python fell back to iterating their rows)."""
+    cases = [(np.array([[1, 2], [3, 4]]), 3), (np.array(3), 3), (np.ones((1, 1)), np.array([1, 2])),
+             (np.arange(3), 5), (np.array([[1.0, np.nan]]), np.nan)]
+    for a, v in cases:
+        assert (v in ma.asarray(a)) == (v in a), (a, v)
+
+
+def test_matmul_with_six_batch_axes_or_more():
+    """Batch axes beyond five took the letters of the core axes (i, j, k):
+    'einstein sum subscripts string includes output subscript 'i' multiple
+    times' (helper 112)."""
+    for nb in (6, 7, 9):
+        b = np.arange(6.0 * 2**nb).reshape((2,) * nb + (2, 3))
+        c = np.ones((1,) * nb + (3, 2))
+        np.testing.assert_array_equal(np.asarray(ma.asarray(b) @ ma.asarray(c)), b @ c)
+        np.testing.assert_array_equal(np.asarray(ma.asarray(b) @ np.ones(3)), b @ np.ones(3))
+
+
+@pytest.mark.parametrize("name", ["nanmean", "nanvar", "nanstd"])
+def test_nan_statistics_refuse_an_integer_out_for_float_input(name):
+    """NumPy refuses an integer ``out`` for an inexact input; memfit cast the
+    means into it ([1.5, 3.5] written as [1, 3], helper 112)."""
+    f = np.array([[1.0, 2.0], [2.0, np.nan]])
+    fn = getattr(np, name)
+    with pytest.raises(TypeError, match="If a is inexact, then out must be inexact"):
+        fn(f, axis=0, out=np.zeros(2, int))
+    with pytest.raises(TypeError, match="If a is inexact, then out must be inexact"):
+        fn(ma.asarray(f), axis=0, out=np.zeros(2, int))
+    out = np.zeros(2)
+    assert fn(ma.asarray(f), 0, None, out) is out
+    np.testing.assert_array_equal(out, fn(f, axis=0))
+    ints = np.arange(4).reshape(2, 2)
+    if name == "nanstd":
+        return  # NumPy's sqrt cannot cast into an integer out either
+    np.testing.assert_array_equal(fn(ma.asarray(ints), axis=0, out=np.zeros(2, int)), fn(ints, axis=0, out=np.zeros(2, int)))

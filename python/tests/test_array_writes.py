@@ -187,6 +187,26 @@ def test_a_result_never_replaces_an_input_a_later_stage_reads(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), A.sum(axis=0))
 
 
+def test_a_result_never_replaces_a_group_holding_an_input_a_later_stage_reads(tmp_path):
+    """A result written onto a Zarr group that holds an input a later stage
+    reads (or into the input's own folder) is refused too: the later stage
+    read the vanished array as its fill value, silently zeros."""
+    zarr = pytest.importorskip("zarr")
+    A = np.arange(12.0).reshape(3, 4)
+    g = zarr.open_group(tmp_path / "grp.zarr", mode="w")
+    g.create_array("arr", shape=A.shape, dtype="f8", chunks=(2, 2))[...] = A
+    x = ma.from_zarr(tmp_path / "grp.zarr" / "arr")
+    for results, targets in [
+        ([x.sum(0), x * 2], [tmp_path / "grp.zarr", tmp_path / "s.npy"]),
+        ([x * 2, x - x.sum(0)], [tmp_path / "grp.zarr", tmp_path / "s.npy"]),
+        ([x.sum(0), x * 2], [tmp_path / "grp.zarr" / "arr" / "c", tmp_path / "s.npy"]),
+    ]:
+        with pytest.raises(ValueError, match="a later stage of the same job still reads .*grp.zarr.arr, which"):
+            ma.store(results, targets, overwrite=True)
+        np.testing.assert_array_equal(zarr.open_array(tmp_path / "grp.zarr" / "arr")[...], A)
+        assert not (tmp_path / "s.npy").exists()
+
+
 @pytest.mark.parametrize("write", ["to_npy", "to_npy_new", "to_zarr", "store"])
 def test_an_error_state_that_raises_commits_no_output(tmp_path, write):
     # np.errstate(divide="raise"): the FloatingPointError came after the
@@ -298,3 +318,13 @@ def test_reductions_read_a_zarr_inputs_chunks_whole_with_the_bits_of_a_npy_input
     with np.errstate(all="ignore"):
         np.testing.assert_allclose(z.sum(0).compute(), x.sum(0))
         np.testing.assert_allclose(ma.nansum(z.reshape(7, 100, 2000), axis=(0, 1)).compute(), np.nansum(x3, axis=(0, 1)))
+
+
+@pytest.mark.parametrize("write", ["to_npy", "to_zarr"])
+def test_an_output_under_a_file_is_not_a_directory_error(tmp_path, write):
+    """A target whose folder is a file raises NotADirectoryError, as np.save
+    and zarr-python do (to_zarr said FileNotFoundError, "does not exist")."""
+    np.save(tmp_path / "in.npy", np.arange(3.0))
+    with pytest.raises(NotADirectoryError, match="in.npy is not a folder"):
+        getattr(ma.ones(3), write)(tmp_path / "in.npy" / "sub")
+    np.testing.assert_array_equal(np.load(tmp_path / "in.npy"), np.arange(3.0))

@@ -162,8 +162,8 @@ def test_sparse_chunks_fit_on_the_cluster_as_the_matrix_in_one_process(client, m
     their chunk as CSR on the workers (never densified) and the fit has the
     bits of the fit on the matrix in one process; per-row results are lazy,
     computed where the chunks are; a bad chunk is named as a bad matrix is.
-    MiniBatchKMeans takes its batches where the chunks are (and the column
-    variances for tol) and gives the single-process fit's centres and steps."""
+    MiniBatchKMeans takes its batches where the chunks are and gives the
+    single-process fit's centres and steps."""
     import scipy.sparse as sp
 
     X = sp.random(N, 300, density=0.02, format="csr", random_state=4, dtype=np.float64)
@@ -478,7 +478,7 @@ def test_sample_weight_of_a_dask_x_is_checked_as_for_a_numpy_x():
     for w in (ones.astype(np.complex128), ones.reshape(-1, 1), nan, inf, np.zeros(1000)):
         assert _error(lambda: KMeans(2, n_init=1).fit(dx, sample_weight=da.from_array(w, chunks=77))) == \
             _error(lambda: KMeans(2, n_init=1).fit(X, sample_weight=w))
-    # MiniBatchKMeans reads Dask weights whole (helper 100: its own words).
+    # MiniBatchKMeans checks Dask weights as NumPy weights (helper 100).
     minus = ones.copy()
     minus[700] = -1
     for w in (minus, np.zeros(1000)):
@@ -941,3 +941,113 @@ def test_a_chunk_task_that_raises_surfaces_as_its_own_exception_in_one_process()
             call(bad)
     # The next call, on good data, is not given that exception.
     assert KMeans(2, n_init=1, random_state=0).fit(da.from_array(X, chunks=500)).n_iter_ >= 1
+
+
+# --- MiniBatchKMeans validates a Dask X as any other X ---
+
+
+def _minibatch_errors(X, dx, sample_weight=None, dask_weight=None, **params):
+    """The errors of MiniBatchKMeans's fit and partial_fit on the NumPy X
+    (with the NumPy weights) and on the Dask X (with each kind of weights),
+    raised with warnings as errors; returns (NumPy's, [Dask's])."""
+    def run(call, x, w):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return _error(lambda: call(x, sample_weight=w))
+
+    numpy, dask_ = [], []
+    for method in ("fit", "partial_fit"):
+        numpy.append(run(getattr(MiniBatchKMeans(**params), method), X, sample_weight))
+        for w in ([sample_weight, dask_weight] if dask_weight is not None else [sample_weight]):
+            dask_.append((numpy[-1], run(getattr(MiniBatchKMeans(**params), method), dx, w)))
+    return numpy, dask_
+
+
+def test_minibatch_refuses_a_dask_x_whose_squared_distances_overflow_or_underflow():
+    """A Dask X is read by KMeans's validation pass, as every other X: a
+    column whose squared distances overflow float64, or data whose squared
+    distances all underflow it, are refused with the NumPy X's words, by
+    fit and partial_fit, for dense and sparse chunks. MiniBatchKMeans
+    skipped that pass for a Dask X: data of scale 1e-170 gave a silent
+    one-cluster fit (inertia 0.0), and a 1e200 value was blamed on the
+    centres ("invalid centers: squared distances between the data and the
+    centres overflow float64")."""
+    import re
+
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((3001, 3))
+    tiny, huge = X * 1e-170, X.copy()
+    huge[2500, 1] = 1e200
+    said = {"tiny": "no column spans more than .*underflow float64", "huge": "a column spans 1.000e200, so squared "
+            "distances overflow float64"}
+    for name, bad in (("tiny", tiny), ("huge", huge)):
+        for init in (X[:4].copy(), "random", "k-means++"):
+            numpy, dask_ = _minibatch_errors(bad, da.from_array(bad, chunks=(1000, 3)), n_clusters=4, init=init,
+                                             n_init=1, random_state=0)
+            for (kind, message), (_, got) in zip(numpy, dask_):
+                assert kind is ValueError and re.search(said[name], message), message
+                assert got == (kind, message)
+        S = sp.csr_matrix(bad)
+        numpy, dask_ = _minibatch_errors(S, da.from_array(S, chunks=(1000, 3), asarray=False), n_clusters=4,
+                                         n_init=1, random_state=0)
+        for (kind, message), (_, got) in zip(numpy, dask_):
+            assert kind is ValueError and re.search(said[name], message), message
+            assert got == (kind, message)
+
+
+def test_minibatch_refuses_non_finite_dask_weights_as_numpy_weights():
+    """NaN or infinite weights of a Dask X (as a Dask array or in memory)
+    are refused as a NumPy X's are, by fit and partial_fit, whatever the
+    init: scikit-learn's sentence, the row named in X (sample_weight[600]),
+    before X's own values are read (a NaN in X too does not change the
+    message), and nothing else said. MiniBatchKMeans checked the weights it
+    read whole from a Dask array for negatives and all zeros only: their
+    NaN reached the initialisation, which said "probabilities contain NaN"
+    (with a RuntimeWarning) for init="random", scikit-learn's sentence
+    without the row for "k-means++", and for an array init the engine named
+    the row among the drawn validation rows (sample_weight[16])."""
+    X = np.random.default_rng(0).standard_normal((2001, 3))
+    dx = da.from_array(X, chunks=(500, 3))
+    nan_x = X.copy()
+    nan_x[5, 0] = np.nan
+    for value, said in ((np.nan, "NaN"), (np.inf, "infinity or a value too large for dtype('float64')"),
+                        (-np.inf, "infinity or a value too large for dtype('float64')")):
+        w = np.ones(2001)
+        w[600] = value
+        for x, d in ((X, dx), (nan_x, da.from_array(nan_x, chunks=(500, 3)))):
+            for init in (X[:4].copy(), "random", "k-means++"):
+                numpy, dask_ = _minibatch_errors(x, d, w, da.from_array(w, chunks=500), n_clusters=4, init=init,
+                                                 n_init=1, random_state=0)
+                for kind, message in numpy:
+                    assert kind is ValueError and message == (
+                        f"Input sample_weight contains {said}. memfit: sample_weight[600] = {value}; "
+                        "hint: weights must be finite"), message
+                for expected, got in dask_:
+                    assert got == expected
+    # Negative and all-zero weights still say what they said.
+    minus = np.ones(2001)
+    minus[700] = -1
+    for w in (minus, np.zeros(2001)):
+        numpy, dask_ = _minibatch_errors(X, dx, w, da.from_array(w, chunks=500), n_clusters=4, n_init=1,
+                                         random_state=0)
+        for expected, got in dask_:
+            assert got == expected
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_minibatch_tol_of_a_dask_x_has_the_numpy_x_bits(metric):
+    """``tol``'s scale (the mean column variance) of a Dask X comes from
+    the validation pass, with the bits of the same data in memory, so that
+    early stopping on tol stops at the same step. It was computed by Dask
+    (x.var(axis=0)), which differs in the last bits."""
+    X = blobs(n=20_001, d=3, seed=3)
+    kw = dict(n_clusters=4, random_state=0, batch_size=256, tol=1e-3, max_no_improvement=None, metric=metric)
+    a = MiniBatchKMeans(**kw).fit(X)
+    b = MiniBatchKMeans(**kw).fit(da.from_array(X, chunks=(5000, 3)))
+    assert a._tol == b._tol
+    assert a.n_steps_ == b.n_steps_ and np.array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert a.inertia_ == b.inertia_
+    p, q = MiniBatchKMeans(**kw).partial_fit(X), MiniBatchKMeans(**kw).partial_fit(da.from_array(X, chunks=(5000, 3)))
+    assert p._tol == q._tol and np.array_equal(p.cluster_centers_, q.cluster_centers_)

@@ -157,9 +157,13 @@ def test_path_errors_leave_the_estimator_unfitted(tmp_path):
     """A path with the wrong number of dimensions is refused before any fit."""
     np.save(tmp_path / "v.npy", np.arange(10.0))
     km = KMeans(2)
-    with pytest.raises(ValueError, match="expected a 2-D array"):
+    with pytest.raises(ValueError, match=r"expected a 2-D array.*X.reshape\(-1, 1\) for a single feature"):
         km.fit(str(tmp_path / "v.npy"))
     assert not hasattr(km, "cluster_centers_")
+    # A 3-D file's hint is not the single feature's (helper 105).
+    np.save(tmp_path / "c.npy", np.ones((1, 4, 3)))
+    with pytest.raises(ValueError, match=r"found shape \(1, 4, 3\); hint: save X.reshape\(n_samples, -1\)"):
+        GaussianMixture(2).fit(tmp_path / "c.npy")
 
 
 def test_memory_limit_forms(blobs):

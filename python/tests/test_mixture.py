@@ -1249,3 +1249,33 @@ def test_a_component_without_responsibility_has_scikit_learns_mean_on_data_off_t
         assert ours.lower_bound_ == pytest.approx(ref.lower_bound_, rel=1e-12 if offset == 0 else 1e-8)
         Xt = np.array([[1.5 + offset] * 2, [0.0, 0.0]])
         assert_array_equal(ours.predict(Xt), ref.predict(Xt))
+
+
+def test_a_non_finite_init_names_the_value_its_message_describes():
+    """An init holding NaN and inf says "contains NaN" and now names the
+    first NaN, as memfit names them in X; before, it named the first
+    non-finite value, an inf (``means_init[0, 0] = inf``). The same for
+    weights_init, precisions_init (np.eye(3) * np.inf is NaN off the
+    diagonal), KMeans's init and sample_weight."""
+    import memfit
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    with np.errstate(invalid="ignore"):
+        infinite_eye = np.stack([np.eye(3) * np.inf] * 2)
+    cases = [
+        (GaussianMixture(2, means_init=[[np.inf, np.nan, 0], [0, 0, 0]]), {},
+         "Input contains NaN. memfit: means_init[0, 1] = nan"),
+        (GaussianMixture(2, means_init=[[0, -np.inf, 0], [np.inf, 0, 0]]), {},
+         "Input contains infinity or a value too large for dtype('float64'). memfit: means_init[0, 1] = -inf"),
+        (GaussianMixture(2, precisions_init=infinite_eye), {},
+         "Input contains NaN. memfit: precisions_init[0, 0, 1] = nan"),
+        (GaussianMixture(2, weights_init=[np.inf, np.nan]), {}, "Input contains NaN. memfit: weights_init[1] = nan"),
+        (memfit.KMeans(2, init=np.array([[np.inf, np.nan, 0], [0, 0, 0]]), n_init=1), {},
+         "Input contains NaN. memfit: init[0, 1] = nan"),
+        (memfit.KMeans(2, n_init=1), {"sample_weight": np.r_[np.inf, np.nan, np.ones(38)]},
+         "Input sample_weight contains NaN. memfit: sample_weight[1] = nan; hint: weights must be finite"),
+    ]
+    for estimator, fit_params, message in cases:
+        with pytest.raises(ValueError) as info:
+            estimator.fit(X, **fit_params)
+        assert str(info.value) == message

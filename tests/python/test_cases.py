@@ -124,7 +124,8 @@ def test_c15_float16_large_values_terminate(tmp_path):
     # tol = 0: stop only on strict convergence, so centres are means of the final labels
     m = fit(tmp_path, X, 4, max_iter=50, tol=0.0, timeout=60)
     assert m.summary["n_iter"] <= 50 and m.summary["converged"]
-    assert m.centers.dtype == np.float32
+    # float32 passes (exact for float16 values), float64 centres (Python's).
+    assert m.summary["compute_dtype"] == "float32" and m.centers.dtype == np.float64
     assert np.isfinite(m.centers).all()
     assert (m.centers >= 0).all() and (m.centers <= 1000).all()
     assert_centres_are_means(X, m.centers, m.labels, rtol=0, atol=0.5)

@@ -53,8 +53,10 @@ pub struct Common {
     /// sums always accumulate in float64. Default: float64 for float64,
     /// int32, int64, uint32 and uint64 input (as in Python); float32 for
     /// float32, float16, bool, int8, uint8, int16 and uint16 input (exact in
-    /// float32);
-    /// gmm-predict: the dtype the model was fitted in. With
+    /// float32), where kmeans keeps float64 centres (the float64 fit's
+    /// results, as in Python); predict: float32 only for float32 input on
+    /// float32 centres (as in Python); gmm-predict: the dtype the model was
+    /// fitted in. With
     /// float32, integers beyond 2^24 in magnitude are rounded, and a warning
     /// names the first one's column.
     #[arg(long, value_enum)]
@@ -72,6 +74,19 @@ impl Common {
     /// float32 holds exactly.
     pub fn compute_dtype(&self, input: memfit::io::Dtype) -> memfit::estimator::ComputeDtype {
         self.dtype.map_or_else(|| memfit::estimator::ComputeDtype::exact_for(input), Into::into)
+    }
+
+    /// The compute dtype of an assignment of `input` data to centres stored
+    /// as `centers`: `--dtype`, else float32 for float32 data on float32
+    /// centres and float64 otherwise (the Python package's `predict`).
+    pub fn assign_dtype(
+        &self,
+        input: memfit::io::Dtype,
+        centers: memfit::io::Dtype,
+    ) -> memfit::estimator::ComputeDtype {
+        use memfit::estimator::ComputeDtype;
+        let float32 = input == memfit::io::Dtype::F32 && centers == memfit::io::Dtype::F32;
+        self.dtype.map_or(if float32 { ComputeDtype::Float32 } else { ComputeDtype::Float64 }, Into::into)
     }
 
     /// How the job runs: `--memory-limit` (or the default limit) and
@@ -225,8 +240,9 @@ pub struct KmeansArgs {
     /// How iterations assign rows: bounded (Hamerly's bounds skip the
     /// distances that cannot change a label), lloyd (all distances), or
     /// auto (bounded while it pays). All give the same labels, centres and
-    /// inertia, bit for bit.
-    #[arg(long, value_enum, default_value = "auto")]
+    /// inertia, bit for bit. Not with --mini-batch (its steps assign each
+    /// batch in full).
+    #[arg(long, value_enum, default_value = "auto", conflicts_with = "mini_batch")]
     pub algorithm: KmeansAlgorithm,
     /// The distance: euclidean, or cosine (spherical k-means; the inertia is
     /// then Σ ‖x/‖x‖ − c‖² = 2 Σ (1 − cos)).

@@ -18,6 +18,13 @@ use memfit::io::Source;
 pub fn open_data(path: &Path, verb: &str, sparse: Option<&Path>) -> Result<Source<'static>> {
     // A .npz by its name, or any zip archive by its first bytes.
     let npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz")) || is_zip(path);
+    if ["zarr.json", ".zarray", ".zgroup"].iter().any(|m| path.join(m).is_file()) {
+        bail!(
+            "{}: is a Zarr array or group; the command line reads .npy files{}; hint: save a dense 2-D .npy, or fit it from Python (memfit.array.from_zarr)",
+            path.display(),
+            if sparse.is_some() { " and sparse (CSR) folders" } else { "" }
+        );
+    }
     let x = match sparse {
         None if path.is_dir() || npz => bail!(
             "{}: is a {}; only kmeans and predict read a sparse (CSR) matrix; hint: save a dense 2-D .npy",

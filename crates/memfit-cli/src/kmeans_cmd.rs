@@ -122,12 +122,21 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
             reassignment_ratio: args.reassignment_ratio,
         }),
     };
+    let compute = args.common.compute_dtype(x.dtype());
+    // Integers (and float16) that float32 holds exactly: float32 passes with
+    // the float64 fit's results, as the Python package's fits give.
+    let float64_centers = args.common.dtype.is_none()
+        && compute == ComputeDtype::Float32
+        && x.dtype() != Dtype::F32
+        && args.metric == KmeansMetric::Euclidean
+        && args.mini_batch.is_none()
+        && target.is_none();
     let mut job = KMeansJob {
         params,
         x: &x,
         sample_weight: weights.as_ref(),
-        compute: args.common.compute_dtype(x.dtype()),
-        float64_centers: false,
+        compute,
+        float64_centers,
         n_outputs: usize::from(args.labels.is_some()),
         extra,
         run,
@@ -139,7 +148,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     let mut plan = job.plan()?;
     let outputs = [
         ("--labels", args.labels.as_deref(), npy_file_bytes(Dtype::I32, &[n])),
-        ("--centers", args.centers.as_deref(), npy_file_bytes(job.compute.dtype(), &[k, d])),
+        ("--centers", args.centers.as_deref(), npy_file_bytes(centers_dtype(&job).dtype(), &[k, d])),
         ("--summary", args.summary.as_deref(), crate::SMALL_FILE_BYTES),
         ("--plot", args.plot.as_deref(), plot::PNG_BYTES),
     ];
@@ -149,6 +158,16 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     }
     read_init_values(&args.init, &mut job.params)?;
     fit_and_write(args, &job, &plan, started)
+}
+
+/// The dtype of the fitted centres: float64 where the passes compute in
+/// float32 for the float64 fit's results.
+fn centers_dtype(job: &KMeansJob<'_>) -> ComputeDtype {
+    if job.float64_centers {
+        ComputeDtype::Float64
+    } else {
+        job.compute
+    }
 }
 
 /// Reads the initial centres of an `--init` file into `params` (the fit
@@ -177,7 +196,7 @@ fn fit_and_write(args: &KmeansArgs, job: &KMeansJob<'_>, plan: &Plan, started: I
     }
     if let Some(p) = &args.centers {
         let (c, k, d) = (&model.cluster_centers, model.n_clusters, model.n_features);
-        match job.compute {
+        match centers_dtype(job) {
             // The centres were computed in float32: the round trip is exact.
             ComputeDtype::Float32 => write_matrix(p, &c.iter().map(|&v| v as f32).collect::<Vec<_>>(), k, d)?,
             ComputeDtype::Float64 => write_matrix(p, c, k, d)?,

@@ -29,12 +29,13 @@ pub fn run(args: &PredictArgs) -> Result<()> {
     // The centres' shape from their header: the plan (which holds them) is
     // checked before they are read.
     let (_, k, centers_d) = matrix_arg("--centers", &args.centers, CENTERS_HINT, false)?;
+    let centers_dtype = memfit::io::Source::open_matrix(&args.centers)?.dtype();
     let mut job = CentersJob {
         x: &x,
         centers: &[],
         n_clusters: k,
         sample_weight: None,
-        compute: args.common.compute_dtype(x.dtype()),
+        compute: args.common.assign_dtype(x.dtype(), centers_dtype),
         labels_file: true,
         run,
     };

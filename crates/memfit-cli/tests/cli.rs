@@ -462,6 +462,7 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&good, "-k", "3", "--mini-batch", "0"], "invalid --mini-batch"),
         (vec![&good, "-k", "3", "--mini-batch", "8", "--reassignment-ratio=-1"], "--reassignment-ratio"),
         (vec![&good, "-k", "3", "--max-no-improvement", "3"], "--mini-batch"),
+        (vec![&good, "-k", "3", "--mini-batch", "8", "--algorithm", "bounded"], "cannot be used with"),
         (vec![&nanf, "-k", "2", "--mini-batch", "10"], "row 42, column 1 is NaN"),
         (vec![&good, "-k", "3", "--mini-batch", "10", "--sample-weight", &neg_w], "sample_weight[7] = -1"),
         (vec![&good, "-k", "3", "--mini-batch", "10", "--sample-weight", &zero_w], "positive"),
@@ -1726,6 +1727,15 @@ fn a_sparse_folder_gives_the_dense_files_labels() {
     let o = memfit(&["kmeans", &bad.to_string_lossy(), "-k", "1"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("row 0's column indices are not strictly increasing"), "{}", stderr(&o));
+    // A Zarr array is named as one (it was taken for a sparse folder
+    // missing its shape.npy).
+    let z = dir.path().join("x.zarr");
+    std::fs::create_dir(&z).unwrap();
+    std::fs::write(z.join("zarr.json"), "{}").unwrap();
+    for cmd in ["kmeans", "gmm"] {
+        let o = memfit(&[cmd, &z.to_string_lossy(), "-k", "2"]);
+        assert!(!o.status.success() && stderr(&o).contains("x.zarr: is a Zarr array or group"), "{}", stderr(&o));
+    }
 }
 
 /// Outputs and model folders inside an existing model folder are refused

@@ -28,6 +28,8 @@ import sys
 import uuid
 from typing import Any, Optional
 
+import numpy as np
+
 from .. import _memfit
 from .._dask import combined_limit, describe, gather, task_limit, tightest_worker
 from .._options import check_memory_limit, check_n_jobs, distributed_module, resolve_client
@@ -68,17 +70,30 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _write_chunk(x: Any, tmp: str, region: tuple, user_limit: Optional[int], n_jobs: Any) -> bool:
-    """One task: computes ``x[region]`` within this worker's task limit and
-    writes it into the Zarr array ``tmp``. False (nothing done) when another
-    task has failed already."""
+def _error_state() -> dict:
+    """The caller's NumPy error state (``np.geterr()``, set by
+    ``np.errstate``) for tasks that evaluate on a worker thread, whose own
+    is the default: a kind the caller raises raises there too (the task
+    fails and nothing is written), one it ignores is ignored. ``"call"``
+    and ``"log"`` warn there instead: the function or object they report
+    to (``np.geterrcall()``) is the caller's and stays here."""
+    kept = ("ignore", "warn", "raise", "print")
+    return {kind: mode if mode in kept else "warn" for kind, mode in np.geterr().items()}
+
+
+def _write_chunk(x: Any, tmp: str, region: tuple, user_limit: Optional[int], n_jobs: Any, errstate: dict) -> bool:
+    """One task: computes ``x[region]`` within this worker's task limit,
+    under the caller's NumPy error state ``errstate`` (:func:`_error_state`),
+    and writes it into the Zarr array ``tmp``. False (nothing done) when
+    another task has failed already."""
     if os.path.exists(os.path.join(tmp, _ABORT_MARKER)):
         return False
     distributed = distributed_module()
     zarr = _import_zarr()
     limit = task_limit(user_limit)
     jobs = 1 if n_jobs is None else check_n_jobs(n_jobs)
-    values = x[region].compute(memory_limit=limit, n_jobs=jobs)
+    with np.errstate(**errstate):
+        values = x[region].compute(memory_limit=limit, n_jobs=jobs)
     zarr.open_array(tmp, mode="r+")[region] = values
     return True
 
@@ -160,8 +175,11 @@ def to_zarr(
         if regions:
             shipped = client.scatter(x, hash=False)
             token = uuid.uuid4().hex
+            errstate = _error_state()
             futures = [
-                client.submit(_write_chunk, shipped, tmp, region, user_limit, n_jobs, key=f"memfit-to_zarr-{token}-{i}")
+                client.submit(
+                    _write_chunk, shipped, tmp, region, user_limit, n_jobs, errstate, key=f"memfit-to_zarr-{token}-{i}"
+                )
                 for i, region in enumerate(regions)
             ]
             client.gather(futures)

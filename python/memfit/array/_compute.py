@@ -93,26 +93,29 @@ _MAX_DEPTH = 100
 
 
 def _destination(target: Any, source: Array, overwrite: bool, chunks: Any) -> tuple:
-    """``compute_all``'s destination for ``target``: a ``.npy`` path, a Zarr
-    directory path, or a zarr.Array in a local directory (replaced, with its
-    chunks; its shape and dtype must be the source's)."""
+    """``compute_all``'s destination for ``target``: a ``.npy`` path or a
+    Zarr directory path (str, bytes or os.PathLike); TypeError for anything
+    else, an open zarr.Array included."""
     if _zarr_path(target) is not None:
         raise TypeError(
             "store writes new arrays at paths, not into an open zarr.Array (its metadata would be replaced "
             "under the open handle); pass the path of a new .npy file or Zarr directory"
         )
-    if not isinstance(target, (str, os.PathLike)):
+    try:
+        # Paths as to_npy and to_zarr take them: str, bytes or os.PathLike.
+        path = os.fsdecode(os.fspath(target))
+    except TypeError:
         raise TypeError(
-            f"store targets are .npy paths, Zarr directory paths or zarr arrays, got {type(target).__name__}"
-        )
-    path = os.fsdecode(os.fspath(target))
+            f"store targets are .npy paths or Zarr directory paths (str, bytes or os.PathLike), "
+            f"got {type(target).__name__}"
+        ) from None
     if path.endswith(".npy"):
         return ("npy", path, None, bool(overwrite))
     return ("zarr", path, zarr_chunks(chunks, source.shape), bool(overwrite))
 
 
 def _plan_args(sources: Sequence[Any], targets: Sequence[Any], overwrite: bool, chunks: Any) -> tuple:
-    if isinstance(sources, Array) or isinstance(targets, (str, os.PathLike)):
+    if isinstance(sources, Array) or isinstance(targets, (str, bytes, os.PathLike)):
         sources, targets = [sources], [targets]
     sources, targets = list(sources), list(targets)
     if len(sources) != len(targets):
@@ -138,7 +141,7 @@ def store(
     ----------
     sources : Array or sequence of Array
     targets : path or a sequence of paths
-        One per source: a path ending in ``.npy`` (written as
+        One per source (str, bytes or os.PathLike): a path ending in ``.npy`` (written as
         :meth:`Array.to_npy` writes) or another path (a new Zarr v3
         directory, as :meth:`Array.to_zarr` writes). An open ``zarr.Array``
         is refused (TypeError): its metadata would be replaced under it.

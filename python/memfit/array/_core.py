@@ -520,27 +520,60 @@ class Plan:
         return self.data.keys()
 
 
+def _zarr_lengths(value: Any, shape: tuple, what: str, accepted: str, clip: bool) -> tuple:
+    """``value``, an int (that length along every axis; clipped to
+    ``shape`` with ``clip``) or a tuple, list or 1-D array of ints, as one
+    length per axis of ``shape``.
+
+    Raises
+    ------
+    TypeError
+        Anything else, a string included (not a sequence of lengths; a
+        bool, a float, a sequence holding one), naming the whole value and
+        what ``what`` may be (``accepted``).
+    ValueError
+        The wrong number of lengths, or a non-positive one.
+    """
+    def refused() -> TypeError:
+        return TypeError(f"{what} must be {accepted}, got {type(value).__name__} {value!r}")
+
+    if isinstance(value, (bool, np.bool_)):
+        raise refused()
+    if isinstance(value, (numbers.Integral, np.integer)):
+        n = operator.index(value)
+        lengths = tuple(max(1, min(n, d)) if clip and n > 0 else n for d in shape)
+    elif isinstance(value, (tuple, list)) or (isinstance(value, np.ndarray) and value.ndim == 1):
+        try:
+            lengths = tuple(index_int(c, what) for c in value)
+        except TypeError:
+            raise refused() from None
+    else:
+        raise refused()
+    if len(lengths) != len(shape):
+        raise ValueError(f"{what} {lengths} must have one length per axis of the array of shape {shape}")
+    if any(c <= 0 for c in lengths):
+        raise ValueError(f"{what[:-1]} lengths must be positive, got {what}={lengths}")
+    return lengths
+
+
 def zarr_chunks(chunks: Any, shape: tuple) -> Optional[tuple]:
     """``chunks`` of a Zarr output of ``shape`` checked and as a tuple (an
     int: that length along every axis, clipped to the shape); None stays
     None (the engine chooses). ValueError for the wrong length or
-    non-positive lengths."""
+    non-positive lengths, TypeError (naming the value) for anything but an
+    int or a sequence of ints."""
     if chunks is None:
         return None
-    if isinstance(chunks, (bool, np.bool_)):
-        raise TypeError(f"chunks must be an int, a tuple of ints or None, got {chunks!r}")
-    if isinstance(chunks, (numbers.Integral, np.integer)):
-        c = index_int(chunks, "chunks")
-        chunks = tuple(max(1, min(c, d)) if c > 0 else c for d in shape)
-    elif not isinstance(chunks, (tuple, list, np.ndarray)):
-        raise TypeError(f"chunks must be an int, a tuple of ints or None, got {type(chunks).__name__}")
-    else:
-        chunks = tuple(index_int(c, "chunks") for c in chunks)
-    if len(chunks) != len(shape):
-        raise ValueError(f"chunks {chunks} must have one length per axis of the array of shape {shape}")
-    if any(c <= 0 for c in chunks):
-        raise ValueError(f"chunk lengths must be positive, got chunks={chunks}")
-    return chunks
+    return _zarr_lengths(chunks, shape, "chunks", "an int, a tuple of ints or None", clip=True)
+
+
+def zarr_shards(shards: Any, shape: tuple) -> Optional[tuple]:
+    """``shards`` of a Zarr output of ``shape`` checked and as a tuple (an
+    int: that length along every axis); None for ``"auto"`` and None.
+    Errors as :func:`zarr_chunks`."""
+    if shards is None or (isinstance(shards, str) and shards == "auto"):
+        return None
+    return _zarr_lengths(shards, shape, "shards", '"auto", None, an int or a tuple of ints', clip=False)
 
 
 # ---------------------------------------------------------------------------
@@ -747,6 +780,11 @@ class Array:
 
     def __repr__(self) -> str:
         return f"memfit.array<shape={self.shape}, dtype={self.dtype.name}>"
+
+    def __contains__(self, value: Any) -> bool:
+        """``value in x``: NumPy's ``(x == value).any()``, computed (within
+        the default memory limit)."""
+        return bool((self == value).any())
 
     def __iter__(self):
         """Lazy arrays over axis 0 (``x[0]``, ``x[1]``, ...), like iterating
@@ -987,24 +1025,15 @@ class Array:
         ImportError
             A client is given and dask.distributed or zarr is missing.
         TypeError
-            ``client`` is not None, "auto" or a ``distributed.Client``; or,
-            with ``client``, the array cannot be pickled (see
-            :meth:`__reduce__`).
+            ``chunks`` or ``shards`` not of the kinds above (a string other
+            than ``"auto"`` included), naming the value; ``client`` is not
+            None, "auto" or a ``distributed.Client``; or, with ``client``,
+            the array cannot be pickled (see :meth:`__reduce__`).
         Exception
             With ``client``: the first error of a failed task, re-raised here.
         """
         auto_shards = isinstance(shards, str) and shards == "auto"
-        if auto_shards or shards is None:
-            shards = None
-        elif isinstance(shards, (numbers.Integral, np.integer)) and not isinstance(shards, bool):
-            shards = (index_int(shards, "shards"),) * self.ndim
-        else:
-            shards = tuple(index_int(c, "shards") for c in shards)
-        if shards is not None:
-            if len(shards) != self.ndim:
-                raise ValueError(f"shards {shards} must have one length per axis of the array of shape {self.shape}")
-            if any(c <= 0 for c in shards):
-                raise ValueError(f"shard lengths must be positive, got shards={shards}")
+        shards = zarr_shards(shards, self.shape)
         chunks = zarr_chunks(chunks, self.shape)
         resolved = resolve_client(client)
         if resolved is not None:

@@ -1847,7 +1847,8 @@ def matmul(x1: Any, x2: Any, out: Any = None, **kwargs: Any) -> Array:
     nb = len(batch)
     if nb + 3 > len(_LETTERS):
         raise ValueError(f"matmul: too many dimensions ({nb + 2})")
-    bl = _LETTERS[3 : 3 + nb]
+    # Batch axes take letters other than the core axes' i, j, k.
+    bl = "".join(c for c in _LETTERS if c not in "ijk")[:nb]
     if a.ndim >= 2:
         a = broadcast_to(a, batch + a.shape[-2:])
         sa, out_rows = bl + "ij", "i"

@@ -16,6 +16,7 @@ the graph's own words would need the values before it runs.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,23 @@ def _check_dtype(dtype: Any) -> None:
         raise TypeError("If a is inexact, then dtype must be inexact")
 
 
+def _inexact_out(f: Any) -> Any:
+    """NumPy's refusal of an ``out`` that is not inexact for an inexact
+    ``a`` (``nanmean``, ``nanvar``, ``nanstd``: ``out`` is their fourth
+    parameter), before its ``out=`` casts the float results into it."""
+
+    @functools.wraps(f)
+    def g(a: Any, *args: Any, **kwargs: Any) -> Any:
+        out = args[2] if len(args) > 2 else kwargs.get("out")
+        out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+        inexact = np.issubdtype(getattr(a, "dtype", None) or np.asarray(a).dtype, np.inexact)
+        if inexact and isinstance(out, np.ndarray) and not np.issubdtype(out.dtype, np.inexact):
+            raise TypeError("If a is inexact, then out must be inexact")
+        return f(a, *args, **kwargs)
+
+    return g
+
+
 def _divide(total: Array, count: Array) -> Array:
     """``total / count`` in ``total``'s dtype, as NumPy's in-place
     ``_divide_by_count``."""
@@ -77,6 +95,7 @@ def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> 
     return F.cumprod(arr, axis=axis, dtype=dtype, out=out)
 
 
+@_inexact_out
 @F._with_out("unsafe", reduction=True)
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = False, *, where: Any = None) -> Array:
     arr, mask = _replace_nan(a, 0)
@@ -90,6 +109,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     return _divide(total, count)
 
 
+@_inexact_out
 @F._with_out("unsafe", reduction=True)
 def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
     arr, mask = _replace_nan(a, 0)
@@ -109,6 +129,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
     return F.where(dof <= 0, np.nan, _divide(total, dof))
 
 
+@_inexact_out
 @F._with_out("unsafe", reduction=True)
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: Any = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Array:
     if F.asarray(a).dtype.kind != "f":

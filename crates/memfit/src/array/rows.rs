@@ -30,6 +30,10 @@ pub struct ExprRows {
     slots: Slots,
     held: u64,
     threads: usize,
+    /// Decoded chunks of the Zarr inputs the rows read, shared by every
+    /// read (the plan's last stage counts it): consecutive blocks that read
+    /// parts of one chunk decode it once.
+    zarr: ChunkCache,
     /// Whether the intermediates have been computed.
     ready: Mutex<bool>,
 }
@@ -89,7 +93,8 @@ impl ExprRows {
         // The plan's total: held intermediates plus its largest stage,
         // which runs while the reading job's buffers are allocated.
         let held = plan.total_bytes;
-        Ok(ExprRows { lowered, plan, slots, held, threads: opts.threads().max(1), ready: Mutex::new(false) })
+        let zarr = ChunkCache::new(plan.schedule.stages.last().map_or(0, |s| s.zarr_cache));
+        Ok(ExprRows { lowered, plan, slots, held, threads: opts.threads().max(1), zarr, ready: Mutex::new(false) })
     }
 
     fn shape(&self) -> &[usize] {
@@ -119,10 +124,7 @@ impl ExprRows {
         let Work::Map { ir } = &self.lowered.stages.last().expect("a final stage").work else {
             unreachable!("rows end in an elementwise stage")
         };
-        // No cache is planned for row blocks: a Zarr chunk is decoded by
-        // each block that reads part of it.
-        let zarr = ChunkCache::default();
-        let ctx = Ctx { slots: &self.slots.cells, fp: &self.slots.fp, zarr: &zarr };
+        let ctx = Ctx { slots: &self.slots.cells, fp: &self.slots.fp, zarr: &self.zarr };
         let mut buf = Vec::new();
         eval(ir, &[start, 0], &[start + rows, self.n_cols()], &ctx, &mut buf)
     }

@@ -406,16 +406,28 @@ pub fn run_all(
     Ok((computed, Report { plan: the_plan, warnings }))
 }
 
-/// Refuses a result written to a file (its stage's end replaces the file)
-/// that a later stage of the same job reads: that stage would read the
-/// result, not the input.
+/// Refuses a result written to a file or folder (its stage's end replaces
+/// it) that a later stage of the same job reads, contains (a group holding
+/// a Zarr input) or lies inside: that stage would read the result, or
+/// nothing, in place of the input.
 ///
 /// # Errors
 /// [`Error::Expression`] (a value fault) naming the file.
 fn check_no_later_reads(lowered: &Lowered) -> Result<()> {
-    let same = |a: &std::path::Path, b: &std::path::Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
+    // A path as the file system resolves it (one not yet made: its folder's).
+    let resolved = |p: &std::path::Path| {
+        std::fs::canonicalize(p).ok().or_else(|| {
+            let folder = p.parent().filter(|f| !f.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
+        })
+    };
+    // Whether a result at `target` would replace the input at `input`:
+    // `Some("it")` for the same path, `Some` what else when one holds the other.
+    let overlap = |input: &std::path::Path, target: &std::path::Path| match (resolved(input), resolved(target)) {
+        (Some(a), Some(b)) if a == b => Some("it".to_string()),
+        (Some(a), Some(b)) if a.starts_with(&b) => Some(format!("{}, which it holds", input.display())),
+        (Some(a), Some(b)) if b.starts_with(&a) => Some(format!("{}, which holds it", input.display())),
+        _ => None,
     };
     for (si, stage) in lowered.stages.iter().enumerate() {
         for (target, _) in stage.targets() {
@@ -423,16 +435,18 @@ fn check_no_later_reads(lowered: &Lowered) -> Result<()> {
             let Some(Output::Npy { path, .. } | Output::Zarr { path, .. }) = &lowered.slots[i].result else {
                 continue;
             };
-            let read_later = lowered.stages[si + 1..]
-                .iter()
-                .flat_map(|s| s.irs())
-                .flat_map(|ir| ir.leaves())
-                .any(|src| matches!(src, super::lower::Src::Stored(s) if s.path().is_some_and(|p| same(&p, path))));
-            if read_later {
+            let read_later =
+                lowered.stages[si + 1..].iter().flat_map(|s| s.irs()).flat_map(|ir| ir.leaves()).find_map(|src| {
+                    match src {
+                        super::lower::Src::Stored(s) => overlap(&s.path()?, path),
+                        _ => None,
+                    }
+                });
+            if let Some(input) = read_later {
                 return Err(Error::Expression {
                     kind: crate::error::ExpressionFault::Value,
                     message: format!(
-                        "{}: a result would replace it while a later stage of the same job still reads it; hint: store that result in a call of its own, or to another path",
+                        "{}: a result would replace it while a later stage of the same job still reads {input}; hint: store that result in a call of its own, or to another path",
                         path.display()
                     ),
                 });

@@ -252,11 +252,26 @@ impl Stored {
                 let strides = c_strides(&self.shape);
                 let coord = |o: i64, k: usize| (o / strides[k].max(1)) as usize % self.shape[k].max(1);
                 let (mut lo, mut hi) = (self.shape.clone(), vec![0usize; nd]);
-                for &o in offsets {
-                    for k in 0..nd {
-                        let c = coord(o, k);
-                        lo[k] = lo[k].min(c);
-                        hi[k] = hi[k].max(c + 1);
+                match (run, offsets.first(), offsets.last()) {
+                    (true, Some(&first), Some(&last)) => {
+                        // A run in C order: the box of its ends along the
+                        // first axis where they differ, whole along the
+                        // axes inside it (the run crosses their ends).
+                        let mut crossed = false;
+                        for k in 0..nd {
+                            let (a, b) = (coord(first, k), coord(last, k));
+                            (lo[k], hi[k]) = if crossed { (0, self.shape[k]) } else { (a, b + 1) };
+                            crossed |= a != b;
+                        }
+                    }
+                    _ => {
+                        for &o in offsets {
+                            for k in 0..nd {
+                                let c = coord(o, k);
+                                lo[k] = lo[k].min(c);
+                                hi[k] = hi[k].max(c + 1);
+                            }
+                        }
                     }
                 }
                 let ext: Vec<usize> = (0..nd).map(|k| hi[k].saturating_sub(lo[k])).collect();
@@ -266,7 +281,9 @@ impl Stored {
                     let box_strides = c_strides(&ext);
                     let at =
                         |o: i64| (0..nd).map(|k| (coord(o, k) - lo[k]) as i64 * box_strides[k]).sum::<i64>() as usize;
-                    if offsets.len() == buf.len() / size && offsets.iter().enumerate().all(|(i, &o)| at(o) == i) {
+                    // A run as long as its box is the box in C order.
+                    let whole = offsets.len() == buf.len() / size;
+                    if whole && (run || offsets.iter().enumerate().all(|(i, &o)| at(o) == i)) {
                         // The whole box in its C order (a tile of whole chunks).
                         out.decode_all(buf, self.dtype);
                     } else {

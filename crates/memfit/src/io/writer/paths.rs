@@ -21,7 +21,7 @@ pub(crate) fn resolve_output(path: &Path) -> PathBuf {
 
 /// Why a file cannot be created in `dir`, which is not a folder: it is a
 /// file (kind `NotADirectory`), or it does not exist (`NotFound`).
-fn missing_folder(dir: &Path) -> std::io::Error {
+pub(crate) fn missing_folder(dir: &Path) -> std::io::Error {
     if dir.exists() {
         let why = format!("{} is not a folder (it is a file); hint: name a file in a folder", dir.display());
         return std::io::Error::new(std::io::ErrorKind::NotADirectory, why);

@@ -108,8 +108,7 @@ impl ZarrOutput {
             _ => PathBuf::from("."),
         };
         if !dir.is_dir() {
-            let e = io::Error::new(io::ErrorKind::NotFound, format!("folder {} does not exist", dir.display()));
-            return Err(Error::io(path, "create", e));
+            return Err(Error::io(path, "create", crate::io::writer::missing_folder(&dir)));
         }
         check_replaceable(&dest, overwrite)?;
         let bytes = shape.iter().try_fold(dtype.itemsize() as u64, |acc, &n| acc.checked_mul(n as u64));
