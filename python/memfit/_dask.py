@@ -285,18 +285,30 @@ def _starts(chunks: tuple) -> list:
     return [0] + list(np.cumsum(chunks[:-1], dtype=np.int64).tolist()) if chunks else [0]
 
 
+def error_state() -> dict:
+    """The caller's NumPy error state (``np.geterr()``, set by
+    ``np.errstate``) for tasks that evaluate on a worker thread, whose own
+    is the default: a kind the caller raises raises there too (the task
+    fails and nothing is written), one it ignores is ignored. ``"call"``
+    and ``"log"`` warn there instead: the function or object they report
+    to (``np.geterrcall()``) is the caller's and stays here."""
+    kept = ("ignore", "warn", "raise", "print")
+    return {kind: mode if mode in kept else "warn" for kind, mode in np.geterr().items()}
+
+
 def from_expression(x: Any, rows: int = 4 * CHUNK_ROWS) -> Any:
     """A 2-D :class:`memfit.array.Array` as a Dask array of ``rows``-row
     chunks, each computed by the engine where its task runs (the expression
     is shipped, never its values: keep its leaves on storage the workers
-    share)."""
+    share), under the caller's NumPy error state (:func:`error_state`)."""
     import dask
     import dask.array as da
 
     n, d = x.shape
+    errstate = error_state()
     parts = [
         da.from_delayed(
-            dask.delayed(_expression_rows, pure=True)(x, a, min(a + rows, n)),
+            dask.delayed(_expression_rows, pure=True)(x, a, min(a + rows, n), errstate),
             shape=(min(a + rows, n) - a, d),
             dtype=x.dtype,
         )
@@ -305,8 +317,9 @@ def from_expression(x: Any, rows: int = 4 * CHUNK_ROWS) -> Any:
     return da.concatenate(parts) if parts else da.zeros((0, d), dtype=x.dtype)
 
 
-def _expression_rows(x: Any, start: int, stop: int) -> np.ndarray:
-    return x[start:stop].compute(memory_limit=task_limit(None), n_jobs=1)
+def _expression_rows(x: Any, start: int, stop: int, errstate: dict) -> np.ndarray:
+    with np.errstate(**errstate):
+        return x[start:stop].compute(memory_limit=task_limit(None), n_jobs=1)
 
 
 def refuse_sparse_chunks(kind: str, name: str = "X", accept_sparse: bool = True) -> None:

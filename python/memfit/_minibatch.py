@@ -245,21 +245,27 @@ class MiniBatchKMeans(_Centers):
                 stacklevel=3,
             )
             self._n_init = 1
-        self._batch_size = min(self.batch_size, n)
-        self._init_size = self.init_size
-        if self._init_size is None:
-            self._init_size = 3 * self._batch_size
-            if self._init_size < k:
-                self._init_size = 3 * k
-        elif self._init_size < k:
+        if self.init_size is not None and self.init_size < k:
             warnings.warn(
-                f"init_size={self._init_size} should be larger than n_clusters={k}. Setting it to "
+                f"init_size={self.init_size} should be larger than n_clusters={k}. Setting it to "
                 "min(3*n_clusters, n_samples)",
                 RuntimeWarning,
                 stacklevel=3,
             )
-            self._init_size = 3 * k
-        self._init_size = min(self._init_size, n)
+        self._batch_size, self._init_size = self._sizes(n)
+
+    def _sizes(self, n):
+        """The batch size and ``init_size`` of a fit on ``n`` rows
+        (scikit-learn's rules; :meth:`_check_params_vs_input` warns about a
+        small ``init_size``)."""
+        k = self.n_clusters
+        batch = min(self.batch_size, n)
+        init = self.init_size
+        if init is None:
+            init = 3 * batch if 3 * batch >= k else 3 * k
+        elif init < k:
+            init = 3 * k
+        return batch, min(init, n)
 
     def _validate(self, data, w):
         """KMeans's validation pass over X, whatever its kind (a Dask
@@ -399,15 +405,14 @@ class MiniBatchKMeans(_Centers):
             return self._init_centroids(data, self._rows(data, idx), _take(w, idx), random_state)
         return self._init_centroids(data, self._rows(data, np.arange(n)), _take(w, np.arange(n)), random_state)
 
-    def _drawn_bytes(self, data):
-        """What a fit holds for its ``init_size`` drawn rows, as (name,
+    def _drawn_bytes(self, data, m):
+        """What a fit holds for its ``m`` (``init_size``) drawn rows, as (name,
         bytes): the validation rows (their draw, values, weights and labels)
         throughout, and beside them an initialisation's rows (draw, values,
         weights) with scikit-learn's k-means++ work (squared norms, closest
         distances, and the distances of each step's candidates and their
         minimum). Sparse rows count their draws and weights only (the
         values are checked as they are drawn)."""
-        m = self._init_size
         row = 0
         if not (is_sparse(data.engine) or sparse_chunks(data)):
             row = data.n_features * (4 if data.float32 else 8)
@@ -528,12 +533,12 @@ class MiniBatchKMeans(_Centers):
             w_engine = check_sample_weight(sample_weight, data)
             # No weights: unit weights, never held.
             w = None if w_engine is None else self._weights(w_engine, data)
-            mean_variance = self._validate(data, w_engine)
-            self._check_params_vs_input(data, mean_variance)
-            random_state = check_random_state(self.random_state)
             n = data.n_samples
-            # What the fit holds per row (the steps' own buffers are the
-            # engine's): the draws' cumulative weights, the weights, labels_.
+            batch_size, init_size = self._sizes(n)
+            # Planned before X is read (its validation pass reads it all): a
+            # fit that cannot fit is refused first. What the fit holds per row
+            # (the steps' own buffers are the engine's): the draws' cumulative
+            # weights, the weights, labels_.
             held = [("cumulative weights of the rows (float64)", 8 * n)]
             if w_engine is not None:
                 held.append(("sample_weight (float64)", 8 * n))
@@ -541,17 +546,21 @@ class MiniBatchKMeans(_Centers):
                 held.append(("a computed chunk of X, a batch drawn from it", data.engine.held_bytes))
             if self.compute_labels:
                 held.append(("labels_ (int32, returned to Python)", 4 * n))
-            held += self._drawn_bytes(data)
-            self.memory_plan_ = _memfit.minibatch_plan(
+            held += self._drawn_bytes(data, init_size)
+            memory_plan = _memfit.minibatch_plan(
                 self.n_clusters,
                 data.n_features,
-                self._batch_size,
+                batch_size,
                 memory_limit=check_memory_limit(self.memory_limit),
                 held=held,
                 n_jobs=check_n_jobs(self.n_jobs),
                 float32=data.float32,
                 sparse_x=data.engine if is_sparse(data.engine) or sparse_chunks(data) else None,
             )
+            mean_variance = self._validate(data, w_engine)
+            self._check_params_vs_input(data, mean_variance)
+            self.memory_plan_ = memory_plan
+            random_state = check_random_state(self.random_state)
             # Rows are checked as they are drawn; a bad one makes X checked whole,
             # for scikit-learn's message (NaN before infinity, anywhere in X).
             with finite_or_checked(self, data):

@@ -853,11 +853,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         k, d = self.means_.shape
         counts = rng.multinomial(n_samples, self.weights_)
-        parts = []
+        # Each component's rows written into the result as drawn (float64,
+        # as scikit-learn's vstack of them): one component's rows at a time
+        # beside it, not all of them.
+        X = np.empty((n_samples, d))
+        start = 0
         for c, m in enumerate(counts):
             if self.covariance_type in ("full", "tied"):
                 cov = self.covariances_[c] if self.covariance_type == "full" else self.covariances_
-                parts.append(rng.multivariate_normal(self.means_[c], cov, int(m)))
+                X[start:start + m] = rng.multivariate_normal(self.means_[c], cov, int(m))
             else:
-                parts.append(self.means_[c] + rng.standard_normal(size=(m, d)) * np.sqrt(self.covariances_[c]))
-        return np.vstack(parts), np.repeat(np.arange(k), counts)
+                X[start:start + m] = self.means_[c] + rng.standard_normal(size=(m, d)) * np.sqrt(self.covariances_[c])
+            start += m
+        return X, np.repeat(np.arange(k), counts)

@@ -79,6 +79,11 @@ def features_kept_on_failure(estimator: Any):
 
 #: Dtypes the engine reads in place (``memfit._memfit.ROW_DTYPES``).
 NATIVE_DTYPES = frozenset(np.dtype(t) for t in _memfit.ROW_DTYPES)
+#: Integer and bool dtypes (by their byte-order-free ``dtype.str``) the
+#: engine does not read in place, with the narrowest one it reads that
+#: holds their values exactly; any byte order of a dtype it reads, its own.
+_NARROW = {"b1": np.uint8, "i1": np.int16, "u1": np.uint8, "u2": np.int32, "i2": np.int16, "i4": np.int32,
+           "u4": np.uint32, "i8": np.int64, "u8": np.uint64}
 
 
 @dataclass
@@ -280,6 +285,10 @@ def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarra
                 raise type(e)(f"{e}; hint: {name} must be numeric (memfit could not convert {arr.dtype} to float64)") from e
         elif arr.dtype.kind == "f" and arr.dtype.itemsize in (2, 4, 8):
             arr = arr.astype(arr.dtype.newbyteorder("="))
+        elif np.dtype(_NARROW.get(arr.dtype.str[1:], np.float64)) in NATIVE_DTYPES:
+            # The narrowest dtype the engine reads that holds every value (a
+            # bool, int8 or uint16 array was copied to float64: 8× or 4× it).
+            arr = arr.astype(_NARROW.get(arr.dtype.str[1:], np.float64))
         else:
             arr = arr.astype(np.float64)
     item = arr.dtype.itemsize
@@ -632,8 +641,10 @@ def check_finite(data):
     """scikit-learn's ``check_array`` finiteness check, X read in blocks
     (sparse chunks: with the statistics the plan asks for, computed once)."""
     dense_dask = False
-    if is_sparse(data.engine):
-        values = data.engine.data
+    # A Dask task's chunk (a Piece) is checked as the array it holds.
+    engine = data.engine.array if isinstance(data.engine, _dask.Piece) else data.engine
+    if is_sparse(engine):
+        values = engine.data
         finite, nan = np.isfinite(values).all(), lambda: np.isnan(values).any()
     elif sparse_chunks(data):
         finite, nan = data.engine.nonfinite == 0, lambda: data.engine.nonfinite == 2

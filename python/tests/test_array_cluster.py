@@ -303,4 +303,4 @@ def test_to_zarr_on_cluster_follows_the_callers_errstate(client, tmp_path):
     # What the tasks get: the caller's modes; "call" and "log" report to an
     # object of the caller's, so the tasks warn instead.
     with np.errstate(divide="raise", over="ignore", invalid="call", under="print", call=print):
-        assert _cluster._error_state() == {"divide": "raise", "over": "ignore", "invalid": "warn", "under": "print"}
+        assert _dask.error_state() == {"divide": "raise", "over": "ignore", "invalid": "warn", "under": "print"}

@@ -224,6 +224,23 @@ def test_zarr_reductions_stay_within_the_plan_with_their_chunk_cache(inputs, n_j
         assert run["peak"] <= run["planned"] + SLACK, r
 
 
+def test_an_index_array_is_held_once():
+    """x[idx] holds its int64 indices once, 8 bytes each, as the README says
+    (the node's key held them written out as text too: 3 times their bytes,
+    helper 111)."""
+    code = """
+    import gc
+    x = ma.zeros((1000, 3))[:, 0]
+    i = np.random.default_rng(1).integers(0, 1000, 4_000_000)
+    gc.collect()
+    base = status("VmRSS")
+    e = x[i]
+    print(dict(held=status("VmRSS") - base, index=i.nbytes))
+    """
+    r = run_child(code)
+    assert r["held"] <= 1.1 * r["index"] + 4 * MiB, r
+
+
 def test_reported_sum_equals_the_closed_form():
     """(a) sum over N = 500 of tile(a) * s is N · a · s, read once, not N times."""
     rng = np.random.default_rng(0)

@@ -328,3 +328,18 @@ def test_an_output_under_a_file_is_not_a_directory_error(tmp_path, write):
     with pytest.raises(NotADirectoryError, match="in.npy is not a folder"):
         getattr(ma.ones(3), write)(tmp_path / "in.npy" / "sub")
     np.testing.assert_array_equal(np.load(tmp_path / "in.npy"), np.arange(3.0))
+
+
+@pytest.mark.parametrize("limit", ["64MiB", "4MiB"])
+def test_a_corrupt_zarr_chunk_is_named_by_its_file(tmp_path, limit):
+    """A chunk that fails to decode is named by its file (the array's folder
+    was named), read whole into the chunk cache or in part without it."""
+    zarr = pytest.importorskip("zarr")
+    src = tmp_path / "in.zarr"
+    zarr.create_array(store=str(src), shape=(400, 100), chunks=(100, 50), dtype="float64")[...] = 1.0
+    with open(src / "c" / "3" / "1", "wb") as f:
+        f.write(b"not zstd")
+    x = ma.from_zarr(src)
+    for e in (x.sum(axis=0), x[390:, 60:] * 2):
+        with pytest.raises(OSError, match=r"in.zarr/c/3/1: read failed"):
+            e.compute(memory_limit=limit)

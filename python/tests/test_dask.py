@@ -422,6 +422,24 @@ def test_an_expression_over_a_npy_file_fits_on_the_cluster(client, X, tmp_path):
     same_kmeans(local, dist)
 
 
+def test_an_expression_fitted_on_the_cluster_follows_the_callers_errstate(client, tmp_path):
+    """The workers compute an expression's rows under the caller's NumPy
+    error state: a division by zero raises under errstate(divide="raise")
+    as in a fit in this process (they only warned, and the fit went on
+    with infinities in X)."""
+    import memfit.array as ma
+
+    x = np.ones((40, 2))
+    x[7, 1] = 0.0
+    np.save(tmp_path / "x.npy", x)
+    e = 1.0 / ma.from_npy(tmp_path / "x.npy")
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            KMeans(2, n_init=1, random_state=0).fit(e)
+        with pytest.raises(FloatingPointError):
+            KMeans(2, n_init=1, random_state=0).fit(e, client=client)
+
+
 def test_an_estimator_with_lazy_results_pickles(X):
     import pickle
 

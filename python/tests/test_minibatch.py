@@ -5,6 +5,7 @@ compensated float64); the same result for every kind of input, thread
 count and memory limit; partial_fit; errors."""
 
 import pickle
+import re
 
 import dask.array as da
 import numpy as np
@@ -332,3 +333,17 @@ def test_an_initial_sample_of_zero_weights_says_so():
     with pytest.raises(ValueError, match=r"the 150 rows drawn for the initialisation \(init_size=150\) all have zero weight"):
         MiniBatchKMeans(3, batch_size=50, random_state=0).fit(X, sample_weight=w)
     assert MiniBatchKMeans(3, batch_size=50, random_state=0, init_size=2000).fit(X, sample_weight=w).n_steps_ > 0
+
+
+def test_a_fit_that_cannot_fit_is_refused_before_x_is_read():
+    """The steps' plan comes before the validation pass over X: the refusal
+    names the limit that works (it named the validation pass's own, and a fit
+    at that limit read all of X before the steps' plan refused it; helpers
+    111, 113). X's NaN is never reached."""
+    X = np.random.default_rng(0).standard_normal((2000, 500))
+    X[-1, -1] = np.nan
+    with pytest.raises(MemoryError, match="mini-batch step") as refused:
+        MiniBatchKMeans(50, random_state=0, batch_size=1024, memory_limit="1MiB").fit(X)
+    enough = int(re.search(r"at least (\d+) bytes", str(refused.value)).group(1))
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        MiniBatchKMeans(50, random_state=0, batch_size=1024, memory_limit=enough).fit(X)

@@ -670,3 +670,22 @@ def test_a_chunk_other_than_declared_is_refused_naming_it():
     bad.data[bad.indptr[250]] = np.nan
     with pytest.raises(ValueError, match=r"contains NaN\.\n.*\nX: row 250, column "):
         KMeans(3).fit(da.from_array(bad, chunks=(100, 30), asarray=False))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("method", ["predict", "transform"])
+def test_a_non_finite_sparse_dask_chunk_is_named_as_in_the_matrix(bad, method):
+    """predict and transform of a Dask array of sparse chunks holding NaN or
+    infinity raise scikit-learn's ValueError, as on the matrix (the check of
+    the chunk read it as a dense array: "memfit.array does not support
+    object arrays", a TypeError; helper 113)."""
+    da = pytest.importorskip("dask.array")
+    X = sp.random(200, 10, density=0.3, format="csr", random_state=0)
+    km = KMeans(3, n_init=1, random_state=0).fit(X)
+    bad_x = X.copy()
+    bad_x.data[-1] = bad
+    word = "NaN" if np.isnan(bad) else "infinity"
+    with pytest.raises(ValueError, match=f"Input X contains {word}"):
+        getattr(km, method)(bad_x)
+    with pytest.raises(ValueError, match=f"Input X contains {word}"):
+        getattr(km, method)(da.from_array(bad_x, chunks=(50, 10), asarray=False)).compute()

@@ -60,6 +60,9 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         ("--summary", &args.summary),
         ("--plot", &args.plot),
     ];
+    if let Some(p) = args.plot.as_deref().filter(|p| !p.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"))) {
+        bail!("--plot {}: the plot is a PNG image; hint: name a .png file", p.display());
+    }
     let mut paths: Vec<(&'static str, &Path)> = Vec::new();
     for (role, out) in outputs {
         // `--summary -` prints to stdout; any other output needs a file.

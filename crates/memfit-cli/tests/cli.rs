@@ -457,6 +457,7 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&good, "-k", "3", "--threads", "100000"], "--threads"),
         (vec![&good, "-k", "-1"], "invalid value '-1' for '--n-clusters <K>'"),
         (vec![&good, "-k", "3", "--plot-pca"], "--plot"),
+        (vec![&good, "-k", "3", "--plot", "p.jpg"], "the plot is a PNG image"),
         (vec![&huge, "-k", "3"], "squared distances overflow float64"),
         (vec![&tiny, "-k", "3"], "so squared distances underflow float64; hint: rescale"),
         (vec![&good, "-k", "3", "--mini-batch", "0"], "invalid --mini-batch"),
@@ -739,7 +740,7 @@ fn gmm_bad_input_fails_cleanly_without_outputs() {
     let cases: [(&[&str], &str); 7] = [
         (&["--reg-covar", "0"], "ill-defined empirical covariance"),
         (&["--init", "random", "--warm-start", "elsewhere"], "cannot be used with '--warm-start"),
-        (&["--warm-start", "nowhere"], "invalid --warm-start nowhere: nowhere is not a folder"),
+        (&["--warm-start", "nowhere"], "invalid --warm-start nowhere: nowhere does not exist"),
         (&["--n-components", "101"], "exceeds n_samples = 100"),
         (&["--covariance-type", "full!"], "invalid --covariance-type"),
         (&["--init", "nope"], "invalid --init"),
@@ -1764,4 +1765,15 @@ fn outputs_inside_another_model_folder_are_refused() {
     // The folder itself is still replaced by a fit.
     let o = memfit(&["gmm", &x, "-k", "3", "--model", &model, "--quiet"]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A scatter's plan tiles rows only (it said "tile: 256 rows × 0 centres").
+#[test]
+fn a_scatter_plan_names_no_centres() {
+    let t = tempfile::tempdir().unwrap();
+    let x = p(t.path(), "x.npy");
+    write_f64(&x, &[10, 2], &[1.0; 20]);
+    let o = memfit(&["scatter", &x, "--out", &p(t.path(), "s.npy"), "--dry-run"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.contains("; tile: ") && !out.contains("centres;"), "{out}");
 }

@@ -31,7 +31,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _memfit
-from .._dask import combined_limit, describe, gather, task_limit, tightest_worker
+from .._dask import combined_limit, describe, error_state, gather, task_limit, tightest_worker
 from .._options import check_memory_limit, check_n_jobs, distributed_module, resolve_client
 
 #: Created in the temporary directory when a task has failed: the tasks not
@@ -70,20 +70,9 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _error_state() -> dict:
-    """The caller's NumPy error state (``np.geterr()``, set by
-    ``np.errstate``) for tasks that evaluate on a worker thread, whose own
-    is the default: a kind the caller raises raises there too (the task
-    fails and nothing is written), one it ignores is ignored. ``"call"``
-    and ``"log"`` warn there instead: the function or object they report
-    to (``np.geterrcall()``) is the caller's and stays here."""
-    kept = ("ignore", "warn", "raise", "print")
-    return {kind: mode if mode in kept else "warn" for kind, mode in np.geterr().items()}
-
-
 def _write_chunk(x: Any, tmp: str, region: tuple, user_limit: Optional[int], n_jobs: Any, errstate: dict) -> bool:
     """One task: computes ``x[region]`` within this worker's task limit,
-    under the caller's NumPy error state ``errstate`` (:func:`_error_state`),
+    under the caller's NumPy error state ``errstate`` (:func:`memfit._dask.error_state`),
     and writes it into the Zarr array ``tmp``. False (nothing done) when
     another task has failed already."""
     if os.path.exists(os.path.join(tmp, _ABORT_MARKER)):
@@ -175,7 +164,7 @@ def to_zarr(
         if regions:
             shipped = client.scatter(x, hash=False)
             token = uuid.uuid4().hex
-            errstate = _error_state()
+            errstate = error_state()
             futures = [
                 client.submit(
                     _write_chunk, shipped, tmp, region, user_limit, n_jobs, errstate, key=f"memfit-to_zarr-{token}-{i}"

@@ -297,26 +297,43 @@ def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, retu
     pending_size = 0
     offset = 0
 
+    # First indices and counts are carried only when asked for: each value
+    # found then holds 24 bytes, and a merge about three times that.
+    keep_i, keep_c = bool(return_index), bool(return_counts)
+
     def merge(values, first, counts, parts):
-        # Sorted by value, equal values by first index (a stable order, as
-        # NumPy's): each group's first entry is its first occurrence.
+        # Sorted by value, equal values in the order they were found (a
+        # stable sort of the parts in block order, whose first indices
+        # increase): each group's first entry is its first occurrence.
         v = np.concatenate([values, *(p[0] for p in parts)])
-        i = np.concatenate([first, *(p[1] for p in parts)])
-        c = np.concatenate([counts, *(p[2] for p in parts)])
-        order = np.lexsort((i, v))
-        v, i, c = v[order], i[order], c[order]
+        if keep_i or keep_c:
+            order = np.argsort(v, kind="stable")
+            v = v[order]
+            i = np.concatenate([first, *(p[1] for p in parts)])[order] if keep_i else first
+            c = np.concatenate([counts, *(p[2] for p in parts)])[order] if keep_c else counts
+            del order
+        else:
+            v.sort(kind="stable")
+            i, c = first, counts
         if v.size == 0:
             return v, i, c
         new = np.ones(v.size, dtype=bool)
-        new[1:] = v[1:] != v[:-1]
+        np.not_equal(v[1:], v[:-1], out=new[1:])
         if equal_nan and v.dtype.kind == "f":
             new[1:] &= ~(np.isnan(v[1:]) & np.isnan(v[:-1]))
         starts = np.flatnonzero(new)
-        return v[starts], i[starts], np.add.reduceat(c, starts).astype(np.intp)
+        del new
+        v = v[starts]
+        i = i[starts] if keep_i else i
+        c = np.add.reduceat(c, starts).astype(np.intp) if keep_c else c
+        return v, i, c
 
     for block in _blocks(x, memory_limit, n_jobs):
-        u, i, c = np.unique(block, return_index=True, return_counts=True, equal_nan=bool(equal_nan))
-        pending.append((u, i + offset, c))
+        found = np.unique(block, return_index=keep_i, return_counts=keep_c, equal_nan=bool(equal_nan))
+        u, *rest = found if keep_i or keep_c else (found,)
+        i = rest.pop(0) + offset if keep_i else first
+        c = rest.pop(0) if keep_c else counts
+        pending.append((u, i, c))
         pending_size += u.size
         offset += block.size
         # Merge when the pending parts outgrow the values found so far.

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
@@ -194,6 +195,16 @@ fn key_of(kind: &NodeKind, shape: &[usize], dtype: Dtype, weak: bool) -> String 
         NodeKind::Arange { start, step } => format!("arange:{start:?}:{step:?}"),
         NodeKind::Random { dist, seed, a, b } => format!("random:{dist:?}:{seed}:{a:?}:{b:?}"),
         NodeKind::Map { op, loop_dtype, args } => format!("map:{op:?}:{loop_dtype:?}:{}", ids(args)),
+        // An index array by its length and a 128-bit hash of its values (its
+        // values written out made the key 2-3 times the index's own bytes).
+        NodeKind::View { op: ViewOp::Take { axis, indices }, arg } => {
+            let hash = |salt: u64| {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                (salt, &indices[..]).hash(&mut h);
+                h.finish()
+            };
+            format!("view:take:{axis}:{}:{:016x}{:016x}:{}", indices.len(), hash(0), hash(1), arg.0.id)
+        }
         NodeKind::View { op, arg } => format!("view:{op:?}:{}", arg.0.id),
         NodeKind::Concat { axis, parts } => format!("concat:{axis}:{}", ids(parts)),
         NodeKind::Reduce { op, axes, arg } => format!("reduce:{op:?}:{axes:?}:{}", arg.0.id),
@@ -201,6 +212,18 @@ fn key_of(kind: &NodeKind, shape: &[usize], dtype: Dtype, weak: bool) -> String 
         NodeKind::Einsum { sub, args } => format!("einsum:{sub:?}:{}", ids(args)),
     };
     format!("{body}|{shape:?}|{dtype:?}|{weak}")
+}
+
+/// Whether two nodes of one key take the same indices (a key holds an
+/// index array's hash, not its values): always, but for a hash collision.
+fn same_indices(a: &NodeKind, b: &NodeKind) -> bool {
+    match (a, b) {
+        (
+            NodeKind::View { op: ViewOp::Take { indices: x, .. }, .. },
+            NodeKind::View { op: ViewOp::Take { indices: y, .. }, .. },
+        ) => x == y,
+        _ => true,
+    }
 }
 
 /// A node's operands, taken out of it (to drop a graph without recursion).
@@ -279,7 +302,7 @@ impl Array {
     fn interned(kind: NodeKind, shape: Vec<usize>, dtype: Dtype, weak: bool) -> Array {
         let key = key_of(&kind, &shape, dtype, weak);
         let mut table = interned().lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(node) = table.get(&key).and_then(Weak::upgrade) {
+        if let Some(node) = table.get(&key).and_then(Weak::upgrade).filter(|n| same_indices(&n.kind, &kind)) {
             drop(table);
             return Array(node);
         }
@@ -829,4 +852,26 @@ fn repeated(labels: &[u8]) -> Option<(usize, usize)> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Takes of equal indices are one node, of other indices (of the same
+    /// length) another, though their keys hold a hash of the indices, not
+    /// the indices (a key of the values written out was larger than them).
+    #[test]
+    fn takes_are_interned_by_their_indices() {
+        let x = Array::from_f64((0..30).map(f64::from).collect(), &[10, 3]).unwrap();
+        let a = x.take(0, vec![3, 1, 4, 1, 5]).unwrap();
+        let b = x.take(0, vec![3, 1, 4, 1, 5]).unwrap();
+        let c = x.take(0, vec![3, 1, 4, 1, 6]).unwrap();
+        assert_eq!(a.id(), b.id());
+        assert_ne!(a.id(), c.id());
+        let key = key_of(&a.0.kind, a.shape(), a.dtype(), false);
+        assert!(key.len() < 100, "{key}");
+        // Two kinds of one key (a collision) stay two nodes.
+        assert!(!same_indices(&a.0.kind, &c.0.kind) && same_indices(&a.0.kind, &b.0.kind));
+    }
 }

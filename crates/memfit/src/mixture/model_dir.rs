@@ -160,9 +160,10 @@ fn write_files(folder: &mut AtomicFolder, fit: &GmmFit, extra: serde_json::Value
 pub fn load_model(dir: impl AsRef<Path>) -> Result<MixtureModel<'static>> {
     let dir = dir.as_ref();
     if !dir.is_dir() {
+        let what = if dir.exists() { "is not a folder" } else { "does not exist" };
         return Err(Error::param(
             "model",
-            format!("{} is not a folder; hint: give a model folder written by memfit", dir.display()),
+            format!("{} {what}; hint: give a model folder written by memfit", dir.display()),
         ));
     }
     let json_path = dir.join(MODEL_JSON);

@@ -79,10 +79,16 @@ impl Schedule for RowSchedule {
     const PHASES: &'static str = "buffers of different phases never coexist, the larger phase counts";
 
     fn explain(&self, threads: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Jobs without centres (a scatter, a quadratic form) tile rows only.
+        let tile = if self.k_tile == 0 {
+            format!("{} rows", self.tile_rows)
+        } else {
+            format!("{} rows × {} centres", self.tile_rows, self.k_tile)
+        };
         writeln!(
             f,
-            "rows per block: {} ({} blocks per pass); tile: {} rows × {} centres; threads: {}",
-            self.block_rows, self.n_blocks, self.tile_rows, self.k_tile, threads
+            "rows per block: {} ({} blocks per pass); tile: {tile}; threads: {threads}",
+            self.block_rows, self.n_blocks
         )?;
         match self.init_sample {
             SampleLayout { rows: 0, .. } => {}

@@ -148,6 +148,7 @@ impl ZarrInput {
             let part_shape = part.shape_usize();
             let dst_start: Vec<usize> = (0..nd).map(|d| part.start()[d] as usize - start[d]).collect();
             if cache.capacity() == 0 || !self.cached() {
+                let err = |e| self.chunk_error(&index, e);
                 let bytes: ArrayBytes<'static> = self.array.retrieve_chunk_subset(&index, &within).map_err(err)?;
                 let bytes = bytes.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
                 copy_box((&bytes, &part_shape, &vec![0; nd]), (out, shape, &dst_start), &part_shape, itemsize);
@@ -161,6 +162,11 @@ impl ZarrInput {
         Ok(())
     }
 
+    /// A failed read of chunk `index`, naming its file (or shard's).
+    fn chunk_error(&self, index: &[u64], e: zarrs::array::ArrayError) -> Error {
+        array_error(&self.path.join(self.array.chunk_key(index).as_str()), "read", e)
+    }
+
     /// The whole chunk `index` (of the grid's chunk shape, past the array's
     /// end too) and that shape: from `cache`, or decoded (and kept there
     /// while it holds it, unless the array is sharded), so units reading
@@ -170,6 +176,7 @@ impl ZarrInput {
         let full: Vec<usize> = self.array.chunk_shape(index).map_err(err)?.iter().map(|n| n.get() as usize).collect();
         let bytes = (full.iter().product::<usize>() * self.dtype.itemsize()) as u64;
         let decode = || {
+            let err = |e| self.chunk_error(index, e);
             let whole: ArrayBytes<'static> = self.array.retrieve_chunk(index).map_err(err)?;
             let whole = whole.into_fixed().map_err(|e| err(zarrs::array::ArrayError::CodecError(e.into())))?;
             Ok(whole.into_owned())
