@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _memfit
 from . import _dask
 from ._dask import is_dask_array
-from ._options import check_device, check_memory_limit, check_n_jobs, check_scratch_dir
+from ._options import check_device, check_memory_limit, check_n_jobs, check_scratch_dir, engine_count
 from ._sparse import is_sparse
 from ._validation import (
     c_float64,
@@ -613,8 +613,8 @@ class KMeans(_Centers):
                 n_clusters=k,
                 init=init,
                 init_centers=centers,
-                n_init=n_init,
-                max_iter=int(self.max_iter),
+                n_init=engine_count(n_init),
+                max_iter=engine_count(self.max_iter),
                 tol=float(self.tol),
                 random_state=seed,
                 float32=data.float32,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from numbers import Integral, Real
 
@@ -13,7 +14,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _dask, _memfit
 from ._kmeans import _Centers
-from ._options import check_memory_limit, check_n_jobs
+from ._options import check_memory_limit, check_n_jobs, engine_count
 from ._sparse import is_sparse, sparse_input
 from ._validation import (
     c_float64,
@@ -229,8 +230,7 @@ class MiniBatchKMeans(_Centers):
         """scikit-learn's checks and derived parameters; ``mean_variance``
         is the validation pass's mean column variance (``tol``'s scale)."""
         n, k = data.n_samples, self.n_clusters
-        if n < k:
-            raise ValueError(f"n_samples={n} should be >= n_clusters={k}.")
+        self._check_shapes(data)
         self._tol = mean_variance * self.tol if self.tol else 0.0
         self._n_init = self.n_init
         if self._n_init == "auto":
@@ -253,6 +253,29 @@ class MiniBatchKMeans(_Centers):
                 stacklevel=3,
             )
         self._batch_size, self._init_size = self._sizes(n)
+
+    def _check_shapes(self, data):
+        """scikit-learn's checks of the parameters against X's shape alone:
+        no fewer rows than clusters, an ``init`` array of ``(n_clusters,
+        n_features)``; made before the plan (a fit refused for its memory
+        named a limit at which these refused it)."""
+        n, k = data.n_samples, self.n_clusters
+        if n < k:
+            raise ValueError(f"n_samples={n} should be >= n_clusters={k}.")
+        if not (isinstance(self.init, str) or callable(self.init)):
+            self._check_center_shape(small_array(_dense(self.init), "init", 2), data)
+
+    def _check_center_shape(self, centers, data):
+        """scikit-learn's refusals of initial ``centers`` of another shape
+        than ``(n_clusters, n_features)``."""
+        k = self.n_clusters
+        if centers.shape[0] != k:
+            raise ValueError(f"The shape of the initial centers {centers.shape} does not match the number of clusters {k}.")
+        if centers.shape[1] != data.n_features:
+            raise ValueError(
+                f"The shape of the initial centers {centers.shape} does not match the number of features of "
+                f"the data {data.n_features}."
+            )
 
     def _sizes(self, n):
         """The batch size and ``init_size`` of a fit on ``n`` rows
@@ -383,15 +406,7 @@ class MiniBatchKMeans(_Centers):
             else:
                 centers = init
             centers = small_array(_dense(centers), "init", 2)
-            if centers.shape[0] != k:
-                raise ValueError(
-                    f"The shape of the initial centers {centers.shape} does not match the number of clusters {k}."
-                )
-            if centers.shape[1] != data.n_features:
-                raise ValueError(
-                    f"The shape of the initial centers {centers.shape} does not match the number of features of "
-                    f"the data {data.n_features}."
-                )
+            self._check_center_shape(centers, data)
         centers = np.array(centers, dtype=np.float64, order="C")
         _memfit.minibatch_start_centers(centers, float32=data.float32, metric=self.metric)
         return centers.astype(data.out_dtype)
@@ -416,7 +431,7 @@ class MiniBatchKMeans(_Centers):
         row = 0
         if not (is_sparse(data.engine) or sparse_chunks(data)):
             row = data.n_features * (4 if data.float32 else 8)
-        trials = 2 + int(np.log(self.n_clusters))
+        trials = 2 + int(math.log(self.n_clusters))
         kpp = isinstance(self.init, str) and self.init == "k-means++"
         drawn = [
             (f"validation rows ({m} drawn rows, their weights and labels)", m * (row + 8 + 8 + 4)),
@@ -485,7 +500,7 @@ class MiniBatchKMeans(_Centers):
             n_samples=n_samples,
             centers_squared_diff=centers_squared_diff,
             tol=self._tol,
-            max_no_improvement=self.max_no_improvement,
+            max_no_improvement=engine_count(self.max_no_improvement),
         )
         if self.verbose:
             mean = batch_inertia / self._batch_size
@@ -534,6 +549,7 @@ class MiniBatchKMeans(_Centers):
             # No weights: unit weights, never held.
             w = None if w_engine is None else self._weights(w_engine, data)
             n = data.n_samples
+            self._check_shapes(data)
             batch_size, init_size = self._sizes(n)
             # Planned before X is read (its validation pass reads it all): a
             # fit that cannot fit is refused first. What the fit holds per row
@@ -559,7 +575,6 @@ class MiniBatchKMeans(_Centers):
             )
             mean_variance = self._validate(data, w_engine)
             self._check_params_vs_input(data, mean_variance)
-            self.memory_plan_ = memory_plan
             random_state = check_random_state(self.random_state)
             # Rows are checked as they are drawn; a bad one makes X checked whole,
             # for scikit-learn's message (NaN before infinity, anywhere in X).
@@ -606,6 +621,7 @@ class MiniBatchKMeans(_Centers):
             # plans its own within the limit.
             del work, batch, cdf, w, X_valid, w_valid
             self.cluster_centers_ = centers.astype(data.out_dtype)
+            self.memory_plan_ = memory_plan
             self._n_features_out = self.cluster_centers_.shape[0]
             self.n_steps_ = i + 1
             self.n_iter_ = int(np.ceil(((i + 1) * self._batch_size) / n))

@@ -21,7 +21,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _memfit
-from ._options import check_device, check_memory_limit, check_n_jobs, check_scratch_dir
+from ._options import check_device, check_memory_limit, check_n_jobs, check_scratch_dir, engine_count
 from ._validation import (
     c_float64,
     on_cluster,
@@ -540,8 +540,8 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             covariance_type=self.covariance_type,
             tol=float(self.tol),
             reg_covar=float(self.reg_covar),
-            max_iter=int(self.max_iter),
-            n_init=n_init,
+            max_iter=engine_count(self.max_iter),
+            n_init=engine_count(n_init),
             init_params=self.init_params,
             random_state=seed_from(self.random_state),
             float32=data.float32,

@@ -70,6 +70,14 @@ def check_device(estimator: Any, data: Any, job: str, n_components: int, weighte
     )
 
 
+def engine_count(value: Any) -> Optional[int]:
+    """A count scikit-learn takes unbounded (``max_iter``, ``n_init``,
+    ``max_no_improvement``) as the engine's 64-bit count: at most
+    2**63 - 1, which no fit reaches (2**64 raised OverflowError); None
+    (the engine's default) stays None."""
+    return None if value is None else min(int(value), (1 << 63) - 1)
+
+
 def check_n_jobs(n_jobs: Any) -> int:
     """Worker threads: ``None`` the process's default
     (:func:`memfit._resources.default_threads`: the CPUs it may use, within

@@ -259,6 +259,12 @@ def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarra
         )
     arr = np.asarray(X)
     if arr.dtype == object and hasattr(X, "to_numpy"):
+        # scikit-learn's check_array takes a frame's common dtype first:
+        # datetimes or timedeltas beside numbers have none (NumPy's
+        # DTypePromotionError), where float64 would make them numbers.
+        columns = getattr(X, "dtypes", None)
+        if columns is not None and not isinstance(columns, np.dtype):
+            np.result_type(*[d for d in columns if isinstance(d, np.dtype)] or [np.float64])
         # pandas with nullable (Int64, Float64) or object columns: missing
         # values become NaN, which the engine reports as such.
         try:

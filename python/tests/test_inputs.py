@@ -76,11 +76,14 @@ def test_memmap_of_a_whole_npy_file_is_read_from_the_file(tmp_path):
 
 
 def test_other_inputs_are_converted_once():
-    """Lists, bool, int8, big-endian and negative-stride arrays are converted to an engine dtype."""
+    """Lists, bool, int8, uint16, big-endian and negative-stride arrays are
+    converted to an engine dtype: bool, int8 and uint16 to the narrowest
+    that holds them (not float64: 8× an int8 array)."""
     X = np.arange(12.0).reshape(6, 2)
-    for other in (X.tolist(), X > 3, X.astype(np.int8), X.astype(">f8"), X[::-1]):
+    others = (X.tolist(), X > 3, X.astype(np.int8), X.astype(np.uint16), X.astype(">f8"), X.astype(">i2"), X[::-1])
+    for other, dtype in zip(others, (np.float64, np.uint8, np.int16, np.int32, np.float64, np.int16, np.float64)):
         data = check_data(other)
-        assert data.engine.dtype in (np.float64,) and data.engine.strides[0] > 0
+        assert data.engine.dtype == dtype and data.engine.strides[0] > 0
         np.testing.assert_array_equal(np.asarray(data.engine, dtype=float), np.asarray(other, dtype=float))
 
 

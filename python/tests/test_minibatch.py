@@ -347,3 +347,26 @@ def test_a_fit_that_cannot_fit_is_refused_before_x_is_read():
     enough = int(re.search(r"at least (\d+) bytes", str(refused.value)).group(1))
     with pytest.raises(ValueError, match="Input X contains NaN"):
         MiniBatchKMeans(50, random_state=0, batch_size=1024, memory_limit=enough).fit(X)
+
+
+def test_shape_refusals_come_before_the_plan_and_a_failed_fit_keeps_the_plan():
+    """scikit-learn's refusals of n_clusters > n_samples and of an init of
+    the wrong shape come before memfit's memory plan (they were refused for
+    memory, naming a limit at which these refused them; 2**64 clusters raised
+    a TypeError from np.log); a fit that fails keeps the previous fit's
+    memory_plan_ with its centres (helper 114)."""
+    X = np.random.default_rng(0).standard_normal((60, 3))
+    with pytest.raises(ValueError, match="n_samples=60 should be >= n_clusters=61"):
+        MiniBatchKMeans(n_clusters=61, memory_limit="4KiB").fit(X)
+    with pytest.raises(ValueError, match=r"n_samples=60 should be >= n_clusters=18446744073709551616"):
+        MiniBatchKMeans(n_clusters=2**64).fit(X)
+    with pytest.raises(ValueError, match=r"initial centers \(3, 3\) does not match the number of clusters 2"):
+        MiniBatchKMeans(n_clusters=2, init=np.zeros((3, 3)), memory_limit="1KiB").fit(X)
+    fitted = MiniBatchKMeans(3, random_state=0, n_init=1, memory_limit="64MiB").fit(X)
+    plan, centres = fitted.memory_plan_, fitted.cluster_centers_.copy()
+    for bad in (dict(init=np.zeros((2, 3)), memory_limit="32MiB"), dict(init="k-means++", memory_limit="1KiB")):
+        fitted.set_params(**bad)
+        with pytest.raises((ValueError, MemoryError)):
+            fitted.fit(X)
+        assert fitted.memory_plan_ == plan
+        assert_array_equal(fitted.cluster_centers_, centres)

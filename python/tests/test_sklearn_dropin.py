@@ -17,7 +17,7 @@ from sklearn.mixture import GaussianMixture as SkGaussianMixture
 from sklearn.mixture._gaussian_mixture import _compute_precision_cholesky_from_precisions
 from sklearn.utils._param_validation import InvalidParameterError
 
-from memfit import GaussianMixture, KMeans
+from memfit import GaussianMixture, KMeans, MiniBatchKMeans
 
 COV_TYPES = ("full", "tied", "diag", "spherical")
 GMMS = (GaussianMixture, SkGaussianMixture)
@@ -666,3 +666,19 @@ def test_parameter_arrays_of_other_dims_and_float32_scores_as_sklearn():
     assert got.dtype == theirs.score_samples(X32).dtype == np.float64
     assert_array_equal(got, ours.score_samples(X32.astype(np.float64)))
     assert GaussianMixture(2, max_iter=10**12, memory_limit="100MB", random_state=0).fit(X).converged_
+
+
+def test_counts_beyond_int64_and_datetime_columns_as_scikit_learn():
+    """max_iter, n_init and max_no_improvement of 2**64 fit as scikit-learn's
+    (a bare OverflowError); a DataFrame of datetimes beside numbers raises
+    NumPy's DTypePromotionError, as scikit-learn's check_array (memfit
+    clustered the timestamps as numbers; helper 114)."""
+    pd = pytest.importorskip("pandas")
+    X = np.random.default_rng(0).standard_normal((60, 3))
+    KMeans(2, max_iter=2**64, n_init=1, random_state=0).fit(X)
+    GaussianMixture(2, max_iter=2**64, random_state=0).fit(X)
+    MiniBatchKMeans(2, max_no_improvement=2**64, n_init=1, random_state=0).fit(X)
+    frame = pd.DataFrame({"t": pd.date_range("2020", periods=60), "v": X[:, 0]})
+    for est in (KMeans(2), MiniBatchKMeans(2), GaussianMixture(2), SkKMeans(2)):
+        with pytest.raises(np.exceptions.DTypePromotionError):
+            est.fit(frame)
