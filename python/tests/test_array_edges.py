@@ -967,3 +967,19 @@ def test_nan_statistics_refuse_an_integer_out_for_float_input(name):
     if name == "nanstd":
         return  # NumPy's sqrt cannot cast into an integer out either
     np.testing.assert_array_equal(fn(ma.asarray(ints), axis=0, out=np.zeros(2, int)), fn(ints, axis=0, out=np.zeros(2, int)))
+
+
+def test_a_copy_does_not_see_later_writes_to_the_arrays_it_borrowed():
+    """np.copy(x) and x.copy() take the borrowed NumPy arrays' values now,
+    as NumPy's copy does (they returned x, whose values followed later writes
+    to the array it borrows; helper 112); files stay files."""
+    a = np.arange(3.0)
+    x = ma.asarray(a)
+    copies = [np.copy(x), x.copy(), (x * 2 + ma.asarray(np.ones(3))).copy(order="C")]
+    a[0] = 100.0
+    np.testing.assert_array_equal(np.asarray(copies[0]), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(copies[1]), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(copies[2]), [1.0, 3.0, 5.0])
+    np.testing.assert_array_equal(np.asarray(x), [100.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="order must be one of"):
+        x.copy(order="X")

@@ -781,6 +781,29 @@ class Array:
     def __repr__(self) -> str:
         return f"memfit.array<shape={self.shape}, dtype={self.dtype.name}>"
 
+    def copy(self, order: str = "K") -> "Array":
+        """A copy, as ``numpy.ndarray.copy``: the same lazy array over copies
+        of the NumPy arrays it borrows (taken now: later writes to them do
+        not show through, as they do not through NumPy's copy); ``.npy`` and
+        Zarr inputs stay their files. Nothing is computed.
+
+        Parameters
+        ----------
+        order : {"K", "C", "F", "A"}, default="K"
+            Accepted for NumPy's signature; results are computed in C order.
+
+        Returns
+        -------
+        Array
+        """
+        if order not in ("K", "C", "F", "A"):
+            raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+        steps = [
+            (ctor, (np.array(args[0], copy=True), *args[1:])) if ctor == "expr_from_ndarray" else (ctor, args)
+            for ctor, args in _recipe_steps(self)
+        ]
+        return _rebuild(steps)
+
     def __contains__(self, value: Any) -> bool:
         """``value in x``: NumPy's ``(x == value).any()``, computed (within
         the default memory limit)."""

@@ -50,8 +50,9 @@ UFUNC_REDUCTIONS = {
 
 
 def _copy(a: Any, order: str = "K", subok: bool = False) -> Array:
-    """``numpy.copy``: a lazy array is immutable, so the array itself."""
-    return F.asarray(a)
+    """``numpy.copy``: :meth:`Array.copy` (the NumPy arrays it borrows
+    copied, so later writes to them do not show through)."""
+    return F.asarray(a).copy()
 
 
 def _function_table() -> dict:
