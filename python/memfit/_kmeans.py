@@ -234,6 +234,24 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
         """
         return self.fit(X, sample_weight=sample_weight).transform(X)
 
+    def _check_centers(self, centers, data):
+        """``centers`` (an array or a callable's result) as float64 of
+        shape (n_clusters, n_features), with scikit-learn's messages (a
+        sparse matrix, as a callable gives for sparse X, filled in)."""
+        centers = small_array(centers.toarray() if is_sparse(centers) else centers, "init", 2)
+        # scikit-learn's `_validate_center_shape`.
+        if centers.shape[0] != self.n_clusters:
+            raise ValueError(
+                f"The shape of the initial centers {centers.shape} does not match the number of clusters "
+                f"{self.n_clusters}."
+            )
+        if centers.shape[1] != data.n_features:
+            raise ValueError(
+                f"The shape of the initial centers {centers.shape} does not match the number of features of the "
+                f"data {data.n_features}."
+            )
+        return centers
+
 
 class KMeans(_Centers):
     """K-means clustering (Lloyd's algorithm) on data larger than memory.
@@ -530,24 +548,6 @@ class KMeans(_Centers):
                 stacklevel=4,
             )
         return "array", [centers], 1
-
-    def _check_centers(self, centers, data):
-        """``centers`` (an array or a callable's result) as float64 of
-        shape (n_clusters, n_features), with scikit-learn's messages (a
-        sparse matrix, as a callable gives for sparse X, filled in)."""
-        centers = small_array(centers.toarray() if is_sparse(centers) else centers, "init", 2)
-        # scikit-learn's `_validate_center_shape`.
-        if centers.shape[0] != self.n_clusters:
-            raise ValueError(
-                f"The shape of the initial centers {centers.shape} does not match the number of clusters "
-                f"{self.n_clusters}."
-            )
-        if centers.shape[1] != data.n_features:
-            raise ValueError(
-                f"The shape of the initial centers {centers.shape} does not match the number of features of the "
-                f"data {data.n_features}."
-            )
-        return centers
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None, *, client=None):

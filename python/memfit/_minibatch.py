@@ -23,7 +23,6 @@ from ._validation import (
     check_weight_values,
     features_kept_on_failure,
     finite_or_checked,
-    small_array,
     sparse_chunks,
 )
 
@@ -227,10 +226,10 @@ class MiniBatchKMeans(_Centers):
     # -- checks (scikit-learn's _check_params_vs_input) -------------------
 
     def _check_params_vs_input(self, data, mean_variance):
-        """scikit-learn's checks and derived parameters; ``mean_variance``
-        is the validation pass's mean column variance (``tol``'s scale)."""
+        """scikit-learn's checks and derived parameters, after
+        :meth:`_check_shapes`; ``mean_variance`` is the validation pass's
+        mean column variance (``tol``'s scale)."""
         n, k = data.n_samples, self.n_clusters
-        self._check_shapes(data)
         self._tol = mean_variance * self.tol if self.tol else 0.0
         self._n_init = self.n_init
         if self._n_init == "auto":
@@ -263,19 +262,7 @@ class MiniBatchKMeans(_Centers):
         if n < k:
             raise ValueError(f"n_samples={n} should be >= n_clusters={k}.")
         if not (isinstance(self.init, str) or callable(self.init)):
-            self._check_center_shape(small_array(_dense(self.init), "init", 2), data)
-
-    def _check_center_shape(self, centers, data):
-        """scikit-learn's refusals of initial ``centers`` of another shape
-        than ``(n_clusters, n_features)``."""
-        k = self.n_clusters
-        if centers.shape[0] != k:
-            raise ValueError(f"The shape of the initial centers {centers.shape} does not match the number of clusters {k}.")
-        if centers.shape[1] != data.n_features:
-            raise ValueError(
-                f"The shape of the initial centers {centers.shape} does not match the number of features of "
-                f"the data {data.n_features}."
-            )
+            self._check_centers(self.init, data)
 
     def _sizes(self, n):
         """The batch size and ``init_size`` of a fit on ``n`` rows
@@ -405,8 +392,7 @@ class MiniBatchKMeans(_Centers):
                 centers = init(sample, k, random_state=random_state)
             else:
                 centers = init
-            centers = small_array(_dense(centers), "init", 2)
-            self._check_center_shape(centers, data)
+            centers = self._check_centers(centers, data)
         centers = np.array(centers, dtype=np.float64, order="C")
         _memfit.minibatch_start_centers(centers, float32=data.float32, metric=self.metric)
         return centers.astype(data.out_dtype)
@@ -671,6 +657,7 @@ class MiniBatchKMeans(_Centers):
                 with finite_or_checked(self, data):
                     batch = self._rows(data, np.arange(data.n_samples))
             if not has_centers:
+                self._check_shapes(data)
                 self._check_params_vs_input(data, mean_variance)
                 self.cluster_centers_ = self._partial_init(data, batch, w)
                 self._counts = np.zeros(self.n_clusters)

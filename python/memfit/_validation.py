@@ -79,9 +79,10 @@ def features_kept_on_failure(estimator: Any):
 
 #: Dtypes the engine reads in place (``memfit._memfit.ROW_DTYPES``).
 NATIVE_DTYPES = frozenset(np.dtype(t) for t in _memfit.ROW_DTYPES)
-#: Integer and bool dtypes (by their byte-order-free ``dtype.str``) the
-#: engine does not read in place, with the narrowest one it reads that
-#: holds their values exactly; any byte order of a dtype it reads, its own.
+#: Integer and bool dtypes (by their byte-order-free ``dtype.str``) as the
+#: narrowest dtype the engine reads in place that holds their values
+#: exactly (a dtype it reads, in another byte order: its own); other
+#: dtypes become float64.
 _NARROW = {"b1": np.uint8, "i1": np.int16, "u1": np.uint8, "u2": np.int32, "i2": np.int16, "i4": np.int32,
            "u4": np.uint32, "i8": np.int64, "u8": np.uint64}
 
@@ -236,8 +237,10 @@ def refuse_strings(X: Any) -> None:
 
 def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarray:
     """``X`` as a 2-D array the engine reads in place, copying only when it
-    cannot: complex, object, bool and other integer dtypes become float64;
-    non-native byte order, unaligned data and negative strides are copied.
+    cannot: bool, int8 and uint16 become the narrowest dtype it reads that
+    holds them (uint8, int16, int32: ``_NARROW``), object and other dtypes
+    float64; non-native byte order, unaligned data and negative strides are
+    copied.
 
     Raises
     ------
@@ -291,12 +294,9 @@ def engine_array(X: Any, *, name: str = "X", estimator: Any = None) -> np.ndarra
                 raise type(e)(f"{e}; hint: {name} must be numeric (memfit could not convert {arr.dtype} to float64)") from e
         elif arr.dtype.kind == "f" and arr.dtype.itemsize in (2, 4, 8):
             arr = arr.astype(arr.dtype.newbyteorder("="))
-        elif np.dtype(_NARROW.get(arr.dtype.str[1:], np.float64)) in NATIVE_DTYPES:
-            # The narrowest dtype the engine reads that holds every value (a
-            # bool, int8 or uint16 array was copied to float64: 8× or 4× it).
-            arr = arr.astype(_NARROW.get(arr.dtype.str[1:], np.float64))
         else:
-            arr = arr.astype(np.float64)
+            # A bool, int8 or uint16 array was copied to float64: 8× or 4× it.
+            arr = arr.astype(_NARROW.get(arr.dtype.str[1:], np.float64))
     item = arr.dtype.itemsize
     # The stride of an axis of length 1 is never used (NumPy calls such a
     # view contiguous whatever it says), so only the others must be

@@ -414,20 +414,19 @@ pub fn run_all(
 /// # Errors
 /// [`Error::Expression`] (a value fault) naming the file.
 fn check_no_later_reads(lowered: &Lowered) -> Result<()> {
-    // A path as the file system resolves it (one not yet made: its folder's).
-    let resolved = |p: &std::path::Path| {
-        std::fs::canonicalize(p).ok().or_else(|| {
-            let folder = p.parent().filter(|f| !f.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-            Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
-        })
-    };
     // Whether a result at `target` would replace the input at `input`:
     // `Some("it")` for the same path, `Some` what else when one holds the other.
-    let overlap = |input: &std::path::Path, target: &std::path::Path| match (resolved(input), resolved(target)) {
-        (Some(a), Some(b)) if a == b => Some("it".to_string()),
-        (Some(a), Some(b)) if a.starts_with(&b) => Some(format!("{}, which it holds", input.display())),
-        (Some(a), Some(b)) if b.starts_with(&a) => Some(format!("{}, which holds it", input.display())),
-        _ => None,
+    let overlap = |input: &std::path::Path, target: &std::path::Path| {
+        let (a, b) = (crate::io::resolved_path(input), crate::io::resolved_path(target));
+        if a == b {
+            Some("it".to_string())
+        } else if a.starts_with(&b) {
+            Some(format!("{}, which it holds", input.display()))
+        } else if b.starts_with(&a) {
+            Some(format!("{}, which holds it", input.display()))
+        } else {
+            None
+        }
     };
     for (si, stage) in lowered.stages.iter().enumerate() {
         for (target, _) in stage.targets() {

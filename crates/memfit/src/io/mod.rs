@@ -16,12 +16,12 @@ pub use scratch::{temp_dir, ScratchFile};
 pub use source::{
     ArrayRef, CsrBlock, CsrFiles, CsrRef, CsrRowSource, Index, NpyFile, RowSource, Source, SparseValues, Values,
 };
-pub(crate) use writer::probe_dir;
 pub use writer::{
     check_disk_space, check_free_space, check_output_path, check_outputs_distinct, is_model_folder, npy_file_bytes,
     npy_writer_bytes, remove_unfinished_outputs, write_bytes_atomic, write_npy, AtomicFile, AtomicFolder, NpyWriter,
     PlannedWrite, PositionedNpy, MODEL_JSON, WRITE_BUFFER_BYTES,
 };
+pub(crate) use writer::{probe_dir, resolved_path};
 pub use zarr::{ChunkCache, ZarrInput, ZarrOutput};
 
 use crate::dtype::Real;

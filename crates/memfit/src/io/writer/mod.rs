@@ -18,7 +18,7 @@ pub use folder::AtomicFolder;
 pub use npy::{npy_file_bytes, npy_writer_bytes, write_npy, NpyWriter, PositionedNpy};
 pub use paths::check_output_path;
 pub(super) use paths::resolve_output;
-pub(crate) use paths::{check_name_length, missing_folder, probe_dir};
+pub(crate) use paths::{check_name_length, missing_folder, probe_dir, resolved_path};
 pub use paths::{check_outputs_distinct, is_model_folder, MODEL_JSON};
 pub(super) use staged::hidden_prefix;
 pub use unfinished::remove_unfinished_outputs;

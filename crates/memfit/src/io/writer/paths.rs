@@ -19,6 +19,19 @@ pub(crate) fn resolve_output(path: &Path) -> PathBuf {
     p
 }
 
+/// The absolute path `path` names, for comparing paths: a final symlink
+/// followed ([`resolve_output`]), its folder made canonical; a path that
+/// does not exist yet is its absolute folder and name.
+pub(crate) fn resolved_path(path: &Path) -> PathBuf {
+    let p = resolve_output(path);
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    dir.join(p.file_name().unwrap_or_default())
+}
+
 /// Why a file cannot be created in `dir`, which is not a folder: it is a
 /// file (kind `NotADirectory`), or it does not exist (`NotFound`).
 pub(crate) fn missing_folder(dir: &Path) -> std::io::Error {
@@ -205,15 +218,7 @@ pub fn check_outputs_distinct(
     inputs: &[(&'static str, &Path)],
     folders: &[(&'static str, &Path, bool)],
 ) -> Result<()> {
-    let key = |p: &Path| -> PathBuf {
-        let p = resolve_output(p);
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-        dir.join(p.file_name().unwrap_or_default())
-    };
+    let key = resolved_path;
     let clash = |a: &(&'static str, &Path), b: &(&'static str, &Path), how: &str| {
         Error::param(
             a.0,
