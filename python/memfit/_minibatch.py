@@ -406,6 +406,32 @@ class MiniBatchKMeans(_Centers):
             return self._init_centroids(data, self._rows(data, idx), _take(w, idx), random_state)
         return self._init_centroids(data, self._rows(data, np.arange(n)), _take(w, np.arange(n)), random_state)
 
+    def _plan_batch(self, data, in_place):
+        """Refuses a ``partial_fit`` batch whose step does not fit the limit
+        before its validation pass reads it: the step's plan beside the rows
+        gathered for it (none when the step reads X where it lies), the
+        Dask chunk they come from and ``labels_``."""
+        held = []
+        sparse = is_sparse(data.engine) or sparse_chunks(data)
+        if sparse_chunks(data):
+            held.append(("a computed chunk of X, a batch drawn from it", data.engine.held_bytes))
+        elif not (in_place or sparse):
+            # As the gather counts them: the values, the indices twice.
+            n, d = data.n_samples, data.n_features
+            held.append((f"{n} rows of {d} features drawn from the data, with their indices", n * (d * (4 if data.float32 else 8) + 16)))
+        if self.compute_labels:
+            held.append(("labels_ (int32, returned to Python)", 4 * data.n_samples))
+        _memfit.minibatch_plan(
+            self.n_clusters,
+            data.n_features,
+            data.n_samples,
+            memory_limit=check_memory_limit(self.memory_limit),
+            held=held,
+            n_jobs=check_n_jobs(self.n_jobs),
+            float32=data.float32,
+            sparse_x=data.engine if sparse else None,
+        )
+
     def _drawn_bytes(self, data, m):
         """What a fit holds for its ``m`` (``init_size``) drawn rows, as (name,
         bytes): the validation rows (their draw, values, weights and labels)
@@ -642,16 +668,18 @@ class MiniBatchKMeans(_Centers):
             w_engine = check_sample_weight(sample_weight, data)
             # No weights: unit weights, never held.
             w = None if w_engine is None else self._weights(w_engine, data)
-            mean_variance = self._validate(data, w_engine)
-            self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
-            self.n_steps_ = getattr(self, "n_steps_", 0)
             x = data.engine
-            if (
+            in_place = (
                 self.metric == "euclidean"
                 and isinstance(x, np.ndarray)
                 and x.flags.c_contiguous
                 and x.dtype == (np.float32 if data.float32 else np.float64)
-            ):
+            )
+            self._plan_batch(data, in_place)
+            mean_variance = self._validate(data, w_engine)
+            self._random_state = getattr(self, "_random_state", check_random_state(self.random_state))
+            self.n_steps_ = getattr(self, "n_steps_", 0)
+            if in_place:
                 batch = x  # checked by the validation pass: the step reads it where it lies
             else:
                 with finite_or_checked(self, data):

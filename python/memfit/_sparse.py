@@ -47,6 +47,15 @@ def _check_compressed(X: Any, name: str, first_row: int = 0) -> None:
         raise ValueError(f"the sparse matrix {name} is not valid {X.format.upper()}: {why}")
 
 
+def _is_canonical(X: Any) -> bool:
+    """Whether every row of the CSR matrix ``X`` holds strictly increasing
+    column indices, found by one pass over them (scipy's routine, no
+    temporaries). scipy caches the answer in ``X.has_canonical_format``,
+    which an in-place change of ``X.indices`` leaves stale: a fresh matrix
+    over the same arrays (no copy) computes it again."""
+    return bool(type(X)((X.data, X.indices, X.indptr), shape=X.shape, copy=False).has_canonical_format)
+
+
 def _warn_inexact(X: Any) -> None:
     """The engine's warning for integer values that float64 rounds (beyond
     2^53 in magnitude): the first in row-major order (as dense input
@@ -100,8 +109,11 @@ def sparse_input(X: Any, name: str = "X", first_row: int = 0, warn: bool = False
         _warn_inexact(X)
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
-    if not X.has_canonical_format:
+    if not _is_canonical(X):
         X = X.copy()
+        # The copy may carry X's stale flags, which would make scipy skip the work.
+        X.has_sorted_indices = False
+        X.has_canonical_format = False
         X.sum_duplicates()
     index = np.int32 if X.indptr.dtype == X.indices.dtype == np.int32 else np.int64
     arrays = (X.data, X.indices, X.indptr)

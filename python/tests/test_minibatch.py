@@ -349,6 +349,25 @@ def test_a_fit_that_cannot_fit_is_refused_before_x_is_read():
         MiniBatchKMeans(50, random_state=0, batch_size=1024, memory_limit=enough).fit(X)
 
 
+def test_a_partial_fit_batch_that_cannot_fit_is_refused_before_it_is_read(tmp_path):
+    """partial_fit's step and gathered rows are planned before its validation
+    pass reads the batch (it read all of it first: a NaN in the last row was
+    named instead of the limit). A batch the step reads in place counts no
+    gathered rows."""
+    X = np.random.default_rng(0).standard_normal((200_000, 4))
+    X[-1, -1] = np.nan
+    path = tmp_path / "X.npy"
+    np.save(path, X)
+    with pytest.raises(MemoryError, match=r"200000 rows of 4 features drawn from the data, with their indices"):
+        MiniBatchKMeans(8, random_state=0, memory_limit="4MiB").partial_fit(str(path))
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        MiniBatchKMeans(8, random_state=0, memory_limit="8MiB").partial_fit(X)
+    X[-1, -1] = 0.0
+    np.save(path, X)
+    fitted = MiniBatchKMeans(8, random_state=0, memory_limit="16MiB").partial_fit(str(path))
+    assert fitted.cluster_centers_.shape == (8, 4)
+
+
 def test_shape_refusals_come_before_the_plan_and_a_failed_fit_keeps_the_plan():
     """scikit-learn's refusals of n_clusters > n_samples and of an init of
     the wrong shape come before memfit's memory plan (they were refused for

@@ -164,12 +164,20 @@ def test_every_sparse_kind_and_the_callers_matrix_untouched():
     dup = sp.csr_matrix((np.r_[half, half][::-1], (np.r_[coo.row, coo.row][::-1], np.r_[coo.col, coo.col][::-1])),
                         shape=X.shape)
     dup.has_canonical_format = False
+    # A matrix whose cached flags say canonical after its indices were changed in place.
+    stale = X.copy()
+    stale.sum_duplicates()
+    assert stale.has_canonical_format
+    for i in range(0, X.shape[0], 7):
+        a, b = stale.indptr[i], stale.indptr[i + 1]
+        stale.indices[a:b], stale.data[a:b] = stale.indices[a:b][::-1].copy(), stale.data[a:b][::-1].copy()
+    assert stale.has_canonical_format and stale.has_sorted_indices
     before = (dup.data.copy(), dup.indices.copy(), dup.indptr.copy())
     int64 = X.copy()
     int64.indices, int64.indptr = int64.indices.astype(np.int64), int64.indptr.astype(np.int64)
     mixed = X.copy()
     mixed.indptr = mixed.indptr.astype(np.int64)
-    for kind in [sp.csr_array(X), X.tocsc(), X.tocoo(), sp.lil_matrix(X), int64, mixed, dup]:
+    for kind in [sp.csr_array(X), X.tocsc(), X.tocoo(), sp.lil_matrix(X), int64, mixed, dup, stale]:
         got = KMeans(5, init=init, n_init=1).fit(kind)
         np.testing.assert_array_equal(got.labels_, want.labels_, err_msg=type(kind).__name__)
         np.testing.assert_allclose(got.cluster_centers_, want.cluster_centers_, rtol=0, atol=1e-15)

@@ -36,7 +36,7 @@ fn check_row(indptr: Index<'_>, indices: Index<'_>, n_cols: usize, i: usize) -> 
         }
         if j <= last {
             return Err(bad(format!(
-                "row {i}'s column indices are not strictly increasing ({last} then {j}); call X.sum_duplicates() (or X.sort_indices()) first"
+                "row {i}'s column indices are not strictly increasing ({last} then {j}): sort each row's columns and sum duplicates first"
             )));
         }
         last = j;

@@ -510,7 +510,7 @@ impl CsrFiles {
                     ))
                 } else if j <= last {
                     Some(format!(
-                        "row {row}'s column indices are not strictly increasing ({last} then {j}); hint: save the matrix after X.sum_duplicates()"
+                        "row {row}'s column indices are not strictly increasing ({last} then {j}); hint: save the matrix in canonical form (each row's columns sorted, duplicates summed)"
                     ))
                 } else {
                     None
