@@ -42,10 +42,18 @@ class _ParamsRef:
     """The model folder of parameters too large for the memory limit, by
     path: what a copy sent to Dask tasks holds (each task reads the
     parameters from the folder a group at a time, so the task graph never
-    carries them)."""
+    carries them). A task copy made in this process keeps the folder's
+    owner alive (``owner``): a lazy result outlives the estimator that
+    made it, or its next fit; pickled, it is the path alone."""
 
-    def __init__(self, path):
+    _owner = None
+
+    def __init__(self, path, owner=None):
         self.path = path
+        self._owner = owner
+
+    def __getstate__(self):
+        return {"path": self.path}
 
     def file(self, name):
         return os.path.join(self.path, name + ".npy")
@@ -419,7 +427,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         fitted = copy.copy(self)
         on_disk = self._on_disk()
         if on_disk is not None:
-            fitted._params_dir = _ParamsRef(on_disk.path)
+            fitted._params_dir = _ParamsRef(on_disk.path, owner=on_disk)
             for name in ("covariances_", "precisions_", "precisions_cholesky_"):
                 fitted.__dict__.pop(name, None)
         return fitted

@@ -286,3 +286,36 @@ def test_means_far_from_the_data_give_scikit_learns_covariances(covariance_type)
     want = sklearn.mixture.GaussianMixture(**opts, **moved).fit(X)
     got.fit(X + 1e7)
     np.testing.assert_allclose(got.covariances_, want.covariances_, rtol=1e-8)
+
+
+def test_lazy_dask_results_outlive_their_grouped_estimator():
+    """The lazy results of a fit in groups read the parameters' folder when
+    computed: they keep it while they exist, after the estimator is dropped
+    or fitted again (the folder was removed with the estimator, so
+    ``GaussianMixture(...).fit_predict(dask_X).compute()`` always failed;
+    helper 115), and give the in-memory model's bits."""
+    import gc
+
+    import dask.array as da
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((24, 48))[rng.integers(0, 24, 3000)] * 3 + rng.standard_normal((3000, 48))
+    D = da.from_array(X, chunks=(1000, 48))
+    opts = dict(n_components=24, random_state=1, max_iter=4)
+    ref = GaussianMixture(memory_limit="1GiB", **opts).fit(X)
+    labels = GaussianMixture(memory_limit="3MiB", **opts).fit_predict(D)
+    gc.collect()
+    np.testing.assert_array_equal(labels.compute(), ref.predict(X))
+    est = GaussianMixture(memory_limit="3MiB", **opts).fit(X)
+    assert est._on_disk() is not None
+    folder = est._on_disk().path
+    proba, scores = est.predict_proba(D), est.score_samples(D)
+    est.set_params(random_state=7).fit(X)
+    del est
+    gc.collect()
+    np.testing.assert_array_equal(proba.compute(), ref.predict_proba(X))
+    np.testing.assert_array_equal(scores.compute(), ref.score_samples(X))
+    assert os.path.isdir(folder)
+    del proba, scores
+    gc.collect()
+    assert not os.path.isdir(folder)
