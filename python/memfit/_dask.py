@@ -984,6 +984,9 @@ class DaskData:
         source = estimator._task_copy() if hasattr(estimator, "_task_copy") else estimator
         fitted = object.__new__(type(source))  # not copy.copy: no __getstate__ (it computes lazy results)
         fitted.__dict__.update((k, v) for k, v in vars(source).items() if not is_dask_array(v))
+        # Each task's result is a chunk of the lazy array: NumPy, whatever
+        # container set_output asks of the whole (scikit-learn's attribute).
+        fitted._sklearn_output_config = {"transform": "default"}
         return self.map_rows(_EstimatorMethod(fitted, method), _options.check_memory_limit(estimator.memory_limit), n_out, dtype)
 
 

@@ -21,7 +21,9 @@ def row_quadratic_form(X, Q, *, memory_limit=None, n_jobs=None):
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
-        float32 data are multiplied in float32, every other dtype in float64.
+        float32 data are multiplied in float32 (in float64 when a value of Q
+        is beyond float32's normal range: NumPy's float64 result, where
+        float32 would lose it), every other dtype in float64.
     Q : array-like of shape (n_features, n_features)
         Any square matrix (need not be symmetric).
     memory_limit : int, str or None, default=None

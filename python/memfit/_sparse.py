@@ -47,13 +47,23 @@ def _check_compressed(X: Any, name: str, first_row: int = 0) -> None:
         raise ValueError(f"the sparse matrix {name} is not valid {X.format.upper()}: {why}")
 
 
-def _is_canonical(X: Any) -> bool:
+def _is_canonical(X: Any, step: int = 1 << 20) -> bool:
     """Whether every row of the CSR matrix ``X`` holds strictly increasing
-    column indices, found by one pass over them (scipy's routine, no
-    temporaries). scipy caches the answer in ``X.has_canonical_format``,
-    which an in-place change of ``X.indices`` leaves stale: a fresh matrix
-    over the same arrays (no copy) computes it again."""
-    return bool(type(X)((X.data, X.indices, X.indptr), shape=X.shape, copy=False).has_canonical_format)
+    column indices, found by one pass over them in pieces of ``step``
+    (temporaries of a piece only). scipy caches the answer in
+    ``X.has_canonical_format``, which an in-place change of ``X.indices``
+    leaves stale; a fresh scipy matrix over the same arrays would compute it
+    again, but copies 64-bit indices that fit 32 bits."""
+    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+    for a in range(0, max(indices.size - 1, 0), step):
+        b = min(indices.size, a + step + 1)
+        rising = indices[a + 1:b] > indices[a:b - 1]
+        # Pairs that straddle two rows: p + 1 starts a row.
+        starts = indptr[np.searchsorted(indptr, a + 1):np.searchsorted(indptr, b - 1, side="right")]
+        rising[starts - a - 1] = True
+        if not rising.all():
+            return False
+    return True
 
 
 def _warn_inexact(X: Any) -> None:

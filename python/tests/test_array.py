@@ -118,7 +118,9 @@ def test_asarray_does_not_copy():
     "args, kwargs",
     [((5,), {}), ((2, 9), {}), ((9, 2, -2), {}), ((0, 1, 0.1), {}), ((0.5, 3.7, 0.3), {}), ((-1.5, 2),
      {}), ((5, 1), {}), ((10,), {"dtype": np.uint8}), ((0, 5, 0.5), {"dtype": np.float32}), ((3.0,), {}),
-     ((1, 10, 3), {"dtype": np.float16}), ((-7, 7, 3), {"dtype": np.int16})],
+     ((1, 10, 3), {"dtype": np.float16}), ((-7, 7, 3), {"dtype": np.int16}),
+     # By keyword (arange(stop=5) raised a TypeError; helper 116).
+     ((), {"stop": 5}), ((2,), {"stop": 5}), ((), {"start": 1, "stop": 8, "step": 3})],
 )
 def test_arange(args, kwargs):
     """NumPy's length rule and dtype; integer values exact, floats to 1 ulp."""
@@ -134,6 +136,8 @@ def test_arange(args, kwargs):
 def test_arange_zero_step():
     with pytest.raises(ZeroDivisionError):
         ma.arange(0, 10, 0)
+    with pytest.raises(TypeError, match=r"arange\(\) requires stop to be specified."):
+        ma.arange()
 
 
 def test_full_zeros_ones_empty_like():
@@ -145,6 +149,13 @@ def test_full_zeros_ones_empty_like():
     same(ma.full(3, 1.7, dtype=np.int32), np.full(3, 1.7, dtype=np.int32))
     same(ma.full(3, True), np.full(3, True))
     same(ma.full((), np.float32(2.5)), np.full((), np.float32(2.5)))
+    # An array fill is broadcast, as NumPy's (it raised "can only convert an
+    # array of size 1"; helper 116).
+    same(ma.full((2, 3), [1, 2, 3]), np.full((2, 3), [1, 2, 3]))
+    same(ma.full((2, 3), [[1.5], [2]], dtype=np.int32), np.full((2, 3), [[1.5], [2]], dtype=np.int32))
+    same(ma.full(3, [[4, 5, 6]]), np.full(3, [[4, 5, 6]]))
+    with pytest.raises(ValueError, match=r"could not broadcast input array from shape \(2,\) into shape \(2,3\)"):
+        ma.full((2, 3), [1, 2])
     x = sample((3, 2), "uint16")
     same(ma.zeros_like(x), np.zeros_like(x))
     same(ma.ones_like(ma.asarray(x), dtype=np.float32), np.ones_like(x, dtype=np.float32))

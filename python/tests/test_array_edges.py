@@ -691,8 +691,10 @@ def test_a_contraction_is_never_cut_into_units_of_one_output():
     take 0.2 s. Units hold at least 256 KiB of work, and a limit that
     holds none beside the result is refused, pointing to to_npy."""
     x = ma.asarray(np.random.default_rng(0).standard_normal((1000, 1003)))
+    # The result (7.68 MiB) and 128 KiB, less than a unit's work: refused.
+    # (8 MiB fits a unit of one thread on some machines: tiles differ by CPU.)
     with pytest.raises(MemoryError, match="to_npy"):
-        (x.T @ x).compute(memory_limit="8MiB")
+        (x.T @ x).compute(memory_limit=1003 * 1003 * 8 + 128 * 1024)
     plan = str((x.T @ x).explain(memory_limit="9MiB"))
     items = int(re.search(r"(\d+) work items", plan).group(1))
     assert items < 20_000, plan

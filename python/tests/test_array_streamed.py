@@ -44,7 +44,20 @@ def test_weighted_bincount_is_the_same_for_any_limit(ints):
     w = np.random.default_rng(1).random(ints.size)
     got = everywhere(lambda m, j: ma.bincount(ma.asarray(ints), weights=ma.asarray(w) * 2, memory_limit=m, n_jobs=j))
     assert got.dtype == np.float64
-    np.testing.assert_allclose(got, np.bincount(ints, weights=w * 2), rtol=1e-12)
+    # Summed in order into the result: NumPy's bits (each piece's sums were
+    # added, 1e-12 apart; helper 116).
+    np.testing.assert_array_equal(got, np.bincount(ints, weights=w * 2))
+
+
+def test_bincount_of_a_large_maximum_holds_one_result():
+    """Each piece added into one result in place: a piece with a large
+    value allocated a result-sized array per piece (20 s and 1.2 GB for 2M
+    values up to 5e7; NumPy 0.2 s, 436 MB)."""
+    x = np.random.default_rng(0).integers(0, 2_000, 300_000)
+    x[[5, 200_000]] = [4_000_000, 3_000_000]
+    got = everywhere(lambda m, j: ma.bincount(ma.asarray(x), minlength=10, memory_limit=m, n_jobs=j))
+    np.testing.assert_array_equal(got, np.bincount(x))
+    assert ma.bincount(ma.asarray(x[:10]), minlength=5_000_000).shape == (5_000_000,)
 
 
 def test_bincount_errors_are_numpys():
@@ -120,6 +133,23 @@ def test_histogram_errors_are_numpys():
         np.histogram(ma.asarray(np.ones(3)), bins=[3, 1])
     with pytest.raises(TypeError, match="named bin estimators"):
         np.histogram(ma.asarray(np.ones(3)), bins="auto")
+
+
+@pytest.mark.parametrize("first", [-0.0, 0.0])
+def test_unique_keeps_the_first_zeros_sign_for_any_limit(first):
+    """-0.0 and 0.0 are one value: the one kept was each block's, so the
+    sign changed with n_jobs and the limit (helper 116). Now the first
+    occurrence's, as NumPy's with return_index."""
+    x = np.round(np.random.default_rng(3).standard_normal(150_000), 2)
+    zeros = np.flatnonzero(x == 0)
+    x[zeros] = np.where(np.arange(zeros.size) % 2, -first, first)
+    assert np.signbit(np.unique(x, return_index=True)[0][np.unique(x) == 0]) == np.signbit(first)
+    for limit in ("512KiB", *LIMITS):
+        for jobs in JOBS:
+            for returns in ({}, {"return_inverse": True}, {"return_counts": True}):
+                got = ma.unique(ma.asarray(x), memory_limit=limit, n_jobs=jobs, **returns)
+                got = got[0] if isinstance(got, tuple) else got
+                assert np.signbit(got[got == 0]).tolist() == [bool(np.signbit(first))], (limit, jobs, returns)
 
 
 def test_unique_matches_numpy():

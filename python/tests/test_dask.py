@@ -1069,3 +1069,19 @@ def test_minibatch_tol_of_a_dask_x_has_the_numpy_x_bits(metric):
     assert a.inertia_ == b.inertia_
     p, q = MiniBatchKMeans(**kw).partial_fit(X), MiniBatchKMeans(**kw).partial_fit(da.from_array(X, chunks=(5000, 3)))
     assert p._tol == q._tol and np.array_equal(p.cluster_centers_, q.cluster_centers_)
+
+
+def test_pandas_output_of_a_dask_x_with_several_chunks():
+    """set_output(transform="pandas") on a Dask X of several chunks: each
+    chunk's task returned a DataFrame, which Dask could not join
+    (InvalidIndexError; helper 119). The whole is the NumPy X's frame."""
+    pd = pytest.importorskip("pandas")
+    X = np.random.default_rng(0).standard_normal((1000, 3))
+    dX = da.from_array(X, chunks=(130, 3))
+    km = KMeans(3, random_state=0, n_init=1).set_output(transform="pandas").fit(dX)
+    want = km.transform(X)
+    for got in (km.transform(dX), km.fit_transform(dX)):
+        assert isinstance(got, pd.DataFrame)
+        np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
+        assert list(got.columns) == list(want.columns)
+    assert km._sklearn_output_config == {"transform": "pandas"}

@@ -105,11 +105,17 @@ def test_weighted_scatter_of_all_zero_weights_is_zero():
 
 
 @pytest.mark.parametrize("scale", [1e-50, 1e-42, 1e39])
-def test_float32_rows_refuse_a_q_outside_float32s_normal_range(scale):
-    # Q is cast to float32 with float32 rows: 1e-50 became 0 silently (NumPy,
-    # promoting to float64: 3e-50), 1e-42 lost its digits.
+def test_float32_rows_with_a_q_outside_float32s_normal_range_are_computed_in_float64(scale):
+    # Q cast to float32 with float32 rows: 1e-50 became 0 silently (NumPy,
+    # promoting to float64: 3e-50), 1e-42 lost its digits; then such a Q was
+    # refused (helper 119: one negligible entry refused the call). Now
+    # float64, as NumPy computes it, and as float64 rows give it.
+    X = np.random.default_rng(0).standard_normal((300, 3)).astype(np.float32)
+    Q = np.eye(3)
+    Q[0, 1] = scale
+    want = memfit.row_quadratic_form(X.astype(np.float64), Q)
+    np.testing.assert_array_equal(memfit.row_quadratic_form(X, Q), want)
+    np.testing.assert_array_equal(memfit.row_quadratic_form(X, Q, memory_limit="1MiB", n_jobs=1), want)
+    np.testing.assert_allclose(want, np.einsum("ij,jk,ik->i", X, Q, X), rtol=1e-12)
     X = np.ones((1, 3), np.float32)
-    with pytest.raises(ValueError, match=r"outside float32's normal range.*pass float64 data"):
-        memfit.row_quadratic_form(X, np.eye(3) * scale)
-    np.testing.assert_allclose(memfit.row_quadratic_form(X.astype(np.float64), np.eye(3) * scale), [3 * scale])
     np.testing.assert_allclose(memfit.row_quadratic_form(X, np.eye(3) * 1e-30), [3e-30], rtol=1e-6)

@@ -185,3 +185,22 @@ def test_data_float32_holds_keep_the_float64_fits_centres(tmp_path, dtype):
     out = tmp_path / "pl.npy"
     run_memfit("predict", tmp_path / "a_X.npy", "--centers", a.centers_path, "--labels", out, "--quiet")
     np.testing.assert_array_equal(np.load(out), a.labels)
+
+
+def test_big_endian_float32_computes_in_float64_as_scikit_learn(tmp_path):
+    """A '>f4' file computes in float64, as scikit-learn converts a
+    non-native float32 array and as the Python package reads the file (the
+    CLI computed it in float32: centres 4e-7 from Python's; helper 118):
+    the float64 copy's results to the bit; predict on float32 centres too."""
+    X = (np.random.default_rng(4).standard_normal((3000, 3)) * [1, 5, 20]).astype(np.float32)
+    init = X[:5].astype(np.float64)
+    big = fit(tmp_path, X.astype(">f4"), 5, tag="big", init=init)
+    wide = fit(tmp_path, X.astype(np.float64), 5, tag="wide", init=init)
+    assert big.summary["compute_dtype"] == "float64" and big.centers.dtype == np.float64
+    np.testing.assert_array_equal(big.centers, wide.centers)
+    np.testing.assert_array_equal(big.labels, wide.labels)
+    c32 = save(tmp_path, "c32.npy", wide.centers.astype(np.float32))
+    for name, data in (("big", X.astype(">f4")), ("wide", X.astype(np.float64))):
+        run_memfit("predict", save(tmp_path, f"p_{name}.npy", data), "--centers", c32,
+                   "--labels", tmp_path / f"pl_{name}.npy", "--quiet")
+    np.testing.assert_array_equal(np.load(tmp_path / "pl_big.npy"), np.load(tmp_path / "pl_wide.npy"))

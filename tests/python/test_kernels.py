@@ -1,5 +1,6 @@
 """memfit quadratic-form and memfit scatter against NumPy, out of core."""
 
+import re
 import subprocess
 import sys
 
@@ -127,3 +128,24 @@ def test_a_matrix_argument_is_read_after_the_plan_fits(tmp_path, command):
         assert peak < 40 * MiB, (argv, peak)
         assert rc == 0 or said in stderr_text, stderr_text
     assert not out.exists()
+
+
+def test_weights_and_headers_are_named_in_short_words(tmp_path):
+    """A tiny or huge weight is shown in exponent form (-1e-300 was printed
+    with 300 zeros), and a .npy header beyond the 16 MiB read is refused as
+    such (it was said to claim more bytes than the file has; helpers 118,
+    119)."""
+    X = np.random.default_rng(0).standard_normal((100, 3))
+    x = save(tmp_path, "X.npy", X)
+    w = np.ones(100)
+    w[3] = -1e-300
+    proc = run_memfit("kmeans", x, "-k", 2, "--sample-weight", save(tmp_path, "w.npy", w), expect=2)
+    assert "sample_weight[3] = -1e-300; hint: sample weights must be >= 0" in proc.stderr
+    head = "{'descr': '<f8', 'fortran_order': False, 'shape': (100, 3), }"
+    n = 17_000_000
+    pad = (64 - (12 + len(head) + n + 1) % 64) % 64
+    h = (head + " " * (n + pad) + "\n").encode()
+    big = tmp_path / "big_header.npy"
+    big.write_bytes(b"\x93NUMPY\x02\x00" + len(h).to_bytes(4, "little") + h + X.tobytes())
+    proc = run_memfit("kmeans", big, "-k", 2, expect=2)
+    assert re.search(r"its header is 170\d{5} bytes, more than the 16777216 bytes read", proc.stderr), proc.stderr

@@ -70,22 +70,30 @@ impl Common {
     /// The compute dtype: `--dtype`, else float64 for input whose values
     /// float32 may round (float64, and integers of 32 or 64 bits) and
     /// float32 for the rest (float32, float16, bool and integers of 8 or 16
-    /// bits), whose values
-    /// float32 holds exactly.
-    pub fn compute_dtype(&self, input: memfit::io::Dtype) -> memfit::estimator::ComputeDtype {
-        self.dtype.map_or_else(|| memfit::estimator::ComputeDtype::exact_for(input), Into::into)
+    /// bits), whose values float32 holds exactly; a `.npy` file of
+    /// float32 in the other byte order computes in float64, as scikit-learn
+    /// and the Python package compute it.
+    pub fn compute_dtype(&self, x: &memfit::io::Source<'_>) -> memfit::estimator::ComputeDtype {
+        use memfit::estimator::ComputeDtype;
+        let auto = if x.dtype() == memfit::io::Dtype::F32 && !x.native_order() {
+            ComputeDtype::Float64
+        } else {
+            ComputeDtype::exact_for(x.dtype())
+        };
+        self.dtype.map_or(auto, Into::into)
     }
 
-    /// The compute dtype of an assignment of `input` data to centres stored
-    /// as `centers`: `--dtype`, else float32 for float32 data on float32
-    /// centres and float64 otherwise (the Python package's `predict`).
+    /// The compute dtype of an assignment of `x` to centres stored as
+    /// `centers`: `--dtype`, else float32 for float32 data (in this
+    /// machine's byte order) on float32 centres and float64 otherwise (the
+    /// Python package's `predict`).
     pub fn assign_dtype(
         &self,
-        input: memfit::io::Dtype,
+        x: &memfit::io::Source<'_>,
         centers: memfit::io::Dtype,
     ) -> memfit::estimator::ComputeDtype {
         use memfit::estimator::ComputeDtype;
-        let float32 = input == memfit::io::Dtype::F32 && centers == memfit::io::Dtype::F32;
+        let float32 = x.dtype() == memfit::io::Dtype::F32 && x.native_order() && centers == memfit::io::Dtype::F32;
         self.dtype.map_or(if float32 { ComputeDtype::Float32 } else { ComputeDtype::Float64 }, Into::into)
     }
 

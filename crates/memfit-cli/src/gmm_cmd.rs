@@ -105,7 +105,7 @@ pub fn run(args: &GmmArgs) -> Result<()> {
         params,
         x: &x,
         sample_weight: weights.as_ref(),
-        compute: args.common.compute_dtype(x.dtype()),
+        compute: args.common.compute_dtype(&x),
         n_outputs: usize::from(args.labels.is_some()),
         extra: Vec::new(),
         run: memfit::exec::RunOptions { scratch_dir: args.scratch_dir.clone(), ..run },

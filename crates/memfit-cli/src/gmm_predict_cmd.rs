@@ -62,7 +62,7 @@ pub fn run(args: &GmmPredictArgs) -> Result<()> {
             Some(d) => d.into(),
             // The dtype the model was fitted in, so that new rows are scored
             // as the fit scored its own (its labels again on its data).
-            None => fitted_dtype(&args.model)?.unwrap_or_else(|| args.common.compute_dtype(x.dtype())),
+            None => fitted_dtype(&args.model)?.unwrap_or_else(|| args.common.compute_dtype(&x)),
         },
         // Probabilities go by positioned writes from the planned block.
         n_outputs: usize::from(args.labels.is_some()) + usize::from(args.log_likelihood.is_some()),

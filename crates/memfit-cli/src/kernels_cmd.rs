@@ -28,7 +28,7 @@ pub fn quadratic_form(args: &QuadraticFormArgs) -> Result<()> {
         let (_, rows, cols) = crate::inputs::matrix_arg("--q", &args.q, crate::inputs::Q_HINT, false)?;
         [rows, cols]
     };
-    let compute = args.common.compute_dtype(x.dtype());
+    let compute = args.common.compute_dtype(&x);
     let job = QuadraticFormJob { x: &x, q: &[], q_shape, q_read: true, compute, n_outputs: 1, run };
     let mut plan = about_input(job.plan(), || format!("--q {}", args.q.display()))?;
     let out_bytes = npy_file_bytes(Dtype::F64, &[x.n_samples()]);

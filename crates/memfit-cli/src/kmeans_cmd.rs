@@ -125,7 +125,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
             reassignment_ratio: args.reassignment_ratio,
         }),
     };
-    let compute = args.common.compute_dtype(x.dtype());
+    let compute = args.common.compute_dtype(&x);
     // Integers (and float16) that float32 holds exactly: float32 passes with
     // the float64 fit's results, as the Python package's fits give.
     let float64_centers = args.common.dtype.is_none()

@@ -35,7 +35,7 @@ pub fn run(args: &PredictArgs) -> Result<()> {
         centers: &[],
         n_clusters: k,
         sample_weight: None,
-        compute: args.common.assign_dtype(x.dtype(), centers_dtype),
+        compute: args.common.assign_dtype(&x, centers_dtype),
         labels_file: true,
         run,
     };

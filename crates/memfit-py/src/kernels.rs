@@ -12,7 +12,9 @@ use crate::shared::{compute, restore, run_options, split, warn, Fill, Inputs};
 
 /// `q_i = x_iᵀ Q x_i` for each row of `x` (array or `.npy` path) with `q`
 /// `(n_features, n_features)` float64 (C-contiguous), into `out` (float64,
-/// `(n_samples,)`). Warnings are issued.
+/// `(n_samples,)`), computed in float32 when `float32` and every value of
+/// `q` keeps its value in float32 (else in float64, as NumPy promotes
+/// float32 rows times a float64 matrix). Warnings are issued.
 #[pyfunction]
 #[pyo3(signature = (x, *, q, memory_limit, out, n_jobs=None, float32=false))]
 pub fn row_quadratic_form<'py>(
@@ -32,6 +34,7 @@ pub fn row_quadratic_form<'py>(
         [a.nrows(), a.ncols()]
     };
     let q = q.as_slice()?;
+    let float32 = float32 && q.iter().all(|&v| memfit::linalg::holds_in_float32(v));
     let mut fill = Fill::new(Some(out.as_slice_mut()?));
     let done = run(py, n_jobs, float32, None, move |obs| {
         let job =

@@ -500,6 +500,7 @@ impl Error {
                 // The rule the value breaks: jobs that take weights of any
                 // sign (the scatter) refuse only non-finite ones.
                 let rule = if value.is_finite() { ">= 0" } else { "finite" };
+                let value = short_number(*value);
                 write!(f, "{}: sample_weight[{row}] = {value}; hint: sample weights must be {rule}", path.display())
             }
             Error::InvalidParameter { name, rule, remedies } => {
@@ -590,6 +591,17 @@ fn io_hint(e: &io::Error) -> &'static str {
             "; hint: inputs must be regular .npy files (not pipes): save to a file first"
         }
         _ => "",
+    }
+}
+
+/// `v` as a message shows a number: in exponent form when the decimal
+/// form would be long (beyond 1e16 or below 1e-4 in magnitude, as Python's
+/// `repr`), so that -1e-300 is not printed with 300 zeros.
+fn short_number(v: f64) -> String {
+    if v.is_finite() && v != 0.0 && !(1e-4..1e16).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
     }
 }
 

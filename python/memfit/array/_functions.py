@@ -255,7 +255,8 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
     Parameters
     ----------
     shape : int or sequence of int
-    fill_value : bool, int or float
+    fill_value : bool, int, float or array-like
+        An array is broadcast to ``shape`` (NumPy's rule), without a copy.
     dtype : dtype-like, optional
         Default: NumPy's dtype of ``fill_value`` (bool, int64 or float64).
 
@@ -264,6 +265,18 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
     Array
     """
     dims = normalize_shape(shape)
+    if np.ndim(fill_value) != 0:
+        value = np.asarray(fill_value, dtype=dtype)
+        while value.ndim > len(dims) and value.shape[0] == 1:
+            value = value[0]  # NumPy's copy drops leading unit axes
+        try:
+            fits = np.broadcast_shapes(value.shape, tuple(dims)) == tuple(dims)
+        except ValueError:
+            fits = False
+        if not fits:
+            shown = (str(s).replace(" ", "") for s in (value.shape, tuple(dims)))
+            raise ValueError("could not broadcast input array from shape {} into shape {}".format(*shown))
+        return broadcast_to(operand(value), tuple(dims))
     if dtype is None:
         if isinstance(fill_value, (np.generic, np.ndarray)):
             dtype = fill_value.dtype
@@ -443,7 +456,7 @@ def _arange_item(v: Any, dt: np.dtype) -> np.generic:
     return np.array(int(v), dtype=dt)[()]
 
 
-def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, **kwargs: Any) -> Array:
+def arange(start: Any = None, stop: Any = None, step: Any = None, dtype: Any = None, **kwargs: Any) -> Array:
     """Evenly spaced values in ``[start, stop)``, lazily, as ``numpy.arange``.
 
     ``arange(stop)``, ``arange(start, stop)`` or ``arange(start, stop,
@@ -480,8 +493,12 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, **
         Non-real arguments.
     """
     given = [v for v in (start, stop, step) if v is not None]
+    if start is None and stop is None:
+        raise TypeError("arange() requires stop to be specified.")
     if stop is None:
         start, stop = 0, start
+    elif start is None:
+        start = 0
     if step is None:
         step = 1
     start, stop, step = (_arange_scalar(v) for v in (start, stop, step))

@@ -103,14 +103,23 @@ def bincount(x: Any, weights: Any = None, minlength: Any = 0, *, memory_limit: A
     if a.size == 0:
         # NumPy's result of no values (int64 even with weights).
         return np.bincount(np.zeros(0, dtype=a.dtype), weights=None if w is None else np.zeros(0), minlength=minlength)
-    total = np.zeros(int(minlength), dtype=np.intp if w is None else np.float64)
+    # Each piece's values are added into the result in place, in order (the
+    # weights' sums are NumPy's, bit for bit): a piece never allocates a
+    # result of its own (that cost a result-sized array per piece). The
+    # result grows in place by half again at least, and is cut to its length.
+    length = int(minlength)
+    total = np.zeros(length, dtype=np.intp if w is None else np.float64)
     values = _pieces(a, memory_limit, n_jobs)
     sums = _pieces(w, memory_limit, n_jobs) if w is not None else None
     for piece in values:
-        part = np.bincount(piece, weights=None if sums is None else next(sums))
-        if part.size > total.size:
-            total = np.concatenate([total, np.zeros(part.size - total.size, dtype=total.dtype)])
-        total[:part.size] += part
+        piece = piece.astype(np.intp, copy=False)
+        if piece.min() < 0:
+            raise ValueError("'list' argument must have no negative elements")
+        length = max(length, int(piece.max()) + 1)
+        if length > total.size:
+            total.resize(max(length, total.size + total.size // 2), refcheck=False)
+        np.add.at(total, piece, 1 if sums is None else next(sums))
+    total.resize(length, refcheck=False)
     return total
 
 
@@ -328,7 +337,14 @@ def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, retu
         c = np.add.reduceat(c, starts).astype(np.intp) if keep_c else c
         return v, i, c
 
+    # -0.0 and 0.0 are one value: the one kept is the first occurrence's (as
+    # NumPy's with return_index), never the blocks' (which depend on the limit).
+    look, negative_zero = x.dtype.kind == "f", None
     for block in _blocks(x, memory_limit, n_jobs):
+        if look:
+            at = np.flatnonzero(block.reshape(-1) == 0)
+            if at.size:
+                look, negative_zero = False, bool(np.signbit(block.reshape(-1)[at[0]]))
         found = np.unique(block, return_index=keep_i, return_counts=keep_c, equal_nan=bool(equal_nan))
         u, *rest = found if keep_i or keep_c else (found,)
         i = rest.pop(0) + offset if keep_i else first
@@ -342,6 +358,8 @@ def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, retu
             pending, pending_size = [], 0
     if pending or x.size == 0:
         values, first, counts = merge(values, first, counts, pending)
+    if negative_zero is not None:
+        values[values == 0] = -0.0 if negative_zero else 0.0
     out = [values]
     if return_index:
         out.append(first)

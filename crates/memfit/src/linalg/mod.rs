@@ -7,6 +7,6 @@ pub mod einsum;
 mod quadratic_form;
 mod scatter;
 
-pub use quadratic_form::{plan_row_quadratic_form, row_quadratic_form};
+pub use quadratic_form::{holds_in_float32, plan_row_quadratic_form, row_quadratic_form};
 pub use scatter::{plan_weighted_scatter, weighted_scatter, weighted_scatter_split};
 pub(crate) use scatter::{run_scatter_task, SCATTER};

@@ -52,6 +52,14 @@ pub fn plan_row_quadratic_form(job: &Job, q_read: bool) -> Result<Plan> {
     Ok(Plan::blocked("row_quadratic_form", limit_bytes, led, rows as usize, job.n_samples, job.threads))
 }
 
+/// Whether `v`, an entry of `Q`, keeps its value in float32: 0 or within
+/// float32's normal range (beyond it a value becomes infinite or loses its
+/// digits: 1e-50 becomes 0). [`row_quadratic_form`] in float32 refuses a
+/// `Q` with another value; a caller free to choose computes in float64.
+pub fn holds_in_float32(v: f64) -> bool {
+    v == 0.0 || (f64::from(f32::MIN_POSITIVE)..=f64::from(f32::MAX)).contains(&v.abs())
+}
+
 /// Computes `q_i = x_iᵀ Q x_i` for every row of `x` (shape `(n_samples,
 /// n_features)`, any supported dtype, converted per block to `T`) with `q`
 /// row-major `(n_features, n_features)`, handing the results (`f64`, in row
@@ -96,10 +104,7 @@ pub fn row_quadratic_form<T: Real>(
         return Ok(());
     }
     if T::DTYPE == Dtype::F32 {
-        // Q in the compute dtype, float32: a value outside its normal range
-        // would become infinite or lose its digits (1e-50 became 0) silently.
-        let out_of_range = |v: f64| v != 0.0 && !(T::MIN_POSITIVE..=T::MAX).contains(&v.abs());
-        if let Some(i) = q.iter().position(|&v| out_of_range(v)) {
+        if let Some(i) = q.iter().position(|&v| !holds_in_float32(v)) {
             return Err(Error::param_with(
                 "Q",
                 format!(

@@ -427,6 +427,19 @@ impl<'a> Source<'a> {
         }
     }
 
+    /// Whether the values are stored in this machine's byte order (or in
+    /// one byte): false only for a `.npy` file of the other order, which
+    /// scikit-learn's rule computes in float64 even when it holds float32.
+    pub fn native_order(&self) -> bool {
+        match &self.data {
+            Data::Npy(f) => {
+                let native = if cfg!(target_endian = "little") { Endian::Little } else { Endian::Big };
+                f.header.endian == native || f.header.dtype.itemsize() == 1
+            }
+            _ => true,
+        }
+    }
+
     /// The file path, or `<memory>` for an in-memory array.
     pub fn name(&self) -> PathBuf {
         match &self.data {

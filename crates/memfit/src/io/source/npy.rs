@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::io::npy_header::{header_len, parse_header, HeaderError, NpyHeader, PREAMBLE_BYTES};
 
+/// The largest header read (16 MiB); a larger one is refused, as NumPy
+/// refuses headers beyond its `max_header_size`.
+const MAX_HEADER_BYTES: usize = 1 << 24;
+
 /// An opened `.npy` file: its header, validated against the file's length.
 #[derive(Debug)]
 pub struct NpyFile {
@@ -98,8 +102,13 @@ pub(super) fn parse_npy(
         Err(HeaderError::Short) => return Err(not_npy(format!("only {got} bytes, too short for a header"))),
         Err(HeaderError::Malformed(m) | HeaderError::Unsupported(m)) => return Err(not_npy(m)),
     };
-    if hlen as u64 > len || hlen > (1 << 24) {
+    if hlen as u64 > len {
         return Err(not_npy(format!("the header claims {hlen} bytes but the file has {len}")));
+    }
+    if hlen > MAX_HEADER_BYTES {
+        return Err(not_npy(format!(
+            "its header is {hlen} bytes, more than the {MAX_HEADER_BYTES} bytes read (a header holds a dtype and a shape)"
+        )));
     }
     let mut hbuf = vec![0u8; hlen];
     if read(&mut hbuf, 0).map_err(|e| Error::io(path, "read", e))? < hlen {
