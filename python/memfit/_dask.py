@@ -48,9 +48,11 @@ from __future__ import annotations
 
 import bisect
 import collections
+import contextlib
 import copy
 import hashlib
 import operator
+import sys
 import threading
 from typing import Any, Iterator, Optional
 
@@ -128,13 +130,30 @@ def describe(limit: int, threads: int, held: int, address: str) -> str:
     )
 
 
-def tightest_worker(client: Any) -> tuple:
+# Seconds a job waits for a worker when the cluster has none.
+WAIT_FOR_WORKERS = 30
+
+
+def tightest_worker(client: Any, wait: bool = True) -> tuple:
     """``(budget, memory_limit, nthreads, address, held)`` of the worker with
     the smallest :func:`worker_budget` (a task may run on any worker);
-    ``budget`` is None when no worker has a memory limit."""
+    ``budget`` is None when no worker has a memory limit. A cluster without
+    workers is waited for (with ``wait``, up to ``WAIT_FOR_WORKERS``
+    seconds), then refused (RuntimeError)."""
     found = workers(client)
+    if not found and wait:
+        # Workers being restarted by their nannies (after a lost worker),
+        # or an adaptive cluster starting some: wait for one, a while.
+        try:
+            client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS)
+        except Exception:  # TimeoutError (asyncio's or distributed's)
+            pass
+        found = workers(client)
     if not found:
-        raise RuntimeError("memfit: the Dask cluster has no workers; start some, or run without a client")
+        raise RuntimeError(
+            f"memfit: the Dask cluster has no workers (none came within {WAIT_FOR_WORKERS} s); start some, "
+            "or run without a client"
+        )
     limited = [(worker_budget(m, t, h), m, t, a, h) for a, m, t, h in found if m]
     return min(limited) if limited else (None, None, found[0][2], found[0][0], found[0][3])
 
@@ -848,26 +867,50 @@ class Cluster:
             reading.clear()
 
     def _explain(self, e: Exception) -> None:
-        """Raises an error saying what happened when ``e`` is the client
-        closing or a worker lost during the pass."""
-        if self.client.status in ("closing", "closed"):
-            raise RuntimeError(
-                f"memfit: the Dask client was closed during the fit ({type(e).__name__}: {e}); keep the client "
-                "(and its cluster) open until the fit returns"
-            ) from e
-        if "scheduler-restart" in str(e):
-            raise RuntimeError(
-                f"memfit: the Dask scheduler was restarted during the fit ({type(e).__name__}: {e}), which cancels "
-                "every task; restart the client (client.restart()) only when no fit is running"
-            ) from e
-        if isinstance(e, _lost_worker_errors()):
-            limits = f"the tightest worker is {self.worker}" if self.worker else "the workers have no memory limit"
-            raise RuntimeError(
-                f"memfit: Dask lost a worker during the fit ({type(e).__name__}: {e}); a worker's nanny restarts it "
-                f"when its process passes 95 % of its memory_limit, and {limits}. Give the workers a larger "
-                "memory_limit (or fewer threads each), or lower the estimator's memory_limit or use smaller chunks "
-                "so that each task needs less; the workers' logs say why they were lost"
-            ) from e
+        explain_lost(e, self.client, self.worker)
+
+
+@contextlib.contextmanager
+def lost_workers_explained() -> Any:
+    """Dask computations of a fit outside a :class:`Cluster`'s passes (a
+    mini-batch's rows, weights): a lost worker, a restarted scheduler or a
+    closed client raise what a pass raises (:func:`explain_lost`)."""
+    try:
+        yield
+    except Exception as e:
+        client = _options.resolve_client(None) if "distributed" in sys.modules else None
+        if client is not None:
+            try:
+                _, limit, threads, address, held = tightest_worker(client, wait=False)
+                worker = None if limit is None else describe(limit, threads, held, address)
+            except Exception:  # no worker left to describe
+                worker = None
+            explain_lost(e, client, worker)
+        raise
+
+
+def explain_lost(e: Exception, client: Any, worker: Optional[str]) -> None:
+    """Raises an error saying what happened when ``e`` is ``client``
+    closing, its scheduler restarted or a worker lost during a fit
+    (``worker``: the tightest worker, as :func:`describe` names it)."""
+    if client.status in ("closing", "closed"):
+        raise RuntimeError(
+            f"memfit: the Dask client was closed during the fit ({type(e).__name__}: {e}); keep the client "
+            "(and its cluster) open until the fit returns"
+        ) from e
+    if "scheduler-restart" in str(e):
+        raise RuntimeError(
+            f"memfit: the Dask scheduler was restarted during the fit ({type(e).__name__}: {e}), which cancels "
+            "every task; restart the client (client.restart()) only when no fit is running"
+        ) from e
+    if isinstance(e, _lost_worker_errors()):
+        limits = f"the tightest worker is {worker}" if worker else "the workers have no memory limit"
+        raise RuntimeError(
+            f"memfit: Dask lost a worker during the fit ({type(e).__name__}: {e}); a worker's nanny restarts it "
+            f"when its process passes 95 % of its memory_limit, and {limits}. Give the workers a larger "
+            "memory_limit (or fewer threads each), or lower the estimator's memory_limit or use smaller chunks "
+            "so that each task needs less; the workers' logs say why they were lost"
+        ) from e
 
 
 def gather(client: Any, futures: list, cancelled: Any = None) -> list:

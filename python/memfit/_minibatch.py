@@ -555,7 +555,7 @@ class MiniBatchKMeans(_Centers):
         -------
         self : MiniBatchKMeans
         """
-        with features_kept_on_failure(self):
+        with features_kept_on_failure(self), _dask.lost_workers_explained():
             data = check_data(X, self, reset=True, accept_sparse=True)
             w_engine = check_sample_weight(sample_weight, data)
             # No weights: unit weights, never held.
@@ -663,7 +663,7 @@ class MiniBatchKMeans(_Centers):
         self : MiniBatchKMeans
         """
         has_centers = hasattr(self, "cluster_centers_")
-        with features_kept_on_failure(self):
+        with features_kept_on_failure(self), _dask.lost_workers_explained():
             data = check_data(X, self, reset=not has_centers, accept_sparse=True)
             w_engine = check_sample_weight(sample_weight, data)
             # No weights: unit weights, never held.

@@ -343,3 +343,43 @@ def test_a_corrupt_zarr_chunk_is_named_by_its_file(tmp_path, limit):
     for e in (x.sum(axis=0), x[390:, 60:] * 2):
         with pytest.raises(OSError, match=r"in.zarr/c/3/1: read failed"):
             e.compute(memory_limit=limit)
+
+
+def test_an_array_that_cannot_be_removed_is_not_replaced():
+    """to_zarr(overwrite=True) over an array whose folders this user cannot
+    change: refused with the old array in place and nothing left beside it
+    (the new array replaced it, then removing the old one failed: an error
+    for a done write, the old array kept in a hidden folder; helper 120)."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    # A folder the other user can reach (pytest's tmp_path is root's alone).
+    tmp_path = Path(tempfile.mkdtemp())
+    child = [sys.executable, "-c", (
+        "import sys, numpy as np, memfit.array as ma\n"
+        "x = ma.asarray(np.arange(1000.).reshape(100, 10))\n"
+        "try:\n"
+        "    (x + 100).to_zarr(sys.argv[1], overwrite=True)\n"
+        "except PermissionError as e:\n"
+        "    print('refused', e)\n"
+    ), str(tmp_path / "e.zarr")]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("setpriv is needed to run as another user")
+        child = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *child]
+    ma.asarray(np.arange(1000.0).reshape(100, 10)).to_zarr(tmp_path / "e.zarr", chunks=10, shards=None)
+    for root, dirs, files in os.walk(tmp_path):
+        for name in [root, *(os.path.join(root, f) for f in files)]:
+            os.chown(name, 65534, 65534) if os.geteuid() == 0 else None
+    os.chmod(tmp_path / "e.zarr" / "c", 0o555)
+    try:
+        out = subprocess.run(child, capture_output=True, text=True, timeout=120)
+        assert out.stdout.startswith("refused") and "remove the replaced array" in out.stdout, out.stdout + out.stderr
+        np.testing.assert_array_equal(np.asarray(ma.from_zarr(tmp_path / "e.zarr")), np.arange(1000.0).reshape(100, 10))
+        assert sorted(os.listdir(tmp_path)) == ["e.zarr"]
+    finally:
+        os.chmod(tmp_path / "e.zarr" / "c", 0o755)
+        shutil.rmtree(tmp_path)

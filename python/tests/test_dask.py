@@ -712,6 +712,22 @@ def test_a_worker_lost_during_a_fit_says_what_happened_and_what_to_change(client
     assert type(e.value.__cause__).__name__ == type(error()).__name__
 
 
+def _lost_on_chunk_2(b, block_info=None):
+    if block_info[0]["chunk-location"][0] == 2:
+        raise distributed.KilledWorker("('die', 2, 0)", __import__("types").SimpleNamespace(address="tcp://127.0.0.1:1"), 4)
+    return b
+
+
+def test_minibatch_says_a_worker_was_lost_as_kmeans_does(client):
+    """MiniBatchKMeans let distributed's KilledWorker through where KMeans
+    says what happened and what to change (helper 117)."""
+    x = chunked(blobs(n=4000), 1000).map_blocks(_lost_on_chunk_2, dtype=float)
+    for est in (KMeans(3, n_init=1, random_state=0), MiniBatchKMeans(3, random_state=0, n_init=1)):
+        with pytest.raises(RuntimeError, match=r"(?s)Dask lost a worker during the fit .*larger memory_limit") as e:
+            est.fit(x)
+        assert type(e.value.__cause__).__name__ == "KilledWorker", type(est).__name__
+
+
 @pytest.mark.parametrize("limit", ["300MiB", "64MiB"])
 def test_workers_too_small_refuse_before_any_task(limit):
     # T3-02: the nanny used to pause and restart the workers until the fit
@@ -1085,3 +1101,15 @@ def test_pandas_output_of_a_dask_x_with_several_chunks():
         np.testing.assert_array_equal(got.to_numpy(), want.to_numpy())
         assert list(got.columns) == list(want.columns)
     assert km._sklearn_output_config == {"transform": "pandas"}
+
+
+def test_a_fit_waits_for_workers_being_started():
+    """A cluster with no worker yet (nannies restarting lost workers, an
+    adaptive cluster scaling up) was refused at once: "the Dask cluster has
+    no workers; start some" (helper 117). A fit now waits for one."""
+    X = blobs(n=3000)
+    with distributed.LocalCluster(n_workers=0, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        threading.Timer(1.0, lambda: cluster.scale(1)).start()
+        got = KMeans(3, n_init=1, random_state=0).fit(chunked(X, 1000), client=c)
+    np.testing.assert_array_equal(got.cluster_centers_, KMeans(3, n_init=1, random_state=0).fit(X).cluster_centers_)

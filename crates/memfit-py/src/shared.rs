@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use memfit::estimator::ComputeDtype;
 use memfit::{FpException, Warning};
-use pyo3::exceptions::{PyFloatingPointError, PyValueError};
+use pyo3::exceptions::{PyFloatingPointError, PyNameError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -191,7 +191,8 @@ pub fn raise_on(py: Python<'_>) -> PyResult<Vec<FpException>> {
 /// a `RuntimeWarning` (the default), a `FloatingPointError` raised (after
 /// the evaluation: the result is dropped), passed to `np.geterrcall()`'s
 /// function (`"call"`, with NumPy's error name and flag), written to its
-/// object (`"log"`) or printed (`"print"`).
+/// object (`"log"`) or printed to standard error (`"print"`); without such
+/// a function or object, NumPy's `NameError`.
 fn floating_point(py: Python<'_>, e: FpException, message: &str) -> PyResult<()> {
     let numpy = py.import("numpy")?;
     // np.errstate's key, NumPy's name for the error and its flag bit.
@@ -204,9 +205,24 @@ fn floating_point(py: Python<'_>, e: FpException, message: &str) -> PyResult<()>
     match mode.as_str() {
         "ignore" => Ok(()),
         "raise" => Err(PyFloatingPointError::new_err(message.to_string())),
-        "call" => numpy.call_method0("geterrcall")?.call1((name, flag)).map(drop),
-        "log" => numpy.call_method0("geterrcall")?.call_method1("write", (format!("Warning: {message}\n"),)).map(drop),
-        "print" => py.import("builtins")?.getattr("print")?.call1((format!("Warning: {message}"),)).map(drop),
+        "call" | "log" => {
+            let handler = numpy.call_method0("geterrcall")?;
+            match mode.as_str() {
+                "call" if handler.is_callable() => handler.call1((name, flag)).map(drop),
+                "log" if handler.hasattr("write")? => {
+                    handler.call_method1("write", (format!("Warning: {message}\n"),)).map(drop)
+                }
+                "call" => {
+                    Err(PyNameError::new_err(format!("Python callback specified for {name} but no function found.")))
+                }
+                _ => Err(PyNameError::new_err(format!(
+                    "log specified for {name} but no object with write method found."
+                ))),
+            }
+        }
+        "print" => {
+            py.import("sys")?.getattr("stderr")?.call_method1("write", (format!("Warning: {message}\n"),)).map(drop)
+        }
         _ => {
             let message = std::ffi::CString::new(message).unwrap_or_default();
             PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>().into_any(), &message, 1)

@@ -209,6 +209,10 @@ impl ZarrOutput {
         drop(array);
         sync_tree(tmp.path()).map_err(|e| Error::io(&dest, "sync", e))?;
         let replacing = check_replaceable(&dest, overwrite)?;
+        if replacing {
+            // Its removal must not fail once the new array is in its place.
+            check_removable(&dest).map_err(|(dir, e)| Error::io(&dir, "remove the replaced array", e))?;
+        }
         if !replacing {
             std::fs::rename(tmp.path(), &dest).map_err(|e| Error::io(&dest, "rename", e))?;
             let _ = tmp.keep();
@@ -265,6 +269,27 @@ fn check_replaceable(dest: &Path, overwrite: bool) -> Result<bool> {
 }
 
 /// Removes a file or a directory tree.
+/// Whether `path` (a file, or a folder and everything under it) can be
+/// removed by this process: every folder of the tree writable and
+/// searchable (`access(2)`). Else the folder that is not, with why.
+fn check_removable(path: &Path) -> std::result::Result<(), (PathBuf, io::Error)> {
+    use rustix::fs::{access, Access};
+    let mut dirs = vec![path.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        if !std::fs::symlink_metadata(&dir).map_err(|e| (dir.clone(), e))?.is_dir() {
+            continue;
+        }
+        access(&dir, Access::WRITE_OK | Access::EXEC_OK).map_err(|e| (dir.clone(), io::Error::from(e)))?;
+        for entry in std::fs::read_dir(&dir).map_err(|e| (dir.clone(), e))? {
+            let entry = entry.map_err(|e| (dir.clone(), e))?;
+            if entry.file_type().map_err(|e| (entry.path(), e))?.is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    Ok(())
+}
+
 fn remove_any(path: &Path) -> io::Result<()> {
     if std::fs::symlink_metadata(path)?.is_dir() {
         std::fs::remove_dir_all(path)
