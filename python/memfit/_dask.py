@@ -867,7 +867,7 @@ class Cluster:
             reading.clear()
 
     def _explain(self, e: Exception) -> None:
-        explain_lost(e, self.client, self.worker)
+        explain_lost(e, self.client, lambda: self.worker)
 
 
 @contextlib.contextmanager
@@ -880,19 +880,25 @@ def lost_workers_explained() -> Any:
     except Exception as e:
         client = _options.resolve_client(None) if "distributed" in sys.modules else None
         if client is not None:
-            try:
-                _, limit, threads, address, held = tightest_worker(client, wait=False)
-                worker = None if limit is None else describe(limit, threads, held, address)
-            except Exception:  # no worker left to describe
-                worker = None
-            explain_lost(e, client, worker)
+            explain_lost(e, client, lambda: _tightest_described(client))
         raise
 
 
-def explain_lost(e: Exception, client: Any, worker: Optional[str]) -> None:
+def _tightest_described(client: Any) -> Optional[str]:
+    """The tightest worker as :func:`describe` names it, None when no
+    worker has a memory limit or none is left to ask."""
+    try:
+        _, limit, threads, address, held = tightest_worker(client, wait=False)
+    except Exception:  # no worker left to describe
+        return None
+    return None if limit is None else describe(limit, threads, held, address)
+
+
+def explain_lost(e: Exception, client: Any, worker: Any) -> None:
     """Raises an error saying what happened when ``e`` is ``client``
     closing, its scheduler restarted or a worker lost during a fit
-    (``worker``: the tightest worker, as :func:`describe` names it)."""
+    (``worker()``: the tightest worker, as :func:`describe` names it, asked
+    only then)."""
     if client.status in ("closing", "closed"):
         raise RuntimeError(
             f"memfit: the Dask client was closed during the fit ({type(e).__name__}: {e}); keep the client "
@@ -904,7 +910,8 @@ def explain_lost(e: Exception, client: Any, worker: Optional[str]) -> None:
             "every task; restart the client (client.restart()) only when no fit is running"
         ) from e
     if isinstance(e, _lost_worker_errors()):
-        limits = f"the tightest worker is {worker}" if worker else "the workers have no memory limit"
+        tightest = worker()
+        limits = f"the tightest worker is {tightest}" if tightest else "the workers have no memory limit"
         raise RuntimeError(
             f"memfit: Dask lost a worker during the fit ({type(e).__name__}: {e}); a worker's nanny restarts it "
             f"when its process passes 95 % of its memory_limit, and {limits}. Give the workers a larger "
