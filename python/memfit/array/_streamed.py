@@ -339,12 +339,13 @@ def unique(ar: Any, return_index: Any = False, return_inverse: Any = False, retu
 
     # -0.0 and 0.0 are one value: the one kept is the first occurrence's (as
     # NumPy's with return_index), never the blocks' (which depend on the limit).
-    look, negative_zero = x.dtype.kind == "f", None
+    negative_zero = None
     for block in _blocks(x, memory_limit, n_jobs):
-        if look:
-            at = np.flatnonzero(block.reshape(-1) == 0)
-            if at.size:
-                look, negative_zero = False, bool(np.signbit(block.reshape(-1)[at[0]]))
+        if negative_zero is None and x.dtype.kind == "f":
+            flat = block.reshape(-1)
+            at = int(np.argmax(flat == 0))
+            if flat.size and flat[at] == 0:
+                negative_zero = bool(np.signbit(flat[at]))
         found = np.unique(block, return_index=keep_i, return_counts=keep_c, equal_nan=bool(equal_nan))
         u, *rest = found if keep_i or keep_c else (found,)
         i = rest.pop(0) + offset if keep_i else first
