@@ -598,9 +598,10 @@ class KMeans(_Centers):
         self._check_params(data)
         w = check_sample_weight(sample_weight, data)
         device = check_device(self, data, "kmeans", self.n_clusters, w is not None)
-        # A callable init gets random_state itself, as scikit-learn gives it
-        # (the engine then draws nothing: its centres are given).
-        seed = 0 if callable(self.init) else seed_from(self.random_state)
+        # Only a named init draws from random_state here; a callable gets it
+        # itself, as scikit-learn gives it, and given centres need nothing
+        # (a shared RandomState is not advanced, as scikit-learn's is not).
+        seed = seed_from(self.random_state) if isinstance(self.init, str) else 0
         init, inits, n_init = self._init_centers(data)
         limit = check_memory_limit(self.memory_limit)
         scratch = check_scratch_dir(self.scratch_dir)

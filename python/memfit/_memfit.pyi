@@ -174,10 +174,12 @@ def minibatch_plan(
     n_jobs: Optional[int] = None,
     float32: bool = False,
     sparse_x: Optional[Any] = None,
+    gathered: bool = False,
 ) -> str:
     """The plan (text) of mini-batch steps beside the (name, bytes) buffers
     held for the whole fit (of the rows of the CSR matrix sparse_x when
-    given); MemoryError when it does not fit memory_limit."""
+    given; with gathered, of a dense batch drawn by gather_rows);
+    MemoryError when it does not fit memory_limit."""
 
 class MiniBatchWork:
     """A mini-batch fit's step buffers, made by its first step and reused."""

@@ -415,10 +415,6 @@ class MiniBatchKMeans(_Centers):
         sparse = is_sparse(data.engine) or sparse_chunks(data)
         if sparse_chunks(data):
             held.append(("a computed chunk of X, a batch drawn from it", data.engine.held_bytes))
-        elif not (in_place or sparse):
-            # As the gather counts them: the values, the indices twice.
-            n, d = data.n_samples, data.n_features
-            held.append((f"{n} rows of {d} features drawn from the data, with their indices", n * (d * (4 if data.float32 else 8) + 16)))
         if self.compute_labels:
             held.append(("labels_ (int32, returned to Python)", 4 * data.n_samples))
         _memfit.minibatch_plan(
@@ -430,6 +426,7 @@ class MiniBatchKMeans(_Centers):
             n_jobs=check_n_jobs(self.n_jobs),
             float32=data.float32,
             sparse_x=data.engine if sparse else None,
+            gathered=not in_place,
         )
 
     def _drawn_bytes(self, data, m):

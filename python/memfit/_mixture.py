@@ -543,6 +543,9 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         else:
             init = dict(weights_init=weights, means_init=means, precisions_init=precisions)
         params_dir = _ParamsDir(scratch)
+        # As scikit-learn: a random_state is drawn from only when the start
+        # needs it (not for a warm start or all three initial parameters).
+        seeded = not cholesky and any(p is None for p in (weights, means, precisions))
         params = dict(
             n_components=int(self.n_components),
             covariance_type=self.covariance_type,
@@ -551,7 +554,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
             max_iter=engine_count(self.max_iter),
             n_init=engine_count(n_init),
             init_params=self.init_params,
-            random_state=seed_from(self.random_state),
+            random_state=seed_from(self.random_state) if seeded else 0,
             float32=data.float32,
             **init,
         )

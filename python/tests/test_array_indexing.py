@@ -138,3 +138,46 @@ def test_where_with_one_argument_and_nonzero_are_numpys():
     np.testing.assert_array_equal(a[:, np.nonzero(a[0])[0]].compute(), x[:, np.nonzero(x[0])[0]])
     with pytest.raises(ValueError, match="either both or neither"):
         ma.where(a, 1)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_an_indexed_axis_sliced_to_nothing_is_empty_as_numpys(n_jobs):
+    """An empty integer index or an all-False mask, then a slice or a
+    reversal, and an indexed axis sliced to nothing: NumPy's empty results
+    (the engine panicked looking up an index of an empty axis; helper 123)."""
+    x = np.arange(24.0).reshape(2, 3, 4)
+    a = ma.asarray(x)
+    empty = np.array([], dtype=np.intp)
+    cases = [
+        (lambda v: v[:, [2, 0]][:, 2:]),
+        (lambda v: v[:, empty][::-1]),
+        (lambda v: v[:, empty][:, ::-1]),
+        (lambda v: v[:, np.zeros(3, bool)][::-1, ::-1]),
+        (lambda v: v[:, [2, 0]][:, 2:].sum(axis=1)),
+        (lambda v: v.reshape(-1)[empty][::-1]),
+        (lambda v: v[[1, 0]][2:, ::-1].T),
+    ]
+    for case in cases:
+        want = case(x)
+        got = case(a).compute(n_jobs=n_jobs)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_index_and_shape_refusals_are_numpys():
+    """An empty float array is no index (an empty list is); a negative
+    broadcast shape is named as NumPy names it."""
+    x = np.arange(6.0)
+    a = ma.asarray(x)
+    for index in [np.array([]), np.array([], dtype=np.float32).reshape(0, 1)]:
+        with pytest.raises(IndexError) as want:
+            x[index]
+        with pytest.raises(IndexError) as got:
+            a[index]
+        assert str(got.value) == str(want.value)
+    np.testing.assert_array_equal(a[[]].compute(), x[[]])
+    with pytest.raises(ValueError) as want:
+        np.broadcast_to(x, (-1, 6))
+    with pytest.raises(ValueError) as got:
+        ma.broadcast_to(a, (-1, 6))
+    assert str(got.value) == str(want.value)

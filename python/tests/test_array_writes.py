@@ -349,7 +349,9 @@ def test_an_array_that_cannot_be_removed_is_not_replaced():
     """to_zarr(overwrite=True) over an array whose folders this user cannot
     change: refused with the old array in place and nothing left beside it
     (the new array replaced it, then removing the old one failed: an error
-    for a done write, the old array kept in a hidden folder; helper 120)."""
+    for a done write, the old array kept in a hidden folder; helper 120).
+    Refused before the work: an expression that would raise as it is
+    computed is never computed."""
     import shutil
     import subprocess
     import sys
@@ -362,7 +364,8 @@ def test_an_array_that_cannot_be_removed_is_not_replaced():
         "import sys, numpy as np, memfit.array as ma\n"
         "x = ma.asarray(np.arange(1000.).reshape(100, 10))\n"
         "try:\n"
-        "    (x + 100).to_zarr(sys.argv[1], overwrite=True)\n"
+        "    with np.errstate(divide='raise'):\n"
+        "        (x / 0).to_zarr(sys.argv[1], overwrite=True)\n"
         "except PermissionError as e:\n"
         "    print('refused', e)\n"
     ), str(tmp_path / "e.zarr")]
@@ -382,4 +385,38 @@ def test_an_array_that_cannot_be_removed_is_not_replaced():
         assert sorted(os.listdir(tmp_path)) == ["e.zarr"]
     finally:
         os.chmod(tmp_path / "e.zarr" / "c", 0o755)
+        shutil.rmtree(tmp_path)
+
+
+def test_a_folder_that_refuses_new_files_is_a_permission_error():
+    """to_npy and to_zarr into a folder this user cannot write raise
+    PermissionError (errno 13), as np.save does (they raised a bare
+    OSError; helper report)."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    tmp_path = Path(tempfile.mkdtemp())
+    os.chmod(tmp_path, 0o555)
+    child = [sys.executable, "-c", (
+        "import sys, numpy as np, memfit.array as ma\n"
+        "x = ma.asarray(np.arange(10.)) + 1\n"
+        "for write in (lambda p: np.save(p, np.arange(3.)), x.to_npy, x.to_zarr):\n"
+        "    try:\n"
+        "        write(sys.argv[1] + '/a.out')\n"
+        "    except OSError as e:\n"
+        "        print(type(e).__name__, e.errno)\n"
+    ), str(tmp_path)]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("setpriv is needed to run as another user")
+        child = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *child]
+    try:
+        out = subprocess.run(child, capture_output=True, text=True, timeout=120)
+        assert out.stdout.split("\n")[:3] == ["PermissionError 13"] * 3, out.stdout + out.stderr
+        assert os.listdir(tmp_path) == []
+    finally:
+        os.chmod(tmp_path, 0o755)
         shutil.rmtree(tmp_path)

@@ -890,3 +890,18 @@ def test_refilled_clusters_end_as_means_of_their_rows():
     km = KMeans(5, init=np.full((5, 3), 1e5), n_init=1, tol=0).fit(X)
     assert km.inertia_ == 0.0
     assert sorted(km.cluster_centers_[:, 0] - 1e5) == [0, 1, 2, 3, 4]
+
+
+def test_a_shared_random_state_is_not_advanced_by_given_centres():
+    """As scikit-learn's: a fit from given centres draws nothing from a
+    shared RandomState; a named init does (helper 122's kind, found in
+    GaussianMixture)."""
+    X = np.random.default_rng(0).normal(size=(500, 3))
+    after = []
+    for cls in (SkKMeans, KMeans):
+        for init in (X[:4].copy(), "k-means++"):
+            rs = np.random.RandomState(4)
+            cls(4, init=init, n_init=1, random_state=rs).fit(X)
+            after.append(rs.randint(1000))
+    untouched = np.random.RandomState(4).randint(1000)
+    assert after[0] == after[2] == untouched and after[3] != untouched

@@ -666,6 +666,28 @@ def test_sample_draws_what_scikit_learn_draws_from_the_same_mixture(truth, covar
         assert_array_equal(X, X_ref)
 
 
+def test_a_random_state_is_drawn_from_only_when_the_start_needs_it():
+    """As scikit-learn: a shared RandomState is not advanced by a fit
+    given all three initial parameters, or by a warm start; a later
+    sample() then draws scikit-learn's rows (helper 122)."""
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(0, 1, (60, 3)), rng.normal(5, 0.5, (60, 3))])
+    init = dict(means_init=X[[0, 70]], weights_init=[0.5, 0.5], precisions_init=np.stack([np.eye(3)] * 2))
+    states = []
+    for cls in (SkGaussianMixture, GaussianMixture):
+        rs = np.random.RandomState(4)
+        gm = cls(2, random_state=rs, **init).fit(X)
+        states.append((rs.randint(1000), gm.sample(3)[0]))
+        gm.set_params(warm_start=True, random_state=rs).fit(X)
+        states.append((rs.randint(1000),))
+    assert states[0][0] == states[2][0] and states[1] == states[3]
+    assert_allclose(states[2][1], states[0][1], rtol=1e-10)  # the same draws
+    # A start that needs it draws from it (k-means labels).
+    rs = np.random.RandomState(4)
+    GaussianMixture(2, random_state=rs).fit(X)
+    assert rs.randint(1000) != np.random.RandomState(4).randint(1000)
+
+
 @pytest.mark.parametrize("n_samples", [0, -1])
 def test_sample_needs_at_least_one_row(truth, n_samples):
     """sample with n_samples < 1 raises ValueError."""

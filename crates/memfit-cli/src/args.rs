@@ -56,7 +56,7 @@ pub struct Common {
     /// float32), where kmeans keeps float64 centres (the float64 fit's
     /// results, as in Python); predict: float32 only for float32 input on
     /// float32 centres (as in Python); gmm-predict: the dtype the model was
-    /// fitted in. With
+    /// fitted in; scatter: float64 only (its sums of products). With
     /// float32, integers beyond 2^24 in magnitude are rounded, and a warning
     /// names the first one's column.
     #[arg(long, value_enum)]

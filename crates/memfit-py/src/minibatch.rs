@@ -87,9 +87,7 @@ pub fn gather_rows<'py>(
     let float32 = float32 || exact_in_float32(exact, metric, &src);
     let value_bytes = if float32 { 4 } else { 8 };
     let d = src.n_features();
-    // The rows' values, and their indices twice (the caller's int64 array
-    // and the copy above).
-    let bytes = (rows.len() * (d * value_bytes + 16)) as u64;
+    let bytes = drawn_dense_bytes(rows.len(), d, value_bytes);
     if bytes > memory_limit {
         return Err(to_py(memfit::Error::does_not_fit(
             bytes,
@@ -141,6 +139,13 @@ pub fn gather_rows<'py>(
     } else {
         read::<f64>(py, &src, &rows, out, n_jobs)
     }
+}
+
+/// Bytes [`gather_rows`] holds for `rows` dense rows of `n_features`
+/// values of `value_bytes`: the rows' values, and their indices twice (the
+/// caller's int64 array and the engine's copy).
+fn drawn_dense_bytes(rows: usize, n_features: usize, value_bytes: usize) -> u64 {
+    (rows * (n_features * value_bytes + 16)) as u64
 }
 
 /// Bytes [`gather_rows`] holds for `rows` sparse rows of `values` stored
@@ -382,10 +387,11 @@ pub fn minibatch_start_centers(mut centers: PyReadwriteArray2<'_, f64>, float32:
 /// For a sparse `sparse_x` (the CSR matrix the steps draw from, checked
 /// here; its densest row sizes the batches) the plan counts the step's
 /// sparse buffers, the drawn batch in CSR form (as [`gather_rows`] holds
-/// it) and the step's copy of it.
+/// it) and the step's copy of it. With `gathered` (dense rows) the plan
+/// counts a batch drawn by [`gather_rows`] beside the step.
 #[pyfunction]
 #[pyo3(signature = (n_clusters, n_features, batch_size, *, memory_limit, held, n_jobs=None, float32=false,
-    sparse_x=None))]
+    sparse_x=None, gathered=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn minibatch_plan(
     n_clusters: usize,
@@ -396,6 +402,7 @@ pub fn minibatch_plan(
     n_jobs: Option<usize>,
     float32: bool,
     sparse_x: Option<Bound<'_, PyAny>>,
+    gathered: bool,
 ) -> PyResult<String> {
     let state = MiniBatch {
         n_clusters,
@@ -418,6 +425,11 @@ pub fn minibatch_plan(
         // The step's copy: offsets, u32 columns and values.
         let copy = ((batch_size + 1) * 8 + values * (4 + value_bytes)) as u64;
         held.push(("batch as the step reads it (CSR)".into(), copy));
+    } else if gathered {
+        held.push((
+            format!("{batch_size} rows of {n_features} features drawn from the data, with their indices"),
+            drawn_dense_bytes(batch_size, n_features, value_bytes),
+        ));
     }
     let plan = state
         .plan_steps(batch_size, threads, value_bytes, max_row_nnz.is_some(), &held, memory_limit)

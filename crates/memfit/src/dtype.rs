@@ -40,6 +40,11 @@ pub enum Endian {
     Big,
 }
 
+impl Endian {
+    /// This machine's byte order.
+    pub const NATIVE: Endian = if cfg!(target_endian = "big") { Endian::Big } else { Endian::Little };
+}
+
 impl Dtype {
     /// Size of one element in bytes.
     pub fn itemsize(self) -> usize {
@@ -91,7 +96,7 @@ impl Dtype {
     /// one without a byte order (`"f4"`: this machine's) or a dtype's name
     /// (`"float32"`). `None` when unsupported.
     pub fn from_descr(descr: &str) -> Option<(Dtype, Endian)> {
-        let native = if cfg!(target_endian = "big") { Endian::Big } else { Endian::Little };
+        let native = Endian::NATIVE;
         if let Some(dtype) = Dtype::from_name(descr) {
             return Some((dtype, native));
         }

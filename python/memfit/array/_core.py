@@ -107,8 +107,10 @@ def normalize_axes(axis: Any, ndim: int, argname: Optional[str] = None) -> list:
     return [normalize_axis(axis, ndim, argname)]
 
 
-def normalize_shape(shape: Any, what: str = "shape") -> tuple:
-    """A shape (an int or a sequence of ints) as a tuple of non-negative ints."""
+def normalize_shape(shape: Any, what: str = "shape", negative: str = "negative dimensions are not allowed") -> tuple:
+    """A shape (an int or a sequence of ints) as a tuple of non-negative
+    ints; ValueError(``negative``) for a negative one (NumPy's words for
+    the function at hand)."""
     if isinstance(shape, Array):
         raise TypeError(f"{what} must be an int or a sequence of ints, got a memfit array")
     if isinstance(shape, (numbers.Integral, np.integer)) and not isinstance(shape, (bool, np.bool_)):
@@ -118,7 +120,7 @@ def normalize_shape(shape: Any, what: str = "shape") -> tuple:
     except TypeError:
         raise TypeError(f"{what} must be an int or a sequence of ints, got {shape!r}") from None
     if any(d < 0 for d in dims):
-        raise ValueError("negative dimensions are not allowed")
+        raise ValueError(negative)
     return dims
 
 
@@ -1541,7 +1543,9 @@ def _advanced(k: Any) -> Optional[np.ndarray]:
         return None
     if isinstance(k, (list, tuple, np.ndarray, Array)) or hasattr(k, "__array__"):
         a = k.compute() if isinstance(k, Array) else np.asarray(k)
-        if a.dtype == object or (a.size == 0 and a.dtype.kind == "f"):
+        # An empty list is float64 to NumPy, yet an integer index; an empty
+        # float array is not (NumPy's IndexError below).
+        if a.dtype == object or (a.size == 0 and a.dtype.kind == "f" and not isinstance(k, (np.ndarray, Array))):
             try:
                 a = a.astype(np.intp)
             except (TypeError, ValueError):

@@ -1168,7 +1168,7 @@ def broadcast_to(array: Any, shape: Any, subok: bool = False) -> Array:
         Shapes that do not broadcast (the message names both).
     """
     x = operand(array)
-    dims = normalize_shape(shape)
+    dims = normalize_shape(shape, negative="all elements of broadcast shape must be non-negative")
     if dims == x.shape:
         return x
     return op("broadcast_to", [x], shape=list(dims))

@@ -49,7 +49,9 @@ impl Step {
             // coordinates are never read: any value will do.
             Step::Mod(m) => x.checked_rem_euclid(*m as i64).unwrap_or(0),
             Step::Div(r) => x.checked_div_euclid(*r as i64).unwrap_or(0),
-            Step::Take(indices) => indices[x as usize],
+            // So do coordinates outside the indices: a slice of an empty
+            // axis is evaluated at its start (`x[[]][::-1]`, `x[[1, 0]][2:]`).
+            Step::Take(indices) => usize::try_from(x).ok().and_then(|i| indices.get(i)).copied().unwrap_or(0),
         }
     }
 }

@@ -141,7 +141,7 @@ mod tests {
         assert_eq!(Dtype::from_descr(">u4"), Some((Dtype::U32, Endian::Big)));
         assert_eq!(Dtype::from_descr("<u8"), Some((Dtype::U64, Endian::Little)));
         // numpy.load reads these too: no byte order (this machine's), names.
-        let native = if cfg!(target_endian = "big") { Endian::Big } else { Endian::Little };
+        let native = Endian::NATIVE;
         assert_eq!(Dtype::from_descr("f8"), Some((Dtype::F64, native)));
         assert_eq!(Dtype::from_descr("float32"), Some((Dtype::F32, native)));
         assert_eq!(Dtype::from_descr("|b1"), Some((Dtype::Bool, native)));

@@ -93,13 +93,93 @@ impl Shift<'_> {
     }
 }
 
+/// A hand-vectorised direct kernel for a fixed number of rows and of
+/// features: `(x, shift, transposed, norms, labels, gaps)` as
+/// [`direct_argmin`]'s, for as many rows as `labels` holds.
+pub(super) type DirectKernel<T> = unsafe fn(&[T], Shift<'_>, &[f32], &[f32], &mut [u32], &mut [f32]);
+
+/// [`direct_argmin`] by a hand-vectorised twin's kernels for `d` features:
+/// `group` on each `g` rows, `one` on the rest.
+///
+/// # Safety
+/// The CPU must run the kernels; `width` is their vector width.
+///
+/// # Panics
+/// If `norms.len()` is not a multiple of `width` or the slices are shorter
+/// than stated.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn direct_by_groups<T: Real>(
+    (group, one, g, width): (DirectKernel<T>, DirectKernel<T>, usize, usize),
+    x: &[T],
+    d: usize,
+    shift: Shift<'_>,
+    transposed: &[f32],
+    norms: &[f32],
+    labels: &mut [u32],
+    gaps: &mut [f32],
+) {
+    let kp = norms.len();
+    assert!(
+        kp.is_multiple_of(width)
+            && transposed.len() >= d * kp
+            && x.len() >= labels.len() * d
+            && shift.origin.len() >= d
+            && gaps.len() >= labels.len()
+    );
+    let grouped = labels.len() / g * g;
+    for r0 in (0..grouped).step_by(g) {
+        let rows = r0..r0 + g;
+        // SAFETY: the caller's contract; bounds asserted above.
+        unsafe { group(&x[r0 * d..], shift, transposed, norms, &mut labels[rows.clone()], &mut gaps[rows]) };
+    }
+    for r in grouped..labels.len() {
+        // SAFETY: as above.
+        unsafe { one(&x[r * d..], shift, transposed, norms, &mut labels[r..=r], &mut gaps[r..=r]) };
+    }
+}
+
+/// Defines `run`, a hand-vectorised twin's entry to [`direct_argmin`]:
+/// when `available()` and `1 <= d <= 16`, runs `rows::<T, D, $group>` on
+/// groups of rows and `rows::<T, D, 1>` on the rest, and returns whether
+/// it ran. The module defines `available`, `rows` and `WIDTH`.
+macro_rules! direct_twin {
+    ($group:expr) => {
+        $crate::kernels::argmin::direct_twin!(@arms $group; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+    };
+    (@arms $group:expr; $($d:literal)*) => {
+        /// Runs this module's kernel for `d` features when the CPU has its
+        /// instructions and `1 <= d <= 16`; returns whether it ran.
+        pub fn run<T: Real>(
+            x: &[T],
+            d: usize,
+            shift: Shift<'_>,
+            transposed: &[f32],
+            norms: &[f32],
+            labels: &mut [u32],
+            gaps: &mut [f32],
+        ) -> bool {
+            if !available() {
+                return false;
+            }
+            let (group, one): (DirectKernel<T>, DirectKernel<T>) = match d {
+                $($d => (rows::<T, $d, { $group }>, rows::<T, $d, 1>),)*
+                _ => return false,
+            };
+            // SAFETY: `available()` checked the kernels' instructions.
+            unsafe { direct_by_groups((group, one, $group, WIDTH), x, d, shift, transposed, norms, labels, gaps) };
+            true
+        }
+    };
+}
+pub(super) use direct_twin;
+
 /// Direct kernel for narrow data: for each row of `x` (row-major `(rows,
 /// d)`), shifted and scaled by `shift` and rounded to `f32` (x̂), `‖ĉ‖² − 2x̂·ĉ` for [`LANES`]
 /// centres at a time from the transposed centres (`d` rows of `norms.len()`
 /// values, norms padded with `+inf`), with a lane-wise running minimum and
 /// runner-up; writes labels (lowest index on ties) and gaps (runner-up −
-/// best). Runs the AVX-512 twin when the CPU has it, else a
-/// compiler-vectorised kernel for AVX2+FMA or a portable baseline.
+/// best). Runs the AVX-512 twin when the CPU has it, else the AVX2 twin
+/// (AVX2 and FMA), else a portable baseline.
 ///
 /// # Panics
 /// If `d` is 0 or above 16, or the slices are shorter than stated.
@@ -114,7 +194,9 @@ pub(super) fn direct_argmin<T: Real>(
     gaps: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if super::argmin_avx512::run(x, d, shift, transposed, norms, labels, gaps) {
+    if super::argmin_avx512::run(x, d, shift, transposed, norms, labels, gaps)
+        || super::argmin_avx2::run(x, d, shift, transposed, norms, labels, gaps)
+    {
         return;
     }
     // A const number of features lets the compiler keep every accumulator
@@ -213,7 +295,7 @@ pub(super) fn tile_argmin<T: Real>(
 /// Per row of a GEMM tile (`norms.len()` products per row), over its first
 /// `full` products plus `norms`: the minimum, the lowest index `j0 + j`
 /// holding it, and the runner-up (portable twin of
-/// `argmin_avx512::tile_mins`).
+/// `argmin_avx512::tile_mins` and `argmin_avx2::tile_mins`).
 #[inline(always)]
 fn lane_mins<T: Real>(tile: &[T], norms: &[T], full: usize, j0: usize, mins: &mut [(T, u32, T)]) {
     let kt = norms.len();
@@ -231,6 +313,97 @@ fn lane_mins<T: Real>(tile: &[T], norms: &[T], full: usize, j0: usize, mins: &mu
     }
 }
 
+/// A kernel of [`tile_mins_with`] for a fixed number of rows of element
+/// type `E`: `(tile, kt, norms, full, j0, out)`.
+pub(super) type TileKernel<E> = unsafe fn(&[E], usize, &[E], usize, usize, &mut [(E, u32, E)]);
+
+/// One instruction set's kernels of [`tile_mins_with`]: for `f32` and
+/// `f64` tiles, (a kernel of `group` rows, a kernel of one row).
+pub(super) struct TileKernels {
+    pub(super) group: usize,
+    pub(super) f32: (TileKernel<f32>, TileKernel<f32>),
+    pub(super) f64: (TileKernel<f64>, TileKernel<f64>),
+}
+
+/// The lane minima of [`lane_mins`] by hand-vectorised `kernels`: for each
+/// row `i` of `out.len()` rows of `tile` (`kt = norms.len()` products per
+/// row, contiguous), over its first `full` products plus `norms`, the
+/// minimum, the lowest index `j0 + j` holding it, and the runner-up (equal
+/// to the minimum when two centres share it): values that do not depend on
+/// how the centres are split into lanes. Returns whether it ran (`T` is
+/// `f32` or `f64`).
+///
+/// # Safety
+/// The CPU must run `kernels`; `full` must be a multiple of their vector
+/// width.
+pub(super) unsafe fn tile_mins_with<T: Real>(
+    kernels: &TileKernels,
+    tile: &[T],
+    norms: &[T],
+    full: usize,
+    j0: usize,
+    out: &mut [(T, u32, T)],
+) -> bool {
+    let kt = norms.len();
+    assert!(full <= kt && tile.len() >= out.len() * kt);
+    /// `s` as a slice of `B`.
+    ///
+    /// # Safety
+    /// `A` must be `B`.
+    unsafe fn same<A, B>(s: &[A]) -> &[B] {
+        // SAFETY: `A` is `B` (the contract): the same slice.
+        unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<B>(), s.len()) }
+    }
+    /// `s` as a mutable slice of `B`.
+    ///
+    /// # Safety
+    /// `A` must be `B`.
+    unsafe fn same_mut<A, B>(s: &mut [A]) -> &mut [B] {
+        // SAFETY: as in `same`.
+        unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<B>(), s.len()) }
+    }
+    /// Runs `group` on each `g` rows of `out`, `one` on the rest.
+    ///
+    /// # Safety
+    /// As [`tile_mins_with`].
+    unsafe fn by_groups<E>(
+        (group, one, g): (TileKernel<E>, TileKernel<E>, usize),
+        tile: &[E],
+        norms: &[E],
+        full: usize,
+        j0: usize,
+        out: &mut [(E, u32, E)],
+    ) {
+        let kt = norms.len();
+        let grouped = out.len() / g * g;
+        for r0 in (0..grouped).step_by(g) {
+            // SAFETY: the caller's contract; bounds checked above.
+            unsafe { group(&tile[r0 * kt..], kt, norms, full, j0, &mut out[r0..r0 + g]) };
+        }
+        for r in grouped..out.len() {
+            // SAFETY: as above.
+            unsafe { one(&tile[r * kt..], kt, norms, full, j0, &mut out[r..=r]) };
+        }
+    }
+    let t = std::any::TypeId::of::<T>();
+    if t == std::any::TypeId::of::<f32>() {
+        // SAFETY: `T` is `f32`; the CPU runs the kernels (the contract).
+        unsafe {
+            let (tile, norms, out) = (same::<T, f32>(tile), same::<T, f32>(norms), same_mut::<_, (f32, u32, f32)>(out));
+            by_groups((kernels.f32.0, kernels.f32.1, kernels.group), tile, norms, full, j0, out);
+        }
+    } else if t == std::any::TypeId::of::<f64>() {
+        // SAFETY: `T` is `f64`; as above.
+        unsafe {
+            let (tile, norms, out) = (same::<T, f64>(tile), same::<T, f64>(norms), same_mut::<_, (f64, u32, f64)>(out));
+            by_groups((kernels.f64.0, kernels.f64.1, kernels.group), tile, norms, full, j0, out);
+        }
+    } else {
+        return false;
+    }
+    true
+}
+
 /// [`tile_argmin`] for at most [`crate::plan::TILE_ROWS`] rows.
 #[inline(always)]
 fn tile_argmin_rows<T: Real>(tile: &[T], norms: &[T], j0: usize, best: &mut [T], second: &mut [T], labels: &mut [u32]) {
@@ -240,7 +413,8 @@ fn tile_argmin_rows<T: Real>(tile: &[T], norms: &[T], j0: usize, best: &mut [T],
     let mut mins = [(T::default(), 0u32, T::default()); crate::plan::TILE_ROWS];
     let mins = &mut mins[..rows];
     #[cfg(target_arch = "x86_64")]
-    let done = super::argmin_avx512::tile_mins(tile, norms, full, j0, mins);
+    let done = super::argmin_avx512::tile_mins(tile, norms, full, j0, mins)
+        || super::argmin_avx2::tile_mins(tile, norms, full, j0, mins);
     #[cfg(not(target_arch = "x86_64"))]
     let done = false;
     if !done {
@@ -278,42 +452,56 @@ mod tests {
 
     use super::*;
 
-    /// The AVX-512 lane minima give the portable ones' bits: random tiles,
-    /// many ties (small integers), infinities and NaNs, any tile width.
+    /// The hand-vectorised lane minima (AVX2, AVX-512; each where this CPU
+    /// has it) give the portable ones' bits: random tiles, many ties (small
+    /// integers), infinities and NaNs, any tile width.
     #[test]
-    fn avx512_tile_mins_match_the_portable_twin() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
-        for case in 0..400 {
-            let kt = rng.random_range(1..300);
-            let rows = rng.random_range(1..20);
-            let full = kt / LANES * LANES;
-            let j0 = rng.random_range(0..2000);
-            let value = |rng: &mut rand_chacha::ChaCha8Rng| match (case % 4, rng.random_range(0..50)) {
-                (_, 0) => f32::INFINITY,
-                (3, 1) => f32::NAN,
-                (1, _) => rng.random_range(0..4) as f32,
-                _ => rng.random::<f32>() - 0.5,
-            };
-            let tile: Vec<f32> = (0..rows * kt).map(|_| value(&mut rng)).collect();
-            let norms: Vec<f32> = (0..kt).map(|_| value(&mut rng)).collect();
-            let mut fast = vec![(0.0f32, 0u32, 0.0f32); rows];
-            let mut slow = fast.clone();
-            if !crate::kernels::argmin_avx512::tile_mins(&tile, &norms, full, j0, &mut fast) {
-                return; // no AVX-512 here: nothing to compare
-            }
-            lane_mins(&tile, &norms, full, j0, &mut slow);
-            for (f, s) in fast.iter().zip(&slow) {
-                assert_eq!((f.0.to_bits(), f.1, f.2.to_bits()), (s.0.to_bits(), s.1, s.2.to_bits()), "case {case}");
-            }
-            // The same values in f64 (eight lanes per vector there).
-            let tile: Vec<f64> = tile.iter().map(|&v| f64::from(v)).collect();
-            let norms: Vec<f64> = norms.iter().map(|&v| f64::from(v)).collect();
-            let mut fast = vec![(0.0f64, 0u32, 0.0f64); rows];
-            let mut slow = fast.clone();
-            assert!(crate::kernels::argmin_avx512::tile_mins(&tile, &norms, full, j0, &mut fast));
-            lane_mins(&tile, &norms, full, j0, &mut slow);
-            for (f, s) in fast.iter().zip(&slow) {
-                assert_eq!((f.0.to_bits(), f.1, f.2.to_bits()), (s.0.to_bits(), s.1, s.2.to_bits()), "f64 case {case}");
+    fn vectorised_tile_mins_match_the_portable_twin() {
+        type Twin<E> = fn(&[E], &[E], usize, usize, &mut [(E, u32, E)]) -> bool;
+        let twins: [(&str, Twin<f32>, Twin<f64>); 2] = [
+            ("avx2", crate::kernels::argmin_avx2::tile_mins::<f32>, crate::kernels::argmin_avx2::tile_mins::<f64>),
+            (
+                "avx512",
+                crate::kernels::argmin_avx512::tile_mins::<f32>,
+                crate::kernels::argmin_avx512::tile_mins::<f64>,
+            ),
+        ];
+        for (name, twin32, twin64) in twins {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+            for case in 0..400 {
+                let kt = rng.random_range(1..300);
+                let rows = rng.random_range(1..20);
+                let full = kt / LANES * LANES;
+                let j0 = rng.random_range(0..2000);
+                let value = |rng: &mut rand_chacha::ChaCha8Rng| match (case % 4, rng.random_range(0..50)) {
+                    (_, 0) => f32::INFINITY,
+                    (3, 1) => f32::NAN,
+                    (1, _) => rng.random_range(0..4) as f32,
+                    _ => rng.random::<f32>() - 0.5,
+                };
+                let tile: Vec<f32> = (0..rows * kt).map(|_| value(&mut rng)).collect();
+                let norms: Vec<f32> = (0..kt).map(|_| value(&mut rng)).collect();
+                let mut fast = vec![(0.0f32, 0u32, 0.0f32); rows];
+                let mut slow = fast.clone();
+                if !twin32(&tile, &norms, full, j0, &mut fast) {
+                    break; // not this CPU's
+                }
+                lane_mins(&tile, &norms, full, j0, &mut slow);
+                for (f, s) in fast.iter().zip(&slow) {
+                    let (f, s) = ((f.0.to_bits(), f.1, f.2.to_bits()), (s.0.to_bits(), s.1, s.2.to_bits()));
+                    assert_eq!(f, s, "{name} case {case}");
+                }
+                // The same values in f64 (half the lanes per vector there).
+                let tile: Vec<f64> = tile.iter().map(|&v| f64::from(v)).collect();
+                let norms: Vec<f64> = norms.iter().map(|&v| f64::from(v)).collect();
+                let mut fast = vec![(0.0f64, 0u32, 0.0f64); rows];
+                let mut slow = fast.clone();
+                assert!(twin64(&tile, &norms, full, j0, &mut fast));
+                lane_mins(&tile, &norms, full, j0, &mut slow);
+                for (f, s) in fast.iter().zip(&slow) {
+                    let (f, s) = ((f.0.to_bits(), f.1, f.2.to_bits()), (s.0.to_bits(), s.1, s.2.to_bits()));
+                    assert_eq!(f, s, "{name} f64 case {case}");
+                }
             }
         }
     }

@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use super::argmin::Shift;
+use super::argmin::{direct_by_groups, tile_mins_with, DirectKernel, Shift, TileKernels};
 use crate::dtype::Real;
 
 /// Centres per vector.
@@ -18,81 +18,13 @@ fn available() -> bool {
     *AVAILABLE.get_or_init(|| is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl"))
 }
 
-macro_rules! dispatch {
-    ($($d:literal)*) => {
-        /// Runs the AVX-512 kernel for `d` features when the CPU has AVX-512
-        /// and `1 <= d <= 16`; returns whether it ran.
-        pub fn run<T: Real>(
-            x: &[T],
-            d: usize,
-            shift: Shift<'_>,
-            transposed: &[f32],
-            norms: &[f32],
-            labels: &mut [u32],
-            gaps: &mut [f32],
-        ) -> bool {
-            if !available() {
-                return false;
-            }
-            match d {
-                // SAFETY: `available()` checked AVX-512F and AVX-512VL.
-                $($d => unsafe { argmin::<T, $d>(x, shift, transposed, norms, labels, gaps) },)*
-                _ => return false,
-            }
-            true
-        }
-    };
-}
+super::argmin::direct_twin!(4);
 
-dispatch!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
-
-/// Best centre of each row of `x` (row-major, `D` features), shifted to
-/// `shift` (see [`Shift`]), among the transposed centres (`D` rows of `norms.len()`
-/// values) with squared norms `norms` (padded with `+inf`), by ‖c‖² − 2x̂·c
-/// with fused multiply-adds; ties go to the lowest index. `gaps[i]` receives
-/// the runner-up's value minus the best. Four rows go together so that their
-/// running minima form independent chains.
+/// `R` rows of the direct kernel (see [`super::argmin::direct_by_groups`]).
 ///
 /// # Safety
-/// The CPU must support AVX-512F and AVX-512VL ([`available`]).
-///
-/// # Panics
-/// If `norms.len()` is not a multiple of the vector width or the slices are
-/// shorter than stated.
-#[target_feature(enable = "avx512f,avx512vl")]
-unsafe fn argmin<T: Real, const D: usize>(
-    x: &[T],
-    shift: Shift<'_>,
-    transposed: &[f32],
-    norms: &[f32],
-    labels: &mut [u32],
-    gaps: &mut [f32],
-) {
-    let kp = norms.len();
-    assert!(
-        kp.is_multiple_of(WIDTH)
-            && transposed.len() >= D * kp
-            && x.len() >= labels.len() * D
-            && shift.origin.len() >= D
-            && gaps.len() >= labels.len()
-    );
-    let full = labels.len() / 4 * 4;
-    for r0 in (0..full).step_by(4) {
-        // SAFETY: same CPU features; bounds asserted above.
-        unsafe {
-            rows::<T, D, 4>(&x[r0 * D..], shift, transposed, norms, &mut labels[r0..r0 + 4], &mut gaps[r0..r0 + 4])
-        };
-    }
-    for r in full..labels.len() {
-        // SAFETY: as above.
-        unsafe { rows::<T, D, 1>(&x[r * D..], shift, transposed, norms, &mut labels[r..=r], &mut gaps[r..=r]) };
-    }
-}
-
-/// `R` rows of [`argmin`].
-///
-/// # Safety
-/// As [`argmin`], and `x` holds `R * D` values, `labels` and `gaps` `R`.
+/// The CPU must support AVX-512F and AVX-512VL; `norms.len()` is a multiple of [`WIDTH`], `transposed`
+/// holds `D` rows of it, `x` holds `R * D` values, `labels` and `gaps` `R`.
 #[target_feature(enable = "avx512f,avx512vl")]
 #[inline]
 #[allow(clippy::needless_range_loop)] // row and feature loops index several arrays in step
@@ -161,77 +93,18 @@ unsafe fn rows<T: Real, const D: usize, const R: usize>(
 /// chains.
 const TILE_GROUP: usize = 4;
 
-/// A kernel of [`tile_mins`] for `R` rows of element type `E` (`R` fixed
-/// by the function): `(tile, kt, norms, full, j0, out)`.
-type TileKernel<E> = unsafe fn(&[E], usize, &[E], usize, usize, &mut [(E, u32, E)]);
-
-/// AVX-512 twin of the lane minima in `argmin.rs`'s `tile_argmin`: for
-/// each row `i` of `out.len()` rows of `tile` (`kt = norms.len()` products
-/// per row, contiguous), over its first `full` products plus `norms` (`full`
-/// a multiple of 16), writes the minimum, the lowest index `j0 + j` holding
-/// it, and the runner-up (equal to the minimum when two centres share it):
-/// values that do not depend on how the centres are split into lanes.
-/// Returns whether it ran (an AVX-512 CPU and `T` is `f32` or `f64`).
+/// AVX-512 twin of the lane minima in `argmin.rs`'s `tile_argmin` (see
+/// [`super::argmin::tile_mins_with`]; `full` a multiple of 16). Returns
+/// whether it ran (an AVX-512 CPU and `T` is `f32` or `f64`).
 pub fn tile_mins<T: Real>(tile: &[T], norms: &[T], full: usize, j0: usize, out: &mut [(T, u32, T)]) -> bool {
-    let kt = norms.len();
-    assert!(full.is_multiple_of(WIDTH) && full <= kt && tile.len() >= out.len() * kt);
-    if !available() {
-        return false;
-    }
-    /// `s` as a slice of `B`.
-    ///
-    /// # Safety
-    /// `A` must be `B`.
-    unsafe fn same<A, B>(s: &[A]) -> &[B] {
-        // SAFETY: `A` is `B` (the contract): the same slice.
-        unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<B>(), s.len()) }
-    }
-    /// `s` as a mutable slice of `B`.
-    ///
-    /// # Safety
-    /// `A` must be `B`.
-    unsafe fn same_mut<A, B>(s: &mut [A]) -> &mut [B] {
-        // SAFETY: as in `same`.
-        unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<B>(), s.len()) }
-    }
-    let t = std::any::TypeId::of::<T>();
-    if t == std::any::TypeId::of::<f32>() {
-        // SAFETY: `T` is `f32`.
-        let (tile, norms, out) =
-            unsafe { (same::<T, f32>(tile), same::<T, f32>(norms), same_mut::<_, (f32, u32, f32)>(out)) };
-        by_groups(tile, norms, full, j0, out, tile_rows_f32::<TILE_GROUP>, tile_rows_f32::<1>);
-    } else if t == std::any::TypeId::of::<f64>() {
-        // SAFETY: `T` is `f64`.
-        let (tile, norms, out) =
-            unsafe { (same::<T, f64>(tile), same::<T, f64>(norms), same_mut::<_, (f64, u32, f64)>(out)) };
-        by_groups(tile, norms, full, j0, out, tile_rows_f64::<TILE_GROUP>, tile_rows_f64::<1>);
-    } else {
-        return false;
-    }
-    true
-}
-
-/// Runs `group` on each [`TILE_GROUP`] rows of `out`, `one` on the rest
-/// (the arguments of [`tile_mins`], checked there).
-fn by_groups<E>(
-    tile: &[E],
-    norms: &[E],
-    full: usize,
-    j0: usize,
-    out: &mut [(E, u32, E)],
-    group: TileKernel<E>,
-    one: TileKernel<E>,
-) {
-    let kt = norms.len();
-    let grouped = out.len() / TILE_GROUP * TILE_GROUP;
-    for r0 in (0..grouped).step_by(TILE_GROUP) {
-        // SAFETY: the caller checked AVX-512F and AVX-512VL and the bounds.
-        unsafe { group(&tile[r0 * kt..], kt, norms, full, j0, &mut out[r0..r0 + TILE_GROUP]) };
-    }
-    for r in grouped..out.len() {
-        // SAFETY: as above.
-        unsafe { one(&tile[r * kt..], kt, norms, full, j0, &mut out[r..=r]) };
-    }
+    assert!(full.is_multiple_of(WIDTH));
+    const KERNELS: TileKernels = TileKernels {
+        group: TILE_GROUP,
+        f32: (tile_rows_f32::<TILE_GROUP>, tile_rows_f32::<1>),
+        f64: (tile_rows_f64::<TILE_GROUP>, tile_rows_f64::<1>),
+    };
+    // SAFETY: the kernels need AVX-512F and AVX-512VL, which `available` checked.
+    available() && unsafe { tile_mins_with(&KERNELS, tile, norms, full, j0, out) }
 }
 
 /// Defines `$name::<R>`, the kernel of [`tile_mins`] for `R` rows of `$t`
@@ -241,7 +114,7 @@ macro_rules! tile_rows {
     ($name:ident, $t:ty, $w:literal, $v:ty, $iv:ty, $set1:ident, $load:ident, $add:ident, $cmp:ident, $min:ident,
      $max:ident, $mov:ident, $reduce_min:ident, $iset1:ident, $iload:ident, $iadd:ident, $imov:ident, $icmpeq:ident,
      $istore:ident) => {
-        /// A kernel of [`tile_mins`] (see [`TileKernel`]).
+        /// A kernel of [`tile_mins`] (see [`super::argmin::TileKernel`]).
         ///
         /// # Safety
         /// The CPU must support AVX-512F and AVX-512VL; `tile` holds `R`

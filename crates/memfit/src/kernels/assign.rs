@@ -1314,6 +1314,41 @@ mod tests {
         }
     }
 
+    /// The hand-vectorised twins of the direct kernel (AVX2, AVX-512; each
+    /// where this CPU has it), certified as `assign_block` certifies them,
+    /// give the reference's labels and distances: any width, centres not a
+    /// multiple of a vector, rows far from the origin, and integer grids
+    /// with many exact ties.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vectorised_direct_kernels_match_reference() {
+        type Twin = fn(&[f64], usize, Shift<'_>, &[f32], &[f32], &mut [u32], &mut [f32]) -> bool;
+        let twins: [(&str, Twin); 2] =
+            [("avx2", super::super::argmin_avx2::run::<f64>), ("avx512", super::super::argmin_avx512::run::<f64>)];
+        for (name, twin) in twins {
+            for (d, k, offset, grid) in
+                [(1, 5, 0.0, false), (3, 37, 0.0, false), (3, 37, 1e5, false), (7, 200, 0.0, true), (16, 19, 3.0, true)]
+            {
+                let n = 999;
+                let value = |v: f64| if grid { (v / 3.0).round() } else { v + offset };
+                let x: Vec<f64> = random(n * d, 5, 10.0).iter().map(|&v| value(v)).collect();
+                let centers: Vec<f64> = random(k * d, 6, 10.0).iter().map(|&v| value(v)).collect();
+                let c = PreparedCenters::<f64>::new(&centers, k, d);
+                let (mut l, mut m) = (vec![0u32; n], vec![0f64; n]);
+                let (mut g, mut buf) = (vec![0f32; n], vec![0f32; PreparedCenters::<f64>::padded_k(k)]);
+                let shift = Shift { origin: &c.origin, scale: c.scale };
+                if !twin(&x, d, shift, &c.transposed, &c.padded_norms, &mut l, &mut g) {
+                    continue; // not this CPU's
+                }
+                certify(&x, &c, &mut l, &g, &mut m, None, &mut |_, row, x_norm| {
+                    refine_narrow(row, &c, x_norm, &mut buf)
+                });
+                let got = (l, m.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+                assert_eq!(got, reference(&x, &c), "{name}, d = {d}, k = {k}");
+            }
+        }
+    }
+
     #[test]
     fn second_bound_is_below_every_other_centre_and_useful() {
         // Narrow (f32 fast path) and wide data, near and far from the origin.

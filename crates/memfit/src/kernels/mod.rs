@@ -3,6 +3,8 @@
 mod accumulate;
 mod argmin;
 #[cfg(target_arch = "x86_64")]
+mod argmin_avx2;
+#[cfg(target_arch = "x86_64")]
 mod argmin_avx512;
 mod assign;
 mod finite;

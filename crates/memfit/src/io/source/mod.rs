@@ -432,10 +432,7 @@ impl<'a> Source<'a> {
     /// scikit-learn's rule computes in float64 even when it holds float32.
     pub fn native_order(&self) -> bool {
         match &self.data {
-            Data::Npy(f) => {
-                let native = if cfg!(target_endian = "little") { Endian::Little } else { Endian::Big };
-                f.header.endian == native || f.header.dtype.itemsize() == 1
-            }
+            Data::Npy(f) => f.header.endian == Endian::NATIVE || f.header.dtype.itemsize() == 1,
             _ => true,
         }
     }
@@ -499,10 +496,9 @@ impl<'a> Source<'a> {
             Data::Npy(f) => {
                 let h = &f.header;
                 let item = h.dtype.itemsize();
-                let native = if cfg!(target_endian = "little") { Endian::Little } else { Endian::Big };
                 if !h.fortran_order
                     && h.dtype == T::DTYPE
-                    && h.endian == native
+                    && h.endian == Endian::NATIVE
                     && bound.is_none()
                     && shift.iter().all(|&s| s == 0.0)
                 {

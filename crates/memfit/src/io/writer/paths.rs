@@ -171,7 +171,7 @@ pub(crate) fn probe_dir(dir: &Path, path: &Path) -> Result<()> {
                  permissions",
                 dir.display()
             );
-            Err(Error::io(path, "create", std::io::Error::other(why)))
+            Err(Error::io(path, "create", std::io::Error::new(e.kind(), why)))
         }
         Err(e) => Err(Error::io(path, "create", e)),
     }

@@ -64,7 +64,9 @@ impl ZarrOutput {
     /// [`Error::OutputExists`] when `path` exists and `!overwrite`;
     /// [`Error::Io`] of kind `NotFound` when `path`'s folder is missing, of kind
     /// `IsADirectory` when `path` is a non-empty folder that holds no Zarr
-    /// array (such a folder is never replaced); [`Error::NoDiskSpace`] when
+    /// array (such a folder is never replaced), of kind `PermissionDenied`
+    /// when an array to be replaced could not be removed (a folder of it
+    /// not writable); [`Error::NoDiskSpace`] when
     /// the filesystem has less free space than the uncompressed array
     /// (see [`check_free_space`]); other [`Error::Io`] when the temporary
     /// directory or the array's metadata cannot be written.
@@ -110,7 +112,7 @@ impl ZarrOutput {
         if !dir.is_dir() {
             return Err(Error::io(path, "create", crate::io::writer::missing_folder(&dir)));
         }
-        check_replaceable(&dest, overwrite)?;
+        replace_checked(&dest, overwrite)?;
         let bytes = shape.iter().try_fold(dtype.itemsize() as u64, |acc, &n| acc.checked_mul(n as u64));
         check_free_space(&[(&dest, bytes.unwrap_or(u64::MAX))])?;
 
@@ -208,11 +210,8 @@ impl ZarrOutput {
         let ZarrOutput { array, tmp, _unfinished, dest, overwrite, .. } = self;
         drop(array);
         sync_tree(tmp.path()).map_err(|e| Error::io(&dest, "sync", e))?;
-        let replacing = check_replaceable(&dest, overwrite)?;
-        if replacing {
-            // Its removal must not fail once the new array is in its place.
-            check_removable(&dest).map_err(|(dir, e)| Error::io(&dir, "remove the replaced array", e))?;
-        }
+        // Checked again: the tree may have changed while the array was written.
+        let replacing = replace_checked(&dest, overwrite)?;
         if !replacing {
             std::fs::rename(tmp.path(), &dest).map_err(|e| Error::io(&dest, "rename", e))?;
             let _ = tmp.keep();
@@ -269,6 +268,17 @@ fn check_replaceable(dest: &Path, overwrite: bool) -> Result<bool> {
 }
 
 /// Removes a file or a directory tree.
+/// [`check_replaceable`], and for an array to be replaced,
+/// [`check_removable`]: its removal must not fail once the new array is in
+/// its place.
+fn replace_checked(dest: &Path, overwrite: bool) -> Result<bool> {
+    let replacing = check_replaceable(dest, overwrite)?;
+    if replacing {
+        check_removable(dest).map_err(|(dir, e)| Error::io(&dir, "remove the replaced array", e))?;
+    }
+    Ok(replacing)
+}
+
 /// Whether `path` (a file, or a folder and everything under it) can be
 /// removed by this process: every folder of the tree writable and
 /// searchable (`access(2)`). Else the folder that is not, with why.
