@@ -204,8 +204,11 @@ impl Warning {
             ),
             Warning::FewerClusters { found, n_clusters } => write!(
                 f,
-                "number of distinct clusters ({found}) found smaller than n_clusters ({n_clusters}); possibly due to duplicate points in X: {} centres are duplicates or have no rows",
-                n_clusters - found
+                "number of distinct clusters ({found}) found smaller than n_clusters ({n_clusters}); possibly due to duplicate points in X: {}",
+                match n_clusters - found {
+                    1 => "1 centre is a duplicate or has no rows".to_string(),
+                    n => format!("{n} centres are duplicates or have no rows"),
+                }
             ),
             Warning::IllConditioned { component, condition, dtype } => write!(
                 f,
@@ -299,6 +302,9 @@ mod tests {
         assert!(all[2].to_string().ends_with("hint: compute in float64 or raise reg_covar"), "{}", all[2]);
         assert_eq!(all[3].category(), Category::Convergence);
         assert_eq!(all[3].kind(), "kmeans_init");
+        assert!(all[3].to_string().ends_with(": 1 centre is a duplicate or has no rows"), "{}", all[3]);
+        let two = Warning::FewerClusters { found: 1, n_clusters: 3 }.to_string();
+        assert!(two.ends_with(": 2 centres are duplicates or have no rows"), "{two}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ fn available() -> bool {
     *AVAILABLE.get_or_init(|| is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl"))
 }
 
+// Four rows per group: their running minima form independent chains.
 super::argmin::direct_twin!(4);
 
 /// `R` rows of the direct kernel (see [`super::argmin::direct_by_groups`]).

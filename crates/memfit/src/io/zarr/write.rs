@@ -267,7 +267,6 @@ fn check_replaceable(dest: &Path, overwrite: bool) -> Result<bool> {
     Ok(true)
 }
 
-/// Removes a file or a directory tree.
 /// [`check_replaceable`], and for an array to be replaced,
 /// [`check_removable`]: its removal must not fail once the new array is in
 /// its place.
@@ -300,6 +299,7 @@ fn check_removable(path: &Path) -> std::result::Result<(), (PathBuf, io::Error)>
     Ok(())
 }
 
+/// Removes a file or a directory tree.
 fn remove_any(path: &Path) -> io::Result<()> {
     if std::fs::symlink_metadata(path)?.is_dir() {
         std::fs::remove_dir_all(path)
