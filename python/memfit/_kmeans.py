@@ -250,6 +250,16 @@ class _Centers(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, 
                 f"The shape of the initial centers {centers.shape} does not match the number of features of the "
                 f"data {data.n_features}."
             )
+        if data.float32:
+            # scikit-learn converts init to X's dtype, then checks it.
+            with np.errstate(over="ignore"):
+                beyond = np.argwhere(np.isinf(centers.astype(np.float32)))
+            if len(beyond):
+                i, j = beyond[0]
+                raise ValueError(
+                    "Input contains infinity or a value too large for dtype('float32'). "
+                    f"memfit: init[{i}, {j}] = {centers[i, j]}"
+                )
         return centers
 
 
@@ -310,11 +320,13 @@ class KMeans(_Centers):
         distances that cannot change a label; ``"elkan"`` is accepted as
         ``"bounded"`` (memfit never holds Elkan's n_samples × n_clusters
         bounds); ``"lloyd"`` computes every distance every iteration;
-        ``"auto"`` times two plain iterations, then bounded ones, and from the
-        fifth on runs plain iterations once a bounded one is not clearly
-        faster than the second plain one (narrow data whose full assignment
-        is already cheap, centres that keep moving), and runs plain when the
-        bounds do not fit ``memory_limit``. On a Dask cluster each chunk's
+        ``"auto"`` times two plain iterations, then bounded ones; a bounded
+        iteration slower than the latest plain one (or not clearly faster
+        while its share of skipped distances has stopped rising) pauses the
+        bounds for 4, then 8, 16, ... plain iterations, after which they
+        start afresh (early iterations, whose centres move far, may skip too
+        little where later ones pay); it runs plain when the bounds do not
+        fit ``memory_limit``. On a Dask cluster each chunk's
         bounds stay on the worker that ran its task, 16 bytes per row held
         by Dask between passes (see ``memfit._dask``); a chunk whose bounds
         are lost with a worker is assigned in full, with the same results.

@@ -107,6 +107,13 @@ def sparse_input(X: Any, name: str = "X", first_row: int = 0, warn: bool = False
     ValueError
         For complex values or another number of dimensions than 2.
     """
+    if len(X.shape) < 2:
+        # scikit-learn's check_array for sparse input.
+        raise ValueError(
+            f"Expected 2D input, got input with shape {X.shape}.\n"
+            "Reshape your data either using array.reshape(-1, 1) if your data has a single feature or "
+            "array.reshape(1, -1) if it contains a single sample."
+        )
     if len(X.shape) != 2:
         raise ValueError(f"Expected 2D array, got {len(X.shape)}D array instead ({name} has shape {X.shape}).")
     if np.iscomplexobj(X.data if hasattr(X, "data") else np.empty(0, X.dtype)):

@@ -328,14 +328,20 @@ def npy_behind(X: Any, ndim: Optional[int] = 2) -> Optional[str]:
 
 def _check_features(estimator: Any, d: int, reset: bool) -> None:
     """Records (``reset``) or checks ``n_features_in_`` for data without
-    feature names (a path or an expression), as scikit-learn does."""
+    feature names (a path, an expression or a Dask array), as scikit-learn
+    does: with its warning when the fit had feature names."""
     if estimator is None:
         return
     if reset:
         estimator.n_features_in_ = d
         if hasattr(estimator, "feature_names_in_"):
             del estimator.feature_names_in_
-    elif d != estimator.n_features_in_:
+        return
+    if hasattr(estimator, "feature_names_in_"):
+        warnings.warn(
+            f"X does not have valid feature names, but {type(estimator).__name__} was fitted with feature names"
+        )
+    if d != estimator.n_features_in_:
         raise ValueError(
             f"X has {d} features, but {type(estimator).__name__} is expecting "
             f"{estimator.n_features_in_} features as input."

@@ -241,6 +241,30 @@ def test_minimum_and_maximum_of_equal_values_give_numpys_operand():
             np.testing.assert_array_equal(got, want)
 
 
+def test_minimum_and_maximum_keep_the_nan_they_are_given():
+    """NumPy's minimum and maximum return the NaN operand itself (the first
+    when both are NaN): its sign and payload, where memfit gave a new NaN
+    (helper 128)."""
+    neg, payload = -np.float64(np.nan), np.array([0x7FF8000000000001], np.uint64).view(np.float64)[0]
+    a = np.array([neg, 1.0, neg, payload, np.nan, 2.0])
+    b = np.array([1.0, neg, payload, neg, neg, payload])
+    for dtype in (np.float32, np.float64):
+        x, y = a.astype(dtype), b.astype(dtype)
+        for ours, theirs in ((ma.minimum, np.minimum), (ma.maximum, np.maximum)):
+            got, want = ours(ma.asarray(x), ma.asarray(y)).compute(), theirs(x, y)
+            np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+        got, want = ma.clip(ma.asarray(x), ma.asarray(y), None).compute(), np.clip(x, y, None)
+        np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+def test_clip_takes_python_int_bounds_beyond_int64():
+    """np.clip of floats between Python ints beyond int64 (helper 128:
+    memfit raised OverflowError testing them for NaN)."""
+    a = np.array([1.5, -2.0, 3e20])
+    for lo, hi in [(0, 2**64), (-(2**63) - 1, 0), (-1e30, 2**70), (True, 2**63)]:
+        _same(ma.clip(ma.asarray(a), lo, hi), np.clip(a, lo, hi))
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_floor_division_and_remainder_are_numpys_in_each_float_dtype(dtype):
     # NumPy's float32 and float16 loops divide in float32: computing in

@@ -338,6 +338,22 @@ def test_predict_keeps_centres(blobs):
     assert_array_equal(km.cluster_centers_, before)
 
 
+def test_init_beyond_float32_for_float32_data_is_refused_as_scikit_learn():
+    """scikit-learn converts init to float32 X's dtype and refuses what
+    becomes infinite; memfit fitted silently from an infinite centre
+    (helper 129)."""
+    X = np.random.default_rng(13).standard_normal((200, 3)).astype(np.float32)
+    init = np.r_[X[:2].astype(float), [[1e39, 0, 0]]]
+    want = "Input contains infinity or a value too large for dtype('float32')."
+    with pytest.raises(ValueError, match=re.escape(want)), np.errstate(over="ignore"):
+        SkKMeans(3, init=init, n_init=1).fit(X)
+    for estimator in (KMeans, MiniBatchKMeans):
+        with pytest.raises(ValueError, match=re.escape(want + " memfit: init[2, 0] = 1e+39")):
+            estimator(3, init=init, n_init=1).fit(X)
+    init[2, 0] = float(np.finfo(np.float32).max)
+    KMeans(3, init=init, n_init=1, max_iter=1).fit(X)
+
+
 def test_init_with_fitted_centres_is_fixed_point(blobs):
     """Refitting from converged centres gives the same centres and labels bit for bit, in one iteration."""
     X, _ = blobs
@@ -474,6 +490,29 @@ def test_feature_names_out(small):
     km = KMeans(n_clusters=4, random_state=0).fit(X)
     assert list(km.get_feature_names_out()) == [f"kmeans{i}" for i in range(4)]
     assert km.n_features_in_ == 3
+
+
+@pytest.mark.parametrize("kind", ["dask", "memfit.array", "path"])
+def test_data_without_feature_names_warns_as_scikit_learn(kind, tmp_path):
+    """An estimator fitted on a DataFrame warns once per call given data
+    without feature names: a Dask array, a memfit array or a .npy path too
+    (helper 129: only NumPy arrays warned)."""
+    import dask.array as da
+    import pandas as pd
+
+    import memfit.array as ma
+
+    X = np.random.default_rng(7).standard_normal((300, 4))
+    np.save(tmp_path / "x.npy", X)
+    data = {"dask": lambda: da.from_array(X, chunks=(100, 4)), "memfit.array": lambda: ma.asarray(X),
+            "path": lambda: str(tmp_path / "x.npy")}[kind]
+    km = KMeans(3, random_state=0, n_init=1).fit(pd.DataFrame(X, columns=list("abcd")))
+    for method in ("predict", "transform", "score"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            getattr(km, method)(data())
+        assert [str(w.message) for w in caught] == [
+            "X does not have valid feature names, but KMeans was fitted with feature names"], (method, caught)
 
 
 # ---------------------------------------------------------------------------

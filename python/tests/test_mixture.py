@@ -421,6 +421,25 @@ def test_weights_scaled_alike_give_the_unweighted_mixture(covariance_type, scale
     assert gm.lower_bound_ == pytest.approx(ref.lower_bound_, rel=1e-12)
 
 
+def test_random_from_data_never_starts_from_a_row_of_weight_zero():
+    """init_params="random_from_data" draws rows as KMeans's random init
+    does, in proportion to sample_weight: a row of weight 0 is as missing
+    (helper 127: rows were drawn uniformly, and a start on two rows of
+    weight 0 collapsed both components onto the weighted mean)."""
+    rng = np.random.default_rng(14)
+    good = np.vstack([rng.normal(0, 1, (50, 2)), rng.normal(6, 1, (50, 2))])
+    X = np.vstack([good, rng.normal(1000, 1, (100, 2))])
+    w = np.r_[np.ones(100), np.zeros(100)]
+    for seed in range(10):
+        gm = GaussianMixture(2, init_params="random_from_data", random_state=seed, max_iter=0).fit(X, sample_weight=w)
+        assert np.all(np.abs(gm.means_) < 100), (seed, gm.means_)
+        gm = GaussianMixture(2, init_params="random_from_data", random_state=seed).fit(X, sample_weight=w)
+        assert gm.lower_bound_ > -3.6, (seed, gm.lower_bound_, gm.means_)
+    one = np.r_[1.0, np.zeros(len(X) - 1)]
+    with pytest.raises(ValueError, match="only 1 row has a positive sample_weight, fewer than n_components = 2"):
+        GaussianMixture(2, init_params="random_from_data").fit(X, sample_weight=one)
+
+
 @pytest.mark.parametrize("offset", [1e8, 1e12])
 @pytest.mark.parametrize("covariance_type", COV_TYPES)
 def test_scores_far_from_the_origin_keep_their_digits(covariance_type, offset):

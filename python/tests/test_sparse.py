@@ -219,6 +219,13 @@ def test_bad_sparse_input_is_refused_clearly():
             fit(bad)
     with pytest.raises(ValueError, match="X has 41 features, but MiniBatchKMeans is expecting 40 features"):
         MiniBatchKMeans(3, random_state=0).fit(X).partial_fit(sp.random(5, 41, format="csr"))
+    # A 1-D sparse array: scikit-learn's words (helper 129).
+    with pytest.raises(ValueError) as want:
+        SKKMeans(2).fit(sp.csr_array(np.ones(5)))
+    for fit in (KMeans(2).fit, MiniBatchKMeans(2).fit):
+        with pytest.raises(ValueError) as got:
+            fit(sp.csr_array(np.ones(5)))
+        assert str(got.value) == str(want.value)
     # Sparse weights: scikit-learn's TypeError (memfit said "got 0D array").
     for w in (sp.csr_matrix(np.ones((1, 300))), sp.coo_array(np.ones(300))):
         for fit in (KMeans(3).fit, MiniBatchKMeans(3).fit, MiniBatchKMeans(3).partial_fit):

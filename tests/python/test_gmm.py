@@ -463,6 +463,15 @@ def test_a_precisions_init_that_is_not_symmetric_is_refused(tmp_path, cov_type):
                         ).fit(X)
 
 
+def test_a_precisions_init_of_the_wrong_shape_names_the_option_once(tmp_path):
+    """Helper 127: "--precisions-init: --precisions-init p.npy: shape ..."."""
+    x = save(tmp_path, "x.npy", np.random.default_rng(0).standard_normal((50, 3)))
+    p = save(tmp_path, "p.npy", np.stack([np.eye(2)] * 2))
+    proc = run_memfit("gmm", x, "-k", 2, "--precisions-init", p, expect=2)
+    assert proc.stderr.count("--precisions-init") == 1, proc.stderr
+    assert f"--precisions-init: {p}: shape [2, 2, 2], but [2, 3, 3] is required" in proc.stderr, proc.stderr
+
+
 def test_predict_says_when_rows_have_zero_density(tmp_path):
     """A finite row far from every component gets scikit-learn's answers
     (log-likelihood -inf, NaN probabilities, label 0) and a warning on

@@ -144,7 +144,8 @@ fn open_precisions(path: &Path, t: CovarianceType, k: usize, d: usize) -> memfit
     let (src, shape) = Source::open_stacked(path, want.len())?;
     if shape != want {
         return Err(memfit::Error::ShapeMismatch {
-            what: format!("--precisions-init {}", path.display()),
+            // The caller's context names the option.
+            what: path.display().to_string(),
             expected: want,
             found: shape,
             hint: "give scikit-learn's precisions_init shape for the covariance type: (K, d, d) full, (d, d) tied, (K, d) diag, (K,) spherical",

@@ -869,8 +869,11 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: 
     # value equal to a bound keeps its own signed zero).
     y = where(op("less", [x, lo]), lo, x)
     y = where(op("greater", [y, hi]), hi, y)
-    y = where(op("isnan", [lo]), lo, y)
-    return where(op("isnan", [hi]), hi, y)
+    for bound, given in ((lo, a_min), (hi, a_max)):
+        # A Python int is never NaN (and may be beyond int64, as NumPy allows).
+        if type(given) not in (bool, int):
+            y = where(op("isnan", [bound]), bound, y)
+    return y
 
 
 def _clip_dtype(x: Array, a_min: Any, a_max: Any) -> np.dtype:

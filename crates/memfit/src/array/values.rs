@@ -755,15 +755,18 @@ pub fn apply(op: Op, loop_dtype: Dtype, out_dtype: Dtype, args: &[Col]) -> Resul
                 }))
             }
             Power => Col::F(bin(a, b, f64::powf)),
-            // NumPy's loops: NaN wins; of equal values (0.0 and -0.0) the
-            // float32 and float64 loops give the second operand, the
+            // NumPy's loops: NaN wins (the first operand's when both are,
+            // its sign and payload kept); of equal values (0.0 and -0.0)
+            // the float32 and float64 loops give the second operand, the
             // float16 loops the first.
             Minimum | Maximum => {
                 let first_on_ties = loop_dtype == Dtype::F16;
                 let min = op == Minimum;
                 Col::F(bin(a, b, |x, y| {
-                    if x.is_nan() || y.is_nan() {
-                        f64::NAN
+                    if x.is_nan() {
+                        x
+                    } else if y.is_nan() {
+                        y
                     } else if x == y {
                         if first_on_ties {
                             x

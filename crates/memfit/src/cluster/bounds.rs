@@ -282,6 +282,12 @@ impl<T: Real> Bounds<T> {
         Ok(skipped)
     }
 
+    /// The next pass assigns every row in full (bounds paused for passes
+    /// without them are stale).
+    pub(crate) fn restart(&mut self) {
+        self.fresh = true;
+    }
+
     /// Called after each full pass over the rows: the states now refer to
     /// the centres of the last [`Self::moved_to`].
     pub(crate) fn passed(&mut self) {

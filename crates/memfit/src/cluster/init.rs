@@ -4,13 +4,14 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 
-use rand::Rng;
+use rand::{Rng, RngCore};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::dtype::Real;
 use crate::error::{Error, Result};
-use crate::exec::{row_unit, Block, Column, InitSample, Leaf, Pass, SAMPLE_CHUNK};
+use crate::exec::{row_unit, run_split, Block, Cancel, Column, InitSample, Leaf, Pass, RowSplit, SAMPLE_CHUNK};
+use crate::io::BlockReader;
 
 /// Rows per chunk of the k-means++ potential sums.
 const CHUNK: usize = SAMPLE_CHUNK;
@@ -239,6 +240,41 @@ pub fn uniform_distinct(n: usize, k: usize, rng: &mut ChaCha8Rng) -> Vec<usize> 
         out.push(v);
     }
     out
+}
+
+/// `k` distinct rows for a random start: without weights, uniform from
+/// `rng` ([`uniform_distinct`]); with them, each drawn with probability
+/// proportional to its weight (scikit-learn's `p=sample_weight / sum`), a
+/// [`WeightedDraw`] seeded from `rng` in one pass over `blocks` split as
+/// `split`, so that a row of weight 0 is never drawn, as a missing row.
+///
+/// # Errors
+/// Fewer than `k` rows with a positive weight ([`Error::InvalidParameter`]
+/// of `k_name`, the parameter that set `k`); read errors;
+/// [`Error::Cancelled`].
+pub(crate) fn random_rows<T: Real>(
+    blocks: &mut BlockReader<'_, '_, T>,
+    split: &RowSplit,
+    k: usize,
+    k_name: &'static str,
+    rng: &mut ChaCha8Rng,
+    cancel: &Cancel,
+) -> Result<Vec<usize>> {
+    if blocks.weights().is_none() {
+        return Ok(uniform_distinct(blocks.x().n_samples(), k, rng));
+    }
+    let mut draw = WeightedDraw::new(k, rng.next_u64());
+    run_split(&mut draw, blocks, split, &vec![0.0; blocks.x().n_features()], cancel)?;
+    let rows = draw.finish();
+    if rows.len() < k {
+        let rows = match rows.len() {
+            1 => "1 row has".to_string(),
+            r => format!("{r} rows have"),
+        };
+        let what = format!("only {rows} a positive sample_weight, fewer than {k_name} = {k}");
+        return Err(Error::param(k_name, what));
+    }
+    Ok(rows)
 }
 
 /// Keeps the `k` largest keys of a weighted draw without replacement

@@ -29,8 +29,9 @@ use std::time::Instant;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::auto::AutoChoice;
 use super::bounds::{Bounds, WIDTH};
-use super::init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
+use super::init::{kmeans_plusplus, random_rows};
 use super::minibatch_run::{run_steps, Draw};
 use super::params::{Algorithm, Init, KMeansParams, Metric};
 use super::pass::{AssignPass, AssignStats, Assignment, Mode};
@@ -389,7 +390,7 @@ fn initial_centers<T: Real>(
     rng: &mut ChaCha8Rng,
     obs: &dyn Observer,
 ) -> Result<Vec<f64>> {
-    let (n, d, k) = (blocks.x().n_samples(), blocks.x().n_features(), params.n_clusters);
+    let (d, k) = (blocks.x().n_features(), params.n_clusters);
     let zero = vec![0.0; d];
     match &params.init {
         Init::Centers { values, .. } if values.is_empty() => {
@@ -401,24 +402,7 @@ fn initial_centers<T: Real>(
             scan.sample.gather(&idx)
         }
         Init::Random => {
-            let rows = match blocks.weights() {
-                None => uniform_distinct(n, k, rng),
-                Some(_) => {
-                    let mut draw = WeightedDraw::new(k, rng.next_u64());
-                    run_split(&mut draw, blocks, split, &zero, &obs.cancel())?;
-                    let rows = draw.finish();
-                    if rows.len() < k {
-                        return Err(Error::param(
-                            "n_clusters",
-                            format!(
-                                "only {} rows have a positive sample_weight, fewer than n_clusters = {k}",
-                                rows.len()
-                            ),
-                        ));
-                    }
-                    rows
-                }
-            };
+            let rows = random_rows(blocks, split, k, "n_clusters", rng, &obs.cancel())?;
             let mut out = vec![0.0; k * d];
             for (c, &i) in rows.iter().enumerate() {
                 blocks.read_row(i, &zero, &mut out[c * d..(c + 1) * d])?;
@@ -493,8 +477,7 @@ fn lloyd<T: Real, C: Real>(
     };
     let mut strict = false;
     let mut last_bounded = false;
-    let mut plain_secs = f64::INFINITY;
-    let mut last_skip = 0.0;
+    let mut choice = AutoChoice::new(params.algorithm == Algorithm::Auto);
     // The centres prepared for the kernels, in the same buffers every
     // iteration.
     let mut reuse: Option<PreparedCenters<T>> = None;
@@ -510,10 +493,11 @@ fn lloyd<T: Real, C: Real>(
                 blocks.x().has_unit_rows(),
             ),
         };
-        // `auto` times plain passes first (the second, warm, is the
-        // reference); the bounds start with the third.
-        let mut bounded = bounds.as_mut().filter(|_| it > 1 || params.algorithm != Algorithm::Auto);
+        let mut bounded = bounds.as_mut().filter(|_| choice.bounded(it));
         if let Some(b) = bounded.as_deref_mut() {
+            if choice.fresh(it) {
+                b.restart();
+            }
             b.moved_to(&centers);
         }
         let mut pass =
@@ -524,20 +508,7 @@ fn lloyd<T: Real, C: Real>(
             b.passed();
         }
         let skip_share = if k > 1 { s.skipped as f64 * (k - 1) as f64 / (n as f64 * k as f64) } else { 0.0 };
-        // `auto`: from the fourth pass on (the second bounded one, the
-        // first that can skip), plain passes once a bounded one is slower
-        // than the warm plain one, or not clearly faster while its skip
-        // share has stopped rising (the bits are the same either way).
-        let secs = t.elapsed().as_secs_f64();
-        if it == 1 {
-            plain_secs = secs;
-        } else if params.algorithm == Algorithm::Auto
-            && it >= 3
-            && (secs > plain_secs || (secs > 0.9 * plain_secs && skip_share < last_skip + 0.05))
-        {
-            bounds = None;
-        }
-        last_skip = skip_share;
+        choice.record(it, t.elapsed().as_secs_f64(), skip_share);
         let mut sums = s.sums;
         let mut unit = vec![0.0; if cosine { d } else { 0 }];
         // A cluster holds rows, and for cosine k-means a direction: rows

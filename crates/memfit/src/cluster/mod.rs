@@ -1,6 +1,7 @@
 //! K-means clustering: parameters, memory plan, initialisation, Lloyd
 //! iterations and prediction.
 
+mod auto;
 mod bounds;
 mod init;
 mod kmeans;
@@ -14,6 +15,7 @@ mod task;
 
 /// Progress events and cancellation (see [`crate::exec`]).
 pub use crate::exec::{Observer, Progress};
+pub(crate) use init::random_rows;
 pub use init::{kmeans_plusplus, uniform_distinct, WeightedDraw};
 pub(crate) use kmeans::overflow;
 pub use kmeans::{fit, fit_centers, validate, KMeansFit, LabelSink, PlotSample, Timings};

@@ -43,9 +43,11 @@ impl Init {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Algorithm {
     /// Two plain passes (the second, warm, timed), then bounded ones while
-    /// they are faster: from the fifth pass on, plain Lloyd passes once a
-    /// bounded pass takes over 90 % of the plain one's time (narrow data
-    /// whose full assignment is already cheap, centres that keep moving).
+    /// they are faster: a bounded pass slower than the latest plain one, or
+    /// over 90 % of its time while its skip share has stopped rising,
+    /// pauses the bounds for 4, then 8, 16, … plain passes, after which they
+    /// start afresh (early passes, whose centres move far, may not pay where
+    /// later ones do). See `cluster::auto`.
     #[default]
     Auto,
     /// Plain Lloyd: every row against every centre, every iteration.

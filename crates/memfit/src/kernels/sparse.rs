@@ -56,10 +56,17 @@
 //! scaling), skip the first pass.
 //!
 //! Work per row: O(nnz · k) for the products (each stored value adds a
-//! multiple of one row of the transposed centres), the O(d · candidates)
-//! exact decision only where the bound cannot certify. Memory: the
-//! transposed centres (d × k in `f64`, d × k rounded up to 32 in `f16`) and
-//! per worker k products in each of `f64` and `f32` and one dense row.
+//! multiple of one row of the transposed centres), the exact decision only
+//! where the bound cannot certify. That decision takes each candidate's
+//! exact distance over the columns where the row or the centre is nonzero
+//! (a feature where both are zero adds +0 to its partial sum, which changes
+//! no bit): O(nnz + the centre's nonzeros) for centres with at most d / 8
+//! nonzeros (centres that are rows of the data, whose rows often tie
+//! exactly: no shared column), O(d) for denser ones; O(nnz) for unit rows.
+//! Memory: the transposed centres (d × k in `f64`, d × k rounded up to 32
+//! in `f16`), the sparse centres' nonzero columns (at most d / 8 per
+//! centre, `u32`), and per worker k products in each of `f64` and `f32`
+//! and one dense row.
 //!
 //! # Unit rows (cosine)
 //! Centres prepared for unit rows decide on [`super::unit_sq_dist`]
@@ -111,6 +118,14 @@ pub struct SparseCenters {
     /// max_j R_j.
     radius: f64,
     bound: Bound,
+    /// The nonzero columns of each centre with at most [`Self::support_cap`]
+    /// of them (`listed`), strictly increasing, from `support_at[j]` to
+    /// `support_at[j + 1]` (an empty run for a denser centre). Empty for
+    /// unit rows (their distances need no list) and when the centres were
+    /// renewed in some columns only.
+    support: Vec<u32>,
+    support_at: Vec<u32>,
+    listed: Vec<bool>,
 }
 
 impl SparseCenters {
@@ -119,7 +134,18 @@ impl SparseCenters {
     /// [`PreparedCenters::slack`]), for unit rows when `unit` (see
     /// [`PreparedCenters::for_rows`]).
     pub fn new(centers: &[f64], k: usize, d: usize, (slack, unit): (f64, bool)) -> Self {
-        Self::build(centers, k, d, (slack, unit), None, [Vec::new(), Vec::new(), Vec::new()], Vec::new(), Vec::new())
+        let mut s = Self::build(
+            centers,
+            k,
+            d,
+            (slack, unit),
+            None,
+            [Vec::new(), Vec::new(), Vec::new()],
+            Vec::new(),
+            Vec::new(),
+        );
+        s.find_supports(centers, unit);
+        s
     }
 
     /// The same as [`SparseCenters::new`], in `self`'s buffers; with
@@ -127,8 +153,11 @@ impl SparseCenters {
     /// lie in those columns: the transposed values of the other columns are
     /// left as they were (stale), which such rows never read.
     pub fn renew(self, centers: &[f64], k: usize, d: usize, of: (f64, bool), columns: Option<&[u32]>) -> Self {
-        let SparseCenters { transposed, half, sq_norms, norms, radii, .. } = self;
-        Self::build(centers, k, d, of, columns, [transposed, sq_norms, norms], half, radii)
+        let SparseCenters { transposed, half, sq_norms, norms, radii, support, support_at, listed, .. } = self;
+        let mut s = Self::build(centers, k, d, of, columns, [transposed, sq_norms, norms], half, radii);
+        (s.support, s.support_at, s.listed) = (support, support_at, listed);
+        s.find_supports(centers, of.1 || columns.is_some());
+        s
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -236,12 +265,68 @@ impl SparseCenters {
             radius: radii.iter().copied().fold(0.0, f64::max),
             radii,
             bound,
+            support: Vec::new(),
+            support_at: Vec::new(),
+            listed: Vec::new(),
         }
+    }
+
+    /// Most nonzero columns of a centre whose columns are listed (see
+    /// [`Self::support`]).
+    fn support_cap(d: usize) -> usize {
+        d / 8
+    }
+
+    /// Lists the nonzero columns of `centers` (row-major `(k, d)`) with at
+    /// most [`Self::support_cap`] of them, in the buffers' room; none when
+    /// `none` (see [`Self::support`]).
+    fn find_supports(&mut self, centers: &[f64], none: bool) {
+        let (k, d, cap) = (self.k, self.d, Self::support_cap(self.d));
+        let (support, at, listed) = (&mut self.support, &mut self.support_at, &mut self.listed);
+        support.clear();
+        at.clear();
+        listed.clear();
+        if none || d <= 8 || k == 0 || u32::try_from(k * cap + 1).is_err() {
+            return;
+        }
+        let counts: Vec<usize> = centers.par_chunks_exact(d).map(|c| c.iter().filter(|&&v| v != 0.0).count()).collect();
+        listed.extend(counts.iter().map(|&n| n <= cap));
+        let runs = || counts.iter().zip(listed.iter()).map(|(&n, &l)| if l { n } else { 0 });
+        at.reserve_exact(k + 1);
+        at.push(0);
+        let mut total = 0;
+        for n in runs() {
+            total += n;
+            at.push(total as u32);
+        }
+        support.resize(total, 0);
+        // Each listed centre's run of `support`, filled in parallel.
+        let mut parts = Vec::with_capacity(k);
+        let mut rest = &mut support[..];
+        for n in runs() {
+            let (part, tail) = rest.split_at_mut(n);
+            parts.push(part);
+            rest = tail;
+        }
+        parts.into_par_iter().zip(centers.par_chunks_exact(d)).for_each(|(part, c)| {
+            let nonzero = c.iter().enumerate().filter(|(_, &v)| v != 0.0).map(|(f, _)| f as u32);
+            for (to, f) in part.iter_mut().zip(nonzero) {
+                *to = f;
+            }
+        });
+    }
+
+    /// The nonzero columns of centre `j` (strictly increasing) when listed.
+    fn support(&self, j: usize) -> Option<&[u32]> {
+        self.listed
+            .get(j)
+            .is_some_and(|&l| l)
+            .then(|| &self.support[self.support_at[j] as usize..self.support_at[j + 1] as usize])
     }
 
     /// Bytes of the prepared centres for `k` centres of `d` features.
     pub fn bytes_for(k: usize, d: usize) -> u64 {
-        ((d + 4) * k * 8 + (d * Self::padded(k) + 31) * 2) as u64
+        ((d + 4) * k * 8 + (d * Self::padded(k) + 31) * 2 + k * Self::support_cap(d) * 4 + (k + 1) * 4 + k) as u64
     }
 
     /// `k` rounded up to a multiple of 32 (the `f16` rows' length: 64 bytes).
@@ -406,24 +491,67 @@ fn decide<T: Real>(
 ) -> usize {
     let beta = |j: usize| s.bound.beta(s.radii[j], x_norm);
     let upper = (0..s.k).map(|j| buf.g[j] + beta(j)).filter(|v| v.is_finite()).fold(f64::INFINITY, f64::min);
-    for (&v, &f) in values.iter().zip(cols) {
-        buf.row[f as usize] = v;
-    }
+    // The dense row, filled for the first candidate that needs it.
+    let mut filled = false;
     let (mut best, mut label) = (f64::INFINITY, 0);
     for j in 0..s.k {
         // NaN (overflow) keeps a centre among the candidates.
         if buf.g[j] - beta(j) > upper {
             continue;
         }
-        let dist = c.exact_dist(&buf.row, j);
+        // Each the dense row's exact distance, bit for bit (module docs).
+        let dist = match s.support(j) {
+            _ if c.is_unit() => unit_sparse_dist(values, cols, c.center(j)),
+            Some(support) => merged_sq_dist(values, cols, c.center(j), support),
+            None => {
+                if !filled {
+                    for (&v, &f) in values.iter().zip(cols) {
+                        buf.row[f as usize] = v;
+                    }
+                    filled = true;
+                }
+                c.exact_dist(&buf.row, j)
+            }
+        };
         if dist < best {
             (best, label) = (dist, j);
         }
     }
-    for &f in cols {
-        buf.row[f as usize] = T::default();
+    if filled {
+        for &f in cols {
+            buf.row[f as usize] = T::default();
+        }
     }
     label
+}
+
+/// [`super::exact_sq_dist`] (more than 8 features) of the dense row of
+/// stored `values` in strictly increasing columns `cols` to `c`, whose
+/// nonzero columns are `support` (strictly increasing): the same bits,
+/// from the columns where either is nonzero (each other feature's term is
+/// +0, which changes no partial sum of squares).
+#[inline]
+fn merged_sq_dist<T: Real>(values: &[T], cols: &[u32], c: &[f64], support: &[u32]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (mut i, mut s) = (0, 0);
+    loop {
+        let at_row = cols.get(i).copied().unwrap_or(u32::MAX);
+        let at_centre = support.get(s).copied().unwrap_or(u32::MAX);
+        let f = at_row.min(at_centre);
+        if f == u32::MAX {
+            break;
+        }
+        let v = if at_row == f {
+            i += 1;
+            values[i - 1].to_f64()
+        } else {
+            0.0
+        };
+        s += usize::from(at_centre == f);
+        let t = v - c[f as usize];
+        acc[f as usize % 8] += t * t;
+    }
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
 }
 
 /// The distance of a row's stored `values` (in strictly increasing
@@ -741,6 +869,47 @@ mod tests {
             a.clear();
             assert!(a.sums.iter().chain(&a.sums_err).all(|&v| v.to_bits() == 0));
         }
+    }
+
+    /// A candidate's distance from the columns where the row or the centre
+    /// is nonzero has the dense row's bits, for rows of either type; the
+    /// centres' listed columns are their nonzero ones.
+    #[test]
+    fn merged_distances_are_the_dense_rows_bits() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for d in [9, 16, 17, 100, 1000] {
+            for _ in 0..50 {
+                let (mut row, mut centre) = (vec![0.0f64; d], vec![0.0f64; d]);
+                for f in 0..d {
+                    if rng.random::<f64>() < 0.1 {
+                        row[f] = rng.random::<f64>() * 10.0 - 5.0;
+                    }
+                    if rng.random::<f64>() < 0.1 {
+                        centre[f] = rng.random::<f64>() * 1e-3 - 5e-4;
+                    }
+                }
+                let cols: Vec<u32> = (0..d as u32).filter(|&f| row[f as usize] != 0.0).collect();
+                let support: Vec<u32> = (0..d as u32).filter(|&f| centre[f as usize] != 0.0).collect();
+                let values: Vec<f64> = cols.iter().map(|&f| row[f as usize]).collect();
+                let want = crate::kernels::exact_sq_dist(&row, &centre);
+                assert_eq!(merged_sq_dist(&values, &cols, &centre, &support).to_bits(), want.to_bits(), "d {d}");
+                let (row32, values32): (Vec<f32>, Vec<f32>) =
+                    (row.iter().map(|&v| v as f32).collect(), values.iter().map(|&v| v as f32).collect());
+                let want = crate::kernels::exact_sq_dist(&row32, &centre);
+                assert_eq!(merged_sq_dist(&values32, &cols, &centre, &support).to_bits(), want.to_bits(), "d {d}");
+            }
+        }
+        // Listed: the centres with at most d / 8 nonzeros, their columns.
+        let (k, d) = (3, 64);
+        let mut centers = vec![0.0; k * d];
+        centers[3] = 1.0;
+        centers[60] = -2.0;
+        centers[d..2 * d].fill(0.5);
+        let s = SparseCenters::new(&centers, k, d, (0.0, false));
+        assert_eq!(s.support(0), Some(&[3u32, 60][..]));
+        assert_eq!(s.support(1), None);
+        assert_eq!(s.support(2), Some(&[][..]));
+        assert_eq!(SparseCenters::new(&centers, k, d, (0.0, true)).support(0), None);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use super::memory::InMemory;
 use super::params::{CovarianceType, GmmParams, InitMethod};
 use super::passes::InitResp;
 use super::strategy::{Data, Final, Strategy};
-use crate::cluster::{kmeans_plusplus, plan_kmeans, uniform_distinct};
+use crate::cluster::{kmeans_plusplus, plan_kmeans, random_rows};
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::{scan, Observer, Progress, RunOptions};
@@ -113,7 +113,8 @@ pub fn fit<T: Real>(
                 }
                 InitMethod::Random => InitResp::Uniform(rng.next_u64()),
                 InitMethod::RandomFromData => {
-                    let rows = uniform_distinct(n, k, &mut rng);
+                    let mut blocks = BlockReader::<T>::new(x, sample_weight, plan.schedule.scan_block_rows);
+                    let rows = random_rows(&mut blocks, split, k, "n_components", &mut rng, &observer.cancel())?;
                     let mut means = vec![0.0; k * d];
                     for (c, &r) in rows.iter().enumerate() {
                         row_reader.read_row(r, &shift, &mut means[c * d..(c + 1) * d])?;
