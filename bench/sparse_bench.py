@@ -1,6 +1,6 @@
 """Side-by-side benchmark of k-means on sparse TF-IDF rows: memfit's
 KMeans on a scipy.sparse CSR matrix (read in place, within a memory limit
-100 times smaller than the dense matrix) against scikit-learn's sparse
+100 times smaller than the dense matrix, at least 1 GiB) against scikit-learn's sparse
 Lloyd, from the same initial centres, each in its own child process on the
 same matrix; and memfit's KMeans on the matrix as a Dask array of CSR
 chunks of 65,536 rows, read chunk by chunk in the child (no client:
@@ -15,6 +15,12 @@ turned into l2-normalised TF-IDF with sublinear tf (scikit-learn's
 TfidfTransformer). Saved once with scipy.sparse.save_npz beside the script's
 temporary folder and loaded by each child.
 
+With --uniform-docs N, each document is instead N distinct terms drawn
+uniformly (term frequencies uniform in [0.1, 1.1)), l2-normalised: two
+documents rarely share a term, so most rows are exactly as far from every
+initial centre (rows of X) and the labels are decided by exact ties, the
+case where memfit once took 15-50x scikit-learn's time.
+
 Reported per peer: seconds per iteration (two fits of m and 2m iterations
 with tol = 0: their time difference over their iteration difference), the
 whole fit of 2m iterations, peak memory the fit added over the loaded
@@ -22,6 +28,7 @@ matrix, and against scikit-learn the share of equal labels, the largest
 centre difference and the relative inertia difference.
 
 Usage: python bench/sparse_bench.py [--n-samples 200000] [--n-features 100000] [--k 100] [--iters 3] [--threads 2]
+       [--uniform-docs N]
        [--peers scikit-learn,memfit,memfit-dask,memfit-cluster]   (memfit is always run: the others compare with it)
 Needs: the memfit package, scikit-learn, scipy, threadpoolctl, dask[distributed].
 Peak memory is the child's: for memfit-cluster, the client's alone (the workers are other processes).
@@ -60,6 +67,17 @@ def corpus(n, d, path):
     counts.sum_duplicates()
     X = TfidfTransformer(sublinear_tf=True).fit_transform(counts).tocsr()
     sp.save_npz(path, X)
+
+
+def uniform_corpus(n, d, terms, path):
+    import numpy as np
+    import scipy.sparse as sp
+    from sklearn.preprocessing import normalize
+
+    rng = np.random.default_rng(0)
+    cols = np.concatenate([rng.choice(d, terms, replace=False) for _ in range(n)])
+    X = sp.csr_matrix((rng.random(n * terms) + 0.1, (np.repeat(np.arange(n), terms), cols)), shape=(n, d))
+    sp.save_npz(path, normalize(X).tocsr())
 
 
 def child(peer, path, k, iters, threads, limit):
@@ -119,6 +137,7 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers to run (memfit always runs)")
+    ap.add_argument("--uniform-docs", type=int, help="documents of this many uniform random terms (exact ties)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
     ap.add_argument("--limit", help=argparse.SUPPRESS)
@@ -132,13 +151,18 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "tfidf.npz")
         t = time.perf_counter()
-        corpus(n, d, path)
+        if args.uniform_docs:
+            uniform_corpus(n, d, args.uniform_docs, path)
+        else:
+            corpus(n, d, path)
         X = sp.load_npz(path)
-        limit = n * d * 8 // 100
+        # At least 1 GiB: a small corpus's centres (n_clusters × n_features)
+        # need more than its dense matrix / 100.
+        limit = max(n * d * 8 // 100, 1 << 30)
         print(f"TF-IDF {n} x {d}, {X.nnz} stored values ({X.nnz / n:.0f} per row, density {X.nnz / n / d:.2e}), "
               f"built in {time.perf_counter() - t:.1f} s; k = {args.k}, {args.threads} threads, fits of "
               f"{args.iters} and {2 * args.iters} iterations; memfit's memory_limit {limit / MiB:.0f} MiB "
-              f"(the dense matrix / 100)")
+              f"(the dense matrix / 100, at least 1 GiB)")
         print(f"{'peer':13} {'s/iter':>8} {'n_iter':>6} {'fit s':>7} {'added MiB':>9} {'same labels':>11} "
               f"{'max |dc|':>9} {'d inertia':>9}")
         got = {}

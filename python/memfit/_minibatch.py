@@ -128,7 +128,8 @@ class MiniBatchKMeans(_Centers):
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
         Centres, float32 for float32 X, else float64.
     labels_ : ndarray of shape (n_samples,), dtype int32
-        Label of each row (when ``compute_labels``).
+        Label of each row (when ``compute_labels``); for a Dask X, a
+        dask.array.Array with X's row chunks holding them.
     inertia_ : float
         Weighted sum of squared distances of rows to their centre.
     n_iter_ : int
@@ -716,12 +717,7 @@ class MiniBatchKMeans(_Centers):
             ``labels_`` (computed by the fit's last pass); for a Dask X, as
             a dask.array.Array with X's row chunks holding them.
         """
-        labels = self.fit(X, sample_weight=sample_weight).labels_
-        if _dask.is_dask_array(X):
-            import dask.array as da
-
-            return da.from_array(labels, chunks=(X.chunks[0],))
-        return labels
+        return self.fit(X, sample_weight=sample_weight).labels_
 
     def _labels_once_warned(self, data, w):
         """(labels, inertia) of the fit's X, whose validation pass already
@@ -730,6 +726,12 @@ class MiniBatchKMeans(_Centers):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*: column \d+ holds ", category=UserWarning)
             labels, inertia = self._assign_checked(data, w)
+        if data.dask is not None:
+            # Per-row results of a Dask X are Dask arrays with its row chunks
+            # (as KMeans's), here over the labels the pass computed.
+            import dask.array as da
+
+            labels = da.from_array(labels, chunks=(data.dask.input.chunks[0],))
         return labels, float(inertia)
 
     def _partial_init(self, data, batch, w):

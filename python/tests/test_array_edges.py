@@ -265,6 +265,21 @@ def test_clip_takes_python_int_bounds_beyond_int64():
         _same(ma.clip(ma.asarray(a), lo, hi), np.clip(a, lo, hi))
 
 
+def test_clip_takes_both_bounds_or_neither_as_numpy():
+    """np.clip(x, 1) and np.clip(x, a_max=2) are TypeErrors naming the
+    missing bound, min=/max= beside both bounds a ValueError; memfit clipped
+    on one side (helper 128)."""
+    a = np.array([-1.0, 0.5, 3.0])
+    for kw in (dict(a_min=1), dict(a_max=2), dict(a_min=0, a_max=2, min=1), dict(a_min=None, a_max=1, max=0)):
+        with pytest.raises(Exception) as want:
+            np.clip(a, **kw)
+        for f in (np.clip, ma.clip):
+            with pytest.raises(type(want.value), match=re.escape(str(want.value))):
+                f(ma.asarray(a), **kw)
+    for kw in (dict(), dict(min=0), dict(max=1), dict(min=0, max=1), dict(a_min=None, a_max=None)):
+        _same(ma.clip(ma.asarray(a), **kw), np.clip(a, **kw))
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_floor_division_and_remainder_are_numpys_in_each_float_dtype(dtype):
     # NumPy's float32 and float16 loops divide in float32: computing in

@@ -122,6 +122,33 @@ def test_zarr_auto_shards_only_for_small_chunks(tmp_path):
     np.testing.assert_array_equal(g[...], want)
 
 
+def test_zarr_shards_have_the_same_bytes_for_any_n_jobs(tmp_path):
+    """A shard's chunks lie in chunk order (they lay in the order parallel
+    compression finished them: the files changed from run to run), and
+    shards="auto" picks the same layout for any n_jobs (it dropped the
+    shards on two threads) (helper 132)."""
+    zarr = pytest.importorskip("zarr")
+    x = ma.asarray(rng_data((100_000, 20)))
+
+    def files(path):
+        data = {f.relative_to(path): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
+        return data, zarr.open_array(str(path))
+
+    for case, kw in enumerate((dict(chunks=(1000, 20), shards=(5000, 20), memory_limit="8MiB"),
+                               dict(chunks=(100, 20), memory_limit="8MiB"))):
+        runs = []
+        for i, n_jobs in enumerate([1, 2, 2, 1, 2]):
+            path = tmp_path / f"{case}-{i}.zarr"
+            x.to_zarr(path, n_jobs=n_jobs, **kw)
+            runs.append(files(path))
+        (first, z), rest = runs[0], runs[1:]
+        assert z.shards is not None and len(first) < 100, (kw, z.shards)
+        for other, o in rest:
+            assert (o.chunks, o.shards) == (z.chunks, z.shards), kw
+            assert other == first, kw
+        np.testing.assert_array_equal(z[...], x.compute())
+
+
 def test_zarr_bad_shards(tmp_path):
     """ValueError for shards that are not positive multiples of the chunks
     or of the wrong length; nothing is left behind."""

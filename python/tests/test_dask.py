@@ -198,6 +198,9 @@ def test_dense_mini_batches_on_the_cluster_are_the_single_process_fit(client, X,
     assert np.array_equal(local.cluster_centers_, dist.cluster_centers_)
     assert local.n_steps_ == dist.n_steps_ and local.inertia_ == dist.inertia_
     assert np.array_equal(local.labels_, np.asarray(dist.labels_))
+    # Per-row results of a Dask X are Dask arrays, as KMeans's (helper 129).
+    assert isinstance(dist.labels_, da.Array) and dist.labels_.chunks == (dx.chunks[0],)
+    assert MiniBatchKMeans(**mb).partial_fit(dx).labels_.chunks == (dx.chunks[0],)
 
 
 def test_spherical_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client):

@@ -197,6 +197,24 @@ def test_empty_rows_and_an_all_zero_matrix():
     np.testing.assert_array_equal(KMeans(4, random_state=0).fit(X).labels_, KMeans(4, random_state=0).fit(X.toarray()).labels_)
 
 
+def test_a_stored_negative_zero_is_the_dense_arrays_positive_zero():
+    """scipy's toarray() reads a stored -0.0 as +0.0; a centre drawn from
+    that row kept -0.0, and a cluster left with it kept it (helper 130)."""
+    import warnings
+
+    X = sp.csr_matrix((np.array([-1.0, -0.0, -1.0, 1.0, 1.0, -1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),
+                       np.array([2, 5, 6, 8, 4, 5, 8, 5, 2, 7, 4, 4, 4]),
+                       np.array([0, 3, 4, 5, 5, 7, 8, 8, 10, 10, 11, 12, 13])), shape=(12, 9))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for init in ("k-means++", "random"):
+            for seed in range(5):
+                a = KMeans(8, n_init=1, random_state=seed, init=init).fit(X.toarray())
+                b = KMeans(8, n_init=1, random_state=seed, init=init).fit(X)
+                assert np.array_equal(a.cluster_centers_.view(np.uint64), b.cluster_centers_.view(np.uint64)), seed
+                assert np.array_equal(a.labels_, b.labels_)
+
+
 def test_bad_sparse_input_is_refused_clearly():
     X = tfidf_like(n=300, d=40, density=0.2)
     bad = X.copy()

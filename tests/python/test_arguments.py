@@ -84,6 +84,17 @@ def test_matrix_options_are_named_with_the_shape_they_need(tmp_path, memfit):
         assert f"{flag}{tmp_path / 'nope.npy'}: open failed" in err, err
 
 
+def test_a_dry_run_refuses_weights_of_the_wrong_length_as_the_run(tmp_path, memfit):
+    """kmeans and gmm --dry-run printed a plan (exit 0) for weights the run
+    refuses (helper 131)."""
+    x = save(tmp_path, "x.npy", np.random.default_rng(0).standard_normal((10, 4)))
+    w = save(tmp_path, "w9.npy", np.ones(9))
+    for command in (["kmeans", x, "-k", "3"], ["gmm", x, "-k", "2"]):
+        run = memfit(*command, "--sample-weight", w, expect=2).stderr
+        dry = memfit(*command, "--sample-weight", w, "--dry-run", expect=2).stderr
+        assert dry == run and "shape [9], but [10] is required" in dry, (run, dry)
+
+
 def test_a_command_alone_shows_its_commands_and_bad_values_list_the_good_ones(tmp_path, memfit):
     """`memfit` alone printed the tool's description as an error; an invalid
     value's message dropped clap's list of the values there are."""

@@ -80,6 +80,8 @@ pub fn run(args: &GmmArgs) -> Result<()> {
     let target = args.device.target()?;
     let x = open_data(&args.input, "fit", None)?;
     let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
+    // Checked before the plan: a dry run refuses them as the run does.
+    x.check_weights(weights.as_ref())?;
     let covariance_type = CovarianceType::parse(&args.covariance_type)?;
     let init_params = InitMethod::parse(&args.init)?;
     let params = GmmParams {

@@ -108,6 +108,8 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
     };
     let x = x.unit_rows(args.metric == KmeansMetric::Cosine);
     let weights = args.sample_weight.as_deref().map(|p| open_weights("--sample-weight", p)).transpose()?;
+    // Checked before the plan: a dry run refuses them as the run does.
+    x.check_weights(weights.as_ref())?;
     let params = KMeansParams {
         n_clusters,
         init: parse_init_arg(&args.init)?,

@@ -974,7 +974,7 @@ class Array:
         shards: Any = "auto",
     ) -> None:
         """Streams the array into a Zarr v3 array directory (compressed, one
-        writer per chunk or shard, the chunks compressed in parallel),
+        writer per chunk or shard, chunks and shards written in parallel),
         readable by zarr-python, without holding the result in memory; on a
         Dask cluster (``client``, by default the active one), one task per
         chunk (per shard when ``shards`` is given).
@@ -1031,8 +1031,10 @@ class Array:
             to a divisor of the shard's length. ``"auto"``: shards only when
             the chunks are small (under 1 MiB uncompressed): whole chunks
             grouped from the innermost axis outwards into shards of at most
-            64 MiB that fit the memory limit; otherwise (and with
-            ``client``) one file per chunk. None: one file per chunk.
+            64 MiB and a quarter of the memory the plan leaves (the same
+            layout for any ``n_jobs``); otherwise (and with ``client``) one
+            file per chunk. None: one file per chunk. A shard's file has the
+            same bytes for any ``n_jobs``.
 
         Raises
         ------

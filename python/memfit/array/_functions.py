@@ -814,7 +814,10 @@ def count_nonzero(a: Any, axis: Any = None, *, keepdims: Any = False) -> Array:
     return sum(operand(a) != 0, axis=axis, keepdims=keepdims, dtype=np.int64)
 
 @_with_out("same_kind")
-def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: Any = None, max: Any = None, **kwargs: Any) -> Array:
+def clip(
+    a: Any, a_min: Any = _NoValue, a_max: Any = _NoValue, out: Any = None, *, min: Any = _NoValue, max: Any = _NoValue,
+    **kwargs: Any,
+) -> Array:
     """``a`` limited to ``[a_min, a_max]``, lazily: ``minimum(maximum(a,
     a_min), a_max)`` (NaN propagates).
 
@@ -822,8 +825,9 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: 
     ----------
     a : array-like or Array
     a_min, a_max : scalar, array-like, Array or None
-        Bounds, broadcast with ``a``; None: no bound on that side. ``min`` and
-        ``max`` are NumPy 2.1's aliases.
+        Bounds, broadcast with ``a``; None: no bound on that side. Both or
+        neither, as NumPy's (TypeError naming the missing one); ``min`` and
+        ``max`` are NumPy 2.1's aliases, given without them (ValueError).
 
     Returns
     -------
@@ -831,10 +835,14 @@ def clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: 
     """
     _reject_out(out)
     _ufunc_kwargs("clip", kwargs)
-    if _given(min):
-        a_min = min
-    if _given(max):
-        a_max = max
+    # NumPy's rules for the bounds and their aliases.
+    if a_min is _NoValue and a_max is _NoValue:
+        a_min, a_max = (None if v is _NoValue else v for v in (min, max))
+    elif a_min is _NoValue or a_max is _NoValue:
+        missing = "a_min" if a_min is _NoValue else "a_max"
+        raise TypeError(f"clip() missing 1 required positional argument: '{missing}'")
+    elif min is not _NoValue or max is not _NoValue:
+        raise ValueError("Passing `min` or `max` keyword argument when `a_min` and `a_max` are provided is forbidden.")
     # NumPy clips an array: a Python scalar ``a`` is one (strong, as np.asarray makes it).
     x = operand(np.asarray(a) if isinstance(a, (bool, int, float)) else a)
     dtype = x.dtype

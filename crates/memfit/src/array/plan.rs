@@ -24,6 +24,11 @@ pub const SMALL_CHUNK_BYTES: u64 = 1 << 20;
 /// Largest shard [`Shards::Auto`] makes, in uncompressed bytes.
 pub const MAX_SHARD_BYTES: u64 = 64 << 20;
 
+/// Shards [`Shards::Auto`] sizes to be written at once within the memory
+/// left (more when more fit): a constant, so that the layout depends on
+/// the shape, dtype and limit only, never on the threads.
+const SHARD_WRITERS: u64 = 2;
+
 /// Largest slab of a file output written at once: each elementwise stage
 /// writing a `.npy` file evaluates C-order slabs of its result into one
 /// of two buffers of at most this many bytes (a quarter of the memory left
@@ -115,14 +120,14 @@ fn write_slab_bytes(avail: u64, item: u64) -> u64 {
 
 /// A Zarr output's chunk shape and shard shape (`None`: unsharded) for a
 /// result of `shape` with `item`-byte elements, written within `avail`
-/// bytes on `threads` threads: `chunks` as given or [`default_chunks`],
-/// `shards` as [`Shards`] says. Shapes that do not fit the array are
-/// returned as given (the writer refuses them).
+/// bytes: `chunks` as given or [`default_chunks`], `shards` as [`Shards`]
+/// says (automatic shards sized for [`SHARD_WRITERS`] at once). Shapes
+/// that do not fit the array are returned as given (the writer refuses
+/// them).
 fn zarr_layout(
     shape: &[usize],
     item: u64,
     avail: u64,
-    threads: u64,
     chunks: Option<Vec<usize>>,
     shards: &Shards,
 ) -> (Vec<usize>, Option<Vec<usize>>) {
@@ -144,7 +149,7 @@ fn zarr_layout(
                 return (c, None);
             }
             let per = COL_BYTES + (CHUNK_COPIES + 1) * item;
-            let target = (MAX_SHARD_BYTES / item).min(avail / (2 * threads.max(1)) / per);
+            let target = (MAX_SHARD_BYTES / item).min(avail / (2 * SHARD_WRITERS) / per);
             let mut room = target / chunk.max(1);
             let mut shard = c.clone();
             for k in (0..shape.len()).rev() {
@@ -491,13 +496,15 @@ pub fn plan(lowered: &Lowered, output: &Output, limit: u64, threads: usize) -> R
                         // left by held buffers), grouped into shards when
                         // small; then as many shards (chunks) at a time as
                         // fit, each evaluated in parts of `e` elements and
-                        // its chunks compressed on every thread.
-                        let (c, shard) = zarr_layout(&stage.shape, item, avail, t, chunks, shards);
+                        // its chunks compressed one after the other (see
+                        // `ZarrOutput::write_chunk`).
+                        let (c, shard) = zarr_layout(&stage.shape, item, avail, chunks, shards);
                         let unit = shard.clone().unwrap_or_else(|| c.clone());
                         let copies = CHUNK_COPIES + u64::from(shard.is_some());
                         let chunk_buf = volume(&unit) as u64 * (COL_BYTES + copies * item);
-                        // A sharded write compresses its chunks on every
-                        // thread: a chunk's bytes and its compressed bytes each.
+                        // A sharded write compresses one chunk at a time: a
+                        // chunk's bytes and its compressed bytes, per thread
+                        // at most.
                         let compress = if shard.is_some() { t * 2 * volume(&c) as u64 * item } else { 0 };
                         if compress > 0 {
                             led.add_in(

@@ -500,9 +500,17 @@ fn lloyd<T: Real, C: Real>(
             }
             b.moved_to(&centers);
         }
-        let mut pass =
-            AssignPass { centers: &prepared, asg: &mut *asg, mode: Mode::Lloyd, weights_name: None, bounds: bounded };
-        let s = run_split(&mut pass, blocks, split, &zero, &observer.cancel())?;
+        let cancel = observer.cancel();
+        let mode = Mode::Lloyd;
+        let mut pass = AssignPass {
+            centers: &prepared,
+            asg: &mut *asg,
+            mode,
+            weights_name: None,
+            bounds: bounded,
+            cancel: cancel.clone(),
+        };
+        let s = run_split(&mut pass, blocks, split, &zero, &cancel)?;
         last_bounded = pass.bounds.is_some();
         if let Some(b) = pass.bounds {
             b.passed();
@@ -532,6 +540,7 @@ fn lloyd<T: Real, C: Real>(
                 mode: Mode::Farthest,
                 weights_name: None,
                 bounds: None,
+                cancel: observer.cancel(),
             };
             let far = run_split(&mut pass, blocks, split, &zero, &observer.cancel())?.farthest;
             let empty: Vec<usize> = (0..k).filter(|&j| !filled(&sums, j, &mut unit)).collect();
@@ -633,9 +642,9 @@ fn final_pass<T: Real>(
     if let Some(b) = bounds.as_deref_mut() {
         b.moved_to(centers);
     }
-    let mut pass =
-        AssignPass { centers: &prepared, asg, mode: Mode::Final { sink, plot: sample }, weights_name: None, bounds };
-    let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &obs.cancel())?;
+    let (mode, cancel) = (Mode::Final { sink, plot: sample }, obs.cancel());
+    let mut pass = AssignPass { centers: &prepared, asg, mode, weights_name: None, bounds, cancel: cancel.clone() };
+    let s = run_split(&mut pass, blocks, split, &vec![0.0; d], &cancel)?;
     if let (Some((out, _, _)), Mode::Final { plot: Some(sample), .. }) = (plot, pass.mode) {
         let (values, labels, _) = sample.into_rows();
         *out = Some(PlotSample { values, labels: labels.into_iter().map(|l| l as u32).collect() });

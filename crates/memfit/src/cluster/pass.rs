@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use crate::dtype::Real;
 use crate::error::Result;
 use crate::exec::Backend;
-use crate::exec::{Block, KeyedSample, Leaf, Merge, Pass};
+use crate::exec::{Block, Cancel, KeyedSample, Leaf, Merge, Pass};
 use crate::kernels::{decision_dist, ClusterSums, PreparedCenters, Scratch, SparseScratch, MAX_PARTIAL_BYTES};
 use crate::plan::{Plan, TILE_ROWS};
 
@@ -302,7 +302,16 @@ pub(crate) struct AssignPass<'p, 'f, T> {
     /// A Lloyd pass's bounds (see [`super::bounds`]): rows they clear keep
     /// their labels without the other distances.
     pub(crate) bounds: Option<&'p mut super::bounds::Bounds<T>>,
+    /// The run's cancellation, checked between the pieces of a block (see
+    /// [`PIECE_WORK`]) as the runner checks it between blocks.
+    pub(crate) cancel: Cancel,
 }
+
+/// Most distance terms (rows × centres × features) a block's dense rows
+/// are assigned in at once, between checks of the cancellation: blocks are
+/// sized by memory, and with many centres one block's assignment can take
+/// a minute, where a cancelled run should stop within about a second.
+const PIECE_WORK: usize = 1 << 30;
 
 impl<T: Real> AssignPass<'_, '_, T> {
     fn k(&self) -> usize {
@@ -373,20 +382,34 @@ impl<T: Real> Pass<T> for AssignPass<'_, '_, T> {
         let a = &mut *self.asg;
         let backend = a.backend.ops::<T>();
         let (labels, dist) = (&mut a.labels[..rows], &mut a.dist[..rows]);
-        let skipped = match (self.bounds.as_deref_mut(), block.csr) {
-            (_, Some(csr)) => {
-                debug_assert!(self.bounds.is_none(), "sparse rows are assigned without bounds");
-                backend.assign_sparse(block.x, csr, self.centers, &mut a.sparse, labels, dist)?;
-                0
+        let skipped = if let Some(csr) = block.csr {
+            debug_assert!(self.bounds.is_none(), "sparse rows are assigned without bounds");
+            backend.assign_sparse(block.x, csr, self.centers, &mut a.sparse, labels, dist)?;
+            0
+        } else {
+            // In pieces of whole tiles, each row's result the same whatever
+            // the piece (as whatever the block).
+            let (per_row, tile) = ((self.centers.n_clusters * d).max(1), a.tile_rows.max(1));
+            let piece = (PIECE_WORK / per_row).max(tile * a.tiles.len().max(1)).div_ceil(tile) * tile;
+            let mut skipped = 0;
+            for r0 in (0..rows).step_by(piece) {
+                if r0 > 0 && self.cancel.is_cancelled() {
+                    return Err(crate::Error::Cancelled);
+                }
+                let r1 = (r0 + piece).min(rows);
+                let (x, labels, dist) = (&block.x[r0 * d..r1 * d], &mut labels[r0..r1], &mut dist[r0..r1]);
+                skipped += match self.bounds.as_deref_mut() {
+                    Some(b) => {
+                        let tiles = (a.tile_rows, a.k_tile);
+                        b.assign_block(backend, x, block.start + r0, self.centers, tiles, &mut a.tiles, labels, dist)?
+                    }
+                    None => {
+                        backend.assign_block(x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist)?;
+                        0
+                    }
+                };
             }
-            (Some(b), None) => {
-                let tiles = (a.tile_rows, a.k_tile);
-                b.assign_block(backend, block.x, block.start, self.centers, tiles, &mut a.tiles, labels, dist)?
-            }
-            (None, None) => {
-                backend.assign_block(block.x, self.centers, a.tile_rows, a.k_tile, &mut a.tiles, labels, dist)?;
-                0
-            }
+            skipped
         };
         if let Some(leaf) = leaves.first_mut() {
             leaf.stats.skipped += skipped;

@@ -153,6 +153,7 @@ pub fn predict<T: Real>(
         mode: Mode::Predict(out),
         weights_name: sample_weight.map(Source::name),
         bounds: None,
+        cancel: observer.cancel(),
     };
     let inertia = run_split(&mut pass, &mut blocks, &RowSplit::default(), &vec![0.0; d], &observer.cancel())?.inertia;
     if !inertia.is_finite() {

@@ -114,8 +114,14 @@ impl AssignTask {
             TaskKind::Farthest => Mode::Farthest,
             TaskKind::Final => Mode::Final { sink: None, plot: None },
         };
-        let mut pass =
-            AssignPass { centers: &centers, asg: &mut asg, mode, weights_name: None, bounds: bounds.as_mut() };
+        let mut pass = AssignPass {
+            centers: &centers,
+            asg: &mut asg,
+            mode,
+            weights_name: None,
+            bounds: bounds.as_mut(),
+            cancel: cancel.clone(),
+        };
         let mut blocks = BlockReader::<T>::new(x, w, plan.schedule.block_rows);
         let partial = run_pass(&mut pass, &mut blocks, Some(rows), shift, cancel)?;
         let out = task_result(&pass, partial);

@@ -211,7 +211,8 @@ impl<'b, T> Block<'b, T> {
 
 impl<T: Real> Block<'_, T> {
     /// Row `i`'s `n_features` values as `f64` (zeros filled in for a
-    /// sparse block).
+    /// sparse block, and a stored −0.0 read as +0.0, as scipy's `toarray`
+    /// adds the stored values to zeros).
     pub fn dense_row(&self, i: usize) -> Vec<f64> {
         let mut out = Vec::new();
         self.dense_row_into(i, &mut out);
@@ -225,7 +226,7 @@ impl<T: Real> Block<'_, T> {
             (v, Some(cols)) => {
                 let at = out.len();
                 out.resize(at + self.n_features, 0.0);
-                cols.iter().zip(v).for_each(|(&j, v)| out[at + j as usize] = v.to_f64());
+                cols.iter().zip(v).for_each(|(&j, v)| out[at + j as usize] = 0.0 + v.to_f64());
             }
         }
     }

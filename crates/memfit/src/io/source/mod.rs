@@ -538,7 +538,8 @@ impl<'a> Source<'a> {
                     }
                     for q in p[r]..p[r + 1] {
                         let c = j[q] as usize;
-                        o[c] = T::from_f64(v[q] - shift[c]);
+                        // A stored −0.0 as scipy's `toarray` reads it: +0.0.
+                        o[c] = T::from_f64((0.0 + v[q]) - shift[c]);
                     }
                 }
                 None

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use zarrs::array::codec::{BytesCodec, ZstdCodec};
-use zarrs::array::{Array, ArrayBuilder, ArrayBytes, FillValue};
+use zarrs::array::{Array, ArrayBuilder, ArrayBytes, CodecOptions, FillValue};
 use zarrs::filesystem::FilesystemStore;
 
 use super::{array_error, copy_box, storage_error, swap_le, to_u64};
@@ -80,7 +80,8 @@ impl ZarrOutput {
     /// encoded with `bytes` and zstd, the index at the end without a
     /// checksum), and every write is one whole shard
     /// ([`ZarrOutput::write_chunk`] then takes shard indices). Chunks of a
-    /// shard are compressed in parallel on the current rayon pool.
+    /// shard are compressed one after the other and lie in the file in
+    /// chunk order: the same bytes whatever the threads.
     ///
     /// # Errors
     /// As [`ZarrOutput::create`]; [`Error::InvalidParameter`] (`shards`)
@@ -194,7 +195,15 @@ impl ZarrOutput {
         if cfg!(target_endian = "big") {
             swap_le(data.to_mut(), itemsize);
         }
-        self.array.store_chunk(chunk_index, ArrayBytes::new_flen(data)).map_err(|e| array_error(&self.dest, "write", e))
+        // A shard's chunks are compressed one after the other, so that they
+        // lie in the file in chunk order: compressed in parallel, each would
+        // take the next free offset as it finished, and the file's bytes
+        // would change from run to run and with the threads (shards are
+        // written by the threads in parallel).
+        let options = CodecOptions::default().with_concurrent_target(1);
+        self.array
+            .store_chunk_opt(chunk_index, ArrayBytes::new_flen(data), &options)
+            .map_err(|e| array_error(&self.dest, "write", e))
     }
 
     /// Syncs the array's files and renames the temporary directory to the
