@@ -722,7 +722,8 @@ class MiniBatchKMeans(_Centers):
     def _labels_once_warned(self, data, w):
         """(labels, inertia) of the fit's X, whose validation pass already
         warned about values its compute dtype does not hold exactly (the
-        labels pass reads them again and would warn again)."""
+        labels pass reads them again and would warn again); for a Dask X
+        the labels as a Dask array with its row chunks."""
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*: column \d+ holds ", category=UserWarning)
             labels, inertia = self._assign_checked(data, w)

@@ -975,7 +975,14 @@ pub fn exact_sq_dist<T: Real>(x: &[T], c: &[f64]) -> f64 {
         let t = p.to_f64() - q;
         acc[l] += t * t;
     }
-    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+    lane_sum(acc)
+}
+
+/// The eight interleaved partial sums of [`exact_sq_dist`] and
+/// [`unit_sq_dist`] combined in their fixed order (a tree of pairs).
+#[inline(always)]
+pub(super) fn lane_sum(a: [f64; 8]) -> f64 {
+    ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
 }
 
 /// The distance labels are decided on from a row `x` of the compute type
@@ -1024,8 +1031,7 @@ pub fn unit_sq_dist<T: Real>(x: &[T], c: &[f64]) -> f64 {
 /// [`unit_sq_dist`]), 0 where rounding takes it below 0 (NaN stays NaN).
 #[inline(always)]
 pub(super) fn unit_distance(xx: [f64; 8], xc: [f64; 8]) -> f64 {
-    let total = |a: [f64; 8]| ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-    let v = (1.0 + total(xx)) - 2.0 * total(xc);
+    let v = (1.0 + lane_sum(xx)) - 2.0 * lane_sum(xc);
     if v < 0.0 {
         0.0
     } else {

@@ -86,7 +86,7 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 use super::accumulate::two_sum;
-use super::assign::{gamma, scale_for, unit_distance, Bound};
+use super::assign::{gamma, lane_sum, scale_for, unit_distance, Bound};
 use super::unit::{max_abs, sq_norms as sq_norms_of};
 use super::{ClusterSums, PreparedCenters};
 use crate::dtype::Real;
@@ -551,7 +551,7 @@ fn merged_sq_dist<T: Real>(values: &[T], cols: &[u32], c: &[f64], support: &[u32
         let t = v - c[f as usize];
         acc[f as usize % 8] += t * t;
     }
-    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+    lane_sum(acc)
 }
 
 /// The distance of a row's stored `values` (in strictly increasing
