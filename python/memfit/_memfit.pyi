@@ -17,7 +17,7 @@ in place. Every function releases the GIL, stops on Ctrl-C with
 (a file that cannot be read).
 """
 
-from typing import Any, Callable, Iterable, Iterator, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Literal, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -421,6 +421,15 @@ class Expr:
     def to_npy(self, path: str, memory_limit: int, n_jobs: Optional[int], overwrite: bool) -> None:
         """Streams the result into a .npy file (temporary name, renamed at the
         end); FileExistsError when path exists and not overwrite."""
+
+    def places(self) -> list[Union[tuple[Literal["memory"], int, int], tuple[Literal["file"], str]]]:
+        """What the expression reads from outside itself: ("memory", start,
+        stop) per borrowed span of addresses, ("file", path) per .npy file or
+        Zarr directory; memory it owns is not listed."""
+
+    def take_indices(self) -> Optional[npt.NDArray[np.int64]]:
+        """The positions a take node selects (negative ones counted from the
+        end), as a new int64 array; None for any other node."""
 
     def row_blocks(self, memory_limit: int, n_jobs: Optional[int] = None) -> RowBlocks:
         """The rows of a 2-D expression as consecutive row blocks (NumPy

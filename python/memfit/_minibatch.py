@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from numbers import Integral, Real
@@ -14,7 +15,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _dask, _memfit
 from ._kmeans import _Centers
-from ._options import check_memory_limit, check_n_jobs, engine_count
+from ._options import check_memory_limit, check_n_jobs, engine_count, resolve_client
 from ._sparse import is_sparse, sparse_input
 from ._validation import (
     c_float64,
@@ -23,8 +24,18 @@ from ._validation import (
     check_weight_values,
     features_kept_on_failure,
     finite_or_checked,
+    on_cluster,
     sparse_chunks,
 )
+
+
+def _as_current(client):
+    """A context in which Dask computes on ``client`` (checked as every
+    ``client=`` is: :func:`memfit._options.resolve_client`): the client
+    given made current (``distributed.Client.as_current``); None, the
+    active client or this process, as before."""
+    on = resolve_client(client)
+    return contextlib.nullcontext() if client is None or on is None else on.as_current()
 
 
 def _take(w, idx):
@@ -537,7 +548,7 @@ class MiniBatchKMeans(_Centers):
     # -- public API --------------------------------------------------------
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X, y=None, sample_weight=None, *, client=None):
         """Compute the centres on X by mini-batches.
 
         Parameters
@@ -548,13 +559,18 @@ class MiniBatchKMeans(_Centers):
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
             Non-negative weight of each row: batches draw rows with
             probability proportional to it.
+        client : distributed.Client, optional
+            For a Dask array X (or a memfit array): the cluster whose
+            workers compute its chunks, as ``KMeans.fit``'s (default: the
+            active client, if any; else the chunks are computed in this
+            process).
 
         Returns
         -------
         self : MiniBatchKMeans
         """
-        with features_kept_on_failure(self), _dask.lost_workers_explained():
-            data = check_data(X, self, reset=True, accept_sparse=True)
+        with _as_current(client), features_kept_on_failure(self), _dask.lost_workers_explained():
+            data = check_data(on_cluster(X, client), self, reset=True, accept_sparse=True)
             w_engine = check_sample_weight(sample_weight, data)
             # No weights: unit weights, never held.
             w = None if w_engine is None else self._weights(w_engine, data)
@@ -642,7 +658,7 @@ class MiniBatchKMeans(_Centers):
             return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y=None, sample_weight=None):
+    def partial_fit(self, X, y=None, sample_weight=None, *, client=None):
         """Update the centres with one mini-batch X.
 
         Parameters
@@ -655,14 +671,16 @@ class MiniBatchKMeans(_Centers):
         y : Ignored
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
             Non-negative weight of each row.
+        client : distributed.Client, optional
+            As :meth:`fit`'s.
 
         Returns
         -------
         self : MiniBatchKMeans
         """
         has_centers = hasattr(self, "cluster_centers_")
-        with features_kept_on_failure(self), _dask.lost_workers_explained():
-            data = check_data(X, self, reset=not has_centers, accept_sparse=True)
+        with _as_current(client), features_kept_on_failure(self), _dask.lost_workers_explained():
+            data = check_data(on_cluster(X, client), self, reset=not has_centers, accept_sparse=True)
             w_engine = check_sample_weight(sample_weight, data)
             # No weights: unit weights, never held.
             w = None if w_engine is None else self._weights(w_engine, data)
@@ -702,7 +720,7 @@ class MiniBatchKMeans(_Centers):
             self._n_features_out = self.cluster_centers_.shape[0]
             return self
 
-    def fit_predict(self, X, y=None, sample_weight=None):
+    def fit_predict(self, X, y=None, sample_weight=None, *, client=None):
         """Fit and return the label of each row (``labels_``).
 
         Parameters
@@ -710,6 +728,8 @@ class MiniBatchKMeans(_Centers):
         X : array-like or sparse matrix of shape (n_samples, n_features), numpy.memmap, path to a .npy file or dask.array.Array
         y : Ignored
         sample_weight : array-like of shape (n_samples,), scalar, path or None, default=None
+        client : distributed.Client, optional
+            As :meth:`fit`'s.
 
         Returns
         -------
@@ -717,7 +737,7 @@ class MiniBatchKMeans(_Centers):
             ``labels_`` (computed by the fit's last pass); for a Dask X, as
             a dask.array.Array with X's row chunks holding them.
         """
-        return self.fit(X, sample_weight=sample_weight).labels_
+        return self.fit(X, sample_weight=sample_weight, client=client).labels_
 
     def _labels_once_warned(self, data, w):
         """(labels, inertia) of the fit's X, whose validation pass already

@@ -601,6 +601,10 @@ def small_array(a: Any, name: str, ndim: Optional[int] = None, allow_nd: bool = 
         raise ValueError(f"Found array with dim {arr.ndim}, while dim <= 2 is required.")
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"Expected {ndim}D array, got {arr.ndim}D array instead: {name} has shape {arr.shape}")
+    if estimator and arr.ndim >= 1 and arr.shape[0] == 0:
+        raise ValueError(f"Found array with 0 sample(s) (shape={arr.shape}) while a minimum of 1 is required.")
+    if estimator and arr.ndim == 2 and arr.shape[1] == 0:
+        raise ValueError(f"Found array with 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     if not np.isfinite(arr).all():
         raise ValueError(_not_finite(arr, "", dtype, name))
     return arr

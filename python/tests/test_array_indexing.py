@@ -1,6 +1,8 @@
 """Integer-array and boolean indexing and ``out=`` on memfit arrays, against
 NumPy (issue 23, item 7)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -122,6 +124,25 @@ def test_out_for_ufuncs_and_reductions_writes_numpy_arrays():
         np.sum(a, axis=0, out=np.empty(5))
     with pytest.raises(TypeError):
         np.add(a, 1, out=a)
+
+
+def test_dot_into_out_takes_numpys_arrays_only():
+    """np.dot's ``out`` must have the result's dtype and shape and be
+    C-contiguous (NumPy's ValueError otherwise, also for the float32 ``out``
+    memfit cast into before)."""
+    a, b = np.arange(12.0).reshape(3, 4), np.arange(20.0).reshape(4, 5)
+    o = np.empty((3, 5))
+    assert np.dot(ma.asarray(a), b, out=o) is o
+    np.testing.assert_array_equal(o, a @ b)
+    v = np.empty(())
+    ma.dot(ma.asarray(a[0]), a[1], out=v)
+    assert v == a[0] @ a[1]
+    for bad in [np.empty((3, 5), np.float32), np.empty((5, 3)).T, np.empty((1, 3, 5)), np.empty((3, 5), np.int64)]:
+        for x in (a, ma.asarray(a)):
+            with pytest.raises(ValueError, match=re.escape("output array is not acceptable")):
+                np.dot(x, b, out=bad)
+    with pytest.raises(TypeError, match="'out' must be an array"):
+        np.dot(ma.asarray(a), b, out=(o,))
 
 
 def test_where_with_one_argument_and_nonzero_are_numpys():

@@ -350,3 +350,74 @@ def test_a_zarr_chunk_larger_than_the_tiles_is_planned_and_decoded_once(tmp_path
     assert r["refused"] and "Zarr chunk cache" in r["refused"], r["refused"]
     assert "Zarr chunk cache" in r["plan"] and r["same"], r
     assert r["planned"] <= 48 * MiB and r["peak"] <= r["planned"] + SLACK, r
+
+
+def test_out_is_written_block_by_block_within_the_limit():
+    """``out=`` a NumPy array of 128 MiB: the result is written into it in
+    blocks of rows (the default limit set to 32 MiB), never computed whole
+    beside it (which added the result's size again)."""
+    added, ok = run_child(
+        """
+        import memfit._resources as res
+        res.default_memory_limit = lambda: 32 << 20
+        out = np.ones((4096, 4096))
+        x = ma.arange(4096 * 4096, dtype=np.float64).reshape(4096, 4096)
+        added = measure(lambda: np.multiply(x.T, 2.0, out=out))
+        ok = all(np.array_equal(out[a:a + 256], np.arange(4096 * 4096.0).reshape(4096, 4096).T[a:a + 256] * 2)
+                 for a in range(0, 4096, 256))
+        print((added, ok))
+        """
+    )
+    assert ok
+    assert added <= 32 * MiB + SLACK, added / MiB
+
+
+def test_out_overlapping_what_is_read_gets_numpys_result(tmp_path):
+    """``out`` that is an array the expression reads, a view overlapping
+    it, or a map of the file it reads: the result NumPy gives (as if
+    computed before any write), not one mixed with written blocks."""
+    import memfit.array as ma
+
+    x0 = np.arange(64.0).reshape(8, 8)
+    for expr, out_of in [
+        (lambda a: a.T + 0, lambda x: x),
+        (lambda a: a[::-1] * 2, lambda x: x),
+        (lambda a: a[:-1] + a[1:], lambda x: x[1:]),
+        (lambda a: ma.concatenate([a[4:], a[:4]]), lambda x: x),
+    ]:
+        x = x0.copy()
+        want = expr(x0)
+        want = want.compute() if hasattr(want, "compute") else want
+        np.add(expr(ma.asarray(x)), 0.0, out=out_of(x))
+        np.testing.assert_array_equal(out_of(x), want)
+    np.save(tmp_path / "x.npy", x0)
+    mm = np.load(tmp_path / "x.npy", mmap_mode="r+")
+    np.negative(ma.from_npy(tmp_path / "x.npy")[::-1], out=mm)
+    mm.flush()
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), -x0[::-1])
+    # A map of another file is written block by block.
+    np.save(tmp_path / "y.npy", np.zeros((8, 8)))
+    my = np.load(tmp_path / "y.npy", mmap_mode="r+")
+    np.negative(ma.from_npy(tmp_path / "x.npy").T, out=my)
+    np.testing.assert_array_equal(my, x0[::-1].T)
+
+
+def test_an_index_is_held_once_at_8_bytes_per_position():
+    """``x[mask]`` and ``x[indices]`` hold their positions once, as int64
+    in the engine (helper 134: 16 bytes each, the recipe kept NumPy's copy
+    too)."""
+    held, count, ok = run_child(
+        """
+        v = np.random.default_rng(0).standard_normal(8_000_000).astype(np.float32)
+        x = ma.asarray(v)
+        mask = v > 0
+        count = int(mask.sum())
+        before = status("VmRSS")
+        y = x[mask]
+        held = status("VmRSS") - before
+        ok = np.array_equal(y.compute(), v[mask])
+        print((held, count, ok))
+        """
+    )
+    assert ok
+    assert held <= 8 * count + 8 * MiB, (held / count, count)

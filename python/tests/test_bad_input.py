@@ -26,6 +26,13 @@ X = np.random.RandomState(0).randn(200, 3)
          "scale the sample weights up"),
         (lambda: MiniBatchKMeans(3, random_state=0).fit(X, sample_weight=np.full(200, 1e-310)), ValueError,
          "scale the sample weights up"),
+        # Normal weights, but every product with the data subnormal: the
+        # centres came out as zeros (helper 133).
+        *[
+            (lambda e=e: e.fit(X * 1e-150, sample_weight=np.full(200, 1e-300)), ValueError,
+             r"the largest weight \(1e-300\) times the largest absolute value of the data")
+            for e in (KMeans(3, random_state=0), GaussianMixture(2, random_state=0), MiniBatchKMeans(3, random_state=0))
+        ],
         # Values near float64's largest: a cluster's sum overflows (its mean
         # would not), for any k, algorithm and input form.
         *[

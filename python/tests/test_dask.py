@@ -201,6 +201,13 @@ def test_dense_mini_batches_on_the_cluster_are_the_single_process_fit(client, X,
     # Per-row results of a Dask X are Dask arrays, as KMeans's (helper 129).
     assert isinstance(dist.labels_, da.Array) and dist.labels_.chunks == (dx.chunks[0],)
     assert MiniBatchKMeans(**mb).partial_fit(dx).labels_.chunks == (dx.chunks[0],)
+    # client= as KMeans.fit takes it (helper 137: a TypeError).
+    given = MiniBatchKMeans(**mb).fit(dx, client=client)
+    assert np.array_equal(given.cluster_centers_, local.cluster_centers_)
+    assert np.array_equal(MiniBatchKMeans(**mb).fit_predict(dx, client="auto"), local.labels_)
+    assert MiniBatchKMeans(**mb).partial_fit(dx, client=client).n_steps_ == 1
+    with pytest.raises(TypeError, match='client must be None, "auto" or a distributed.Client'):
+        MiniBatchKMeans(**mb).fit(X, client="x")
 
 
 def test_spherical_kmeans_on_the_cluster_is_bitwise_the_single_process_fit(client):
@@ -1018,7 +1025,7 @@ def test_minibatch_refuses_a_dask_x_whose_squared_distances_overflow_or_underflo
     tiny, huge = X * 1e-170, X.copy()
     huge[2500, 1] = 1e200
     said = {"tiny": "no column spans more than .*underflow float64", "huge": "a column spans 1.000e200, so squared "
-            "distances overflow float64"}
+            "distances between rows"}
     for name, bad in (("tiny", tiny), ("huge", huge)):
         for init in (X[:4].copy(), "random", "k-means++"):
             numpy, dask_ = _minibatch_errors(bad, da.from_array(bad, chunks=(1000, 3)), n_clusters=4, init=init,

@@ -334,6 +334,17 @@ CASES = [
      (X30,), ValueError, re.escape("'diag precision' should be positive")),
     ("gmm", dict(n_components=2, covariance_type="spherical", precisions_init=np.array([1.0, 0.0])), (X30,),
      ValueError, re.escape("'spherical precision' should be positive")),
+    # Empty initial parameters: check_array's sentence before the shape's (helper 136).
+    ("gmm", dict(n_components=2, covariance_type="spherical", precisions_init=np.ones(0)), (X30,), ValueError,
+     re.escape("Found array with 0 sample(s) (shape=(0,)) while a minimum of 1 is required.")),
+    ("gmm", dict(n_components=2, precisions_init=np.ones((0, 3, 3))), (X30,), ValueError,
+     re.escape("Found array with 0 sample(s) (shape=(0, 3, 3)) while a minimum of 1 is required.")),
+    ("gmm", dict(n_components=2, means_init=np.zeros((2, 0))), (X30,), ValueError,
+     re.escape("Found array with 0 feature(s) (shape=(2, 0)) while a minimum of 1 is required.")),
+    ("gmm", dict(n_components=2, weights_init=[]), (X30,), ValueError,
+     re.escape("Found array with 0 sample(s) (shape=(0,)) while a minimum of 1 is required.")),
+    ("kmeans", dict(n_clusters=2, init=np.zeros((0, 3)), n_init=1), (X30,), ValueError,
+     re.escape("Found array with 0 sample(s) (shape=(0, 3)) while a minimum of 1 is required.")),
 ]
 
 

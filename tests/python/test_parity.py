@@ -113,3 +113,13 @@ def test_ari_kmeanspp_recovers_ground_truth(tmp_path, name, k, record_property):
     assert len(m.summary["inertia_per_init"]) == 5
     assert m.summary["inertia"] == min(m.summary["inertia_per_init"])
     assert ari > 0.9
+
+
+def test_mini_batch_defaults_are_minibatchkmeans(tmp_path):
+    """With --mini-batch, --max-iter defaults to MiniBatchKMeans's 100 (it
+    was k-means' 300: helper 138) and --tol to 0: at most 100 × n / SIZE
+    steps, then the labels pass."""
+    X = np.random.default_rng(0).standard_normal((2000, 3))
+    out = fit(tmp_path, X, 5, mini_batch=256, max_no_improvement=0)
+    assert out.summary["n_iter"] == 100 and out.summary["n_steps"] == 100 * 2000 // 256
+    assert out.summary["tol_abs"] == 0.0

@@ -51,7 +51,8 @@ pub struct Common {
     pub threads: Option<usize>,
     /// Compute dtype; integer and float16 input is converted per block, and
     /// sums always accumulate in float64. Default: float64 for float64,
-    /// int32, int64, uint32 and uint64 input (as in Python); float32 for
+    /// int32, int64, uint32 and uint64 input, and for big-endian float32
+    /// ('>f4', as NumPy converts it) (as in Python); float32 for
     /// float32, float16, bool, int8, uint8, int16 and uint16 input (exact in
     /// float32), where kmeans keeps float64 centres (the float64 fit's
     /// results, as in Python); predict: float32 only for float32 input on
@@ -234,9 +235,10 @@ pub struct KmeansArgs {
     /// (default: 1 for k-means++ and a file, 10 for random).
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub n_init: Option<usize>,
-    /// Maximum iterations per initialisation.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 300, value_name = "N")]
-    pub max_iter: usize,
+    /// Maximum iterations per initialisation (default: 300, and 100 with
+    /// --mini-batch, as scikit-learn's MiniBatchKMeans).
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub max_iter: Option<usize>,
     /// Stop when the sum of squared centre shifts is at most
     /// tol × mean feature variance (scikit-learn's meaning; default: 1e-4,
     /// and 0 with --mini-batch, as scikit-learn's MiniBatchKMeans).

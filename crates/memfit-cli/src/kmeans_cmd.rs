@@ -114,7 +114,7 @@ pub fn run(args: &KmeansArgs) -> Result<()> {
         n_clusters,
         init: parse_init_arg(&args.init)?,
         n_init: args.n_init,
-        max_iter: args.max_iter,
+        max_iter: args.max_iter.unwrap_or(if args.mini_batch.is_some() { 100 } else { 300 }),
         tol: args.tol.unwrap_or(if args.mini_batch.is_some() { 0.0 } else { 1e-4 }),
         random_state: args.seed,
         init_sample_rows: None,

@@ -10,14 +10,17 @@ impl Spelling for Flags {
     fn remedy(&self, remedy: &Remedy) -> String {
         match remedy {
             Remedy::RaiseMemoryLimit { to_bytes } => {
-                format!("raise --memory-limit to at least {} ({to_bytes} bytes)", memfit::plan::format_bytes(*to_bytes))
+                format!(
+                    "raise --memory-limit to at least {} ({to_bytes} bytes)",
+                    memfit::plan::format_bytes_up(*to_bytes)
+                )
             }
             Remedy::RaiseMemoryLimitBy { by_bytes } => {
-                format!("raise --memory-limit by about {} ({by_bytes} bytes)", memfit::plan::format_bytes(*by_bytes))
+                format!("raise --memory-limit by about {} ({by_bytes} bytes)", memfit::plan::format_bytes_up(*by_bytes))
             }
             Remedy::LowerMemoryLimit { to_bytes } => format!(
                 "lower --memory-limit to at most {} ({to_bytes} bytes) or free memory",
-                memfit::plan::format_bytes(*to_bytes)
+                memfit::plan::format_bytes_down(*to_bytes)
             ),
             Remedy::ComputeIn(d) => format!("use --dtype {}", d.name()),
             Remedy::CovarianceType(types) => {
@@ -30,7 +33,7 @@ impl Spelling for Flags {
             Remedy::RunOnCpu => "use --device cpu".into(),
             Remedy::RaiseDeviceMemoryLimit { to_bytes } => format!(
                 "raise --device-memory-limit to at least {} ({to_bytes} bytes)",
-                memfit::plan::format_bytes(*to_bytes)
+                memfit::plan::format_bytes_up(*to_bytes)
             ),
             Remedy::SubtractColumnOffset => {
                 "subtract a per-column offset (such as the column's minimum) in the integer type before saving".into()

@@ -458,7 +458,7 @@ fn bad_input_fails_cleanly_without_outputs() {
         (vec![&good, "-k", "-1"], "invalid value '-1' for '--n-clusters <K>'"),
         (vec![&good, "-k", "3", "--plot-pca"], "--plot"),
         (vec![&good, "-k", "3", "--plot", "p.jpg"], "the plot is a PNG image"),
-        (vec![&huge, "-k", "3"], "squared distances overflow float64"),
+        (vec![&huge, "-k", "3"], "so squared distances between rows"),
         (vec![&tiny, "-k", "3"], "so squared distances underflow float64; hint: rescale"),
         (vec![&good, "-k", "3", "--mini-batch", "0"], "invalid --mini-batch"),
         (vec![&good, "-k", "3", "--mini-batch", "8", "--reassignment-ratio=-1"], "--reassignment-ratio"),

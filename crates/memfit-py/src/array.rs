@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use memfit::array::{
     check_on_cluster, default_zarr_chunks, explain, explain_all, run as run_expr, run_all, run_on, Array, Computed,
-    ExprRows, OnCluster, Options, Output, Shards, Stored,
+    ExprRows, OnCluster, Options, Output, Place, Shards, Stored,
 };
 use memfit::dtype::Dtype;
 use memfit::io::RowSource;
@@ -105,6 +105,23 @@ impl Expr {
         })?;
         crate::shared::warn(py, &report.warnings)?;
         to_numpy(py, computed.expect("a memory result"))
+    }
+
+    /// What the expression reads from outside itself: `("memory", start,
+    /// stop)` for each borrowed span of addresses, `("file", path)` for each
+    /// `.npy` file or Zarr directory (see `memfit::array::Array::places`).
+    fn places<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self.0.places().into_iter().map(|p| match p {
+            Place::Memory { start, len } => ("memory", start, start + len).into_pyobject(py).map(|t| t.into_any()),
+            Place::File(path) => ("file", path.into_os_string()).into_pyobject(py).map(|t| t.into_any()),
+        });
+        PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)
+    }
+
+    /// The positions a `take` node selects (negative ones counted from the
+    /// end) as a new int64 array; None for any other node.
+    fn take_indices<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<i64>>> {
+        self.0.take_indices().map(|ix| PyArray1::from_slice(py, ix))
     }
 
     /// The rows of this 2-D expression as NumPy arrays of consecutive row
@@ -409,7 +426,11 @@ pub fn expr_op(py: Python<'_>, op: &str, inputs: &Bound<'_, PyList>, params: &Bo
     if let (["take"], [x], Some(ix)) = ([op], inputs.as_slice(), params.get_item("indices")?) {
         if let Ok(ix) = ix.extract::<numpy::PyReadonlyArray1<'_, i64>>() {
             let axis: usize = params.get_item("axis")?.ok_or_else(|| PyValueError::new_err("take: axis"))?.extract()?;
-            return Ok(Expr(x.take(axis, ix.as_array().to_vec()).map_err(to_py)?));
+            let taken = match ix.as_slice() {
+                Ok(s) => x.take(axis, s),
+                Err(_) => x.take(axis, &ix.as_array().to_vec()),
+            };
+            return Ok(Expr(taken.map_err(to_py)?));
         }
     }
     // JSON has no NaN or infinity: send them as strings.

@@ -30,14 +30,17 @@ impl Spelling for Params {
     fn remedy(&self, remedy: &Remedy) -> String {
         match remedy {
             Remedy::RaiseMemoryLimit { to_bytes } => {
-                format!("raise memory_limit to at least {} ({to_bytes} bytes)", memfit::plan::format_bytes(*to_bytes))
+                format!(
+                    "raise memory_limit to at least {} ({to_bytes} bytes)",
+                    memfit::plan::format_bytes_up(*to_bytes)
+                )
             }
             Remedy::RaiseMemoryLimitBy { by_bytes } => {
-                format!("raise memory_limit by about {} ({by_bytes} bytes)", memfit::plan::format_bytes(*by_bytes))
+                format!("raise memory_limit by about {} ({by_bytes} bytes)", memfit::plan::format_bytes_up(*by_bytes))
             }
             Remedy::LowerMemoryLimit { to_bytes } => format!(
                 "lower memory_limit to at most {} ({to_bytes} bytes) or free memory",
-                memfit::plan::format_bytes(*to_bytes)
+                memfit::plan::format_bytes_down(*to_bytes)
             ),
             Remedy::ComputeIn(d) => {
                 let name = if *d == Dtype::F32 { "float32" } else { "float64" };
@@ -52,7 +55,7 @@ impl Spelling for Params {
             Remedy::RunOnCpu => "use device='cpu'".into(),
             Remedy::RaiseDeviceMemoryLimit { to_bytes } => format!(
                 "raise device_memory_limit to at least {} ({to_bytes} bytes)",
-                memfit::plan::format_bytes(*to_bytes)
+                memfit::plan::format_bytes_up(*to_bytes)
             ),
             other => common_remedy(other),
         }

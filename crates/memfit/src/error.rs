@@ -125,11 +125,14 @@ impl Spelling for Neutral {
             Remedy::RaiseMemoryLimit { to_bytes } => {
                 format!(
                     "raise the memory limit to at least {} ({to_bytes} bytes)",
-                    crate::units::format_bytes(*to_bytes)
+                    crate::units::format_bytes_up(*to_bytes)
                 )
             }
             Remedy::RaiseMemoryLimitBy { by_bytes } => {
-                format!("raise the memory limit by about {} ({by_bytes} bytes)", crate::units::format_bytes(*by_bytes))
+                format!(
+                    "raise the memory limit by about {} ({by_bytes} bytes)",
+                    crate::units::format_bytes_up(*by_bytes)
+                )
             }
             Remedy::ComputeIn(d) => format!("compute in {}", d.name()),
             Remedy::CovarianceType(types) => {
@@ -146,12 +149,12 @@ impl Spelling for Neutral {
             Remedy::WriteToFile => "write the result to a .npy or Zarr file instead of returning it in memory".into(),
             Remedy::LowerMemoryLimit { to_bytes } => format!(
                 "lower the memory limit to at most {} ({to_bytes} bytes) or free memory",
-                crate::units::format_bytes(*to_bytes)
+                crate::units::format_bytes_down(*to_bytes)
             ),
             Remedy::RunOnCpu => "run on the CPU".into(),
             Remedy::RaiseDeviceMemoryLimit { to_bytes } => format!(
                 "raise the device memory limit to at least {} ({to_bytes} bytes)",
-                crate::units::format_bytes(*to_bytes)
+                crate::units::format_bytes_up(*to_bytes)
             ),
         }
     }
@@ -522,7 +525,7 @@ impl Error {
             Error::DoesNotFit { required_bytes, limit_bytes, what, remedies } => write!(
                 f,
                 "the job needs at least {required_bytes} bytes ({}) but the memory limit is {limit_bytes} bytes ({}): {what}; hint: {}",
-                crate::units::format_bytes(*required_bytes),
+                crate::units::format_bytes_up(*required_bytes),
                 crate::units::format_bytes(*limit_bytes),
                 hint(remedies, s)
             ),
@@ -534,7 +537,7 @@ impl Error {
             Error::DeviceDoesNotFit { device, required_bytes, limit_bytes, what, remedies } => write!(
                 f,
                 "the job needs at least {required_bytes} bytes ({}) of {device}'s memory but the device memory limit is {limit_bytes} bytes ({}): {what}; hint: {}",
-                crate::units::format_bytes(*required_bytes),
+                crate::units::format_bytes_up(*required_bytes),
                 crate::units::format_bytes(*limit_bytes),
                 hint(remedies, s)
             ),

@@ -1,7 +1,25 @@
 //! Units: byte counts printed for people.
 
-/// Formats bytes with a binary unit, e.g. `1.50 GiB`.
+/// Formats bytes with a binary unit, e.g. `1.50 GiB` (to the nearest
+/// hundredth).
 pub fn format_bytes(bytes: u64) -> String {
+    formatted(bytes, |v| v)
+}
+
+/// As [`format_bytes`], rounded up at the hundredth: for a size needed (a
+/// limit raised to the printed figure then holds it; `55.51 KiB` for
+/// 56,836 bytes, not `55.50 KiB`, which is 56,832).
+pub fn format_bytes_up(bytes: u64) -> String {
+    formatted(bytes, |v| (v * 100.0).ceil() / 100.0)
+}
+
+/// As [`format_bytes`], rounded down at the hundredth: for a size not to
+/// exceed.
+pub fn format_bytes_down(bytes: u64) -> String {
+    formatted(bytes, |v| (v * 100.0).floor() / 100.0)
+}
+
+fn formatted(bytes: u64, round: impl Fn(f64) -> f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = bytes as f64;
     let mut u = 0;
@@ -12,7 +30,7 @@ pub fn format_bytes(bytes: u64) -> String {
     if u == 0 {
         format!("{bytes} B")
     } else {
-        format!("{v:.2} {}", UNITS[u])
+        format!("{:.2} {}", round(v), UNITS[u])
     }
 }
 
@@ -46,5 +64,18 @@ mod quoted_tests {
     fn long_texts_are_quoted_cut() {
         assert_eq!(quoted("abc"), "\"abc\"");
         assert_eq!(quoted(&"é".repeat(100)), format!("{:?}…", "é".repeat(SHOWN_CHARS)));
+    }
+
+    /// A size needed prints rounded up, a size not to exceed rounded down,
+    /// so that a limit set to the printed figure does what the hint says.
+    #[test]
+    fn sizes_round_toward_what_holds() {
+        assert_eq!(format_bytes(56_836), "55.50 KiB");
+        assert_eq!(format_bytes_up(56_836), "55.51 KiB");
+        assert_eq!(format_bytes_up(56_832), "55.50 KiB");
+        assert_eq!(format_bytes_down(56_836), "55.50 KiB");
+        assert_eq!(format_bytes_down(11_286_911), "10.76 MiB");
+        assert_eq!(format_bytes_up(11_286_912), "10.77 MiB");
+        assert_eq!(format_bytes_up(512), "512 B");
     }
 }

@@ -38,20 +38,25 @@ Elementwise
     :func:`left_shift`, :func:`right_shift`, :func:`minimum`,
     :func:`maximum`, :func:`sqrt`, :func:`exp`, :func:`log`, :func:`sin`,
     :func:`cos` and the other functions in ``__all__``; :func:`where`,
-    :func:`clip`, :meth:`Array.astype`.
+    :func:`clip`, :func:`round`/:func:`around` (NumPy's bits), :meth:`Array.astype`.
 Index maps (views, never copies)
     Basic indexing (integers, slices with steps, ``None``, ``...``),
     :func:`reshape`, :func:`transpose`/``.T``, :func:`swapaxes`,
     :func:`moveaxis`, :func:`expand_dims`, :func:`squeeze`,
     :func:`broadcast_to`, :func:`broadcast_arrays`, :func:`tile`,
-    :func:`repeat`, :func:`stack`, :func:`concatenate`.
+    :func:`repeat`, :func:`stack`, :func:`concatenate`, :func:`flip`,
+    :func:`fliplr`, :func:`flipud`, :func:`roll`, :func:`take`
+    (``mode`` too), ``.mT``; :func:`diff` (``prepend``/``append``);
+    :func:`real`/:func:`imag` (memfit arrays are real).
 Reductions
     :func:`sum`, :func:`prod`, :func:`mean`, :func:`var`, :func:`std`,
     :func:`min`, :func:`max`, :func:`argmin`, :func:`argmax`, :func:`any`,
     :func:`all`, over any axes with ``keepdims``; float inputs accumulate in
     float64. NaN-ignoring ones: :func:`nansum`, :func:`nanprod`,
     :func:`nanmean`, :func:`nanvar`, :func:`nanstd`, :func:`nanmin`,
-    :func:`nanmax`, :func:`nancumsum`, :func:`nancumprod`. Running sums and products: :func:`cumsum`, :func:`cumprod`
+    :func:`nanmax`, :func:`nancumsum`, :func:`nancumprod`, :func:`nanargmin`,
+    :func:`nanargmax` (a slice of NaNs only raises NumPy's ValueError, found
+    by a pass when called). Running sums and products: :func:`cumsum`, :func:`cumprod`
     (NumPy's values bit for bit).
 Contractions
     :func:`matmul`/``@``, :func:`tensordot`, :func:`einsum`, :func:`dot`.

@@ -19,6 +19,11 @@ try:  # NumPy >= 1.25
 except AttributeError:  # pragma: no cover - old NumPy
     AxisError = np.AxisError
 
+try:  # NumPy >= 2.0
+    byte_bounds = np.lib.array_utils.byte_bounds
+except AttributeError:  # pragma: no cover - old NumPy
+    byte_bounds = np.byte_bounds
+
 #: The dtypes of memfit arrays, by NumPy name (the engine's list,
 #: ``memfit._memfit.ARRAY_DTYPES``).
 DTYPES = tuple(_memfit.ARRAY_DTYPES)
@@ -143,7 +148,12 @@ def write_out(result: "Array", out: Any, casting: str, name: str, reduction: boo
     limit) into the NumPy array ``out`` (or a 1-tuple of it), which is
     returned. A ufunc's result broadcasts to ``out``; a reduction's must have
     its shape. ``casting`` is the rule from the result's dtype to
-    ``out``'s (``"same_kind"`` for ufuncs, ``"unsafe"`` for reductions)."""
+    ``out``'s (``"same_kind"`` for ufuncs, ``"unsafe"`` for reductions).
+
+    A result of ``out``'s shape is written block of rows by block of rows
+    (:func:`_stream_into`: no copy of the whole result is held) unless
+    ``out`` may overlap what the expression reads, which NumPy's semantics
+    (the result as if computed before any write) then require."""
     if isinstance(out, tuple):
         if len(out) != 1:
             raise ValueError(f"The 'out' tuple must have exactly one entry per ufunc output, got {len(out)}")
@@ -173,8 +183,70 @@ def write_out(result: "Array", out: Any, casting: str, name: str, reduction: boo
         raise TypeError(
             f"Cannot cast ufunc '{name}' output from {result.dtype!r} to {out.dtype!r} with casting rule '{casting}'"
         )
-    np.copyto(out, result.compute(), casting="unsafe")
+    if shape == out.shape and result.ndim > 0 and result.size > 0 and not _may_read(result, out):
+        _stream_into(result, out)
+    else:
+        np.copyto(out, result.compute(), casting="unsafe")
     return out
+
+
+def _may_read(result: "Array", out: np.ndarray) -> bool:
+    """Whether writing to ``out`` could change what ``result`` reads: its
+    bytes overlap a NumPy array the expression borrows, or it maps a file
+    the expression reads (or a file it cannot name, beside any file read);
+    also whenever the evaluation would run on a Dask cluster (whose result
+    comes whole)."""
+    if resolve_client(None) is not None:
+        return True
+    lo, hi = byte_bounds(out)
+    mapped = _mapped_file(out)
+    for place in result._expr.places():
+        if place[0] == "memory" and place[1] < hi and lo < place[2]:
+            return True
+        if place[0] == "file" and mapped is not None and (mapped == "" or _same_or_inside(mapped, place[1])):
+            return True
+    return False
+
+
+def _mapped_file(a: np.ndarray) -> Optional[str]:
+    """The file ``a``'s memory maps (a ``np.memmap`` or a view of one):
+    its name, ``""`` when it cannot be named (an ``mmap.mmap``), None for
+    memory that maps no file."""
+    import mmap
+
+    base: Any = a
+    while base is not None:
+        if isinstance(base, np.memmap):
+            return os.fsdecode(base.filename) if base.filename is not None else ""
+        if isinstance(base, mmap.mmap):
+            return ""
+        base = getattr(base, "base", None)
+    return None
+
+
+def _same_or_inside(path: str, place: str) -> bool:
+    """Whether ``path`` is the file ``place`` or lies in its directory (a
+    Zarr array's chunks)."""
+    try:
+        if os.path.samefile(path, place):
+            return True
+    except OSError:
+        return True
+    real, root = os.path.realpath(path), os.path.realpath(place)
+    return os.path.isdir(root) and os.path.commonpath([real, root]) == root
+
+
+def _stream_into(result: "Array", out: np.ndarray) -> None:
+    """Writes ``result`` into ``out`` (the same shape) in consecutive blocks
+    of rows along its first axis, each computed within the default memory
+    limit (``Expr.row_blocks``)."""
+    rows = result.shape[0]
+    flat = result.reshape(rows, result.size // rows)
+    start = 0
+    for block in flat._expr.row_blocks(check_memory_limit(None), check_n_jobs(None)):
+        stop = start + block.shape[0]
+        np.copyto(out[start:stop], block.reshape((stop - start,) + out.shape[1:]), casting="unsafe")
+        start = stop
 
 
 def prod(dims: Sequence[int]) -> int:
@@ -205,7 +277,8 @@ def node(ctor: str, *args: Any) -> "Array":
     - ``node("expr_op", name, inputs, params)``: ``inputs`` a sequence of
       :class:`Array` (recorded as the Array objects themselves; a shared
       sub-expression is one object, rebuilt once), ``params`` a dict of
-      JSON-like values (``take``'s ``indices`` an int64 ndarray);
+      JSON-like values (``take``'s ``indices`` an int64 ndarray, recorded
+      as None and read back from the engine node when pickled);
     - ``node("expr_from_ndarray", a)``: the ndarray (pickled with its data);
     - ``node("expr_from_npy", path)``, ``node("expr_from_zarr", path)``: the
       file or directory, recorded as an absolute path (so a worker with
@@ -215,6 +288,10 @@ def node(ctor: str, *args: Any) -> "Array":
         name, inputs, params = args
         inputs = tuple(inputs)
         a = Array(_memfit.expr_op(name, [x._expr for x in inputs], params))
+        if name == "take":
+            # The engine holds the indices (8 bytes each); a copy is made
+            # from it when pickled (see _recipe_steps), never kept here.
+            params = {**params, "indices": None}
         args = (name, inputs, params)
     elif ctor in ("expr_from_npy", "expr_from_zarr"):
         (path,) = args
@@ -258,7 +335,10 @@ def _recipe_steps(root: "Array") -> list:
                 stack.append((a, True))
                 stack.extend((x, False) for x in reversed(args[1]) if id(x) not in index)
                 continue
-            args = (args[0], tuple(index[id(x)] for x in args[1]), args[2])
+            params = args[2]
+            if args[0] == "take" and params.get("indices") is None:
+                params = {**params, "indices": a._expr.take_indices()}
+            args = (args[0], tuple(index[id(x)] for x in args[1]), params)
         index[id(a)] = len(steps)
         steps.append((ctor, args))
     return steps
@@ -774,6 +854,33 @@ class Array:
     def T(self) -> "Array":
         """The transpose (axes reversed), a lazy view."""
         return self.transpose()
+
+    def round(self, decimals: int = 0, out: Any = None) -> "Array":
+        """:func:`memfit.array.round`."""
+        from ._functions import round as round_
+
+        return round_(self, decimals, out)
+
+    @property
+    def mT(self) -> "Array":
+        """The transpose of the last two axes (a stack of matrices), a lazy
+        view, as NumPy 2's ``ndarray.mT``; ValueError below 2 dimensions."""
+        if self.ndim < 2:
+            raise ValueError("matrix transpose with ndim < 2 is undefined")
+        return self.swapaxes(-1, -2)
+
+    @property
+    def real(self) -> "Array":
+        """The real part: the array itself (memfit arrays are real)."""
+        return self
+
+    @property
+    def imag(self) -> "Array":
+        """The imaginary part: zeros of the array's shape and dtype (memfit
+        arrays are real), as NumPy's for a real array."""
+        from ._functions import zeros_like
+
+        return zeros_like(self)
 
     def __len__(self) -> int:
         if self.ndim == 0:

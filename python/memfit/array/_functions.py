@@ -1047,6 +1047,288 @@ def swapaxes(a: Any, axis1: int, axis2: int) -> Array:
     return transpose(x, perm)
 
 
+def _power_of_ten(n: int) -> float:
+    """10**n in float64 as NumPy's ``round`` computes it (exact up to 1e22,
+    then multiplied by ten, rounding, at each step)."""
+    if n < 9:
+        return (1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8)[n]
+    value = 1e9
+    for _ in range(n - 9):
+        value *= 10.0
+        if value == np.inf:
+            break
+    return value
+
+
+@_with_out("same_kind")
+def round(a: Any, decimals: Any = 0, out: Any = None) -> Array:
+    """``a`` rounded to ``decimals`` decimals, lazily, as ``numpy.round``
+    (NumPy's algorithm, hence its bits: multiplied by 10**decimals in the
+    array's float dtype, rounded half to even by :func:`rint`, divided back;
+    divided then multiplied for negative ``decimals``; integers go through
+    float64 and back, and are returned as they are for ``decimals >= 0``).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    decimals : int, default=0
+    out : numpy.ndarray, optional
+        Computed into it.
+
+    Returns
+    -------
+    Array
+        ``a``'s dtype.
+
+    Raises
+    ------
+    TypeError
+        Boolean input (NumPy's error).
+    """
+    _reject_out(out)
+    x = operand(a)
+    d = index_int(decimals, "decimals")
+    if x.dtype == np.bool_:
+        # NumPy's own error (the float result cannot be cast back to bool),
+        # where it raises it (not for empty or one-element arrays).
+        np.round(np.zeros(2, np.bool_), d)
+        raise TypeError("memfit.array.round does not support boolean arrays")
+    integer = x.dtype.kind in "iu"
+    if integer and d >= 0:
+        return x
+    f = _power_of_ten(abs(d))
+    y = x.astype(np.float64) if integer else x
+    y = rint(multiply(y, f) if d >= 0 else true_divide(y, f))
+    y = true_divide(y, f) if d >= 0 else multiply(y, f)
+    return y.astype(x.dtype) if integer else y
+
+
+around = round
+
+
+def real(val: Any) -> Array:
+    """The real part, as ``numpy.real``: ``val`` itself (memfit arrays are
+    real)."""
+    return operand(val)
+
+
+def imag(val: Any) -> Array:
+    """The imaginary part, as ``numpy.imag``: zeros of ``val``'s shape and
+    dtype (memfit arrays are real)."""
+    return zeros_like(operand(val))
+
+
+def flip(m: Any, axis: Any = None) -> Array:
+    """``m`` with the order of its elements reversed along ``axis`` (None:
+    every axis), a lazy view, as ``numpy.flip``.
+
+    Parameters
+    ----------
+    m : array-like or Array
+    axis : None, int or tuple of int, default=None
+
+    Returns
+    -------
+    Array
+        A view with ``m``'s shape and dtype.
+
+    Raises
+    ------
+    numpy.exceptions.AxisError
+        An axis out of range.
+    """
+    x = operand(m)
+    axes = set(normalize_axes(axis, x.ndim))
+    if not axes:
+        return x
+    return x[tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))]
+
+
+def fliplr(m: Any) -> Array:
+    """``m`` reversed along axis 1, a lazy view, as ``numpy.fliplr``.
+
+    Raises
+    ------
+    ValueError
+        ``m`` of fewer than 2 dimensions (NumPy's message).
+    """
+    x = operand(m)
+    if x.ndim < 2:
+        raise ValueError("Input must be >= 2-d.")
+    return flip(x, 1)
+
+
+def flipud(m: Any) -> Array:
+    """``m`` reversed along axis 0, a lazy view, as ``numpy.flipud``.
+
+    Raises
+    ------
+    ValueError
+        ``m`` of 0 dimensions (NumPy's message).
+    """
+    x = operand(m)
+    if x.ndim < 1:
+        raise ValueError("Input must be >= 1-d.")
+    return flip(x, 0)
+
+
+def roll(a: Any, shift: Any, axis: Any = None) -> Array:
+    """``a`` with its elements shifted cyclically by ``shift`` along
+    ``axis``, lazily, as ``numpy.roll`` (two slices concatenated per axis;
+    None: the flattened array, reshaped back).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    shift : int or tuple of int
+        Positions to shift by (negative: towards the start); broadcast with
+        ``axis`` when both are tuples, summed for a repeated axis.
+    axis : None, int or tuple of int, default=None
+
+    Returns
+    -------
+    Array
+        ``a``'s shape and dtype.
+
+    Raises
+    ------
+    numpy.exceptions.AxisError
+        An axis out of range.
+    ValueError
+        ``shift`` and ``axis`` tuples of lengths that do not broadcast.
+    """
+    x = operand(a)
+    if axis is None:
+        return roll(ravel(x), shift, 0).reshape(x.shape)
+    shifts = np.broadcast(np.asarray(shift), np.asarray(axis))
+    if shifts.ndim > 1:
+        raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
+    total = {}
+    for s, ax in shifts:
+        ax = normalize_axis(int(ax), x.ndim)
+        total[ax] = total.get(ax, 0) + index_int(s, "shift")
+    for ax, s in sorted(total.items()):
+        n = x.shape[ax]
+        s = s % n if n else 0
+        if s:
+            head = tuple(slice(None) if i != ax else slice(n - s, None) for i in range(x.ndim))
+            tail = tuple(slice(None) if i != ax else slice(None, n - s) for i in range(x.ndim))
+            x = concatenate([x[head], x[tail]], axis=ax)
+    return x
+
+
+def diff(a: Any, n: Any = 1, axis: Any = -1, prepend: Any = np._NoValue, append: Any = np._NoValue) -> Array:
+    """The ``n``-th discrete difference along ``axis``, lazily, as
+    ``numpy.diff``: ``x[1:] - x[:-1]`` (``!=`` for booleans) ``n`` times,
+    after ``prepend`` and ``append`` are concatenated (scalars broadcast to
+    one slice).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    n : int, default=1
+        Non-negative; 0 returns ``a``.
+    axis : int, default=-1
+    prepend, append : array-like or Array, optional
+
+    Returns
+    -------
+    Array
+        ``n`` fewer elements along ``axis``.
+
+    Raises
+    ------
+    ValueError
+        A negative ``n``, or ``a`` of 0 dimensions (NumPy's messages).
+    numpy.exceptions.AxisError
+        An axis out of range.
+    """
+    n = index_int(n, "n")
+    if n == 0:
+        return operand(a)
+    if n < 0:
+        raise ValueError("order must be non-negative but got " + repr(n))
+    x = operand(a)
+    if x.ndim == 0:
+        raise ValueError("diff requires input that is at least one dimensional")
+    ax = normalize_axis(axis, x.ndim)
+    parts = []
+    for extra in (prepend, append):
+        if extra is np._NoValue:
+            parts.append(None)
+            continue
+        e = operand(extra)
+        if e.ndim == 0:
+            e = broadcast_to(e, x.shape[:ax] + (1,) + x.shape[ax + 1:])
+        parts.append(e)
+    if parts[0] is not None or parts[1] is not None:
+        x = concatenate([p for p in (parts[0], x, parts[1]) if p is not None], axis=ax)
+    later = tuple(slice(None) if i != ax else slice(1, None) for i in range(x.ndim))
+    earlier = tuple(slice(None) if i != ax else slice(None, -1) for i in range(x.ndim))
+    for _ in range(n):
+        x = not_equal(x[later], x[earlier]) if x.dtype == np.bool_ else subtract(x[later], x[earlier])
+    return x
+
+
+def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> Array:
+    """Elements of ``a`` at ``indices`` along ``axis`` (None: of the
+    flattened array), lazily, as ``numpy.take``: the result's shape is
+    ``a.shape[:axis] + indices.shape + a.shape[axis + 1:]``; the indices
+    are held as int64 (see integer-array indexing).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    indices : int or array-like of int
+    axis : None or int, default=None
+    out : None
+        Not supported (TypeError).
+    mode : {"raise", "wrap", "clip"}, default="raise"
+        Indices out of range: an IndexError, wrapped around, or clipped to
+        the axis.
+
+    Returns
+    -------
+    Array
+
+    Raises
+    ------
+    IndexError
+        An index out of range with ``mode="raise"`` (NumPy's message).
+    numpy.exceptions.AxisError
+        An axis out of range.
+    ValueError
+        Another ``mode``; indices into an empty axis with ``"wrap"`` or
+        ``"clip"``.
+    """
+    _reject_out(out)
+    x = operand(a)
+    if axis is None:
+        x, ax = ravel(x), 0
+    else:
+        ax = normalize_axis(axis, x.ndim)
+    if isinstance(indices, (Array, np.ndarray)):
+        # NumPy casts an index array "same_kind" (booleans and unsigned
+        # integers are taken, floats refused), other sequences to intp.
+        ix = indices.compute() if isinstance(indices, Array) else indices
+        if not np.can_cast(ix.dtype, np.intp, "same_kind"):
+            raise TypeError(
+                f"Cannot cast array data from {ix.dtype!r} to {np.dtype(np.intp)!r} according to the rule 'same_kind'"
+            )
+        ix = ix.astype(np.intp)
+    else:
+        ix = np.asarray(indices, dtype=np.intp)
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"clipmode not understood; expected 'raise', 'wrap' or 'clip', got {mode!r}")
+    size = x.shape[ax]
+    if mode != "raise" and ix.size:
+        if size == 0:
+            raise IndexError("cannot do a non-empty take from an empty axes.")
+        ix = ix % size if mode == "wrap" else np.clip(ix, 0, size - 1)
+    key = (slice(None),) * ax + (ix if ix.ndim else int(ix),)
+    return x[key]
+
+
 def moveaxis(a: Any, source: Any, destination: Any) -> Array:
     """``a`` with axes moved to new positions (the others keep their order),
     a lazy view.
@@ -1947,8 +2229,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
     return op("einsum", [x, y], subscripts=f"{''.join(sa)},{''.join(sb)}->{''.join(free)}")
 
 
-@_with_out("safe")
-def dot(a: Any, b: Any, out: Any = None) -> Array:
+def dot(a: Any, b: Any, out: Any = None) -> Any:
     """The dot product of arrays of at most 2 dimensions, lazily, as
     ``numpy.dot``: inner product of vectors, matrix product otherwise, a
     multiplication when one is 0-d.
@@ -1957,20 +2238,32 @@ def dot(a: Any, b: Any, out: Any = None) -> Array:
     ----------
     a, b : array-like or Array
         At most 2-d.
+    out : numpy.ndarray, optional
+        Computed into (and returned), as NumPy's: it must have the result's
+        dtype and shape and be C-contiguous.
 
     Returns
     -------
-    Array
+    Array, or ``out``
 
     Raises
     ------
     ValueError
-        Shapes not aligned (NumPy's message).
+        Shapes not aligned, or an ``out`` of another dtype, shape or layout
+        (NumPy's messages).
     TypeError
         An operand of more than 2 dimensions (use :func:`tensordot` or
-        :func:`einsum`).
+        :func:`einsum`); an ``out`` that is not a NumPy array.
     """
-    _reject_out(out)
+    if out is not None:
+        if not isinstance(out, np.ndarray):
+            raise TypeError("'out' must be an array")
+        result = dot(a, b)
+        if out.dtype != result.dtype or out.shape != tuple(result.shape) or not out.flags.c_contiguous:
+            raise ValueError(
+                "output array is not acceptable (must have the right datatype, number of dimensions, and be a C-Array)"
+            )
+        return write_out(result, out, "no", "dot", reduction=True)
     x, y = strong_operand(a), strong_operand(b)
     if x.ndim > 2 or y.ndim > 2:
         raise TypeError(

@@ -34,6 +34,8 @@ __all__ = [
     "nanmax",
     "nancumsum",
     "nancumprod",
+    "nanargmin",
+    "nanargmax",
 ]
 
 
@@ -167,6 +169,52 @@ def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, ini
 @F._with_out("unsafe", reduction=True)
 def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: Any = False, initial: Any = None, where: Any = None) -> Array:
     return _nanextreme(F.max, -np.inf, a, axis, out, keepdims, initial, where)
+
+
+def _nanarg(reduction: Any, fill: float, a: Any, axis: Any, out: Any, keepdims: Any) -> Any:
+    """NumPy's ``nanargmin``/``nanargmax``: NaNs replaced by ``fill``, then
+    the index reduction; a slice of NaNs only raises NumPy's ValueError,
+    found by one pass over the mask before the lazy result is returned."""
+    arr, mask = _replace_nan(a, fill)
+    if mask is not None and mask.size and bool(F.any(F.all(mask, axis=axis)).compute()):
+        raise ValueError("All-NaN slice encountered")
+    return reduction(arr, axis=axis, out=out, keepdims=keepdims)
+
+
+def nanargmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Any:
+    """The index of the minimum over ``axis`` ignoring NaN, lazily, as
+    ``numpy.nanargmin`` (NaNs replaced by +inf, then
+    :func:`~memfit.array.argmin`).
+
+    Parameters
+    ----------
+    a : array-like or Array
+    axis : None or int, default=None
+        None: the index into the flattened array.
+    out : numpy.ndarray, optional
+        Computed into it.
+    keepdims : bool, default=False
+
+    Returns
+    -------
+    Array of int64
+
+    Raises
+    ------
+    ValueError
+        A slice of NaNs only (NumPy's message; found by a pass over the
+        data when called).
+    numpy.exceptions.AxisError
+        An axis out of range.
+    """
+    return _nanarg(F.argmin, np.inf, a, axis, out, keepdims)
+
+
+def nanargmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Any:
+    """The index of the maximum over ``axis`` ignoring NaN, lazily, as
+    ``numpy.nanargmax`` (NaNs replaced by -inf, then
+    :func:`~memfit.array.argmax`); see :func:`nanargmin`."""
+    return _nanarg(F.argmax, -np.inf, a, axis, out, keepdims)
 
 
 _DOC = """{what}, lazily, as ``numpy.{name}``: NaNs replaced by {fill}{after}.

@@ -1,9 +1,11 @@
 //! One generic constructor for front-ends: an operation named as NumPy names
 //! it, its operands and its parameters as JSON (see [`Array::build`]).
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
-use super::node::{Array, Distribution, Reduction};
+use super::node::{Array, Distribution, NodeKind, Reduction};
 use super::types::Scalar;
 use super::values::Op;
 use super::view::ViewOp;
@@ -113,20 +115,28 @@ impl Array {
     /// # Errors
     /// [`Error::Expression`]: an axis out of range, or NumPy's IndexError
     /// for an index out of range.
-    pub fn take(&self, axis: usize, mut indices: Vec<i64>) -> Result<Array> {
+    pub fn take(&self, axis: usize, indices: &[i64]) -> Result<Array> {
         let bad = |message: String| Error::Expression { kind: ExpressionFault::Value, message };
         let n = *self.shape().get(axis).ok_or_else(|| bad(format!("take: axis {axis} out of range")))? as i64;
-        for j in &mut indices {
-            let i = *j;
-            *j = if i < 0 { i + n } else { i };
-            if *j < 0 || *j >= n {
-                return Err(Error::Expression {
-                    kind: ExpressionFault::Index,
-                    message: format!("index {i} is out of bounds for axis {axis} with size {n}"),
-                });
-            }
+        if let Some(&i) = indices.iter().find(|&&i| i < -n || i >= n) {
+            return Err(Error::Expression {
+                kind: ExpressionFault::Index,
+                message: format!("index {i} is out of bounds for axis {axis} with size {n}"),
+            });
         }
-        self.view(ViewOp::Take { axis, indices: indices.into() }).and_then(Array::within_isize)
+        // One allocation of 8 bytes per index (a `Vec` turned into an `Arc`
+        // is copied once more).
+        let indices: Arc<[i64]> = indices.iter().map(|&i| if i < 0 { i + n } else { i }).collect();
+        self.view(ViewOp::Take { axis, indices }).and_then(Array::within_isize)
+    }
+
+    /// The positions a `take` node selects along its axis (after negative
+    /// ones are counted from the end); `None` for any other node.
+    pub fn take_indices(&self) -> Option<&[i64]> {
+        match &self.node().kind {
+            NodeKind::View { op: ViewOp::Take { indices, .. }, .. } => Some(indices),
+            _ => None,
+        }
     }
 
     /// `a`, unless its bytes exceed `isize::MAX` (NumPy's limit; element
@@ -187,7 +197,7 @@ impl Array {
                 let axis = usize_of(field(p, "axis")?, "axis")?;
                 let items = field(p, "indices")?.as_array().ok_or_else(|| bad("indices must be a list".into()))?;
                 let indices = items.iter().map(|it| i64_of(it, "index")).collect::<Result<Vec<_>>>()?;
-                inputs[0].take(axis, indices)?
+                inputs[0].take(axis, &indices)?
             }
             "transpose" | "reshape" | "broadcast_to" | "expand_dims" | "squeeze" | "tile" | "repeat" | "slice" => {
                 one(1)?;

@@ -71,7 +71,7 @@ pub use plan::{StagePlan, Stages, MAX_SHARD_BYTES, MAX_WRITE_SLAB, SMALL_CHUNK_B
 pub use remote::{check_on_cluster, run_task, OnCluster, ReduceRunner, REDUCE_TASK};
 pub use rows::ExprRows;
 pub use run::{default_zarr_chunks, explain, explain_all, run, run_all, run_on, Computed, Options, Report};
-pub use store::Stored;
+pub use store::{Place, Stored};
 pub use tiling::{default_chunks, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES};
 pub use types::{promote, result_type, Operand, Scalar};
 pub use values::Op;

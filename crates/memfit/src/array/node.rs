@@ -351,6 +351,22 @@ impl Array {
         out
     }
 
+    /// The memory spans and files the stored arrays under this expression
+    /// are read from, each once (intermediates the expression owns are not
+    /// listed): writing to any of them before the expression is evaluated
+    /// changes its result.
+    pub fn places(&self) -> Vec<super::store::Place> {
+        let mut out = Vec::new();
+        for a in Array::post_order(std::slice::from_ref(self)) {
+            if let NodeKind::Stored(s) = &a.0.kind {
+                if let Some(p) = s.place().filter(|p| !out.contains(p)) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         &self.0.shape
@@ -864,14 +880,39 @@ mod tests {
     #[test]
     fn takes_are_interned_by_their_indices() {
         let x = Array::from_f64((0..30).map(f64::from).collect(), &[10, 3]).unwrap();
-        let a = x.take(0, vec![3, 1, 4, 1, 5]).unwrap();
-        let b = x.take(0, vec![3, 1, 4, 1, 5]).unwrap();
-        let c = x.take(0, vec![3, 1, 4, 1, 6]).unwrap();
+        let a = x.take(0, &[3, 1, 4, 1, 5]).unwrap();
+        let b = x.take(0, &[3, 1, 4, 1, -5]).unwrap();
+        let c = x.take(0, &[3, 1, 4, 1, 6]).unwrap();
+        assert_eq!(b.take_indices(), Some(&[3, 1, 4, 1, 5][..]));
+        assert_eq!(x.take_indices(), None);
         assert_eq!(a.id(), b.id());
         assert_ne!(a.id(), c.id());
         let key = key_of(&a.0.kind, a.shape(), a.dtype(), false);
         assert!(key.len() < 100, "{key}");
         // Two kinds of one key (a collision) stay two nodes.
         assert!(!same_indices(&a.0.kind, &c.0.kind) && same_indices(&a.0.kind, &b.0.kind));
+    }
+
+    /// An expression lists the borrowed memory and the files it reads, each
+    /// once, and not the memory it owns.
+    #[test]
+    fn places_are_the_borrowed_spans_and_files_read() {
+        let values: Arc<Vec<f64>> = Arc::new((0..12).map(f64::from).collect());
+        let (ptr, len) = (values.as_ptr() as *const u8, values.len() * 8);
+        // SAFETY: `values` is kept alive by the owner and never changed.
+        let stored = unsafe { Stored::borrowed(ptr, len, values.clone(), Dtype::F64, vec![4, 3], vec![3, 1], 0) };
+        let borrowed = Array::stored(stored);
+        let owned = Array::from_f64(vec![1.0; 12], &[4, 3]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.npy");
+        crate::io::write_npy(&path, Dtype::F64, &[4, 3], &[2.0f64; 12], |v, b| b.extend_from_slice(&v.to_le_bytes()))
+            .unwrap();
+        let file = Array::from_npy(&path).unwrap();
+        let sum = Array::ufunc(Op::Add, &[borrowed.clone(), owned]).unwrap();
+        let expr = Array::ufunc(Op::Multiply, &[sum, Array::ufunc(Op::Add, &[file, borrowed]).unwrap()]).unwrap();
+        let places = expr.places();
+        assert_eq!(places.len(), 2, "{places:?}");
+        assert!(places.contains(&super::super::store::Place::Memory { start: ptr as usize, len }));
+        assert!(places.contains(&super::super::store::Place::File(path)));
     }
 }

@@ -58,6 +58,22 @@ impl std::fmt::Debug for Storage {
     }
 }
 
+/// Where a stored array's elements are read from, for a caller that must
+/// know whether writing somewhere could change what an expression reads
+/// ([`crate::array::Array::places`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// `len` bytes of borrowed memory from address `start`.
+    Memory {
+        /// Address of the span's first byte.
+        start: usize,
+        /// Bytes in the span.
+        len: usize,
+    },
+    /// A `.npy` file or a Zarr array directory.
+    File(PathBuf),
+}
+
 /// A stored array: its storage, dtype, byte order, shape and element
 /// strides (offsets in elements from `base`).
 #[derive(Debug)]
@@ -145,6 +161,16 @@ impl Stored {
         let (dtype, shape) = (z.dtype(), z.shape().to_vec());
         let strides = c_strides(&shape);
         Ok(Stored { storage: Storage::Zarr(Box::new(z)), dtype, endian: Endian::Little, shape, strides, base: 0 })
+    }
+
+    /// Where the elements are read from: borrowed memory or a file; `None`
+    /// for memory the expression owns (no caller can write to it).
+    pub fn place(&self) -> Option<Place> {
+        match &self.storage {
+            Storage::Borrowed { ptr, len, .. } => Some(Place::Memory { start: *ptr as usize, len: *len }),
+            Storage::Owned(_) => None,
+            Storage::Npy(_) | Storage::Zarr(_) => self.path().map(Place::File),
+        }
     }
 
     /// The file behind the array, if any.

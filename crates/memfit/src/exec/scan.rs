@@ -443,10 +443,12 @@ pub fn scan<T: Real>(
         return Err(Error::param_with(
             "X",
             format!(
-                "{}: a column spans {:.3e}, so squared distances overflow {}",
+                "{}: a column spans {:.3e}, so squared distances between rows (up to {:.3e}, summed over the columns) come within a factor of 16 of {}'s largest value ({:.3e}), the room the distances' sums need, or overflow it",
                 x.name().display(),
                 s.lo.iter().zip(&s.hi).map(|(l, h)| h - l).fold(0.0, f64::max),
+                spread,
                 T::DTYPE.name(),
+                T::MAX,
             ),
             if T::DTYPE == Dtype::F32 {
                 vec![Remedy::RescaleData, Remedy::ComputeIn(Dtype::F64)]
@@ -483,6 +485,15 @@ pub fn scan<T: Real>(
         return Err(Error::param(
             "sample_weight",
             format!("the largest weight is {:e}, below float64's smallest normal number ({:e}), so its products with the data lose their precision; hint: scale the sample weights up (only their ratios matter for the centres)", s.weight_max, f64::MIN_POSITIVE),
+        ));
+    }
+    let largest = s.lo.iter().chain(&s.hi).fold(0.0f64, |m, v| m.max(v.abs()));
+    if weighted && largest > 0.0 && s.weight_max * largest < f64::MIN_POSITIVE {
+        // Every product of a weight with a value subnormal (helper 133:
+        // weights of 1e-300 on data of 1e-150 gave centres of zeros).
+        return Err(Error::param(
+            "sample_weight",
+            format!("the largest weight ({:e}) times the largest absolute value of the data ({largest:e}) is below float64's smallest normal number ({:e}), so the weighted sums lose their precision; hint: scale the sample weights up (only their ratios matter for the centres)", s.weight_max, f64::MIN_POSITIVE),
         ));
     }
     let nf = s.rows.max(1.0);

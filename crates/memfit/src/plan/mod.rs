@@ -15,7 +15,7 @@ mod sample;
 mod schedule;
 mod size;
 mod threads;
-pub use crate::units::format_bytes;
+pub use crate::units::{format_bytes, format_bytes_down, format_bytes_up};
 pub use sample::SampleLayout;
 pub use schedule::{ComponentGroups, RowSchedule};
 pub use threads::{available_cpus, default_threads, most_threads};

@@ -101,9 +101,17 @@ impl AtomicFolder {
             .tempdir_in(&self.parent)
             .map_err(|e| Error::io(dest, "create", e))?;
         let _listed = Unfinished::new_dir(tmp.path());
+        // A replaced folder and its files keep their permission bits (the
+        // folder's set once its files are in).
         for (path, staged) in self.files {
-            let inside = tmp.path().join(path.file_name().unwrap_or_default());
-            staged.persist(&inside).map_err(|e| Error::io(&path, "rename", e))?;
+            let name = path.file_name().unwrap_or_default();
+            staged.keep_mode_of(&dest.join(name));
+            staged.persist(&tmp.path().join(name)).map_err(|e| Error::io(&path, "rename", e))?;
+        }
+        if let Ok(meta) = std::fs::metadata(dest) {
+            if meta.is_dir() {
+                let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
+            }
         }
         if std::fs::symlink_metadata(dest).is_err() {
             std::fs::rename(tmp.path(), dest).map_err(|e| Error::io(dest, "rename", e))?;
@@ -218,6 +226,17 @@ mod tests {
         assert_eq!(names(&dest), ["a.npy", "model.json"]);
         assert_eq!(std::fs::read_to_string(dest.join("model.json")).unwrap(), "two");
         assert_eq!(crate::io::read_array_f64(dest.join("a.npy"), 1).unwrap().0, vec![4.0; 1000]);
+        // A replaced folder and its files keep their modes (helper 135: a
+        // private model folder became readable by all).
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        std::fs::set_permissions(dest.join("a.npy"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let mut f = AtomicFolder::new(&dest);
+        write(&mut f, "three", &[5.0]);
+        f.commit().unwrap();
+        assert_eq!((mode(&dest), mode(&dest.join("a.npy"))), (0o700, 0o600));
+        assert_ne!(mode(&dest.join("model.json")), 0o600);
     }
 
     /// What a killed run left (found by trying memfit: a 77 MB hidden

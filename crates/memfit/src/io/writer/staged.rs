@@ -76,12 +76,27 @@ impl Staged {
         self.named.is_none()
     }
 
+    /// Gives the file the permission bits of the regular file at `old`
+    /// (links followed), if one is there: a replaced output keeps its mode,
+    /// as with `numpy.save`, which rewrites the file in place (a private
+    /// 0600 file stays private).
+    pub(crate) fn keep_mode_of(&self, old: &Path) {
+        if let Ok(meta) = std::fs::metadata(old) {
+            if meta.is_file() {
+                // Best effort: a file that cannot take the mode keeps the default.
+                let _ = self.file.set_permissions(meta.permissions());
+            }
+        }
+    }
+
     /// Puts the file at `dest` (in the folder it was created in), replacing
-    /// a file there. The caller syncs the file first.
+    /// a file there, whose permission bits it takes
+    /// ([`Staged::keep_mode_of`]). The caller syncs the file first.
     ///
     /// # Errors
     /// The system's; the file is then dropped, leaving nothing.
     pub(crate) fn persist(self, dest: &Path) -> io::Result<()> {
+        self.keep_mode_of(dest);
         match self.named {
             Some((path, _listed)) => path.persist(dest).map_err(|e| e.error),
             #[cfg(target_os = "linux")]
@@ -197,6 +212,17 @@ mod tests {
             assert_eq!(read(&dest), text);
         }
         assert_eq!(names(dir.path()), ["out.npy"]);
+        // A replaced file keeps its mode, as numpy.save keeps it.
+        use std::os::unix::fs::PermissionsExt;
+        for (named, mode) in [(false, 0o600), (true, 0o640)] {
+            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode)).unwrap();
+            let create = if named { Staged::named_in } else { Staged::create_in };
+            let mut staged = create(dir.path(), name).unwrap();
+            staged.write_all(b"private").unwrap();
+            staged.persist(&dest).unwrap();
+            assert_eq!(std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777, mode);
+            assert_eq!(read(&dest), "private");
+        }
         // Dropped unpersisted: nothing stays, the destination is untouched.
         let other = dir.path().join("other.npy");
         for named in [false, true] {
@@ -210,7 +236,7 @@ mod tests {
         let mut staged = Staged::create_in(dir.path(), OsStr::new("other.npy")).unwrap();
         staged.write_all(b"third").unwrap();
         staged.persist(&other).unwrap();
-        assert_eq!((read(&dest), read(&other)), ("second".into(), "third".into()));
+        assert_eq!((read(&dest), read(&other)), ("private".into(), "third".into()));
         assert_eq!(names(dir.path()), ["other.npy", "out.npy"]);
         // A missing folder is an error, not a fallback.
         let missing = dir.path().join("missing");
