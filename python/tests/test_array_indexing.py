@@ -202,3 +202,52 @@ def test_index_and_shape_refusals_are_numpys():
     with pytest.raises(ValueError) as got:
         ma.broadcast_to(a, (-1, 6))
     assert str(got.value) == str(want.value)
+
+
+def test_out_of_another_float_dtype_reduces_as_numpy(tmp_path):
+    """A reduction into a float ``out`` the input does not cast to safely
+    runs in the input's dtype and is cast at the end (helper 140: it ran in
+    out's dtype); an ``out`` mapping the file read through np.frombuffer is
+    seen as overlapping; an ``out`` of more axes is written broadcast; a
+    read-only ``out`` is NumPy's ValueError."""
+    import mmap
+
+    rng = np.random.default_rng(0)
+    for a in (rng.standard_normal((50, 300)), np.array([[2**24 + 1, 2**24 + 1, 1, 1]] * 3, dtype=np.int64)):
+        for name in ("sum", "prod", "mean"):
+            want, got = np.empty(len(a), np.float32), np.empty(len(a), np.float32)
+            getattr(np, name)(a, axis=1, out=want)
+            getattr(np, name)(ma.asarray(a), axis=1, out=got)
+            assert got.tobytes() == want.tobytes(), name
+    x = rng.standard_normal((2000, 50))
+    np.save(tmp_path / "s.npy", x)
+    with open(tmp_path / "s.npy", "r+b") as f:
+        m = mmap.mmap(f.fileno(), 0)
+        out = np.frombuffer(m, dtype=np.float64, offset=128).reshape(2000, 50)
+        lazy = ma.from_npy(tmp_path / "s.npy")
+        np.add(lazy, lazy[::-1], out=out)
+        del out
+        m.flush()
+        m.close()
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), x + x[::-1])
+    wide = np.empty((2, 2000, 50))
+    np.multiply(ma.asarray(x), 2.0, out=wide)
+    np.testing.assert_array_equal(wide, np.broadcast_to(x * 2.0, wide.shape))
+    with pytest.raises(ValueError, match="output array is read-only"):
+        np.add(ma.asarray(x), 1, out=np.broadcast_to(np.empty(50), x.shape))
+
+
+def test_ufunc_casting_with_out_is_numpys():
+    """``casting=`` beside ``out=`` (helper 140: refused): NumPy's rule and
+    its errors."""
+    x = np.array([1.2, 2.7, -3.5])
+    for casting in ("unsafe", "same_kind", "no", "bogus"):
+        got = []
+        for arr in (x, ma.asarray(x)):
+            o = np.zeros(3, np.int64)
+            try:
+                np.add(arr, 1.5, out=o, casting=casting)
+                got.append(o.tolist())
+            except (TypeError, ValueError) as e:
+                got.append((type(e).__name__, str(e)))
+        assert got[0] == got[1], got

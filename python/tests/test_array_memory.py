@@ -421,3 +421,27 @@ def test_an_index_is_held_once_at_8_bytes_per_position():
     )
     assert ok
     assert held <= 8 * count + 8 * MiB, (held / count, count)
+
+
+def test_a_memory_mapped_out_does_not_stay_resident(tmp_path):
+    """``out=`` an ``np.memmap`` (mode "w+") of 200 MiB: each block's pages
+    are written back and let go, so the process's resident memory stays
+    near the limit (helper 140: the whole result stayed resident)."""
+    path = tmp_path / "out.npy"
+    added, ok = run_child(
+        """
+        import memfit._resources as res
+        res.default_memory_limit = lambda: 32 << 20
+        out = np.lib.format.open_memmap(sys.argv[1], mode="w+", dtype=np.float64, shape=(5000, 5000))
+        x = ma.arange(25_000_000, dtype=np.float64).reshape(5000, 5000)
+        added = measure(lambda: np.multiply(x, 2.0, out=out))
+        del out
+        r = np.load(sys.argv[1], mmap_mode="r")
+        ok = all(np.array_equal(r[a:a + 500], np.arange(a * 5000, (a + 500) * 5000, dtype=np.float64).reshape(500, 5000) * 2)
+                 for a in range(0, 5000, 500))
+        print((added, ok))
+        """,
+        path,
+    )
+    assert ok
+    assert added <= 32 * MiB + SLACK, added / MiB

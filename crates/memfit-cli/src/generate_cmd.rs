@@ -40,7 +40,7 @@ pub fn blobs(args: &BlobsArgs) -> Result<()> {
         anyhow::bail!(
             "the job needs at least {need} bytes ({}) but the memory limit is {limit} bytes ({}): {} centres × {} features and the writers' buffers ({}), and a block of {min_rows} rows × {per_row} B; hint: raise --memory-limit to at least {need} bytes",
             memfit::plan::format_bytes_up(need),
-            memfit::plan::format_bytes(limit),
+            memfit::plan::format_bytes_down(limit),
             args.centers,
             args.n_features,
             memfit::plan::format_bytes(fixed),

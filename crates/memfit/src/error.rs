@@ -526,7 +526,7 @@ impl Error {
                 f,
                 "the job needs at least {required_bytes} bytes ({}) but the memory limit is {limit_bytes} bytes ({}): {what}; hint: {}",
                 crate::units::format_bytes_up(*required_bytes),
-                crate::units::format_bytes(*limit_bytes),
+                crate::units::format_bytes_down(*limit_bytes),
                 hint(remedies, s)
             ),
             Error::Cancelled => f.write_str("cancelled"),
@@ -538,7 +538,7 @@ impl Error {
                 f,
                 "the job needs at least {required_bytes} bytes ({}) of {device}'s memory but the device memory limit is {limit_bytes} bytes ({}): {what}; hint: {}",
                 crate::units::format_bytes_up(*required_bytes),
-                crate::units::format_bytes(*limit_bytes),
+                crate::units::format_bytes_down(*limit_bytes),
                 hint(remedies, s)
             ),
             Error::DeviceUnavailable { device, reason, remedies } => {

@@ -4,6 +4,7 @@ the engine's operations (``memfit._memfit.expr_op``)."""
 
 from __future__ import annotations
 
+import mmap
 import numbers
 import operator
 import os
@@ -150,7 +151,8 @@ def write_out(result: "Array", out: Any, casting: str, name: str, reduction: boo
     its shape. ``casting`` is the rule from the result's dtype to
     ``out``'s (``"same_kind"`` for ufuncs, ``"unsafe"`` for reductions).
 
-    A result of ``out``'s shape is written block of rows by block of rows
+    A result of ``out``'s shape (or of its last axes, broadcast across the
+    others) is written block of rows by block of rows
     (:func:`_stream_into`: no copy of the whole result is held) unless
     ``out`` may overlap what the expression reads, which NumPy's semantics
     (the result as if computed before any write) then require."""
@@ -160,6 +162,8 @@ def write_out(result: "Array", out: Any, casting: str, name: str, reduction: boo
         out = out[0]
     if not isinstance(out, np.ndarray):
         raise TypeError(f"return arrays must be of ArrayType, got {type(out).__name__}")
+    if not out.flags.writeable:
+        raise ValueError("output array is read-only")
     shape = tuple(result.shape)
     if reduction and out.shape != shape:
         raise ValueError(
@@ -183,8 +187,9 @@ def write_out(result: "Array", out: Any, casting: str, name: str, reduction: boo
         raise TypeError(
             f"Cannot cast ufunc '{name}' output from {result.dtype!r} to {out.dtype!r} with casting rule '{casting}'"
         )
-    if shape == out.shape and result.ndim > 0 and result.size > 0 and not _may_read(result, out):
-        _stream_into(result, out)
+    lead = out.ndim - result.ndim
+    if out.shape[lead:] == shape and result.ndim > 0 and result.size > 0 and not _may_read(result, out):
+        _stream_into(result, out, lead)
     else:
         np.copyto(out, result.compute(), casting="unsafe")
     return out
@@ -212,16 +217,27 @@ def _mapped_file(a: np.ndarray) -> Optional[str]:
     """The file ``a``'s memory maps (a ``np.memmap`` or a view of one):
     its name, ``""`` when it cannot be named (an ``mmap.mmap``), None for
     memory that maps no file."""
-    import mmap
-
     base: Any = a
     while base is not None:
         if isinstance(base, np.memmap):
             return os.fsdecode(base.filename) if base.filename is not None else ""
         if isinstance(base, mmap.mmap):
             return ""
-        base = getattr(base, "base", None)
+        # np.frombuffer(mm) holds a memoryview of the map (helper 140).
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
     return None
+
+
+def _shared_map_of(a: np.ndarray) -> Any:
+    """The ``mmap.mmap`` of a ``np.memmap`` opened to write its file
+    (``"r+"``, ``"w+"``: a shared mapping) behind ``a``, if any; never a
+    copy-on-write one (``"c"``), whose written pages are the only copy."""
+    base: Any = a
+    shared = False
+    while base is not None and not isinstance(base, mmap.mmap):
+        shared = shared or (isinstance(base, np.memmap) and getattr(base, "mode", None) in ("r+", "w+"))
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
+    return base if shared and hasattr(mmap, "MADV_DONTNEED") else None
 
 
 def _same_or_inside(path: str, place: str) -> bool:
@@ -236,17 +252,27 @@ def _same_or_inside(path: str, place: str) -> bool:
     return os.path.isdir(root) and os.path.commonpath([real, root]) == root
 
 
-def _stream_into(result: "Array", out: np.ndarray) -> None:
-    """Writes ``result`` into ``out`` (the same shape) in consecutive blocks
-    of rows along its first axis, each computed within the default memory
-    limit (``Expr.row_blocks``)."""
-    rows = result.shape[0]
+def _stream_into(result: "Array", out: np.ndarray, lead: int = 0) -> None:
+    """Writes ``result`` into ``out`` (of its shape after ``lead`` more
+    axes, across which it is broadcast) in consecutive blocks of rows along
+    its first axis, each computed within the default memory limit
+    (``Expr.row_blocks``)."""
+    shape = tuple(result.shape)
+    rows = shape[0]
     flat = result.reshape(rows, result.size // rows)
+    mapped = _shared_map_of(out)
     start = 0
     for block in flat._expr.row_blocks(check_memory_limit(None), check_n_jobs(None)):
         stop = start + block.shape[0]
-        np.copyto(out[start:stop], block.reshape((stop - start,) + out.shape[1:]), casting="unsafe")
+        at = (slice(None),) * lead + (slice(start, stop),)
+        np.copyto(out[at], block.reshape((stop - start,) + shape[1:]), casting="unsafe")
         start = stop
+        if mapped is not None:
+            # A mapped out (np.memmap): the block's pages written back and
+            # let go, so they do not stay resident (helper 140: the whole
+            # result did).
+            mapped.flush()
+            mapped.madvise(mmap.MADV_DONTNEED)
 
 
 def prod(dims: Sequence[int]) -> int:
@@ -854,6 +880,12 @@ class Array:
     def T(self) -> "Array":
         """The transpose (axes reversed), a lazy view."""
         return self.transpose()
+
+    def take(self, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> "Array":
+        """:func:`memfit.array.take`."""
+        from ._functions import take
+
+        return take(self, indices, axis, out, mode)
 
     def round(self, decimals: int = 0, out: Any = None) -> "Array":
         """:func:`memfit.array.round`."""

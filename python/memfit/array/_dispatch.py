@@ -165,11 +165,17 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
                 f"memfit.array supports out= in numpy.{ufunc.__name__} with one NumPy array only: results are "
                 "lazy arrays; use the returned array, then x.compute(), x.to_npy() or x.to_zarr()"
             )
+        casting = "same_kind" if method == "__call__" else "unsafe"
+        if method == "__call__" and "casting" in kwargs:
+            casting = kwargs.pop("casting")
+            # NumPy's own errors for the rule (a bad rule, inputs or out it
+            # forbids), from the ufunc on empty operands of these dtypes.
+            probe = [np.empty(0, x.dtype) if isinstance(x, (Array, np.ndarray)) else x for x in inputs]
+            ufunc(*probe, out=np.empty(0, outs[0].dtype), casting=casting)
         result = array_ufunc(ufunc, method, inputs, kwargs)
         if result is NotImplemented:
             return result
-        return write_out(result, outs[0], "same_kind" if method == "__call__" else "unsafe", ufunc.__name__,
-                         reduction=method == "reduce")
+        return write_out(result, outs[0], casting, ufunc.__name__, reduction=method == "reduce")
     if method == "__call__":
         impl = UFUNCS.get(ufunc)
         if impl is None:

@@ -9,6 +9,7 @@ import builtins
 import functools
 import inspect
 import numbers
+import operator
 import os
 import textwrap
 import warnings
@@ -64,7 +65,8 @@ def _with_out(casting: str, reduction: bool = False):
     is computed into it and it is returned (see ``write_out``); any other
     ``out`` goes to the function, which refuses it. A reduction with a
     ``dtype`` parameter left at None runs in a float or complex ``out``'s
-    dtype, as NumPy's reductions do."""
+    dtype where its input casts there safely (else in its own, cast into
+    ``out`` at the end), as NumPy's reductions do."""
 
     def wrap(f):
         params = list(inspect.signature(f).parameters.values())
@@ -84,7 +86,7 @@ def _with_out(casting: str, reduction: bool = False):
                 args = args[:at] + (None,) + args[at + 1:]
             else:
                 kwargs["out"] = None
-            if dtype_at is not None and target.dtype.kind in "fc":
+            if dtype_at is not None and target.dtype.kind in "fc" and _safe_into(args, kwargs, target.dtype):
                 if len(args) > dtype_at:
                     if args[dtype_at] is None:
                         args = args[:dtype_at] + (target.dtype,) + args[dtype_at + 1:]
@@ -95,6 +97,16 @@ def _with_out(casting: str, reduction: bool = False):
         return g
 
     return wrap
+
+
+def _safe_into(args: tuple, kwargs: dict, into: np.dtype) -> bool:
+    """Whether a reduction's input (its first argument) casts safely to
+    ``into``: NumPy then runs it in ``out``'s dtype; otherwise in the
+    input's, cast into ``out`` at the end."""
+    a = args[0] if args else kwargs.get("a")
+    src = getattr(a, "dtype", None)
+    src = np.asarray(a).dtype if src is None else np.dtype(src)
+    return bool(np.can_cast(src, into, "safe"))
 
 
 def _reject_out(out: Any) -> None:
@@ -1206,7 +1218,7 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Array:
     total = {}
     for s, ax in shifts:
         ax = normalize_axis(int(ax), x.ndim)
-        total[ax] = total.get(ax, 0) + index_int(s, "shift")
+        total[ax] = total.get(ax, 0) + int(s)  # NumPy's int(): 1.5 shifts by 1
     for ax, s in sorted(total.items()):
         n = x.shape[ax]
         s = s % n if n else 0
@@ -1243,7 +1255,7 @@ def diff(a: Any, n: Any = 1, axis: Any = -1, prepend: Any = np._NoValue, append:
     numpy.exceptions.AxisError
         An axis out of range.
     """
-    n = index_int(n, "n")
+    n = operator.index(n)  # NumPy's TypeError for 1.0
     if n == 0:
         return operand(a)
     if n < 0:
@@ -1319,11 +1331,11 @@ def take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: str = "r
     else:
         ix = np.asarray(indices, dtype=np.intp)
     if mode not in ("raise", "wrap", "clip"):
-        raise ValueError(f"clipmode not understood; expected 'raise', 'wrap' or 'clip', got {mode!r}")
+        raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
     size = x.shape[ax]
+    if size == 0 and ix.size:
+        raise IndexError("cannot do a non-empty take from an empty axes.")
     if mode != "raise" and ix.size:
-        if size == 0:
-            raise IndexError("cannot do a non-empty take from an empty axes.")
         ix = ix % size if mode == "wrap" else np.clip(ix, 0, size - 1)
     key = (slice(None),) * ax + (ix if ix.ndim else int(ix),)
     return x[key]
@@ -1809,7 +1821,10 @@ def _moment(name: str, a: Any, axis: Any, dtype: Any, out: Any, keepdims: Any, d
     acc = np.dtype(optional_dtype_name(dtype)) if dtype is not None else None
     into = target.dtype if isinstance(target, np.ndarray) else None
     params = {} if name == "mean" else {"ddof": ddof}
-    if not builtins.any(d is not None and d.kind in "biu" for d in (acc, into)):
+    # A float out the input does not cast to safely: NumPy sums in the
+    # input's dtype, casts into out and divides there (step by step below).
+    narrower = into is not None and acc is None and into.kind == "f" and not np.can_cast(x.dtype, into, "safe")
+    if not narrower and not builtins.any(d is not None and d.kind in "biu" for d in (acc, into)):
         # NumPy's sums run in out's dtype when no dtype is given.
         within = optional_dtype_name(dtype) if into is None or dtype is not None else into.name
         result = _reduce(name, x, axis, keepdims, dtype=within, **params)
