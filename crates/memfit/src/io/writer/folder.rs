@@ -110,7 +110,7 @@ impl AtomicFolder {
         }
         if let Ok(meta) = std::fs::metadata(dest) {
             if meta.is_dir() {
-                let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
+                let _ = std::fs::set_permissions(tmp.path(), super::staged::rwx_of(&meta));
             }
         }
         if std::fs::symlink_metadata(dest).is_err() {

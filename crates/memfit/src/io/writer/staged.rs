@@ -76,15 +76,16 @@ impl Staged {
         self.named.is_none()
     }
 
-    /// Gives the file the permission bits of the regular file at `old`
-    /// (links followed), if one is there: a replaced output keeps its mode,
-    /// as with `numpy.save`, which rewrites the file in place (a private
-    /// 0600 file stays private).
+    /// Gives the file the read, write and execute bits of the regular file
+    /// at `old` (links followed), if one is there: a replaced output keeps
+    /// its mode, as with `numpy.save`, which rewrites the file in place (a
+    /// private 0600 file stays private); never set-user-ID, set-group-ID or
+    /// sticky bits, which a write clears.
     pub(crate) fn keep_mode_of(&self, old: &Path) {
         if let Ok(meta) = std::fs::metadata(old) {
             if meta.is_file() {
                 // Best effort: a file that cannot take the mode keeps the default.
-                let _ = self.file.set_permissions(meta.permissions());
+                let _ = self.file.set_permissions(rwx_of(&meta));
             }
         }
     }
@@ -115,6 +116,12 @@ impl Write for Staged {
     fn flush(&mut self) -> io::Result<()> {
         self.file.flush()
     }
+}
+
+/// The read, write and execute bits of `meta`'s mode, as permissions.
+pub(crate) fn rwx_of(meta: &std::fs::Metadata) -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(meta.permissions().mode() & 0o777)
 }
 
 /// The prefix of hidden temporary names `.NAME.XXXXXX.tmp`.
@@ -214,13 +221,13 @@ mod tests {
         assert_eq!(names(dir.path()), ["out.npy"]);
         // A replaced file keeps its mode, as numpy.save keeps it.
         use std::os::unix::fs::PermissionsExt;
-        for (named, mode) in [(false, 0o600), (true, 0o640)] {
+        for (named, mode, kept) in [(false, 0o600, 0o600), (true, 0o640, 0o640), (false, 0o4755, 0o755)] {
             std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode)).unwrap();
             let create = if named { Staged::named_in } else { Staged::create_in };
             let mut staged = create(dir.path(), name).unwrap();
             staged.write_all(b"private").unwrap();
             staged.persist(&dest).unwrap();
-            assert_eq!(std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777, mode);
+            assert_eq!(std::fs::metadata(&dest).unwrap().permissions().mode() & 0o7777, kept);
             assert_eq!(read(&dest), "private");
         }
         // Dropped unpersisted: nothing stays, the destination is untouched.
