@@ -882,13 +882,33 @@ class Array:
         return self.transpose()
 
     def take(self, indices: Any, axis: Any = None, out: Any = None, mode: str = "raise") -> "Array":
-        """:func:`memfit.array.take`."""
+        """:func:`memfit.array.take` of this array.
+
+        Parameters
+        ----------
+        indices, axis, out, mode
+            As :func:`memfit.array.take`'s.
+
+        Returns
+        -------
+        Array
+        """
         from ._functions import take
 
         return take(self, indices, axis, out, mode)
 
     def round(self, decimals: int = 0, out: Any = None) -> "Array":
-        """:func:`memfit.array.round`."""
+        """:func:`memfit.array.round` of this array.
+
+        Parameters
+        ----------
+        decimals, out
+            As :func:`memfit.array.round`'s.
+
+        Returns
+        -------
+        Array
+        """
         from ._functions import round as round_
 
         return round_(self, decimals, out)

@@ -1119,14 +1119,23 @@ around = round
 
 
 def real(val: Any) -> Array:
-    """The real part, as ``numpy.real``: ``val`` itself (memfit arrays are
-    real)."""
+    """The real part, as ``numpy.real``.
+
+    Parameters
+    ----------
+    val : array-like or Array
+
+    Returns
+    -------
+    Array
+        ``val`` itself (memfit arrays are real).
+    """
     return operand(val)
 
 
 def imag(val: Any) -> Array:
-    """The imaginary part, as ``numpy.imag``: zeros of ``val``'s shape and
-    dtype (memfit arrays are real)."""
+    """The imaginary part, as ``numpy.imag``. Returns zeros of the shape
+    and dtype of ``val`` (array-like or Array): memfit arrays are real."""
     return zeros_like(operand(val))
 
 
@@ -1159,6 +1168,11 @@ def flip(m: Any, axis: Any = None) -> Array:
 def fliplr(m: Any) -> Array:
     """``m`` reversed along axis 1, a lazy view, as ``numpy.fliplr``.
 
+    Parameters
+    ----------
+    m : array-like or Array
+        At least 2-d.
+
     Raises
     ------
     ValueError
@@ -1171,13 +1185,9 @@ def fliplr(m: Any) -> Array:
 
 
 def flipud(m: Any) -> Array:
-    """``m`` reversed along axis 0, a lazy view, as ``numpy.flipud``.
-
-    Raises
-    ------
-    ValueError
-        ``m`` of 0 dimensions (NumPy's message).
-    """
+    """``m`` (array-like or Array, at least 1-d) reversed along axis 0, a
+    lazy view, as ``numpy.flipud``: see :func:`flip`. Returns an Array;
+    raises NumPy's ValueError for ``m`` of 0 dimensions."""
     x = operand(m)
     if x.ndim < 1:
         raise ValueError("Input must be >= 1-d.")

@@ -213,7 +213,14 @@ def nanargmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = Fals
 def nanargmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: Any = False) -> Any:
     """The index of the maximum over ``axis`` ignoring NaN, lazily, as
     ``numpy.nanargmax`` (NaNs replaced by -inf, then
-    :func:`~memfit.array.argmax`); see :func:`nanargmin`."""
+    :func:`~memfit.array.argmax`).
+
+    Parameters
+    ----------
+    a, axis, out, keepdims
+        As :func:`nanargmin`'s, and so are its result (int64) and its
+        ValueError for a slice of NaNs only.
+    """
     return _nanarg(F.argmax, -np.inf, a, axis, out, keepdims)
 
 
